@@ -1,1 +1,26 @@
-//! placeholder
+//! # symm
+//!
+//! Custom GPU communication kernels over symmetric memory, in Rust.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! // One thread per GPU; each runs this closure as its rank.
+//! let sums = symm::run_local(&[0, 1], |comm| {
+//!     let buf = comm.alloc::<f32>(1024)?;
+//!     buf.copy_from_host(&vec![comm.rank() as f32; 1024])?;
+//!     let smem = buf.rendezvous()?; // collective; cached per allocation
+//!     smem.barrier(0, Duration::from_secs(5))?;
+//!     comm.synchronize()?;
+//!     let peer = smem.peer_buffer::<f32>((comm.rank() + 1) % comm.world_size())?;
+//!     Ok(peer.read(0, 1)?[0])
+//! })?;
+//! # Ok::<(), symm::RunError>(())
+//! ```
+//!
+//! Everything lives in [`symm_runtime`], re-exported here.
+
+pub use symm_runtime::*;
+
+/// The built-in kernels.
+pub use symm_kernels as kernels;

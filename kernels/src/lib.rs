@@ -1,1 +1,2 @@
-//! placeholder
+//! Built-in symm kernels. Each is written with `#[symm_kernel]`; the
+//! one-shot all-reduce lands here with the DSL.

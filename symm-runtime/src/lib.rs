@@ -1,1 +1,38 @@
-//! placeholder
+//! Runtime of symm: devices, symmetric allocation, rendezvous and its
+//! per-allocation cache, signal operations, the JIT engine and launch.
+//!
+//! Most users depend on the `symm` facade crate, which re-exports this one.
+//!
+//! The model is SPMD: code is written per rank against a [`Comm`]. Ranks come
+//! from [`run_local`] (one thread per local GPU), [`run`] (GPUs or the CPU
+//! emulator), or [`Comm::cuda`] / [`Comm::emulated`] with a shared [`Store`].
+
+mod backend;
+mod buffer;
+mod comm;
+pub mod cuda;
+pub mod cuda_prelude;
+mod dtype;
+mod error;
+pub mod jit;
+mod launch;
+pub mod layout;
+pub mod signal;
+pub mod store;
+mod symmetric_memory;
+
+pub use backend::BackendKind;
+pub use buffer::{SymmBuffer, SymmView};
+pub use comm::{run, run_local, Comm, CommOptions, Ranks, RunError};
+pub use cuda::{cuda_available, cuda_device_count};
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use launch::{KernelArg, LaunchConfig, RawKernel};
+pub use store::{InProcessStore, Store, StoreError};
+pub use symmetric_memory::{PeerBuffer, SymmetricMemory};
+
+/// Re-exported so users can name the f16 and bf16 element types.
+pub use half::{bf16, f16};
+
+/// Re-exported so users can pass their own streams and capture graphs.
+pub use cudarc;

@@ -1,0 +1,166 @@
+//! The backend seam: what a rank needs from the machine it runs on.
+//!
+//! [`Comm`](crate::Comm), symmetric allocation, rendezvous and the signal
+//! operations are written once against [`Backend`]. [`CudaBackend`] runs them
+//! on a GPU; [`HostBackend`] runs them on host memory with the same layout,
+//! which is what the CPU emulator is built on.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::CudaStream;
+
+use crate::error::{Error, Result};
+
+mod cuda;
+mod host;
+
+pub(crate) use cuda::CudaBackend;
+pub(crate) use host::HostBackend;
+
+/// Where a rank's memory and kernels live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// A CUDA GPU.
+    Cuda,
+    /// The CPU emulator: host memory laid out as on a GPU.
+    Emulator,
+}
+
+impl BackendKind {
+    pub(crate) const fn code(self) -> u8 {
+        match self {
+            BackendKind::Cuda => 1,
+            BackendKind::Emulator => 2,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Option<BackendKind> {
+        match c {
+            1 => Some(BackendKind::Cuda),
+            2 => Some(BackendKind::Emulator),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendKind::Cuda => "cuda",
+            BackendKind::Emulator => "emulator",
+        })
+    }
+}
+
+/// One rank's own physical allocation, mapped for itself.
+pub(crate) trait LocalAlloc: Send + Sync {
+    /// Address of byte 0, valid for this rank's backend.
+    fn ptr(&self) -> u64;
+    /// Mapped bytes.
+    fn size(&self) -> usize;
+}
+
+/// A peer's allocation mapped for this rank; dropping it unmaps.
+pub(crate) struct Mapped {
+    pub ptr: u64,
+    pub _keep: Box<dyn Any + Send + Sync>,
+}
+
+/// A device-visible array of `u64`s; dropping it frees the array.
+pub(crate) struct Table {
+    pub ptr: u64,
+    pub _keep: Box<dyn Any + Send + Sync>,
+}
+
+/// Arguments of one signal operation.
+pub(crate) struct SignalCall<'a> {
+    pub op: crate::signal::SignalOp,
+    /// Host array of every rank's signal-pad address.
+    pub pads: &'a [u64],
+    /// Device array of the same addresses.
+    pub pads_dev: u64,
+    pub world: usize,
+    pub channel: usize,
+    pub timeout: Duration,
+}
+
+/// What a rank needs from the machine it runs on. One instance per rank.
+pub(crate) trait Backend: Send + Sync {
+    fn kind(&self) -> BackendKind;
+    /// Human-readable device name, for example `cuda:1 (NVIDIA H200, sm_90)`.
+    fn label(&self) -> String;
+    /// Allocation sizes are rounded up to this power of two.
+    fn granularity(&self) -> usize;
+    /// Creates and maps `size` bytes of symmetric-capable memory.
+    fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
+    /// Opaque bytes that let a peer map `alloc`.
+    fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8>;
+    /// Maps a peer's exported allocation of `size` bytes.
+    fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped>;
+    /// Copies host bytes to `dst` (which the caller has bounds-checked) and waits.
+    fn write(&self, dst: u64, src: &[u8]) -> Result<()>;
+    /// Copies from `src` (bounds-checked by the caller) into host bytes.
+    fn read(&self, src: u64, dst: &mut [u8]) -> Result<()>;
+    /// Zeroes `bytes` at `dst` (bounds-checked by the caller) and waits.
+    fn zero(&self, dst: u64, bytes: usize) -> Result<()>;
+    /// Makes a device-visible copy of `values`.
+    fn table(&self, values: &[u64]) -> Result<Table>;
+    /// Enqueues (GPU) or performs (host) a signal operation. Timeouts are
+    /// recorded and surface from the next [`Backend::synchronize`].
+    fn signal(&self, call: &SignalCall<'_>) -> Result<()>;
+    /// Waits for all enqueued work and reports any recorded timeout.
+    fn synchronize(&self) -> Result<()>;
+    /// Free and total memory of the device, in bytes.
+    fn mem_info(&self) -> Result<(usize, usize)>;
+    /// The CUDA stream work is enqueued on, if this is a CUDA backend.
+    fn cuda_stream(&self) -> Option<Arc<CudaStream>>;
+    /// The same rank and device, enqueueing on `stream` instead.
+    fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>>;
+    /// Escape hatch for backend-specific paths (kernel launch).
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Tag bytes at the start of every exported handle, so a rank never
+/// misreads another backend's or another process's handle.
+pub(crate) const EXPORT_CUDA_IN_PROCESS: u8 = 1;
+pub(crate) const EXPORT_HOST_IN_PROCESS: u8 = 2;
+
+/// Encodes an in-process export: tag, process id, device ordinal, address.
+pub(crate) fn encode_export(tag: u8, ordinal: u32, addr: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(17);
+    v.push(tag);
+    v.extend_from_slice(&std::process::id().to_le_bytes());
+    v.extend_from_slice(&ordinal.to_le_bytes());
+    v.extend_from_slice(&addr.to_le_bytes());
+    v
+}
+
+/// Decodes an in-process export, checking its tag and process.
+pub(crate) fn decode_export(rank: usize, peer: usize, tag: u8, v: &[u8]) -> Result<(u32, u64)> {
+    let bad = |why: String| Error::InvalidArgument {
+        rank,
+        message: format!("rank {peer}'s exported allocation {why}"),
+    };
+    if v.len() != 17 {
+        return Err(bad(format!("has {} bytes, expected 17", v.len())));
+    }
+    if v[0] != tag {
+        return Err(bad(format!(
+            "has tag {}, expected {tag} (backends differ?)",
+            v[0]
+        )));
+    }
+    let pid = u32::from_le_bytes([v[1], v[2], v[3], v[4]]);
+    if pid != std::process::id() {
+        return Err(bad(format!(
+            "comes from process {pid}; this in-process backend only maps allocations of its own process"
+        )));
+    }
+    let ordinal = u32::from_le_bytes([v[5], v[6], v[7], v[8]]);
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&v[9..17]);
+    Ok((ordinal, u64::from_le_bytes(a)))
+}

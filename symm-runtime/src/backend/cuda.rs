@@ -1,0 +1,211 @@
+//! [`Backend`] on a CUDA GPU.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+
+use super::EXPORT_CUDA_IN_PROCESS;
+use super::{
+    decode_export, encode_export, Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table,
+};
+use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, PeerMapping, VmmAlloc};
+use crate::error::{Error, Result};
+use crate::signal::{self, SignalOp, StatusRecord};
+
+/// A rank on one CUDA device, enqueueing on one stream.
+pub(crate) struct CudaBackend {
+    rank: usize,
+    pub(crate) dev: Arc<CudaDevice>,
+    pub(crate) stream: Arc<CudaStream>,
+}
+
+impl CudaBackend {
+    pub(crate) fn new(rank: usize, ordinal: usize) -> Result<CudaBackend> {
+        if !crate::cuda::cuda_available() {
+            return Err(Error::CudaUnavailable(crate::cuda::unavailable_reason()));
+        }
+        let count = crate::cuda::cuda_device_count();
+        if ordinal >= count {
+            return Err(Error::InvalidArgument {
+                rank,
+                message: format!(
+                    "device cuda:{ordinal} does not exist; this machine has {count} CUDA devices"
+                ),
+            });
+        }
+        let dev = device(ordinal).map_err(|e| Error::Driver {
+            rank,
+            device: format!("cuda:{ordinal}"),
+            op: e.op,
+            source: e.err,
+        })?;
+        let stream = dev.stream.clone();
+        Ok(CudaBackend { rank, dev, stream })
+    }
+
+    fn err(&self, e: DrvErr) -> Error {
+        self.dev.error(self.rank, e)
+    }
+}
+
+struct CudaLocal(VmmAlloc);
+
+impl LocalAlloc for CudaLocal {
+    fn ptr(&self) -> u64 {
+        self.0.ptr
+    }
+    fn size(&self) -> usize {
+        self.0.size
+    }
+}
+
+impl Backend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn label(&self) -> String {
+        format!("{:?}", self.dev)
+    }
+
+    fn granularity(&self) -> usize {
+        self.dev.granularity
+    }
+
+    fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
+        let a = VmmAlloc::create(&self.dev, size).map_err(|e| self.err(e))?;
+        Ok(Arc::new(CudaLocal(a)))
+    }
+
+    fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8> {
+        encode_export(EXPORT_CUDA_IN_PROCESS, self.dev.ordinal as u32, alloc.ptr())
+    }
+
+    fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped> {
+        let (ordinal, addr) = decode_export(self.rank, peer, EXPORT_CUDA_IN_PROCESS, exported)?;
+        let ordinal = ordinal as usize;
+        if !self.dev.can_access(ordinal).map_err(|e| self.err(e))? {
+            return Err(Error::InvalidArgument {
+                rank: self.rank,
+                message: format!(
+                    "cuda:{} cannot access cuda:{ordinal} (rank {peer}) peer-to-peer; symmetric memory needs \
+                     NVLink or PCIe P2P between every pair of devices",
+                    self.dev.ordinal
+                ),
+            });
+        }
+        let m = PeerMapping::map_in_process(&self.dev, addr, size).map_err(|e| self.err(e))?;
+        Ok(Mapped {
+            ptr: m.ptr,
+            _keep: Box::new(m),
+        })
+    }
+
+    fn write(&self, dst: u64, src: &[u8]) -> Result<()> {
+        self.dev
+            .write(&self.stream, dst, src)
+            .map_err(|e| self.err(e))
+    }
+
+    fn read(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        self.dev
+            .read(&self.stream, src, dst)
+            .map_err(|e| self.err(e))
+    }
+
+    fn zero(&self, dst: u64, bytes: usize) -> Result<()> {
+        self.dev
+            .zero(&self.stream, dst, bytes)
+            .map_err(|e| self.err(e))
+    }
+
+    fn table(&self, values: &[u64]) -> Result<Table> {
+        let m = DeviceMem::from_u64s(&self.dev.ctx, values).map_err(|e| self.err(e))?;
+        Ok(Table {
+            ptr: m.ptr,
+            _keep: Box::new(m),
+        })
+    }
+
+    fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
+        let (kernel, peer_or_world, threads) = match call.op {
+            SignalOp::Put { dst } => (signal::PUT_KERNEL, dst as u32, 1),
+            SignalOp::Wait { src } => (signal::WAIT_KERNEL, src as u32, 1),
+            SignalOp::Barrier => (
+                signal::BARRIER_KERNEL,
+                call.world as u32,
+                call.world.max(1) as u32,
+            ),
+        };
+        let f = self
+            .dev
+            .function(signal::SIGNAL_MODULE, &signal::SIGNAL_SOURCE, kernel)?;
+        let timeout_ns = u64::try_from(call.timeout.as_nanos()).unwrap_or(u64::MAX);
+        let timeout_ms = u32::try_from(call.timeout.as_millis()).unwrap_or(u32::MAX);
+        let mut params = [
+            call.pads_dev.to_le_bytes(),
+            slot32(self.rank as u32),
+            slot32(peer_or_world),
+            slot32(call.channel as u32),
+            timeout_ns.to_le_bytes(),
+            slot32(timeout_ms),
+            self.dev.status_ptr().to_le_bytes(),
+        ];
+        self.dev
+            .launch(&f, &self.stream, (1, 1, 1), (threads, 1, 1), 0, &mut params)
+            .map_err(|e| self.err(e))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.dev.bind().map_err(|e| self.err(e))?;
+        self.stream.synchronize().map_err(|err| {
+            self.err(DrvErr {
+                op: "cuStreamSynchronize",
+                err,
+            })
+        })?;
+        let words = self.dev.take_status().map_err(|e| self.err(e))?;
+        match StatusRecord::decode(&words) {
+            Some(r) => Err(r.into_error()),
+            None => Ok(()),
+        }
+    }
+
+    fn mem_info(&self) -> Result<(usize, usize)> {
+        self.dev.mem_info().map_err(|e| self.err(e))
+    }
+
+    fn cuda_stream(&self) -> Option<Arc<CudaStream>> {
+        Some(self.stream.clone())
+    }
+
+    fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
+        if stream.context().ordinal() != self.dev.ordinal {
+            return Err(Error::InvalidArgument {
+                rank: self.rank,
+                message: format!(
+                    "the stream belongs to cuda:{}, but this rank runs on cuda:{}",
+                    stream.context().ordinal(),
+                    self.dev.ordinal
+                ),
+            });
+        }
+        Ok(Arc::new(CudaBackend {
+            rank: self.rank,
+            dev: self.dev.clone(),
+            stream,
+        }))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A 32-bit kernel parameter in an 8-byte slot (the driver reads 4 bytes).
+fn slot32(v: u32) -> [u8; 8] {
+    let mut s = [0u8; 8];
+    s[..4].copy_from_slice(&v.to_le_bytes());
+    s
+}

@@ -1,0 +1,306 @@
+//! [`Backend`] on host memory: the memory half of the CPU emulator.
+//!
+//! Every access to symmetric memory goes through atomics, because simulated
+//! ranks are threads that touch each other's memory concurrently; plain
+//! loads and stores there would be data races in Rust's sense.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Instant;
+
+use cudarc::driver::CudaStream;
+
+use super::EXPORT_HOST_IN_PROCESS;
+use super::{
+    decode_export, encode_export, Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table,
+};
+use crate::error::{Error, Result};
+use crate::layout::signal_slot;
+use crate::signal::{SignalKind, SignalOp, StatusRecord};
+
+/// Host allocations are page-aligned, like a GPU mapping is granularity-aligned.
+const HOST_ALIGN: usize = 4096;
+
+/// Host memory standing in for one rank's physical allocation.
+pub(crate) struct HostAlloc {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: the memory is only ever accessed through atomics (see module docs),
+// and the pointer is owned uniquely by this value.
+unsafe impl Send for HostAlloc {}
+// SAFETY: as above.
+unsafe impl Sync for HostAlloc {}
+
+impl HostAlloc {
+    fn new(size: usize) -> Option<HostAlloc> {
+        let layout = Layout::from_size_align(size.max(1), HOST_ALIGN).ok()?;
+        // SAFETY: the layout has non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        (!ptr.is_null()).then_some(HostAlloc { ptr, layout })
+    }
+}
+
+impl Drop for HostAlloc {
+    fn drop(&mut self) {
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(self.ptr as u64));
+        // SAFETY: allocated in `new` with this layout; freed only here.
+        unsafe { dealloc(self.ptr, self.layout) }
+    }
+}
+
+struct HostLocal(Arc<HostAlloc>);
+
+impl LocalAlloc for HostLocal {
+    fn ptr(&self) -> u64 {
+        self.0.ptr as u64
+    }
+    fn size(&self) -> usize {
+        self.0.layout.size()
+    }
+}
+
+/// Live host allocations by address, so an importing rank can take a strong
+/// reference (as cuMemRetainAllocationHandle does on a GPU).
+fn registry() -> &'static Mutex<HashMap<u64, Weak<HostAlloc>>> {
+    static R: OnceLock<Mutex<HashMap<u64, Weak<HostAlloc>>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// A simulated rank whose memory lives on the host.
+pub(crate) struct HostBackend {
+    rank: usize,
+    status: Mutex<Option<StatusRecord>>,
+}
+
+impl HostBackend {
+    pub(crate) fn new(rank: usize) -> HostBackend {
+        HostBackend {
+            rank,
+            status: Mutex::new(None),
+        }
+    }
+
+    fn record(&self, rec: StatusRecord) {
+        let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        s.get_or_insert(rec);
+    }
+
+    /// The slot `writer` uses to signal the pad at `pad` on `channel` (block 0).
+    fn slot(pad: u64, channel: usize, writer: usize) -> &'static AtomicU32 {
+        let idx = signal_slot(channel, 0, writer).unwrap_or(0);
+        // SAFETY: `pad` is a live, 4-byte-aligned signal pad of a mapped
+        // allocation (the caller holds the SymmetricMemory that keeps it
+        // mapped), `idx` is in range, and pads are only accessed atomically.
+        // The 'static lifetime never escapes the signal call.
+        unsafe { &*((pad as *const AtomicU32).add(idx)) }
+    }
+
+    /// Spins until `slot` moves from `from` to `to`; false on timeout.
+    fn transition(
+        slot: &AtomicU32,
+        from: u32,
+        to: u32,
+        success: Ordering,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let mut spins = 0u32;
+        loop {
+            if slot
+                .compare_exchange(from, to, success, Ordering::Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+impl Backend for HostBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Emulator
+    }
+
+    fn label(&self) -> String {
+        format!("emulator:{}", self.rank)
+    }
+
+    fn granularity(&self) -> usize {
+        HOST_ALIGN
+    }
+
+    fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
+        let a = Arc::new(HostAlloc::new(size).ok_or_else(|| Error::InvalidArgument {
+            rank: self.rank,
+            message: format!("cannot allocate {size} bytes of host memory for the emulator"),
+        })?);
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(a.ptr as u64, Arc::downgrade(&a));
+        Ok(Arc::new(HostLocal(a)))
+    }
+
+    fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8> {
+        encode_export(EXPORT_HOST_IN_PROCESS, 0, alloc.ptr())
+    }
+
+    fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped> {
+        let (_, addr) = decode_export(self.rank, peer, EXPORT_HOST_IN_PROCESS, exported)?;
+        let strong = registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&addr)
+            .and_then(Weak::upgrade);
+        match strong {
+            Some(a) if a.layout.size() >= size => Ok(Mapped {
+                ptr: addr,
+                _keep: Box::new(a),
+            }),
+            _ => Err(Error::InvalidArgument {
+                rank: self.rank,
+                message: format!("rank {peer}'s allocation at {addr:#x} is no longer alive"),
+            }),
+        }
+    }
+
+    fn write(&self, dst: u64, src: &[u8]) -> Result<()> {
+        for (i, b) in src.iter().enumerate() {
+            // SAFETY: the caller bounds-checked [dst, dst + len) inside a live
+            // allocation; bytes are accessed atomically.
+            unsafe { &*((dst as *const AtomicU8).add(i)) }.store(*b, Ordering::Relaxed);
+        }
+        std::sync::atomic::fence(Ordering::Release);
+        Ok(())
+    }
+
+    fn read(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        std::sync::atomic::fence(Ordering::Acquire);
+        for (i, b) in dst.iter_mut().enumerate() {
+            // SAFETY: as in `write`.
+            *b = unsafe { &*((src as *const AtomicU8).add(i)) }.load(Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn zero(&self, dst: u64, bytes: usize) -> Result<()> {
+        for i in 0..bytes {
+            // SAFETY: as in `write`.
+            unsafe { &*((dst as *const AtomicU8).add(i)) }.store(0, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn table(&self, values: &[u64]) -> Result<Table> {
+        let v: Box<[u64]> = values.into();
+        Ok(Table {
+            ptr: v.as_ptr() as u64,
+            _keep: Box::new(v),
+        })
+    }
+
+    fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
+        let deadline = Instant::now().checked_add(call.timeout);
+        let timeout_ms = u64::try_from(call.timeout.as_millis()).unwrap_or(u64::MAX);
+        let rec = |kind, peer| StatusRecord {
+            kind,
+            rank: self.rank,
+            block: 0,
+            peer,
+            channel: call.channel as u32,
+            thread: 0,
+            timeout_ms,
+        };
+        let put = |dst: usize, kind| {
+            let ok = Self::transition(
+                Self::slot(call.pads[dst], call.channel, self.rank),
+                0,
+                1,
+                Ordering::Release,
+                deadline,
+            );
+            if !ok {
+                self.record(rec(kind, dst));
+            }
+            ok
+        };
+        let wait = |src: usize, kind| {
+            let ok = Self::transition(
+                Self::slot(call.pads[self.rank], call.channel, src),
+                1,
+                0,
+                Ordering::Acquire,
+                deadline,
+            );
+            if !ok {
+                self.record(rec(kind, src));
+            }
+            ok
+        };
+        match call.op {
+            SignalOp::Put { dst } => {
+                put(dst, SignalKind::Put);
+            }
+            SignalOp::Wait { src } => {
+                wait(src, SignalKind::Wait);
+            }
+            SignalOp::Barrier => {
+                // One host thread plays every GPU thread of the barrier: signal
+                // every peer first, then wait for every peer, so no two ranks
+                // can wait on each other before both have signalled.
+                let peers = (0..call.world).filter(|&p| p != self.rank);
+                let signalled: Vec<usize> =
+                    peers.filter(|&p| put(p, SignalKind::BarrierPut)).collect();
+                for p in signalled {
+                    wait(p, SignalKind::BarrierWait);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        match self.status.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(r) => Err(r.into_error()),
+            None => Ok(()),
+        }
+    }
+
+    fn mem_info(&self) -> Result<(usize, usize)> {
+        Err(Error::InvalidArgument {
+            rank: self.rank,
+            message: "the emulator has no device memory to report".into(),
+        })
+    }
+
+    fn cuda_stream(&self) -> Option<Arc<CudaStream>> {
+        None
+    }
+
+    fn with_cuda_stream(&self, _stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
+        Err(Error::InvalidArgument {
+            rank: self.rank,
+            message: "an emulated rank has no CUDA stream to replace".into(),
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

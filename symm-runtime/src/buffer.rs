@@ -1,0 +1,286 @@
+//! Symmetric buffers: a rank's own allocation, and views into it.
+
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Mutex};
+
+use crate::backend::LocalAlloc;
+use crate::comm::Comm;
+use crate::dtype::{as_bytes, DType, Element};
+use crate::error::Result;
+use crate::layout::{AllocLayout, SIGNAL_PAD_BYTES};
+use crate::symmetric_memory::{self, SymmetricMemory};
+
+pub(crate) struct BufInner {
+    pub comm: Comm,
+    pub id: u64,
+    pub alloc: Arc<dyn LocalAlloc>,
+    pub layout: AllocLayout,
+    pub dtype: DType,
+    pub len: usize,
+    /// The per-allocation rendezvous cache. It lives and dies with the
+    /// allocation, so a freed allocation can never be found again.
+    smem: Mutex<Option<Arc<SymmetricMemory>>>,
+}
+
+impl Drop for BufInner {
+    fn drop(&mut self) {
+        self.comm.unregister(self.id);
+    }
+}
+
+/// One rank's part of a symmetric allocation of `len` elements of `T`.
+///
+/// Dropping it releases this rank's mapping; peers that mapped it keep the
+/// physical memory alive until they drop their [`SymmetricMemory`].
+pub struct SymmBuffer<T: Element> {
+    pub(crate) inner: Arc<BufInner>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element> std::fmt::Debug for SymmBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SymmBuffer<{}>(#{}, len {}, rank {})",
+            T::DTYPE,
+            self.inner.id,
+            self.inner.len,
+            self.inner.comm.rank()
+        )
+    }
+}
+
+impl<T: Element> SymmBuffer<T> {
+    pub(crate) fn new(comm: Comm, id: u64, len: usize) -> Result<SymmBuffer<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            comm.invalid(format!(
+                "{len} elements of {} overflow the address space",
+                T::DTYPE
+            ))
+        })?;
+        let layout = AllocLayout::new(bytes, comm.backend.granularity()).ok_or_else(|| {
+            comm.invalid(format!(
+                "{bytes} bytes plus a signal pad overflow the address space"
+            ))
+        })?;
+        let alloc = comm.backend.allocate(layout.total_bytes)?;
+        // Peers may signal as soon as rendezvous completes, so the pad must be
+        // zero before this rank can publish it.
+        comm.backend
+            .zero(alloc.ptr() + layout.pad_offset as u64, SIGNAL_PAD_BYTES)?;
+        Ok(SymmBuffer {
+            inner: Arc::new(BufInner {
+                comm,
+                id,
+                alloc,
+                layout,
+                dtype: T::DTYPE,
+                len,
+                smem: Mutex::new(None),
+            }),
+            _t: PhantomData,
+        })
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.inner.dtype
+    }
+
+    /// This allocation's position in the rank's collective allocation order.
+    pub fn alloc_id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The rank that owns this buffer.
+    pub fn comm(&self) -> &Comm {
+        &self.inner.comm
+    }
+
+    /// Device address of element 0 (a host address on the emulator).
+    pub fn device_ptr(&self) -> u64 {
+        self.inner.alloc.ptr()
+    }
+
+    /// Device address of this rank's signal pad.
+    pub fn signal_pad_ptr(&self) -> u64 {
+        self.inner.alloc.ptr() + self.inner.layout.pad_offset as u64
+    }
+
+    /// The byte layout of this rank's allocation.
+    pub fn layout(&self) -> AllocLayout {
+        self.inner.layout
+    }
+
+    /// Copies `src` into elements `offset..offset + src.len()`.
+    pub fn write(&self, offset: usize, src: &[T]) -> Result<()> {
+        let ptr = self.checked(offset, src.len())?;
+        self.inner.comm.backend.write(ptr, as_bytes(src))
+    }
+
+    /// Copies elements `offset..offset + len` to the host.
+    pub fn read(&self, offset: usize, len: usize) -> Result<Vec<T>> {
+        let ptr = self.checked(offset, len)?;
+        read_elems(&*self.inner.comm.backend, ptr, len)
+    }
+
+    /// Copies the whole buffer to the host.
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        self.read(0, self.len())
+    }
+
+    /// Copies `src`, which must have exactly [`len`](Self::len) elements, into the buffer.
+    pub fn copy_from_host(&self, src: &[T]) -> Result<()> {
+        if src.len() != self.len() {
+            return Err(self.inner.comm.invalid(format!(
+                "copy_from_host got {} elements for a buffer of {}",
+                src.len(),
+                self.len()
+            )));
+        }
+        self.write(0, src)
+    }
+
+    /// A view of elements in `range`.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<SymmView<'_, T>> {
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.saturating_add(1),
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => self.len(),
+        };
+        if start > end || end > self.len() {
+            return Err(self.inner.comm.invalid(format!(
+                "slice {start}..{end} is out of bounds for a buffer of {} elements",
+                self.len()
+            )));
+        }
+        Ok(SymmView {
+            buf: self,
+            offset: start,
+            len: end - start,
+        })
+    }
+
+    /// Exchanges this allocation with every rank (collective on first call)
+    /// and returns the cached [`SymmetricMemory`] on every later call.
+    pub fn rendezvous(&self) -> Result<Arc<SymmetricMemory>> {
+        let mut slot = self.inner.smem.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = &*slot {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(symmetric_memory::rendezvous(&self.inner)?);
+        self.inner.comm.register(
+            self.inner.id,
+            self.device_ptr(),
+            self.inner.layout.data_bytes,
+            &s,
+        );
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    fn checked(&self, offset: usize, len: usize) -> Result<u64> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len() => {
+                Ok(self.device_ptr() + (offset * std::mem::size_of::<T>()) as u64)
+            }
+            _ => Err(self.inner.comm.invalid(format!(
+                "elements {offset}..{} are out of bounds for a buffer of {}",
+                offset.saturating_add(len),
+                self.len()
+            ))),
+        }
+    }
+}
+
+/// A contiguous range of a [`SymmBuffer`].
+#[derive(Debug, Clone, Copy)]
+pub struct SymmView<'a, T: Element> {
+    buf: &'a SymmBuffer<T>,
+    offset: usize,
+    len: usize,
+}
+
+impl<'a, T: Element> SymmView<'a, T> {
+    /// The buffer this view is part of.
+    pub fn buffer(&self) -> &'a SymmBuffer<T> {
+        self.buf
+    }
+
+    /// First element's index in the owning buffer.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Device address of the view's first element.
+    pub fn device_ptr(&self) -> u64 {
+        self.buf.device_ptr() + (self.offset * std::mem::size_of::<T>()) as u64
+    }
+
+    /// Copies the view to the host.
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        self.buf.read(self.offset, self.len)
+    }
+
+    /// Copies `src` (exactly [`len`](Self::len) elements) into the view.
+    pub fn copy_from_host(&self, src: &[T]) -> Result<()> {
+        if src.len() != self.len {
+            return Err(self.buf.inner.comm.invalid(format!(
+                "copy_from_host got {} elements for a view of {}",
+                src.len(),
+                self.len
+            )));
+        }
+        self.buf.write(self.offset, src)
+    }
+
+    /// Rendezvous of the allocation that owns this view.
+    pub fn rendezvous(&self) -> Result<Arc<SymmetricMemory>> {
+        self.buf.rendezvous()
+    }
+}
+
+/// Reads `len` elements at `ptr` (already bounds-checked) into a new vector.
+pub(crate) fn read_elems<T: Element>(
+    backend: &dyn crate::backend::Backend,
+    ptr: u64,
+    len: usize,
+) -> Result<Vec<T>> {
+    let mut bytes = vec![0u8; len * std::mem::size_of::<T>()];
+    backend.read(ptr, &mut bytes)?;
+    let mut out: Vec<T> = Vec::with_capacity(len);
+    // SAFETY: `bytes` holds exactly `len` elements' worth of bytes, every bit
+    // pattern is a valid `T` (Element is sealed to POD types), and the
+    // destination has capacity for `len` elements.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), bytes.len());
+        out.set_len(len);
+    }
+    Ok(out)
+}

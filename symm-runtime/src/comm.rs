@@ -1,0 +1,375 @@
+//! Ranks and groups: [`Comm`], and the entry points that create one per rank.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use cudarc::driver::CudaStream;
+
+use crate::backend::{Backend, BackendKind, CudaBackend, HostBackend};
+use crate::buffer::SymmBuffer;
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::layout::MAX_WORLD_SIZE;
+use crate::store::{InProcessStore, Store};
+use crate::symmetric_memory::SymmetricMemory;
+
+/// Options shared by every rank of a group.
+#[derive(Clone, Debug)]
+pub struct CommOptions {
+    /// How long a rendezvous waits for the other ranks before failing with
+    /// an error that names the missing ones.
+    pub timeout: Duration,
+    /// Namespace for this group's keys in the store, so several groups can
+    /// share one store.
+    pub group: String,
+}
+
+impl Default for CommOptions {
+    fn default() -> Self {
+        CommOptions {
+            timeout: Duration::from_secs(60),
+            group: "symm".into(),
+        }
+    }
+}
+
+/// State shared by every handle to one rank (clones and stream variants).
+struct RankState {
+    next_alloc: AtomicU64,
+    /// Rendezvous results by allocation id, to resolve raw pointers.
+    registry: Mutex<HashMap<u64, (u64, usize, Weak<SymmetricMemory>)>>,
+}
+
+/// One rank of a group: its rank, the world size, its device and stream, and
+/// the group's store. User code is written per rank (SPMD) against a `Comm`.
+#[derive(Clone)]
+pub struct Comm {
+    rank: usize,
+    world_size: usize,
+    store: Arc<dyn Store>,
+    options: Arc<CommOptions>,
+    pub(crate) backend: Arc<dyn Backend>,
+    state: Arc<RankState>,
+}
+
+impl fmt::Debug for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Comm")
+            .field("rank", &self.rank)
+            .field("world_size", &self.world_size)
+            .field("device", &self.backend.label())
+            .finish()
+    }
+}
+
+impl Comm {
+    /// A rank on CUDA device `ordinal`. Every rank of the group must pass the
+    /// same `world_size`, store and options.
+    pub fn cuda(
+        rank: usize,
+        world_size: usize,
+        ordinal: usize,
+        store: Arc<dyn Store>,
+        options: CommOptions,
+    ) -> Result<Comm> {
+        check_world(rank, world_size)?;
+        let backend = Arc::new(CudaBackend::new(rank, ordinal)?);
+        Ok(Comm::with_backend(
+            rank, world_size, store, options, backend,
+        ))
+    }
+
+    /// A simulated rank whose memory lives on the host (the CPU emulator).
+    pub fn emulated(
+        rank: usize,
+        world_size: usize,
+        store: Arc<dyn Store>,
+        options: CommOptions,
+    ) -> Result<Comm> {
+        check_world(rank, world_size)?;
+        Ok(Comm::with_backend(
+            rank,
+            world_size,
+            store,
+            options,
+            Arc::new(HostBackend::new(rank)),
+        ))
+    }
+
+    fn with_backend(
+        rank: usize,
+        world_size: usize,
+        store: Arc<dyn Store>,
+        options: CommOptions,
+        backend: Arc<dyn Backend>,
+    ) -> Comm {
+        Comm {
+            rank,
+            world_size,
+            store,
+            options: Arc::new(options),
+            backend,
+            state: Arc::new(RankState {
+                next_alloc: AtomicU64::new(0),
+                registry: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// This rank's index, in `0..world_size`.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks in the group.
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// Where this rank runs.
+    pub fn backend_kind(&self) -> BackendKind {
+        self.backend.kind()
+    }
+
+    /// Human-readable device, for example `cuda:1 (NVIDIA H200, sm_90)`.
+    pub fn device(&self) -> String {
+        self.backend.label()
+    }
+
+    /// The group's store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The group's options.
+    pub fn options(&self) -> &CommOptions {
+        &self.options
+    }
+
+    /// The CUDA stream this handle enqueues on, or `None` on the emulator.
+    pub fn cuda_stream(&self) -> Option<Arc<CudaStream>> {
+        self.backend.cuda_stream()
+    }
+
+    /// The same rank, enqueueing on the caller's `stream` instead of symm's
+    /// own. Allocations and rendezvous caches are shared with `self`.
+    pub fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Comm> {
+        Ok(Comm {
+            backend: self.backend.with_cuda_stream(stream)?,
+            ..self.clone()
+        })
+    }
+
+    /// Allocates `len` elements of symmetric memory plus a zeroed signal pad.
+    ///
+    /// Collective in order: every rank must make its allocations in the same
+    /// sequence, because the n-th allocation of each rank rendezvous with the
+    /// n-th of the others. Sizes are checked across ranks at rendezvous. The
+    /// data is not initialised.
+    pub fn alloc<T: Element>(&self, len: usize) -> Result<SymmBuffer<T>> {
+        let id = self.state.next_alloc.fetch_add(1, Ordering::Relaxed);
+        SymmBuffer::new(self.clone(), id, len)
+    }
+
+    /// Waits for everything enqueued on this handle's stream, and reports a
+    /// signal timeout that a kernel recorded since the last call.
+    pub fn synchronize(&self) -> Result<()> {
+        self.backend.synchronize()
+    }
+
+    /// Free and total memory of this rank's device, in bytes.
+    pub fn mem_info(&self) -> Result<(usize, usize)> {
+        self.backend.mem_info()
+    }
+
+    /// The cached [`SymmetricMemory`] of the live allocation whose data holds
+    /// device address `ptr`, if that allocation has been rendezvoused.
+    pub fn lookup(&self, ptr: u64) -> Option<Arc<SymmetricMemory>> {
+        let reg = self
+            .state
+            .registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        reg.values()
+            .find(|(base, len, _)| ptr >= *base && ptr - *base < (*len).max(1) as u64)
+            .and_then(|(_, _, w)| w.upgrade())
+    }
+
+    /// Number of allocations of this rank with a cached rendezvous.
+    pub fn cached_rendezvous_count(&self) -> usize {
+        self.state
+            .registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|e| e.2.strong_count() > 0)
+            .count()
+    }
+
+    pub(crate) fn register(&self, id: u64, base: u64, len: usize, smem: &Arc<SymmetricMemory>) {
+        self.state
+            .registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, (base, len, Arc::downgrade(smem)));
+    }
+
+    pub(crate) fn unregister(&self, id: u64) {
+        self.state
+            .registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    pub(crate) fn invalid(&self, message: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            rank: self.rank,
+            message: message.into(),
+        }
+    }
+}
+
+fn check_world(rank: usize, world_size: usize) -> Result<()> {
+    if world_size == 0 || world_size > MAX_WORLD_SIZE {
+        return Err(Error::InvalidArgument {
+            rank,
+            message: format!(
+                "world size {world_size} is not supported; use 1 to {MAX_WORLD_SIZE} ranks"
+            ),
+        });
+    }
+    if rank >= world_size {
+        return Err(Error::InvalidArgument {
+            rank,
+            message: format!("rank {rank} is out of range for world size {world_size}"),
+        });
+    }
+    Ok(())
+}
+
+/// Where [`run`] puts its ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ranks {
+    /// One rank per listed CUDA device, in order.
+    Cuda(Vec<usize>),
+    /// This many simulated ranks on the CPU emulator.
+    Emulator(usize),
+}
+
+impl Ranks {
+    /// Every local GPU when there are any, otherwise `emulated` simulated ranks.
+    pub fn auto(emulated: usize) -> Ranks {
+        match crate::cuda::cuda_device_count().min(MAX_WORLD_SIZE) {
+            0 => Ranks::Emulator(emulated),
+            n => Ranks::Cuda((0..n).collect()),
+        }
+    }
+
+    /// Number of ranks.
+    pub fn world_size(&self) -> usize {
+        match self {
+            Ranks::Cuda(d) => d.len(),
+            Ranks::Emulator(n) => *n,
+        }
+    }
+}
+
+/// Every failed rank's error from [`run`] or [`run_local`].
+#[derive(Debug)]
+pub struct RunError {
+    /// `(rank, error)` for each rank that failed, in rank order.
+    pub errors: Vec<(usize, Error)>,
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} rank(s) failed", self.errors.len())?;
+        for (r, e) in &self.errors {
+            write!(f, "\n  rank {r}: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// Runs `f` once per rank, one thread per rank, and joins them all.
+///
+/// Returns every rank's result in rank order, or every failed rank's error
+/// (a panic is reported as [`Error::RankPanicked`]). A rank that fails early
+/// does not hang the others: their collectives time out naming it.
+pub fn run<R, F>(ranks: Ranks, options: CommOptions, f: F) -> Result<Vec<R>, RunError>
+where
+    R: Send,
+    F: Fn(&Comm) -> Result<R> + Sync,
+{
+    let world = ranks.world_size();
+    let store: Arc<dyn Store> = Arc::new(InProcessStore::new());
+    let outcomes: Vec<Result<R>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..world)
+            .map(|rank| {
+                let (store, options, ranks, f) = (store.clone(), options.clone(), &ranks, &f);
+                std::thread::Builder::new()
+                    .name(format!("symm-rank-{rank}"))
+                    .spawn_scoped(s, move || {
+                        let comm = match ranks {
+                            Ranks::Cuda(devs) => {
+                                Comm::cuda(rank, world, devs[rank], store, options)?
+                            }
+                            Ranks::Emulator(_) => Comm::emulated(rank, world, store, options)?,
+                        };
+                        f(&comm)
+                    })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(rank, h)| match h {
+                Err(e) => Err(Error::RankPanicked {
+                    rank,
+                    message: format!("could not spawn its thread: {e}"),
+                }),
+                Ok(h) => h.join().unwrap_or_else(|p| {
+                    Err(Error::RankPanicked {
+                        rank,
+                        message: panic_message(&*p),
+                    })
+                }),
+            })
+            .collect()
+    });
+    let mut ok = Vec::with_capacity(world);
+    let mut errors = Vec::new();
+    for (rank, o) in outcomes.into_iter().enumerate() {
+        match o {
+            Ok(v) => ok.push(v),
+            Err(e) => errors.push((rank, e)),
+        }
+    }
+    if errors.is_empty() {
+        Ok(ok)
+    } else {
+        Err(RunError { errors })
+    }
+}
+
+/// [`run`] with one rank per listed CUDA device and default options.
+pub fn run_local<R, F>(devices: &[usize], f: F) -> Result<Vec<R>, RunError>
+where
+    R: Send,
+    F: Fn(&Comm) -> Result<R> + Sync,
+{
+    run(Ranks::Cuda(devices.to_vec()), CommOptions::default(), f)
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}

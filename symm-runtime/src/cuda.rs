@@ -1,0 +1,524 @@
+//! The CUDA device layer: a thin safe wrapper over cudarc's driver API.
+//!
+//! Everything `unsafe` about the driver lives in this file. cudarc loads
+//! libcuda lazily and panics when it is absent, so [`cuda_available`] checks
+//! for the library before touching any entry point.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::sys::{self, CUdeviceptr, CUmemGenericAllocationHandle};
+use cudarc::driver::{result, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::nvrtc::Ptx;
+
+use crate::jit::{Arch, CompileRequest, JitEngine};
+use crate::signal::STATUS_WORDS;
+
+/// A failed driver call: which entry point, and its code. Callers attach the
+/// rank and device to make an [`crate::Error::Driver`].
+#[derive(Debug)]
+pub(crate) struct DrvErr {
+    pub op: &'static str,
+    pub err: DriverError,
+}
+
+pub(crate) type DrvResult<T> = Result<T, DrvErr>;
+
+trait Op<T> {
+    fn op(self, op: &'static str) -> DrvResult<T>;
+}
+
+impl<T> Op<T> for Result<T, DriverError> {
+    fn op(self, op: &'static str) -> DrvResult<T> {
+        self.map_err(|err| DrvErr { op, err })
+    }
+}
+
+fn check(op: &'static str, r: sys::CUresult) -> DrvResult<()> {
+    r.result().op(op)
+}
+
+/// Whether a CUDA driver with at least one device can be used. Never panics,
+/// also when libcuda is missing.
+pub fn cuda_available() -> bool {
+    cuda_device_count() > 0
+}
+
+/// Number of CUDA devices, or 0 when no usable driver is installed.
+pub fn cuda_device_count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        // SAFETY: only probes whether the shared library can be opened.
+        if !unsafe { sys::is_culib_present() } {
+            return 0;
+        }
+        // A driver too old for a symbol cudarc needs panics inside cudarc;
+        // treat that as "no CUDA" rather than taking the process down.
+        std::panic::catch_unwind(|| {
+            result::init().ok()?;
+            result::device::get_count().ok()
+        })
+        .ok()
+        .flatten()
+        .map_or(0, |n| n.max(0) as usize)
+    })
+}
+
+/// Why CUDA is unavailable, for error messages.
+pub(crate) fn unavailable_reason() -> String {
+    // SAFETY: only probes whether the shared library can be opened.
+    if !unsafe { sys::is_culib_present() } {
+        "libcuda could not be loaded (no NVIDIA driver on this machine)".into()
+    } else {
+        "the CUDA driver reports no devices".into()
+    }
+}
+
+/// One CUDA device as symm uses it: its primary context, the one stream symm
+/// launches on by default, and per-device caches.
+pub(crate) struct CudaDevice {
+    pub ordinal: usize,
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub arch: Arch,
+    pub name: String,
+    pub granularity: usize,
+    status: DeviceMem,
+    functions: Mutex<HashMap<(String, String), CudaFunction>>,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cuda:{} ({}, {})", self.ordinal, self.name, self.arch)
+    }
+}
+
+/// Returns the process-wide [`CudaDevice`] for `ordinal`, creating it once.
+pub(crate) fn device(ordinal: usize) -> DrvResult<Arc<CudaDevice>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, Arc<CudaDevice>>>> = OnceLock::new();
+    let map = DEVICES.get_or_init(Default::default);
+    let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(d) = map.get(&ordinal) {
+        return Ok(d.clone());
+    }
+    let d = Arc::new(CudaDevice::open(ordinal)?);
+    map.insert(ordinal, d.clone());
+    Ok(d)
+}
+
+fn allocation_prop(ordinal: usize) -> sys::CUmemAllocationProp {
+    // SAFETY: CUmemAllocationProp is a plain C struct for which all-zero is
+    // the documented "no flags" value of every field.
+    let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = ordinal as i32;
+    // Exportable as a file descriptor so that one process per GPU can share it.
+    prop.requestedHandleTypes =
+        sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop
+}
+
+fn access_desc(ordinal: usize) -> sys::CUmemAccessDesc {
+    // SAFETY: plain C struct; zero is a valid starting value for every field.
+    let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
+    desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = ordinal as i32;
+    desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    desc
+}
+
+impl CudaDevice {
+    fn open(ordinal: usize) -> DrvResult<CudaDevice> {
+        let ctx = CudaContext::new(ordinal).op("cuDevicePrimaryCtxRetain")?;
+        // symm passes raw device pointers, never CudaSlice, so cudarc's
+        // cross-stream event tracking would only add work (and break capture).
+        // SAFETY: no CudaSlice of this context is ever shared across streams.
+        unsafe { ctx.disable_event_tracking() };
+        // A created stream, not the legacy default one: graph capture needs it.
+        let stream = ctx.new_stream().op("cuStreamCreate")?;
+        let (major, minor) = ctx.compute_capability().op("cuDeviceGetAttribute")?;
+        let name = ctx.name().op("cuDeviceGetName")?;
+        let prop = allocation_prop(ordinal);
+        let mut granularity = 0usize;
+        // SAFETY: `prop` is fully initialised and `granularity` is a valid out-pointer.
+        check("cuMemGetAllocationGranularity", unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut granularity,
+                &prop,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+            )
+        })?;
+        let status = DeviceMem::new(&ctx, STATUS_WORDS * 4)?;
+        status.zero_sync()?;
+        Ok(CudaDevice {
+            ordinal,
+            ctx,
+            stream,
+            arch: Arch::from_compute_capability(major, minor),
+            name,
+            granularity: granularity.max(1).next_power_of_two(),
+            status,
+            functions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(crate) fn bind(&self) -> DrvResult<()> {
+        self.ctx.bind_to_thread().op("cuCtxSetCurrent")
+    }
+
+    /// Device address of the status record.
+    pub(crate) fn status_ptr(&self) -> u64 {
+        self.status.ptr
+    }
+
+    /// Reads and clears the status record. Call after synchronising.
+    pub(crate) fn take_status(&self) -> DrvResult<[u32; STATUS_WORDS]> {
+        let mut w = [0u32; STATUS_WORDS];
+        self.bind()?;
+        // SAFETY: the status allocation is STATUS_WORDS u32s long and owned by self.
+        unsafe { result::memcpy_dtoh_sync(&mut w[..], self.status.ptr) }.op("cuMemcpyDtoH")?;
+        if w[0] != 0 {
+            self.status.zero_sync()?;
+        }
+        Ok(w)
+    }
+
+    /// Loads (once per device) `kernel` from CUDA C `source`, compiling it
+    /// through the JIT engine for this device's architecture.
+    pub(crate) fn function(
+        &self,
+        module_name: &str,
+        source: &str,
+        kernel: &str,
+    ) -> crate::Result<CudaFunction> {
+        let key = (module_name.to_owned(), kernel.to_owned());
+        if let Some(f) = self
+            .functions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Ok(f.clone());
+        }
+        let (compiled, _) = JitEngine::global().compile(&CompileRequest {
+            kernel_name: module_name,
+            source,
+            arch: self.arch,
+            options: &[],
+        })?;
+        let module = self
+            .load_module(&compiled.cubin)
+            .map_err(|e| self.error(0, e))?;
+        let f = module
+            .load_function(kernel)
+            .op("cuModuleGetFunction")
+            .map_err(|e| self.error(0, e))?;
+        self.functions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, f.clone());
+        Ok(f)
+    }
+
+    pub(crate) fn load_module(&self, cubin: &[u8]) -> DrvResult<Arc<CudaModule>> {
+        self.ctx
+            .load_module(Ptx::from_binary(cubin.to_vec()))
+            .op("cuModuleLoadData")
+    }
+
+    pub(crate) fn error(&self, rank: usize, e: DrvErr) -> crate::Error {
+        crate::Error::Driver {
+            rank,
+            device: format!("cuda:{}", self.ordinal),
+            op: e.op,
+            source: e.err,
+        }
+    }
+
+    /// Whether this device can map memory that lives on `peer`.
+    pub(crate) fn can_access(&self, peer: usize) -> DrvResult<bool> {
+        if peer == self.ordinal {
+            return Ok(true);
+        }
+        let me = result::device::get(self.ordinal as i32).op("cuDeviceGet")?;
+        let other = result::device::get(peer as i32).op("cuDeviceGet")?;
+        let mut can = 0i32;
+        // SAFETY: both handles come from cuDeviceGet; `can` is a valid out-pointer.
+        check("cuDeviceCanAccessPeer", unsafe {
+            sys::cuDeviceCanAccessPeer(&mut can, me, other)
+        })?;
+        Ok(can != 0)
+    }
+
+    /// Launches `f` with raw parameter slots on `stream`.
+    pub(crate) fn launch(
+        &self,
+        f: &CudaFunction,
+        stream: &CudaStream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem: u32,
+        params: &mut [[u8; 8]],
+    ) -> DrvResult<()> {
+        self.bind()?;
+        let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p.as_mut_ptr().cast()).collect();
+        // SAFETY: every kernel parameter is at most 8 bytes and each pointer
+        // addresses an 8-byte slot that outlives this call; the driver copies
+        // parameters before returning. The caller matched the slots to the
+        // kernel's signature.
+        check("cuLaunchKernel", unsafe {
+            sys::cuLaunchKernel(
+                f.cu_function(),
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                shared_mem,
+                stream.cu_stream(),
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Copies host bytes to device address `dst`, ordered on `stream`, and waits.
+    pub(crate) fn write(&self, stream: &CudaStream, dst: u64, src: &[u8]) -> DrvResult<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: the caller checked that [dst, dst + len) lies in memory
+        // mapped into this context; `src` stays borrowed until the sync below.
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream.cu_stream())
+        })?;
+        stream.synchronize().op("cuStreamSynchronize")
+    }
+
+    /// Copies from device address `src` into host bytes, ordered on `stream`.
+    pub(crate) fn read(&self, stream: &CudaStream, src: u64, dst: &mut [u8]) -> DrvResult<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: as in `write`; `dst` stays borrowed until the sync below.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src, dst.len(), stream.cu_stream())
+        })?;
+        stream.synchronize().op("cuStreamSynchronize")
+    }
+
+    /// Zeroes `bytes` at `dst`, ordered on `stream`, and waits.
+    pub(crate) fn zero(&self, stream: &CudaStream, dst: u64, bytes: usize) -> DrvResult<()> {
+        self.bind()?;
+        // SAFETY: the caller checked that the range is mapped in this context.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(dst, 0, bytes, stream.cu_stream())
+        })?;
+        stream.synchronize().op("cuStreamSynchronize")
+    }
+
+    /// Free and total device memory, in bytes.
+    pub(crate) fn mem_info(&self) -> DrvResult<(usize, usize)> {
+        self.bind()?;
+        result::mem_get_info().op("cuMemGetInfo")
+    }
+}
+
+/// A small plain device allocation (pointer tables, the status record).
+pub(crate) struct DeviceMem {
+    ctx: Arc<CudaContext>,
+    pub ptr: u64,
+    pub bytes: usize,
+}
+
+impl DeviceMem {
+    pub(crate) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> DrvResult<DeviceMem> {
+        ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        // SAFETY: the context is current; the pointer is freed exactly once in Drop.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.op("cuMemAlloc")?;
+        Ok(DeviceMem {
+            ctx: ctx.clone(),
+            ptr,
+            bytes,
+        })
+    }
+
+    /// Allocates and fills a device array of `u64`s.
+    pub(crate) fn from_u64s(ctx: &Arc<CudaContext>, values: &[u64]) -> DrvResult<DeviceMem> {
+        let m = DeviceMem::new(ctx, values.len() * 8)?;
+        // SAFETY: the allocation holds exactly `values.len()` u64s.
+        unsafe { result::memcpy_htod_sync(m.ptr, values) }.op("cuMemcpyHtoD")?;
+        Ok(m)
+    }
+
+    fn zero_sync(&self) -> DrvResult<()> {
+        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        // SAFETY: the range is this allocation.
+        check("cuMemsetD8", unsafe {
+            sys::cuMemsetD8_v2(self.ptr, 0, self.bytes)
+        })
+    }
+}
+
+impl Drop for DeviceMem {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by cuMemAlloc in `new` and freed only here.
+        if let Err(e) = unsafe { result::free_sync(self.ptr) } {
+            tracing::warn!("cuMemFree failed: {e}");
+        }
+    }
+}
+
+/// One physical allocation (cuMemCreate) mapped into its owner's address
+/// space with read/write access for the owning device.
+pub(crate) struct VmmAlloc {
+    dev: Arc<CudaDevice>,
+    handle: CUmemGenericAllocationHandle,
+    pub ptr: CUdeviceptr,
+    pub size: usize,
+}
+
+impl VmmAlloc {
+    /// `size` must be a multiple of the device's granularity.
+    pub(crate) fn create(dev: &Arc<CudaDevice>, size: usize) -> DrvResult<VmmAlloc> {
+        dev.bind()?;
+        let prop = allocation_prop(dev.ordinal);
+        let mut handle: CUmemGenericAllocationHandle = 0;
+        // SAFETY: `prop` is initialised; `handle` is a valid out-pointer.
+        check("cuMemCreate", unsafe {
+            sys::cuMemCreate(&mut handle, size, &prop, 0)
+        })?;
+        match map_handle(dev, handle, size) {
+            Ok(ptr) => Ok(VmmAlloc {
+                dev: dev.clone(),
+                handle,
+                ptr,
+                size,
+            }),
+            Err(e) => {
+                // SAFETY: the handle came from cuMemCreate above and has no mapping.
+                unsafe { sys::cuMemRelease(handle) };
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for VmmAlloc {
+    fn drop(&mut self) {
+        let _ = self.dev.bind();
+        // Order matters: unmap, release the handle, then free the range.
+        // SAFETY: ptr/size/handle are exactly what `create` mapped; nothing
+        // else unmaps them. Peers hold their own retained handles.
+        unsafe {
+            log_err("cuMemUnmap", sys::cuMemUnmap(self.ptr, self.size));
+            log_err("cuMemRelease", sys::cuMemRelease(self.handle));
+            log_err(
+                "cuMemAddressFree",
+                sys::cuMemAddressFree(self.ptr, self.size),
+            );
+        }
+    }
+}
+
+/// A peer's physical allocation mapped into this device's address space.
+pub(crate) struct PeerMapping {
+    dev: Arc<CudaDevice>,
+    handle: CUmemGenericAllocationHandle,
+    pub ptr: CUdeviceptr,
+    pub size: usize,
+}
+
+impl PeerMapping {
+    /// Maps the allocation that `peer_ptr` (an address in this process,
+    /// mapped by the peer's rank) belongs to. Retaining our own handle keeps
+    /// the physical memory alive until we unmap, whatever order ranks free in.
+    pub(crate) fn map_in_process(
+        dev: &Arc<CudaDevice>,
+        peer_ptr: u64,
+        size: usize,
+    ) -> DrvResult<PeerMapping> {
+        dev.bind()?;
+        let mut handle: CUmemGenericAllocationHandle = 0;
+        // SAFETY: `peer_ptr` is the start of a live cuMemMap'ed range in this
+        // process (the owner is blocked in the same rendezvous); `handle` is a
+        // valid out-pointer.
+        check("cuMemRetainAllocationHandle", unsafe {
+            sys::cuMemRetainAllocationHandle(&mut handle, peer_ptr as *mut c_void)
+        })?;
+        match map_handle(dev, handle, size) {
+            Ok(ptr) => Ok(PeerMapping {
+                dev: dev.clone(),
+                handle,
+                ptr,
+                size,
+            }),
+            Err(e) => {
+                // SAFETY: releases the reference retained above.
+                unsafe { sys::cuMemRelease(handle) };
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for PeerMapping {
+    fn drop(&mut self) {
+        let _ = self.dev.bind();
+        // SAFETY: exactly the mapping and retained handle made in `map_in_process`.
+        unsafe {
+            log_err("cuMemUnmap", sys::cuMemUnmap(self.ptr, self.size));
+            log_err("cuMemRelease", sys::cuMemRelease(self.handle));
+            log_err(
+                "cuMemAddressFree",
+                sys::cuMemAddressFree(self.ptr, self.size),
+            );
+        }
+    }
+}
+
+/// Reserves a range, maps `handle` into it and grants `dev` read/write access.
+fn map_handle(
+    dev: &CudaDevice,
+    handle: CUmemGenericAllocationHandle,
+    size: usize,
+) -> DrvResult<CUdeviceptr> {
+    let mut ptr: CUdeviceptr = 0;
+    // SAFETY: `ptr` is a valid out-pointer; size is granularity-aligned.
+    check("cuMemAddressReserve", unsafe {
+        sys::cuMemAddressReserve(&mut ptr, size, dev.granularity, 0, 0)
+    })?;
+    // SAFETY: maps the whole handle at offset 0 into the range just reserved.
+    if let Err(e) = check("cuMemMap", unsafe {
+        sys::cuMemMap(ptr, size, 0, handle, 0)
+    }) {
+        // SAFETY: frees the range reserved above, which has no mapping.
+        unsafe { sys::cuMemAddressFree(ptr, size) };
+        return Err(e);
+    }
+    let desc = access_desc(dev.ordinal);
+    // SAFETY: the range is mapped; `desc` is one initialised descriptor.
+    if let Err(e) = check("cuMemSetAccess", unsafe {
+        sys::cuMemSetAccess(ptr, size, &desc, 1)
+    }) {
+        // SAFETY: undoes the map and reservation above, in order.
+        unsafe {
+            sys::cuMemUnmap(ptr, size);
+            sys::cuMemAddressFree(ptr, size);
+        }
+        return Err(e);
+    }
+    Ok(ptr)
+}
+
+fn log_err(op: &str, r: sys::CUresult) {
+    if let Err(e) = r.result() {
+        tracing::warn!("{op} failed during cleanup: {e}");
+    }
+}

@@ -1,0 +1,122 @@
+//! The one error type of the runtime.
+
+use std::time::Duration;
+
+use crate::jit::JitError;
+use crate::signal::SignalKind;
+use crate::store::StoreError;
+
+/// Result alias used across symm.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in symm. Each variant names the rank (and,
+/// for device-side failures, the block, peer and channel) that caused it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No usable CUDA driver or device.
+    #[error("CUDA is not available: {0}")]
+    CudaUnavailable(String),
+
+    /// A CUDA driver call failed.
+    #[error("rank {rank} on {device}: {op} failed: {source}")]
+    Driver {
+        /// Rank whose call failed.
+        rank: usize,
+        /// Device label, for example `cuda:1`.
+        device: String,
+        /// The driver entry point that failed.
+        op: &'static str,
+        /// The driver's error code.
+        source: cudarc::driver::DriverError,
+    },
+
+    /// Run-time compilation failed.
+    #[error(transparent)]
+    Jit(#[from] JitError),
+
+    /// The group's store failed or timed out.
+    #[error("rank {rank}: store: {source}")]
+    Store {
+        /// Rank that saw the failure.
+        rank: usize,
+        /// What the store reported.
+        source: StoreError,
+    },
+
+    /// Some ranks never arrived at a rendezvous.
+    #[error(
+        "rank {rank}: rendezvous of allocation #{alloc} timed out after {timeout:?}; \
+         missing ranks {missing:?} (did every rank call rendezvous on its matching allocation?)"
+    )]
+    RendezvousTimeout {
+        /// Rank that timed out.
+        rank: usize,
+        /// Collective allocation sequence number.
+        alloc: u64,
+        /// How long it waited.
+        timeout: Duration,
+        /// Ranks that never published their half.
+        missing: Vec<usize>,
+    },
+
+    /// Ranks disagree about an allocation. Every rank reports the same text.
+    #[error("rendezvous of allocation #{alloc} failed: {detail}")]
+    RendezvousMismatch {
+        /// Collective allocation sequence number.
+        alloc: u64,
+        /// Which property differs, with every rank's value.
+        detail: String,
+    },
+
+    /// A peer failed while mapping memory during rendezvous.
+    #[error("rendezvous of allocation #{alloc} failed on rank {failed_rank}: {detail}")]
+    RendezvousPeerFailed {
+        /// Collective allocation sequence number.
+        alloc: u64,
+        /// The rank that failed.
+        failed_rank: usize,
+        /// Its error.
+        detail: String,
+    },
+
+    /// A device-side signal operation gave up waiting.
+    #[error(
+        "signal timeout: rank {rank}, block {block}, thread {thread}: {kind} on channel {channel} \
+         with peer {peer} did not complete within {timeout_ms} ms"
+    )]
+    SignalTimeout {
+        /// Rank whose kernel timed out.
+        rank: usize,
+        /// Block that timed out.
+        block: u32,
+        /// Thread that timed out.
+        thread: u32,
+        /// The peer it was waiting on.
+        peer: usize,
+        /// Signal-pad channel.
+        channel: u32,
+        /// Which operation.
+        kind: SignalKind,
+        /// The timeout that expired, in milliseconds.
+        timeout_ms: u64,
+    },
+
+    /// A caller passed something symm cannot use.
+    #[error("rank {rank}: invalid argument: {message}")]
+    InvalidArgument {
+        /// Rank that got the bad argument.
+        rank: usize,
+        /// What is wrong and what to do instead.
+        message: String,
+    },
+
+    /// A rank's closure panicked inside [`crate::run_local`] or [`crate::run`].
+    #[error("rank {rank} panicked: {message}")]
+    RankPanicked {
+        /// The rank.
+        rank: usize,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+}

@@ -1,0 +1,223 @@
+//! Key-value stores through which ranks exchange rendezvous data.
+//!
+//! A [`Store`] is the only thing ranks must share before symmetric memory
+//! exists. [`InProcessStore`] serves ranks that are threads of one process;
+//! a TCP store for one process per GPU implements the same trait.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Errors from a [`Store`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Some keys did not appear in time.
+    #[error("timed out after {timeout:?} waiting for keys {missing:?}")]
+    Timeout {
+        /// How long the caller waited.
+        timeout: Duration,
+        /// The keys still absent at the deadline.
+        missing: Vec<String>,
+    },
+    /// The value under a key is not what `add` can count with.
+    #[error("key {key:?} holds a value that is not a counter")]
+    NotACounter {
+        /// The key.
+        key: String,
+    },
+    /// The store itself is broken (a poisoned lock, a lost connection).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A key-value store shared by every rank of a group.
+///
+/// Keys are written once per rendezvous and read by every rank, so the
+/// operations are the few that rendezvous needs: set, get, wait and add.
+pub trait Store: Send + Sync {
+    /// Sets `key` to `value`, waking waiters.
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError>;
+
+    /// Returns the value under `key`, or `None` if it is absent. Never blocks.
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Blocks until every key in `keys` exists, or fails with
+    /// [`StoreError::Timeout`] naming the keys still missing.
+    fn wait(&self, keys: &[String], timeout: Duration) -> Result<(), StoreError>;
+
+    /// Atomically adds `delta` to the counter under `key` (absent counts as
+    /// zero) and returns the new value.
+    fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError>;
+
+    /// Waits for `key`, then returns its value.
+    fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>, StoreError> {
+        self.wait(&[key.to_owned()], timeout)?;
+        self.try_get(key)?
+            .ok_or_else(|| StoreError::Unavailable(format!("key {key:?} vanished")))
+    }
+}
+
+/// A [`Store`] for ranks that are threads of one process.
+#[derive(Debug, Default)]
+pub struct InProcessStore {
+    map: Mutex<HashMap<String, Vec<u8>>>,
+    changed: Condvar,
+}
+
+impl InProcessStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, HashMap<String, Vec<u8>>>, StoreError> {
+        self.map.lock().map_err(|_| {
+            StoreError::Unavailable("a rank panicked while holding the store lock".into())
+        })
+    }
+}
+
+impl Store for InProcessStore {
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.lock()?.insert(key.to_owned(), value.to_vec());
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.lock()?.get(key).cloned())
+    }
+
+    fn wait(&self, keys: &[String], timeout: Duration) -> Result<(), StoreError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut map = self.lock()?;
+        loop {
+            let missing: Vec<String> = keys
+                .iter()
+                .filter(|k| !map.contains_key(k.as_str()))
+                .cloned()
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            let left = match deadline {
+                Some(d) if d <= now => return Err(StoreError::Timeout { timeout, missing }),
+                Some(d) => d - now,
+                // A timeout too large to represent waits forever, in slices.
+                None => Duration::from_secs(3600),
+            };
+            map = self
+                .changed
+                .wait_timeout(map, left)
+                .map_err(|_| {
+                    StoreError::Unavailable("a rank panicked while holding the store lock".into())
+                })?
+                .0;
+        }
+    }
+
+    fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
+        let mut map = self.lock()?;
+        let current = match map.get(key) {
+            None => 0,
+            Some(v) => decode_counter(v).ok_or_else(|| StoreError::NotACounter {
+                key: key.to_owned(),
+            })?,
+        };
+        let next = current.wrapping_add(delta);
+        map.insert(key.to_owned(), next.to_string().into_bytes());
+        drop(map);
+        self.changed.notify_all();
+        Ok(next)
+    }
+}
+
+/// Counters are stored as decimal text, as torch's stores do, so a human can
+/// read them in a dump.
+fn decode_counter(v: &[u8]) -> Option<i64> {
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn set_get_and_overwrite() {
+        let s = InProcessStore::new();
+        assert_eq!(s.try_get("a").unwrap(), None);
+        s.set("a", b"1").unwrap();
+        assert_eq!(s.try_get("a").unwrap().as_deref(), Some(&b"1"[..]));
+        s.set("a", b"22").unwrap();
+        assert_eq!(s.get("a", Duration::from_millis(1)).unwrap(), b"22");
+    }
+
+    #[test]
+    fn wait_times_out_naming_missing_keys() {
+        let s = InProcessStore::new();
+        s.set("k0", b"x").unwrap();
+        let t = Instant::now();
+        let err = s
+            .wait(
+                &["k0".into(), "k1".into(), "k2".into()],
+                Duration::from_millis(50),
+            )
+            .unwrap_err();
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        assert!(t.elapsed() < Duration::from_secs(2));
+        assert_eq!(
+            err,
+            StoreError::Timeout {
+                timeout: Duration::from_millis(50),
+                missing: vec!["k1".into(), "k2".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn wait_wakes_when_another_thread_sets() {
+        let s = Arc::new(InProcessStore::new());
+        let s2 = s.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            s2.set("late", b"v").unwrap();
+        });
+        s.wait(&["late".into()], Duration::from_secs(10)).unwrap();
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn huge_timeouts_do_not_overflow() {
+        let s = InProcessStore::new();
+        s.set("k", b"").unwrap();
+        s.wait(&["k".into()], Duration::MAX).unwrap();
+    }
+
+    #[test]
+    fn add_counts_atomically_across_threads() {
+        let s = Arc::new(InProcessStore::new());
+        let hs: Vec<_> = (0..8)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        s.add("c", 1).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(s.add("c", 0).unwrap(), 800);
+        assert_eq!(s.add("c", -801).unwrap(), -1);
+        s.set("text", b"abc").unwrap();
+        assert_eq!(
+            s.add("text", 1).unwrap_err(),
+            StoreError::NotACounter { key: "text".into() }
+        );
+    }
+}

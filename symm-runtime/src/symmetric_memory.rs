@@ -1,0 +1,623 @@
+//! [`SymmetricMemory`]: one allocation as every rank sees it, and the
+//! rendezvous protocol that builds it.
+//!
+//! Rendezvous, per allocation, through the group's [`Store`](crate::Store):
+//! 1. each rank publishes its metadata (world size, backend, dtype, sizes)
+//!    and an exported handle under `<group>/rdv/<alloc>/info/<rank>`;
+//! 2. each rank waits for every rank's entry (a timeout names the missing
+//!    ranks), then validates all entries; since every rank validates the same
+//!    set in the same order, a mismatch gives every rank the same error;
+//! 3. each rank maps every peer's allocation and publishes success or its
+//!    error under `.../mapped/<rank>`, then waits for every rank's outcome,
+//!    so no owner frees memory that a peer is still mapping.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::CudaStream;
+
+use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table};
+use crate::buffer::{read_elems, BufInner};
+use crate::dtype::{as_bytes, DType, Element};
+use crate::error::{Error, Result};
+use crate::layout::{SIGNAL_CHANNELS, SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
+use crate::signal::SignalOp;
+use crate::store::StoreError;
+
+/// One symmetric allocation as every rank sees it: peer buffer and signal
+/// pad addresses, on the host and on the device, plus the signal operations.
+///
+/// Obtained from [`SymmBuffer::rendezvous`](crate::SymmBuffer::rendezvous),
+/// which caches one per allocation.
+pub struct SymmetricMemory {
+    rank: usize,
+    world_size: usize,
+    alloc_id: u64,
+    dtype: DType,
+    buffer_size: usize,
+    buffer_ptrs: Vec<u64>,
+    signal_pad_ptrs: Vec<u64>,
+    buffer_ptrs_dev: Table,
+    signal_pad_ptrs_dev: Table,
+    backend: Arc<dyn Backend>,
+    // Dropped after the tables: peers' mappings, then our own allocation.
+    _peers: Vec<Mapped>,
+    _local: Arc<dyn LocalAlloc>,
+}
+
+impl std::fmt::Debug for SymmetricMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SymmetricMemory")
+            .field("rank", &self.rank)
+            .field("world_size", &self.world_size)
+            .field("alloc_id", &self.alloc_id)
+            .field("dtype", &self.dtype)
+            .field("buffer_size", &self.buffer_size)
+            .finish()
+    }
+}
+
+/// What each rank publishes about its allocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Info {
+    world: u32,
+    backend: u8,
+    dtype: u8,
+    len: u64,
+    data_bytes: u64,
+    total_bytes: u64,
+    label: String,
+    export: Vec<u8>,
+}
+
+const INFO_VERSION: u8 = 1;
+
+impl Info {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = vec![INFO_VERSION];
+        v.extend_from_slice(&self.world.to_le_bytes());
+        v.push(self.backend);
+        v.push(self.dtype);
+        v.extend_from_slice(&self.len.to_le_bytes());
+        v.extend_from_slice(&self.data_bytes.to_le_bytes());
+        v.extend_from_slice(&self.total_bytes.to_le_bytes());
+        for b in [self.label.as_bytes(), &self.export] {
+            v.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            v.extend_from_slice(b);
+        }
+        v
+    }
+
+    fn decode(v: &[u8]) -> Option<Info> {
+        let mut r = Reader(v);
+        if r.take(1)?[0] != INFO_VERSION {
+            return None;
+        }
+        let world = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
+        let backend = r.take(1)?[0];
+        let dtype = r.take(1)?[0];
+        let len = r.u64()?;
+        let data_bytes = r.u64()?;
+        let total_bytes = r.u64()?;
+        let label = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+        let export = r.bytes()?.to_vec();
+        r.0.is_empty().then_some(Info {
+            world,
+            backend,
+            dtype,
+            len,
+            data_bytes,
+            total_bytes,
+            label,
+            export,
+        })
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
+        self.take(n)
+    }
+}
+
+/// Checks every rank's info against the others. Pure and order-independent
+/// of the caller, so every rank derives the identical message.
+fn validate(infos: &[Info]) -> std::result::Result<(), String> {
+    fn differ<T: PartialEq + Clone>(
+        infos: &[Info],
+        what: &str,
+        get: impl Fn(&Info) -> T,
+        show: impl Fn(&T) -> String,
+    ) -> Option<String> {
+        let first = get(&infos[0]);
+        if infos.iter().all(|i| get(i) == first) {
+            return None;
+        }
+        let per: Vec<String> = infos
+            .iter()
+            .enumerate()
+            .map(|(r, i)| format!("rank {r}: {}", show(&get(i))))
+            .collect();
+        Some(format!("{what} differ across ranks ({})", per.join(", ")))
+    }
+    let dtype_name = |c: &u8| {
+        DType::from_code(*c).map_or_else(|| format!("unknown dtype code {c}"), |d| d.to_string())
+    };
+    let checks = [
+        differ(infos, "world sizes", |i| i.world, |w| w.to_string()),
+        differ(
+            infos,
+            "backends",
+            |i| i.backend,
+            |b| {
+                BackendKind::from_code(*b).map_or_else(|| format!("unknown {b}"), |k| k.to_string())
+            },
+        ),
+        differ(infos, "element types", |i| i.dtype, dtype_name),
+        differ(
+            infos,
+            "buffer sizes",
+            |i| (i.len, i.dtype, i.data_bytes),
+            |(len, d, bytes)| format!("{len} × {} = {bytes} bytes", dtype_name(d)),
+        ),
+        differ(
+            infos,
+            "mapped sizes",
+            |i| i.total_bytes,
+            |b| format!("{b} bytes"),
+        ),
+    ];
+    match checks.into_iter().flatten().next() {
+        Some(m) => Err(m),
+        None => Ok(()),
+    }
+}
+
+fn key(group: &str, alloc: u64, phase: &str, rank: usize) -> String {
+    format!("{group}/rdv/{alloc}/{phase}/{rank}")
+}
+
+fn missing_ranks(missing: &[String]) -> Vec<usize> {
+    missing
+        .iter()
+        .filter_map(|k| k.rsplit('/').next()?.parse().ok())
+        .collect()
+}
+
+/// Runs the rendezvous protocol (module docs) for one allocation.
+pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
+    let comm = &buf.comm;
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let store = comm.store();
+    let group = &comm.options().group;
+    let timeout = comm.options().timeout;
+    let backend = comm.backend.clone();
+    let store_err = |source: StoreError| Error::Store { rank, source };
+    let wait_all = |phase: &str| -> Result<()> {
+        let keys: Vec<String> = (0..world).map(|r| key(group, buf.id, phase, r)).collect();
+        store.wait(&keys, timeout).map_err(|e| match e {
+            StoreError::Timeout { missing, .. } => Error::RendezvousTimeout {
+                rank,
+                alloc: buf.id,
+                timeout,
+                missing: missing_ranks(&missing),
+            },
+            other => store_err(other),
+        })
+    };
+
+    let mine = Info {
+        world: world as u32,
+        backend: backend.kind().code(),
+        dtype: buf.dtype.code(),
+        len: buf.len as u64,
+        data_bytes: buf.layout.data_bytes as u64,
+        total_bytes: buf.alloc.size() as u64,
+        label: backend.label(),
+        export: backend.export(&*buf.alloc),
+    };
+    store
+        .set(&key(group, buf.id, "info", rank), &mine.encode())
+        .map_err(store_err)?;
+    wait_all("info")?;
+    let mut infos = Vec::with_capacity(world);
+    for r in 0..world {
+        let raw = store
+            .try_get(&key(group, buf.id, "info", r))
+            .map_err(store_err)?
+            .unwrap_or_default();
+        let info = Info::decode(&raw).ok_or_else(|| Error::RendezvousMismatch {
+            alloc: buf.id,
+            detail: format!("rank {r} published an unreadable entry (a different symm version?)"),
+        })?;
+        infos.push(info);
+    }
+    validate(&infos).map_err(|detail| Error::RendezvousMismatch {
+        alloc: buf.id,
+        detail,
+    })?;
+
+    let mapped = map_peers(&*backend, buf, &infos);
+    let outcome = match &mapped {
+        Ok(_) => vec![0u8],
+        Err(e) => {
+            let mut v = vec![1u8];
+            v.extend_from_slice(e.to_string().as_bytes());
+            v
+        }
+    };
+    store
+        .set(&key(group, buf.id, "mapped", rank), &outcome)
+        .map_err(store_err)?;
+    let (peers, buffer_ptrs) = mapped?;
+    wait_all("mapped")?;
+    for r in 0..world {
+        let v = store
+            .try_get(&key(group, buf.id, "mapped", r))
+            .map_err(store_err)?
+            .unwrap_or_default();
+        if v.first() != Some(&0) {
+            return Err(Error::RendezvousPeerFailed {
+                alloc: buf.id,
+                failed_rank: r,
+                detail: String::from_utf8_lossy(v.get(1..).unwrap_or_default()).into_owned(),
+            });
+        }
+    }
+
+    let pad_offset = buf.layout.pad_offset as u64;
+    let signal_pad_ptrs: Vec<u64> = buffer_ptrs.iter().map(|p| p + pad_offset).collect();
+    Ok(SymmetricMemory {
+        rank,
+        world_size: world,
+        alloc_id: buf.id,
+        dtype: buf.dtype,
+        buffer_size: buf.layout.data_bytes,
+        buffer_ptrs_dev: backend.table(&buffer_ptrs)?,
+        signal_pad_ptrs_dev: backend.table(&signal_pad_ptrs)?,
+        buffer_ptrs,
+        signal_pad_ptrs,
+        backend,
+        _peers: peers,
+        _local: buf.alloc.clone(),
+    })
+}
+
+fn map_peers(
+    backend: &dyn Backend,
+    buf: &BufInner,
+    infos: &[Info],
+) -> Result<(Vec<Mapped>, Vec<u64>)> {
+    let rank = buf.comm.rank();
+    let mut peers = Vec::new();
+    let mut ptrs = Vec::with_capacity(infos.len());
+    for (r, info) in infos.iter().enumerate() {
+        if r == rank {
+            ptrs.push(buf.alloc.ptr());
+        } else {
+            let m = backend.import(r, &info.export, info.total_bytes as usize)?;
+            ptrs.push(m.ptr);
+            peers.push(m);
+        }
+    }
+    Ok((peers, ptrs))
+}
+
+impl SymmetricMemory {
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// The allocation's collective sequence number.
+    pub fn alloc_id(&self) -> u64 {
+        self.alloc_id
+    }
+
+    /// The element type the allocation was made with.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Bytes of data in each rank's buffer.
+    pub fn buffer_size(&self) -> usize {
+        self.buffer_size
+    }
+
+    /// Bytes in each rank's signal pad (see [`crate::layout`]).
+    pub fn signal_pad_size(&self) -> usize {
+        SIGNAL_PAD_BYTES
+    }
+
+    /// Every rank's buffer address, as mapped for this rank.
+    pub fn buffer_ptrs(&self) -> &[u64] {
+        &self.buffer_ptrs
+    }
+
+    /// Every rank's signal-pad address, as mapped for this rank.
+    pub fn signal_pad_ptrs(&self) -> &[u64] {
+        &self.signal_pad_ptrs
+    }
+
+    /// Device address of a `u64[world_size]` array of [`buffer_ptrs`](Self::buffer_ptrs).
+    pub fn buffer_ptrs_dev(&self) -> u64 {
+        self.buffer_ptrs_dev.ptr
+    }
+
+    /// Device address of a `u64[world_size]` array of [`signal_pad_ptrs`](Self::signal_pad_ptrs).
+    pub fn signal_pad_ptrs_dev(&self) -> u64 {
+        self.signal_pad_ptrs_dev.ptr
+    }
+
+    /// A typed view of rank `peer`'s buffer.
+    pub fn peer_buffer<T: Element>(&self, peer: usize) -> Result<PeerBuffer<'_, T>> {
+        self.check_rank("peer", peer)?;
+        Ok(PeerBuffer {
+            smem: self,
+            peer,
+            len: self.buffer_size / std::mem::size_of::<T>(),
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// Reads rank `peer`'s whole signal pad (for diagnostics and tests).
+    pub fn read_signal_pad(&self, peer: usize) -> Result<Vec<u32>> {
+        self.check_rank("peer", peer)?;
+        read_elems(&*self.backend, self.signal_pad_ptrs[peer], SIGNAL_PAD_SLOTS)
+    }
+
+    /// Zeroes this rank's own signal pad. Only safe when no peer is signalling
+    /// it; use it to recover a channel after a timeout left a stale signal.
+    pub fn reset_signal_pad(&self) -> Result<()> {
+        self.backend
+            .zero(self.signal_pad_ptrs[self.rank], SIGNAL_PAD_BYTES)
+    }
+
+    /// Stream-ordered barrier with every rank on `channel`. See
+    /// [`crate::signal`] for its memory ordering.
+    pub fn barrier(&self, channel: usize, timeout: Duration) -> Result<()> {
+        self.signal(&*self.backend, SignalOp::Barrier, channel, timeout)
+    }
+
+    /// Stream-ordered signal to rank `dst` on `channel` (a system-scope release).
+    pub fn put_signal(&self, dst: usize, channel: usize, timeout: Duration) -> Result<()> {
+        self.check_rank("destination", dst)?;
+        self.signal(&*self.backend, SignalOp::Put { dst }, channel, timeout)
+    }
+
+    /// Stream-ordered wait for rank `src`'s signal on `channel` (a
+    /// system-scope acquire), consuming it.
+    pub fn wait_signal(&self, src: usize, channel: usize, timeout: Duration) -> Result<()> {
+        self.check_rank("source", src)?;
+        self.signal(&*self.backend, SignalOp::Wait { src }, channel, timeout)
+    }
+
+    /// [`barrier`](Self::barrier) on the caller's CUDA stream.
+    pub fn barrier_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        channel: usize,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.signal(
+            &*self.backend.with_cuda_stream(stream.clone())?,
+            SignalOp::Barrier,
+            channel,
+            timeout,
+        )
+    }
+
+    /// [`put_signal`](Self::put_signal) on the caller's CUDA stream.
+    pub fn put_signal_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        dst: usize,
+        channel: usize,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.check_rank("destination", dst)?;
+        self.signal(
+            &*self.backend.with_cuda_stream(stream.clone())?,
+            SignalOp::Put { dst },
+            channel,
+            timeout,
+        )
+    }
+
+    /// [`wait_signal`](Self::wait_signal) on the caller's CUDA stream.
+    pub fn wait_signal_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: usize,
+        channel: usize,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.check_rank("source", src)?;
+        self.signal(
+            &*self.backend.with_cuda_stream(stream.clone())?,
+            SignalOp::Wait { src },
+            channel,
+            timeout,
+        )
+    }
+
+    fn signal(
+        &self,
+        backend: &dyn Backend,
+        op: SignalOp,
+        channel: usize,
+        timeout: Duration,
+    ) -> Result<()> {
+        if channel >= SIGNAL_CHANNELS {
+            return Err(self.invalid(format!(
+                "channel {channel} is out of range; signal pads have {SIGNAL_CHANNELS}"
+            )));
+        }
+        backend.signal(&SignalCall {
+            op,
+            pads: &self.signal_pad_ptrs,
+            pads_dev: self.signal_pad_ptrs_dev.ptr,
+            world: self.world_size,
+            channel,
+            timeout,
+        })
+    }
+
+    fn check_rank(&self, what: &str, r: usize) -> Result<()> {
+        if r >= self.world_size {
+            return Err(self.invalid(format!(
+                "{what} rank {r} is out of range for world size {}",
+                self.world_size
+            )));
+        }
+        Ok(())
+    }
+
+    fn invalid(&self, message: String) -> Error {
+        Error::InvalidArgument {
+            rank: self.rank,
+            message,
+        }
+    }
+}
+
+/// A typed view of one rank's buffer, through this rank's mapping of it.
+pub struct PeerBuffer<'a, T: Element> {
+    smem: &'a SymmetricMemory,
+    peer: usize,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Element> PeerBuffer<'_, T> {
+    /// The rank whose buffer this is.
+    pub fn peer(&self) -> usize {
+        self.peer
+    }
+
+    /// Number of `T`s that fit in the buffer.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no `T`.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Address of element 0 as mapped for this rank.
+    pub fn device_ptr(&self) -> u64 {
+        self.smem.buffer_ptrs[self.peer]
+    }
+
+    /// Copies `src` into the peer's elements `offset..offset + src.len()`.
+    pub fn write(&self, offset: usize, src: &[T]) -> Result<()> {
+        let ptr = self.checked(offset, src.len())?;
+        self.smem.backend.write(ptr, as_bytes(src))
+    }
+
+    /// Copies the peer's elements `offset..offset + len` to the host.
+    pub fn read(&self, offset: usize, len: usize) -> Result<Vec<T>> {
+        let ptr = self.checked(offset, len)?;
+        read_elems(&*self.smem.backend, ptr, len)
+    }
+
+    fn checked(&self, offset: usize, len: usize) -> Result<u64> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => {
+                Ok(self.device_ptr() + (offset * std::mem::size_of::<T>()) as u64)
+            }
+            _ => Err(self.smem.invalid(format!(
+                "elements {offset}..{} are out of bounds for rank {}'s buffer of {}",
+                offset.saturating_add(len),
+                self.peer,
+                self.len
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(world: u32, dtype: DType, len: u64) -> Info {
+        Info {
+            world,
+            backend: BackendKind::Cuda.code(),
+            dtype: dtype.code(),
+            len,
+            data_bytes: len * dtype.size() as u64,
+            total_bytes: 2 << 20,
+            label: "cuda:0".into(),
+            export: vec![1, 2, 3],
+        }
+    }
+
+    #[test]
+    fn info_round_trips_and_rejects_garbage() {
+        let i = info(4, DType::BF16, 12345);
+        assert_eq!(Info::decode(&i.encode()), Some(i.clone()));
+        let mut bad = i.encode();
+        bad.push(0);
+        assert_eq!(Info::decode(&bad), None);
+        assert_eq!(Info::decode(&i.encode()[..10]), None);
+        assert_eq!(Info::decode(&[]), None);
+        assert_eq!(Info::decode(&[9, 9, 9]), None);
+    }
+
+    #[test]
+    fn validation_names_every_rank_and_is_identical() {
+        let ok = vec![info(3, DType::F32, 100); 3];
+        assert_eq!(validate(&ok), Ok(()));
+        let mut sizes = ok.clone();
+        sizes[1] = info(3, DType::F32, 200);
+        let m = validate(&sizes).unwrap_err();
+        assert!(m.contains("buffer sizes"), "{m}");
+        assert!(
+            m.contains("rank 0: 100 × f32 = 400 bytes")
+                && m.contains("rank 1: 200 × f32 = 800 bytes"),
+            "{m}"
+        );
+        let mut dtypes = ok.clone();
+        dtypes[2] = info(3, DType::BF16, 100);
+        assert!(validate(&dtypes).unwrap_err().contains(
+            "element types differ across ranks (rank 0: f32, rank 1: f32, rank 2: bf16)"
+        ));
+        let mut worlds = ok.clone();
+        worlds[0].world = 2;
+        assert!(validate(&worlds).unwrap_err().starts_with("world sizes"));
+        let mut backends = ok;
+        backends[1].backend = BackendKind::Emulator.code();
+        assert!(validate(&backends)
+            .unwrap_err()
+            .contains("rank 1: emulator"));
+    }
+
+    #[test]
+    fn missing_ranks_parse_from_keys() {
+        assert_eq!(
+            missing_ranks(&[key("g", 3, "info", 1), key("g", 3, "info", 7)]),
+            vec![1, 7]
+        );
+    }
+}

@@ -1,0 +1,361 @@
+//! The foundation's collective protocol on the CPU backend: allocation,
+//! rendezvous and its cache, validation, timeouts and the signal operations.
+//! The same scenarios run on GPUs in `tests/gpu.rs`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use symm::{run, Comm, CommOptions, Error, Ranks, RunError};
+
+const WORLDS: [usize; 4] = [2, 3, 4, 8];
+const T: Duration = Duration::from_secs(10);
+
+fn emu<R: Send>(
+    world: usize,
+    f: impl Fn(&Comm) -> symm::Result<R> + Sync,
+) -> Result<Vec<R>, RunError> {
+    run(Ranks::Emulator(world), CommOptions::default(), f)
+}
+
+fn emu_timeout<R: Send>(
+    world: usize,
+    t: Duration,
+    f: impl Fn(&Comm) -> symm::Result<R> + Sync,
+) -> Result<Vec<R>, RunError> {
+    run(
+        Ranks::Emulator(world),
+        CommOptions {
+            timeout: t,
+            ..Default::default()
+        },
+        f,
+    )
+}
+
+#[test]
+fn peer_writes_land_in_every_slot() {
+    for world in WORLDS {
+        let values: Vec<u32> = (0..world).map(|_| rand::rng().random()).collect();
+        emu(world, |comm| {
+            let buf = comm.alloc::<u32>(world + 3)?;
+            buf.copy_from_host(&vec![0xDEAD_BEEF; world + 3])?;
+            let smem = buf.rendezvous()?;
+            smem.barrier(0, T)?; // everyone poisoned before anyone writes
+            comm.synchronize()?;
+            for p in 0..world {
+                smem.peer_buffer::<u32>(p)?
+                    .write(comm.rank(), &[values[comm.rank()]])?;
+            }
+            smem.barrier(0, T)?;
+            comm.synchronize()?;
+            let got = buf.to_host()?;
+            assert_eq!(&got[..world], &values[..], "rank {}", comm.rank());
+            assert_eq!(
+                &got[world..],
+                &[0xDEAD_BEEF; 3],
+                "rank {} wrote past the slots",
+                comm.rank()
+            );
+            // Our barrier consumed every signal sent to us; peers' pads may
+            // still hold our signal until they finish their own barrier.
+            assert!(
+                smem.read_signal_pad(comm.rank())?.iter().all(|&s| s == 0),
+                "own pad not reset"
+            );
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+    }
+}
+
+#[test]
+fn rendezvous_is_cached_per_allocation_and_dropped_with_it() {
+    emu(3, |comm| {
+        let a = comm.alloc::<f32>(1000)?;
+        let b = comm.alloc::<f32>(1000)?;
+        let sa = a.rendezvous()?;
+        assert!(
+            Arc::ptr_eq(&sa, &a.rendezvous()?),
+            "second rendezvous must be the cached object"
+        );
+        assert!(
+            Arc::ptr_eq(&sa, &a.slice(100..200)?.rendezvous()?),
+            "a view resolves to its allocation"
+        );
+        let sb = b.slice(..)?.rendezvous()?;
+        assert!(!Arc::ptr_eq(&sa, &sb));
+        assert!(Arc::ptr_eq(
+            &comm.lookup(a.device_ptr() + 4 * 999).expect("inside a"),
+            &sa
+        ));
+        assert!(Arc::ptr_eq(
+            &comm.lookup(b.device_ptr()).expect("inside b"),
+            &sb
+        ));
+        assert_eq!(comm.cached_rendezvous_count(), 2);
+        assert_eq!(
+            (sa.rank(), sa.world_size(), sa.buffer_size()),
+            (comm.rank(), 3, 4000)
+        );
+        assert_eq!(sa.buffer_ptrs()[comm.rank()], a.device_ptr());
+        assert_eq!(sa.signal_pad_ptrs()[comm.rank()], a.signal_pad_ptr());
+        let ptr = a.device_ptr();
+        drop((sa, sb));
+        drop(a);
+        assert!(
+            comm.lookup(ptr).is_none(),
+            "cache entry must go with the allocation"
+        );
+        assert_eq!(comm.cached_rendezvous_count(), 1);
+        drop(b);
+        assert_eq!(comm.cached_rendezvous_count(), 0);
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn peers_keep_memory_alive_after_owner_frees() {
+    let v: Vec<u64> = (0..64).map(|_| rand::rng().random()).collect();
+    emu(2, |comm| {
+        let buf = comm.alloc::<u64>(64)?;
+        if comm.rank() == 0 {
+            buf.copy_from_host(&v)?;
+        }
+        let smem = buf.rendezvous()?;
+        smem.barrier(0, T)?;
+        comm.synchronize()?;
+        if comm.rank() == 0 {
+            drop(smem);
+            drop(buf);
+            Ok(None)
+        } else {
+            // Rank 0 may have freed by now; our mapping keeps its memory.
+            std::thread::sleep(Duration::from_millis(20));
+            Ok(Some(smem.peer_buffer::<u64>(0)?.read(0, 64)?))
+        }
+    })
+    .map(|r| assert_eq!(r[1].as_deref(), Some(&v[..])))
+    .unwrap();
+}
+
+fn same_error_on_every_rank(err: RunError, world: usize) -> String {
+    assert_eq!(err.errors.len(), world, "every rank must fail: {err}");
+    let msgs: Vec<String> = err.errors.iter().map(|(_, e)| e.to_string()).collect();
+    assert!(
+        msgs.iter().all(|m| m == &msgs[0]),
+        "ranks disagree: {msgs:#?}"
+    );
+    for (_, e) in &err.errors {
+        assert!(matches!(e, Error::RendezvousMismatch { .. }), "{e}");
+    }
+    msgs[0].clone()
+}
+
+#[test]
+fn mismatched_sizes_give_every_rank_the_same_error() {
+    for world in [2, 4] {
+        let t = Instant::now();
+        let err = emu(world, |comm| {
+            comm.alloc::<f32>(1024 + comm.rank() % 2)?
+                .rendezvous()
+                .map(|_| ())
+        })
+        .expect_err("sizes differ");
+        assert!(t.elapsed() < Duration::from_secs(5));
+        let m = same_error_on_every_rank(err, world);
+        assert!(
+            m.contains("buffer sizes differ") && m.contains("rank 1: 1025 × f32 = 4100 bytes"),
+            "{m}"
+        );
+    }
+}
+
+#[test]
+fn mismatched_dtypes_give_every_rank_the_same_error() {
+    let err = emu(3, |comm| {
+        if comm.rank() == 1 {
+            comm.alloc::<symm::bf16>(64)?.rendezvous().map(|_| ())
+        } else {
+            comm.alloc::<symm::f16>(64)?.rendezvous().map(|_| ())
+        }
+    })
+    .expect_err("dtypes differ");
+    let m = same_error_on_every_rank(err, 3);
+    assert!(
+        m.contains("element types differ across ranks (rank 0: f16, rank 1: bf16, rank 2: f16)"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_missing_rank_is_named_within_the_timeout() {
+    let timeout = Duration::from_millis(300);
+    let t = Instant::now();
+    let err = emu_timeout(4, timeout, |comm| {
+        let buf = comm.alloc::<u8>(16)?;
+        if comm.rank() != 2 {
+            buf.rendezvous()?;
+        }
+        Ok(())
+    })
+    .expect_err("rank 2 never arrives");
+    assert!(t.elapsed() < 2 * timeout + Duration::from_secs(1));
+    assert_eq!(err.errors.len(), 3);
+    for (rank, e) in &err.errors {
+        match e {
+            Error::RendezvousTimeout {
+                rank: r, missing, ..
+            } => {
+                assert_eq!((r, missing.as_slice()), (rank, &[2][..]));
+                assert!(e.to_string().contains("missing ranks [2]"));
+            }
+            other => panic!("rank {rank}: {other}"),
+        }
+    }
+}
+
+#[test]
+fn a_panicking_rank_is_reported_and_does_not_hang_the_others() {
+    let err = emu_timeout(3, Duration::from_millis(200), |comm| {
+        let buf = comm.alloc::<u8>(16)?;
+        if comm.rank() == 0 {
+            panic!("boom on purpose");
+        }
+        buf.rendezvous().map(|_| ())
+    })
+    .expect_err("rank 0 panicked");
+    assert!(
+        matches!(&err.errors[0], (0, Error::RankPanicked { message, .. }) if message.contains("boom on purpose"))
+    );
+    assert!(err.errors[1..]
+        .iter()
+        .all(|(_, e)| matches!(e, Error::RendezvousTimeout { missing, .. } if missing == &[0])));
+}
+
+#[test]
+fn a_wait_that_never_completes_names_rank_peer_and_channel() {
+    let timeout = Duration::from_millis(200);
+    let values: Vec<f32> = (0..2).map(|_| rand::rng().random()).collect();
+    emu(2, |comm| {
+        let buf = comm.alloc::<f32>(2)?;
+        let smem = buf.rendezvous()?;
+        if comm.rank() == 1 {
+            let t = Instant::now();
+            smem.wait_signal(0, 3, timeout)?;
+            let err = comm.synchronize().expect_err("nobody signals channel 3");
+            assert!(t.elapsed() < 2 * timeout, "took {:?}", t.elapsed());
+            match &err {
+                Error::SignalTimeout {
+                    rank: 1,
+                    peer: 0,
+                    channel: 3,
+                    block: 0,
+                    timeout_ms: 200,
+                    ..
+                } => {}
+                other => panic!("{other}"),
+            }
+            comm.synchronize()?; // the error is reported once, then cleared
+        }
+        // The group still works afterwards.
+        smem.barrier(0, T)?;
+        smem.peer_buffer::<f32>(1 - comm.rank())?
+            .write(comm.rank(), &values[comm.rank()..comm.rank() + 1])?;
+        smem.barrier(0, T)?;
+        comm.synchronize()?;
+        assert_eq!(buf.read(1 - comm.rank(), 1)?[0], values[1 - comm.rank()]);
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn put_and_wait_order_data_around_a_ring() {
+    for world in WORLDS {
+        let iters = 20;
+        let data: Vec<Vec<Vec<u32>>> = (0..iters)
+            .map(|_| {
+                (0..world)
+                    .map(|_| (0..33).map(|_| rand::rng().random()).collect())
+                    .collect()
+            })
+            .collect();
+        emu(world, |comm| {
+            let (r, n) = (comm.rank(), comm.world_size());
+            let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
+            let buf = comm.alloc::<u32>(33)?;
+            let smem = buf.rendezvous()?;
+            for (i, round) in data.iter().enumerate() {
+                if i > 0 {
+                    smem.wait_signal(next, 2, T)?; // next has read the previous round
+                }
+                smem.peer_buffer::<u32>(next)?.write(0, &round[r])?;
+                smem.put_signal(next, 1, T)?;
+                smem.wait_signal(prev, 1, T)?;
+                comm.synchronize()?;
+                assert_eq!(buf.to_host()?, round[prev], "world {n} rank {r} round {i}");
+                smem.put_signal(prev, 2, T)?;
+            }
+            smem.wait_signal(next, 2, T)?;
+            comm.synchronize()
+        })
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+    }
+}
+
+#[test]
+fn bad_arguments_are_errors_not_panics() {
+    emu(2, |comm| {
+        let buf = comm.alloc::<f32>(10)?;
+        let smem = buf.rendezvous()?;
+        let msg = |e: Error| e.to_string();
+        assert!(msg(smem.barrier(8, T).unwrap_err()).contains("channel 8 is out of range"));
+        assert!(msg(smem.put_signal(2, 0, T).unwrap_err())
+            .contains("destination rank 2 is out of range"));
+        assert!(msg(smem.wait_signal(5, 0, T).unwrap_err()).contains("source rank 5"));
+        assert!(msg(smem.peer_buffer::<f32>(2).map(|_| ()).unwrap_err()).contains("peer rank 2"));
+        assert!(msg(smem
+            .peer_buffer::<f32>(0)?
+            .write(9, &[1.0, 2.0])
+            .unwrap_err())
+        .contains("out of bounds"));
+        assert!(msg(buf.slice(5..11).map(|_| ()).unwrap_err()).contains("out of bounds"));
+        assert!(msg(buf.copy_from_host(&[1.0; 3]).unwrap_err())
+            .contains("3 elements for a buffer of 10"));
+        assert!(msg(buf.read(8, 3).unwrap_err()).contains("out of bounds"));
+        assert!(
+            msg(comm.alloc::<f64>(usize::MAX / 4).map(|_| ()).unwrap_err()).contains("overflow")
+        );
+        assert!(msg(comm.raw_kernel("k", "").map(|_| ()).unwrap_err()).contains("need a GPU"));
+        assert!(comm.cuda_stream().is_none());
+        smem.barrier(0, T)?;
+        comm.synchronize()
+    })
+    .unwrap();
+    let err = emu(9, |_| Ok(())).expect_err("too many ranks");
+    assert!(
+        err.to_string().contains("world size 9 is not supported"),
+        "{err}"
+    );
+}
+
+#[test]
+fn empty_and_odd_sized_allocations_work() {
+    emu(3, |comm| {
+        let empty = comm.alloc::<f32>(0)?;
+        let s = empty.rendezvous()?;
+        assert_eq!(s.buffer_size(), 0);
+        assert!(empty.to_host()?.is_empty());
+        let odd = comm.alloc::<symm::bf16>(4097)?;
+        assert_eq!(odd.device_ptr() % 128, 0);
+        assert_eq!(odd.signal_pad_ptr() % 128, 0);
+        let s = odd.rendezvous()?;
+        assert_eq!(s.buffer_size(), 4097 * 2);
+        assert_eq!(s.signal_pad_size(), symm::layout::SIGNAL_PAD_BYTES);
+        s.barrier(7, T)?;
+        comm.synchronize()
+    })
+    .unwrap();
+}
