@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! # symm
 //!
 //! Custom GPU communication kernels over symmetric memory, in Rust.

@@ -36,11 +36,14 @@ impl Default for CommOptions {
     }
 }
 
+/// A rendezvoused allocation: data base address, data bytes, and its memory.
+type RegistryEntry = (u64, usize, Weak<SymmetricMemory>);
+
 /// State shared by every handle to one rank (clones and stream variants).
 struct RankState {
     next_alloc: AtomicU64,
     /// Rendezvous results by allocation id, to resolve raw pointers.
-    registry: Mutex<HashMap<u64, (u64, usize, Weak<SymmetricMemory>)>>,
+    registry: Mutex<HashMap<u64, RegistryEntry>>,
 }
 
 /// One rank of a group: its rank, the world size, its device and stream, and

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Runtime of symm: devices, symmetric allocation, rendezvous and its
 //! per-allocation cache, signal operations, the JIT engine and launch.
 //!

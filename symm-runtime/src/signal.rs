@@ -125,12 +125,12 @@ impl StatusRecord {
 pub(crate) const PUT_KERNEL: &str = "symm_signal_put";
 pub(crate) const WAIT_KERNEL: &str = "symm_signal_wait";
 pub(crate) const BARRIER_KERNEL: &str = "symm_signal_barrier";
-/// Name the JIT reports for the signal module.
-pub(crate) const SIGNAL_MODULE: &str = "symm_signal";
+/// Name under which the JIT compiles (and caches) the signal kernels.
+pub const SIGNAL_MODULE: &str = "symm_signal";
 
 /// CUDA C of the signal kernels. Built from the Rust layout constants so the
 /// two can never disagree.
-pub(crate) static SIGNAL_SOURCE: LazyLock<String> = LazyLock::new(|| {
+pub static SIGNAL_SOURCE: LazyLock<String> = LazyLock::new(|| {
     format!(
         r#"{PRELUDE}
 #define SYMM_SIGNAL_BLOCKS {blocks}u

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds release test and example binaries and copies them, stripped, into
+# .gpu-bin (git-ignored) for the GPU machine, which has no Rust toolchain.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .gpu-bin && mkdir -p .gpu-bin
+cargo build --release --examples
+cargo test --release --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["target"]["name"], m["executable"])' \
+  | while read -r name exe; do cp "$exe" ".gpu-bin/$name"; done
+for e in target/release/examples/*; do
+  [ -f "$e" ] && [ -x "$e" ] && case "$e" in *-*|*.d) ;; *) cp "$e" .gpu-bin/ ;; esac
+done
+strip .gpu-bin/*
+ls -la .gpu-bin

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the prebuilt GPU binaries in .gpu-bin on a lent GPU machine and writes
+# logs to $OUT. Build them first with scripts/build-gpu-bin.sh.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/symm-out}
+mkdir -p "$OUT"
+# NVRTC: the machine's CUDA toolkit, else the PyPI wheel's library.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]) + "/nvidia/cu13/lib")' 2>/dev/null); do
+  [ -e "$d/libnvrtc.so.13" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
+done
+export SYMM_REQUIRE_GPU=1 SYMM_CACHE_DIR="$OUT/jit-cache"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$OUT/gpus.csv" 2>&1
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+rc=0
+for bin in "$@"; do
+  echo "=== $bin" | tee -a "$OUT/log.txt"
+  timeout 500 ".gpu-bin/$bin" 2>&1 | tee -a "$OUT/log.txt"
+  r=${PIPESTATUS[0]}; [ "$r" != 0 ] && rc=$r && echo "=== $bin exited $r" | tee -a "$OUT/log.txt"
+done
+exit $rc

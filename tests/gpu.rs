@@ -1,0 +1,547 @@
+//! The foundation on real GPUs: peer writes, the rendezvous cache, mismatch
+//! and missing-rank errors, leaks, CUDA graphs, timeouts, and timings.
+//!
+//! A custom harness, so that a machine without GPUs reports every test as
+//! skipped instead of passed. `SYMM_REQUIRE_GPU=1` turns skips into failure.
+//! `SYMM_GPU_WORLDS=2,4` picks the world sizes (default: 2 and 4).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use symm::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use symm::jit::{CacheHit, CompileRequest, JitEngine};
+use symm::{run, Comm, CommOptions, Error, KernelArg, LaunchConfig, Ranks, RunError};
+
+const T: Duration = Duration::from_secs(10);
+
+type Outcome = Result<String, String>;
+
+fn kernels() -> String {
+    format!(
+        r#"{}
+extern "C" __global__ void t_write_slots(const symm_u64* bufs, symm_u32 rank, symm_u32 world, symm_u32 value) {{
+    symm_u32 p = threadIdx.x;
+    if (p < world) ((symm_u32*)bufs[p])[rank] = value;
+}}
+extern "C" __global__ void t_bump(const symm_u64* bufs, symm_u32 rank, symm_u32 world) {{
+    symm_u32 p = threadIdx.x;
+    if (p < world) symm_atom_add_relaxed_sys_u32(((symm_u32*)bufs[p]) + rank, 1u);
+}}
+/* local: [0, world) bump counts from each rank, [world] replays done, [world + 1] violations */
+extern "C" __global__ void t_check(symm_u32* local, symm_u32 world) {{
+    symm_u32 p = threadIdx.x;
+    symm_u32 done = symm_ld_volatile_u32(local + world);
+    if (p < world && symm_ld_volatile_u32(local + p) < done + 1u) symm_atom_add_relaxed_sys_u32(local + world + 1, 1u);
+    __syncthreads();
+    if (p == 0) local[world] = done + 1u;
+}}
+"#,
+        symm::cuda_prelude::PRELUDE
+    )
+}
+
+fn gpus<R: Send>(
+    world: usize,
+    timeout: Duration,
+    f: impl Fn(&Comm) -> symm::Result<R> + Sync,
+) -> Result<Vec<R>, RunError> {
+    run(
+        Ranks::Cuda((0..world).collect()),
+        CommOptions {
+            timeout,
+            ..Default::default()
+        },
+        f,
+    )
+}
+
+fn fail(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn ensure(cond: bool, msg: impl FnOnce() -> String) -> symm::Result<()> {
+    if cond {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            rank: usize::MAX,
+            message: format!("CHECK FAILED: {}", msg()),
+        })
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn peer_writes(world: usize) -> Outcome {
+    let src = kernels();
+    for round in 0..3 {
+        let values: Vec<u32> = (0..world).map(|_| rand::rng().random()).collect();
+        gpus(world, T, |comm| {
+            let k = comm.raw_kernel("t_write_slots", &src)?;
+            let buf = comm.alloc::<u32>(world + 5)?;
+            buf.copy_from_host(&vec![0xDEAD_BEEF; world + 5])?;
+            let smem = buf.rendezvous()?;
+            smem.barrier(0, T)?;
+            let args = [
+                KernelArg::U64(smem.buffer_ptrs_dev()),
+                KernelArg::U32(comm.rank() as u32),
+                KernelArg::U32(world as u32),
+                KernelArg::U32(values[comm.rank()]),
+            ];
+            k.launch(comm, LaunchConfig::linear(1, 32), &args)?;
+            smem.barrier(0, T)?;
+            comm.synchronize()?;
+            let got = buf.to_host()?;
+            ensure(got[..world] == values[..], || {
+                format!(
+                    "round {round} rank {}: {:x?} != {values:x?}",
+                    comm.rank(),
+                    &got[..world]
+                )
+            })?;
+            ensure(got[world..].iter().all(|&v| v == 0xDEAD_BEEF), || {
+                "wrote past the slots".into()
+            })?;
+            ensure(
+                smem.read_signal_pad(comm.rank())?.iter().all(|&s| s == 0),
+                || "own pad not reset".into(),
+            )
+        })
+        .map_err(fail)?;
+    }
+    Ok("3 rounds of random values, every slot of every rank checked".into())
+}
+
+fn cache(world: usize) -> Outcome {
+    gpus(world, T, |comm| {
+        let a = comm.alloc::<f32>(1 << 20)?;
+        let sa = a.rendezvous()?;
+        ensure(Arc::ptr_eq(&sa, &a.rendezvous()?), || {
+            "second rendezvous is a new object".into()
+        })?;
+        ensure(
+            Arc::ptr_eq(&sa, &a.slice(1000..2000)?.rendezvous()?),
+            || "view did not resolve to its allocation".into(),
+        )?;
+        ensure(
+            comm.lookup(a.device_ptr() + 4096)
+                .is_some_and(|s| Arc::ptr_eq(&s, &sa)),
+            || "lookup by pointer".into(),
+        )?;
+        ensure(sa.buffer_ptrs()[comm.rank()] == a.device_ptr(), || {
+            "own pointer".into()
+        })?;
+        let ptr = a.device_ptr();
+        drop(sa);
+        drop(a);
+        ensure(
+            comm.lookup(ptr).is_none() && comm.cached_rendezvous_count() == 0,
+            || "cache entry survived free".into(),
+        )
+    })
+    .map_err(fail)?;
+    Ok("ptr_eq on 2nd call and via a view; entry gone after free".into())
+}
+
+fn mismatch(world: usize) -> Outcome {
+    let t = Instant::now();
+    let err = match gpus(world, T, |comm| {
+        comm.alloc::<f32>(4096 + comm.rank() % 2)?
+            .rendezvous()
+            .map(|_| ())
+    }) {
+        Ok(_) => return Err("mismatched sizes were accepted".into()),
+        Err(e) => e,
+    };
+    let elapsed = t.elapsed();
+    let msgs: Vec<String> = err.errors.iter().map(|(_, e)| e.to_string()).collect();
+    if msgs.len() != world
+        || msgs.iter().any(|m| m != &msgs[0])
+        || !msgs[0].contains("buffer sizes differ")
+    {
+        return Err(format!("errors differ or are wrong: {msgs:#?}"));
+    }
+    Ok(format!(
+        "identical error on all {world} ranks in {:.0} ms: {}",
+        elapsed.as_secs_f64() * 1e3,
+        msgs[0]
+    ))
+}
+
+fn missing_rank(world: usize) -> Outcome {
+    let timeout = Duration::from_millis(500);
+    let t = Instant::now();
+    let err = match gpus(world, timeout, |comm| {
+        let buf = comm.alloc::<u8>(64)?;
+        if comm.rank() != world - 1 {
+            buf.rendezvous()?;
+        }
+        Ok(())
+    }) {
+        Ok(_) => return Err("rendezvous completed without the last rank".into()),
+        Err(e) => e,
+    };
+    let elapsed = t.elapsed();
+    let ok = err.errors.len() == world - 1
+        && err.errors.iter().all(|(_, e)| matches!(e, Error::RendezvousTimeout { missing, .. } if missing == &[world - 1]));
+    if !ok || elapsed > 2 * timeout + Duration::from_secs(2) {
+        return Err(format!("{err} after {elapsed:?}"));
+    }
+    Ok(format!(
+        "named rank {} after {:.0} ms (timeout 500 ms)",
+        world - 1,
+        elapsed.as_secs_f64() * 1e3
+    ))
+}
+
+fn leaks(world: usize) -> Outcome {
+    const CYCLES: usize = 1000;
+    let per_rank = gpus(world, T, |comm| {
+        let cycle = || -> symm::Result<()> {
+            let buf = comm.alloc::<f32>(256 * 1024)?;
+            buf.rendezvous()?;
+            Ok(())
+        };
+        for _ in 0..5 {
+            cycle()?;
+        }
+        comm.synchronize()?;
+        let (free0, total) = comm.mem_info()?;
+        let t = Instant::now();
+        for _ in 0..CYCLES {
+            cycle()?;
+        }
+        let secs = t.elapsed().as_secs_f64();
+        comm.synchronize()?;
+        let (free1, _) = comm.mem_info()?;
+        let diff = free0 as f64 - free1 as f64;
+        ensure(diff.abs() <= 0.01 * free0 as f64, || {
+            format!("rank {}: free memory moved by {diff} bytes", comm.rank())
+        })?;
+        Ok((diff / (1 << 20) as f64, total, secs))
+    })
+    .map_err(fail)?;
+    let worst = per_rank.iter().map(|r| r.0.abs()).fold(0.0, f64::max);
+    Ok(format!(
+        "{CYCLES} alloc/rendezvous/free cycles: worst free-memory drift {worst:.1} MiB of {:.0} GiB; {:.0} µs/cycle",
+        per_rank[0].1 as f64 / (1u64 << 30) as f64,
+        per_rank[0].2 / CYCLES as f64 * 1e6
+    ))
+}
+
+fn graphs(world: usize) -> Outcome {
+    const REPLAYS: u32 = 1000;
+    let src = kernels();
+    gpus(world, T, |comm| {
+        let (r, n) = (comm.rank(), world);
+        let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
+        let bump = comm.raw_kernel("t_bump", &src)?;
+        let check = comm.raw_kernel("t_check", &src)?;
+        let buf = comm.alloc::<u32>(world + 2)?;
+        buf.copy_from_host(&vec![0; world + 2])?; // counters must start at zero
+        let smem = buf.rendezvous()?;
+        // Warm up outside the capture so module loading never happens inside it.
+        smem.barrier(1, T)?;
+        smem.put_signal(next, 2, T)?;
+        smem.wait_signal(prev, 2, T)?;
+        smem.barrier(0, T)?;
+        comm.synchronize()?;
+        let stream = comm.cuda_stream().expect("GPU rank");
+        let bump_args = [
+            KernelArg::U64(smem.buffer_ptrs_dev()),
+            KernelArg::U32(r as u32),
+            KernelArg::U32(n as u32),
+        ];
+        let check_args = [KernelArg::U64(buf.device_ptr()), KernelArg::U32(n as u32)];
+        let drv = |op: &'static str| {
+            move |source| Error::Driver {
+                rank: r,
+                device: comm.device(),
+                op,
+                source,
+            }
+        };
+        stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(drv("begin_capture"))?;
+        bump.launch(comm, LaunchConfig::linear(1, 32), &bump_args)?;
+        smem.barrier(1, T)?;
+        check.launch(comm, LaunchConfig::linear(1, 32), &check_args)?;
+        smem.put_signal(next, 2, T)?;
+        smem.wait_signal(prev, 2, T)?;
+        let graph = stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .map_err(drv("end_capture"))?
+            .expect("non-empty graph");
+        for _ in 0..REPLAYS {
+            graph.launch().map_err(drv("cuGraphLaunch"))?;
+        }
+        comm.synchronize()?;
+        smem.barrier(0, T)?;
+        comm.synchronize()?;
+        let got = buf.to_host()?;
+        ensure(got[..n].iter().all(|&c| c == REPLAYS), || {
+            format!("rank {r}: bump counts {:?}", &got[..n])
+        })?;
+        ensure(got[n] == REPLAYS, || {
+            format!("rank {r}: {} checks ran", got[n])
+        })?;
+        ensure(got[n + 1] == 0, || {
+            format!("rank {r}: {} barrier-ordering violations", got[n + 1])
+        })?;
+        ensure(smem.read_signal_pad(r)?.iter().all(|&s| s == 0), || {
+            "own pad not reset after replays".into()
+        })
+    })
+    .map_err(fail)?;
+    Ok(format!("graph [peer atomics, barrier, ordering check, put, wait] replayed {REPLAYS}×: counts exact, 0 violations"))
+}
+
+fn timeout(world: usize) -> Outcome {
+    let timeout = Duration::from_millis(200);
+    let src = kernels();
+    let values: Vec<u32> = (0..world).map(|_| rand::rng().random()).collect();
+    let out = gpus(world, T, |comm| {
+        let buf = comm.alloc::<u32>(world)?;
+        let smem = buf.rendezvous()?;
+        let mut report = String::new();
+        if comm.rank() == 0 {
+            let t = Instant::now();
+            smem.wait_signal(1, 3, timeout)?;
+            let err = comm.synchronize().err();
+            let elapsed = t.elapsed();
+            match &err {
+                Some(
+                    e @ Error::SignalTimeout {
+                        rank: 0,
+                        block: 0,
+                        peer: 1,
+                        channel: 3,
+                        ..
+                    },
+                ) => {
+                    ensure(elapsed < 2 * timeout, || format!("took {elapsed:?}"))?;
+                    report = format!("after {:.0} ms: {e}", elapsed.as_secs_f64() * 1e3);
+                }
+                other => ensure(false, || format!("expected a named timeout, got {other:?}"))?,
+            }
+        }
+        // The context survives: a kernel launched afterwards runs correctly.
+        let k = comm.raw_kernel("t_write_slots", &src)?;
+        smem.barrier(0, T)?;
+        let args = [
+            KernelArg::U64(smem.buffer_ptrs_dev()),
+            KernelArg::U32(comm.rank() as u32),
+            KernelArg::U32(world as u32),
+            KernelArg::U32(values[comm.rank()]),
+        ];
+        k.launch(comm, LaunchConfig::linear(1, 32), &args)?;
+        smem.barrier(0, T)?;
+        comm.synchronize()?;
+        ensure(buf.to_host()? == values, || {
+            "kernel after the timeout computed wrong values".into()
+        })?;
+        Ok(report)
+    })
+    .map_err(fail)?;
+    Ok(out[0].clone())
+}
+
+fn ring(world: usize) -> Outcome {
+    let iters = 50;
+    let data: Vec<Vec<Vec<f32>>> = (0..iters)
+        .map(|_| {
+            (0..world)
+                .map(|_| (0..1001).map(|_| rand::rng().random()).collect())
+                .collect()
+        })
+        .collect();
+    gpus(world, T, |comm| {
+        let (r, n) = (comm.rank(), comm.world_size());
+        let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
+        let buf = comm.alloc::<f32>(1001)?;
+        let smem = buf.rendezvous()?;
+        let ctx = comm
+            .cuda_stream()
+            .expect("a GPU rank has a stream")
+            .context()
+            .clone();
+        let user = ctx.new_stream().map_err(|source| Error::Driver {
+            rank: r,
+            device: comm.device(),
+            op: "cuStreamCreate",
+            source,
+        })?;
+        let on_user = comm.with_cuda_stream(user.clone())?;
+        for (i, round) in data.iter().enumerate() {
+            if i > 0 {
+                smem.wait_signal_on(&user, next, 2, T)?; // next has read the previous round
+                on_user.synchronize()?;
+            }
+            smem.peer_buffer::<f32>(next)?.write(0, &round[r])?;
+            smem.put_signal(next, 1, T)?;
+            smem.wait_signal(prev, 1, T)?;
+            comm.synchronize()?;
+            ensure(buf.to_host()? == round[prev], || {
+                format!("rank {r} round {i}: data from rank {prev} wrong")
+            })?;
+            smem.put_signal_on(&user, prev, 2, T)?;
+        }
+        smem.wait_signal(next, 2, T)?;
+        smem.barrier_on(&user, 0, T)?;
+        on_user.synchronize()?;
+        comm.synchronize()
+    })
+    .map_err(fail)?;
+    Ok(format!(
+        "{iters} rounds of random data passed around the ring, acked on a user stream"
+    ))
+}
+
+fn rendezvous_time(world: usize) -> Outcome {
+    let per_rank = gpus(world, T, |comm| {
+        let mut times = Vec::new();
+        for _ in 0..21 {
+            let buf = comm.alloc::<f32>(1 << 20)?;
+            let t = Instant::now();
+            buf.rendezvous()?;
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(median(&mut times[1..]))
+    })
+    .map_err(fail)?;
+    let mut m = per_rank.clone();
+    Ok(format!(
+        "median rendezvous (4 MiB) {:.0} µs (ranks: {:?})",
+        median(&mut m),
+        per_rank.iter().map(|v| v.round()).collect::<Vec<_>>()
+    ))
+}
+
+fn jit_times() -> Outcome {
+    let arch = run(Ranks::Cuda(vec![0]), CommOptions::default(), |comm| {
+        Ok(comm.device())
+    })
+    .map_err(fail)?;
+    let req = |arch| CompileRequest {
+        kernel_name: symm::signal::SIGNAL_MODULE,
+        source: &symm::signal::SIGNAL_SOURCE,
+        arch,
+        options: &[],
+    };
+    let a = symm::jit::Arch { major: 9, minor: 0 };
+    let dir = tempfile::tempdir().map_err(fail)?;
+    let time = |e: &JitEngine| -> Result<(f64, CacheHit), String> {
+        let t = Instant::now();
+        let (_, hit) = e.compile(&req(a)).map_err(fail)?;
+        Ok((t.elapsed().as_secs_f64() * 1e3, hit))
+    };
+    let cold = time(&JitEngine::new(Some(dir.path().into())))?;
+    let disk = time(&JitEngine::new(Some(dir.path().into())))?;
+    let e = JitEngine::new(None);
+    time(&e)?;
+    let mem = time(&e)?;
+    if cold.1 != CacheHit::Compiled || disk.1 != CacheHit::Disk || mem.1 != CacheHit::Memory {
+        return Err(format!(
+            "unexpected cache outcomes {cold:?} {disk:?} {mem:?}"
+        ));
+    }
+    Ok(format!(
+        "signal module on {}: cold NVRTC {:.1} ms, disk hit {:.2} ms, memory hit {:.3} ms",
+        arch[0], cold.0, disk.0, mem.0
+    ))
+}
+
+type WorldTest = fn(usize) -> Outcome;
+
+fn main() {
+    let tests: [(&str, WorldTest); 9] = [
+        ("peer_writes", peer_writes),
+        ("rendezvous_cache", cache),
+        ("mismatch_same_error", mismatch),
+        ("missing_rank_timeout", missing_rank),
+        ("leaks_1000_cycles", leaks),
+        ("graph_replay_1000", graphs),
+        ("signal_timeout_recovers", timeout),
+        ("put_wait_ring", ring),
+        ("rendezvous_time", rendezvous_time),
+    ];
+    let require = std::env::var("SYMM_REQUIRE_GPU").as_deref() == Ok("1");
+    let worlds: Vec<usize> = std::env::var("SYMM_GPU_WORLDS")
+        .unwrap_or_else(|_| "2,4".into())
+        .split(',')
+        .filter_map(|w| w.trim().parse().ok())
+        .collect();
+    let n = symm::cuda_device_count();
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut run_one = |name: &str, world: usize, f: &dyn Fn() -> Outcome| {
+        let t = Instant::now();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+            Err(p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default())
+        });
+        let secs = t.elapsed().as_secs_f64();
+        match r {
+            Ok(detail) => {
+                passed += 1;
+                println!("PASS {name:<26} world={world} ({secs:.2} s) {detail}");
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {name:<26} world={world} ({secs:.2} s) {e}");
+            }
+        }
+    };
+    if n == 0 {
+        println!(
+            "SKIPPED: no CUDA device ({}); every GPU test is skipped",
+            if require {
+                "SYMM_REQUIRE_GPU=1: failing"
+            } else {
+                "set SYMM_REQUIRE_GPU=1 to fail instead"
+            }
+        );
+        skipped += 1 + tests.len() * worlds.len();
+        // The kernels still get compiled, so CI catches a broken test kernel.
+        if symm::jit::nvrtc_available() {
+            run_one("test_kernels_compile", 0, &|| {
+                let src = kernels();
+                let req = CompileRequest {
+                    kernel_name: "gpu_test_kernels",
+                    source: &src,
+                    arch: symm::jit::Arch { major: 9, minor: 0 },
+                    options: &[],
+                };
+                let (c, _) = JitEngine::new(None).compile(&req).map_err(fail)?;
+                Ok(format!("CUBIN for sm_90, {} bytes", c.cubin.len()))
+            });
+        }
+    } else {
+        run_one("jit_compile_times", 1, &jit_times);
+    }
+    for &world in &worlds {
+        for (name, f) in tests {
+            if world > n {
+                if n > 0 {
+                    println!(
+                        "SKIPPED: {name} world={world} needs {world} GPUs, this machine has {n}"
+                    );
+                    skipped += 1;
+                }
+                continue;
+            }
+            run_one(name, world, &|| f(world));
+        }
+    }
+    println!("gpu: {passed} passed, {failed} failed, {skipped} skipped");
+    if failed > 0 || (require && skipped > 0) {
+        std::process::exit(1);
+    }
+}
