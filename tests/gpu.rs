@@ -76,23 +76,33 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// Each rank writes `value` into slot `rank` of every rank's buffer.
+fn write_slots(
+    comm: &Comm,
+    smem: &symm::SymmetricMemory,
+    src: &str,
+    value: u32,
+) -> symm::Result<()> {
+    let args = [
+        KernelArg::U64(smem.buffer_ptrs_dev()),
+        KernelArg::U32(comm.rank() as u32),
+        KernelArg::U32(comm.world_size() as u32),
+        KernelArg::U32(value),
+    ];
+    comm.raw_kernel("t_write_slots", src)?
+        .launch(comm, LaunchConfig::linear(1, 32), &args)
+}
+
 fn peer_writes(world: usize) -> Outcome {
     let src = kernels();
     for round in 0..3 {
         let values: Vec<u32> = (0..world).map(|_| rand::rng().random()).collect();
         gpus(world, T, |comm| {
-            let k = comm.raw_kernel("t_write_slots", &src)?;
             let buf = comm.alloc::<u32>(world + 5)?;
             buf.copy_from_host(&vec![0xDEAD_BEEF; world + 5])?;
             let smem = buf.rendezvous()?;
             smem.barrier(0, T)?;
-            let args = [
-                KernelArg::U64(smem.buffer_ptrs_dev()),
-                KernelArg::U32(comm.rank() as u32),
-                KernelArg::U32(world as u32),
-                KernelArg::U32(values[comm.rank()]),
-            ];
-            k.launch(comm, LaunchConfig::linear(1, 32), &args)?;
+            write_slots(comm, &smem, &src, values[comm.rank()])?;
             smem.barrier(0, T)?;
             comm.synchronize()?;
             let got = buf.to_host()?;
@@ -331,15 +341,8 @@ fn timeout(world: usize) -> Outcome {
             }
         }
         // The context survives: a kernel launched afterwards runs correctly.
-        let k = comm.raw_kernel("t_write_slots", &src)?;
         smem.barrier(0, T)?;
-        let args = [
-            KernelArg::U64(smem.buffer_ptrs_dev()),
-            KernelArg::U32(comm.rank() as u32),
-            KernelArg::U32(world as u32),
-            KernelArg::U32(values[comm.rank()]),
-        ];
-        k.launch(comm, LaunchConfig::linear(1, 32), &args)?;
+        write_slots(comm, &smem, &src, values[comm.rank()])?;
         smem.barrier(0, T)?;
         comm.synchronize()?;
         ensure(buf.to_host()? == values, || {

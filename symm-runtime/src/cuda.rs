@@ -375,18 +375,23 @@ impl Drop for DeviceMem {
     }
 }
 
-/// One physical allocation (cuMemCreate) mapped into its owner's address
-/// space with read/write access for the owning device.
-pub(crate) struct VmmAlloc {
+/// A reference to a physical allocation, mapped into this device's address
+/// space with read/write access for this device.
+///
+/// The owner's own allocation and a peer's allocation mapped here are the same
+/// thing: each holds its own handle reference (created or retained), so
+/// physical memory lives until the last rank unmaps, whatever order ranks
+/// free in.
+pub(crate) struct Mapping {
     dev: Arc<CudaDevice>,
     handle: CUmemGenericAllocationHandle,
     pub ptr: CUdeviceptr,
     pub size: usize,
 }
 
-impl VmmAlloc {
-    /// `size` must be a multiple of the device's granularity.
-    pub(crate) fn create(dev: &Arc<CudaDevice>, size: usize) -> DrvResult<VmmAlloc> {
+impl Mapping {
+    /// Creates `size` bytes (a multiple of the granularity) on this device.
+    pub(crate) fn create(dev: &Arc<CudaDevice>, size: usize) -> DrvResult<Mapping> {
         dev.bind()?;
         let prop = allocation_prop(dev.ordinal);
         let mut handle: CUmemGenericAllocationHandle = 0;
@@ -394,73 +399,42 @@ impl VmmAlloc {
         check("cuMemCreate", unsafe {
             sys::cuMemCreate(&mut handle, size, &prop, 0)
         })?;
-        match map_handle(dev, handle, size) {
-            Ok(ptr) => Ok(VmmAlloc {
-                dev: dev.clone(),
-                handle,
-                ptr,
-                size,
-            }),
-            Err(e) => {
-                // SAFETY: the handle came from cuMemCreate above and has no mapping.
-                unsafe { sys::cuMemRelease(handle) };
-                Err(e)
-            }
-        }
+        Mapping::map(dev, handle, size)
     }
-}
 
-impl Drop for VmmAlloc {
-    fn drop(&mut self) {
-        let _ = self.dev.bind();
-        // Order matters: unmap, release the handle, then free the range.
-        // SAFETY: ptr/size/handle are exactly what `create` mapped; nothing
-        // else unmaps them. Peers hold their own retained handles.
-        unsafe {
-            log_err("cuMemUnmap", sys::cuMemUnmap(self.ptr, self.size));
-            log_err("cuMemRelease", sys::cuMemRelease(self.handle));
-            log_err(
-                "cuMemAddressFree",
-                sys::cuMemAddressFree(self.ptr, self.size),
-            );
-        }
-    }
-}
-
-/// A peer's physical allocation mapped into this device's address space.
-pub(crate) struct PeerMapping {
-    dev: Arc<CudaDevice>,
-    handle: CUmemGenericAllocationHandle,
-    pub ptr: CUdeviceptr,
-    pub size: usize,
-}
-
-impl PeerMapping {
-    /// Maps the allocation that `peer_ptr` (an address in this process,
-    /// mapped by the peer's rank) belongs to. Retaining our own handle keeps
-    /// the physical memory alive until we unmap, whatever order ranks free in.
-    pub(crate) fn map_in_process(
+    /// Maps the allocation that starts at `peer_ptr`, an address that another
+    /// rank of this process mapped.
+    pub(crate) fn retain_in_process(
         dev: &Arc<CudaDevice>,
         peer_ptr: u64,
         size: usize,
-    ) -> DrvResult<PeerMapping> {
+    ) -> DrvResult<Mapping> {
         dev.bind()?;
         let mut handle: CUmemGenericAllocationHandle = 0;
         // SAFETY: `peer_ptr` is the start of a live cuMemMap'ed range in this
-        // process (the owner is blocked in the same rendezvous); `handle` is a
+        // process (its owner is blocked in the same rendezvous); `handle` is a
         // valid out-pointer.
         check("cuMemRetainAllocationHandle", unsafe {
             sys::cuMemRetainAllocationHandle(&mut handle, peer_ptr as *mut c_void)
         })?;
+        Mapping::map(dev, handle, size)
+    }
+
+    /// Takes ownership of one reference to `handle` and maps it.
+    fn map(
+        dev: &Arc<CudaDevice>,
+        handle: CUmemGenericAllocationHandle,
+        size: usize,
+    ) -> DrvResult<Mapping> {
         match map_handle(dev, handle, size) {
-            Ok(ptr) => Ok(PeerMapping {
+            Ok(ptr) => Ok(Mapping {
                 dev: dev.clone(),
                 handle,
                 ptr,
                 size,
             }),
             Err(e) => {
-                // SAFETY: releases the reference retained above.
+                // SAFETY: drops the one reference this function was given.
                 unsafe { sys::cuMemRelease(handle) };
                 Err(e)
             }
@@ -468,10 +442,12 @@ impl PeerMapping {
     }
 }
 
-impl Drop for PeerMapping {
+impl Drop for Mapping {
     fn drop(&mut self) {
         let _ = self.dev.bind();
-        // SAFETY: exactly the mapping and retained handle made in `map_in_process`.
+        // Order matters: unmap, release our handle reference, free the range.
+        // SAFETY: ptr/size/handle are exactly what `map` set up; nothing else
+        // unmaps them or releases this reference.
         unsafe {
             log_err("cuMemUnmap", sys::cuMemUnmap(self.ptr, self.size));
             log_err("cuMemRelease", sys::cuMemRelease(self.handle));

@@ -9,7 +9,7 @@ use super::EXPORT_CUDA_IN_PROCESS;
 use super::{
     decode_export, encode_export, Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table,
 };
-use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, PeerMapping, VmmAlloc};
+use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, Mapping};
 use crate::error::{Error, Result};
 use crate::signal::{self, SignalOp, StatusRecord};
 
@@ -49,7 +49,7 @@ impl CudaBackend {
     }
 }
 
-struct CudaLocal(VmmAlloc);
+struct CudaLocal(Mapping);
 
 impl LocalAlloc for CudaLocal {
     fn ptr(&self) -> u64 {
@@ -74,7 +74,7 @@ impl Backend for CudaBackend {
     }
 
     fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
-        let a = VmmAlloc::create(&self.dev, size).map_err(|e| self.err(e))?;
+        let a = Mapping::create(&self.dev, size).map_err(|e| self.err(e))?;
         Ok(Arc::new(CudaLocal(a)))
     }
 
@@ -95,7 +95,7 @@ impl Backend for CudaBackend {
                 ),
             });
         }
-        let m = PeerMapping::map_in_process(&self.dev, addr, size).map_err(|e| self.err(e))?;
+        let m = Mapping::retain_in_process(&self.dev, addr, size).map_err(|e| self.err(e))?;
         Ok(Mapped {
             ptr: m.ptr,
             _keep: Box::new(m),
