@@ -359,3 +359,21 @@ fn empty_and_odd_sized_allocations_work() {
     })
     .unwrap();
 }
+
+#[test]
+fn without_a_driver_cuda_ranks_fail_cleanly() {
+    if symm::cuda_available() {
+        eprintln!("SKIPPED: this machine has CUDA; the no-driver path is not reachable here");
+        return;
+    }
+    assert_eq!(symm::cuda_device_count(), 0);
+    let err = symm::run_local(&[0, 1], |_| Ok(())).expect_err("no GPU here");
+    assert_eq!(err.errors.len(), 2);
+    assert!(
+        err.errors
+            .iter()
+            .all(|(_, e)| matches!(e, Error::CudaUnavailable(_))),
+        "{err}"
+    );
+    assert!(matches!(Ranks::auto(3), Ranks::Emulator(3)));
+}
