@@ -32,6 +32,7 @@ fn main() {
         Ranks::Emulator(n) => {
             println!("backend: CPU emulator, {n} simulated ranks (no CUDA device found)")
         }
+        other => println!("backend: {other:?}"),
     }
     let world = ranks.world_size();
     let result = run(ranks, CommOptions::default(), |comm| {

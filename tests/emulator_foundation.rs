@@ -25,10 +25,7 @@ fn emu_timeout<R: Send>(
 ) -> Result<Vec<R>, RunError> {
     run(
         Ranks::Emulator(world),
-        CommOptions {
-            timeout: t,
-            ..Default::default()
-        },
+        CommOptions::default().with_timeout(t),
         f,
     )
 }
@@ -376,4 +373,67 @@ fn without_a_driver_cuda_ranks_fail_cleanly() {
         "{err}"
     );
     assert!(matches!(Ranks::auto(3), Ranks::Emulator(3)));
+}
+
+#[test]
+fn a_store_reused_by_a_later_group_serves_no_stale_entries() {
+    let store: Arc<dyn symm::Store> = Arc::new(symm::InProcessStore::new());
+    let opts = CommOptions::default().with_timeout(Duration::from_millis(300));
+    // A first two-rank group completes a rendezvous on the store.
+    std::thread::scope(|s| {
+        for r in 0..2 {
+            let (store, opts) = (store.clone(), opts.clone());
+            s.spawn(move || {
+                let c = Comm::emulated(r, 2, store, opts).unwrap();
+                let b = c.alloc::<f32>(64).unwrap();
+                b.rendezvous().unwrap();
+                c.synchronize().unwrap();
+            });
+        }
+    });
+    // A second group on the same store, with rank 1 absent, must time out
+    // naming rank 1, not reuse the first group's entries.
+    let c = Comm::emulated(0, 2, store, opts).unwrap();
+    let b = c.alloc::<f32>(64).unwrap();
+    match b.rendezvous() {
+        Err(Error::RendezvousTimeout { missing, .. }) => assert_eq!(missing, vec![1]),
+        other => panic!("expected a timeout naming rank 1, got {other:?}"),
+    }
+}
+
+#[test]
+fn zero_ranks_and_duplicate_devices_are_rejected() {
+    let e = emu(0, |_| Ok(())).expect_err("no ranks");
+    assert!(
+        e.to_string().contains("world size 0 is not supported"),
+        "{e}"
+    );
+    let e = run(Ranks::Cuda(vec![1, 0, 1]), CommOptions::default(), |_| {
+        Ok(())
+    })
+    .expect_err("duplicate device");
+    assert!(
+        e.to_string().contains("ranks 0 and 2 both ask for cuda:1"),
+        "{e}"
+    );
+    let e = symm::run_local(&[], |_| Ok(())).expect_err("no devices");
+    assert!(e.to_string().contains("world size 0"), "{e}");
+}
+
+#[test]
+fn reading_pads_while_peers_signal_is_sound() {
+    // Pad reads and signal CASes use the same access width on the emulator;
+    // run them concurrently (under Miri or TSan this is where a mixed-size
+    // race would show).
+    emu(2, |comm| {
+        let buf = comm.alloc::<u8>(3)?;
+        let smem = buf.rendezvous()?;
+        for _ in 0..200 {
+            smem.barrier(0, T)?;
+            let pad = smem.read_signal_pad(1 - comm.rank())?;
+            assert!(pad.iter().all(|&v| v <= 1));
+        }
+        comm.synchronize()
+    })
+    .unwrap();
 }

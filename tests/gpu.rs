@@ -48,10 +48,7 @@ fn gpus<R: Send>(
 ) -> Result<Vec<R>, RunError> {
     run(
         Ranks::Cuda((0..world).collect()),
-        CommOptions {
-            timeout,
-            ..Default::default()
-        },
+        CommOptions::default().with_timeout(timeout),
         f,
     )
 }
@@ -89,8 +86,12 @@ fn write_slots(
         KernelArg::U32(comm.world_size() as u32),
         KernelArg::U32(value),
     ];
-    comm.raw_kernel("t_write_slots", src)?
-        .launch(comm, LaunchConfig::linear(1, 32), &args)
+    // SAFETY: t_write_slots(const u64*, u32, u32, u32): the args match, and
+    // the table holds `world` pointers to buffers of at least `world` u32s.
+    unsafe {
+        comm.raw_kernel("t_write_slots", src)?
+            .launch(comm, LaunchConfig::linear(1, 32), &args)
+    }
 }
 
 fn peer_writes(world: usize) -> Outcome {
@@ -278,9 +279,12 @@ fn graphs(world: usize) -> Outcome {
         stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(drv("begin_capture"))?;
-        bump.launch(comm, LaunchConfig::linear(1, 32), &bump_args)?;
+        // SAFETY: t_bump(const u64*, u32, u32) and t_check(u32*, u32) match
+        // these args; every buffer holds world + 2 u32s.
+        unsafe { bump.launch(comm, LaunchConfig::linear(1, 32), &bump_args)? };
         smem.barrier(1, T)?;
-        check.launch(comm, LaunchConfig::linear(1, 32), &check_args)?;
+        // SAFETY: as above.
+        unsafe { check.launch(comm, LaunchConfig::linear(1, 32), &check_args)? };
         smem.put_signal(next, 2, T)?;
         smem.wait_signal(prev, 2, T)?;
         let graph = stream

@@ -31,8 +31,9 @@ impl Drop for BufInner {
 
 /// One rank's part of a symmetric allocation of `len` elements of `T`.
 ///
-/// Dropping it releases this rank's mapping; peers that mapped it keep the
-/// physical memory alive until they drop their [`SymmetricMemory`].
+/// Dropping it removes the allocation's rendezvous cache entry and this
+/// handle's reference; the memory itself lives until the last
+/// [`SymmetricMemory`] that maps it (this rank's or a peer's) is dropped.
 pub struct SymmBuffer<T: Element> {
     pub(crate) inner: Arc<BufInner>,
     _t: PhantomData<T>,

@@ -16,8 +16,10 @@ use crate::layout::MAX_WORLD_SIZE;
 use crate::store::{InProcessStore, Store};
 use crate::symmetric_memory::SymmetricMemory;
 
-/// Options shared by every rank of a group.
+/// Options shared by every rank of a group. Build with
+/// `CommOptions::default().with_timeout(..)`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CommOptions {
     /// How long a rendezvous waits for the other ranks before failing with
     /// an error that names the missing ones.
@@ -33,6 +35,20 @@ impl Default for CommOptions {
             timeout: Duration::from_secs(60),
             group: "symm".into(),
         }
+    }
+}
+
+impl CommOptions {
+    /// Sets [`timeout`](Self::timeout).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets [`group`](Self::group).
+    pub fn with_group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
+        self
     }
 }
 
@@ -56,6 +72,8 @@ pub struct Comm {
     options: Arc<CommOptions>,
     pub(crate) backend: Arc<dyn Backend>,
     state: Arc<RankState>,
+    /// `<group>/<generation>`: every store key of this group starts with it.
+    prefix: Arc<str>,
 }
 
 impl fmt::Debug for Comm {
@@ -80,9 +98,7 @@ impl Comm {
     ) -> Result<Comm> {
         check_world(rank, world_size)?;
         let backend = Arc::new(CudaBackend::new(rank, ordinal)?);
-        Ok(Comm::with_backend(
-            rank, world_size, store, options, backend,
-        ))
+        Comm::with_backend(rank, world_size, store, options, backend)
     }
 
     /// A simulated rank whose memory lives on the host (the CPU emulator).
@@ -93,13 +109,13 @@ impl Comm {
         options: CommOptions,
     ) -> Result<Comm> {
         check_world(rank, world_size)?;
-        Ok(Comm::with_backend(
+        Comm::with_backend(
             rank,
             world_size,
             store,
             options,
             Arc::new(HostBackend::new(rank)),
-        ))
+        )
     }
 
     fn with_backend(
@@ -108,8 +124,16 @@ impl Comm {
         store: Arc<dyn Store>,
         options: CommOptions,
         backend: Arc<dyn Backend>,
-    ) -> Comm {
-        Comm {
+    ) -> Result<Comm> {
+        // The n-th rank `r` to join a group on this store belongs to its n-th
+        // generation. Ranks of one group (each joining once) agree on n without
+        // waiting for each other, and a later group on the same store never
+        // sees an earlier group's keys.
+        let generation = store
+            .add(&format!("{}/join/{rank}", options.group), 1)
+            .map_err(|source| Error::Store { rank, source })?;
+        let prefix: Arc<str> = format!("{}/{generation}", options.group).into();
+        Ok(Comm {
             rank,
             world_size,
             store,
@@ -119,7 +143,13 @@ impl Comm {
                 next_alloc: AtomicU64::new(0),
                 registry: Mutex::new(HashMap::new()),
             }),
-        }
+            prefix,
+        })
+    }
+
+    /// Prefix of this group's store keys.
+    pub(crate) fn key_prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// This rank's index, in `0..world_size`.
@@ -170,8 +200,11 @@ impl Comm {
     ///
     /// Collective in order: every rank must make its allocations in the same
     /// sequence, because the n-th allocation of each rank rendezvous with the
-    /// n-th of the others. Sizes are checked across ranks at rendezvous. The
-    /// data is not initialised.
+    /// n-th of the others. Sizes are checked across ranks at rendezvous. A
+    /// failed call still takes its place in the sequence, so a rank that
+    /// fails here makes the matching rendezvous of its peers time out naming
+    /// it, rather than pairing later allocations wrongly. The data is not
+    /// initialised.
     pub fn alloc<T: Element>(&self, len: usize) -> Result<SymmBuffer<T>> {
         let id = self.state.next_alloc.fetch_add(1, Ordering::Relaxed);
         SymmBuffer::new(self.clone(), id, len)
@@ -256,6 +289,7 @@ fn check_world(rank: usize, world_size: usize) -> Result<()> {
 
 /// Where [`run`] puts its ranks.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Ranks {
     /// One rank per listed CUDA device, in order.
     Cuda(Vec<usize>),
@@ -311,6 +345,24 @@ where
     F: Fn(&Comm) -> Result<R> + Sync,
 {
     let world = ranks.world_size();
+    if let Err(e) = check_world(0, world) {
+        return Err(RunError {
+            errors: vec![(0, e)],
+        });
+    }
+    if let Ranks::Cuda(devs) = &ranks {
+        for (r, d) in devs.iter().enumerate() {
+            if let Some(first) = devs[..r].iter().position(|x| x == d) {
+                let message = format!(
+                    "ranks {first} and {r} both ask for cuda:{d}; give each rank its own device \
+                     (ranks sharing a device would share its stream and deadlock in barriers)"
+                );
+                return Err(RunError {
+                    errors: vec![(r, Error::InvalidArgument { rank: r, message })],
+                });
+            }
+        }
+    }
     let store: Arc<dyn Store> = Arc::new(InProcessStore::new());
     let outcomes: Vec<Result<R>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..world)

@@ -13,7 +13,6 @@ use cudarc::driver::{result, CudaContext, CudaFunction, CudaModule, CudaStream, 
 use cudarc::nvrtc::Ptx;
 
 use crate::jit::{Arch, CompileRequest, JitEngine};
-use crate::signal::STATUS_WORDS;
 
 /// A failed driver call: which entry point, and its code. Callers attach the
 /// rank and device to make an [`crate::Error::Driver`].
@@ -84,8 +83,8 @@ pub(crate) struct CudaDevice {
     pub arch: Arch,
     pub name: String,
     pub granularity: usize,
-    status: DeviceMem,
-    functions: Mutex<HashMap<(String, String), CudaFunction>>,
+    /// Loaded kernels by (module name, kernel name, hash of the source).
+    functions: Mutex<HashMap<(String, String, u64), CudaFunction>>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -132,10 +131,6 @@ fn access_desc(ordinal: usize) -> sys::CUmemAccessDesc {
 impl CudaDevice {
     fn open(ordinal: usize) -> DrvResult<CudaDevice> {
         let ctx = CudaContext::new(ordinal).op("cuDevicePrimaryCtxRetain")?;
-        // symm passes raw device pointers, never CudaSlice, so cudarc's
-        // cross-stream event tracking would only add work (and break capture).
-        // SAFETY: no CudaSlice of this context is ever shared across streams.
-        unsafe { ctx.disable_event_tracking() };
         // A created stream, not the legacy default one: graph capture needs it.
         let stream = ctx.new_stream().op("cuStreamCreate")?;
         let (major, minor) = ctx.compute_capability().op("cuDeviceGetAttribute")?;
@@ -150,8 +145,6 @@ impl CudaDevice {
                 sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
             )
         })?;
-        let status = DeviceMem::new(&ctx, STATUS_WORDS * 4)?;
-        status.zero_sync()?;
         Ok(CudaDevice {
             ordinal,
             ctx,
@@ -159,7 +152,6 @@ impl CudaDevice {
             arch: Arch::from_compute_capability(major, minor),
             name,
             granularity: granularity.max(1).next_power_of_two(),
-            status,
             functions: Mutex::new(HashMap::new()),
         })
     }
@@ -168,32 +160,22 @@ impl CudaDevice {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")
     }
 
-    /// Device address of the status record.
-    pub(crate) fn status_ptr(&self) -> u64 {
-        self.status.ptr
-    }
-
-    /// Reads and clears the status record. Call after synchronising.
-    pub(crate) fn take_status(&self) -> DrvResult<[u32; STATUS_WORDS]> {
-        let mut w = [0u32; STATUS_WORDS];
-        self.bind()?;
-        // SAFETY: the status allocation is STATUS_WORDS u32s long and owned by self.
-        unsafe { result::memcpy_dtoh_sync(&mut w[..], self.status.ptr) }.op("cuMemcpyDtoH")?;
-        if w[0] != 0 {
-            self.status.zero_sync()?;
-        }
-        Ok(w)
-    }
-
     /// Loads (once per device) `kernel` from CUDA C `source`, compiling it
     /// through the JIT engine for this device's architecture.
     pub(crate) fn function(
         &self,
+        rank: usize,
         module_name: &str,
         source: &str,
         kernel: &str,
     ) -> crate::Result<CudaFunction> {
-        let key = (module_name.to_owned(), kernel.to_owned());
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(source, &mut h);
+        let key = (
+            module_name.to_owned(),
+            kernel.to_owned(),
+            std::hash::Hasher::finish(&h),
+        );
         if let Some(f) = self
             .functions
             .lock()
@@ -210,11 +192,11 @@ impl CudaDevice {
         })?;
         let module = self
             .load_module(&compiled.cubin)
-            .map_err(|e| self.error(0, e))?;
+            .map_err(|e| self.error(rank, e))?;
         let f = module
             .load_function(kernel)
             .op("cuModuleGetFunction")
-            .map_err(|e| self.error(0, e))?;
+            .map_err(|e| self.error(rank, e))?;
         self.functions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -329,7 +311,7 @@ impl CudaDevice {
     }
 }
 
-/// A small plain device allocation (pointer tables, the status record).
+/// A small plain device allocation (pointer tables, status records).
 pub(crate) struct DeviceMem {
     ctx: Arc<CudaContext>,
     pub ptr: u64,
@@ -348,27 +330,54 @@ impl DeviceMem {
         })
     }
 
-    /// Allocates and fills a device array of `u64`s.
-    pub(crate) fn from_u64s(ctx: &Arc<CudaContext>, values: &[u64]) -> DrvResult<DeviceMem> {
+    /// Allocates a device array holding `values`, copied in on `stream`
+    /// (which later kernels of this rank are ordered after) and waited for.
+    pub(crate) fn from_u64s(
+        ctx: &Arc<CudaContext>,
+        stream: &CudaStream,
+        values: &[u64],
+    ) -> DrvResult<DeviceMem> {
         let m = DeviceMem::new(ctx, values.len() * 8)?;
-        // SAFETY: the allocation holds exactly `values.len()` u64s.
-        unsafe { result::memcpy_htod_sync(m.ptr, values) }.op("cuMemcpyHtoD")?;
+        // SAFETY: the allocation holds exactly `values.len()` u64s, and
+        // `values` stays borrowed until the stream sync below.
+        unsafe { result::memcpy_htod_async(m.ptr, values, stream.cu_stream()) }
+            .op("cuMemcpyHtoDAsync")?;
+        stream.synchronize().op("cuStreamSynchronize")?;
         Ok(m)
     }
 
-    fn zero_sync(&self) -> DrvResult<()> {
+    /// Zeroes the allocation on `stream` and waits.
+    pub(crate) fn zero(&self, stream: &CudaStream) -> DrvResult<()> {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
         // SAFETY: the range is this allocation.
-        check("cuMemsetD8", unsafe {
-            sys::cuMemsetD8_v2(self.ptr, 0, self.bytes)
-        })
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(self.ptr, 0, self.bytes, stream.cu_stream())
+        })?;
+        stream.synchronize().op("cuStreamSynchronize")
+    }
+
+    /// Copies the allocation out, ordered on `stream`.
+    pub(crate) fn read_u32s(&self, stream: &CudaStream, out: &mut [u32]) -> DrvResult<()> {
+        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        let n = out.len().min(self.bytes / 4);
+        // SAFETY: reads at most `bytes` from this allocation into `out`, which
+        // stays borrowed until the sync below.
+        unsafe { result::memcpy_dtoh_async(&mut out[..n], self.ptr, stream.cu_stream()) }
+            .op("cuMemcpyDtoHAsync")?;
+        stream.synchronize().op("cuStreamSynchronize")
     }
 }
 
 impl Drop for DeviceMem {
     fn drop(&mut self) {
         let _ = self.ctx.bind_to_thread();
-        // SAFETY: allocated by cuMemAlloc in `new` and freed only here.
+        // Kernels still queued on any stream may read this memory; freeing
+        // under them would fault (and kill the context) or read reused memory.
+        if let Err(e) = self.ctx.synchronize() {
+            tracing::warn!("cuCtxSynchronize before cuMemFree failed: {e}");
+        }
+        // SAFETY: allocated by cuMemAlloc in `new`, no work uses it after the
+        // synchronize above, and it is freed only here.
         if let Err(e) = unsafe { result::free_sync(self.ptr) } {
             tracing::warn!("cuMemFree failed: {e}");
         }
@@ -445,9 +454,14 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         let _ = self.dev.bind();
+        // cuMemUnmap does not wait for kernels that still use the range.
+        if let Err(e) = self.dev.ctx.synchronize() {
+            tracing::warn!("cuCtxSynchronize before cuMemUnmap failed: {e}");
+        }
         // Order matters: unmap, release our handle reference, free the range.
-        // SAFETY: ptr/size/handle are exactly what `map` set up; nothing else
-        // unmaps them or releases this reference.
+        // SAFETY: ptr/size/handle are exactly what `map` set up; no queued
+        // work uses them after the synchronize above; nothing else unmaps them
+        // or releases this reference.
         unsafe {
             log_err("cuMemUnmap", sys::cuMemUnmap(self.ptr, self.size));
             log_err("cuMemRelease", sys::cuMemRelease(self.handle));

@@ -101,6 +101,7 @@ pub struct CompileRequest<'a> {
 
 /// Where a compiled kernel came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CacheHit {
     /// Already compiled by this engine in this process.
     Memory,
@@ -137,6 +138,7 @@ impl fmt::Debug for Compiled {
 
 /// Errors of the JIT engine.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JitError {
     /// The NVRTC shared library could not be loaded.
     #[error(

@@ -35,6 +35,7 @@ impl LaunchConfig {
 
 /// One kernel parameter. Pointers are device addresses (`u64`).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum KernelArg {
     /// `unsigned int`.
     U32(u32),
@@ -89,7 +90,7 @@ impl Comm {
     /// Compiles `source` (cached in memory and on disk) and loads kernel `name`.
     pub fn raw_kernel(&self, name: &str, source: &str) -> Result<Arc<RawKernel>> {
         let b = cuda(self)?;
-        let f = b.dev.function(name, source, name)?;
+        let f = b.dev.function(self.rank(), name, source, name)?;
         Ok(Arc::new(RawKernel {
             name: name.to_owned(),
             f,
@@ -99,9 +100,14 @@ impl Comm {
 }
 
 impl RawKernel {
-    /// Enqueues the kernel on `comm`'s stream. The caller must pass arguments
-    /// matching the kernel's C signature: this path is not type-checked.
-    pub fn launch(&self, comm: &Comm, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
+    /// Enqueues the kernel on `comm`'s stream.
+    ///
+    /// # Safety
+    /// Nothing checks `args` against the kernel's C signature: the caller
+    /// must pass exactly its parameters, in order, with matching sizes, and
+    /// every pointer must be valid for what the kernel does with it. A
+    /// `#[symm_kernel]` launcher is the checked alternative.
+    pub unsafe fn launch(&self, comm: &Comm, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
         let b = cuda(comm)?;
         if b.dev.ordinal != self.ordinal {
             return Err(comm.invalid(format!(

@@ -13,8 +13,10 @@ mod buffer;
 mod comm;
 pub mod cuda;
 pub mod cuda_prelude;
+
 mod dtype;
 mod error;
+mod hostmem;
 pub mod jit;
 mod launch;
 pub mod layout;

@@ -142,9 +142,12 @@ static __device__ __forceinline__ symm_u32* symm_slot(symm_u64 pad, symm_u32 cha
 
 static __device__ void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
                                            symm_u32 channel, symm_u32 timeout_ms) {{
-    if (symm_atom_cas_acq_rel_sys_u32(status, 0u, 1u) == 0u) {{
+    /* Claim with 2 ("being written"), fill, then publish 1 with release, so
+       a reader that sees 1 sees the whole record. The first failure wins. */
+    if (symm_atom_cas_acq_rel_sys_u32(status, 0u, 2u) == 0u) {{
         status[1] = kind; status[2] = rank; status[3] = blockIdx.x; status[4] = peer;
         status[5] = channel; status[6] = threadIdx.x; status[7] = timeout_ms;
+        symm_st_release_sys_u32(status, 1u);
     }}
 }}
 

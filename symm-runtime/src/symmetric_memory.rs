@@ -1,15 +1,21 @@
 //! [`SymmetricMemory`]: one allocation as every rank sees it, and the
 //! rendezvous protocol that builds it.
 //!
-//! Rendezvous, per allocation, through the group's [`Store`](crate::Store):
+//! Rendezvous, per allocation, through the group's [`Store`](crate::Store),
+//! under keys prefixed by the group's name and generation (so a store reused
+//! by a later group never serves stale entries):
 //! 1. each rank publishes its metadata (world size, backend, dtype, sizes)
-//!    and an exported handle under `<group>/rdv/<alloc>/info/<rank>`;
+//!    and an exported handle under `<group>/<gen>/rdv/<alloc>/info/<rank>`;
 //! 2. each rank waits for every rank's entry (a timeout names the missing
 //!    ranks), then validates all entries; since every rank validates the same
 //!    set in the same order, a mismatch gives every rank the same error;
-//! 3. each rank maps every peer's allocation and publishes success or its
-//!    error under `.../mapped/<rank>`, then waits for every rank's outcome,
-//!    so no owner frees memory that a peer is still mapping.
+//! 3. each rank maps every peer's allocation, builds its device tables, and
+//!    publishes success or its error under `.../mapped/<rank>`; then it waits
+//!    for every rank's outcome, also after failing itself, so no owner frees
+//!    memory that a peer is still mapping.
+//!
+//! Keys are never deleted: a group leaves two small entries per rank per
+//! allocation in its store.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,7 +209,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
     let comm = &buf.comm;
     let (rank, world) = (comm.rank(), comm.world_size());
     let store = comm.store();
-    let group = &comm.options().group;
+    let group = comm.key_prefix();
     let timeout = comm.options().timeout;
     let backend = comm.backend.clone();
     let store_err = |source: StoreError| Error::Store { rank, source };
@@ -251,8 +257,23 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         detail,
     })?;
 
-    let mapped = map_peers(&*backend, buf, &infos);
-    let outcome = match &mapped {
+    // Everything that can fail on one rank alone (mapping, the device
+    // tables) happens before the outcome is published, so every rank learns
+    // of any failure.
+    let built = map_peers(&*backend, buf, &infos).and_then(|(peers, buffer_ptrs)| {
+        let pad_offset = buf.layout.pad_offset as u64;
+        let signal_pad_ptrs: Vec<u64> = buffer_ptrs.iter().map(|p| p + pad_offset).collect();
+        let buffer_ptrs_dev = backend.table(&buffer_ptrs)?;
+        let signal_pad_ptrs_dev = backend.table(&signal_pad_ptrs)?;
+        Ok((
+            peers,
+            buffer_ptrs,
+            signal_pad_ptrs,
+            buffer_ptrs_dev,
+            signal_pad_ptrs_dev,
+        ))
+    });
+    let outcome = match &built {
         Ok(_) => vec![0u8],
         Err(e) => {
             let mut v = vec![1u8];
@@ -263,8 +284,12 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
     store
         .set(&key(group, buf.id, "mapped", rank), &outcome)
         .map_err(store_err)?;
-    let (peers, buffer_ptrs) = mapped?;
-    wait_all("mapped")?;
+    // Wait for every outcome even after our own failure: until a peer has
+    // published, it may still be retaining our allocation's handle, and our
+    // caller must not free it under them.
+    let waited = wait_all("mapped");
+    let (peers, buffer_ptrs, signal_pad_ptrs, buffer_ptrs_dev, signal_pad_ptrs_dev) = built?;
+    waited?;
     for r in 0..world {
         let v = store
             .try_get(&key(group, buf.id, "mapped", r))
@@ -278,17 +303,14 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
             });
         }
     }
-
-    let pad_offset = buf.layout.pad_offset as u64;
-    let signal_pad_ptrs: Vec<u64> = buffer_ptrs.iter().map(|p| p + pad_offset).collect();
     Ok(SymmetricMemory {
         rank,
         world_size: world,
         alloc_id: buf.id,
         dtype: buf.dtype,
         buffer_size: buf.layout.data_bytes,
-        buffer_ptrs_dev: backend.table(&buffer_ptrs)?,
-        signal_pad_ptrs_dev: backend.table(&signal_pad_ptrs)?,
+        buffer_ptrs_dev,
+        signal_pad_ptrs_dev,
         buffer_ptrs,
         signal_pad_ptrs,
         backend,
@@ -368,7 +390,8 @@ impl SymmetricMemory {
         self.signal_pad_ptrs_dev.ptr
     }
 
-    /// A typed view of rank `peer`'s buffer.
+    /// A typed view of rank `peer`'s buffer. `T` need not be the allocation's
+    /// element type: the bytes are reinterpreted, as torch's `get_buffer` does.
     pub fn peer_buffer<T: Element>(&self, peer: usize) -> Result<PeerBuffer<'_, T>> {
         self.check_rank("peer", peer)?;
         Ok(PeerBuffer {
@@ -385,8 +408,9 @@ impl SymmetricMemory {
         read_elems(&*self.backend, self.signal_pad_ptrs[peer], SIGNAL_PAD_SLOTS)
     }
 
-    /// Zeroes this rank's own signal pad. Only safe when no peer is signalling
-    /// it; use it to recover a channel after a timeout left a stale signal.
+    /// Zeroes this rank's own signal pad. Correct only when no peer is
+    /// signalling it; use it to recover a channel after a timeout left a
+    /// stale signal.
     pub fn reset_signal_pad(&self) -> Result<()> {
         self.backend
             .zero(self.signal_pad_ptrs[self.rank], SIGNAL_PAD_BYTES)

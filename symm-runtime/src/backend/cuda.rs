@@ -11,13 +11,16 @@ use super::{
 };
 use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, Mapping};
 use crate::error::{Error, Result};
-use crate::signal::{self, SignalOp, StatusRecord};
+use crate::signal::{self, SignalOp, StatusRecord, STATUS_WORDS};
 
 /// A rank on one CUDA device, enqueueing on one stream.
 pub(crate) struct CudaBackend {
     rank: usize,
     pub(crate) dev: Arc<CudaDevice>,
     pub(crate) stream: Arc<CudaStream>,
+    /// Where this handle's kernels record a timeout. One per stream handle,
+    /// so `synchronize` reports exactly the failures of the work it waited for.
+    status: DeviceMem,
 }
 
 impl CudaBackend {
@@ -41,7 +44,23 @@ impl CudaBackend {
             source: e.err,
         })?;
         let stream = dev.stream.clone();
-        Ok(CudaBackend { rank, dev, stream })
+        CudaBackend::on_stream(rank, dev, stream)
+    }
+
+    fn on_stream(
+        rank: usize,
+        dev: Arc<CudaDevice>,
+        stream: Arc<CudaStream>,
+    ) -> Result<CudaBackend> {
+        let status = DeviceMem::new(&dev.ctx, STATUS_WORDS * 4)
+            .and_then(|m| m.zero(&stream).map(|_| m))
+            .map_err(|e| dev.error(rank, e))?;
+        Ok(CudaBackend {
+            rank,
+            dev,
+            stream,
+            status,
+        })
     }
 
     fn err(&self, e: DrvErr) -> Error {
@@ -121,7 +140,8 @@ impl Backend for CudaBackend {
     }
 
     fn table(&self, values: &[u64]) -> Result<Table> {
-        let m = DeviceMem::from_u64s(&self.dev.ctx, values).map_err(|e| self.err(e))?;
+        let m =
+            DeviceMem::from_u64s(&self.dev.ctx, &self.stream, values).map_err(|e| self.err(e))?;
         Ok(Table {
             ptr: m.ptr,
             _keep: Box::new(m),
@@ -138,9 +158,12 @@ impl Backend for CudaBackend {
                 call.world.max(1) as u32,
             ),
         };
-        let f = self
-            .dev
-            .function(signal::SIGNAL_MODULE, &signal::SIGNAL_SOURCE, kernel)?;
+        let f = self.dev.function(
+            self.rank,
+            signal::SIGNAL_MODULE,
+            &signal::SIGNAL_SOURCE,
+            kernel,
+        )?;
         let timeout_ns = u64::try_from(call.timeout.as_nanos()).unwrap_or(u64::MAX);
         let timeout_ms = u32::try_from(call.timeout.as_millis()).unwrap_or(u32::MAX);
         let mut params = [
@@ -150,7 +173,7 @@ impl Backend for CudaBackend {
             slot32(call.channel as u32),
             timeout_ns.to_le_bytes(),
             slot32(timeout_ms),
-            self.dev.status_ptr().to_le_bytes(),
+            self.status.ptr.to_le_bytes(),
         ];
         self.dev
             .launch(&f, &self.stream, (1, 1, 1), (threads, 1, 1), 0, &mut params)
@@ -165,9 +188,15 @@ impl Backend for CudaBackend {
                 err,
             })
         })?;
-        let words = self.dev.take_status().map_err(|e| self.err(e))?;
+        let mut words = [0u32; STATUS_WORDS];
+        self.status
+            .read_u32s(&self.stream, &mut words)
+            .map_err(|e| self.err(e))?;
         match StatusRecord::decode(&words) {
-            Some(r) => Err(r.into_error()),
+            Some(r) => {
+                self.status.zero(&self.stream).map_err(|e| self.err(e))?;
+                Err(r.into_error())
+            }
             None => Ok(()),
         }
     }
@@ -191,11 +220,11 @@ impl Backend for CudaBackend {
                 ),
             });
         }
-        Ok(Arc::new(CudaBackend {
-            rank: self.rank,
-            dev: self.dev.clone(),
+        Ok(Arc::new(CudaBackend::on_stream(
+            self.rank,
+            self.dev.clone(),
             stream,
-        }))
+        )?))
     }
 
     fn as_any(&self) -> &dyn Any {

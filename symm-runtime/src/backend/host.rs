@@ -1,13 +1,16 @@
 //! [`Backend`] on host memory: the memory half of the CPU emulator.
 //!
-//! Every access to symmetric memory goes through atomics, because simulated
-//! ranks are threads that touch each other's memory concurrently; plain
-//! loads and stores there would be data races in Rust's sense.
+//! Every access to symmetric memory goes through [`crate::hostmem`], because
+//! simulated ranks are threads that touch each other's memory concurrently.
+//!
+//! Unlike on a GPU, signal operations here run immediately on the calling
+//! thread (blocking until done or timed out) instead of being queued on a
+//! stream; their outcome is still reported by the next `synchronize`.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
@@ -18,6 +21,7 @@ use super::{
     decode_export, encode_export, Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table,
 };
 use crate::error::{Error, Result};
+use crate::hostmem;
 use crate::layout::signal_slot;
 use crate::signal::{SignalKind, SignalOp, StatusRecord};
 
@@ -30,15 +34,17 @@ pub(crate) struct HostAlloc {
     layout: Layout,
 }
 
-// SAFETY: the memory is only ever accessed through atomics (see module docs),
-// and the pointer is owned uniquely by this value.
+// SAFETY: the memory is only ever accessed through `hostmem` atomics, and the
+// pointer is owned uniquely by this value.
 unsafe impl Send for HostAlloc {}
 // SAFETY: as above.
 unsafe impl Sync for HostAlloc {}
 
 impl HostAlloc {
     fn new(size: usize) -> Option<HostAlloc> {
-        let layout = Layout::from_size_align(size.max(1), HOST_ALIGN).ok()?;
+        // Whole 8-byte words, so `hostmem` never touches a word out of bounds.
+        let layout =
+            Layout::from_size_align(size.max(1).checked_next_multiple_of(8)?, HOST_ALIGN).ok()?;
         // SAFETY: the layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         (!ptr.is_null()).then_some(HostAlloc { ptr, layout })
@@ -93,19 +99,17 @@ impl HostBackend {
         s.get_or_insert(rec);
     }
 
-    /// The slot `writer` uses to signal the pad at `pad` on `channel` (block 0).
-    fn slot(pad: u64, channel: usize, writer: usize) -> &'static AtomicU32 {
-        let idx = signal_slot(channel, 0, writer).unwrap_or(0);
-        // SAFETY: `pad` is a live, 4-byte-aligned signal pad of a mapped
-        // allocation (the caller holds the SymmetricMemory that keeps it
-        // mapped), `idx` is in range, and pads are only accessed atomically.
-        // The 'static lifetime never escapes the signal call.
-        unsafe { &*((pad as *const AtomicU32).add(idx)) }
+    /// Address of the slot `writer` uses to signal the pad at `pad` on
+    /// `channel` (block 0). Channel and writer were range-checked by the caller.
+    fn slot(pad: u64, channel: usize, writer: usize) -> u64 {
+        let idx = signal_slot(channel, 0, writer)
+            .expect("channel and rank were checked by SymmetricMemory");
+        pad + 4 * idx as u64
     }
 
-    /// Spins until `slot` moves from `from` to `to`; false on timeout.
+    /// Spins until the slot at `slot` moves from `from` to `to`; false on timeout.
     fn transition(
-        slot: &AtomicU32,
+        slot: u64,
         from: u32,
         to: u32,
         success: Ordering,
@@ -113,10 +117,10 @@ impl HostBackend {
     ) -> bool {
         let mut spins = 0u32;
         loop {
-            if slot
-                .compare_exchange(from, to, success, Ordering::Relaxed)
-                .is_ok()
-            {
+            let old = hostmem::rmw(slot, 4, success, |v| {
+                (v == u64::from(from)).then_some(u64::from(to))
+            });
+            if old == u64::from(from) {
                 return true;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -181,29 +185,17 @@ impl Backend for HostBackend {
     }
 
     fn write(&self, dst: u64, src: &[u8]) -> Result<()> {
-        for (i, b) in src.iter().enumerate() {
-            // SAFETY: the caller bounds-checked [dst, dst + len) inside a live
-            // allocation; bytes are accessed atomically.
-            unsafe { &*((dst as *const AtomicU8).add(i)) }.store(*b, Ordering::Relaxed);
-        }
-        std::sync::atomic::fence(Ordering::Release);
+        hostmem::write(dst, src);
         Ok(())
     }
 
     fn read(&self, src: u64, dst: &mut [u8]) -> Result<()> {
-        std::sync::atomic::fence(Ordering::Acquire);
-        for (i, b) in dst.iter_mut().enumerate() {
-            // SAFETY: as in `write`.
-            *b = unsafe { &*((src as *const AtomicU8).add(i)) }.load(Ordering::Relaxed);
-        }
+        hostmem::read(src, dst);
         Ok(())
     }
 
     fn zero(&self, dst: u64, bytes: usize) -> Result<()> {
-        for i in 0..bytes {
-            // SAFETY: as in `write`.
-            unsafe { &*((dst as *const AtomicU8).add(i)) }.store(0, Ordering::Relaxed);
-        }
+        hostmem::write(dst, &vec![0u8; bytes]);
         Ok(())
     }
 
