@@ -20,7 +20,7 @@ fn word(addr: u64) -> &'static AtomicU64 {
 
 fn field(addr: u64, size: usize) -> (u32, u64) {
     debug_assert!(
-        matches!(size, 1 | 2 | 4 | 8) && addr % size as u64 == 0,
+        matches!(size, 1 | 2 | 4 | 8) && addr.is_multiple_of(size as u64),
         "unaligned {size}-byte access at {addr:#x}"
     );
     let shift = ((addr & 7) * 8) as u32;
@@ -68,7 +68,7 @@ pub(crate) fn write(dst: u64, src: &[u8]) {
     let mut i = 0usize;
     while i < src.len() {
         let a = dst + i as u64;
-        if a % 8 == 0 && src.len() - i >= 8 {
+        if a.is_multiple_of(8) && src.len() - i >= 8 {
             let mut b = [0u8; 8];
             b.copy_from_slice(&src[i..i + 8]);
             word(a).store(u64::from_le_bytes(b), Ordering::Relaxed);
@@ -87,7 +87,7 @@ pub(crate) fn read(src: u64, dst: &mut [u8]) {
     let mut i = 0usize;
     while i < dst.len() {
         let a = src + i as u64;
-        if a % 8 == 0 && dst.len() - i >= 8 {
+        if a.is_multiple_of(8) && dst.len() - i >= 8 {
             dst[i..i + 8].copy_from_slice(&word(a).load(Ordering::Relaxed).to_le_bytes());
             i += 8;
         } else {
