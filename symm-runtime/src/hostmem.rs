@@ -103,7 +103,8 @@ mod tests {
 
     #[test]
     fn sub_word_fields_do_not_disturb_neighbours() {
-        let mem = vec![0u64; 4];
+        // Atomics (interior mutability) so writing through the raw address is sound.
+        let mem: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
         let base = mem.as_ptr() as u64;
         store(base + 1, 1, 0xAB, Ordering::Relaxed);
         store(base + 2, 2, 0x1234, Ordering::Relaxed);
