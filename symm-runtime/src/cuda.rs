@@ -85,6 +85,9 @@ pub(crate) struct CudaDevice {
     pub granularity: usize,
     /// Loaded kernels by (module name, kernel name, hash of the source).
     functions: Mutex<HashMap<(String, String, u64), CudaFunction>>,
+    /// The put, wait and barrier kernels, loaded once: they are launched on
+    /// every signal operation, where even hashing their source costs µs.
+    signal_fns: OnceLock<[CudaFunction; 3]>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -152,6 +155,7 @@ impl CudaDevice {
             arch: Arch::from_compute_capability(major, minor),
             name,
             granularity: granularity.max(1).next_power_of_two(),
+            signal_fns: OnceLock::new(),
             functions: Mutex::new(HashMap::new()),
         })
     }
@@ -202,6 +206,19 @@ impl CudaDevice {
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, f.clone());
         Ok(f)
+    }
+
+    /// The signal kernel `which` (0 put, 1 wait, 2 barrier).
+    pub(crate) fn signal_function(&self, rank: usize, which: usize) -> crate::Result<CudaFunction> {
+        use crate::signal::{
+            BARRIER_KERNEL, PUT_KERNEL, SIGNAL_MODULE, SIGNAL_SOURCE, WAIT_KERNEL,
+        };
+        if let Some(f) = self.signal_fns.get() {
+            return Ok(f[which].clone());
+        }
+        let load = |k| self.function(rank, SIGNAL_MODULE, &SIGNAL_SOURCE, k);
+        let fns = [load(PUT_KERNEL)?, load(WAIT_KERNEL)?, load(BARRIER_KERNEL)?];
+        Ok(self.signal_fns.get_or_init(|| fns)[which].clone())
     }
 
     pub(crate) fn load_module(&self, cubin: &[u8]) -> DrvResult<Arc<CudaModule>> {

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, Mapping};
 use crate::error::{Error, Result};
-use crate::signal::{self, SignalOp, StatusRecord, STATUS_WORDS};
+use crate::signal::{SignalOp, StatusRecord, STATUS_WORDS};
 
 /// A rank on one CUDA device, enqueueing on one stream.
 pub(crate) struct CudaBackend {
@@ -150,20 +150,11 @@ impl Backend for CudaBackend {
 
     fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
         let (kernel, peer_or_world, threads) = match call.op {
-            SignalOp::Put { dst } => (signal::PUT_KERNEL, dst as u32, 1),
-            SignalOp::Wait { src } => (signal::WAIT_KERNEL, src as u32, 1),
-            SignalOp::Barrier => (
-                signal::BARRIER_KERNEL,
-                call.world as u32,
-                call.world.max(1) as u32,
-            ),
+            SignalOp::Put { dst } => (0, dst as u32, 1),
+            SignalOp::Wait { src } => (1, src as u32, 1),
+            SignalOp::Barrier => (2, call.world as u32, call.world.max(1) as u32),
         };
-        let f = self.dev.function(
-            self.rank,
-            signal::SIGNAL_MODULE,
-            &signal::SIGNAL_SOURCE,
-            kernel,
-        )?;
+        let f = self.dev.signal_function(self.rank, kernel)?;
         let timeout_ns = u64::try_from(call.timeout.as_nanos()).unwrap_or(u64::MAX);
         let timeout_ms = u32::try_from(call.timeout.as_millis()).unwrap_or(u32::MAX);
         let mut params = [
