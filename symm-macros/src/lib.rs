@@ -1,2 +1,29 @@
-//! The `#[symm_kernel]` procedural macro of symm (the DSL lands in its own
-//! change; the crate exists so the workspace has its final shape).
+//! The `#[symm_kernel]` procedural macro of symm.
+//!
+//! Parsing and checking live in [`parse`]; code generation (CUDA C, the CPU
+//! body, the typed launcher) in [`generate`]. Errors carry the user's spans,
+//! and on error the item is re-emitted unchanged so IDEs keep working.
+
+use proc_macro::TokenStream;
+
+mod generate;
+mod parse;
+mod translate;
+
+/// Turns a Rust function into a GPU kernel (or, with `device`, a helper that
+/// kernels call). See the `symm::dsl` module docs for the supported subset.
+///
+/// ```ignore
+/// #[symm_kernel]
+/// fn scale(x: &[f32], y: &mut [f32], a: f32) {
+///     let i = (block_idx_x() * block_dim_x() + thread_idx_x()) as usize;
+///     if i < x.len() {
+///         y[i] = a * x[i];
+///     }
+/// }
+/// // scale::launch(&comm, LaunchConfig::linear(4, 256), &x, &mut y, 2.0)?
+/// ```
+#[proc_macro_attribute]
+pub fn symm_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    generate::expand(attr.into(), item.into()).into()
+}

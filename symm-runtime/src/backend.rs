@@ -96,6 +96,8 @@ pub(crate) trait Backend: Send + Sync {
     fn granularity(&self) -> usize;
     /// Creates and maps `size` bytes of symmetric-capable memory.
     fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
+    /// Allocates `size` bytes of plain (not symmetric) device memory.
+    fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
     /// Opaque bytes that let a peer map `alloc`.
     fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8>;
     /// Maps a peer's exported allocation of `size` bytes.

@@ -197,16 +197,14 @@ impl<T: Element> SymmBuffer<T> {
     }
 
     fn checked(&self, offset: usize, len: usize) -> Result<u64> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len() => {
-                Ok(self.device_ptr() + (offset * std::mem::size_of::<T>()) as u64)
-            }
-            _ => Err(self.inner.comm.invalid(format!(
-                "elements {offset}..{} are out of bounds for a buffer of {}",
-                offset.saturating_add(len),
-                self.len()
-            ))),
-        }
+        checked::<T>(
+            &self.inner.comm,
+            self.device_ptr(),
+            self.len(),
+            offset,
+            len,
+            "buffer",
+        )
     }
 }
 
@@ -284,4 +282,168 @@ pub(crate) fn read_elems<T: Element>(
         out.set_len(len);
     }
     Ok(out)
+}
+
+/// Device memory a kernel can take as a `&[T]` or `&mut [T]` parameter.
+pub trait DeviceSlice<T: Element> {
+    /// Device address of element 0.
+    fn device_ptr(&self) -> u64;
+    /// Number of elements.
+    fn len(&self) -> usize;
+    /// Whether there are no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    #[doc(hidden)]
+    fn __owner(&self) -> usize;
+}
+
+impl<T: Element> DeviceSlice<T> for SymmBuffer<T> {
+    fn device_ptr(&self) -> u64 {
+        SymmBuffer::device_ptr(self)
+    }
+    fn len(&self) -> usize {
+        SymmBuffer::len(self)
+    }
+    fn __owner(&self) -> usize {
+        self.inner.comm.owner_id()
+    }
+}
+
+impl<T: Element> DeviceSlice<T> for SymmView<'_, T> {
+    fn device_ptr(&self) -> u64 {
+        SymmView::device_ptr(self)
+    }
+    fn len(&self) -> usize {
+        SymmView::len(self)
+    }
+    fn __owner(&self) -> usize {
+        self.buf.inner.comm.owner_id()
+    }
+}
+
+/// Plain (not symmetric) device memory of one rank: kernel inputs and
+/// outputs that no peer needs to see.
+pub struct DeviceBuffer<T: Element> {
+    comm: Comm,
+    alloc: Arc<dyn LocalAlloc>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element> std::fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer<{}>(len {}, rank {})",
+            T::DTYPE,
+            self.len,
+            self.comm.rank()
+        )
+    }
+}
+
+impl Comm {
+    /// Allocates `len` uninitialised elements of plain device memory.
+    pub fn device_buffer<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            self.invalid(format!(
+                "{len} elements of {} overflow the address space",
+                T::DTYPE
+            ))
+        })?;
+        let alloc = self.backend.allocate_plain(bytes)?;
+        Ok(DeviceBuffer {
+            comm: self.clone(),
+            alloc,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// Allocates device memory holding a copy of `src`.
+    pub fn device_buffer_from<T: Element>(&self, src: &[T]) -> Result<DeviceBuffer<T>> {
+        let b = self.device_buffer(src.len())?;
+        b.write(0, src)?;
+        Ok(b)
+    }
+}
+
+impl<T: Element> DeviceBuffer<T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Device address of element 0.
+    pub fn device_ptr(&self) -> u64 {
+        self.alloc.ptr()
+    }
+
+    /// Copies `src` into elements `offset..offset + src.len()`.
+    pub fn write(&self, offset: usize, src: &[T]) -> Result<()> {
+        let ptr = checked::<T>(
+            &self.comm,
+            self.alloc.ptr(),
+            self.len,
+            offset,
+            src.len(),
+            "device buffer",
+        )?;
+        self.comm.backend.write(ptr, as_bytes(src))
+    }
+
+    /// Copies elements `offset..offset + len` to the host.
+    pub fn read(&self, offset: usize, len: usize) -> Result<Vec<T>> {
+        let ptr = checked::<T>(
+            &self.comm,
+            self.alloc.ptr(),
+            self.len,
+            offset,
+            len,
+            "device buffer",
+        )?;
+        read_elems(&*self.comm.backend, ptr, len)
+    }
+
+    /// Copies the whole buffer to the host.
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        self.read(0, self.len)
+    }
+}
+
+impl<T: Element> DeviceSlice<T> for DeviceBuffer<T> {
+    fn device_ptr(&self) -> u64 {
+        self.alloc.ptr()
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn __owner(&self) -> usize {
+        self.comm.owner_id()
+    }
+}
+
+/// Address of elements `offset..offset + n` of a `len`-element buffer at
+/// `base`, or an error naming `what`.
+fn checked<T: Element>(
+    comm: &Comm,
+    base: u64,
+    len: usize,
+    offset: usize,
+    n: usize,
+    what: &str,
+) -> Result<u64> {
+    match offset.checked_add(n) {
+        Some(end) if end <= len => Ok(base + (offset * std::mem::size_of::<T>()) as u64),
+        _ => Err(comm.invalid(format!(
+            "elements {offset}..{} are out of bounds for a {what} of {len}",
+            offset.saturating_add(n)
+        ))),
+    }
 }

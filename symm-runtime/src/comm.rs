@@ -27,6 +27,9 @@ pub struct CommOptions {
     /// Namespace for this group's keys in the store, so several groups can
     /// share one store.
     pub group: String,
+    /// How long a signal wait inside a `#[symm_kernel]` may spin before the
+    /// kernel records a timeout (reported by the next `synchronize`).
+    pub kernel_timeout: Duration,
 }
 
 impl Default for CommOptions {
@@ -34,6 +37,7 @@ impl Default for CommOptions {
         CommOptions {
             timeout: Duration::from_secs(60),
             group: "symm".into(),
+            kernel_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -42,6 +46,12 @@ impl CommOptions {
     /// Sets [`timeout`](Self::timeout).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets [`kernel_timeout`](Self::kernel_timeout).
+    pub fn with_kernel_timeout(mut self, timeout: Duration) -> Self {
+        self.kernel_timeout = timeout;
         self
     }
 
@@ -259,6 +269,11 @@ impl Comm {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
+    }
+
+    /// Identifies this rank's state, shared by its clones and stream variants.
+    pub(crate) fn owner_id(&self) -> usize {
+        Arc::as_ptr(&self.state) as *const () as usize
     }
 
     pub(crate) fn invalid(&self, message: impl Into<String>) -> Error {

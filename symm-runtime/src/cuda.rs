@@ -173,8 +173,21 @@ impl CudaDevice {
         source: &str,
         kernel: &str,
     ) -> crate::Result<CudaFunction> {
+        self.function_with(rank, module_name, source, kernel, &[])
+    }
+
+    /// [`function`](Self::function) with extra NVRTC options.
+    pub(crate) fn function_with(
+        &self,
+        rank: usize,
+        module_name: &str,
+        source: &str,
+        kernel: &str,
+        options: &[String],
+    ) -> crate::Result<CudaFunction> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         std::hash::Hash::hash(source, &mut h);
+        std::hash::Hash::hash(options, &mut h);
         let key = (
             module_name.to_owned(),
             kernel.to_owned(),
@@ -192,7 +205,7 @@ impl CudaDevice {
             kernel_name: module_name,
             source,
             arch: self.arch,
-            options: &[],
+            options,
         })?;
         let module = self
             .load_module(&compiled.cubin)

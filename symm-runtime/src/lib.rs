@@ -13,7 +13,11 @@ mod buffer;
 mod comm;
 pub mod cuda;
 pub mod cuda_prelude;
+pub mod dsl;
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 mod dtype;
 mod error;
 mod hostmem;
@@ -25,7 +29,7 @@ pub mod store;
 mod symmetric_memory;
 
 pub use backend::BackendKind;
-pub use buffer::{SymmBuffer, SymmView};
+pub use buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
 pub use comm::{run, run_local, Comm, CommOptions, Ranks, RunError};
 pub use cuda::{cuda_available, cuda_device_count};
 pub use dtype::{DType, Element};
@@ -39,3 +43,9 @@ pub use half::{bf16, f16};
 
 /// Re-exported so users can pass their own streams and capture graphs.
 pub use cudarc;
+
+/// The kernel macro (see [`dsl`]).
+pub use symm_macros::symm_kernel;
+
+// Lets `::symm::` paths in expansions resolve inside this crate too.
+extern crate self as symm;

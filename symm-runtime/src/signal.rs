@@ -128,19 +128,25 @@ pub(crate) const BARRIER_KERNEL: &str = "symm_signal_barrier";
 /// Name under which the JIT compiles (and caches) the signal kernels.
 pub const SIGNAL_MODULE: &str = "symm_signal";
 
-/// CUDA C of the signal kernels. Built from the Rust layout constants so the
-/// two can never disagree.
-pub static SIGNAL_SOURCE: LazyLock<String> = LazyLock::new(|| {
+/// Device functions shared by the signal kernels and by DSL kernels: slot
+/// addressing, timeout records, and the put and wait protocols. Built from
+/// the Rust layout constants so the two can never disagree.
+pub(crate) static SIGNAL_DEVICE_FNS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        r#"{PRELUDE}
+        r#"
 #define SYMM_SIGNAL_BLOCKS {blocks}u
 #define SYMM_MAX_WORLD {world}u
+#define SYMM_PAD_SLOTS {slots}u
 
-static __device__ __forceinline__ symm_u32* symm_slot(symm_u64 pad, symm_u32 channel, symm_u32 block, symm_u32 peer) {{
-    return ((symm_u32*)pad) + ((channel * SYMM_SIGNAL_BLOCKS + block) * SYMM_MAX_WORLD + peer);
+static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_slot(symm_u32 channel, symm_u32 block, symm_u32 peer) {{
+    return (channel * SYMM_SIGNAL_BLOCKS + block) * SYMM_MAX_WORLD + peer;
 }}
 
-static __device__ void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
+static __device__ __forceinline__ __attribute__((unused)) symm_u32* symm_slot(symm_u64 pad, symm_u32 channel, symm_u32 block, symm_u32 peer) {{
+    return ((symm_u32*)pad) + symm_signal_slot(channel, block, peer);
+}}
+
+static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
                                            symm_u32 channel, symm_u32 timeout_ms) {{
     /* Claim with 2 ("being written"), fill, then publish 1 with release, so
        a reader that sees 1 sees the whole record. The first failure wins. */
@@ -152,7 +158,7 @@ static __device__ void symm_record_timeout(symm_u32* status, symm_u32 kind, symm
 }}
 
 /* Returns 1 on success, 0 after recording a timeout. */
-static __device__ int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
+static __device__ __attribute__((unused)) int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
                                symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {{
     symm_u32* slot = symm_slot(pads[dst], channel, blockIdx.x, rank);
     symm_u64 start = symm_globaltimer();
@@ -166,7 +172,7 @@ static __device__ int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst
     return 1;
 }}
 
-static __device__ int symm_wait(const symm_u64* pads, symm_u32 rank, symm_u32 src, symm_u32 channel,
+static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, symm_u32 rank, symm_u32 src, symm_u32 channel,
                                 symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {{
     symm_u32* slot = symm_slot(pads[rank], channel, blockIdx.x, src);
     symm_u64 start = symm_globaltimer();
@@ -178,7 +184,18 @@ static __device__ int symm_wait(const symm_u64* pads, symm_u32 rank, symm_u32 sr
     }}
     return 1;
 }}
+"#,
+        blocks = SIGNAL_BLOCKS,
+        world = MAX_WORLD_SIZE,
+        slots = crate::layout::SIGNAL_PAD_SLOTS,
+    )
+});
 
+/// CUDA C of the host-launched signal kernels.
+pub static SIGNAL_SOURCE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        r#"{PRELUDE}
+{device_fns}
 extern "C" __global__ void {put}(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
                                  symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status) {{
     if (threadIdx.x == 0) symm_put(pads, rank, dst, channel, timeout_ns, timeout_ms, status, {k_put}u);
@@ -199,8 +216,7 @@ extern "C" __global__ void {barrier}(const symm_u64* pads, symm_u32 rank, symm_u
     }}
 }}
 "#,
-        blocks = SIGNAL_BLOCKS,
-        world = MAX_WORLD_SIZE,
+        device_fns = &*SIGNAL_DEVICE_FNS,
         put = PUT_KERNEL,
         wait = WAIT_KERNEL,
         barrier = BARRIER_KERNEL,

@@ -63,12 +63,28 @@ impl CudaBackend {
         })
     }
 
+    /// Device address of this handle's status record.
+    pub(crate) fn status_ptr(&self) -> u64 {
+        self.status.ptr
+    }
+
     fn err(&self, e: DrvErr) -> Error {
         self.dev.error(self.rank, e)
     }
 }
 
 struct CudaLocal(Mapping);
+
+struct CudaPlain(DeviceMem);
+
+impl LocalAlloc for CudaPlain {
+    fn ptr(&self) -> u64 {
+        self.0.ptr
+    }
+    fn size(&self) -> usize {
+        self.0.bytes
+    }
+}
 
 impl LocalAlloc for CudaLocal {
     fn ptr(&self) -> u64 {
@@ -95,6 +111,11 @@ impl Backend for CudaBackend {
     fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
         let a = Mapping::create(&self.dev, size).map_err(|e| self.err(e))?;
         Ok(Arc::new(CudaLocal(a)))
+    }
+
+    fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
+        let m = DeviceMem::new(&self.dev.ctx, size).map_err(|e| self.err(e))?;
+        Ok(Arc::new(CudaPlain(m)))
     }
 
     fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8> {

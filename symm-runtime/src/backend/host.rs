@@ -161,6 +161,10 @@ impl Backend for HostBackend {
         Ok(Arc::new(HostLocal(a)))
     }
 
+    fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
+        self.allocate(size)
+    }
+
     fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8> {
         encode_export(EXPORT_HOST_IN_PROCESS, 0, alloc.ptr())
     }

@@ -1,0 +1,106 @@
+//! The CPU body: the user's body as real Rust, with indexing rewritten into
+//! calls the emulator can check and make atomic.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::visit_mut::{self, VisitMut};
+use syn::{BinOp, Expr};
+
+use crate::translate::shared_array_call;
+
+/// Rewrites `block` in place; returns the errors it found.
+pub fn rewrite(block: &mut syn::Block) -> Vec<syn::Error> {
+    let mut r = Rewrite {
+        errors: vec![],
+        site: 0,
+    };
+    r.visit_block_mut(block);
+    r.errors
+}
+
+struct Rewrite {
+    errors: Vec<syn::Error>,
+    site: u32,
+}
+
+fn compound(op: &BinOp) -> Option<TokenStream> {
+    Some(match op {
+        BinOp::AddAssign(_) => quote!(+),
+        BinOp::SubAssign(_) => quote!(-),
+        BinOp::MulAssign(_) => quote!(*),
+        BinOp::DivAssign(_) => quote!(/),
+        BinOp::RemAssign(_) => quote!(%),
+        BinOp::BitAndAssign(_) => quote!(&),
+        BinOp::BitOrAssign(_) => quote!(|),
+        BinOp::BitXorAssign(_) => quote!(^),
+        BinOp::ShlAssign(_) => quote!(<<),
+        BinOp::ShrAssign(_) => quote!(>>),
+        _ => return None,
+    })
+}
+
+impl Rewrite {
+    /// The base and index of an assignment target `base[index]`.
+    fn target(&mut self, e: &mut Expr) -> Option<(Expr, Expr)> {
+        let Expr::Index(ix) = e else { return None };
+        if matches!(*ix.expr, Expr::Index(_)) {
+            self.errors.push(syn::Error::new(
+                ix.span(),
+                "assigning to a nested index (`a[i][j] = v`) is not supported in kernels; use a flat array",
+            ));
+        }
+        self.visit_expr_mut(&mut ix.expr);
+        self.visit_expr_mut(&mut ix.index);
+        Some(((*ix.expr).clone(), (*ix.index).clone()))
+    }
+}
+
+impl VisitMut for Rewrite {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        let span = e.span();
+        match e {
+            Expr::Assign(a) if matches!(*a.left, Expr::Index(_)) => {
+                self.visit_expr_mut(&mut a.right);
+                let right = (*a.right).clone();
+                if let Some((base, index)) = self.target(&mut a.left) {
+                    *e = syn::parse_quote_spanned!(span=> (#base).__dsl_set(#index, #right));
+                }
+            }
+            Expr::Binary(b) if matches!(*b.left, Expr::Index(_)) && compound(&b.op).is_some() => {
+                let op = compound(&b.op).unwrap_or_default();
+                self.visit_expr_mut(&mut b.right);
+                let right = (*b.right).clone();
+                if let Some((base, index)) = self.target(&mut b.left) {
+                    *e = syn::parse_quote_spanned!(span=> {
+                        let __symm_i = #index;
+                        let __symm_v = (#base).__dsl_get(__symm_i) #op (#right);
+                        (#base).__dsl_set(__symm_i, __symm_v)
+                    });
+                }
+            }
+            Expr::Index(ix) => {
+                self.visit_expr_mut(&mut ix.expr);
+                self.visit_expr_mut(&mut ix.index);
+                let (base, index) = (&ix.expr, &ix.index);
+                *e = syn::parse_quote_spanned!(span=> (#base).__dsl_get(#index));
+            }
+            Expr::Call(_) if shared_array_call(e).is_some() => {
+                if let Some((t, n)) = shared_array_call(e) {
+                    let site = self.site;
+                    self.site += 1;
+                    *e = syn::parse_quote_spanned!(span=> ::symm::dsl::__shared_array_at::<#t, { #n }>(#site));
+                }
+            }
+            _ => visit_mut::visit_expr_mut(self, e),
+        }
+    }
+}
+
+/// The `use` that brings the index traits into a CPU body.
+pub fn prelude() -> TokenStream {
+    quote_spanned!(proc_macro2::Span::call_site()=>
+        #[allow(unused_imports)]
+        use ::symm::__private::{ArrayIndex as _, HandleGet as _, HandleSet as _};
+    )
+}

@@ -1,0 +1,468 @@
+//! Code generation: the CUDA C text, the CPU body and the typed launcher.
+
+mod cpu;
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use syn::spanned::Spanned;
+use syn::{FnArg, GenericParam, ItemFn, Type};
+
+use crate::parse::{self, DslType, Generic, Kind, Scalar, Sig};
+use crate::translate::{fn_name, generic_name, var_name, Translator};
+
+/// Expands `#[symm_kernel(attr)] item`.
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let kind = match parse::attr(attr) {
+        Ok(k) => k,
+        Err(e) => return with_item(e, item),
+    };
+    let f: ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            return with_item(
+                syn::Error::new(e.span(), "#[symm_kernel] goes on a function"),
+                item,
+            )
+        }
+    };
+    let sig = match parse::sig(&f, kind) {
+        Ok(s) => s,
+        Err(e) => return with_item(e, item),
+    };
+    let mut tr = Translator::new(&sig);
+    let ret_cpp = tr.type_cpp(&sig.ret, f.sig.output.span());
+    let body = tr.body(&f.block, Some(&ret_cpp));
+    let mut cpu_block = (*f.block).clone();
+    let mut errors = tr.errors;
+    errors.extend(cpu::rewrite(&mut cpu_block));
+    if let Some(e) = errors.into_iter().reduce(|mut a, b| {
+        a.combine(b);
+        a
+    }) {
+        return with_item(e, item);
+    }
+    let deps = dep_paths(&tr.deps);
+    let cuda_fn = cuda_function(&sig, &ret_cpp, &body);
+    match kind {
+        Kind::Device => device(&f, &sig, cpu_block, &cuda_fn, &deps),
+        Kind::Kernel => kernel(&f, &sig, cpu_block, &cuda_fn, &deps),
+    }
+}
+
+/// The compile error, followed by the untouched item, so that the rest of
+/// the crate (and the IDE) still sees the function.
+fn with_item(e: syn::Error, item: TokenStream) -> TokenStream {
+    let ce = e.to_compile_error();
+    quote!(#ce #[allow(dead_code)] #item)
+}
+
+/// Paths to the `DEVICE` statics of called device functions, as seen from a
+/// module nested one level below the item.
+fn dep_paths(deps: &[syn::Path]) -> Vec<TokenStream> {
+    let mut out: Vec<TokenStream> = Vec::new();
+    for p in deps {
+        let segs: Vec<&syn::Ident> = p.segments.iter().map(|s| &s.ident).collect();
+        let first = segs.first().map(|s| s.to_string()).unwrap_or_default();
+        let rest = &segs[1..];
+        let path = match first.as_str() {
+            "self" => quote!(super #(:: #rest)* :: DEVICE),
+            "super" => quote!(super::super #(:: #rest)* :: DEVICE),
+            _ => {
+                let lead = if p.leading_colon.is_some() {
+                    quote!(::)
+                } else {
+                    quote!()
+                };
+                quote!(#lead #(#segs)::* :: DEVICE)
+            }
+        };
+        if !out.iter().any(|o| o.to_string() == path.to_string()) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn template_header(sig: &Sig) -> String {
+    if sig.generics.is_empty() {
+        return String::new();
+    }
+    let ps: Vec<String> = sig
+        .generics
+        .iter()
+        .map(|g| match g {
+            Generic::Type(id) => format!("typename {}", generic_name(id)),
+            Generic::Const(id, t) => format!("{} {}", parse::prim_cuda(t), generic_name(id)),
+        })
+        .collect();
+    format!("template<{}>\n", ps.join(", "))
+}
+
+/// The C++ definition of the body (a template when generic).
+fn cuda_function(sig: &Sig, ret_cpp: &str, body: &str) -> String {
+    let mut tr = Translator::new(sig);
+    let params: Vec<String> = sig
+        .params
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}",
+                tr.type_cpp(&p.ty, Span::call_site()),
+                var_name(&p.name)
+            )
+        })
+        .collect();
+    let name = match sig.kind {
+        Kind::Kernel => format!("k_{}", sig.name),
+        Kind::Device => fn_name(&sig.name),
+    };
+    let quals = if sig.generics.is_empty() {
+        "static __device__ __forceinline__ __attribute__((unused))"
+    } else {
+        "__device__ __forceinline__"
+    };
+    let mut all = vec!["const symm_kctx& __ctx".to_string()];
+    all.extend(params);
+    format!(
+        "{}{quals} {ret_cpp} {name}({}) {{\n{body}}}\n",
+        template_header(sig),
+        all.join(", ")
+    )
+}
+
+/// Element type in the `extern "C"` wrapper, where generics are `$G_T$`
+/// placeholders filled at instantiation.
+fn placeholder(s: &Scalar) -> String {
+    match s {
+        Scalar::Prim(p) => parse::prim_cuda(p).into(),
+        Scalar::Generic(id) => format!("${}$", generic_name(id)),
+    }
+}
+
+/// The `extern "C"` entry with `$ENTRY$` and generic placeholders.
+fn wrapper(sig: &Sig) -> (String, usize) {
+    let mut params = vec![
+        "symm_u32* __status".to_string(),
+        "symm_u64 __timeout".into(),
+        "symm_u32 __rank".into(),
+    ];
+    let mut args = vec!["__ctx".to_string()];
+    let mut slots = 0usize;
+    for p in &sig.params {
+        let n = var_name(&p.name);
+        match &p.ty {
+            DslType::Slice(e) | DslType::SliceMut(e) => {
+                let e = placeholder(e);
+                params.push(format!("void* {n}_ptr"));
+                params.push(format!("symm_u64 {n}_len"));
+                args.push(format!("symm_slice<{e}>{{({e}*){n}_ptr, {n}_len}}"));
+                slots += 2;
+            }
+            DslType::SymmBuf(e) => {
+                let e = placeholder(e);
+                for (t, f) in [
+                    ("const symm_u64*", "ptrs"),
+                    ("const symm_u64*", "pads"),
+                    ("symm_u32", "rank"),
+                    ("symm_u32", "world"),
+                    ("symm_u64", "len"),
+                ] {
+                    params.push(format!("{t} {n}_{f}"));
+                }
+                args.push(format!(
+                    "symm_buf<{e}>{{{n}_ptrs, {n}_pads, {n}_rank, {n}_world, {n}_len}}"
+                ));
+                slots += 5;
+            }
+            DslType::Scalar(s) => {
+                params.push(format!("{} {n}", placeholder(s)));
+                args.push(n);
+                slots += 1;
+            }
+            _ => {}
+        }
+    }
+    let targs: Vec<String> = sig
+        .generics
+        .iter()
+        .map(|g| format!("${}$", generic_name(g.ident())))
+        .collect();
+    let targs = if targs.is_empty() {
+        String::new()
+    } else {
+        format!("<{}>", targs.join(", "))
+    };
+    let src = format!(
+        "extern \"C\" __global__ void $ENTRY$({}) {{\n    symm_kctx __ctx = {{__status, __timeout, __rank}};\n    k_{}{targs}({});\n}}\n",
+        params.join(", "),
+        sig.name,
+        args.join(", ")
+    );
+    (src, slots)
+}
+
+impl Generic {
+    fn ident(&self) -> &syn::Ident {
+        match self {
+            Generic::Type(i) | Generic::Const(i, _) => i,
+        }
+    }
+}
+
+/// The generics of the generated functions: the user's, plus `Scalar` on
+/// every type parameter (the launcher needs its CUDA name).
+fn generics_with_scalar(f: &ItemFn) -> syn::Generics {
+    let mut g = f.sig.generics.clone();
+    let tys: Vec<syn::Ident> = g
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            GenericParam::Type(t) => Some(t.ident.clone()),
+            _ => None,
+        })
+        .collect();
+    let wc = g.make_where_clause();
+    for t in tys {
+        wc.predicates
+            .push(syn::parse_quote!(#t: ::symm::dsl::Scalar));
+    }
+    g
+}
+
+/// Parameters of the CPU body: slices become DSL handles.
+fn cpu_params(f: &ItemFn, sig: &Sig) -> Vec<TokenStream> {
+    f.sig
+        .inputs
+        .iter()
+        .zip(&sig.params)
+        .map(|(a, p)| {
+            let FnArg::Typed(pt) = a else { return quote!() };
+            let pat = &pt.pat;
+            match (&p.ty, &*pt.ty) {
+                (DslType::Slice(_), Type::Reference(r))
+                | (DslType::SliceMut(_), Type::Reference(r)) => {
+                    let Type::Slice(s) = &*r.elem else {
+                        return quote!(#pat: ());
+                    };
+                    let e = &s.elem;
+                    if r.mutability.is_some() {
+                        quote!(#pat: ::symm::dsl::SliceMut<#e>)
+                    } else {
+                        quote!(#pat: ::symm::dsl::Slice<#e>)
+                    }
+                }
+                _ => {
+                    let t = &pt.ty;
+                    quote!(#pat: #t)
+                }
+            }
+        })
+        .collect()
+}
+
+fn device(
+    f: &ItemFn,
+    sig: &Sig,
+    mut cpu_block: syn::Block,
+    cuda_fn: &str,
+    deps: &[TokenStream],
+) -> TokenStream {
+    let (vis, name) = (&f.vis, &f.sig.ident);
+    let attrs = &f.attrs;
+    let generics = generics_with_scalar(f);
+    let wc = &generics.where_clause;
+    let params = cpu_params(f, sig);
+    let ret = &f.sig.output;
+    let name_str = name.to_string();
+    let prelude = cpu::prelude();
+    cpu_block.stmts.insert(0, syn::parse_quote!(#prelude));
+    quote! {
+        #(#attrs)*
+        #[allow(clippy::all, unused_mut, unused_variables, unused_parens)]
+        #vis fn #name #generics (#(#params),*) #ret #wc #cpu_block
+
+        #[doc(hidden)]
+        #[allow(non_snake_case, unused_imports, dead_code)]
+        #vis mod #name {
+            use super::*;
+            /// This function's CUDA C, and the device functions it calls.
+            pub static DEVICE: ::symm::__private::DeviceFn = ::symm::__private::DeviceFn {
+                name: #name_str,
+                source: #cuda_fn,
+                deps: &[#(&#deps),*],
+            };
+        }
+    }
+}
+
+fn kernel(
+    f: &ItemFn,
+    sig: &Sig,
+    mut cpu_block: syn::Block,
+    cuda_fn: &str,
+    deps: &[TokenStream],
+) -> TokenStream {
+    let (vis, name) = (&f.vis, &f.sig.ident);
+    let docs: Vec<&syn::Attribute> = f
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .collect();
+    let name_str = name.to_string();
+    let generics = generics_with_scalar(f);
+    let wc = &generics.where_clause;
+    let (wrapper_src, slots) = wrapper(sig);
+    let hidden = quote!(::symm::__private::HIDDEN_SLOTS);
+
+    // Instantiation: fill the generic placeholders, keyed by their values.
+    let mut fills = Vec::new();
+    let mut keys = Vec::new();
+    for g in &sig.generics {
+        let ph = format!("${}$", generic_name(g.ident()));
+        let id = g.ident();
+        match g {
+            Generic::Type(_) => {
+                fills.push(quote!(__w = __w.replace(#ph, <#id as ::symm::dsl::Scalar>::CUDA);));
+                keys.push(quote!(<#id as ::symm::dsl::Scalar>::CUDA.to_string()));
+            }
+            Generic::Const(..) => {
+                fills.push(quote!(__w = __w.replace(#ph, &::std::format!("{}", #id));));
+                keys.push(quote!(::std::format!("{}", #id)));
+            }
+        }
+    }
+
+    // Launcher parameters and slot packing.
+    let mut largs = Vec::new();
+    let mut packs = Vec::new();
+    for (a, p) in f.sig.inputs.iter().zip(&sig.params) {
+        let FnArg::Typed(pt) = a else { continue };
+        let n = &p.name;
+        let n_str = n.to_string();
+        match (&p.ty, &*pt.ty) {
+            (DslType::Slice(_) | DslType::SliceMut(_), Type::Reference(r)) => {
+                let Type::Slice(s) = &*r.elem else { continue };
+                let e = &s.elem;
+                if r.mutability.is_some() {
+                    largs.push(quote!(#n: &mut (impl ::symm::DeviceSlice<#e> + ?Sized)));
+                } else {
+                    largs.push(quote!(#n: &(impl ::symm::DeviceSlice<#e> + ?Sized)));
+                }
+                packs.push(quote! {
+                    let (__ptr, __len) = ::symm::__private::slice_arg::<#e, _>(comm, #n_str, &*#n)?;
+                    __p[__k] = ::symm::__private::slot_u64(__ptr);
+                    __p[__k + 1] = ::symm::__private::slot_u64(__len as u64);
+                    __k += 2;
+                });
+            }
+            (DslType::SymmBuf(_), Type::Path(tp)) => {
+                let e = match tp.path.segments.last().map(|s| &s.arguments) {
+                    Some(syn::PathArguments::AngleBracketed(ab)) => ab.args.first().cloned(),
+                    _ => None,
+                };
+                largs.push(quote!(#n: &::symm::SymmetricMemory));
+                packs.push(quote! {
+                    let __s = ::symm::__private::symm_arg::<#e>(comm, #n_str, #n)?;
+                    __p[__k..__k + 5].copy_from_slice(&__s);
+                    __k += 5;
+                });
+            }
+            (DslType::Scalar(s), t) => {
+                largs.push(quote!(#n: #t));
+                let slot = match s {
+                    Scalar::Prim("bool") => quote!(::symm::__private::slot_bool(#n)),
+                    Scalar::Prim("usize") | Scalar::Prim("u16") => {
+                        quote!(::symm::__private::slot_u64(#n as u64))
+                    }
+                    Scalar::Prim("isize") => quote!(::symm::__private::slot_u64(#n as i64 as u64)),
+                    _ => quote!(::symm::__private::slot(#n)),
+                };
+                packs.push(quote! { __p[__k] = #slot; __k += 1; });
+            }
+            _ => {}
+        }
+    }
+    let params = cpu_params(f, sig);
+    let prelude = cpu::prelude();
+    cpu_block.stmts.insert(0, syn::parse_quote!(#prelude));
+    let turbofish: Vec<TokenStream> = sig
+        .generics
+        .iter()
+        .map(|g| {
+            let id = g.ident();
+            quote!(#id)
+        })
+        .collect();
+    let tf = if turbofish.is_empty() {
+        quote!()
+    } else {
+        quote!(::<#(#turbofish),*>)
+    };
+    let cuda_doc = format!(
+        "The kernel's CUDA C body, as translated by `#[symm_kernel]`:\n\n```cpp\n{cuda_fn}```"
+    );
+    quote! {
+        #(#docs)*
+        #[allow(non_snake_case, unused_imports, dead_code, clippy::all)]
+        #vis mod #name {
+            use super::*;
+
+            /// The kernel's name.
+            pub const NAME: &str = #name_str;
+
+            #[doc = #cuda_doc]
+            pub const CUDA_BODY: &str = #cuda_fn;
+
+            const WRAPPER: &str = #wrapper_src;
+
+            /// The translated CUDA C body (a template when the kernel is generic).
+            pub fn cuda_source() -> &'static str {
+                CUDA_BODY
+            }
+
+            fn __deps() -> ::std::vec::Vec<&'static ::symm::__private::DeviceFn> {
+                ::std::vec![#(&#deps),*]
+            }
+
+            fn __key #generics () -> ::std::vec::Vec<::std::string::String> #wc {
+                ::std::vec![#(#keys),*]
+            }
+
+            fn __source #generics (__entry: &str) -> ::std::string::String #wc {
+                let mut __w = WRAPPER.replace("$ENTRY$", __entry);
+                #(#fills)*
+                ::symm::__private::kernel_source(&__deps(), CUDA_BODY, &__w)
+            }
+
+            /// The complete CUDA C that is compiled for these generic arguments.
+            pub fn cuda_source_for #generics () -> ::std::string::String #wc {
+                __source #tf (NAME)
+            }
+
+            /// Compiles this instantiation to a CUBIN for `arch` with NVRTC,
+            /// without a GPU (the check CI runs on every kernel).
+            pub fn compile_for #generics (arch: ::symm::jit::Arch) -> ::symm::Result<()> #wc {
+                ::symm::__private::compile_check(NAME, &__source #tf (NAME), arch)
+            }
+
+            static __CACHE: ::symm::__private::KernelCache = ::symm::__private::KernelCache::new(NAME);
+
+            /// Launches the kernel on `comm`'s stream. Argument types are
+            /// checked by rustc; that buffers belong to `comm`'s rank, and
+            /// symmetric buffers' element types, are checked here.
+            pub fn launch #generics (comm: &::symm::Comm, cfg: ::symm::LaunchConfig, #(#largs),*) -> ::symm::Result<()> #wc {
+                let mut __p = [[0u8; 8]; #hidden + #slots];
+                let mut __k: usize = #hidden;
+                #(#packs)*
+                let _ = __k;
+                let __key = __key #tf ();
+                let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
+                __CACHE.launch(comm, &__key, cfg, &mut __p, &|__e| __source #tf (__e))
+            }
+
+            /// The kernel body as Rust, for the CPU emulator.
+            #[allow(unused_mut, unused_variables, unused_parens)]
+            pub fn cpu #generics (#(#params),*) #wc #cpu_block
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! Parsing and checking the attribute and the function signature.
+
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
+use syn::{FnArg, GenericParam, Ident, ItemFn, Pat, ReturnType, Type};
+
+/// What the attribute asked for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// A `__global__` kernel with a launcher.
+    Kernel,
+    /// A `__device__` helper that kernels call.
+    Device,
+}
+
+/// Parses `#[symm_kernel]` or `#[symm_kernel(device)]`.
+pub fn attr(attr: TokenStream) -> syn::Result<Kind> {
+    if attr.is_empty() {
+        return Ok(Kind::Kernel);
+    }
+    let id: Ident = syn::parse2(attr.clone()).map_err(|_| {
+        syn::Error::new(
+            attr.span(),
+            "expected `#[symm_kernel]` or `#[symm_kernel(device)]`",
+        )
+    })?;
+    if id == "device" {
+        Ok(Kind::Device)
+    } else {
+        Err(syn::Error::new(
+            id.span(),
+            format!("unknown option `{id}`; the only option is `device`"),
+        ))
+    }
+}
+
+/// A scalar type of the DSL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scalar {
+    /// A primitive or half type: its Rust name.
+    Prim(&'static str),
+    /// A generic type parameter.
+    Generic(Ident),
+}
+
+/// A parameter or value type of the DSL.
+#[derive(Clone, Debug)]
+pub enum DslType {
+    Scalar(Scalar),
+    /// `&[T]`
+    Slice(Scalar),
+    /// `&mut [T]`
+    SliceMut(Scalar),
+    /// `SymmBuf<T>`
+    SymmBuf(Scalar),
+    /// `Remote<T>` (helpers only)
+    Remote(Scalar),
+    /// `Shared<T, N>` (helpers only)
+    Shared(Scalar, TokenStream),
+    /// `[T; N]`
+    Array(Box<DslType>, syn::Expr),
+    /// `()`
+    Unit,
+}
+
+/// One parameter.
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: Ident,
+    pub ty: DslType,
+    pub rust_ty: Type,
+    #[allow(dead_code)]
+    pub mutable: bool,
+}
+
+/// A generic parameter, as C++ sees it.
+#[derive(Clone, Debug)]
+pub enum Generic {
+    Type(Ident),
+    /// A const generic with its Rust type name.
+    Const(Ident, &'static str),
+}
+
+/// A checked signature.
+#[derive(Clone, Debug)]
+pub struct Sig {
+    pub kind: Kind,
+    pub name: Ident,
+    pub generics: Vec<Generic>,
+    pub params: Vec<Param>,
+    pub ret: DslType,
+}
+
+pub const PRIMS: &[&str] = &[
+    "f32", "f64", "u8", "u16", "u32", "u64", "usize", "i32", "i64", "isize", "bool", "bf16", "f16",
+];
+
+/// The C++ spelling of a primitive.
+pub fn prim_cuda(p: &str) -> &'static str {
+    match p {
+        "f32" => "float",
+        "f64" => "double",
+        "u8" => "symm_u8",
+        "u16" => "symm_u16",
+        "u32" => "symm_u32",
+        "u64" | "usize" => "symm_u64",
+        "i32" => "symm_i32",
+        "i64" | "isize" => "symm_i64",
+        "bool" => "bool",
+        "bf16" => "symm_bf16",
+        "f16" => "symm_f16",
+        _ => "void",
+    }
+}
+
+fn err(span: Span, msg: impl std::fmt::Display) -> syn::Error {
+    syn::Error::new(span, msg)
+}
+
+const TYPE_HELP: &str =
+    "kernel values are f32, f64, u8, u16, u32, u64, usize, i32, i64, bool, bf16, f16, a generic \
+                         type parameter, or arrays [T; N] of those";
+
+/// Parses a scalar type: a primitive or one of `generics`.
+pub fn scalar(ty: &Type, generics: &[Generic]) -> syn::Result<Scalar> {
+    if let Type::Path(p) = ty {
+        if p.qself.is_none() && p.path.segments.len() <= 3 {
+            let last = p
+                .path
+                .segments
+                .last()
+                .ok_or_else(|| err(ty.span(), "empty type"))?;
+            if last.arguments.is_empty() {
+                let name = last.ident.to_string();
+                if let Some(prim) = PRIMS.iter().find(|&&x| x == name) {
+                    return Ok(Scalar::Prim(prim));
+                }
+                if p.path.segments.len() == 1
+                    && generics
+                        .iter()
+                        .any(|g| matches!(g, Generic::Type(id) if *id == last.ident))
+                {
+                    return Ok(Scalar::Generic(last.ident.clone()));
+                }
+            }
+        }
+    }
+    Err(err(
+        ty.span(),
+        format!(
+            "unsupported type `{}` in a kernel; {TYPE_HELP}",
+            quote::quote!(#ty)
+        ),
+    ))
+}
+
+/// Parses any DSL type (parameters, `let` annotations, returns).
+pub fn dsl_type(ty: &Type, generics: &[Generic], kind: Kind) -> syn::Result<DslType> {
+    match ty {
+        Type::Tuple(t) if t.elems.is_empty() => Ok(DslType::Unit),
+        Type::Paren(p) => dsl_type(&p.elem, generics, kind),
+        Type::Reference(r) => match &*r.elem {
+            Type::Slice(s) => {
+                let el = scalar(&s.elem, generics)?;
+                Ok(if r.mutability.is_some() {
+                    DslType::SliceMut(el)
+                } else {
+                    DslType::Slice(el)
+                })
+            }
+            _ => Err(err(
+                ty.span(),
+                "references are only supported as slices: `&[T]` or `&mut [T]`",
+            )),
+        },
+        Type::Array(a) => Ok(DslType::Array(
+            Box::new(dsl_type(&a.elem, generics, kind)?),
+            a.len.clone(),
+        )),
+        Type::Path(p) if p.qself.is_none() => {
+            let last = p
+                .path
+                .segments
+                .last()
+                .ok_or_else(|| err(ty.span(), "empty type"))?;
+            let name = last.ident.to_string();
+            let args: Vec<&syn::GenericArgument> = match &last.arguments {
+                syn::PathArguments::AngleBracketed(a) => a.args.iter().collect(),
+                _ => vec![],
+            };
+            let elem = |i: usize| -> syn::Result<Scalar> {
+                match args.get(i) {
+                    Some(syn::GenericArgument::Type(t)) => scalar(t, generics),
+                    _ => Err(err(
+                        ty.span(),
+                        format!("`{name}` needs its element type, as in `{name}<f32>`"),
+                    )),
+                }
+            };
+            match name.as_str() {
+                "SymmBuf" => Ok(DslType::SymmBuf(elem(0)?)),
+                "Remote" | "SliceMut" | "Slice" if kind == Kind::Device => Ok(match name.as_str() {
+                    "Remote" => DslType::Remote(elem(0)?),
+                    "Slice" => DslType::Slice(elem(0)?),
+                    _ => DslType::SliceMut(elem(0)?),
+                }),
+                "Shared" if kind == Kind::Device => {
+                    let n = match args.get(1) {
+                        Some(syn::GenericArgument::Const(c)) => quote::quote!(#c),
+                        Some(syn::GenericArgument::Type(t)) => quote::quote!(#t),
+                        _ => return Err(err(ty.span(), "`Shared` needs a length, as in `Shared<f32, 256>`")),
+                    };
+                    Ok(DslType::Shared(elem(0)?, n))
+                }
+                "Remote" | "Shared" | "Slice" | "SliceMut" => Err(err(
+                    ty.span(),
+                    format!("`{name}` is not a kernel parameter type; kernels take `&[T]`, `&mut [T]`, `SymmBuf<T>` or scalars"),
+                )),
+                _ => Ok(DslType::Scalar(scalar(ty, generics)?)),
+            }
+        }
+        _ => Err(err(
+            ty.span(),
+            format!(
+                "unsupported type `{}` in a kernel; {TYPE_HELP}",
+                quote::quote!(#ty)
+            ),
+        )),
+    }
+}
+
+/// Checks the signature of `f`.
+pub fn sig(f: &ItemFn, kind: Kind) -> syn::Result<Sig> {
+    let s = &f.sig;
+    let mut errors: Vec<syn::Error> = Vec::new();
+    if let Some(a) = &s.asyncness {
+        errors.push(err(a.span(), "kernels cannot be `async`"));
+    }
+    if let Some(u) = &s.unsafety {
+        errors.push(err(
+            u.span(),
+            "kernels cannot be `unsafe fn`; the DSL has no unsafe operations",
+        ));
+    }
+    if let Some(c) = &s.constness {
+        errors.push(err(c.span(), "kernels cannot be `const fn`"));
+    }
+    if let Some(v) = &s.variadic {
+        errors.push(err(v.span(), "kernels cannot be variadic"));
+    }
+    if let Some(abi) = &s.abi {
+        errors.push(err(
+            abi.span(),
+            "kernels cannot declare an ABI; the macro chooses it",
+        ));
+    }
+    let mut generics = Vec::new();
+    for g in &s.generics.params {
+        match g {
+            GenericParam::Type(t) => generics.push(Generic::Type(t.ident.clone())),
+            GenericParam::Const(c) => match scalar(&c.ty, &[]) {
+                Ok(Scalar::Prim(p)) if ["usize", "u32", "u64", "i32", "bool"].contains(&p) => {
+                    generics.push(Generic::Const(c.ident.clone(), p))
+                }
+                _ => errors.push(err(
+                    c.ty.span(),
+                    "const generics of kernels must be `usize`, `u32`, `u64`, `i32` or `bool`",
+                )),
+            },
+            GenericParam::Lifetime(l) => {
+                errors.push(err(l.span(), "kernels cannot have lifetime parameters"))
+            }
+        }
+    }
+    let mut params = Vec::new();
+    for a in &s.inputs {
+        match a {
+            FnArg::Receiver(r) => errors.push(err(
+                r.span(),
+                "kernels cannot take `self`; write a free function",
+            )),
+            FnArg::Typed(pt) => {
+                let (name, mutable) = match &*pt.pat {
+                    Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                        (pi.ident.clone(), pi.mutability.is_some())
+                    }
+                    other => {
+                        errors.push(err(
+                            other.span(),
+                            "kernel parameters must be plain names, not patterns",
+                        ));
+                        continue;
+                    }
+                };
+                if name.to_string().starts_with("__") {
+                    errors.push(err(
+                        name.span(),
+                        "names starting with `__` are reserved for generated code",
+                    ));
+                }
+                match dsl_type(&pt.ty, &generics, kind) {
+                    Ok(DslType::Array(..)) if kind == Kind::Kernel => errors.push(err(
+                        pt.ty.span(),
+                        "kernels cannot take arrays by value; pass a slice `&[T]` instead",
+                    )),
+                    Ok(DslType::Unit) => {
+                        errors.push(err(pt.ty.span(), "a parameter of type `()` is useless"))
+                    }
+                    Ok(ty) => params.push(Param {
+                        name,
+                        ty,
+                        rust_ty: (*pt.ty).clone(),
+                        mutable,
+                    }),
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+    }
+    let ret = match &s.output {
+        ReturnType::Default => DslType::Unit,
+        ReturnType::Type(_, t) => {
+            match (kind, dsl_type(t, &generics, kind)) {
+                (Kind::Kernel, Ok(DslType::Unit)) => DslType::Unit,
+                (Kind::Kernel, _) => {
+                    errors.push(err(
+                        t.span(),
+                        "kernels return nothing; write results into a `&mut [T]` or `SymmBuf<T>`",
+                    ));
+                    DslType::Unit
+                }
+                (
+                    Kind::Device,
+                    Ok(
+                        DslType::Slice(_)
+                        | DslType::SliceMut(_)
+                        | DslType::SymmBuf(_)
+                        | DslType::Shared(..),
+                    ),
+                ) => {
+                    errors.push(err(t.span(), "device functions return values, `Remote<T>` or arrays, not slices or buffers"));
+                    DslType::Unit
+                }
+                (Kind::Device, Ok(t)) => t,
+                (Kind::Device, Err(e)) => {
+                    errors.push(e);
+                    DslType::Unit
+                }
+            }
+        }
+    };
+    if let Some(wc) = &s.generics.where_clause {
+        // Bounds are checked by rustc on the CPU body; nothing reaches C++.
+        let _ = wc;
+    }
+    match errors.into_iter().reduce(|mut a, b| {
+        a.combine(b);
+        a
+    }) {
+        Some(e) => Err(e),
+        None => Ok(Sig {
+            kind,
+            name: s.ident.clone(),
+            generics,
+            params,
+            ret,
+        }),
+    }
+}

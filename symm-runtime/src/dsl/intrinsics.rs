@@ -1,0 +1,83 @@
+//! Free-function intrinsics. Each doc line ends with its CUDA translation.
+
+use super::scalar::{Num, Scalar};
+use super::thread::current;
+use super::Scope;
+
+macro_rules! index_fns {
+    ($($name:ident, $slot:expr, $axis:expr, $cuda:literal);* $(;)?) => {$(
+        #[doc = concat!("`", $cuda, "`.")]
+        pub fn $name() -> u32 {
+            current(stringify!($name), |t| t.indices()[$slot][$axis])
+        }
+    )*};
+}
+
+index_fns! {
+    thread_idx_x, 0, 0, "threadIdx.x"; thread_idx_y, 0, 1, "threadIdx.y"; thread_idx_z, 0, 2, "threadIdx.z";
+    block_idx_x, 1, 0, "blockIdx.x"; block_idx_y, 1, 1, "blockIdx.y"; block_idx_z, 1, 2, "blockIdx.z";
+    block_dim_x, 2, 0, "blockDim.x"; block_dim_y, 2, 1, "blockDim.y"; block_dim_z, 2, 2, "blockDim.z";
+    grid_dim_x, 3, 0, "gridDim.x"; grid_dim_y, 3, 1, "gridDim.y"; grid_dim_z, 3, 2, "gridDim.z";
+}
+
+/// Lane of this thread in its warp, `0..32`. `%laneid`.
+pub fn lane_id() -> u32 {
+    thread_idx_x() % 32
+}
+
+/// Barrier for every thread of the block. `__syncthreads()`.
+pub fn sync_threads() {
+    current("sync_threads", |t| t.sync_threads())
+}
+
+/// The value of `v` held by lane `lane_id() ^ lane_mask`, across the full
+/// warp. `shfl.sync.bfly`.
+pub fn shfl_xor<T: Scalar>(v: T, lane_mask: u32) -> T {
+    T::__from_bits64(current("shfl_xor", |t| {
+        t.shfl_xor(v.__to_bits64(), lane_mask)
+    }))
+}
+
+/// Bit `i` set when lane `i`'s `pred` is true. `vote.sync.ballot`.
+pub fn ballot(pred: bool) -> u32 {
+    current("ballot", |t| t.ballot(pred))
+}
+
+/// Orders this thread's memory accesses for observers in `scope`.
+/// `fence.acq_rel.{cta,gpu,sys}`.
+pub fn fence(scope: Scope) {
+    let _ = scope;
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Nanoseconds of the GPU's global timer, for timeouts. `%globaltimer`.
+pub fn globaltimer() -> u64 {
+    current("globaltimer", |t| t.globaltimer())
+}
+
+/// Smaller of two (IEEE minNum for floats). `symm_min`.
+pub fn min<T: Num>(a: T, b: T) -> T {
+    a.min(b)
+}
+
+/// Larger of two (IEEE maxNum for floats). `symm_max`.
+pub fn max<T: Num>(a: T, b: T) -> T {
+    a.max(b)
+}
+
+/// Absolute value. `symm_abs`.
+pub fn abs<T: Num>(a: T) -> T {
+    a.abs()
+}
+
+/// `a * b + c` with one rounding for floats. `symm_fma`.
+pub fn fma<T: Num>(a: T, b: T, c: T) -> T {
+    a.fma(b, c)
+}
+
+/// Index of the signal-pad slot through which rank `peer` signals on
+/// `channel` from block `block` (see [`crate::layout`]). Pure arithmetic.
+pub fn signal_slot(channel: u32, block: u32, peer: u32) -> u32 {
+    use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS};
+    (channel * SIGNAL_BLOCKS as u32 + block) * MAX_WORLD_SIZE as u32 + peer
+}

@@ -1,0 +1,474 @@
+//! Handles to memory inside kernels: local slices, peers' buffers, symmetric
+//! buffers and shared arrays.
+//!
+//! On the GPU each is a pointer (and a length). On the CPU each access is an
+//! atomic on host memory (through [`crate::hostmem`]) with a bounds check,
+//! because simulated threads touch the same memory concurrently.
+
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+
+use super::scalar::{AtomicAdd, AtomicMinMax, AtomicScalar, Scalar};
+use super::thread::{current, fault};
+use super::{LoadOrder, RmwOrder, Scope, StoreOrder};
+use crate::hostmem;
+use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
+
+/// An integer usable as an index in kernels (`u32`, `u64`, `usize`, `i32`, `i64`).
+pub trait DslIndex: Copy {
+    #[doc(hidden)]
+    fn __index(self) -> Option<usize>;
+}
+
+macro_rules! dsl_index {
+    ($($t:ty),*) => {$(
+        impl DslIndex for $t {
+            fn __index(self) -> Option<usize> { usize::try_from(self).ok() }
+        }
+    )*};
+}
+dsl_index!(u32, u64, usize, i32, i64);
+
+fn index<I: DslIndex>(what: &str, i: I, len: usize) -> usize {
+    match i.__index() {
+        Some(i) if i < len => i,
+        _ => fault(format!(
+            "{what}: index {} is out of bounds for length {len}",
+            fmt_index(i)
+        )),
+    }
+}
+
+fn fmt_index<I: DslIndex>(i: I) -> String {
+    match i.__index() {
+        Some(v) => v.to_string(),
+        None => "negative or huge".to_string(),
+    }
+}
+
+/// Loads one element with `order`, through `hostmem` (see its docs).
+fn load_raw<T: Scalar>(addr: u64, order: Ordering) -> T {
+    T::__from_bits64(hostmem::load(addr, std::mem::size_of::<T>(), order))
+}
+
+/// Stores one element with `order`.
+fn store_raw<T: Scalar>(addr: u64, v: T, order: Ordering) {
+    hostmem::store(addr, std::mem::size_of::<T>(), v.__to_bits64(), order)
+}
+
+/// Read-modify-write of one element; `f` returns `None` to leave it.
+fn rmw_raw<T: Scalar>(addr: u64, order: Ordering, f: impl Fn(T) -> Option<T>) -> T {
+    let size = std::mem::size_of::<T>();
+    T::__from_bits64(hostmem::rmw(addr, size, order, |old| {
+        f(T::__from_bits64(old)).map(|n| n.__to_bits64())
+    }))
+}
+
+fn load_order(o: LoadOrder) -> Ordering {
+    match o {
+        LoadOrder::Relaxed | LoadOrder::Volatile => Ordering::Relaxed,
+        LoadOrder::Acquire => Ordering::Acquire,
+    }
+}
+
+fn store_order(o: StoreOrder) -> Ordering {
+    match o {
+        StoreOrder::Relaxed | StoreOrder::Volatile => Ordering::Relaxed,
+        StoreOrder::Release => Ordering::Release,
+    }
+}
+
+fn rmw_order(o: RmwOrder) -> Ordering {
+    match o {
+        RmwOrder::Relaxed => Ordering::Relaxed,
+        RmwOrder::Acquire => Ordering::Acquire,
+        RmwOrder::Release => Ordering::Release,
+        RmwOrder::AcqRel => Ordering::AcqRel,
+    }
+}
+
+/// Shared body of the pointer-like handles.
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        pub struct $name<T> {
+            ptr: u64,
+            len: usize,
+            _t: PhantomData<T>,
+        }
+
+        impl<T> Clone for $name<T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $name<T> {}
+
+        impl<T: Scalar> $name<T> {
+            #[doc(hidden)]
+            pub fn __new(ptr: u64, len: usize) -> Self {
+                $name { ptr, len, _t: PhantomData }
+            }
+
+            /// Number of elements. On the GPU: the length passed at launch.
+            pub fn len(&self) -> usize {
+                self.len
+            }
+
+            /// Whether there are no elements.
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+
+            #[doc(hidden)]
+            pub fn __get<I: DslIndex>(&self, i: I) -> T {
+                load_raw(self.addr($what, i), Ordering::Relaxed)
+            }
+
+            fn addr<I: DslIndex>(&self, what: &str, i: I) -> u64 {
+                self.ptr + (index(what, i, self.len) * std::mem::size_of::<T>()) as u64
+            }
+        }
+    };
+}
+
+/// Shared body of the writable handles.
+macro_rules! writable {
+    ($name:ident, $what:literal) => {
+        impl<T: Scalar> $name<T> {
+            #[doc(hidden)]
+            pub fn __set<I: DslIndex>(&self, i: I, v: T) {
+                store_raw(self.addr($what, i), v, Ordering::Relaxed)
+            }
+
+            /// Loads element `i` with `order` at `scope`. `symm_ld<order, scope>`.
+            pub fn load<I: DslIndex>(&self, i: I, order: LoadOrder, scope: Scope) -> T
+            where
+                T: AtomicScalar,
+            {
+                let _ = scope;
+                load_raw(self.addr($what, i), load_order(order))
+            }
+
+            /// Stores `v` to element `i` with `order` at `scope`. `symm_st<order, scope>`.
+            pub fn store<I: DslIndex>(&self, i: I, v: T, order: StoreOrder, scope: Scope)
+            where
+                T: AtomicScalar,
+            {
+                let _ = scope;
+                store_raw(self.addr($what, i), v, store_order(order))
+            }
+
+            /// Atomically adds `v` to element `i`; returns the old value. `atom.add`.
+            pub fn atomic_add<I: DslIndex>(&self, i: I, v: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicAdd + std::ops::Add<Output = T>,
+            {
+                let _ = scope;
+                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| Some(old + v))
+            }
+
+            /// Atomically replaces element `i` with `v`; returns the old value. `atom.exch`.
+            pub fn atomic_exch<I: DslIndex>(&self, i: I, v: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicScalar,
+            {
+                let _ = scope;
+                rmw_raw(self.addr($what, i), rmw_order(order), |_| Some(v))
+            }
+
+            /// Atomically sets element `i` to `new` if it equals `cmp`; returns
+            /// the old value. `atom.cas`.
+            pub fn atomic_cas<I: DslIndex>(&self, i: I, cmp: T, new: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicScalar,
+            {
+                let _ = scope;
+                let cmp_bits = cmp.__to_bits64();
+                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| (old.__to_bits64() == cmp_bits).then_some(new))
+            }
+
+            /// Atomic maximum; returns the old value. `atom.max`.
+            pub fn atomic_max<I: DslIndex>(&self, i: I, v: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicMinMax,
+            {
+                let _ = scope;
+                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| Some(Ord::max(old, v)))
+            }
+
+            /// Atomic minimum; returns the old value. `atom.min`.
+            pub fn atomic_min<I: DslIndex>(&self, i: I, v: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicMinMax,
+            {
+                let _ = scope;
+                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| Some(Ord::min(old, v)))
+            }
+
+            /// Loads the 16 bytes at elements `i..i + N` in one access; `i`
+            /// must be a multiple of `N`. `ld.global.v4.b32`.
+            pub fn load_vec<const N: usize, I: DslIndex>(&self, i: I) -> [T; N] {
+                const { assert!(N * std::mem::size_of::<T>() == 16, "vector accesses move exactly 16 bytes") };
+                let base = self.vec_addr::<N, I>(i);
+                std::array::from_fn(|k| load_raw(base + (k * std::mem::size_of::<T>()) as u64, Ordering::Relaxed))
+            }
+
+            /// Stores 16 bytes to elements `i..i + N` in one access; `i` must
+            /// be a multiple of `N`. `st.global.v4.b32`.
+            pub fn store_vec<const N: usize, I: DslIndex>(&self, i: I, v: [T; N]) {
+                const { assert!(N * std::mem::size_of::<T>() == 16, "vector accesses move exactly 16 bytes") };
+                let base = self.vec_addr::<N, I>(i);
+                for (k, x) in v.into_iter().enumerate() {
+                    store_raw(base + (k * std::mem::size_of::<T>()) as u64, x, Ordering::Relaxed);
+                }
+            }
+
+            /// [`load_vec`](Self::load_vec) that always reads memory. `ld.volatile.global.v4.b32`.
+            pub fn load_vec_volatile<const N: usize, I: DslIndex>(&self, i: I) -> [T; N] {
+                self.load_vec::<N, I>(i)
+            }
+
+            /// [`store_vec`](Self::store_vec) that always writes memory. `st.volatile.global.v4.b32`.
+            pub fn store_vec_volatile<const N: usize, I: DslIndex>(&self, i: I, v: [T; N]) {
+                self.store_vec::<N, I>(i, v)
+            }
+
+            fn vec_addr<const N: usize, I: DslIndex>(&self, i: I) -> u64 {
+                let start = match i.__index() {
+                    Some(s) if s.checked_add(N).is_some_and(|e| e <= self.len) => s,
+                    _ => fault(format!(
+                        "{}: vector access at {} of {N} elements is out of bounds for length {}",
+                        $what,
+                        fmt_index(i),
+                        self.len
+                    )),
+                };
+                let addr = self.ptr + (start * std::mem::size_of::<T>()) as u64;
+                if addr % 16 != 0 {
+                    fault(format!("{}: vector access at element {start} is not 16-byte aligned", $what));
+                }
+                addr
+            }
+        }
+    };
+}
+
+handle!(
+    /// A read-only local device slice; a kernel parameter written `x: &[T]`.
+    /// On the GPU: a pointer and a length.
+    Slice,
+    "slice"
+);
+handle!(
+    /// A writable local device slice; a kernel parameter written `y: &mut [T]`.
+    /// On the GPU: a pointer and a length.
+    SliceMut,
+    "mutable slice"
+);
+handle!(
+    /// One rank's symmetric buffer as mapped for this rank, from
+    /// [`SymmBuf::peer`] or [`SymmBuf::local`]. On the GPU: a pointer and a length.
+    Remote,
+    "remote buffer"
+);
+writable!(SliceMut, "mutable slice");
+writable!(Remote, "remote buffer");
+
+/// A symmetric buffer: every rank's copy, plus signal pads. A kernel
+/// parameter written `buf: SymmBuf<T>`; launch passes a `&SymmetricMemory`.
+pub struct SymmBuf<T> {
+    ptrs: u64,
+    pads: u64,
+    rank: u32,
+    world: u32,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T> Clone for SymmBuf<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SymmBuf<T> {}
+
+impl<T: Scalar> SymmBuf<T> {
+    #[doc(hidden)]
+    pub fn __new(ptrs: u64, pads: u64, rank: u32, world: u32, len: usize) -> Self {
+        SymmBuf {
+            ptrs,
+            pads,
+            rank,
+            world,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    fn table(&self, table: u64, r: u32, what: &str) -> u64 {
+        if r >= self.world {
+            fault(format!(
+                "{what}: rank {r} is out of range for world size {}",
+                self.world
+            ));
+        }
+        load_raw::<u64>(table + 8 * u64::from(r), Ordering::Relaxed)
+    }
+
+    /// Rank `r`'s buffer. `(T*)ptrs[r]`.
+    pub fn peer(&self, r: u32) -> Remote<T> {
+        Remote::__new(self.table(self.ptrs, r, "SymmBuf::peer"), self.len)
+    }
+
+    /// This rank's own buffer. `(T*)ptrs[rank]`.
+    pub fn local(&self) -> Remote<T> {
+        self.peer(self.rank)
+    }
+
+    /// Rank `r`'s signal pad as `u32` slots (see [`super::signal_slot`]).
+    pub fn pad(&self, r: u32) -> Remote<u32> {
+        Remote::__new(
+            self.table(self.pads, r, "SymmBuf::pad"),
+            crate::layout::SIGNAL_PAD_SLOTS,
+        )
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn world_size(&self) -> u32 {
+        self.world
+    }
+
+    /// Elements in each rank's buffer.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffers are empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Signals rank `dst` on `channel` from this block: a system-scope
+    /// release, after the slot is free. Times out (naming rank, block, peer
+    /// and channel) like the host operation. `symm_put`.
+    pub fn put_signal(&self, dst: u32, channel: u32) {
+        let slot = self.slot("put_signal", channel, self.rank);
+        let pad = self.pad(dst);
+        self.spin_until("put_signal", dst, channel, || {
+            pad.atomic_cas(slot, 0, 1, RmwOrder::Release, Scope::System) == 0
+        });
+    }
+
+    /// Waits for rank `src`'s signal on `channel` to this block, consuming
+    /// it: a system-scope acquire. `symm_wait`.
+    pub fn wait_signal(&self, src: u32, channel: u32) {
+        let slot = self.slot("wait_signal", channel, src);
+        let pad = self.pad(self.rank);
+        self.spin_until("wait_signal", src, channel, || {
+            pad.atomic_cas(slot, 1, 0, RmwOrder::Acquire, Scope::System) == 1
+        });
+    }
+
+    fn slot(&self, what: &str, channel: u32, peer: u32) -> u32 {
+        let block = current(what, |t| t.indices()[1][0]);
+        if channel as usize >= SIGNAL_CHANNELS
+            || block as usize >= SIGNAL_BLOCKS
+            || peer as usize >= MAX_WORLD_SIZE
+        {
+            fault(format!(
+                "{what}: channel {channel}, block {block}, peer {peer} is outside the signal pad \
+                 ({SIGNAL_CHANNELS} channels, {SIGNAL_BLOCKS} blocks, {MAX_WORLD_SIZE} ranks)"
+            ));
+        }
+        super::signal_slot(channel, block, peer)
+    }
+
+    fn spin_until(&self, what: &str, peer: u32, channel: u32, mut done: impl FnMut() -> bool) {
+        current(what, |t| {
+            let start = t.globaltimer();
+            while !done() {
+                if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
+                    let [_, block, _, _] = t.indices();
+                    t.fail(format!(
+                        "signal timeout: rank {}, block {}: {what} on channel {channel} with peer {peer} \
+                         did not complete within {} ms",
+                        self.rank,
+                        block[0],
+                        t.timeout_ns() / 1_000_000
+                    ));
+                }
+                t.spin(&|| format!("{what} on channel {channel} with peer {peer}"));
+            }
+        })
+    }
+}
+
+/// A block-shared array of `N` elements, from [`shared_array`].
+/// On the GPU: `__shared__ symm_array<T, N>`.
+pub struct Shared<T, const N: usize> {
+    ptr: u64,
+    _t: PhantomData<T>,
+}
+
+impl<T, const N: usize> Clone for Shared<T, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const N: usize> Copy for Shared<T, N> {}
+
+impl<T: Scalar, const N: usize> Shared<T, N> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        N
+    }
+
+    /// Always false for `N > 0`.
+    pub fn is_empty(&self) -> bool {
+        N == 0
+    }
+
+    #[doc(hidden)]
+    pub fn __get<I: DslIndex>(&self, i: I) -> T {
+        load_raw(
+            self.ptr + (index("shared array", i, N) * std::mem::size_of::<T>()) as u64,
+            Ordering::Relaxed,
+        )
+    }
+
+    #[doc(hidden)]
+    pub fn __set<I: DslIndex>(&self, i: I, v: T) {
+        store_raw(
+            self.ptr + (index("shared array", i, N) * std::mem::size_of::<T>()) as u64,
+            v,
+            Ordering::Relaxed,
+        )
+    }
+}
+
+/// Declares a block-shared array. Only valid as `let s = shared_array::<T, N>();`
+/// at the top of a kernel or device function. `__shared__ symm_array<T, N> s;`.
+pub fn shared_array<T: Scalar, const N: usize>() -> Shared<T, N> {
+    __shared_array_at::<T, N>(0)
+}
+
+#[doc(hidden)]
+pub fn __shared_array_at<T: Scalar, const N: usize>(site: u32) -> Shared<T, N> {
+    let ptr = current("shared_array", |t| {
+        t.shared(
+            site,
+            N * std::mem::size_of::<T>(),
+            std::mem::align_of::<T>().max(16),
+        )
+    });
+    Shared {
+        ptr,
+        _t: PhantomData,
+    }
+}

@@ -1,0 +1,83 @@
+//! The C++ layer between generated kernel code and the prelude: handle
+//! types (`symm_slice`, `symm_buf`), the kernel context, and the wrappers
+//! that DSL methods translate to.
+
+use std::sync::LazyLock;
+
+use crate::cuda_prelude::PRELUDE;
+use crate::signal::{SignalKind, SIGNAL_DEVICE_FNS};
+
+const SUPPORT: &str = r#"
+/* The type of an expression without references or const: how generated code
+   gives a literal the type of the value it combines with. */
+template<class T> struct symm_rr { typedef T type; };
+template<class T> struct symm_rr<T&> { typedef T type; };
+template<class T> struct symm_rr<T&&> { typedef T type; };
+template<class T> struct symm_rr<const T> { typedef T type; };
+template<class T> struct symm_rr<const T&> { typedef T type; };
+#define SYMM_TY(e) typename symm_rr<decltype(e)>::type
+/* A non-deduced context: value arguments convert to the pointer's type. */
+template<class T> struct symm_nd { typedef T type; };
+
+/* Where a kernel records a failure, and how long its waits may take. */
+struct symm_kctx { symm_u32* status; symm_u64 timeout_ns; symm_u32 rank; };
+
+template<typename T> struct symm_slice {
+    T* ptr; symm_u64 len;
+    __device__ __forceinline__ T& operator[](symm_u64 i) const { return ptr[i]; }
+};
+template<typename T> struct symm_buf { const symm_u64* ptrs; const symm_u64* pads; symm_u32 rank; symm_u32 world; symm_u64 len; };
+
+template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s) { return s.len; }
+template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_buf<T>& b) { return b.len; }
+template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(const symm_array<T, N>&) { return N; }
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r) { return symm_slice<T>{(T*)b.ptrs[r], b.len}; }
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b) { return symm_peer(b, b.rank); }
+template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r) { return symm_slice<symm_u32>{(symm_u32*)b.pads[r], SYMM_PAD_SLOTS}; }
+template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b) { return b.rank; }
+template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b) { return b.world; }
+
+/* Rust's `!`: logical on bool, bitwise on integers. */
+template<class T> __device__ __forceinline__ T symm_not(T x) { return ~x; }
+static __device__ __forceinline__ __attribute__((unused)) bool symm_not(bool x) { return !x; }
+
+/* Rust's `%`: truncating for integers, fmod for floats (exact, like Rust). */
+template<class T> __device__ __forceinline__ T symm_rem(T a, T b) { return a % b; }
+static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a, float b) { return fmodf(a, b); }
+static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b) { return fmod(a, b); }
+static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b) { return symm_f32_to_bf16(fmodf(symm_bf16_to_f32(a), symm_bf16_to_f32(b))); }
+static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b) { return symm_f32_to_f16(fmodf(symm_f16_to_f32(a), symm_f16_to_f32(b))); }
+
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_load(symm_slice<T> s, symm_u64 i) { return symm_ld<S, C>(s.ptr + i); }
+template<int S, int C, class T> __device__ __forceinline__ void symm_dsl_store(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { symm_st<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_add(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { return symm_atom_add<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_exch(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { return symm_atom_exch<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_max(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { return symm_atom_max<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_min(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { return symm_atom_min<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_cas(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type c, typename symm_nd<T>::type v) { return symm_atom_cas<S, C>(s.ptr + i, c, v); }
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec(symm_slice<T> s, symm_u64 i) { return symm_ld_vec<T, N>(s.ptr + i); }
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_volatile(symm_slice<T> s, symm_u64 i) { return symm_ld_vec_volatile<T, N>(s.ptr + i); }
+template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec(symm_slice<T> s, symm_u64 i, symm_array<T, N> v) { symm_st_vec<T, N>(s.ptr + i, v); }
+template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec_volatile(symm_slice<T> s, symm_u64 i, symm_array<T, N> v) { symm_st_vec_volatile<T, N>(s.ptr + i, v); }
+
+/* In-kernel signals. A timeout records who failed and ends this thread with
+   `exit` (never `trap`, which would kill the context); the runtime reports
+   the record at the next synchronize. */
+template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel) {
+    if (!symm_put(b.pads, b.rank, dst, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_PUT)) asm volatile("exit;");
+}
+template<class T> __device__ __forceinline__ void symm_dsl_wait_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel) {
+    if (!symm_wait(b.pads, b.rank, src, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_WAIT)) asm volatile("exit;");
+}
+"#;
+
+/// Everything generated kernel code is compiled against: the prelude, the
+/// signal protocol, and [`SUPPORT`].
+pub(crate) static DSL_SUPPORT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{PRELUDE}\n#define SYMM_KIND_PUT {}u\n#define SYMM_KIND_WAIT {}u\n{}\n{SUPPORT}",
+        SignalKind::Put.code(),
+        SignalKind::Wait.code(),
+        &*SIGNAL_DEVICE_FNS
+    )
+});

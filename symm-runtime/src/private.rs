@@ -1,0 +1,338 @@
+//! Items that `#[symm_kernel]` expansions use. Not a public API: generated
+//! code reaches the runtime only through `::symm::__private`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use cudarc::driver::CudaFunction;
+
+pub use crate::buffer::DeviceSlice;
+pub use crate::comm::Comm;
+pub use crate::dsl::memory::DslIndex;
+pub use crate::dsl::thread::{with_thread, KernelThread};
+pub use crate::dsl::{Remote, Scalar, Shared, Slice, SliceMut, SymmBuf};
+pub use crate::error::{Error, Result};
+pub use crate::launch::LaunchConfig;
+pub use crate::symmetric_memory::SymmetricMemory;
+
+use crate::backend::CudaBackend;
+use crate::dsl::support::DSL_SUPPORT;
+
+/// Reading `x[i]` in a CPU body, for handles (shared access).
+pub trait HandleGet<I> {
+    /// The element type.
+    type Output;
+    /// `x[i]`.
+    fn __dsl_get(&self, i: I) -> Self::Output;
+}
+
+/// Writing `x[i] = v` in a CPU body, for writable handles.
+pub trait HandleSet<I>: HandleGet<I> {
+    /// `x[i] = v`.
+    fn __dsl_set(&self, i: I, v: Self::Output);
+}
+
+/// Indexing register arrays in a CPU body (they need `&mut` to write).
+pub trait ArrayIndex<I> {
+    /// The element type.
+    type Output;
+    /// `a[i]`.
+    fn __dsl_get(&self, i: I) -> Self::Output;
+    /// `a[i] = v`.
+    fn __dsl_set(&mut self, i: I, v: Self::Output);
+}
+
+macro_rules! handle_get {
+    ($($h:ident),*) => {$(
+        impl<T: Scalar, I: DslIndex> HandleGet<I> for $h<T> {
+            type Output = T;
+            fn __dsl_get(&self, i: I) -> T { self.__get(i) }
+        }
+    )*};
+}
+macro_rules! handle_set {
+    ($($h:ident),*) => {$(
+        impl<T: Scalar, I: DslIndex> HandleSet<I> for $h<T> {
+            fn __dsl_set(&self, i: I, v: T) { self.__set(i, v) }
+        }
+    )*};
+}
+handle_get!(Slice, SliceMut, Remote);
+handle_set!(SliceMut, Remote);
+
+impl<T: Scalar, const N: usize, I: DslIndex> HandleGet<I> for Shared<T, N> {
+    type Output = T;
+    fn __dsl_get(&self, i: I) -> T {
+        self.__get(i)
+    }
+}
+impl<T: Scalar, const N: usize, I: DslIndex> HandleSet<I> for Shared<T, N> {
+    fn __dsl_set(&self, i: I, v: T) {
+        self.__set(i, v)
+    }
+}
+
+impl<T: Copy, const N: usize, I: DslIndex> ArrayIndex<I> for [T; N] {
+    type Output = T;
+    fn __dsl_get(&self, i: I) -> T {
+        self[array_index(i, N)]
+    }
+    fn __dsl_set(&mut self, i: I, v: T) {
+        self[array_index(i, N)] = v;
+    }
+}
+
+fn array_index<I: DslIndex>(i: I, n: usize) -> usize {
+    match i.__index() {
+        Some(i) if i < n => i,
+        _ => crate::dsl::thread::fault(format!(
+            "register array: index out of bounds for length {n}"
+        )),
+    }
+}
+
+/// What a `#[symm_kernel(device)]` function leaves for kernels that call it.
+#[derive(Debug)]
+pub struct DeviceFn {
+    /// The function's name (for diagnostics and de-duplication).
+    pub name: &'static str,
+    /// Its CUDA C definition.
+    pub source: &'static str,
+    /// Device functions it calls.
+    pub deps: &'static [&'static DeviceFn],
+}
+
+/// Definitions of `direct` and everything they call, callees first, once each.
+pub fn device_sources(direct: &[&'static DeviceFn]) -> String {
+    fn visit(f: &'static DeviceFn, seen: &mut Vec<*const DeviceFn>, out: &mut String) {
+        if seen.contains(&(f as *const _)) {
+            return;
+        }
+        seen.push(f);
+        for d in f.deps {
+            visit(d, seen, out);
+        }
+        out.push_str(f.source);
+        out.push('\n');
+    }
+    let (mut seen, mut out) = (Vec::new(), String::new());
+    for f in direct {
+        visit(f, &mut seen, &mut out);
+    }
+    out
+}
+
+/// The complete CUDA C of one kernel instantiation: support code, device
+/// functions, the kernel body and its `extern "C"` entry.
+pub fn kernel_source(deps: &[&'static DeviceFn], body: &str, entry: &str) -> String {
+    format!(
+        "{}\n{}\n{body}\n{entry}\n",
+        &*DSL_SUPPORT,
+        device_sources(deps)
+    )
+}
+
+/// A kernel parameter slot holding a scalar (the driver reads its size).
+pub fn slot<T: Scalar>(v: T) -> [u8; 8] {
+    v.__to_bits64().to_le_bytes()
+}
+
+/// A kernel parameter slot holding a 64-bit value (pointer, length).
+pub fn slot_u64(v: u64) -> [u8; 8] {
+    v.to_le_bytes()
+}
+
+/// A kernel parameter slot holding a `bool`.
+pub fn slot_bool(v: bool) -> [u8; 8] {
+    slot_u64(u64::from(v))
+}
+
+/// Checks that a slice argument lives on `comm`'s rank; returns (ptr, len).
+pub fn slice_arg<T: crate::Element, S: DeviceSlice<T> + ?Sized>(
+    comm: &Comm,
+    name: &str,
+    s: &S,
+) -> Result<(u64, usize)> {
+    if s.__owner() != comm.owner_id() {
+        return Err(comm.invalid(format!(
+            "argument `{name}` belongs to another rank or group than this launch"
+        )));
+    }
+    Ok((s.device_ptr(), s.len()))
+}
+
+/// Checks a symmetric-buffer argument; returns its parameter slots.
+pub fn symm_arg<T: Scalar>(comm: &Comm, name: &str, s: &SymmetricMemory) -> Result<[[u8; 8]; 5]> {
+    if s.rank() != comm.rank() || s.world_size() != comm.world_size() {
+        return Err(comm.invalid(format!(
+            "argument `{name}` is rank {} of {}, but the launch is on rank {} of {}",
+            s.rank(),
+            s.world_size(),
+            comm.rank(),
+            comm.world_size()
+        )));
+    }
+    if s.dtype() != T::DTYPE {
+        return Err(comm.invalid(format!(
+            "argument `{name}` holds {}, but the kernel expects {}",
+            s.dtype(),
+            T::DTYPE
+        )));
+    }
+    Ok([
+        slot_u64(s.buffer_ptrs_dev()),
+        slot_u64(s.signal_pad_ptrs_dev()),
+        slot_u64(s.rank() as u64),
+        slot_u64(s.world_size() as u64),
+        slot_u64((s.buffer_size() / std::mem::size_of::<T>()) as u64),
+    ])
+}
+
+/// Number of leading parameter slots the runtime fills (status record,
+/// timeout, rank).
+pub const HIDDEN_SLOTS: usize = 3;
+
+/// Compiled instantiations of one kernel, per device.
+pub struct KernelCache {
+    name: &'static str,
+    fns: Mutex<Option<HashMap<(usize, u64), CudaFunction>>>,
+}
+
+fn fnv(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain(std::iter::once(0xff)) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Options every DSL kernel is compiled with. `--fmad=false` because Rust
+/// never contracts `a * b + c` into an FMA, and the GPU must compute what the
+/// CPU body computes.
+pub const KERNEL_OPTIONS: &[&str] = &["--fmad=false"];
+
+impl KernelCache {
+    /// An empty cache for kernel `name`.
+    pub const fn new(name: &'static str) -> KernelCache {
+        KernelCache {
+            name,
+            fns: Mutex::new(None),
+        }
+    }
+
+    /// Launches the instantiation named by `key` (its generic arguments),
+    /// compiling `source(entry)` the first time on each device.
+    pub fn launch(
+        &self,
+        comm: &Comm,
+        key: &[&str],
+        cfg: LaunchConfig,
+        params: &mut [[u8; 8]],
+        source: &dyn Fn(&str) -> String,
+    ) -> Result<()> {
+        check_config(comm, &cfg)?;
+        let Some(b) = comm.backend.as_any().downcast_ref::<CudaBackend>() else {
+            return Err(comm.invalid(format!(
+                "kernel `{}` cannot run on this backend yet: running #[symm_kernel] kernels on the CPU emulator \
+                 is not implemented; use a GPU rank",
+                self.name
+            )));
+        };
+        let h = fnv(key);
+        let ord = b.dev.ordinal;
+        let cached = self
+            .fns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .get(&(ord, h))
+            .cloned();
+        let f = match cached {
+            Some(f) => f,
+            None => {
+                let entry = format!("{}__{h:016x}", self.name);
+                let src = source(&entry);
+                dump(&entry, &src, b.dev.arch);
+                let opts: Vec<String> = KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect();
+                let f = b
+                    .dev
+                    .function_with(comm.rank(), &entry, &src, &entry, &opts)?;
+                self.fns
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(HashMap::new)
+                    .insert((ord, h), f.clone());
+                f
+            }
+        };
+        params[0] = slot_u64(b.status_ptr());
+        params[1] =
+            slot_u64(u64::try_from(comm.options().kernel_timeout.as_nanos()).unwrap_or(u64::MAX));
+        params[2] = slot_u64(comm.rank() as u64);
+        b.dev
+            .launch(&f, &b.stream, cfg.grid, cfg.block, cfg.shared_mem, params)
+            .map_err(|e| b.dev.error(comm.rank(), e))
+    }
+}
+
+fn check_config(comm: &Comm, cfg: &LaunchConfig) -> Result<()> {
+    let (g, b) = (cfg.grid, cfg.block);
+    if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
+        return Err(comm.invalid(format!(
+            "launch config has a zero dimension: grid {g:?}, block {b:?}"
+        )));
+    }
+    let threads = u64::from(b.0) * u64::from(b.1) * u64::from(b.2);
+    if threads > 1024 {
+        return Err(comm.invalid(format!(
+            "a block of {threads} threads is more than the 1024 a GPU allows"
+        )));
+    }
+    Ok(())
+}
+
+/// Writes a kernel's CUDA C and PTX under `$SYMM_DUMP`, if set.
+fn dump(entry: &str, src: &str, arch: crate::jit::Arch) {
+    let Some(dir) = std::env::var_os("SYMM_DUMP") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        tracing::warn!("SYMM_DUMP: cannot create {}: {e}", dir.display());
+        return;
+    }
+    if let Err(e) = std::fs::write(dir.join(format!("{entry}.cu")), src) {
+        tracing::warn!("SYMM_DUMP: {e}");
+    }
+    let opts: Vec<String> = KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect();
+    let req = crate::jit::CompileRequest {
+        kernel_name: entry,
+        source: src,
+        arch,
+        options: &opts,
+    };
+    match crate::jit::JitEngine::global().compile_ptx(&req) {
+        Ok(ptx) => {
+            if let Err(e) = std::fs::write(dir.join(format!("{entry}.ptx")), ptx) {
+                tracing::warn!("SYMM_DUMP: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("SYMM_DUMP: PTX for {entry}: {e}"),
+    }
+}
+
+/// Compiles an instantiation's source to CUBIN without a GPU (CI's check that
+/// every kernel compiles).
+pub fn compile_check(entry: &str, src: &str, arch: crate::jit::Arch) -> Result<()> {
+    let opts: Vec<String> = KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect();
+    let req = crate::jit::CompileRequest {
+        kernel_name: entry,
+        source: src,
+        arch,
+        options: &opts,
+    };
+    crate::jit::JitEngine::global().compile(&req)?;
+    Ok(())
+}
