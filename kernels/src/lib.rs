@@ -1,3 +1,11 @@
+//! Built-in symm kernels, each written with `#[symm_kernel]` only: proof that
+//! the DSL expresses real communication kernels.
 #![warn(missing_docs)]
-//! Built-in symm kernels. Each is written with `#[symm_kernel]`; the
-//! one-shot all-reduce lands here with the DSL.
+
+// Expansions name the runtime as `::symm`, as they do in users' crates; this
+// crate sits below the `symm` facade, so it gives the runtime that name.
+extern crate symm_runtime as symm;
+
+mod collectives;
+
+pub use collectives::{broadcast, ping_pong, ring_all_gather};

@@ -1371,14 +1371,9 @@ impl<'a> Translator<'a> {
                 format!("symm_fma({r}, {b}, {c})")
             }
             ("wrapping_add" | "wrapping_sub" | "wrapping_mul", 1) => {
-                let op = match name.as_str() {
-                    "wrapping_add" => "+",
-                    "wrapping_sub" => "-",
-                    _ => "*",
-                };
                 let b = a(self, 0, Some(&recv_ty));
                 let _ = expect;
-                format!("symm_wrap({r} {op} {b})")
+                format!("symm_{name}({r}, {b})")
             }
             _ if !arity(usize::MAX) => self.err(
                 m.method.span(),

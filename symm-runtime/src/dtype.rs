@@ -52,6 +52,11 @@ impl DType {
         }
     }
 
+    /// Whether this is a floating-point type.
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
     /// Stable numeric code, used on the wire during rendezvous.
     pub(crate) const fn code(self) -> u8 {
         match self {

@@ -278,7 +278,7 @@ fn device(
     cpu_block.stmts.insert(0, syn::parse_quote!(#prelude));
     quote! {
         #(#attrs)*
-        #[allow(clippy::all, unused_mut, unused_variables, unused_parens)]
+        #[allow(clippy::all, unused_mut, unused_variables, unused_parens, unused_braces)]
         #vis fn #name #generics (#(#params),*) #ret #wc #cpu_block
 
         #[doc(hidden)]
@@ -461,7 +461,7 @@ fn kernel(
             }
 
             /// The kernel body as Rust, for the CPU emulator.
-            #[allow(unused_mut, unused_variables, unused_parens)]
+            #[allow(unused_mut, unused_variables, unused_parens, unused_braces)]
             pub fn cpu #generics (#(#params),*) #wc #cpu_block
         }
     }

@@ -132,17 +132,12 @@ macro_rules! handle {
     };
 }
 
-/// Shared body of the writable handles.
-macro_rules! writable {
+/// Loads available on every handle.
+macro_rules! readable {
     ($name:ident, $what:literal) => {
         impl<T: Scalar> $name<T> {
-            #[doc(hidden)]
-            pub fn __set<I: DslIndex>(&self, i: I, v: T) {
-                store_raw(self.addr($what, i), v, Ordering::Relaxed)
-            }
-
             /// Loads element `i` with `order` at `scope`. `symm_ld<order, scope>`.
-            pub fn load<I: DslIndex>(&self, i: I, order: LoadOrder, scope: Scope) -> T
+            pub fn load(&self, i: impl DslIndex, order: LoadOrder, scope: Scope) -> T
             where
                 T: AtomicScalar,
             {
@@ -150,91 +145,20 @@ macro_rules! writable {
                 load_raw(self.addr($what, i), load_order(order))
             }
 
-            /// Stores `v` to element `i` with `order` at `scope`. `symm_st<order, scope>`.
-            pub fn store<I: DslIndex>(&self, i: I, v: T, order: StoreOrder, scope: Scope)
-            where
-                T: AtomicScalar,
-            {
-                let _ = scope;
-                store_raw(self.addr($what, i), v, store_order(order))
-            }
-
-            /// Atomically adds `v` to element `i`; returns the old value. `atom.add`.
-            pub fn atomic_add<I: DslIndex>(&self, i: I, v: T, order: RmwOrder, scope: Scope) -> T
-            where
-                T: AtomicAdd + std::ops::Add<Output = T>,
-            {
-                let _ = scope;
-                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| Some(old + v))
-            }
-
-            /// Atomically replaces element `i` with `v`; returns the old value. `atom.exch`.
-            pub fn atomic_exch<I: DslIndex>(&self, i: I, v: T, order: RmwOrder, scope: Scope) -> T
-            where
-                T: AtomicScalar,
-            {
-                let _ = scope;
-                rmw_raw(self.addr($what, i), rmw_order(order), |_| Some(v))
-            }
-
-            /// Atomically sets element `i` to `new` if it equals `cmp`; returns
-            /// the old value. `atom.cas`.
-            pub fn atomic_cas<I: DslIndex>(&self, i: I, cmp: T, new: T, order: RmwOrder, scope: Scope) -> T
-            where
-                T: AtomicScalar,
-            {
-                let _ = scope;
-                let cmp_bits = cmp.__to_bits64();
-                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| (old.__to_bits64() == cmp_bits).then_some(new))
-            }
-
-            /// Atomic maximum; returns the old value. `atom.max`.
-            pub fn atomic_max<I: DslIndex>(&self, i: I, v: T, order: RmwOrder, scope: Scope) -> T
-            where
-                T: AtomicMinMax,
-            {
-                let _ = scope;
-                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| Some(Ord::max(old, v)))
-            }
-
-            /// Atomic minimum; returns the old value. `atom.min`.
-            pub fn atomic_min<I: DslIndex>(&self, i: I, v: T, order: RmwOrder, scope: Scope) -> T
-            where
-                T: AtomicMinMax,
-            {
-                let _ = scope;
-                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| Some(Ord::min(old, v)))
-            }
-
             /// Loads the 16 bytes at elements `i..i + N` in one access; `i`
             /// must be a multiple of `N`. `ld.global.v4.b32`.
-            pub fn load_vec<const N: usize, I: DslIndex>(&self, i: I) -> [T; N] {
+            pub fn load_vec<const N: usize>(&self, i: impl DslIndex) -> [T; N] {
                 const { assert!(N * std::mem::size_of::<T>() == 16, "vector accesses move exactly 16 bytes") };
-                let base = self.vec_addr::<N, I>(i);
+                let base = self.vec_addr::<N>(i);
                 std::array::from_fn(|k| load_raw(base + (k * std::mem::size_of::<T>()) as u64, Ordering::Relaxed))
             }
 
-            /// Stores 16 bytes to elements `i..i + N` in one access; `i` must
-            /// be a multiple of `N`. `st.global.v4.b32`.
-            pub fn store_vec<const N: usize, I: DslIndex>(&self, i: I, v: [T; N]) {
-                const { assert!(N * std::mem::size_of::<T>() == 16, "vector accesses move exactly 16 bytes") };
-                let base = self.vec_addr::<N, I>(i);
-                for (k, x) in v.into_iter().enumerate() {
-                    store_raw(base + (k * std::mem::size_of::<T>()) as u64, x, Ordering::Relaxed);
-                }
-            }
-
             /// [`load_vec`](Self::load_vec) that always reads memory. `ld.volatile.global.v4.b32`.
-            pub fn load_vec_volatile<const N: usize, I: DslIndex>(&self, i: I) -> [T; N] {
-                self.load_vec::<N, I>(i)
+            pub fn load_vec_volatile<const N: usize>(&self, i: impl DslIndex) -> [T; N] {
+                self.load_vec::<N>(i)
             }
 
-            /// [`store_vec`](Self::store_vec) that always writes memory. `st.volatile.global.v4.b32`.
-            pub fn store_vec_volatile<const N: usize, I: DslIndex>(&self, i: I, v: [T; N]) {
-                self.store_vec::<N, I>(i, v)
-            }
-
-            fn vec_addr<const N: usize, I: DslIndex>(&self, i: I) -> u64 {
+            fn vec_addr<const N: usize>(&self, i: impl DslIndex) -> u64 {
                 let start = match i.__index() {
                     Some(s) if s.checked_add(N).is_some_and(|e| e <= self.len) => s,
                     _ => fault(format!(
@@ -245,13 +169,129 @@ macro_rules! writable {
                     )),
                 };
                 let addr = self.ptr + (start * std::mem::size_of::<T>()) as u64;
-                if addr % 16 != 0 {
+                if !addr.is_multiple_of(16) {
                     fault(format!("{}: vector access at element {start} is not 16-byte aligned", $what));
                 }
                 addr
             }
         }
     };
+}
+
+/// Stores and atomics, on the writable handles.
+macro_rules! writable {
+    ($name:ident, $what:literal) => {
+        impl<T: Scalar> $name<T> {
+            #[doc(hidden)]
+            pub fn __set<I: DslIndex>(&self, i: I, v: T) {
+                store_raw(self.addr($what, i), v, Ordering::Relaxed)
+            }
+
+            /// Stores `v` to element `i` with `order` at `scope`. `symm_st<order, scope>`.
+            pub fn store(&self, i: impl DslIndex, v: T, order: StoreOrder, scope: Scope)
+            where
+                T: AtomicScalar,
+            {
+                let _ = scope;
+                store_raw(self.addr($what, i), v, store_order(order))
+            }
+
+            /// Atomically adds `v` to element `i`; returns the old value. `atom.add`.
+            pub fn atomic_add(&self, i: impl DslIndex, v: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicAdd + std::ops::Add<Output = T>,
+            {
+                let _ = scope;
+                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| {
+                    Some(wrapping_add(old, v))
+                })
+            }
+
+            /// Atomically replaces element `i` with `v`; returns the old value. `atom.exch`.
+            pub fn atomic_exch(&self, i: impl DslIndex, v: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicScalar,
+            {
+                let _ = scope;
+                rmw_raw(self.addr($what, i), rmw_order(order), |_| Some(v))
+            }
+
+            /// Atomically sets element `i` to `new` if it equals `cmp`; returns
+            /// the old value. `atom.cas`.
+            pub fn atomic_cas(
+                &self,
+                i: impl DslIndex,
+                cmp: T,
+                new: T,
+                order: RmwOrder,
+                scope: Scope,
+            ) -> T
+            where
+                T: AtomicScalar,
+            {
+                let _ = scope;
+                let cmp_bits = cmp.__to_bits64();
+                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| {
+                    (old.__to_bits64() == cmp_bits).then_some(new)
+                })
+            }
+
+            /// Atomic maximum; returns the old value. `atom.max`.
+            pub fn atomic_max(&self, i: impl DslIndex, v: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicMinMax,
+            {
+                let _ = scope;
+                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| {
+                    Some(Ord::max(old, v))
+                })
+            }
+
+            /// Atomic minimum; returns the old value. `atom.min`.
+            pub fn atomic_min(&self, i: impl DslIndex, v: T, order: RmwOrder, scope: Scope) -> T
+            where
+                T: AtomicMinMax,
+            {
+                let _ = scope;
+                rmw_raw(self.addr($what, i), rmw_order(order), |old: T| {
+                    Some(Ord::min(old, v))
+                })
+            }
+
+            /// Stores 16 bytes to elements `i..i + N` in one access; `i` must
+            /// be a multiple of `N`. `st.global.v4.b32`.
+            pub fn store_vec<const N: usize>(&self, i: impl DslIndex, v: [T; N]) {
+                const {
+                    assert!(
+                        N * std::mem::size_of::<T>() == 16,
+                        "vector accesses move exactly 16 bytes"
+                    )
+                };
+                let base = self.vec_addr::<N>(i);
+                for (k, x) in v.into_iter().enumerate() {
+                    store_raw(
+                        base + (k * std::mem::size_of::<T>()) as u64,
+                        x,
+                        Ordering::Relaxed,
+                    );
+                }
+            }
+
+            /// [`store_vec`](Self::store_vec) that always writes memory. `st.volatile.global.v4.b32`.
+            pub fn store_vec_volatile<const N: usize>(&self, i: impl DslIndex, v: [T; N]) {
+                self.store_vec::<N>(i, v)
+            }
+        }
+    };
+}
+
+/// Integer atomic adds wrap, as on the GPU; float adds are plain adds.
+fn wrapping_add<T: Scalar + std::ops::Add<Output = T>>(a: T, b: T) -> T {
+    if T::DTYPE.is_float() {
+        a + b
+    } else {
+        T::__from_bits64(a.__to_bits64().wrapping_add(b.__to_bits64()))
+    }
 }
 
 handle!(
@@ -272,6 +312,9 @@ handle!(
     Remote,
     "remote buffer"
 );
+readable!(Slice, "slice");
+readable!(SliceMut, "mutable slice");
+readable!(Remote, "remote buffer");
 writable!(SliceMut, "mutable slice");
 writable!(Remote, "remote buffer");
 

@@ -15,7 +15,7 @@ template<class T> struct symm_rr<T&> { typedef T type; };
 template<class T> struct symm_rr<T&&> { typedef T type; };
 template<class T> struct symm_rr<const T> { typedef T type; };
 template<class T> struct symm_rr<const T&> { typedef T type; };
-#define SYMM_TY(e) typename symm_rr<decltype(e)>::type
+#define SYMM_TY(...) typename symm_rr<decltype(__VA_ARGS__)>::type
 /* A non-deduced context: value arguments convert to the pointer's type. */
 template<class T> struct symm_nd { typedef T type; };
 
@@ -47,6 +47,16 @@ static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a
 static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b) { return fmod(a, b); }
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b) { return symm_f32_to_bf16(fmodf(symm_bf16_to_f32(a), symm_bf16_to_f32(b))); }
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b) { return symm_f32_to_f16(fmodf(symm_f16_to_f32(a), symm_f16_to_f32(b))); }
+
+/* Half-precision square roots, through f32 like the Rust side. */
+static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_sqrt(symm_bf16 a) { return symm_f32_to_bf16(symm_sqrt(symm_bf16_to_f32(a))); }
+static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_sqrt(symm_f16 a) { return symm_f32_to_f16(symm_sqrt(symm_f16_to_f32(a))); }
+
+/* Rust's wrapping_*: computed on 64-bit unsigned values, so signed overflow
+   (undefined in C++) wraps exactly as in Rust. */
+template<class T> __device__ __forceinline__ T symm_wrapping_add(T a, typename symm_nd<T>::type b) { return (T)((symm_u64)a + (symm_u64)b); }
+template<class T> __device__ __forceinline__ T symm_wrapping_sub(T a, typename symm_nd<T>::type b) { return (T)((symm_u64)a - (symm_u64)b); }
+template<class T> __device__ __forceinline__ T symm_wrapping_mul(T a, typename symm_nd<T>::type b) { return (T)((symm_u64)a * (symm_u64)b); }
 
 template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_load(symm_slice<T> s, symm_u64 i) { return symm_ld<S, C>(s.ptr + i); }
 template<int S, int C, class T> __device__ __forceinline__ void symm_dsl_store(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { symm_st<S, C>(s.ptr + i, v); }

@@ -1,0 +1,60 @@
+//! Every built-in kernel compiles to CUBIN with NVRTC on the CPU (sm_90 and
+//! sm_80), for every element type it is used with.
+
+use symm::jit::{nvrtc_available, Arch};
+use symm::kernels::{broadcast, ping_pong, ring_all_gather};
+
+fn nvrtc() -> bool {
+    if nvrtc_available() {
+        return true;
+    }
+    assert!(
+        std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
+        "NVRTC required but not found"
+    );
+    eprintln!("SKIPPED: NVRTC not found; kernels were not compiled");
+    false
+}
+
+const ARCHES: [Arch; 2] = [Arch { major: 9, minor: 0 }, Arch { major: 8, minor: 0 }];
+
+#[test]
+fn builtin_kernels_compile() {
+    if !nvrtc() {
+        return;
+    }
+    for a in ARCHES {
+        ping_pong::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        ring_all_gather::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
+        ring_all_gather::compile_for::<symm::bf16>(a).unwrap_or_else(|e| panic!("{e}"));
+        ring_all_gather::compile_for::<u64>(a).unwrap_or_else(|e| panic!("{e}"));
+        broadcast::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
+        broadcast::compile_for::<symm::f16>(a).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[path = "dsl_suite/mod.rs"]
+mod dsl_suite;
+
+#[test]
+fn test_suite_kernels_compile() {
+    use dsl_suite::*;
+    if !nvrtc() {
+        return;
+    }
+    for a in ARCHES {
+        arith::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
+        arith::compile_for::<f64>(a).unwrap_or_else(|e| panic!("{e}"));
+        arith::compile_for::<symm::bf16>(a).unwrap_or_else(|e| panic!("{e}"));
+        arith::compile_for::<symm::f16>(a).unwrap_or_else(|e| panic!("{e}"));
+        int_ops::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        control::compile_for::<8>(a).unwrap_or_else(|e| panic!("{e}"));
+        atomics::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        vectors::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        shared_reduce::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        shuffles::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        message_passing::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        copy_n::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        wait_on::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
