@@ -15,7 +15,9 @@ use symm::{run, Comm, CommOptions, Error, KernelArg, LaunchConfig, Ranks, RunErr
 
 const T: Duration = Duration::from_secs(10);
 
-type Outcome = Result<String, String>;
+#[path = "support/harness.rs"]
+mod harness;
+use harness::{Harness, Outcome};
 
 fn kernels() -> String {
     format!(
@@ -477,48 +479,15 @@ fn main() {
         ("put_wait_ring", ring),
         ("rendezvous_time", rendezvous_time),
     ];
-    let require = std::env::var("SYMM_REQUIRE_GPU").as_deref() == Ok("1");
-    let worlds: Vec<usize> = std::env::var("SYMM_GPU_WORLDS")
-        .unwrap_or_else(|_| "2,4".into())
-        .split(',')
-        .filter_map(|w| w.trim().parse().ok())
-        .collect();
-    let n = symm::cuda_device_count();
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    let mut run_one = |name: &str, world: usize, f: &dyn Fn() -> Outcome| {
-        let t = Instant::now();
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-            Err(p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default())
-        });
-        let secs = t.elapsed().as_secs_f64();
-        match r {
-            Ok(detail) => {
-                passed += 1;
-                println!("PASS {name:<26} world={world} ({secs:.2} s) {detail}");
-            }
-            Err(e) => {
-                failed += 1;
-                println!("FAIL {name:<26} world={world} ({secs:.2} s) {e}");
-            }
-        }
-    };
-    if n == 0 {
-        println!(
-            "SKIPPED: no CUDA device ({}); every GPU test is skipped",
-            if require {
-                "SYMM_REQUIRE_GPU=1: failing"
-            } else {
-                "set SYMM_REQUIRE_GPU=1 to fail instead"
-            }
+    let mut h = Harness::new("gpu");
+    if h.gpus == 0 {
+        h.skip(
+            1 + tests.len() * h.worlds.len(),
+            "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead",
         );
-        skipped += 1 + tests.len() * worlds.len();
         // The kernels still get compiled, so CI catches a broken test kernel.
         if symm::jit::nvrtc_available() {
-            run_one("test_kernels_compile", 0, &|| {
+            h.run("test_kernels_compile", 0, &|| {
                 let src = kernels();
                 let req = CompileRequest {
                     kernel_name: "gpu_test_kernels",
@@ -530,25 +499,23 @@ fn main() {
                 Ok(format!("CUBIN for sm_90, {} bytes", c.cubin.len()))
             });
         }
-    } else {
-        run_one("jit_compile_times", 1, &jit_times);
+        h.finish();
     }
-    for &world in &worlds {
+    h.run("jit_compile_times", 1, &jit_times);
+    for world in h.worlds.clone() {
+        if world > h.gpus {
+            h.skip(
+                tests.len(),
+                &format!(
+                    "world={world} needs {world} GPUs, this machine has {}",
+                    h.gpus
+                ),
+            );
+            continue;
+        }
         for (name, f) in tests {
-            if world > n {
-                if n > 0 {
-                    println!(
-                        "SKIPPED: {name} world={world} needs {world} GPUs, this machine has {n}"
-                    );
-                    skipped += 1;
-                }
-                continue;
-            }
-            run_one(name, world, &|| f(world));
+            h.run(name, world, &|| f(world));
         }
     }
-    println!("gpu: {passed} passed, {failed} failed, {skipped} skipped");
-    if failed > 0 || (require && skipped > 0) {
-        std::process::exit(1);
-    }
+    h.finish();
 }

@@ -1,0 +1,84 @@
+//! A tiny harness for GPU test binaries (`harness = false`): every test is
+//! reported as passed, failed or skipped, never silently passed, and the
+//! last line is `<name>: N passed, N failed, N skipped`.
+
+#![allow(dead_code)]
+
+use std::time::Instant;
+
+/// A test's result: a one-line detail on success, the reason on failure.
+pub type Outcome = Result<String, String>;
+
+/// Counts and prints outcomes.
+pub struct Harness {
+    name: &'static str,
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    /// Set by `SYMM_REQUIRE_GPU=1`: a skip is then a failure.
+    pub require: bool,
+    /// CUDA devices present.
+    pub gpus: usize,
+    /// World sizes to test (`SYMM_GPU_WORLDS`, default 2 and 4).
+    pub worlds: Vec<usize>,
+}
+
+impl Harness {
+    /// Reads the environment and the device count.
+    pub fn new(name: &'static str) -> Harness {
+        let worlds = std::env::var("SYMM_GPU_WORLDS")
+            .unwrap_or_else(|_| "2,4".into())
+            .split(',')
+            .filter_map(|w| w.trim().parse().ok())
+            .collect();
+        Harness {
+            name,
+            passed: 0,
+            failed: 0,
+            skipped: 0,
+            require: std::env::var("SYMM_REQUIRE_GPU").as_deref() == Ok("1"),
+            gpus: symm::cuda_device_count(),
+            worlds,
+        }
+    }
+
+    /// Runs one test, catching panics.
+    pub fn run(&mut self, name: &str, world: usize, f: &dyn Fn() -> Outcome) {
+        let t = Instant::now();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+            Err(p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default())
+        });
+        let secs = t.elapsed().as_secs_f64();
+        match r {
+            Ok(detail) => {
+                self.passed += 1;
+                println!("PASS {name:<28} world={world} ({secs:.2} s) {detail}");
+            }
+            Err(e) => {
+                self.failed += 1;
+                println!("FAIL {name:<28} world={world} ({secs:.2} s) {e}");
+            }
+        }
+    }
+
+    /// Records `n` skipped tests, loudly.
+    pub fn skip(&mut self, n: usize, why: &str) {
+        self.skipped += n;
+        println!("SKIPPED ({n}): {why}");
+    }
+
+    /// Prints the closing line and exits non-zero on failure (or on a skip
+    /// when a GPU is required).
+    pub fn finish(self) -> ! {
+        println!(
+            "{}: {} passed, {} failed, {} skipped",
+            self.name, self.passed, self.failed, self.skipped
+        );
+        let bad = self.failed > 0 || (self.require && self.skipped > 0);
+        std::process::exit(i32::from(bad))
+    }
+}
