@@ -9,7 +9,7 @@ mkdir -p "$OUT"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]) + "/nvidia/cu13/lib")' 2>/dev/null); do
   [ -e "$d/libnvrtc.so.13" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
 done
-export SYMM_REQUIRE_GPU=1 SYMM_CACHE_DIR="$OUT/jit-cache"
+export SYMM_REQUIRE_GPU=1 SYMM_CACHE_DIR=/tmp/symm-jit-cache
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$OUT/gpus.csv" 2>&1
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 rc=0
