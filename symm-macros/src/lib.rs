@@ -10,6 +10,9 @@ mod generate;
 mod parse;
 mod translate;
 
+#[cfg(test)]
+mod tests;
+
 /// Turns a Rust function into a GPU kernel (or, with `device`, a helper that
 /// kernels call). See the `symm::dsl` module docs for the supported subset.
 ///

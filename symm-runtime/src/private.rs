@@ -326,6 +326,7 @@ fn dump(entry: &str, src: &str, arch: crate::jit::Arch) {
 /// Compiles an instantiation's source to CUBIN without a GPU (CI's check that
 /// every kernel compiles).
 pub fn compile_check(entry: &str, src: &str, arch: crate::jit::Arch) -> Result<()> {
+    dump(entry, src, arch);
     let opts: Vec<String> = KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect();
     let req = crate::jit::CompileRequest {
         kernel_name: entry,

@@ -1,13 +1,75 @@
 //! The kernel DSL: the types and intrinsics a `#[symm_kernel]` body uses.
 //!
-//! A kernel body is Rust, type-checked by rustc against these items, and
-//! translated by the macro to CUDA C. On the CPU the same items run for real
-//! (memory through atomics, with bounds checks), which is what the emulator
-//! executes. Every item's doc says what it becomes on the GPU.
+//! A kernel is a Rust function. rustc type-checks its body against the items
+//! here; the macro translates it to CUDA C, which NVRTC compiles at run time
+//! for the GPU at hand; the same body also runs on the CPU (each access an
+//! atomic with a bounds check), which is what the emulator executes.
 //!
 //! ```ignore
 //! use symm::dsl::*;
+//! use symm::symm_kernel;
+//!
+//! #[symm_kernel]
+//! fn scale<T: DslFloat>(x: &[T], y: &mut [T], a: T, n: u32) {
+//!     let i = block_idx_x() * block_dim_x() + thread_idx_x();
+//!     if i < n {
+//!         y[i] = a * x[i];
+//!     }
+//! }
+//! // scale::launch::<f32>(&comm, LaunchConfig::linear(blocks, 256), &x, &mut y, 2.0, n)?;
 //! ```
+//!
+//! # Signatures
+//! - Kernel parameters: `&[T]` and `&mut [T]` (launch passes any
+//!   [`DeviceSlice`](crate::DeviceSlice): a `SymmBuffer`, a view, a
+//!   `DeviceBuffer`), [`SymmBuf<T>`] (launch passes a `&SymmetricMemory`, whose
+//!   element type is checked), and scalars: `u32`, `u64`, `usize`, `i32`,
+//!   `i64`, `f32`, `f64`, `bool`, `bf16`, `f16` or a generic `T`.
+//! - Generics: type parameters bounded by [`Scalar`] (or [`Num`],
+//!   [`DslFloat`]) become C++ template parameters; const generics (`usize`,
+//!   `u32`, `u64`, `i32`, `bool`) become template constants. Each
+//!   instantiation is compiled once per device.
+//! - `#[symm_kernel(device)]` marks a helper that kernels call; it may also
+//!   take [`Remote`], [`Shared`], arrays, and return values.
+//!
+//! # Body
+//! `let` / `let mut` (shadowing allowed), arithmetic, bitwise, comparison
+//! and logical operators, compound assignment, `as` casts (Rust semantics:
+//! float-to-int saturates), `if`/`else` (also as a value), `while`, `loop`
+//! with `break`/`continue`, `for` over `a..b`, `a..=b` and
+//! `(a..b).step_by(s)` (unrolled when the bounds are constants), early
+//! `return`, blocks (also as values), calls to device helpers, register
+//! arrays `[T; N]` and shared arrays (`let s = shared_array::<T, N>();`).
+//! An unsuffixed literal whose type only later use decides (`let i = 0;`)
+//! must be annotated (`let i: u32 = 0;`): the macro says so at its span.
+//! Not supported (each a compile error saying what to write instead):
+//! `match`, closures, references, tuples, structs, fields, macros, `unsafe`,
+//! labels, `if let`, sub-slicing, and names other than locals, parameters
+//! and const generics.
+//!
+//! # Intrinsics
+//! Thread geometry ([`thread_idx_x`], [`block_idx_x`], [`block_dim_x`],
+//! [`grid_dim_x`], y and z, [`lane_id`]), [`sync_threads`], [`shfl_xor`],
+//! [`ballot`], [`fence`] with a [`Scope`], [`globaltimer`], [`min`], [`max`],
+//! [`abs`], [`fma`], `sqrt`, `to_bits` / `from_bits`, `T::from_f32`,
+//! `to_f32`, `wrapping_add/sub/mul`. On slices and [`Remote`] buffers:
+//! indexing, `load`/`store` with a [`LoadOrder`]/[`StoreOrder`] and a
+//! [`Scope`], `atomic_add`/`exch`/`cas`/`max`/`min` with a [`RmwOrder`], and
+//! 16-byte `load_vec::<N>`/`store_vec` (also `_volatile`). On [`SymmBuf`]:
+//! `peer(r)`, `local()`, `pad(r)`, `rank()`, `world_size()`, `len()`,
+//! `put_signal(dst, channel)` and `wait_signal(src, channel)`. Orderings and
+//! scopes must be written as constants (`LoadOrder::Acquire`).
+//!
+//! # Semantics on the GPU
+//! Integer arithmetic wraps (Rust would panic on overflow in debug builds);
+//! there are no bounds checks (the emulator has them); kernels are compiled
+//! with `--fmad=false`, so `a * b + c` rounds twice exactly as in Rust, and
+//! f32/f64/bf16/f16 results match the CPU body bit for bit. An in-kernel
+//! signal wait that exceeds `CommOptions::kernel_timeout` records the rank,
+//! block, peer and channel and ends the thread; `synchronize` reports it.
+//! Known gap: a literal passed straight to a *generic* device helper whose
+//! other argument fixes the type (`helper(x, 1)`) can fail C++ template
+//! deduction; give the literal a suffix.
 
 mod intrinsics;
 pub(crate) mod memory;
