@@ -32,7 +32,10 @@ fn ring_shift<T: Scalar>(buf: SymmBuf<T>, n: u32) {
 #[test]
 fn examples_compile() {
     if !nvrtc_available() {
-        assert!(std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"), "NVRTC required but not found");
+        assert!(
+            std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
+            "NVRTC required but not found"
+        );
         eprintln!("SKIPPED: NVRTC not found");
         return;
     }
