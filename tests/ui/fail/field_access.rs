@@ -1,0 +1,18 @@
+use symm::dsl::*;
+use symm::symm_kernel;
+
+struct Params {
+    scale: f32,
+}
+
+const PARAMS: Params = Params { scale: 2.0 };
+
+#[symm_kernel]
+fn scale(x: &[f32], y: &mut [f32]) {
+    let i = (block_idx_x() * block_dim_x() + thread_idx_x()) as usize;
+    if i < x.len() {
+        y[i] = x[i] * PARAMS.scale;
+    }
+}
+
+fn main() {}

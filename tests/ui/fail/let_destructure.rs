@@ -1,0 +1,13 @@
+use symm::dsl::*;
+use symm::symm_kernel;
+
+#[symm_kernel]
+fn swap(x: &[f32], y: &mut [f32]) {
+    let i = (block_idx_x() * block_dim_x() + thread_idx_x()) as usize;
+    if i < x.len() {
+        let (_lo, _hi) = (x[i], y[i]);
+        y[i] = x[i];
+    }
+}
+
+fn main() {}
