@@ -198,7 +198,14 @@ impl<'a> Translator<'a> {
         t
     }
 
-    fn err(&mut self, span: Span, msg: impl std::fmt::Display) -> String {
+    /// Records an error underlining all of `node`.
+    fn err<N: quote::ToTokens>(&mut self, node: N, msg: impl std::fmt::Display) -> String {
+        self.errors.push(syn::Error::new_spanned(node, msg));
+        "0".into()
+    }
+
+    /// Records an error at a bare span.
+    fn err_span(&mut self, span: Span, msg: impl std::fmt::Display) -> String {
         self.errors.push(syn::Error::new(span, msg));
         "0".into()
     }
@@ -227,7 +234,7 @@ impl<'a> Translator<'a> {
     fn const_tokens(&mut self, ts: proc_macro2::TokenStream, span: Span) -> String {
         match syn::parse2::<Expr>(ts) {
             Ok(e) => self.const_expr(&e),
-            Err(_) => self.err(
+            Err(_) => self.err_span(
                 span,
                 "array lengths must be integer literals or const generic parameters",
             ),
@@ -251,7 +258,7 @@ impl<'a> Translator<'a> {
                     generic_name(id)
                 } else {
                     self.err(
-                        e.span(),
+                        e,
                         "array lengths must be integer literals or const generic parameters",
                     )
                 }
@@ -269,12 +276,12 @@ impl<'a> Translator<'a> {
             Expr::Block(b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
                 Stmt::Expr(e, None) => self.const_expr(e),
                 _ => self.err(
-                    e.span(),
+                    e,
                     "array lengths must be integer literals or const generic parameters",
                 ),
             },
             _ => self.err(
-                e.span(),
+                e,
                 "array lengths must be integer literals or const generic parameters",
             ),
         }
@@ -346,11 +353,11 @@ impl<'a> Translator<'a> {
             Stmt::Local(l) => self.local(l),
             Stmt::Expr(e, _) => self.expr_stmt(e),
             Stmt::Item(i) => {
-                self.err(i.span(), "items (fn, struct, use, const, ...) cannot be declared inside a kernel; move them outside");
+                self.err(i, "items (fn, struct, use, const, ...) cannot be declared inside a kernel; move them outside");
                 String::new()
             }
             Stmt::Macro(m) => {
-                self.err(m.span(), "macros are not supported in kernels (no println!, assert!, ...); write the code out");
+                self.err(m, "macros are not supported in kernels (no println!, assert!, ...); write the code out");
                 String::new()
             }
         }
@@ -367,7 +374,7 @@ impl<'a> Translator<'a> {
                         (pi.ident.clone(), Some((*pt.ty).clone()))
                     }
                     other => {
-                        self.err(other.span(), "`let` must bind a plain name; destructuring is not supported in kernels");
+                        self.err(other, "`let` must bind a plain name; destructuring is not supported in kernels");
                         return String::new();
                     }
                 }
@@ -383,7 +390,7 @@ impl<'a> Translator<'a> {
             }
             other => {
                 self.err(
-                    other.span(),
+                    other,
                     "`let` must bind a plain name; destructuring is not supported in kernels",
                 );
                 return String::new();
@@ -391,10 +398,7 @@ impl<'a> Translator<'a> {
         };
         if let Some(init) = &l.init {
             if let Some((_, d)) = &init.diverge {
-                self.err(
-                    d.span(),
-                    "`let ... else` is not supported in kernels; use `if`",
-                );
+                self.err(d, "`let ... else` is not supported in kernels; use `if`");
             }
             if let Some((t, n)) = shared_array_call(&init.expr) {
                 let ty = match parse::scalar(&t, &self.generics_only()) {
@@ -413,7 +417,7 @@ impl<'a> Translator<'a> {
             Some(t) => match parse::dsl_type(t, &self.sig.generics, Kind::Device) {
                 Ok(DslType::Shared(..)) => {
                     self.err(
-                        t.span(),
+                        t,
                         "declare shared arrays with `let s = shared_array::<T, N>();`",
                     );
                     None
@@ -433,17 +437,13 @@ impl<'a> Translator<'a> {
                     format!("{ty} {name};\n")
                 }
                 None => {
-                    self.err(
-                        l.span(),
-                        "a `let` without a value needs a type: `let x: f32;`",
-                    );
+                    self.err(l, "a `let` without a value needs a type: `let x: f32;`");
                     String::new()
                 }
             },
             Some(init) => {
                 if ty.is_none() && lit_only(&init.expr) {
-                    self.err(
-                        init.expr.span(),
+                    self.err(&init.expr,
                         "cannot infer this literal's type in a kernel; add a suffix (`0u32`, `1.0f32`) or a type (`let x: u32 = 0;`)",
                     );
                 }
@@ -465,13 +465,14 @@ impl<'a> Translator<'a> {
             Expr::If(i) => self.if_stmt(i),
             Expr::While(w) => {
                 if let Some(l) = &w.label {
-                    self.err(l.span(), "loop labels are not supported in kernels");
+                    self.err(l, "loop labels are not supported in kernels; use a flag variable to leave outer loops");
                 }
                 if let Expr::Let(l) = &*w.cond {
                     self.err(
-                        l.span(),
+                        l,
                         "`while let` is not supported in kernels; use `while` with a condition",
                     );
+                    return String::new();
                 }
                 let c = self.expr(&w.cond, Some("bool"));
                 let b = self.block(&w.body);
@@ -479,7 +480,7 @@ impl<'a> Translator<'a> {
             }
             Expr::Loop(l) => {
                 if let Some(lb) = &l.label {
-                    self.err(lb.span(), "loop labels are not supported in kernels");
+                    self.err(lb, "loop labels are not supported in kernels; use a flag variable to leave outer loops");
                 }
                 let b = self.block(&l.body);
                 format!("while (true) {b}")
@@ -487,13 +488,16 @@ impl<'a> Translator<'a> {
             Expr::ForLoop(f) => self.for_loop(f),
             Expr::Block(b) => {
                 if let Some(l) = &b.label {
-                    self.err(l.span(), "block labels are not supported in kernels");
+                    self.err(
+                        l,
+                        "block labels are not supported in kernels; use `if` to skip code",
+                    );
                 }
                 self.block(&b.block)
             }
             Expr::Return(r) => {
                 if self.in_lambda > 0 {
-                    self.err(r.span(), "`return` inside an `if` or block used as a value is not supported; use a statement");
+                    self.err(r, "`return` inside an `if` or block used as a value is not supported; use a statement");
                 }
                 match &r.expr {
                     Some(v) => {
@@ -509,14 +513,13 @@ impl<'a> Translator<'a> {
             }
             Expr::Break(b) => {
                 if b.label.is_some() || b.expr.is_some() {
-                    self.err(
-                        b.span(),
-                        "`break` with a label or value is not supported in kernels",
+                    self.err(b,
+                        "`break` with a label or value is not supported in kernels; set a variable and `break` from the innermost loop",
                     );
                 }
                 if self.in_lambda > 0 {
                     self.err(
-                        b.span(),
+                        b,
                         "`break` inside an `if` or block used as a value is not supported",
                     );
                 }
@@ -524,14 +527,11 @@ impl<'a> Translator<'a> {
             }
             Expr::Continue(c) => {
                 if c.label.is_some() {
-                    self.err(
-                        c.span(),
-                        "`continue` with a label is not supported in kernels",
-                    );
+                    self.err(c, "`continue` with a label is not supported in kernels");
                 }
                 if self.in_lambda > 0 {
                     self.err(
-                        c.span(),
+                        c,
                         "`continue` inside an `if` or block used as a value is not supported",
                     );
                 }
@@ -546,10 +546,8 @@ impl<'a> Translator<'a> {
 
     fn if_stmt(&mut self, i: &syn::ExprIf) -> String {
         if let Expr::Let(l) = &*i.cond {
-            self.err(
-                l.span(),
-                "`if let` is not supported in kernels; use a condition",
-            );
+            self.err(l, "`if let` is not supported in kernels; use a condition");
+            return String::new();
         }
         let c = self.expr(&i.cond, Some("bool"));
         let t = self.block(&i.then_branch);
@@ -567,7 +565,7 @@ impl<'a> Translator<'a> {
 
     fn for_loop(&mut self, f: &syn::ExprForLoop) -> String {
         if let Some(l) = &f.label {
-            self.err(l.span(), "loop labels are not supported in kernels");
+            self.err(l, "loop labels are not supported in kernels; use a flag variable to leave outer loops");
         }
         let var = match &*f.pat {
             Pat::Ident(pi)
@@ -577,7 +575,7 @@ impl<'a> Translator<'a> {
             }
             Pat::Wild(_) => None,
             other => {
-                self.err(other.span(), "`for` must bind a plain name or `_`");
+                self.err(other, "`for` must bind a plain name or `_`");
                 None
             }
         };
@@ -590,13 +588,13 @@ impl<'a> Translator<'a> {
         };
         let Expr::Range(r) = range else {
             self.err(
-                f.expr.span(),
+                &f.expr,
                 "kernels loop only over ranges: `for i in a..b`, `a..=b` or `(a..b).step_by(s)`",
             );
             return String::new();
         };
         let (Some(start), Some(end)) = (&r.start, &r.end) else {
-            self.err(r.span(), "kernel ranges need both ends: `a..b`");
+            self.err(r, "kernel ranges need both ends: `a..b`");
             return String::new();
         };
         let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
@@ -721,10 +719,7 @@ impl<'a> Translator<'a> {
                     .map(String::from)
                     .or_else(|| expect.map(String::from));
                 if !i.suffix().is_empty() && suffix_cpp(i.suffix()).is_none() {
-                    return self.err(
-                        i.span(),
-                        format!("unsupported literal suffix `{}`", i.suffix()),
-                    );
+                    return self.err(i, format!("unsupported literal suffix `{}`", i.suffix()));
                 }
                 match ty {
                     Some(t) => format!("(({t}){}ULL)", i.base10_digits()),
@@ -749,7 +744,7 @@ impl<'a> Translator<'a> {
             }
             Lit::Bool(b) => (if b.value { "true" } else { "false" }).into(),
             other => self.err(
-                other.span(),
+                other,
                 "only integer, float and bool literals are supported in kernels",
             ),
         }
@@ -768,8 +763,7 @@ impl<'a> Translator<'a> {
                 match u.op {
                     UnOp::Neg(_) => format!("(-{v})"),
                     UnOp::Not(_) => format!("symm_not({v})"),
-                    _ => self.err(
-                        u.span(),
+                    _ => self.err(u,
                         "dereferencing is not supported in kernels; index slices instead",
                     ),
                 }
@@ -796,8 +790,7 @@ impl<'a> Translator<'a> {
             }
             Expr::Index(i) => {
                 if let Expr::Range(r) = &*i.index {
-                    return self.err(
-                        r.span(),
+                    return self.err(r,
                         "sub-slicing is not supported in kernels; pass offsets as integers",
                     );
                 }
@@ -810,7 +803,7 @@ impl<'a> Translator<'a> {
             Expr::If(i) => self.if_value(i, expect),
             Expr::Block(b) => {
                 if b.label.is_some() {
-                    return self.err(b.span(), "block labels are not supported in kernels");
+                    return self.err(b, "block labels are not supported in kernels; use `if` to skip code");
                 }
                 self.lambda(&b.block, expect)
             }
@@ -823,7 +816,7 @@ impl<'a> Translator<'a> {
                     .collect();
                 match et {
                     Some(t) => format!("symm_array<{t}, {}ULL>{{{{{}}}}}", vals.len(), vals.join(", ")),
-                    None => self.err(a.span(), "cannot infer this array's element type; annotate the `let` or suffix a literal"),
+                    None => self.err(a, "cannot infer this array's element type; annotate the `let` or suffix a literal"),
                 }
             }
             Expr::Repeat(r) => {
@@ -833,52 +826,43 @@ impl<'a> Translator<'a> {
                 let n = self.const_expr(&r.len);
                 match et {
                     Some(t) => format!("symm_array_fill<{t}, {n}>({v})"),
-                    None => self.err(r.span(), "cannot infer this array's element type; annotate the `let` or suffix a literal"),
+                    None => self.err(r, "cannot infer this array's element type; annotate the `let` or suffix a literal"),
                 }
             }
-            Expr::Reference(r) => self.err(
-                r.span(),
+            Expr::Reference(r) => self.err(r,
                 "references are not supported in kernel bodies; pass values or slices",
             ),
-            Expr::Closure(c) => self.err(
-                c.span(),
+            Expr::Closure(c) => self.err(c,
                 "closures are not supported in kernels; write a `#[symm_kernel(device)]` function",
             ),
-            Expr::Match(m) => self.err(
-                m.span(),
+            Expr::Match(m) => self.err(m,
                 "`match` is not supported in kernels; use `if`/`else`",
             ),
-            Expr::Tuple(t) => self.err(
-                t.span(),
+            Expr::Tuple(t) => self.err(t,
                 "tuples are not supported in kernels; use separate variables or an array",
             ),
-            Expr::Struct(s) => self.err(s.span(), "struct literals are not supported in kernels"),
-            Expr::Field(f) => self.err(
-                f.span(),
-                "field access is not supported in kernels; DSL handles expose methods",
+            Expr::Struct(s) => self.err(s, "struct literals are not supported in kernels; pass the fields as separate parameters or variables"),
+            Expr::Field(f) => self.err(f,
+                "field access is not supported in kernels; pass the field as its own parameter (DSL handles offer methods such as `len()` and `rank()`)",
             ),
-            Expr::Macro(m) => self.err(
-                m.span(),
+            Expr::Macro(m) => self.err(m,
                 "macros are not supported in kernels (no println!, assert!, ...)",
             ),
-            Expr::Range(r) => self.err(r.span(), "ranges are only supported as `for` loop bounds"),
-            Expr::Unsafe(u) => self.err(u.span(), "`unsafe` blocks are not supported in kernels"),
-            Expr::Try(t) => self.err(t.span(), "`?` is not supported in kernels"),
-            Expr::Async(a) => self.err(a.span(), "`async` is not supported in kernels"),
-            Expr::Await(a) => self.err(a.span(), "`.await` is not supported in kernels"),
-            Expr::Let(l) => self.err(
-                l.span(),
+            Expr::Range(r) => self.err(r, "ranges are only supported as `for` loop bounds"),
+            Expr::Unsafe(u) => self.err(u, "`unsafe` blocks are not supported in kernels; the DSL has no unsafe operations, so write the code without `unsafe`"),
+            Expr::Try(t) => self.err(t, "`?` is not supported in kernels"),
+            Expr::Async(a) => self.err(a, "`async` is not supported in kernels"),
+            Expr::Await(a) => self.err(a, "`.await` is not supported in kernels"),
+            Expr::Let(l) => self.err(l,
                 "`let` expressions (`if let`, `while let`) are not supported in kernels",
             ),
-            Expr::While(_) | Expr::Loop(_) | Expr::ForLoop(_) => self.err(
-                e.span(),
+            Expr::While(_) | Expr::Loop(_) | Expr::ForLoop(_) => self.err(e,
                 "loops cannot be used as values in kernels; use them as statements",
             ),
-            Expr::Return(_) | Expr::Break(_) | Expr::Continue(_) => self.err(
-                e.span(),
+            Expr::Return(_) | Expr::Break(_) | Expr::Continue(_) => self.err(e,
                 "`return`, `break` and `continue` must be statements in kernels",
             ),
-            other => self.err(other.span(), "this expression is not supported in kernels"),
+            other => self.err(other, "this expression is not supported in kernels"),
         }
     }
 
@@ -900,7 +884,7 @@ impl<'a> Translator<'a> {
             Expr::Path(_) | Expr::Index(_) => self.expr(e, None),
             Expr::Paren(p) => self.place(&p.expr),
             other => self.err(
-                other.span(),
+                other,
                 "only variables and indexed elements can be assigned in kernels",
             ),
         }
@@ -926,8 +910,7 @@ impl<'a> Translator<'a> {
             {
                 return generic_name(id);
             }
-            return self.err(
-                id.span(),
+            return self.err(id,
                 format!("`{id}` is not a local variable, parameter or const generic; kernels can only read those (pass other values as parameters)"),
             );
         }
@@ -970,7 +953,13 @@ impl<'a> Translator<'a> {
                 return v;
             }
         }
-        self.err(p.span(), "unsupported path in a kernel; kernels read locals, parameters, const generics and `u32::MAX`-style constants")
+        if p.path.segments.len() >= 2 {
+            let enum_name = p.path.segments[p.path.segments.len() - 2].ident.to_string();
+            if ["LoadOrder", "StoreOrder", "RmwOrder", "Scope"].contains(&enum_name.as_str()) {
+                return self.err(p, format!("`{enum_name}` values cannot be stored; write them inline where they are used, as in `x.load(i, LoadOrder::Acquire, Scope::System)`"));
+            }
+        }
+        self.err(p, "unsupported path in a kernel; kernels read locals, parameters, const generics and `u32::MAX`-style constants")
     }
 
     fn binary(&mut self, b: &syn::ExprBinary, expect: Option<&str>) -> String {
@@ -1045,13 +1034,10 @@ impl<'a> Translator<'a> {
 
     fn if_value(&mut self, i: &syn::ExprIf, expect: Option<&str>) -> String {
         if let Expr::Let(l) = &*i.cond {
-            return self.err(
-                l.span(),
-                "`if let` is not supported in kernels; use a condition",
-            );
+            return self.err(l, "`if let` is not supported in kernels; use a condition");
         }
         let Some((_, else_e)) = &i.else_branch else {
-            return self.err(i.span(), "an `if` used as a value needs an `else` branch");
+            return self.err(i, "an `if` used as a value needs an `else` branch");
         };
         let then_tail = (i.then_branch.stmts.len() == 1)
             .then(|| block_tail(&i.then_branch))
@@ -1114,10 +1100,7 @@ impl<'a> Translator<'a> {
             }
         }
         if block_tail(b).is_none() {
-            self.err(
-                b.span(),
-                "a block used as a value must end with an expression",
-            );
+            self.err(b, "a block used as a value must end with an expression");
         }
         out += "}";
         self.scopes.pop();
@@ -1126,15 +1109,12 @@ impl<'a> Translator<'a> {
 
     fn call(&mut self, c: &syn::ExprCall, expect: Option<&str>) -> String {
         let Expr::Path(p) = &*c.func else {
-            return self.err(
-                c.func.span(),
-                "only named functions can be called in kernels",
-            );
+            return self.err(&c.func, "only named functions can be called in kernels");
         };
         let segs: Vec<&syn::PathSegment> = p.path.segments.iter().collect();
         let last = match segs.last() {
             Some(l) => *l,
-            None => return self.err(p.span(), "empty path"),
+            None => return self.err(p, "empty path"),
         };
         let name = last.ident.to_string();
         // `T::from_f32(x)`, `f32::from_bits(u)`, ...
@@ -1151,11 +1131,11 @@ impl<'a> Translator<'a> {
                         "double" => format!("symm_f64_from_bits((symm_u64)({}))", args[0]),
                         "symm_bf16" => format!("symm_bf16_from_bits((symm_u16)({}))", args[0]),
                         "symm_f16" => format!("symm_f16_from_bits((symm_u16)({}))", args[0]),
-                        _ => self.err(c.span(), "`from_bits` exists for f32, f64, bf16 and f16"),
+                        _ => self.err(c, "`from_bits` exists for f32, f64, bf16 and f16"),
                     },
                     ("zero", 0) => format!("symm_from_f32<{cty}>(0.0f)"),
                     ("one", 0) => format!("symm_from_f32<{cty}>(1.0f)"),
-                    _ => self.err(c.span(), format!("`{ty_seg}::{name}` is not supported in kernels; supported: from_f32, from_bits, zero, one")),
+                    _ => self.err(c, format!("`{ty_seg}::{name}` is not supported in kernels; supported: from_f32, from_bits, zero, one")),
                 };
             }
         }
@@ -1166,11 +1146,11 @@ impl<'a> Translator<'a> {
                 .all(|s| s.ident == "symm" || s.ident == "dsl" || s.ident == "crate");
         if intrinsic_path {
             if name == "shared_array" {
-                return self.err(c.span(), "`shared_array` must be the whole initialiser of a `let`: `let s = shared_array::<f32, 256>();`");
+                return self.err(c, "`shared_array` must be the whole initialiser of a `let`: `let s = shared_array::<f32, 256>();`");
             }
             if let Some((_, arity, template, _)) = INTRINSICS.iter().find(|i| i.0 == name) {
                 if c.args.len() != *arity {
-                    return self.err(c.span(), format!("`{name}` takes {arity} argument(s)"));
+                    return self.err(c, format!("`{name}` takes {arity} argument(s)"));
                 }
                 // Literal arguments take the type of the first typed argument.
                 let typed = c.args.iter().find(|a| !is_unsuffixed_lit(a));
@@ -1186,9 +1166,7 @@ impl<'a> Translator<'a> {
             if name == "fence" {
                 let scope = match c.args.first() {
                     Some(a) => self.scope_arg(a),
-                    None => {
-                        return self.err(c.span(), "`fence` takes a scope: `fence(Scope::System)`")
-                    }
+                    None => return self.err(c, "`fence` takes a scope: `fence(Scope::System)`"),
                 };
                 return format!("symm_fence<{scope}>()");
             }
@@ -1223,7 +1201,7 @@ impl<'a> Translator<'a> {
                             }
                         },
                         syn::GenericArgument::Const(e) => self.const_expr(e),
-                        other => self.err(other.span(), "unsupported generic argument"),
+                        other => self.err(other, "unsupported generic argument"),
                     });
                 }
                 format!("<{}>", v.join(", "))
@@ -1265,7 +1243,7 @@ impl<'a> Translator<'a> {
             }
         }
         self.err(
-            e.span(),
+            e,
             format!(
                 "the ordering must be written out as a constant, such as `{enum_name}::Relaxed`"
             ),
@@ -1289,7 +1267,7 @@ impl<'a> Translator<'a> {
                 }
             }
         }
-        self.err(e.span(), "the scope must be written out as a constant: `Scope::Block`, `Scope::Gpu` or `Scope::System`")
+        self.err(e, "the scope must be written out as a constant: `Scope::Block`, `Scope::Gpu` or `Scope::System`")
     }
 
     fn method(&mut self, m: &syn::ExprMethodCall, expect: Option<&str>) -> String {
@@ -1354,7 +1332,7 @@ impl<'a> Translator<'a> {
                     let i = a(self, 0, Some("symm_u64"));
                     format!("symm_dsl_{name}<{t}>({r}, {i})")
                 }
-                None => self.err(m.span(), format!("write the vector width: `.{name}::<4>(i)`")),
+                None => self.err(m, format!("write the vector width: `.{name}::<4>(i)`")),
             },
             ("store_vec" | "store_vec_volatile", 2) => {
                 let i = a(self, 0, Some("symm_u64"));
@@ -1375,8 +1353,7 @@ impl<'a> Translator<'a> {
                 let _ = expect;
                 format!("symm_{name}({r}, {b})")
             }
-            _ if !arity(usize::MAX) => self.err(
-                m.method.span(),
+            _ if !arity(usize::MAX) => self.err(&m.method,
                 format!("method `{name}` with {n} argument(s) is not supported in kernels; see the symm::dsl docs for the supported methods"),
             ),
             _ => unreachable!(),

@@ -149,7 +149,7 @@ pub fn scalar(ty: &Type, generics: &[Generic]) -> syn::Result<Scalar> {
         ty.span(),
         format!(
             "unsupported type `{}` in a kernel; {TYPE_HELP}",
-            quote::quote!(#ty)
+            type_str(ty)
         ),
     ))
 }
@@ -223,7 +223,7 @@ pub fn dsl_type(ty: &Type, generics: &[Generic], kind: Kind) -> syn::Result<DslT
             ty.span(),
             format!(
                 "unsupported type `{}` in a kernel; {TYPE_HELP}",
-                quote::quote!(#ty)
+                type_str(ty)
             ),
         )),
     }
@@ -234,7 +234,10 @@ pub fn sig(f: &ItemFn, kind: Kind) -> syn::Result<Sig> {
     let s = &f.sig;
     let mut errors: Vec<syn::Error> = Vec::new();
     if let Some(a) = &s.asyncness {
-        errors.push(err(a.span(), "kernels cannot be `async`"));
+        errors.push(err(
+            a.span(),
+            "kernels cannot be `async`; write a plain `fn` (launches are already asynchronous)",
+        ));
     }
     if let Some(u) = &s.unsafety {
         errors.push(err(
@@ -366,4 +369,15 @@ pub fn sig(f: &ItemFn, kind: Kind) -> syn::Result<Sig> {
             ret,
         }),
     }
+}
+
+/// A type as the user wrote it, without the token spacing of `to_string`.
+fn type_str(ty: &Type) -> String {
+    quote::quote!(#ty)
+        .to_string()
+        .replace(" < ", "<")
+        .replace(" >", ">")
+        .replace("< ", "<")
+        .replace(" ,", ",")
+        .replace("& ", "&")
 }
