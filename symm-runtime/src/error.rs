@@ -111,6 +111,34 @@ pub enum Error {
         message: String,
     },
 
+    /// A kernel failed on the CPU emulator (out of bounds, timeout, ...).
+    #[error("{message}")]
+    KernelFault {
+        /// The kernel.
+        kernel: String,
+        /// Rank whose launch failed.
+        rank: usize,
+        /// Which block and thread, what happened, and the kernel source line.
+        message: String,
+    },
+
+    /// No simulated thread of any rank made progress: a deadlock, reported
+    /// instead of hanging.
+    #[error(
+        "kernel `{kernel}` on rank {rank} made no progress for {stalled:?}; its simulated threads wait on:{report}"
+    )]
+    KernelHang {
+        /// The kernel.
+        kernel: String,
+        /// Rank whose threads are listed.
+        rank: usize,
+        /// How long nothing moved.
+        stalled: Duration,
+        /// One line per group of blocked threads: where, what for, and the
+        /// kernel source location.
+        report: String,
+    },
+
     /// A rank's closure panicked inside [`crate::run_local`] or [`crate::run`].
     #[error("rank {rank} panicked: {message}")]
     RankPanicked {

@@ -19,6 +19,7 @@ pub mod dsl;
 #[path = "private.rs"]
 pub mod __private;
 mod dtype;
+mod emulator;
 mod error;
 mod hostmem;
 pub mod jit;

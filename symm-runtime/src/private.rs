@@ -23,12 +23,14 @@ pub trait HandleGet<I> {
     /// The element type.
     type Output;
     /// `x[i]`.
+    #[track_caller]
     fn __dsl_get(&self, i: I) -> Self::Output;
 }
 
 /// Writing `x[i] = v` in a CPU body, for writable handles.
 pub trait HandleSet<I>: HandleGet<I> {
     /// `x[i] = v`.
+    #[track_caller]
     fn __dsl_set(&self, i: I, v: Self::Output);
 }
 
@@ -37,8 +39,10 @@ pub trait ArrayIndex<I> {
     /// The element type.
     type Output;
     /// `a[i]`.
+    #[track_caller]
     fn __dsl_get(&self, i: I) -> Self::Output;
     /// `a[i] = v`.
+    #[track_caller]
     fn __dsl_set(&mut self, i: I, v: Self::Output);
 }
 
@@ -46,6 +50,7 @@ macro_rules! handle_get {
     ($($h:ident),*) => {$(
         impl<T: Scalar, I: DslIndex> HandleGet<I> for $h<T> {
             type Output = T;
+            #[track_caller]
             fn __dsl_get(&self, i: I) -> T { self.__get(i) }
         }
     )*};
@@ -53,6 +58,7 @@ macro_rules! handle_get {
 macro_rules! handle_set {
     ($($h:ident),*) => {$(
         impl<T: Scalar, I: DslIndex> HandleSet<I> for $h<T> {
+            #[track_caller]
             fn __dsl_set(&self, i: I, v: T) { self.__set(i, v) }
         }
     )*};
@@ -62,11 +68,13 @@ handle_set!(SliceMut, Remote);
 
 impl<T: Scalar, const N: usize, I: DslIndex> HandleGet<I> for Shared<T, N> {
     type Output = T;
+    #[track_caller]
     fn __dsl_get(&self, i: I) -> T {
         self.__get(i)
     }
 }
 impl<T: Scalar, const N: usize, I: DslIndex> HandleSet<I> for Shared<T, N> {
+    #[track_caller]
     fn __dsl_set(&self, i: I, v: T) {
         self.__set(i, v)
     }
@@ -74,14 +82,17 @@ impl<T: Scalar, const N: usize, I: DslIndex> HandleSet<I> for Shared<T, N> {
 
 impl<T: Copy, const N: usize, I: DslIndex> ArrayIndex<I> for [T; N] {
     type Output = T;
+    #[track_caller]
     fn __dsl_get(&self, i: I) -> T {
         self[array_index(i, N)]
     }
+    #[track_caller]
     fn __dsl_set(&mut self, i: I, v: T) {
         self[array_index(i, N)] = v;
     }
 }
 
+#[track_caller]
 fn array_index<I: DslIndex>(i: I, n: usize) -> usize {
     match i.__index() {
         Some(i) if i < n => i,
@@ -188,6 +199,17 @@ pub fn symm_arg<T: Scalar>(comm: &Comm, name: &str, s: &SymmetricMemory) -> Resu
     ])
 }
 
+/// The CPU body's view of a symmetric-buffer argument.
+pub fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
+    SymmBuf::__new(
+        s.buffer_ptrs_dev(),
+        s.signal_pad_ptrs_dev(),
+        s.rank() as u32,
+        s.world_size() as u32,
+        s.buffer_size() / std::mem::size_of::<T>(),
+    )
+}
+
 /// Number of leading parameter slots the runtime fills (status record,
 /// timeout, rank).
 pub const HIDDEN_SLOTS: usize = 3;
@@ -231,14 +253,12 @@ impl KernelCache {
         cfg: LaunchConfig,
         params: &mut [[u8; 8]],
         source: &dyn Fn(&str) -> String,
+        cpu: &dyn Fn(),
     ) -> Result<()> {
         check_config(comm, &cfg)?;
         let Some(b) = comm.backend.as_any().downcast_ref::<CudaBackend>() else {
-            return Err(comm.invalid(format!(
-                "kernel `{}` cannot run on this backend yet: running #[symm_kernel] kernels on the CPU emulator \
-                 is not implemented; use a GPU rank",
-                self.name
-            )));
+            // Not a GPU: run the CPU body on the emulator.
+            return crate::emulator::run(comm, self.name, cfg, cpu);
         };
         let h = fnv(key);
         let ord = b.dev.ordinal;

@@ -281,3 +281,31 @@ pub fn wait_on(buf: SymmBuf<u32>, src: u32, channel: u32) {
         buf.wait_signal(src, channel);
     }
 }
+
+/// A plain one-shot all-reduce (sum, fixed rank order, so every rank gets
+/// the same bits): per-block barrier, pull-and-sum, closing barrier.
+#[symm_kernel]
+pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32) {
+    let rank = buf.rank();
+    let world = buf.world_size();
+    let t = thread_idx_x();
+    if t < world && t != rank {
+        buf.put_signal(t, 4);
+        buf.wait_signal(t, 4);
+    }
+    sync_threads();
+    let mut i = block_idx_x() * block_dim_x() + t;
+    while i < n {
+        let mut acc: f32 = 0.0;
+        for r in 0..world {
+            acc += buf.peer(r)[i];
+        }
+        out[i] = acc;
+        i += grid_dim_x() * block_dim_x();
+    }
+    sync_threads();
+    if t < world && t != rank {
+        buf.put_signal(t, 5);
+        buf.wait_signal(t, 5);
+    }
+}

@@ -346,6 +346,7 @@ fn kernel(
     // Launcher parameters and slot packing.
     let mut largs = Vec::new();
     let mut packs = Vec::new();
+    let mut cpu_args = Vec::new();
     for (a, p) in f.sig.inputs.iter().zip(&sig.params) {
         let FnArg::Typed(pt) = a else { continue };
         let n = &p.name;
@@ -359,12 +360,20 @@ fn kernel(
                 } else {
                     largs.push(quote!(#n: &(impl ::symm::DeviceSlice<#e> + ?Sized)));
                 }
+                let a = quote::format_ident!("__a_{}", n);
+                let handle = if r.mutability.is_some() {
+                    quote!(SliceMut)
+                } else {
+                    quote!(Slice)
+                };
                 packs.push(quote! {
                     let (__ptr, __len) = ::symm::__private::slice_arg::<#e, _>(comm, #n_str, &*#n)?;
                     __p[__k] = ::symm::__private::slot_u64(__ptr);
                     __p[__k + 1] = ::symm::__private::slot_u64(__len as u64);
                     __k += 2;
+                    let #a = ::symm::dsl::#handle::<#e>::__new(__ptr, __len);
                 });
+                cpu_args.push(quote!(#a));
             }
             (DslType::SymmBuf(_), Type::Path(tp)) => {
                 let e = match tp.path.segments.last().map(|s| &s.arguments) {
@@ -372,11 +381,14 @@ fn kernel(
                     _ => None,
                 };
                 largs.push(quote!(#n: &::symm::SymmetricMemory));
+                let a = quote::format_ident!("__a_{}", n);
                 packs.push(quote! {
                     let __s = ::symm::__private::symm_arg::<#e>(comm, #n_str, #n)?;
                     __p[__k..__k + 5].copy_from_slice(&__s);
                     __k += 5;
+                    let #a = ::symm::__private::symm_handle::<#e>(#n);
                 });
+                cpu_args.push(quote!(#a));
             }
             (DslType::Scalar(s), t) => {
                 largs.push(quote!(#n: #t));
@@ -389,6 +401,7 @@ fn kernel(
                     _ => quote!(::symm::__private::slot(#n)),
                 };
                 packs.push(quote! { __p[__k] = #slot; __k += 1; });
+                cpu_args.push(quote!(#n));
             }
             _ => {}
         }
@@ -468,7 +481,7 @@ fn kernel(
                 let _ = __k;
                 let __key = __key #tf ();
                 let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
-                __CACHE.launch(comm, &__key, cfg, &mut __p, &|__e| __source #tf (__e))
+                __CACHE.launch(comm, &__key, cfg, &mut __p, &|__e| __source #tf (__e), &|| cpu #tf (#(#cpu_args),*))
             }
 
             /// The kernel body as Rust, for the CPU emulator.

@@ -26,21 +26,27 @@ pub fn lane_id() -> u32 {
 }
 
 /// Barrier for every thread of the block. `__syncthreads()`.
+#[track_caller]
 pub fn sync_threads() {
-    current("sync_threads", |t| t.sync_threads())
+    let loc = std::panic::Location::caller();
+    current("sync_threads", |t| t.sync_threads(loc))
 }
 
 /// The value of `v` held by lane `lane_id() ^ lane_mask`, across the full
 /// warp. `shfl.sync.bfly`.
+#[track_caller]
 pub fn shfl_xor<T: Scalar>(v: T, lane_mask: u32) -> T {
+    let loc = std::panic::Location::caller();
     T::__from_bits64(current("shfl_xor", |t| {
-        t.shfl_xor(v.__to_bits64(), lane_mask)
+        t.shfl_xor(v.__to_bits64(), lane_mask, loc)
     }))
 }
 
 /// Bit `i` set when lane `i`'s `pred` is true. `vote.sync.ballot`.
+#[track_caller]
 pub fn ballot(pred: bool) -> u32 {
-    current("ballot", |t| t.ballot(pred))
+    let loc = std::panic::Location::caller();
+    current("ballot", |t| t.ballot(pred, loc))
 }
 
 /// Orders this thread's memory accesses for observers in `scope`.

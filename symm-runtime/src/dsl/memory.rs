@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
 use super::scalar::{AtomicAdd, AtomicMinMax, AtomicScalar, Scalar};
-use super::thread::{current, fault};
+use super::thread::{current, fault, tick};
 use super::{LoadOrder, RmwOrder, Scope, StoreOrder};
 use crate::hostmem;
 use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
@@ -29,6 +29,7 @@ macro_rules! dsl_index {
 }
 dsl_index!(u32, u64, usize, i32, i64);
 
+#[track_caller]
 fn index<I: DslIndex>(what: &str, i: I, len: usize) -> usize {
     match i.__index() {
         Some(i) if i < len => i,
@@ -121,10 +122,12 @@ macro_rules! handle {
             }
 
             #[doc(hidden)]
+            #[track_caller]
             pub fn __get<I: DslIndex>(&self, i: I) -> T {
                 load_raw(self.addr($what, i), Ordering::Relaxed)
             }
 
+            #[track_caller]
             fn addr<I: DslIndex>(&self, what: &str, i: I) -> u64 {
                 self.ptr + (index(what, i, self.len) * std::mem::size_of::<T>()) as u64
             }
@@ -137,16 +140,19 @@ macro_rules! readable {
     ($name:ident, $what:literal) => {
         impl<T: Scalar> $name<T> {
             /// Loads element `i` with `order` at `scope`. `symm_ld<order, scope>`.
+            #[track_caller]
             pub fn load(&self, i: impl DslIndex, order: LoadOrder, scope: Scope) -> T
             where
                 T: AtomicScalar,
             {
                 let _ = scope;
+                tick();
                 load_raw(self.addr($what, i), load_order(order))
             }
 
             /// Loads the 16 bytes at elements `i..i + N` in one access; `i`
             /// must be a multiple of `N`. `ld.global.v4.b32`.
+            #[track_caller]
             pub fn load_vec<const N: usize>(&self, i: impl DslIndex) -> [T; N] {
                 const { assert!(N * std::mem::size_of::<T>() == 16, "vector accesses move exactly 16 bytes") };
                 let base = self.vec_addr::<N>(i);
@@ -158,6 +164,7 @@ macro_rules! readable {
                 self.load_vec::<N>(i)
             }
 
+            #[track_caller]
             fn vec_addr<const N: usize>(&self, i: impl DslIndex) -> u64 {
                 let start = match i.__index() {
                     Some(s) if s.checked_add(N).is_some_and(|e| e <= self.len) => s,
@@ -183,41 +190,49 @@ macro_rules! writable {
     ($name:ident, $what:literal) => {
         impl<T: Scalar> $name<T> {
             #[doc(hidden)]
+            #[track_caller]
             pub fn __set<I: DslIndex>(&self, i: I, v: T) {
                 store_raw(self.addr($what, i), v, Ordering::Relaxed)
             }
 
             /// Stores `v` to element `i` with `order` at `scope`. `symm_st<order, scope>`.
+            #[track_caller]
             pub fn store(&self, i: impl DslIndex, v: T, order: StoreOrder, scope: Scope)
             where
                 T: AtomicScalar,
             {
                 let _ = scope;
+                tick();
                 store_raw(self.addr($what, i), v, store_order(order))
             }
 
             /// Atomically adds `v` to element `i`; returns the old value. `atom.add`.
+            #[track_caller]
             pub fn atomic_add(&self, i: impl DslIndex, v: T, order: RmwOrder, scope: Scope) -> T
             where
                 T: AtomicAdd + std::ops::Add<Output = T>,
             {
                 let _ = scope;
+                tick();
                 rmw_raw(self.addr($what, i), rmw_order(order), |old: T| {
                     Some(wrapping_add(old, v))
                 })
             }
 
             /// Atomically replaces element `i` with `v`; returns the old value. `atom.exch`.
+            #[track_caller]
             pub fn atomic_exch(&self, i: impl DslIndex, v: T, order: RmwOrder, scope: Scope) -> T
             where
                 T: AtomicScalar,
             {
                 let _ = scope;
+                tick();
                 rmw_raw(self.addr($what, i), rmw_order(order), |_| Some(v))
             }
 
             /// Atomically sets element `i` to `new` if it equals `cmp`; returns
             /// the old value. `atom.cas`.
+            #[track_caller]
             pub fn atomic_cas(
                 &self,
                 i: impl DslIndex,
@@ -230,6 +245,7 @@ macro_rules! writable {
                 T: AtomicScalar,
             {
                 let _ = scope;
+                tick();
                 let cmp_bits = cmp.__to_bits64();
                 rmw_raw(self.addr($what, i), rmw_order(order), |old: T| {
                     (old.__to_bits64() == cmp_bits).then_some(new)
@@ -237,22 +253,26 @@ macro_rules! writable {
             }
 
             /// Atomic maximum; returns the old value. `atom.max`.
+            #[track_caller]
             pub fn atomic_max(&self, i: impl DslIndex, v: T, order: RmwOrder, scope: Scope) -> T
             where
                 T: AtomicMinMax,
             {
                 let _ = scope;
+                tick();
                 rmw_raw(self.addr($what, i), rmw_order(order), |old: T| {
                     Some(Ord::max(old, v))
                 })
             }
 
             /// Atomic minimum; returns the old value. `atom.min`.
+            #[track_caller]
             pub fn atomic_min(&self, i: impl DslIndex, v: T, order: RmwOrder, scope: Scope) -> T
             where
                 T: AtomicMinMax,
             {
                 let _ = scope;
+                tick();
                 rmw_raw(self.addr($what, i), rmw_order(order), |old: T| {
                     Some(Ord::min(old, v))
                 })
@@ -260,6 +280,7 @@ macro_rules! writable {
 
             /// Stores 16 bytes to elements `i..i + N` in one access; `i` must
             /// be a multiple of `N`. `st.global.v4.b32`.
+            #[track_caller]
             pub fn store_vec<const N: usize>(&self, i: impl DslIndex, v: [T; N]) {
                 const {
                     assert!(
@@ -349,6 +370,7 @@ impl<T: Scalar> SymmBuf<T> {
         }
     }
 
+    #[track_caller]
     fn table(&self, table: u64, r: u32, what: &str) -> u64 {
         if r >= self.world {
             fault(format!(
@@ -360,6 +382,7 @@ impl<T: Scalar> SymmBuf<T> {
     }
 
     /// Rank `r`'s buffer. `(T*)ptrs[r]`.
+    #[track_caller]
     pub fn peer(&self, r: u32) -> Remote<T> {
         Remote::__new(self.table(self.ptrs, r, "SymmBuf::peer"), self.len)
     }
@@ -400,24 +423,39 @@ impl<T: Scalar> SymmBuf<T> {
     /// Signals rank `dst` on `channel` from this block: a system-scope
     /// release, after the slot is free. Times out (naming rank, block, peer
     /// and channel) like the host operation. `symm_put`.
+    #[track_caller]
     pub fn put_signal(&self, dst: u32, channel: u32) {
+        let loc = std::panic::Location::caller();
         let slot = self.slot("put_signal", channel, self.rank);
         let pad = self.pad(dst);
-        self.spin_until("put_signal", dst, channel, || {
+        let what = || {
+            format!(
+                "put_signal to peer {dst} on channel {channel} (slot {slot} of rank {dst}'s pad still holds the \
+                 previous signal; it must be 0)"
+            )
+        };
+        self.spin_until("put_signal", dst, channel, loc, &what, || {
             pad.atomic_cas(slot, 0, 1, RmwOrder::Release, Scope::System) == 0
         });
     }
 
     /// Waits for rank `src`'s signal on `channel` to this block, consuming
     /// it: a system-scope acquire. `symm_wait`.
+    #[track_caller]
     pub fn wait_signal(&self, src: u32, channel: u32) {
+        let loc = std::panic::Location::caller();
         let slot = self.slot("wait_signal", channel, src);
         let pad = self.pad(self.rank);
-        self.spin_until("wait_signal", src, channel, || {
+        let rank = self.rank;
+        let what = || {
+            format!("wait_signal from peer {src} on channel {channel} (slot {slot} of rank {rank}'s pad; expects 1)")
+        };
+        self.spin_until("wait_signal", src, channel, loc, &what, || {
             pad.atomic_cas(slot, 1, 0, RmwOrder::Acquire, Scope::System) == 1
         });
     }
 
+    #[track_caller]
     fn slot(&self, what: &str, channel: u32, peer: u32) -> u32 {
         let block = current(what, |t| t.indices()[1][0]);
         if channel as usize >= SIGNAL_CHANNELS
@@ -432,21 +470,32 @@ impl<T: Scalar> SymmBuf<T> {
         super::signal_slot(channel, block, peer)
     }
 
-    fn spin_until(&self, what: &str, peer: u32, channel: u32, mut done: impl FnMut() -> bool) {
-        current(what, |t| {
+    fn spin_until(
+        &self,
+        op: &str,
+        peer: u32,
+        channel: u32,
+        loc: &'static std::panic::Location<'static>,
+        what: &dyn Fn() -> String,
+        mut done: impl FnMut() -> bool,
+    ) {
+        current(op, |t| {
             let start = t.globaltimer();
             while !done() {
                 if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
                     let [_, block, _, _] = t.indices();
-                    t.fail(format!(
-                        "signal timeout: rank {}, block {}: {what} on channel {channel} with peer {peer} \
-                         did not complete within {} ms",
-                        self.rank,
-                        block[0],
-                        t.timeout_ns() / 1_000_000
-                    ));
+                    t.fail(
+                        format!(
+                            "signal timeout: rank {}, block {}: {op} on channel {channel} with peer {peer} did not \
+                             complete within {} ms",
+                            self.rank,
+                            block[0],
+                            t.timeout_ns() / 1_000_000
+                        ),
+                        loc,
+                    );
                 }
-                t.spin(&|| format!("{what} on channel {channel} with peer {peer}"));
+                t.spin(what, loc);
             }
         })
     }
@@ -504,11 +553,7 @@ pub fn shared_array<T: Scalar, const N: usize>() -> Shared<T, N> {
 #[doc(hidden)]
 pub fn __shared_array_at<T: Scalar, const N: usize>(site: u32) -> Shared<T, N> {
     let ptr = current("shared_array", |t| {
-        t.shared(
-            site,
-            N * std::mem::size_of::<T>(),
-            std::mem::align_of::<T>().max(16),
-        )
+        t.shared(site, N * std::mem::size_of::<T>())
     });
     Shared {
         ptr,

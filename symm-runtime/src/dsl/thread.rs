@@ -1,12 +1,15 @@
 //! The hook through which DSL intrinsics reach the CPU emulator.
 //!
 //! On the GPU, `thread_idx_x()` is a register read. On the CPU it needs to
-//! know which simulated thread is running; the emulator installs a
-//! [`KernelThread`] for the current OS thread before running a kernel body.
+//! know which simulated thread is running; the emulator makes a
+//! [`KernelThread`] current on the OS thread before resuming each simulated
+//! thread.
 
 use std::cell::Cell;
+use std::panic::Location;
 
-/// What a simulated GPU thread can ask of the emulator.
+/// What a simulated GPU thread can ask of the emulator. `loc` arguments are
+/// the kernel source locations that diagnostics name.
 #[doc(hidden)]
 pub trait KernelThread {
     /// `threadIdx`, `blockIdx`, `blockDim`, `gridDim`.
@@ -14,25 +17,37 @@ pub trait KernelThread {
     /// This thread's rank.
     fn rank(&self) -> u32;
     /// Block barrier.
-    fn sync_threads(&self);
+    fn sync_threads(&self, loc: &'static Location<'static>);
     /// Butterfly shuffle of a 64-bit payload within the warp.
-    fn shfl_xor(&self, bits: u64, lane_mask: u32) -> u64;
+    fn shfl_xor(&self, bits: u64, lane_mask: u32, loc: &'static Location<'static>) -> u64;
     /// Warp vote.
-    fn ballot(&self, pred: bool) -> u32;
+    fn ballot(&self, pred: bool, loc: &'static Location<'static>) -> u32;
     /// Address of the block's shared array for call site `site`.
-    fn shared(&self, site: u32, bytes: usize, align: usize) -> u64;
-    /// Called inside spin loops, so other simulated threads can run.
-    fn spin(&self, what: &dyn Fn() -> String);
+    fn shared(&self, site: u32, bytes: usize) -> u64;
+    /// Called in a wait loop whose condition failed, so other simulated
+    /// threads can run; `what` describes the wait for hang reports.
+    fn spin(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>);
+    /// Called on every ordered memory operation, so that busy loops written
+    /// with loads and atomics cannot starve other simulated threads.
+    fn tick(&self) {}
     /// Nanoseconds of the simulated global timer.
     fn globaltimer(&self) -> u64;
     /// Timeout for in-kernel waits, in nanoseconds.
     fn timeout_ns(&self) -> u64;
     /// Stops this thread's kernel with an error (out of bounds, timeout).
-    fn fail(&self, message: String) -> !;
+    fn fail(&self, message: String, loc: &'static Location<'static>) -> !;
 }
 
 thread_local! {
     static CURRENT: Cell<Option<*const dyn KernelThread>> = const { Cell::new(None) };
+}
+
+/// Makes `t` the current simulated thread of this OS thread (or none).
+///
+/// # Safety
+/// `t` must stay valid until it is replaced or cleared.
+pub(crate) unsafe fn set_current(t: Option<*const dyn KernelThread>) {
+    CURRENT.with(|c| c.set(t));
 }
 
 /// Runs `f` with `t` installed as the current simulated thread.
@@ -59,7 +74,7 @@ pub fn with_thread<R>(t: &dyn KernelThread, f: impl FnOnce() -> R) -> R {
 /// DSL intrinsics have no meaning in plain host code.
 pub(crate) fn current<R>(what: &str, f: impl FnOnce(&dyn KernelThread) -> R) -> R {
     match CURRENT.with(|c| c.get()) {
-        // SAFETY: `with_thread` keeps the pointee alive while it is installed.
+        // SAFETY: whoever installed the pointer keeps it valid while installed.
         Some(p) => f(unsafe { &*p }),
         None => panic!(
             "symm::dsl::{what} was called outside a kernel; kernel bodies run through their `launch` \
@@ -68,12 +83,22 @@ pub(crate) fn current<R>(what: &str, f: impl FnOnce(&dyn KernelThread) -> R) -> 
     }
 }
 
+/// Lets the emulator interleave busy loops; a no-op outside kernels.
+pub(crate) fn tick() {
+    if let Some(p) = CURRENT.with(|c| c.get()) {
+        // SAFETY: as in `current`.
+        unsafe { &*p }.tick()
+    }
+}
+
 /// Reports a fault from DSL code: through the emulator when one is running,
 /// as a panic otherwise.
+#[track_caller]
 pub(crate) fn fault(message: String) -> ! {
+    let loc = Location::caller();
     match CURRENT.with(|c| c.get()) {
         // SAFETY: as in `current`.
-        Some(p) => unsafe { &*p }.fail(message),
-        None => panic!("{message}"),
+        Some(p) => unsafe { &*p }.fail(message, loc),
+        None => panic!("{message} (at {loc})"),
     }
 }

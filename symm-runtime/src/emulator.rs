@@ -1,0 +1,545 @@
+//! The CPU emulator's kernel execution: every simulated GPU thread of a
+//! launch runs the kernel's CPU body as a stackful coroutine on the calling
+//! (rank's) OS thread.
+//!
+//! Threads yield at block barriers, warp collectives, failed wait
+//! conditions, and every few ordered memory operations; a round-robin
+//! scheduler resumes them. Blocks run in windows of at most
+//! [`WINDOW_THREADS`] threads, in block order on every rank, so kernels
+//! whose blocks wait on the same block index of other ranks (the usual
+//! pattern) make progress.
+//!
+//! A launch fails, instead of hanging, when no simulated thread of any rank
+//! has made progress for [`stall`] time: the error lists, per group of
+//! blocked threads, what they wait for and the kernel source line.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{AssertUnwindSafe, Location};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+use crate::comm::Comm;
+use crate::dsl::thread::{set_current, KernelThread};
+use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
+
+/// Most simulated threads alive at once on one rank.
+pub const WINDOW_THREADS: usize = 4096;
+/// Stack of one simulated thread.
+const STACK_BYTES: usize = 64 * 1024;
+/// Ordered memory operations between forced yields.
+const PREEMPT_EVERY: u32 = 32;
+
+/// Per group: bumped whenever a simulated thread of any of its ranks makes
+/// progress. Per group, so that unrelated emulations in the same process
+/// (concurrent tests) cannot hide a deadlock.
+fn progress_counter(comm: &Comm) -> Arc<AtomicU64> {
+    type Counters = Mutex<HashMap<(usize, String), Arc<AtomicU64>>>;
+    static COUNTERS: OnceLock<Counters> = OnceLock::new();
+    let key = (
+        Arc::as_ptr(comm.store()) as *const () as usize,
+        comm.key_prefix().to_string(),
+    );
+    let mut map = COUNTERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    map.entry(key).or_default().clone()
+}
+
+/// How long no rank may make progress before a launch is declared hung.
+pub fn stall(comm: &Comm) -> Duration {
+    comm.options().kernel_timeout.min(Duration::from_secs(2))
+}
+
+/// What a simulated thread hands the scheduler when it yields.
+enum Event {
+    Barrier(&'static Location<'static>),
+    Shfl(u64, u32, &'static Location<'static>),
+    Ballot(bool, &'static Location<'static>),
+    /// A wait whose condition failed; `what` lives on the suspended stack.
+    Blocked(*const dyn Fn() -> String, &'static Location<'static>),
+    Preempted,
+}
+
+/// The panic payload of a fault raised by a simulated thread.
+struct Fault(String);
+
+struct Launch {
+    name: &'static str,
+    rank: u32,
+    timeout_ns: u64,
+    epoch: Instant,
+    grid: [u32; 3],
+    block: [u32; 3],
+    stall: Duration,
+    progress: Arc<AtomicU64>,
+}
+
+struct Thread {
+    idx: [[u32; 3]; 4],
+    linear_block: u32,
+    linear_thread: u32,
+    launch: *const Launch,
+    shared: *const RefCell<HashMap<u32, Box<[AtomicU64]>>>,
+    yielder: Cell<*const Yielder<u64, Event>>,
+    ops: Cell<u32>,
+}
+
+impl Thread {
+    fn launch(&self) -> &Launch {
+        // SAFETY: the Launch outlives every Thread of it (both owned by `run`).
+        unsafe { &*self.launch }
+    }
+
+    fn suspend(&self, e: Event) -> u64 {
+        let y = self.yielder.get();
+        // SAFETY: set when the coroutine started; the Yielder lives on that
+        // coroutine's stack, which is the stack we are running on now.
+        unsafe { &*y }.suspend(e)
+    }
+
+    fn place(&self) -> String {
+        let l = self.launch();
+        format!(
+            "kernel `{}` on rank {}, block {}, thread {}",
+            l.name, l.rank, self.linear_block, self.linear_thread
+        )
+    }
+}
+
+impl KernelThread for Thread {
+    fn indices(&self) -> [[u32; 3]; 4] {
+        self.idx
+    }
+    fn rank(&self) -> u32 {
+        self.launch().rank
+    }
+    fn sync_threads(&self, loc: &'static Location<'static>) {
+        self.suspend(Event::Barrier(loc));
+    }
+    fn shfl_xor(&self, bits: u64, lane_mask: u32, loc: &'static Location<'static>) -> u64 {
+        self.suspend(Event::Shfl(bits, lane_mask, loc))
+    }
+    fn ballot(&self, pred: bool, loc: &'static Location<'static>) -> u32 {
+        self.suspend(Event::Ballot(pred, loc)) as u32
+    }
+    fn shared(&self, site: u32, bytes: usize) -> u64 {
+        // SAFETY: the block's map outlives its threads; only this OS thread uses it.
+        let mut map = unsafe { &*self.shared }.borrow_mut();
+        let words = map.entry(site).or_insert_with(|| {
+            (0..bytes.div_ceil(8).max(1))
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        });
+        words.as_ptr() as u64
+    }
+    fn spin(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>) {
+        // SAFETY (lifetime erasure): the scheduler only calls `what` while
+        // this thread is suspended inside this call, so its frame is alive.
+        let what: *const (dyn Fn() -> String + '_) = what;
+        let what: *const dyn Fn() -> String = unsafe { std::mem::transmute(what) };
+        self.suspend(Event::Blocked(what, loc));
+    }
+    fn tick(&self) {
+        let n = self.ops.get().wrapping_add(1);
+        self.ops.set(n);
+        if n.is_multiple_of(PREEMPT_EVERY) {
+            self.suspend(Event::Preempted);
+        }
+    }
+    fn globaltimer(&self) -> u64 {
+        self.launch().epoch.elapsed().as_nanos() as u64
+    }
+    fn timeout_ns(&self) -> u64 {
+        self.launch().timeout_ns
+    }
+    fn fail(&self, message: String, loc: &'static Location<'static>) -> ! {
+        std::panic::resume_unwind(Box::new(Fault(format!(
+            "{}: {message} (at {loc})",
+            self.place()
+        ))))
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum State {
+    Ready(u64),
+    Barrier(&'static Location<'static>),
+    Collective(Collective),
+    Blocked(*const dyn Fn() -> String, &'static Location<'static>),
+    Done,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Collective {
+    Shfl(u64, u32, &'static Location<'static>),
+    Ballot(bool, &'static Location<'static>),
+}
+
+fn dims(d: (u32, u32, u32)) -> [u32; 3] {
+    [d.0, d.1, d.2]
+}
+
+fn unflatten(i: u32, d: [u32; 3]) -> [u32; 3] {
+    [i % d[0], (i / d[0]) % d[1], i / (d[0] * d[1])]
+}
+
+/// Runs a launch to completion on the emulator.
+pub(crate) fn run(
+    comm: &Comm,
+    name: &'static str,
+    cfg: LaunchConfig,
+    body: &dyn Fn(),
+) -> Result<()> {
+    let (grid, block) = (dims(cfg.grid), dims(cfg.block));
+    let launch = Launch {
+        name,
+        rank: comm.rank() as u32,
+        timeout_ns: u64::try_from(comm.options().kernel_timeout.as_nanos()).unwrap_or(u64::MAX),
+        epoch: Instant::now(),
+        grid,
+        block,
+        stall: stall(comm),
+        progress: progress_counter(comm),
+    };
+    let blocks = grid.iter().product::<u32>();
+    let per_block = block.iter().product::<u32>();
+    let window = (WINDOW_THREADS / per_block as usize).max(1) as u32;
+    let mut stacks: Vec<DefaultStack> = Vec::new();
+    let mut first = 0u32;
+    while first < blocks {
+        let last = (first + window).min(blocks);
+        run_window(&launch, first..last, body, &mut stacks)?;
+        first = last;
+    }
+    Ok(())
+}
+
+fn run_window(
+    launch: &Launch,
+    range: std::ops::Range<u32>,
+    body: &dyn Fn(),
+    stacks: &mut Vec<DefaultStack>,
+) -> Result<()> {
+    let (grid, block, stall, progress) =
+        (launch.grid, launch.block, launch.stall, &*launch.progress);
+    let per_block = block.iter().product::<u32>() as usize;
+    let shared: Vec<RefCell<HashMap<u32, Box<[AtomicU64]>>>> = range
+        .clone()
+        .map(|_| RefCell::new(HashMap::new()))
+        .collect();
+    let mut threads: Vec<Box<Thread>> = Vec::new();
+    for (bi, b) in range.clone().enumerate() {
+        for t in 0..per_block as u32 {
+            threads.push(Box::new(Thread {
+                idx: [unflatten(t, block), unflatten(b, grid), block, grid],
+                linear_block: b,
+                linear_thread: t,
+                launch,
+                shared: &shared[bi],
+                yielder: Cell::new(std::ptr::null()),
+                ops: Cell::new(0),
+            }));
+        }
+    }
+    let mut cos = Vec::with_capacity(threads.len());
+    for th in &threads {
+        let stack = match stacks.pop() {
+            Some(s) => s,
+            None => DefaultStack::new(STACK_BYTES).map_err(|e| Error::InvalidArgument {
+                rank: launch.rank as usize,
+                message: format!("the emulator could not allocate a thread stack: {e}"),
+            })?,
+        };
+        let th: *const Thread = &**th;
+        // SAFETY: the closure borrows `body` and a Thread, both of which
+        // outlive every coroutine: this function drives each coroutine to
+        // completion or drops it (unwinding its stack) before returning.
+        let co = unsafe {
+            Coroutine::with_stack_unchecked(stack, move |y: &Yielder<u64, Event>, _: u64| {
+                (*th).yielder.set(y);
+                body();
+            })
+        };
+        cos.push(Some(co));
+    }
+    let mut state = vec![State::Ready(0); threads.len()];
+    let mut last_progress = Instant::now();
+    let mut seen = progress.load(Ordering::Relaxed);
+    loop {
+        let mut progressed = false;
+        for i in 0..threads.len() {
+            let input = match state[i] {
+                State::Ready(v) => v,
+                State::Blocked(..) => 0,
+                _ => continue,
+            };
+            let Some(co) = cos[i].as_mut() else { continue };
+            let t: &dyn KernelThread = &*threads[i];
+            // SAFETY: `threads[i]` lives until the end of this function, and
+            // the pointer is cleared right after the resume.
+            unsafe { set_current(Some(t as *const dyn KernelThread)) };
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| co.resume(input)));
+            // SAFETY: clears the pointer set above.
+            unsafe { set_current(None) };
+            let was_blocked = matches!(state[i], State::Blocked(..));
+            match r {
+                Err(payload) => return Err(fault(launch, &threads[i], payload)),
+                Ok(CoroutineResult::Return(())) => {
+                    state[i] = State::Done;
+                    if let Some(co) = cos[i].take() {
+                        stacks.push(co.into_stack());
+                    }
+                    progressed = true;
+                }
+                Ok(CoroutineResult::Yield(e)) => {
+                    let next = match e {
+                        Event::Barrier(l) => State::Barrier(l),
+                        Event::Shfl(v, m, l) => State::Collective(Collective::Shfl(v, m, l)),
+                        Event::Ballot(p, l) => State::Collective(Collective::Ballot(p, l)),
+                        Event::Blocked(w, l) => State::Blocked(w, l),
+                        // A wait loop's own memory operations tick too: a
+                        // blocked thread preempted while re-checking is
+                        // still blocked, not progressing.
+                        Event::Preempted if was_blocked => state[i],
+                        Event::Preempted => State::Ready(0),
+                    };
+                    progressed |= !(was_blocked && matches!(next, State::Blocked(..)));
+                    state[i] = next;
+                }
+            }
+        }
+        progressed |= resolve_barriers(launch, &threads, &mut state, per_block)?;
+        progressed |= resolve_warps(launch, &threads, &mut state, per_block)?;
+        if state.iter().all(|s| *s == State::Done) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if progressed {
+            seen = progress.fetch_add(1, Ordering::Relaxed) + 1;
+            last_progress = now;
+        } else {
+            let g = progress.load(Ordering::Relaxed);
+            if g != seen {
+                seen = g;
+                last_progress = now;
+            } else if now - last_progress >= stall {
+                return Err(hang(launch, &threads, &state, stall));
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Releases every block whose live threads all wait at the barrier.
+fn resolve_barriers(
+    launch: &Launch,
+    threads: &[Box<Thread>],
+    state: &mut [State],
+    per_block: usize,
+) -> Result<bool> {
+    let mut any = false;
+    for b in 0..state.len() / per_block {
+        let s = &mut state[b * per_block..(b + 1) * per_block];
+        let live = s.iter().filter(|x| **x != State::Done).count();
+        let at = s.iter().filter(|x| matches!(x, State::Barrier(_))).count();
+        if live > 0 && at == live {
+            s.iter_mut()
+                .filter(|x| matches!(x, State::Barrier(_)))
+                .for_each(|x| *x = State::Ready(0));
+            any = true;
+        }
+        let _ = (launch, threads);
+    }
+    Ok(any)
+}
+
+/// Completes every warp whose live lanes all reached the same collective.
+fn resolve_warps(
+    launch: &Launch,
+    threads: &[Box<Thread>],
+    state: &mut [State],
+    per_block: usize,
+) -> Result<bool> {
+    let mut any = false;
+    for b in 0..state.len() / per_block {
+        for w0 in (0..per_block).step_by(32) {
+            let base = b * per_block + w0;
+            let lanes = (per_block - w0).min(32);
+            let warp = &mut state[base..base + lanes];
+            let live: Vec<usize> = (0..lanes).filter(|&l| warp[l] != State::Done).collect();
+            if live.is_empty()
+                || !live
+                    .iter()
+                    .all(|&l| matches!(warp[l], State::Collective(_)))
+            {
+                continue;
+            }
+            let kinds: Vec<Collective> = live
+                .iter()
+                .map(|&l| match warp[l] {
+                    State::Collective(c) => c,
+                    _ => unreachable!("checked above"),
+                })
+                .collect();
+            let results: Vec<u64> = match kinds[0] {
+                Collective::Ballot(..) => {
+                    if !kinds.iter().all(|k| matches!(k, Collective::Ballot(..))) {
+                        return Err(divergent(launch, &threads[base], &kinds));
+                    }
+                    let mask = live.iter().zip(&kinds).fold(0u64, |m, (&l, k)| match k {
+                        Collective::Ballot(true, _) => m | (1 << l),
+                        _ => m,
+                    });
+                    vec![mask; live.len()]
+                }
+                Collective::Shfl(..) => {
+                    if !kinds.iter().all(|k| matches!(k, Collective::Shfl(..))) {
+                        return Err(divergent(launch, &threads[base], &kinds));
+                    }
+                    let val = |l: usize| {
+                        live.iter().position(|&x| x == l).map(|p| match kinds[p] {
+                            Collective::Shfl(v, ..) => v,
+                            _ => 0,
+                        })
+                    };
+                    live.iter()
+                        .zip(&kinds)
+                        .map(|(&l, k)| match *k {
+                            Collective::Shfl(v, m, _) => val(l ^ m as usize).unwrap_or(v),
+                            _ => v_of(k),
+                        })
+                        .collect()
+                }
+            };
+            for (&l, r) in live.iter().zip(results) {
+                warp[l] = State::Ready(r);
+            }
+            any = true;
+        }
+    }
+    Ok(any)
+}
+
+fn v_of(k: &Collective) -> u64 {
+    match k {
+        Collective::Shfl(v, ..) => *v,
+        Collective::Ballot(..) => 0,
+    }
+}
+
+fn divergent(launch: &Launch, t: &Thread, kinds: &[Collective]) -> Error {
+    let locs: Vec<String> = kinds
+        .iter()
+        .map(|k| match k {
+            Collective::Shfl(_, _, l) => format!("shfl_xor at {l}"),
+            Collective::Ballot(_, l) => format!("ballot at {l}"),
+        })
+        .collect();
+    Error::KernelFault {
+        kernel: launch.name.to_string(),
+        rank: launch.rank as usize,
+        message: format!(
+            "block {}: the lanes of one warp reached different collectives ({}); every lane must reach the same one",
+            t.linear_block,
+            locs.join(", ")
+        ),
+    }
+}
+
+fn fault(launch: &Launch, t: &Thread, payload: Box<dyn std::any::Any + Send>) -> Error {
+    let message = match payload.downcast::<Fault>() {
+        Ok(f) => f.0,
+        Err(p) => {
+            let m = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a non-string panic".into());
+            format!("{}: panicked: {m}", t.place())
+        }
+    };
+    Error::KernelFault {
+        kernel: launch.name.to_string(),
+        rank: launch.rank as usize,
+        message,
+    }
+}
+
+/// Groups the threads that cannot proceed by what they wait for.
+fn hang(launch: &Launch, threads: &[Box<Thread>], state: &[State], stall: Duration) -> Error {
+    let mut groups: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
+    for (t, s) in threads.iter().zip(state) {
+        let key = match *s {
+            // SAFETY: the thread is suspended inside `spin`, whose frame holds `what`.
+            State::Blocked(what, loc) => format!("{} at {loc}", unsafe { &*what }()),
+            State::Barrier(loc) => {
+                format!("sync_threads() at {loc}, waiting for the block's other threads")
+            }
+            State::Collective(Collective::Shfl(_, _, loc)) => {
+                format!("shfl_xor at {loc}, waiting for the warp's other lanes")
+            }
+            State::Collective(Collective::Ballot(_, loc)) => {
+                format!("ballot at {loc}, waiting for the warp's other lanes")
+            }
+            State::Ready(_) | State::Done => continue,
+        };
+        groups
+            .entry(key)
+            .or_default()
+            .push((t.linear_block, t.linear_thread));
+    }
+    let mut report = String::new();
+    for (what, who) in &groups {
+        let mut by_block: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for &(b, t) in who {
+            by_block.entry(b).or_default().push(t);
+        }
+        let places: Vec<String> = by_block
+            .iter()
+            .map(|(b, ts)| {
+                format!(
+                    "block {b} thread{} {}",
+                    if ts.len() > 1 { "s" } else { "" },
+                    ranges(ts)
+                )
+            })
+            .collect();
+        report.push_str(&format!(
+            "\n  rank {}, {}: {what}",
+            launch.rank,
+            places.join("; ")
+        ));
+    }
+    Error::KernelHang {
+        kernel: launch.name.to_string(),
+        rank: launch.rank as usize,
+        stalled: stall,
+        report,
+    }
+}
+
+/// `[0, 1, 2, 5]` as `0..=2, 5`.
+fn ranges(v: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}..={}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
