@@ -2,8 +2,11 @@
 //!
 //! A kernel is a Rust function. rustc type-checks its body against the items
 //! here; the macro translates it to CUDA C, which NVRTC compiles at run time
-//! for the GPU at hand; the same body also runs on the CPU (each access an
-//! atomic with a bounds check), which is what the emulator executes.
+//! for the GPU at hand. On an emulated rank, `launch` runs the same body on
+//! the CPU instead: one coroutine per simulated thread, every memory access
+//! an atomic with a bounds check, block barriers and warp collectives
+//! scheduled as on a GPU. A fault or a deadlock there is an error naming the
+//! kernel, rank, block, thread and source line.
 //!
 //! ```ignore
 //! use symm::dsl::*;
