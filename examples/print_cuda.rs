@@ -10,7 +10,7 @@ use symm::symm_kernel;
 
 /// `y = a * x + y` over any float type.
 #[symm_kernel]
-fn axpy<T: DslFloat>(x: &[T], y: &mut [T], a: T, n: u32) {
+pub fn axpy<T: DslFloat>(x: &[T], y: &mut [T], a: T, n: u32) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();
     if i < n {
         y[i] = fma(a, x[i], y[i]);

@@ -398,3 +398,31 @@ fn a_warp_split_across_collectives_is_an_error() {
         "{err}"
     );
 }
+
+#[allow(dead_code)]
+#[path = "../examples/print_cuda.rs"]
+mod print_cuda_example;
+
+#[test]
+fn the_examples_kernel_runs_against_a_float64_reference() {
+    let n: usize = 777 + rand::rng().random_range(0..50);
+    let x: Vec<f32> = (0..n)
+        .map(|_| rand::rng().random_range(-1.0..1.0))
+        .collect();
+    let y: Vec<f32> = (0..n)
+        .map(|_| rand::rng().random_range(-1.0..1.0))
+        .collect();
+    let a: f32 = rand::rng().random_range(-2.0..2.0);
+    emu(1, |c| {
+        let (dx, mut dy) = (c.device_buffer_from(&x)?, c.device_buffer_from(&y)?);
+        print_cuda_example::axpy::launch::<f32>(c, lin(n, 64), &dx, &mut dy, a, n as u32)?;
+        for (i, got) in dy.to_host()?.into_iter().enumerate() {
+            let want = f64::from(a) * f64::from(x[i]) + f64::from(y[i]);
+            assert!(
+                (f64::from(got) - want).abs() <= 1e-6,
+                "element {i}: {got} vs {want}"
+            );
+        }
+        Ok(())
+    });
+}
