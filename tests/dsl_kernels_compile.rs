@@ -30,6 +30,31 @@ fn builtin_kernels_compile() {
         ring_all_gather::compile_for::<u64>(a).unwrap_or_else(|e| panic!("{e}"));
         broadcast::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
         broadcast::compile_for::<symm::f16>(a).unwrap_or_else(|e| panic!("{e}"));
+        use symm::kernels::one_shot_all_reduce_kernel as osar;
+        for r in [
+            osar::compile_for::<f32, 4, 2>,
+            osar::compile_for::<f32, 4, 4>,
+            osar::compile_for::<f32, 4, 8>,
+            osar::compile_for::<f32, 4, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
+        for r in [
+            osar::compile_for::<symm::bf16, 8, 2>,
+            osar::compile_for::<symm::bf16, 8, 4>,
+            osar::compile_for::<symm::bf16, 8, 8>,
+            osar::compile_for::<symm::bf16, 8, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
+        for r in [
+            osar::compile_for::<symm::f16, 8, 2>,
+            osar::compile_for::<symm::f16, 8, 4>,
+            osar::compile_for::<symm::f16, 8, 8>,
+            osar::compile_for::<symm::f16, 8, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
     }
 }
 

@@ -6,6 +6,10 @@
 // crate sits below the `symm` facade, so it gives the runtime that name.
 extern crate symm_runtime as symm;
 
+pub mod all_reduce;
 mod collectives;
 
+pub use all_reduce::{
+    all_reduce as one_shot_all_reduce, one_shot_all_reduce as one_shot_all_reduce_kernel,
+};
 pub use collectives::{broadcast, ping_pong, ring_all_gather};

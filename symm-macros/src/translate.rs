@@ -1308,6 +1308,10 @@ impl<'a> Translator<'a> {
             ("world_size", 0) => format!("symm_world({r})"),
             ("put_signal", 2) => format!("symm_dsl_put_signal(__ctx, {r}, {}, {})", a(self, 0, Some("symm_u32")), a(self, 1, Some("symm_u32"))),
             ("wait_signal", 2) => format!("symm_dsl_wait_signal(__ctx, {r}, {}, {})", a(self, 0, Some("symm_u32")), a(self, 1, Some("symm_u32"))),
+            ("signal_flag" | "wait_flag", 3) => {
+                let (x, c, v) = (a(self, 0, Some("symm_u32")), a(self, 1, Some("symm_u32")), a(self, 2, Some("symm_u32")));
+                format!("symm_dsl_{name}(__ctx, {r}, {x}, {c}, {v})")
+            }
             ("load", 3) => {
                 let (i, o, s) = (a(self, 0, Some("symm_u64")), self.order_arg(&m.args[1], "LoadOrder"), self.scope_arg(&m.args[2]));
                 format!("symm_dsl_load<{o}, {s}>({r}, {i})")

@@ -455,6 +455,37 @@ impl<T: Scalar> SymmBuf<T> {
         });
     }
 
+    /// Stores `value` into rank `dst`'s flag for this rank on `channel`
+    /// (this block's slot), with system-scope release: everything this
+    /// thread (and, after `sync_threads`, its block) did before is visible to
+    /// a `wait_flag` that sees it. No read-modify-write. `st.release.sys`.
+    #[track_caller]
+    pub fn signal_flag(&self, dst: u32, channel: u32, value: u32) {
+        let slot = self.slot("signal_flag", channel, self.rank);
+        self.pad(dst)
+            .store(slot, value, StoreOrder::Release, Scope::System);
+    }
+
+    /// Waits until this rank's flag from rank `src` on `channel` (this
+    /// block's slot) has reached `value` (wrapping comparison, so epoch
+    /// counters may wrap), with system-scope acquire. Times out like
+    /// `wait_signal`. `ld.acquire.sys` in a loop.
+    #[track_caller]
+    pub fn wait_flag(&self, src: u32, channel: u32, value: u32) {
+        let loc = std::panic::Location::caller();
+        let slot = self.slot("wait_flag", channel, src);
+        let pad = self.pad(self.rank);
+        let rank = self.rank;
+        let what = || {
+            format!("wait_flag from peer {src} on channel {channel} (slot {slot} of rank {rank}'s pad; expects {value} or later)")
+        };
+        self.spin_until("wait_flag", src, channel, loc, &what, || {
+            (pad.load(slot, LoadOrder::Acquire, Scope::System)
+                .wrapping_sub(value) as i32)
+                >= 0
+        });
+    }
+
     #[track_caller]
     fn slot(&self, what: &str, channel: u32, peer: u32) -> u32 {
         let block = current(what, |t| t.indices()[1][0]);

@@ -70,6 +70,25 @@ template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_d
 template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec(symm_slice<T> s, symm_u64 i, symm_array<T, N> v) { symm_st_vec<T, N>(s.ptr + i, v); }
 template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec_volatile(symm_slice<T> s, symm_u64 i, symm_array<T, N> v) { symm_st_vec_volatile<T, N>(s.ptr + i, v); }
 
+/* Epoch flags: a release store of a value, and an acquire spin until the
+   slot reaches it (wrapping comparison, so epochs may wrap). No CAS round
+   trips: the fast path of barriers that run every call. */
+template<class T> __device__ __forceinline__ void symm_dsl_signal_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u32 value) {
+    (void)c;
+    symm_st<SYMM_RELEASE, SYMM_SYS>(symm_slot(b.pads[dst], channel, blockIdx.x, b.rank), value);
+}
+template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u32 value) {
+    const symm_u32* slot = symm_slot(b.pads[b.rank], channel, blockIdx.x, src);
+    if ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) >= 0) return;
+    symm_u64 start = symm_globaltimer();
+    while ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) < 0) {
+        if (symm_globaltimer() - start > c.timeout_ns) {
+            symm_record_timeout(c.status, SYMM_KIND_WAIT, b.rank, src, channel, (symm_u32)(c.timeout_ns / 1000000ull));
+            asm volatile("exit;");
+        }
+    }
+}
+
 /* In-kernel signals. A timeout records who failed and ends this thread with
    `exit` (never `trap`, which would kill the context); the runtime reports
    the record at the next synchronize. */

@@ -1,0 +1,202 @@
+//! The built-in one-shot all-reduce: float64 references, bitwise agreement
+//! across ranks, odd lengths, and back-to-back calls with changing data and
+//! no host synchronisation. On the emulator by default (CI); on GPU ranks
+//! with `SYMM_KERNEL_TESTS_ON=gpu`.
+
+use std::time::Duration;
+
+use rand::Rng;
+use symm::dsl::*;
+use symm::kernels::all_reduce::{all_reduce, AllReduceElem};
+use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
+
+fn on_gpu() -> bool {
+    std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu")
+}
+
+fn ranks(world: usize) -> Option<Ranks> {
+    if !on_gpu() {
+        return Some(Ranks::Emulator(world));
+    }
+    let n = symm::cuda_device_count();
+    if world > n {
+        eprintln!("SKIPPED: world size {world} needs {world} GPUs, this machine has {n}");
+        return None;
+    }
+    Some(Ranks::Cuda((0..world).collect()))
+}
+
+fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64) {
+    let Some(ranks) = ranks(world) else { return };
+    let inputs: Vec<Vec<T>> = (0..world)
+        .map(|_| {
+            (0..n)
+                .map(|_| T::from_f32(rand::rng().random_range(-1.0..1.0)))
+                .collect()
+        })
+        .collect();
+    let outs = run(
+        ranks,
+        CommOptions::default().with_timeout(Duration::from_secs(30)),
+        |c| {
+            let buf = c.alloc::<T>(n)?;
+            buf.copy_from_host(&inputs[c.rank()])?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); n])?;
+            all_reduce(c, &s, &mut out, n)?;
+            // Twice: the second call checks that the epoch barriers reset nothing.
+            all_reduce(c, &s, &mut out, n)?;
+            c.synchronize()?;
+            out.to_host()
+        },
+    )
+    .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
+    for (r, o) in outs.iter().enumerate() {
+        assert!(
+            o.iter()
+                .map(|v| v.__to_bits64())
+                .eq(outs[0].iter().map(|v| v.__to_bits64())),
+            "world {world}, n {n}: rank {r} differs from rank 0"
+        );
+    }
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for i in 0..n {
+        let want: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
+        let got = f64::from(outs[0][i].to_f32());
+        assert!(
+            got.is_finite(),
+            "world {world}, n {n}: element {i} was not written"
+        );
+        num += (got - want).powi(2);
+        den += want.powi(2);
+    }
+    let rel = (num / den.max(f64::MIN_POSITIVE)).sqrt();
+    assert!(
+        rel <= tol,
+        "world {world}, n {n}: relative error {rel:e} > {tol:e}"
+    );
+}
+
+#[test]
+fn matches_float64_and_is_bitwise_identical_across_ranks() {
+    let big = if on_gpu() { (1 << 20) + 3 } else { 65536 + 3 };
+    for world in [2, 3, 4, 8] {
+        for n in [1, 7, 4095, 65536, big] {
+            if !on_gpu() && world == 8 && n > 4095 {
+                continue; // keeps CI fast; world 8 still runs the odd lengths
+            }
+            check::<f32>(world, n, 1e-6);
+            check::<bf16>(world, n, 1e-2);
+        }
+        check::<f16>(world, 4095, 1e-2);
+    }
+}
+
+/// Input for rank `r`, call `k`, element `i`: cheap, deterministic, and
+/// different for every call, so a stale read shows.
+#[symm_kernel]
+fn fill_input(buf: SymmBuf<f32>, n: u32, k: u32) {
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    let r = buf.rank();
+    let mine = buf.local();
+    while i < n {
+        let h = i.wrapping_mul(2654435761u32)
+            ^ k.wrapping_mul(40503u32)
+            ^ r.wrapping_mul(2246822519u32);
+        let x = h ^ (h >> 15);
+        mine[i] = ((x % 2001u32) as f32 - 1000.0f32) / 1000.0f32;
+        i += grid_dim_x() * block_dim_x();
+    }
+}
+
+fn fill_ref(r: u32, k: u32, i: u32) -> f32 {
+    let h = i.wrapping_mul(2654435761) ^ k.wrapping_mul(40503) ^ r.wrapping_mul(2246822519);
+    let x = h ^ (h >> 15);
+    ((x % 2001) as f32 - 1000.0) / 1000.0
+}
+
+#[symm_kernel]
+fn keep(src: &[f32], dst: &mut [f32], offset: u32, n: u32) {
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    while i < n {
+        dst[offset + i] = src[i];
+        i += grid_dim_x() * block_dim_x();
+    }
+}
+
+#[test]
+fn back_to_back_calls_with_changing_data_and_no_host_sync() {
+    let (calls, every) = if on_gpu() {
+        (10_000u32, 997u32)
+    } else {
+        (40u32, 7u32)
+    };
+    for world in [2, 4] {
+        let Some(ranks) = ranks(world) else { continue };
+        let n: u32 = 4099;
+        let samples: Vec<u32> = (0..calls).filter(|k| k % every == 3).collect();
+        let hist = run(
+            ranks,
+            CommOptions::default().with_timeout(Duration::from_secs(60)),
+            |c| {
+                let buf = c.alloc::<f32>(n as usize)?;
+                let s = buf.rendezvous()?;
+                let mut out = c.device_buffer::<f32>(n as usize)?;
+                let mut hist = c.device_buffer_from(&vec![f32::NAN; samples.len() * n as usize])?;
+                let cfg = LaunchConfig::linear(4, 256);
+                for k in 0..calls {
+                    fill_input::launch(c, cfg, &s, n, k)?;
+                    all_reduce(c, &s, &mut out, n as usize)?;
+                    if let Ok(slot) = samples.binary_search(&k) {
+                        keep::launch(c, cfg, &out, &mut hist, slot as u32 * n, n)?;
+                    }
+                }
+                c.synchronize()?;
+                hist.to_host()
+            },
+        )
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+        for (si, &k) in samples.iter().enumerate() {
+            for i in 0..n {
+                let want: f64 = (0..world as u32)
+                    .map(|r| f64::from(fill_ref(r, k, i)))
+                    .sum();
+                for (r, h) in hist.iter().enumerate() {
+                    let got = h[si * n as usize + i as usize];
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-5,
+                        "world {world}, call {k}, rank {r}, element {i}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    if on_gpu() {
+        return;
+    }
+    let err = run(Ranks::Emulator(2), CommOptions::default(), |c| {
+        let buf = c.alloc::<f32>(100)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(50)?;
+        all_reduce(c, &s, &mut out, 100)
+    })
+    .expect_err("output too small");
+    assert!(
+        err.to_string()
+            .contains("the input holds 100 and the output 50"),
+        "{err}"
+    );
+    let err = run(Ranks::Emulator(2), CommOptions::default(), |c| {
+        let buf = c.alloc::<f32>(100)?;
+        let s = buf.rendezvous()?;
+        let big = c.alloc::<f32>(104)?;
+        let mut view = big.slice(1..101)?;
+        all_reduce(c, &s, &mut view, 100)
+    })
+    .expect_err("misaligned output");
+    assert!(err.to_string().contains("not 16-byte aligned"), "{err}");
+}
