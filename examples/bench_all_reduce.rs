@@ -1,0 +1,302 @@
+//! All-reduce benchmark: symm's one-shot all-reduce against NCCL (plain
+//! buffers, and symmetric windows when the loaded NCCL has them), in one
+//! process, on the same GPUs. Each number is a CUDA graph of 32
+//! back-to-back calls, replayed 9 times after warm-up (ranks aligned by a
+//! barrier before each replay, timed with CUDA events); the median replay
+//! divided by 32 is µs per call.
+//!
+//! ```text
+//! cargo run --release --example bench_all_reduce -- --worlds 2,4 --csv out.csv
+//! ```
+//! `scripts/bench.sh` runs this and the torch baseline and prints one table.
+
+use std::io::Write;
+use std::time::Duration;
+
+use rand::Rng;
+use symm::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
+use symm::kernels::all_reduce::{all_reduce, AllReduceElem};
+use symm::{bf16, run, Comm, CommOptions, Error, Ranks};
+
+const CALLS: usize = 32;
+const REPLAYS: usize = 9;
+const T: Duration = Duration::from_secs(60);
+
+fn sizes() -> Vec<usize> {
+    (0..9).map(|k| 1024usize << (2 * k)).collect() // 1 KiB .. 64 MiB
+}
+
+fn drv<'a>(
+    c: &'a Comm,
+    op: &'static str,
+) -> impl Fn(symm::cudarc::driver::DriverError) -> Error + 'a {
+    move |source| Error::Driver {
+        rank: c.rank(),
+        device: c.device(),
+        op,
+        source,
+    }
+}
+
+fn other(c: &Comm, what: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument {
+        rank: c.rank(),
+        message: what.to_string(),
+    }
+}
+
+/// Captures `body` (CALLS back-to-back calls) in a graph and returns the
+/// median µs per call over REPLAYS replays.
+fn time_graph(
+    c: &Comm,
+    sync: &symm::SymmetricMemory,
+    body: &dyn Fn() -> symm::Result<()>,
+) -> symm::Result<f64> {
+    let stream = c
+        .cuda_stream()
+        .ok_or_else(|| other(c, "benchmarks need GPU ranks"))?;
+    body()?; // warm-up outside the graph (module loads, NCCL setup)
+    c.synchronize()?;
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(drv(c, "begin_capture"))?;
+    for _ in 0..CALLS {
+        body()?;
+    }
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .map_err(drv(c, "end_capture"))?
+        .ok_or_else(|| other(c, "empty graph"))?;
+    let ctx = stream.context().clone();
+    let (start, end) = (
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(drv(c, "event"))?,
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(drv(c, "event"))?,
+    );
+    let mut us = Vec::new();
+    for rep in 0..REPLAYS + 2 {
+        sync.barrier(0, T)?;
+        c.synchronize()?;
+        start.record(&stream).map_err(drv(c, "record"))?;
+        graph.launch().map_err(drv(c, "graph launch"))?;
+        end.record(&stream).map_err(drv(c, "record"))?;
+        end.synchronize().map_err(drv(c, "sync"))?;
+        if rep >= 2 {
+            us.push(
+                f64::from(start.elapsed_ms(&end).map_err(drv(c, "elapsed"))?) * 1e3 / CALLS as f64,
+            );
+        }
+    }
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}
+
+struct Nccl {
+    comm: nccl_sys::ncclComm_t,
+}
+
+impl Nccl {
+    fn new(c: &Comm) -> symm::Result<Nccl> {
+        let key = "bench/nccl-id";
+        if c.rank() == 0 {
+            let id =
+                nccl::get_uniqueid().map_err(|e| other(c, format!("ncclGetUniqueId: {e:?}")))?;
+            let bytes: Vec<u8> = id.internal.iter().map(|&b| b as u8).collect();
+            c.store()
+                .set(key, &bytes)
+                .map_err(|source| Error::Store { rank: 0, source })?;
+        }
+        let bytes = c.store().get(key, T).map_err(|source| Error::Store {
+            rank: c.rank(),
+            source,
+        })?;
+        let mut id = nccl_sys::ncclUniqueId { internal: [0; 128] };
+        for (d, s) in id.internal.iter_mut().zip(bytes) {
+            *d = s as _;
+        }
+        let mut comm = std::ptr::null_mut();
+        c.cuda_stream()
+            .ok_or_else(|| other(c, "GPU"))?
+            .context()
+            .bind_to_thread()
+            .map_err(drv(c, "bind"))?;
+        // SAFETY: `comm` is a valid out-pointer; every rank calls this with
+        // the same id, concurrently, from its own thread.
+        unsafe { nccl::comm_init_rank(&mut comm, c.world_size() as i32, id, c.rank() as i32) }
+            .map_err(|e| other(c, format!("ncclCommInitRank: {e:?}")))?;
+        Ok(Nccl { comm })
+    }
+
+    fn all_reduce(
+        &self,
+        c: &Comm,
+        src: u64,
+        dst: u64,
+        n: usize,
+        dtype: nccl_sys::ncclDataType_t,
+    ) -> symm::Result<()> {
+        let stream = c.cuda_stream().ok_or_else(|| other(c, "GPU"))?;
+        // SAFETY: src and dst are device buffers of n elements on this rank's
+        // device, alive until the benchmark synchronises.
+        unsafe {
+            nccl::all_reduce(
+                src as _,
+                dst as _,
+                n,
+                dtype,
+                nccl_sys::ncclRedOp_t::ncclSum,
+                self.comm,
+                stream.cu_stream() as _,
+            )
+        }
+        .map(|_| ())
+        .map_err(|e| other(c, format!("ncclAllReduce: {e:?}")))
+    }
+}
+
+/// NCCL buffers from ncclMemAlloc, registered as symmetric windows.
+struct Window {
+    ptr: *mut std::ffi::c_void,
+    win: nccl_sys::ncclWindow_t,
+}
+
+impl Window {
+    fn new(c: &Comm, n: &Nccl, bytes: usize) -> symm::Result<Window> {
+        let mut ptr = std::ptr::null_mut();
+        let mut win = std::ptr::null_mut();
+        // SAFETY: valid out-pointers; the registration is collective and every
+        // rank registers the same size in the same order.
+        unsafe {
+            nccl_sys::ncclMemAlloc(&mut ptr, bytes)
+                .result()
+                .map_err(|e| other(c, format!("ncclMemAlloc: {e:?}")))?;
+            nccl_sys::ncclCommWindowRegister(n.comm, ptr, bytes, &mut win, 1)
+                .result()
+                .map_err(|e| other(c, format!("ncclCommWindowRegister: {e:?}")))?;
+        }
+        Ok(Window { ptr, win })
+    }
+
+    fn free(self, n: &Nccl) {
+        // SAFETY: registered and allocated above; no work uses them any more.
+        unsafe {
+            let _ = nccl_sys::ncclCommWindowDeregister(n.comm, self.win);
+            let _ = nccl_sys::ncclMemFree(self.ptr);
+        }
+    }
+}
+
+fn bench_dtype<T: AllReduceElem>(
+    c: &Comm,
+    nc: &Nccl,
+    dtype: nccl_sys::ncclDataType_t,
+    name: &str,
+    rows: &mut Vec<String>,
+) -> symm::Result<()> {
+    let sync = c.alloc::<u8>(1)?.rendezvous()?;
+    let world = c.world_size();
+    for bytes in sizes() {
+        let n = bytes / std::mem::size_of::<T>();
+        let data: Vec<T> = (0..n)
+            .map(|_| T::from_f32(rand::rng().random_range(-1.0..1.0)))
+            .collect();
+        // symm
+        let buf = c.alloc::<T>(n)?;
+        buf.copy_from_host(&data)?;
+        let smem = buf.rendezvous()?;
+        let mut out = c.device_buffer::<T>(n)?;
+        let out_ptr: *mut symm::DeviceBuffer<T> = &mut out;
+        // SAFETY: the closure is only called while `out` is alive and
+        // nothing else borrows it.
+        let symm_us = time_graph(c, &sync, &|| {
+            all_reduce(c, &smem, unsafe { &mut *out_ptr }, n)
+        })?;
+        // NCCL, plain buffers
+        let src = c.device_buffer_from(&data)?;
+        let dst = c.device_buffer::<T>(n)?;
+        let nccl_us = time_graph(c, &sync, &|| {
+            nc.all_reduce(c, src.device_ptr(), dst.device_ptr(), n, dtype)
+        })?;
+        // NCCL, symmetric windows
+        let win_us = match (Window::new(c, nc, bytes), Window::new(c, nc, bytes)) {
+            (Ok(a), Ok(b)) => {
+                let r = time_graph(c, &sync, &|| {
+                    nc.all_reduce(c, a.ptr as u64, b.ptr as u64, n, dtype)
+                })
+                .ok();
+                a.free(nc);
+                b.free(nc);
+                r
+            }
+            _ => None,
+        };
+        if c.rank() == 0 {
+            rows.push(format!("symm,{world},{name},{bytes},{symm_us:.3}"));
+            rows.push(format!("nccl,{world},{name},{bytes},{nccl_us:.3}"));
+            if let Some(w) = win_us {
+                rows.push(format!("nccl_window,{world},{name},{bytes},{w:.3}"));
+            }
+            eprintln!("world {world} {name} {bytes:>9} B: symm {symm_us:8.2} µs  nccl {nccl_us:8.2} µs  nccl-window {}", win_us.map_or("n/a".into(), |w| format!("{w:.2} µs")));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let worlds: Vec<usize> = arg("--worlds")
+        .unwrap_or_else(|| "2,4".into())
+        .split(',')
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let csv = arg("--csv").unwrap_or_else(|| "bench_symm.csv".into());
+    let gpus = symm::cuda_device_count();
+    if gpus < 2 {
+        eprintln!("SKIPPED: the benchmark needs at least 2 GPUs; this machine has {gpus}");
+        std::process::exit(2);
+    }
+    let mut all = vec!["impl,world,dtype,bytes,us".to_string()];
+    for w in worlds.into_iter().filter(|&w| w <= gpus) {
+        let res = run(
+            Ranks::Cuda((0..w).collect()),
+            CommOptions::default().with_timeout(T),
+            |c| {
+                let nc = Nccl::new(c)?;
+                let mut rows = Vec::new();
+                bench_dtype::<bf16>(
+                    c,
+                    &nc,
+                    nccl_sys::ncclDataType_t::ncclBfloat16,
+                    "bf16",
+                    &mut rows,
+                )?;
+                bench_dtype::<f32>(
+                    c,
+                    &nc,
+                    nccl_sys::ncclDataType_t::ncclFloat32,
+                    "f32",
+                    &mut rows,
+                )?;
+                Ok(rows)
+            },
+        );
+        match res {
+            Ok(r) => all.extend(r.into_iter().flatten()),
+            Err(e) => {
+                eprintln!("world {w} failed: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    let mut f = std::fs::File::create(&csv).expect("create the CSV");
+    writeln!(f, "{}", all.join("\n")).expect("write the CSV");
+    eprintln!("wrote {csv}");
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One command for the all-reduce benchmark: symm and NCCL (Rust, one
+# process), then torch symm_mem and dist.all_reduce (torchrun), then one
+# table with ratios. Needs GPUs; NVLink multicast stays off.
+#   scripts/bench.sh            # worlds 2 and 4
+#   WORLDS=2 scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+WORLDS=${WORLDS:-2,4}
+OUT=${OUT:-bench/out}
+mkdir -p "$OUT"
+BIN=${BENCH_BIN:-}
+if [ -z "$BIN" ]; then
+  if [ -x .gpu-bin/bench_all_reduce ]; then BIN=.gpu-bin/bench_all_reduce
+  else cargo build --release --example bench_all_reduce; BIN=target/release/examples/bench_all_reduce; fi
+fi
+# NVRTC and NCCL from the CUDA toolkit or torch's wheels; cudarc looks for libnccl.so.
+LIBS=$(python3 - <<'PY'
+import glob, os, site
+dirs = set()
+for base in site.getsitepackages() + ["/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu"]:
+    for pat in ("nvidia/*/lib/libnccl.so*", "nvidia/*/lib/libnvrtc.so*", "libnccl.so*", "libnvrtc.so*"):
+        for f in glob.glob(os.path.join(base, pat)):
+            dirs.add(os.path.dirname(f))
+print(":".join(sorted(dirs)))
+PY
+)
+mkdir -p /tmp/symm-nccl
+for d in ${LIBS//:/ }; do
+  [ -e "$d/libnccl.so.2" ] && ln -sf "$d/libnccl.so.2" /tmp/symm-nccl/libnccl.so
+done
+export LD_LIBRARY_PATH="/tmp/symm-nccl:$LIBS:${LD_LIBRARY_PATH:-}"
+"$BIN" --worlds "$WORLDS" --csv "$OUT/bench_symm.csv"
+for w in ${WORLDS//,/ }; do
+  torchrun --nproc-per-node "$w" bench/torch_all_reduce.py "$OUT/bench_torch_$w.csv"
+done
+python3 bench/report.py "$OUT/bench_symm.csv" "$OUT"/bench_torch_*.csv | tee "$OUT/bench_table.md"
