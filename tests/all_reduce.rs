@@ -200,3 +200,48 @@ fn bad_inputs_are_clear_errors() {
     .expect_err("misaligned output");
     assert!(err.to_string().contains("not 16-byte aligned"), "{err}");
 }
+
+#[test]
+fn in_place_matches_float64_on_both_paths() {
+    use symm::kernels::all_reduce::all_reduce_in_place;
+    let big = if on_gpu() { (1 << 20) + 3 } else { 70_001 };
+    for world in [2, 3] {
+        for n in [5usize, 4097, big] {
+            let Some(ranks) = ranks(world) else { continue };
+            let inputs: Vec<Vec<f32>> = (0..world)
+                .map(|_| {
+                    (0..n)
+                        .map(|_| rand::rng().random_range(-1.0..1.0))
+                        .collect()
+                })
+                .collect();
+            let outs = run(
+                ranks,
+                CommOptions::default().with_timeout(Duration::from_secs(30)),
+                |c| {
+                    let buf = c.alloc::<f32>(n)?;
+                    buf.copy_from_host(&inputs[c.rank()])?;
+                    all_reduce_in_place(c, &buf, n)?;
+                    c.synchronize()?;
+                    buf.to_host()
+                },
+            )
+            .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
+            for (r, o) in outs.iter().enumerate() {
+                assert!(
+                    o.iter()
+                        .map(|v| v.to_bits())
+                        .eq(outs[0].iter().map(|v| v.to_bits())),
+                    "rank {r} differs"
+                );
+            }
+            for i in 0..n {
+                let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
+                assert!(
+                    (f64::from(outs[0][i]) - want).abs() <= 1e-5,
+                    "world {world}, n {n}, element {i}"
+                );
+            }
+        }
+    }
+}

@@ -30,6 +30,25 @@ fn builtin_kernels_compile() {
         ring_all_gather::compile_for::<u64>(a).unwrap_or_else(|e| panic!("{e}"));
         broadcast::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
         broadcast::compile_for::<symm::f16>(a).unwrap_or_else(|e| panic!("{e}"));
+        use symm::kernels::all_reduce::one_shot_ll as ll;
+        for r in [
+            ll::compile_for::<f32, 1, 2>,
+            ll::compile_for::<f32, 1, 4>,
+            ll::compile_for::<f32, 1, 8>,
+            ll::compile_for::<f32, 1, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
+        for r in [
+            ll::compile_for::<symm::bf16, 2, 2>,
+            ll::compile_for::<symm::bf16, 2, 4>,
+            ll::compile_for::<symm::f16, 2, 8>,
+            ll::compile_for::<symm::f16, 2, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
+        symm::kernels::all_reduce::copy_into::compile_for::<f32>(a)
+            .unwrap_or_else(|e| panic!("{e}"));
         use symm::kernels::one_shot_all_reduce_kernel as osar;
         for r in [
             osar::compile_for::<f32, 4, 2>,

@@ -99,8 +99,104 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     }
 }
 
+/// One-shot all-reduce with LL packets: each rank pushes `(epoch, bits)` as
+/// single 8-byte volatile stores into every rank's `stage`, then polls its
+/// own stage for every rank's packets of this epoch and sums them in f32 in
+/// rank order. No barrier: the stage is double-buffered by epoch parity, and
+/// a rank reaches epoch e only after every peer's e − 1 packets arrived,
+/// which they sent after finishing e − 2, the last reader of that parity.
+/// `P` elements share a packet (1 for 4-byte, 2 for 2-byte types). `out`
+/// may be this rank's own `input` (peers never read it). Launch with the
+/// same grid every call ([`LL_BLOCKS`] × [`THREADS`]).
+#[symm_kernel]
+pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
+    input: SymmBuf<T>,
+    stage: SymmBuf<u64>,
+    out: &mut [T],
+    n: u32,
+) {
+    let rank = input.rank();
+    let world = if W > 0 { W as u32 } else { input.world_size() };
+    let me = stage.pad(rank);
+    let counter = signal_slot(7, block_idx_x(), rank);
+    let epoch = me
+        .load(counter, LoadOrder::Relaxed, Scope::Gpu)
+        .wrapping_add(1);
+    let per = P as u32;
+    let width = 32 / per;
+    let mask: u32 = if per == 1 { 0xFFFF_FFFFu32 } else { 0xFFFFu32 };
+    let packets = (n + per - 1) / per;
+    let parity = epoch & 1;
+    let src = input.local();
+    let mine = stage.local();
+    let stride = grid_dim_x() * block_dim_x();
+    let first = block_idx_x() * block_dim_x() + thread_idx_x();
+    let mut p = first;
+    while p < packets {
+        let mut bits: u32 = 0;
+        for k in 0..per {
+            let e = p * per + k;
+            if e < n {
+                bits |= src[e].to_bits32() << (k * width);
+            }
+        }
+        let packet = ((epoch as u64) << 32) | (bits as u64);
+        for r in 0..world {
+            stage.peer(r).store(
+                (parity * world + rank) * packets + p,
+                packet,
+                StoreOrder::Volatile,
+                Scope::System,
+            );
+        }
+        p += stride;
+    }
+    let mut q = first;
+    while q < packets {
+        let mut acc: [f32; P] = [0.0f32; P];
+        for r in 0..world {
+            let v = mine.load_tagged((parity * world + r) * packets + q, epoch, r);
+            let bits = v as u32;
+            for k in 0..P {
+                acc[k] += T::from_bits32((bits >> (k as u32 * width)) & mask).to_f32();
+            }
+        }
+        for k in 0..P {
+            let e = q * per + k as u32;
+            if e < n {
+                out[e] = T::from_f32(acc[k]);
+            }
+        }
+        q += stride;
+    }
+    sync_threads();
+    if thread_idx_x() == 0 {
+        me.store(counter, epoch, StoreOrder::Relaxed, Scope::Gpu);
+    }
+}
+
+/// Copies `n` elements (the in-place form's last step).
+#[symm_kernel]
+pub fn copy_into<T: Scalar>(src: &[T], dst: SymmBuf<T>, n: u32) {
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    let d = dst.local();
+    while i < n {
+        d[i] = src[i];
+        i += grid_dim_x() * block_dim_x();
+    }
+}
+
 /// Element types the one-shot all-reduce supports, with their vector width.
 pub trait AllReduceElem: Scalar {
+    #[doc(hidden)]
+    fn __launch_ll(
+        comm: &symm::Comm,
+        cfg: symm::LaunchConfig,
+        input: &symm::SymmetricMemory,
+        stage: &symm::SymmetricMemory,
+        out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
+        n: u32,
+    ) -> symm::Result<()>;
     #[doc(hidden)]
     fn __launch(
         comm: &symm::Comm,
@@ -112,8 +208,23 @@ pub trait AllReduceElem: Scalar {
 }
 
 macro_rules! elem {
-    ($($t:ty => $v:literal),*) => {$(
+    ($($t:ty => $v:literal, $p:literal),*) => {$(
         impl AllReduceElem for $t {
+            fn __launch_ll(
+                comm: &symm::Comm,
+                cfg: symm::LaunchConfig,
+                input: &symm::SymmetricMemory,
+                stage: &symm::SymmetricMemory,
+                out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
+                n: u32,
+            ) -> symm::Result<()> {
+                match comm.world_size() {
+                    2 => one_shot_ll::launch::<$t, $p, 2>(comm, cfg, input, stage, out, n),
+                    4 => one_shot_ll::launch::<$t, $p, 4>(comm, cfg, input, stage, out, n),
+                    8 => one_shot_ll::launch::<$t, $p, 8>(comm, cfg, input, stage, out, n),
+                    _ => one_shot_ll::launch::<$t, $p, 0>(comm, cfg, input, stage, out, n),
+                }
+            }
             fn __launch(
                 comm: &symm::Comm,
                 cfg: symm::LaunchConfig,
@@ -131,7 +242,7 @@ macro_rules! elem {
         }
     )*};
 }
-elem!(f32 => 4, bf16 => 8, f16 => 8);
+elem!(f32 => 4, 1, bf16 => 8, 2, f16 => 8, 2);
 
 /// Threads per block.
 pub const THREADS: u32 = 512;
@@ -185,5 +296,91 @@ pub fn all_reduce<T: AllReduceElem>(
             out.device_ptr()
         )));
     }
+    if n * std::mem::size_of::<T>() <= LL_MAX_BYTES {
+        let stage = stage_for(comm, n.div_ceil(4 / std::mem::size_of::<T>()))?;
+        return T::__launch_ll(
+            comm,
+            symm::LaunchConfig::linear(LL_BLOCKS, THREADS),
+            input,
+            &stage.smem,
+            out,
+            n as u32,
+        );
+    }
     T::__launch(comm, config::<T>(n), input, out, n as u32)
+}
+
+/// Messages up to this size use LL packets; larger ones the barrier-pull
+/// kernel, which moves half the bytes.
+pub const LL_MAX_BYTES: usize = 256 << 10;
+/// Blocks of every LL launch (a fixed grid keeps the per-block epochs in step).
+pub const LL_BLOCKS: u32 = 16;
+
+/// A rank's LL staging area: `2 × world × packets` 8-byte slots. Only the
+/// rendezvoused memory is kept (it holds no `Comm`), in the rank's
+/// [`symm::Comm::extension`], so it is freed with the rank.
+struct Stage {
+    smem: std::sync::Arc<symm::SymmetricMemory>,
+    packets: usize,
+}
+
+/// The staging area of `comm`'s rank with room for `packets`, grown (a
+/// collective allocation and rendezvous, reached by every rank in the same
+/// call, since every rank passes the same `n`) when a larger message first
+/// needs it.
+fn stage_for(comm: &symm::Comm, packets: usize) -> symm::Result<std::sync::Arc<Stage>> {
+    comm.extension(
+        |s: &Stage| s.packets >= packets,
+        || {
+            let cap = packets.next_power_of_two().max(1024);
+            let buf = comm.alloc::<u64>(2 * comm.world_size() * cap)?;
+            buf.copy_from_host(&vec![0u64; buf.len()])?;
+            Ok(Stage {
+                smem: buf.rendezvous()?,
+                packets: cap,
+            })
+        },
+    )
+}
+
+/// In-place all-reduce: the sum of every rank's first `n` elements of
+/// `buf` replaces them on every rank. Small messages reduce straight into
+/// the buffer (peers read only the LL staging area); larger ones reduce
+/// into a scratch buffer, and copy back after the exit barrier guarantees
+/// every peer has finished reading.
+pub fn all_reduce_in_place<T: AllReduceElem>(
+    comm: &symm::Comm,
+    buf: &symm::SymmBuffer<T>,
+    n: usize,
+) -> symm::Result<()> {
+    let smem = buf.rendezvous()?;
+    let invalid = |message: String| symm::Error::InvalidArgument {
+        rank: comm.rank(),
+        message,
+    };
+    if n > buf.len() {
+        return Err(invalid(format!(
+            "all_reduce_in_place of {n} elements, but the buffer holds {}",
+            buf.len()
+        )));
+    }
+    if n * std::mem::size_of::<T>() <= LL_MAX_BYTES {
+        let stage = stage_for(comm, n.div_ceil(4 / std::mem::size_of::<T>()))?;
+        // SAFETY of the alias: the LL kernel reads its input only locally and
+        // writes element e after reading it, from the same thread.
+        let mut view = buf.slice(..)?;
+        return T::__launch_ll(
+            comm,
+            symm::LaunchConfig::linear(LL_BLOCKS, THREADS),
+            &smem,
+            &stage.smem,
+            &mut view,
+            n as u32,
+        );
+    }
+    let mut scratch = comm.device_buffer::<T>(n)?;
+    T::__launch(comm, config::<T>(n), &smem, &mut scratch, n as u32)?;
+    copy_into::launch::<T>(comm, config::<T>(n), &scratch, &smem, n as u32)?;
+    // The scratch must outlive the queued kernels.
+    comm.synchronize()
 }

@@ -1126,6 +1126,7 @@ impl<'a> Translator<'a> {
                 let args: Vec<String> = c.args.iter().map(|a| self.expr(a, None)).collect();
                 return match (name.as_str(), args.len()) {
                     ("from_f32", 1) => format!("symm_from_f32<{cty}>({})", args[0]),
+                    ("from_bits32", 1) => format!("symm_from_bits32<{cty}>((symm_u32)({}))", args[0]),
                     ("from_bits", 1) => match cty.as_str() {
                         "float" => format!("symm_f32_from_bits((symm_u32)({}))", args[0]),
                         "double" => format!("symm_f64_from_bits((symm_u64)({}))", args[0]),
@@ -1344,6 +1345,11 @@ impl<'a> Translator<'a> {
                 format!("symm_dsl_{name}({r}, {i}, {v})")
             }
             ("to_f32", 0) => format!("symm_to_f32({r})"),
+            ("to_bits32", 0) => format!("symm_to_bits32({r})"),
+            ("load_tagged", 3) => {
+                let (i, t, f) = (a(self, 0, Some("symm_u64")), a(self, 1, Some("symm_u32")), a(self, 2, Some("symm_u32")));
+                format!("symm_dsl_load_tagged(__ctx, {r}, {i}, {t}, {f})")
+            }
             ("to_bits", 0) => format!("symm_to_bits({r})"),
             ("min" | "max", 1) => format!("symm_{name}({r}, {})", a(self, 0, Some(&recv_ty))),
             ("abs", 0) => format!("symm_abs({r})"),

@@ -67,6 +67,8 @@ type RegistryEntry = (u64, usize, Weak<SymmetricMemory>);
 
 /// State shared by every handle to one rank (clones and stream variants).
 struct RankState {
+    /// See [`Comm::extension`].
+    extensions: Mutex<HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
     next_alloc: AtomicU64,
     /// Rendezvous results by allocation id, to resolve raw pointers.
     registry: Mutex<HashMap<u64, RegistryEntry>>,
@@ -150,6 +152,7 @@ impl Comm {
             options: Arc::new(options),
             backend,
             state: Arc::new(RankState {
+                extensions: Mutex::new(HashMap::new()),
                 next_alloc: AtomicU64::new(0),
                 registry: Mutex::new(HashMap::new()),
             }),
@@ -269,6 +272,38 @@ impl Comm {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
+    }
+
+    /// Per-rank state of type `E` that lives as long as this rank's `Comm`
+    /// (shared by its clones): built-in kernels keep scratch buffers here.
+    /// `make` runs when there is none yet, or when `keep` rejects the current
+    /// one (to grow it). `E` must not hold a `Comm`, which would keep itself
+    /// alive.
+    pub fn extension<E: std::any::Any + Send + Sync>(
+        &self,
+        keep: impl FnOnce(&E) -> bool,
+        make: impl FnOnce() -> Result<E>,
+    ) -> Result<Arc<E>> {
+        let id = std::any::TypeId::of::<E>();
+        let current = self
+            .state
+            .extensions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned();
+        if let Some(e) = current.and_then(|a| a.downcast::<E>().ok()) {
+            if keep(&e) {
+                return Ok(e);
+            }
+        }
+        let e = Arc::new(make()?);
+        self.state
+            .extensions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, e.clone());
+        Ok(e)
     }
 
     /// Identifies this rank's state, shared by its clones and stream variants.

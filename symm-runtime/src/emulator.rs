@@ -28,8 +28,10 @@ use crate::dsl::thread::{set_current, KernelThread};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 
-/// Most simulated threads alive at once on one rank.
-pub const WINDOW_THREADS: usize = 4096;
+/// Most simulated threads alive at once on one rank. Each has its own stack
+/// mapping (plus a guard page), and the kernel limits mappings per process
+/// (65530 by default), so 8 ranks × 1024 threads stay well inside it.
+pub const WINDOW_THREADS: usize = 1024;
 /// Stack of one simulated thread.
 const STACK_BYTES: usize = 64 * 1024;
 /// Ordered memory operations between forced yields.
@@ -211,14 +213,21 @@ pub(crate) fn run(
     let blocks = grid.iter().product::<u32>();
     let per_block = block.iter().product::<u32>();
     let window = (WINDOW_THREADS / per_block as usize).max(1) as u32;
-    let mut stacks: Vec<DefaultStack> = Vec::new();
+    thread_local! {
+        /// Stacks reused across launches of this rank's OS thread.
+        static POOL: std::cell::RefCell<Vec<DefaultStack>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let mut stacks: Vec<DefaultStack> = POOL.with(|p| std::mem::take(&mut *p.borrow_mut()));
     let mut first = 0u32;
-    while first < blocks {
+    let mut result = Ok(());
+    while first < blocks && result.is_ok() {
         let last = (first + window).min(blocks);
-        run_window(&launch, first..last, body, &mut stacks)?;
+        result = run_window(&launch, first..last, body, &mut stacks);
         first = last;
     }
-    Ok(())
+    stacks.truncate(WINDOW_THREADS);
+    POOL.with(|p| *p.borrow_mut() = stacks);
+    result
 }
 
 fn run_window(

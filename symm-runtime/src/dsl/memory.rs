@@ -185,6 +185,38 @@ macro_rules! readable {
     };
 }
 
+/// The LL receive, on handles of `u64` packets.
+macro_rules! tagged {
+    ($name:ident, $what:literal) => {
+        impl $name<u64> {
+            /// Polls packet `i` (volatile 8-byte loads) until its high 32 bits
+            /// equal `tag`, and returns it; `from` names the sending rank in a
+            /// timeout report. Data and tag arrive in one single-copy-atomic
+            /// store, so no fence is needed. `ld.volatile.global.b64` in a loop.
+            #[track_caller]
+            pub fn load_tagged(&self, i: impl DslIndex, tag: u32, from: u32) -> u64 {
+                let loc = std::panic::Location::caller();
+                let addr = self.addr($what, i);
+                current("load_tagged", |t| {
+                    let start = t.globaltimer();
+                    loop {
+                        let v = load_raw::<u64>(addr, Ordering::Relaxed);
+                        if (v >> 32) as u32 == tag {
+                            return v;
+                        }
+                        if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
+                            t.fail(format!("LL packet from rank {from} with tag {tag} never arrived (timeout)"), loc);
+                        }
+                        t.spin(&|| format!("load_tagged: packet from rank {from} with tag {tag}"), loc);
+                    }
+                })
+            }
+        }
+    };
+}
+tagged!(Remote, "remote buffer");
+tagged!(SliceMut, "mutable slice");
+
 /// Stores and atomics, on the writable handles.
 macro_rules! writable {
     ($name:ident, $what:literal) => {

@@ -14,6 +14,14 @@ pub trait Scalar: Element + PartialEq + PartialOrd {
     fn to_f32(self) -> f32;
     /// Converts from f32, rounding to nearest or saturating (`symm_from_f32`).
     fn from_f32(v: f32) -> Self;
+    /// The element's bits, zero-extended to 32 (for packing). `symm_to_bits32`.
+    fn to_bits32(self) -> u32 {
+        self.__to_bits64() as u32
+    }
+    /// The element with these low bits (for unpacking). `symm_from_bits32`.
+    fn from_bits32(bits: u32) -> Self {
+        Self::__from_bits64(u64::from(bits))
+    }
     #[doc(hidden)]
     fn __to_bits64(self) -> u64;
     #[doc(hidden)]

@@ -89,6 +89,36 @@ template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_
     }
 }
 
+/* Element bits zero-extended to 32 bits, and back (LL packing). */
+template<class T> __device__ __forceinline__ symm_u32 symm_to_bits32(T x) {
+    if constexpr (sizeof(T) == 4) return symm_bitcast<symm_u32>(x);
+    else if constexpr (sizeof(T) == 2) return (symm_u32)symm_bitcast<symm_u16>(x);
+    else return (symm_u32)symm_bitcast<symm_u8>(x);
+}
+template<class T> __device__ __forceinline__ T symm_from_bits32(symm_u32 b) {
+    if constexpr (sizeof(T) == 4) return symm_bitcast<T>(b);
+    else if constexpr (sizeof(T) == 2) return symm_bitcast<T>((symm_u16)b);
+    else return symm_bitcast<T>((symm_u8)b);
+}
+
+/* LL receive: an 8-byte volatile load polled until its high word is `tag`.
+   Data and tag travel in one single-copy-atomic store, so no fence is
+   needed. A timeout records who waited (peer `from`) and ends the thread. */
+template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
+    const symm_u64* p = (const symm_u64*)(s.ptr + i);
+    symm_u64 v = symm_ld<SYMM_VOLATILE, SYMM_SYS>(p);
+    if ((symm_u32)(v >> 32) == tag) return v;
+    symm_u64 start = symm_globaltimer();
+    while ((symm_u32)(v >> 32) != tag) {
+        if (symm_globaltimer() - start > c.timeout_ns) {
+            symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from, 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
+            asm volatile("exit;");
+        }
+        v = symm_ld<SYMM_VOLATILE, SYMM_SYS>(p);
+    }
+    return v;
+}
+
 /* In-kernel signals. A timeout records who failed and ends this thread with
    `exit` (never `trap`, which would kill the context); the runtime reports
    the record at the next synchronize. */
