@@ -274,6 +274,49 @@ pub fn all_reduce<T: AllReduceElem>(
     out: &mut (impl symm::DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> symm::Result<()> {
+    if n * std::mem::size_of::<T>() <= LL_MAX_BYTES {
+        all_reduce_ll(comm, input, out, n)
+    } else {
+        all_reduce_pull(comm, input, out, n)
+    }
+}
+
+/// [`all_reduce`] forced onto the LL-packet kernel (any size; for tuning).
+pub fn all_reduce_ll<T: AllReduceElem>(
+    comm: &symm::Comm,
+    input: &symm::SymmetricMemory,
+    out: &mut (impl symm::DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> symm::Result<()> {
+    check(comm, input, &*out, n)?;
+    let stage = stage_for(comm, n.div_ceil(4 / std::mem::size_of::<T>()))?;
+    T::__launch_ll(
+        comm,
+        symm::LaunchConfig::linear(LL_BLOCKS, THREADS),
+        input,
+        &stage.smem,
+        out,
+        n as u32,
+    )
+}
+
+/// [`all_reduce`] forced onto the barrier-pull kernel (any size; for tuning).
+pub fn all_reduce_pull<T: AllReduceElem>(
+    comm: &symm::Comm,
+    input: &symm::SymmetricMemory,
+    out: &mut (impl symm::DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> symm::Result<()> {
+    check(comm, input, &*out, n)?;
+    T::__launch(comm, config::<T>(n), input, out, n as u32)
+}
+
+fn check<T: AllReduceElem>(
+    comm: &symm::Comm,
+    input: &symm::SymmetricMemory,
+    out: &(impl symm::DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> symm::Result<()> {
     let invalid = |message: String| symm::Error::InvalidArgument {
         rank: comm.rank(),
         message,
@@ -296,25 +339,14 @@ pub fn all_reduce<T: AllReduceElem>(
             out.device_ptr()
         )));
     }
-    if n * std::mem::size_of::<T>() <= LL_MAX_BYTES {
-        let stage = stage_for(comm, n.div_ceil(4 / std::mem::size_of::<T>()))?;
-        return T::__launch_ll(
-            comm,
-            symm::LaunchConfig::linear(LL_BLOCKS, THREADS),
-            input,
-            &stage.smem,
-            out,
-            n as u32,
-        );
-    }
-    T::__launch(comm, config::<T>(n), input, out, n as u32)
+    Ok(())
 }
 
 /// Messages up to this size use LL packets; larger ones the barrier-pull
 /// kernel, which moves half the bytes.
 pub const LL_MAX_BYTES: usize = 256 << 10;
 /// Blocks of every LL launch (a fixed grid keeps the per-block epochs in step).
-pub const LL_BLOCKS: u32 = 16;
+pub const LL_BLOCKS: u32 = 64;
 
 /// A rank's LL staging area: `2 × world × packets` 8-byte slots. Only the
 /// rendezvoused memory is kept (it holds no `Comm`), in the rank's
