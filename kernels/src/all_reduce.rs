@@ -126,45 +126,57 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     let width = 32 / per;
     let mask: u32 = if per == 1 { 0xFFFF_FFFFu32 } else { 0xFFFFu32 };
     let packets = (n + per - 1) / per;
+    // Packets travel in pairs: one 16-byte volatile store of two 8-byte
+    // (epoch, bits) elements, each single-copy atomic, so each half still
+    // proves its own arrival.
+    let pairs = (packets + 1) / 2;
     let parity = epoch & 1;
+    let tag = (epoch as u64) << 32;
     let src = input.local();
     let mine = stage.local();
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
-    let mut p = first;
-    while p < packets {
-        let mut bits: u32 = 0;
-        for k in 0..per {
-            let e = p * per + k;
-            if e < n {
-                bits |= src[e].to_bits32() << (k * width);
+    let mut g = first;
+    while g < pairs {
+        let mut words: [u32; 2] = [0u32; 2];
+        for h in 0..2u32 {
+            for k in 0..per {
+                let e = (g * 2 + h) * per + k;
+                if e < n {
+                    words[h] |= src[e].to_bits32() << (k * width);
+                }
             }
         }
-        let packet = ((epoch as u64) << 32) | (bits as u64);
+        let pkt: [u64; 2] = [tag | (words[0] as u64), tag | (words[1] as u64)];
         for r in 0..world {
-            stage.peer(r).store(
-                (parity * world + rank) * packets + p,
-                packet,
-                StoreOrder::Volatile,
-                Scope::System,
-            );
+            stage
+                .peer(r)
+                .store_vec_volatile::<2>(((parity * world + rank) * pairs + g) * 2, pkt);
         }
-        p += stride;
+        g += stride;
     }
     let mut q = first;
-    while q < packets {
-        let mut acc: [f32; P] = [0.0f32; P];
+    while q < pairs {
+        let mut lo: [f32; P] = [0.0f32; P];
+        let mut hi: [f32; P] = [0.0f32; P];
         for r in 0..world {
-            let v = mine.load_tagged((parity * world + r) * packets + q, epoch, r);
-            let bits = v as u32;
+            let v = mine.load_tagged2(((parity * world + r) * pairs + q) * 2, epoch, r);
+            let b0 = v[0] as u32;
+            let b1 = v[1] as u32;
             for k in 0..P {
-                acc[k] += T::from_bits32((bits >> (k as u32 * width)) & mask).to_f32();
+                let s = k as u32 * width;
+                lo[k] += T::from_bits32((b0 >> s) & mask).to_f32();
+                hi[k] += T::from_bits32((b1 >> s) & mask).to_f32();
             }
         }
         for k in 0..P {
-            let e = q * per + k as u32;
-            if e < n {
-                out[e] = T::from_f32(acc[k]);
+            let e0 = q * 2 * per + k as u32;
+            if e0 < n {
+                out[e0] = T::from_f32(lo[k]);
+            }
+            let e1 = e0 + per;
+            if e1 < n {
+                out[e1] = T::from_f32(hi[k]);
             }
         }
         q += stride;

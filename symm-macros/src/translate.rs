@@ -375,6 +375,8 @@ impl<'a> Translator<'a> {
                     }
                     other => {
                         self.err(other, "`let` must bind a plain name; destructuring is not supported in kernels");
+                        // Declare the names anyway, so later uses add no errors.
+                        declare_pattern_names(self, other);
                         return String::new();
                     }
                 }
@@ -393,6 +395,8 @@ impl<'a> Translator<'a> {
                     other,
                     "`let` must bind a plain name; destructuring is not supported in kernels",
                 );
+                // Declare the names anyway, so later uses add no errors.
+                declare_pattern_names(self, other);
                 return String::new();
             }
         };
@@ -1346,6 +1350,10 @@ impl<'a> Translator<'a> {
             }
             ("to_f32", 0) => format!("symm_to_f32({r})"),
             ("to_bits32", 0) => format!("symm_to_bits32({r})"),
+            ("load_tagged2", 3) => {
+                let (i, t, f) = (a(self, 0, Some("symm_u64")), a(self, 1, Some("symm_u32")), a(self, 2, Some("symm_u32")));
+                format!("symm_dsl_load_tagged2(__ctx, {r}, {i}, {t}, {f})")
+            }
             ("load_tagged", 3) => {
                 let (i, t, f) = (a(self, 0, Some("symm_u64")), a(self, 1, Some("symm_u32")), a(self, 2, Some("symm_u32")));
                 format!("symm_dsl_load_tagged(__ctx, {r}, {i}, {t}, {f})")
@@ -1453,5 +1461,25 @@ fn op_str(op: &BinOp) -> &'static str {
         BinOp::ShlAssign(_) => "<<=",
         BinOp::ShrAssign(_) => ">>=",
         _ => "?",
+    }
+}
+
+/// Declares every name bound by `pat` (after a rejected pattern).
+fn declare_pattern_names(t: &mut Translator, pat: &Pat) {
+    match pat {
+        Pat::Ident(pi) => {
+            t.declare(&pi.ident, None);
+        }
+        Pat::Tuple(tp) => tp.elems.iter().for_each(|p| declare_pattern_names(t, p)),
+        Pat::Type(pt) => declare_pattern_names(t, &pt.pat),
+        Pat::Paren(pp) => declare_pattern_names(t, &pp.pat),
+        Pat::Reference(r) => declare_pattern_names(t, &r.pat),
+        Pat::Slice(sp) => sp.elems.iter().for_each(|p| declare_pattern_names(t, p)),
+        Pat::TupleStruct(ts) => ts.elems.iter().for_each(|p| declare_pattern_names(t, p)),
+        Pat::Struct(ps) => ps
+            .fields
+            .iter()
+            .for_each(|f| declare_pattern_names(t, &f.pat)),
+        _ => {}
     }
 }

@@ -214,6 +214,35 @@ macro_rules! tagged {
         }
     };
 }
+/// The two-packet LL receive.
+macro_rules! tagged2 {
+    ($name:ident, $what:literal) => {
+        impl $name<u64> {
+            /// Two packets at `i` (even) in one 16-byte volatile load, polled
+            /// until both tags equal `tag`. `ld.volatile.global.v2.b64`.
+            #[track_caller]
+            pub fn load_tagged2(&self, i: impl DslIndex, tag: u32, from: u32) -> [u64; 2] {
+                let loc = std::panic::Location::caller();
+                let base = self.vec_addr::<2>(i);
+                current("load_tagged2", |t| {
+                    let start = t.globaltimer();
+                    loop {
+                        let v = [load_raw::<u64>(base, Ordering::Relaxed), load_raw::<u64>(base + 8, Ordering::Relaxed)];
+                        if (v[0] >> 32) as u32 == tag && (v[1] >> 32) as u32 == tag {
+                            return v;
+                        }
+                        if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
+                            t.fail(format!("LL packets from rank {from} with tag {tag} never arrived (timeout)"), loc);
+                        }
+                        t.spin(&|| format!("load_tagged2: packets from rank {from} with tag {tag}"), loc);
+                    }
+                })
+            }
+        }
+    };
+}
+tagged2!(Remote, "remote buffer");
+tagged2!(SliceMut, "mutable slice");
 tagged!(Remote, "remote buffer");
 tagged!(SliceMut, "mutable slice");
 

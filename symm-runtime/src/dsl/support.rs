@@ -119,6 +119,23 @@ template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const
     return v;
 }
 
+/* Two LL packets at once: a 16-byte volatile load (two 8-byte elements, each
+   single-copy atomic) polled until both tags are `tag`. */
+template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
+    const symm_u64* p = (const symm_u64*)(s.ptr + i);
+    symm_array<symm_u64, 2> v = symm_ld_vec_volatile<symm_u64, 2>(p);
+    if ((symm_u32)(v[0] >> 32) == tag && (symm_u32)(v[1] >> 32) == tag) return v;
+    symm_u64 start = symm_globaltimer();
+    while ((symm_u32)(v[0] >> 32) != tag || (symm_u32)(v[1] >> 32) != tag) {
+        if (symm_globaltimer() - start > c.timeout_ns) {
+            symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from, 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
+            asm volatile("exit;");
+        }
+        v = symm_ld_vec_volatile<symm_u64, 2>(p);
+    }
+    return v;
+}
+
 /* In-kernel signals. A timeout records who failed and ends this thread with
    `exit` (never `trap`, which would kill the context); the runtime reports
    the record at the next synchronize. */
