@@ -1313,6 +1313,11 @@ impl<'a> Translator<'a> {
             ("world_size", 0) => format!("symm_world({r})"),
             ("put_signal", 2) => format!("symm_dsl_put_signal(__ctx, {r}, {}, {})", a(self, 0, Some("symm_u32")), a(self, 1, Some("symm_u32"))),
             ("wait_signal", 2) => format!("symm_dsl_wait_signal(__ctx, {r}, {}, {})", a(self, 0, Some("symm_u32")), a(self, 1, Some("symm_u32"))),
+            ("put_signal_within" | "wait_signal_within", 4) => {
+                let (x, c) = (a(self, 0, Some("symm_u32")), a(self, 1, Some("symm_u32")));
+                let (t, k) = (a(self, 2, Some("symm_u64")), a(self, 3, Some("symm_u32")));
+                format!("symm_dsl_{name}(__ctx, {r}, {x}, {c}, {t}, {k})")
+            }
             ("signal_flag" | "wait_flag", 3) => {
                 let (x, c, v) = (a(self, 0, Some("symm_u32")), a(self, 1, Some("symm_u32")), a(self, 2, Some("symm_u32")));
                 format!("symm_dsl_{name}(__ctx, {r}, {x}, {c}, {v})")

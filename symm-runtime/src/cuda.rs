@@ -221,16 +221,27 @@ impl CudaDevice {
         Ok(f)
     }
 
-    /// The signal kernel `which` (0 put, 1 wait, 2 barrier).
+    /// The signal kernel `which` (0 put, 1 wait, 2 barrier): the
+    /// `#[symm_kernel]`s of [`crate::signal`], instantiated for `u8` (they
+    /// touch only signal pads), compiled and loaded once per device.
     pub(crate) fn signal_function(&self, rank: usize, which: usize) -> crate::Result<CudaFunction> {
-        use crate::signal::{
-            BARRIER_KERNEL, PUT_KERNEL, SIGNAL_MODULE, SIGNAL_SOURCE, WAIT_KERNEL,
-        };
+        use crate::signal::kernels::{signal_barrier, signal_put, signal_wait};
         if let Some(f) = self.signal_fns.get() {
             return Ok(f[which].clone());
         }
-        let load = |k| self.function(rank, SIGNAL_MODULE, &SIGNAL_SOURCE, k);
-        let fns = [load(PUT_KERNEL)?, load(WAIT_KERNEL)?, load(BARRIER_KERNEL)?];
+        let opts: Vec<String> = crate::__private::KERNEL_OPTIONS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let load = |name: &str, src: String| self.function_with(rank, name, &src, name, &opts);
+        let fns = [
+            load(signal_put::NAME, signal_put::cuda_source_for::<u8>())?,
+            load(signal_wait::NAME, signal_wait::cuda_source_for::<u8>())?,
+            load(
+                signal_barrier::NAME,
+                signal_barrier::cuda_source_for::<u8>(),
+            )?,
+        ];
         Ok(self.signal_fns.get_or_init(|| fns)[which].clone())
     }
 

@@ -1,7 +1,7 @@
 //! Stream-ordered signal operations and the device-side status word.
 //!
 //! The three host-launched operations (`put_signal`, `wait_signal`,
-//! `barrier`) are small kernels. They use self-resetting slots: a put moves a
+//! `barrier`) are small `#[symm_kernel]`s (see [`kernels`]). They use self-resetting slots: a put moves a
 //! slot from 0 to 1 (spinning while the previous signal is unconsumed) and a
 //! wait moves it from 1 back to 0. No host synchronisation is needed between
 //! calls, so they can be captured in a CUDA graph and replayed.
@@ -19,7 +19,6 @@
 use std::fmt;
 use std::sync::LazyLock;
 
-use crate::cuda_prelude::PRELUDE;
 use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS};
 
 /// Which signal operation gave up.
@@ -121,13 +120,6 @@ impl StatusRecord {
     }
 }
 
-/// Kernel names in [`SIGNAL_SOURCE`].
-pub(crate) const PUT_KERNEL: &str = "symm_signal_put";
-pub(crate) const WAIT_KERNEL: &str = "symm_signal_wait";
-pub(crate) const BARRIER_KERNEL: &str = "symm_signal_barrier";
-/// Name under which the JIT compiles (and caches) the signal kernels.
-pub const SIGNAL_MODULE: &str = "symm_signal";
-
 /// Device functions shared by the signal kernels and by DSL kernels: slot
 /// addressing, timeout records, and the put and wait protocols. Built from
 /// the Rust layout constants so the two can never disagree.
@@ -191,42 +183,6 @@ static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, sy
     )
 });
 
-/// CUDA C of the host-launched signal kernels.
-pub static SIGNAL_SOURCE: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        r#"{PRELUDE}
-{device_fns}
-extern "C" __global__ void {put}(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
-                                 symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status) {{
-    if (threadIdx.x == 0) symm_put(pads, rank, dst, channel, timeout_ns, timeout_ms, status, {k_put}u);
-}}
-
-extern "C" __global__ void {wait}(const symm_u64* pads, symm_u32 rank, symm_u32 src, symm_u32 channel,
-                                  symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status) {{
-    if (threadIdx.x == 0) symm_wait(pads, rank, src, channel, timeout_ns, timeout_ms, status, {k_wait}u);
-}}
-
-extern "C" __global__ void {barrier}(const symm_u64* pads, symm_u32 rank, symm_u32 world, symm_u32 channel,
-                                     symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status) {{
-    symm_u32 peer = threadIdx.x;
-    if (peer < world && peer != rank) {{
-        if (symm_put(pads, rank, peer, channel, timeout_ns, timeout_ms, status, {k_bput}u)) {{
-            symm_wait(pads, rank, peer, channel, timeout_ns, timeout_ms, status, {k_bwait}u);
-        }}
-    }}
-}}
-"#,
-        device_fns = &*SIGNAL_DEVICE_FNS,
-        put = PUT_KERNEL,
-        wait = WAIT_KERNEL,
-        barrier = BARRIER_KERNEL,
-        k_put = SignalKind::Put.code(),
-        k_wait = SignalKind::Wait.code(),
-        k_bput = SignalKind::BarrierPut.code(),
-        k_bwait = SignalKind::BarrierWait.code(),
-    )
-});
-
 /// A signal operation, as the backends execute it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SignalOp {
@@ -276,11 +232,18 @@ mod tests {
     }
 
     #[test]
-    fn source_has_no_includes_and_names_every_kernel() {
-        assert!(!SIGNAL_SOURCE.contains("#include"));
-        for k in [PUT_KERNEL, WAIT_KERNEL, BARRIER_KERNEL] {
-            assert!(SIGNAL_SOURCE.contains(k));
-        }
+    fn kernels_pass_the_kind_codes_the_decoder_expects() {
+        // The DSL kernels below write these codes as literals.
+        assert_eq!(
+            [
+                SignalKind::Put.code(),
+                SignalKind::Wait.code(),
+                SignalKind::BarrierPut.code(),
+                SignalKind::BarrierWait.code()
+            ],
+            [1, 2, 3, 4]
+        );
+        assert!(!SIGNAL_DEVICE_FNS.contains("#include"));
     }
 }
 
@@ -289,8 +252,8 @@ mod nvrtc_tests {
     use super::*;
     use crate::jit::{nvrtc_available, Arch, CompileRequest, JitEngine};
 
-    /// The signal kernels are CUDA C strings until the DSL replaces them, so
-    /// NVRTC must see them in CI.
+    /// The signal kernels compile with NVRTC for every arch the runtime
+    /// targets (CI checks this without a GPU).
     #[test]
     fn signal_kernels_compile_to_cubin() {
         if !nvrtc_available() {
@@ -302,16 +265,59 @@ mod nvrtc_tests {
             return;
         }
         for arch in [Arch { major: 9, minor: 0 }, Arch { major: 8, minor: 0 }] {
-            let (c, _) = JitEngine::new(None)
-                .compile(&CompileRequest {
-                    kernel_name: SIGNAL_MODULE,
-                    source: &SIGNAL_SOURCE,
-                    arch,
-                    options: &[],
-                })
-                .unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(&c.cubin[..4], b"\x7fELF");
-            assert!(c.log.trim().is_empty(), "NVRTC warnings: {}", c.log);
+            for (name, source) in [
+                ("signal_put", kernels::signal_put::cuda_source_for::<u8>()),
+                ("signal_wait", kernels::signal_wait::cuda_source_for::<u8>()),
+                (
+                    "signal_barrier",
+                    kernels::signal_barrier::cuda_source_for::<u8>(),
+                ),
+            ] {
+                let (c, _) = JitEngine::new(None)
+                    .compile(&CompileRequest {
+                        kernel_name: name,
+                        source: &source,
+                        arch,
+                        options: &[],
+                    })
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(&c.cubin[..4], b"\x7fELF");
+            }
+        }
+    }
+}
+
+/// The host-launched signal operations, as DSL kernels. (The emulator runs
+/// the same protocol on the host, in `backend/host.rs`.)
+pub(crate) mod kernels {
+    use crate::dsl::*;
+    use crate::symm_kernel;
+
+    /// Thread 0 signals `dst` on `channel`.
+    #[symm_kernel]
+    pub fn signal_put<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32, timeout_ns: u64) {
+        if thread_idx_x() == 0 {
+            let _ = buf.put_signal_within(dst, channel, timeout_ns, 1);
+        }
+    }
+
+    /// Thread 0 waits for (and consumes) `src`'s signal on `channel`.
+    #[symm_kernel]
+    pub fn signal_wait<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, timeout_ns: u64) {
+        if thread_idx_x() == 0 {
+            let _ = buf.wait_signal_within(src, channel, timeout_ns, 2);
+        }
+    }
+
+    /// Thread `p` signals peer `p`, then waits for peer `p`'s signal.
+    #[symm_kernel]
+    pub fn signal_barrier<T: Scalar>(buf: SymmBuf<T>, channel: u32, timeout_ns: u64) {
+        let p = thread_idx_x();
+        if p < buf.world_size()
+            && p != buf.rank()
+            && buf.put_signal_within(p, channel, timeout_ns, 3)
+        {
+            let _ = buf.wait_signal_within(p, channel, timeout_ns, 4);
         }
     }
 }

