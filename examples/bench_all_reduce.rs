@@ -16,7 +16,9 @@ use std::time::Duration;
 use rand::Rng;
 use symm::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
-use symm::kernels::all_reduce::{all_reduce, all_reduce_ll, all_reduce_pull, AllReduceElem};
+use symm::kernels::all_reduce::{
+    all_reduce, all_reduce_ll, all_reduce_pull, all_reduce_two_shot, AllReduceElem,
+};
 use symm::{bf16, run, Comm, CommOptions, Error, Ranks};
 
 const CALLS: usize = 32;
@@ -221,6 +223,10 @@ fn bench_dtype<T: AllReduceElem>(
         let pull_us = time_graph(c, &sync, &|| {
             all_reduce_pull(c, &smem, unsafe { &mut *out_ptr }, n)
         })?;
+        // SAFETY: as above.
+        let two_us = time_graph(c, &sync, &|| {
+            all_reduce_two_shot(c, &smem, unsafe { &mut *out_ptr }, n)
+        })?;
         // NCCL, plain buffers
         let src = c.device_buffer_from(&data)?;
         let dst = c.device_buffer::<T>(n)?;
@@ -244,6 +250,7 @@ fn bench_dtype<T: AllReduceElem>(
             rows.push(format!("symm,{world},{name},{bytes},{symm_us:.3}"));
             rows.push(format!("symm_ll,{world},{name},{bytes},{ll_us:.3}"));
             rows.push(format!("symm_pull,{world},{name},{bytes},{pull_us:.3}"));
+            rows.push(format!("symm_two_shot,{world},{name},{bytes},{two_us:.3}"));
             rows.push(format!("nccl,{world},{name},{bytes},{nccl_us:.3}"));
             if let Some(w) = win_us {
                 rows.push(format!("nccl_window,{world},{name},{bytes},{w:.3}"));

@@ -245,3 +245,65 @@ fn in_place_matches_float64_on_both_paths() {
         }
     }
 }
+
+#[test]
+fn every_path_is_exact_at_odd_sizes() {
+    use symm::kernels::all_reduce::{all_reduce_ll, all_reduce_pull, all_reduce_two_shot};
+    let sizes: &[usize] = if on_gpu() {
+        &[3, 4097, 300_001, (1 << 20) + 5]
+    } else {
+        &[3, 4097, 20_003]
+    };
+    for world in [2, 3, 4] {
+        let Some(ranks) = ranks(world) else { continue };
+        for &n in sizes {
+            let inputs: Vec<Vec<f32>> = (0..world)
+                .map(|_| {
+                    (0..n)
+                        .map(|_| rand::rng().random_range(-1.0..1.0))
+                        .collect()
+                })
+                .collect();
+            let outs = run(
+                ranks.clone(),
+                CommOptions::default().with_timeout(Duration::from_secs(30)),
+                |c| {
+                    let buf = c.alloc::<f32>(n)?;
+                    buf.copy_from_host(&inputs[c.rank()])?;
+                    let s = buf.rendezvous()?;
+                    let mut res = Vec::new();
+                    for path in 0..3 {
+                        let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+                        match path {
+                            0 => all_reduce_ll(c, &s, &mut out, n)?,
+                            1 => all_reduce_pull(c, &s, &mut out, n)?,
+                            _ => all_reduce_two_shot(c, &s, &mut out, n)?,
+                        }
+                        c.synchronize()?;
+                        res.push(out.to_host()?);
+                    }
+                    Ok(res)
+                },
+            )
+            .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
+            for path in 0..3 {
+                for (r, o) in outs.iter().enumerate() {
+                    assert!(
+                        o[path]
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .eq(outs[0][path].iter().map(|v| v.to_bits())),
+                        "path {path}: rank {r} differs"
+                    );
+                    for i in 0..n {
+                        let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
+                        assert!(
+                            (f64::from(o[path][i]) - want).abs() <= 1e-5,
+                            "path {path}, world {world}, n {n}, rank {r}, element {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

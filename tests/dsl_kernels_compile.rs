@@ -47,8 +47,6 @@ fn builtin_kernels_compile() {
         ] {
             r(a).unwrap_or_else(|e| panic!("{e}"));
         }
-        symm::kernels::all_reduce::copy_into::compile_for::<f32>(a)
-            .unwrap_or_else(|e| panic!("{e}"));
         use symm::kernels::one_shot_all_reduce_kernel as osar;
         for r in [
             osar::compile_for::<f32, 4, 2>,

@@ -187,14 +187,85 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     }
 }
 
-/// Copies `n` elements (the in-place form's last step).
+/// Two-shot all-reduce for large messages: rank r sums only chunk r of the
+/// 16-byte vectors (reading it from every rank) and pushes the sums into
+/// every rank's `scratch`; after an epoch barrier each rank copies the whole
+/// result to `out`. Each rank reads and writes n elements instead of reading
+/// `world × n`. Every phase walks chunk-local indices with the same (block,
+/// thread) stride, so what block b copies out was written by block b of
+/// each rank, which block b's barrier orders. `out` may be this rank's
+/// `input` (it is written only after every rank has finished reading it).
 #[symm_kernel]
-pub fn copy_into<T: Scalar>(src: &[T], dst: SymmBuf<T>, n: u32) {
-    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
-    let d = dst.local();
-    while i < n {
-        d[i] = src[i];
-        i += grid_dim_x() * block_dim_x();
+pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
+    input: SymmBuf<T>,
+    scratch: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+) {
+    let rank = input.rank();
+    let world = if W > 0 { W as u32 } else { input.world_size() };
+    let me = input.pad(rank);
+    let counter = signal_slot(7, block_idx_x(), rank);
+    let epoch = me
+        .load(counter, LoadOrder::Relaxed, Scope::Gpu)
+        .wrapping_add(1);
+    epoch_barrier(input, 5, epoch); // START: every input is ready
+    let stride = grid_dim_x() * block_dim_x();
+    let first = block_idx_x() * block_dim_x() + thread_idx_x();
+    let vecs = n / V as u32;
+    let chunk = (vecs + world - 1) / world;
+    let base = rank * chunk;
+    let mut j = first;
+    while j < chunk && base + j < vecs {
+        let i = (base + j) * V as u32;
+        let zero: [T; V] = [T::from_f32(0.0f32); V];
+        let mut vals: [[T; V]; 8] = [zero; 8];
+        for r in 0..world {
+            vals[r] = input.peer(r).load_vec::<V>(i);
+        }
+        let mut acc: [f32; V] = [0.0f32; V];
+        for r in 0..world {
+            let v = vals[r];
+            for k in 0..V {
+                acc[k] += v[k].to_f32();
+            }
+        }
+        let mut res: [T; V] = zero;
+        for k in 0..V {
+            res[k] = T::from_f32(acc[k]);
+        }
+        for r in 0..world {
+            scratch.peer(r).store_vec::<V>(i, res);
+        }
+        j += stride;
+    }
+    // The tail that does not fill a vector (fewer than V elements, so at
+    // most one per thread): every rank sums it itself, in rank order, so all
+    // ranks agree bit for bit. Read before the exit barrier, written after,
+    // so `out` may alias `input`.
+    let e = vecs * V as u32 + first;
+    let mut tail: f32 = 0.0;
+    if e < n {
+        for r in 0..world {
+            tail += input.peer(r)[e].to_f32();
+        }
+    }
+    sync_threads();
+    epoch_barrier(input, 6, epoch); // END: every push landed, every input read
+    let mine = scratch.local();
+    for c in 0..world {
+        let mut j = first;
+        while j < chunk && c * chunk + j < vecs {
+            let i = (c * chunk + j) * V as u32;
+            out.store_vec::<V>(i, mine.load_vec::<V>(i));
+            j += stride;
+        }
+    }
+    if e < n {
+        out[e] = T::from_f32(tail);
+    }
+    if thread_idx_x() == 0 {
+        me.store(counter, epoch, StoreOrder::Relaxed, Scope::Gpu);
     }
 }
 
@@ -206,6 +277,15 @@ pub trait AllReduceElem: Scalar {
         cfg: symm::LaunchConfig,
         input: &symm::SymmetricMemory,
         stage: &symm::SymmetricMemory,
+        out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
+        n: u32,
+    ) -> symm::Result<()>;
+    #[doc(hidden)]
+    fn __launch_two_shot(
+        comm: &symm::Comm,
+        cfg: symm::LaunchConfig,
+        input: &symm::SymmetricMemory,
+        scratch: &symm::SymmetricMemory,
         out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
         n: u32,
     ) -> symm::Result<()>;
@@ -222,6 +302,21 @@ pub trait AllReduceElem: Scalar {
 macro_rules! elem {
     ($($t:ty => $v:literal, $p:literal),*) => {$(
         impl AllReduceElem for $t {
+            fn __launch_two_shot(
+                comm: &symm::Comm,
+                cfg: symm::LaunchConfig,
+                input: &symm::SymmetricMemory,
+                scratch: &symm::SymmetricMemory,
+                out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
+                n: u32,
+            ) -> symm::Result<()> {
+                match comm.world_size() {
+                    2 => two_shot_all_reduce::launch::<$t, $v, 2>(comm, cfg, input, scratch, out, n),
+                    4 => two_shot_all_reduce::launch::<$t, $v, 4>(comm, cfg, input, scratch, out, n),
+                    8 => two_shot_all_reduce::launch::<$t, $v, 8>(comm, cfg, input, scratch, out, n),
+                    _ => two_shot_all_reduce::launch::<$t, $v, 0>(comm, cfg, input, scratch, out, n),
+                }
+            }
             fn __launch_ll(
                 comm: &symm::Comm,
                 cfg: symm::LaunchConfig,
@@ -286,12 +381,18 @@ pub fn all_reduce<T: AllReduceElem>(
     out: &mut (impl symm::DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> symm::Result<()> {
-    if n * std::mem::size_of::<T>() <= LL_MAX_BYTES {
+    let bytes = n * std::mem::size_of::<T>();
+    if bytes <= LL_MAX_BYTES {
         all_reduce_ll(comm, input, out, n)
+    } else if bytes >= TWO_SHOT_MIN_BYTES {
+        all_reduce_two_shot(comm, input, out, n)
     } else {
         all_reduce_pull(comm, input, out, n)
     }
 }
+
+/// Messages of at least this size use the two-shot kernel.
+pub const TWO_SHOT_MIN_BYTES: usize = 1 << 20;
 
 /// [`all_reduce`] forced onto the LL-packet kernel (any size; for tuning).
 pub fn all_reduce_ll<T: AllReduceElem>(
@@ -309,6 +410,44 @@ pub fn all_reduce_ll<T: AllReduceElem>(
         &stage.smem,
         out,
         n as u32,
+    )
+}
+
+/// [`all_reduce`] forced onto the two-shot kernel (any size; for tuning).
+pub fn all_reduce_two_shot<T: AllReduceElem>(
+    comm: &symm::Comm,
+    input: &symm::SymmetricMemory,
+    out: &mut (impl symm::DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> symm::Result<()> {
+    check(comm, input, &*out, n)?;
+    let scratch = scratch_for::<T>(comm, n)?;
+    T::__launch_two_shot(comm, config::<T>(n), input, &scratch.smem, out, n as u32)
+}
+
+/// A rank's two-shot scratch for element type `T` (rendezvoused memory
+/// only, kept in the rank's [`symm::Comm::extension`]).
+struct Scratch<T> {
+    smem: std::sync::Arc<symm::SymmetricMemory>,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+fn scratch_for<T: AllReduceElem>(
+    comm: &symm::Comm,
+    n: usize,
+) -> symm::Result<std::sync::Arc<Scratch<T>>> {
+    comm.extension(
+        |s: &Scratch<T>| s.len >= n,
+        || {
+            let len = n.next_power_of_two();
+            let buf = comm.alloc::<T>(len)?;
+            Ok(Scratch {
+                smem: buf.rendezvous()?,
+                len,
+                _t: std::marker::PhantomData,
+            })
+        },
     )
 }
 
@@ -389,9 +528,9 @@ fn stage_for(comm: &symm::Comm, packets: usize) -> symm::Result<std::sync::Arc<S
 
 /// In-place all-reduce: the sum of every rank's first `n` elements of
 /// `buf` replaces them on every rank. Small messages reduce straight into
-/// the buffer (peers read only the LL staging area); larger ones reduce
-/// into a scratch buffer, and copy back after the exit barrier guarantees
-/// every peer has finished reading.
+/// the buffer (peers read only the LL staging area); larger ones use the
+/// two-shot kernel, which writes only after every rank has read its input.
+/// Graph-safe, like [`all_reduce`].
 pub fn all_reduce_in_place<T: AllReduceElem>(
     comm: &symm::Comm,
     buf: &symm::SymmBuffer<T>,
@@ -422,9 +561,16 @@ pub fn all_reduce_in_place<T: AllReduceElem>(
             n as u32,
         );
     }
-    let mut scratch = comm.device_buffer::<T>(n)?;
-    T::__launch(comm, config::<T>(n), &smem, &mut scratch, n as u32)?;
-    copy_into::launch::<T>(comm, config::<T>(n), &scratch, &smem, n as u32)?;
-    // The scratch must outlive the queued kernels.
-    comm.synchronize()
+    // Two-shot writes `out` only after every rank has read its input, so
+    // the buffer can be its own output.
+    let scratch = scratch_for::<T>(comm, n)?;
+    let mut view = buf.slice(..)?;
+    T::__launch_two_shot(
+        comm,
+        config::<T>(n),
+        &smem,
+        &scratch.smem,
+        &mut view,
+        n as u32,
+    )
 }
