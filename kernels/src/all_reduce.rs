@@ -381,18 +381,39 @@ pub fn all_reduce<T: AllReduceElem>(
     out: &mut (impl symm::DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> symm::Result<()> {
-    let bytes = n * std::mem::size_of::<T>();
-    if bytes <= LL_MAX_BYTES {
-        all_reduce_ll(comm, input, out, n)
-    } else if bytes >= TWO_SHOT_MIN_BYTES {
-        all_reduce_two_shot(comm, input, out, n)
-    } else {
-        all_reduce_pull(comm, input, out, n)
+    match Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) {
+        Path::Ll => all_reduce_ll(comm, input, out, n),
+        Path::Pull => all_reduce_pull(comm, input, out, n),
+        Path::TwoShot => all_reduce_two_shot(comm, input, out, n),
     }
 }
 
-/// Messages of at least this size use the two-shot kernel.
-pub const TWO_SHOT_MIN_BYTES: usize = 1 << 20;
+/// The kernel [`all_reduce`] picks; crossovers measured on H200s
+/// (`bench/NOTES.md`, v5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// LL packets: one NVLink one-way trip, twice the bytes.
+    Ll,
+    /// Barrier, pull from every peer, barrier: reads `world × n`.
+    Pull,
+    /// Reduce-scatter then all-gather: reads and writes `n`.
+    TwoShot,
+}
+
+impl Path {
+    /// Two ranks: LL up to 256 KiB, then pull (a 2-rank pull reads only 2n,
+    /// and beat two-shot at every size measured). More ranks: LL up to
+    /// 128 KiB (it cost 5.1 µs at 64 KiB against two-shot's 7.8, and 9.0
+    /// at 256 KiB against 8.1), then two-shot.
+    pub fn choose(world: usize, bytes: usize) -> Path {
+        let ll_max = if world <= 2 { 256 << 10 } else { 128 << 10 };
+        match (bytes <= ll_max, world <= 2) {
+            (true, _) => Path::Ll,
+            (false, true) => Path::Pull,
+            (false, false) => Path::TwoShot,
+        }
+    }
+}
 
 /// [`all_reduce`] forced onto the LL-packet kernel (any size; for tuning).
 pub fn all_reduce_ll<T: AllReduceElem>(
@@ -493,9 +514,6 @@ fn check<T: AllReduceElem>(
     Ok(())
 }
 
-/// Messages up to this size use LL packets; larger ones the barrier-pull
-/// kernel, which moves half the bytes.
-pub const LL_MAX_BYTES: usize = 256 << 10;
 /// Blocks of every LL launch (a fixed grid keeps the per-block epochs in step).
 pub const LL_BLOCKS: u32 = 64;
 
@@ -547,9 +565,11 @@ pub fn all_reduce_in_place<T: AllReduceElem>(
             buf.len()
         )));
     }
-    if n * std::mem::size_of::<T>() <= LL_MAX_BYTES {
+    // In place, the pull path is out (its output would race peers' reads),
+    // so what is not LL is two-shot.
+    if Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) == Path::Ll {
         let stage = stage_for(comm, n.div_ceil(4 / std::mem::size_of::<T>()))?;
-        // SAFETY of the alias: the LL kernel reads its input only locally and
+        // The alias is safe: the LL kernel reads its input only locally and
         // writes element e after reading it, from the same thread.
         let mut view = buf.slice(..)?;
         return T::__launch_ll(
@@ -573,4 +593,21 @@ pub fn all_reduce_in_place<T: AllReduceElem>(
         &mut view,
         n as u32,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Path;
+
+    #[test]
+    fn dispatch_follows_the_measured_crossovers() {
+        assert_eq!(Path::choose(2, 1024), Path::Ll);
+        assert_eq!(Path::choose(2, 256 << 10), Path::Ll);
+        assert_eq!(Path::choose(2, (256 << 10) + 1), Path::Pull);
+        assert_eq!(Path::choose(2, 64 << 20), Path::Pull);
+        assert_eq!(Path::choose(4, 128 << 10), Path::Ll);
+        assert_eq!(Path::choose(4, (128 << 10) + 1), Path::TwoShot);
+        assert_eq!(Path::choose(8, 1 << 20), Path::TwoShot);
+        assert_eq!(Path::choose(3, 1 << 20), Path::TwoShot);
+    }
 }
