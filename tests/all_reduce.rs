@@ -6,25 +6,13 @@
 use std::time::Duration;
 
 use rand::Rng;
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{on_gpu, ranks};
+
 use symm::dsl::*;
 use symm::kernels::all_reduce::{all_reduce, AllReduceElem};
 use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
-
-fn on_gpu() -> bool {
-    std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu")
-}
-
-fn ranks(world: usize) -> Option<Ranks> {
-    if !on_gpu() {
-        return Some(Ranks::Emulator(world));
-    }
-    let n = symm::cuda_device_count();
-    if world > n {
-        eprintln!("SKIPPED: world size {world} needs {world} GPUs, this machine has {n}");
-        return None;
-    }
-    Some(Ranks::Cuda((0..world).collect()))
-}
 
 fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64) {
     let Some(ranks) = ranks(world) else { return };

@@ -10,6 +10,10 @@
 use std::time::{Duration, Instant};
 
 use rand::Rng;
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{on_gpu, ranks};
+
 use symm::dsl::*;
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
 use symm::{run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks};
@@ -19,24 +23,6 @@ mod dsl_suite;
 use dsl_suite::*;
 
 const T: Duration = Duration::from_secs(20);
-
-fn on_gpu() -> bool {
-    std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu")
-}
-
-/// `world` ranks on the emulator, or on GPUs under `SYMM_KERNEL_TESTS_ON=gpu`
-/// (`None`, after saying so, when there are too few GPUs).
-fn ranks(world: usize) -> Option<Ranks> {
-    if !on_gpu() {
-        return Some(Ranks::Emulator(world));
-    }
-    let n = symm::cuda_device_count();
-    if world > n {
-        eprintln!("SKIPPED: world size {world} needs {world} GPUs, this machine has {n}");
-        return None;
-    }
-    Some(Ranks::Cuda((0..world).collect()))
-}
 
 fn emu<R: Send>(world: usize, f: impl Fn(&Comm) -> symm::Result<R> + Sync) -> Vec<R> {
     let Some(ranks) = ranks(world) else {

@@ -26,6 +26,35 @@ pub const END: u32 = 6;
 /// Signal-pad channel whose slots hold each block's call counter.
 pub const EPOCH: u32 = 7;
 
+/// This block's epoch for the call: its counter (channel 7 of `buf`'s own
+/// pad) plus one. Every rank runs the same launches, so the counters agree.
+#[symm_kernel(device)]
+pub fn next_epoch<T: Scalar>(buf: SymmBuf<T>) -> u32 {
+    let rank = buf.rank();
+    buf.pad(rank)
+        .load(
+            signal_slot(7, block_idx_x(), rank),
+            LoadOrder::Relaxed,
+            Scope::Gpu,
+        )
+        .wrapping_add(1)
+}
+
+/// Stores this block's new epoch, once every thread has read the old one.
+#[symm_kernel(device)]
+pub fn commit_epoch<T: Scalar>(buf: SymmBuf<T>, epoch: u32) {
+    sync_threads();
+    if thread_idx_x() == 0 {
+        let rank = buf.rank();
+        buf.pad(rank).store(
+            signal_slot(7, block_idx_x(), rank),
+            epoch,
+            StoreOrder::Relaxed,
+            Scope::Gpu,
+        );
+    }
+}
+
 /// Block-wide epoch barrier with every rank on `channel`.
 #[symm_kernel(device)]
 pub fn epoch_barrier<T: Scalar>(buf: SymmBuf<T>, channel: u32, epoch: u32) {
@@ -35,6 +64,30 @@ pub fn epoch_barrier<T: Scalar>(buf: SymmBuf<T>, channel: u32, epoch: u32) {
         buf.wait_flag(t, channel, epoch);
     }
     sync_threads();
+}
+
+/// Loads elements `i..i + V` (one 16-byte vector) from every rank's `buf`,
+/// all loads issued before any arithmetic, and sums them in f32 in rank
+/// order 0, 1, …: the same bits on every rank.
+#[symm_kernel(device)]
+pub fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [T; V] {
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut vals: [[T; V]; 8] = [zero; 8];
+    for r in 0..world {
+        vals[r] = buf.peer(r).load_vec::<V>(i);
+    }
+    let mut acc: [f32; V] = [0.0f32; V];
+    for r in 0..world {
+        let v = vals[r];
+        for k in 0..V {
+            acc[k] += v[k].to_f32();
+        }
+    }
+    let mut res: [T; V] = zero;
+    for k in 0..V {
+        res[k] = T::from_f32(acc[k]);
+    }
+    res
 }
 
 /// One-shot all-reduce of the first `n` elements of `buf` into `out`.
@@ -50,11 +103,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 ) {
     let rank = buf.rank();
     let world = if W > 0 { W as u32 } else { buf.world_size() };
-    let me = buf.pad(rank);
-    let counter = signal_slot(7, block_idx_x(), rank);
-    let epoch = me
-        .load(counter, LoadOrder::Relaxed, Scope::Gpu)
-        .wrapping_add(1);
+    let epoch = next_epoch(buf);
     epoch_barrier(buf, 5, epoch); // START
 
     let stride = grid_dim_x() * block_dim_x();
@@ -62,22 +111,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     let vecs = n / V as u32;
     let mut i = first;
     while i < vecs {
-        let zero: [T; V] = [T::from_f32(0.0f32); V];
-        let mut vals: [[T; V]; 8] = [zero; 8];
-        for r in 0..world {
-            vals[r] = buf.peer(r).load_vec::<V>(i * V as u32);
-        }
-        let mut acc: [f32; V] = [0.0f32; V];
-        for r in 0..world {
-            let v = vals[r];
-            for k in 0..V {
-                acc[k] += v[k].to_f32();
-            }
-        }
-        let mut res: [T; V] = zero;
-        for k in 0..V {
-            res[k] = T::from_f32(acc[k]);
-        }
+        let res = sum_peers::<T, V>(buf, i * V as u32, world);
         out.store_vec::<V>(i * V as u32, res);
         i += stride;
     }
@@ -94,9 +128,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 
     sync_threads();
     epoch_barrier(buf, 6, epoch); // END
-    if thread_idx_x() == 0 {
-        me.store(counter, epoch, StoreOrder::Relaxed, Scope::Gpu);
-    }
+    commit_epoch(buf, epoch);
 }
 
 /// One-shot all-reduce with LL packets: each rank pushes `(epoch, bits)` as
@@ -117,11 +149,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
 ) {
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    let me = stage.pad(rank);
-    let counter = signal_slot(7, block_idx_x(), rank);
-    let epoch = me
-        .load(counter, LoadOrder::Relaxed, Scope::Gpu)
-        .wrapping_add(1);
+    let epoch = next_epoch(stage);
     let per = P as u32;
     let width = 32 / per;
     let mask: u32 = if per == 1 { 0xFFFF_FFFFu32 } else { 0xFFFFu32 };
@@ -181,10 +209,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         }
         q += stride;
     }
-    sync_threads();
-    if thread_idx_x() == 0 {
-        me.store(counter, epoch, StoreOrder::Relaxed, Scope::Gpu);
-    }
+    commit_epoch(stage, epoch);
 }
 
 /// Two-shot all-reduce for large messages: rank r sums only chunk r of the
@@ -204,11 +229,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 ) {
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    let me = input.pad(rank);
-    let counter = signal_slot(7, block_idx_x(), rank);
-    let epoch = me
-        .load(counter, LoadOrder::Relaxed, Scope::Gpu)
-        .wrapping_add(1);
+    let epoch = next_epoch(input);
     epoch_barrier(input, 5, epoch); // START: every input is ready
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
@@ -218,22 +239,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     let mut j = first;
     while j < chunk && base + j < vecs {
         let i = (base + j) * V as u32;
-        let zero: [T; V] = [T::from_f32(0.0f32); V];
-        let mut vals: [[T; V]; 8] = [zero; 8];
-        for r in 0..world {
-            vals[r] = input.peer(r).load_vec::<V>(i);
-        }
-        let mut acc: [f32; V] = [0.0f32; V];
-        for r in 0..world {
-            let v = vals[r];
-            for k in 0..V {
-                acc[k] += v[k].to_f32();
-            }
-        }
-        let mut res: [T; V] = zero;
-        for k in 0..V {
-            res[k] = T::from_f32(acc[k]);
-        }
+        let res = sum_peers::<T, V>(input, i, world);
         for r in 0..world {
             scratch.peer(r).store_vec::<V>(i, res);
         }
@@ -264,9 +270,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     if e < n {
         out[e] = T::from_f32(tail);
     }
-    if thread_idx_x() == 0 {
-        me.store(counter, epoch, StoreOrder::Relaxed, Scope::Gpu);
-    }
+    commit_epoch(input, epoch);
 }
 
 /// Element types the one-shot all-reduce supports, with their vector width.

@@ -230,6 +230,11 @@ fn fnv(parts: &[&str]) -> u64 {
     h
 }
 
+/// [`KERNEL_OPTIONS`] as the JIT takes them.
+fn kernel_options() -> Vec<String> {
+    KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect()
+}
+
 /// Options every DSL kernel is compiled with. `--fmad=false` because Rust
 /// never contracts `a * b + c` into an FMA, and the GPU must compute what the
 /// CPU body computes.
@@ -275,7 +280,7 @@ impl KernelCache {
                 let entry = format!("{}__{h:016x}", self.name);
                 let src = source(&entry);
                 dump(&entry, &src, b.dev.arch);
-                let opts: Vec<String> = KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect();
+                let opts = kernel_options();
                 let f = b
                     .dev
                     .function_with(comm.rank(), &entry, &src, &entry, &opts)?;
@@ -326,7 +331,7 @@ fn dump(entry: &str, src: &str, arch: crate::jit::Arch) {
     if let Err(e) = std::fs::write(dir.join(format!("{entry}.cu")), src) {
         tracing::warn!("SYMM_DUMP: {e}");
     }
-    let opts: Vec<String> = KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect();
+    let opts = kernel_options();
     let req = crate::jit::CompileRequest {
         kernel_name: entry,
         source: src,
@@ -347,7 +352,7 @@ fn dump(entry: &str, src: &str, arch: crate::jit::Arch) {
 /// every kernel compiles).
 pub fn compile_check(entry: &str, src: &str, arch: crate::jit::Arch) -> Result<()> {
     dump(entry, src, arch);
-    let opts: Vec<String> = KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect();
+    let opts = kernel_options();
     let req = crate::jit::CompileRequest {
         kernel_name: entry,
         source: src,
