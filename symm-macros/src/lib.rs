@@ -1,8 +1,9 @@
 //! The `#[symm_kernel]` procedural macro of symm.
 //!
-//! Parsing and checking live in [`parse`]; code generation (CUDA C, the CPU
-//! body, the typed launcher) in [`generate`]. Errors carry the user's spans,
-//! and on error the item is re-emitted unchanged so IDEs keep working.
+//! Parsing and checking live in `parse`; code generation (CUDA C, the CPU
+//! body, the typed launcher) in `generate`. Errors carry the user's spans
+//! (whole nodes), one per problem; on error a body-less stand-in for the item
+//! is emitted, so the rest of the crate still resolves its name.
 
 use proc_macro::TokenStream;
 

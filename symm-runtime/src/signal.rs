@@ -1,7 +1,7 @@
 //! Stream-ordered signal operations and the device-side status word.
 //!
 //! The three host-launched operations (`put_signal`, `wait_signal`,
-//! `barrier`) are small `#[symm_kernel]`s (see [`kernels`]). They use self-resetting slots: a put moves a
+//! `barrier`) are small `#[symm_kernel]`s (in this module's `kernels`). They use self-resetting slots: a put moves a
 //! slot from 0 to 1 (spinning while the previous signal is unconsumed) and a
 //! wait moves it from 1 back to 0. No host synchronisation is needed between
 //! calls, so they can be captured in a CUDA graph and replayed.
