@@ -295,3 +295,112 @@ fn every_path_is_exact_at_odd_sizes() {
         }
     }
 }
+
+#[test]
+fn ll_calls_of_changing_sizes_back_to_back() {
+    use symm::kernels::all_reduce::all_reduce_ll;
+    // Sizes alternate so that consecutive calls of the same parity differ
+    // in size: slot strides must not depend on the call's size.
+    let sizes = [20_001usize, 9, 4097, 20_001, 3, 12_345, 1, 20_001];
+    let max = *sizes.iter().max().unwrap();
+    for world in [2, 3, 4] {
+        let Some(ranks) = ranks(world) else { continue };
+        let inputs: Vec<Vec<f32>> = (0..world)
+            .map(|_| {
+                (0..max)
+                    .map(|_| rand::rng().random_range(-1.0..1.0))
+                    .collect()
+            })
+            .collect();
+        let outs = run(
+            ranks,
+            CommOptions::default().with_timeout(Duration::from_secs(30)),
+            |c| {
+                let buf = c.alloc::<f32>(max)?;
+                buf.copy_from_host(&inputs[c.rank()])?;
+                let s = buf.rendezvous()?;
+                let mut outs = Vec::new();
+                for &n in &sizes {
+                    outs.push(c.device_buffer_from(&vec![f32::NAN; n])?);
+                }
+                for (out, &n) in outs.iter_mut().zip(&sizes) {
+                    all_reduce_ll(c, &s, out, n)?;
+                }
+                c.synchronize()?;
+                outs.iter()
+                    .map(|o| o.to_host())
+                    .collect::<symm::Result<Vec<_>>>()
+            },
+        )
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+        for (r, o) in outs.iter().enumerate() {
+            for (k, &n) in sizes.iter().enumerate() {
+                for i in 0..n {
+                    let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
+                    assert!(
+                        (f64::from(o[k][i]) - want).abs() <= 1e-5,
+                        "world {world}, call {k} (n {n}), rank {r}, element {i}: {} vs {want}",
+                        o[k][i]
+                    );
+                }
+                assert_eq!(
+                    o[k].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    outs[0][k].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "world {world}, call {k}: rank {r} differs from rank 0"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn empty_and_aliased_outputs() {
+    use symm::kernels::all_reduce::all_reduce_pull;
+    let Some(ranks) = ranks(2) else { return };
+    // Over the LL threshold, so the dispatcher would pick the pull kernel,
+    // which must not write into an input that peers are reading.
+    let n = 70_001usize;
+    let inputs: Vec<Vec<f32>> = (0..2)
+        .map(|_| {
+            (0..n)
+                .map(|_| rand::rng().random_range(-1.0..1.0))
+                .collect()
+        })
+        .collect();
+    let outs = run(
+        ranks,
+        CommOptions::default().with_timeout(Duration::from_secs(30)),
+        |c| {
+            let buf = c.alloc::<f32>(n)?;
+            buf.copy_from_host(&inputs[c.rank()])?;
+            let s = buf.rendezvous()?;
+            // n == 0 is a no-op, not a launch that could touch the output.
+            let mut poisoned = c.device_buffer_from(&[f32::NAN; 4])?;
+            all_reduce(c, &s, &mut poisoned, 0)?;
+            c.synchronize()?;
+            assert!(poisoned.to_host()?.iter().all(|v| v.is_nan()));
+            let mut view = buf.slice(..)?;
+            let err = all_reduce_pull(c, &s, &mut view, n).expect_err("aliased pull");
+            assert!(err.to_string().contains("overlaps"), "{err}");
+            all_reduce(c, &s, &mut view, n)?;
+            c.synchronize()?;
+            buf.to_host()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (r, o) in outs.iter().enumerate() {
+        assert!(
+            o.iter()
+                .map(|v| v.to_bits())
+                .eq(outs[0].iter().map(|v| v.to_bits())),
+            "rank {r} differs"
+        );
+        for i in 0..n {
+            let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
+            assert!(
+                (f64::from(o[i]) - want).abs() <= 1e-5,
+                "rank {r}, element {i}"
+            );
+        }
+    }
+}

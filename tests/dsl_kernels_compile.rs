@@ -94,6 +94,8 @@ fn test_suite_kernels_compile() {
         atomics::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         vectors::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         shared_reduce::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        shared_scopes::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        lanes::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         shuffles::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         message_passing::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         copy_n::compile_for(a).unwrap_or_else(|e| panic!("{e}"));

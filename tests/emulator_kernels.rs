@@ -324,6 +324,55 @@ fn a_wait_nobody_answers_is_diagnosed_within_5_s() {
     }
 }
 
+#[test]
+fn a_rank_busy_on_the_host_is_not_a_hang() {
+    if on_gpu() {
+        eprintln!("SKIPPED: emulator-only diagnostics");
+        return;
+    }
+    // Rank 0 waits in a kernel while rank 1 spends longer than the stall
+    // window on the host before it signals: slow, not deadlocked.
+    run(
+        Ranks::Emulator(2),
+        CommOptions::default().with_timeout(T),
+        |c| {
+            let buf = c.alloc::<u32>(8)?;
+            let s = buf.rendezvous()?;
+            if c.rank() == 0 {
+                wait_on::launch(c, LaunchConfig::linear(1, 32), &s, 1, 3)?;
+            } else {
+                std::thread::sleep(Duration::from_millis(3500));
+                s.put_signal(0, 3, T)?;
+            }
+            c.synchronize()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn device_functions_own_their_shared_arrays_and_lanes_follow_the_linear_id() {
+    emu(2, |c| {
+        let x: Vec<u32> = (0..32)
+            .map(|_| rand::rng().random_range(0..1 << 20))
+            .collect();
+        let dx = c.device_buffer_from(&x)?;
+        let mut out = c.device_buffer_from(&[u32::MAX; 32])?;
+        shared_scopes::launch(c, LaunchConfig::linear(1, 32), &dx, &mut out)?;
+        let want: Vec<u32> = (0..32).map(|t| x[t] + 3 * x[31 - t] + 1).collect();
+        assert_eq!(out.to_host()?, want, "rank {}", c.rank());
+        let mut l = c.device_buffer_from(&vec![u32::MAX; 64])?;
+        let cfg = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (16, 4, 1),
+            shared_mem: 0,
+        };
+        lanes::launch(c, cfg, &mut l)?;
+        assert_eq!(l.to_host()?, (0..64).map(|t| t % 32).collect::<Vec<u32>>());
+        Ok(())
+    });
+}
+
 #[symm_kernel]
 fn off_by_one(x: &[f32], y: &mut [f32], n: u32) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();

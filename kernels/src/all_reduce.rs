@@ -146,6 +146,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     stage: SymmBuf<u64>,
     out: &mut [T],
     n: u32,
+    cap: u32,
 ) {
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
@@ -158,6 +159,9 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // (epoch, bits) elements, each single-copy atomic, so each half still
     // proves its own arrival.
     let pairs = (packets + 1) / 2;
+    // Slots are laid out by the stage's pair capacity `cap`, not by this
+    // call's `pairs`: with a size-dependent stride, a call's region could
+    // overlap the other parity's region that a slow peer is still reading.
     let parity = epoch & 1;
     let tag = (epoch as u64) << 32;
     let src = input.local();
@@ -179,7 +183,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         for r in 0..world {
             stage
                 .peer(r)
-                .store_vec_volatile::<2>(((parity * world + rank) * pairs + g) * 2, pkt);
+                .store_vec_volatile::<2>(((parity * world + rank) * cap + g) * 2, pkt);
         }
         g += stride;
     }
@@ -188,7 +192,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         let mut lo: [f32; P] = [0.0f32; P];
         let mut hi: [f32; P] = [0.0f32; P];
         for r in 0..world {
-            let v = mine.load_tagged2(((parity * world + r) * pairs + q) * 2, epoch, r);
+            let v = mine.load_tagged2(((parity * world + r) * cap + q) * 2, epoch, r);
             let b0 = v[0] as u32;
             let b1 = v[1] as u32;
             for k in 0..P {
@@ -283,6 +287,7 @@ pub trait AllReduceElem: Scalar {
         stage: &symm::SymmetricMemory,
         out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
         n: u32,
+        cap: u32,
     ) -> symm::Result<()>;
     #[doc(hidden)]
     fn __launch_two_shot(
@@ -328,12 +333,13 @@ macro_rules! elem {
                 stage: &symm::SymmetricMemory,
                 out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
                 n: u32,
+                cap: u32,
             ) -> symm::Result<()> {
                 match comm.world_size() {
-                    2 => one_shot_ll::launch::<$t, $p, 2>(comm, cfg, input, stage, out, n),
-                    4 => one_shot_ll::launch::<$t, $p, 4>(comm, cfg, input, stage, out, n),
-                    8 => one_shot_ll::launch::<$t, $p, 8>(comm, cfg, input, stage, out, n),
-                    _ => one_shot_ll::launch::<$t, $p, 0>(comm, cfg, input, stage, out, n),
+                    2 => one_shot_ll::launch::<$t, $p, 2>(comm, cfg, input, stage, out, n, cap),
+                    4 => one_shot_ll::launch::<$t, $p, 4>(comm, cfg, input, stage, out, n, cap),
+                    8 => one_shot_ll::launch::<$t, $p, 8>(comm, cfg, input, stage, out, n, cap),
+                    _ => one_shot_ll::launch::<$t, $p, 0>(comm, cfg, input, stage, out, n, cap),
                 }
             }
             fn __launch(
@@ -387,6 +393,9 @@ pub fn all_reduce<T: AllReduceElem>(
 ) -> symm::Result<()> {
     match Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) {
         Path::Ll => all_reduce_ll(comm, input, out, n),
+        // Pull's output would race peers' reads of an aliased input;
+        // two-shot writes only after every rank has read it.
+        Path::Pull if aliases(input, &*out) => all_reduce_two_shot(comm, input, out, n),
         Path::Pull => all_reduce_pull(comm, input, out, n),
         Path::TwoShot => all_reduce_two_shot(comm, input, out, n),
     }
@@ -427,7 +436,19 @@ pub fn all_reduce_ll<T: AllReduceElem>(
     n: usize,
 ) -> symm::Result<()> {
     check(comm, input, &*out, n)?;
-    let stage = stage_for(comm, n.div_ceil(4 / std::mem::size_of::<T>()))?;
+    if n == 0 {
+        return Ok(());
+    }
+    let packets = n.div_ceil(4 / std::mem::size_of::<T>());
+    if packets > MAX_LL_PACKETS {
+        return Err(symm::Error::InvalidArgument {
+            rank: comm.rank(),
+            message: format!(
+                "all_reduce_ll of {n} elements needs {packets} LL packets, more than {MAX_LL_PACKETS}; use all_reduce"
+            ),
+        });
+    }
+    let stage = stage_for(comm, packets)?;
     T::__launch_ll(
         comm,
         symm::LaunchConfig::linear(LL_BLOCKS, THREADS),
@@ -435,6 +456,7 @@ pub fn all_reduce_ll<T: AllReduceElem>(
         &stage.smem,
         out,
         n as u32,
+        stage.pair_capacity(),
     )
 }
 
@@ -446,6 +468,9 @@ pub fn all_reduce_two_shot<T: AllReduceElem>(
     n: usize,
 ) -> symm::Result<()> {
     check(comm, input, &*out, n)?;
+    if n == 0 {
+        return Ok(());
+    }
     let scratch = scratch_for::<T>(comm, n)?;
     T::__launch_two_shot(comm, config::<T>(n), input, &scratch.smem, out, n as u32)
 }
@@ -484,7 +509,30 @@ pub fn all_reduce_pull<T: AllReduceElem>(
     n: usize,
 ) -> symm::Result<()> {
     check(comm, input, &*out, n)?;
+    if aliases(input, &*out) {
+        return Err(symm::Error::InvalidArgument {
+            rank: comm.rank(),
+            message: "all_reduce_pull's output overlaps its own symmetric input, which peers \
+                      are still reading; use all_reduce or all_reduce_in_place"
+                .into(),
+        });
+    }
+    if n == 0 {
+        return Ok(());
+    }
     T::__launch(comm, config::<T>(n), input, out, n as u32)
+}
+
+/// Whether `out` overlaps this rank's buffer of `input`.
+fn aliases<T: AllReduceElem>(
+    input: &symm::SymmetricMemory,
+    out: &(impl symm::DeviceSlice<T> + ?Sized),
+) -> bool {
+    let base = input.buffer_ptrs()[input.rank()];
+    let end = base + input.buffer_size() as u64;
+    let o = out.device_ptr();
+    let o_end = o + (out.len() * std::mem::size_of::<T>()) as u64;
+    o < end && base < o_end && o_end > o
 }
 
 fn check<T: AllReduceElem>(
@@ -521,12 +569,22 @@ fn check<T: AllReduceElem>(
 /// Blocks of every LL launch (a fixed grid keeps the per-block epochs in step).
 pub const LL_BLOCKS: u32 = 64;
 
+/// Most packets one LL call may stage (keeps every slot index in `u32`).
+const MAX_LL_PACKETS: usize = 1 << 26;
+
 /// A rank's LL staging area: `2 × world × packets` 8-byte slots. Only the
 /// rendezvoused memory is kept (it holds no `Comm`), in the rank's
 /// [`symm::Comm::extension`], so it is freed with the rank.
 struct Stage {
     smem: std::sync::Arc<symm::SymmetricMemory>,
     packets: usize,
+}
+
+impl Stage {
+    /// Packet pairs per (parity, rank) region: the kernel's slot stride.
+    fn pair_capacity(&self) -> u32 {
+        (self.packets / 2) as u32
+    }
 }
 
 /// The staging area of `comm`'s rank with room for `packets`, grown (a
@@ -569,6 +627,14 @@ pub fn all_reduce_in_place<T: AllReduceElem>(
             buf.len()
         )));
     }
+    if n > u32::MAX as usize {
+        return Err(invalid(format!(
+            "all_reduce_in_place of {n} elements is more than 2^32 - 1"
+        )));
+    }
+    if n == 0 {
+        return Ok(());
+    }
     // In place, the pull path is out (its output would race peers' reads),
     // so what is not LL is two-shot.
     if Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) == Path::Ll {
@@ -583,6 +649,7 @@ pub fn all_reduce_in_place<T: AllReduceElem>(
             &stage.smem,
             &mut view,
             n as u32,
+            stage.pair_capacity(),
         );
     }
     // Two-shot writes `out` only after every rank has read its input, so

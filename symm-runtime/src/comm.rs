@@ -427,6 +427,8 @@ where
                             }
                             Ranks::Emulator(_) => Comm::emulated(rank, world, store, options)?,
                         };
+                        let _finished = matches!(ranks, Ranks::Emulator(_))
+                            .then(|| crate::emulator::FinishGuard(crate::emulator::group(&comm)));
                         f(&comm)
                     })
             })

@@ -10,13 +10,15 @@
 //! pattern) make progress.
 //!
 //! A launch fails, instead of hanging, when no simulated thread of any rank
-//! has made progress for [`stall`] time: the error lists, per group of
-//! blocked threads, what they wait for and the kernel source line.
+//! has made progress for [`stall`] time while every rank is in a launch or
+//! done (or for the kernel timeout, when some rank is busy elsewhere): the
+//! error lists, per group of blocked threads, what they wait for and the
+//! kernel source line.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, Location};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -37,24 +39,72 @@ const STACK_BYTES: usize = 64 * 1024;
 /// Ordered memory operations between forced yields.
 const PREEMPT_EVERY: u32 = 32;
 
-/// Per group: bumped whenever a simulated thread of any of its ranks makes
-/// progress. Per group, so that unrelated emulations in the same process
-/// (concurrent tests) cannot hide a deadlock.
-fn progress_counter(comm: &Comm) -> Arc<AtomicU64> {
-    type Counters = Mutex<HashMap<(usize, String), Arc<AtomicU64>>>;
-    static COUNTERS: OnceLock<Counters> = OnceLock::new();
+/// What the emulator knows of one group of ranks. Per group, so that
+/// unrelated emulations in the same process (concurrent tests) cannot hide
+/// a deadlock.
+#[derive(Default)]
+pub(crate) struct Group {
+    /// Bumped whenever a simulated thread of any rank makes progress.
+    progress: AtomicU64,
+    /// Ranks inside a launch now.
+    in_launch: AtomicUsize,
+    /// Ranks whose work is over (their `run` closure returned or unwound).
+    finished: AtomicUsize,
+}
+
+impl Group {
+    /// Whether every rank is in a launch or done: only then can a stall be
+    /// a deadlock, since a rank busy on the host may still reach its launch.
+    fn all_settled(&self, world: usize) -> bool {
+        self.in_launch.load(Ordering::Acquire) + self.finished.load(Ordering::Acquire) >= world
+    }
+}
+
+/// The state of `comm`'s group.
+pub(crate) fn group(comm: &Comm) -> Arc<Group> {
+    type Groups = Mutex<HashMap<(usize, String), Arc<Group>>>;
+    static GROUPS: OnceLock<Groups> = OnceLock::new();
     let key = (
         Arc::as_ptr(comm.store()) as *const () as usize,
         comm.key_prefix().to_string(),
     );
-    let mut map = COUNTERS
+    let mut map = GROUPS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     map.entry(key).or_default().clone()
 }
 
-/// How long no rank may make progress before a launch is declared hung.
+/// Marks a rank's work over when dropped (also by unwinding), so peers
+/// still waiting on it are diagnosed as hung without waiting for the
+/// kernel timeout.
+pub(crate) struct FinishGuard(pub(crate) Arc<Group>);
+
+impl Drop for FinishGuard {
+    fn drop(&mut self) {
+        self.0.finished.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Counts a rank as in a launch while alive.
+struct InLaunch<'a>(&'a Group);
+
+impl<'a> InLaunch<'a> {
+    fn new(g: &'a Group) -> Self {
+        g.in_launch.fetch_add(1, Ordering::AcqRel);
+        InLaunch(g)
+    }
+}
+
+impl Drop for InLaunch<'_> {
+    fn drop(&mut self) {
+        self.0.in_launch.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How long no rank may make progress, while every rank is in a launch or
+/// done, before a launch is declared hung. (While some rank is elsewhere,
+/// the kernel timeout applies instead.)
 pub fn stall(comm: &Comm) -> Duration {
     comm.options().kernel_timeout.min(Duration::from_secs(2))
 }
@@ -69,6 +119,12 @@ enum Event {
     Preempted,
 }
 
+/// A block's shared arrays, by (call site, bytes).
+type SharedMap = RefCell<HashMap<(u64, usize), Box<[AtomicU64]>>>;
+
+/// A wait loop's description (alive on the waiting thread's stack) and place.
+type Wait = (*const dyn Fn() -> String, &'static Location<'static>);
+
 /// The panic payload of a fault raised by a simulated thread.
 struct Fault(String);
 
@@ -80,7 +136,11 @@ struct Launch {
     grid: [u32; 3],
     block: [u32; 3],
     stall: Duration,
-    progress: Arc<AtomicU64>,
+    /// The kernel timeout: a stall this long is a hang even while some
+    /// rank is outside any launch.
+    timeout: Duration,
+    world: usize,
+    group: Arc<Group>,
 }
 
 struct Thread {
@@ -88,9 +148,11 @@ struct Thread {
     linear_block: u32,
     linear_thread: u32,
     launch: *const Launch,
-    shared: *const RefCell<HashMap<u32, Box<[AtomicU64]>>>,
+    shared: *const SharedMap,
     yielder: Cell<*const Yielder<u64, Event>>,
     ops: Cell<u32>,
+    /// The wait loop this thread is in, if any: what it waits for and where.
+    waiting: Cell<Option<Wait>>,
 }
 
 impl Thread {
@@ -131,22 +193,34 @@ impl KernelThread for Thread {
     fn ballot(&self, pred: bool, loc: &'static Location<'static>) -> u32 {
         self.suspend(Event::Ballot(pred, loc)) as u32
     }
-    fn shared(&self, site: u32, bytes: usize) -> u64 {
+    fn shared(&self, site: u64, bytes: usize) -> u64 {
         // SAFETY: the block's map outlives its threads; only this OS thread uses it.
         let mut map = unsafe { &*self.shared }.borrow_mut();
-        let words = map.entry(site).or_insert_with(|| {
+        let words = map.entry((site, bytes)).or_insert_with(|| {
             (0..bytes.div_ceil(8).max(1))
                 .map(|_| AtomicU64::new(0))
                 .collect()
         });
         words.as_ptr() as u64
     }
-    fn spin(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>) {
-        // SAFETY (lifetime erasure): the scheduler only calls `what` while
-        // this thread is suspended inside this call, so its frame is alive.
+    fn begin_wait(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>) {
         let what: *const (dyn Fn() -> String + '_) = what;
+        // SAFETY (lifetime erasure): `what` outlives the wait loop (the
+        // WaitGuard calling `end_wait` is dropped first), and the scheduler
+        // only calls it while this thread is suspended inside that loop.
         let what: *const dyn Fn() -> String = unsafe { std::mem::transmute(what) };
-        self.suspend(Event::Blocked(what, loc));
+        self.waiting.set(Some((what, loc)));
+    }
+    fn end_wait(&self) {
+        self.waiting.set(None);
+    }
+    fn spin(&self) {
+        // A wait loop reports Blocked (no progress); any other busy loop is
+        // just preempted, so a slow spinner is never mistaken for a hang.
+        match self.waiting.get() {
+            Some((what, loc)) => self.suspend(Event::Blocked(what, loc)),
+            None => self.suspend(Event::Preempted),
+        };
     }
     fn tick(&self) {
         let n = self.ops.get().wrapping_add(1);
@@ -208,8 +282,11 @@ pub(crate) fn run(
         grid,
         block,
         stall: stall(comm),
-        progress: progress_counter(comm),
+        timeout: comm.options().kernel_timeout,
+        world: comm.world_size(),
+        group: group(comm),
     };
+    let _in_launch = InLaunch::new(&launch.group);
     let blocks = grid.iter().product::<u32>();
     let per_block = block.iter().product::<u32>();
     let window = (WINDOW_THREADS / per_block as usize).max(1) as u32;
@@ -236,10 +313,14 @@ fn run_window(
     body: &dyn Fn(),
     stacks: &mut Vec<DefaultStack>,
 ) -> Result<()> {
-    let (grid, block, stall, progress) =
-        (launch.grid, launch.block, launch.stall, &*launch.progress);
+    let (grid, block, stall, progress) = (
+        launch.grid,
+        launch.block,
+        launch.stall,
+        &launch.group.progress,
+    );
     let per_block = block.iter().product::<u32>() as usize;
-    let shared: Vec<RefCell<HashMap<u32, Box<[AtomicU64]>>>> = range
+    let shared: Vec<SharedMap> = range
         .clone()
         .map(|_| RefCell::new(HashMap::new()))
         .collect();
@@ -254,6 +335,7 @@ fn run_window(
                 shared: &shared[bi],
                 yielder: Cell::new(std::ptr::null()),
                 ops: Cell::new(0),
+                waiting: Cell::new(None),
             }));
         }
     }
@@ -338,8 +420,10 @@ fn run_window(
             if g != seen {
                 seen = g;
                 last_progress = now;
-            } else if now - last_progress >= stall {
-                return Err(hang(launch, &threads, &state, stall));
+            } else if now - last_progress >= stall
+                && (launch.group.all_settled(launch.world) || now - last_progress >= launch.timeout)
+            {
+                return Err(hang(launch, &threads, &state, now - last_progress));
             }
             std::thread::yield_now();
         }

@@ -23,6 +23,11 @@ pub const DATA_ALIGN: usize = 128;
 /// Number of independent signal channels in every pad.
 pub const SIGNAL_CHANNELS: usize = 8;
 
+/// Channels `0..USER_CHANNELS` are the user's; the rest belong to the
+/// built-in collectives (entry and exit barriers, per-block call counters)
+/// on every buffer handed to them, so the host API refuses them.
+pub const USER_CHANNELS: usize = 5;
+
 /// Number of blocks that may signal concurrently on one channel.
 pub const SIGNAL_BLOCKS: usize = 128;
 

@@ -26,7 +26,7 @@ use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table
 use crate::buffer::{read_elems, BufInner};
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::{Error, Result};
-use crate::layout::{SIGNAL_CHANNELS, SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
+use crate::layout::{SIGNAL_CHANNELS, SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS, USER_CHANNELS};
 use crate::signal::SignalOp;
 use crate::store::StoreError;
 
@@ -410,7 +410,9 @@ impl SymmetricMemory {
 
     /// Zeroes this rank's own signal pad. Correct only when no peer is
     /// signalling it; use it to recover a channel after a timeout left a
-    /// stale signal.
+    /// stale signal. Call it on every rank (and only then resume): it also
+    /// resets the built-in collectives' per-block call counters, which must
+    /// agree across ranks.
     pub fn reset_signal_pad(&self) -> Result<()> {
         self.backend
             .zero(self.signal_pad_ptrs[self.rank], SIGNAL_PAD_BYTES)
@@ -494,6 +496,12 @@ impl SymmetricMemory {
         if channel >= SIGNAL_CHANNELS {
             return Err(self.invalid(format!(
                 "channel {channel} is out of range; signal pads have {SIGNAL_CHANNELS}"
+            )));
+        }
+        if channel >= USER_CHANNELS {
+            return Err(self.invalid(format!(
+                "channel {channel} is reserved for the built-in collectives; \
+                 use channels 0..{USER_CHANNELS}"
             )));
         }
         backend.signal(&SignalCall {

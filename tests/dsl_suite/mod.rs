@@ -309,3 +309,33 @@ pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32) {
         buf.wait_signal(t, 5);
     }
 }
+
+/// A device function's shared array: its own, apart from its caller's.
+#[symm_kernel(device)]
+pub fn stash_reversed(v: u32) -> u32 {
+    let s = shared_array::<u32, 32>();
+    let t = thread_idx_x();
+    s[t] = v;
+    sync_threads();
+    s[31 - t]
+}
+
+/// Keeps `x` in a shared array across a call to [`stash_reversed`] (whose
+/// shared array has the same type and size): `out[t] = x[t] + 3 x[31 - t] + 1`
+/// for one block of 32 threads.
+#[symm_kernel]
+pub fn shared_scopes(x: &[u32], out: &mut [u32]) {
+    let s = shared_array::<u32, 32>();
+    let t = thread_idx_x();
+    s[t] = x[t];
+    sync_threads();
+    let other = stash_reversed(x[t] * 3 + 1);
+    sync_threads();
+    out[t] = s[t] + other;
+}
+
+/// `lanes[linear thread id] = lane_id()`, for 2-D blocks of 16 × `y` threads.
+#[symm_kernel]
+pub fn lanes(lanes: &mut [u32]) {
+    lanes[thread_idx_y() * 16 + thread_idx_x()] = lane_id();
+}

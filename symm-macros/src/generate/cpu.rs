@@ -9,11 +9,12 @@ use syn::{BinOp, Expr};
 
 use crate::translate::shared_array_call;
 
-/// Rewrites `block` in place; returns the errors it found.
-pub fn rewrite(block: &mut syn::Block) -> Vec<syn::Error> {
+/// Rewrites `block` of function `name` in place; returns the errors it found.
+pub fn rewrite(block: &mut syn::Block, name: &syn::Ident) -> Vec<syn::Error> {
     let mut r = Rewrite {
         errors: vec![],
         site: 0,
+        name: name.to_string(),
     };
     r.visit_block_mut(block);
     r.errors
@@ -22,6 +23,9 @@ pub fn rewrite(block: &mut syn::Block) -> Vec<syn::Error> {
 struct Rewrite {
     errors: Vec<syn::Error>,
     site: u32,
+    /// Names the function in shared-array sites: a kernel and the device
+    /// functions it calls share one per-block map, keyed by the whole site.
+    name: String,
 }
 
 fn compound(op: &BinOp) -> Option<TokenStream> {
@@ -88,8 +92,10 @@ impl VisitMut for Rewrite {
             Expr::Call(_) if shared_array_call(e).is_some() => {
                 if let Some((t, n)) = shared_array_call(e) {
                     let site = self.site;
+                    let name = &self.name;
                     self.site += 1;
-                    *e = syn::parse_quote_spanned!(span=> ::symm::dsl::__shared_array_at::<#t, { #n }>(#site));
+                    *e = syn::parse_quote_spanned!(span=> ::symm::dsl::__shared_array_at::<#t, { #n }>(
+                        ::core::concat!(::core::module_path!(), "::", #name), #site));
                 }
             }
             _ => visit_mut::visit_expr_mut(self, e),

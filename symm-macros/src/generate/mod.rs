@@ -34,7 +34,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let body = tr.body(&f.block, Some(&ret_cpp));
     let mut cpu_block = (*f.block).clone();
     let mut errors = tr.errors;
-    errors.extend(cpu::rewrite(&mut cpu_block));
+    errors.extend(cpu::rewrite(&mut cpu_block, &f.sig.ident));
     if let Some(e) = errors.into_iter().reduce(|mut a, b| {
         a.combine(b);
         a

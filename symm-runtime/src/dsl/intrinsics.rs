@@ -22,7 +22,11 @@ index_fns! {
 
 /// Lane of this thread in its warp, `0..32`. `%laneid`.
 pub fn lane_id() -> u32 {
-    thread_idx_x() % 32
+    // Warps are cut from the linear thread index (x fastest), as on the GPU.
+    current("lane_id", |t| {
+        let [tid, _, dim, _] = t.indices();
+        (tid[0] + dim[0] * (tid[1] + dim[1] * tid[2])) % 32
+    })
 }
 
 /// Barrier for every thread of the block. `__syncthreads()`.

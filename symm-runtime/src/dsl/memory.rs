@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
 use super::scalar::{AtomicAdd, AtomicMinMax, AtomicScalar, Scalar};
-use super::thread::{current, fault, tick};
+use super::thread::{current, fault, tick, WaitGuard};
 use super::{LoadOrder, RmwOrder, Scope, StoreOrder};
 use crate::hostmem;
 use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
@@ -161,6 +161,7 @@ macro_rules! readable {
 
             /// [`load_vec`](Self::load_vec) that always reads memory. `ld.volatile.global.v4.b32`.
             pub fn load_vec_volatile<const N: usize>(&self, i: impl DslIndex) -> [T; N] {
+                tick();
                 self.load_vec::<N>(i)
             }
 
@@ -198,6 +199,12 @@ macro_rules! tagged {
                 let loc = std::panic::Location::caller();
                 let addr = self.addr($what, i);
                 current("load_tagged", |t| {
+                    let v = load_raw::<u64>(addr, Ordering::Relaxed);
+                    if (v >> 32) as u32 == tag {
+                        return v;
+                    }
+                    let what = || format!("load_tagged: packet from rank {from} with tag {tag}");
+                    let _wait = WaitGuard::new(t, &what, loc);
                     let start = t.globaltimer();
                     loop {
                         let v = load_raw::<u64>(addr, Ordering::Relaxed);
@@ -207,7 +214,7 @@ macro_rules! tagged {
                         if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
                             t.fail(format!("LL packet from rank {from} with tag {tag} never arrived (timeout)"), loc);
                         }
-                        t.spin(&|| format!("load_tagged: packet from rank {from} with tag {tag}"), loc);
+                        t.spin();
                     }
                 })
             }
@@ -225,6 +232,8 @@ macro_rules! tagged2 {
                 let loc = std::panic::Location::caller();
                 let base = self.vec_addr::<2>(i);
                 current("load_tagged2", |t| {
+                    let what = || format!("load_tagged2: packets from rank {from} with tag {tag}");
+                    let _wait = WaitGuard::new(t, &what, loc);
                     let start = t.globaltimer();
                     loop {
                         let v = [load_raw::<u64>(base, Ordering::Relaxed), load_raw::<u64>(base + 8, Ordering::Relaxed)];
@@ -234,7 +243,7 @@ macro_rules! tagged2 {
                         if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
                             t.fail(format!("LL packets from rank {from} with tag {tag} never arrived (timeout)"), loc);
                         }
-                        t.spin(&|| format!("load_tagged2: packets from rank {from} with tag {tag}"), loc);
+                        t.spin();
                     }
                 })
             }
@@ -361,6 +370,7 @@ macro_rules! writable {
 
             /// [`store_vec`](Self::store_vec) that always writes memory. `st.volatile.global.v4.b32`.
             pub fn store_vec_volatile<const N: usize>(&self, i: impl DslIndex, v: [T; N]) {
+                tick();
                 self.store_vec::<N>(i, v)
             }
         }
@@ -593,6 +603,7 @@ impl<T: Scalar> SymmBuf<T> {
         mut done: impl FnMut() -> bool,
     ) {
         current(op, |t| {
+            let _wait = WaitGuard::new(t, what, loc);
             let start = t.globaltimer();
             while !done() {
                 if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
@@ -608,7 +619,7 @@ impl<T: Scalar> SymmBuf<T> {
                         loc,
                     );
                 }
-                t.spin(what, loc);
+                t.spin();
             }
         })
     }
@@ -660,11 +671,18 @@ impl<T: Scalar, const N: usize> Shared<T, N> {
 /// Declares a block-shared array. Only valid as `let s = shared_array::<T, N>();`
 /// at the top of a kernel or device function. `__shared__ symm_array<T, N> s;`.
 pub fn shared_array<T: Scalar, const N: usize>() -> Shared<T, N> {
-    __shared_array_at::<T, N>(0)
+    __shared_array_at::<T, N>("", 0)
 }
 
 #[doc(hidden)]
-pub fn __shared_array_at<T: Scalar, const N: usize>(site: u32) -> Shared<T, N> {
+pub fn __shared_array_at<T: Scalar, const N: usize>(
+    func: &'static str,
+    index: u32,
+) -> Shared<T, N> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (func, index).hash(&mut h);
+    let site = h.finish();
     let ptr = current("shared_array", |t| {
         t.shared(site, N * std::mem::size_of::<T>())
     });

@@ -22,11 +22,18 @@ pub trait KernelThread {
     fn shfl_xor(&self, bits: u64, lane_mask: u32, loc: &'static Location<'static>) -> u64;
     /// Warp vote.
     fn ballot(&self, pred: bool, loc: &'static Location<'static>) -> u32;
-    /// Address of the block's shared array for call site `site`.
-    fn shared(&self, site: u32, bytes: usize) -> u64;
+    /// Address of the block's shared array of `bytes` for call site `site`.
+    fn shared(&self, site: u64, bytes: usize) -> u64;
+    /// Starts a wait loop: `what` (alive until the matching `end_wait`)
+    /// describes it for hang reports.
+    fn begin_wait(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>) {
+        let _ = (what, loc);
+    }
+    /// Ends the wait loop started by `begin_wait`.
+    fn end_wait(&self) {}
     /// Called in a wait loop whose condition failed, so other simulated
-    /// threads can run; `what` describes the wait for hang reports.
-    fn spin(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>);
+    /// threads can run.
+    fn spin(&self);
     /// Called on every ordered memory operation, so that busy loops written
     /// with loads and atomics cannot starve other simulated threads.
     fn tick(&self) {}
@@ -100,5 +107,26 @@ pub(crate) fn fault(message: String) -> ! {
         // SAFETY: as in `current`.
         Some(p) => unsafe { &*p }.fail(message, loc),
         None => panic!("{message} (at {loc})"),
+    }
+}
+
+/// Brackets a wait loop: `begin_wait` now, `end_wait` on drop (also when the
+/// loop ends by a fault).
+pub(crate) struct WaitGuard<'a>(pub(crate) &'a dyn KernelThread);
+
+impl<'a> WaitGuard<'a> {
+    pub(crate) fn new(
+        t: &'a dyn KernelThread,
+        what: &dyn Fn() -> String,
+        loc: &'static Location<'static>,
+    ) -> Self {
+        t.begin_wait(what, loc);
+        WaitGuard(t)
+    }
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        self.0.end_wait();
     }
 }
