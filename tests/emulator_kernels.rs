@@ -374,6 +374,48 @@ fn device_functions_own_their_shared_arrays_and_lanes_follow_the_linear_id() {
 }
 
 #[symm_kernel]
+fn wait_briefly(buf: SymmBuf<u32>, src: u32) {
+    if thread_idx_x() == 0 {
+        let _ = buf.wait_signal_within(src, 3, 200_000_000, 2);
+    }
+}
+
+#[test]
+fn an_explicit_signal_timeout_is_honoured() {
+    if on_gpu() {
+        eprintln!("SKIPPED: emulator-only diagnostics");
+        return;
+    }
+    let t = Instant::now();
+    let err = run(
+        Ranks::Emulator(2),
+        CommOptions::default().with_timeout(T),
+        |c| {
+            let buf = c.alloc::<u32>(8)?;
+            let s = buf.rendezvous()?;
+            if c.rank() == 0 {
+                wait_briefly::launch(c, LaunchConfig::linear(1, 32), &s, 1)?;
+            }
+            Ok(())
+        },
+    )
+    .expect_err("nobody signals");
+    // The kernel's own 200 ms, not the group's 20 s (nor the 2 s stall).
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "took {:?}",
+        t.elapsed()
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(
+            "rank 0, block 0: wait_signal on channel 3 with peer 1 did not complete within 200 ms"
+        ),
+        "{msg}"
+    );
+}
+
+#[symm_kernel]
 fn off_by_one(x: &[f32], y: &mut [f32], n: u32) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();
     if i <= n {

@@ -496,6 +496,11 @@ impl<T: Scalar> SymmBuf<T> {
     /// and channel) like the host operation. `symm_put`.
     #[track_caller]
     pub fn put_signal(&self, dst: u32, channel: u32) {
+        self.put_signal_timed(dst, channel, None)
+    }
+
+    #[track_caller]
+    fn put_signal_timed(&self, dst: u32, channel: u32, timeout_ns: Option<u64>) {
         let loc = std::panic::Location::caller();
         let slot = self.slot("put_signal", channel, self.rank);
         let pad = self.pad(dst);
@@ -505,7 +510,7 @@ impl<T: Scalar> SymmBuf<T> {
                  previous signal; it must be 0)"
             )
         };
-        self.spin_until("put_signal", dst, channel, loc, &what, || {
+        self.spin_until("put_signal", (dst, channel), timeout_ns, loc, &what, || {
             pad.atomic_cas(slot, 0, 1, RmwOrder::Release, Scope::System) == 0
         });
     }
@@ -514,6 +519,11 @@ impl<T: Scalar> SymmBuf<T> {
     /// it: a system-scope acquire. `symm_wait`.
     #[track_caller]
     pub fn wait_signal(&self, src: u32, channel: u32) {
+        self.wait_signal_timed(src, channel, None)
+    }
+
+    #[track_caller]
+    fn wait_signal_timed(&self, src: u32, channel: u32, timeout_ns: Option<u64>) {
         let loc = std::panic::Location::caller();
         let slot = self.slot("wait_signal", channel, src);
         let pad = self.pad(self.rank);
@@ -521,9 +531,14 @@ impl<T: Scalar> SymmBuf<T> {
         let what = || {
             format!("wait_signal from peer {src} on channel {channel} (slot {slot} of rank {rank}'s pad; expects 1)")
         };
-        self.spin_until("wait_signal", src, channel, loc, &what, || {
-            pad.atomic_cas(slot, 1, 0, RmwOrder::Acquire, Scope::System) == 1
-        });
+        self.spin_until(
+            "wait_signal",
+            (src, channel),
+            timeout_ns,
+            loc,
+            &what,
+            || pad.atomic_cas(slot, 1, 0, RmwOrder::Acquire, Scope::System) == 1,
+        );
     }
 
     /// [`put_signal`](Self::put_signal) with an explicit timeout: returns
@@ -532,8 +547,10 @@ impl<T: Scalar> SymmBuf<T> {
     #[doc(hidden)]
     #[track_caller]
     pub fn put_signal_within(&self, dst: u32, channel: u32, timeout_ns: u64, kind: u32) -> bool {
-        let _ = (timeout_ns, kind);
-        self.put_signal(dst, channel);
+        // The emulator has no status word: a timeout ends the launch with
+        // the same rank/block/peer/channel report instead of returning false.
+        let _ = kind;
+        self.put_signal_timed(dst, channel, Some(timeout_ns));
         true
     }
 
@@ -542,8 +559,8 @@ impl<T: Scalar> SymmBuf<T> {
     #[doc(hidden)]
     #[track_caller]
     pub fn wait_signal_within(&self, src: u32, channel: u32, timeout_ns: u64, kind: u32) -> bool {
-        let _ = (timeout_ns, kind);
-        self.wait_signal(src, channel);
+        let _ = kind;
+        self.wait_signal_timed(src, channel, Some(timeout_ns));
         true
     }
 
@@ -571,7 +588,7 @@ impl<T: Scalar> SymmBuf<T> {
         let what = || {
             format!("wait_flag from peer {src} on channel {channel} (slot {slot} of rank {rank}'s pad; expects {value} or later)")
         };
-        self.spin_until("wait_flag", src, channel, loc, &what, || {
+        self.spin_until("wait_flag", (src, channel), None, loc, &what, || {
             (pad.load(slot, LoadOrder::Acquire, Scope::System)
                 .wrapping_sub(value) as i32)
                 >= 0
@@ -596,8 +613,8 @@ impl<T: Scalar> SymmBuf<T> {
     fn spin_until(
         &self,
         op: &str,
-        peer: u32,
-        channel: u32,
+        (peer, channel): (u32, u32),
+        timeout_ns: Option<u64>,
         loc: &'static std::panic::Location<'static>,
         what: &dyn Fn() -> String,
         mut done: impl FnMut() -> bool,
@@ -605,8 +622,9 @@ impl<T: Scalar> SymmBuf<T> {
         current(op, |t| {
             let _wait = WaitGuard::new(t, what, loc);
             let start = t.globaltimer();
+            let limit = timeout_ns.unwrap_or_else(|| t.timeout_ns());
             while !done() {
-                if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
+                if t.globaltimer().saturating_sub(start) > limit {
                     let [_, block, _, _] = t.indices();
                     t.fail(
                         format!(
@@ -614,7 +632,7 @@ impl<T: Scalar> SymmBuf<T> {
                              complete within {} ms",
                             self.rank,
                             block[0],
-                            t.timeout_ns() / 1_000_000
+                            limit / 1_000_000
                         ),
                         loc,
                     );
