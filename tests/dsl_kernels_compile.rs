@@ -47,6 +47,19 @@ fn builtin_kernels_compile() {
         ] {
             r(a).unwrap_or_else(|e| panic!("{e}"));
         }
+        use symm::kernels::all_reduce::two_shot_all_reduce as ts;
+        for r in [
+            ts::compile_for::<f32, 4, 2>,
+            ts::compile_for::<f32, 4, 4>,
+            ts::compile_for::<f32, 4, 8>,
+            ts::compile_for::<f32, 4, 0>,
+            ts::compile_for::<symm::bf16, 8, 2>,
+            ts::compile_for::<symm::bf16, 8, 4>,
+            ts::compile_for::<symm::f16, 8, 8>,
+            ts::compile_for::<symm::f16, 8, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
         use symm::kernels::one_shot_all_reduce_kernel as osar;
         for r in [
             osar::compile_for::<f32, 4, 2>,

@@ -26,6 +26,11 @@ pub const END: u32 = 6;
 /// Signal-pad channel whose slots hold each block's call counter.
 pub const EPOCH: u32 = 7;
 
+// The kernels spell these channels as literals (the DSL has no module
+// constants); keep them in step, and inside the range users may not touch.
+const _: () =
+    assert!(START == 5 && END == 6 && EPOCH == 7 && START as usize == symm::layout::USER_CHANNELS);
+
 /// This block's epoch for the call: its counter (channel 7 of `buf`'s own
 /// pad) plus one. Every rank runs the same launches, so the counters agree.
 #[symm_kernel(device)]
@@ -308,6 +313,19 @@ pub trait AllReduceElem: Scalar {
     ) -> symm::Result<()>;
 }
 
+/// Launches `kernel::<T, C, W>` with `W` the unrolled world size (2, 4 or
+/// 8), or 0 (read at run time) for any other.
+macro_rules! by_world {
+    ($comm:expr, $k:ident::<$t:ty, $c:tt>($($arg:expr),*)) => {
+        match $comm.world_size() {
+            2 => $k::launch::<$t, $c, 2>($($arg),*),
+            4 => $k::launch::<$t, $c, 4>($($arg),*),
+            8 => $k::launch::<$t, $c, 8>($($arg),*),
+            _ => $k::launch::<$t, $c, 0>($($arg),*),
+        }
+    };
+}
+
 macro_rules! elem {
     ($($t:ty => $v:literal, $p:literal),*) => {$(
         impl AllReduceElem for $t {
@@ -319,12 +337,7 @@ macro_rules! elem {
                 out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
                 n: u32,
             ) -> symm::Result<()> {
-                match comm.world_size() {
-                    2 => two_shot_all_reduce::launch::<$t, $v, 2>(comm, cfg, input, scratch, out, n),
-                    4 => two_shot_all_reduce::launch::<$t, $v, 4>(comm, cfg, input, scratch, out, n),
-                    8 => two_shot_all_reduce::launch::<$t, $v, 8>(comm, cfg, input, scratch, out, n),
-                    _ => two_shot_all_reduce::launch::<$t, $v, 0>(comm, cfg, input, scratch, out, n),
-                }
+                by_world!(comm, two_shot_all_reduce::<$t, $v>(comm, cfg, input, scratch, out, n))
             }
             fn __launch_ll(
                 comm: &symm::Comm,
@@ -335,12 +348,7 @@ macro_rules! elem {
                 n: u32,
                 cap: u32,
             ) -> symm::Result<()> {
-                match comm.world_size() {
-                    2 => one_shot_ll::launch::<$t, $p, 2>(comm, cfg, input, stage, out, n, cap),
-                    4 => one_shot_ll::launch::<$t, $p, 4>(comm, cfg, input, stage, out, n, cap),
-                    8 => one_shot_ll::launch::<$t, $p, 8>(comm, cfg, input, stage, out, n, cap),
-                    _ => one_shot_ll::launch::<$t, $p, 0>(comm, cfg, input, stage, out, n, cap),
-                }
+                by_world!(comm, one_shot_ll::<$t, $p>(comm, cfg, input, stage, out, n, cap))
             }
             fn __launch(
                 comm: &symm::Comm,
@@ -349,12 +357,7 @@ macro_rules! elem {
                 out: &mut (impl symm::DeviceSlice<Self> + ?Sized),
                 n: u32,
             ) -> symm::Result<()> {
-                match comm.world_size() {
-                    2 => one_shot_all_reduce::launch::<$t, $v, 2>(comm, cfg, input, out, n),
-                    4 => one_shot_all_reduce::launch::<$t, $v, 4>(comm, cfg, input, out, n),
-                    8 => one_shot_all_reduce::launch::<$t, $v, 8>(comm, cfg, input, out, n),
-                    _ => one_shot_all_reduce::launch::<$t, $v, 0>(comm, cfg, input, out, n),
-                }
+                by_world!(comm, one_shot_all_reduce::<$t, $v>(comm, cfg, input, out, n))
             }
         }
     )*};
@@ -391,13 +394,17 @@ pub fn all_reduce<T: AllReduceElem>(
     out: &mut (impl symm::DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> symm::Result<()> {
+    check(comm, input, &*out, n)?;
+    if n == 0 {
+        return Ok(());
+    }
     match Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) {
-        Path::Ll => all_reduce_ll(comm, input, out, n),
+        Path::Ll => launch_ll(comm, input, out, n),
         // Pull's output would race peers' reads of an aliased input;
         // two-shot writes only after every rank has read it.
-        Path::Pull if aliases(input, &*out) => all_reduce_two_shot(comm, input, out, n),
-        Path::Pull => all_reduce_pull(comm, input, out, n),
-        Path::TwoShot => all_reduce_two_shot(comm, input, out, n),
+        Path::Pull if aliases(input, &*out) => launch_two_shot(comm, input, out, n),
+        Path::Pull => launch_pull(comm, input, out, n),
+        Path::TwoShot => launch_two_shot(comm, input, out, n),
     }
 }
 
@@ -439,6 +446,16 @@ pub fn all_reduce_ll<T: AllReduceElem>(
     if n == 0 {
         return Ok(());
     }
+    launch_ll(comm, input, out, n)
+}
+
+/// The LL kernel on checked arguments, `n > 0`.
+fn launch_ll<T: AllReduceElem>(
+    comm: &symm::Comm,
+    input: &symm::SymmetricMemory,
+    out: &mut (impl symm::DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> symm::Result<()> {
     let packets = n.div_ceil(4 / std::mem::size_of::<T>());
     if packets > MAX_LL_PACKETS {
         return Err(symm::Error::InvalidArgument {
@@ -471,6 +488,16 @@ pub fn all_reduce_two_shot<T: AllReduceElem>(
     if n == 0 {
         return Ok(());
     }
+    launch_two_shot(comm, input, out, n)
+}
+
+/// The two-shot kernel on checked arguments, `n > 0`.
+fn launch_two_shot<T: AllReduceElem>(
+    comm: &symm::Comm,
+    input: &symm::SymmetricMemory,
+    out: &mut (impl symm::DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> symm::Result<()> {
     let scratch = scratch_for::<T>(comm, n)?;
     T::__launch_two_shot(comm, config::<T>(n), input, &scratch.smem, out, n as u32)
 }
@@ -520,6 +547,16 @@ pub fn all_reduce_pull<T: AllReduceElem>(
     if n == 0 {
         return Ok(());
     }
+    launch_pull(comm, input, out, n)
+}
+
+/// The barrier-pull kernel on checked, unaliased arguments, `n > 0`.
+fn launch_pull<T: AllReduceElem>(
+    comm: &symm::Comm,
+    input: &symm::SymmetricMemory,
+    out: &mut (impl symm::DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> symm::Result<()> {
     T::__launch(comm, config::<T>(n), input, out, n as u32)
 }
 
@@ -635,35 +672,17 @@ pub fn all_reduce_in_place<T: AllReduceElem>(
     if n == 0 {
         return Ok(());
     }
-    // In place, the pull path is out (its output would race peers' reads),
-    // so what is not LL is two-shot.
-    if Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) == Path::Ll {
-        let stage = stage_for(comm, n.div_ceil(4 / std::mem::size_of::<T>()))?;
-        // The alias is safe: the LL kernel reads its input only locally and
-        // writes element e after reading it, from the same thread.
-        let mut view = buf.slice(..)?;
-        return T::__launch_ll(
-            comm,
-            symm::LaunchConfig::linear(LL_BLOCKS, THREADS),
-            &smem,
-            &stage.smem,
-            &mut view,
-            n as u32,
-            stage.pair_capacity(),
-        );
-    }
-    // Two-shot writes `out` only after every rank has read its input, so
-    // the buffer can be its own output.
-    let scratch = scratch_for::<T>(comm, n)?;
     let mut view = buf.slice(..)?;
-    T::__launch_two_shot(
-        comm,
-        config::<T>(n),
-        &smem,
-        &scratch.smem,
-        &mut view,
-        n as u32,
-    )
+    // In place, the pull path is out (its output would race peers' reads),
+    // so what is not LL is two-shot. The LL alias is safe: the kernel reads
+    // its input only locally and writes element e after reading it, from
+    // the same thread; two-shot writes only after every rank has read its
+    // input.
+    if Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) == Path::Ll {
+        launch_ll(comm, &smem, &mut view, n)
+    } else {
+        launch_two_shot(comm, &smem, &mut view, n)
+    }
 }
 
 #[cfg(test)]

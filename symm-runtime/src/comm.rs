@@ -43,6 +43,12 @@ impl Default for CommOptions {
 }
 
 impl CommOptions {
+    /// [`kernel_timeout`](Self::kernel_timeout) in nanoseconds, as kernels
+    /// read it (saturating).
+    pub(crate) fn kernel_timeout_ns(&self) -> u64 {
+        u64::try_from(self.kernel_timeout.as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Sets [`timeout`](Self::timeout).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;

@@ -229,10 +229,7 @@ impl CudaDevice {
         if let Some(f) = self.signal_fns.get() {
             return Ok(f[which].clone());
         }
-        let opts: Vec<String> = crate::__private::KERNEL_OPTIONS
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let opts = crate::__private::kernel_options();
         let load = |name: &str, src: String| self.function_with(rank, name, &src, name, &opts);
         let fns = [
             load(signal_put::NAME, signal_put::cuda_source_for::<u8>())?,

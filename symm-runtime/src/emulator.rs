@@ -114,8 +114,8 @@ enum Event {
     Barrier(&'static Location<'static>),
     Shfl(u64, u32, &'static Location<'static>),
     Ballot(bool, &'static Location<'static>),
-    /// A wait whose condition failed; `what` lives on the suspended stack.
-    Blocked(*const dyn Fn() -> String, &'static Location<'static>),
+    /// A wait loop whose condition failed (the thread's `waiting` says which).
+    Blocked,
     Preempted,
 }
 
@@ -217,10 +217,10 @@ impl KernelThread for Thread {
     fn spin(&self) {
         // A wait loop reports Blocked (no progress); any other busy loop is
         // just preempted, so a slow spinner is never mistaken for a hang.
-        match self.waiting.get() {
-            Some((what, loc)) => self.suspend(Event::Blocked(what, loc)),
-            None => self.suspend(Event::Preempted),
-        };
+        self.suspend(match self.waiting.get() {
+            Some(_) => Event::Blocked,
+            None => Event::Preempted,
+        });
     }
     fn tick(&self) {
         let n = self.ops.get().wrapping_add(1);
@@ -248,7 +248,7 @@ enum State {
     Ready(u64),
     Barrier(&'static Location<'static>),
     Collective(Collective),
-    Blocked(*const dyn Fn() -> String, &'static Location<'static>),
+    Blocked,
     Done,
 }
 
@@ -277,7 +277,7 @@ pub(crate) fn run(
     let launch = Launch {
         name,
         rank: comm.rank() as u32,
-        timeout_ns: u64::try_from(comm.options().kernel_timeout.as_nanos()).unwrap_or(u64::MAX),
+        timeout_ns: comm.options().kernel_timeout_ns(),
         epoch: Instant::now(),
         grid,
         block,
@@ -368,7 +368,7 @@ fn run_window(
         for i in 0..threads.len() {
             let input = match state[i] {
                 State::Ready(v) => v,
-                State::Blocked(..) => 0,
+                State::Blocked => 0,
                 _ => continue,
             };
             let Some(co) = cos[i].as_mut() else { continue };
@@ -379,7 +379,7 @@ fn run_window(
             let r = std::panic::catch_unwind(AssertUnwindSafe(|| co.resume(input)));
             // SAFETY: clears the pointer set above.
             unsafe { set_current(None) };
-            let was_blocked = matches!(state[i], State::Blocked(..));
+            let was_blocked = matches!(state[i], State::Blocked);
             match r {
                 Err(payload) => return Err(fault(launch, &threads[i], payload)),
                 Ok(CoroutineResult::Return(())) => {
@@ -394,19 +394,19 @@ fn run_window(
                         Event::Barrier(l) => State::Barrier(l),
                         Event::Shfl(v, m, l) => State::Collective(Collective::Shfl(v, m, l)),
                         Event::Ballot(p, l) => State::Collective(Collective::Ballot(p, l)),
-                        Event::Blocked(w, l) => State::Blocked(w, l),
+                        Event::Blocked => State::Blocked,
                         // A wait loop's own memory operations tick too: a
                         // blocked thread preempted while re-checking is
                         // still blocked, not progressing.
                         Event::Preempted if was_blocked => state[i],
                         Event::Preempted => State::Ready(0),
                     };
-                    progressed |= !(was_blocked && matches!(next, State::Blocked(..)));
+                    progressed |= !(was_blocked && matches!(next, State::Blocked));
                     state[i] = next;
                 }
             }
         }
-        progressed |= resolve_barriers(launch, &threads, &mut state, per_block)?;
+        progressed |= resolve_barriers(&mut state, per_block);
         progressed |= resolve_warps(launch, &threads, &mut state, per_block)?;
         if state.iter().all(|s| *s == State::Done) {
             return Ok(());
@@ -431,12 +431,7 @@ fn run_window(
 }
 
 /// Releases every block whose live threads all wait at the barrier.
-fn resolve_barriers(
-    launch: &Launch,
-    threads: &[Box<Thread>],
-    state: &mut [State],
-    per_block: usize,
-) -> Result<bool> {
+fn resolve_barriers(state: &mut [State], per_block: usize) -> bool {
     let mut any = false;
     for b in 0..state.len() / per_block {
         let s = &mut state[b * per_block..(b + 1) * per_block];
@@ -448,9 +443,8 @@ fn resolve_barriers(
                 .for_each(|x| *x = State::Ready(0));
             any = true;
         }
-        let _ = (launch, threads);
     }
-    Ok(any)
+    any
 }
 
 /// Completes every warp whose live lanes all reached the same collective.
@@ -466,6 +460,10 @@ fn resolve_warps(
             let base = b * per_block + w0;
             let lanes = (per_block - w0).min(32);
             let warp = &mut state[base..base + lanes];
+            // The common case: nobody waits at a collective; allocate nothing.
+            if !warp.iter().any(|s| matches!(s, State::Collective(_))) {
+                continue;
+            }
             let live: Vec<usize> = (0..lanes).filter(|&l| warp[l] != State::Done).collect();
             if live.is_empty()
                 || !live
@@ -496,17 +494,17 @@ fn resolve_warps(
                     if !kinds.iter().all(|k| matches!(k, Collective::Shfl(..))) {
                         return Err(divergent(launch, &threads[base], &kinds));
                     }
-                    let val = |l: usize| {
-                        live.iter().position(|&x| x == l).map(|p| match kinds[p] {
-                            Collective::Shfl(v, ..) => v,
-                            _ => 0,
-                        })
+                    let value = |k: &Collective| match *k {
+                        Collective::Shfl(v, ..) => v,
+                        Collective::Ballot(..) => unreachable!("checked above"),
                     };
+                    let val =
+                        |l: usize| live.iter().position(|&x| x == l).map(|p| value(&kinds[p]));
                     live.iter()
                         .zip(&kinds)
                         .map(|(&l, k)| match *k {
                             Collective::Shfl(v, m, _) => val(l ^ m as usize).unwrap_or(v),
-                            _ => v_of(k),
+                            Collective::Ballot(..) => unreachable!("checked above"),
                         })
                         .collect()
                 }
@@ -518,13 +516,6 @@ fn resolve_warps(
         }
     }
     Ok(any)
-}
-
-fn v_of(k: &Collective) -> u64 {
-    match k {
-        Collective::Shfl(v, ..) => *v,
-        Collective::Ballot(..) => 0,
-    }
 }
 
 fn divergent(launch: &Launch, t: &Thread, kinds: &[Collective]) -> Error {
@@ -570,8 +561,12 @@ fn hang(launch: &Launch, threads: &[Box<Thread>], state: &[State], stall: Durati
     let mut groups: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
     for (t, s) in threads.iter().zip(state) {
         let key = match *s {
-            // SAFETY: the thread is suspended inside `spin`, whose frame holds `what`.
-            State::Blocked(what, loc) => format!("{} at {loc}", unsafe { &*what }()),
+            State::Blocked => match t.waiting.get() {
+                // SAFETY: the thread is suspended inside its wait loop, whose
+                // frame holds `what` (the loop's guard clears it on exit).
+                Some((what, loc)) => format!("{} at {loc}", unsafe { &*what }()),
+                None => continue,
+            },
             State::Barrier(loc) => {
                 format!("sync_threads() at {loc}, waiting for the block's other threads")
             }

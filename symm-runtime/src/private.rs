@@ -231,7 +231,7 @@ fn fnv(parts: &[&str]) -> u64 {
 }
 
 /// [`KERNEL_OPTIONS`] as the JIT takes them.
-fn kernel_options() -> Vec<String> {
+pub(crate) fn kernel_options() -> Vec<String> {
     KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect()
 }
 
@@ -293,8 +293,7 @@ impl KernelCache {
             }
         };
         params[0] = slot_u64(b.status_ptr());
-        params[1] =
-            slot_u64(u64::try_from(comm.options().kernel_timeout.as_nanos()).unwrap_or(u64::MAX));
+        params[1] = slot_u64(comm.options().kernel_timeout_ns());
         params[2] = slot_u64(comm.rank() as u64);
         b.dev
             .launch(&f, &b.stream, cfg.grid, cfg.block, cfg.shared_mem, params)

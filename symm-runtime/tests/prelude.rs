@@ -7,25 +7,13 @@
 //! when SYMM_REQUIRE_NVRTC=1 so that CI cannot skip them by accident.
 
 use symm_runtime::cuda_prelude::PRELUDE;
-use symm_runtime::jit::{nvrtc_available, Arch, CompileRequest, JitEngine, JitError};
+use symm_runtime::jit::{Arch, CompileRequest, JitEngine, JitError};
 
 const SM_90: Arch = Arch::new(9, 0);
 const SM_80: Arch = Arch::new(8, 0);
 
-/// Whether to run an NVRTC-dependent test; panics if NVRTC is required.
-fn nvrtc_or_skip(test: &str) -> bool {
-    if nvrtc_available() {
-        return true;
-    }
-    if std::env::var("SYMM_REQUIRE_NVRTC").as_deref() == Ok("1") {
-        panic!("{test}: NVRTC not found but SYMM_REQUIRE_NVRTC=1; put nvidia/cu13/lib on LD_LIBRARY_PATH");
-    }
-    eprintln!(
-        "SKIPPED: NVRTC not found; {test} did not run. Install nvidia-cuda-nvrtc 13.x and put \
-         nvidia/cu13/lib on LD_LIBRARY_PATH (set SYMM_REQUIRE_NVRTC=1 to make this a failure)"
-    );
-    false
-}
+mod common;
+use common::nvrtc_or_skip;
 
 fn request<'a>(name: &'a str, source: &'a str, arch: Arch) -> CompileRequest<'a> {
     CompileRequest {

@@ -12,7 +12,7 @@ use super::scalar::{AtomicAdd, AtomicMinMax, AtomicScalar, Scalar};
 use super::thread::{current, fault, tick, WaitGuard};
 use super::{LoadOrder, RmwOrder, Scope, StoreOrder};
 use crate::hostmem;
-use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
+use crate::layout::{signal_slot, MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
 
 /// An integer usable as an index in kernels (`u32`, `u64`, `usize`, `i32`, `i64`).
 pub trait DslIndex: Copy {
@@ -598,16 +598,13 @@ impl<T: Scalar> SymmBuf<T> {
     #[track_caller]
     fn slot(&self, what: &str, channel: u32, peer: u32) -> u32 {
         let block = current(what, |t| t.indices()[1][0]);
-        if channel as usize >= SIGNAL_CHANNELS
-            || block as usize >= SIGNAL_BLOCKS
-            || peer as usize >= MAX_WORLD_SIZE
-        {
-            fault(format!(
+        match signal_slot(channel as usize, block as usize, peer as usize) {
+            Some(slot) => slot as u32,
+            None => fault(format!(
                 "{what}: channel {channel}, block {block}, peer {peer} is outside the signal pad \
                  ({SIGNAL_CHANNELS} channels, {SIGNAL_BLOCKS} blocks, {MAX_WORLD_SIZE} ranks)"
-            ));
+            )),
         }
-        super::signal_slot(channel, block, peer)
     }
 
     fn spin_until(
