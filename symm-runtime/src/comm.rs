@@ -171,6 +171,11 @@ impl Comm {
         &self.prefix
     }
 
+    /// The same prefix, shared (a cheap per-launch key for the emulator).
+    pub(crate) fn key_prefix_arc(&self) -> Arc<str> {
+        self.prefix.clone()
+    }
+
     /// This rank's index, in `0..world_size`.
     pub fn rank(&self) -> usize {
         self.rank

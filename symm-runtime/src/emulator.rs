@@ -62,11 +62,11 @@ impl Group {
 
 /// The state of `comm`'s group.
 pub(crate) fn group(comm: &Comm) -> Arc<Group> {
-    type Groups = Mutex<HashMap<(usize, String), Arc<Group>>>;
+    type Groups = Mutex<HashMap<(usize, Arc<str>), Arc<Group>>>;
     static GROUPS: OnceLock<Groups> = OnceLock::new();
     let key = (
         Arc::as_ptr(comm.store()) as *const () as usize,
-        comm.key_prefix().to_string(),
+        comm.key_prefix_arc(),
     );
     let mut map = GROUPS
         .get_or_init(Default::default)
