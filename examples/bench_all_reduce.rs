@@ -8,6 +8,8 @@
 //! ```text
 //! cargo run --release --example bench_all_reduce -- --worlds 2,4 --csv out.csv
 //! ```
+//! `--max-bytes B` stops at B bytes; `--no-pdl` turns off programmatic
+//! dependent launch for comparison.
 //! `scripts/bench.sh` runs this and the torch baseline and prints one table.
 
 use std::io::Write;
@@ -16,17 +18,19 @@ use std::time::Duration;
 use rand::Rng;
 use symm::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
-use symm::kernels::all_reduce::{
-    all_reduce, all_reduce_ll, all_reduce_pull, all_reduce_two_shot, AllReduceElem,
-};
+use symm::kernels::all_reduce::{all_reduce, all_reduce_with, AllReduceElem, Path};
 use symm::{bf16, run, Comm, CommOptions, Error, Ranks};
 
 const CALLS: usize = 32;
 const REPLAYS: usize = 9;
 const T: Duration = Duration::from_secs(60);
 
-fn sizes() -> Vec<usize> {
-    (0..9).map(|k| 1024usize << (2 * k)).collect() // 1 KiB .. 64 MiB
+/// 1 KiB to 64 MiB in powers of 4, up to `max` bytes.
+fn sizes(max: usize) -> Vec<usize> {
+    (0..9)
+        .map(|k| 1024usize << (2 * k))
+        .filter(|&b| b <= max)
+        .collect()
 }
 
 fn drv<'a>(
@@ -195,11 +199,12 @@ fn bench_dtype<T: AllReduceElem>(
     nc: &Nccl,
     dtype: nccl_sys::ncclDataType_t,
     name: &str,
+    max: usize,
     rows: &mut Vec<String>,
 ) -> symm::Result<()> {
     let sync = c.alloc::<u8>(1)?.rendezvous()?;
     let world = c.world_size();
-    for bytes in sizes() {
+    for bytes in sizes(max) {
         let n = bytes / std::mem::size_of::<T>();
         let data: Vec<T> = (0..n)
             .map(|_| T::from_f32(rand::rng().random_range(-1.0..1.0)))
@@ -215,18 +220,16 @@ fn bench_dtype<T: AllReduceElem>(
         let symm_us = time_graph(c, &sync, &|| {
             all_reduce(c, &smem, unsafe { &mut *out_ptr }, n)
         })?;
-        // SAFETY: as above.
-        let ll_us = time_graph(c, &sync, &|| {
-            all_reduce_ll(c, &smem, unsafe { &mut *out_ptr }, n)
-        })?;
-        // SAFETY: as above.
-        let pull_us = time_graph(c, &sync, &|| {
-            all_reduce_pull(c, &smem, unsafe { &mut *out_ptr }, n)
-        })?;
-        // SAFETY: as above.
-        let two_us = time_graph(c, &sync, &|| {
-            all_reduce_two_shot(c, &smem, unsafe { &mut *out_ptr }, n)
-        })?;
+        // Each kernel on its own, where its staging fits (else no row).
+        let mut paths = Vec::new();
+        for p in [Path::Ll, Path::Push, Path::Pull, Path::TwoShot] {
+            // SAFETY: as above.
+            if let Ok(us) = time_graph(c, &sync, &|| {
+                all_reduce_with(p, c, &smem, unsafe { &mut *out_ptr }, n)
+            }) {
+                paths.push((p, us));
+            }
+        }
         // NCCL, plain buffers
         let src = c.device_buffer_from(&data)?;
         let dst = c.device_buffer::<T>(n)?;
@@ -248,9 +251,15 @@ fn bench_dtype<T: AllReduceElem>(
         };
         if c.rank() == 0 {
             rows.push(format!("symm,{world},{name},{bytes},{symm_us:.3}"));
-            rows.push(format!("symm_ll,{world},{name},{bytes},{ll_us:.3}"));
-            rows.push(format!("symm_pull,{world},{name},{bytes},{pull_us:.3}"));
-            rows.push(format!("symm_two_shot,{world},{name},{bytes},{two_us:.3}"));
+            for (p, us) in &paths {
+                let p = match p {
+                    Path::Ll => "ll",
+                    Path::Push => "push",
+                    Path::Pull => "pull",
+                    Path::TwoShot => "two_shot",
+                };
+                rows.push(format!("symm_{p},{world},{name},{bytes},{us:.3}"));
+            }
             rows.push(format!("nccl,{world},{name},{bytes},{nccl_us:.3}"));
             if let Some(w) = win_us {
                 rows.push(format!("nccl_window,{world},{name},{bytes},{w:.3}"));
@@ -275,6 +284,11 @@ fn main() {
         .filter_map(|w| w.parse().ok())
         .collect();
     let csv = arg("--csv").unwrap_or_else(|| "bench_symm.csv".into());
+    let max: usize = arg("--max-bytes")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(64 << 20);
+    // `--no-pdl` measures the kernels without programmatic dependent launch.
+    let pdl = !args.iter().any(|a| a == "--no-pdl");
     let gpus = symm::cuda_device_count();
     if gpus < 2 {
         eprintln!("SKIPPED: the benchmark needs at least 2 GPUs; this machine has {gpus}");
@@ -284,7 +298,7 @@ fn main() {
     for w in worlds.into_iter().filter(|&w| w <= gpus) {
         let res = run(
             Ranks::Cuda((0..w).collect()),
-            CommOptions::default().with_timeout(T),
+            CommOptions::default().with_timeout(T).with_pdl(pdl),
             |c| {
                 let nc = Nccl::new(c)?;
                 let mut rows = Vec::new();
@@ -293,6 +307,7 @@ fn main() {
                     &nc,
                     nccl_sys::ncclDataType_t::ncclBfloat16,
                     "bf16",
+                    max,
                     &mut rows,
                 )?;
                 bench_dtype::<f32>(
@@ -300,6 +315,7 @@ fn main() {
                     &nc,
                     nccl_sys::ncclDataType_t::ncclFloat32,
                     "f32",
+                    max,
                     &mut rows,
                 )?;
                 Ok(rows)

@@ -10,6 +10,10 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(python
   [ -e "$d/libnvrtc.so.13" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
 done
 export SYMM_REQUIRE_GPU=1 SYMM_CACHE_DIR=/tmp/symm-jit-cache
+# One test at a time: collectives of different tests on the same GPUs would
+# compete for SMs with spin-waiting kernels and could starve each other
+# (NCCL has the same rule for concurrent communicators).
+export RUST_TEST_THREADS=1
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$OUT/gpus.csv" 2>&1
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 rc=0

@@ -11,7 +11,7 @@ mod targets;
 use targets::{on_gpu, ranks};
 
 use symm::dsl::*;
-use symm::kernels::all_reduce::{all_reduce, AllReduceElem};
+use symm::kernels::all_reduce::{all_reduce, all_reduce_with, AllReduceElem, Path};
 use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
 
 fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64) {
@@ -112,6 +112,9 @@ fn keep(src: &[f32], dst: &mut [f32], offset: u32, n: u32) {
     }
 }
 
+/// Every kernel, plus the dispatcher at a size past the LL range.
+const PATHS: [Path; 4] = [Path::Ll, Path::Push, Path::Pull, Path::TwoShot];
+
 #[test]
 fn back_to_back_calls_with_changing_data_and_no_host_sync() {
     let (calls, every) = if on_gpu() {
@@ -119,42 +122,54 @@ fn back_to_back_calls_with_changing_data_and_no_host_sync() {
     } else {
         (40u32, 7u32)
     };
+    let big: u32 = if on_gpu() { (1 << 20) + 3 } else { 70_001 };
+    let cases: Vec<(Option<Path>, u32)> = PATHS
+        .iter()
+        .map(|&p| (Some(p), 4099))
+        .chain([(None, big)])
+        .collect();
     for world in [2, 4] {
         let Some(ranks) = ranks(world) else { continue };
-        let n: u32 = 4099;
-        let samples: Vec<u32> = (0..calls).filter(|k| k % every == 3).collect();
-        let hist = run(
-            ranks,
-            CommOptions::default().with_timeout(Duration::from_secs(60)),
-            |c| {
-                let buf = c.alloc::<f32>(n as usize)?;
-                let s = buf.rendezvous()?;
-                let mut out = c.device_buffer::<f32>(n as usize)?;
-                let mut hist = c.device_buffer_from(&vec![f32::NAN; samples.len() * n as usize])?;
-                let cfg = LaunchConfig::linear(4, 256);
-                for k in 0..calls {
-                    fill_input::launch(c, cfg, &s, n, k)?;
-                    all_reduce(c, &s, &mut out, n as usize)?;
-                    if let Ok(slot) = samples.binary_search(&k) {
-                        keep::launch(c, cfg, &out, &mut hist, slot as u32 * n, n)?;
+        for &(path, n) in &cases {
+            let samples: Vec<u32> = (0..calls).filter(|k| k % every == 3).collect();
+            let hist = run(
+                ranks.clone(),
+                CommOptions::default().with_timeout(Duration::from_secs(60)),
+                |c| {
+                    let buf = c.alloc::<f32>(n as usize)?;
+                    let s = buf.rendezvous()?;
+                    let mut out = c.device_buffer::<f32>(n as usize)?;
+                    let mut hist =
+                        c.device_buffer_from(&vec![f32::NAN; samples.len() * n as usize])?;
+                    let cfg = LaunchConfig::linear(if on_gpu() { 64 } else { 4 }, 256);
+                    for k in 0..calls {
+                        fill_input::launch(c, cfg, &s, n, k)?;
+                        match path {
+                            Some(p) => all_reduce_with(p, c, &s, &mut out, n as usize)?,
+                            None => all_reduce(c, &s, &mut out, n as usize)?,
+                        }
+                        if let Ok(slot) = samples.binary_search(&k) {
+                            keep::launch(c, cfg, &out, &mut hist, slot as u32 * n, n)?;
+                        }
                     }
-                }
-                c.synchronize()?;
-                hist.to_host()
-            },
-        )
-        .unwrap_or_else(|e| panic!("world {world}: {e}"));
-        for (si, &k) in samples.iter().enumerate() {
-            for i in 0..n {
-                let want: f64 = (0..world as u32)
-                    .map(|r| f64::from(fill_ref(r, k, i)))
-                    .sum();
-                for (r, h) in hist.iter().enumerate() {
-                    let got = h[si * n as usize + i as usize];
-                    assert!(
-                        (f64::from(got) - want).abs() <= 1e-5,
-                        "world {world}, call {k}, rank {r}, element {i}: {got} vs {want}"
-                    );
+                    c.synchronize()?;
+                    hist.to_host()
+                },
+            )
+            .unwrap_or_else(|e| panic!("world {world}, {path:?}, n {n}: {e}"));
+            for (si, &k) in samples.iter().enumerate() {
+                for i in 0..n {
+                    let want: f64 = (0..world as u32)
+                        .map(|r| f64::from(fill_ref(r, k, i)))
+                        .sum();
+                    for (r, h) in hist.iter().enumerate() {
+                        let got = h[si * n as usize + i as usize];
+                        assert!(
+                            (f64::from(got) - want).abs() <= 1e-5,
+                            "world {world}, {path:?}, n {n}, call {k}, rank {r}, element {i}: \
+                             {got} vs {want}"
+                        );
+                    }
                 }
             }
         }
@@ -236,7 +251,6 @@ fn in_place_matches_float64_on_both_paths() {
 
 #[test]
 fn every_path_is_exact_at_odd_sizes() {
-    use symm::kernels::all_reduce::{all_reduce_ll, all_reduce_pull, all_reduce_two_shot};
     let sizes: &[usize] = if on_gpu() {
         &[3, 4097, 300_001, (1 << 20) + 5]
     } else {
@@ -259,35 +273,51 @@ fn every_path_is_exact_at_odd_sizes() {
                     let buf = c.alloc::<f32>(n)?;
                     buf.copy_from_host(&inputs[c.rank()])?;
                     let s = buf.rendezvous()?;
+                    // Out of place on every path, then in place (the output
+                    // is the rank's own input) on those that allow it.
                     let mut res = Vec::new();
-                    for path in 0..3 {
+                    for path in PATHS {
                         let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
-                        match path {
-                            0 => all_reduce_ll(c, &s, &mut out, n)?,
-                            1 => all_reduce_pull(c, &s, &mut out, n)?,
-                            _ => all_reduce_two_shot(c, &s, &mut out, n)?,
-                        }
+                        all_reduce_with(path, c, &s, &mut out, n)?;
                         c.synchronize()?;
                         res.push(out.to_host()?);
+                    }
+                    for path in PATHS.into_iter().filter(|p| p.allows_alias()) {
+                        let own = c.alloc::<f32>(n)?;
+                        own.copy_from_host(&inputs[c.rank()])?;
+                        let s = own.rendezvous()?;
+                        all_reduce_with(path, c, &s, &mut own.slice(..)?, n)?;
+                        c.synchronize()?;
+                        res.push(own.to_host()?);
                     }
                     Ok(res)
                 },
             )
             .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
-            for path in 0..3 {
+            let names: Vec<String> = PATHS
+                .iter()
+                .map(|p| format!("{p:?}"))
+                .chain(
+                    PATHS
+                        .iter()
+                        .filter(|p| p.allows_alias())
+                        .map(|p| format!("{p:?} in place")),
+                )
+                .collect();
+            for (path, name) in names.iter().enumerate() {
                 for (r, o) in outs.iter().enumerate() {
                     assert!(
                         o[path]
                             .iter()
                             .map(|v| v.to_bits())
                             .eq(outs[0][path].iter().map(|v| v.to_bits())),
-                        "path {path}: rank {r} differs"
+                        "{name}: rank {r} differs"
                     );
                     for i in 0..n {
                         let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
                         assert!(
                             (f64::from(o[path][i]) - want).abs() <= 1e-5,
-                            "path {path}, world {world}, n {n}, rank {r}, element {i}"
+                            "{name}, world {world}, n {n}, rank {r}, element {i}"
                         );
                     }
                 }
@@ -297,13 +327,15 @@ fn every_path_is_exact_at_odd_sizes() {
 }
 
 #[test]
-fn ll_calls_of_changing_sizes_back_to_back() {
-    use symm::kernels::all_reduce::all_reduce_ll;
+fn staged_calls_of_changing_sizes_back_to_back() {
     // Sizes alternate so that consecutive calls of the same parity differ
     // in size: slot strides must not depend on the call's size.
     let sizes = [20_001usize, 9, 4097, 20_001, 3, 12_345, 1, 20_001];
     let max = *sizes.iter().max().unwrap();
-    for world in [2, 3, 4] {
+    for (world, path) in [2, 3, 4]
+        .into_iter()
+        .flat_map(|w| [Path::Ll, Path::Push].map(|p| (w, p)))
+    {
         let Some(ranks) = ranks(world) else { continue };
         let inputs: Vec<Vec<f32>> = (0..world)
             .map(|_| {
@@ -324,7 +356,7 @@ fn ll_calls_of_changing_sizes_back_to_back() {
                     outs.push(c.device_buffer_from(&vec![f32::NAN; n])?);
                 }
                 for (out, &n) in outs.iter_mut().zip(&sizes) {
-                    all_reduce_ll(c, &s, out, n)?;
+                    all_reduce_with(path, c, &s, out, n)?;
                 }
                 c.synchronize()?;
                 outs.iter()
@@ -332,21 +364,21 @@ fn ll_calls_of_changing_sizes_back_to_back() {
                     .collect::<symm::Result<Vec<_>>>()
             },
         )
-        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+        .unwrap_or_else(|e| panic!("world {world}, {path:?}: {e}"));
         for (r, o) in outs.iter().enumerate() {
             for (k, &n) in sizes.iter().enumerate() {
                 for i in 0..n {
                     let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
                     assert!(
                         (f64::from(o[k][i]) - want).abs() <= 1e-5,
-                        "world {world}, call {k} (n {n}), rank {r}, element {i}: {} vs {want}",
+                        "world {world}, {path:?}, call {k} (n {n}), rank {r}, element {i}: {} vs {want}",
                         o[k][i]
                     );
                 }
                 assert_eq!(
                     o[k].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                     outs[0][k].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                    "world {world}, call {k}: rank {r} differs from rank 0"
+                    "world {world}, {path:?}, call {k}: rank {r} differs from rank 0"
                 );
             }
         }
@@ -355,10 +387,9 @@ fn ll_calls_of_changing_sizes_back_to_back() {
 
 #[test]
 fn empty_and_aliased_outputs() {
-    use symm::kernels::all_reduce::all_reduce_pull;
     let Some(ranks) = ranks(2) else { return };
-    // Over the LL threshold, so the dispatcher would pick the pull kernel,
-    // which must not write into an input that peers are reading.
+    // Over the LL threshold: the pull kernel must refuse to write into an
+    // input that peers are reading; the dispatcher's path must not.
     let n = 70_001usize;
     let inputs: Vec<Vec<f32>> = (0..2)
         .map(|_| {
@@ -380,7 +411,7 @@ fn empty_and_aliased_outputs() {
             c.synchronize()?;
             assert!(poisoned.to_host()?.iter().all(|v| v.is_nan()));
             let mut view = buf.slice(..)?;
-            let err = all_reduce_pull(c, &s, &mut view, n).expect_err("aliased pull");
+            let err = all_reduce_with(Path::Pull, c, &s, &mut view, n).expect_err("aliased pull");
             assert!(err.to_string().contains("overlaps"), "{err}");
             all_reduce(c, &s, &mut view, n)?;
             c.synchronize()?;

@@ -60,6 +60,19 @@ fn builtin_kernels_compile() {
         ] {
             r(a).unwrap_or_else(|e| panic!("{e}"));
         }
+        use symm::kernels::all_reduce::one_shot_push as op;
+        for r in [
+            op::compile_for::<f32, 4, 2>,
+            op::compile_for::<f32, 4, 4>,
+            op::compile_for::<f32, 4, 8>,
+            op::compile_for::<f32, 4, 0>,
+            op::compile_for::<symm::bf16, 8, 2>,
+            op::compile_for::<symm::bf16, 8, 4>,
+            op::compile_for::<symm::f16, 8, 8>,
+            op::compile_for::<symm::f16, 8, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
         use symm::kernels::one_shot_all_reduce_kernel as osar;
         for r in [
             osar::compile_for::<f32, 4, 2>,

@@ -365,7 +365,7 @@ fn device_functions_own_their_shared_arrays_and_lanes_follow_the_linear_id() {
         let cfg = LaunchConfig {
             grid: (1, 1, 1),
             block: (16, 4, 1),
-            shared_mem: 0,
+            ..LaunchConfig::linear(1, 1)
         };
         lanes::launch(c, cfg, &mut l)?;
         assert_eq!(l.to_host()?, (0..64).map(|t| t % 32).collect::<Vec<u32>>());

@@ -153,6 +153,18 @@ const INTRINSICS: &[(&str, usize, &str, Option<&str>)] = &[
     ("lane_id", 0, "symm_lane_id()", Some("symm_u32")),
     ("sync_threads", 0, "__syncthreads()", Some("void")),
     ("globaltimer", 0, "symm_globaltimer()", Some("symm_u64")),
+    (
+        "grid_dependency_wait",
+        0,
+        "symm_grid_dependency_wait()",
+        Some("void"),
+    ),
+    (
+        "launch_dependents",
+        0,
+        "symm_launch_dependents()",
+        Some("void"),
+    ),
     ("ballot", 1, "symm_ballot({0})", Some("symm_u32")),
     ("shfl_xor", 2, "symm_shfl_xor({0}, (symm_u32)({1}))", None),
     ("min", 2, "symm_min({0}, {1})", None),

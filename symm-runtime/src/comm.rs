@@ -30,6 +30,11 @@ pub struct CommOptions {
     /// How long a signal wait inside a `#[symm_kernel]` may spin before the
     /// kernel records a timeout (reported by the next `synchronize`).
     pub kernel_timeout: Duration,
+    /// Whether symm's built-in kernels use programmatic dependent launch
+    /// ([`LaunchConfig::pdl`](crate::LaunchConfig::pdl)), so back-to-back
+    /// calls overlap one kernel's launch with the previous one's tail. On by
+    /// default; off is for comparison and for tools that mishandle it.
+    pub pdl: bool,
 }
 
 impl Default for CommOptions {
@@ -38,6 +43,7 @@ impl Default for CommOptions {
             timeout: Duration::from_secs(60),
             group: "symm".into(),
             kernel_timeout: Duration::from_secs(10),
+            pdl: true,
         }
     }
 }
@@ -52,6 +58,12 @@ impl CommOptions {
     /// Sets [`timeout`](Self::timeout).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets [`pdl`](Self::pdl).
+    pub fn with_pdl(mut self, pdl: bool) -> Self {
+        self.pdl = pdl;
         self
     }
 

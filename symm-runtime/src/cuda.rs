@@ -13,6 +13,7 @@ use cudarc::driver::{result, CudaContext, CudaFunction, CudaModule, CudaStream, 
 use cudarc::nvrtc::Ptx;
 
 use crate::jit::{Arch, CompileRequest, JitEngine};
+use crate::launch::LaunchConfig;
 
 /// A failed driver call: which entry point, and its code. Callers attach the
 /// rank and device to make an [`crate::Error::Driver`].
@@ -277,28 +278,41 @@ impl CudaDevice {
         &self,
         f: &CudaFunction,
         stream: &CudaStream,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        shared_mem: u32,
+        cfg: &LaunchConfig,
         params: &mut [[u8; 8]],
     ) -> DrvResult<()> {
         self.bind()?;
         let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p.as_mut_ptr().cast()).collect();
+        // Before sm_90 there is no programmatic launch, and the kernel's
+        // `griddepcontrol` instructions compile to nothing.
+        let pdl = cfg.pdl && self.arch.major >= 9;
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue {
+                programmaticStreamSerializationAllowed: 1,
+            },
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid.0,
+            gridDimY: cfg.grid.1,
+            gridDimZ: cfg.grid.2,
+            blockDimX: cfg.block.0,
+            blockDimY: cfg.block.1,
+            blockDimZ: cfg.block.2,
+            sharedMemBytes: cfg.shared_mem,
+            hStream: stream.cu_stream(),
+            attrs: if pdl { &mut attr } else { std::ptr::null_mut() },
+            numAttrs: u32::from(pdl),
+        };
         // SAFETY: every kernel parameter is at most 8 bytes and each pointer
         // addresses an 8-byte slot that outlives this call; the driver copies
         // parameters before returning. The caller matched the slots to the
-        // kernel's signature.
-        check("cuLaunchKernel", unsafe {
-            sys::cuLaunchKernel(
+        // kernel's signature. `config` and `attr` outlive the call.
+        check("cuLaunchKernelEx", unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
                 f.cu_function(),
-                grid.0,
-                grid.1,
-                grid.2,
-                block.0,
-                block.1,
-                block.2,
-                shared_mem,
-                stream.cu_stream(),
                 ptrs.as_mut_ptr(),
                 std::ptr::null_mut(),
             )

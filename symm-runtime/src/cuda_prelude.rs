@@ -109,6 +109,21 @@ SYMM_DEVICE_FN symm_u64 symm_globaltimer() {
     return t;
 }
 
+/* Programmatic dependent launch (sm_90+; nothing to wait for before): wait
+   until the previous grid on the stream has finished and its memory is
+   visible, and let the next grid start launching. */
+SYMM_DEVICE_FN void symm_grid_dependency_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" : : : "memory");
+#endif
+}
+
+SYMM_DEVICE_FN void symm_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" : : : "memory");
+#endif
+}
+
 /* Backoff for spin loops on a flag. */
 SYMM_DEVICE_FN void symm_nanosleep(symm_u32 ns) {
     asm volatile("nanosleep.u32 %0;" : : "r"(ns) : "memory");

@@ -20,6 +20,13 @@ pub struct LaunchConfig {
     pub block: (u32, u32, u32),
     /// Dynamic shared memory per block, in bytes.
     pub shared_mem: u32,
+    /// Programmatic dependent launch (sm_90 and later; ignored before): the
+    /// kernel may start while the previous kernel on the stream is still
+    /// finishing, which hides most of the launch latency of back-to-back
+    /// kernels. The kernel must call
+    /// [`grid_dependency_wait`](crate::dsl::grid_dependency_wait) before it
+    /// touches memory the previous kernel may write or read.
+    pub pdl: bool,
 }
 
 impl LaunchConfig {
@@ -29,7 +36,14 @@ impl LaunchConfig {
             grid: (grid, 1, 1),
             block: (block, 1, 1),
             shared_mem: 0,
+            pdl: false,
         }
+    }
+
+    /// The same launch with programmatic dependent launch turned on (see
+    /// [`LaunchConfig::pdl`]).
+    pub fn with_pdl(self) -> LaunchConfig {
+        LaunchConfig { pdl: true, ..self }
     }
 }
 
@@ -117,14 +131,7 @@ impl RawKernel {
         }
         let mut slots: Vec<[u8; 8]> = args.iter().map(|a| a.slot()).collect();
         b.dev
-            .launch(
-                &self.f,
-                &b.stream,
-                cfg.grid,
-                cfg.block,
-                cfg.shared_mem,
-                &mut slots,
-            )
+            .launch(&self.f, &b.stream, &cfg, &mut slots)
             .map_err(|e| b.dev.error(comm.rank(), e))
     }
 }

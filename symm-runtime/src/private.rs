@@ -296,7 +296,7 @@ impl KernelCache {
         params[1] = slot_u64(comm.options().kernel_timeout_ns());
         params[2] = slot_u64(comm.rank() as u64);
         b.dev
-            .launch(&f, &b.stream, cfg.grid, cfg.block, cfg.shared_mem, params)
+            .launch(&f, &b.stream, &cfg, params)
             .map_err(|e| b.dev.error(comm.rank(), e))
     }
 }

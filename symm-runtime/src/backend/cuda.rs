@@ -11,6 +11,7 @@ use super::{
 };
 use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, Mapping};
 use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
 use crate::signal::{SignalOp, StatusRecord, STATUS_WORDS};
 
 /// A rank on one CUDA device, enqueueing on one stream.
@@ -201,9 +202,7 @@ impl Backend for CudaBackend {
             .launch(
                 &f,
                 &self.stream,
-                (1, 1, 1),
-                (threads.max(32), 1, 1),
-                0,
+                &LaunchConfig::linear(1, threads.max(32)),
                 &mut params,
             )
             .map_err(|e| self.err(e))

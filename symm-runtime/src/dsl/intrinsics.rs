@@ -60,6 +60,25 @@ pub fn fence(scope: Scope) {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
+/// Waits until the kernel launched before this one on the stream has
+/// finished and its writes are visible. Call it before touching memory that
+/// kernel may use, in every kernel launched with
+/// [`LaunchConfig::pdl`](crate::LaunchConfig::pdl); it returns at once
+/// otherwise. The emulator runs launches in stream order, so there it only
+/// checks it is called from a kernel. `griddepcontrol.wait` (sm_90+).
+pub fn grid_dependency_wait() {
+    current("grid_dependency_wait", |_| ())
+}
+
+/// Lets the next kernel on the stream, if launched with
+/// [`LaunchConfig::pdl`](crate::LaunchConfig::pdl), start launching now
+/// rather than when this one exits; it still waits in
+/// [`grid_dependency_wait`] for this one to finish.
+/// `griddepcontrol.launch_dependents` (sm_90+).
+pub fn launch_dependents() {
+    current("launch_dependents", |_| ())
+}
+
 /// Nanoseconds of the GPU's global timer, for timeouts. `%globaltimer`.
 pub fn globaltimer() -> u64 {
     current("globaltimer", |t| t.globaltimer())

@@ -53,7 +53,9 @@
 //! # Intrinsics
 //! Thread geometry ([`thread_idx_x`], [`block_idx_x`], [`block_dim_x`],
 //! [`grid_dim_x`], y and z, [`lane_id`]), [`sync_threads`], [`shfl_xor`],
-//! [`ballot`], [`fence`] with a [`Scope`], [`globaltimer`], [`min`], [`max`],
+//! [`ballot`], [`fence`] with a [`Scope`], [`globaltimer`],
+//! [`grid_dependency_wait`] and [`launch_dependents`] (programmatic
+//! dependent launch, see [`LaunchConfig::pdl`](crate::LaunchConfig::pdl)), [`min`], [`max`],
 //! [`abs`], [`fma`], `sqrt`, `to_bits` / `from_bits`, `T::from_f32`,
 //! `to_f32`, `wrapping_add/sub/mul`. On slices and [`Remote`] buffers:
 //! indexing, `load`/`store` with a [`LoadOrder`]/[`StoreOrder`] and a

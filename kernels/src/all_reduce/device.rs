@@ -1,0 +1,421 @@
+//! The all-reduce kernels, in the DSL. Every kernel begins with
+//! [`enter_call`] (it is launched with programmatic dependent launch), sums
+//! in f32 in rank order 0, 1, … (so every rank gets the same bits), and
+//! keeps a per-block call counter (the epoch) in channel [`EPOCH`] of one of
+//! its buffers' signal pads, so nothing needs resetting between calls and
+//! CUDA graphs can replay them.
+
+use symm::dsl::*;
+use symm::symm_kernel;
+
+/// Signal-pad channel of the entry barrier.
+pub const START: u32 = 5;
+/// Signal-pad channel of the exit barrier.
+pub const END: u32 = 6;
+/// Signal-pad channel whose slots hold each block's call counter.
+pub const EPOCH: u32 = 7;
+
+// The kernels spell these channels as literals (the DSL has no module
+// constants); keep them in step, and inside the range users may not touch.
+const _: () =
+    assert!(START == 5 && END == 6 && EPOCH == 7 && START as usize == symm::layout::USER_CHANNELS);
+
+/// First thing in every all-reduce kernel, which is launched with
+/// programmatic dependent launch: wait for the previous kernel on the
+/// stream (it may have written the input, or still use the output), and let
+/// the next one start launching while this one runs.
+#[symm_kernel(device)]
+pub fn enter_call() {
+    grid_dependency_wait();
+    launch_dependents();
+}
+
+/// This thread's first index of a grid-stride loop in which consecutive
+/// warps belong to different blocks, so a call that needs only a few warps
+/// spreads them over many SMs (each SM's stores to peers are the limit).
+/// With a fixed grid, an index always lands in the same block, which the
+/// per-block flags rely on. Blocks must be whole warps.
+#[symm_kernel(device)]
+pub fn spread_first() -> u32 {
+    let t = thread_idx_x();
+    ((t / 32) * grid_dim_x() + block_idx_x()) * 32 + t % 32
+}
+
+/// Exchanges this block's `epoch` flag with every peer on `channel` of
+/// `buf`'s pad: after it, every peer's block has done (and made visible)
+/// whatever it did before its own exchange.
+#[symm_kernel(device)]
+pub fn flag_exchange<T: Scalar>(buf: SymmBuf<T>, channel: u32, epoch: u32) {
+    sync_threads();
+    let t = thread_idx_x();
+    if t < buf.world_size() && t != buf.rank() {
+        buf.signal_flag(t, channel, epoch);
+        buf.wait_flag(t, channel, epoch);
+    }
+    sync_threads();
+}
+
+/// Elements `i..i + V` summed in f32 in rank order 0, 1, …, where rank
+/// `rank`'s part is `own[i..]` and every other rank r's is
+/// `stage[at + r * region + j..]`: all loads issued before any arithmetic.
+/// (A separate `j` lets a caller stage at other offsets than it reads.)
+#[symm_kernel(device)]
+pub fn sum_staged<T: Scalar, const V: usize>(
+    own: Remote<T>,
+    i: u32,
+    stage: Remote<T>,
+    at: u32,
+    region: u32,
+    j: u32,
+    rank: u32,
+    world: u32,
+) -> [T; V] {
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut vals: [[T; V]; 8] = [zero; 8];
+    for r in 0..world {
+        vals[r] = if r == rank {
+            own.load_vec::<V>(i)
+        } else {
+            stage.load_vec::<V>(at + r * region + j)
+        };
+    }
+    let mut acc: [f32; V] = [0.0f32; V];
+    for r in 0..world {
+        let v = vals[r];
+        for k in 0..V {
+            acc[k] += v[k].to_f32();
+        }
+    }
+    let mut res: [T; V] = zero;
+    for k in 0..V {
+        res[k] = T::from_f32(acc[k]);
+    }
+    res
+}
+
+/// This block's epoch for the call: its counter (channel 7 of `buf`'s own
+/// pad) plus one. Every rank runs the same launches, so the counters agree.
+#[symm_kernel(device)]
+pub fn next_epoch<T: Scalar>(buf: SymmBuf<T>) -> u32 {
+    let rank = buf.rank();
+    buf.pad(rank)
+        .load(
+            signal_slot(7, block_idx_x(), rank),
+            LoadOrder::Relaxed,
+            Scope::Gpu,
+        )
+        .wrapping_add(1)
+}
+
+/// Stores this block's new epoch, once every thread has read the old one.
+#[symm_kernel(device)]
+pub fn commit_epoch<T: Scalar>(buf: SymmBuf<T>, epoch: u32) {
+    sync_threads();
+    if thread_idx_x() == 0 {
+        let rank = buf.rank();
+        buf.pad(rank).store(
+            signal_slot(7, block_idx_x(), rank),
+            epoch,
+            StoreOrder::Relaxed,
+            Scope::Gpu,
+        );
+    }
+}
+
+/// Block-wide epoch barrier with every rank on `channel`.
+#[symm_kernel(device)]
+pub fn epoch_barrier<T: Scalar>(buf: SymmBuf<T>, channel: u32, epoch: u32) {
+    let t = thread_idx_x();
+    if t < buf.world_size() && t != buf.rank() {
+        buf.signal_flag(t, channel, epoch);
+        buf.wait_flag(t, channel, epoch);
+    }
+    sync_threads();
+}
+
+/// Loads elements `i..i + V` (one 16-byte vector) from every rank's `buf`,
+/// all loads issued before any arithmetic, and sums them in f32 in rank
+/// order 0, 1, …: the same bits on every rank.
+#[symm_kernel(device)]
+pub fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [T; V] {
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut vals: [[T; V]; 8] = [zero; 8];
+    for r in 0..world {
+        vals[r] = buf.peer(r).load_vec::<V>(i);
+    }
+    let mut acc: [f32; V] = [0.0f32; V];
+    for r in 0..world {
+        let v = vals[r];
+        for k in 0..V {
+            acc[k] += v[k].to_f32();
+        }
+    }
+    let mut res: [T; V] = zero;
+    for k in 0..V {
+        res[k] = T::from_f32(acc[k]);
+    }
+    res
+}
+
+/// One-shot all-reduce of the first `n` elements of `buf` into `out`.
+/// `V` elements make 16 bytes; `W` is the world size when it is 2, 4 or 8
+/// (unrolled), or 0 to read it at run time. Launch with at least
+/// `world_size` threads per block and at most 128 blocks; every rank must
+/// launch the same grid on the same buffer.
+#[symm_kernel]
+pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
+    buf: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+) {
+    enter_call();
+    let rank = buf.rank();
+    let world = if W > 0 { W as u32 } else { buf.world_size() };
+    let epoch = next_epoch(buf);
+    epoch_barrier(buf, 5, epoch); // START
+
+    let stride = grid_dim_x() * block_dim_x();
+    let first = block_idx_x() * block_dim_x() + thread_idx_x();
+    let vecs = n / V as u32;
+    let mut i = first;
+    while i < vecs {
+        let res = sum_peers::<T, V>(buf, i * V as u32, world);
+        out.store_vec::<V>(i * V as u32, res);
+        i += stride;
+    }
+    // The tail that does not fill a vector.
+    let mut j = vecs * V as u32 + first;
+    while j < n {
+        let mut acc: f32 = 0.0;
+        for r in 0..world {
+            acc += buf.peer(r)[j].to_f32();
+        }
+        out[j] = T::from_f32(acc);
+        j += stride;
+    }
+
+    sync_threads();
+    epoch_barrier(buf, 6, epoch); // END
+    commit_epoch(buf, epoch);
+}
+
+/// One-shot all-reduce with LL packets: each rank pushes `(epoch, bits)` as
+/// single 8-byte volatile stores into every rank's `stage`, then polls its
+/// own stage for every rank's packets of this epoch and sums them in f32 in
+/// rank order. No barrier: the stage is double-buffered by epoch parity, and
+/// a rank reaches epoch e only after every peer's e − 1 packets arrived,
+/// which they sent after finishing e − 2, the last reader of that parity.
+/// `P` elements share a packet (1 for 4-byte, 2 for 2-byte types). `out`
+/// may be this rank's own `input` (peers never read it). Launch with the
+/// same grid every call ([`LL_BLOCKS`] × [`THREADS`]).
+#[symm_kernel]
+pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
+    input: SymmBuf<T>,
+    stage: SymmBuf<u64>,
+    out: &mut [T],
+    n: u32,
+    cap: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = if W > 0 { W as u32 } else { input.world_size() };
+    let epoch = next_epoch(stage);
+    let per = P as u32;
+    let width = 32 / per;
+    let mask: u32 = if per == 1 { 0xFFFF_FFFFu32 } else { 0xFFFFu32 };
+    let packets = (n + per - 1) / per;
+    // Packets travel in pairs: one 16-byte volatile store of two 8-byte
+    // (epoch, bits) elements, each single-copy atomic, so each half still
+    // proves its own arrival.
+    let pairs = (packets + 1) / 2;
+    // Slots are laid out by the stage's pair capacity `cap`, not by this
+    // call's `pairs`: with a size-dependent stride, a call's region could
+    // overlap the other parity's region that a slow peer is still reading.
+    let parity = epoch & 1;
+    let tag = (epoch as u64) << 32;
+    let src = input.local();
+    let mine = stage.local();
+    let stride = grid_dim_x() * block_dim_x();
+    let first = spread_first();
+    let mut g = first;
+    while g < pairs {
+        let mut words: [u32; 2] = [0u32; 2];
+        for h in 0..2u32 {
+            for k in 0..per {
+                let e = (g * 2 + h) * per + k;
+                if e < n {
+                    words[h] |= src[e].to_bits32() << (k * width);
+                }
+            }
+        }
+        let pkt: [u64; 2] = [tag | (words[0] as u64), tag | (words[1] as u64)];
+        for r in 0..world {
+            stage
+                .peer(r)
+                .store_vec_volatile::<2>(((parity * world + rank) * cap + g) * 2, pkt);
+        }
+        g += stride;
+    }
+    let mut q = first;
+    while q < pairs {
+        let mut lo: [f32; P] = [0.0f32; P];
+        let mut hi: [f32; P] = [0.0f32; P];
+        for r in 0..world {
+            let v = mine.load_tagged2(((parity * world + r) * cap + q) * 2, epoch, r);
+            let b0 = v[0] as u32;
+            let b1 = v[1] as u32;
+            for k in 0..P {
+                let s = k as u32 * width;
+                lo[k] += T::from_bits32((b0 >> s) & mask).to_f32();
+                hi[k] += T::from_bits32((b1 >> s) & mask).to_f32();
+            }
+        }
+        for k in 0..P {
+            let e0 = q * 2 * per + k as u32;
+            if e0 < n {
+                out[e0] = T::from_f32(lo[k]);
+            }
+            let e1 = e0 + per;
+            if e1 < n {
+                out[e1] = T::from_f32(hi[k]);
+            }
+        }
+        q += stride;
+    }
+    commit_epoch(stage, epoch);
+}
+
+/// Two-shot all-reduce for large messages: rank r sums only chunk r of the
+/// 16-byte vectors (reading it from every rank) and pushes the sums into
+/// every rank's `scratch`; after an epoch barrier each rank copies the whole
+/// result to `out`. Each rank reads and writes n elements instead of reading
+/// `world × n`. Every phase walks chunk-local indices with the same (block,
+/// thread) stride, so what block b copies out was written by block b of
+/// each rank, which block b's barrier orders. `out` may be this rank's
+/// `input` (it is written only after every rank has finished reading it).
+#[symm_kernel]
+pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
+    input: SymmBuf<T>,
+    scratch: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = if W > 0 { W as u32 } else { input.world_size() };
+    let epoch = next_epoch(input);
+    epoch_barrier(input, 5, epoch); // START: every input is ready
+    let stride = grid_dim_x() * block_dim_x();
+    let first = block_idx_x() * block_dim_x() + thread_idx_x();
+    let vecs = n / V as u32;
+    let chunk = (vecs + world - 1) / world;
+    let base = rank * chunk;
+    let mut j = first;
+    while j < chunk && base + j < vecs {
+        let i = (base + j) * V as u32;
+        let res = sum_peers::<T, V>(input, i, world);
+        for r in 0..world {
+            scratch.peer(r).store_vec::<V>(i, res);
+        }
+        j += stride;
+    }
+    // The tail that does not fill a vector (fewer than V elements, so at
+    // most one per thread): every rank sums it itself, in rank order, so all
+    // ranks agree bit for bit. Read before the exit barrier, written after,
+    // so `out` may alias `input`.
+    let e = vecs * V as u32 + first;
+    let mut tail: f32 = 0.0;
+    if e < n {
+        for r in 0..world {
+            tail += input.peer(r)[e].to_f32();
+        }
+    }
+    sync_threads();
+    epoch_barrier(input, 6, epoch); // END: every push landed, every input read
+    let mine = scratch.local();
+    for c in 0..world {
+        let mut j = first;
+        while j < chunk && c * chunk + j < vecs {
+            let i = (c * chunk + j) * V as u32;
+            out.store_vec::<V>(i, mine.load_vec::<V>(i));
+            j += stride;
+        }
+    }
+    if e < n {
+        out[e] = T::from_f32(tail);
+    }
+    commit_epoch(input, epoch);
+}
+
+/// One-shot all-reduce by pushing raw data: each rank stores its input
+/// into its region of every peer's `stage` (16-byte stores, one NVLink
+/// one-way trip, no tags), then each block exchanges a release/acquire flag
+/// with its peers' blocks and sums the staged copies locally in rank order.
+/// Peers never read `input`, so `out` may alias it. Stage regions are
+/// double-buffered by epoch parity, like the LL kernel's: a rank pushes into
+/// parity p only after its previous call saw every peer's flag of the call
+/// in between, which those peers raised after finishing the last call of
+/// parity p. Region `(parity, r)` starts at `(parity * world + r) * cap`.
+/// Launch with one fixed grid every call (`PUSH_BLOCKS` × `THREADS` on a
+/// GPU), which keeps every block's epoch, and so its parity, in step.
+#[symm_kernel]
+pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
+    input: SymmBuf<T>,
+    stage: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    cap: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = if W > 0 { W as u32 } else { input.world_size() };
+    let epoch = next_epoch(stage);
+    let base = (epoch & 1) * world * cap;
+    let src = input.local();
+    let mine = stage.local();
+    let stride = grid_dim_x() * block_dim_x();
+    let first = spread_first();
+    let vecs = n / V as u32;
+    let tail = n - vecs * V as u32;
+    let to = base + rank * cap;
+    let mut i = first;
+    while i < vecs {
+        let v = src.load_vec::<V>(i * V as u32);
+        for r in 0..world {
+            if r != rank {
+                stage.peer(r).store_vec::<V>(to + i * V as u32, v);
+            }
+        }
+        i += stride;
+    }
+    // The tail that does not fill a vector (fewer than V elements).
+    let e = vecs * V as u32 + first;
+    if first < tail {
+        for r in 0..world {
+            if r != rank {
+                stage.peer(r)[to + e] = src[e];
+            }
+        }
+    }
+    flag_exchange(stage, 5, epoch);
+    let mut i = first;
+    while i < vecs {
+        let at = i * V as u32;
+        let res = sum_staged::<T, V>(src, at, mine, base, cap, at, rank, world);
+        out.store_vec::<V>(at, res);
+        i += stride;
+    }
+    if first < tail {
+        let mut acc: f32 = 0.0;
+        for r in 0..world {
+            let v = if r == rank {
+                src[e]
+            } else {
+                mine[base + r * cap + e]
+            };
+            acc += v.to_f32();
+        }
+        out[e] = T::from_f32(acc);
+    }
+    commit_epoch(stage, epoch);
+}

@@ -1,0 +1,436 @@
+//! All-reduce (sum) over symmetric memory, for f32, bf16 and f16 with f32
+//! accumulation. [`all_reduce`] picks one of four kernels by world size and
+//! message size ([`Path::choose`], from crossovers measured on H200s and
+//! recorded in `bench/NOTES.md`):
+//!
+//! - [`Path::Ll`]: LL packets, each 4 bytes of data tagged with the call's
+//!   epoch and pushed into every peer's staging area; one NVLink one-way
+//!   trip and no barrier, at twice the bytes. The small-message path.
+//! - [`Path::Push`]: raw 16-byte pushes into every peer's staging area,
+//!   then one release/acquire flag per block; medium messages.
+//! - [`Path::Pull`]: barrier, loads from every peer, barrier; large
+//!   messages on two ranks.
+//! - [`Path::TwoShot`]: barrier, each rank loads one chunk from every peer
+//!   and pushes its sum to all, barrier; large messages on more ranks.
+//!
+//! Every path gives every rank the same bits (a fixed rank order), may be
+//! called back-to-back without host synchronisation, and can be captured
+//! in a CUDA graph. The kernels live in [`device`](self) (re-exported here).
+
+mod device;
+pub use device::*;
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use symm::dsl::{bf16, f16};
+use symm::{Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
+
+/// Threads per block of every all-reduce kernel.
+pub const THREADS: u32 = 512;
+/// Largest grid (the signal pad has slots for 128 blocks).
+pub const MAX_BLOCKS: u32 = 128;
+/// Blocks of every LL launch (a fixed grid keeps the per-block epochs in step).
+pub const LL_BLOCKS: u32 = 64;
+/// Blocks of every push launch (fixed, like [`LL_BLOCKS`]).
+pub const PUSH_BLOCKS: u32 = 128;
+
+/// Most elements one staged call may move (keeps every slot index in `u32`).
+const MAX_STAGED: usize = 1 << 26;
+
+/// The kernel [`all_reduce`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// LL packets: one NVLink one-way trip, twice the bytes.
+    Ll,
+    /// Raw pushes into peers' staging, then a flag per block.
+    Push,
+    /// Barrier, pull from every peer, barrier: reads `world × n`.
+    Pull,
+    /// Barrier, pull one chunk and push its sum, barrier.
+    TwoShot,
+}
+
+impl Path {
+    /// The fastest path measured for `bytes` on `world` ranks (H200,
+    /// `bench/NOTES.md`, v7). Two ranks: LL to 256 KiB, push to 4 MiB, then
+    /// pull (a 2-rank pull reads only 2n). More: LL to 32 KiB, push to
+    /// 256 KiB, then two-shot (a one-shot moves world × n per rank).
+    pub fn choose(world: usize, bytes: usize) -> Path {
+        let (ll, push, large) = if world <= 2 {
+            (256 << 10, 4 << 20, Path::Pull)
+        } else {
+            (32 << 10, 256 << 10, Path::TwoShot)
+        };
+        if bytes <= ll {
+            Path::Ll
+        } else if bytes <= push {
+            Path::Push
+        } else {
+            large
+        }
+    }
+
+    /// Whether `out` may overlap this rank's part of the input: true for
+    /// the paths in which peers never read it.
+    pub fn allows_alias(self) -> bool {
+        self != Path::Pull
+    }
+}
+
+/// Element types the all-reduce supports.
+pub trait AllReduceElem: symm::dsl::Scalar {
+    /// Launches `path`'s kernel (with `aux` its staging or scratch buffer,
+    /// unused by [`Path::Pull`]) on checked arguments.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn __launch(
+        path: Path,
+        comm: &Comm,
+        cfg: LaunchConfig,
+        input: &SymmetricMemory,
+        aux: &SymmetricMemory,
+        out: &mut (impl DeviceSlice<Self> + ?Sized),
+        n: u32,
+        cap: u32,
+    ) -> Result<()>;
+}
+
+/// Launches `kernel::<T, C, W>` with `W` the unrolled world size (2, 4 or
+/// 8), or 0 (read at run time) for any other.
+macro_rules! by_world {
+    ($comm:expr, $k:ident::<$t:ty, $c:tt>($($arg:expr),*)) => {
+        match $comm.world_size() {
+            2 => $k::launch::<$t, $c, 2>($($arg),*),
+            4 => $k::launch::<$t, $c, 4>($($arg),*),
+            8 => $k::launch::<$t, $c, 8>($($arg),*),
+            _ => $k::launch::<$t, $c, 0>($($arg),*),
+        }
+    };
+}
+
+macro_rules! elem {
+    ($($t:ty => $v:literal, $p:literal),*) => {$(
+        impl AllReduceElem for $t {
+            fn __launch(
+                path: Path,
+                comm: &Comm,
+                cfg: LaunchConfig,
+                input: &SymmetricMemory,
+                aux: &SymmetricMemory,
+                out: &mut (impl DeviceSlice<Self> + ?Sized),
+                n: u32,
+                cap: u32,
+            ) -> Result<()> {
+                match path {
+                    Path::Ll => by_world!(comm, one_shot_ll::<$t, $p>(comm, cfg, input, aux, out, n, cap)),
+                    Path::Push => by_world!(comm, one_shot_push::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
+                    Path::Pull => by_world!(comm, one_shot_all_reduce::<$t, $v>(comm, cfg, input, out, n)),
+                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::<$t, $v>(comm, cfg, input, aux, out, n)),
+                }
+            }
+        }
+    )*};
+}
+elem!(f32 => 4, 1, bf16 => 8, 2, f16 => 8, 2);
+
+/// The grid the barrier kernels use for `n` elements of `T`: one 16-byte
+/// vector per thread (measured faster than four: more SMs issue loads),
+/// at least one block, at most [`MAX_BLOCKS`]. The same `n` gives the same
+/// grid on every rank.
+pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
+    let vecs = n.div_ceil(16 / std::mem::size_of::<T>()) as u64;
+    let blocks = vecs
+        .div_ceil(u64::from(THREADS))
+        .clamp(1, u64::from(MAX_BLOCKS)) as u32;
+    LaunchConfig::linear(blocks, THREADS)
+}
+
+/// Sums the first `n` elements of every rank's `input` (a rendezvoused
+/// symmetric buffer) into this rank's `out`, on `comm`'s stream. Collective:
+/// every rank calls it with the same `n`. Back-to-back calls need no host
+/// synchronisation, and the call can be captured in a CUDA graph. `out` may
+/// be this rank's own part of `input`.
+///
+/// Errors (never a hang or a wrong result) for: `n` larger than the buffer
+/// or than `out`, an element type other than the buffer's, `out` not
+/// 16-byte aligned, and a world size above 8.
+pub fn all_reduce<T: AllReduceElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    let path = Path::choose(comm.world_size(), n * std::mem::size_of::<T>());
+    all_reduce_with(path, comm, input, out, n)
+}
+
+/// [`all_reduce`] on a chosen kernel, for tuning and comparison. Errors if
+/// `out` overlaps the input on a path that does not allow it
+/// ([`Path::allows_alias`]).
+pub fn all_reduce_with<T: AllReduceElem>(
+    path: Path,
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    check(comm, input, &*out, n)?;
+    if !path.allows_alias() && aliases(input, &*out) {
+        return Err(invalid(
+            comm,
+            format!(
+                "{path:?} all_reduce's output overlaps its own symmetric input, which peers \
+                 are still reading; use all_reduce or all_reduce_in_place"
+            ),
+        ));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    launch(path, comm, input, out, n)
+}
+
+/// In-place all-reduce: the sum of every rank's first `n` elements of
+/// `buf` replaces them on every rank. Graph-safe, like [`all_reduce`]; the
+/// path is [`all_reduce`]'s, or two-shot where that one would pull.
+pub fn all_reduce_in_place<T: AllReduceElem>(
+    comm: &Comm,
+    buf: &SymmBuffer<T>,
+    n: usize,
+) -> Result<()> {
+    let smem = buf.rendezvous()?;
+    if n > buf.len() {
+        return Err(invalid(
+            comm,
+            format!(
+                "all_reduce_in_place of {n} elements, but the buffer holds {}",
+                buf.len()
+            ),
+        ));
+    }
+    let mut view = buf.slice(..)?;
+    let path = match Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) {
+        Path::Pull => Path::TwoShot,
+        p => p,
+    };
+    all_reduce_with(path, comm, &smem, &mut view, n)
+}
+
+/// Launches `path` on checked arguments, `n > 0`, with its staging.
+fn launch<T: AllReduceElem>(
+    path: Path,
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    let grid = |blocks| {
+        overlap(
+            comm,
+            LaunchConfig::linear(fixed_grid(comm, blocks), THREADS),
+        )
+    };
+    match path {
+        Path::Ll => {
+            // A packet holds 4 bytes of data; packets travel in pairs.
+            let packets = n.div_ceil(4 / std::mem::size_of::<T>());
+            let (stage, per_region) = staging::<u64>(comm, path, packets.div_ceil(2) * 2)?;
+            let cap = (per_region / 2) as u32;
+            T::__launch(
+                path,
+                comm,
+                grid(LL_BLOCKS),
+                input,
+                &stage,
+                out,
+                n as u32,
+                cap,
+            )
+        }
+        Path::Push => {
+            let (stage, per_region) = staging::<T>(comm, path, n)?;
+            let cap = per_region as u32;
+            T::__launch(
+                path,
+                comm,
+                grid(PUSH_BLOCKS),
+                input,
+                &stage,
+                out,
+                n as u32,
+                cap,
+            )
+        }
+        Path::Pull => {
+            let cfg = overlap(comm, config::<T>(n));
+            T::__launch(path, comm, cfg, input, input, out, n as u32, 0)
+        }
+        Path::TwoShot => {
+            let (scratch, _) = staging::<T>(comm, path, n)?;
+            // A thread per vector of one rank's chunk.
+            let cfg = overlap(comm, config::<T>(n.div_ceil(comm.world_size())));
+            T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0)
+        }
+    }
+}
+
+/// The fixed grid of the LL and push kernels: `blocks` on a GPU, and
+/// [`EMULATED_BLOCKS`] on the emulator, where every thread is a CPU thread
+/// (the kernels work with any fixed grid; fewer blocks only mean more
+/// grid-stride steps per thread, which tests those loops harder).
+fn fixed_grid(comm: &Comm, blocks: u32) -> u32 {
+    match comm.backend_kind() {
+        symm::BackendKind::Emulator => EMULATED_BLOCKS,
+        _ => blocks,
+    }
+}
+
+/// Blocks of the fixed-grid kernels on the emulator.
+pub const EMULATED_BLOCKS: u32 = 4;
+
+/// `cfg` with programmatic dependent launch, unless the comm turned it off.
+fn overlap(comm: &Comm, cfg: LaunchConfig) -> LaunchConfig {
+    if comm.options().pdl {
+        cfg.with_pdl()
+    } else {
+        cfg
+    }
+}
+
+/// A rank's staging (or two-shot scratch) area of element type `E` for one
+/// family of kernels, kept in the rank's [`Comm::extension`] (rendezvoused
+/// memory only, no `Comm`, so it is freed with the rank). `per_region`
+/// elements per (parity, rank) region: `2 × world` regions for the LL and
+/// push kernels, one of n for the two-shot scratch.
+struct Staging<E, K> {
+    smem: Arc<SymmetricMemory>,
+    per_region: usize,
+    _k: PhantomData<(E, K)>,
+}
+
+/// Families that share a staging area (one layout and one epoch counter).
+struct LlFamily;
+struct PushFamily;
+struct ScratchFamily;
+
+/// The staging area `path` needs for `per_region` elements per region,
+/// grown (a collective allocation and rendezvous, reached by every rank in
+/// the same call, since every rank passes the same `n`) when a larger
+/// message first needs it.
+fn staging<E: symm::dsl::Scalar>(
+    comm: &Comm,
+    path: Path,
+    per_region: usize,
+) -> Result<(Arc<SymmetricMemory>, usize)> {
+    if per_region > MAX_STAGED {
+        return Err(invalid(
+            comm,
+            format!(
+                "{path:?} all_reduce needs {per_region} staged elements per rank, more than \
+                 {MAX_STAGED}; use all_reduce"
+            ),
+        ));
+    }
+    let world = comm.world_size();
+    match path {
+        Path::Ll => grow::<E, LlFamily>(comm, per_region, 2 * world),
+        Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world),
+        Path::TwoShot | Path::Pull => grow::<E, ScratchFamily>(comm, per_region, 1),
+    }
+}
+
+fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
+    comm: &Comm,
+    per_region: usize,
+    regions: usize,
+) -> Result<(Arc<SymmetricMemory>, usize)> {
+    let s = comm.extension(
+        |s: &Staging<E, K>| s.per_region >= per_region,
+        || {
+            let per_region = per_region.next_power_of_two().max(1024);
+            let buf = comm.alloc::<E>(regions * per_region)?;
+            // Zero, so no stale bits can look like a packet of epoch 1.
+            buf.copy_from_host(&vec![E::from_f32(0.0); buf.len()])?;
+            Ok(Staging::<E, K> {
+                smem: buf.rendezvous()?,
+                per_region,
+                _k: PhantomData,
+            })
+        },
+    )?;
+    Ok((s.smem.clone(), s.per_region))
+}
+
+fn invalid(comm: &Comm, message: String) -> symm::Error {
+    symm::Error::InvalidArgument {
+        rank: comm.rank(),
+        message,
+    }
+}
+
+/// Whether `out` overlaps this rank's buffer of `input`.
+fn aliases<T: AllReduceElem>(
+    input: &SymmetricMemory,
+    out: &(impl DeviceSlice<T> + ?Sized),
+) -> bool {
+    let base = input.buffer_ptrs()[input.rank()];
+    let end = base + input.buffer_size() as u64;
+    let o = out.device_ptr();
+    let o_end = o + (out.len() * std::mem::size_of::<T>()) as u64;
+    o < end && base < o_end && o_end > o
+}
+
+fn check<T: AllReduceElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &(impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    let cap = input.buffer_size() / std::mem::size_of::<T>();
+    if n > cap || n > out.len() {
+        return Err(invalid(
+            comm,
+            format!(
+                "all_reduce of {n} elements, but the input holds {cap} and the output {}",
+                out.len()
+            ),
+        ));
+    }
+    if n > u32::MAX as usize {
+        return Err(invalid(
+            comm,
+            format!("all_reduce of {n} elements is more than 2^32 - 1"),
+        ));
+    }
+    if out.device_ptr() % 16 != 0 {
+        return Err(invalid(
+            comm,
+            format!(
+                "all_reduce's output at {:#x} is not 16-byte aligned",
+                out.device_ptr()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Path;
+
+    #[test]
+    fn dispatch_follows_the_measured_crossovers() {
+        assert_eq!(Path::choose(2, 1024), Path::Ll);
+        assert_eq!(Path::choose(2, 256 << 10), Path::Ll);
+        assert_eq!(Path::choose(2, (256 << 10) + 1), Path::Push);
+        assert_eq!(Path::choose(2, 4 << 20), Path::Push);
+        assert_eq!(Path::choose(2, (4 << 20) + 1), Path::Pull);
+        assert_eq!(Path::choose(4, 32 << 10), Path::Ll);
+        assert_eq!(Path::choose(4, (32 << 10) + 1), Path::Push);
+        assert_eq!(Path::choose(4, 256 << 10), Path::Push);
+        assert_eq!(Path::choose(4, (256 << 10) + 1), Path::TwoShot);
+        assert_eq!(Path::choose(8, 1 << 20), Path::TwoShot);
+        assert_eq!(Path::choose(3, 1 << 20), Path::TwoShot);
+    }
+}
