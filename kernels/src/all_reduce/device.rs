@@ -207,7 +207,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 /// which they sent after finishing e − 2, the last reader of that parity.
 /// `P` elements share a packet (1 for 4-byte, 2 for 2-byte types). `out`
 /// may be this rank's own `input` (peers never read it). Launch with the
-/// same grid every call ([`LL_BLOCKS`] × [`THREADS`]).
+/// same grid every call ([`super::LL_BLOCKS`] × [`super::THREADS`]).
 #[symm_kernel]
 pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     input: SymmBuf<T>,
