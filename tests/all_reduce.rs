@@ -9,12 +9,20 @@ use rand::Rng;
 #[path = "support/targets.rs"]
 mod targets;
 use targets::{on_gpu, ranks};
+#[path = "support/calls.rs"]
+mod calls;
+use calls::{fill_input, fill_ref, keep};
 
 use symm::dsl::*;
-use symm::kernels::all_reduce::{all_reduce, all_reduce_with, AllReduceElem, Path};
-use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
+use symm::kernels::all_reduce::{
+    all_reduce, all_reduce_in_place, all_reduce_with, AllReduceElem, Path,
+};
+use symm::{run, CommOptions, LaunchConfig, Ranks};
 
-fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64) {
+/// One sum of fresh random data, out of place (called twice, which checks
+/// that the call counters reset nothing) or in place (once), against
+/// float64 and bitwise across ranks.
+fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64, in_place: bool) {
     let Some(ranks) = ranks(world) else { return };
     let inputs: Vec<Vec<T>> = (0..world)
         .map(|_| {
@@ -29,10 +37,14 @@ fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64) {
         |c| {
             let buf = c.alloc::<T>(n)?;
             buf.copy_from_host(&inputs[c.rank()])?;
+            if in_place {
+                all_reduce_in_place(c, &buf, n)?;
+                c.synchronize()?;
+                return buf.to_host();
+            }
             let s = buf.rendezvous()?;
             let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); n])?;
             all_reduce(c, &s, &mut out, n)?;
-            // Twice: the second call checks that the epoch barriers reset nothing.
             all_reduce(c, &s, &mut out, n)?;
             c.synchronize()?;
             out.to_host()
@@ -73,42 +85,10 @@ fn matches_float64_and_is_bitwise_identical_across_ranks() {
             if !on_gpu() && world == 8 && n > 4095 {
                 continue; // keeps CI fast; world 8 still runs the odd lengths
             }
-            check::<f32>(world, n, 1e-6);
-            check::<bf16>(world, n, 1e-2);
+            check::<f32>(world, n, 1e-6, false);
+            check::<bf16>(world, n, 1e-2, false);
         }
-        check::<f16>(world, 4095, 1e-2);
-    }
-}
-
-/// Input for rank `r`, call `k`, element `i`: cheap, deterministic, and
-/// different for every call, so a stale read shows.
-#[symm_kernel]
-fn fill_input(buf: SymmBuf<f32>, n: u32, k: u32) {
-    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
-    let r = buf.rank();
-    let mine = buf.local();
-    while i < n {
-        let h = i.wrapping_mul(2654435761u32)
-            ^ k.wrapping_mul(40503u32)
-            ^ r.wrapping_mul(2246822519u32);
-        let x = h ^ (h >> 15);
-        mine[i] = ((x % 2001u32) as f32 - 1000.0f32) / 1000.0f32;
-        i += grid_dim_x() * block_dim_x();
-    }
-}
-
-fn fill_ref(r: u32, k: u32, i: u32) -> f32 {
-    let h = i.wrapping_mul(2654435761) ^ k.wrapping_mul(40503) ^ r.wrapping_mul(2246822519);
-    let x = h ^ (h >> 15);
-    ((x % 2001) as f32 - 1000.0) / 1000.0
-}
-
-#[symm_kernel]
-fn keep(src: &[f32], dst: &mut [f32], offset: u32, n: u32) {
-    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
-    while i < n {
-        dst[offset + i] = src[i];
-        i += grid_dim_x() * block_dim_x();
+        check::<f16>(world, 4095, 1e-2, false);
     }
 }
 
@@ -205,47 +185,16 @@ fn bad_inputs_are_clear_errors() {
 }
 
 #[test]
-fn in_place_matches_float64_on_both_paths() {
-    use symm::kernels::all_reduce::all_reduce_in_place;
+fn in_place_matches_float64_on_every_path() {
+    // Sizes that land on LL, push and (3 ranks) two-shot, in f32 and bf16
+    // (8 elements per vector, so the in-place tails differ).
     let big = if on_gpu() { (1 << 20) + 3 } else { 70_001 };
     for world in [2, 3] {
         for n in [5usize, 4097, big] {
-            let Some(ranks) = ranks(world) else { continue };
-            let inputs: Vec<Vec<f32>> = (0..world)
-                .map(|_| {
-                    (0..n)
-                        .map(|_| rand::rng().random_range(-1.0..1.0))
-                        .collect()
-                })
-                .collect();
-            let outs = run(
-                ranks,
-                CommOptions::default().with_timeout(Duration::from_secs(30)),
-                |c| {
-                    let buf = c.alloc::<f32>(n)?;
-                    buf.copy_from_host(&inputs[c.rank()])?;
-                    all_reduce_in_place(c, &buf, n)?;
-                    c.synchronize()?;
-                    buf.to_host()
-                },
-            )
-            .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
-            for (r, o) in outs.iter().enumerate() {
-                assert!(
-                    o.iter()
-                        .map(|v| v.to_bits())
-                        .eq(outs[0].iter().map(|v| v.to_bits())),
-                    "rank {r} differs"
-                );
-            }
-            for i in 0..n {
-                let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
-                assert!(
-                    (f64::from(outs[0][i]) - want).abs() <= 1e-5,
-                    "world {world}, n {n}, element {i}"
-                );
-            }
+            check::<f32>(world, n, 1e-6, true);
         }
+        check::<bf16>(world, 2 * big + 1, 1e-2, true);
+        check::<f16>(world, 4095, 1e-2, true);
     }
 }
 
@@ -329,8 +278,9 @@ fn every_path_is_exact_at_odd_sizes() {
 #[test]
 fn staged_calls_of_changing_sizes_back_to_back() {
     // Sizes alternate so that consecutive calls of the same parity differ
-    // in size: slot strides must not depend on the call's size.
-    let sizes = [20_001usize, 9, 4097, 20_001, 3, 12_345, 1, 20_001];
+    // in size (slot strides must not depend on the call's size), and grow
+    // twice mid-sequence (new staging while earlier calls may still run).
+    let sizes = [9usize, 4097, 3, 20_001, 12_345, 1, 40_003, 20_001, 7];
     let max = *sizes.iter().max().unwrap();
     for (world, path) in [2, 3, 4]
         .into_iter()
@@ -412,7 +362,14 @@ fn empty_and_aliased_outputs() {
             assert!(poisoned.to_host()?.iter().all(|v| v.is_nan()));
             let mut view = buf.slice(..)?;
             let err = all_reduce_with(Path::Pull, c, &s, &mut view, n).expect_err("aliased pull");
-            assert!(err.to_string().contains("overlaps"), "{err}");
+            assert!(err.to_string().contains("cannot reduce in place"), "{err}");
+            let mut shifted = buf.slice(4..)?;
+            for p in PATHS {
+                let err = all_reduce_with(p, c, &s, &mut shifted, n - 4).expect_err("overlap");
+                assert!(err.to_string().contains("without starting where"), "{err}");
+            }
+            let err = all_reduce(c, &s, &mut shifted, n - 4).expect_err("overlap");
+            assert!(err.to_string().contains("without starting where"), "{err}");
             all_reduce(c, &s, &mut view, n)?;
             c.synchronize()?;
             buf.to_host()

@@ -300,12 +300,13 @@ impl Comm {
     /// Per-rank state of type `E` that lives as long as this rank's `Comm`
     /// (shared by its clones): built-in kernels keep scratch buffers here.
     /// `make` runs when there is none yet, or when `keep` rejects the current
-    /// one (to grow it). `E` must not hold a `Comm`, which would keep itself
-    /// alive.
+    /// one (to grow it), and gets the rejected one (to keep it alive, say, for
+    /// CUDA graphs captured while it was current). `E` must not hold a
+    /// `Comm`, which would keep itself alive.
     pub fn extension<E: std::any::Any + Send + Sync>(
         &self,
         keep: impl FnOnce(&E) -> bool,
-        make: impl FnOnce() -> Result<E>,
+        make: impl FnOnce(Option<Arc<E>>) -> Result<E>,
     ) -> Result<Arc<E>> {
         let id = std::any::TypeId::of::<E>();
         let current = self
@@ -315,12 +316,13 @@ impl Comm {
             .unwrap_or_else(|p| p.into_inner())
             .get(&id)
             .cloned();
-        if let Some(e) = current.and_then(|a| a.downcast::<E>().ok()) {
-            if keep(&e) {
-                return Ok(e);
+        let current = current.and_then(|a| a.downcast::<E>().ok());
+        if let Some(e) = &current {
+            if keep(e) {
+                return Ok(e.clone());
             }
         }
-        let e = Arc::new(make()?);
+        let e = Arc::new(make(current)?);
         self.state
             .extensions
             .lock()

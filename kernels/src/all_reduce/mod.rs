@@ -15,7 +15,8 @@
 //!
 //! Every path gives every rank the same bits (a fixed rank order), may be
 //! called back-to-back without host synchronisation, and can be captured
-//! in a CUDA graph. The kernels live in [`device`](self) (re-exported here).
+//! in a CUDA graph (see [`all_reduce`] for when). The kernels live in
+//! `device.rs` (re-exported here).
 
 mod device;
 pub use device::*;
@@ -71,10 +72,21 @@ impl Path {
         }
     }
 
-    /// Whether `out` may overlap this rank's part of the input: true for
-    /// the paths in which peers never read it.
+    /// Whether `out` may be exactly this rank's part of the input (in
+    /// place): true unless peers may still read this rank's input after this
+    /// rank writes its output (the pull kernel). Partial overlaps are never
+    /// allowed.
     pub fn allows_alias(self) -> bool {
         self != Path::Pull
+    }
+
+    /// [`Path::choose`] for a call whose output is (`in_place`) or is not
+    /// exactly its input: the pull path becomes two-shot in place.
+    pub fn choose_for(world: usize, bytes: usize, in_place: bool) -> Path {
+        match Path::choose(world, bytes) {
+            Path::Pull if in_place => Path::TwoShot,
+            p => p,
+        }
     }
 }
 
@@ -149,25 +161,40 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// Sums the first `n` elements of every rank's `input` (a rendezvoused
 /// symmetric buffer) into this rank's `out`, on `comm`'s stream. Collective:
 /// every rank calls it with the same `n`. Back-to-back calls need no host
-/// synchronisation, and the call can be captured in a CUDA graph. `out` may
-/// be this rank's own part of `input`.
+/// synchronisation. `out` may be exactly this rank's part of `input` (in
+/// place).
+///
+/// CUDA graphs: capture after one eager call of the largest size the graph
+/// uses (the first call of a size allocates staging, which cannot happen
+/// during capture). Later growth keeps older staging alive, so captured
+/// graphs stay valid. A rank's calls share its staging and call counters,
+/// so they must be ordered: one stream per rank (a second stream needs its
+/// own `Comm`).
 ///
 /// Errors (never a hang or a wrong result) for: `n` larger than the buffer
 /// or than `out`, an element type other than the buffer's, `out` not
-/// 16-byte aligned, and a world size above 8.
+/// 16-byte aligned or overlapping `input` other than exactly, and a world
+/// size above 8.
 pub fn all_reduce<T: AllReduceElem>(
     comm: &Comm,
     input: &SymmetricMemory,
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> Result<()> {
-    let path = Path::choose(comm.world_size(), n * std::mem::size_of::<T>());
-    all_reduce_with(path, comm, input, out, n)
+    let bytes = n * std::mem::size_of::<T>();
+    let in_place = overlap_of(input, &*out) == Overlap::Exact;
+    all_reduce_with(
+        Path::choose_for(comm.world_size(), bytes, in_place),
+        comm,
+        input,
+        out,
+        n,
+    )
 }
 
 /// [`all_reduce`] on a chosen kernel, for tuning and comparison. Errors if
-/// `out` overlaps the input on a path that does not allow it
-/// ([`Path::allows_alias`]).
+/// `out` is the input on a path that does not allow it
+/// ([`Path::allows_alias`]), or overlaps it only in part.
 pub fn all_reduce_with<T: AllReduceElem>(
     path: Path,
     comm: &Comm,
@@ -176,14 +203,25 @@ pub fn all_reduce_with<T: AllReduceElem>(
     n: usize,
 ) -> Result<()> {
     check(comm, input, &*out, n)?;
-    if !path.allows_alias() && aliases(input, &*out) {
-        return Err(invalid(
-            comm,
-            format!(
-                "{path:?} all_reduce's output overlaps its own symmetric input, which peers \
-                 are still reading; use all_reduce or all_reduce_in_place"
-            ),
-        ));
+    match overlap_of(input, &*out) {
+        Overlap::Partial => {
+            return Err(invalid(
+                comm,
+                "all_reduce's output overlaps its symmetric input without starting where \
+                 it starts; pass either the input itself (in place) or separate memory"
+                    .into(),
+            ))
+        }
+        Overlap::Exact if !path.allows_alias() => {
+            return Err(invalid(
+                comm,
+                format!(
+                    "the {path:?} kernel cannot reduce in place (peers still read this rank's \
+                     input after it writes); use all_reduce or all_reduce_in_place"
+                ),
+            ))
+        }
+        _ => {}
     }
     if n == 0 {
         return Ok(());
@@ -210,10 +248,7 @@ pub fn all_reduce_in_place<T: AllReduceElem>(
         ));
     }
     let mut view = buf.slice(..)?;
-    let path = match Path::choose(comm.world_size(), n * std::mem::size_of::<T>()) {
-        Path::Pull => Path::TwoShot,
-        p => p,
-    };
+    let path = Path::choose_for(comm.world_size(), n * std::mem::size_of::<T>(), true);
     all_reduce_with(path, comm, &smem, &mut view, n)
 }
 
@@ -306,6 +341,9 @@ fn overlap(comm: &Comm, cfg: LaunchConfig) -> LaunchConfig {
 struct Staging<E, K> {
     smem: Arc<SymmetricMemory>,
     per_region: usize,
+    /// The smaller areas this one replaced: CUDA graphs captured while one
+    /// of them was current still point into it.
+    _older: Option<Arc<Staging<E, K>>>,
     _k: PhantomData<(E, K)>,
 }
 
@@ -323,12 +361,14 @@ fn staging<E: symm::dsl::Scalar>(
     path: Path,
     per_region: usize,
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
-    if per_region > MAX_STAGED {
+    // The LL and push kernels index all regions in u32; the two-shot
+    // scratch only needs n < 2^32, which `check` ensures.
+    if per_region > MAX_STAGED && matches!(path, Path::Ll | Path::Push) {
         return Err(invalid(
             comm,
             format!(
-                "{path:?} all_reduce needs {per_region} staged elements per rank, more than \
-                 {MAX_STAGED}; use all_reduce"
+                "the {path:?} kernel needs {per_region} staged elements per rank, more than \
+                 {MAX_STAGED}; use all_reduce, which picks another kernel at this size"
             ),
         ));
     }
@@ -347,7 +387,7 @@ fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
     let s = comm.extension(
         |s: &Staging<E, K>| s.per_region >= per_region,
-        || {
+        |older| {
             let per_region = per_region.next_power_of_two().max(1024);
             let buf = comm.alloc::<E>(regions * per_region)?;
             // Zero, so no stale bits can look like a packet of epoch 1.
@@ -355,6 +395,7 @@ fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
             Ok(Staging::<E, K> {
                 smem: buf.rendezvous()?,
                 per_region,
+                _older: older,
                 _k: PhantomData,
             })
         },
@@ -369,16 +410,32 @@ fn invalid(comm: &Comm, message: String) -> symm::Error {
     }
 }
 
-/// Whether `out` overlaps this rank's buffer of `input`.
-fn aliases<T: AllReduceElem>(
+/// How `out` lies against this rank's buffer of `input`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Overlap {
+    None,
+    /// Both start at the same address: in place.
+    Exact,
+    /// Any other overlap: some thread would overwrite input that another
+    /// still has to send.
+    Partial,
+}
+
+fn overlap_of<T: AllReduceElem>(
     input: &SymmetricMemory,
     out: &(impl DeviceSlice<T> + ?Sized),
-) -> bool {
+) -> Overlap {
     let base = input.buffer_ptrs()[input.rank()];
     let end = base + input.buffer_size() as u64;
     let o = out.device_ptr();
     let o_end = o + (out.len() * std::mem::size_of::<T>()) as u64;
-    o < end && base < o_end && o_end > o
+    if o == base {
+        Overlap::Exact
+    } else if o < end && base < o_end {
+        Overlap::Partial
+    } else {
+        Overlap::None
+    }
 }
 
 fn check<T: AllReduceElem>(
@@ -418,6 +475,19 @@ fn check<T: AllReduceElem>(
 #[cfg(test)]
 mod tests {
     use super::Path;
+
+    #[test]
+    fn in_place_never_pulls() {
+        assert_eq!(Path::choose_for(2, 64 << 20, false), Path::Pull);
+        assert_eq!(Path::choose_for(2, 64 << 20, true), Path::TwoShot);
+        assert_eq!(Path::choose_for(2, 1 << 20, true), Path::Push);
+        assert_eq!(Path::choose_for(4, 1 << 10, true), Path::Ll);
+        for w in 2..=8 {
+            for shift in 0..27 {
+                assert!(Path::choose_for(w, 1 << shift, true).allows_alias());
+            }
+        }
+    }
 
     #[test]
     fn dispatch_follows_the_measured_crossovers() {
