@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu-bin && mkdir -p .gpu-bin
 cargo build --release --examples
+cargo build --release -p symm-run
 cargo test --release --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
@@ -15,5 +16,7 @@ for l in sys.stdin:
 for e in target/release/examples/*; do
   [ -f "$e" ] && [ -x "$e" ] && case "$e" in *-*|*.d) ;; *) cp "$e" .gpu-bin/ ;; esac
 done
+# The launcher, which tests/multiprocess.rs looks for next to itself.
+cp target/release/symm-run .gpu-bin/
 strip .gpu-bin/*
 ls -la .gpu-bin

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 mod cuda;
 mod host;
 
-pub(crate) use cuda::CudaBackend;
+pub(crate) use cuda::{CudaBackend, Sharing};
 pub(crate) use host::HostBackend;
 
 /// Where a rank's memory and kernels live.
@@ -61,6 +61,25 @@ pub(crate) trait LocalAlloc: Send + Sync {
     fn ptr(&self) -> u64;
     /// Mapped bytes.
     fn size(&self) -> usize;
+    /// The backend's own type, for exporting.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// What a rank publishes so that peers can map one of its allocations,
+/// and whatever must stay alive until they have (a descriptor server).
+pub(crate) struct Export {
+    pub bytes: Vec<u8>,
+    pub _serving: Option<Box<dyn Any + Send>>,
+}
+
+impl Export {
+    /// Bytes that are enough on their own (in-process sharing).
+    pub(crate) fn plain(bytes: Vec<u8>) -> Export {
+        Export {
+            bytes,
+            _serving: None,
+        }
+    }
 }
 
 /// A peer's allocation mapped for this rank; dropping it unmaps.
@@ -98,8 +117,8 @@ pub(crate) trait Backend: Send + Sync {
     fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
     /// Allocates `size` bytes of plain (not symmetric) device memory.
     fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
-    /// Opaque bytes that let a peer map `alloc`.
-    fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8>;
+    /// What lets a peer map `alloc`; keep it until every peer has.
+    fn export(&self, alloc: &dyn LocalAlloc) -> Result<Export>;
     /// Maps a peer's exported allocation of `size` bytes.
     fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped>;
     /// Copies host bytes to `dst` (which the caller has bounds-checked) and waits.
@@ -129,6 +148,8 @@ pub(crate) trait Backend: Send + Sync {
 /// misreads another backend's or another process's handle.
 pub(crate) const EXPORT_CUDA_IN_PROCESS: u8 = 1;
 pub(crate) const EXPORT_HOST_IN_PROCESS: u8 = 2;
+pub(crate) const EXPORT_CUDA_FD: u8 = 3;
+pub(crate) const EXPORT_CUDA_FABRIC: u8 = 4;
 
 /// Encodes an in-process export: tag, process id, device ordinal, address.
 pub(crate) fn encode_export(tag: u8, ordinal: u32, addr: u64) -> Vec<u8> {

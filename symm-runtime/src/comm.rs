@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cudarc::driver::CudaStream;
 
-use crate::backend::{Backend, BackendKind, CudaBackend, HostBackend};
+use crate::backend::{Backend, BackendKind, CudaBackend, HostBackend, Sharing};
 use crate::buffer::SymmBuffer;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
@@ -127,7 +127,7 @@ impl Comm {
         options: CommOptions,
     ) -> Result<Comm> {
         check_world(rank, world_size)?;
-        let backend = Arc::new(CudaBackend::new(rank, ordinal)?);
+        let backend = Arc::new(CudaBackend::new(rank, ordinal, Sharing::InProcess)?);
         Comm::with_backend(rank, world_size, store, options, backend)
     }
 
@@ -148,7 +148,7 @@ impl Comm {
         )
     }
 
-    fn with_backend(
+    pub(crate) fn with_backend(
         rank: usize,
         world_size: usize,
         store: Arc<dyn Store>,
@@ -344,7 +344,7 @@ impl Comm {
     }
 }
 
-fn check_world(rank: usize, world_size: usize) -> Result<()> {
+pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
     if world_size == 0 || world_size > MAX_WORLD_SIZE {
         return Err(Error::InvalidArgument {
             rank,

@@ -110,16 +110,19 @@ pub(crate) fn device(ordinal: usize) -> DrvResult<Arc<CudaDevice>> {
     Ok(d)
 }
 
-fn allocation_prop(ordinal: usize) -> sys::CUmemAllocationProp {
+fn allocation_prop(ordinal: usize, fabric: bool) -> sys::CUmemAllocationProp {
     // SAFETY: CUmemAllocationProp is a plain C struct for which all-zero is
     // the documented "no flags" value of every field.
     let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
     prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = ordinal as i32;
-    // Exportable as a file descriptor so that one process per GPU can share it.
-    prop.requestedHandleTypes =
-        sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    // Exportable as a file descriptor so that one process per GPU can share
+    // it, and as a fabric handle (only where asked: not every device can)
+    // for processes on other nodes of one NVLink domain.
+    let fd = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.0;
+    let fab = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_FABRIC.0;
+    prop.requestedHandleTypes = sys::CUmemAllocationHandleType(if fabric { fd | fab } else { fd });
     prop
 }
 
@@ -139,7 +142,7 @@ impl CudaDevice {
         let stream = ctx.new_stream().op("cuStreamCreate")?;
         let (major, minor) = ctx.compute_capability().op("cuDeviceGetAttribute")?;
         let name = ctx.name().op("cuDeviceGetName")?;
-        let prop = allocation_prop(ordinal);
+        let prop = allocation_prop(ordinal, false);
         let mut granularity = 0usize;
         // SAFETY: `prop` is fully initialised and `granularity` is a valid out-pointer.
         check("cuMemGetAllocationGranularity", unsafe {
@@ -159,6 +162,24 @@ impl CudaDevice {
             signal_fns: OnceLock::new(),
             functions: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Whether allocations can be exported as POSIX file descriptors (what
+    /// one process per GPU needs).
+    pub(crate) fn supports_fd_handles(&self) -> bool {
+        self.ctx
+            .attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+            )
+            .is_ok_and(|v| v != 0)
+    }
+
+    /// Whether allocations can be exported as fabric handles (multi-node
+    /// NVLink; needs the driver's IMEX service as well).
+    pub(crate) fn supports_fabric_handles(&self) -> bool {
+        self.ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)
+            .is_ok_and(|v| v != 0)
     }
 
     pub(crate) fn bind(&self) -> DrvResult<()> {
@@ -451,10 +472,11 @@ pub(crate) struct Mapping {
 }
 
 impl Mapping {
-    /// Creates `size` bytes (a multiple of the granularity) on this device.
-    pub(crate) fn create(dev: &Arc<CudaDevice>, size: usize) -> DrvResult<Mapping> {
+    /// Creates `size` bytes (a multiple of the granularity) on this device,
+    /// exportable as a fabric handle too if `fabric`.
+    pub(crate) fn create(dev: &Arc<CudaDevice>, size: usize, fabric: bool) -> DrvResult<Mapping> {
         dev.bind()?;
-        let prop = allocation_prop(dev.ordinal);
+        let prop = allocation_prop(dev.ordinal, fabric);
         let mut handle: CUmemGenericAllocationHandle = 0;
         // SAFETY: `prop` is initialised; `handle` is a valid out-pointer.
         check("cuMemCreate", unsafe {
@@ -477,6 +499,90 @@ impl Mapping {
         // valid out-pointer.
         check("cuMemRetainAllocationHandle", unsafe {
             sys::cuMemRetainAllocationHandle(&mut handle, peer_ptr as *mut c_void)
+        })?;
+        Mapping::map(dev, handle, size)
+    }
+
+    /// A POSIX file descriptor for this allocation, for another process to
+    /// import with [`Mapping::import_fd`].
+    pub(crate) fn export_fd(&self) -> DrvResult<std::os::fd::OwnedFd> {
+        use std::os::fd::FromRawFd;
+        self.dev.bind()?;
+        let mut fd: std::ffi::c_int = -1;
+        // SAFETY: `handle` is live (we hold a reference); the allocation was
+        // created with the POSIX-descriptor handle type; `fd` is a valid
+        // out-pointer for an int, which is what this handle type writes.
+        check("cuMemExportToShareableHandle", unsafe {
+            sys::cuMemExportToShareableHandle(
+                (&mut fd as *mut std::ffi::c_int).cast(),
+                self.handle,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                0,
+            )
+        })?;
+        // SAFETY: the driver returned a new descriptor that nothing else owns.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// A fabric handle for this allocation (created with `fabric`), which a
+    /// process on another node of the same NVLink domain can import.
+    pub(crate) fn export_fabric(&self) -> DrvResult<[u8; 64]> {
+        self.dev.bind()?;
+        let mut h = sys::CUmemFabricHandle { data: [0; 64] };
+        // SAFETY: `handle` is live and was created with the fabric handle
+        // type; `h` is the 64-byte struct this handle type writes.
+        check("cuMemExportToShareableHandle", unsafe {
+            sys::cuMemExportToShareableHandle(
+                (&mut h as *mut sys::CUmemFabricHandle).cast(),
+                self.handle,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_FABRIC,
+                0,
+            )
+        })?;
+        Ok(h.data)
+    }
+
+    /// Maps the allocation another process exported as fabric handle `data`.
+    pub(crate) fn import_fabric(
+        dev: &Arc<CudaDevice>,
+        data: [u8; 64],
+        size: usize,
+    ) -> DrvResult<Mapping> {
+        dev.bind()?;
+        let mut h = sys::CUmemFabricHandle { data };
+        let mut handle: CUmemGenericAllocationHandle = 0;
+        // SAFETY: for fabric handles the "OS handle" argument points to the
+        // 64-byte handle, which lives across the call; `handle` is a valid
+        // out-pointer.
+        check("cuMemImportFromShareableHandle", unsafe {
+            sys::cuMemImportFromShareableHandle(
+                &mut handle,
+                (&mut h as *mut sys::CUmemFabricHandle).cast(),
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_FABRIC,
+            )
+        })?;
+        Mapping::map(dev, handle, size)
+    }
+
+    /// Maps the allocation another process exported as `fd`.
+    pub(crate) fn import_fd(
+        dev: &Arc<CudaDevice>,
+        fd: &std::os::fd::OwnedFd,
+        size: usize,
+    ) -> DrvResult<Mapping> {
+        use std::os::fd::AsRawFd;
+        dev.bind()?;
+        let mut handle: CUmemGenericAllocationHandle = 0;
+        // SAFETY: for POSIX descriptors the "OS handle" argument is the
+        // descriptor's value cast to a pointer; `fd` stays open across the
+        // call (the driver takes its own reference); `handle` is a valid
+        // out-pointer.
+        check("cuMemImportFromShareableHandle", unsafe {
+            sys::cuMemImportFromShareableHandle(
+                &mut handle,
+                fd.as_raw_fd() as isize as *mut c_void,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            )
         })?;
         Mapping::map(dev, handle, size)
     }

@@ -18,6 +18,11 @@ pub enum Error {
     #[error("CUDA is not available: {0}")]
     CudaUnavailable(String),
 
+    /// The launcher's environment does not say where this process belongs
+    /// (see [`LaunchEnv`](crate::LaunchEnv)).
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+
     /// A CUDA driver call failed.
     #[error("rank {rank} on {device}: {op} failed: {source}")]
     Driver {

@@ -6,9 +6,12 @@
 //!
 //! The model is SPMD: code is written per rank against a [`Comm`]. Ranks come
 //! from [`run_local`] (one thread per local GPU), [`run`] (GPUs or the CPU
-//! emulator), or [`Comm::cuda`] / [`Comm::emulated`] with a shared [`Store`].
+//! emulator), [`Comm::from_env`] (one process per GPU, under torchrun,
+//! `symm-run`, `mpirun` or `srun`), or [`Comm::cuda`] / [`Comm::emulated`]
+//! with a shared [`Store`].
 
 mod backend;
+mod bootstrap;
 mod buffer;
 mod comm;
 pub mod cuda;
@@ -22,6 +25,7 @@ mod dtype;
 mod emulator;
 mod error;
 mod hostmem;
+mod ipc;
 pub mod jit;
 mod launch;
 pub mod layout;
@@ -30,13 +34,14 @@ pub mod store;
 mod symmetric_memory;
 
 pub use backend::BackendKind;
+pub use bootstrap::{Handles, LaunchEnv, Launcher, StoreSpec};
 pub use buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
 pub use comm::{run, run_local, Comm, CommOptions, Ranks, RunError};
 pub use cuda::{cuda_available, cuda_device_count};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use launch::{KernelArg, LaunchConfig, RawKernel};
-pub use store::{InProcessStore, Store, StoreError};
+pub use store::{FileStore, InProcessStore, Store, StoreError, TcpStore};
 pub use symmetric_memory::{PeerBuffer, SymmetricMemory};
 
 /// Re-exported so users can name the f16 and bf16 element types.

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::EXPORT_CUDA_IN_PROCESS;
 use super::{
-    decode_export, encode_export, Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table,
+    decode_export, encode_export, Backend, BackendKind, Export, LocalAlloc, Mapped, SignalCall,
+    Table,
 };
+use super::{EXPORT_CUDA_FABRIC, EXPORT_CUDA_FD, EXPORT_CUDA_IN_PROCESS};
 use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, Mapping};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
@@ -17,6 +18,8 @@ use crate::signal::{SignalOp, StatusRecord, STATUS_WORDS};
 /// A rank on one CUDA device, enqueueing on one stream.
 pub(crate) struct CudaBackend {
     rank: usize,
+    /// How peers map this rank's allocations.
+    sharing: Sharing,
     pub(crate) dev: Arc<CudaDevice>,
     pub(crate) stream: Arc<CudaStream>,
     /// Where this handle's kernels record a timeout. One per stream handle,
@@ -24,8 +27,25 @@ pub(crate) struct CudaBackend {
     status: DeviceMem,
 }
 
+/// How ranks share allocations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sharing {
+    /// Ranks are threads of one process: a peer retains the handle by address.
+    InProcess,
+    /// One process per rank: a POSIX file descriptor crosses a unix socket.
+    FileDescriptor,
+    /// Processes on several nodes of one NVLink domain (multi-node NVLink):
+    /// a 64-byte fabric handle travels through the store itself.
+    Fabric,
+}
+
+/// How long an importing rank waits for a peer's descriptor server to answer
+/// (it is up before the peer publishes its address, so this only bounds a
+/// peer that dies mid-answer).
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl CudaBackend {
-    pub(crate) fn new(rank: usize, ordinal: usize) -> Result<CudaBackend> {
+    pub(crate) fn new(rank: usize, ordinal: usize, sharing: Sharing) -> Result<CudaBackend> {
         if !crate::cuda::cuda_available() {
             return Err(Error::CudaUnavailable(crate::cuda::unavailable_reason()));
         }
@@ -44,20 +64,40 @@ impl CudaBackend {
             op: e.op,
             source: e.err,
         })?;
+        if sharing == Sharing::FileDescriptor && !dev.supports_fd_handles() {
+            return Err(Error::InvalidArgument {
+                rank,
+                message: format!(
+                    "{dev:?} cannot export memory as POSIX file descriptors, which one process per GPU needs"
+                ),
+            });
+        }
+        if sharing == Sharing::Fabric && !dev.supports_fabric_handles() {
+            return Err(Error::InvalidArgument {
+                rank,
+                message: format!(
+                    "{dev:?} cannot export memory as fabric handles, which ranks on several nodes \
+                     need (multi-node NVLink with the IMEX service); on one node use \
+                     SYMM_HANDLES=fd"
+                ),
+            });
+        }
         let stream = dev.stream.clone();
-        CudaBackend::on_stream(rank, dev, stream)
+        CudaBackend::on_stream(rank, dev, stream, sharing)
     }
 
     fn on_stream(
         rank: usize,
         dev: Arc<CudaDevice>,
         stream: Arc<CudaStream>,
+        sharing: Sharing,
     ) -> Result<CudaBackend> {
         let status = DeviceMem::new(&dev.ctx, STATUS_WORDS * 4)
             .and_then(|m| m.zero(&stream).map(|_| m))
             .map_err(|e| dev.error(rank, e))?;
         Ok(CudaBackend {
             rank,
+            sharing,
             dev,
             stream,
             status,
@@ -72,6 +112,33 @@ impl CudaBackend {
     fn err(&self, e: DrvErr) -> Error {
         self.dev.error(self.rank, e)
     }
+
+    /// `alloc` as this backend's own symmetric allocation.
+    fn local<'a>(&self, alloc: &'a dyn LocalAlloc) -> Result<&'a CudaLocal> {
+        alloc
+            .as_any()
+            .downcast_ref::<CudaLocal>()
+            .ok_or_else(|| Error::InvalidArgument {
+                rank: self.rank,
+                message: "only symmetric allocations can be exported".into(),
+            })
+    }
+
+    /// Fails unless this device can map memory of device `ordinal` (rank
+    /// `peer`'s) peer-to-peer.
+    fn check_peer_access(&self, peer: usize, ordinal: usize) -> Result<()> {
+        if self.dev.can_access(ordinal).map_err(|e| self.err(e))? {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument {
+            rank: self.rank,
+            message: format!(
+                "cuda:{} cannot access cuda:{ordinal} (rank {peer}) peer-to-peer; symmetric memory needs \
+                 NVLink or PCIe P2P between every pair of devices",
+                self.dev.ordinal
+            ),
+        })
+    }
 }
 
 struct CudaLocal(Mapping);
@@ -85,6 +152,9 @@ impl LocalAlloc for CudaPlain {
     fn size(&self) -> usize {
         self.0.bytes
     }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 impl LocalAlloc for CudaLocal {
@@ -93,6 +163,9 @@ impl LocalAlloc for CudaLocal {
     }
     fn size(&self) -> usize {
         self.0.size
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -110,7 +183,8 @@ impl Backend for CudaBackend {
     }
 
     fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
-        let a = Mapping::create(&self.dev, size).map_err(|e| self.err(e))?;
+        let a = Mapping::create(&self.dev, size, self.sharing == Sharing::Fabric)
+            .map_err(|e| self.err(e))?;
         Ok(Arc::new(CudaLocal(a)))
     }
 
@@ -119,24 +193,89 @@ impl Backend for CudaBackend {
         Ok(Arc::new(CudaPlain(m)))
     }
 
-    fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8> {
-        encode_export(EXPORT_CUDA_IN_PROCESS, self.dev.ordinal as u32, alloc.ptr())
+    fn export(&self, alloc: &dyn LocalAlloc) -> Result<Export> {
+        let ordinal = self.dev.ordinal as u32;
+        match self.sharing {
+            Sharing::InProcess => Ok(Export::plain(encode_export(
+                EXPORT_CUDA_IN_PROCESS,
+                ordinal,
+                alloc.ptr(),
+            ))),
+            Sharing::Fabric => {
+                let local = self.local(alloc)?;
+                let h = local.0.export_fabric().map_err(|e| self.err(e))?;
+                let mut bytes = encode_export(EXPORT_CUDA_FABRIC, ordinal, 0);
+                bytes.extend_from_slice(&h);
+                Ok(Export::plain(bytes))
+            }
+            Sharing::FileDescriptor => {
+                let local = self.local(alloc)?;
+                let fd = local.0.export_fd().map_err(|e| self.err(e))?;
+                let server =
+                    crate::ipc::FdServer::serve(fd).map_err(|e| Error::InvalidArgument {
+                        rank: self.rank,
+                        message: format!(
+                            "cannot serve an allocation's file descriptor to peers: {e}"
+                        ),
+                    })?;
+                // The address is the socket's path; the decoder checks the
+                // tag and this process's id like the in-process form's.
+                let mut bytes = encode_export(EXPORT_CUDA_FD, ordinal, 0);
+                bytes.extend_from_slice(server.path().as_os_str().as_encoded_bytes());
+                Ok(Export {
+                    bytes,
+                    _serving: Some(Box::new(server)),
+                })
+            }
+        }
     }
 
     fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped> {
-        let (ordinal, addr) = decode_export(self.rank, peer, EXPORT_CUDA_IN_PROCESS, exported)?;
-        let ordinal = ordinal as usize;
-        if !self.dev.can_access(ordinal).map_err(|e| self.err(e))? {
-            return Err(Error::InvalidArgument {
-                rank: self.rank,
-                message: format!(
-                    "cuda:{} cannot access cuda:{ordinal} (rank {peer}) peer-to-peer; symmetric memory needs \
-                     NVLink or PCIe P2P between every pair of devices",
-                    self.dev.ordinal
-                ),
-            });
-        }
-        let m = Mapping::retain_in_process(&self.dev, addr, size).map_err(|e| self.err(e))?;
+        let m = match self.sharing {
+            Sharing::InProcess => {
+                let (ordinal, addr) =
+                    decode_export(self.rank, peer, EXPORT_CUDA_IN_PROCESS, exported)?;
+                self.check_peer_access(peer, ordinal as usize)?;
+                Mapping::retain_in_process(&self.dev, addr, size).map_err(|e| self.err(e))?
+            }
+            Sharing::Fabric => {
+                let h: [u8; 64] = exported
+                    .get(17..)
+                    .filter(|_| exported[0] == EXPORT_CUDA_FABRIC)
+                    .and_then(|h| h.try_into().ok())
+                    .ok_or_else(|| Error::InvalidArgument {
+                        rank: self.rank,
+                        message: format!(
+                            "rank {peer}'s exported allocation is not a fabric handle"
+                        ),
+                    })?;
+                Mapping::import_fabric(&self.dev, h, size).map_err(|e| self.err(e))?
+            }
+            Sharing::FileDescriptor => {
+                let bad = |why: String| Error::InvalidArgument {
+                    rank: self.rank,
+                    message: format!("rank {peer}'s exported allocation {why}"),
+                };
+                if exported.len() <= 17 || exported[0] != EXPORT_CUDA_FD {
+                    return Err(bad(
+                        "is not a file-descriptor export (are all ranks separate processes?)"
+                            .into(),
+                    ));
+                }
+                // Any process id is fine here; the ordinal is that process's.
+                let path = std::path::Path::new(
+                    std::str::from_utf8(&exported[17..])
+                        .map_err(|_| bad("names a socket path that is not UTF-8".into()))?,
+                );
+                let fd = crate::ipc::fetch_fd(path, FETCH_TIMEOUT).map_err(|e| {
+                    bad(format!(
+                        "could not be fetched from its socket {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                Mapping::import_fd(&self.dev, &fd, size).map_err(|e| self.err(e))?
+            }
+        };
         Ok(Mapped {
             ptr: m.ptr,
             _keep: Box::new(m),
@@ -252,6 +391,7 @@ impl Backend for CudaBackend {
             self.rank,
             self.dev.clone(),
             stream,
+            self.sharing,
         )?))
     }
 

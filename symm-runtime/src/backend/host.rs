@@ -18,7 +18,8 @@ use cudarc::driver::CudaStream;
 
 use super::EXPORT_HOST_IN_PROCESS;
 use super::{
-    decode_export, encode_export, Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table,
+    decode_export, encode_export, Backend, BackendKind, Export, LocalAlloc, Mapped, SignalCall,
+    Table,
 };
 use crate::error::{Error, Result};
 use crate::hostmem;
@@ -70,6 +71,9 @@ impl LocalAlloc for HostLocal {
     }
     fn size(&self) -> usize {
         self.0.layout.size()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -165,8 +169,12 @@ impl Backend for HostBackend {
         self.allocate(size)
     }
 
-    fn export(&self, alloc: &dyn LocalAlloc) -> Vec<u8> {
-        encode_export(EXPORT_HOST_IN_PROCESS, 0, alloc.ptr())
+    fn export(&self, alloc: &dyn LocalAlloc) -> Result<Export> {
+        Ok(Export::plain(encode_export(
+            EXPORT_HOST_IN_PROCESS,
+            0,
+            alloc.ptr(),
+        )))
     }
 
     fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped> {

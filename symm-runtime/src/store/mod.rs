@@ -2,7 +2,14 @@
 //!
 //! A [`Store`] is the only thing ranks must share before symmetric memory
 //! exists. [`InProcessStore`] serves ranks that are threads of one process;
-//! a TCP store for one process per GPU implements the same trait.
+//! [`TcpStore`] (hosted by rank 0) and [`FileStore`] (a shared directory)
+//! serve one process per GPU.
+
+mod file;
+mod tcp;
+
+pub use file::FileStore;
+pub use tcp::TcpStore;
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -29,6 +36,35 @@ pub enum StoreError {
     /// The store itself is broken (a poisoned lock, a lost connection).
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// A key, value or request exceeds a limit of the store, so it was
+    /// refused before anything was written or sent.
+    #[error("{what} is {len} bytes, more than the limit of {max} bytes")]
+    TooLarge {
+        /// What was too large ("key", "value", ...).
+        what: &'static str,
+        /// Its size in bytes.
+        len: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+}
+
+/// The longest key, in bytes, that [`TcpStore`] and [`FileStore`] accept.
+///
+/// Rendezvous keys are short paths; the bound lets a server reject garbage
+/// before allocating for it.
+pub const MAX_KEY_LEN: usize = 4096;
+
+/// Refuses keys longer than [`MAX_KEY_LEN`].
+fn check_key(key: &str) -> Result<(), StoreError> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(StoreError::TooLarge {
+            what: "key",
+            len: key.len(),
+            max: MAX_KEY_LEN,
+        });
+    }
+    Ok(())
 }
 
 /// A key-value store shared by every rank of a group.

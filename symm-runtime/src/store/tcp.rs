@@ -1,0 +1,1028 @@
+//! A [`Store`] over TCP, hosted by one rank.
+//!
+//! # Wire protocol
+//!
+//! Every frame is a `u32` little-endian length followed by that many bytes;
+//! both sides refuse a length above [`TcpStore::MAX_FRAME_LEN`] before
+//! allocating. Integers are little-endian; a "string" is a `u32` length and
+//! its bytes; keys are UTF-8 strings of at most [`MAX_KEY_LEN`] bytes.
+//!
+//! * Hello (client, first frame): `b"SYMMSTOR"`, `u16` version, token string
+//!   (empty for none). Reply: one status byte (`0` accepted, else refused:
+//!   wrong token, token required, token unexpected, bad version) and the
+//!   server's `u16` version; a refused connection is then closed.
+//! * Requests, one op byte then fields: `1` set (key, value), `2` try_get
+//!   (key), `3` wait (`u64` timeout in ms, `u64::MAX` for none; `u32` count;
+//!   keys), `4` add (key, `i64` delta).
+//! * Replies, one status byte then fields: `0` ok, `1` value (string), `2`
+//!   none, `3` timeout (`u32` count, missing keys), `4` not a counter, `5`
+//!   counter (`i64`), `6` error (UTF-8 message).
+//!
+//! A malformed frame closes that connection only.
+
+use super::{check_key, InProcessStore, Store, StoreError, MAX_KEY_LEN};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const MAGIC: &[u8; 8] = b"SYMMSTOR";
+const VERSION: u16 = 1;
+/// Longest token accepted, in bytes.
+const MAX_TOKEN_LEN: usize = 1024;
+/// Longest hello frame: magic, version, token length and token.
+const MAX_HELLO_LEN: usize = MAGIC.len() + 2 + 4 + MAX_TOKEN_LEN;
+
+const OP_SET: u8 = 1;
+const OP_TRY_GET: u8 = 2;
+const OP_WAIT: u8 = 3;
+const OP_ADD: u8 = 4;
+
+const ST_OK: u8 = 0;
+const ST_VALUE: u8 = 1;
+const ST_NONE: u8 = 2;
+const ST_TIMEOUT: u8 = 3;
+const ST_NOT_A_COUNTER: u8 = 4;
+const ST_COUNTER: u8 = 5;
+const ST_ERROR: u8 = 6;
+
+const HELLO_OK: u8 = 0;
+const HELLO_WRONG_TOKEN: u8 = 1;
+const HELLO_TOKEN_REQUIRED: u8 = 2;
+const HELLO_TOKEN_UNEXPECTED: u8 = 3;
+const HELLO_BAD_VERSION: u8 = 4;
+
+/// How often idle server threads look at the shutdown flag (and, while
+/// serving a `wait`, whether their client is still there).
+const POLL: Duration = Duration::from_millis(100);
+/// How often the accept loop polls its nonblocking listener.
+const ACCEPT_POLL: Duration = Duration::from_millis(20);
+/// A frame, once begun, must arrive whole within this time.
+const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+/// A new connection must send its hello within this time.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The server gives up writing a reply to a client that does not read.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client waits for the reply to a set, try_get or add (and, on
+/// top of the wait's own timeout, for the reply to a wait).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The handshake gets at least this long, even at the end of `connect`'s
+/// timeout (and at most `HANDSHAKE_TIMEOUT`, the server's limit).
+const MIN_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
+/// One connection attempt gives up after this long (a dropped SYN), and
+/// the next begins.
+const MAX_CONNECT_ATTEMPT: Duration = Duration::from_secs(10);
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A [`Store`] served over TCP by one process (rank 0) to the others.
+///
+/// [`TcpStore::host`] binds and serves in background threads; the host is
+/// itself a store with direct in-memory access. [`TcpStore::connect`] gives a
+/// client. Counters are stored as decimal text, as in [`InProcessStore`], so
+/// `add` and `try_get` agree across store kinds.
+///
+/// # Security
+///
+/// The store has **no authentication** beyond the optional shared token,
+/// which only guards against connecting to the wrong job by mistake: the
+/// token and all data travel in **clear text**, and anyone who can reach the
+/// port and knows the token can read and write every key. Bind it to a
+/// trusted interface only (the bootstrap binds `MASTER_ADDR`).
+///
+/// # Concurrency
+///
+/// A client holds one connection, and calls from several threads of one
+/// process are serialised on it: while one thread blocks in
+/// [`Store::wait`], the others' calls queue behind it. Threads that must make
+/// progress while another waits should each [`connect`](TcpStore::connect)
+/// their own client. After an I/O error the connection is considered lost and
+/// every later call fails with [`StoreError::Unavailable`]; there is no
+/// reconnection, since a lost request may or may not have been applied.
+pub struct TcpStore {
+    inner: Inner,
+}
+
+enum Inner {
+    Host(Host),
+    Client(Client),
+}
+
+struct Host {
+    store: Arc<InProcessStore>,
+    addr: SocketAddr,
+    shutdown: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+struct Client {
+    addr: SocketAddr,
+    conn: Mutex<Conn>,
+}
+
+struct Conn {
+    stream: Option<TcpStream>,
+    /// Why the connection was given up, once it has been.
+    lost: Option<String>,
+}
+
+impl std::fmt::Debug for TcpStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is deliberately not shown.
+        match &self.inner {
+            Inner::Host(h) => f.debug_struct("TcpStore").field("host", &h.addr).finish(),
+            Inner::Client(c) => f
+                .debug_struct("TcpStore")
+                .field("client_of", &c.addr)
+                .finish(),
+        }
+    }
+}
+
+impl TcpStore {
+    /// Largest frame either side accepts, in bytes (16 MiB). Checked before
+    /// allocating so garbage cannot make a peer allocate gigabytes.
+    pub const MAX_FRAME_LEN: usize = 16 << 20;
+
+    /// Largest value accepted, in bytes: whatever still fits in a set frame
+    /// alongside the longest key, so every stored value can be sent back.
+    pub const MAX_VALUE_LEN: usize = Self::MAX_FRAME_LEN - MAX_KEY_LEN - 16;
+
+    /// Binds `addr` and serves the store from background threads (rank 0).
+    ///
+    /// With a `token` (an empty one counts as none), clients must present the
+    /// same token; without, clients must present none. Port 0 binds any free
+    /// port; see [`local_addr`](Self::local_addr). Dropping the host stops
+    /// serving within a fraction of a second.
+    pub fn host(addr: SocketAddr, token: Option<&str>) -> Result<TcpStore, StoreError> {
+        let token = token
+            .filter(|t| !t.is_empty())
+            .map(|t| t.as_bytes().to_vec());
+        if let Some(t) = &token {
+            if t.len() > MAX_TOKEN_LEN {
+                return Err(StoreError::TooLarge {
+                    what: "token",
+                    len: t.len(),
+                    max: MAX_TOKEN_LEN,
+                });
+            }
+        }
+        let listener = TcpListener::bind(addr).map_err(|e| {
+            StoreError::Unavailable(format!("could not bind the store to {addr}: {e}"))
+        })?;
+        let local = listener.local_addr().map_err(|e| {
+            StoreError::Unavailable(format!("store bound to {addr} has no address: {e}"))
+        })?;
+        // Nonblocking, so the accept loop sees the shutdown flag promptly.
+        listener.set_nonblocking(true).map_err(|e| {
+            StoreError::Unavailable(format!("could not configure the store at {local}: {e}"))
+        })?;
+        let store = Arc::new(InProcessStore::new());
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let acceptor = {
+            let (store, shutdown) = (store.clone(), shutdown.clone());
+            std::thread::Builder::new()
+                .name(format!("symm-store-{}", local.port()))
+                .spawn(move || accept_loop(listener, store, token.map(Arc::new), shutdown))
+                .map_err(|e| {
+                    StoreError::Unavailable(format!(
+                        "could not start the store thread at {local}: {e}"
+                    ))
+                })?
+        };
+        Ok(TcpStore {
+            inner: Inner::Host(Host {
+                store,
+                addr: local,
+                shutdown,
+                acceptor: Some(acceptor),
+            }),
+        })
+    }
+
+    /// Connects to the store hosted at `addr`, retrying with exponential
+    /// backoff (10 ms doubling to 1 s) until `timeout`, since rank 0 may not
+    /// be listening yet.
+    ///
+    /// A refused token (or a token sent to a tokenless store, or none sent
+    /// to one that requires it) fails at once: retrying cannot fix it.
+    pub fn connect(
+        addr: SocketAddr,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Result<TcpStore, StoreError> {
+        let token = token.unwrap_or("").as_bytes();
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(StoreError::TooLarge {
+                what: "token",
+                len: token.len(),
+                max: MAX_TOKEN_LEN,
+            });
+        }
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        let mut backoff = FIRST_BACKOFF;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            let err = match try_connect(addr, token, left) {
+                Ok(stream) => {
+                    return Ok(TcpStore {
+                        inner: Inner::Client(Client {
+                            addr,
+                            conn: Mutex::new(Conn {
+                                stream: Some(stream),
+                                lost: None,
+                            }),
+                        }),
+                    })
+                }
+                Err(Attempt::Refused(msg)) => return Err(StoreError::Unavailable(msg)),
+                Err(Attempt::Retry(e)) => e,
+            };
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Err(StoreError::Unavailable(format!(
+                    "could not connect to the store at {addr} within {timeout:?} \
+                     ({attempts} attempts over {:?}; last error: {err})",
+                    start.elapsed()
+                )));
+            }
+            std::thread::sleep(backoff.min(left));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// The address the host is bound to, or the address a client connected
+    /// to. Useful after binding port 0.
+    pub fn local_addr(&self) -> SocketAddr {
+        match &self.inner {
+            Inner::Host(h) => h.addr,
+            Inner::Client(c) => c.addr,
+        }
+    }
+
+    /// Whether this is the hosting end (rank 0) rather than a client.
+    pub fn is_host(&self) -> bool {
+        matches!(self.inner, Inner::Host(_))
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::Release);
+        if let Some(h) = self.acceptor.take() {
+            // The accept loop closes the listener and joins connection
+            // threads, each of which notices the flag within `POLL`.
+            let _ = h.join();
+        }
+    }
+}
+
+fn check_value(value: &[u8]) -> Result<(), StoreError> {
+    if value.len() > TcpStore::MAX_VALUE_LEN {
+        return Err(StoreError::TooLarge {
+            what: "value",
+            len: value.len(),
+            max: TcpStore::MAX_VALUE_LEN,
+        });
+    }
+    Ok(())
+}
+
+impl Store for TcpStore {
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        check_key(key)?;
+        check_value(value)?;
+        match &self.inner {
+            Inner::Host(h) => h.store.set(key, value),
+            Inner::Client(c) => {
+                let mut req = Frame::new(OP_SET);
+                req.bytes(key.as_bytes());
+                req.bytes(value);
+                c.call(req, Some(REQUEST_TIMEOUT), |st, r| match st {
+                    ST_OK => Ok(Ok(())),
+                    _ => other_status(st, r),
+                })
+            }
+        }
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        check_key(key)?;
+        match &self.inner {
+            Inner::Host(h) => h.store.try_get(key),
+            Inner::Client(c) => {
+                let mut req = Frame::new(OP_TRY_GET);
+                req.bytes(key.as_bytes());
+                c.call(req, Some(REQUEST_TIMEOUT), |st, r| match st {
+                    ST_VALUE => Ok(Ok(Some(r.bytes(TcpStore::MAX_FRAME_LEN)?.to_vec()))),
+                    ST_NONE => Ok(Ok(None)),
+                    _ => other_status(st, r),
+                })
+            }
+        }
+    }
+
+    fn wait(&self, keys: &[String], timeout: Duration) -> Result<(), StoreError> {
+        for k in keys {
+            check_key(k)?;
+        }
+        match &self.inner {
+            Inner::Host(h) => h.store.wait(keys, timeout),
+            Inner::Client(c) => {
+                let mut req = Frame::new(OP_WAIT);
+                // Round up so the server waits at least `timeout`.
+                let ms = timeout.as_nanos().div_ceil(1_000_000);
+                req.u64(u64::try_from(ms).unwrap_or(u64::MAX));
+                req.u32(keys.len() as u32);
+                for k in keys {
+                    req.bytes(k.as_bytes());
+                }
+                if req.payload_len() > TcpStore::MAX_FRAME_LEN {
+                    return Err(StoreError::TooLarge {
+                        what: "wait request",
+                        len: req.payload_len(),
+                        max: TcpStore::MAX_FRAME_LEN,
+                    });
+                }
+                // The reply comes when the wait ends, so the read timeout
+                // must exceed the wait's; a huge timeout reads forever.
+                let read_timeout = timeout.checked_add(REQUEST_TIMEOUT);
+                c.call(req, read_timeout, |st, r| match st {
+                    ST_OK => Ok(Ok(())),
+                    ST_TIMEOUT => {
+                        let n = r.u32()? as usize;
+                        let mut missing = Vec::with_capacity(n.min(r.remaining() / 4));
+                        for _ in 0..n {
+                            missing.push(r.key()?.to_owned());
+                        }
+                        Ok(Err(StoreError::Timeout { timeout, missing }))
+                    }
+                    _ => other_status(st, r),
+                })
+            }
+        }
+    }
+
+    fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
+        check_key(key)?;
+        match &self.inner {
+            Inner::Host(h) => h.store.add(key, delta),
+            Inner::Client(c) => {
+                let mut req = Frame::new(OP_ADD);
+                req.bytes(key.as_bytes());
+                req.i64(delta);
+                c.call(req, Some(REQUEST_TIMEOUT), |st, r| match st {
+                    ST_COUNTER => Ok(Ok(r.i64()?)),
+                    ST_NOT_A_COUNTER => Ok(Err(StoreError::NotACounter {
+                        key: key.to_owned(),
+                    })),
+                    _ => other_status(st, r),
+                })
+            }
+        }
+    }
+}
+
+/// Replies any request may get: an error from the server, or nonsense.
+fn other_status<T>(st: u8, r: &mut Reader<'_>) -> Result<Result<T, StoreError>, String> {
+    match st {
+        ST_ERROR => {
+            let msg = String::from_utf8_lossy(r.rest()).into_owned();
+            Ok(Err(StoreError::Unavailable(msg)))
+        }
+        _ => Err(format!("unexpected reply status {st}")),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Client side.
+
+enum Attempt {
+    /// Worth retrying: nobody listening yet, a reset, a timeout.
+    Retry(String),
+    /// The store answered and said no.
+    Refused(String),
+}
+
+fn try_connect(addr: SocketAddr, token: &[u8], left: Duration) -> Result<TcpStream, Attempt> {
+    let io = |e: io::Error| Attempt::Retry(e.to_string());
+    let stream = TcpStream::connect_timeout(
+        &addr,
+        left.clamp(Duration::from_millis(1), MAX_CONNECT_ATTEMPT),
+    )
+    .map_err(io)?;
+    // Connecting to a free local port can, rarely, connect a socket to
+    // itself (TCP simultaneous open); it would read its own hello back.
+    if stream.local_addr().ok() == Some(addr) {
+        return Err(Attempt::Retry("connected to itself".into()));
+    }
+    stream.set_nodelay(true).map_err(io)?;
+    let hs = left.clamp(MIN_HANDSHAKE_TIME, HANDSHAKE_TIMEOUT);
+    stream.set_read_timeout(Some(hs)).map_err(io)?;
+    stream.set_write_timeout(Some(hs)).map_err(io)?;
+    let mut hello = Frame::new_raw();
+    hello.raw(MAGIC);
+    hello.raw(&VERSION.to_le_bytes());
+    hello.bytes(token);
+    (&stream).write_all(&hello.into_bytes()).map_err(io)?;
+    let reply = read_frame_blocking(&stream, MAX_HELLO_LEN)
+        .map_err(|e| Attempt::Retry(format!("handshake failed: {e}")))?;
+    let mut r = Reader::new(&reply);
+    let (code, version) = match (r.u8(), r.u16()) {
+        (Ok(c), Ok(v)) => (c, v),
+        _ => return Err(Attempt::Retry("malformed handshake reply".into())),
+    };
+    match code {
+        HELLO_OK => Ok(stream),
+        HELLO_WRONG_TOKEN => Err(Attempt::Refused(format!(
+            "the store at {addr} refused the token"
+        ))),
+        HELLO_TOKEN_REQUIRED => Err(Attempt::Refused(format!(
+            "the store at {addr} requires a token and none was given"
+        ))),
+        HELLO_TOKEN_UNEXPECTED => Err(Attempt::Refused(format!(
+            "the store at {addr} has no token but this client sent one \
+             (are all ranks configured alike?)"
+        ))),
+        HELLO_BAD_VERSION => Err(Attempt::Refused(format!(
+            "the store at {addr} speaks protocol version {version}, this client {VERSION}"
+        ))),
+        c => Err(Attempt::Refused(format!(
+            "the store at {addr} answered the handshake with unknown code {c}"
+        ))),
+    }
+}
+
+/// Reads one frame from a blocking stream, refusing lengths above `max`.
+fn read_frame_blocking(mut stream: &TcpStream, max: usize) -> io::Result<Vec<u8>> {
+    let mut hdr = [0u8; 4];
+    stream.read_exact(&mut hdr)?;
+    let len = u32::from_le_bytes(hdr) as usize;
+    if len > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("peer sent a {len}-byte frame, more than the limit of {max}"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body)?;
+    Ok(body)
+}
+
+impl Client {
+    /// Sends `req` and parses the reply with `parse`, which gets the status
+    /// byte and the rest. `parse`'s outer error means a malformed reply.
+    fn call<T>(
+        &self,
+        req: Frame,
+        read_timeout: Option<Duration>,
+        parse: impl FnOnce(u8, &mut Reader<'_>) -> Result<Result<T, StoreError>, String>,
+    ) -> Result<T, StoreError> {
+        let addr = self.addr;
+        let mut conn = self.conn.lock().map_err(|_| {
+            StoreError::Unavailable(format!(
+                "a thread panicked while using the connection to the store at {addr}"
+            ))
+        })?;
+        if let Some(why) = &conn.lost {
+            return Err(StoreError::Unavailable(format!(
+                "the connection to the store at {addr} was lost earlier: {why}"
+            )));
+        }
+        let Some(stream) = conn.stream.as_ref() else {
+            return Err(StoreError::Unavailable(format!(
+                "the connection to the store at {addr} is closed"
+            )));
+        };
+        let result = (|| -> Result<Result<T, StoreError>, String> {
+            let t = read_timeout.map(|t| t.max(Duration::from_millis(1)));
+            stream.set_read_timeout(t).map_err(|e| e.to_string())?;
+            stream
+                .set_write_timeout(Some(REQUEST_TIMEOUT))
+                .map_err(|e| e.to_string())?;
+            (&*stream)
+                .write_all(&req.into_bytes())
+                .map_err(|e| e.to_string())?;
+            let reply =
+                read_frame_blocking(stream, TcpStore::MAX_FRAME_LEN).map_err(|e| {
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
+                            "no reply within {:?}",
+                            read_timeout.unwrap_or(Duration::MAX)
+                        ),
+                        io::ErrorKind::UnexpectedEof => "the store closed the connection".into(),
+                        _ => e.to_string(),
+                    }
+                })?;
+            let mut r = Reader::new(&reply);
+            let st = r.u8()?;
+            let out = parse(st, &mut r)?;
+            r.finish()?;
+            Ok(out)
+        })();
+        match result {
+            Ok(out) => out,
+            Err(why) => {
+                if let Some(s) = conn.stream.take() {
+                    let _ = s.shutdown(Shutdown::Both);
+                }
+                let msg = format!("lost the connection to the store at {addr}: {why}");
+                conn.lost = Some(why);
+                Err(StoreError::Unavailable(msg))
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Server side.
+
+fn accept_loop(
+    listener: TcpListener,
+    store: Arc<InProcessStore>,
+    token: Option<Arc<Vec<u8>>>,
+    shutdown: Arc<AtomicBool>,
+) {
+    let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    while !shutdown.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                conns.retain(|h| !h.is_finished());
+                let (store, token, shutdown) = (store.clone(), token.clone(), shutdown.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("symm-store-conn-{peer}"))
+                    .spawn(move || {
+                        if let Err(why) = serve(stream, &store, token.as_deref(), &shutdown) {
+                            tracing::debug!("store connection from {peer} closed: {why}");
+                        }
+                    });
+                match spawned {
+                    Ok(h) => conns.push(h),
+                    Err(e) => tracing::warn!("store could not serve {peer}: {e}"),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(ACCEPT_POLL),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // Out of descriptors and the like: do not spin.
+                tracing::warn!("store accept failed: {e}");
+                std::thread::sleep(ACCEPT_POLL);
+            }
+        }
+    }
+    drop(listener);
+    for h in conns {
+        let _ = h.join();
+    }
+}
+
+/// Why the server stopped serving a connection.
+enum End {
+    /// The client closed between frames.
+    Closed,
+    /// The host is shutting down.
+    Shutdown,
+    /// The client broke the protocol or the socket failed.
+    Bad(String),
+}
+
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            End::Closed => f.write_str("client closed the connection"),
+            End::Shutdown => f.write_str("store shutting down"),
+            End::Bad(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for End {
+    fn from(s: String) -> Self {
+        End::Bad(s)
+    }
+}
+
+/// Serves one connection until the client leaves, breaks the protocol, or
+/// the host shuts down. Returns why it stopped when that was not normal.
+fn serve(
+    stream: TcpStream,
+    store: &InProcessStore,
+    token: Option<&Vec<u8>>,
+    shutdown: &AtomicBool,
+) -> Result<(), End> {
+    let mut conn = ServerConn { stream, shutdown };
+    let r = conn.run(store, token);
+    let _ = conn.stream.shutdown(Shutdown::Both);
+    match r {
+        Err(End::Closed) | Err(End::Shutdown) | Ok(()) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+struct ServerConn<'a> {
+    stream: TcpStream,
+    shutdown: &'a AtomicBool,
+}
+
+impl ServerConn<'_> {
+    fn run(&mut self, store: &InProcessStore, token: Option<&Vec<u8>>) -> Result<(), End> {
+        let io = |e: io::Error| End::Bad(e.to_string());
+        // Accepted sockets may inherit the listener's nonblocking mode.
+        self.stream.set_nonblocking(false).map_err(io)?;
+        self.stream.set_nodelay(true).map_err(io)?;
+        // Reads poll so the shutdown flag is seen; writes give up on a
+        // client that does not read.
+        self.stream.set_read_timeout(Some(POLL)).map_err(io)?;
+        self.stream
+            .set_write_timeout(Some(WRITE_TIMEOUT))
+            .map_err(io)?;
+
+        let hello = self
+            .read_frame(MAX_HELLO_LEN, Some(Instant::now() + HANDSHAKE_TIMEOUT))?
+            .ok_or(End::Closed)?;
+        let mut r = Reader::new(&hello);
+        if r.raw(MAGIC.len())? != MAGIC {
+            return Err(End::Bad("not a symm store client (bad magic)".into()));
+        }
+        let version = r.u16()?;
+        let code = if version != VERSION {
+            HELLO_BAD_VERSION
+        } else {
+            let theirs = r.bytes(MAX_TOKEN_LEN)?;
+            r.finish()?;
+            match token {
+                Some(_) if theirs.is_empty() => HELLO_TOKEN_REQUIRED,
+                Some(ours) if !constant_time_eq(ours, theirs) => HELLO_WRONG_TOKEN,
+                None if !theirs.is_empty() => HELLO_TOKEN_UNEXPECTED,
+                _ => HELLO_OK,
+            }
+        };
+        let mut reply = Frame::new(code);
+        reply.raw(&VERSION.to_le_bytes());
+        self.write(reply)?;
+        if code != HELLO_OK {
+            return Err(End::Bad(format!("handshake refused with code {code}")));
+        }
+
+        while let Some(frame) = self.read_frame(TcpStore::MAX_FRAME_LEN, None)? {
+            let reply = self.handle(store, &frame)?;
+            self.write(reply)?;
+        }
+        Ok(())
+    }
+
+    /// Answers one request. Errors close the connection.
+    fn handle(&mut self, store: &InProcessStore, frame: &[u8]) -> Result<Frame, End> {
+        let mut r = Reader::new(frame);
+        let op = r.u8()?;
+        let result = match op {
+            OP_SET => {
+                let key = r.key()?;
+                let value = r.bytes(TcpStore::MAX_VALUE_LEN)?;
+                r.finish()?;
+                store.set(key, value).map(|()| Frame::new(ST_OK))
+            }
+            OP_TRY_GET => {
+                let key = r.key()?;
+                r.finish()?;
+                store.try_get(key).map(|v| match v {
+                    Some(v) => {
+                        let mut f = Frame::new(ST_VALUE);
+                        f.bytes(&v);
+                        f
+                    }
+                    None => Frame::new(ST_NONE),
+                })
+            }
+            OP_WAIT => {
+                let ms = r.u64()?;
+                let n = r.u32()? as usize;
+                // Each key takes at least its 4-byte length: bound the
+                // allocation by what the frame can hold.
+                if n > r.remaining() / 4 {
+                    return Err(End::Bad(format!("wait for {n} keys in a short frame")));
+                }
+                let mut keys = Vec::with_capacity(n);
+                for _ in 0..n {
+                    keys.push(r.key()?.to_owned());
+                }
+                r.finish()?;
+                let timeout = (ms != u64::MAX).then(|| Duration::from_millis(ms));
+                match self.wait(store, &keys, timeout)? {
+                    Ok(()) => Ok(Frame::new(ST_OK)),
+                    Err(StoreError::Timeout { missing, .. }) => {
+                        let mut f = Frame::new(ST_TIMEOUT);
+                        f.u32(missing.len() as u32);
+                        for k in &missing {
+                            f.bytes(k.as_bytes());
+                        }
+                        Ok(f)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            OP_ADD => {
+                let key = r.key()?;
+                let delta = r.i64()?;
+                r.finish()?;
+                match store.add(key, delta) {
+                    Ok(v) => {
+                        let mut f = Frame::new(ST_COUNTER);
+                        f.i64(v);
+                        Ok(f)
+                    }
+                    Err(StoreError::NotACounter { .. }) => Ok(Frame::new(ST_NOT_A_COUNTER)),
+                    Err(e) => Err(e),
+                }
+            }
+            op => return Err(End::Bad(format!("unknown op {op}"))),
+        };
+        Ok(result.unwrap_or_else(|e| {
+            let mut f = Frame::new(ST_ERROR);
+            f.raw(e.to_string().as_bytes());
+            f
+        }))
+    }
+
+    /// Waits in slices of `POLL`, so that shutdown and a vanished client
+    /// end the wait early. `None` waits forever.
+    fn wait(
+        &mut self,
+        store: &InProcessStore,
+        keys: &[String],
+        timeout: Option<Duration>,
+    ) -> Result<Result<(), StoreError>, End> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let slice = deadline.map_or(POLL, |d| {
+                d.saturating_duration_since(Instant::now()).min(POLL)
+            });
+            match store.wait(keys, slice) {
+                Ok(()) => return Ok(Ok(())),
+                Err(StoreError::Timeout { missing, .. }) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Ok(Err(StoreError::Timeout {
+                            timeout: timeout.unwrap_or(Duration::MAX),
+                            missing,
+                        }));
+                    }
+                }
+                Err(e) => return Ok(Err(e)),
+            }
+            if self.shutdown.load(Ordering::Acquire) {
+                return Err(End::Shutdown);
+            }
+            self.check_client_idle()?;
+        }
+    }
+
+    /// While a request is being served the client must stay silent; EOF
+    /// means it left, so stop waiting on its behalf.
+    fn check_client_idle(&mut self) -> Result<(), End> {
+        let io = |e: io::Error| End::Bad(e.to_string());
+        self.stream.set_nonblocking(true).map_err(io)?;
+        let mut b = [0u8; 1];
+        let peeked = self.stream.peek(&mut b);
+        self.stream.set_nonblocking(false).map_err(io)?;
+        match peeked {
+            Ok(0) => Err(End::Closed),
+            Ok(_) => Err(End::Bad(
+                "client sent data while its wait was pending".into(),
+            )),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(io(e)),
+        }
+    }
+
+    /// Reads one frame of at most `max` bytes. `Ok(None)` is a clean close
+    /// before the frame began. Once a frame has begun it must finish within
+    /// `FRAME_TIMEOUT` (or by `deadline`, if given, from the start).
+    fn read_frame(
+        &mut self,
+        max: usize,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<u8>>, End> {
+        let mut deadline = deadline;
+        let mut hdr = [0u8; 4];
+        if !self.fill(&mut hdr, &mut deadline, true)? {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes(hdr) as usize;
+        if len > max {
+            return Err(End::Bad(format!(
+                "{len}-byte frame exceeds the limit of {max}"
+            )));
+        }
+        let mut body = vec![0u8; len];
+        self.fill(&mut body, &mut deadline, false)?;
+        Ok(Some(body))
+    }
+
+    /// Fills `buf`, polling the shutdown flag. Returns `false` on a clean
+    /// EOF before the first byte when `may_end` is set.
+    fn fill(
+        &mut self,
+        buf: &mut [u8],
+        deadline: &mut Option<Instant>,
+        may_end: bool,
+    ) -> Result<bool, End> {
+        let mut got = 0;
+        while got < buf.len() {
+            if self.shutdown.load(Ordering::Acquire) {
+                return Err(End::Shutdown);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(End::Bad("frame not received in time".into()));
+            }
+            match self.stream.read(&mut buf[got..]) {
+                Ok(0) if got == 0 && may_end => return Ok(false),
+                Ok(0) => return Err(End::Bad("connection closed mid-frame".into())),
+                Ok(n) => {
+                    got += n;
+                    deadline.get_or_insert_with(|| Instant::now() + FRAME_TIMEOUT);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(End::Bad(e.to_string())),
+            }
+        }
+        Ok(true)
+    }
+
+    fn write(&mut self, mut reply: Frame) -> Result<(), End> {
+        if reply.payload_len() > TcpStore::MAX_FRAME_LEN {
+            // Cannot happen with the limits on keys and values; be safe.
+            reply = Frame::new(ST_ERROR);
+            reply.raw(b"reply too large");
+        }
+        self.stream
+            .write_all(&reply.into_bytes())
+            .map_err(|e| End::Bad(format!("writing reply: {e}")))
+    }
+}
+
+/// Compares tokens without an early exit, so timing does not tell an
+/// attacker how much of a guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+// ---------------------------------------------------------------------------
+// Encoding.
+
+/// A frame being built: a length placeholder, then the payload.
+struct Frame {
+    buf: Vec<u8>,
+}
+
+impl Frame {
+    fn new_raw() -> Self {
+        Frame {
+            buf: vec![0, 0, 0, 0],
+        }
+    }
+
+    fn new(first: u8) -> Self {
+        let mut f = Self::new_raw();
+        f.buf.push(first);
+        f
+    }
+
+    fn payload_len(&self) -> usize {
+        self.buf.len() - 4
+    }
+
+    fn raw(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+    }
+
+    fn u32(&mut self, v: u32) {
+        self.raw(&v.to_le_bytes());
+    }
+
+    fn u64(&mut self, v: u64) {
+        self.raw(&v.to_le_bytes());
+    }
+
+    fn i64(&mut self, v: i64) {
+        self.raw(&v.to_le_bytes());
+    }
+
+    /// A length-prefixed byte string. Callers bound lengths well below 4 GiB.
+    fn bytes(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        self.raw(b);
+    }
+
+    /// The frame on the wire: the length header patched in, then the payload.
+    fn into_bytes(mut self) -> Vec<u8> {
+        // Callers check payloads against MAX_FRAME_LEN, far below 4 GiB.
+        let len = (self.buf.len() - 4) as u32;
+        self.buf[..4].copy_from_slice(&len.to_le_bytes());
+        self.buf
+    }
+}
+
+/// A cursor over a received payload; every error is a protocol violation.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn raw(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if n > self.buf.len() {
+            return Err(format!(
+                "truncated field: need {n} bytes, {} left",
+                self.buf.len()
+            ));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        Ok(self.raw(N)?.try_into().expect("raw returned N bytes"))
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, String> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn i64(&mut self) -> Result<i64, String> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+
+    /// A length-prefixed byte string of at most `max` bytes.
+    fn bytes(&mut self, max: usize) -> Result<&'a [u8], String> {
+        let n = self.u32()? as usize;
+        if n > max {
+            return Err(format!("{n}-byte field exceeds the limit of {max}"));
+        }
+        self.raw(n)
+    }
+
+    fn key(&mut self) -> Result<&'a str, String> {
+        let b = self.bytes(MAX_KEY_LEN)?;
+        std::str::from_utf8(b).map_err(|_| "key is not UTF-8".to_string())
+    }
+
+    fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.buf)
+    }
+
+    fn finish(&self) -> Result<(), String> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} trailing bytes", self.buf.len()))
+        }
+    }
+}

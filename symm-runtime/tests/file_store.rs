@@ -1,0 +1,204 @@
+//! `FileStore`: semantics, cross-handle atomicity and key safety.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use symm_runtime::store::MAX_KEY_LEN;
+use symm_runtime::{FileStore, InProcessStore, Store, StoreError};
+
+const T: Duration = Duration::from_secs(10);
+
+/// Names of the files in `dir`, sorted.
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn set_get_and_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStore::new(dir.path().join("created/on/demand")).unwrap();
+    assert!(s.dir().is_dir());
+    assert_eq!(s.try_get("a").unwrap(), None);
+    s.set("a", b"1").unwrap();
+    assert_eq!(s.try_get("a").unwrap().as_deref(), Some(&b"1"[..]));
+    s.set("a", b"22").unwrap();
+    assert_eq!(s.get("a", Duration::from_millis(1)).unwrap(), b"22");
+    s.set("empty", b"").unwrap();
+    assert_eq!(s.try_get("empty").unwrap(), Some(vec![]));
+    // Another handle on the same directory sees the same data.
+    let other = FileStore::new(s.dir()).unwrap();
+    assert_eq!(other.try_get("a").unwrap().unwrap(), b"22");
+    // No temporary or lock files are left behind.
+    let names = entries(s.dir());
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with("k-")), "{names:?}");
+}
+
+#[test]
+fn wait_times_out_naming_missing_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStore::new(dir.path()).unwrap();
+    s.set("k0", b"x").unwrap();
+    let timeout = Duration::from_millis(300);
+    let t = Instant::now();
+    let err = s
+        .wait(&["k0".into(), "k1".into(), "k2/x".into()], timeout)
+        .unwrap_err();
+    let elapsed = t.elapsed();
+    assert!(elapsed >= timeout, "{elapsed:?}");
+    assert!(elapsed <= timeout + Duration::from_secs(1), "{elapsed:?}");
+    assert!(err.to_string().contains("k2/x"), "{err}");
+    assert_eq!(
+        err,
+        StoreError::Timeout {
+            timeout,
+            missing: vec!["k1".into(), "k2/x".into()]
+        }
+    );
+    s.wait(&["k0".into()], Duration::ZERO).unwrap();
+    s.wait(&["k0".into()], Duration::MAX).unwrap();
+}
+
+#[test]
+fn wait_wakes_when_another_handle_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    let setter = std::thread::spawn(move || {
+        let s = FileStore::new(path).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        s.set("late", b"v").unwrap();
+    });
+    let s = FileStore::new(dir.path()).unwrap();
+    let t = Instant::now();
+    assert_eq!(s.get("late", T).unwrap(), b"v");
+    let elapsed = t.elapsed();
+    assert!(elapsed >= Duration::from_millis(90), "{elapsed:?}");
+    // Polling backs off to at most 50 ms, so the wake-up is prompt.
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    setter.join().unwrap();
+}
+
+#[test]
+fn add_is_atomic_across_handles() {
+    const THREADS: usize = 8;
+    const ADDS: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let path = dir.path().to_owned();
+            std::thread::spawn(move || {
+                let s = FileStore::new(path).unwrap();
+                (0..ADDS)
+                    .map(|_| s.add("symm/counter", 1).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut all = BTreeSet::new();
+    let mut total = 0;
+    for t in threads {
+        let v = t.join().unwrap();
+        total += v.len();
+        all.extend(v);
+    }
+    let n = (THREADS * ADDS) as i64;
+    assert_eq!(total, THREADS * ADDS);
+    assert_eq!(all.len(), THREADS * ADDS, "returned values are distinct");
+    assert_eq!(all, (1..=n).collect::<BTreeSet<_>>());
+    let s = FileStore::new(dir.path()).unwrap();
+    assert_eq!(s.add("symm/counter", 0).unwrap(), n);
+    // Same encoding as InProcessStore's counters.
+    let reference = InProcessStore::new();
+    reference.add("c", n).unwrap();
+    assert_eq!(
+        s.try_get("symm/counter").unwrap(),
+        reference.try_get("c").unwrap()
+    );
+    assert_eq!(s.try_get("symm/counter").unwrap().unwrap(), b"1600");
+    assert_eq!(s.add("symm/counter", -1601).unwrap(), -1);
+    // A value set as text counts too.
+    s.set("n", b"41").unwrap();
+    assert_eq!(s.add("n", 1).unwrap(), 42);
+    s.set("text", b"abc").unwrap();
+    assert_eq!(
+        s.add("text", 1).unwrap_err(),
+        StoreError::NotACounter { key: "text".into() }
+    );
+    // The failed add released its lock.
+    s.set("text", b"7").unwrap();
+    assert_eq!(s.add("text", 1).unwrap(), 8);
+}
+
+#[test]
+fn odd_keys_stay_inside_the_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let s = FileStore::new(root.path().join("store")).unwrap();
+    let long = "x/".repeat(1000);
+    let keys = [
+        "symm/alloc/3/rank/1",
+        "symm/alloc/3/rank/10",
+        "ключ/日本語/🎉",
+        "..",
+        "../escape",
+        "/etc/passwd",
+        "",
+        "A",
+        "a",
+        "with\0nul",
+        long.as_str(),
+    ];
+    for (i, k) in keys.iter().enumerate() {
+        s.set(k, format!("v{i}").as_bytes()).unwrap();
+    }
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(s.get(k, T).unwrap(), format!("v{i}").as_bytes(), "{k:?}");
+    }
+    // One file per key, all inside the store directory.
+    assert_eq!(entries(root.path()), ["store"]);
+    assert_eq!(entries(s.dir()).len(), keys.len());
+    assert!(entries(s.dir())
+        .iter()
+        .all(|n| n.len() < 255 && (n.starts_with("k-") || n.starts_with("h-"))));
+    // Keys differing only by case are distinct.
+    assert_eq!(s.try_get("A").unwrap().unwrap(), b"v7");
+    assert_eq!(s.try_get("a").unwrap().unwrap(), b"v8");
+    // Keys over the limit are refused, like TcpStore's.
+    let too_long = "k".repeat(MAX_KEY_LEN + 1);
+    assert!(matches!(
+        s.set(&too_long, b"v"),
+        Err(StoreError::TooLarge { what: "key", .. })
+    ));
+    s.set(&"k".repeat(MAX_KEY_LEN), b"max").unwrap();
+    assert_eq!(
+        s.try_get(&"k".repeat(MAX_KEY_LEN)).unwrap().unwrap(),
+        b"max"
+    );
+}
+
+#[test]
+fn readers_never_see_a_torn_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStore::new(dir.path()).unwrap();
+    let (a, b) = (vec![b'a'; 1 << 18], vec![b'b'; 1 << 18]);
+    s.set("v", &a).unwrap();
+    let path = dir.path().to_owned();
+    let writer = std::thread::spawn(move || {
+        let w = FileStore::new(path).unwrap();
+        for i in 0..100 {
+            w.set("v", if i % 2 == 0 { &b } else { &a }).unwrap();
+        }
+    });
+    let mut reads = 0;
+    while !writer.is_finished() || reads == 0 {
+        let v = s.try_get("v").unwrap().unwrap();
+        assert_eq!(v.len(), 1 << 18);
+        assert!(v.iter().all(|&c| c == v[0]), "torn read");
+        reads += 1;
+    }
+    writer.join().unwrap();
+    assert!(reads > 0);
+}

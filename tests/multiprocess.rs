@@ -1,0 +1,497 @@
+//! One process per GPU: the foundation's checks (rendezvous and its cache,
+//! peer writes, signals, the mismatch error, a rank that dies during
+//! rendezvous) and the all-reduce, with every rank a separate process that
+//! joined through `Comm::from_env`.
+//!
+//! Run plainly, this binary is the driver (a custom harness: skipped, loudly,
+//! without 2 GPUs; `SYMM_REQUIRE_GPU=1` makes that a failure). For each world
+//! size in `SYMM_GPU_WORLDS` (default 2 and 4) it launches itself once under
+//! `symm-run` and once under `torchrun --no-python` (skipped if torchrun is
+//! not installed). Launched by either, it is a rank: it runs the checks and
+//! prints `rank R: PASS|FAIL <check> <detail>` lines. The driver also times
+//! rendezvous with ranks as threads of this process, for comparison.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use symm::kernels::all_reduce::{all_reduce, all_reduce_in_place, AllReduceElem};
+use symm::{bf16, Comm, CommOptions, Error, LaunchConfig, LaunchEnv};
+
+#[path = "support/harness.rs"]
+mod harness;
+use harness::{Harness, Outcome};
+#[path = "support/calls.rs"]
+mod calls;
+use calls::{fill_input, fill_ref, keep};
+
+/// The rendezvous timeout of the ranks; the dying-rank check expects an
+/// error within it.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn main() {
+    if LaunchEnv::from_env().is_ok() {
+        std::process::exit(rank_main());
+    }
+    driver();
+}
+
+// ---------------------------------------------------------------- driver --
+
+fn driver() -> ! {
+    let mut h = Harness::new("multiprocess");
+    let launchers = 2;
+    if h.gpus < 2 {
+        h.skip(
+            launchers * h.worlds.len(),
+            &format!(
+                "one process per GPU needs at least 2 GPUs, this machine has {}",
+                h.gpus
+            ),
+        );
+        h.finish();
+    }
+    let me = std::env::current_exe().expect("own path");
+    for world in h.worlds.clone() {
+        if world > h.gpus {
+            h.skip(
+                launchers,
+                &format!(
+                    "world={world} needs {world} GPUs, this machine has {}",
+                    h.gpus
+                ),
+            );
+            continue;
+        }
+        let single = single_process_rendezvous_us(world);
+        h.run("symm_run", world, &|| {
+            let Some(bin) = symm_run_bin() else {
+                return Err("symm-run not found next to this binary or in SYMM_RUN_BIN".into());
+            };
+            let out = Command::new(bin)
+                .args(["-n", &world.to_string(), "--tag-output", "--"])
+                .arg(&me)
+                .output()
+                .map_err(|e| format!("cannot start symm-run: {e}"))?;
+            judge(world, &out, &single)
+        });
+        match which("torchrun") {
+            None => h.skip(1, "torchrun is not installed"),
+            Some(torchrun) => h.run("torchrun", world, &|| {
+                let port = free_port()?;
+                let out = Command::new(&torchrun)
+                    .args([
+                        &format!("--nproc-per-node={world}"),
+                        "--master-addr=127.0.0.1",
+                        &format!("--master-port={port}"),
+                        "--no-python",
+                    ])
+                    .arg(&me)
+                    .output()
+                    .map_err(|e| format!("cannot start torchrun: {e}"))?;
+                judge(world, &out, &single)
+            }),
+        }
+    }
+    h.finish();
+}
+
+/// Passes when the launcher exited 0 and every rank reported all its
+/// checks passed; the detail carries the rendezvous times.
+fn judge(world: usize, out: &std::process::Output, single: &Result<f64, String>) -> Outcome {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in text.lines().filter(|l| l.contains("rank ")) {
+        println!("    {line}");
+    }
+    let fails: Vec<&str> = text.lines().filter(|l| l.contains(": FAIL ")).collect();
+    let done = (0..world)
+        .filter(|r| text.contains(&format!("rank {r}: all checks passed")))
+        .count();
+    if !out.status.success() || !fails.is_empty() || done != world {
+        return Err(format!(
+            "launcher exit {:?}, {} ranks of {world} passed everything; failures: {fails:?}",
+            out.status.code(),
+            done
+        ));
+    }
+    let multi: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split("rendezvous_median_us=").nth(1))
+        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+        .collect();
+    Ok(format!(
+        "all checks passed on {world} processes; median rendezvous (4 MiB) {} µs across processes \
+         vs {} µs across threads of one process",
+        median(&mut multi.clone()).round(),
+        single
+            .as_ref()
+            .map(|v| format!("{:.0}", v))
+            .unwrap_or_else(|e| e.clone())
+    ))
+}
+
+fn single_process_rendezvous_us(world: usize) -> Result<f64, String> {
+    let per_rank = symm::run_local(&(0..world).collect::<Vec<_>>(), rendezvous_us)
+        .map_err(|e| e.to_string())?;
+    Ok(median(&mut per_rank.clone()))
+}
+
+fn symm_run_bin() -> Option<std::path::PathBuf> {
+    if let Ok(p) = std::env::var("SYMM_RUN_BIN") {
+        return Some(p.into());
+    }
+    let me = std::env::current_exe().ok()?;
+    // .gpu-bin/ keeps them side by side; cargo puts tests in deps/.
+    let dirs = [me.parent()?, me.parent()?.parent()?];
+    dirs.iter()
+        .map(|d| d.join("symm-run"))
+        .find(|p| p.is_file())
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+// ------------------------------------------------------------------ rank --
+
+type Check = fn(&Comm, u64) -> Result<String, String>;
+
+fn rank_main() -> i32 {
+    let comm = match Comm::from_env(CommOptions::default().with_timeout(TIMEOUT)) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("rank ?: FAIL from_env {e}");
+            return 1;
+        }
+    };
+    let r = comm.rank();
+    // One seed for the whole job, from rank 0 through the store, so every
+    // rank can generate every rank's inputs for its float64 reference.
+    let seed = match shared_seed(&comm) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("rank {r}: FAIL seed {e}");
+            return 1;
+        }
+    };
+    let checks: [(&str, Check); 7] = [
+        ("rendezvous_cache", rendezvous_cache),
+        ("peer_writes", peer_writes),
+        ("signals", signals),
+        ("mismatch_same_error", mismatch),
+        ("all_reduce", all_reduce_checks),
+        ("back_to_back", back_to_back),
+        ("rendezvous_time", |c, _| {
+            rendezvous_us(c)
+                .map(|us| format!("rendezvous_median_us={us:.0}"))
+                .map_err(|e| e.to_string())
+        }),
+    ];
+    let mut failed = 0;
+    for (name, check) in checks {
+        let t = Instant::now();
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&comm, seed)))
+            .unwrap_or_else(|_| Err("panicked".into()));
+        match res {
+            Ok(d) => println!(
+                "rank {r}: PASS {name} ({:.2} s) {d}",
+                t.elapsed().as_secs_f64()
+            ),
+            Err(e) => {
+                failed += 1;
+                println!("rank {r}: FAIL {name} {e}");
+            }
+        }
+    }
+    // Last, since it ends a rank: the highest rank leaves without joining
+    // one more rendezvous, and the others must get an error naming it
+    // within the timeout.
+    let last = comm.world_size() - 1;
+    if r == last && r != 0 {
+        println!("rank {r}: all checks passed (leaving before the last rendezvous)");
+        std::process::exit(if failed == 0 { 0 } else { 1 });
+    }
+    match dead_rank(&comm, last) {
+        Ok(d) => println!("rank {r}: PASS dead_rank {d}"),
+        Err(e) => {
+            failed += 1;
+            println!("rank {r}: FAIL dead_rank {e}");
+        }
+    }
+    if failed == 0 {
+        println!("rank {r}: all checks passed");
+        0
+    } else {
+        println!("rank {r}: {failed} checks failed");
+        1
+    }
+}
+
+fn shared_seed(comm: &Comm) -> Result<u64, String> {
+    let key = "multiprocess/seed";
+    if comm.rank() == 0 {
+        let s: u64 = rand::rng().random();
+        comm.store()
+            .set(key, &s.to_le_bytes())
+            .map_err(|e| e.to_string())?;
+    }
+    let v = comm.store().get(key, TIMEOUT).map_err(|e| e.to_string())?;
+    Ok(u64::from_le_bytes(v.try_into().map_err(|_| "bad seed")?))
+}
+
+/// Every rank's value under `key/<rank>`, after publishing this rank's.
+fn all_values(comm: &Comm, key: &str, mine: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let s = comm.store();
+    s.set(&format!("{key}/{}", comm.rank()), mine)
+        .map_err(|e| e.to_string())?;
+    (0..comm.world_size())
+        .map(|r| {
+            s.get(&format!("{key}/{r}"), TIMEOUT)
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+fn rendezvous_cache(comm: &Comm, _: u64) -> Result<String, String> {
+    let buf = comm.alloc::<f32>(1 << 20).map_err(|e| e.to_string())?;
+    let a = buf.rendezvous().map_err(|e| e.to_string())?;
+    let b = buf.rendezvous().map_err(|e| e.to_string())?;
+    let v = buf.slice(16..).map_err(|e| e.to_string())?;
+    let c = v.rendezvous().map_err(|e| e.to_string())?;
+    if !std::sync::Arc::ptr_eq(&a, &b) || !std::sync::Arc::ptr_eq(&a, &c) {
+        return Err("a second rendezvous made a new SymmetricMemory".into());
+    }
+    Ok(format!(
+        "{} peers mapped, one cached object",
+        a.world_size()
+    ))
+}
+
+fn peer_writes(comm: &Comm, seed: u64) -> Result<String, String> {
+    let (w, r) = (comm.world_size(), comm.rank());
+    let buf = comm.alloc::<u32>(w).map_err(|e| e.to_string())?;
+    let s = buf.rendezvous().map_err(|e| e.to_string())?;
+    for round in 0..3u64 {
+        let value = |rank: usize| {
+            rand::rngs::StdRng::seed_from_u64(seed ^ (round << 32) ^ rank as u64).random::<u32>()
+        };
+        for p in 0..w {
+            s.peer_buffer::<u32>(p)
+                .and_then(|pb| pb.write(r, &[value(r)]))
+                .map_err(|e| e.to_string())?;
+        }
+        s.barrier(0, TIMEOUT).map_err(|e| e.to_string())?;
+        comm.synchronize().map_err(|e| e.to_string())?;
+        let got = buf.to_host().map_err(|e| e.to_string())?;
+        let want: Vec<u32> = (0..w).map(value).collect();
+        if got != want {
+            return Err(format!("round {round}: slots {got:?}, expected {want:?}"));
+        }
+        s.barrier(1, TIMEOUT).map_err(|e| e.to_string())?;
+    }
+    Ok("3 rounds of random values written into every peer's memory".into())
+}
+
+fn signals(comm: &Comm, _: u64) -> Result<String, String> {
+    let (w, r) = (comm.world_size(), comm.rank());
+    let buf = comm.alloc::<u8>(1).map_err(|e| e.to_string())?;
+    let s = buf.rendezvous().map_err(|e| e.to_string())?;
+    for _ in 0..50 {
+        s.put_signal((r + 1) % w, 2, TIMEOUT)
+            .and_then(|_| s.wait_signal((r + w - 1) % w, 2, TIMEOUT))
+            .and_then(|_| s.barrier(3, TIMEOUT))
+            .map_err(|e| e.to_string())?;
+    }
+    comm.synchronize().map_err(|e| e.to_string())?;
+    Ok("50 rounds of put/wait around the ring and a barrier".into())
+}
+
+fn mismatch(comm: &Comm, _: u64) -> Result<String, String> {
+    let buf = comm
+        .alloc::<f32>(4096 + comm.rank() % 2)
+        .map_err(|e| e.to_string())?;
+    let err = match buf.rendezvous() {
+        Ok(_) => return Err("sizes that differ across ranks were accepted".into()),
+        Err(e) => e.to_string(),
+    };
+    let all = all_values(comm, "multiprocess/mismatch", err.as_bytes())?;
+    if all.iter().any(|e| e.as_slice() != err.as_bytes()) {
+        return Err(format!("ranks report different errors: {err}"));
+    }
+    Ok(format!("the same error on every rank: {err}"))
+}
+
+/// Rank `r`'s input for test case `case`, element `i`, from the job's seed.
+fn input<T: AllReduceElem>(seed: u64, case: u64, r: usize, n: usize) -> Vec<T> {
+    let mut g = rand::rngs::StdRng::seed_from_u64(seed ^ (case << 20) ^ r as u64);
+    (0..n)
+        .map(|_| T::from_f32(g.random_range(-1.0..1.0)))
+        .collect()
+}
+
+fn all_reduce_checks(comm: &Comm, seed: u64) -> Result<String, String> {
+    let mut case = 0;
+    for n in [1usize, 7, 4095, 65536, (1 << 20) + 3] {
+        case += 1;
+        check_sum::<f32>(comm, seed, case, n, 1e-6, false)?;
+        case += 1;
+        check_sum::<bf16>(comm, seed, case, n, 1e-2, false)?;
+    }
+    for n in [4097usize, (1 << 20) + 5] {
+        case += 1;
+        check_sum::<f32>(comm, seed, case, n, 1e-6, true)?;
+    }
+    Ok(format!(
+        "{case} cases (f32 and bf16, 1 to 1M+3 elements, in place too) match float64 and agree bitwise"
+    ))
+}
+
+fn check_sum<T: AllReduceElem>(
+    comm: &Comm,
+    seed: u64,
+    case: u64,
+    n: usize,
+    tol: f64,
+    in_place: bool,
+) -> Result<(), String> {
+    let w = comm.world_size();
+    let inputs: Vec<Vec<T>> = (0..w).map(|r| input(seed, case, r, n)).collect();
+    let e = |e: Error| format!("case {case} (n {n}): {e}");
+    let buf = comm.alloc::<T>(n).map_err(e)?;
+    buf.copy_from_host(&inputs[comm.rank()]).map_err(e)?;
+    let got = if in_place {
+        all_reduce_in_place(comm, &buf, n).map_err(e)?;
+        comm.synchronize().map_err(e)?;
+        buf.to_host().map_err(e)?
+    } else {
+        let s = buf.rendezvous().map_err(e)?;
+        let mut out = comm
+            .device_buffer_from(&vec![T::from_f32(f32::NAN); n])
+            .map_err(e)?;
+        all_reduce(comm, &s, &mut out, n).map_err(e)?;
+        comm.synchronize().map_err(e)?;
+        out.to_host().map_err(e)?
+    };
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for i in 0..n {
+        let want: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
+        let g = f64::from(got[i].to_f32());
+        if !g.is_finite() {
+            return Err(format!("case {case} (n {n}): element {i} was not written"));
+        }
+        num += (g - want).powi(2);
+        den += want.powi(2);
+    }
+    let rel = (num / den.max(f64::MIN_POSITIVE)).sqrt();
+    if rel > tol {
+        return Err(format!(
+            "case {case} (n {n}): relative error {rel:e} > {tol:e}"
+        ));
+    }
+    let bits: Vec<u8> = got
+        .iter()
+        .flat_map(|v| v.__to_bits64().to_le_bytes())
+        .collect();
+    let digest = fnv(&bits).to_le_bytes();
+    let all = all_values(comm, &format!("multiprocess/sum/{case}"), &digest)?;
+    if all.iter().any(|d| d.as_slice() != digest) {
+        return Err(format!(
+            "case {case} (n {n}): ranks' results differ bitwise"
+        ));
+    }
+    Ok(())
+}
+
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf29ce484222325u64, |h, &x| {
+        (h ^ u64::from(x)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// 1000 calls with the input rewritten on the stream before each and no
+/// host synchronisation, at an LL size and at a size past the LL range;
+/// sampled calls are checked on the host.
+fn back_to_back(comm: &Comm, _: u64) -> Result<String, String> {
+    let (calls, every) = (1000u32, 97u32);
+    let w = comm.world_size() as u32;
+    let e = |e: Error| e.to_string();
+    for n in [4099u32, (1 << 20) + 3] {
+        let samples: Vec<u32> = (0..calls).filter(|k| k % every == 5).collect();
+        let buf = comm.alloc::<f32>(n as usize).map_err(e)?;
+        let s = buf.rendezvous().map_err(e)?;
+        let mut out = comm.device_buffer::<f32>(n as usize).map_err(e)?;
+        let mut hist = comm
+            .device_buffer_from(&vec![f32::NAN; samples.len() * n as usize])
+            .map_err(e)?;
+        let cfg = LaunchConfig::linear(64, 256);
+        for k in 0..calls {
+            fill_input::launch(comm, cfg, &s, n, k).map_err(e)?;
+            all_reduce(comm, &s, &mut out, n as usize).map_err(e)?;
+            if let Ok(slot) = samples.binary_search(&k) {
+                keep::launch(comm, cfg, &out, &mut hist, slot as u32 * n, n).map_err(e)?;
+            }
+        }
+        comm.synchronize().map_err(e)?;
+        let h = hist.to_host().map_err(e)?;
+        for (si, &k) in samples.iter().enumerate() {
+            for i in 0..n {
+                let want: f64 = (0..w).map(|r| f64::from(fill_ref(r, k, i))).sum();
+                let got = h[si * n as usize + i as usize];
+                if (f64::from(got) - want).abs() > 1e-5 {
+                    return Err(format!("n {n}, call {k}, element {i}: {got} vs {want}"));
+                }
+            }
+        }
+    }
+    Ok(format!(
+        "{calls} calls at 4099 and 1M+3 elements, no host sync; sampled calls exact"
+    ))
+}
+
+fn rendezvous_us(comm: &Comm) -> symm::Result<f64> {
+    let mut times = Vec::new();
+    for _ in 0..21 {
+        let buf = comm.alloc::<f32>(1 << 20)?;
+        let t = Instant::now();
+        buf.rendezvous()?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median(&mut times[1..]))
+}
+
+fn dead_rank(comm: &Comm, gone: usize) -> Result<String, String> {
+    let buf = comm.alloc::<f32>(1024).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    match buf.rendezvous() {
+        Ok(_) => Err(format!("rendezvous succeeded without rank {gone}")),
+        Err(e) => {
+            let msg = e.to_string();
+            let took = t.elapsed();
+            if !msg.contains(&format!("[{gone}]")) || took > TIMEOUT + Duration::from_secs(3) {
+                return Err(format!("after {took:?}: {msg}"));
+            }
+            Ok(format!("after {:.1} s: {msg}", took.as_secs_f64()))
+        }
+    }
+}
