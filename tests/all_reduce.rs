@@ -108,7 +108,11 @@ fn back_to_back_calls_with_changing_data_and_no_host_sync() {
         .map(|&p| (Some(p), 4099))
         .chain([(None, big)])
         .collect();
-    for world in [2, 4] {
+    for &world in if on_gpu() {
+        &[2, 4, 8][..]
+    } else {
+        &[2, 4][..]
+    } {
         let Some(ranks) = ranks(world) else { continue };
         for &(path, n) in &cases {
             let samples: Vec<u32> = (0..calls).filter(|k| k % every == 3).collect();
@@ -205,7 +209,11 @@ fn every_path_is_exact_at_odd_sizes() {
     } else {
         &[3, 4097, 20_003]
     };
-    for world in [2, 3, 4] {
+    for &world in if on_gpu() {
+        &[2, 3, 4, 8][..]
+    } else {
+        &[2, 3, 4][..]
+    } {
         let Some(ranks) = ranks(world) else { continue };
         for &n in sizes {
             let inputs: Vec<Vec<f32>> = (0..world)

@@ -278,7 +278,9 @@ impl Supervisor {
     fn stopping(&mut self, outcome: Outcome) {
         self.outcome.get_or_insert(outcome);
         if !self.killed && self.kill_at.is_none() {
-            self.kill_at = Some(Instant::now() + self.grace);
+            // A grace too long to represent means "never SIGKILL".
+            self.kill_at = Instant::now().checked_add(self.grace);
+            self.killed |= self.kill_at.is_none();
         }
     }
 

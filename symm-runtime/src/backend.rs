@@ -119,8 +119,15 @@ pub(crate) trait Backend: Send + Sync {
     fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
     /// What lets a peer map `alloc`; keep it until every peer has.
     fn export(&self, alloc: &dyn LocalAlloc) -> Result<Export>;
-    /// Maps a peer's exported allocation of `size` bytes.
-    fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped>;
+    /// Maps a peer's exported allocation of `size` bytes, waiting at most
+    /// `timeout` for the peer's part (a descriptor server) to answer.
+    fn import(
+        &self,
+        peer: usize,
+        exported: &[u8],
+        size: usize,
+        timeout: Duration,
+    ) -> Result<Mapped>;
     /// Copies host bytes to `dst` (which the caller has bounds-checked) and waits.
     fn write(&self, dst: u64, src: &[u8]) -> Result<()>;
     /// Copies from `src` (bounds-checked by the caller) into host bytes.

@@ -36,11 +36,12 @@ pub enum Launcher {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreSpec {
-    /// A [`TcpStore`] hosted by rank 0 at `MASTER_ADDR:MASTER_PORT`.
+    /// A [`TcpStore`] hosted by rank 0 at `MASTER_ADDR`.
     Tcp {
         /// Host name or address (`MASTER_ADDR`).
         host: String,
-        /// Port (`MASTER_PORT`).
+        /// Port: `SYMM_STORE_PORT`, else `MASTER_PORT` (plus one under
+        /// torchrun, whose agent listens on `MASTER_PORT`).
         port: u16,
     },
     /// A [`FileStore`] in a directory every rank can reach
@@ -57,7 +58,9 @@ pub enum Handles {
     /// Fabric handles through the store: ranks on several nodes of one
     /// NVLink domain (multi-node NVLink, which needs the driver's IMEX
     /// service). Checked when the rank opens its GPU; untested here, since
-    /// no machine available to this project has such a fabric.
+    /// no machine available to this project has such a fabric. The handles
+    /// travel through the store in clear text: whoever can read the store
+    /// and may use the domain's IMEX channels can map the memory.
     Fabric,
 }
 
@@ -71,7 +74,8 @@ pub struct LaunchEnv {
     pub rank: usize,
     /// Number of ranks.
     pub world_size: usize,
-    /// Rank among the processes of this node: the GPU it opens.
+    /// Rank among the processes of this node: the GPU it opens (or GPU 0
+    /// when the process sees only one, as with Slurm's `--gpus-per-task`).
     pub local_rank: usize,
     /// Processes on this node, when the launcher says.
     pub local_world_size: Option<usize>,
@@ -145,11 +149,8 @@ impl LaunchEnv {
                     }
                     None
                 }
-                // Slurm writes per-node counts like "4(x2)"; only a plain
-                // number is a local size we can use.
                 Some(v) => match v.trim().parse::<usize>() {
                     Ok(n) => Some(n),
-                    Err(_) if !required => None,
                     Err(_) => {
                         bad.push(format!("{k}={v:?} is not a non-negative integer"));
                         None
@@ -208,11 +209,18 @@ impl LaunchEnv {
             ));
         }
         let (rank, world_size, local_rank) = (rank.unwrap(), world.unwrap(), local.unwrap());
+        // Several nodes: fewer local processes than ranks, or Slurm's node
+        // count (it sets SLURM_NTASKS_PER_NODE only when asked to).
+        let nodes = ["SLURM_STEP_NUM_NODES", "SLURM_NNODES"]
+            .iter()
+            .find_map(|k| get(k)?.trim().parse::<usize>().ok());
+        let multi_node = local_world.is_some_and(|lw| lw < world_size)
+            || (*launcher == Launcher::Slurm && nodes.is_some_and(|n| n > 1));
         let handles = match get("SYMM_HANDLES").as_deref().map(str::trim) {
             Some("fd") => Handles::FileDescriptor,
             Some("fabric") => Handles::Fabric,
             Some(other) => return Err(format!("SYMM_HANDLES={other:?} is not fd or fabric")),
-            None if local_world.is_some_and(|lw| lw < world_size) => Handles::Fabric,
+            None if multi_node => Handles::Fabric,
             None => Handles::FileDescriptor,
         };
         if world_size == 0 || rank >= world_size {
@@ -287,7 +295,14 @@ impl Comm {
             Handles::FileDescriptor => Sharing::FileDescriptor,
             Handles::Fabric => Sharing::Fabric,
         };
-        let backend = Arc::new(CudaBackend::new(env.rank, env.local_rank, sharing)?);
+        // One visible GPU per process (CUDA_VISIBLE_DEVICES set per task):
+        // it is the one, whatever the local rank.
+        let ordinal = if crate::cuda::cuda_device_count() == 1 {
+            0
+        } else {
+            env.local_rank
+        };
+        let backend = Arc::new(CudaBackend::new(env.rank, ordinal, sharing)?);
         Comm::with_backend(env.rank, env.world_size, store, options, backend)
     }
 }
@@ -354,7 +369,7 @@ mod tests {
             ("SLURM_PROCID", "0"),
             ("SLURM_NTASKS", "4"),
             ("SLURM_LOCALID", "0"),
-            ("SLURM_NTASKS_PER_NODE", "2(x2)"),
+            ("SLURM_NNODES", "2"),
             ("SYMM_STORE_DIR", "/shared/job"),
             ("SYMM_STORE_TOKEN", "s3cret"),
         ])

@@ -28,9 +28,14 @@ use nix::sys::socket::{
 pub(crate) struct FdServer {
     dir: PathBuf,
     path: PathBuf,
+    /// The listening socket, shut down on drop to wake the blocked accept.
+    listener: UnixListener,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
+
+/// Longest socket path used: `sun_path` holds 108 bytes.
+const MAX_SOCKET_PATH: usize = 100;
 
 /// Distinguishes the directories of several servers in one process.
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -38,42 +43,53 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 impl FdServer {
     /// Starts serving `fd` (kept open until the server drops).
     pub(crate) fn serve(fd: OwnedFd) -> io::Result<FdServer> {
-        let dir = std::env::temp_dir().join(format!(
+        let name = format!(
             "symm-{}-{}-{}-{:08x}",
             nix::unistd::getuid(),
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed),
             rand_u32()
-        ));
+        );
+        let mut dir = std::env::temp_dir().join(&name);
+        // A long TMPDIR (common for HPC jobs) would not fit in sun_path.
+        if dir.as_os_str().len() + "/fd.sock".len() > MAX_SOCKET_PATH {
+            dir = Path::new("/tmp").join(&name);
+        }
         // create, not create_all: a pre-existing path (someone else's, or a
         // symlink) is an error rather than something to reuse.
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let path = dir.join("fd.sock");
-        let listener = match UnixListener::bind(&path) {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = std::fs::remove_dir(&dir);
-                return Err(e);
-            }
+        let cleanup = |e: io::Error| {
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_dir(&dir);
+            e
         };
+        let listener = UnixListener::bind(&path).map_err(cleanup)?;
+        let serving = listener.try_clone().map_err(cleanup)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("symm-fd-server".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if stop2.load(Ordering::Acquire) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    if let Err(e) = send_fd(&conn, fd.as_raw_fd()) {
-                        tracing::warn!("symm: refused or failed to pass a descriptor: {e}");
-                    }
+            .spawn(move || loop {
+                let conn = serving.accept();
+                if stop2.load(Ordering::Acquire) {
+                    break;
                 }
-            })?;
+                match conn {
+                    Ok((conn, _)) => {
+                        if let Err(e) = send_fd(&conn, fd.as_raw_fd()) {
+                            tracing::warn!("symm: refused or failed to pass a descriptor: {e}");
+                        }
+                    }
+                    // Out of descriptors, say: back off rather than spin.
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            })
+            .map_err(cleanup)?;
         Ok(FdServer {
             dir,
             path,
+            listener,
             stop,
             thread: Some(thread),
         })
@@ -88,7 +104,11 @@ impl FdServer {
 impl Drop for FdServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        // Wakes the blocking accept, which then sees the flag.
+        // Wakes the blocking accept (Linux fails it once the listening
+        // socket is shut down), which then sees the flag; the connect is a
+        // second wake-up where shutdown does not do that.
+        let _ =
+            nix::sys::socket::shutdown(self.listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         let _ = UnixStream::connect(&self.path);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -139,13 +159,18 @@ pub(crate) fn fetch_fd(path: &Path, timeout: Duration) -> io::Result<OwnedFd> {
     let mut byte = [0u8; 1];
     let mut iov = [IoSliceMut::new(&mut byte)];
     let mut space = nix::cmsg_space!(RawFd);
-    let msg = recvmsg::<()>(
-        s.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(io::Error::from)?;
+    let msg = loop {
+        match recvmsg::<()>(
+            s.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            // A signal handled meanwhile (a profiler's, say) is no failure.
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => break r.map_err(io::Error::from)?,
+        }
+    };
     let mut got: Vec<OwnedFd> = Vec::new();
     for c in msg.cmsgs().map_err(io::Error::from)? {
         if let ControlMessageOwned::ScmRights(fds) = c {

@@ -262,7 +262,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
     // Everything that can fail on one rank alone (mapping, the device
     // tables) happens before the outcome is published, so every rank learns
     // of any failure.
-    let built = map_peers(&*backend, buf, &infos).and_then(|(peers, buffer_ptrs)| {
+    let built = map_peers(&*backend, buf, &infos, timeout).and_then(|(peers, buffer_ptrs)| {
         let pad_offset = buf.layout.pad_offset as u64;
         let signal_pad_ptrs: Vec<u64> = buffer_ptrs.iter().map(|p| p + pad_offset).collect();
         let buffer_ptrs_dev = backend.table(&buffer_ptrs)?;
@@ -326,6 +326,7 @@ fn map_peers(
     backend: &dyn Backend,
     buf: &BufInner,
     infos: &[Info],
+    timeout: Duration,
 ) -> Result<(Vec<Mapped>, Vec<u64>)> {
     let rank = buf.comm.rank();
     let mut peers = Vec::new();
@@ -334,7 +335,7 @@ fn map_peers(
         if r == rank {
             ptrs.push(buf.alloc.ptr());
         } else {
-            let m = backend.import(r, &info.export, info.total_bytes as usize)?;
+            let m = backend.import(r, &info.export, info.total_bytes as usize, timeout)?;
             ptrs.push(m.ptr);
             peers.push(m);
         }

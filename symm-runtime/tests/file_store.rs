@@ -202,3 +202,96 @@ fn readers_never_see_a_torn_value() {
     writer.join().unwrap();
     assert!(reads > 0);
 }
+
+// ---------------------------------------------------------------------------
+// Directory protection.
+
+use std::os::unix::fs::{symlink, MetadataExt as _, PermissionsExt as _};
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+/// The message of the `Unavailable` error `FileStore::new(dir)` fails with.
+fn refused(dir: &std::path::Path) -> String {
+    match FileStore::new(dir) {
+        Err(StoreError::Unavailable(m)) => {
+            let named = dir.display().to_string();
+            assert!(m.contains(named.trim_end_matches('/')), "{m}");
+            m
+        }
+        r => panic!("{} was not refused: {r:?}", dir.display()),
+    }
+}
+
+#[test]
+fn missing_directories_are_created_private() {
+    let root = tempfile::tempdir().unwrap();
+    let s = FileStore::new(root.path().join("a/b/c")).unwrap();
+    for d in ["a", "a/b", "a/b/c"] {
+        assert_eq!(mode(&root.path().join(d)), 0o700, "{d}");
+    }
+    s.set("k", b"v").unwrap();
+    // Opening it again is fine, with or without a trailing slash.
+    FileStore::new(root.path().join("a/b/c/")).unwrap();
+    // So is an existing directory that only its owner can write.
+    let shared = root.path().join("readable");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+    FileStore::new(&shared).unwrap().set("k", b"v").unwrap();
+}
+
+#[test]
+fn a_directory_others_can_write_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    for m in [0o777, 0o1777, 0o770, 0o702] {
+        let dir = root.path().join(format!("open-{m:o}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m)).unwrap();
+        let msg = refused(&dir);
+        assert!(msg.contains(&format!("mode {m:o}")), "{msg}");
+        assert!(msg.contains("group or others"), "{msg}");
+        // Nothing was written.
+        assert!(entries(&dir).is_empty());
+    }
+}
+
+#[test]
+fn a_symlink_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let real = root.path().join("real");
+    FileStore::new(&real).unwrap();
+    let link = root.path().join("link");
+    symlink(&real, &link).unwrap();
+    for dir in [link.clone(), root.path().join("link/")] {
+        let msg = refused(&dir);
+        assert!(msg.contains("symbolic link"), "{msg}");
+    }
+    // A link to nowhere is not followed to create its target either.
+    let dangling = root.path().join("dangling");
+    symlink(root.path().join("nowhere"), &dangling).unwrap();
+    assert!(matches!(
+        FileStore::new(&dangling),
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(!root.path().join("nowhere").exists());
+}
+
+#[test]
+fn a_file_or_another_users_directory_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    assert!(matches!(
+        FileStore::new(&file),
+        Err(StoreError::Unavailable(_))
+    ));
+    // Only root can give a directory away.
+    if nix::unistd::getuid().is_root() {
+        let theirs = root.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let msg = refused(&theirs);
+        assert!(msg.contains("owned by uid 65534"), "{msg}");
+    }
+}

@@ -1,15 +1,62 @@
-//! `TcpStore`: many clients, timeouts, retry, tokens and hostile input.
+//! `TcpStore`: many clients, timeouts, retry, tokens, shutdown, limits and
+//! hostile input.
 
 use rand::Rng;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use symm_runtime::store::MAX_KEY_LEN;
 use symm_runtime::{InProcessStore, Store, StoreError, TcpStore};
 
 const T: Duration = Duration::from_secs(10);
+
+/// A frame length that nothing else in these tests allocates near: an
+/// allocation of about this size means a reader allocated for a frame
+/// header before the body arrived.
+const ODD_LEN: usize = 12_345_679;
+static NEAR_ODD_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// The system allocator, counting allocations within 64 KiB of `ODD_LEN`.
+struct Spy;
+
+fn note(size: usize) {
+    if size.abs_diff(ODD_LEN) <= 64 << 10 {
+        NEAR_ODD_LEN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+unsafe impl GlobalAlloc for Spy {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Spy = Spy;
+
+/// A host with a short linger and frame timeout, for shutdown tests.
+fn host_with(linger: Duration, max_connections: usize, frame_timeout: Duration) -> TcpStore {
+    TcpStore::host_with_limits(localhost0(), None, linger, max_connections, frame_timeout).unwrap()
+}
 
 fn localhost0() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -182,6 +229,8 @@ fn connect_retries_until_the_server_starts() {
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     c.set("k", b"v").unwrap();
     assert_eq!(host.try_get("k").unwrap().unwrap(), b"v");
+    // Clients leave first, or the host's drop lingers for them.
+    drop(c);
 }
 
 #[test]
@@ -270,8 +319,9 @@ fn oversized_requests_are_refused_before_sending() {
 }
 
 #[test]
-fn dropping_the_host_stops_serving_promptly() {
-    let host = host();
+fn a_client_still_connected_delays_the_hosts_drop_by_at_most_the_linger() {
+    let linger = Duration::from_millis(500);
+    let host = host_with(linger, TcpStore::MAX_CONNECTIONS, T);
     let addr = host.local_addr();
     let idle = TcpStore::connect(addr, None, T).unwrap();
     let waiter = std::thread::spawn(move || {
@@ -283,7 +333,10 @@ fn dropping_the_host_stops_serving_promptly() {
     std::thread::sleep(Duration::from_millis(200));
     let t = Instant::now();
     drop(host);
-    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    let took = t.elapsed();
+    // It lingered for the connected clients, then closed their connections.
+    assert!(took >= linger - Duration::from_millis(20), "{took:?}");
+    assert!(took < linger + Duration::from_secs(1), "{took:?}");
     let (r, waited) = waiter.join().unwrap();
     assert!(waited < Duration::from_secs(5), "{waited:?}");
     let msg = unavailable(r.unwrap_err());
@@ -295,6 +348,169 @@ fn dropping_the_host_stops_serving_promptly() {
     assert!(msg.contains("lost"), "{msg}");
     // The listener is closed: the port is free again.
     TcpListener::bind(addr).unwrap();
+}
+
+#[test]
+fn dropping_the_host_after_its_clients_is_prompt() {
+    // The default linger is 10 s; none of it is spent once clients left.
+    let host = host();
+    let addr = host.local_addr();
+    let clients: Vec<TcpStore> = (0..4)
+        .map(|i| {
+            let c = TcpStore::connect(addr, None, T).unwrap();
+            c.set(&format!("k{i}"), b"v").unwrap();
+            c.add("joined", 1).unwrap();
+            c
+        })
+        .collect();
+    host.wait(&["k0".into(), "k3".into()], T).unwrap();
+    drop(clients);
+    let t = Instant::now();
+    drop(host);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+#[test]
+fn the_host_serves_connected_clients_until_they_leave() {
+    // Rank 0 drops its store while another rank still reads its last keys:
+    // that rank is served, rank 0's drop returns when it disconnects, and
+    // nobody new gets in meanwhile.
+    let host = host();
+    let addr = host.local_addr();
+    host.set("last", b"word").unwrap();
+    let late = TcpStore::connect(addr, None, T).unwrap();
+    let dropper = std::thread::spawn(move || {
+        let t = Instant::now();
+        drop(host);
+        Instant::now() - t
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!dropper.is_finished(), "the host left a client behind");
+    assert_eq!(late.try_get("last").unwrap().unwrap(), b"word");
+    late.set("bye", b"").unwrap();
+    assert!(
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
+        "a lingering host accepted a new connection"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    drop(late);
+    let took = dropper.join().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(took < Duration::from_secs(3), "{took:?}");
+}
+
+#[test]
+fn a_slow_reader_cannot_hold_up_the_hosts_drop() {
+    // The client asks for a 16 MiB value and reads 64 KiB every 100 ms from
+    // a small receive buffer: the server's write keeps progressing, so no
+    // write timeout fires; only closing the socket ends it.
+    let linger = Duration::from_millis(300);
+    let host = host_with(linger, TcpStore::MAX_CONNECTIONS, T);
+    let addr = host.local_addr();
+    let value = vec![1u8; TcpStore::MAX_VALUE_LEN];
+    host.set("big", &value).unwrap();
+    let mut s = raw_after_hello(addr);
+    nix::sys::socket::setsockopt(&s, nix::sys::socket::sockopt::RcvBuf, &(64 << 10)).unwrap();
+    let mut payload = vec![2u8];
+    payload.extend_from_slice(&3u32.to_le_bytes());
+    payload.extend_from_slice(b"big");
+    s.write_all(&frame(&payload)).unwrap();
+    let fast = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let fast = fast.clone();
+        std::thread::spawn(move || {
+            s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+            let start = Instant::now();
+            let mut buf = vec![0u8; 64 << 10];
+            let mut got = 0;
+            while start.elapsed() < Duration::from_secs(60) {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got += n,
+                }
+                if !fast.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            got
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    drop(host);
+    let took = t.elapsed();
+    fast.store(true, Ordering::Relaxed);
+    assert!(took >= linger - Duration::from_millis(20), "{took:?}");
+    assert!(took < linger + Duration::from_secs(1), "{took:?}");
+    // The client saw the reply cut off, not finished.
+    let got = reader.join().unwrap();
+    assert!(got < 4 + 1 + 4 + value.len(), "{got}");
+}
+
+/// How many connection threads the host at `addr` runs, as Linux names
+/// them (15 bytes of "symm-conn-PORT-PEER").
+fn connection_threads(addr: SocketAddr) -> usize {
+    let name = format!("symm-conn-{}-", addr.port());
+    let shown = &name[..name.len().min(15)];
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == shown)
+        .count()
+}
+
+/// This process's thread count.
+fn threads() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+    line["Threads:".len()..].trim().parse().unwrap()
+}
+
+#[test]
+fn connections_beyond_the_limit_are_closed_at_once() {
+    const CAP: usize = 8;
+    const FLOOD: usize = 300;
+    let host = host_with(T, CAP, Duration::from_millis(500));
+    let addr = host.local_addr();
+    let good = TcpStore::connect(addr, None, T).unwrap();
+    good.set("k", b"v").unwrap();
+    let before = threads();
+    // Connections that never say hello.
+    let flood: Vec<TcpStream> = (0..FLOOD)
+        .map(|_| TcpStream::connect_timeout(&addr, T).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let conn_threads = connection_threads(addr);
+    let grown = threads().saturating_sub(before);
+    assert!(conn_threads <= CAP, "{conn_threads} connection threads");
+    // Loose: other tests start and end threads meanwhile.
+    assert!(grown < FLOOD / 2, "{grown} more threads");
+    // All but the slots left were closed by the server.
+    let closed = flood
+        .iter()
+        .filter(|s| {
+            // EOF or a reset: closed; nothing to read yet: open.
+            s.set_nonblocking(true).unwrap();
+            !matches!(
+                (&**s).read(&mut [0u8; 1]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+            )
+        })
+        .count();
+    assert!(closed >= FLOOD - (CAP - 1), "only {closed} closed");
+    // The connected client was served throughout.
+    assert_eq!(good.get("k", T).unwrap(), b"v");
+    good.set("k2", b"v2").unwrap();
+    // Those that took slots without a hello are dropped after the handshake
+    // timeout, and a new client gets in.
+    let fresh = TcpStore::connect(addr, None, T).unwrap();
+    assert_eq!(fresh.try_get("k2").unwrap().unwrap(), b"v2");
+    drop(flood);
+    drop((good, fresh));
+    let t = Instant::now();
+    drop(host);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 }
 
 // ---------------------------------------------------------------------------
@@ -504,4 +720,59 @@ fn a_valid_raw_request_is_answered() {
     s.read_exact(&mut reply).unwrap();
     assert_eq!(reply, [1, 0, 0, 0, 0]);
     assert_eq!(host.try_get("abc").unwrap().unwrap(), b"xy");
+}
+
+#[test]
+fn a_frame_header_alone_costs_the_server_no_memory() {
+    let frame_timeout = Duration::from_millis(300);
+    let host = host_with(T, TcpStore::MAX_CONNECTIONS, frame_timeout);
+    let addr = host.local_addr();
+    let good = TcpStore::connect(addr, None, T).unwrap();
+    let mut rng = rand::rng();
+    let mut s = raw_after_hello(addr);
+    s.write_all(&(ODD_LEN as u32).to_le_bytes()).unwrap();
+    s.write_all(b"just a few bytes").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        NEAR_ODD_LEN.load(Ordering::Relaxed),
+        0,
+        "allocated for the announced length"
+    );
+    assert_still_serving(&good, addr, &mut rng, "body pending");
+    // The rest never comes: closed once the frame timeout passes.
+    let t = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    assert!(matches!(s.read(&mut [0u8; 1]), Ok(0) | Err(_)));
+    assert!(t.elapsed() < frame_timeout + Duration::from_secs(1));
+    assert_still_serving(&good, addr, &mut rng, "after the timeout");
+    assert_eq!(NEAR_ODD_LEN.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_frame_header_alone_costs_the_client_no_memory() {
+    // A fake store accepts the hello, then answers the first request with a
+    // header announcing a large reply, a few bytes of it, and a close.
+    let listener = TcpListener::bind(localhost0()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        fn read_frame(mut s: &TcpStream) {
+            let mut len = [0u8; 4];
+            s.read_exact(&mut len).unwrap();
+            let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+            s.read_exact(&mut body).unwrap();
+        }
+        read_frame(&s);
+        s.write_all(&frame(&[0, 1, 0])).unwrap();
+        read_frame(&s);
+        s.write_all(&(ODD_LEN as u32).to_le_bytes()).unwrap();
+        s.write_all(&[1, 0, 0, 0, 0]).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(NEAR_ODD_LEN.load(Ordering::Relaxed), 0);
+    });
+    let c = TcpStore::connect(addr, None, T).unwrap();
+    let msg = unavailable(c.try_get("k").unwrap_err());
+    assert!(msg.contains("closed"), "{msg}");
+    server.join().unwrap();
+    assert_eq!(NEAR_ODD_LEN.load(Ordering::Relaxed), 0);
 }

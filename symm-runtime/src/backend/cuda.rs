@@ -39,11 +39,6 @@ pub(crate) enum Sharing {
     Fabric,
 }
 
-/// How long an importing rank waits for a peer's descriptor server to answer
-/// (it is up before the peer publishes its address, so this only bounds a
-/// peer that dies mid-answer).
-const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
 impl CudaBackend {
     pub(crate) fn new(rank: usize, ordinal: usize, sharing: Sharing) -> Result<CudaBackend> {
         if !crate::cuda::cuda_available() {
@@ -230,7 +225,13 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped> {
+    fn import(
+        &self,
+        peer: usize,
+        exported: &[u8],
+        size: usize,
+        timeout: std::time::Duration,
+    ) -> Result<Mapped> {
         let m = match self.sharing {
             Sharing::InProcess => {
                 let (ordinal, addr) =
@@ -264,10 +265,9 @@ impl Backend for CudaBackend {
                 }
                 // Any process id is fine here; the ordinal is that process's.
                 let path = std::path::Path::new(
-                    std::str::from_utf8(&exported[17..])
-                        .map_err(|_| bad("names a socket path that is not UTF-8".into()))?,
+                    <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&exported[17..]),
                 );
-                let fd = crate::ipc::fetch_fd(path, FETCH_TIMEOUT).map_err(|e| {
+                let fd = crate::ipc::fetch_fd(path, timeout).map_err(|e| {
                     bad(format!(
                         "could not be fetched from its socket {}: {e}",
                         path.display()

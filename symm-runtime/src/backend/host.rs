@@ -12,6 +12,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 use std::time::Instant;
 
 use cudarc::driver::CudaStream;
@@ -177,7 +178,7 @@ impl Backend for HostBackend {
         )))
     }
 
-    fn import(&self, peer: usize, exported: &[u8], size: usize) -> Result<Mapped> {
+    fn import(&self, peer: usize, exported: &[u8], size: usize, _: Duration) -> Result<Mapped> {
         let (_, addr) = decode_export(self.rank, peer, EXPORT_HOST_IN_PROCESS, exported)?;
         let strong = registry()
             .lock()

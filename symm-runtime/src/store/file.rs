@@ -5,6 +5,7 @@ use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Write as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -37,25 +38,55 @@ const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 /// then fail after 30 s with an error naming the file to delete.
 ///
 /// Counters are decimal text, as in [`InProcessStore`](super::InProcessStore).
-/// Nothing is fsynced: the store is for rendezvous, not durability. Files
-/// are created readable by their owner only, so all ranks must run as the
-/// same user.
+/// Nothing is fsynced: the store is for rendezvous, not durability.
+///
+/// # One directory per job
+///
+/// Use a **fresh directory for every job**, and never reuse one: the keys of
+/// an earlier job stay behind, and a new job that finds them is confused by
+/// them. Its ranks count their joins on per-rank counters, so after an
+/// earlier job in which not every rank joined as often (one that failed
+/// part-way, say), the new job's ranks land in different generations and
+/// wait for each other until they time out. Remove the directory when the
+/// job is over.
+///
+/// # Access
+///
+/// Anyone who can write the directory can plant or change keys, so the store
+/// insists that only its user can: missing directories are created with mode
+/// `0o700`, and [`FileStore::new`] refuses a directory that is a symbolic
+/// link, is not owned by the current user, or is writable by group or others
+/// (`chmod go-w` fixes that, if the directory is otherwise fine). Files are
+/// created readable by their owner only, so all ranks must run as the same
+/// user.
 #[derive(Debug, Clone)]
 pub struct FileStore {
     dir: PathBuf,
 }
 
 impl FileStore {
-    /// A store in `dir`, creating the directory if needed. Every rank must
-    /// name the same directory; a fresh one per job avoids stale keys.
+    /// A store in `dir`, creating it (and missing parents) with mode `0o700`
+    /// if needed. Every rank must name the same directory, and each job a
+    /// fresh one (see [One directory per job](FileStore#one-directory-per-job)).
+    ///
+    /// Fails with [`StoreError::Unavailable`] if `dir` cannot be created, or
+    /// if it is a symbolic link, not a directory, not owned by the current
+    /// user, or writable by group or others (see [Access](FileStore#access)).
     pub fn new(dir: impl Into<PathBuf>) -> Result<FileStore, StoreError> {
-        let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|e| {
-            StoreError::Unavailable(format!(
-                "could not create the store directory {}: {e}",
-                dir.display()
-            ))
-        })?;
+        // Without a trailing `/`, which would make `symlink_metadata` follow
+        // a link.
+        let dir: PathBuf = dir.into().components().collect();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                StoreError::Unavailable(format!(
+                    "could not create the store directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        check_dir(&dir)?;
         Ok(FileStore { dir })
     }
 
@@ -105,6 +136,7 @@ impl FileStore {
             match fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .open(&lock)
             {
                 Ok(_) => return Ok(LockGuard { path: lock }),
@@ -122,6 +154,42 @@ impl FileStore {
             retry = (retry * 2).min(MAX_LOCK_RETRY);
         }
     }
+}
+
+/// Checks that only the current user can change the store directory `dir`.
+fn check_dir(dir: &Path) -> Result<(), StoreError> {
+    let refuse = |what: String| {
+        StoreError::Unavailable(format!(
+            "refusing the store directory {}: {what}",
+            dir.display()
+        ))
+    };
+    let meta =
+        fs::symlink_metadata(dir).map_err(|e| refuse(format!("could not inspect it: {e}")))?;
+    if meta.file_type().is_symlink() {
+        return Err(refuse(
+            "it is a symbolic link; name the directory itself".into(),
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(refuse("it is not a directory".into()));
+    }
+    let me = nix::unistd::getuid().as_raw();
+    if meta.uid() != me {
+        return Err(refuse(format!(
+            "it is owned by uid {}, not by this process's uid {me}, so another \
+             user could change its keys",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(refuse(format!(
+            "its mode {mode:o} lets group or others write it, and so plant keys \
+             (chmod go-w it, or use a fresh directory)"
+        )));
+    }
+    Ok(())
 }
 
 /// Removes the lock file when the update is done (or unwinds).

@@ -18,13 +18,15 @@
 //!   none, `3` timeout (`u32` count, missing keys), `4` not a counter, `5`
 //!   counter (`i64`), `6` error (UTF-8 message).
 //!
-//! A malformed frame closes that connection only.
+//! A malformed frame closes that connection only. Frame bodies are read as
+//! their bytes arrive, so a header alone costs its reader no memory.
 
 use super::{check_key, InProcessStore, Store, StoreError, MAX_KEY_LEN};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -76,6 +78,14 @@ const MIN_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
 const MAX_CONNECT_ATTEMPT: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// After the host closes the connections left at the end of its linger,
+/// how long it waits for their threads to notice before leaving them.
+const FORCE_CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// Most bytes one read of a frame body asks for.
+const READ_CHUNK: usize = 16 << 10;
+/// Least time between two warnings about connections refused for being
+/// over the limit.
+const REFUSAL_WARN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A [`Store`] served over TCP by one process (rank 0) to the others.
 ///
@@ -101,6 +111,31 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// their own client. After an I/O error the connection is considered lost and
 /// every later call fails with [`StoreError::Unavailable`]; there is no
 /// reconnection, since a lost request may or may not have been applied.
+///
+/// # Shutdown
+///
+/// Dropping the host (rank 0's store, which goes with rank 0's `Comm`) first
+/// stops accepting connections, then **waits up to
+/// [`DROP_LINGER`](Self::DROP_LINGER) (10 s) for the connected clients to
+/// disconnect** on their own, serving them meanwhile, so that ranks still
+/// finishing a rendezvous (reading keys after their last wait) are not cut
+/// off. A client disconnects when it is dropped, so in a normal job rank 0's
+/// drop returns as soon as the other ranks have dropped their stores or
+/// exited. Connections still open after the linger are shut down in both
+/// directions, which ends every read and write in progress (a reply being
+/// written to a client that reads slowly included), and the drop returns
+/// within a fraction of a second after that; those clients then get
+/// [`StoreError::Unavailable`].
+///
+/// # Limits
+///
+/// The host serves at most [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS)
+/// connections at once, with one thread each; connections beyond the limit
+/// are closed as soon as they are accepted (with a warning, logged at most
+/// once a second). A connection must complete its hello within 10 s of
+/// connecting, and a frame, once begun, must arrive within 10 s. Frame
+/// bodies are read as they arrive, so a header announcing a large frame makes
+/// neither side allocate for bytes that never come.
 pub struct TcpStore {
     inner: Inner,
 }
@@ -113,8 +148,92 @@ enum Inner {
 struct Host {
     store: Arc<InProcessStore>,
     addr: SocketAddr,
-    shutdown: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    linger: Duration,
+    /// The accept loop, which returns the handles of the connection threads
+    /// it started.
+    acceptor: Option<JoinHandle<Vec<JoinHandle<()>>>>,
+}
+
+/// What the host, its accept loop and its connection threads share.
+struct Shared {
+    /// Set when the host is dropped: the accept loop closes the listener.
+    closing: AtomicBool,
+    /// Set when the linger is over: connection threads stop.
+    shutdown: AtomicBool,
+    /// The live connections.
+    conns: Mutex<Conns>,
+    /// Notified whenever a connection ends.
+    ended: Condvar,
+}
+
+/// A clone of every live connection's socket, by connection number, so the
+/// host can shut them all down however their threads are blocked.
+struct Conns {
+    next_id: u64,
+    live: HashMap<u64, TcpStream>,
+}
+
+impl Shared {
+    fn conns(&self) -> MutexGuard<'_, Conns> {
+        // Nothing panics while holding the lock; a poisoned one is intact.
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits on `ended` until no connection is left or `deadline` passes.
+    fn wait_idle<'a>(
+        &'a self,
+        mut conns: MutexGuard<'a, Conns>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'a, Conns> {
+        while !conns.live.is_empty() {
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                break;
+            }
+            conns = self
+                .ended
+                .wait_timeout(conns, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        conns
+    }
+}
+
+/// Removes a connection from [`Conns`] when its thread ends (or unwinds).
+struct Registration {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.shared.conns().live.remove(&self.id);
+        self.shared.ended.notify_all();
+    }
+}
+
+/// The host's limits; tests shorten them.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    linger: Duration,
+    max_connections: usize,
+    handshake_timeout: Duration,
+    frame_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            linger: TcpStore::DROP_LINGER,
+            max_connections: TcpStore::MAX_CONNECTIONS,
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+            frame_timeout: FRAME_TIMEOUT,
+        }
+    }
 }
 
 struct Client {
@@ -150,13 +269,54 @@ impl TcpStore {
     /// alongside the longest key, so every stored value can be sent back.
     pub const MAX_VALUE_LEN: usize = Self::MAX_FRAME_LEN - MAX_KEY_LEN - 16;
 
+    /// Longest time dropping the host waits for connected clients to
+    /// disconnect before closing their connections (10 s); see
+    /// [Shutdown](TcpStore#shutdown).
+    pub const DROP_LINGER: Duration = Duration::from_secs(10);
+
+    /// Most connections the host serves at once (512); connections beyond
+    /// are closed as soon as they are accepted.
+    pub const MAX_CONNECTIONS: usize = 512;
+
     /// Binds `addr` and serves the store from background threads (rank 0).
     ///
     /// With a `token` (an empty one counts as none), clients must present the
     /// same token; without, clients must present none. Port 0 binds any free
-    /// port; see [`local_addr`](Self::local_addr). Dropping the host stops
-    /// serving within a fraction of a second.
+    /// port; see [`local_addr`](Self::local_addr).
+    ///
+    /// Dropping the host stops accepting connections at once, waits up to
+    /// [`DROP_LINGER`](Self::DROP_LINGER) for the connected clients to
+    /// disconnect, then closes the connections left and returns within a
+    /// fraction of a second; see [Shutdown](TcpStore#shutdown).
     pub fn host(addr: SocketAddr, token: Option<&str>) -> Result<TcpStore, StoreError> {
+        Self::host_with(addr, token, Limits::default())
+    }
+
+    /// [`host`](Self::host) with other limits: the linger on drop, the most
+    /// connections served at once, and the time a client has for its hello
+    /// and for each frame once begun. For tests; not a stable interface.
+    #[doc(hidden)]
+    pub fn host_with_limits(
+        addr: SocketAddr,
+        token: Option<&str>,
+        linger: Duration,
+        max_connections: usize,
+        frame_timeout: Duration,
+    ) -> Result<TcpStore, StoreError> {
+        let limits = Limits {
+            linger,
+            max_connections,
+            handshake_timeout: frame_timeout,
+            frame_timeout,
+        };
+        Self::host_with(addr, token, limits)
+    }
+
+    fn host_with(
+        addr: SocketAddr,
+        token: Option<&str>,
+        limits: Limits,
+    ) -> Result<TcpStore, StoreError> {
         let token = token
             .filter(|t| !t.is_empty())
             .map(|t| t.as_bytes().to_vec());
@@ -180,12 +340,26 @@ impl TcpStore {
             StoreError::Unavailable(format!("could not configure the store at {local}: {e}"))
         })?;
         let store = Arc::new(InProcessStore::new());
-        let shutdown = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared {
+            closing: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            conns: Mutex::new(Conns {
+                next_id: 0,
+                live: HashMap::new(),
+            }),
+            ended: Condvar::new(),
+        });
         let acceptor = {
-            let (store, shutdown) = (store.clone(), shutdown.clone());
+            let server = Server {
+                store: store.clone(),
+                token: token.map(Arc::new),
+                shared: shared.clone(),
+                limits,
+                local,
+            };
             std::thread::Builder::new()
                 .name(format!("symm-store-{}", local.port()))
-                .spawn(move || accept_loop(listener, store, token.map(Arc::new), shutdown))
+                .spawn(move || server.accept_loop(listener))
                 .map_err(|e| {
                     StoreError::Unavailable(format!(
                         "could not start the store thread at {local}: {e}"
@@ -196,7 +370,8 @@ impl TcpStore {
             inner: Inner::Host(Host {
                 store,
                 addr: local,
-                shutdown,
+                shared,
+                linger: limits.linger,
                 acceptor: Some(acceptor),
             }),
         })
@@ -276,12 +451,49 @@ impl TcpStore {
 }
 
 impl Drop for Host {
+    /// Stops accepting, lingers for the clients to leave, then closes the
+    /// connections left; see [Shutdown](TcpStore#shutdown).
     fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::Release);
-        if let Some(h) = self.acceptor.take() {
-            // The accept loop closes the listener and joins connection
-            // threads, each of which notices the flag within `POLL`.
-            let _ = h.join();
+        let addr = self.addr;
+        // The accept loop sees the flag within `ACCEPT_POLL`, closes the
+        // listener and returns; every connection it accepted is registered
+        // by then.
+        self.shared.closing.store(true, Ordering::Release);
+        let threads = match self.acceptor.take().map(JoinHandle::join) {
+            Some(Ok(threads)) => threads,
+            _ => Vec::new(),
+        };
+        // Serve the connected clients until they leave, for a while.
+        let deadline = Instant::now().checked_add(self.linger);
+        let conns = self.shared.wait_idle(self.shared.conns(), deadline);
+        // Then cut off the rest: shutting the sockets down fails every read
+        // and write on them at once, however slowly the client reads.
+        self.shared.shutdown.store(true, Ordering::Release);
+        let left = conns.live.len();
+        if left > 0 {
+            tracing::debug!(
+                "store at {addr}: closing {left} connection(s) still open after {:?}",
+                self.linger
+            );
+        }
+        for s in conns.live.values() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let conns = self
+            .shared
+            .wait_idle(conns, Instant::now().checked_add(FORCE_CLOSE_WAIT));
+        let stuck = conns.live.len();
+        drop(conns);
+        if stuck == 0 {
+            // Every thread has deregistered, its last act: joins are short.
+            for t in threads {
+                let _ = t.join();
+            }
+        } else {
+            tracing::warn!(
+                "store at {addr}: {stuck} connection thread(s) did not stop within \
+                 {FORCE_CLOSE_WAIT:?} of being closed; leaving them"
+            );
         }
     }
 }
@@ -473,9 +685,37 @@ fn read_frame_blocking(mut stream: &TcpStream, max: usize) -> io::Result<Vec<u8>
             format!("peer sent a {len}-byte frame, more than the limit of {max}"),
         ));
     }
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body)?;
+    let mut body = Vec::new();
+    while body.len() < len {
+        match read_body_chunk(stream, &mut body, len) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed mid-frame",
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(body)
+}
+
+/// Reads once from `stream` onto the end of `body`, a frame body of `len`
+/// bytes in all, and returns how many bytes came (0 at the end of the
+/// stream). `body` grows only by what arrives, at most doubling and never
+/// past `len`, so a frame header alone costs no memory.
+fn read_body_chunk(mut stream: &TcpStream, body: &mut Vec<u8>, len: usize) -> io::Result<usize> {
+    let have = body.len();
+    let mut chunk = [0u8; READ_CHUNK];
+    let want = (len - have).min(READ_CHUNK);
+    let n = stream.read(&mut chunk[..want])?;
+    if body.capacity() - have < n {
+        body.reserve_exact((len - have).min(have.max(n)));
+    }
+    body.extend_from_slice(&chunk[..n]);
+    Ok(n)
 }
 
 impl Client {
@@ -546,42 +786,100 @@ impl Client {
 // ---------------------------------------------------------------------------
 // Server side.
 
-fn accept_loop(
-    listener: TcpListener,
+/// What the accept loop needs, and hands each connection thread.
+struct Server {
     store: Arc<InProcessStore>,
     token: Option<Arc<Vec<u8>>>,
-    shutdown: Arc<AtomicBool>,
-) {
-    let mut conns: Vec<JoinHandle<()>> = Vec::new();
-    while !shutdown.load(Ordering::Acquire) {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                conns.retain(|h| !h.is_finished());
-                let (store, token, shutdown) = (store.clone(), token.clone(), shutdown.clone());
-                let spawned = std::thread::Builder::new()
-                    .name(format!("symm-store-conn-{peer}"))
-                    .spawn(move || {
-                        if let Err(why) = serve(stream, &store, token.as_deref(), &shutdown) {
-                            tracing::debug!("store connection from {peer} closed: {why}");
+    shared: Arc<Shared>,
+    limits: Limits,
+    local: SocketAddr,
+}
+
+impl Server {
+    /// Accepts until the host is dropped, then closes the listener and
+    /// returns the handles of the connection threads still running.
+    fn accept_loop(self, listener: TcpListener) -> Vec<JoinHandle<()>> {
+        let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        let mut last_warning: Option<Instant> = None;
+        let mut refused = 0u64;
+        while !self.shared.closing.load(Ordering::Acquire) {
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    threads.retain(|h| !h.is_finished());
+                    let id = match self.register(&stream) {
+                        Ok(id) => id,
+                        Err(None) => {
+                            // Over the limit: close at once, before the
+                            // connection costs a thread or any memory.
+                            drop(stream);
+                            refused += 1;
+                            if last_warning.is_none_or(|t| t.elapsed() >= REFUSAL_WARN_INTERVAL) {
+                                tracing::warn!(
+                                    "store at {}: already serving {} connections, the limit; \
+                                     closed {refused} more since the last such warning, the \
+                                     latest from {peer}",
+                                    self.local,
+                                    self.limits.max_connections
+                                );
+                                last_warning = Some(Instant::now());
+                                refused = 0;
+                            }
+                            continue;
                         }
-                    });
-                match spawned {
-                    Ok(h) => conns.push(h),
-                    Err(e) => tracing::warn!("store could not serve {peer}: {e}"),
+                        Err(Some(e)) => {
+                            tracing::warn!("store could not serve {peer}: {e}");
+                            continue;
+                        }
+                    };
+                    let registration = Registration {
+                        shared: self.shared.clone(),
+                        id,
+                    };
+                    let (store, token) = (self.store.clone(), self.token.clone());
+                    let limits = self.limits;
+                    let spawned = std::thread::Builder::new()
+                        // Linux shows 15 bytes: "symm-conn-" and the port.
+                        .name(format!("symm-conn-{}-{peer}", self.local.port()))
+                        .spawn(move || {
+                            let registration = registration;
+                            let shutdown = &registration.shared.shutdown;
+                            if let Err(why) =
+                                serve(stream, &store, token.as_deref(), shutdown, limits)
+                            {
+                                tracing::debug!("store connection from {peer} closed: {why}");
+                            }
+                        });
+                    match spawned {
+                        Ok(h) => threads.push(h),
+                        // The closure, registration included, was dropped.
+                        Err(e) => tracing::warn!("store could not serve {peer}: {e}"),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(ACCEPT_POLL),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors and the like: do not spin.
+                    tracing::warn!("store accept failed: {e}");
+                    std::thread::sleep(ACCEPT_POLL);
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(ACCEPT_POLL),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                // Out of descriptors and the like: do not spin.
-                tracing::warn!("store accept failed: {e}");
-                std::thread::sleep(ACCEPT_POLL);
-            }
         }
+        drop(listener);
+        threads
     }
-    drop(listener);
-    for h in conns {
-        let _ = h.join();
+
+    /// Records a new connection's socket, unless the host already serves as
+    /// many as it may (`Err(None)`).
+    fn register(&self, stream: &TcpStream) -> Result<u64, Option<io::Error>> {
+        let mut conns = self.shared.conns();
+        if conns.live.len() >= self.limits.max_connections {
+            return Err(None);
+        }
+        let clone = stream.try_clone().map_err(Some)?;
+        let id = conns.next_id;
+        conns.next_id += 1;
+        conns.live.insert(id, clone);
+        Ok(id)
     }
 }
 
@@ -618,8 +916,14 @@ fn serve(
     store: &InProcessStore,
     token: Option<&Vec<u8>>,
     shutdown: &AtomicBool,
+    limits: Limits,
 ) -> Result<(), End> {
-    let mut conn = ServerConn { stream, shutdown };
+    let mut conn = ServerConn {
+        stream,
+        shutdown,
+        frame_timeout: limits.frame_timeout,
+        handshake_timeout: limits.handshake_timeout,
+    };
     let r = conn.run(store, token);
     let _ = conn.stream.shutdown(Shutdown::Both);
     match r {
@@ -631,6 +935,8 @@ fn serve(
 struct ServerConn<'a> {
     stream: TcpStream,
     shutdown: &'a AtomicBool,
+    frame_timeout: Duration,
+    handshake_timeout: Duration,
 }
 
 impl ServerConn<'_> {
@@ -640,14 +946,18 @@ impl ServerConn<'_> {
         self.stream.set_nonblocking(false).map_err(io)?;
         self.stream.set_nodelay(true).map_err(io)?;
         // Reads poll so the shutdown flag is seen; writes give up on a
-        // client that does not read.
+        // client that does not read. (The host also shuts the socket down
+        // when it stops, which ends a read or write at once.)
         self.stream.set_read_timeout(Some(POLL)).map_err(io)?;
         self.stream
             .set_write_timeout(Some(WRITE_TIMEOUT))
             .map_err(io)?;
 
         let hello = self
-            .read_frame(MAX_HELLO_LEN, Some(Instant::now() + HANDSHAKE_TIMEOUT))?
+            .read_frame(
+                MAX_HELLO_LEN,
+                Instant::now().checked_add(self.handshake_timeout),
+            )?
             .ok_or(End::Closed)?;
         let mut r = Reader::new(&hello);
         if r.raw(MAGIC.len())? != MAGIC {
@@ -812,7 +1122,8 @@ impl ServerConn<'_> {
 
     /// Reads one frame of at most `max` bytes. `Ok(None)` is a clean close
     /// before the frame began. Once a frame has begun it must finish within
-    /// `FRAME_TIMEOUT` (or by `deadline`, if given, from the start).
+    /// the frame timeout (or by `deadline`, if given, from the start). The
+    /// body grows as its bytes arrive, never ahead of them.
     fn read_frame(
         &mut self,
         max: usize,
@@ -829,9 +1140,28 @@ impl ServerConn<'_> {
                 "{len}-byte frame exceeds the limit of {max}"
             )));
         }
-        let mut body = vec![0u8; len];
-        self.fill(&mut body, &mut deadline, false)?;
+        let mut body = Vec::new();
+        while body.len() < len {
+            self.check_progress(deadline)?;
+            match read_body_chunk(&self.stream, &mut body, len) {
+                Ok(0) => return Err(End::Bad("connection closed mid-frame".into())),
+                Ok(_) => {}
+                Err(e) if is_transient(&e) => {}
+                Err(e) => return Err(End::Bad(e.to_string())),
+            }
+        }
         Ok(Some(body))
+    }
+
+    /// Fails once the host shuts down or `deadline` has passed.
+    fn check_progress(&self, deadline: Option<Instant>) -> Result<(), End> {
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err(End::Shutdown);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(End::Bad("frame not received in time".into()));
+        }
+        Ok(())
     }
 
     /// Fills `buf`, polling the shutdown flag. Returns `false` on a clean
@@ -844,26 +1174,17 @@ impl ServerConn<'_> {
     ) -> Result<bool, End> {
         let mut got = 0;
         while got < buf.len() {
-            if self.shutdown.load(Ordering::Acquire) {
-                return Err(End::Shutdown);
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(End::Bad("frame not received in time".into()));
-            }
+            self.check_progress(*deadline)?;
             match self.stream.read(&mut buf[got..]) {
                 Ok(0) if got == 0 && may_end => return Ok(false),
                 Ok(0) => return Err(End::Bad("connection closed mid-frame".into())),
                 Ok(n) => {
                     got += n;
-                    deadline.get_or_insert_with(|| Instant::now() + FRAME_TIMEOUT);
+                    if deadline.is_none() {
+                        *deadline = Instant::now().checked_add(self.frame_timeout);
+                    }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if is_transient(&e) => {}
                 Err(e) => return Err(End::Bad(e.to_string())),
             }
         }
@@ -880,6 +1201,14 @@ impl ServerConn<'_> {
             .write_all(&reply.into_bytes())
             .map_err(|e| End::Bad(format!("writing reply: {e}")))
     }
+}
+
+/// A read that timed out or was interrupted: poll again.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 /// Compares tokens without an early exit, so timing does not tell an
