@@ -99,6 +99,50 @@ fn time_graph(
     Ok(us[us.len() / 2])
 }
 
+/// The book's tutorial kernels at each element type's vector width.
+trait Tutorial: AllReduceElem {
+    fn naive(
+        c: &Comm,
+        cfg: symm::LaunchConfig,
+        s: &symm::SymmetricMemory,
+        out: &mut symm::DeviceBuffer<Self>,
+        n: u32,
+    ) -> symm::Result<()>;
+    fn vectorized(
+        c: &Comm,
+        cfg: symm::LaunchConfig,
+        s: &symm::SymmetricMemory,
+        out: &mut symm::DeviceBuffer<Self>,
+        n: u32,
+    ) -> symm::Result<()>;
+}
+
+macro_rules! tutorial {
+    ($($t:ty => $v:literal),*) => {$(
+        impl Tutorial for $t {
+            fn naive(
+                c: &Comm,
+                cfg: symm::LaunchConfig,
+                s: &symm::SymmetricMemory,
+                out: &mut symm::DeviceBuffer<Self>,
+                n: u32,
+            ) -> symm::Result<()> {
+                symm::kernels::tutorial::naive_all_reduce::launch::<$t>(c, cfg, s, out, n)
+            }
+            fn vectorized(
+                c: &Comm,
+                cfg: symm::LaunchConfig,
+                s: &symm::SymmetricMemory,
+                out: &mut symm::DeviceBuffer<Self>,
+                n: u32,
+            ) -> symm::Result<()> {
+                symm::kernels::tutorial::vectorized_all_reduce::launch::<$t, $v>(c, cfg, s, out, n)
+            }
+        }
+    )*};
+}
+tutorial!(f32 => 4, bf16 => 8);
+
 struct Nccl {
     comm: nccl_sys::ncclComm_t,
 }
@@ -194,7 +238,7 @@ impl Window {
     }
 }
 
-fn bench_dtype<T: AllReduceElem>(
+fn bench_dtype<T: Tutorial>(
     c: &Comm,
     nc: &Nccl,
     dtype: nccl_sys::ncclDataType_t,
@@ -230,6 +274,17 @@ fn bench_dtype<T: AllReduceElem>(
                 paths.push((p, us));
             }
         }
+        // The book's tutorial steps (one vector per thread, as the built-in
+        // barrier kernels), on the same buffers.
+        let cfg = symm::kernels::all_reduce::config::<T>(n);
+        // SAFETY: as above.
+        let naive_us = time_graph(c, &sync, &|| {
+            T::naive(c, cfg, &smem, unsafe { &mut *out_ptr }, n as u32)
+        })?;
+        // SAFETY: as above.
+        let vec_us = time_graph(c, &sync, &|| {
+            T::vectorized(c, cfg, &smem, unsafe { &mut *out_ptr }, n as u32)
+        })?;
         // NCCL, plain buffers
         let src = c.device_buffer_from(&data)?;
         let dst = c.device_buffer::<T>(n)?;
@@ -251,6 +306,12 @@ fn bench_dtype<T: AllReduceElem>(
         };
         if c.rank() == 0 {
             rows.push(format!("symm,{world},{name},{bytes},{symm_us:.3}"));
+            rows.push(format!(
+                "tutorial_naive,{world},{name},{bytes},{naive_us:.3}"
+            ));
+            rows.push(format!(
+                "tutorial_vectorized,{world},{name},{bytes},{vec_us:.3}"
+            ));
             for (p, us) in &paths {
                 let p = match p {
                     Path::Ll => "ll",

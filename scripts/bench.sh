@@ -12,7 +12,7 @@ OUT=${OUT:-bench/out}
 mkdir -p "$OUT"
 BIN=${BENCH_BIN:-}
 if [ -z "$BIN" ]; then
-  if [ -x .gpu-bin/bench_all_reduce ]; then BIN=.gpu-bin/bench_all_reduce
+  if [ -x .gpu-bin/examples/bench_all_reduce ]; then BIN=.gpu-bin/examples/bench_all_reduce
   else cargo build --release --example bench_all_reduce; BIN=target/release/examples/bench_all_reduce; fi
 fi
 # NVRTC and NCCL from the CUDA toolkit or torch's wheels; cudarc looks for libnccl.so.

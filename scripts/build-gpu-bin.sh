@@ -13,10 +13,12 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["target"]["name"], m["executable"])' \
   | while read -r name exe; do cp "$exe" ".gpu-bin/$name"; done
+# Examples in their own folder: `all_reduce` is both a test and an example.
+mkdir -p .gpu-bin/examples
 for e in target/release/examples/*; do
-  [ -f "$e" ] && [ -x "$e" ] && case "$e" in *-*|*.d) ;; *) cp "$e" .gpu-bin/ ;; esac
+  [ -f "$e" ] && [ -x "$e" ] && case "$e" in *-*|*.d) ;; *) cp "$e" .gpu-bin/examples/ ;; esac
 done
 # The launcher, which tests/multiprocess.rs looks for next to itself.
 cp target/release/symm-run .gpu-bin/
-strip .gpu-bin/*
+strip .gpu-bin/* .gpu-bin/examples/* 2>/dev/null || true
 ls -la .gpu-bin

@@ -25,3 +25,30 @@ pub use symm_runtime::*;
 
 /// The built-in kernels.
 pub use symm_kernels as kernels;
+
+/// Every chapter of the book (`book/src`) as a doctest, so each Rust block
+/// in it compiles, and runs unless marked `no_run`.
+#[cfg(doctest)]
+mod book {
+    macro_rules! chapters {
+        ($($name:ident = $file:literal),* $(,)?) => {$(
+            #[doc = include_str!(concat!("../book/src/", $file))]
+            #[allow(dead_code)]
+            struct $name;
+        )*};
+    }
+    chapters! {
+        Introduction = "introduction.md",
+        GettingStarted = "getting-started.md",
+        Concepts = "concepts.md",
+        FirstKernel = "first-kernel.md",
+        TutorialAllReduce = "tutorial-all-reduce.md",
+        CustomCollectives = "custom-collectives.md",
+        Launching = "launching.md",
+        CudaGraphs = "cuda-graphs.md",
+        Debugging = "debugging.md",
+        Performance = "performance.md",
+        DslReference = "dsl-reference.md",
+        ErrorsReference = "errors-reference.md",
+    }
+}

@@ -73,6 +73,11 @@ fn builtin_kernels_compile() {
         ] {
             r(a).unwrap_or_else(|e| panic!("{e}"));
         }
+        use symm::kernels::tutorial::{naive_all_reduce as na, vectorized_all_reduce as va};
+        na::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
+        na::compile_for::<symm::bf16>(a).unwrap_or_else(|e| panic!("{e}"));
+        va::compile_for::<f32, 4>(a).unwrap_or_else(|e| panic!("{e}"));
+        va::compile_for::<symm::bf16, 8>(a).unwrap_or_else(|e| panic!("{e}"));
         use symm::kernels::one_shot_all_reduce_kernel as osar;
         for r in [
             osar::compile_for::<f32, 4, 2>,

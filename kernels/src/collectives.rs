@@ -3,6 +3,7 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
+// ANCHOR: ping_pong
 /// Put/signal ping-pong between rank pairs (0↔1, 2↔3, ...): in each of
 /// `rounds` rounds one side reads its slot 0, adds one, stores it into the
 /// partner's slot 0 and signals; the other side waits. Even ranks send in
@@ -32,7 +33,9 @@ pub fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
         }
     }
 }
+// ANCHOR_END: ping_pong
 
+// ANCHOR: ring_all_gather
 /// Ring all-gather in place: rank r's chunk `r` (elements `r * chunk ..
 /// (r + 1) * chunk` of its buffer) reaches the same place in every rank's
 /// buffer after `world - 1` steps. Each step forwards the chunk received in
@@ -63,7 +66,9 @@ pub fn ring_all_gather<T: Scalar>(buf: SymmBuf<T>, chunk: u32) {
         sync_threads();
     }
 }
+// ANCHOR_END: ring_all_gather
 
+// ANCHOR: broadcast
 /// Broadcast of `n` elements from rank `root` to every rank's buffer: the
 /// root signals readiness, every other rank pulls the data, then reports
 /// back so the root knows its buffer may be reused when the kernel ends.
@@ -106,3 +111,4 @@ pub fn broadcast<T: Scalar>(buf: SymmBuf<T>, root: u32, n: u32) {
         }
     }
 }
+// ANCHOR_END: broadcast

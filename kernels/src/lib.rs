@@ -8,6 +8,7 @@ extern crate symm_runtime as symm;
 
 pub mod all_reduce;
 mod collectives;
+pub mod tutorial;
 
 pub use all_reduce::{
     all_reduce as one_shot_all_reduce, one_shot_all_reduce as one_shot_all_reduce_kernel,

@@ -208,6 +208,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 /// `P` elements share a packet (1 for 4-byte, 2 for 2-byte types). `out`
 /// may be this rank's own `input` (peers never read it). Launch with the
 /// same grid every call ([`super::LL_BLOCKS`] × [`super::THREADS`]).
+// ANCHOR: ll
 #[symm_kernel]
 pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     input: SymmBuf<T>,
@@ -284,6 +285,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     }
     commit_epoch(stage, epoch);
 }
+// ANCHOR_END: ll
 
 /// Two-shot all-reduce for large messages: rank r sums only chunk r of the
 /// 16-byte vectors (reading it from every rank) and pushes the sums into
@@ -358,6 +360,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 /// parity p. Region `(parity, r)` starts at `(parity * world + r) * cap`.
 /// Launch with one fixed grid every call (`PUSH_BLOCKS` × `THREADS` on a
 /// GPU), which keeps every block's epoch, and so its parity, in step.
+// ANCHOR: push
 #[symm_kernel]
 pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     input: SymmBuf<T>,
@@ -419,3 +422,4 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     }
     commit_epoch(stage, epoch);
 }
+// ANCHOR_END: push

@@ -164,12 +164,13 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// synchronisation. `out` may be exactly this rank's part of `input` (in
 /// place).
 ///
-/// CUDA graphs: capture after one eager call of the largest size the graph
-/// uses (the first call of a size allocates staging, which cannot happen
-/// during capture). Later growth keeps older staging alive, so captured
+/// CUDA graphs: run the captured sequence once eagerly first. Each kernel
+/// family (LL, push, two-shot) and element type has its own staging, which
+/// its first call (or a larger one) allocates, and allocation cannot happen
+/// during capture. Later growth keeps older staging alive, so captured
 /// graphs stay valid. A rank's calls share its staging and call counters,
-/// so they must be ordered: one stream per rank (a second stream needs its
-/// own `Comm`).
+/// so they must be ordered on one stream (a `Comm` from `with_cuda_stream`
+/// shares them too; concurrent streams need separate groups).
 ///
 /// Errors (never a hang or a wrong result) for: `n` larger than the buffer
 /// or than `out`, an element type other than the buffer's, `out` not
