@@ -400,3 +400,58 @@ fn empty_and_aliased_outputs() {
         }
     }
 }
+
+#[test]
+fn the_books_tutorial_kernels_match_the_built_in_bit_for_bit() {
+    use symm::kernels::tutorial::{naive_all_reduce, vectorized_all_reduce};
+    for world in [2, 4] {
+        let Some(ranks) = ranks(world) else { continue };
+        for n in [1usize, 4099, 65_537] {
+            let inputs: Vec<Vec<bf16>> = (0..world)
+                .map(|_| {
+                    (0..n)
+                        .map(|_| bf16::from_f32(rand::rng().random_range(-1.0..1.0)))
+                        .collect()
+                })
+                .collect();
+            let outs = run(
+                ranks.clone(),
+                CommOptions::default().with_timeout(Duration::from_secs(30)),
+                |c| {
+                    let buf = c.alloc::<bf16>(n)?;
+                    buf.copy_from_host(&inputs[c.rank()])?;
+                    let s = buf.rendezvous()?;
+                    let cfg = symm::kernels::all_reduce::config::<bf16>(n);
+                    let poison = vec![bf16::from_f32(f32::NAN); n];
+                    let mut a = c.device_buffer_from(&poison)?;
+                    let mut b = c.device_buffer_from(&poison)?;
+                    let mut d = c.device_buffer_from(&poison)?;
+                    naive_all_reduce::launch::<bf16>(c, cfg, &s, &mut a, n as u32)?;
+                    vectorized_all_reduce::launch::<bf16, 8>(c, cfg, &s, &mut b, n as u32)?;
+                    all_reduce(c, &s, &mut d, n)?;
+                    c.synchronize()?;
+                    Ok([a.to_host()?, b.to_host()?, d.to_host()?])
+                },
+            )
+            .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
+            let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for (r, [a, b, d]) in outs.iter().enumerate() {
+                assert_eq!(bits(a), bits(d), "world {world}, n {n}, rank {r}: naive");
+                assert_eq!(
+                    bits(b),
+                    bits(d),
+                    "world {world}, n {n}, rank {r}: vectorized"
+                );
+                assert_eq!(bits(d), bits(&outs[0][2]), "world {world}, n {n}: rank {r}");
+            }
+            for i in 0..n {
+                let want: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
+                let got = f64::from(outs[0][2][i].to_f32());
+                assert!(
+                    (got - want).abs() <= 1e-2 * want.abs().max(1.0),
+                    "element {i}"
+                );
+            }
+        }
+    }
+}
