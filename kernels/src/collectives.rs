@@ -41,7 +41,9 @@ pub fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
 /// buffer after `world - 1` steps. Each step forwards the chunk received in
 /// the previous one to the next rank and signals it; block b of every rank
 /// handles the same elements, so per-block signals are all the ordering
-/// needed. Any grid up to 128 blocks.
+/// needed. Any grid up to 128 blocks. It does not synchronise on entry: a
+/// rank writes into its neighbour as soon as it starts, so before reusing
+/// the buffer, make sure every rank is done with it (a host `barrier`).
 #[symm_kernel]
 pub fn ring_all_gather<T: Scalar>(buf: SymmBuf<T>, chunk: u32) {
     let rank = buf.rank();

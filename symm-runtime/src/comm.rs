@@ -401,7 +401,13 @@ impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} rank(s) failed", self.errors.len())?;
         for (r, e) in &self.errors {
-            write!(f, "\n  rank {r}: {e}")?;
+            // Most errors name their rank already; say it once.
+            let msg = e.to_string();
+            if msg.starts_with(&format!("rank {r}:")) || msg.starts_with(&format!("rank {r} ")) {
+                write!(f, "\n  {msg}")?;
+            } else {
+                write!(f, "\n  rank {r}: {msg}")?;
+            }
         }
         Ok(())
     }
