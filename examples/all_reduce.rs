@@ -31,13 +31,7 @@ fn main() {
         None => Ranks::auto(4),
     };
     let gpu = matches!(ranks, Ranks::Cuda(_));
-    match &ranks {
-        Ranks::Cuda(d) => println!("backend: CUDA, {} GPU rank(s) on devices {d:?}", d.len()),
-        Ranks::Emulator(n) => {
-            println!("backend: CPU emulator, {n} simulated ranks (no CUDA device found)")
-        }
-        other => println!("backend: {other:?}"),
-    }
+    println!("backend: {}", ranks.describe());
     let world = ranks.world_size();
     // The emulator runs every GPU thread as a CPU coroutine: small sizes only.
     let sizes: &[usize] = if gpu {

@@ -57,13 +57,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 fn main() {
     let ranks = Ranks::auto(4);
     let gpu = matches!(ranks, Ranks::Cuda(_));
-    match &ranks {
-        Ranks::Cuda(d) => println!("backend: CUDA, {} GPU rank(s) on devices {d:?}", d.len()),
-        Ranks::Emulator(n) => {
-            println!("backend: CPU emulator, {n} simulated ranks (no CUDA device found)")
-        }
-        other => println!("backend: {other:?}"),
-    }
+    println!("backend: {}", ranks.describe());
     let world = ranks.world_size();
     // An odd length, so the grid-stride loop has a ragged end.
     let (chunk, iters) = if gpu { (65_537, 1000) } else { (3_001, 10) };

@@ -27,13 +27,7 @@ fn main() {
         },
         None => Ranks::auto(4),
     };
-    match &ranks {
-        Ranks::Cuda(d) => println!("backend: CUDA, {} GPU rank(s) on devices {d:?}", d.len()),
-        Ranks::Emulator(n) => {
-            println!("backend: CPU emulator, {n} simulated ranks (no CUDA device found)")
-        }
-        other => println!("backend: {other:?}"),
-    }
+    println!("backend: {}", ranks.describe());
     let world = ranks.world_size();
     let result = run(ranks, CommOptions::default(), |comm| {
         let (rank, n) = (comm.rank(), comm.world_size());

@@ -47,13 +47,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn main() {
     let ranks = Ranks::auto(2);
-    match &ranks {
-        Ranks::Cuda(d) => println!("backend: CUDA, {} GPU rank(s) on devices {d:?}", d.len()),
-        Ranks::Emulator(n) => {
-            println!("backend: CPU emulator, {n} simulated ranks (no CUDA device found)")
-        }
-        other => println!("backend: {other:?}"),
-    }
+    println!("backend: {}", ranks.describe());
     // ANCHOR: host
     let result = run(ranks, CommOptions::default(), |comm| {
         let buf = comm.alloc::<u32>(1)?; // collective: every rank allocates

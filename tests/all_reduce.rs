@@ -19,18 +19,35 @@ use symm::kernels::all_reduce::{
 };
 use symm::{run, CommOptions, LaunchConfig, Ranks};
 
-/// One sum of fresh random data, out of place (called twice, which checks
-/// that the call counters reset nothing) or in place (once), against
-/// float64 and bitwise across ranks.
-fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64, in_place: bool) {
-    let Some(ranks) = ranks(world) else { return };
-    let inputs: Vec<Vec<T>> = (0..world)
+/// Fresh random inputs in [-1, 1): `n` elements for each of `world` ranks.
+fn random_inputs<T: Scalar>(world: usize, n: usize) -> Vec<Vec<T>> {
+    (0..world)
         .map(|_| {
             (0..n)
                 .map(|_| T::from_f32(rand::rng().random_range(-1.0..1.0)))
                 .collect()
         })
-        .collect();
+        .collect()
+}
+
+/// The float64 sum of element `i` over every rank's input.
+fn reference<T: Scalar>(inputs: &[Vec<T>], i: usize) -> f64 {
+    inputs.iter().map(|v| f64::from(v[i].to_f32())).sum()
+}
+
+/// Whether `a` and `b` hold the same bits.
+fn same_bits<T: Scalar>(a: &[T], b: &[T]) -> bool {
+    a.iter()
+        .map(|v| v.__to_bits64())
+        .eq(b.iter().map(|v| v.__to_bits64()))
+}
+
+/// One sum of fresh random data, out of place (called twice, which checks
+/// that the call counters reset nothing) or in place (once), against
+/// float64 and bitwise across ranks.
+fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64, in_place: bool) {
+    let Some(ranks) = ranks(world) else { return };
+    let inputs: Vec<Vec<T>> = random_inputs(world, n);
     let outs = run(
         ranks,
         CommOptions::default().with_timeout(Duration::from_secs(30)),
@@ -53,16 +70,14 @@ fn check<T: AllReduceElem>(world: usize, n: usize, tol: f64, in_place: bool) {
     .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
     for (r, o) in outs.iter().enumerate() {
         assert!(
-            o.iter()
-                .map(|v| v.__to_bits64())
-                .eq(outs[0].iter().map(|v| v.__to_bits64())),
+            same_bits(o, &outs[0]),
             "world {world}, n {n}: rank {r} differs from rank 0"
         );
     }
     let (mut num, mut den) = (0.0f64, 0.0f64);
-    for i in 0..n {
-        let want: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
-        let got = f64::from(outs[0][i].to_f32());
+    for (i, got) in outs[0].iter().enumerate() {
+        let want = reference(&inputs, i);
+        let got = f64::from(got.to_f32());
         assert!(
             got.is_finite(),
             "world {world}, n {n}: element {i} was not written"
@@ -216,13 +231,7 @@ fn every_path_is_exact_at_odd_sizes() {
     } {
         let Some(ranks) = ranks(world) else { continue };
         for &n in sizes {
-            let inputs: Vec<Vec<f32>> = (0..world)
-                .map(|_| {
-                    (0..n)
-                        .map(|_| rand::rng().random_range(-1.0..1.0))
-                        .collect()
-                })
-                .collect();
+            let inputs: Vec<Vec<f32>> = random_inputs(world, n);
             let outs = run(
                 ranks.clone(),
                 CommOptions::default().with_timeout(Duration::from_secs(30)),
@@ -264,16 +273,13 @@ fn every_path_is_exact_at_odd_sizes() {
             for (path, name) in names.iter().enumerate() {
                 for (r, o) in outs.iter().enumerate() {
                     assert!(
-                        o[path]
-                            .iter()
-                            .map(|v| v.to_bits())
-                            .eq(outs[0][path].iter().map(|v| v.to_bits())),
+                        same_bits(&o[path], &outs[0][path]),
                         "{name}: rank {r} differs"
                     );
-                    for i in 0..n {
-                        let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
+                    for (i, &got) in o[path].iter().enumerate() {
+                        let want = reference(&inputs, i);
                         assert!(
-                            (f64::from(o[path][i]) - want).abs() <= 1e-5,
+                            (f64::from(got) - want).abs() <= 1e-5,
                             "{name}, world {world}, n {n}, rank {r}, element {i}"
                         );
                     }
@@ -295,13 +301,7 @@ fn staged_calls_of_changing_sizes_back_to_back() {
         .flat_map(|w| [Path::Ll, Path::Push].map(|p| (w, p)))
     {
         let Some(ranks) = ranks(world) else { continue };
-        let inputs: Vec<Vec<f32>> = (0..world)
-            .map(|_| {
-                (0..max)
-                    .map(|_| rand::rng().random_range(-1.0..1.0))
-                    .collect()
-            })
-            .collect();
+        let inputs: Vec<Vec<f32>> = random_inputs(world, max);
         let outs = run(
             ranks,
             CommOptions::default().with_timeout(Duration::from_secs(30)),
@@ -325,17 +325,15 @@ fn staged_calls_of_changing_sizes_back_to_back() {
         .unwrap_or_else(|e| panic!("world {world}, {path:?}: {e}"));
         for (r, o) in outs.iter().enumerate() {
             for (k, &n) in sizes.iter().enumerate() {
-                for i in 0..n {
-                    let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
+                for (i, &got) in o[k].iter().enumerate() {
+                    let want = reference(&inputs, i);
                     assert!(
-                        (f64::from(o[k][i]) - want).abs() <= 1e-5,
-                        "world {world}, {path:?}, call {k} (n {n}), rank {r}, element {i}: {} vs {want}",
-                        o[k][i]
+                        (f64::from(got) - want).abs() <= 1e-5,
+                        "world {world}, {path:?}, call {k} (n {n}), rank {r}, element {i}: {got} vs {want}"
                     );
                 }
-                assert_eq!(
-                    o[k].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                    outs[0][k].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                assert!(
+                    same_bits(&o[k], &outs[0][k]),
                     "world {world}, {path:?}, call {k}: rank {r} differs from rank 0"
                 );
             }
@@ -349,13 +347,7 @@ fn empty_and_aliased_outputs() {
     // Over the LL threshold: the pull kernel must refuse to write into an
     // input that peers are reading; the dispatcher's path must not.
     let n = 70_001usize;
-    let inputs: Vec<Vec<f32>> = (0..2)
-        .map(|_| {
-            (0..n)
-                .map(|_| rand::rng().random_range(-1.0..1.0))
-                .collect()
-        })
-        .collect();
+    let inputs: Vec<Vec<f32>> = random_inputs(2, n);
     let outs = run(
         ranks,
         CommOptions::default().with_timeout(Duration::from_secs(30)),
@@ -385,16 +377,11 @@ fn empty_and_aliased_outputs() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     for (r, o) in outs.iter().enumerate() {
-        assert!(
-            o.iter()
-                .map(|v| v.to_bits())
-                .eq(outs[0].iter().map(|v| v.to_bits())),
-            "rank {r} differs"
-        );
-        for i in 0..n {
-            let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
+        assert!(same_bits(o, &outs[0]), "rank {r} differs");
+        for (i, &got) in o.iter().enumerate() {
+            let want = reference(&inputs, i);
             assert!(
-                (f64::from(o[i]) - want).abs() <= 1e-5,
+                (f64::from(got) - want).abs() <= 1e-5,
                 "rank {r}, element {i}"
             );
         }
@@ -407,13 +394,7 @@ fn the_books_tutorial_kernels_match_the_built_in_bit_for_bit() {
     for world in [2, 4] {
         let Some(ranks) = ranks(world) else { continue };
         for n in [1usize, 4099, 65_537] {
-            let inputs: Vec<Vec<bf16>> = (0..world)
-                .map(|_| {
-                    (0..n)
-                        .map(|_| bf16::from_f32(rand::rng().random_range(-1.0..1.0)))
-                        .collect()
-                })
-                .collect();
+            let inputs: Vec<Vec<bf16>> = random_inputs(world, n);
             let outs = run(
                 ranks.clone(),
                 CommOptions::default().with_timeout(Duration::from_secs(30)),
@@ -434,19 +415,17 @@ fn the_books_tutorial_kernels_match_the_built_in_bit_for_bit() {
                 },
             )
             .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
-            let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             for (r, [a, b, d]) in outs.iter().enumerate() {
-                assert_eq!(bits(a), bits(d), "world {world}, n {n}, rank {r}: naive");
-                assert_eq!(
-                    bits(b),
-                    bits(d),
+                assert!(same_bits(a, d), "world {world}, n {n}, rank {r}: naive");
+                assert!(
+                    same_bits(b, d),
                     "world {world}, n {n}, rank {r}: vectorized"
                 );
-                assert_eq!(bits(d), bits(&outs[0][2]), "world {world}, n {n}: rank {r}");
+                assert!(same_bits(d, &outs[0][2]), "world {world}, n {n}: rank {r}");
             }
-            for i in 0..n {
-                let want: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
-                let got = f64::from(outs[0][2][i].to_f32());
+            for (i, got) in outs[0][2].iter().enumerate() {
+                let want = reference(&inputs, i);
+                let got = f64::from(got.to_f32());
                 assert!(
                     (got - want).abs() <= 1e-2 * want.abs().max(1.0),
                     "element {i}"

@@ -17,7 +17,7 @@ const T: Duration = Duration::from_secs(10);
 
 #[path = "support/harness.rs"]
 mod harness;
-use harness::{Harness, Outcome};
+use harness::{median, median_rendezvous_us, Harness, Outcome};
 
 fn kernels() -> String {
     format!(
@@ -68,11 +68,6 @@ fn ensure(cond: bool, msg: impl FnOnce() -> String) -> symm::Result<()> {
             message: format!("CHECK FAILED: {}", msg()),
         })
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Each rank writes `value` into slot `rank` of every rank's buffer.
@@ -412,17 +407,7 @@ fn ring(world: usize) -> Outcome {
 }
 
 fn rendezvous_time(world: usize) -> Outcome {
-    let per_rank = gpus(world, T, |comm| {
-        let mut times = Vec::new();
-        for _ in 0..21 {
-            let buf = comm.alloc::<f32>(1 << 20)?;
-            let t = Instant::now();
-            buf.rendezvous()?;
-            times.push(t.elapsed().as_secs_f64() * 1e6);
-        }
-        Ok(median(&mut times[1..]))
-    })
-    .map_err(fail)?;
+    let per_rank = gpus(world, T, median_rendezvous_us).map_err(fail)?;
     let mut m = per_rank.clone();
     Ok(format!(
         "median rendezvous (4 MiB) {:.0} µs (ranks: {:?})",

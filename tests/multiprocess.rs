@@ -20,7 +20,7 @@ use symm::{bf16, Comm, CommOptions, Error, LaunchConfig, LaunchEnv};
 
 #[path = "support/harness.rs"]
 mod harness;
-use harness::{Harness, Outcome};
+use harness::{median, median_rendezvous_us, Harness, Outcome};
 #[path = "support/calls.rs"]
 mod calls;
 use calls::{fill_input, fill_ref, keep};
@@ -135,7 +135,7 @@ fn judge(world: usize, out: &std::process::Output, single: &Result<f64, String>)
 }
 
 fn single_process_rendezvous_us(world: usize) -> Result<f64, String> {
-    let per_rank = symm::run_local(&(0..world).collect::<Vec<_>>(), rendezvous_us)
+    let per_rank = symm::run_local(&(0..world).collect::<Vec<_>>(), median_rendezvous_us)
         .map_err(|e| e.to_string())?;
     Ok(median(&mut per_rank.clone()))
 }
@@ -163,14 +163,6 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
 fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 // ------------------------------------------------------------------ rank --
@@ -203,7 +195,7 @@ fn rank_main() -> i32 {
         ("all_reduce", all_reduce_checks),
         ("back_to_back", back_to_back),
         ("rendezvous_time", |c, _| {
-            rendezvous_us(c)
+            median_rendezvous_us(c)
                 .map(|us| format!("rendezvous_median_us={us:.0}"))
                 .map_err(|e| e.to_string())
         }),
@@ -467,17 +459,6 @@ fn back_to_back(comm: &Comm, _: u64) -> Result<String, String> {
     Ok(format!(
         "{calls} calls at 4099 and 1M+3 elements, no host sync; sampled calls exact"
     ))
-}
-
-fn rendezvous_us(comm: &Comm) -> symm::Result<f64> {
-    let mut times = Vec::new();
-    for _ in 0..21 {
-        let buf = comm.alloc::<f32>(1 << 20)?;
-        let t = Instant::now();
-        buf.rendezvous()?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    Ok(median(&mut times[1..]))
 }
 
 fn dead_rank(comm: &Comm, gone: usize) -> Result<String, String> {

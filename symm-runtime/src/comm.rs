@@ -388,6 +388,19 @@ impl Ranks {
             Ranks::Emulator(n) => *n,
         }
     }
+
+    /// One line saying where the ranks run, for a program's first line of
+    /// output: `CUDA, 2 GPU rank(s) on devices [0, 1]`, or `CPU emulator, 4
+    /// simulated ranks (no CUDA device found)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Ranks::Cuda(d) => format!("CUDA, {} GPU rank(s) on devices {d:?}", d.len()),
+            Ranks::Emulator(n) if !crate::cuda::cuda_available() => {
+                format!("CPU emulator, {n} simulated ranks (no CUDA device found)")
+            }
+            Ranks::Emulator(n) => format!("CPU emulator, {n} simulated ranks"),
+        }
+    }
 }
 
 /// Every failed rank's error from [`run`] or [`run_local`].

@@ -303,7 +303,19 @@ impl CudaDevice {
         params: &mut [[u8; 8]],
     ) -> DrvResult<()> {
         self.bind()?;
-        let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p.as_mut_ptr().cast()).collect();
+        // Launches are the hot path: the pointer array lives on the stack for
+        // any kernel of up to 32 parameters.
+        let mut stack = [std::ptr::null_mut::<c_void>(); 32];
+        let mut heap = Vec::new();
+        let ptrs: &mut [*mut c_void] = if params.len() <= stack.len() {
+            &mut stack[..params.len()]
+        } else {
+            heap.resize(params.len(), std::ptr::null_mut());
+            &mut heap
+        };
+        for (p, slot) in ptrs.iter_mut().zip(params.iter_mut()) {
+            *p = slot.as_mut_ptr().cast();
+        }
         // Before sm_90 there is no programmatic launch, and the kernel's
         // `griddepcontrol` instructions compile to nothing.
         let pdl = cfg.pdl && self.arch.major >= 9;

@@ -82,3 +82,25 @@ impl Harness {
         std::process::exit(i32::from(bad))
     }
 }
+
+/// The middle of `v` (NaN when empty).
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median µs of 20 rendezvous of fresh 4 MiB allocations, after one that
+/// is not counted (it also waits for the slowest rank to arrive).
+pub fn median_rendezvous_us(comm: &symm::Comm) -> symm::Result<f64> {
+    let mut times = Vec::new();
+    for _ in 0..21 {
+        let buf = comm.alloc::<f32>(1 << 20)?;
+        let t = Instant::now();
+        buf.rendezvous()?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median(&mut times[1..]))
+}

@@ -79,6 +79,13 @@ pub fn sum_staged<T: Scalar, const V: usize>(
             stage.load_vec::<V>(at + r * region + j)
         };
     }
+    sum_in_rank_order::<T, V>(vals, world)
+}
+
+/// The element-wise sum of `vals[0..world]`, in f32, in rank order 0, 1, …
+/// (the same bits on every rank), rounded once to `T`.
+#[symm_kernel(device)]
+pub fn sum_in_rank_order<T: Scalar, const V: usize>(vals: [[T; V]; 8], world: u32) -> [T; V] {
     let mut acc: [f32; V] = [0.0f32; V];
     for r in 0..world {
         let v = vals[r];
@@ -86,7 +93,7 @@ pub fn sum_staged<T: Scalar, const V: usize>(
             acc[k] += v[k].to_f32();
         }
     }
-    let mut res: [T; V] = zero;
+    let mut res: [T; V] = [T::from_f32(0.0f32); V];
     for k in 0..V {
         res[k] = T::from_f32(acc[k]);
     }
@@ -143,18 +150,7 @@ pub fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32)
     for r in 0..world {
         vals[r] = buf.peer(r).load_vec::<V>(i);
     }
-    let mut acc: [f32; V] = [0.0f32; V];
-    for r in 0..world {
-        let v = vals[r];
-        for k in 0..V {
-            acc[k] += v[k].to_f32();
-        }
-    }
-    let mut res: [T; V] = zero;
-    for k in 0..V {
-        res[k] = T::from_f32(acc[k]);
-    }
-    res
+    sum_in_rank_order::<T, V>(vals, world)
 }
 
 /// One-shot all-reduce of the first `n` elements of `buf` into `out`.

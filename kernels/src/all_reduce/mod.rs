@@ -182,15 +182,7 @@ pub fn all_reduce<T: AllReduceElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> Result<()> {
-    let bytes = n * std::mem::size_of::<T>();
-    let in_place = overlap_of(input, &*out) == Overlap::Exact;
-    all_reduce_with(
-        Path::choose_for(comm.world_size(), bytes, in_place),
-        comm,
-        input,
-        out,
-        n,
-    )
+    reduce(None, comm, input, out, n)
 }
 
 /// [`all_reduce`] on a chosen kernel, for tuning and comparison. Errors if
@@ -203,8 +195,25 @@ pub fn all_reduce_with<T: AllReduceElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> Result<()> {
+    reduce(Some(path), comm, input, out, n)
+}
+
+/// Checks the arguments once, picks the path unless the caller did, and
+/// launches.
+fn reduce<T: AllReduceElem>(
+    path: Option<Path>,
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
     check(comm, input, &*out, n)?;
-    match overlap_of(input, &*out) {
+    let overlap = overlap_of(input, &*out);
+    let path = path.unwrap_or_else(|| {
+        let bytes = n * std::mem::size_of::<T>();
+        Path::choose_for(comm.world_size(), bytes, overlap == Overlap::Exact)
+    });
+    match overlap {
         Overlap::Partial => {
             return Err(invalid(
                 comm,
@@ -312,7 +321,7 @@ fn launch<T: AllReduceElem>(
 }
 
 /// The fixed grid of the LL and push kernels: `blocks` on a GPU, and
-/// [`EMULATED_BLOCKS`] on the emulator, where every thread is a CPU thread
+/// `EMULATED_BLOCKS` on the emulator, where every thread is a CPU thread
 /// (the kernels work with any fixed grid; fewer blocks only mean more
 /// grid-stride steps per thread, which tests those loops harder).
 fn fixed_grid(comm: &Comm, blocks: u32) -> u32 {
@@ -323,7 +332,7 @@ fn fixed_grid(comm: &Comm, blocks: u32) -> u32 {
 }
 
 /// Blocks of the fixed-grid kernels on the emulator.
-pub const EMULATED_BLOCKS: u32 = 4;
+const EMULATED_BLOCKS: u32 = 4;
 
 /// `cfg` with programmatic dependent launch, unless the comm turned it off.
 fn overlap(comm: &Comm, cfg: LaunchConfig) -> LaunchConfig {
