@@ -18,7 +18,7 @@ use symm::{bf16, run, CommOptions, Ranks};
 /// Calls timed per size on a GPU.
 const CALLS: u32 = 200;
 
-fn main() {
+pub(crate) fn main() {
     let ranks = match std::env::args().skip_while(|a| a != "--ranks").nth(1) {
         Some(n) => match n.parse() {
             Ok(n) if symm::cuda_available() => Ranks::Cuda((0..n).collect()),

@@ -20,7 +20,7 @@ use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
 /// `r * chunk ..` of every rank's `out`, its own included. Every rank must
 /// launch the same grid (at most 128 blocks of at least `world` threads).
 #[symm_kernel]
-fn push_all_gather<T: Scalar>(input: &[T], out: SymmBuf<T>, chunk: u32) {
+pub(crate) fn push_all_gather<T: Scalar>(input: &[T], out: SymmBuf<T>, chunk: u32) {
     let rank = out.rank();
     let world = out.world_size();
     let t = thread_idx_x();
@@ -54,7 +54,7 @@ fn push_all_gather<T: Scalar>(input: &[T], out: SymmBuf<T>, chunk: u32) {
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-fn main() {
+pub(crate) fn main() {
     let ranks = Ranks::auto(4);
     let gpu = matches!(ranks, Ranks::Cuda(_));
     println!("backend: {}", ranks.describe());

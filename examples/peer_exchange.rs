@@ -15,7 +15,7 @@ use symm::{run, BackendKind, CommOptions, Ranks};
 const TIMEOUT: Duration = Duration::from_secs(10);
 const ELEMS: usize = 1 << 16;
 
-fn main() {
+pub(crate) fn main() {
     let ranks = match std::env::args().skip_while(|a| a != "--ranks").nth(1) {
         Some(n) => match n.parse() {
             Ok(n) if symm::cuda_available() => Ranks::Cuda((0..n).collect()),

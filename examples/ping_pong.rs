@@ -18,7 +18,7 @@ use symm::{run, symm_kernel, BackendKind, CommOptions, LaunchConfig, Ranks};
 /// even rank pings, the odd one pongs. A hop stores the local counter plus
 /// one into the partner's buffer and signals it on channel 0.
 #[symm_kernel]
-fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
+pub(crate) fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
     // Signals are per block and one thread carries a counter: only thread 0
     // of block 0 plays.
     if block_idx_x() != 0 || thread_idx_x() != 0 {
@@ -45,7 +45,7 @@ fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-fn main() {
+pub(crate) fn main() {
     let ranks = Ranks::auto(2);
     println!("backend: {}", ranks.describe());
     // ANCHOR: host

@@ -1,0 +1,54 @@
+//! The examples as tests: each runs to completion on the emulator (they
+//! check their own results and exit non-zero when wrong), and the kernels
+//! they define compile to CUBIN with NVRTC (sm_90 and sm_80).
+
+#[path = "../examples/all_reduce.rs"]
+#[allow(dead_code)]
+mod all_reduce;
+#[path = "../examples/custom_all_gather.rs"]
+#[allow(dead_code)]
+mod custom_all_gather;
+#[path = "../examples/peer_exchange.rs"]
+#[allow(dead_code)]
+mod peer_exchange;
+#[path = "../examples/ping_pong.rs"]
+#[allow(dead_code)]
+mod ping_pong;
+
+use symm::jit::{nvrtc_available, Arch};
+
+#[test]
+fn the_main_job_runs() {
+    all_reduce::main();
+}
+
+#[test]
+fn ping_pong_runs() {
+    ping_pong::main();
+}
+
+#[test]
+fn custom_all_gather_runs() {
+    custom_all_gather::main();
+}
+
+#[test]
+fn peer_exchange_runs() {
+    peer_exchange::main();
+}
+
+#[test]
+fn example_kernels_compile_with_nvrtc() {
+    if !nvrtc_available() {
+        assert!(
+            std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
+            "NVRTC required but not found"
+        );
+        eprintln!("SKIPPED: NVRTC not found; the examples' kernels were not compiled");
+        return;
+    }
+    for a in [Arch { major: 9, minor: 0 }, Arch { major: 8, minor: 0 }] {
+        ping_pong::ping_pong::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        custom_all_gather::push_all_gather::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
