@@ -266,7 +266,7 @@ fn bench_dtype<T: Tutorial>(
         })?;
         // Each kernel on its own, where its staging fits (else no row).
         let mut paths = Vec::new();
-        for p in [Path::Ll, Path::Push, Path::Pull, Path::TwoShot] {
+        for p in Path::ALL {
             // SAFETY: as above.
             if let Ok(us) = time_graph(c, &sync, &|| {
                 all_reduce_with(p, c, &smem, unsafe { &mut *out_ptr }, n)
@@ -316,6 +316,7 @@ fn bench_dtype<T: Tutorial>(
                 let p = match p {
                     Path::Ll => "ll",
                     Path::Push => "push",
+                    Path::Lamport => "lamport",
                     Path::Pull => "pull",
                     Path::TwoShot => "two_shot",
                 };

@@ -108,7 +108,7 @@ fn matches_float64_and_is_bitwise_identical_across_ranks() {
 }
 
 /// Every kernel, plus the dispatcher at a size past the LL range.
-const PATHS: [Path; 4] = [Path::Ll, Path::Push, Path::Pull, Path::TwoShot];
+const PATHS: [Path; 5] = Path::ALL;
 
 #[test]
 fn back_to_back_calls_with_changing_data_and_no_host_sync() {
@@ -298,7 +298,7 @@ fn staged_calls_of_changing_sizes_back_to_back() {
     let max = *sizes.iter().max().unwrap();
     for (world, path) in [2, 3, 4]
         .into_iter()
-        .flat_map(|w| [Path::Ll, Path::Push].map(|p| (w, p)))
+        .flat_map(|w| [Path::Ll, Path::Lamport, Path::Push].map(|p| (w, p)))
     {
         let Some(ranks) = ranks(world) else { continue };
         let inputs: Vec<Vec<f32>> = random_inputs(world, max);
@@ -429,6 +429,70 @@ fn the_books_tutorial_kernels_match_the_built_in_bit_for_bit() {
                 assert!(
                     (got - want).abs() <= 1e-2 * want.abs().max(1.0),
                     "element {i}"
+                );
+            }
+        }
+    }
+}
+
+/// NaNs (including the all-ones bits the Lamport kernel uses to mark an
+/// empty slot), infinities and −0.0 among random data, on every path: the
+/// same bits on every rank, NaN exactly where the float64 sum is NaN,
+/// infinities where it is infinite, and the right sum elsewhere.
+#[test]
+fn special_values_pass_through_every_path() {
+    let n = if on_gpu() { 40_000 } else { 4_099 };
+    for world in [2, 4] {
+        let Some(ranks) = ranks(world) else { continue };
+        let mut inputs: Vec<Vec<bf16>> = random_inputs(world, n);
+        let specials = [
+            bf16::from_bits32(0xFFFF), // the Lamport empty mark
+            bf16::from_bits32(0x7FC0),
+            bf16::from_f32(f32::INFINITY),
+            bf16::from_f32(f32::NEG_INFINITY),
+            bf16::from_f32(-0.0),
+        ];
+        let mut rng = rand::rng();
+        for _ in 0..n / 8 {
+            let (r, i) = (rng.random_range(0..world), rng.random_range(0..n));
+            inputs[r][i] = specials[rng.random_range(0..specials.len())];
+        }
+        let outs = run(
+            ranks,
+            CommOptions::default().with_timeout(Duration::from_secs(30)),
+            |c| {
+                let buf = c.alloc::<bf16>(n)?;
+                buf.copy_from_host(&inputs[c.rank()])?;
+                let s = buf.rendezvous()?;
+                let mut res = Vec::new();
+                for path in PATHS {
+                    // Poison that is neither the empty mark nor a result.
+                    let mut out = c.device_buffer_from(&vec![bf16::from_f32(1e30); n])?;
+                    all_reduce_with(path, c, &s, &mut out, n)?;
+                    c.synchronize()?;
+                    res.push(out.to_host()?);
+                }
+                Ok(res)
+            },
+        )
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+        for (p, path) in PATHS.iter().enumerate() {
+            for (r, o) in outs.iter().enumerate() {
+                assert!(same_bits(&o[p], &outs[0][p]), "{path:?}: rank {r} differs");
+            }
+            for (i, got) in outs[0][p].iter().enumerate() {
+                let want = reference(&inputs, i);
+                let got = f64::from(got.to_f32());
+                let ok = if want.is_nan() {
+                    got.is_nan()
+                } else if want.is_infinite() {
+                    got == want
+                } else {
+                    (got - want).abs() <= 1e-2 * want.abs().max(1.0)
+                };
+                assert!(
+                    ok,
+                    "{path:?}, world {world}, element {i}: got {got}, want {want}"
                 );
             }
         }

@@ -73,6 +73,19 @@ fn builtin_kernels_compile() {
         ] {
             r(a).unwrap_or_else(|e| panic!("{e}"));
         }
+        use symm::kernels::all_reduce::one_shot_lamport as lp;
+        for r in [
+            lp::compile_for::<f32, 4, 2>,
+            lp::compile_for::<f32, 4, 4>,
+            lp::compile_for::<f32, 4, 8>,
+            lp::compile_for::<f32, 4, 0>,
+            lp::compile_for::<symm::bf16, 8, 2>,
+            lp::compile_for::<symm::bf16, 8, 4>,
+            lp::compile_for::<symm::f16, 8, 8>,
+            lp::compile_for::<symm::f16, 8, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
         use symm::kernels::tutorial::{naive_all_reduce as na, vectorized_all_reduce as va};
         na::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
         na::compile_for::<symm::bf16>(a).unwrap_or_else(|e| panic!("{e}"));

@@ -1360,6 +1360,13 @@ impl<'a> Translator<'a> {
                 }
                 None => self.err(m, format!("write the vector width: `.{name}::<4>(i)`")),
             },
+            ("load_vec_ready", 3) => match turbofish {
+                Some(t) => {
+                    let (i, e, f) = (a(self, 0, Some("symm_u64")), a(self, 1, None), a(self, 2, Some("symm_u32")));
+                    format!("symm_dsl_load_vec_ready<{t}>(__ctx, {r}, {i}, {e}, {f})")
+                }
+                None => self.err(m, "write the vector width: `.load_vec_ready::<8>(i, empty, from)`".to_string()),
+            },
             ("store_vec" | "store_vec_volatile", 2) => {
                 let i = a(self, 0, Some("symm_u64"));
                 let v = a(self, 1, None);

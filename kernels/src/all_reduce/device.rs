@@ -195,6 +195,25 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     commit_epoch(buf, epoch);
 }
 
+/// The data words of LL packet pair `g`: elements `(2g + h) * P ..` packed
+/// `P` to a 32-bit word, low element first; elements at or past `n` (and
+/// whole pairs past the end) read as zero bits.
+#[symm_kernel(device)]
+pub fn ll_words<T: Scalar, const P: usize>(src: Remote<T>, g: u32, n: u32) -> [u32; 2] {
+    let per = P as u32;
+    let width = 32 / per;
+    let mut words: [u32; 2] = [0u32; 2];
+    for h in 0..2u32 {
+        for k in 0..per {
+            let e = (g * 2 + h) * per + k;
+            if e < n {
+                words[h] |= src[e].to_bits32() << (k * width);
+            }
+        }
+    }
+    words
+}
+
 /// One-shot all-reduce with LL packets: each rank pushes `(epoch, bits)` as
 /// single 8-byte volatile stores into every rank's `stage`, then polls its
 /// own stage for every rank's packets of this epoch and sums them in f32 in
@@ -216,6 +235,14 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
+    let src = input.local();
+    let mine = stage.local();
+    let stride = grid_dim_x() * block_dim_x();
+    let first = spread_first();
+    // This thread's first packets are read before the epoch, so the two
+    // loads are in flight together (each is a memory round trip on the
+    // path of every small call).
+    let mut words = ll_words::<T, P>(src, first, n);
     let epoch = next_epoch(stage);
     let per = P as u32;
     let width = 32 / per;
@@ -230,21 +257,8 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // overlap the other parity's region that a slow peer is still reading.
     let parity = epoch & 1;
     let tag = (epoch as u64) << 32;
-    let src = input.local();
-    let mine = stage.local();
-    let stride = grid_dim_x() * block_dim_x();
-    let first = spread_first();
     let mut g = first;
     while g < pairs {
-        let mut words: [u32; 2] = [0u32; 2];
-        for h in 0..2u32 {
-            for k in 0..per {
-                let e = (g * 2 + h) * per + k;
-                if e < n {
-                    words[h] |= src[e].to_bits32() << (k * width);
-                }
-            }
-        }
         let pkt: [u64; 2] = [tag | (words[0] as u64), tag | (words[1] as u64)];
         for r in 0..world {
             stage
@@ -252,13 +266,24 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
                 .store_vec_volatile::<2>(((parity * world + rank) * cap + g) * 2, pkt);
         }
         g += stride;
+        words = ll_words::<T, P>(src, g, n);
     }
     let mut q = first;
     while q < pairs {
+        // Every rank's packets are loaded before any is waited for: when
+        // they have arrived, that is one round trip instead of `world` in a
+        // row. Only a packet that is not there yet is polled.
+        let mut got: [[u64; 2]; 8] = [[0u64; 2]; 8];
+        for r in 0..world {
+            got[r] = mine.load_vec_volatile::<2>(((parity * world + r) * cap + q) * 2);
+        }
         let mut lo: [f32; P] = [0.0f32; P];
         let mut hi: [f32; P] = [0.0f32; P];
         for r in 0..world {
-            let v = mine.load_tagged2(((parity * world + r) * cap + q) * 2, epoch, r);
+            let mut v = got[r];
+            if (v[0] >> 32) as u32 != epoch || (v[1] >> 32) as u32 != epoch {
+                v = mine.load_tagged2(((parity * world + r) * cap + q) * 2, epoch, r);
+            }
             let b0 = v[0] as u32;
             let b1 = v[1] as u32;
             for k in 0..P {
@@ -419,3 +444,124 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     commit_epoch(stage, epoch);
 }
 // ANCHOR_END: push
+
+/// Elements `at..at + V` of `src` (zeros past `n`), with any element that
+/// has the Lamport stage's empty bits (all ones, a NaN) replaced by that
+/// NaN with its sign bit cleared: still a NaN, so the sum is unchanged in
+/// kind, but it can no longer read as "not arrived".
+#[symm_kernel(device)]
+pub fn lamport_load<T: Scalar, const V: usize>(src: Remote<T>, at: u32, n: u32) -> [T; V] {
+    let empty = T::from_bits32(0xFFFF_FFFFu32).to_bits32();
+    let mut v: [T; V] = [T::from_f32(0.0f32); V];
+    if at + V as u32 <= n {
+        v = src.load_vec::<V>(at);
+    } else {
+        for k in 0..V {
+            let e = at + k as u32;
+            if e < n {
+                v[k] = src[e];
+            }
+        }
+    }
+    for k in 0..V {
+        if v[k].to_bits32() == empty {
+            v[k] = T::from_bits32(empty >> 1);
+        }
+    }
+    v
+}
+
+/// Whether no element of `v` has the Lamport stage's empty bits.
+#[symm_kernel(device)]
+pub fn lamport_ready<T: Scalar, const V: usize>(v: [T; V]) -> bool {
+    let empty = T::from_bits32(0xFFFF_FFFFu32).to_bits32();
+    let mut ready = true;
+    for k in 0..V {
+        if v[k].to_bits32() == empty {
+            ready = false;
+        }
+    }
+    ready
+}
+
+/// One-shot all-reduce by pushing data that marks its own arrival (after
+/// Lamport): every slot of `stage` holds all-ones bits (a NaN no input can
+/// send, see [`lamport_load`]) until a peer's 16-byte store of real data
+/// lands, so receivers poll the data itself. One NVLink one-way trip like
+/// the LL kernel, at half its bytes (no tags), and no flags like the push
+/// kernel needs. Each receiver writes the empty bits back right after
+/// reading a slot. Regions are double-buffered by epoch parity: a peer
+/// stores into parity p again two calls later, after it saw this rank's
+/// data of the call in between, which this rank sent after its previous
+/// kernel (and its resets) completed. `out` may alias `input`: peers never
+/// read it, and each thread reads its own elements before writing them.
+/// Launch with one fixed grid every call, on a stage that starts all ones.
+// ANCHOR: lamport
+#[symm_kernel]
+pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
+    input: SymmBuf<T>,
+    stage: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    cap: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = if W > 0 { W as u32 } else { input.world_size() };
+    let src = input.local();
+    let mine = stage.local();
+    let stride = grid_dim_x() * block_dim_x();
+    let first = spread_first();
+    let vecs = (n + V as u32 - 1) / V as u32;
+    // Read before the epoch, so both loads are in flight together.
+    let mut v = lamport_load::<T, V>(src, first * V as u32, n);
+    let epoch = next_epoch(stage);
+    let base = (epoch & 1) * world * cap;
+    let to = base + rank * cap;
+    let mut i = first;
+    while i < vecs {
+        for r in 0..world {
+            if r != rank {
+                stage.peer(r).store_vec_volatile::<V>(to + i * V as u32, v);
+            }
+        }
+        i += stride;
+        v = lamport_load::<T, V>(src, i * V as u32, n);
+    }
+    let empty = T::from_bits32(0xFFFF_FFFFu32);
+    let cleared: [T; V] = [empty; V];
+    let mut i = first;
+    while i < vecs {
+        let at = i * V as u32;
+        // Every rank's vector is loaded before any is waited for.
+        let mut vals: [[T; V]; 8] = [[T::from_f32(0.0f32); V]; 8];
+        for r in 0..world {
+            vals[r] = if r == rank {
+                lamport_load::<T, V>(src, at, n)
+            } else {
+                mine.load_vec_volatile::<V>(base + r * cap + at)
+            };
+        }
+        for r in 0..world {
+            if r != rank {
+                if !lamport_ready::<T, V>(vals[r]) {
+                    vals[r] = mine.load_vec_ready::<V>(base + r * cap + at, empty, r);
+                }
+                mine.store_vec::<V>(base + r * cap + at, cleared);
+            }
+        }
+        let res = sum_in_rank_order::<T, V>(vals, world);
+        if at + V as u32 <= n {
+            out.store_vec::<V>(at, res);
+        } else {
+            for k in 0..V {
+                if at + (k as u32) < n {
+                    out[at + k as u32] = res[k];
+                }
+            }
+        }
+        i += stride;
+    }
+    commit_epoch(stage, epoch);
+}
+// ANCHOR_END: lamport

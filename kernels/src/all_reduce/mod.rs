@@ -1,13 +1,17 @@
 //! All-reduce (sum) over symmetric memory, for f32, bf16 and f16 with f32
-//! accumulation. [`all_reduce`] picks one of four kernels by world size and
+//! accumulation. [`all_reduce`] picks one of five kernels by world size and
 //! message size ([`Path::choose`], from crossovers measured on H200s and
 //! recorded in `bench/NOTES.md`):
 //!
 //! - [`Path::Ll`]: LL packets, each 4 bytes of data tagged with the call's
 //!   epoch and pushed into every peer's staging area; one NVLink one-way
 //!   trip and no barrier, at twice the bytes. The small-message path.
+//! - [`Path::Lamport`]: raw 16-byte pushes into staging that reads as empty
+//!   (a reserved NaN) until data lands; one one-way trip at half LL's
+//!   bytes. Medium messages.
 //! - [`Path::Push`]: raw 16-byte pushes into every peer's staging area,
-//!   then one release/acquire flag per block; medium messages.
+//!   then one release/acquire flag per block (for comparison; Lamport is
+//!   faster at every size measured).
 //! - [`Path::Pull`]: barrier, loads from every peer, barrier; large
 //!   messages on two ranks.
 //! - [`Path::TwoShot`]: barrier, each rank loads one chunk from every peer
@@ -46,6 +50,9 @@ pub enum Path {
     Ll,
     /// Raw pushes into peers' staging, then a flag per block.
     Push,
+    /// Raw pushes into staging that reads as empty until data lands: one
+    /// one-way trip like LL at half its bytes, and no flags.
+    Lamport,
     /// Barrier, pull from every peer, barrier: reads `world × n`.
     Pull,
     /// Barrier, pull one chunk and push its sum, barrier.
@@ -53,20 +60,29 @@ pub enum Path {
 }
 
 impl Path {
+    /// Every path, for tests and benchmarks that try them all.
+    pub const ALL: [Path; 5] = [
+        Path::Ll,
+        Path::Lamport,
+        Path::Push,
+        Path::Pull,
+        Path::TwoShot,
+    ];
+
     /// The fastest path measured for `bytes` on `world` ranks (H200,
-    /// `bench/NOTES.md`, v7). Two ranks: LL to 256 KiB, push to 4 MiB, then
-    /// pull (a 2-rank pull reads only 2n). More: LL to 32 KiB, push to
-    /// 256 KiB, then two-shot (a one-shot moves world × n per rank).
+    /// `bench/NOTES.md`, v9). Two ranks: LL to 32 KiB, Lamport to 4 MiB,
+    /// then pull (a 2-rank pull reads only 2n). More: LL to 16 KiB, Lamport
+    /// to 256 KiB, then two-shot (a one-shot moves world × n per rank).
     pub fn choose(world: usize, bytes: usize) -> Path {
-        let (ll, push, large) = if world <= 2 {
-            (256 << 10, 4 << 20, Path::Pull)
+        let (ll, lamport, large) = if world <= 2 {
+            (32 << 10, 4 << 20, Path::Pull)
         } else {
-            (32 << 10, 256 << 10, Path::TwoShot)
+            (16 << 10, 256 << 10, Path::TwoShot)
         };
         if bytes <= ll {
             Path::Ll
-        } else if bytes <= push {
-            Path::Push
+        } else if bytes <= lamport {
+            Path::Lamport
         } else {
             large
         }
@@ -137,6 +153,7 @@ macro_rules! elem {
                 match path {
                     Path::Ll => by_world!(comm, one_shot_ll::<$t, $p>(comm, cfg, input, aux, out, n, cap)),
                     Path::Push => by_world!(comm, one_shot_push::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
+                    Path::Lamport => by_world!(comm, one_shot_lamport::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
                     Path::Pull => by_world!(comm, one_shot_all_reduce::<$t, $v>(comm, cfg, input, out, n)),
                     Path::TwoShot => by_world!(comm, two_shot_all_reduce::<$t, $v>(comm, cfg, input, aux, out, n)),
                 }
@@ -165,7 +182,7 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// place).
 ///
 /// CUDA graphs: run the captured sequence once eagerly first. Each kernel
-/// family (LL, push, two-shot) and element type has its own staging, which
+/// family (LL, Lamport, push, two-shot) and element type has its own staging, which
 /// its first call (or a larger one) allocates, and allocation cannot happen
 /// during capture. Later growth keeps older staging alive, so captured
 /// graphs stay valid. A rank's calls share its staging and call counters,
@@ -293,7 +310,7 @@ fn launch<T: AllReduceElem>(
                 cap,
             )
         }
-        Path::Push => {
+        Path::Push | Path::Lamport => {
             let (stage, per_region) = staging::<T>(comm, path, n)?;
             let cap = per_region as u32;
             T::__launch(
@@ -346,7 +363,7 @@ fn overlap(comm: &Comm, cfg: LaunchConfig) -> LaunchConfig {
 /// A rank's staging (or two-shot scratch) area of element type `E` for one
 /// family of kernels, kept in the rank's [`Comm::extension`] (rendezvoused
 /// memory only, no `Comm`, so it is freed with the rank). `per_region`
-/// elements per (parity, rank) region: `2 × world` regions for the LL and
+/// elements per (parity, rank) region: `2 × world` regions for the LL, Lamport and
 /// push kernels, one of n for the two-shot scratch.
 struct Staging<E, K> {
     smem: Arc<SymmetricMemory>,
@@ -360,6 +377,7 @@ struct Staging<E, K> {
 /// Families that share a staging area (one layout and one epoch counter).
 struct LlFamily;
 struct PushFamily;
+struct LamportFamily;
 struct ScratchFamily;
 
 /// The staging area `path` needs for `per_region` elements per region,
@@ -373,7 +391,7 @@ fn staging<E: symm::dsl::Scalar>(
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
     // The LL and push kernels index all regions in u32; the two-shot
     // scratch only needs n < 2^32, which `check` ensures.
-    if per_region > MAX_STAGED && matches!(path, Path::Ll | Path::Push) {
+    if per_region > MAX_STAGED && matches!(path, Path::Ll | Path::Push | Path::Lamport) {
         return Err(invalid(
             comm,
             format!(
@@ -384,9 +402,12 @@ fn staging<E: symm::dsl::Scalar>(
     }
     let world = comm.world_size();
     match path {
-        Path::Ll => grow::<E, LlFamily>(comm, per_region, 2 * world),
-        Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world),
-        Path::TwoShot | Path::Pull => grow::<E, ScratchFamily>(comm, per_region, 1),
+        // Zeros, so no stale bits can look like a packet of epoch 1.
+        Path::Ll => grow::<E, LlFamily>(comm, per_region, 2 * world, 0),
+        Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
+        // All ones: every slot starts empty.
+        Path::Lamport => grow::<E, LamportFamily>(comm, per_region, 2 * world, u32::MAX),
+        Path::TwoShot | Path::Pull => grow::<E, ScratchFamily>(comm, per_region, 1, 0),
     }
 }
 
@@ -394,14 +415,16 @@ fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
     comm: &Comm,
     per_region: usize,
     regions: usize,
+    fill: u32,
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
     let s = comm.extension(
         |s: &Staging<E, K>| s.per_region >= per_region,
         |older| {
             let per_region = per_region.next_power_of_two().max(1024);
             let buf = comm.alloc::<E>(regions * per_region)?;
-            // Zero, so no stale bits can look like a packet of epoch 1.
-            buf.copy_from_host(&vec![E::from_f32(0.0); buf.len()])?;
+            // Written (and finished) before the rendezvous hands the
+            // memory to any peer.
+            buf.copy_from_host(&vec![E::from_bits32(fill); buf.len()])?;
             Ok(Staging::<E, K> {
                 smem: buf.rendezvous()?,
                 per_region,
@@ -490,7 +513,7 @@ mod tests {
     fn in_place_never_pulls() {
         assert_eq!(Path::choose_for(2, 64 << 20, false), Path::Pull);
         assert_eq!(Path::choose_for(2, 64 << 20, true), Path::TwoShot);
-        assert_eq!(Path::choose_for(2, 1 << 20, true), Path::Push);
+        assert_eq!(Path::choose_for(2, 1 << 20, true), Path::Lamport);
         assert_eq!(Path::choose_for(4, 1 << 10, true), Path::Ll);
         for w in 2..=8 {
             for shift in 0..27 {
@@ -502,13 +525,13 @@ mod tests {
     #[test]
     fn dispatch_follows_the_measured_crossovers() {
         assert_eq!(Path::choose(2, 1024), Path::Ll);
-        assert_eq!(Path::choose(2, 256 << 10), Path::Ll);
-        assert_eq!(Path::choose(2, (256 << 10) + 1), Path::Push);
-        assert_eq!(Path::choose(2, 4 << 20), Path::Push);
+        assert_eq!(Path::choose(2, 32 << 10), Path::Ll);
+        assert_eq!(Path::choose(2, (32 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(2, 4 << 20), Path::Lamport);
         assert_eq!(Path::choose(2, (4 << 20) + 1), Path::Pull);
-        assert_eq!(Path::choose(4, 32 << 10), Path::Ll);
-        assert_eq!(Path::choose(4, (32 << 10) + 1), Path::Push);
-        assert_eq!(Path::choose(4, 256 << 10), Path::Push);
+        assert_eq!(Path::choose(4, 16 << 10), Path::Ll);
+        assert_eq!(Path::choose(4, (16 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(4, 256 << 10), Path::Lamport);
         assert_eq!(Path::choose(4, (256 << 10) + 1), Path::TwoShot);
         assert_eq!(Path::choose(8, 1 << 20), Path::TwoShot);
         assert_eq!(Path::choose(3, 1 << 20), Path::TwoShot);

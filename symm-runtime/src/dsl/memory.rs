@@ -250,6 +250,52 @@ macro_rules! tagged2 {
         }
     };
 }
+/// The sentinel receive (pushed data that carries its own arrival).
+macro_rules! ready {
+    ($name:ident, $what:literal) => {
+        impl<T: Scalar> $name<T> {
+            /// Polls the 16 bytes at elements `i..i + N` (volatile vector
+            /// loads) until no element has `empty`'s bits, and returns them;
+            /// `from` names the sending rank in a timeout report. Each
+            /// element arrives in one single-copy-atomic store, so a vector
+            /// that arrived only in part still reads as not ready.
+            /// `ld.volatile.global.v4.b32` in a loop.
+            #[track_caller]
+            pub fn load_vec_ready<const N: usize>(
+                &self,
+                i: impl DslIndex,
+                empty: T,
+                from: u32,
+            ) -> [T; N] {
+                let loc = std::panic::Location::caller();
+                let base = self.vec_addr::<N>(i);
+                let size = std::mem::size_of::<T>();
+                current("load_vec_ready", |t| {
+                    let what = || format!("load_vec_ready: data from rank {from}");
+                    let _wait = WaitGuard::new(t, &what, loc);
+                    let start = t.globaltimer();
+                    loop {
+                        let v: [T; N] = std::array::from_fn(|k| {
+                            load_raw(base + (k * size) as u64, Ordering::Relaxed)
+                        });
+                        if v.iter().all(|x| x.to_bits32() != empty.to_bits32()) {
+                            return v;
+                        }
+                        if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
+                            t.fail(
+                                format!("pushed data from rank {from} never arrived (timeout)"),
+                                loc,
+                            );
+                        }
+                        t.spin();
+                    }
+                })
+            }
+        }
+    };
+}
+ready!(Remote, "remote buffer");
+ready!(SliceMut, "mutable slice");
 tagged2!(Remote, "remote buffer");
 tagged2!(SliceMut, "mutable slice");
 tagged!(Remote, "remote buffer");

@@ -26,14 +26,24 @@ template<typename T> struct symm_slice {
     T* ptr; symm_u64 len;
     __device__ __forceinline__ T& operator[](symm_u64 i) const { return ptr[i]; }
 };
+/* Entry `r` of a buffer's pointer table. The tables never change while a
+   kernel runs, so this is a pure (non-volatile, no memory clobber) read-only
+   load: the compiler may issue it early and reuse it, instead of reloading
+   it after every ordered memory operation (each reload is an L2 round trip
+   on the path of every small call). */
+static __device__ __forceinline__ __attribute__((unused)) symm_u64 symm_table_at(const symm_u64* t, symm_u32 r) {
+    symm_u64 v;
+    asm("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(t + r));
+    return v;
+}
 template<typename T> struct symm_buf { const symm_u64* ptrs; const symm_u64* pads; symm_u32 rank; symm_u32 world; symm_u64 len; };
 
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s) { return s.len; }
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_buf<T>& b) { return b.len; }
 template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(const symm_array<T, N>&) { return N; }
-template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r) { return symm_slice<T>{(T*)b.ptrs[r], b.len}; }
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r) { return symm_slice<T>{(T*)symm_table_at(b.ptrs, r), b.len}; }
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b) { return symm_peer(b, b.rank); }
-template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r) { return symm_slice<symm_u32>{(symm_u32*)b.pads[r], SYMM_PAD_SLOTS}; }
+template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r) { return symm_slice<symm_u32>{(symm_u32*)symm_table_at(b.pads, r), SYMM_PAD_SLOTS}; }
 template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b) { return b.rank; }
 template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b) { return b.world; }
 
@@ -75,10 +85,10 @@ template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec
    trips: the fast path of barriers that run every call. */
 template<class T> __device__ __forceinline__ void symm_dsl_signal_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u32 value) {
     (void)c;
-    symm_st<SYMM_RELEASE, SYMM_SYS>(symm_slot(b.pads[dst], channel, blockIdx.x, b.rank), value);
+    symm_st<SYMM_RELEASE, SYMM_SYS>(symm_slot(symm_table_at(b.pads, dst), channel, blockIdx.x, b.rank), value);
 }
 template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u32 value) {
-    const symm_u32* slot = symm_slot(b.pads[b.rank], channel, blockIdx.x, src);
+    const symm_u32* slot = symm_slot(symm_table_at(b.pads, b.rank), channel, blockIdx.x, src);
     if ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) >= 0) return;
     symm_u64 start = symm_globaltimer();
     while ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) < 0) {
@@ -132,6 +142,29 @@ template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_lo
             asm volatile("exit;");
         }
         v = symm_ld_vec_volatile<symm_u64, 2>(p);
+    }
+    return v;
+}
+
+/* Sentinel receive: a 16-byte volatile load polled until no element has
+   `empty`'s bits (each element is single-copy atomic, so a partly arrived
+   vector still shows the sentinel). A timeout records who waited (peer
+   `from`) and ends the thread. */
+template<class T, symm_u64 N> __device__ __forceinline__ bool symm_vec_ready(const symm_array<T, N>& v, T empty) {
+#pragma unroll
+    for (symm_u64 k = 0; k < N; ++k) if (symm_to_bits32(v[k]) == symm_to_bits32(empty)) return false;
+    return true;
+}
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type empty, symm_u32 from) {
+    symm_array<T, N> v = symm_ld_vec_volatile<T, N>(s.ptr + i);
+    if (symm_vec_ready(v, empty)) return v;
+    symm_u64 start = symm_globaltimer();
+    while (!symm_vec_ready(v, empty)) {
+        if (symm_globaltimer() - start > c.timeout_ns) {
+            symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from, 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
+            asm volatile("exit;");
+        }
+        v = symm_ld_vec_volatile<T, N>(s.ptr + i);
     }
     return v;
 }
