@@ -24,7 +24,7 @@ def main(paths):
             for row in csv.DictReader(f):
                 key = (int(row["world"]), row["dtype"], int(row["bytes"]))
                 data[key][row["impl"]] = float(row["us"])
-    impls = ["symm", "symm_ll", "symm_lamport", "symm_push", "symm_pull", "symm_two_shot", "tutorial_naive", "tutorial_vectorized", "torch_one_shot", "torch_two_shot", "torch_nccl", "nccl", "nccl_window"]
+    impls = ["symm", "symm_ll", "symm_lamport", "symm_push", "symm_pull", "symm_two_shot", "symm_lamport_two_shot", "tutorial_naive", "tutorial_vectorized", "torch_one_shot", "torch_two_shot", "torch_nccl", "nccl", "nccl_window"]
     for world, dtype in sorted({(k[0], k[1]) for k in data}):
         print(f"\n### {world} GPUs, {dtype} (µs per call; CUDA graph of 32 calls, median of 9 replays)\n")
         print("| size | " + " | ".join(impls) + " | symm / best torch | symm / best NCCL |")

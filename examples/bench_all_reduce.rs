@@ -319,6 +319,7 @@ fn bench_dtype<T: Tutorial>(
                     Path::Lamport => "lamport",
                     Path::Pull => "pull",
                     Path::TwoShot => "two_shot",
+                    Path::LamportTwoShot => "lamport_two_shot",
                 };
                 rows.push(format!("symm_{p},{world},{name},{bytes},{us:.3}"));
             }

@@ -108,7 +108,7 @@ fn matches_float64_and_is_bitwise_identical_across_ranks() {
 }
 
 /// Every kernel, plus the dispatcher at a size past the LL range.
-const PATHS: [Path; 5] = Path::ALL;
+const PATHS: [Path; 6] = Path::ALL;
 
 #[test]
 fn back_to_back_calls_with_changing_data_and_no_host_sync() {
@@ -298,7 +298,7 @@ fn staged_calls_of_changing_sizes_back_to_back() {
     let max = *sizes.iter().max().unwrap();
     for (world, path) in [2, 3, 4]
         .into_iter()
-        .flat_map(|w| [Path::Ll, Path::Lamport, Path::Push].map(|p| (w, p)))
+        .flat_map(|w| [Path::Ll, Path::Lamport, Path::Push, Path::LamportTwoShot].map(|p| (w, p)))
     {
         let Some(ranks) = ranks(world) else { continue };
         let inputs: Vec<Vec<f32>> = random_inputs(world, max);

@@ -73,6 +73,19 @@ fn builtin_kernels_compile() {
         ] {
             r(a).unwrap_or_else(|e| panic!("{e}"));
         }
+        use symm::kernels::all_reduce::two_shot_lamport as tl;
+        for r in [
+            tl::compile_for::<f32, 4, 2>,
+            tl::compile_for::<f32, 4, 4>,
+            tl::compile_for::<f32, 4, 8>,
+            tl::compile_for::<f32, 4, 0>,
+            tl::compile_for::<symm::bf16, 8, 2>,
+            tl::compile_for::<symm::bf16, 8, 4>,
+            tl::compile_for::<symm::f16, 8, 8>,
+            tl::compile_for::<symm::f16, 8, 0>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
         use symm::kernels::all_reduce::one_shot_lamport as lp;
         for r in [
             lp::compile_for::<f32, 4, 2>,

@@ -381,7 +381,6 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 /// parity p. Region `(parity, r)` starts at `(parity * world + r) * cap`.
 /// Launch with one fixed grid every call (`PUSH_BLOCKS` × `THREADS` on a
 /// GPU), which keeps every block's epoch, and so its parity, in step.
-// ANCHOR: push
 #[symm_kernel]
 pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     input: SymmBuf<T>,
@@ -443,7 +442,6 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     }
     commit_epoch(stage, epoch);
 }
-// ANCHOR_END: push
 
 /// Elements `at..at + V` of `src` (zeros past `n`), with any element that
 /// has the Lamport stage's empty bits (all ones, a NaN) replaced by that
@@ -451,7 +449,6 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
 /// kind, but it can no longer read as "not arrived".
 #[symm_kernel(device)]
 pub fn lamport_load<T: Scalar, const V: usize>(src: Remote<T>, at: u32, n: u32) -> [T; V] {
-    let empty = T::from_bits32(0xFFFF_FFFFu32).to_bits32();
     let mut v: [T; V] = [T::from_f32(0.0f32); V];
     if at + V as u32 <= n {
         v = src.load_vec::<V>(at);
@@ -463,12 +460,35 @@ pub fn lamport_load<T: Scalar, const V: usize>(src: Remote<T>, at: u32, n: u32) 
             }
         }
     }
+    lamport_scrub::<T, V>(v)
+}
+
+/// `v` with any element that has the Lamport stage's empty bits replaced
+/// by that NaN with its sign bit cleared (see [`lamport_load`]).
+#[symm_kernel(device)]
+pub fn lamport_scrub<T: Scalar, const V: usize>(v: [T; V]) -> [T; V] {
+    let empty = T::from_bits32(0xFFFF_FFFFu32).to_bits32();
+    let mut w = v;
     for k in 0..V {
-        if v[k].to_bits32() == empty {
-            v[k] = T::from_bits32(empty >> 1);
+        if w[k].to_bits32() == empty {
+            w[k] = T::from_bits32(empty >> 1);
         }
     }
-    v
+    w
+}
+
+/// Stores `v` at elements `at..at + V` of `out`, only those below `n`.
+#[symm_kernel(device)]
+pub fn lamport_store<T: Scalar, const V: usize>(out: SliceMut<T>, at: u32, n: u32, v: [T; V]) {
+    if at + V as u32 <= n {
+        out.store_vec::<V>(at, v);
+    } else {
+        for k in 0..V {
+            if at + (k as u32) < n {
+                out[at + k as u32] = v[k];
+            }
+        }
+    }
 }
 
 /// Whether no element of `v` has the Lamport stage's empty bits.
@@ -482,6 +502,45 @@ pub fn lamport_ready<T: Scalar, const V: usize>(v: [T; V]) -> bool {
         }
     }
     ready
+}
+
+/// Elements `at..at + V` summed in f32 in rank order, where this rank's
+/// part is its input `src` (as [`lamport_load`] reads it) and every other
+/// rank r's arrives at `stage[base + r * cap + j..]`: every peer's load is
+/// issued before any is waited for, and each slot is marked empty again
+/// once read.
+#[symm_kernel(device)]
+pub fn lamport_sum<T: Scalar, const V: usize>(
+    src: Remote<T>,
+    at: u32,
+    n: u32,
+    stage: Remote<T>,
+    base: u32,
+    cap: u32,
+    j: u32,
+    rank: u32,
+    world: u32,
+) -> [T; V] {
+    let empty = T::from_bits32(0xFFFF_FFFFu32);
+    let cleared: [T; V] = [empty; V];
+    let mut vals: [[T; V]; 8] = [[T::from_f32(0.0f32); V]; 8];
+    for r in 0..world {
+        vals[r] = if r == rank {
+            lamport_load::<T, V>(src, at, n)
+        } else {
+            stage.load_vec_volatile::<V>(base + r * cap + j)
+        };
+    }
+    for r in 0..world {
+        if r != rank {
+            let slot = base + r * cap + j;
+            if !lamport_ready::<T, V>(vals[r]) {
+                vals[r] = stage.load_vec_ready::<V>(slot, empty, r);
+            }
+            stage.store_vec::<V>(slot, cleared);
+        }
+    }
+    sum_in_rank_order::<T, V>(vals, world)
 }
 
 /// One-shot all-reduce by pushing data that marks its own arrival (after
@@ -528,40 +587,107 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
         i += stride;
         v = lamport_load::<T, V>(src, i * V as u32, n);
     }
-    let empty = T::from_bits32(0xFFFF_FFFFu32);
-    let cleared: [T; V] = [empty; V];
     let mut i = first;
     while i < vecs {
         let at = i * V as u32;
-        // Every rank's vector is loaded before any is waited for.
-        let mut vals: [[T; V]; 8] = [[T::from_f32(0.0f32); V]; 8];
-        for r in 0..world {
-            vals[r] = if r == rank {
-                lamport_load::<T, V>(src, at, n)
-            } else {
-                mine.load_vec_volatile::<V>(base + r * cap + at)
-            };
-        }
-        for r in 0..world {
-            if r != rank {
-                if !lamport_ready::<T, V>(vals[r]) {
-                    vals[r] = mine.load_vec_ready::<V>(base + r * cap + at, empty, r);
-                }
-                mine.store_vec::<V>(base + r * cap + at, cleared);
-            }
-        }
-        let res = sum_in_rank_order::<T, V>(vals, world);
-        if at + V as u32 <= n {
-            out.store_vec::<V>(at, res);
-        } else {
-            for k in 0..V {
-                if at + (k as u32) < n {
-                    out[at + k as u32] = res[k];
-                }
-            }
-        }
+        let res = lamport_sum::<T, V>(src, at, n, mine, base, cap, at, rank, world);
+        lamport_store::<T, V>(out, at, n, res);
         i += stride;
     }
     commit_epoch(stage, epoch);
 }
 // ANCHOR_END: lamport
+
+/// Two-shot all-reduce without barriers: both halves push data that marks
+/// its own arrival, like [`one_shot_lamport`]. Rank c owns chunk c of the
+/// 16-byte vectors. Each rank pushes every other chunk of its input to
+/// that chunk's owner (reduce-scatter), sums its own chunk in rank order
+/// when the peers' parts arrive, and pushes the sum to every rank
+/// (all-gather), which copies it out. Each rank pushes `2 (world − 1) /
+/// world` of the message instead of `world − 1` copies, at two one-way
+/// trips. Stage regions: `((parity * 2 + half) * world + r) * cap`, half 0
+/// for the parts rank r sent, half 1 for the sum rank r sent;
+/// double-buffered by epoch parity and reset after reading, as in the
+/// one-shot. Every phase walks chunk-local indices with the same (block,
+/// thread) stride, so each wait is on the same block of a peer (never on
+/// another block of this rank), and one thread reads and writes every
+/// element at its index in each chunk, so `out` may alias `input`.
+#[symm_kernel]
+pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
+    input: SymmBuf<T>,
+    stage: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    cap: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = if W > 0 { W as u32 } else { input.world_size() };
+    let src = input.local();
+    let mine = stage.local();
+    let stride = grid_dim_x() * block_dim_x();
+    let first = spread_first();
+    let vecs = (n + V as u32 - 1) / V as u32;
+    let chunk = (vecs + world - 1) / world;
+    let epoch = next_epoch(stage);
+    let parts = (epoch & 1) * 2 * world * cap;
+    let sums = parts + world * cap;
+    // Reduce-scatter: element j of every other chunk goes to its owner's
+    // half-0 region for this rank.
+    let mut j = first;
+    while j < chunk {
+        for c in 0..world {
+            if c != rank && c * chunk + j < vecs {
+                let v = lamport_load::<T, V>(src, (c * chunk + j) * V as u32, n);
+                stage
+                    .peer(c)
+                    .store_vec_volatile::<V>(parts + rank * cap + j * V as u32, v);
+            }
+        }
+        j += stride;
+    }
+    let empty = T::from_bits32(0xFFFF_FFFFu32);
+    let cleared: [T; V] = [empty; V];
+    // Sum this rank's chunk and push the sum to every rank.
+    let mut j = first;
+    while j < chunk && rank * chunk + j < vecs {
+        let at = (rank * chunk + j) * V as u32;
+        let sum = lamport_sum::<T, V>(src, at, n, mine, parts, cap, j * V as u32, rank, world);
+        // Sent as it is stored here, so every rank gets the same bits, and
+        // never with the empty bits.
+        let res = lamport_scrub::<T, V>(sum);
+        for r in 0..world {
+            if r != rank {
+                stage
+                    .peer(r)
+                    .store_vec_volatile::<V>(sums + rank * cap + j * V as u32, res);
+            }
+        }
+        lamport_store::<T, V>(out, at, n, res);
+        j += stride;
+    }
+    // All-gather: copy out every other chunk's sum as it arrives (every
+    // owner's load issued before any wait).
+    let mut j = first;
+    while j < chunk {
+        let mut got: [[T; V]; 8] = [[T::from_f32(0.0f32); V]; 8];
+        for c in 0..world {
+            if c != rank && c * chunk + j < vecs {
+                got[c] = mine.load_vec_volatile::<V>(sums + c * cap + j * V as u32);
+            }
+        }
+        for c in 0..world {
+            if c != rank && c * chunk + j < vecs {
+                let slot = sums + c * cap + j * V as u32;
+                let mut s = got[c];
+                if !lamport_ready::<T, V>(s) {
+                    s = mine.load_vec_ready::<V>(slot, empty, c);
+                }
+                mine.store_vec::<V>(slot, cleared);
+                lamport_store::<T, V>(out, (c * chunk + j) * V as u32, n, s);
+            }
+        }
+        j += stride;
+    }
+    commit_epoch(stage, epoch);
+}

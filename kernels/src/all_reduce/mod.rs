@@ -1,5 +1,5 @@
 //! All-reduce (sum) over symmetric memory, for f32, bf16 and f16 with f32
-//! accumulation. [`all_reduce`] picks one of five kernels by world size and
+//! accumulation. [`all_reduce`] picks one of six kernels by world size and
 //! message size ([`Path::choose`], from crossovers measured on H200s and
 //! recorded in `bench/NOTES.md`):
 //!
@@ -12,10 +12,14 @@
 //! - [`Path::Push`]: raw 16-byte pushes into every peer's staging area,
 //!   then one release/acquire flag per block (for comparison; Lamport is
 //!   faster at every size measured).
-//! - [`Path::Pull`]: barrier, loads from every peer, barrier; large
+//! - [`Path::LamportTwoShot`]: a two-shot whose reduce-scatter and
+//!   all-gather both push like Lamport: no barrier, two one-way trips, and
+//!   each rank pushes about 2n instead of (world − 1) × n. Large messages
+//!   (to 16 MiB on two ranks, 64 MiB on more).
+//! - [`Path::Pull`]: barrier, loads from every peer, barrier; larger
 //!   messages on two ranks.
 //! - [`Path::TwoShot`]: barrier, each rank loads one chunk from every peer
-//!   and pushes its sum to all, barrier; large messages on more ranks.
+//!   and pushes its sum to all, barrier; larger messages on more ranks.
 //!
 //! Every path gives every rank the same bits (a fixed rank order), may be
 //! called back-to-back without host synchronisation, and can be captured
@@ -57,32 +61,40 @@ pub enum Path {
     Pull,
     /// Barrier, pull one chunk and push its sum, barrier.
     TwoShot,
+    /// Two-shot without barriers: the reduce-scatter and the all-gather
+    /// both push data that marks its own arrival, as [`Path::Lamport`].
+    LamportTwoShot,
 }
 
 impl Path {
     /// Every path, for tests and benchmarks that try them all.
-    pub const ALL: [Path; 5] = [
+    pub const ALL: [Path; 6] = [
         Path::Ll,
         Path::Lamport,
         Path::Push,
         Path::Pull,
         Path::TwoShot,
+        Path::LamportTwoShot,
     ];
 
     /// The fastest path measured for `bytes` on `world` ranks (H200,
-    /// `bench/NOTES.md`, v9). Two ranks: LL to 32 KiB, Lamport to 4 MiB,
-    /// then pull (a 2-rank pull reads only 2n). More: LL to 16 KiB, Lamport
-    /// to 256 KiB, then two-shot (a one-shot moves world × n per rank).
+    /// `bench/NOTES.md`, v9). Two ranks: LL to 32 KiB, Lamport to 1 MiB,
+    /// Lamport two-shot to 16 MiB, then pull (a 2-rank pull reads only 2n).
+    /// More: LL to 16 KiB, Lamport to 128 KiB, Lamport two-shot to 64 MiB
+    /// (the largest size measured; its staging takes 4n bytes), then
+    /// two-shot.
     pub fn choose(world: usize, bytes: usize) -> Path {
-        let (ll, lamport, large) = if world <= 2 {
-            (32 << 10, 4 << 20, Path::Pull)
+        let (ll, lamport, two_shot, large) = if world <= 2 {
+            (32 << 10, 1 << 20, 16 << 20, Path::Pull)
         } else {
-            (16 << 10, 256 << 10, Path::TwoShot)
+            (16 << 10, 128 << 10, 64 << 20, Path::TwoShot)
         };
         if bytes <= ll {
             Path::Ll
         } else if bytes <= lamport {
             Path::Lamport
+        } else if bytes <= two_shot {
+            Path::LamportTwoShot
         } else {
             large
         }
@@ -156,6 +168,7 @@ macro_rules! elem {
                     Path::Lamport => by_world!(comm, one_shot_lamport::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
                     Path::Pull => by_world!(comm, one_shot_all_reduce::<$t, $v>(comm, cfg, input, out, n)),
                     Path::TwoShot => by_world!(comm, two_shot_all_reduce::<$t, $v>(comm, cfg, input, aux, out, n)),
+                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
                 }
             }
         }
@@ -182,12 +195,13 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// place).
 ///
 /// CUDA graphs: run the captured sequence once eagerly first. Each kernel
-/// family (LL, Lamport, push, two-shot) and element type has its own staging, which
-/// its first call (or a larger one) allocates, and allocation cannot happen
-/// during capture. Later growth keeps older staging alive, so captured
-/// graphs stay valid. A rank's calls share its staging and call counters,
-/// so they must be ordered on one stream (a `Comm` from `with_cuda_stream`
-/// shares them too; concurrent streams need separate groups).
+/// family (LL, Lamport, push, Lamport two-shot, two-shot) and element type
+/// has its own staging, which its first call (or a larger one) allocates,
+/// and allocation cannot happen during capture. Later growth keeps older
+/// staging alive, so captured graphs stay valid. A rank's calls share its
+/// staging and call counters, so they must be ordered on one stream (a
+/// `Comm` from `with_cuda_stream` shares them too; concurrent streams need
+/// separate groups).
 ///
 /// Errors (never a hang or a wrong result) for: `n` larger than the buffer
 /// or than `out`, an element type other than the buffer's, `out` not
@@ -310,9 +324,15 @@ fn launch<T: AllReduceElem>(
                 cap,
             )
         }
-        Path::Push | Path::Lamport => {
-            let (stage, per_region) = staging::<T>(comm, path, n)?;
-            let cap = per_region as u32;
+        Path::Push | Path::Lamport | Path::LamportTwoShot => {
+            // The two-shot's regions hold one chunk of whole vectors.
+            let per_region = if path == Path::LamportTwoShot {
+                let v = 16 / std::mem::size_of::<T>();
+                n.div_ceil(v).div_ceil(comm.world_size()) * v
+            } else {
+                n
+            };
+            let (stage, per_region) = staging::<T>(comm, path, per_region)?;
             T::__launch(
                 path,
                 comm,
@@ -321,7 +341,7 @@ fn launch<T: AllReduceElem>(
                 &stage,
                 out,
                 n as u32,
-                cap,
+                per_region as u32,
             )
         }
         Path::Pull => {
@@ -363,8 +383,9 @@ fn overlap(comm: &Comm, cfg: LaunchConfig) -> LaunchConfig {
 /// A rank's staging (or two-shot scratch) area of element type `E` for one
 /// family of kernels, kept in the rank's [`Comm::extension`] (rendezvoused
 /// memory only, no `Comm`, so it is freed with the rank). `per_region`
-/// elements per (parity, rank) region: `2 × world` regions for the LL, Lamport and
-/// push kernels, one of n for the two-shot scratch.
+/// elements per region: `2 × world` (parity, rank) regions for the LL,
+/// Lamport and push kernels, `4 × world` (parity, half, rank) regions of a
+/// chunk for the Lamport two-shot, one of n for the two-shot scratch.
 struct Staging<E, K> {
     smem: Arc<SymmetricMemory>,
     per_region: usize,
@@ -378,6 +399,7 @@ struct Staging<E, K> {
 struct LlFamily;
 struct PushFamily;
 struct LamportFamily;
+struct LamportTwoShotFamily;
 struct ScratchFamily;
 
 /// The staging area `path` needs for `per_region` elements per region,
@@ -391,7 +413,12 @@ fn staging<E: symm::dsl::Scalar>(
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
     // The LL and push kernels index all regions in u32; the two-shot
     // scratch only needs n < 2^32, which `check` ensures.
-    if per_region > MAX_STAGED && matches!(path, Path::Ll | Path::Push | Path::Lamport) {
+    if per_region > MAX_STAGED
+        && matches!(
+            path,
+            Path::Ll | Path::Push | Path::Lamport | Path::LamportTwoShot
+        )
+    {
         return Err(invalid(
             comm,
             format!(
@@ -407,6 +434,9 @@ fn staging<E: symm::dsl::Scalar>(
         Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
         // All ones: every slot starts empty.
         Path::Lamport => grow::<E, LamportFamily>(comm, per_region, 2 * world, u32::MAX),
+        Path::LamportTwoShot => {
+            grow::<E, LamportTwoShotFamily>(comm, per_region, 4 * world, u32::MAX)
+        }
         Path::TwoShot | Path::Pull => grow::<E, ScratchFamily>(comm, per_region, 1, 0),
     }
 }
@@ -527,13 +557,17 @@ mod tests {
         assert_eq!(Path::choose(2, 1024), Path::Ll);
         assert_eq!(Path::choose(2, 32 << 10), Path::Ll);
         assert_eq!(Path::choose(2, (32 << 10) + 1), Path::Lamport);
-        assert_eq!(Path::choose(2, 4 << 20), Path::Lamport);
-        assert_eq!(Path::choose(2, (4 << 20) + 1), Path::Pull);
+        assert_eq!(Path::choose(2, 1 << 20), Path::Lamport);
+        assert_eq!(Path::choose(2, (1 << 20) + 1), Path::LamportTwoShot);
+        assert_eq!(Path::choose(2, 16 << 20), Path::LamportTwoShot);
+        assert_eq!(Path::choose(2, (16 << 20) + 1), Path::Pull);
         assert_eq!(Path::choose(4, 16 << 10), Path::Ll);
         assert_eq!(Path::choose(4, (16 << 10) + 1), Path::Lamport);
-        assert_eq!(Path::choose(4, 256 << 10), Path::Lamport);
-        assert_eq!(Path::choose(4, (256 << 10) + 1), Path::TwoShot);
-        assert_eq!(Path::choose(8, 1 << 20), Path::TwoShot);
-        assert_eq!(Path::choose(3, 1 << 20), Path::TwoShot);
+        assert_eq!(Path::choose(4, 128 << 10), Path::Lamport);
+        assert_eq!(Path::choose(4, (128 << 10) + 1), Path::LamportTwoShot);
+        assert_eq!(Path::choose(4, 64 << 20), Path::LamportTwoShot);
+        assert_eq!(Path::choose(4, (64 << 20) + 1), Path::TwoShot);
+        assert_eq!(Path::choose(8, 1 << 20), Path::LamportTwoShot);
+        assert_eq!(Path::choose(3, 256 << 20), Path::TwoShot);
     }
 }
