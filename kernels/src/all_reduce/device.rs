@@ -611,7 +611,10 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
 /// one-shot. Every phase walks chunk-local indices with the same (block,
 /// thread) stride, so each wait is on the same block of a peer (never on
 /// another block of this rank), and one thread reads and writes every
-/// element at its index in each chunk, so `out` may alias `input`.
+/// element at its index in each chunk, so `out` may alias `input`. Launch
+/// with the same number of blocks every call (it keeps the per-block epochs
+/// in step); the threads per block may change from call to call, as long
+/// as every rank launches the same grid.
 #[symm_kernel]
 pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     input: SymmBuf<T>,

@@ -44,6 +44,9 @@ pub const LL_BLOCKS: u32 = 64;
 /// Blocks of every push launch (fixed, like [`LL_BLOCKS`]).
 pub const PUSH_BLOCKS: u32 = 128;
 
+/// Threads per block of the Lamport two-shot up to 4 MiB on 3+ ranks.
+const LTS_SMALL_THREADS: u32 = 128;
+
 /// Most elements one staged call may move (keeps every slot index in `u32`).
 const MAX_STAGED: usize = 1 << 26;
 
@@ -78,14 +81,14 @@ impl Path {
     ];
 
     /// The fastest path measured for `bytes` on `world` ranks (H200,
-    /// `bench/NOTES.md`, v9). Two ranks: LL to 32 KiB, Lamport to 1 MiB,
+    /// `bench/NOTES.md`, v10). Two ranks: LL to 64 KiB, Lamport to 1 MiB,
     /// Lamport two-shot to 16 MiB, then pull (a 2-rank pull reads only 2n).
     /// More: LL to 16 KiB, Lamport to 128 KiB, Lamport two-shot to 64 MiB
     /// (the largest size measured; its staging takes 4n bytes), then
     /// two-shot.
     pub fn choose(world: usize, bytes: usize) -> Path {
         let (ll, lamport, two_shot, large) = if world <= 2 {
-            (32 << 10, 1 << 20, 16 << 20, Path::Pull)
+            (64 << 10, 1 << 20, 16 << 20, Path::Pull)
         } else {
             (16 << 10, 128 << 10, 64 << 20, Path::TwoShot)
         };
@@ -333,10 +336,19 @@ fn launch<T: AllReduceElem>(
                 n
             };
             let (stage, per_region) = staging::<T>(comm, path, per_region)?;
+            let mut cfg = grid(PUSH_BLOCKS);
+            let bytes = n * std::mem::size_of::<T>();
+            if path == Path::LamportTwoShot && comm.world_size() > 2 && bytes <= 4 << 20 {
+                // Measured (`bench/NOTES.md` v10): on 4 GPUs 128-thread
+                // blocks are 15 % faster at 4 MiB and 512 at 16 MiB; on 2
+                // GPUs 512 is faster from 1 MiB. Only the block count must
+                // stay fixed (it keeps the per-block epochs in step).
+                cfg.block = (LTS_SMALL_THREADS, 1, 1);
+            }
             T::__launch(
                 path,
                 comm,
-                grid(PUSH_BLOCKS),
+                cfg,
                 input,
                 &stage,
                 out,
@@ -555,8 +567,8 @@ mod tests {
     #[test]
     fn dispatch_follows_the_measured_crossovers() {
         assert_eq!(Path::choose(2, 1024), Path::Ll);
-        assert_eq!(Path::choose(2, 32 << 10), Path::Ll);
-        assert_eq!(Path::choose(2, (32 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(2, 64 << 10), Path::Ll);
+        assert_eq!(Path::choose(2, (64 << 10) + 1), Path::Lamport);
         assert_eq!(Path::choose(2, 1 << 20), Path::Lamport);
         assert_eq!(Path::choose(2, (1 << 20) + 1), Path::LamportTwoShot);
         assert_eq!(Path::choose(2, 16 << 20), Path::LamportTwoShot);
