@@ -205,7 +205,7 @@ fn bad_inputs_are_clear_errors() {
 
 #[test]
 fn in_place_matches_float64_on_every_path() {
-    // Sizes that land on LL, push and (3 ranks) two-shot, in f32 and bf16
+    // Sizes that land on several paths (LL, Lamport, the two-shots), in f32 and bf16
     // (8 elements per vector, so the in-place tails differ).
     let big = if on_gpu() { (1 << 20) + 3 } else { 70_001 };
     for world in [2, 3] {
@@ -438,22 +438,29 @@ fn the_books_tutorial_kernels_match_the_built_in_bit_for_bit() {
     }
 }
 
-/// NaNs (including the all-ones bits the Lamport kernel uses to mark an
-/// empty slot), infinities and −0.0 among random data, on every path: the
-/// same bits on every rank, NaN exactly where the float64 sum is NaN,
-/// infinities where it is infinite, and the right sum elsewhere.
+/// NaNs (including the all-ones bits the Lamport kernels use to mark an
+/// empty slot), infinities and −0.0 among random data, on every path and
+/// element type: the same bits on every rank, NaN exactly where the
+/// float64 sum is NaN, infinities where it is infinite, and the right sum
+/// elsewhere.
 #[test]
 fn special_values_pass_through_every_path() {
     let n = if on_gpu() { 40_000 } else { 4_099 };
+    special_values::<f32>(n, 1e-5);
+    special_values::<bf16>(n, 1e-2);
+    special_values::<f16>(n, 1e-2);
+}
+
+fn special_values<T: AllReduceElem>(n: usize, tol: f64) {
     for world in [2, 4] {
         let Some(ranks) = ranks(world) else { continue };
-        let mut inputs: Vec<Vec<bf16>> = random_inputs(world, n);
+        let mut inputs: Vec<Vec<T>> = random_inputs(world, n);
         let specials = [
-            bf16::from_bits32(0xFFFF), // the Lamport empty mark
-            bf16::from_bits32(0x7FC0),
-            bf16::from_f32(f32::INFINITY),
-            bf16::from_f32(f32::NEG_INFINITY),
-            bf16::from_f32(-0.0),
+            T::from_bits32(u32::MAX), // the Lamport empty mark
+            T::from_f32(f32::NAN),
+            T::from_f32(f32::INFINITY),
+            T::from_f32(f32::NEG_INFINITY),
+            T::from_f32(-0.0),
         ];
         let mut rng = rand::rng();
         for _ in 0..n / 8 {
@@ -464,13 +471,13 @@ fn special_values_pass_through_every_path() {
             ranks,
             CommOptions::default().with_timeout(Duration::from_secs(30)),
             |c| {
-                let buf = c.alloc::<bf16>(n)?;
+                let buf = c.alloc::<T>(n)?;
                 buf.copy_from_host(&inputs[c.rank()])?;
                 let s = buf.rendezvous()?;
                 let mut res = Vec::new();
                 for path in PATHS {
                     // Poison that is neither the empty mark nor a result.
-                    let mut out = c.device_buffer_from(&vec![bf16::from_f32(1e30); n])?;
+                    let mut out = c.device_buffer_from(&vec![T::from_f32(1e4); n])?;
                     all_reduce_with(path, c, &s, &mut out, n)?;
                     c.synchronize()?;
                     res.push(out.to_host()?);
@@ -491,7 +498,7 @@ fn special_values_pass_through_every_path() {
                 } else if want.is_infinite() {
                     got == want
                 } else {
-                    (got - want).abs() <= 1e-2 * want.abs().max(1.0)
+                    (got - want).abs() <= tol * want.abs().max(1.0)
                 };
                 assert!(
                     ok,
@@ -500,4 +507,60 @@ fn special_values_pass_through_every_path() {
             }
         }
     }
+}
+
+/// A rank whose all-reduce kernel gave up waiting (here its peer never
+/// joins the call) refuses every later all-reduce with an error that says
+/// why, instead of reading staging that the late data may still reach.
+#[test]
+fn a_rank_whose_kernel_failed_refuses_later_calls() {
+    let Some(ranks) = ranks(2) else { return };
+    let n = 3000;
+    let inputs: Vec<Vec<f32>> = random_inputs(2, n);
+    let options = CommOptions::default()
+        .with_timeout(Duration::from_secs(30))
+        .with_kernel_timeout(Duration::from_millis(300));
+    let outs = run(ranks, options, |c| {
+        let buf = c.alloc::<f32>(n)?;
+        buf.copy_from_host(&inputs[c.rank()])?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+        all_reduce(c, &s, &mut out, n)?;
+        c.synchronize()?;
+        let healthy = !c.kernel_failed();
+        let mut failure = None;
+        let mut refusal = None;
+        if c.rank() == 0 {
+            // Rank 1 never makes this call.
+            failure = Some(
+                all_reduce(c, &s, &mut out, n)
+                    .and_then(|()| c.synchronize())
+                    .expect_err("a call its peer never joins must fail")
+                    .to_string(),
+            );
+            refusal = Some(
+                all_reduce(c, &s, &mut out, n)
+                    .expect_err("a rank whose kernel failed must refuse")
+                    .to_string(),
+            );
+            c.store().set("refused", b"1").expect("store");
+        } else {
+            // Keep this rank's memory mapped until rank 0 is done with it.
+            c.store()
+                .wait(&["refused".to_string()], Duration::from_secs(60))
+                .expect("rank 0 finishes");
+        }
+        Ok((healthy, c.kernel_failed(), failure, refusal))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (healthy, failed, failure, refusal) = &outs[0];
+    assert!(
+        *healthy && *failed,
+        "rank 0: healthy {healthy}, failed {failed}"
+    );
+    let failure = failure.as_deref().unwrap();
+    assert!(failure.contains("rank 0"), "{failure}");
+    let refusal = refusal.as_deref().unwrap();
+    assert!(refusal.contains("failed earlier"), "{refusal}");
+    assert!(outs[1].0 && !outs[1].1, "rank 1 never failed");
 }

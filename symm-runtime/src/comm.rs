@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -90,6 +90,8 @@ struct RankState {
     next_alloc: AtomicU64,
     /// Rendezvous results by allocation id, to resolve raw pointers.
     registry: Mutex<HashMap<u64, RegistryEntry>>,
+    /// See [`Comm::kernel_failed`].
+    kernel_failed: AtomicBool,
 }
 
 /// One rank of a group: its rank, the world size, its device and stream, and
@@ -173,6 +175,7 @@ impl Comm {
                 extensions: Mutex::new(HashMap::new()),
                 next_alloc: AtomicU64::new(0),
                 registry: Mutex::new(HashMap::new()),
+                kernel_failed: AtomicBool::new(false),
             }),
             prefix,
         })
@@ -249,7 +252,29 @@ impl Comm {
     /// Waits for everything enqueued on this handle's stream, and reports a
     /// signal timeout that a kernel recorded since the last call.
     pub fn synchronize(&self) -> Result<()> {
-        self.backend.synchronize()
+        self.note_kernel_result(self.backend.synchronize())
+    }
+
+    /// Whether a kernel of this rank has reported a failure (a timeout in
+    /// the kernel, or a fault or hang on the emulator). A wait that gave up
+    /// may leave a peer's late data in staging that the next call would read
+    /// as fresh, and call counters out of step with the peers', so the
+    /// built-in all-reduce refuses to run on this rank afterwards (its peers
+    /// then time out naming it). Make a new group to continue.
+    pub fn kernel_failed(&self) -> bool {
+        self.state.kernel_failed.load(Ordering::Acquire)
+    }
+
+    /// Passes `r` through, remembering a kernel failure for
+    /// [`kernel_failed`](Self::kernel_failed).
+    pub(crate) fn note_kernel_result(&self, r: Result<()>) -> Result<()> {
+        if let Err(
+            Error::SignalTimeout { .. } | Error::KernelFault { .. } | Error::KernelHang { .. },
+        ) = &r
+        {
+            self.state.kernel_failed.store(true, Ordering::Release);
+        }
+        r
     }
 
     /// Free and total memory of this rank's device, in bytes.

@@ -263,7 +263,7 @@ impl KernelCache {
         check_config(comm, &cfg)?;
         let Some(b) = comm.backend.as_any().downcast_ref::<CudaBackend>() else {
             // Not a GPU: run the CPU body on the emulator.
-            return crate::emulator::run(comm, self.name, cfg, cpu);
+            return comm.note_kernel_result(crate::emulator::run(comm, self.name, cfg, cpu));
         };
         let h = fnv(key);
         let ord = b.dev.ordinal;

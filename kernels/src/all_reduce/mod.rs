@@ -84,8 +84,8 @@ impl Path {
     /// `bench/NOTES.md`, v10). Two ranks: LL to 64 KiB, Lamport to 1 MiB,
     /// Lamport two-shot to 16 MiB, then pull (a 2-rank pull reads only 2n).
     /// More: LL to 16 KiB, Lamport to 128 KiB, Lamport two-shot to 64 MiB
-    /// (the largest size measured; its staging takes 4n bytes), then
-    /// two-shot.
+    /// (the largest size measured; its staging takes 4n to 8n bytes, as
+    /// regions round up to a power of two), then two-shot.
     pub fn choose(world: usize, bytes: usize) -> Path {
         let (ll, lamport, two_shot, large) = if world <= 2 {
             (64 << 10, 1 << 20, 16 << 20, Path::Pull)
@@ -208,8 +208,9 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 ///
 /// Errors (never a hang or a wrong result) for: `n` larger than the buffer
 /// or than `out`, an element type other than the buffer's, `out` not
-/// 16-byte aligned or overlapping `input` other than exactly, and a world
-/// size above 8.
+/// 16-byte aligned or overlapping `input` other than exactly, a world
+/// size above 8, and a rank where a kernel already failed
+/// ([`Comm::kernel_failed`]).
 pub fn all_reduce<T: AllReduceElem>(
     comm: &Comm,
     input: &SymmetricMemory,
@@ -241,6 +242,16 @@ fn reduce<T: AllReduceElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> Result<()> {
+    if comm.kernel_failed() {
+        return Err(invalid(
+            comm,
+            "a kernel on this rank failed earlier (see the error it reported); the \
+             all-reduce's staging may hold data that arrived after a wait gave up, and its \
+             call counters may be out of step with the peers', so it no longer runs on this \
+             group; make a new group"
+                .into(),
+        ));
+    }
     check(comm, input, &*out, n)?;
     let overlap = overlap_of(input, &*out);
     let path = path.unwrap_or_else(|| {
