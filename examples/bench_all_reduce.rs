@@ -1,4 +1,5 @@
-//! All-reduce benchmark: symm's one-shot all-reduce against NCCL (plain
+//! All-reduce benchmark: symm's all-reduce (what it picks, and each of its
+//! kernels forced, and the book's tutorial steps) against NCCL (plain
 //! buffers, and symmetric windows when the loaded NCCL has them), in one
 //! process, on the same GPUs. Each number is a CUDA graph of 32
 //! back-to-back calls, replayed 9 times after warm-up (ranks aligned by a
@@ -99,15 +100,9 @@ fn time_graph(
     Ok(us[us.len() / 2])
 }
 
-/// The book's tutorial kernels at each element type's vector width.
+/// The book's vectorized tutorial kernel at each element type's vector
+/// width (a literal generic argument).
 trait Tutorial: AllReduceElem {
-    fn naive(
-        c: &Comm,
-        cfg: symm::LaunchConfig,
-        s: &symm::SymmetricMemory,
-        out: &mut symm::DeviceBuffer<Self>,
-        n: u32,
-    ) -> symm::Result<()>;
     fn vectorized(
         c: &Comm,
         cfg: symm::LaunchConfig,
@@ -120,15 +115,6 @@ trait Tutorial: AllReduceElem {
 macro_rules! tutorial {
     ($($t:ty => $v:literal),*) => {$(
         impl Tutorial for $t {
-            fn naive(
-                c: &Comm,
-                cfg: symm::LaunchConfig,
-                s: &symm::SymmetricMemory,
-                out: &mut symm::DeviceBuffer<Self>,
-                n: u32,
-            ) -> symm::Result<()> {
-                symm::kernels::tutorial::naive_all_reduce::launch::<$t>(c, cfg, s, out, n)
-            }
             fn vectorized(
                 c: &Comm,
                 cfg: symm::LaunchConfig,
@@ -279,7 +265,13 @@ fn bench_dtype<T: Tutorial>(
         let cfg = symm::kernels::all_reduce::config::<T>(n);
         // SAFETY: as above.
         let naive_us = time_graph(c, &sync, &|| {
-            T::naive(c, cfg, &smem, unsafe { &mut *out_ptr }, n as u32)
+            symm::kernels::tutorial::naive_all_reduce::launch::<T>(
+                c,
+                cfg,
+                &smem,
+                unsafe { &mut *out_ptr },
+                n as u32,
+            )
         })?;
         // SAFETY: as above.
         let vec_us = time_graph(c, &sync, &|| {

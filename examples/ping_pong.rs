@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use symm::dsl::*;
 use symm::{run, symm_kernel, BackendKind, CommOptions, LaunchConfig, Ranks};
 
-// ANCHOR: kernel
 /// `rounds` round trips between this rank and its partner (`rank ^ 1`): the
 /// even rank pings, the odd one pongs. A hop stores the local counter plus
 /// one into the partner's buffer and signals it on channel 0.
@@ -41,7 +40,6 @@ pub(crate) fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
         }
     }
 }
-// ANCHOR_END: kernel
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 

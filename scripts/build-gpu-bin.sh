@@ -20,5 +20,5 @@ for e in target/release/examples/*; do
 done
 # The launcher, which tests/multiprocess.rs looks for next to itself.
 cp target/release/symm-run .gpu-bin/
-strip .gpu-bin/* .gpu-bin/examples/* 2>/dev/null || true
+find .gpu-bin -type f -exec strip {} +
 ls -la .gpu-bin

@@ -1,26 +1,15 @@
 //! Every built-in kernel compiles to CUBIN with NVRTC on the CPU (sm_90 and
 //! sm_80), for every element type it is used with.
 
-use symm::jit::{nvrtc_available, Arch};
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
 
-fn nvrtc() -> bool {
-    if nvrtc_available() {
-        return true;
-    }
-    assert!(
-        std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
-        "NVRTC required but not found"
-    );
-    eprintln!("SKIPPED: NVRTC not found; kernels were not compiled");
-    false
-}
-
-const ARCHES: [Arch; 2] = [Arch { major: 9, minor: 0 }, Arch { major: 8, minor: 0 }];
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{nvrtc, ARCHES};
 
 #[test]
 fn builtin_kernels_compile() {
-    if !nvrtc() {
+    if !nvrtc("kernels") {
         return;
     }
     for a in ARCHES {
@@ -138,7 +127,7 @@ mod dsl_suite;
 #[test]
 fn test_suite_kernels_compile() {
     use dsl_suite::*;
-    if !nvrtc() {
+    if !nvrtc("kernels") {
         return;
     }
     for a in ARCHES {

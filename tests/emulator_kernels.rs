@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 #[path = "support/targets.rs"]
 mod targets;
-use targets::{on_gpu, ranks};
+use targets::{emulator_only, ranks};
 
 use symm::dsl::*;
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
@@ -282,8 +282,7 @@ fn collectives_at_world_sizes_2_3_4_and_8() {
 
 #[test]
 fn a_wait_nobody_answers_is_diagnosed_within_5_s() {
-    if on_gpu() {
-        eprintln!("SKIPPED: emulator-only diagnostics");
+    if !emulator_only() {
         return;
     }
     let t = Instant::now();
@@ -326,8 +325,7 @@ fn a_wait_nobody_answers_is_diagnosed_within_5_s() {
 
 #[test]
 fn a_rank_busy_on_the_host_is_not_a_hang() {
-    if on_gpu() {
-        eprintln!("SKIPPED: emulator-only diagnostics");
+    if !emulator_only() {
         return;
     }
     // Rank 0 waits in a kernel while rank 1 spends longer than the stall
@@ -382,8 +380,7 @@ fn wait_briefly(buf: SymmBuf<u32>, src: u32) {
 
 #[test]
 fn an_explicit_signal_timeout_is_honoured() {
-    if on_gpu() {
-        eprintln!("SKIPPED: emulator-only diagnostics");
+    if !emulator_only() {
         return;
     }
     let t = Instant::now();
@@ -425,8 +422,7 @@ fn off_by_one(x: &[f32], y: &mut [f32], n: u32) {
 
 #[test]
 fn out_of_bounds_names_kernel_rank_block_thread_index_and_length() {
-    if on_gpu() {
-        eprintln!("SKIPPED: emulator-only diagnostics");
+    if !emulator_only() {
         return;
     }
     let err = run(Ranks::Emulator(2), CommOptions::default(), |c| {
@@ -461,8 +457,7 @@ fn divergent_warp(out: &mut [u32]) {
 
 #[test]
 fn a_warp_split_across_collectives_is_an_error() {
-    if on_gpu() {
-        eprintln!("SKIPPED: emulator-only diagnostics");
+    if !emulator_only() {
         return;
     }
     let err = run(Ranks::Emulator(1), CommOptions::default(), |c| {

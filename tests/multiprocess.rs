@@ -23,7 +23,7 @@ mod harness;
 use harness::{median, median_rendezvous_us, Harness, Outcome};
 #[path = "support/calls.rs"]
 mod calls;
-use calls::{fill_input, fill_ref, keep};
+use calls::{check_samples, fill_input, keep};
 
 /// The rendezvous timeout of the ranks; the dying-rank check expects an
 /// error within it.
@@ -421,10 +421,12 @@ fn fnv(b: &[u8]) -> u64 {
     })
 }
 
-/// 1000 calls with the input rewritten on the stream before each and no
-/// host synchronisation, at an LL size and at a size past the LL range;
-/// sampled calls are checked on the host.
-fn back_to_back(comm: &Comm, _: u64) -> Result<String, String> {
+/// 1000 calls with the input (drawn from the job's seed) rewritten on the
+/// stream before each and no host synchronisation, at an LL size and at a
+/// size past the LL range; sampled calls are checked on the host, and
+/// bitwise across ranks through the store.
+fn back_to_back(comm: &Comm, seed: u64) -> Result<String, String> {
+    let seed = seed as u32;
     let (calls, every) = (1000u32, 97u32);
     let w = comm.world_size() as u32;
     let e = |e: Error| e.to_string();
@@ -438,7 +440,7 @@ fn back_to_back(comm: &Comm, _: u64) -> Result<String, String> {
             .map_err(e)?;
         let cfg = LaunchConfig::linear(64, 256);
         for k in 0..calls {
-            fill_input::launch(comm, cfg, &s, n, k).map_err(e)?;
+            fill_input::launch(comm, cfg, &s, n, k, seed).map_err(e)?;
             all_reduce(comm, &s, &mut out, n as usize).map_err(e)?;
             if let Ok(slot) = samples.binary_search(&k) {
                 keep::launch(comm, cfg, &out, &mut hist, slot as u32 * n, n).map_err(e)?;
@@ -446,14 +448,12 @@ fn back_to_back(comm: &Comm, _: u64) -> Result<String, String> {
         }
         comm.synchronize().map_err(e)?;
         let h = hist.to_host().map_err(e)?;
-        for (si, &k) in samples.iter().enumerate() {
-            for i in 0..n {
-                let want: f64 = (0..w).map(|r| f64::from(fill_ref(r, k, i))).sum();
-                let got = h[si * n as usize + i as usize];
-                if (f64::from(got) - want).abs() > 1e-5 {
-                    return Err(format!("n {n}, call {k}, element {i}: {got} vs {want}"));
-                }
-            }
+        check_samples(w, n, seed, &samples, &h).map_err(|e| format!("n {n}, {e}"))?;
+        let bits: Vec<u8> = h.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+        let digest = fnv(&bits).to_le_bytes();
+        let all = all_values(comm, &format!("multiprocess/back-to-back/{n}"), &digest)?;
+        if all.iter().any(|d| d.as_slice() != digest) {
+            return Err(format!("n {n}: ranks' sampled results differ bitwise"));
         }
     }
     Ok(format!(

@@ -15,7 +15,9 @@ mod peer_exchange;
 #[allow(dead_code)]
 mod ping_pong;
 
-use symm::jit::{nvrtc_available, Arch};
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{nvrtc, ARCHES};
 
 #[test]
 fn the_main_job_runs() {
@@ -39,15 +41,10 @@ fn peer_exchange_runs() {
 
 #[test]
 fn example_kernels_compile_with_nvrtc() {
-    if !nvrtc_available() {
-        assert!(
-            std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
-            "NVRTC required but not found"
-        );
-        eprintln!("SKIPPED: NVRTC not found; the examples' kernels were not compiled");
+    if !nvrtc("the examples' kernels") {
         return;
     }
-    for a in [Arch { major: 9, minor: 0 }, Arch { major: 8, minor: 0 }] {
+    for a in ARCHES {
         ping_pong::ping_pong::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         custom_all_gather::push_all_gather::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
     }

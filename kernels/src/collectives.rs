@@ -3,7 +3,6 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-// ANCHOR: ping_pong
 /// Put/signal ping-pong between rank pairs (0↔1, 2↔3, ...): in each of
 /// `rounds` rounds one side reads its slot 0, adds one, stores it into the
 /// partner's slot 0 and signals; the other side waits. Even ranks send in
@@ -33,7 +32,6 @@ pub fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
         }
     }
 }
-// ANCHOR_END: ping_pong
 
 // ANCHOR: ring_all_gather
 /// Ring all-gather in place: rank r's chunk `r` (elements `r * chunk ..

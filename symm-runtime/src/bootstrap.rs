@@ -289,8 +289,9 @@ impl Comm {
 
     /// [`Comm::from_env`] with the environment already read.
     pub fn from_launch_env(env: &LaunchEnv, options: CommOptions) -> Result<Comm> {
-        let store = env.open_store(options.timeout)?;
+        // Before the store: a bad world size must not bind a port first.
         crate::comm::check_world(env.rank, env.world_size)?;
+        let store = env.open_store(options.timeout)?;
         let sharing = match env.handles {
             Handles::FileDescriptor => Sharing::FileDescriptor,
             Handles::Fabric => Sharing::Fabric,

@@ -136,9 +136,6 @@ struct Launch {
     grid: [u32; 3],
     block: [u32; 3],
     stall: Duration,
-    /// The kernel timeout: a stall this long is a hang even while some
-    /// rank is outside any launch.
-    timeout: Duration,
     world: usize,
     group: Arc<Group>,
 }
@@ -215,12 +212,9 @@ impl KernelThread for Thread {
         self.waiting.set(None);
     }
     fn spin(&self) {
-        // A wait loop reports Blocked (no progress); any other busy loop is
-        // just preempted, so a slow spinner is never mistaken for a hang.
-        self.suspend(match self.waiting.get() {
-            Some(_) => Event::Blocked,
-            None => Event::Preempted,
-        });
+        // Only wait loops spin (`wait_for`, which registered the wait), so
+        // this is no progress; other busy loops are preempted by `tick`.
+        self.suspend(Event::Blocked);
     }
     fn tick(&self) {
         let n = self.ops.get().wrapping_add(1);
@@ -282,7 +276,6 @@ pub(crate) fn run(
         grid,
         block,
         stall: stall(comm),
-        timeout: comm.options().kernel_timeout,
         world: comm.world_size(),
         group: group(comm),
     };
@@ -421,7 +414,8 @@ fn run_window(
                 seen = g;
                 last_progress = now;
             } else if now - last_progress >= stall
-                && (launch.group.all_settled(launch.world) || now - last_progress >= launch.timeout)
+                && (launch.group.all_settled(launch.world)
+                    || now - last_progress >= Duration::from_nanos(launch.timeout_ns))
             {
                 return Err(hang(launch, &threads, &state, now - last_progress));
             }

@@ -11,10 +11,10 @@
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -26,46 +26,35 @@ use nix::sys::socket::{
 /// Serves one descriptor to every same-user process that connects, until
 /// dropped.
 pub(crate) struct FdServer {
-    dir: PathBuf,
     path: PathBuf,
     /// The listening socket, shut down on drop to wake the blocked accept.
     listener: UnixListener,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Removed (with the socket) when the server drops, after the thread.
+    _dir: tempfile::TempDir,
 }
 
 /// Longest socket path used: `sun_path` holds 108 bytes.
 const MAX_SOCKET_PATH: usize = 100;
 
-/// Distinguishes the directories of several servers in one process.
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
 impl FdServer {
     /// Starts serving `fd` (kept open until the server drops).
     pub(crate) fn serve(fd: OwnedFd) -> io::Result<FdServer> {
-        let name = format!(
-            "symm-{}-{}-{}-{:08x}",
-            nix::unistd::getuid(),
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed),
-            rand_u32()
-        );
-        let mut dir = std::env::temp_dir().join(&name);
+        let mut base = std::env::temp_dir();
         // A long TMPDIR (common for HPC jobs) would not fit in sun_path.
-        if dir.as_os_str().len() + "/fd.sock".len() > MAX_SOCKET_PATH {
-            dir = Path::new("/tmp").join(&name);
+        if base.as_os_str().len() + "/symm-XXXXXX/fd.sock".len() > MAX_SOCKET_PATH {
+            base = PathBuf::from("/tmp");
         }
-        // create, not create_all: a pre-existing path (someone else's, or a
-        // symlink) is an error rather than something to reuse.
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        let path = dir.join("fd.sock");
-        let cleanup = |e: io::Error| {
-            let _ = std::fs::remove_file(&path);
-            let _ = std::fs::remove_dir(&dir);
-            e
-        };
-        let listener = UnixListener::bind(&path).map_err(cleanup)?;
-        let serving = listener.try_clone().map_err(cleanup)?;
+        // A fresh, exclusively created directory that only this user can
+        // enter (explicitly 0700: not left to the umask).
+        let dir = tempfile::Builder::new()
+            .prefix("symm-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&base)?;
+        let path = dir.path().join("fd.sock");
+        let listener = UnixListener::bind(&path)?;
+        let serving = listener.try_clone()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -84,10 +73,9 @@ impl FdServer {
                     // Out of descriptors, say: back off rather than spin.
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
-            })
-            .map_err(cleanup)?;
+            })?;
         Ok(FdServer {
-            dir,
+            _dir: dir,
             path,
             listener,
             stop,
@@ -113,8 +101,6 @@ impl Drop for FdServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
@@ -191,20 +177,6 @@ pub(crate) fn fetch_fd(path: &Path, timeout: Duration) -> io::Result<OwnedFd> {
     }
 }
 
-/// A few random bits for directory names (collisions are also caught by
-/// the exclusive create).
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
-    );
-    h.finish() as u32
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,7 +202,7 @@ mod tests {
     /// parent reads the reply, so both hold one file, not a copy.
     #[test]
     fn a_memfd_crosses_to_another_process() {
-        let want: Vec<u8> = (0..64).map(|_| rand_u32() as u8).collect();
+        let want: Vec<u8> = (0..64).map(|_| rand::random::<u8>()).collect();
         let mut f = memfd_with(&want);
         let dup = f.try_clone().expect("dup");
         let server = FdServer::serve(OwnedFd::from(dup)).expect("serve");

@@ -181,26 +181,39 @@ fn odd_keys_stay_inside_the_directory() {
 
 #[test]
 fn readers_never_see_a_torn_value() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
     let s = FileStore::new(dir.path()).unwrap();
     let (a, b) = (vec![b'a'; 1 << 18], vec![b'b'; 1 << 18]);
     s.set("v", &a).unwrap();
     let path = dir.path().to_owned();
+    // The writer keeps alternating until the reader has read 200 times, so
+    // every one of those reads overlaps the writes.
+    let reads = Arc::new(AtomicUsize::new(0));
+    let seen = reads.clone();
     let writer = std::thread::spawn(move || {
         let w = FileStore::new(path).unwrap();
-        for i in 0..100 {
+        let mut i = 0;
+        while i < 100 || seen.load(Ordering::Relaxed) < 200 {
             w.set("v", if i % 2 == 0 { &b } else { &a }).unwrap();
+            i += 1;
         }
     });
-    let mut reads = 0;
-    while !writer.is_finished() || reads == 0 {
+    let (mut saw_a, mut saw_b) = (false, false);
+    while !writer.is_finished() {
         let v = s.try_get("v").unwrap().unwrap();
         assert_eq!(v.len(), 1 << 18);
         assert!(v.iter().all(|&c| c == v[0]), "torn read");
-        reads += 1;
+        saw_a |= v[0] == b'a';
+        saw_b |= v[0] == b'b';
+        reads.fetch_add(1, Ordering::Relaxed);
     }
     writer.join().unwrap();
-    assert!(reads > 0);
+    assert!(
+        saw_a && saw_b,
+        "the reads overlapped the writes but saw only one value"
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -10,8 +10,8 @@
 //!   (a reserved NaN) until data lands; one one-way trip at half LL's
 //!   bytes. Medium messages.
 //! - [`Path::Push`]: raw 16-byte pushes into every peer's staging area,
-//!   then one release/acquire flag per block (for comparison; Lamport is
-//!   faster at every size measured).
+//!   then one release/acquire flag per block (for comparison: Lamport is
+//!   faster up to 4 MiB, and above that neither is picked).
 //! - [`Path::LamportTwoShot`]: a two-shot whose reduce-scatter and
 //!   all-gather both push like Lamport: no barrier, two one-way trips, and
 //!   each rank pushes about 2n instead of (world − 1) × n. Large messages
@@ -41,7 +41,8 @@ pub const THREADS: u32 = 512;
 pub const MAX_BLOCKS: u32 = 128;
 /// Blocks of every LL launch (a fixed grid keeps the per-block epochs in step).
 pub const LL_BLOCKS: u32 = 64;
-/// Blocks of every push launch (fixed, like [`LL_BLOCKS`]).
+/// Blocks of every push, Lamport and Lamport two-shot launch (fixed, like
+/// [`LL_BLOCKS`]).
 pub const PUSH_BLOCKS: u32 = 128;
 
 /// Threads per block of the Lamport two-shot up to 4 MiB on 3+ ranks.
@@ -292,19 +293,10 @@ pub fn all_reduce_in_place<T: AllReduceElem>(
     buf: &SymmBuffer<T>,
     n: usize,
 ) -> Result<()> {
+    // The whole buffer as the output is exactly the input: `all_reduce`
+    // sees the alias, checks `n`, and picks its in-place path.
     let smem = buf.rendezvous()?;
-    if n > buf.len() {
-        return Err(invalid(
-            comm,
-            format!(
-                "all_reduce_in_place of {n} elements, but the buffer holds {}",
-                buf.len()
-            ),
-        ));
-    }
-    let mut view = buf.slice(..)?;
-    let path = Path::choose_for(comm.world_size(), n * std::mem::size_of::<T>(), true);
-    all_reduce_with(path, comm, &smem, &mut view, n)
+    all_reduce(comm, &smem, &mut buf.slice(..)?, n)
 }
 
 /// Launches `path` on checked arguments, `n > 0`, with its staging.

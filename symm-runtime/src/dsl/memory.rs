@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
 use super::scalar::{AtomicAdd, AtomicMinMax, AtomicScalar, Scalar};
-use super::thread::{current, fault, tick, WaitGuard};
+use super::thread::{current, fault, tick, wait_for};
 use super::{LoadOrder, RmwOrder, Scope, StoreOrder};
 use crate::hostmem;
 use crate::layout::{signal_slot, MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
@@ -199,32 +199,17 @@ macro_rules! tagged {
                 let loc = std::panic::Location::caller();
                 let addr = self.addr($what, i);
                 current("load_tagged", |t| {
-                    let v = load_raw::<u64>(addr, Ordering::Relaxed);
-                    if (v >> 32) as u32 == tag {
-                        return v;
-                    }
-                    let what = || format!("load_tagged: packet from rank {from} with tag {tag}");
-                    let _wait = WaitGuard::new(t, &what, loc);
-                    let start = t.globaltimer();
-                    loop {
-                        let v = load_raw::<u64>(addr, Ordering::Relaxed);
-                        if (v >> 32) as u32 == tag {
-                            return v;
-                        }
-                        if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
-                            t.fail(format!("LL packet from rank {from} with tag {tag} never arrived (timeout)"), loc);
-                        }
-                        t.spin();
-                    }
+                    wait_for(
+                        t,
+                        &|| format!("load_tagged: packet from rank {from} with tag {tag}"),
+                        loc,
+                        None,
+                        |_| format!("LL packet from rank {from} with tag {tag} never arrived (timeout)"),
+                        || Some(load_raw::<u64>(addr, Ordering::Relaxed)).filter(|v| (v >> 32) as u32 == tag),
+                    )
                 })
             }
-        }
-    };
-}
-/// The two-packet LL receive.
-macro_rules! tagged2 {
-    ($name:ident, $what:literal) => {
-        impl $name<u64> {
+
             /// Two packets at `i` (even) in one 16-byte volatile load, polled
             /// until both tags equal `tag`. `ld.volatile.global.v2.b64`.
             #[track_caller]
@@ -232,27 +217,28 @@ macro_rules! tagged2 {
                 let loc = std::panic::Location::caller();
                 let base = self.vec_addr::<2>(i);
                 current("load_tagged2", |t| {
-                    let what = || format!("load_tagged2: packets from rank {from} with tag {tag}");
-                    let _wait = WaitGuard::new(t, &what, loc);
-                    let start = t.globaltimer();
-                    loop {
-                        let v = [load_raw::<u64>(base, Ordering::Relaxed), load_raw::<u64>(base + 8, Ordering::Relaxed)];
-                        if (v[0] >> 32) as u32 == tag && (v[1] >> 32) as u32 == tag {
-                            return v;
-                        }
-                        if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
-                            t.fail(format!("LL packets from rank {from} with tag {tag} never arrived (timeout)"), loc);
-                        }
-                        t.spin();
-                    }
+                    wait_for(
+                        t,
+                        &|| format!("load_tagged2: packets from rank {from} with tag {tag}"),
+                        loc,
+                        None,
+                        |_| format!("LL packets from rank {from} with tag {tag} never arrived (timeout)"),
+                        || {
+                            let v = [load_raw::<u64>(base, Ordering::Relaxed), load_raw::<u64>(base + 8, Ordering::Relaxed)];
+                            v.iter().all(|w| (w >> 32) as u32 == tag).then_some(v)
+                        },
+                    )
                 })
             }
         }
     };
 }
+tagged!(Remote, "remote buffer");
+tagged!(SliceMut, "mutable slice");
+
 /// The sentinel receive (pushed data that carries its own arrival).
 macro_rules! ready {
-    ($name:ident, $what:literal) => {
+    ($name:ident) => {
         impl<T: Scalar> $name<T> {
             /// Polls the 16 bytes at elements `i..i + N` (volatile vector
             /// loads) until no element has `empty`'s bits, and returns them;
@@ -271,35 +257,28 @@ macro_rules! ready {
                 let base = self.vec_addr::<N>(i);
                 let size = std::mem::size_of::<T>();
                 current("load_vec_ready", |t| {
-                    let what = || format!("load_vec_ready: data from rank {from}");
-                    let _wait = WaitGuard::new(t, &what, loc);
-                    let start = t.globaltimer();
-                    loop {
-                        let v: [T; N] = std::array::from_fn(|k| {
-                            load_raw(base + (k * size) as u64, Ordering::Relaxed)
-                        });
-                        if v.iter().all(|x| x.to_bits32() != empty.to_bits32()) {
-                            return v;
-                        }
-                        if t.globaltimer().saturating_sub(start) > t.timeout_ns() {
-                            t.fail(
-                                format!("pushed data from rank {from} never arrived (timeout)"),
-                                loc,
-                            );
-                        }
-                        t.spin();
-                    }
+                    wait_for(
+                        t,
+                        &|| format!("load_vec_ready: data from rank {from}"),
+                        loc,
+                        None,
+                        |_| format!("pushed data from rank {from} never arrived (timeout)"),
+                        || {
+                            let v: [T; N] = std::array::from_fn(|k| {
+                                load_raw(base + (k * size) as u64, Ordering::Relaxed)
+                            });
+                            v.iter()
+                                .all(|x| x.to_bits32() != empty.to_bits32())
+                                .then_some(v)
+                        },
+                    )
                 })
             }
         }
     };
 }
-ready!(Remote, "remote buffer");
-ready!(SliceMut, "mutable slice");
-tagged2!(Remote, "remote buffer");
-tagged2!(SliceMut, "mutable slice");
-tagged!(Remote, "remote buffer");
-tagged!(SliceMut, "mutable slice");
+ready!(Remote);
+ready!(SliceMut);
 
 /// Stores and atomics, on the writable handles.
 macro_rules! writable {
@@ -663,25 +642,22 @@ impl<T: Scalar> SymmBuf<T> {
         mut done: impl FnMut() -> bool,
     ) {
         current(op, |t| {
-            let _wait = WaitGuard::new(t, what, loc);
-            let start = t.globaltimer();
-            let limit = timeout_ns.unwrap_or_else(|| t.timeout_ns());
-            while !done() {
-                if t.globaltimer().saturating_sub(start) > limit {
-                    let [_, block, _, _] = t.indices();
-                    t.fail(
-                        format!(
-                            "signal timeout: rank {}, block {}: {op} on channel {channel} with peer {peer} did not \
-                             complete within {} ms",
-                            self.rank,
-                            block[0],
-                            limit / 1_000_000
-                        ),
-                        loc,
-                    );
-                }
-                t.spin();
-            }
+            let block = t.indices()[1][0];
+            wait_for(
+                t,
+                what,
+                loc,
+                timeout_ns,
+                |limit| {
+                    format!(
+                        "signal timeout: rank {}, block {block}: {op} on channel {channel} with peer {peer} did not \
+                         complete within {} ms",
+                        self.rank,
+                        limit / 1_000_000
+                    )
+                },
+                || done().then_some(()),
+            )
         })
     }
 }

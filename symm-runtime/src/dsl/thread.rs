@@ -26,11 +26,9 @@ pub trait KernelThread {
     fn shared(&self, site: u64, bytes: usize) -> u64;
     /// Starts a wait loop: `what` (alive until the matching `end_wait`)
     /// describes it for hang reports.
-    fn begin_wait(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>) {
-        let _ = (what, loc);
-    }
+    fn begin_wait(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>);
     /// Ends the wait loop started by `begin_wait`.
-    fn end_wait(&self) {}
+    fn end_wait(&self);
     /// Called in a wait loop whose condition failed, so other simulated
     /// threads can run.
     fn spin(&self);
@@ -128,5 +126,35 @@ impl<'a> WaitGuard<'a> {
 impl Drop for WaitGuard<'_> {
     fn drop(&mut self) {
         self.0.end_wait();
+    }
+}
+
+/// The busy-wait behind every DSL wait: polls `poll` on thread `t` until it
+/// gives a value. After a first miss the thread is registered as waiting on
+/// `what` at `loc` (hang reports list it) and yields to the scheduler after
+/// each further miss; past `limit_ns` (the kernel timeout when `None`) it
+/// fails with `on_timeout(limit)`.
+pub(crate) fn wait_for<R>(
+    t: &dyn KernelThread,
+    what: &dyn Fn() -> String,
+    loc: &'static Location<'static>,
+    limit_ns: Option<u64>,
+    on_timeout: impl Fn(u64) -> String,
+    mut poll: impl FnMut() -> Option<R>,
+) -> R {
+    if let Some(r) = poll() {
+        return r;
+    }
+    let _wait = WaitGuard::new(t, what, loc);
+    let start = t.globaltimer();
+    let limit = limit_ns.unwrap_or_else(|| t.timeout_ns());
+    loop {
+        if let Some(r) = poll() {
+            return r;
+        }
+        if t.globaltimer().saturating_sub(start) > limit {
+            t.fail(on_timeout(limit), loc);
+        }
+        t.spin();
     }
 }

@@ -61,17 +61,16 @@ const HELLO_BAD_VERSION: u8 = 4;
 const POLL: Duration = Duration::from_millis(100);
 /// How often the accept loop polls its nonblocking listener.
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
-/// A frame, once begun, must arrive whole within this time.
+/// A frame, once begun, must arrive whole within this time, and a new
+/// connection must send its hello within it.
 const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
-/// A new connection must send its hello within this time.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The server gives up writing a reply to a client that does not read.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client waits for the reply to a set, try_get or add (and, on
 /// top of the wait's own timeout, for the reply to a wait).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The handshake gets at least this long, even at the end of `connect`'s
-/// timeout (and at most `HANDSHAKE_TIMEOUT`, the server's limit).
+/// timeout (and at most `FRAME_TIMEOUT`, the server's limit).
 const MIN_HANDSHAKE_TIME: Duration = Duration::from_secs(1);
 /// One connection attempt gives up after this long (a dropped SYN), and
 /// the next begins.
@@ -221,7 +220,6 @@ impl Drop for Registration {
 struct Limits {
     linger: Duration,
     max_connections: usize,
-    handshake_timeout: Duration,
     frame_timeout: Duration,
 }
 
@@ -230,7 +228,6 @@ impl Default for Limits {
         Limits {
             linger: TcpStore::DROP_LINGER,
             max_connections: TcpStore::MAX_CONNECTIONS,
-            handshake_timeout: HANDSHAKE_TIMEOUT,
             frame_timeout: FRAME_TIMEOUT,
         }
     }
@@ -306,7 +303,6 @@ impl TcpStore {
         let limits = Limits {
             linger,
             max_connections,
-            handshake_timeout: frame_timeout,
             frame_timeout,
         };
         Self::host_with(addr, token, limits)
@@ -321,13 +317,7 @@ impl TcpStore {
             .filter(|t| !t.is_empty())
             .map(|t| t.as_bytes().to_vec());
         if let Some(t) = &token {
-            if t.len() > MAX_TOKEN_LEN {
-                return Err(StoreError::TooLarge {
-                    what: "token",
-                    len: t.len(),
-                    max: MAX_TOKEN_LEN,
-                });
-            }
+            check_token(t)?;
         }
         let listener = TcpListener::bind(addr).map_err(|e| {
             StoreError::Unavailable(format!("could not bind the store to {addr}: {e}"))
@@ -389,13 +379,7 @@ impl TcpStore {
         timeout: Duration,
     ) -> Result<TcpStore, StoreError> {
         let token = token.unwrap_or("").as_bytes();
-        if token.len() > MAX_TOKEN_LEN {
-            return Err(StoreError::TooLarge {
-                what: "token",
-                len: token.len(),
-                max: MAX_TOKEN_LEN,
-            });
-        }
+        check_token(token)?;
         let start = Instant::now();
         let deadline = start.checked_add(timeout);
         let mut backoff = FIRST_BACKOFF;
@@ -496,6 +480,17 @@ impl Drop for Host {
             );
         }
     }
+}
+
+fn check_token(token: &[u8]) -> Result<(), StoreError> {
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(StoreError::TooLarge {
+            what: "token",
+            len: token.len(),
+            max: MAX_TOKEN_LEN,
+        });
+    }
+    Ok(())
 }
 
 fn check_value(value: &[u8]) -> Result<(), StoreError> {
@@ -638,7 +633,7 @@ fn try_connect(addr: SocketAddr, token: &[u8], left: Duration) -> Result<TcpStre
         return Err(Attempt::Retry("connected to itself".into()));
     }
     stream.set_nodelay(true).map_err(io)?;
-    let hs = left.clamp(MIN_HANDSHAKE_TIME, HANDSHAKE_TIMEOUT);
+    let hs = left.clamp(MIN_HANDSHAKE_TIME, FRAME_TIMEOUT);
     stream.set_read_timeout(Some(hs)).map_err(io)?;
     stream.set_write_timeout(Some(hs)).map_err(io)?;
     let mut hello = Frame::new_raw();
@@ -922,7 +917,6 @@ fn serve(
         stream,
         shutdown,
         frame_timeout: limits.frame_timeout,
-        handshake_timeout: limits.handshake_timeout,
     };
     let r = conn.run(store, token);
     let _ = conn.stream.shutdown(Shutdown::Both);
@@ -936,7 +930,6 @@ struct ServerConn<'a> {
     stream: TcpStream,
     shutdown: &'a AtomicBool,
     frame_timeout: Duration,
-    handshake_timeout: Duration,
 }
 
 impl ServerConn<'_> {
@@ -956,7 +949,7 @@ impl ServerConn<'_> {
         let hello = self
             .read_frame(
                 MAX_HELLO_LEN,
-                Instant::now().checked_add(self.handshake_timeout),
+                Instant::now().checked_add(self.frame_timeout),
             )?
             .ok_or(End::Closed)?;
         let mut r = Reader::new(&hello);
