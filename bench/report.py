@@ -19,11 +19,23 @@ def fmt_bytes(b):
 
 def main(paths):
     data = defaultdict(dict)  # (world, dtype, bytes) -> impl -> us
+    floors = defaultdict(dict)  # world -> floor -> us
     for p in paths:
         with open(p) as f:
             for row in csv.DictReader(f):
+                if row["impl"].startswith("floor_"):
+                    floors[int(row["world"])][row["impl"]] = float(row["us"])
+                    continue
                 key = (int(row["world"]), row["dtype"], int(row["bytes"]))
                 data[key][row["impl"]] = float(row["us"])
+    if floors:
+        print("\n### Floors (µs per call; CUDA graph of 32 calls, median of 9 replays)\n")
+        print("| GPUs | empty kernel | one remote store | LL all-reduce of 16 bytes |")
+        print("|---|---|---|---|")
+        for world in sorted(floors):
+            f = floors[world]
+            cells = [f"{f[k]:.2f}" if k in f else "n/a" for k in ("floor_empty_kernel", "floor_remote_store", "floor_ll_16_bytes")]
+            print(f"| {world} | " + " | ".join(cells) + " |")
     impls = ["symm", "symm_ll", "symm_lamport", "symm_push", "symm_pull", "symm_two_shot", "symm_lamport_two_shot", "tutorial_naive", "tutorial_vectorized", "torch_one_shot", "torch_two_shot", "torch_nccl", "nccl", "nccl_window"]
     for world, dtype in sorted({(k[0], k[1]) for k in data}):
         print(f"\n### {world} GPUs, {dtype} (µs per call; CUDA graph of 32 calls, median of 9 replays)\n")

@@ -10,7 +10,10 @@
 //! cargo run --release --example bench_all_reduce -- --worlds 2,4 --csv out.csv
 //! ```
 //! `--max-bytes B` stops at B bytes; `--no-pdl` turns off programmatic
-//! dependent launch for comparison.
+//! dependent launch for comparison. Three floors come first, timed the same
+//! way: an empty kernel, one with a single remote store, and a 16-byte LL
+//! all-reduce (one all-to-all signal), which bound what any small
+//! all-reduce can take.
 //! `scripts/bench.sh` runs this and the torch baseline and prints one table.
 
 use std::io::Write;
@@ -19,8 +22,13 @@ use std::time::Duration;
 use rand::Rng;
 use symm::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
-use symm::kernels::all_reduce::{all_reduce, all_reduce_with, AllReduceElem, Path};
-use symm::{bf16, run, Comm, CommOptions, Error, Ranks};
+use symm::dsl::{
+    block_idx_x, grid_dependency_wait, launch_dependents, thread_idx_x, Scope, StoreOrder, SymmBuf,
+};
+use symm::kernels::all_reduce::{
+    all_reduce, all_reduce_with, AllReduceElem, Path, LL_BLOCKS, THREADS,
+};
+use symm::{bf16, run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 const CALLS: usize = 32;
 const REPLAYS: usize = 9;
@@ -98,6 +106,59 @@ fn time_graph(
     }
     us.sort_by(f64::total_cmp);
     Ok(us[us.len() / 2])
+}
+
+/// The fixed cost of a kernel in a graph of back-to-back calls: the
+/// programmatic-launch prologue that every all-reduce kernel starts with,
+/// and nothing else.
+#[symm_kernel]
+fn empty_call() {
+    grid_dependency_wait();
+    launch_dependents();
+}
+
+/// [`empty_call`] plus one 4-byte store into the next rank's memory: a
+/// kernel is complete only when its writes have landed, so this is the
+/// least a kernel that pushes to a peer can take.
+#[symm_kernel]
+fn one_remote_store(buf: SymmBuf<u32>) {
+    grid_dependency_wait();
+    launch_dependents();
+    if block_idx_x() == 0 && thread_idx_x() == 0 {
+        let next = (buf.rank() + 1) % buf.world_size();
+        buf.peer(next)
+            .store(0u32, 1u32, StoreOrder::Relaxed, Scope::System);
+    }
+}
+
+/// Floors that bound the small sizes: an empty kernel, one remote store
+/// per call, and an LL all-reduce of 16 bytes (one packet pair: one
+/// all-to-all signal), all on the LL grid.
+fn floors(c: &Comm, rows: &mut Vec<String>) -> symm::Result<()> {
+    let sync = c.alloc::<u8>(1)?.rendezvous()?;
+    let world = c.world_size();
+    let cfg = LaunchConfig::linear(LL_BLOCKS, THREADS);
+    let cfg = if c.options().pdl { cfg.with_pdl() } else { cfg };
+    let empty_us = time_graph(c, &sync, &|| empty_call::launch(c, cfg))?;
+    let target = c.alloc::<u32>(1)?.rendezvous()?;
+    let store_us = time_graph(c, &sync, &|| one_remote_store::launch(c, cfg, &target))?;
+    let n = 4;
+    let buf = c.alloc::<f32>(n)?;
+    buf.copy_from_host(&[1.0, 2.0, 3.0, 4.0])?;
+    let smem = buf.rendezvous()?;
+    let mut out = c.device_buffer::<f32>(n)?;
+    let out_ptr: *mut symm::DeviceBuffer<f32> = &mut out;
+    // SAFETY: the closure is only called while `out` is alive and nothing
+    // else borrows it.
+    let signal_us = time_graph(c, &sync, &|| {
+        all_reduce_with(Path::Ll, c, &smem, unsafe { &mut *out_ptr }, n)
+    })?;
+    if c.rank() == 0 {
+        rows.push(format!("floor_empty_kernel,{world},-,0,{empty_us:.3}"));
+        rows.push(format!("floor_remote_store,{world},-,4,{store_us:.3}"));
+        rows.push(format!("floor_ll_16_bytes,{world},f32,16,{signal_us:.3}"));
+    }
+    Ok(())
 }
 
 /// The book's vectorized tutorial kernel at each element type's vector
@@ -357,6 +418,7 @@ fn main() {
             |c| {
                 let nc = Nccl::new(c)?;
                 let mut rows = Vec::new();
+                floors(c, &mut rows)?;
                 bench_dtype::<bf16>(
                     c,
                     &nc,

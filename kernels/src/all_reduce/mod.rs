@@ -41,12 +41,20 @@ pub const THREADS: u32 = 512;
 pub const MAX_BLOCKS: u32 = 128;
 /// Blocks of every LL launch (a fixed grid keeps the per-block epochs in step).
 pub const LL_BLOCKS: u32 = 64;
-/// Blocks of every push, Lamport and Lamport two-shot launch (fixed, like
-/// [`LL_BLOCKS`]).
+/// Blocks of every push and Lamport two-shot launch, and of the Lamport
+/// one-shot on 2 ranks (fixed, like [`LL_BLOCKS`]).
 pub const PUSH_BLOCKS: u32 = 128;
 
 /// Threads per block of the Lamport two-shot up to 4 MiB on 3+ ranks.
 const LTS_SMALL_THREADS: u32 = 128;
+
+/// Grid (blocks, threads) of every Lamport one-shot launch on 3+ ranks,
+/// where it runs up to 128 KiB. Measured (`bench/NOTES.md` v11): 4096
+/// threads, one per 16-byte vector at 64 KiB, beat 128 × 512 by 0.2–0.5 µs
+/// at 16–128 KiB on 4 GPUs; on 2 GPUs, where it runs to 1 MiB, 128 × 512
+/// is as fast to 64 KiB and faster above. Fixed per world size, so every
+/// call of a group keeps the per-block epochs in step.
+const LAMPORT_MANY_GRID: (u32, u32) = (16, 256);
 
 /// Most elements one staged call may move (keeps every slot index in `u32`).
 const MAX_STAGED: usize = 1 << 26;
@@ -82,16 +90,16 @@ impl Path {
     ];
 
     /// The fastest path measured for `bytes` on `world` ranks (H200,
-    /// `bench/NOTES.md`, v10). Two ranks: LL to 64 KiB, Lamport to 1 MiB,
+    /// `bench/NOTES.md`, v11). Two ranks: LL to 64 KiB, Lamport to 1 MiB,
     /// Lamport two-shot to 16 MiB, then pull (a 2-rank pull reads only 2n).
-    /// More: LL to 16 KiB, Lamport to 128 KiB, Lamport two-shot to 64 MiB
+    /// More: LL to 2 KiB, Lamport to 128 KiB, Lamport two-shot to 64 MiB
     /// (the largest size measured; its staging takes 4n to 8n bytes, as
     /// regions round up to a power of two), then two-shot.
     pub fn choose(world: usize, bytes: usize) -> Path {
         let (ll, lamport, two_shot, large) = if world <= 2 {
             (64 << 10, 1 << 20, 16 << 20, Path::Pull)
         } else {
-            (16 << 10, 128 << 10, 64 << 20, Path::TwoShot)
+            (2 << 10, 128 << 10, 64 << 20, Path::TwoShot)
         };
         if bytes <= ll {
             Path::Ll
@@ -340,6 +348,13 @@ fn launch<T: AllReduceElem>(
             };
             let (stage, per_region) = staging::<T>(comm, path, per_region)?;
             let mut cfg = grid(PUSH_BLOCKS);
+            if path == Path::Lamport && comm.world_size() > 2 {
+                let (blocks, threads) = LAMPORT_MANY_GRID;
+                cfg = overlap(
+                    comm,
+                    LaunchConfig::linear(fixed_grid(comm, blocks), threads),
+                );
+            }
             let bytes = n * std::mem::size_of::<T>();
             if path == Path::LamportTwoShot && comm.world_size() > 2 && bytes <= 4 << 20 {
                 // Measured (`bench/NOTES.md` v10): on 4 GPUs 128-thread
