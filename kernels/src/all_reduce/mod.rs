@@ -591,8 +591,9 @@ mod tests {
         assert_eq!(Path::choose(2, (1 << 20) + 1), Path::LamportTwoShot);
         assert_eq!(Path::choose(2, 16 << 20), Path::LamportTwoShot);
         assert_eq!(Path::choose(2, (16 << 20) + 1), Path::Pull);
-        assert_eq!(Path::choose(4, 16 << 10), Path::Ll);
-        assert_eq!(Path::choose(4, (16 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(4, 2 << 10), Path::Ll);
+        assert_eq!(Path::choose(4, (2 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(3, 16 << 10), Path::Lamport);
         assert_eq!(Path::choose(4, 128 << 10), Path::Lamport);
         assert_eq!(Path::choose(4, (128 << 10) + 1), Path::LamportTwoShot);
         assert_eq!(Path::choose(4, 64 << 20), Path::LamportTwoShot);
