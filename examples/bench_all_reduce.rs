@@ -131,9 +131,9 @@ fn one_remote_store(buf: SymmBuf<u32>) {
     }
 }
 
-/// Floors that bound the small sizes: an empty kernel, one remote store
-/// per call, and an LL all-reduce of 16 bytes (one packet pair: one
-/// all-to-all signal), all on the LL grid.
+/// Floors that bound the small sizes: an empty kernel and one remote store
+/// per call (both on the large LL grid), and an LL all-reduce of 16 bytes
+/// (one packet pair: one all-to-all signal).
 fn floors(c: &Comm, rows: &mut Vec<String>) -> symm::Result<()> {
     let sync = c.alloc::<u8>(1)?.rendezvous()?;
     let world = c.world_size();

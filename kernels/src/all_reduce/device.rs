@@ -222,7 +222,9 @@ pub fn ll_words<T: Scalar, const P: usize>(src: Remote<T>, g: u32, n: u32) -> [u
 /// which they sent after finishing e − 2, the last reader of that parity.
 /// `P` elements share a packet (1 for 4-byte, 2 for 2-byte types). `out`
 /// may be this rank's own `input` (peers never read it). Launch with the
-/// same grid every call ([`super::LL_BLOCKS`] × [`super::THREADS`]).
+/// same grid every call on one `stage` (its per-block epochs must stay in
+/// step): the built-in uses [`super::LL_BLOCKS`] × [`super::THREADS`], and
+/// a smaller grid with its own stage for the smallest messages.
 // ANCHOR: ll
 #[symm_kernel]
 pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(

@@ -5,7 +5,8 @@
 //!
 //! - [`Path::Ll`]: LL packets, each 4 bytes of data tagged with the call's
 //!   epoch and pushed into every peer's staging area; one NVLink one-way
-//!   trip and no barrier, at twice the bytes. The small-message path.
+//!   trip and no barrier, at twice the bytes. The small-message path (up
+//!   to [`LL_SMALL_BYTES`] on a grid of 128 threads with its own staging).
 //! - [`Path::Lamport`]: raw 16-byte pushes into staging that reads as empty
 //!   (a reserved NaN) until data lands; one one-way trip at half LL's
 //!   bytes. Medium messages.
@@ -39,8 +40,21 @@ use symm::{Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory}
 pub const THREADS: u32 = 512;
 /// Largest grid (the signal pad has slots for 128 blocks).
 pub const MAX_BLOCKS: u32 = 128;
-/// Blocks of every LL launch (a fixed grid keeps the per-block epochs in step).
+/// Blocks of every LL launch above [`LL_SMALL_BYTES`] (a fixed grid keeps
+/// the per-block epochs in step).
 pub const LL_BLOCKS: u32 = 64;
+
+/// Messages up to this size take the LL kernel on a grid of 2 blocks of 64
+/// threads, with staging (and per-block epochs) of their own, since the
+/// grid differs.
+pub const LL_SMALL_BYTES: usize = 1 << 10;
+
+/// Grid (blocks, threads) of LL launches up to [`LL_SMALL_BYTES`]: one
+/// thread per packet pair at 1 KiB. Measured (`bench/NOTES.md` v12): 16 B
+/// to 1 KiB take 0.2–0.4 µs less on 2 GPUs and ~0.1 less on 4 than on
+/// 64 × 512, where every idle block still reads and commits its epoch;
+/// from 2 KiB the large grid is faster.
+const LL_SMALL_GRID: (u32, u32) = (2, 64);
 /// Blocks of every push and Lamport two-shot launch, and of the Lamport
 /// one-shot on 2 ranks (fixed, like [`LL_BLOCKS`]).
 pub const PUSH_BLOCKS: u32 = 128;
@@ -325,18 +339,20 @@ fn launch<T: AllReduceElem>(
         Path::Ll => {
             // A packet holds 4 bytes of data; packets travel in pairs.
             let packets = n.div_ceil(4 / std::mem::size_of::<T>());
-            let (stage, per_region) = staging::<u64>(comm, path, packets.div_ceil(2) * 2)?;
+            let slots = packets.div_ceil(2) * 2;
+            let (stage, per_region, cfg) = if n * std::mem::size_of::<T>() <= LL_SMALL_BYTES {
+                let (blocks, threads) = LL_SMALL_GRID;
+                // Zeros, as for the large grid's staging.
+                let (stage, per_region) =
+                    grow::<u64, LlSmallFamily>(comm, slots, 2 * comm.world_size(), 0)?;
+                let cfg = LaunchConfig::linear(fixed_grid(comm, blocks), threads);
+                (stage, per_region, overlap(comm, cfg))
+            } else {
+                let (stage, per_region) = staging::<u64>(comm, path, slots)?;
+                (stage, per_region, grid(LL_BLOCKS))
+            };
             let cap = (per_region / 2) as u32;
-            T::__launch(
-                path,
-                comm,
-                grid(LL_BLOCKS),
-                input,
-                &stage,
-                out,
-                n as u32,
-                cap,
-            )
+            T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap)
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors.
@@ -427,6 +443,7 @@ struct Staging<E, K> {
 
 /// Families that share a staging area (one layout and one epoch counter).
 struct LlFamily;
+struct LlSmallFamily;
 struct PushFamily;
 struct LamportFamily;
 struct LamportTwoShotFamily;
