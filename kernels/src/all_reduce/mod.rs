@@ -221,9 +221,10 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// place).
 ///
 /// CUDA graphs: run the captured sequence once eagerly first. Each kernel
-/// family (LL, Lamport, push, Lamport two-shot, two-shot) and element type
-/// has its own staging, which its first call (or a larger one) allocates,
-/// and allocation cannot happen during capture. Later growth keeps older
+/// family (LL up to 1 KiB, LL above, Lamport, push, Lamport two-shot,
+/// two-shot) and element type has its own staging, which its first call
+/// (or a larger one) allocates, and allocation cannot happen during
+/// capture. Later growth keeps older
 /// staging alive, so captured graphs stay valid. A rank's calls share its
 /// staging and call counters, so they must be ordered on one stream (a
 /// `Comm` from `with_cuda_stream` shares them too; concurrent streams need
