@@ -9,6 +9,9 @@
 //! launch overhead; `scripts/bench.sh` measures graphs against NCCL and
 //! torch.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -19,17 +22,7 @@ use symm::{bf16, run, CommOptions, Ranks};
 const CALLS: u32 = 200;
 
 pub(crate) fn main() {
-    let ranks = match std::env::args().skip_while(|a| a != "--ranks").nth(1) {
-        Some(n) => match n.parse() {
-            Ok(n) if symm::cuda_available() => Ranks::Cuda((0..n).collect()),
-            Ok(n) => Ranks::Emulator(n),
-            Err(_) => {
-                eprintln!("--ranks takes a number, got {n:?}");
-                std::process::exit(2);
-            }
-        },
-        None => Ranks::auto(4),
-    };
+    let ranks = support::ranks_from_args(4);
     let gpu = matches!(ranks, Ranks::Cuda(_));
     println!("backend: {}", ranks.describe());
     let world = ranks.world_size();

@@ -1,6 +1,6 @@
-//! The main job for now: every rank writes into every peer's symmetric
-//! buffer, synchronises with a barrier, checks what it received, and times
-//! rendezvous, barriers and put/wait round trips.
+//! Every rank writes into every peer's symmetric buffer, synchronises with
+//! a barrier, checks what it received, and times rendezvous, barriers and
+//! put/wait round trips.
 //!
 //! Runs on every local GPU when there are any, otherwise on 4 emulated ranks.
 //!
@@ -8,25 +8,18 @@
 //! cargo run --release --example peer_exchange [-- --ranks N]
 //! ```
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::time::{Duration, Instant};
 
-use symm::{run, BackendKind, CommOptions, Ranks};
+use symm::{run, BackendKind, CommOptions};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const ELEMS: usize = 1 << 16;
 
 pub(crate) fn main() {
-    let ranks = match std::env::args().skip_while(|a| a != "--ranks").nth(1) {
-        Some(n) => match n.parse() {
-            Ok(n) if symm::cuda_available() => Ranks::Cuda((0..n).collect()),
-            Ok(n) => Ranks::Emulator(n),
-            Err(_) => {
-                eprintln!("--ranks takes a number, got {n:?}");
-                std::process::exit(2);
-            }
-        },
-        None => Ranks::auto(4),
-    };
+    let ranks = support::ranks_from_args(4);
     println!("backend: {}", ranks.describe());
     let world = ranks.world_size();
     let result = run(ranks, CommOptions::default(), |comm| {

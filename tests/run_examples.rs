@@ -2,6 +2,10 @@
 //! check their own results and exit non-zero when wrong), and the kernels
 //! they define compile to CUBIN with NVRTC (sm_90 and sm_80).
 
+// Each example brings `examples/support` in as its own module, as its own
+// binary does, so here it is compiled once per example.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "../examples/all_reduce.rs"]
 #[allow(dead_code)]
 mod all_reduce;
