@@ -158,7 +158,9 @@ pub(crate) const EXPORT_HOST_IN_PROCESS: u8 = 2;
 pub(crate) const EXPORT_CUDA_FD: u8 = 3;
 pub(crate) const EXPORT_CUDA_FABRIC: u8 = 4;
 
-/// Encodes an in-process export: tag, process id, device ordinal, address.
+/// Encodes an export's 17-byte header: tag, process id, device ordinal and
+/// address (0 for the file-descriptor and fabric forms, whose socket path or
+/// handle follows the header).
 pub(crate) fn encode_export(tag: u8, ordinal: u32, addr: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(17);
     v.push(tag);

@@ -7,8 +7,9 @@
 //! torchrun, whose agent already listens on `MASTER_PORT`, the port is
 //! `MASTER_PORT + 1`, and `SYMM_STORE_PORT` overrides either), opens
 //! GPU `LOCAL_RANK`, and shares allocations between processes as POSIX file
-//! descriptors passed over unix sockets. From there everything works as with
-//! ranks that are threads of one process.
+//! descriptors passed over unix sockets (as fabric handles for a job that
+//! spans nodes, or with `SYMM_HANDLES=fabric`). From there everything works
+//! as with ranks that are threads of one process.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -279,8 +280,9 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
 
 impl Comm {
     /// This process's rank of a one-process-per-GPU job, from its launcher's
-    /// environment ([`LaunchEnv::from_env`]): GPU `LOCAL_RANK`, the store at
-    /// `MASTER_ADDR:MASTER_PORT` (hosted by rank 0) or in `SYMM_STORE_DIR`.
+    /// environment ([`LaunchEnv::from_env`]): GPU `LOCAL_RANK`, the store
+    /// hosted by rank 0 at `MASTER_ADDR` (the port as the module docs say)
+    /// or in `SYMM_STORE_DIR`.
     /// Collective: every rank calls it. Rendezvous, its cache and every
     /// collective then behave as with [`run_local`](crate::run_local).
     pub fn from_env(options: CommOptions) -> Result<Comm> {

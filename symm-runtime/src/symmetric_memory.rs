@@ -227,7 +227,10 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
     };
 
     // Kept until every peer has mapped (a descriptor server, across processes).
-    let exported = backend.export(&*buf.alloc)?;
+    let crate::backend::Export {
+        bytes: export,
+        _serving: serving,
+    } = backend.export(&*buf.alloc)?;
     let mine = Info {
         world: world as u32,
         backend: backend.kind().code(),
@@ -236,7 +239,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         data_bytes: buf.layout.data_bytes as u64,
         total_bytes: buf.alloc.size() as u64,
         label: backend.label(),
-        export: exported.bytes.clone(),
+        export,
     };
     store
         .set(&key(group, buf.id, "info", rank), &mine.encode())
@@ -290,7 +293,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
     // published, it may still be retaining our allocation's handle, and our
     // caller must not free it under them.
     let waited = wait_all("mapped");
-    drop(exported);
+    drop(serving);
     let (peers, buffer_ptrs, signal_pad_ptrs, buffer_ptrs_dev, signal_pad_ptrs_dev) = built?;
     waited?;
     for r in 0..world {

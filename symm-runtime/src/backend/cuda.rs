@@ -213,8 +213,9 @@ impl Backend for CudaBackend {
                             "cannot serve an allocation's file descriptor to peers: {e}"
                         ),
                     })?;
-                // The address is the socket's path; the decoder checks the
-                // tag and this process's id like the in-process form's.
+                // The header's address is 0 and the socket's path follows
+                // it; the importer checks the tag, not the process id (the
+                // exporter is another process).
                 let mut bytes = encode_export(EXPORT_CUDA_FD, ordinal, 0);
                 bytes.extend_from_slice(server.path().as_os_str().as_encoded_bytes());
                 Ok(Export {

@@ -253,6 +253,12 @@ macro_rules! ready {
                 empty: T,
                 from: u32,
             ) -> [T; N] {
+                const {
+                    assert!(
+                        N * std::mem::size_of::<T>() == 16,
+                        "vector accesses move exactly 16 bytes"
+                    )
+                };
                 let loc = std::panic::Location::caller();
                 let base = self.vec_addr::<N>(i);
                 let size = std::mem::size_of::<T>();

@@ -110,7 +110,7 @@ pub(crate) fn fault(message: String) -> ! {
 
 /// Brackets a wait loop: `begin_wait` now, `end_wait` on drop (also when the
 /// loop ends by a fault).
-pub(crate) struct WaitGuard<'a>(pub(crate) &'a dyn KernelThread);
+struct WaitGuard<'a>(&'a dyn KernelThread);
 
 impl<'a> WaitGuard<'a> {
     pub(crate) fn new(

@@ -1,6 +1,6 @@
 //! A [`Store`] in a directory of a shared filesystem.
 
-use super::{check_key, decode_counter, Store, StoreError};
+use super::{check_key, decode_counter, time_left, Store, StoreError};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::fs;
@@ -247,10 +247,7 @@ impl Store for FileStore {
             if pending.is_empty() {
                 return Ok(());
             }
-            let left = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
-                None => Duration::MAX,
-            };
+            let left = time_left(deadline);
             if left.is_zero() {
                 return Err(StoreError::Timeout {
                     timeout,

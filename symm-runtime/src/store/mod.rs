@@ -55,6 +55,13 @@ pub enum StoreError {
 /// before allocating for it.
 pub const MAX_KEY_LEN: usize = 4096;
 
+/// Time until `deadline`, zero once it has passed; unbounded without one.
+pub(crate) fn time_left(deadline: Option<Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |d| {
+        d.saturating_duration_since(Instant::now())
+    })
+}
+
 /// Refuses keys longer than [`MAX_KEY_LEN`].
 fn check_key(key: &str) -> Result<(), StoreError> {
     if key.len() > MAX_KEY_LEN {

@@ -21,7 +21,7 @@
 //! A malformed frame closes that connection only. Frame bodies are read as
 //! their bytes arrive, so a header alone costs its reader no memory.
 
-use super::{check_key, InProcessStore, Store, StoreError, MAX_KEY_LEN};
+use super::{check_key, time_left, InProcessStore, Store, StoreError, MAX_KEY_LEN};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -186,9 +186,7 @@ impl Shared {
         deadline: Option<Instant>,
     ) -> MutexGuard<'a, Conns> {
         while !conns.live.is_empty() {
-            let left = deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            });
+            let left = time_left(deadline);
             if left.is_zero() {
                 break;
             }
@@ -386,9 +384,7 @@ impl TcpStore {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let left = deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            });
+            let left = time_left(deadline);
             let err = match try_connect(addr, token, left) {
                 Ok(stream) => {
                     return Ok(TcpStore {
@@ -404,9 +400,7 @@ impl TcpStore {
                 Err(Attempt::Refused(msg)) => return Err(StoreError::Unavailable(msg)),
                 Err(Attempt::Retry(e)) => e,
             };
-            let left = deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            });
+            let left = time_left(deadline);
             if left.is_zero() {
                 return Err(StoreError::Unavailable(format!(
                     "could not connect to the store at {addr} within {timeout:?} \
@@ -1066,9 +1060,7 @@ impl ServerConn<'_> {
     ) -> Result<Result<(), StoreError>, End> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
-            let slice = deadline.map_or(POLL, |d| {
-                d.saturating_duration_since(Instant::now()).min(POLL)
-            });
+            let slice = time_left(deadline).min(POLL);
             match store.wait(keys, slice) {
                 Ok(()) => return Ok(Ok(())),
                 Err(StoreError::Timeout { missing, .. }) => {
