@@ -66,7 +66,7 @@ fn other(c: &Comm, what: impl std::fmt::Display) -> Error {
 fn time_graph(
     c: &Comm,
     sync: &symm::SymmetricMemory,
-    body: &dyn Fn() -> symm::Result<()>,
+    body: &mut dyn FnMut() -> symm::Result<()>,
 ) -> symm::Result<f64> {
     let stream = c
         .cuda_stream()
@@ -139,19 +139,16 @@ fn floors(c: &Comm, rows: &mut Vec<String>) -> symm::Result<()> {
     let world = c.world_size();
     let cfg = LaunchConfig::linear(LL_BLOCKS, THREADS);
     let cfg = if c.options().pdl { cfg.with_pdl() } else { cfg };
-    let empty_us = time_graph(c, &sync, &|| empty_call::launch(c, cfg))?;
+    let empty_us = time_graph(c, &sync, &mut || empty_call::launch(c, cfg))?;
     let target = c.alloc::<u32>(1)?.rendezvous()?;
-    let store_us = time_graph(c, &sync, &|| one_remote_store::launch(c, cfg, &target))?;
+    let store_us = time_graph(c, &sync, &mut || one_remote_store::launch(c, cfg, &target))?;
     let n = 4;
     let buf = c.alloc::<f32>(n)?;
     buf.copy_from_host(&[1.0, 2.0, 3.0, 4.0])?;
     let smem = buf.rendezvous()?;
     let mut out = c.device_buffer::<f32>(n)?;
-    let out_ptr: *mut symm::DeviceBuffer<f32> = &mut out;
-    // SAFETY: the closure is only called while `out` is alive and nothing
-    // else borrows it.
-    let signal_us = time_graph(c, &sync, &|| {
-        all_reduce_with(Path::Ll, c, &smem, unsafe { &mut *out_ptr }, n)
+    let signal_us = time_graph(c, &sync, &mut || {
+        all_reduce_with(Path::Ll, c, &smem, &mut out, n)
     })?;
     if c.rank() == 0 {
         rows.push(format!("floor_empty_kernel,{world},-,0,{empty_us:.3}"));
@@ -305,49 +302,36 @@ fn bench_dtype<T: Tutorial>(
         buf.copy_from_host(&data)?;
         let smem = buf.rendezvous()?;
         let mut out = c.device_buffer::<T>(n)?;
-        let out_ptr: *mut symm::DeviceBuffer<T> = &mut out;
-        // SAFETY: the closure is only called while `out` is alive and
-        // nothing else borrows it.
-        let symm_us = time_graph(c, &sync, &|| {
-            all_reduce(c, &smem, unsafe { &mut *out_ptr }, n)
-        })?;
+        let symm_us = time_graph(c, &sync, &mut || all_reduce(c, &smem, &mut out, n))?;
         // Each kernel on its own, where its staging fits (else no row).
         let mut paths = Vec::new();
         for p in Path::ALL {
-            // SAFETY: as above.
-            if let Ok(us) = time_graph(c, &sync, &|| {
-                all_reduce_with(p, c, &smem, unsafe { &mut *out_ptr }, n)
-            }) {
+            if let Ok(us) = time_graph(c, &sync, &mut || all_reduce_with(p, c, &smem, &mut out, n))
+            {
                 paths.push((p, us));
             }
         }
         // The book's tutorial steps (one vector per thread, as the built-in
         // barrier kernels), on the same buffers.
         let cfg = symm::kernels::all_reduce::config::<T>(n);
-        // SAFETY: as above.
-        let naive_us = time_graph(c, &sync, &|| {
+        let naive_us = time_graph(c, &sync, &mut || {
             symm::kernels::tutorial::naive_all_reduce::launch::<T>(
-                c,
-                cfg,
-                &smem,
-                unsafe { &mut *out_ptr },
-                n as u32,
+                c, cfg, &smem, &mut out, n as u32,
             )
         })?;
-        // SAFETY: as above.
-        let vec_us = time_graph(c, &sync, &|| {
-            T::vectorized(c, cfg, &smem, unsafe { &mut *out_ptr }, n as u32)
+        let vec_us = time_graph(c, &sync, &mut || {
+            T::vectorized(c, cfg, &smem, &mut out, n as u32)
         })?;
         // NCCL, plain buffers
         let src = c.device_buffer_from(&data)?;
         let dst = c.device_buffer::<T>(n)?;
-        let nccl_us = time_graph(c, &sync, &|| {
+        let nccl_us = time_graph(c, &sync, &mut || {
             nc.all_reduce(c, src.device_ptr(), dst.device_ptr(), n, dtype)
         })?;
         // NCCL, symmetric windows
         let win_us = match (Window::new(c, nc, bytes), Window::new(c, nc, bytes)) {
             (Ok(a), Ok(b)) => {
-                let r = time_graph(c, &sync, &|| {
+                let r = time_graph(c, &sync, &mut || {
                     nc.all_reduce(c, a.ptr as u64, b.ptr as u64, n, dtype)
                 })
                 .ok();

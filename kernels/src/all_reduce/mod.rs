@@ -330,60 +330,36 @@ fn launch<T: AllReduceElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> Result<()> {
-    let grid = |blocks| {
+    let world = comm.world_size();
+    let bytes = n * std::mem::size_of::<T>();
+    let fixed = || {
+        let (blocks, threads) = fixed_shape(path, world, bytes);
         overlap(
             comm,
-            LaunchConfig::linear(fixed_grid(comm, blocks), THREADS),
+            LaunchConfig::linear(fixed_grid(comm, blocks), threads),
         )
     };
     match path {
         Path::Ll => {
             // A packet holds 4 bytes of data; packets travel in pairs.
             let packets = n.div_ceil(4 / std::mem::size_of::<T>());
-            let slots = packets.div_ceil(2) * 2;
-            let (stage, per_region, cfg) = if n * std::mem::size_of::<T>() <= LL_SMALL_BYTES {
-                let (blocks, threads) = LL_SMALL_GRID;
-                // Zeros, as for the large grid's staging.
-                let (stage, per_region) =
-                    grow::<u64, LlSmallFamily>(comm, slots, 2 * comm.world_size(), 0)?;
-                let cfg = LaunchConfig::linear(fixed_grid(comm, blocks), threads);
-                (stage, per_region, overlap(comm, cfg))
-            } else {
-                let (stage, per_region) = staging::<u64>(comm, path, slots)?;
-                (stage, per_region, grid(LL_BLOCKS))
-            };
+            let (stage, per_region) = staging::<u64>(comm, path, bytes, packets.div_ceil(2) * 2)?;
             let cap = (per_region / 2) as u32;
-            T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap)
+            T::__launch(path, comm, fixed(), input, &stage, out, n as u32, cap)
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors.
             let per_region = if path == Path::LamportTwoShot {
                 let v = 16 / std::mem::size_of::<T>();
-                n.div_ceil(v).div_ceil(comm.world_size()) * v
+                n.div_ceil(v).div_ceil(world) * v
             } else {
                 n
             };
-            let (stage, per_region) = staging::<T>(comm, path, per_region)?;
-            let mut cfg = grid(PUSH_BLOCKS);
-            if path == Path::Lamport && comm.world_size() > 2 {
-                let (blocks, threads) = LAMPORT_MANY_GRID;
-                cfg = overlap(
-                    comm,
-                    LaunchConfig::linear(fixed_grid(comm, blocks), threads),
-                );
-            }
-            let bytes = n * std::mem::size_of::<T>();
-            if path == Path::LamportTwoShot && comm.world_size() > 2 && bytes <= 4 << 20 {
-                // Measured (`bench/NOTES.md` v10): on 4 GPUs 128-thread
-                // blocks are 15 % faster at 4 MiB and 512 at 16 MiB; on 2
-                // GPUs 512 is faster from 1 MiB. Only the block count must
-                // stay fixed (it keeps the per-block epochs in step).
-                cfg.block = (LTS_SMALL_THREADS, 1, 1);
-            }
+            let (stage, per_region) = staging::<T>(comm, path, bytes, per_region)?;
             T::__launch(
                 path,
                 comm,
-                cfg,
+                fixed(),
                 input,
                 &stage,
                 out,
@@ -396,11 +372,28 @@ fn launch<T: AllReduceElem>(
             T::__launch(path, comm, cfg, input, input, out, n as u32, 0)
         }
         Path::TwoShot => {
-            let (scratch, _) = staging::<T>(comm, path, n)?;
+            let (scratch, _) = staging::<T>(comm, path, bytes, n)?;
             // A thread per vector of one rank's chunk.
-            let cfg = overlap(comm, config::<T>(n.div_ceil(comm.world_size())));
+            let cfg = overlap(comm, config::<T>(n.div_ceil(world)));
             T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0)
         }
+    }
+}
+
+/// (blocks, threads) of a fixed-grid kernel (LL, push, Lamport, Lamport
+/// two-shot) for `bytes` on `world` ranks, as measured (`bench/NOTES.md`).
+/// The block count depends only on the path, the world size and which
+/// staging family the call uses, so the per-block epochs of each staging
+/// area stay in step; the Lamport two-shot's threads per block may change.
+fn fixed_shape(path: Path, world: usize, bytes: usize) -> (u32, u32) {
+    match path {
+        Path::Ll if bytes <= LL_SMALL_BYTES => LL_SMALL_GRID,
+        Path::Ll => (LL_BLOCKS, THREADS),
+        Path::Lamport if world > 2 => LAMPORT_MANY_GRID,
+        // v10: on 4 GPUs 128-thread blocks are 15 % faster at 4 MiB and 512
+        // at 16 MiB; on 2 GPUs 512 is faster from 1 MiB.
+        Path::LamportTwoShot if world > 2 && bytes <= 4 << 20 => (PUSH_BLOCKS, LTS_SMALL_THREADS),
+        _ => (PUSH_BLOCKS, THREADS),
     }
 }
 
@@ -450,13 +443,14 @@ struct LamportFamily;
 struct LamportTwoShotFamily;
 struct ScratchFamily;
 
-/// The staging area `path` needs for `per_region` elements per region,
-/// grown (a collective allocation and rendezvous, reached by every rank in
+/// The staging area `path` needs for a call of `bytes` with `per_region`
+/// elements per region, grown (a collective allocation and rendezvous, reached by every rank in
 /// the same call, since every rank passes the same `n`) when a larger
 /// message first needs it.
 fn staging<E: symm::dsl::Scalar>(
     comm: &Comm,
     path: Path,
+    bytes: usize,
     per_region: usize,
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
     // The LL and push kernels index all regions in u32; the two-shot
@@ -477,7 +471,12 @@ fn staging<E: symm::dsl::Scalar>(
     }
     let world = comm.world_size();
     match path {
-        // Zeros, so no stale bits can look like a packet of epoch 1.
+        // Zeros, so no stale bits can look like a packet of epoch 1. The
+        // smallest calls run on a grid of their own (`fixed_shape`), so
+        // they keep their own staging and epochs.
+        Path::Ll if bytes <= LL_SMALL_BYTES => {
+            grow::<E, LlSmallFamily>(comm, per_region, 2 * world, 0)
+        }
         Path::Ll => grow::<E, LlFamily>(comm, per_region, 2 * world, 0),
         Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
         // All ones: every slot starts empty.
@@ -585,7 +584,7 @@ fn check<T: AllReduceElem>(
 
 #[cfg(test)]
 mod tests {
-    use super::Path;
+    use super::{fixed_shape, Path};
 
     #[test]
     fn in_place_never_pulls() {
@@ -598,6 +597,21 @@ mod tests {
                 assert!(Path::choose_for(w, 1 << shift, true).allows_alias());
             }
         }
+    }
+
+    #[test]
+    fn fixed_grids_follow_the_measurements() {
+        assert_eq!(fixed_shape(Path::Ll, 4, 1 << 10), (2, 64));
+        assert_eq!(fixed_shape(Path::Ll, 2, (1 << 10) + 1), (64, 512));
+        assert_eq!(fixed_shape(Path::Lamport, 2, 1 << 20), (128, 512));
+        assert_eq!(fixed_shape(Path::Lamport, 3, 4 << 10), (16, 256));
+        assert_eq!(fixed_shape(Path::LamportTwoShot, 4, 4 << 20), (128, 128));
+        assert_eq!(
+            fixed_shape(Path::LamportTwoShot, 4, (4 << 20) + 1),
+            (128, 512)
+        );
+        assert_eq!(fixed_shape(Path::LamportTwoShot, 2, 1 << 20), (128, 512));
+        assert_eq!(fixed_shape(Path::Push, 8, 1 << 10), (128, 512));
     }
 
     #[test]
