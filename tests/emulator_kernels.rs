@@ -498,3 +498,118 @@ fn the_examples_kernel_runs_against_a_float64_reference() {
         Ok(())
     });
 }
+
+/// `gather_vectors` on `world` ranks with fresh random data from `draw`:
+/// every rank receives every other rank's vector, bit for bit.
+fn gathered<T: Scalar, const N: usize>(world: usize, draw: impl Fn() -> T) {
+    let data: Vec<Vec<T>> = (0..world)
+        .map(|_| (0..N).map(|_| draw()).collect())
+        .collect();
+    let outs = emu(world, |c| {
+        let stage = c.alloc::<T>(world * N)?;
+        stage.copy_from_host(&vec![T::from_bits32(u32::MAX); world * N])?;
+        let s = stage.rendezvous()?;
+        let src = c.device_buffer_from(&data[c.rank()])?;
+        let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); world * N])?;
+        s.barrier(0, T)?;
+        gather_vectors::launch::<T, N>(c, LaunchConfig::linear(2, 32), &s, &src, &mut out, 99)?;
+        out.to_host()
+    });
+    for (rank, out) in outs.iter().enumerate() {
+        for (r, want) in data.iter().enumerate().filter(|&(r, _)| r != rank) {
+            let got: Vec<u32> = out[r * N..(r + 1) * N]
+                .iter()
+                .map(|v| v.to_bits32())
+                .collect();
+            let want: Vec<u32> = want.iter().map(|v| v.to_bits32()).collect();
+            assert_eq!(
+                got, want,
+                "world {world}: rank {rank}'s copy of rank {r}'s vector"
+            );
+        }
+    }
+}
+
+#[test]
+fn gathers_receive_every_rank_at_once() {
+    for world in [2, 3, 4, 8] {
+        gathered::<f32, 4>(world, || rand::rng().random_range(-1e3..1e3));
+        gathered::<bf16, 8>(world, || {
+            bf16::from_f32(rand::rng().random_range(-1.0..1.0))
+        });
+        let seed: u32 = rand::rng().random();
+        let outs = emu(world, |c| {
+            let stage = c.alloc::<u64>(2 * world)?;
+            stage.copy_from_host(&vec![0; 2 * world])?;
+            let s = stage.rendezvous()?;
+            let mut out = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
+            let mut got = Vec::new();
+            // Two rounds on one stage: the second must wait for its own
+            // tag, not take the first round's packets.
+            for tag in [1u32, 2] {
+                s.barrier(0, T)?;
+                gather_packets::launch(
+                    c,
+                    LaunchConfig::linear(1, 32),
+                    &s,
+                    &mut out,
+                    tag,
+                    seed ^ tag,
+                )?;
+                got.push(out.to_host()?);
+            }
+            Ok(got)
+        });
+        for (rank, rounds) in outs.iter().enumerate() {
+            for (round, out) in rounds.iter().enumerate() {
+                let tag = round as u32 + 1;
+                let want = gather_packets_ref(world as u32, tag, seed ^ tag);
+                assert_eq!(out, &want, "world {world}, rank {rank}, tag {tag}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_gather_names_the_rank_whose_data_never_came() {
+    if !emulator_only() {
+        return;
+    }
+    let err = run(
+        Ranks::Emulator(3),
+        CommOptions::default().with_timeout(T),
+        |c| {
+            let stage = c.alloc::<f32>(12)?;
+            stage.copy_from_host(&[f32::from_bits(u32::MAX); 12])?;
+            let s = stage.rendezvous()?;
+            let src = c.device_buffer_from(&[1.0f32, 2.0, 3.0, 4.0])?;
+            let mut out = c.device_buffer::<f32>(12)?;
+            s.barrier(0, T)?;
+            // Rank 2 receives from ranks 0 and 1, but never sends.
+            gather_vectors::launch::<f32, 4>(
+                c,
+                LaunchConfig::linear(1, 32),
+                &s,
+                &src,
+                &mut out,
+                2,
+            )?;
+            c.synchronize()
+        },
+    )
+    .expect_err("ranks 0 and 1 wait for rank 2 forever");
+    let failed: Vec<usize> = err.errors.iter().map(|(r, _)| *r).collect();
+    assert_eq!(failed, vec![0, 1], "{err}");
+    for (rank, e) in &err.errors {
+        let msg = e.to_string();
+        for needle in [
+            format!("rank {rank}, block 0 thread 0: gather_ready: pushed data from rank 2"),
+            "tests/dsl_suite/mod.rs:".to_string(),
+        ] {
+            assert!(
+                msg.contains(&needle),
+                "rank {rank}: {msg:?} lacks {needle:?}"
+            );
+        }
+    }
+}

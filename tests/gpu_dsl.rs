@@ -311,6 +311,9 @@ fn collectives(world: usize) -> Outcome {
     let start: u32 = rng().random_range(0..1_000_000);
     let rounds: u32 = rng().random_range(10..60);
     let seed: u32 = rng().random();
+    let vecs: Vec<f32> = (0..4 * world)
+        .map(|_| rng().random_range(-1e3..1e3))
+        .collect();
     gpus(world, |c| {
         let r = c.rank();
         // Ring all-gather, f32 then bf16.
@@ -383,11 +386,49 @@ fn collectives(world: usize) -> Outcome {
                 m[0], m[2], m[3]
             )
         })?;
+        // Gathers: every peer's sentinel-marked vector, and every rank's
+        // LL packets over two rounds of tags, polled together.
+        let stage = c.alloc::<f32>(4 * world)?;
+        stage.copy_from_host(&vec![f32::from_bits(u32::MAX); 4 * world])?;
+        let gs = stage.rendezvous()?;
+        let src = c.device_buffer_from(&vecs[4 * r..4 * r + 4])?;
+        let mut out = c.device_buffer_from(&vec![f32::NAN; 4 * world])?;
+        gs.barrier(0, T)?;
+        gather_vectors::launch::<f32, 4>(c, LaunchConfig::linear(1, 32), &gs, &src, &mut out, 99)?;
+        let got = out.to_host()?;
+        for p in (0..world).filter(|&p| p != r) {
+            check(got[4 * p..4 * p + 4] == vecs[4 * p..4 * p + 4], || {
+                format!(
+                    "rank {r}: gather_ready from rank {p}: {:?}",
+                    &got[4 * p..4 * p + 4]
+                )
+            })?;
+        }
+        let pk = c.alloc::<u64>(2 * world)?;
+        pk.copy_from_host(&vec![0; 2 * world])?;
+        let ps = pk.rendezvous()?;
+        let mut pout = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
+        for tag in [1u32, 2] {
+            ps.barrier(0, T)?;
+            gather_packets::launch(
+                c,
+                LaunchConfig::linear(1, 32),
+                &ps,
+                &mut pout,
+                tag,
+                seed ^ tag,
+            )?;
+            let got = pout.to_host()?;
+            let want = gather_packets_ref(world as u32, tag, seed ^ tag);
+            check(got == want, || {
+                format!("rank {r}: gather_tagged2, tag {tag}: {got:?}")
+            })?;
+        }
         s.barrier(0, T)?;
         c.synchronize()
     })?;
     Ok(format!(
-        "ring all-gather (f32, bf16; chunk {chunk}), broadcast from rank {root} ({nb} elems), ping-pong ({rounds} rounds), 2000 release/acquire messages: all exact"
+        "ring all-gather (f32, bf16; chunk {chunk}), broadcast from rank {root} ({nb} elems), ping-pong ({rounds} rounds), 2000 release/acquire messages, gather_ready and gather_tagged2 from every rank: all exact"
     ))
 }
 

@@ -76,6 +76,33 @@ fn intrinsics_orderings_and_operators_translate() {
 }
 
 #[test]
+fn gathers_translate_with_the_context_and_need_a_width() {
+    let c = cuda(
+        "fn k(st: SymmBuf<f32>, ll: SymmBuf<u64>, x: &mut [f32], y: &mut [u64]) {
+            let g: [[f32; 4]; 8] = st.local().gather_ready::<4>(8u32, 16u32, 6u32, 0.5f32);
+            let p: [[u64; 2]; 8] = ll.local().gather_tagged2(0u32, 4u32, 3u32, 7u32);
+            x[0] = g[1][2];
+            y[0] = p[0][1];
+        }",
+    );
+    for needle in [
+        "symm_dsl_gather_ready<4ULL>(__ctx, symm_local(v_st), ((symm_u32)8ULL), ((symm_u32)16ULL), ((symm_u32)6ULL), 0.5f)",
+        "symm_dsl_gather_tagged2(__ctx, symm_local(v_ll), ((symm_u32)0ULL), ((symm_u32)4ULL), ((symm_u32)3ULL), ((symm_u32)7ULL))",
+        "symm_array<symm_array<float, 4ULL>, 8ULL> v_g",
+    ] {
+        assert!(c.contains(needle), "missing {needle:?} in {c}");
+    }
+    let out = run(
+        "",
+        "fn k(st: SymmBuf<f32>, x: &mut [f32]) { let g: [[f32; 4]; 8] = st.local().gather_ready(0u32, 4u32, 1u32, 0.0f32); x[0] = g[0][0]; }",
+    );
+    assert!(
+        out.contains("write the vector width: `.gather_ready::<8>(first, stride, ranks, empty)`"),
+        "{out}"
+    );
+}
+
+#[test]
 fn helpers_are_called_with_the_context_and_listed_as_dependencies() {
     let out = run("", "fn k(x: &mut [f32]) { x[0] = norm::<f32>(x[1]); }");
     assert!(out.contains("f_norm<float>(__ctx, v_x"), "{out}");

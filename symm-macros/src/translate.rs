@@ -1367,6 +1367,19 @@ impl<'a> Translator<'a> {
                 }
                 None => self.err(m, "write the vector width: `.load_vec_ready::<8>(i, empty, from)`".to_string()),
             },
+            ("gather_ready", 4) => match turbofish {
+                Some(t) => {
+                    let (i, st) = (a(self, 0, Some("symm_u64")), a(self, 1, Some("symm_u64")));
+                    let (rk, e) = (a(self, 2, Some("symm_u32")), a(self, 3, None));
+                    format!("symm_dsl_gather_ready<{t}>(__ctx, {r}, {i}, {st}, {rk}, {e})")
+                }
+                None => self.err(m, "write the vector width: `.gather_ready::<8>(first, stride, ranks, empty)`".to_string()),
+            },
+            ("gather_tagged2", 4) => {
+                let (i, st) = (a(self, 0, Some("symm_u64")), a(self, 1, Some("symm_u64")));
+                let (rk, t) = (a(self, 2, Some("symm_u32")), a(self, 3, Some("symm_u32")));
+                format!("symm_dsl_gather_tagged2(__ctx, {r}, {i}, {st}, {rk}, {t})")
+            }
             ("store_vec" | "store_vec_volatile", 2) => {
                 let i = a(self, 0, Some("symm_u64"));
                 let v = a(self, 1, None);

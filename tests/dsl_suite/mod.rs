@@ -339,3 +339,80 @@ pub fn shared_scopes(x: &[u32], out: &mut [u32]) {
 pub fn lanes(lanes: &mut [u32]) {
     lanes[thread_idx_y() * 16 + thread_idx_x()] = lane_id();
 }
+
+/// Sentinel-marked pushes from every peer, received at once: each rank
+/// but `silent` stores `src[0..N]` into slot `rank` (elements `rank * N..`)
+/// of every other rank's `stage`, which starts all ones (empty); then every
+/// rank gathers the other ranks' slots with `gather_ready` into
+/// `out[r * N..]`. Thread 0 of block 0 only.
+#[symm_kernel]
+pub fn gather_vectors<T: Scalar, const N: usize>(
+    stage: SymmBuf<T>,
+    src: &[T],
+    out: &mut [T],
+    silent: u32,
+) {
+    if thread_idx_x() != 0 || block_idx_x() != 0 {
+        return;
+    }
+    let rank = stage.rank();
+    let world = stage.world_size();
+    let mut v: [T; N] = [src[0]; N];
+    for k in 0..N {
+        v[k] = src[k as u32];
+    }
+    if rank != silent {
+        for r in 0..world {
+            if r != rank {
+                stage.peer(r).store_vec_volatile::<N>(rank * N as u32, v);
+            }
+        }
+    }
+    let empty = T::from_bits32(0xFFFF_FFFFu32);
+    let peers = ((1u32 << world) - 1) & !(1u32 << rank);
+    let got: [[T; N]; 8] = stage
+        .local()
+        .gather_ready::<N>(0u32, N as u32, peers, empty);
+    for r in 0..world {
+        if r != rank {
+            let g = got[r];
+            for k in 0..N {
+                out[r * N as u32 + k as u32] = g[k];
+            }
+        }
+    }
+}
+
+/// LL packet pairs from every rank (itself included), received at once:
+/// each rank stores `(tag, seed ^ rank)` and `(tag, seed ^ rank ^ 1)` into
+/// slot `rank` (elements `2 rank..`) of every rank's `stage`, then gathers
+/// every slot with `gather_tagged2` into `out[2 r..]`. Thread 0 of block 0.
+#[symm_kernel]
+pub fn gather_packets(stage: SymmBuf<u64>, out: &mut [u64], tag: u32, seed: u32) {
+    if thread_idx_x() != 0 || block_idx_x() != 0 {
+        return;
+    }
+    let rank = stage.rank();
+    let world = stage.world_size();
+    let hi = (tag as u64) << 32;
+    let pkt: [u64; 2] = [hi | ((seed ^ rank) as u64), hi | ((seed ^ rank ^ 1) as u64)];
+    for r in 0..world {
+        stage.peer(r).store_vec_volatile::<2>(rank * 2, pkt);
+    }
+    let got: [[u64; 2]; 8] = stage
+        .local()
+        .gather_tagged2(0u32, 2u32, (1u32 << world) - 1, tag);
+    for r in 0..world {
+        let g = got[r];
+        out[r * 2] = g[0];
+        out[r * 2 + 1] = g[1];
+    }
+}
+
+/// What [`gather_packets`] writes on every rank of `world`.
+pub fn gather_packets_ref(world: u32, tag: u32, seed: u32) -> Vec<u64> {
+    let hi = u64::from(tag) << 32;
+    (0..world)
+        .flat_map(|r| [hi | u64::from(seed ^ r), hi | u64::from(seed ^ r ^ 1)])
+        .collect()
+}

@@ -86,9 +86,23 @@ pub fn sum_staged<T: Scalar, const V: usize>(
 /// (the same bits on every rank), rounded once to `T`.
 #[symm_kernel(device)]
 pub fn sum_in_rank_order<T: Scalar, const V: usize>(vals: [[T; V]; 8], world: u32) -> [T; V] {
+    sum_with_own::<T, V>(vals, vals[0], 8, world)
+}
+
+/// [`sum_in_rank_order`] with `own` in place of `vals[rank]` (a `rank` of 8
+/// or more replaces nothing). A select per rank, not a store into `vals`:
+/// with a run-time `rank`, a store would index the array at run time and
+/// move it to local memory.
+#[symm_kernel(device)]
+pub fn sum_with_own<T: Scalar, const V: usize>(
+    vals: [[T; V]; 8],
+    own: [T; V],
+    rank: u32,
+    world: u32,
+) -> [T; V] {
     let mut acc: [f32; V] = [0.0f32; V];
     for r in 0..world {
-        let v = vals[r];
+        let v = if r == rank { own } else { vals[r] };
         for k in 0..V {
             acc[k] += v[k].to_f32();
         }
@@ -270,22 +284,17 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         g += stride;
         words = ll_words::<T, P>(src, g, n);
     }
+    // Slot r of pair q holds rank r's packets: every rank's are polled
+    // together (one memory round trip after the last one lands).
+    let ranks = (1u32 << world) - 1;
     let mut q = first;
     while q < pairs {
-        // Every rank's packets are loaded before any is waited for: when
-        // they have arrived, that is one round trip instead of `world` in a
-        // row. Only a packet that is not there yet is polled.
-        let mut got: [[u64; 2]; 8] = [[0u64; 2]; 8];
-        for r in 0..world {
-            got[r] = mine.load_vec_volatile::<2>(((parity * world + r) * cap + q) * 2);
-        }
+        let got: [[u64; 2]; 8] =
+            mine.gather_tagged2((parity * world * cap + q) * 2, cap * 2, ranks, epoch);
         let mut lo: [f32; P] = [0.0f32; P];
         let mut hi: [f32; P] = [0.0f32; P];
         for r in 0..world {
-            let mut v = got[r];
-            if (v[0] >> 32) as u32 != epoch || (v[1] >> 32) as u32 != epoch {
-                v = mine.load_tagged2(((parity * world + r) * cap + q) * 2, epoch, r);
-            }
+            let v = got[r];
             let b0 = v[0] as u32;
             let b1 = v[1] as u32;
             for k in 0..P {
@@ -493,29 +502,14 @@ pub fn lamport_store<T: Scalar, const V: usize>(out: SliceMut<T>, at: u32, n: u3
     }
 }
 
-/// Whether no element of `v` has the Lamport stage's empty bits.
-#[symm_kernel(device)]
-pub fn lamport_ready<T: Scalar, const V: usize>(v: [T; V]) -> bool {
-    let empty = T::from_bits32(0xFFFF_FFFFu32).to_bits32();
-    let mut ready = true;
-    for k in 0..V {
-        if v[k].to_bits32() == empty {
-            ready = false;
-        }
-    }
-    ready
-}
-
-/// Elements `at..at + V` summed in f32 in rank order, where this rank's
-/// part is its input `src` (as [`lamport_load`] reads it) and every other
-/// rank r's arrives at `stage[base + r * cap + j..]`: every peer's load is
-/// issued before any is waited for, and each slot is marked empty again
-/// once read.
+/// `own` (this rank's part, as [`lamport_load`] reads it) summed in f32 in
+/// rank order with every other rank r's part, which arrives at
+/// `stage[base + r * cap + j..]`: all peers' slots are polled together
+/// (one memory round trip after the last one lands), and each is marked
+/// empty again once read.
 #[symm_kernel(device)]
 pub fn lamport_sum<T: Scalar, const V: usize>(
-    src: Remote<T>,
-    at: u32,
-    n: u32,
+    own: [T; V],
     stage: Remote<T>,
     base: u32,
     cap: u32,
@@ -525,24 +519,14 @@ pub fn lamport_sum<T: Scalar, const V: usize>(
 ) -> [T; V] {
     let empty = T::from_bits32(0xFFFF_FFFFu32);
     let cleared: [T; V] = [empty; V];
-    let mut vals: [[T; V]; 8] = [[T::from_f32(0.0f32); V]; 8];
-    for r in 0..world {
-        vals[r] = if r == rank {
-            lamport_load::<T, V>(src, at, n)
-        } else {
-            stage.load_vec_volatile::<V>(base + r * cap + j)
-        };
-    }
+    let peers = ((1u32 << world) - 1) & !(1u32 << rank);
+    let vals: [[T; V]; 8] = stage.gather_ready::<V>(base + j, cap, peers, empty);
     for r in 0..world {
         if r != rank {
-            let slot = base + r * cap + j;
-            if !lamport_ready::<T, V>(vals[r]) {
-                vals[r] = stage.load_vec_ready::<V>(slot, empty, r);
-            }
-            stage.store_vec::<V>(slot, cleared);
+            stage.store_vec::<V>(base + r * cap + j, cleared);
         }
     }
-    sum_in_rank_order::<T, V>(vals, world)
+    sum_with_own::<T, V>(vals, own, rank, world)
 }
 
 /// One-shot all-reduce by pushing data that marks its own arrival (after
@@ -579,6 +563,9 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     let epoch = next_epoch(stage);
     let base = (epoch & 1) * world * cap;
     let to = base + rank * cap;
+    // This thread's first vector stays in registers for its own part of the
+    // sum (the common case at small sizes is one vector per thread).
+    let mut own = v;
     let mut i = first;
     while i < vecs {
         for r in 0..world {
@@ -592,9 +579,12 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     let mut i = first;
     while i < vecs {
         let at = i * V as u32;
-        let res = lamport_sum::<T, V>(src, at, n, mine, base, cap, at, rank, world);
+        let res = lamport_sum::<T, V>(own, mine, base, cap, at, rank, world);
         lamport_store::<T, V>(out, at, n, res);
         i += stride;
+        if i < vecs {
+            own = lamport_load::<T, V>(src, i * V as u32, n);
+        }
     }
     commit_epoch(stage, epoch);
 }
@@ -657,7 +647,8 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     let mut j = first;
     while j < chunk && rank * chunk + j < vecs {
         let at = (rank * chunk + j) * V as u32;
-        let sum = lamport_sum::<T, V>(src, at, n, mine, parts, cap, j * V as u32, rank, world);
+        let own = lamport_load::<T, V>(src, at, n);
+        let sum = lamport_sum::<T, V>(own, mine, parts, cap, j * V as u32, rank, world);
         // Sent as it is stored here, so every rank gets the same bits, and
         // never with the empty bits.
         let res = lamport_scrub::<T, V>(sum);
@@ -672,24 +663,20 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
         j += stride;
     }
     // All-gather: copy out every other chunk's sum as it arrives (every
-    // owner's load issued before any wait).
+    // owner's slot polled together).
     let mut j = first;
     while j < chunk {
-        let mut got: [[T; V]; 8] = [[T::from_f32(0.0f32); V]; 8];
+        let mut owners = 0u32;
         for c in 0..world {
             if c != rank && c * chunk + j < vecs {
-                got[c] = mine.load_vec_volatile::<V>(sums + c * cap + j * V as u32);
+                owners |= 1u32 << c;
             }
         }
+        let got: [[T; V]; 8] = mine.gather_ready::<V>(sums + j * V as u32, cap, owners, empty);
         for c in 0..world {
-            if c != rank && c * chunk + j < vecs {
-                let slot = sums + c * cap + j * V as u32;
-                let mut s = got[c];
-                if !lamport_ready::<T, V>(s) {
-                    s = mine.load_vec_ready::<V>(slot, empty, c);
-                }
-                mine.store_vec::<V>(slot, cleared);
-                lamport_store::<T, V>(out, (c * chunk + j) * V as u32, n, s);
+            if ((owners >> c) & 1u32) == 1u32 {
+                mine.store_vec::<V>(sums + c * cap + j * V as u32, cleared);
+                lamport_store::<T, V>(out, (c * chunk + j) * V as u32, n, got[c]);
             }
         }
         j += stride;

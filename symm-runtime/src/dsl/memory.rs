@@ -165,6 +165,36 @@ macro_rules! readable {
                 self.load_vec::<N>(i)
             }
 
+            /// The addresses of the 16-byte slots `first + r * stride` for
+            /// each rank r in `ranks` (a gather's slots), each checked like
+            /// a vector access. (Read-only slices have no gather.)
+            #[allow(dead_code)]
+            #[track_caller]
+            fn slot_addrs<const N: usize>(
+                &self,
+                first: impl DslIndex,
+                stride: u32,
+                ranks: u32,
+            ) -> [Option<u64>; MAX_WORLD_SIZE] {
+                if ranks >> MAX_WORLD_SIZE != 0 {
+                    fault(format!(
+                        "{}: rank mask {ranks:#x} names ranks beyond {}",
+                        $what,
+                        MAX_WORLD_SIZE - 1
+                    ));
+                }
+                let Some(base) = first.__index() else {
+                    self.vec_addr::<N>(first);
+                    unreachable!("a negative index faults");
+                };
+                std::array::from_fn(|r| {
+                    (ranks >> r & 1 == 1).then(|| {
+                        let i = (stride as usize).checked_mul(r).and_then(|o| base.checked_add(o));
+                        self.vec_addr::<N>(i.unwrap_or(usize::MAX))
+                    })
+                })
+            }
+
             #[track_caller]
             fn vec_addr<const N: usize>(&self, i: impl DslIndex) -> u64 {
                 let start = match i.__index() {
@@ -184,6 +214,50 @@ macro_rules! readable {
             }
         }
     };
+}
+
+/// The emulator's side of a gather: polls the slot at `addrs[r]` of every
+/// rank r that has one until `ready` holds for all of them; `what(r)` names
+/// what rank r sends, for the wait report and the timeout.
+#[track_caller]
+fn gather<V: Copy>(
+    name: &str,
+    what: &dyn Fn(usize) -> String,
+    addrs: [Option<u64>; MAX_WORLD_SIZE],
+    zero: V,
+    load: impl Fn(u64) -> V,
+    ready: impl Fn(&V) -> bool,
+) -> [V; MAX_WORLD_SIZE] {
+    let loc = std::panic::Location::caller();
+    let missing = std::cell::Cell::new(0usize);
+    current(name, |t| {
+        wait_for(
+            t,
+            &|| format!("{name}: {}", what(missing.get())),
+            loc,
+            None,
+            |_| format!("{} never arrived (timeout)", what(missing.get())),
+            || {
+                let mut out = [zero; MAX_WORLD_SIZE];
+                let mut first_missing = None;
+                for (r, a) in addrs.iter().enumerate() {
+                    if let Some(a) = *a {
+                        out[r] = load(a);
+                        if !ready(&out[r]) && first_missing.is_none() {
+                            first_missing = Some(r);
+                        }
+                    }
+                }
+                match first_missing {
+                    Some(r) => {
+                        missing.set(r);
+                        None
+                    }
+                    None => Some(out),
+                }
+            },
+        )
+    })
 }
 
 /// The LL receive, on handles of `u64` packets.
@@ -229,6 +303,34 @@ macro_rules! tagged {
                         },
                     )
                 })
+            }
+
+            /// Packet pairs from several ranks at once: for each rank r
+            /// whose bit is set in `ranks`, the pair at `first + r * stride`
+            /// (even), polled until both its tags equal `tag`, in `[r]`
+            /// (zeros where the bit is clear). Every slot's load is issued
+            /// before any is checked, and each round reloads every slot
+            /// still missing, so waiting on several peers costs one memory
+            /// round trip after the last arrival, not one per peer. A
+            /// timeout names the first rank still missing.
+            /// `ld.volatile.global.v2.b64` for each slot, in a loop.
+            #[track_caller]
+            pub fn gather_tagged2(
+                &self,
+                first: impl DslIndex,
+                stride: u32,
+                ranks: u32,
+                tag: u32,
+            ) -> [[u64; 2]; MAX_WORLD_SIZE] {
+                let addrs = self.slot_addrs::<2>(first, stride, ranks);
+                gather(
+                    "gather_tagged2",
+                    &|r| format!("LL packets from rank {r} with tag {tag}"),
+                    addrs,
+                    [0u64; 2],
+                    |a| [load_raw::<u64>(a, Ordering::Relaxed), load_raw::<u64>(a + 8, Ordering::Relaxed)],
+                    |v| v.iter().all(|w| (w >> 32) as u32 == tag),
+                )
             }
         }
     };
@@ -279,6 +381,46 @@ macro_rules! ready {
                         },
                     )
                 })
+            }
+
+            /// [`load_vec_ready`](Self::load_vec_ready) from several ranks at
+            /// once: for each rank r whose bit is set in `ranks`, the 16 bytes
+            /// at elements `first + r * stride`, polled until none of its
+            /// elements has `empty`'s bits, in `[r]` (zeros where the bit is
+            /// clear). Every slot's load is issued before any is checked, and
+            /// each round reloads every slot still missing, so waiting on
+            /// several peers costs one memory round trip after the last
+            /// arrival, not one per peer. A timeout names the first rank
+            /// still missing. `ld.volatile.global.v4.b32` for each slot, in a
+            /// loop.
+            #[track_caller]
+            pub fn gather_ready<const N: usize>(
+                &self,
+                first: impl DslIndex,
+                stride: u32,
+                ranks: u32,
+                empty: T,
+            ) -> [[T; N]; MAX_WORLD_SIZE] {
+                const {
+                    assert!(
+                        N * std::mem::size_of::<T>() == 16,
+                        "vector accesses move exactly 16 bytes"
+                    )
+                };
+                let addrs = self.slot_addrs::<N>(first, stride, ranks);
+                let size = std::mem::size_of::<T>();
+                gather(
+                    "gather_ready",
+                    &|r| format!("pushed data from rank {r}"),
+                    addrs,
+                    [T::from_bits32(0); N],
+                    |a| {
+                        std::array::from_fn(|k| {
+                            load_raw::<T>(a + (k * size) as u64, Ordering::Relaxed)
+                        })
+                    },
+                    |v: &[T; N]| v.iter().all(|x| x.to_bits32() != empty.to_bits32()),
+                )
             }
         }
     };

@@ -111,61 +111,112 @@ template<class T> __device__ __forceinline__ T symm_from_bits32(symm_u32 b) {
     else return symm_bitcast<T>((symm_u8)b);
 }
 
-/* LL receive: an 8-byte volatile load polled until its high word is `tag`.
-   Data and tag travel in one single-copy-atomic store, so no fence is
-   needed. A timeout records who waited (peer `from`) and ends the thread. */
-template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
-    const symm_u64* p = (const symm_u64*)(s.ptr + i);
-    symm_u64 v = symm_ld<SYMM_VOLATILE, SYMM_SYS>(p);
-    if ((symm_u32)(v >> 32) == tag) return v;
+/* The wait loop of every receive of data that marks its own arrival (LL
+   packets, sentinel-filled staging). `load(r)` (re)loads slot r and
+   `ready(r)` says whether it has arrived, for each r < 8 whose bit is set in
+   `slots`. Every slot's load is issued before any is checked, and each
+   round reloads all slots still missing, so waiting on several peers costs
+   one memory round trip after the last arrival instead of one per peer. A
+   timeout records peer `from(r)` of the first slot still missing (data
+   waits have no channel: 0xffffffff) and ends the thread. */
+template<class Load, class Ready, class From>
+__device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slots, Load load, Ready ready, From from) {
+#pragma unroll
+    for (symm_u32 r = 0; r < 8; ++r) if (slots >> r & 1u) load(r);
+    symm_u32 pending = 0;
+#pragma unroll
+    for (symm_u32 r = 0; r < 8; ++r) if ((slots >> r & 1u) && !ready(r)) pending |= 1u << r;
+    if (!pending) return;
     symm_u64 start = symm_globaltimer();
-    while ((symm_u32)(v >> 32) != tag) {
+    for (;;) {
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) if (pending >> r & 1u) load(r);
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) if ((pending >> r & 1u) && ready(r)) pending &= ~(1u << r);
+        if (!pending) return;
         if (symm_globaltimer() - start > c.timeout_ns) {
-            symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from, 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
+            symm_u32 first = 0;
+            while (!(pending >> first & 1u)) ++first;
+            symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from(first), 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
             asm volatile("exit;");
         }
-        v = symm_ld<SYMM_VOLATILE, SYMM_SYS>(p);
     }
+}
+
+/* Whether no element (of T's width) of the 16 bytes `w` has `empty`'s bits.
+   Checked on the raw words, so nothing is unpacked between a slot's load
+   and the next one. */
+template<class T> __device__ __forceinline__ bool symm_words_ready(const symm_array<symm_u32, 4>& w, T empty) {
+    const symm_u32 e = symm_to_bits32(empty);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if constexpr (sizeof(T) == 4) {
+            if (w[k] == e) return false;
+        } else {
+#pragma unroll
+            for (int h = 0; h < 4 / (int)sizeof(T); ++h)
+                if ((w[k] >> (h * 8 * sizeof(T)) & ((1u << (8 * sizeof(T))) - 1u)) == e) return false;
+        }
+    }
+    return true;
+}
+
+/* LL receive: 8-byte volatile loads polled until the high word is `tag`.
+   Data and tag travel in one single-copy-atomic store, so no fence is
+   needed. */
+template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
+    const symm_u64* p = (const symm_u64*)(s.ptr + i);
+    symm_u64 v = 0;
+    symm_wait_slots(c, 1u, [&](symm_u32) { v = symm_ld<SYMM_VOLATILE, SYMM_SYS>(p); },
+                    [&](symm_u32) { return (symm_u32)(v >> 32) == tag; }, [&](symm_u32) { return from; });
     return v;
 }
 
 /* Two LL packets at once: a 16-byte volatile load (two 8-byte elements, each
    single-copy atomic) polled until both tags are `tag`. */
+static __device__ __forceinline__ __attribute__((unused)) bool symm_tagged2_ready(const symm_array<symm_u64, 2>& v, symm_u32 tag) {
+    return (symm_u32)(v[0] >> 32) == tag && (symm_u32)(v[1] >> 32) == tag;
+}
 template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
     const symm_u64* p = (const symm_u64*)(s.ptr + i);
-    symm_array<symm_u64, 2> v = symm_ld_vec_volatile<symm_u64, 2>(p);
-    if ((symm_u32)(v[0] >> 32) == tag && (symm_u32)(v[1] >> 32) == tag) return v;
-    symm_u64 start = symm_globaltimer();
-    while ((symm_u32)(v[0] >> 32) != tag || (symm_u32)(v[1] >> 32) != tag) {
-        if (symm_globaltimer() - start > c.timeout_ns) {
-            symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from, 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
-            asm volatile("exit;");
-        }
-        v = symm_ld_vec_volatile<symm_u64, 2>(p);
-    }
+    symm_array<symm_u64, 2> v = {};
+    symm_wait_slots(c, 1u, [&](symm_u32) { v = symm_ld_vec_volatile<symm_u64, 2>(p); },
+                    [&](symm_u32) { return symm_tagged2_ready(v, tag); }, [&](symm_u32) { return from; });
+    return v;
+}
+
+/* Packet pairs of several ranks: slot r (for each bit r of `ranks`) at
+   `first + r * stride`, all polled together; a timeout names rank r. */
+template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag) {
+    symm_array<symm_array<symm_u64, 2>, 8> v = {};
+    symm_wait_slots(c, ranks, [&](symm_u32 r) { v[r] = symm_ld_vec_volatile<symm_u64, 2>((const symm_u64*)(s.ptr + first + r * stride)); },
+                    [&](symm_u32 r) { return symm_tagged2_ready(v[r], tag); }, [](symm_u32 r) { return r; });
     return v;
 }
 
 /* Sentinel receive: a 16-byte volatile load polled until no element has
    `empty`'s bits (each element is single-copy atomic, so a partly arrived
-   vector still shows the sentinel). A timeout records who waited (peer
-   `from`) and ends the thread. */
-template<class T, symm_u64 N> __device__ __forceinline__ bool symm_vec_ready(const symm_array<T, N>& v, T empty) {
-#pragma unroll
-    for (symm_u64 k = 0; k < N; ++k) if (symm_to_bits32(v[k]) == symm_to_bits32(empty)) return false;
-    return true;
-}
+   vector still shows the sentinel). */
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type empty, symm_u32 from) {
-    symm_array<T, N> v = symm_ld_vec_volatile<T, N>(s.ptr + i);
-    if (symm_vec_ready(v, empty)) return v;
-    symm_u64 start = symm_globaltimer();
-    while (!symm_vec_ready(v, empty)) {
-        if (symm_globaltimer() - start > c.timeout_ns) {
-            symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from, 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
-            asm volatile("exit;");
-        }
-        v = symm_ld_vec_volatile<T, N>(s.ptr + i);
-    }
+    static_assert(sizeof(T) * N == 16, "load_vec_ready: sizeof(T) * N must be 16");
+    const symm_u32* p = (const symm_u32*)(s.ptr + i);
+    symm_array<symm_u32, 4> w = {};
+    symm_wait_slots(c, 1u, [&](symm_u32) { w = symm_ld_vec_volatile<symm_u32, 4>(p); },
+                    [&](symm_u32) { return symm_words_ready<T>(w, empty); }, [&](symm_u32) { return from; });
+    return symm_bitcast<symm_array<T, N>>(w);
+}
+
+/* Sentinel receive from several ranks: slot r (for each bit r of `ranks`)
+   at `first + r * stride`, all polled together; zeros where a bit is
+   clear; a timeout names rank r. */
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<symm_array<T, N>, 8> symm_dsl_gather_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, typename symm_nd<T>::type empty) {
+    static_assert(sizeof(T) * N == 16, "gather_ready: sizeof(T) * N must be 16");
+    symm_array<symm_array<symm_u32, 4>, 8> w = {};
+    symm_wait_slots(c, ranks, [&](symm_u32 r) { w[r] = symm_ld_vec_volatile<symm_u32, 4>((const symm_u32*)(s.ptr + first + r * stride)); },
+                    [&](symm_u32 r) { return symm_words_ready<T>(w[r], empty); }, [](symm_u32 r) { return r; });
+    symm_array<symm_array<T, N>, 8> v;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) v[r] = symm_bitcast<symm_array<T, N>>(w[r]);
     return v;
 }
 
