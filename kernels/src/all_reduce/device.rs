@@ -502,11 +502,32 @@ pub fn lamport_store<T: Scalar, const V: usize>(out: SliceMut<T>, at: u32, n: u3
     }
 }
 
+/// The slots `stage[first + r * stride..]` of every rank r in `ranks` (a
+/// bit each), once they have arrived (all polled together: one memory
+/// round trip after the last one lands), each marked empty again for the
+/// call after next. Zeros for ranks not in `ranks`.
+#[symm_kernel(device)]
+pub fn lamport_take<T: Scalar, const V: usize>(
+    stage: Remote<T>,
+    first: u32,
+    stride: u32,
+    ranks: u32,
+    world: u32,
+) -> [[T; V]; 8] {
+    let empty = T::from_bits32(0xFFFF_FFFFu32);
+    let cleared: [T; V] = [empty; V];
+    let got: [[T; V]; 8] = stage.gather_ready::<V>(first, stride, ranks, empty);
+    for r in 0..world {
+        if ((ranks >> r) & 1u32) == 1u32 {
+            stage.store_vec::<V>(first + r * stride, cleared);
+        }
+    }
+    got
+}
+
 /// `own` (this rank's part, as [`lamport_load`] reads it) summed in f32 in
 /// rank order with every other rank r's part, which arrives at
-/// `stage[base + r * cap + j..]`: all peers' slots are polled together
-/// (one memory round trip after the last one lands), and each is marked
-/// empty again once read.
+/// `stage[base + r * cap + j..]` (see [`lamport_take`]).
 #[symm_kernel(device)]
 pub fn lamport_sum<T: Scalar, const V: usize>(
     own: [T; V],
@@ -517,15 +538,8 @@ pub fn lamport_sum<T: Scalar, const V: usize>(
     rank: u32,
     world: u32,
 ) -> [T; V] {
-    let empty = T::from_bits32(0xFFFF_FFFFu32);
-    let cleared: [T; V] = [empty; V];
     let peers = ((1u32 << world) - 1) & !(1u32 << rank);
-    let vals: [[T; V]; 8] = stage.gather_ready::<V>(base + j, cap, peers, empty);
-    for r in 0..world {
-        if r != rank {
-            stage.store_vec::<V>(base + r * cap + j, cleared);
-        }
-    }
+    let vals = lamport_take::<T, V>(stage, base + j, cap, peers, world);
     sum_with_own::<T, V>(vals, own, rank, world)
 }
 
@@ -641,8 +655,6 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
         }
         j += stride;
     }
-    let empty = T::from_bits32(0xFFFF_FFFFu32);
-    let cleared: [T; V] = [empty; V];
     // Sum this rank's chunk and push the sum to every rank.
     let mut j = first;
     while j < chunk && rank * chunk + j < vecs {
@@ -672,10 +684,9 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
                 owners |= 1u32 << c;
             }
         }
-        let got: [[T; V]; 8] = mine.gather_ready::<V>(sums + j * V as u32, cap, owners, empty);
+        let got = lamport_take::<T, V>(mine, sums + j * V as u32, cap, owners, world);
         for c in 0..world {
             if ((owners >> c) & 1u32) == 1u32 {
-                mine.store_vec::<V>(sums + c * cap + j * V as u32, cleared);
                 lamport_store::<T, V>(out, (c * chunk + j) * V as u32, n, got[c]);
             }
         }
