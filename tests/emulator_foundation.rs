@@ -438,3 +438,30 @@ fn reading_pads_while_peers_signal_is_sound() {
     })
     .unwrap();
 }
+
+#[test]
+fn fill_bytes_sets_the_data_and_leaves_the_signal_pad() {
+    // Larger than the host backend's fill piece, and of odd length.
+    let n = 70_001 + rand::rng().random_range(0..100usize);
+    emu(2, |comm| {
+        let buf = comm.alloc::<f32>(n)?;
+        let data: Vec<f32> = (0..n)
+            .map(|_| rand::rng().random_range(-1.0..1.0))
+            .collect();
+        buf.copy_from_host(&data)?;
+        let smem = buf.rendezvous()?;
+        buf.fill_bytes(0xFF)?;
+        assert!(buf.to_host()?.iter().all(|v| v.to_bits() == u32::MAX));
+        // The pad is not part of the data: signalling still works.
+        smem.barrier(0, T)?;
+        comm.synchronize()?;
+        assert!(smem.read_signal_pad(comm.rank())?.iter().all(|&v| v <= 1));
+        buf.fill_bytes(0)?;
+        assert!(buf.to_host()?.iter().all(|v| v.to_bits() == 0));
+        let h = comm.alloc::<symm::bf16>(7)?;
+        h.fill_bytes(0xFF)?;
+        assert!(h.to_host()?.iter().all(|v| v.to_bits() == 0xFFFF));
+        Ok(())
+    })
+    .unwrap();
+}

@@ -132,8 +132,9 @@ pub(crate) trait Backend: Send + Sync {
     fn write(&self, dst: u64, src: &[u8]) -> Result<()>;
     /// Copies from `src` (bounds-checked by the caller) into host bytes.
     fn read(&self, src: u64, dst: &mut [u8]) -> Result<()>;
-    /// Zeroes `bytes` at `dst` (bounds-checked by the caller) and waits.
-    fn zero(&self, dst: u64, bytes: usize) -> Result<()>;
+    /// Sets `bytes` bytes at `dst` (bounds-checked by the caller) to `byte`,
+    /// and waits.
+    fn fill(&self, dst: u64, byte: u8, bytes: usize) -> Result<()>;
     /// Makes a device-visible copy of `values`.
     fn table(&self, values: &[u64]) -> Result<Table>;
     /// Enqueues (GPU) or performs (host) a signal operation. Timeouts are

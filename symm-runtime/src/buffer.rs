@@ -69,7 +69,7 @@ impl<T: Element> SymmBuffer<T> {
         // Peers may signal as soon as rendezvous completes, so the pad must be
         // zero before this rank can publish it.
         comm.backend
-            .zero(alloc.ptr() + layout.pad_offset as u64, SIGNAL_PAD_BYTES)?;
+            .fill(alloc.ptr() + layout.pad_offset as u64, 0, SIGNAL_PAD_BYTES)?;
         Ok(SymmBuffer {
             inner: Arc::new(BufInner {
                 comm,
@@ -139,6 +139,15 @@ impl<T: Element> SymmBuffer<T> {
     /// Copies the whole buffer to the host.
     pub fn to_host(&self) -> Result<Vec<T>> {
         self.read(0, self.len())
+    }
+
+    /// Sets every byte of the buffer to `byte` (a device memset; no host
+    /// copy of the buffer's size), and waits: zeros, or a sentinel such as
+    /// all ones (`0xFF`, a NaN in every float type) for kernels whose data
+    /// marks its own arrival.
+    pub fn fill_bytes(&self, byte: u8) -> Result<()> {
+        let bytes = self.len() * std::mem::size_of::<T>();
+        self.inner.comm.backend.fill(self.device_ptr(), byte, bytes)
     }
 
     /// Copies `src`, which must have exactly [`len`](Self::len) elements, into the buffer.

@@ -379,12 +379,18 @@ impl CudaDevice {
         stream.synchronize().op("cuStreamSynchronize")
     }
 
-    /// Zeroes `bytes` at `dst`, ordered on `stream`, and waits.
-    pub(crate) fn zero(&self, stream: &CudaStream, dst: u64, bytes: usize) -> DrvResult<()> {
+    /// Sets `bytes` bytes at `dst` to `byte`, ordered on `stream`, and waits.
+    pub(crate) fn fill(
+        &self,
+        stream: &CudaStream,
+        dst: u64,
+        byte: u8,
+        bytes: usize,
+    ) -> DrvResult<()> {
         self.bind()?;
         // SAFETY: the caller checked that the range is mapped in this context.
         check("cuMemsetD8Async", unsafe {
-            sys::cuMemsetD8Async(dst, 0, bytes, stream.cu_stream())
+            sys::cuMemsetD8Async(dst, byte, bytes, stream.cu_stream())
         })?;
         stream.synchronize().op("cuStreamSynchronize")
     }

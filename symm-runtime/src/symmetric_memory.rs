@@ -422,7 +422,7 @@ impl SymmetricMemory {
     /// agree across ranks.
     pub fn reset_signal_pad(&self) -> Result<()> {
         self.backend
-            .zero(self.signal_pad_ptrs[self.rank], SIGNAL_PAD_BYTES)
+            .fill(self.signal_pad_ptrs[self.rank], 0, SIGNAL_PAD_BYTES)
     }
 
     /// Stream-ordered barrier with every rank on `channel`. See

@@ -480,10 +480,8 @@ fn staging<E: symm::dsl::Scalar>(
         Path::Ll => grow::<E, LlFamily>(comm, per_region, 2 * world, 0),
         Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
         // All ones: every slot starts empty.
-        Path::Lamport => grow::<E, LamportFamily>(comm, per_region, 2 * world, u32::MAX),
-        Path::LamportTwoShot => {
-            grow::<E, LamportTwoShotFamily>(comm, per_region, 4 * world, u32::MAX)
-        }
+        Path::Lamport => grow::<E, LamportFamily>(comm, per_region, 2 * world, 0xFF),
+        Path::LamportTwoShot => grow::<E, LamportTwoShotFamily>(comm, per_region, 4 * world, 0xFF),
         Path::TwoShot | Path::Pull => grow::<E, ScratchFamily>(comm, per_region, 1, 0),
     }
 }
@@ -492,16 +490,16 @@ fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
     comm: &Comm,
     per_region: usize,
     regions: usize,
-    fill: u32,
+    fill: u8,
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
     let s = comm.extension(
         |s: &Staging<E, K>| s.per_region >= per_region,
         |older| {
             let per_region = per_region.next_power_of_two().max(1024);
             let buf = comm.alloc::<E>(regions * per_region)?;
-            // Written (and finished) before the rendezvous hands the
-            // memory to any peer.
-            buf.copy_from_host(&vec![E::from_bits32(fill); buf.len()])?;
+            // Every byte `fill` (a device memset, finished) before the
+            // rendezvous hands the memory to any peer.
+            buf.fill_bytes(fill)?;
             Ok(Staging::<E, K> {
                 smem: buf.rendezvous()?,
                 per_region,

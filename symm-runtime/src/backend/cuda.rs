@@ -295,9 +295,9 @@ impl Backend for CudaBackend {
             .map_err(|e| self.err(e))
     }
 
-    fn zero(&self, dst: u64, bytes: usize) -> Result<()> {
+    fn fill(&self, dst: u64, byte: u8, bytes: usize) -> Result<()> {
         self.dev
-            .zero(&self.stream, dst, bytes)
+            .fill(&self.stream, dst, byte, bytes)
             .map_err(|e| self.err(e))
     }
 

@@ -207,8 +207,13 @@ impl Backend for HostBackend {
         Ok(())
     }
 
-    fn zero(&self, dst: u64, bytes: usize) -> Result<()> {
-        hostmem::write(dst, &vec![0u8; bytes]);
+    fn fill(&self, dst: u64, byte: u8, bytes: usize) -> Result<()> {
+        // In pieces, so a large fill needs no buffer of its size.
+        const PIECE: usize = 1 << 16;
+        let piece = vec![byte; bytes.min(PIECE)];
+        for at in (0..bytes).step_by(PIECE) {
+            hostmem::write(dst + at as u64, &piece[..(bytes - at).min(PIECE)]);
+        }
         Ok(())
     }
 
