@@ -39,6 +39,9 @@
 //!   symm-run reports it on stderr and sends SIGTERM to the other ranks.
 //! * Either way, ranks still running `--grace` seconds (default 5) later get
 //!   SIGKILL. symm-run reaps every rank before it exits.
+//! * If symm-run itself dies, even by SIGKILL (which it cannot forward),
+//!   every rank gets SIGTERM (Linux's parent-death signal), so no rank goes
+//!   on holding its GPU with no one to stop it.
 //!
 //! A consequence of the separate process groups: a rank reading stdin from the
 //! terminal is stopped by the terminal (SIGTTIN). Ranks should not read the
@@ -462,6 +465,20 @@ fn spawn_rank(cli: &Cli, rank: u32, port: u16) -> io::Result<Child> {
         .env("MASTER_PORT", port.to_string())
         .env("SYMM_RUN", "1")
         .process_group(0);
+    let supervisor = nix::unistd::getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two system calls (prctl,
+    // getppid) and allocates nothing on success.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+            // symm-run may have died before the signal was armed.
+            if nix::unistd::getppid() != supervisor {
+                return Err(io::Error::other("symm-run exited while starting this rank"));
+            }
+            Ok(())
+        });
+    }
     if cli.tag_output {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }

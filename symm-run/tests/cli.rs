@@ -308,3 +308,30 @@ fn args_after_the_program_reach_it_verbatim() {
     let args = fs::read_to_string(dir.path().join("args")).unwrap();
     assert_eq!(args, "-n|--grace|");
 }
+
+#[test]
+fn ranks_get_sigterm_when_symm_run_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each rank records its PID and then becomes a long sleep (`exec`, so
+    // nothing of the test outlives it).
+    let script = r#"
+        echo $$ > "$DIR/sh$RANK.tmp" && mv "$DIR/sh$RANK.tmp" "$DIR/sh$RANK"
+        exec sleep 60
+    "#;
+    let mut child = Command::new(BIN)
+        .args(["-n", "2", "--", "sh", "-c", script])
+        .env("DIR", dir.path())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start symm-run");
+    let recorded = eventually(Duration::from_secs(10), || {
+        (0..2).all(|r| dir.path().join(format!("sh{r}")).exists())
+    });
+    // SIGKILL: symm-run can neither forward it nor clean up.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(recorded, "the ranks never started");
+    for rank in 0..2 {
+        assert_stops(read_pid(dir.path(), &format!("sh{rank}")));
+    }
+}
