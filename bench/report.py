@@ -1,7 +1,7 @@
 """Merges benchmark CSVs (symm + NCCL from the Rust program, torch from the
 Python one) into one Markdown table per world size and dtype, with ratios.
 
-    python3 bench/report.py bench_symm.csv bench_torch_2.csv ...
+    python3 bench/report.py [--lead-in N] bench_symm.csv bench_torch_2.csv ...
 """
 
 import csv
@@ -17,7 +17,14 @@ def fmt_bytes(b):
     return f"{b} B"
 
 
-def main(paths):
+def main(args):
+    lead_in = 0
+    if args[:1] == ["--lead-in"]:
+        lead_in, args = int(args[1]), args[2:]
+    paths = args
+    method = "CUDA graph of 32 calls, median of 9 replays"
+    if lead_in:
+        method += f"; after {lead_in} untimed calls in the same graph"
     data = defaultdict(dict)  # (world, dtype, bytes) -> impl -> us
     floors = defaultdict(dict)  # world -> floor -> us
     for p in paths:
@@ -29,7 +36,7 @@ def main(paths):
                 key = (int(row["world"]), row["dtype"], int(row["bytes"]))
                 data[key][row["impl"]] = float(row["us"])
     if floors:
-        print("\n### Floors (µs per call; CUDA graph of 32 calls, median of 9 replays)\n")
+        print(f"\n### Floors (µs per call; {method})\n")
         print("| GPUs | empty kernel | one remote store | LL all-reduce of 16 bytes |")
         print("|---|---|---|---|")
         for world in sorted(floors):
@@ -38,7 +45,7 @@ def main(paths):
             print(f"| {world} | " + " | ".join(cells) + " |")
     impls = ["symm", "symm_ll", "symm_lamport", "symm_push", "symm_pull", "symm_two_shot", "symm_lamport_two_shot", "tutorial_naive", "tutorial_vectorized", "torch_one_shot", "torch_two_shot", "torch_nccl", "nccl", "nccl_window"]
     for world, dtype in sorted({(k[0], k[1]) for k in data}):
-        print(f"\n### {world} GPUs, {dtype} (µs per call; CUDA graph of 32 calls, median of 9 replays)\n")
+        print(f"\n### {world} GPUs, {dtype} (µs per call; {method})\n")
         print("| size | " + " | ".join(impls) + " | symm / best torch | symm / best NCCL |")
         print("|---" * (len(impls) + 3) + "|")
         for b in sorted(k[2] for k in data if k[0] == world and k[1] == dtype):

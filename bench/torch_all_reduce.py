@@ -4,7 +4,12 @@ examples/bench_all_reduce.rs: a CUDA graph of 32 back-to-back calls,
 events; median replay / 32 = µs per call.
 
 Run under torchrun (one process per GPU):
-    torchrun --nproc-per-node 2 bench/torch_all_reduce.py out.csv
+    torchrun --nproc-per-node 2 bench/torch_all_reduce.py out.csv [LEAD_IN]
+
+LEAD_IN > 0 (as `--lead-in` of the Rust program) puts that many untimed
+calls in the graph before the 32 timed ones and times those with events
+recorded inside the graph, so the ranks' skew in starting the replay
+stays out of the numbers.
 """
 
 import os
@@ -17,6 +22,7 @@ import torch.distributed._symmetric_memory as symm_mem
 
 CALLS = 32
 REPLAYS = 9
+LEAD_IN = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 
 
 def time_graph(fn):
@@ -25,20 +31,30 @@ def time_graph(fn):
     with torch.cuda.stream(stream):
         fn()  # warm-up outside the graph
     torch.cuda.synchronize()
+    # External events become timing nodes of the graph when recorded
+    # during capture.
+    start = torch.cuda.Event(enable_timing=True, external=LEAD_IN > 0)
+    end = torch.cuda.Event(enable_timing=True, external=LEAD_IN > 0)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
+        for _ in range(LEAD_IN):
+            fn()
+        if LEAD_IN:
+            start.record()
         for _ in range(CALLS):
             fn()
+        if LEAD_IN:
+            end.record()
     times = []
     for rep in range(REPLAYS + 2):
         dist.barrier()
         torch.cuda.synchronize()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
+        if not LEAD_IN:
+            start.record()
         graph.replay()
-        end.record()
-        end.synchronize()
+        if not LEAD_IN:
+            end.record()
+        torch.cuda.synchronize()
         if rep >= 2:
             times.append(start.elapsed_time(end) * 1e3 / CALLS)
     return statistics.median(times)

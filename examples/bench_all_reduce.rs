@@ -10,13 +10,20 @@
 //! cargo run --release --example bench_all_reduce -- --worlds 2,4 --csv out.csv
 //! ```
 //! `--max-bytes B` stops at B bytes; `--no-pdl` turns off programmatic
-//! dependent launch for comparison. Three floors come first, timed the same
+//! dependent launch for comparison. `--lead-in N` puts N untimed calls in
+//! the graph before the 32 timed ones and times those 32 with events
+//! recorded inside the graph: the first calls absorb the ranks' skew in
+//! starting the replay (each rank's host launches its own graph), so the
+//! timed calls run in step on every rank; without it (the default, as in
+//! every table so far) the events around the replay include that skew,
+//! spread over 32 calls. Three floors come first, timed the same
 //! way: an empty kernel, one with a single remote store, and a 16-byte LL
 //! all-reduce (one all-to-all signal), which bound what any small
 //! all-reduce can take.
 //! `scripts/bench.sh` runs this and the torch baseline and prints one table.
 
 use std::io::Write;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use rand::Rng;
@@ -33,6 +40,8 @@ use symm::{bf16, run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks
 const CALLS: usize = 32;
 const REPLAYS: usize = 9;
 const T: Duration = Duration::from_secs(60);
+/// `--lead-in`: untimed calls in each graph before the timed ones.
+static LEAD_IN: OnceLock<usize> = OnceLock::new();
 
 /// 1 KiB to 64 MiB in powers of 4, up to `max` bytes.
 fn sizes(max: usize) -> Vec<usize> {
@@ -73,16 +82,6 @@ fn time_graph(
         .ok_or_else(|| other(c, "benchmarks need GPU ranks"))?;
     body()?; // warm-up outside the graph (module loads, NCCL setup)
     c.synchronize()?;
-    stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .map_err(drv(c, "begin_capture"))?;
-    for _ in 0..CALLS {
-        body()?;
-    }
-    let graph = stream
-        .end_capture(CUgraphInstantiate_flags(0))
-        .map_err(drv(c, "end_capture"))?
-        .ok_or_else(|| other(c, "empty graph"))?;
     let ctx = stream.context().clone();
     let (start, end) = (
         ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -90,14 +89,53 @@ fn time_graph(
         ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(drv(c, "event"))?,
     );
+    // An event recorded during capture becomes a timing node of the graph
+    // only when recorded as external.
+    let record_in_graph = |e: &symm::cudarc::driver::CudaEvent| {
+        // SAFETY: a live event and stream of this rank's context; the stream
+        // is capturing, which is what CU_EVENT_RECORD_EXTERNAL is for.
+        unsafe {
+            symm::cudarc::driver::sys::cuEventRecordWithFlags(
+                e.cu_event(),
+                stream.cu_stream(),
+                symm::cudarc::driver::sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32,
+            )
+        }
+        .result()
+        .map_err(drv(c, "cuEventRecordWithFlags"))
+    };
+    let lead_in = *LEAD_IN.get().unwrap_or(&0);
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(drv(c, "begin_capture"))?;
+    for _ in 0..lead_in {
+        body()?;
+    }
+    if lead_in > 0 {
+        record_in_graph(&start)?;
+    }
+    for _ in 0..CALLS {
+        body()?;
+    }
+    if lead_in > 0 {
+        record_in_graph(&end)?;
+    }
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .map_err(drv(c, "end_capture"))?
+        .ok_or_else(|| other(c, "empty graph"))?;
     let mut us = Vec::new();
     for rep in 0..REPLAYS + 2 {
         sync.barrier(0, T)?;
         c.synchronize()?;
-        start.record(&stream).map_err(drv(c, "record"))?;
+        if lead_in == 0 {
+            start.record(&stream).map_err(drv(c, "record"))?;
+        }
         graph.launch().map_err(drv(c, "graph launch"))?;
-        end.record(&stream).map_err(drv(c, "record"))?;
-        end.synchronize().map_err(drv(c, "sync"))?;
+        if lead_in == 0 {
+            end.record(&stream).map_err(drv(c, "record"))?;
+        }
+        c.synchronize()?;
         if rep >= 2 {
             us.push(
                 f64::from(start.elapsed_ms(&end).map_err(drv(c, "elapsed"))?) * 1e3 / CALLS as f64,
@@ -389,9 +427,22 @@ fn main() {
         .unwrap_or(64 << 20);
     // `--no-pdl` measures the kernels without programmatic dependent launch.
     let pdl = !args.iter().any(|a| a == "--no-pdl");
+    let lead_in: usize = arg("--lead-in").and_then(|m| m.parse().ok()).unwrap_or(0);
+    LEAD_IN.set(lead_in).expect("set once");
+    eprintln!(
+        "method: CUDA graph of {CALLS} back-to-back calls{}, median of {REPLAYS} replays",
+        if lead_in > 0 {
+            format!(" after {lead_in} untimed ones in the same graph, timed inside it")
+        } else {
+            ", timed around the replay".into()
+        }
+    );
     let gpus = symm::cuda_device_count();
-    if gpus < 2 {
-        eprintln!("SKIPPED: the benchmark needs at least 2 GPUs; this machine has {gpus}");
+    if gpus == 0 || !worlds.iter().any(|&w| w <= gpus) {
+        eprintln!(
+            "SKIPPED: the benchmark needs as many GPUs as a world size in {worlds:?}; this \
+             machine has {gpus}"
+        );
         std::process::exit(2);
     }
     let mut all = vec!["impl,world,dtype,bytes,us".to_string()];

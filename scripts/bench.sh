@@ -4,6 +4,8 @@
 # table with ratios. Needs GPUs; NVLink multicast stays off.
 #   scripts/bench.sh            # worlds 2 and 4
 #   WORLDS=2 scripts/bench.sh
+#   LEAD_IN=8 scripts/bench.sh  # 8 untimed calls in each graph first (see
+#                               # --lead-in in examples/bench_all_reduce.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -31,8 +33,9 @@ for d in ${LIBS//:/ }; do
   [ -e "$d/libnccl.so.2" ] && ln -sf "$d/libnccl.so.2" /tmp/symm-nccl/libnccl.so
 done
 export LD_LIBRARY_PATH="/tmp/symm-nccl:$LIBS:${LD_LIBRARY_PATH:-}"
-"$BIN" --worlds "$WORLDS" --csv "$OUT/bench_symm.csv"
+LEAD_IN=${LEAD_IN:-0}
+"$BIN" --worlds "$WORLDS" --lead-in "$LEAD_IN" --csv "$OUT/bench_symm.csv" ${BENCH_ARGS:-}
 for w in ${WORLDS//,/ }; do
-  torchrun --nproc-per-node "$w" bench/torch_all_reduce.py "$OUT/bench_torch_$w.csv"
+  torchrun --nproc-per-node "$w" bench/torch_all_reduce.py "$OUT/bench_torch_$w.csv" "$LEAD_IN"
 done
-python3 bench/report.py "$OUT/bench_symm.csv" "$OUT"/bench_torch_*.csv | tee "$OUT/bench_table.md"
+python3 bench/report.py --lead-in "$LEAD_IN" "$OUT/bench_symm.csv" "$OUT"/bench_torch_*.csv | tee "$OUT/bench_table.md"
