@@ -151,3 +151,60 @@ fn test_suite_kernels_compile() {
         gather_packets::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+/// The parameters of `entry` in `ptx` (its `.param` declarations).
+fn ptx_params(ptx: &str, entry: &str) -> usize {
+    let start = ptx
+        .find(&format!(".entry {entry}("))
+        .unwrap_or_else(|| panic!("no entry {entry} in the PTX"));
+    let list = &ptx[start..start + ptx[start..].find(')').expect("a closing parenthesis")];
+    list.matches(".param").count()
+}
+
+#[test]
+fn launchers_fill_every_parameter_of_their_entries() {
+    use dsl_suite::{gather_packets, gather_vectors};
+    use symm::jit::{Arch, CompileRequest, JitEngine};
+    use symm::kernels::all_reduce::{one_shot_lamport, one_shot_ll, two_shot_lamport};
+    if !nvrtc("kernels") {
+        return;
+    }
+    let cases = [
+        (
+            one_shot_ll::cuda_source_for::<f32, 1, 4>(),
+            one_shot_ll::NAME,
+            one_shot_ll::PARAM_SLOTS,
+        ),
+        (
+            one_shot_lamport::cuda_source_for::<symm::bf16, 8, 0>(),
+            one_shot_lamport::NAME,
+            one_shot_lamport::PARAM_SLOTS,
+        ),
+        (
+            two_shot_lamport::cuda_source_for::<f32, 4, 2>(),
+            two_shot_lamport::NAME,
+            two_shot_lamport::PARAM_SLOTS,
+        ),
+        (
+            gather_vectors::cuda_source_for::<f32, 4>(),
+            gather_vectors::NAME,
+            gather_vectors::PARAM_SLOTS,
+        ),
+        (
+            gather_packets::cuda_source_for(),
+            gather_packets::NAME,
+            gather_packets::PARAM_SLOTS,
+        ),
+    ];
+    for (src, name, slots) in cases {
+        let ptx = JitEngine::new(None)
+            .compile_ptx(&CompileRequest {
+                kernel_name: name,
+                source: &src,
+                arch: Arch { major: 9, minor: 0 },
+                options: &[],
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ptx_params(&ptx, name), slots, "{name}");
+    }
+}

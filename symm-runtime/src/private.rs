@@ -173,7 +173,11 @@ pub fn slice_arg<T: crate::Element, S: DeviceSlice<T> + ?Sized>(
 }
 
 /// Checks a symmetric-buffer argument; returns its parameter slots.
-pub fn symm_arg<T: Scalar>(comm: &Comm, name: &str, s: &SymmetricMemory) -> Result<[[u8; 8]; 5]> {
+pub fn symm_arg<T: Scalar>(
+    comm: &Comm,
+    name: &str,
+    s: &SymmetricMemory,
+) -> Result<[[u8; 8]; SYMM_BUF_SLOTS]> {
     if s.rank() != comm.rank() || s.world_size() != comm.world_size() {
         return Err(comm.invalid(format!(
             "argument `{name}` is rank {} of {}, but the launch is on rank {} of {}",
@@ -190,14 +194,50 @@ pub fn symm_arg<T: Scalar>(comm: &Comm, name: &str, s: &SymmetricMemory) -> Resu
             T::DTYPE
         )));
     }
-    Ok([
-        slot_u64(s.buffer_ptrs_dev()),
-        slot_u64(s.signal_pad_ptrs_dev()),
-        slot_u64(s.rank() as u64),
-        slot_u64(s.world_size() as u64),
-        slot_u64((s.buffer_size() / std::mem::size_of::<T>()) as u64),
-    ])
+    Ok(symm_buf_slots(SymmBufArg {
+        ptrs: s.buffer_ptrs_dev(),
+        pads: s.signal_pad_ptrs_dev(),
+        rank: s.rank(),
+        world: s.world_size(),
+        len: s.buffer_size() / std::mem::size_of::<T>(),
+        local: s.buffer_ptrs()[s.rank()],
+        local_pad: s.signal_pad_ptrs()[s.rank()],
+    }))
 }
+
+/// What a kernel's `SymmBuf` parameter carries.
+pub(crate) struct SymmBufArg {
+    /// Device array of every rank's buffer address.
+    pub ptrs: u64,
+    /// Device array of every rank's signal-pad address.
+    pub pads: u64,
+    pub rank: usize,
+    pub world: usize,
+    /// Elements in each rank's buffer.
+    pub len: usize,
+    /// This rank's own buffer and pad, also by value: a kernel reaches them
+    /// without first loading its pointer tables (a memory round trip at the
+    /// start of every call).
+    pub local: u64,
+    pub local_pad: u64,
+}
+
+/// The parameter slots of a `SymmBuf`, in the order of the CUDA entry that
+/// `#[symm_kernel]` writes (`ptrs, pads, rank, world, len, local, lpad`).
+pub(crate) fn symm_buf_slots(a: SymmBufArg) -> [[u8; 8]; SYMM_BUF_SLOTS] {
+    [
+        slot_u64(a.ptrs),
+        slot_u64(a.pads),
+        slot_u64(a.rank as u64),
+        slot_u64(a.world as u64),
+        slot_u64(a.len as u64),
+        slot_u64(a.local),
+        slot_u64(a.local_pad),
+    ]
+}
+
+/// Parameter slots of one `SymmBuf` argument (see [`symm_arg`]).
+pub const SYMM_BUF_SLOTS: usize = 7;
 
 /// The CPU body's view of a symmetric-buffer argument.
 pub fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {

@@ -572,9 +572,12 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     let stride = grid_dim_x() * block_dim_x();
     let first = spread_first();
     let vecs = (n + V as u32 - 1) / V as u32;
-    // Read before the epoch, so both loads are in flight together.
-    let mut v = lamport_load::<T, V>(src, first * V as u32, n);
+    // The epoch's load is issued first: the input's is followed at once by
+    // its unpacking (a branch join, and for 2-byte types a `PRMT` per
+    // element), which waits for it, so in the other order the two loads
+    // ran one after the other.
     let epoch = next_epoch(stage);
+    let mut v = lamport_load::<T, V>(src, first * V as u32, n);
     let base = (epoch & 1) * world * cap;
     let to = base + rank * cap;
     // This thread's first vector stays in registers for its own part of the

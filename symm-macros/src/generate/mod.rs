@@ -62,6 +62,10 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// The compile error, followed by the untouched item, so that the rest of
 /// the crate (and the IDE) still sees the function.
+/// Parameter slots of one `SymmBuf` argument; `symm::__private::SYMM_BUF_SLOTS`
+/// (the launcher's side) must agree.
+const SYMM_BUF_SLOTS: usize = 7;
+
 fn with_item(e: syn::Error, item: TokenStream) -> TokenStream {
     let ce = e.to_compile_error();
     quote!(#ce #[allow(dead_code)] #item)
@@ -171,19 +175,22 @@ fn wrapper(sig: &Sig) -> (String, usize) {
             }
             DslType::SymmBuf(e) => {
                 let e = placeholder(e);
+                // In `symm::__private::symm_arg`'s order.
                 for (t, f) in [
                     ("const symm_u64*", "ptrs"),
                     ("const symm_u64*", "pads"),
                     ("symm_u32", "rank"),
                     ("symm_u32", "world"),
                     ("symm_u64", "len"),
+                    ("symm_u64", "local"),
+                    ("symm_u64", "lpad"),
                 ] {
                     params.push(format!("{t} {n}_{f}"));
                 }
                 args.push(format!(
-                    "symm_buf<{e}>{{{n}_ptrs, {n}_pads, {n}_rank, {n}_world, {n}_len}}"
+                    "symm_buf<{e}>{{{n}_ptrs, {n}_pads, {n}_rank, {n}_world, {n}_len, {n}_local, {n}_lpad}}"
                 ));
-                slots += 5;
+                slots += SYMM_BUF_SLOTS;
             }
             DslType::Scalar(s) => {
                 params.push(format!("{} {n}", placeholder(s)));
@@ -322,6 +329,7 @@ fn kernel(
     let name_str = name.to_string();
     let generics = generics_with_scalar(f);
     let wc = &generics.where_clause;
+    let symm_buf_slots = SYMM_BUF_SLOTS;
     let (wrapper_src, slots) = wrapper(sig);
     let hidden = quote!(::symm::__private::HIDDEN_SLOTS);
 
@@ -384,8 +392,8 @@ fn kernel(
                 let a = quote::format_ident!("__a_{}", n);
                 packs.push(quote! {
                     let __s = ::symm::__private::symm_arg::<#e>(comm, #n_str, #n)?;
-                    __p[__k..__k + 5].copy_from_slice(&__s);
-                    __k += 5;
+                    __p[__k..__k + ::symm::__private::SYMM_BUF_SLOTS].copy_from_slice(&__s);
+                    __k += ::symm::__private::SYMM_BUF_SLOTS;
                     let #a = ::symm::__private::symm_handle::<#e>(#n);
                 });
                 cpu_args.push(quote!(#a));
@@ -469,13 +477,19 @@ fn kernel(
                 ::symm::__private::compile_check(NAME, &__source #tf (NAME), arch)
             }
 
+            /// Parameter slots of a launch: the CUDA entry's parameter count.
+            pub const PARAM_SLOTS: usize = #hidden + #slots;
+
             static __CACHE: ::symm::__private::KernelCache = ::symm::__private::KernelCache::new(NAME);
 
             /// Launches the kernel on `comm`'s stream. Argument types are
             /// checked by rustc; that buffers belong to `comm`'s rank, and
             /// symmetric buffers' element types, are checked here.
             pub fn launch #generics (comm: &::symm::Comm, cfg: ::symm::LaunchConfig, #(#largs),*) -> ::symm::Result<()> #wc {
-                let mut __p = [[0u8; 8]; #hidden + #slots];
+                // The CUDA entry's parameter list was written for this
+                // many slots per symmetric buffer.
+                const _: () = assert!(::symm::__private::SYMM_BUF_SLOTS == #symm_buf_slots);
+                let mut __p = [[0u8; 8]; PARAM_SLOTS];
                 let mut __k: usize = #hidden;
                 #(#packs)*
                 let _ = __k;

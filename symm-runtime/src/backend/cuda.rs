@@ -136,6 +136,47 @@ impl CudaBackend {
     }
 }
 
+/// Which of `CudaDevice::signal_function`'s kernels runs `op`.
+fn signal_index(op: SignalOp) -> usize {
+    match op {
+        SignalOp::Put { .. } => 0,
+        SignalOp::Wait { .. } => 1,
+        SignalOp::Barrier => 2,
+    }
+}
+
+/// The parameter slots of the signal kernel that runs `call` on `rank`:
+/// the hidden slots (status record, timeout, rank), the `SymmBuf<u8>` (the
+/// kernels read only its pads, rank and world), then the kernel's own
+/// arguments.
+fn signal_params(status: u64, rank: usize, call: &SignalCall<'_>) -> Vec<[u8; 8]> {
+    let timeout_ns = u64::try_from(call.timeout.as_nanos()).unwrap_or(u64::MAX);
+    let mut params = vec![
+        status.to_le_bytes(),
+        timeout_ns.to_le_bytes(),
+        slot32(rank as u32),
+    ];
+    params.extend(crate::__private::symm_buf_slots(
+        crate::__private::SymmBufArg {
+            ptrs: 0,
+            pads: call.pads_dev,
+            rank,
+            world: call.world,
+            len: 0,
+            local: 0,
+            local_pad: call.pads[rank],
+        },
+    ));
+    match call.op {
+        SignalOp::Put { dst } => params.push(slot32(dst as u32)),
+        SignalOp::Wait { src } => params.push(slot32(src as u32)),
+        SignalOp::Barrier => {}
+    }
+    params.push(slot32(call.channel as u32));
+    params.push(timeout_ns.to_le_bytes());
+    params
+}
+
 struct CudaLocal(Mapping);
 
 struct CudaPlain(DeviceMem);
@@ -311,32 +352,11 @@ impl Backend for CudaBackend {
     }
 
     fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
-        let timeout_ns = u64::try_from(call.timeout.as_nanos()).unwrap_or(u64::MAX);
-        // Hidden slots (status, timeout, rank), then the SymmBuf<u8> slots
-        // (the kernels read only pads, rank and world), then the arguments.
-        let mut params = vec![
-            self.status.ptr.to_le_bytes(),
-            timeout_ns.to_le_bytes(),
-            slot32(self.rank as u32),
-            0u64.to_le_bytes(),
-            call.pads_dev.to_le_bytes(),
-            slot32(self.rank as u32),
-            slot32(call.world as u32),
-            0u64.to_le_bytes(),
-        ];
         let (which, threads) = match call.op {
-            SignalOp::Put { dst } => {
-                params.push(slot32(dst as u32));
-                (0, 1)
-            }
-            SignalOp::Wait { src } => {
-                params.push(slot32(src as u32));
-                (1, 1)
-            }
-            SignalOp::Barrier => (2, call.world.max(1) as u32),
+            SignalOp::Put { .. } | SignalOp::Wait { .. } => (signal_index(call.op), 1),
+            SignalOp::Barrier => (signal_index(call.op), call.world.max(1) as u32),
         };
-        params.push(slot32(call.channel as u32));
-        params.push(timeout_ns.to_le_bytes());
+        let mut params = signal_params(self.status.ptr, self.rank, call);
         let f = self.dev.signal_function(self.rank, which)?;
         self.dev
             .launch(
@@ -406,4 +426,36 @@ fn slot32(v: u32) -> [u8; 8] {
     let mut s = [0u8; 8];
     s[..4].copy_from_slice(&v.to_le_bytes());
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::kernels::{signal_barrier, signal_put, signal_wait};
+
+    /// The signal kernels are launched with hand-packed parameters: as many
+    /// as the entries `#[symm_kernel]` wrote (a mismatch is an invalid-value
+    /// launch error that only a GPU would show).
+    #[test]
+    fn signal_launches_fill_every_parameter_slot() {
+        let pads = [0x1000u64, 0x2000, 0x3000];
+        let call = |op| SignalCall {
+            op,
+            pads: &pads,
+            pads_dev: 0x4000,
+            world: 3,
+            channel: 2,
+            timeout: std::time::Duration::from_secs(1),
+        };
+        for (op, slots) in [
+            (SignalOp::Put { dst: 1 }, signal_put::PARAM_SLOTS),
+            (SignalOp::Wait { src: 2 }, signal_wait::PARAM_SLOTS),
+            (SignalOp::Barrier, signal_barrier::PARAM_SLOTS),
+        ] {
+            let p = signal_params(0x5000, 1, &call(op));
+            assert_eq!(p.len(), slots, "{op:?}");
+            // The rank's own pad travels by value (the `lpad` slot).
+            assert!(p.contains(&0x2000u64.to_le_bytes()), "{op:?}");
+        }
+    }
 }

@@ -36,14 +36,16 @@ static __device__ __forceinline__ __attribute__((unused)) symm_u64 symm_table_at
     asm("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(t + r));
     return v;
 }
-template<typename T> struct symm_buf { const symm_u64* ptrs; const symm_u64* pads; symm_u32 rank; symm_u32 world; symm_u64 len; };
+/* `local` and `lpad`, this rank's own buffer and pad (ptrs[rank] and
+   pads[rank]), come by value, so reaching them costs no table load. */
+template<typename T> struct symm_buf { const symm_u64* ptrs; const symm_u64* pads; symm_u32 rank; symm_u32 world; symm_u64 len; symm_u64 local; symm_u64 lpad; };
 
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s) { return s.len; }
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_buf<T>& b) { return b.len; }
 template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(const symm_array<T, N>&) { return N; }
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r) { return symm_slice<T>{(T*)symm_table_at(b.ptrs, r), b.len}; }
-template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b) { return symm_peer(b, b.rank); }
-template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r) { return symm_slice<symm_u32>{(symm_u32*)symm_table_at(b.pads, r), SYMM_PAD_SLOTS}; }
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b) { return symm_slice<T>{(T*)b.local, b.len}; }
+template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r) { return symm_slice<symm_u32>{(symm_u32*)(r == b.rank ? b.lpad : symm_table_at(b.pads, r)), SYMM_PAD_SLOTS}; }
 template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b) { return b.rank; }
 template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b) { return b.world; }
 
@@ -88,7 +90,7 @@ template<class T> __device__ __forceinline__ void symm_dsl_signal_flag(const sym
     symm_st<SYMM_RELEASE, SYMM_SYS>(symm_slot(symm_table_at(b.pads, dst), channel, blockIdx.x, b.rank), value);
 }
 template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u32 value) {
-    const symm_u32* slot = symm_slot(symm_table_at(b.pads, b.rank), channel, blockIdx.x, src);
+    const symm_u32* slot = symm_slot(b.lpad, channel, blockIdx.x, src);
     if ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) >= 0) return;
     symm_u64 start = symm_globaltimer();
     while ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) < 0) {
