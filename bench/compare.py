@@ -1,0 +1,37 @@
+"""Compares benchmark CSVs of two binaries run alternately (old_1.csv,
+new_1.csv, old_2.csv, ...): per row, every run's µs and the change of the
+median. Prints only rows both sides have.
+
+    python3 bench/compare.py DIR [IMPL_PREFIX ...]
+"""
+
+import csv
+import glob
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+
+def main(args):
+    folder, prefixes = args[0], tuple(args[1:]) or ("floor", "symm")
+    runs = defaultdict(lambda: defaultdict(list))  # row -> side -> [us]
+    for path in sorted(glob.glob(os.path.join(folder, "*_*.csv"))):
+        side = os.path.basename(path).split("_")[0]
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                key = (r["impl"], int(r["world"]), r["dtype"], int(r["bytes"]))
+                runs[key][side].append(float(r["us"]))
+    print("| impl | GPUs | dtype | bytes | old | new | change of median |")
+    print("|---|---|---|---|---|---|---|")
+    for key in sorted(runs):
+        old, new = runs[key].get("old"), runs[key].get("new")
+        if not (old and new) or not key[0].startswith(prefixes):
+            continue
+        d = statistics.median(new) - statistics.median(old)
+        fmt = lambda v: " ".join(f"{x:.2f}" for x in v)
+        print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {fmt(old)} | {fmt(new)} | {d:+.2f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
