@@ -22,6 +22,7 @@ def main(args):
             for r in csv.DictReader(f):
                 key = (r["impl"], int(r["world"]), r["dtype"], int(r["bytes"]))
                 runs[key][side].append(float(r["us"]))
+    fmt = lambda v: " ".join(f"{x:.2f}" for x in v)  # noqa: E731
     print("| impl | GPUs | dtype | bytes | old | new | change of median |")
     print("|---|---|---|---|---|---|---|")
     for key in sorted(runs):
@@ -29,7 +30,6 @@ def main(args):
         if not (old and new) or not key[0].startswith(prefixes):
             continue
         d = statistics.median(new) - statistics.median(old)
-        fmt = lambda v: " ".join(f"{x:.2f}" for x in v)
         print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {fmt(old)} | {fmt(new)} | {d:+.2f} |")
 
 

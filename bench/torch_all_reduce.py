@@ -32,9 +32,10 @@ def time_graph(fn):
         fn()  # warm-up outside the graph
     torch.cuda.synchronize()
     # External events become timing nodes of the graph when recorded
-    # during capture.
-    start = torch.cuda.Event(enable_timing=True, external=LEAD_IN > 0)
-    end = torch.cuda.Event(enable_timing=True, external=LEAD_IN > 0)
+    # during capture (the keyword only where needed: older torch lacks it).
+    ext = {"external": True} if LEAD_IN else {}
+    start = torch.cuda.Event(enable_timing=True, **ext)
+    end = torch.cuda.Event(enable_timing=True, **ext)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(LEAD_IN):

@@ -408,26 +408,36 @@ fn bench_dtype<T: Tutorial>(
     Ok(())
 }
 
+/// The benchmark's command line.
+#[derive(clap::Parser)]
+struct Args {
+    /// World sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,4")]
+    worlds: Vec<usize>,
+    /// Where the rows go.
+    #[arg(long, default_value = "bench_symm.csv")]
+    csv: String,
+    /// The largest message, in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_bytes: usize,
+    /// Without programmatic dependent launch, for comparison.
+    #[arg(long)]
+    no_pdl: bool,
+    /// Untimed calls in each graph before the timed ones (see the top of
+    /// this file).
+    #[arg(long, default_value_t = 0)]
+    lead_in: usize,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |k: &str| {
-        args.iter()
-            .position(|a| a == k)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let worlds: Vec<usize> = arg("--worlds")
-        .unwrap_or_else(|| "2,4".into())
-        .split(',')
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    let csv = arg("--csv").unwrap_or_else(|| "bench_symm.csv".into());
-    let max: usize = arg("--max-bytes")
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(64 << 20);
-    // `--no-pdl` measures the kernels without programmatic dependent launch.
-    let pdl = !args.iter().any(|a| a == "--no-pdl");
-    let lead_in: usize = arg("--lead-in").and_then(|m| m.parse().ok()).unwrap_or(0);
+    let Args {
+        worlds,
+        csv,
+        max_bytes: max,
+        no_pdl,
+        lead_in,
+    } = clap::Parser::parse();
+    let pdl = !no_pdl;
     LEAD_IN.set(lead_in).expect("set once");
     eprintln!(
         "method: CUDA graph of {CALLS} back-to-back calls{}, median of {REPLAYS} replays",

@@ -13,16 +13,10 @@ RUNS=3
 if [[ "${1:-}" =~ ^[0-9]+$ ]]; then RUNS=$1; shift; fi
 OUT=${OUT:-bench/out/ab}
 mkdir -p "$OUT"
-# NVRTC and NCCL from the CUDA toolkit or torch's wheels, as scripts/bench.sh finds them.
-LIBS=$(python3 -c 'import glob, os, site
-print(":".join(sorted({os.path.dirname(f) for b in site.getsitepackages() + ["/usr/local/cuda/lib64"]
-    for p in ("nvidia/*/lib/libnccl.so*", "nvidia/*/lib/libnvrtc.so*", "libnvrtc.so*")
-    for f in glob.glob(os.path.join(b, p))})))')
-mkdir -p /tmp/symm-nccl
-for d in ${LIBS//:/ }; do
-  [ -e "$d/libnccl.so.2" ] && ln -sf "$d/libnccl.so.2" /tmp/symm-nccl/libnccl.so
-done
-export LD_LIBRARY_PATH="/tmp/symm-nccl:$LIBS:${LD_LIBRARY_PATH:-}"
+# NVRTC and NCCL on the library path.
+source scripts/gpu-libs.sh
+# CSVs of an earlier comparison would be counted as runs of this one.
+rm -f "$OUT"/old_*.csv "$OUT"/new_*.csv "$OUT"/old_*.log "$OUT"/new_*.log
 for i in $(seq "$RUNS"); do
   for side in old new; do
     bin=$OLD; [ "$side" = new ] && bin=$NEW
@@ -30,4 +24,13 @@ for i in $(seq "$RUNS"); do
       || { echo "$side run $i failed:"; tail -5 "$OUT/${side}_$i.log"; exit 1; }
   done
 done
+# Both builds must have timed the same way: a build older than `--lead-in`
+# ignores flags it does not know, and prints no method line.
+old_method=$(grep -h '^method:' "$OUT/old_1.log" || echo "old: no method line")
+new_method=$(grep -h '^method:' "$OUT/new_1.log" || echo "new: no method line")
+if [ "$old_method" != "$new_method" ]; then
+  echo "WARNING: the two builds timed differently:"
+  echo "  old: $old_method"
+  echo "  new: $new_method"
+fi
 python3 bench/compare.py "$OUT" | tee "$OUT/compare.md"

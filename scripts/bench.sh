@@ -17,22 +17,8 @@ if [ -z "$BIN" ]; then
   if [ -x .gpu-bin/examples/bench_all_reduce ]; then BIN=.gpu-bin/examples/bench_all_reduce
   else cargo build --release --example bench_all_reduce; BIN=target/release/examples/bench_all_reduce; fi
 fi
-# NVRTC and NCCL from the CUDA toolkit or torch's wheels; cudarc looks for libnccl.so.
-LIBS=$(python3 - <<'PY'
-import glob, os, site
-dirs = set()
-for base in site.getsitepackages() + ["/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu"]:
-    for pat in ("nvidia/*/lib/libnccl.so*", "nvidia/*/lib/libnvrtc.so*", "libnccl.so*", "libnvrtc.so*"):
-        for f in glob.glob(os.path.join(base, pat)):
-            dirs.add(os.path.dirname(f))
-print(":".join(sorted(dirs)))
-PY
-)
-mkdir -p /tmp/symm-nccl
-for d in ${LIBS//:/ }; do
-  [ -e "$d/libnccl.so.2" ] && ln -sf "$d/libnccl.so.2" /tmp/symm-nccl/libnccl.so
-done
-export LD_LIBRARY_PATH="/tmp/symm-nccl:$LIBS:${LD_LIBRARY_PATH:-}"
+# NVRTC and NCCL on the library path.
+source scripts/gpu-libs.sh
 LEAD_IN=${LEAD_IN:-0}
 "$BIN" --worlds "$WORLDS" --lead-in "$LEAD_IN" --csv "$OUT/bench_symm.csv" ${BENCH_ARGS:-}
 for w in ${WORLDS//,/ }; do

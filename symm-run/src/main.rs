@@ -466,15 +466,17 @@ fn spawn_rank(cli: &Cli, rank: u32, port: u16) -> io::Result<Child> {
         .env("SYMM_RUN", "1")
         .process_group(0);
     let supervisor = nix::unistd::getpid();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed: it makes two system calls (prctl,
-    // getppid) and allocates nothing on success.
+    // SAFETY: the closure runs in the child between fork and exec of a
+    // multi-threaded process, where only async-signal-safe calls are
+    // allowed: it makes two system calls (prctl, getppid) and allocates
+    // nothing (errors are raw OS codes).
     unsafe {
         cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)
+                .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
             // symm-run may have died before the signal was armed.
             if nix::unistd::getppid() != supervisor {
-                return Err(io::Error::other("symm-run exited while starting this rank"));
+                return Err(io::Error::from_raw_os_error(Errno::ESRCH as i32));
             }
             Ok(())
         });

@@ -774,35 +774,51 @@ template<int SCOPE> __device__ __forceinline__ void symm_fence_sc() {
 }
 
 /* ---- 16-byte vector loads and stores of global memory ----
-   One ld/st .v4.b32 moves sizeof(T) * N == 16 bytes; p must be 16-byte
-   aligned. Plain variants are weak accesses, the _volatile ones
-   ld/st.volatile. */
+   One ld/st .v4.b32 (.v2.b64 for 8-byte elements) moves sizeof(T) * N ==
+   16 bytes; p must be 16-byte aligned. The PTX memory model treats a vector
+   access as one access per element of the vector's element width, so
+   8-byte elements (LL packets: data and tag) go as .b64, each then a
+   single-copy-atomic access. Plain variants are weak accesses, the
+   _volatile ones ld/st.volatile. */
 
-#define SYMM_VEC_LD(NAME, INSN)                                                          \
+#define SYMM_VEC_LD(NAME, Q)                                                             \
     template<typename T, symm_u64 N>                                                     \
     __device__ __forceinline__ symm_array<T, N> NAME(const T* p) {                       \
         static_assert(sizeof(T) * N == 16 && sizeof(symm_array<T, N>) == 16,             \
                       #NAME ": sizeof(T) * N must be 16");                               \
-        symm_array<symm_u32, 4> w;                                                       \
-        asm volatile(INSN " {%0, %1, %2, %3}, [%4];"                                     \
-                     : "=r"(w.v[0]), "=r"(w.v[1]), "=r"(w.v[2]), "=r"(w.v[3])            \
-                     : "l"(p) : "memory");                                               \
-        return symm_bitcast<symm_array<T, N>>(w);                                        \
+        if constexpr (sizeof(T) == 8) {                                                  \
+            symm_array<symm_u64, 2> w;                                                   \
+            asm volatile("ld" Q ".global.v2.b64 {%0, %1}, [%2];"                         \
+                         : "=l"(w.v[0]), "=l"(w.v[1]) : "l"(p) : "memory");              \
+            return symm_bitcast<symm_array<T, N>>(w);                                    \
+        } else {                                                                         \
+            symm_array<symm_u32, 4> w;                                                   \
+            asm volatile("ld" Q ".global.v4.b32 {%0, %1, %2, %3}, [%4];"                 \
+                         : "=r"(w.v[0]), "=r"(w.v[1]), "=r"(w.v[2]), "=r"(w.v[3])        \
+                         : "l"(p) : "memory");                                           \
+            return symm_bitcast<symm_array<T, N>>(w);                                    \
+        }                                                                                \
     }
-#define SYMM_VEC_ST(NAME, INSN)                                                          \
+#define SYMM_VEC_ST(NAME, Q)                                                             \
     template<typename T, symm_u64 N>                                                     \
     __device__ __forceinline__ void NAME(T* p, symm_array<T, N> v) {                     \
         static_assert(sizeof(T) * N == 16 && sizeof(symm_array<T, N>) == 16,             \
                       #NAME ": sizeof(T) * N must be 16");                               \
-        symm_array<symm_u32, 4> w = symm_bitcast<symm_array<symm_u32, 4>>(v);            \
-        asm volatile(INSN " [%0], {%1, %2, %3, %4};"                                     \
-                     : : "l"(p), "r"(w.v[0]), "r"(w.v[1]), "r"(w.v[2]), "r"(w.v[3])      \
-                     : "memory");                                                        \
+        if constexpr (sizeof(T) == 8) {                                                  \
+            symm_array<symm_u64, 2> w = symm_bitcast<symm_array<symm_u64, 2>>(v);        \
+            asm volatile("st" Q ".global.v2.b64 [%0], {%1, %2};"                         \
+                         : : "l"(p), "l"(w.v[0]), "l"(w.v[1]) : "memory");               \
+        } else {                                                                         \
+            symm_array<symm_u32, 4> w = symm_bitcast<symm_array<symm_u32, 4>>(v);        \
+            asm volatile("st" Q ".global.v4.b32 [%0], {%1, %2, %3, %4};"                 \
+                         : : "l"(p), "r"(w.v[0]), "r"(w.v[1]), "r"(w.v[2]), "r"(w.v[3])  \
+                         : "memory");                                                    \
+        }                                                                                \
     }
-SYMM_VEC_LD(symm_ld_vec, "ld.global.v4.b32")
-SYMM_VEC_LD(symm_ld_vec_volatile, "ld.volatile.global.v4.b32")
-SYMM_VEC_ST(symm_st_vec, "st.global.v4.b32")
-SYMM_VEC_ST(symm_st_vec_volatile, "st.volatile.global.v4.b32")
+SYMM_VEC_LD(symm_ld_vec, "")
+SYMM_VEC_LD(symm_ld_vec_volatile, ".volatile")
+SYMM_VEC_ST(symm_st_vec, "")
+SYMM_VEC_ST(symm_st_vec_volatile, ".volatile")
 #undef SYMM_VEC_LD
 #undef SYMM_VEC_ST
 

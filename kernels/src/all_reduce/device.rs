@@ -548,8 +548,8 @@ pub fn lamport_sum<T: Scalar, const V: usize>(
 /// send, see [`lamport_load`]) until a peer's 16-byte store of real data
 /// lands, so receivers poll the data itself. One NVLink one-way trip like
 /// the LL kernel, at half its bytes (no tags), and no flags like the push
-/// kernel needs. Each receiver writes the empty bits back right after
-/// reading a slot. Regions are double-buffered by epoch parity: a peer
+/// kernel needs. Each receiver writes the empty bits back once every
+/// peer's slot of a vector has arrived (before the call ends). Regions are double-buffered by epoch parity: a peer
 /// stores into parity p again two calls later, after it saw this rank's
 /// data of the call in between, which this rank sent after its previous
 /// kernel (and its resets) completed. `out` may alias `input`: peers never

@@ -60,12 +60,12 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-/// The compile error, followed by the untouched item, so that the rest of
-/// the crate (and the IDE) still sees the function.
 /// Parameter slots of one `SymmBuf` argument; `symm::__private::SYMM_BUF_SLOTS`
 /// (the launcher's side) must agree.
 const SYMM_BUF_SLOTS: usize = 7;
 
+/// The compile error, followed by the untouched item, so that the rest of
+/// the crate (and the IDE) still sees the function.
 fn with_item(e: syn::Error, item: TokenStream) -> TokenStream {
     let ce = e.to_compile_error();
     quote!(#ce #[allow(dead_code)] #item)

@@ -151,7 +151,8 @@ macro_rules! readable {
             }
 
             /// Loads the 16 bytes at elements `i..i + N` in one access; `i`
-            /// must be a multiple of `N`. `ld.global.v4.b32`.
+            /// must be a multiple of `N`. `ld.global.v4.b32` (`.v2.b64` for
+            /// 8-byte types, so each element is one single-copy-atomic access).
             #[track_caller]
             pub fn load_vec<const N: usize>(&self, i: impl DslIndex) -> [T; N] {
                 const { assert!(N * std::mem::size_of::<T>() == 16, "vector accesses move exactly 16 bytes") };
@@ -216,6 +217,28 @@ macro_rules! readable {
     };
 }
 
+/// A gather's slots when only the first is waited on (the one-slot
+/// receives).
+fn one_slot(addr: u64) -> [Option<u64>; MAX_WORLD_SIZE] {
+    let mut a = [None; MAX_WORLD_SIZE];
+    a[0] = Some(addr);
+    a
+}
+
+/// Two LL packets at `a`, as two 8-byte loads (each single-copy atomic).
+fn load_pair(a: u64) -> [u64; 2] {
+    [
+        load_raw::<u64>(a, Ordering::Relaxed),
+        load_raw::<u64>(a + 8, Ordering::Relaxed),
+    ]
+}
+
+/// The `N` elements of type `T` at `a`.
+fn load_vec_raw<T: Scalar, const N: usize>(a: u64) -> [T; N] {
+    let size = std::mem::size_of::<T>();
+    std::array::from_fn(|k| load_raw::<T>(a + (k * size) as u64, Ordering::Relaxed))
+}
+
 /// The emulator's side of a gather: polls the slot at `addrs[r]` of every
 /// rank r that has one until `ready` holds for all of them; `what(r)` names
 /// what rank r sends, for the wait report and the timeout.
@@ -270,39 +293,28 @@ macro_rules! tagged {
             /// store, so no fence is needed. `ld.volatile.global.b64` in a loop.
             #[track_caller]
             pub fn load_tagged(&self, i: impl DslIndex, tag: u32, from: u32) -> u64 {
-                let loc = std::panic::Location::caller();
-                let addr = self.addr($what, i);
-                current("load_tagged", |t| {
-                    wait_for(
-                        t,
-                        &|| format!("load_tagged: packet from rank {from} with tag {tag}"),
-                        loc,
-                        None,
-                        |_| format!("LL packet from rank {from} with tag {tag} never arrived (timeout)"),
-                        || Some(load_raw::<u64>(addr, Ordering::Relaxed)).filter(|v| (v >> 32) as u32 == tag),
-                    )
-                })
+                gather(
+                    "load_tagged",
+                    &|_| format!("LL packet from rank {from} with tag {tag}"),
+                    one_slot(self.addr($what, i)),
+                    0u64,
+                    |a| load_raw::<u64>(a, Ordering::Relaxed),
+                    |v| (v >> 32) as u32 == tag,
+                )[0]
             }
 
             /// Two packets at `i` (even) in one 16-byte volatile load, polled
             /// until both tags equal `tag`. `ld.volatile.global.v2.b64`.
             #[track_caller]
             pub fn load_tagged2(&self, i: impl DslIndex, tag: u32, from: u32) -> [u64; 2] {
-                let loc = std::panic::Location::caller();
-                let base = self.vec_addr::<2>(i);
-                current("load_tagged2", |t| {
-                    wait_for(
-                        t,
-                        &|| format!("load_tagged2: packets from rank {from} with tag {tag}"),
-                        loc,
-                        None,
-                        |_| format!("LL packets from rank {from} with tag {tag} never arrived (timeout)"),
-                        || {
-                            let v = [load_raw::<u64>(base, Ordering::Relaxed), load_raw::<u64>(base + 8, Ordering::Relaxed)];
-                            v.iter().all(|w| (w >> 32) as u32 == tag).then_some(v)
-                        },
-                    )
-                })
+                gather(
+                    "load_tagged2",
+                    &|_| format!("LL packets from rank {from} with tag {tag}"),
+                    one_slot(self.vec_addr::<2>(i)),
+                    [0u64; 2],
+                    load_pair,
+                    |v| v.iter().all(|w| (w >> 32) as u32 == tag),
+                )[0]
             }
 
             /// Packet pairs from several ranks at once: for each rank r
@@ -328,7 +340,7 @@ macro_rules! tagged {
                     &|r| format!("LL packets from rank {r} with tag {tag}"),
                     addrs,
                     [0u64; 2],
-                    |a| [load_raw::<u64>(a, Ordering::Relaxed), load_raw::<u64>(a + 8, Ordering::Relaxed)],
+                    load_pair,
                     |v| v.iter().all(|w| (w >> 32) as u32 == tag),
                 )
             }
@@ -357,30 +369,18 @@ macro_rules! ready {
             ) -> [T; N] {
                 const {
                     assert!(
-                        N * std::mem::size_of::<T>() == 16,
-                        "vector accesses move exactly 16 bytes"
+                        N * std::mem::size_of::<T>() == 16 && std::mem::size_of::<T>() <= 4,
+                        "sentinel receives move 16 bytes of elements of at most 4 bytes"
                     )
                 };
-                let loc = std::panic::Location::caller();
-                let base = self.vec_addr::<N>(i);
-                let size = std::mem::size_of::<T>();
-                current("load_vec_ready", |t| {
-                    wait_for(
-                        t,
-                        &|| format!("load_vec_ready: data from rank {from}"),
-                        loc,
-                        None,
-                        |_| format!("pushed data from rank {from} never arrived (timeout)"),
-                        || {
-                            let v: [T; N] = std::array::from_fn(|k| {
-                                load_raw(base + (k * size) as u64, Ordering::Relaxed)
-                            });
-                            v.iter()
-                                .all(|x| x.to_bits32() != empty.to_bits32())
-                                .then_some(v)
-                        },
-                    )
-                })
+                gather(
+                    "load_vec_ready",
+                    &|_| format!("pushed data from rank {from}"),
+                    one_slot(self.vec_addr::<N>(i)),
+                    [T::from_bits32(0); N],
+                    load_vec_raw::<T, N>,
+                    |v: &[T; N]| v.iter().all(|x| x.to_bits32() != empty.to_bits32()),
+                )[0]
             }
 
             /// [`load_vec_ready`](Self::load_vec_ready) from several ranks at
@@ -403,22 +403,16 @@ macro_rules! ready {
             ) -> [[T; N]; MAX_WORLD_SIZE] {
                 const {
                     assert!(
-                        N * std::mem::size_of::<T>() == 16,
-                        "vector accesses move exactly 16 bytes"
+                        N * std::mem::size_of::<T>() == 16 && std::mem::size_of::<T>() <= 4,
+                        "sentinel receives move 16 bytes of elements of at most 4 bytes"
                     )
                 };
-                let addrs = self.slot_addrs::<N>(first, stride, ranks);
-                let size = std::mem::size_of::<T>();
                 gather(
                     "gather_ready",
                     &|r| format!("pushed data from rank {r}"),
-                    addrs,
+                    self.slot_addrs::<N>(first, stride, ranks),
                     [T::from_bits32(0); N],
-                    |a| {
-                        std::array::from_fn(|k| {
-                            load_raw::<T>(a + (k * size) as u64, Ordering::Relaxed)
-                        })
-                    },
+                    load_vec_raw::<T, N>,
                     |v: &[T; N]| v.iter().all(|x| x.to_bits32() != empty.to_bits32()),
                 )
             }
@@ -522,7 +516,8 @@ macro_rules! writable {
             }
 
             /// Stores 16 bytes to elements `i..i + N` in one access; `i` must
-            /// be a multiple of `N`. `st.global.v4.b32`.
+            /// be a multiple of `N`. `st.global.v4.b32` (`.v2.b64` for 8-byte
+            /// types).
             #[track_caller]
             pub fn store_vec<const N: usize>(&self, i: impl DslIndex, v: [T; N]) {
                 const {

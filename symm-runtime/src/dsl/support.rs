@@ -149,6 +149,7 @@ __device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slo
    Checked on the raw words, so nothing is unpacked between a slot's load
    and the next one. */
 template<class T> __device__ __forceinline__ bool symm_words_ready(const symm_array<symm_u32, 4>& w, T empty) {
+    static_assert(sizeof(T) <= 4, "sentinel receives take elements of at most 4 bytes");
     const symm_u32 e = symm_to_bits32(empty);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
