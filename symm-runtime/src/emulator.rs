@@ -356,6 +356,11 @@ fn run_window(
     let mut state = vec![State::Ready(0); threads.len()];
     let mut last_progress = Instant::now();
     let mut seen = progress.load(Ordering::Relaxed);
+    // A hang is declared only after one more round of polling once it
+    // looks like one: a peer may have signalled and then finished (which
+    // settles the group) between this round's polls and its check, and
+    // only a poll after that check is sure to see the signal.
+    let mut suspect = false;
     loop {
         let mut progressed = false;
         for i in 0..threads.len() {
@@ -408,16 +413,22 @@ fn run_window(
         if progressed {
             seen = progress.fetch_add(1, Ordering::Relaxed) + 1;
             last_progress = now;
+            suspect = false;
         } else {
             let g = progress.load(Ordering::Relaxed);
             if g != seen {
                 seen = g;
                 last_progress = now;
+                suspect = false;
             } else if now - last_progress >= stall
                 && (launch.group.all_settled(launch.world)
                     || now - last_progress >= Duration::from_nanos(launch.timeout_ns))
             {
-                return Err(hang(launch, &threads, &state, now - last_progress));
+                if suspect {
+                    return Err(hang(launch, &threads, &state, now - last_progress));
+                }
+                suspect = true;
+                continue;
             }
             std::thread::yield_now();
         }
