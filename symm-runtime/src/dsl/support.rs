@@ -114,34 +114,51 @@ template<class T> __device__ __forceinline__ T symm_from_bits32(symm_u32 b) {
 }
 
 /* The wait loop of every receive of data that marks its own arrival (LL
-   packets, sentinel-filled staging). `load(r)` (re)loads slot r and
-   `ready(r)` says whether it has arrived, for each r < 8 whose bit is set in
-   `slots`. Every slot's load is issued before any is checked, and each
-   round reloads all slots still missing, so waiting on several peers costs
-   one memory round trip after the last arrival instead of one per peer. A
-   timeout records peer `from(r)` of the first slot still missing (data
-   waits have no channel: 0xffffffff) and ends the thread. */
-template<class Load, class Ready, class From>
-__device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slots, Load load, Ready ready, From from) {
+   packets, sentinel-filled staging): fills v[r] for each r < 8 whose bit is
+   set in `slots`, with `load(r)` (which may be called with a run-time r)
+   until `ready(v[r])`. Every slot's load is issued before any is checked:
+   one memory round trip when everything has arrived. Then it spins on the
+   first slot still missing alone (a tight loop: one load and one check a
+   turn, the shortest delay between an arrival and its detection), and once
+   that one lands it loads the other missing slots again together, so
+   waiting on several peers costs one more round trip after the first
+   spin, not one per peer. v[] is only ever indexed by unrolled constants,
+   so it stays in registers. A timeout records peer `from(r)` of the slot
+   it spins on (data waits have no channel: 0xffffffff) and ends the
+   thread. */
+static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_lowest_bit(symm_u32 x) {
+    symm_u32 r;
+    asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(x & (0u - x)));
+    return r;
+}
+template<class V, class Load, class Ready, class From>
+__device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slots, V (&v)[8], Load load, Ready ready, From from) {
 #pragma unroll
-    for (symm_u32 r = 0; r < 8; ++r) if (slots >> r & 1u) load(r);
+    for (symm_u32 r = 0; r < 8; ++r) if (slots >> r & 1u) v[r] = load(r);
     symm_u32 pending = 0;
 #pragma unroll
-    for (symm_u32 r = 0; r < 8; ++r) if ((slots >> r & 1u) && !ready(r)) pending |= 1u << r;
+    for (symm_u32 r = 0; r < 8; ++r) if ((slots >> r & 1u) && !ready(v[r])) pending |= 1u << r;
     if (!pending) return;
-    symm_u64 start = symm_globaltimer();
+    const symm_u64 start = symm_globaltimer();
     for (;;) {
-#pragma unroll
-        for (symm_u32 r = 0; r < 8; ++r) if (pending >> r & 1u) load(r);
-#pragma unroll
-        for (symm_u32 r = 0; r < 8; ++r) if ((pending >> r & 1u) && ready(r)) pending &= ~(1u << r);
-        if (!pending) return;
-        if (symm_globaltimer() - start > c.timeout_ns) {
-            symm_u32 first = 0;
-            while (!(pending >> first & 1u)) ++first;
-            symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from(first), 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
-            asm volatile("exit;");
+        const symm_u32 first = symm_lowest_bit(pending);
+        V cur = load(first);
+        while (!ready(cur)) {
+            if (symm_globaltimer() - start > c.timeout_ns) {
+                symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from(first), 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
+                asm volatile("exit;");
+            }
+            cur = load(first);
         }
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) if (r == first) v[r] = cur;
+        pending &= ~(1u << first);
+        if (!pending) return;
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) if (pending >> r & 1u) v[r] = load(r);
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) if ((pending >> r & 1u) && ready(v[r])) pending &= ~(1u << r);
+        if (!pending) return;
     }
 }
 
@@ -169,10 +186,10 @@ template<class T> __device__ __forceinline__ bool symm_words_ready(const symm_ar
    needed. */
 template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
     const symm_u64* p = (const symm_u64*)(s.ptr + i);
-    symm_u64 v = 0;
-    symm_wait_slots(c, 1u, [&](symm_u32) { v = symm_ld<SYMM_VOLATILE, SYMM_SYS>(p); },
-                    [&](symm_u32) { return (symm_u32)(v >> 32) == tag; }, [&](symm_u32) { return from; });
-    return v;
+    symm_u64 v[8] = {};
+    symm_wait_slots(c, 1u, v, [&](symm_u32) { return symm_ld<SYMM_VOLATILE, SYMM_SYS>(p); },
+                    [&](symm_u64 x) { return (symm_u32)(x >> 32) == tag; }, [&](symm_u32) { return from; });
+    return v[0];
 }
 
 /* Two LL packets at once: a 16-byte volatile load (two 8-byte elements, each
@@ -182,19 +199,22 @@ static __device__ __forceinline__ __attribute__((unused)) bool symm_tagged2_read
 }
 template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
     const symm_u64* p = (const symm_u64*)(s.ptr + i);
-    symm_array<symm_u64, 2> v = {};
-    symm_wait_slots(c, 1u, [&](symm_u32) { v = symm_ld_vec_volatile<symm_u64, 2>(p); },
-                    [&](symm_u32) { return symm_tagged2_ready(v, tag); }, [&](symm_u32) { return from; });
-    return v;
+    symm_array<symm_u64, 2> v[8] = {};
+    symm_wait_slots(c, 1u, v, [&](symm_u32) { return symm_ld_vec_volatile<symm_u64, 2>(p); },
+                    [&](const symm_array<symm_u64, 2>& x) { return symm_tagged2_ready(x, tag); }, [&](symm_u32) { return from; });
+    return v[0];
 }
 
 /* Packet pairs of several ranks: slot r (for each bit r of `ranks`) at
    `first + r * stride`, all polled together; a timeout names rank r. */
 template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag) {
-    symm_array<symm_array<symm_u64, 2>, 8> v = {};
-    symm_wait_slots(c, ranks, [&](symm_u32 r) { v[r] = symm_ld_vec_volatile<symm_u64, 2>((const symm_u64*)(s.ptr + first + r * stride)); },
-                    [&](symm_u32 r) { return symm_tagged2_ready(v[r], tag); }, [](symm_u32 r) { return r; });
-    return v;
+    symm_array<symm_u64, 2> v[8] = {};
+    symm_wait_slots(c, ranks, v, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u64, 2>((const symm_u64*)(s.ptr + first + r * stride)); },
+                    [&](const symm_array<symm_u64, 2>& x) { return symm_tagged2_ready(x, tag); }, [](symm_u32 r) { return r; });
+    symm_array<symm_array<symm_u64, 2>, 8> out;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) out[r] = v[r];
+    return out;
 }
 
 /* Sentinel receive: a 16-byte volatile load polled until no element has
@@ -203,10 +223,10 @@ template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>,
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type empty, symm_u32 from) {
     static_assert(sizeof(T) * N == 16, "load_vec_ready: sizeof(T) * N must be 16");
     const symm_u32* p = (const symm_u32*)(s.ptr + i);
-    symm_array<symm_u32, 4> w = {};
-    symm_wait_slots(c, 1u, [&](symm_u32) { w = symm_ld_vec_volatile<symm_u32, 4>(p); },
-                    [&](symm_u32) { return symm_words_ready<T>(w, empty); }, [&](symm_u32) { return from; });
-    return symm_bitcast<symm_array<T, N>>(w);
+    symm_array<symm_u32, 4> w[8] = {};
+    symm_wait_slots(c, 1u, w, [&](symm_u32) { return symm_ld_vec_volatile<symm_u32, 4>(p); },
+                    [&](const symm_array<symm_u32, 4>& x) { return symm_words_ready<T>(x, empty); }, [&](symm_u32) { return from; });
+    return symm_bitcast<symm_array<T, N>>(w[0]);
 }
 
 /* Sentinel receive from several ranks: slot r (for each bit r of `ranks`)
@@ -214,9 +234,9 @@ template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_d
    clear; a timeout names rank r. */
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<symm_array<T, N>, 8> symm_dsl_gather_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, typename symm_nd<T>::type empty) {
     static_assert(sizeof(T) * N == 16, "gather_ready: sizeof(T) * N must be 16");
-    symm_array<symm_array<symm_u32, 4>, 8> w = {};
-    symm_wait_slots(c, ranks, [&](symm_u32 r) { w[r] = symm_ld_vec_volatile<symm_u32, 4>((const symm_u32*)(s.ptr + first + r * stride)); },
-                    [&](symm_u32 r) { return symm_words_ready<T>(w[r], empty); }, [](symm_u32 r) { return r; });
+    symm_array<symm_u32, 4> w[8] = {};
+    symm_wait_slots(c, ranks, w, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u32, 4>((const symm_u32*)(s.ptr + first + r * stride)); },
+                    [&](const symm_array<symm_u32, 4>& x) { return symm_words_ready<T>(x, empty); }, [](symm_u32 r) { return r; });
     symm_array<symm_array<T, N>, 8> v;
 #pragma unroll
     for (int r = 0; r < 8; ++r) v[r] = symm_bitcast<symm_array<T, N>>(w[r]);
