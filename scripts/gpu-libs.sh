@@ -4,7 +4,7 @@
 LIBS=$(python3 - <<'PY'
 import glob, os, site
 dirs = set()
-for base in site.getsitepackages() + ["/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu"]:
+for base in site.getsitepackages() + ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu"]:
     for pat in ("nvidia/*/lib/libnccl.so*", "nvidia/*/lib/libnvrtc.so*", "libnccl.so*", "libnvrtc.so*"):
         for f in glob.glob(os.path.join(base, pat)):
             dirs.add(os.path.dirname(f))

@@ -5,10 +5,8 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symm-out}
 mkdir -p "$OUT"
-# NVRTC: the machine's CUDA toolkit, else the PyPI wheel's library.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]) + "/nvidia/cu13/lib")' 2>/dev/null); do
-  [ -e "$d/libnvrtc.so.13" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# NVRTC (and NCCL) on the library path.
+source "$(dirname "$0")/gpu-libs.sh"
 export SYMM_REQUIRE_GPU=1 SYMM_CACHE_DIR=/tmp/symm-jit-cache
 # One test at a time: collectives of different tests on the same GPUs would
 # compete for SMs with spin-waiting kernels and could starve each other

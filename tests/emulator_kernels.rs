@@ -505,16 +505,7 @@ fn gathered<T: Scalar, const N: usize>(world: usize, draw: impl Fn() -> T) {
     let data: Vec<Vec<T>> = (0..world)
         .map(|_| (0..N).map(|_| draw()).collect())
         .collect();
-    let outs = emu(world, |c| {
-        let stage = c.alloc::<T>(world * N)?;
-        stage.copy_from_host(&vec![T::from_bits32(u32::MAX); world * N])?;
-        let s = stage.rendezvous()?;
-        let src = c.device_buffer_from(&data[c.rank()])?;
-        let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); world * N])?;
-        s.barrier(0, T)?;
-        gather_vectors::launch::<T, N>(c, LaunchConfig::linear(2, 32), &s, &src, &mut out, 99)?;
-        out.to_host()
-    });
+    let outs = emu(world, |c| run_gather_vectors::<T, N>(c, &data[c.rank()], T));
     for (rank, out) in outs.iter().enumerate() {
         for (r, want) in data.iter().enumerate().filter(|&(r, _)| r != rank) {
             let got: Vec<u32> = out[r * N..(r + 1) * N]
@@ -538,28 +529,7 @@ fn gathers_receive_every_rank_at_once() {
             bf16::from_f32(rand::rng().random_range(-1.0..1.0))
         });
         let seed: u32 = rand::rng().random();
-        let outs = emu(world, |c| {
-            let stage = c.alloc::<u64>(2 * world)?;
-            stage.copy_from_host(&vec![0; 2 * world])?;
-            let s = stage.rendezvous()?;
-            let mut out = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
-            let mut got = Vec::new();
-            // Two rounds on one stage: the second must wait for its own
-            // tag, not take the first round's packets.
-            for tag in [1u32, 2] {
-                s.barrier(0, T)?;
-                gather_packets::launch(
-                    c,
-                    LaunchConfig::linear(1, 32),
-                    &s,
-                    &mut out,
-                    tag,
-                    seed ^ tag,
-                )?;
-                got.push(out.to_host()?);
-            }
-            Ok(got)
-        });
+        let outs = emu(world, |c| run_gather_packets(c, seed, T));
         for (rank, rounds) in outs.iter().enumerate() {
             for (round, out) in rounds.iter().enumerate() {
                 let tag = round as u32 + 1;

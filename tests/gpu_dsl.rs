@@ -388,14 +388,7 @@ fn collectives(world: usize) -> Outcome {
         })?;
         // Gathers: every peer's sentinel-marked vector, and every rank's
         // LL packets over two rounds of tags, polled together.
-        let stage = c.alloc::<f32>(4 * world)?;
-        stage.copy_from_host(&vec![f32::from_bits(u32::MAX); 4 * world])?;
-        let gs = stage.rendezvous()?;
-        let src = c.device_buffer_from(&vecs[4 * r..4 * r + 4])?;
-        let mut out = c.device_buffer_from(&vec![f32::NAN; 4 * world])?;
-        gs.barrier(0, T)?;
-        gather_vectors::launch::<f32, 4>(c, LaunchConfig::linear(1, 32), &gs, &src, &mut out, 99)?;
-        let got = out.to_host()?;
+        let got = run_gather_vectors::<f32, 4>(c, &vecs[4 * r..4 * r + 4], T)?;
         for p in (0..world).filter(|&p| p != r) {
             check(got[4 * p..4 * p + 4] == vecs[4 * p..4 * p + 4], || {
                 format!(
@@ -404,21 +397,8 @@ fn collectives(world: usize) -> Outcome {
                 )
             })?;
         }
-        let pk = c.alloc::<u64>(2 * world)?;
-        pk.copy_from_host(&vec![0; 2 * world])?;
-        let ps = pk.rendezvous()?;
-        let mut pout = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
-        for tag in [1u32, 2] {
-            ps.barrier(0, T)?;
-            gather_packets::launch(
-                c,
-                LaunchConfig::linear(1, 32),
-                &ps,
-                &mut pout,
-                tag,
-                seed ^ tag,
-            )?;
-            let got = pout.to_host()?;
+        for (round, got) in run_gather_packets(c, seed, T)?.into_iter().enumerate() {
+            let tag = round as u32 + 1;
             let want = gather_packets_ref(world as u32, tag, seed ^ tag);
             check(got == want, || {
                 format!("rank {r}: gather_tagged2, tag {tag}: {got:?}")

@@ -416,3 +416,47 @@ pub fn gather_packets_ref(world: u32, tag: u32, seed: u32) -> Vec<u64> {
         .flat_map(|r| [hi | u64::from(seed ^ r), hi | u64::from(seed ^ r ^ 1)])
         .collect()
 }
+
+/// [`gather_vectors`] on `c`'s rank with `mine` as its vector, on a fresh
+/// stage that starts empty (all ones) and no silent rank; returns `out`
+/// (rank r's vector at `r * N`, this rank's own slot left as NaN).
+pub fn run_gather_vectors<T: Scalar, const N: usize>(
+    c: &symm::Comm,
+    mine: &[T],
+    timeout: std::time::Duration,
+) -> symm::Result<Vec<T>> {
+    let world = c.world_size();
+    let stage = c.alloc::<T>(world * N)?;
+    stage.fill_bytes(0xFF)?;
+    let s = stage.rendezvous()?;
+    let src = c.device_buffer_from(mine)?;
+    let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); world * N])?;
+    s.barrier(0, timeout)?;
+    let cfg = symm::LaunchConfig::linear(2, 32);
+    gather_vectors::launch::<T, N>(c, cfg, &s, &src, &mut out, 99)?;
+    out.to_host()
+}
+
+/// [`gather_packets`] on `c`'s rank, twice on one stage (tags 1 and 2,
+/// seed `seed ^ tag`, ranks aligned before each): the second round must
+/// wait for its own tag, not take the first's packets. Returns each
+/// round's `out`, to compare with [`gather_packets_ref`].
+pub fn run_gather_packets(
+    c: &symm::Comm,
+    seed: u32,
+    timeout: std::time::Duration,
+) -> symm::Result<Vec<Vec<u64>>> {
+    let world = c.world_size();
+    let stage = c.alloc::<u64>(2 * world)?;
+    stage.fill_bytes(0)?;
+    let s = stage.rendezvous()?;
+    let mut out = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
+    let mut rounds = Vec::new();
+    for tag in [1u32, 2] {
+        s.barrier(0, timeout)?;
+        let cfg = symm::LaunchConfig::linear(1, 32);
+        gather_packets::launch(c, cfg, &s, &mut out, tag, seed ^ tag)?;
+        rounds.push(out.to_host()?);
+    }
+    Ok(rounds)
+}

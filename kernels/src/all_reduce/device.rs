@@ -549,12 +549,13 @@ pub fn lamport_sum<T: Scalar, const V: usize>(
 /// lands, so receivers poll the data itself. One NVLink one-way trip like
 /// the LL kernel, at half its bytes (no tags), and no flags like the push
 /// kernel needs. Each receiver writes the empty bits back once every
-/// peer's slot of a vector has arrived (before the call ends). Regions are double-buffered by epoch parity: a peer
-/// stores into parity p again two calls later, after it saw this rank's
-/// data of the call in between, which this rank sent after its previous
-/// kernel (and its resets) completed. `out` may alias `input`: peers never
-/// read it, and each thread reads its own elements before writing them.
-/// Launch with one fixed grid every call, on a stage that starts all ones.
+/// peer's slot of a vector has arrived (before the call ends). Regions are
+/// double-buffered by epoch parity: a peer stores into parity p again two
+/// calls later, after it saw this rank's data of the call in between, which
+/// this rank sent after its previous kernel (and its resets) completed.
+/// `out` may alias `input`: peers never read it, and each thread reads its
+/// own elements before writing them. Launch with one fixed grid every call,
+/// on a stage that starts all ones.
 // ANCHOR: lamport
 #[symm_kernel]
 pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(

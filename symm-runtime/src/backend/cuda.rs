@@ -352,12 +352,13 @@ impl Backend for CudaBackend {
     }
 
     fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
-        let (which, threads) = match call.op {
-            SignalOp::Put { .. } | SignalOp::Wait { .. } => (signal_index(call.op), 1),
-            SignalOp::Barrier => (signal_index(call.op), call.world.max(1) as u32),
+        // One thread signals or waits; a barrier has one per peer.
+        let threads = match call.op {
+            SignalOp::Barrier => call.world.max(1) as u32,
+            SignalOp::Put { .. } | SignalOp::Wait { .. } => 1,
         };
         let mut params = signal_params(self.status.ptr, self.rank, call);
-        let f = self.dev.signal_function(self.rank, which)?;
+        let f = self.dev.signal_function(self.rank, signal_index(call.op))?;
         self.dev
             .launch(
                 &f,

@@ -156,8 +156,7 @@ macro_rules! readable {
             #[track_caller]
             pub fn load_vec<const N: usize>(&self, i: impl DslIndex) -> [T; N] {
                 const { assert!(N * std::mem::size_of::<T>() == 16, "vector accesses move exactly 16 bytes") };
-                let base = self.vec_addr::<N>(i);
-                std::array::from_fn(|k| load_raw(base + (k * std::mem::size_of::<T>()) as u64, Ordering::Relaxed))
+                load_vec_raw::<T, N>(self.vec_addr::<N>(i))
             }
 
             /// [`load_vec`](Self::load_vec) that always reads memory. `ld.volatile.global.v4.b32`.
@@ -283,6 +282,31 @@ fn gather<V: Copy>(
     })
 }
 
+/// The emulator's side of the sentinel receives (`load_vec_ready`,
+/// `gather_ready`): each slot is ready once no element has `empty`'s bits.
+#[track_caller]
+fn sentinel_gather<T: Scalar, const N: usize>(
+    name: &str,
+    what: &dyn Fn(usize) -> String,
+    addrs: [Option<u64>; MAX_WORLD_SIZE],
+    empty: T,
+) -> [[T; N]; MAX_WORLD_SIZE] {
+    const {
+        assert!(
+            N * std::mem::size_of::<T>() == 16 && std::mem::size_of::<T>() <= 4,
+            "sentinel receives move 16 bytes of elements of at most 4 bytes"
+        )
+    };
+    gather(
+        name,
+        what,
+        addrs,
+        [T::from_bits32(0); N],
+        load_vec_raw::<T, N>,
+        |v: &[T; N]| v.iter().all(|x| x.to_bits32() != empty.to_bits32()),
+    )
+}
+
 /// The LL receive, on handles of `u64` packets.
 macro_rules! tagged {
     ($name:ident, $what:literal) => {
@@ -320,11 +344,8 @@ macro_rules! tagged {
             /// Packet pairs from several ranks at once: for each rank r
             /// whose bit is set in `ranks`, the pair at `first + r * stride`
             /// (even), polled until both its tags equal `tag`, in `[r]`
-            /// (zeros where the bit is clear). Every slot's load is issued
-            /// before any is checked, and each round reloads every slot
-            /// still missing, so waiting on several peers costs one memory
-            /// round trip after the last arrival, not one per peer. A
-            /// timeout names the first rank still missing.
+            /// (zeros where the bit is clear). Waits as
+            /// [`gather_ready`](Self::gather_ready) does.
             /// `ld.volatile.global.v2.b64` for each slot, in a loop.
             #[track_caller]
             pub fn gather_tagged2(
@@ -367,19 +388,11 @@ macro_rules! ready {
                 empty: T,
                 from: u32,
             ) -> [T; N] {
-                const {
-                    assert!(
-                        N * std::mem::size_of::<T>() == 16 && std::mem::size_of::<T>() <= 4,
-                        "sentinel receives move 16 bytes of elements of at most 4 bytes"
-                    )
-                };
-                gather(
+                sentinel_gather(
                     "load_vec_ready",
                     &|_| format!("pushed data from rank {from}"),
                     one_slot(self.vec_addr::<N>(i)),
-                    [T::from_bits32(0); N],
-                    load_vec_raw::<T, N>,
-                    |v: &[T; N]| v.iter().all(|x| x.to_bits32() != empty.to_bits32()),
+                    empty,
                 )[0]
             }
 
@@ -387,12 +400,12 @@ macro_rules! ready {
             /// once: for each rank r whose bit is set in `ranks`, the 16 bytes
             /// at elements `first + r * stride`, polled until none of its
             /// elements has `empty`'s bits, in `[r]` (zeros where the bit is
-            /// clear). Every slot's load is issued before any is checked, and
-            /// each round reloads every slot still missing, so waiting on
-            /// several peers costs one memory round trip after the last
-            /// arrival, not one per peer. A timeout names the first rank
-            /// still missing. `ld.volatile.global.v4.b32` for each slot, in a
-            /// loop.
+            /// clear). Every slot's load is issued before any is checked; then
+            /// the first slot still missing is polled alone (a tight loop),
+            /// and once it lands the others still missing are loaded again
+            /// together, so waiting on several peers costs one round trip
+            /// after the first wait, not one per peer. A timeout names the
+            /// rank polled. `ld.volatile.global.v4.b32` for each slot.
             #[track_caller]
             pub fn gather_ready<const N: usize>(
                 &self,
@@ -401,19 +414,11 @@ macro_rules! ready {
                 ranks: u32,
                 empty: T,
             ) -> [[T; N]; MAX_WORLD_SIZE] {
-                const {
-                    assert!(
-                        N * std::mem::size_of::<T>() == 16 && std::mem::size_of::<T>() <= 4,
-                        "sentinel receives move 16 bytes of elements of at most 4 bytes"
-                    )
-                };
-                gather(
+                sentinel_gather(
                     "gather_ready",
                     &|r| format!("pushed data from rank {r}"),
                     self.slot_addrs::<N>(first, stride, ranks),
-                    [T::from_bits32(0); N],
-                    load_vec_raw::<T, N>,
-                    |v: &[T; N]| v.iter().all(|x| x.to_bits32() != empty.to_bits32()),
+                    empty,
                 )
             }
         }
