@@ -1,6 +1,21 @@
 #!/usr/bin/env bash
-# Runs the prebuilt GPU binaries in .gpu-bin on a lent GPU machine and writes
-# logs to $OUT. Build them first with scripts/build-gpu-bin.sh.
+# Runs the prebuilt GPU binaries in .gpu-bin (scripts/build-gpu-bin.sh) on a
+# lent GPU machine, writes logs to $OUT, and ends with a table of passed,
+# failed and skipped tests per suite and world size ($OUT/summary.md).
+#
+#   scripts/gpu-validate.sh                 # the whole suite
+#   scripts/gpu-validate.sh gpu gpu_dsl     # some binaries
+#
+# Each binary (per world size) is stopped after STEP_TIMEOUT seconds (500).
+# World sizes: SYMM_GPU_WORLDS (default 1,2,3,4,8). Where the machine has
+# fewer GPUs than ranks, ranks share GPUs (symm::Ranks::gpus), so a one-GPU
+# machine runs every world size; SYMM_RANKS_PER_GPU=k forces k per GPU.
+# Suite names:
+#   gpu, gpu_dsl, multiprocess   custom-harness binaries, run once
+#   kernels:NAME                 a libtest binary (all_reduce,
+#                                emulator_kernels) on GPU ranks
+#                                (SYMM_KERNEL_TESTS_ON=gpu), once per world
+#   examples/NAME                an example, once per world (--ranks W)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symm-out}
@@ -8,18 +23,51 @@ mkdir -p "$OUT"
 # NVRTC (and NCCL) on the library path.
 source "$(dirname "$0")/gpu-libs.sh"
 export SYMM_REQUIRE_GPU=1 SYMM_CACHE_DIR=/tmp/symm-jit-cache
+export SYMM_GPU_WORLDS=${SYMM_GPU_WORLDS:-1,2,3,4,8}
 # One test at a time: collectives of different tests on the same GPUs would
 # compete for SMs with spin-waiting kernels and could starve each other
 # (NCCL has the same rule for concurrent communicators).
 export RUST_TEST_THREADS=1
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$OUT/gpus.csv" 2>&1
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+suites=("$@")
+if [ ${#suites[@]} -eq 0 ]; then
+  suites=(gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:emulator_kernels)
+fi
+LOG="$OUT/log.txt"
 rc=0
-for bin in "$@"; do
-  echo "=== $bin" | tee -a "$OUT/log.txt"
-  # --nocapture: a libtest binary would otherwise hide its tests' SKIPPED
-  # lines (a world size above the GPU count); the other binaries ignore it.
-  timeout 500 ".gpu-bin/$bin" --nocapture 2>&1 | tee -a "$OUT/log.txt"
-  r=${PIPESTATUS[0]}; [ "$r" != 0 ] && rc=$r && echo "=== $bin exited $r" | tee -a "$OUT/log.txt"
+step() { # header, command...
+  local header=$1; shift
+  echo "=== $header" | tee -a "$LOG"
+  timeout "${STEP_TIMEOUT:-500}" "$@" 2>&1 | tee -a "$LOG"
+  local r=${PIPESTATUS[0]}
+  if [ "$r" != 0 ]; then
+    rc=$r
+    echo "=== ${header%% *} exited $r" | tee -a "$LOG"
+  elif [[ $header == examples/* ]]; then
+    echo "=== ok" | tee -a "$LOG"
+  fi
+}
+for s in "${suites[@]}"; do
+  case "$s" in
+    kernels:*)
+      # Without --nocapture, so libtest's result lines stay whole; the tests
+      # write which world sizes they ran to SYMM_CASE_LOG instead.
+      for w in ${SYMM_GPU_WORLDS//,/ }; do
+        rm -f "$OUT/cases.txt"
+        SYMM_CASE_LOG="$OUT/cases.txt" SYMM_KERNEL_TESTS_ON=gpu SYMM_GPU_WORLDS=$w \
+          step "${s#kernels:} world=$w" ".gpu-bin/${s#kernels:}" --test-threads=1
+        [ -f "$OUT/cases.txt" ] && tee -a "$LOG" < "$OUT/cases.txt" && rm -f "$OUT/cases.txt"
+      done ;;
+    examples/*)
+      for w in ${SYMM_GPU_WORLDS//,/ }; do
+        step "$s world=$w" ".gpu-bin/$s" --ranks "$w"
+      done ;;
+    *)
+      # --nocapture: a libtest binary would otherwise hide its tests'
+      # SKIPPED lines; the custom harnesses ignore it.
+      step "$s" ".gpu-bin/$s" --nocapture ;;
+  esac
 done
+python3 "$(dirname "$0")/gpu-summary.py" "$LOG" | tee "$OUT/summary.md"
 exit $rc

@@ -146,6 +146,7 @@ fn test_suite_kernels_compile() {
         message_passing::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         copy_n::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         wait_on::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        all_arrive::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         gather_vectors::compile_for::<f32, 4>(a).unwrap_or_else(|e| panic!("{e}"));
         gather_vectors::compile_for::<symm::bf16, 8>(a).unwrap_or_else(|e| panic!("{e}"));
         gather_packets::compile_for(a).unwrap_or_else(|e| panic!("{e}"));

@@ -403,20 +403,29 @@ fn a_store_reused_by_a_later_group_serves_no_stale_entries() {
 }
 
 #[test]
-fn zero_ranks_and_duplicate_devices_are_rejected() {
+fn zero_ranks_are_rejected_and_shared_devices_are_not() {
     let e = emu(0, |_| Ok(())).expect_err("no ranks");
     assert!(
         e.to_string().contains("world size 0 is not supported"),
         "{e}"
     );
-    let e = run(Ranks::Cuda(vec![1, 0, 1]), CommOptions::default(), |_| {
-        Ok(())
-    })
-    .expect_err("duplicate device");
-    assert!(
-        e.to_string().contains("ranks 0 and 2 both ask for cuda:1"),
-        "{e}"
-    );
+    // Ranks may share a GPU now: a device listed twice is no error of its
+    // own. Here there is no such device, and each rank says so.
+    if symm::cuda_device_count() < 2 {
+        let opts = CommOptions::default().with_timeout(Duration::from_secs(1));
+        let e = run(Ranks::Cuda(vec![1, 0, 1]), opts, |_| Ok(()))
+            .expect_err("no cuda:1 on this machine");
+        assert_eq!(e.errors.len(), 3, "{e}");
+        for (r, err) in &e.errors {
+            let m = err.to_string();
+            assert!(
+                m.contains("CUDA is not available")
+                    || (*r != 1 && m.contains("cuda:1 does not exist"))
+                    || m.contains("joining the group"),
+                "rank {r}: {m}"
+            );
+        }
+    }
     let e = symm::run_local(&[], |_| Ok(())).expect_err("no devices");
     assert!(e.to_string().contains("world size 0"), "{e}");
 }

@@ -13,11 +13,14 @@ use symm::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::jit::{CacheHit, CompileRequest, JitEngine};
 use symm::{run, Comm, CommOptions, Error, KernelArg, LaunchConfig, Ranks, RunError};
 
+/// Ranks a test needs at least (it is skipped, loudly, at smaller worlds).
+const TWO: usize = 2;
+
 const T: Duration = Duration::from_secs(10);
 
 #[path = "support/harness.rs"]
 mod harness;
-use harness::{median, median_rendezvous_us, Harness, Outcome};
+use harness::{median, median_rendezvous_us, placement, Harness, Outcome};
 
 fn kernels() -> String {
     format!(
@@ -43,16 +46,15 @@ extern "C" __global__ void t_check(symm_u32* local, symm_u32 world) {{
     )
 }
 
+/// Runs `f` on `world` GPU ranks, placed as [`harness::placement`] says
+/// (sharing GPUs when there are fewer than ranks).
 fn gpus<R: Send>(
     world: usize,
     timeout: Duration,
     f: impl Fn(&Comm) -> symm::Result<R> + Sync,
 ) -> Result<Vec<R>, RunError> {
-    run(
-        Ranks::Cuda((0..world).collect()),
-        CommOptions::default().with_timeout(timeout),
-        f,
-    )
+    let ranks = placement(world).expect("main runs only world sizes it can place");
+    run(ranks, CommOptions::default().with_timeout(timeout), f)
 }
 
 fn fail(e: impl std::fmt::Display) -> String {
@@ -406,6 +408,73 @@ fn ring(world: usize) -> Outcome {
     ))
 }
 
+/// Rank 1 allocates and frees memory of every kind while rank 0's kernel
+/// spins waiting for rank 1's signal, which comes only after the frees.
+/// Where the two ranks share a GPU, a free that waited for the whole
+/// device (as `cuCtxSynchronize` and `cuMemFree` do) would wait for rank 0's
+/// kernel until it timed out.
+fn frees_while_a_peer_waits(world: usize) -> Outcome {
+    let wait = Duration::from_secs(5);
+    let out = gpus(world, T, |comm| {
+        let buf = comm.alloc::<u32>(4)?;
+        let smem = buf.rendezvous()?;
+        smem.barrier(0, T)?;
+        comm.synchronize()?;
+        let mut report = String::new();
+        match comm.rank() {
+            0 => {
+                smem.wait_signal(1, 1, wait)?;
+                let t = Instant::now();
+                comm.synchronize()?;
+                report = format!(
+                    "rank 0's wait ended {:.0} ms after it started waiting on the host",
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            1 => {
+                // Give rank 0's wait time to start spinning.
+                std::thread::sleep(Duration::from_millis(200));
+                let t = Instant::now();
+                for _ in 0..20 {
+                    // Never rendezvoused: nothing collective happens.
+                    let sym = comm.alloc::<f32>(1 << 20)?;
+                    let plain = comm.device_buffer::<f32>(1 << 20)?;
+                    drop((sym, plain));
+                }
+                let side = comm
+                    .cuda_stream()
+                    .expect("a GPU rank")
+                    .context()
+                    .new_stream();
+                let side = side.map_err(|source| Error::Driver {
+                    rank: 1,
+                    device: comm.device(),
+                    op: "cuStreamCreate",
+                    source,
+                })?;
+                let on_side = comm.with_cuda_stream(side)?;
+                drop(on_side.device_buffer::<u8>(4096)?);
+                let took = t.elapsed();
+                smem.put_signal(0, 1, T)?;
+                comm.synchronize()?;
+                ensure(took < Duration::from_secs(2), || {
+                    format!("rank 1's allocations and frees took {took:?} (waited for rank 0?)")
+                })?;
+                report = format!(
+                    "20 symmetric and 20 plain 4 MiB allocations freed in {:.1} ms",
+                    took.as_secs_f64() * 1e3
+                );
+            }
+            _ => {}
+        }
+        smem.barrier(0, T)?;
+        comm.synchronize()?;
+        Ok(report)
+    })
+    .map_err(fail)?;
+    Ok(format!("{}; {}", out[1], out[0]))
+}
+
 fn rendezvous_time(world: usize) -> Outcome {
     let per_rank = gpus(world, T, median_rendezvous_us).map_err(fail)?;
     let mut m = per_rank.clone();
@@ -454,16 +523,17 @@ fn jit_times() -> Outcome {
 type WorldTest = fn(usize) -> Outcome;
 
 fn main() {
-    let tests: [(&str, WorldTest); 9] = [
-        ("peer_writes", peer_writes),
-        ("rendezvous_cache", cache),
-        ("mismatch_same_error", mismatch),
-        ("missing_rank_timeout", missing_rank),
-        ("leaks_1000_cycles", leaks),
-        ("graph_replay_1000", graphs),
-        ("signal_timeout_recovers", timeout),
-        ("put_wait_ring", ring),
-        ("rendezvous_time", rendezvous_time),
+    let tests: [(&str, WorldTest, usize); 10] = [
+        ("peer_writes", peer_writes, 1),
+        ("rendezvous_cache", cache, 1),
+        ("mismatch_same_error", mismatch, TWO),
+        ("missing_rank_timeout", missing_rank, TWO),
+        ("leaks_1000_cycles", leaks, 1),
+        ("graph_replay_1000", graphs, 1),
+        ("signal_timeout_recovers", timeout, TWO),
+        ("frees_while_a_peer_waits", frees_while_a_peer_waits, TWO),
+        ("put_wait_ring", ring, 1),
+        ("rendezvous_time", rendezvous_time, 1),
     ];
     let mut h = Harness::new("gpu");
     if h.gpus == 0 {
@@ -489,17 +559,14 @@ fn main() {
     }
     h.run("jit_compile_times", 1, &jit_times);
     for world in h.worlds.clone() {
-        if world > h.gpus {
-            h.skip(
-                tests.len(),
-                &format!(
-                    "world={world} needs {world} GPUs, this machine has {}",
-                    h.gpus
-                ),
-            );
+        if h.place(world, tests.len()).is_none() {
             continue;
         }
-        for (name, f) in tests {
+        for (name, f, least) in tests {
+            if world < least {
+                h.skip(1, &format!("world={world}: {name} needs {least} ranks"));
+                continue;
+            }
             h.run(name, world, &|| f(world));
         }
     }

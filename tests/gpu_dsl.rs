@@ -15,7 +15,7 @@ use symm::{bf16, f16, run, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 #[path = "support/harness.rs"]
 mod harness;
-use harness::{Harness, Outcome};
+use harness::{placement, Harness, Outcome};
 
 #[path = "dsl_suite/mod.rs"]
 mod dsl_suite;
@@ -38,16 +38,22 @@ fn check(cond: bool, msg: impl FnOnce() -> String) -> symm::Result<()> {
     }
 }
 
+/// Runs `f` on `world` GPU ranks, placed as [`harness::placement`] says
+/// (sharing GPUs when there are fewer than ranks).
 fn gpus<R: Send>(
     world: usize,
     f: impl Fn(&Comm) -> symm::Result<R> + Sync,
 ) -> Result<Vec<R>, String> {
-    run(
-        Ranks::Cuda((0..world).collect()),
-        CommOptions::default().with_timeout(T),
-        f,
-    )
-    .map_err(fail)
+    gpus_with(world, CommOptions::default().with_timeout(T), f)
+}
+
+fn gpus_with<R: Send>(
+    world: usize,
+    options: CommOptions,
+    f: impl Fn(&Comm) -> symm::Result<R> + Sync,
+) -> Result<Vec<R>, String> {
+    let ranks: Ranks = placement(world).expect("main runs only world sizes it can place");
+    run(ranks, options, f).map_err(fail)
 }
 
 fn rng() -> rand::rngs::ThreadRng {
@@ -470,7 +476,7 @@ fn kernel_timeout(world: usize) -> Outcome {
     let opts = CommOptions::default()
         .with_timeout(T)
         .with_kernel_timeout(Duration::from_millis(200));
-    let res = run(Ranks::Cuda((0..world).collect()), opts, |c| {
+    let res = gpus_with(world, opts, |c| {
         let buf = c.alloc::<u32>(8)?;
         let s = buf.rendezvous()?;
         let mut report = String::new();
@@ -512,9 +518,76 @@ fn kernel_timeout(world: usize) -> Outcome {
             || "broadcast after the timeout is wrong".into(),
         )?;
         Ok(report)
-    })
-    .map_err(fail)?;
+    })?;
     Ok(res[0].clone())
+}
+
+/// Ranks that share a GPU: a kernel that waits on peers with a grid too
+/// large to be resident beside the other ranks' is refused on every rank
+/// (never launched, so nothing hangs), and one at the largest grid allowed
+/// has every block of every rank resident at once.
+fn co_residency(world: usize) -> Outcome {
+    const THREADS: u32 = 256;
+    let res = gpus(world, |c| {
+        let limit = all_arrive::co_resident_grid(c, THREADS, 0)?;
+        let Some(limit) = limit else {
+            return check(false, || {
+                format!(
+                    "rank {}: no grid limit although ranks share a GPU",
+                    c.rank()
+                )
+            })
+            .map(|_| (0, String::new()));
+        };
+        let buf = c.alloc::<u32>(4)?;
+        buf.copy_from_host(&[0; 4])?;
+        let s = buf.rendezvous()?;
+        let too_big = LaunchConfig::linear(limit + 1, THREADS);
+        let e = match all_arrive::launch(c, too_big, &s, 1_000_000_000) {
+            Ok(()) => {
+                c.synchronize()?;
+                return check(false, || format!("a grid of {} was launched", limit + 1))
+                    .map(|_| (0, String::new()));
+            }
+            Err(e) => e.to_string(),
+        };
+        check(
+            e.contains("cannot be resident") && e.contains(&format!("at most {limit} blocks")),
+            || e.clone(),
+        )?;
+        s.barrier(0, T)?;
+        all_arrive::launch(c, LaunchConfig::linear(limit, THREADS), &s, 2_000_000_000)?;
+        c.synchronize()?;
+        let words = buf.to_host()?;
+        check(words[1] == 0, || {
+            format!(
+                "rank {}: {} blocks gave up waiting: a grid of {limit} is not co-resident",
+                c.rank(),
+                words[1]
+            )
+        })?;
+        if c.rank() == 0 {
+            let all = (c.world_size() as u32) * limit;
+            check(words[0] == all, || {
+                format!("{} blocks arrived, expected {all}", words[0])
+            })?;
+        }
+        s.barrier(0, T)?;
+        c.synchronize()?;
+        Ok((limit, e))
+    })?;
+    let limits: Vec<u32> = res.iter().map(|r| r.0).collect();
+    if limits.iter().any(|&l| l != limits[0]) {
+        return Err(format!("ranks computed different limits: {limits:?}"));
+    }
+    Ok(format!(
+        "every rank refused {} blocks × {THREADS} and ran {} with all {} × {} blocks resident at once: {}",
+        limits[0] + 1,
+        limits[0],
+        world,
+        limits[0],
+        res[0].1
+    ))
 }
 
 fn bad_launches() -> Outcome {
@@ -686,28 +759,34 @@ fn launch_overhead() -> Outcome {
 fn main() {
     let mut h = Harness::new("gpu_dsl");
     if h.gpus == 0 {
-        h.skip(4 + 3 * h.worlds.len(), "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead (the CPU tests compile every kernel)");
+        h.skip(4 + 4 * h.worlds.len(), "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead (the CPU tests compile every kernel)");
         h.finish();
     }
     h.run("dsl_compile_times", 1, &compile_times);
     h.run("dsl_local_suite", 1, &local_suite);
     h.run("dsl_launch_overhead", 1, &launch_overhead);
-    if h.gpus >= 2 {
+    if h.place(2, 1).is_some() {
         h.run("dsl_bad_launches", 2, &bad_launches);
-    } else {
-        h.skip(1, "bad-launch checks need 2 GPUs");
     }
     for w in h.worlds.clone() {
-        if w > h.gpus {
-            h.skip(
-                3,
-                &format!("world={w} needs {w} GPUs, this machine has {}", h.gpus),
-            );
+        let Some(ranks) = h.place(w, 4) else {
             continue;
-        }
+        };
         h.run("dsl_collectives", w, &|| collectives(w));
         h.run("dsl_graph_capture", w, &|| graph_capture(w));
-        h.run("dsl_kernel_timeout", w, &|| kernel_timeout(w));
+        if w < 2 {
+            h.skip(1, &format!("world={w}: dsl_kernel_timeout needs 2 ranks"));
+        } else {
+            h.run("dsl_kernel_timeout", w, &|| kernel_timeout(w));
+        }
+        if ranks.shares_a_gpu() {
+            h.run("dsl_co_residency", w, &|| co_residency(w));
+        } else {
+            h.skip(
+                1,
+                &format!("world={w}: dsl_co_residency needs ranks that share a GPU, and none do (see SYMM_RANKS_PER_GPU)"),
+            );
+        }
     }
     h.finish();
 }

@@ -41,23 +41,19 @@ fn main() {
 fn driver() -> ! {
     let mut h = Harness::new("multiprocess");
     let launchers = 2;
-    if h.gpus < 2 {
-        h.skip(
-            launchers * h.worlds.len(),
-            &format!(
-                "one process per GPU needs at least 2 GPUs, this machine has {}",
-                h.gpus
-            ),
-        );
-        h.finish();
+    if h.gpus >= 1 {
+        h.run("one_gpu_two_processes_refused", 2, &one_gpu_two_processes);
+    } else {
+        h.skip(1, "world=2: no CUDA device");
     }
     let me = std::env::current_exe().expect("own path");
     for world in h.worlds.clone() {
-        if world > h.gpus {
+        if world > h.gpus || world < 2 {
             h.skip(
                 launchers,
                 &format!(
-                    "world={world} needs {world} GPUs, this machine has {}",
+                    "world={world}: one process per GPU needs {} GPUs, this machine has {}",
+                    world.max(2),
                     h.gpus
                 ),
             );
@@ -76,7 +72,7 @@ fn driver() -> ! {
             judge(world, &out, &single)
         });
         match which("torchrun") {
-            None => h.skip(1, "torchrun is not installed"),
+            None => h.skip(1, &format!("world={world}: torchrun is not installed")),
             Some(torchrun) => h.run("torchrun", world, &|| {
                 let port = free_port()?;
                 let out = Command::new(&torchrun)
@@ -95,6 +91,40 @@ fn driver() -> ! {
     }
     h.finish();
 }
+
+/// Two processes on one GPU (every rank sees only GPU 0) must both be
+/// refused at `Comm::from_env`, with the same message: their kernels would
+/// take turns on the GPU, and a kernel waiting on the other's would only
+/// time out.
+fn one_gpu_two_processes() -> Outcome {
+    let Some(bin) = symm_run_bin() else {
+        return Err("symm-run not found next to this binary or in SYMM_RUN_BIN".into());
+    };
+    let out = Command::new(bin)
+        .args(["-n", "2", "--tag-output", "--"])
+        .arg(std::env::current_exe().map_err(|e| e.to_string())?)
+        .env("CUDA_VISIBLE_DEVICES", "0")
+        .env(EXPECT_REFUSAL, "1")
+        .output()
+        .map_err(|e| format!("cannot start symm-run: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let msgs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split(": REFUSED ").nth(1))
+        .collect();
+    let same = msgs.len() == 2 && msgs[0] == msgs[1];
+    if !out.status.success() || !same || !msgs[0].contains("run in different processes") {
+        return Err(format!(
+            "exit {:?}; output:\n{text}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(format!("both ranks refused alike: {}", msgs[0]))
+}
+
+/// Set by the driver for ranks that must be refused at `Comm::from_env`.
+const EXPECT_REFUSAL: &str = "SYMM_TEST_EXPECT_SHARED_GPU_REFUSAL";
 
 /// Passes when the launcher exited 0 and every rank reported all its
 /// checks passed; the detail carries the rendezvous times.
@@ -170,7 +200,24 @@ fn free_port() -> Result<u16, String> {
 type Check = fn(&Comm, u64) -> Result<String, String>;
 
 fn rank_main() -> i32 {
-    let comm = match Comm::from_env(CommOptions::default().with_timeout(TIMEOUT)) {
+    let comm = Comm::from_env(CommOptions::default().with_timeout(TIMEOUT));
+    if std::env::var_os(EXPECT_REFUSAL).is_some() {
+        let rank = LaunchEnv::from_env().map_or(usize::MAX, |e| e.rank);
+        return match comm {
+            Err(e) => {
+                // The message names the ranks; only its own prefix differs.
+                let msg = e.to_string();
+                let msg = msg.split_once("invalid argument: ").map_or(&*msg, |m| m.1);
+                println!("rank {rank}: REFUSED {msg}");
+                0
+            }
+            Ok(_) => {
+                println!("rank {rank}: FAIL two processes on one GPU were accepted");
+                1
+            }
+        };
+    }
+    let comm = match comm {
         Ok(c) => c,
         Err(e) => {
             println!("rank ?: FAIL from_env {e}");

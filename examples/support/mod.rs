@@ -3,14 +3,23 @@
 
 use symm::Ranks;
 
-/// The ranks from `--ranks N` (N GPUs when CUDA is there, else N emulated
+/// The ranks from `--ranks N` (N GPU ranks when CUDA is there, sharing
+/// GPUs when there are fewer than N, see [`Ranks::gpus`]; else N emulated
 /// ranks), or every local GPU, or `emulated` ranks on the emulator when
 /// there is none. A bad N ends the program with a message and status 2.
 pub(crate) fn ranks_from_args(emulated: usize) -> Ranks {
     match std::env::args().skip_while(|a| a != "--ranks").nth(1) {
+        // Ranks::gpus first: ranks that share a GPU need a setting made
+        // before CUDA starts, and asking whether CUDA is there starts it.
         Some(n) => match n.parse() {
-            Ok(n) if symm::cuda_available() => Ranks::Cuda((0..n).collect()),
-            Ok(n) => Ranks::Emulator(n),
+            Ok(n) => match Ranks::gpus(n) {
+                Some(r) => r,
+                None if symm::cuda_available() => {
+                    eprintln!("--ranks {n}: cannot place {n} ranks on this machine's GPUs");
+                    std::process::exit(2);
+                }
+                None => Ranks::Emulator(n),
+            },
             Err(_) => {
                 eprintln!("--ranks takes a number, got {n:?}");
                 std::process::exit(2);

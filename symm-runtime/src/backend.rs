@@ -144,6 +144,9 @@ pub(crate) trait Backend: Send + Sync {
     fn synchronize(&self) -> Result<()>;
     /// Free and total memory of the device, in bytes.
     fn mem_info(&self) -> Result<(usize, usize)>;
+    /// The device this rank runs on, if it is a GPU (see
+    /// [`crate::placement`]).
+    fn device_id(&self) -> Option<crate::placement::DeviceId>;
     /// The CUDA stream work is enqueued on, if this is a CUDA backend.
     fn cuda_stream(&self) -> Option<Arc<CudaStream>>;
     /// The same rank and device, enqueueing on `stream` instead.

@@ -13,6 +13,7 @@ use crate::buffer::SymmBuffer;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::layout::MAX_WORLD_SIZE;
+use crate::placement::Placement;
 use crate::store::{InProcessStore, Store};
 use crate::symmetric_memory::SymmetricMemory;
 
@@ -92,6 +93,8 @@ struct RankState {
     registry: Mutex<HashMap<u64, RegistryEntry>>,
     /// See [`Comm::kernel_failed`].
     kernel_failed: AtomicBool,
+    /// Which ranks of the group share a device.
+    placement: Placement,
 }
 
 /// One rank of a group: its rank, the world size, its device and stream, and
@@ -165,6 +168,14 @@ impl Comm {
             .add(&format!("{}/join/{rank}", options.group), 1)
             .map_err(|source| Error::Store { rank, source })?;
         let prefix: Arc<str> = format!("{}/{generation}", options.group).into();
+        // GPU ranks learn which of them share a device (and refuse two
+        // processes on one) before anything can launch.
+        let placement = match backend.device_id() {
+            Some(id) => {
+                crate::placement::join(rank, world_size, &*store, &prefix, options.timeout, &id)?
+            }
+            None => Placement::alone(world_size),
+        };
         Ok(Comm {
             rank,
             world_size,
@@ -176,6 +187,7 @@ impl Comm {
                 next_alloc: AtomicU64::new(0),
                 registry: Mutex::new(HashMap::new()),
                 kernel_failed: AtomicBool::new(false),
+                placement,
             }),
             prefix,
         })
@@ -204,6 +216,30 @@ impl Comm {
     /// Where this rank runs.
     pub fn backend_kind(&self) -> BackendKind {
         self.backend.kind()
+    }
+
+    /// How many ranks of this group run on this rank's device, itself
+    /// included: 1 unless ranks share a GPU (`Ranks::Cuda(vec![0, 0])`).
+    pub fn ranks_on_device(&self) -> usize {
+        self.state.placement.ranks_on_device(self.rank)
+    }
+
+    /// The most ranks of this group on any one device (1 when every rank
+    /// has its own GPU). The same on every rank.
+    pub fn max_ranks_on_device(&self) -> usize {
+        self.state.placement.share()
+    }
+
+    /// The largest grid that every rank of the group may launch of a kernel
+    /// that waits on peers, where one multiprocessor holds `blocks_per_sm`
+    /// of its blocks (a kernel module's `co_resident_grid` asks the driver
+    /// for that figure), so that the kernels of ranks sharing a GPU are all
+    /// resident at once: `blocks_per_sm × multiprocessors / (2 × ranks on
+    /// the busiest GPU)`, the 2 because a rank's next kernel may become
+    /// resident early (programmatic dependent launch). `None` when no rank
+    /// shares its GPU: then any grid works. The same on every rank.
+    pub fn co_resident_blocks(&self, blocks_per_sm: u32) -> Option<u32> {
+        self.state.placement.co_resident_blocks(blocks_per_sm)
     }
 
     /// Human-readable device, for example `cuda:1 (NVIDIA H200, sm_90)`.
@@ -391,7 +427,10 @@ pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Ranks {
-    /// One rank per listed CUDA device, in order.
+    /// One rank per listed CUDA device, in order. A device may be listed
+    /// more than once: those ranks share it, each with its own stream,
+    /// memory and signal pads (the kernels that wait on peers must then fit
+    /// on the GPU together; see [`Comm::co_resident_blocks`]).
     Cuda(Vec<usize>),
     /// This many simulated ranks on the CPU emulator.
     Emulator(usize),
@@ -403,6 +442,53 @@ impl Ranks {
         match crate::cuda::cuda_device_count().min(MAX_WORLD_SIZE) {
             0 => Ranks::Emulator(emulated),
             n => Ranks::Cuda((0..n).collect()),
+        }
+    }
+
+    /// `world` GPU ranks on the first `gpus` devices, `per_gpu` consecutive
+    /// ranks on each (rank r on device r / per_gpu), or `None` when that
+    /// needs more than `gpus` devices. `per_gpu` of `None` takes as few per
+    /// device as the devices allow. `cuda_packed(4, 1, None)` is
+    /// `Ranks::Cuda(vec![0, 0, 0, 0])`.
+    pub fn cuda_packed(world: usize, gpus: usize, per_gpu: Option<usize>) -> Option<Ranks> {
+        let per_gpu = match per_gpu {
+            Some(0) => return None,
+            Some(k) => k,
+            None => world.div_ceil(gpus.max(1)).max(1),
+        };
+        if world.div_ceil(per_gpu) > gpus {
+            return None;
+        }
+        Some(Ranks::Cuda((0..world).map(|r| r / per_gpu).collect()))
+    }
+
+    /// `world` ranks on this machine's GPUs: one per GPU while there are
+    /// enough, otherwise as few per GPU as fit (rank r on GPU r / k), or
+    /// exactly `SYMM_RANKS_PER_GPU` consecutive ranks per GPU when that is
+    /// set. `None` when the ranks need more GPUs than there are (or
+    /// `SYMM_RANKS_PER_GPU` is not a positive number). Ranks that share a GPU
+    /// prove correctness, not speed: their kernels compete for its SMs.
+    /// Called before CUDA starts, with `world > 1`, it sets
+    /// `CUDA_DEVICE_MAX_CONNECTIONS=32` (unless set), which ranks sharing a
+    /// GPU need (see the book's launching chapter).
+    pub fn gpus(world: usize) -> Option<Ranks> {
+        let per_gpu = match std::env::var("SYMM_RANKS_PER_GPU") {
+            Ok(v) => Some(v.trim().parse().ok()?),
+            Err(_) => None,
+        };
+        // The ranks may share a GPU, which needs the driver's hardware
+        // queues set up before it starts (counting the GPUs starts it).
+        if world > 1 {
+            crate::cuda::request_queues();
+        }
+        Ranks::cuda_packed(world, crate::cuda::cuda_device_count(), per_gpu)
+    }
+
+    /// Whether two ranks run on one GPU.
+    pub fn shares_a_gpu(&self) -> bool {
+        match self {
+            Ranks::Cuda(d) => d.iter().enumerate().any(|(i, x)| d[..i].contains(x)),
+            Ranks::Emulator(_) => false,
         }
     }
 
@@ -419,7 +505,27 @@ impl Ranks {
     /// simulated ranks (no CUDA device found)`.
     pub fn describe(&self) -> String {
         match self {
-            Ranks::Cuda(d) => format!("CUDA, {} GPU rank(s) on devices {d:?}", d.len()),
+            Ranks::Cuda(d) => {
+                let mut devices = d.clone();
+                devices.sort_unstable();
+                devices.dedup();
+                let counts: Vec<usize> = devices
+                    .iter()
+                    .map(|x| d.iter().filter(|y| *y == x).count())
+                    .collect();
+                let most = counts.iter().copied().max().unwrap_or(0);
+                let shared = if most > 1 {
+                    format!(
+                        " ({} of {} GPU(s) shared, up to {most} ranks on one: a correctness \
+                         run, not a timing)",
+                        counts.iter().filter(|&&c| c > 1).count(),
+                        devices.len()
+                    )
+                } else {
+                    String::new()
+                };
+                format!("CUDA, {} GPU rank(s) on devices {d:?}{shared}", d.len())
+            }
             Ranks::Emulator(n) if !crate::cuda::cuda_available() => {
                 format!("CPU emulator, {n} simulated ranks (no CUDA device found)")
             }
@@ -469,18 +575,8 @@ where
             errors: vec![(0, e)],
         });
     }
-    if let Ranks::Cuda(devs) = &ranks {
-        for (r, d) in devs.iter().enumerate() {
-            if let Some(first) = devs[..r].iter().position(|x| x == d) {
-                let message = format!(
-                    "ranks {first} and {r} both ask for cuda:{d}; give each rank its own device \
-                     (ranks sharing a device would share its stream and deadlock in barriers)"
-                );
-                return Err(RunError {
-                    errors: vec![(r, Error::InvalidArgument { rank: r, message })],
-                });
-            }
-        }
+    if ranks.shares_a_gpu() {
+        crate::cuda::request_queues();
     }
     let store: Arc<dyn Store> = Arc::new(InProcessStore::new());
     let outcomes: Vec<Result<R>> = std::thread::scope(|s| {
@@ -548,4 +644,41 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ranks;
+
+    #[test]
+    fn packed_placements_share_gpus_only_when_asked_or_needed() {
+        let cuda = |v: &[usize]| Some(Ranks::Cuda(v.to_vec()));
+        // Enough GPUs: one rank each.
+        assert_eq!(Ranks::cuda_packed(4, 8, None), cuda(&[0, 1, 2, 3]));
+        // Too few: as few per GPU as fit, in consecutive runs.
+        assert_eq!(Ranks::cuda_packed(4, 1, None), cuda(&[0, 0, 0, 0]));
+        assert_eq!(Ranks::cuda_packed(3, 2, None), cuda(&[0, 0, 1]));
+        assert_eq!(
+            Ranks::cuda_packed(8, 3, None),
+            cuda(&[0, 0, 0, 1, 1, 1, 2, 2])
+        );
+        // Asked for: k per GPU, even when more GPUs are there.
+        assert_eq!(Ranks::cuda_packed(4, 4, Some(2)), cuda(&[0, 0, 1, 1]));
+        assert_eq!(Ranks::cuda_packed(1, 1, Some(4)), cuda(&[0]));
+        // Impossible placements.
+        assert_eq!(Ranks::cuda_packed(4, 1, Some(2)), None);
+        assert_eq!(Ranks::cuda_packed(2, 0, None), None);
+        assert_eq!(Ranks::cuda_packed(2, 2, Some(0)), None);
+    }
+
+    #[test]
+    fn shared_placements_say_so() {
+        let d = Ranks::Cuda(vec![0, 0, 1]).describe();
+        assert!(d.contains("devices [0, 0, 1]"), "{d}");
+        assert!(
+            d.contains("1 of 2 GPU(s) shared, up to 2 ranks on one"),
+            "{d}"
+        );
+        assert!(!Ranks::Cuda(vec![0, 1]).describe().contains("shared"));
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemGenericAllocationHandle};
 use cudarc::driver::{result, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
@@ -53,6 +53,7 @@ pub fn cuda_device_count() -> usize {
         if !unsafe { sys::is_culib_present() } {
             return 0;
         }
+        STARTED.store(true, std::sync::atomic::Ordering::Release);
         // A driver too old for a symbol cudarc needs panics inside cudarc;
         // treat that as "no CUDA" rather than taking the process down.
         std::panic::catch_unwind(|| {
@@ -65,6 +66,27 @@ pub fn cuda_device_count() -> usize {
     })
 }
 
+/// Whether this process has started the CUDA driver (`cuInit`), after
+/// which it no longer reads [`crate::placement::CONNECTIONS_VAR`].
+static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks the driver for a hardware work queue per stream, for ranks that
+/// will share a GPU: sets [`crate::placement::CONNECTIONS_VAR`] to 32 (the
+/// most) if the user has not set it and the driver has not started yet.
+/// Streams beyond a device's queues (8 by default) share one, and the work
+/// of a shared queue starts in submission order, so a rank's kernel could
+/// sit behind a kernel of another rank on the same GPU that waits for it,
+/// until that one timed out (seen with 8 ranks on one H100:
+/// `bench/NOTES.md`). Only for shared placements: more queues cost up to
+/// 0.15 µs per 1 MiB all-reduce at world size 1 on an H100.
+pub(crate) fn request_queues() {
+    if std::env::var_os(crate::placement::CONNECTIONS_VAR).is_none()
+        && !STARTED.load(std::sync::atomic::Ordering::Acquire)
+    {
+        std::env::set_var(crate::placement::CONNECTIONS_VAR, "32");
+    }
+}
+
 /// Why CUDA is unavailable, for error messages.
 pub(crate) fn unavailable_reason() -> String {
     // SAFETY: only probes whether the shared library can be opened.
@@ -75,17 +97,39 @@ pub(crate) fn unavailable_reason() -> String {
     }
 }
 
-/// One CUDA device as symm uses it: its primary context, the one stream symm
-/// launches on by default, and per-device caches.
+/// One CUDA device as symm uses it: its primary context, what ranks need to
+/// know of it, and per-device caches. Ranks that share the device share this.
 pub(crate) struct CudaDevice {
     pub ordinal: usize,
     pub ctx: Arc<CudaContext>,
-    pub stream: Arc<CudaStream>,
+    /// Held for the process's life and never used: cudarc synchronises the
+    /// whole context when it creates a stream while the context has none,
+    /// which would wait for the spinning kernels of other ranks on the device.
+    _keep_stream_count: Arc<CudaStream>,
     pub arch: Arch,
     pub name: String,
     pub granularity: usize,
-    /// Loaded kernels by (module name, kernel name, hash of the source).
-    functions: Mutex<HashMap<(String, String, u64), CudaFunction>>,
+    /// Multiprocessors.
+    pub sms: u32,
+    /// The device's UUID (the same in every process).
+    pub uuid: [u8; 16],
+    /// Whether stream-ordered allocation (`cuMemAllocAsync`) is supported.
+    /// Plain memory uses it where it is, because `cuMemFree` waits for every
+    /// kernel on the device, other ranks' spinning ones included.
+    pools: bool,
+    /// Loaded kernels by (module name, kernel name, hash of the source),
+    /// each behind a lock of its own that is held while it compiles and
+    /// loads, so that ranks sharing the device load each kernel once (a
+    /// second load would wait for the first rank's kernel, which may wait for
+    /// the second rank's). One lock per kernel, not one for all: a rank that
+    /// loads its next kernel must not hold up a rank that needs one already
+    /// loaded, whose launch the first rank's kernels may be waiting for.
+    functions: Mutex<HashMap<(String, String, u64), FunctionCell>>,
+    /// Held shared by every launch and exclusively by a module load (see
+    /// [`Self::load_when_idle`]).
+    gate: RwLock<()>,
+    /// The ranks on this device, whose streams a module load waits for.
+    ranks: Mutex<Vec<Weak<RankStreams>>>,
     /// The put, wait and barrier kernels, loaded once: they are launched on
     /// every signal operation, where even hashing their source costs µs.
     signal_fns: OnceLock<[CudaFunction; 3]>,
@@ -96,6 +140,9 @@ impl std::fmt::Debug for CudaDevice {
         write!(f, "cuda:{} ({}, {})", self.ordinal, self.name, self.arch)
     }
 }
+
+/// One kernel of [`CudaDevice::function_with`]: empty until loaded.
+type FunctionCell = Arc<Mutex<Option<CudaFunction>>>;
 
 /// Returns the process-wide [`CudaDevice`] for `ordinal`, creating it once.
 pub(crate) fn device(ordinal: usize) -> DrvResult<Arc<CudaDevice>> {
@@ -138,10 +185,13 @@ fn access_desc(ordinal: usize) -> sys::CUmemAccessDesc {
 impl CudaDevice {
     fn open(ordinal: usize) -> DrvResult<CudaDevice> {
         let ctx = CudaContext::new(ordinal).op("cuDevicePrimaryCtxRetain")?;
-        // A created stream, not the legacy default one: graph capture needs it.
         let stream = ctx.new_stream().op("cuStreamCreate")?;
         let (major, minor) = ctx.compute_capability().op("cuDeviceGetAttribute")?;
         let name = ctx.name().op("cuDeviceGetName")?;
+        let uuid = ctx.uuid().op("cuDeviceGetUuid")?;
+        let attr = |a| ctx.attribute(a).op("cuDeviceGetAttribute");
+        let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let pools = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)? != 0;
         let prop = allocation_prop(ordinal, false);
         let mut granularity = 0usize;
         // SAFETY: `prop` is fully initialised and `granularity` is a valid out-pointer.
@@ -155,12 +205,17 @@ impl CudaDevice {
         Ok(CudaDevice {
             ordinal,
             ctx,
-            stream,
+            _keep_stream_count: stream,
             arch: Arch::from_compute_capability(major, minor),
             name,
             granularity: granularity.max(1).next_power_of_two(),
+            sms: u32::try_from(sms).unwrap_or(0),
+            uuid: uuid.bytes.map(|b| b as u8),
+            pools,
             signal_fns: OnceLock::new(),
             functions: Mutex::new(HashMap::new()),
+            gate: RwLock::new(()),
+            ranks: Mutex::new(Vec::new()),
         })
     }
 
@@ -215,12 +270,15 @@ impl CudaDevice {
             kernel.to_owned(),
             std::hash::Hasher::finish(&h),
         );
-        if let Some(f) = self
+        let cell = self
             .functions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+            .entry(key)
+            .or_default()
+            .clone();
+        let mut slot = cell.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = &*slot {
             return Ok(f.clone());
         }
         let (compiled, _) = JitEngine::global().compile(&CompileRequest {
@@ -229,18 +287,81 @@ impl CudaDevice {
             arch: self.arch,
             options,
         })?;
-        let module = self
-            .load_module(&compiled.cubin)
+        let f = self
+            .load_when_idle(&compiled.cubin, kernel)
             .map_err(|e| self.error(rank, e))?;
-        let f = module
-            .load_function(kernel)
-            .op("cuModuleGetFunction")
-            .map_err(|e| self.error(rank, e))?;
-        self.functions
+        *slot = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Loads `kernel` from `cubin` once no kernel of any rank runs on the
+    /// device. Loading a module waits for every kernel on the device, and
+    /// while it waits the driver lets no other thread launch on it: if a
+    /// rank's kernel were waiting for a kernel that a rank sharing the
+    /// device has yet to launch, both would wait until the kernel timed out.
+    /// So the load happens under the exclusive side of [`Self::gate`], which
+    /// every launch holds shared, and only when every stream of every rank
+    /// on the device is idle; until then launches go on, and the kernels in
+    /// flight finish.
+    fn load_when_idle(&self, cubin: &[u8], kernel: &str) -> DrvResult<CudaFunction> {
+        loop {
+            let gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
+            if self.idle()? {
+                let module = self.load_module(cubin)?;
+                let f = module.load_function(kernel).op("cuModuleGetFunction")?;
+                drop(gate);
+                return Ok(f);
+            }
+            drop(gate);
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+
+    /// Number of ranks alive on the device.
+    fn live_ranks(&self) -> usize {
+        self.ranks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, f.clone());
-        Ok(f)
+            .iter()
+            .filter(|r| r.strong_count() > 0)
+            .count()
+    }
+
+    /// Whether every stream of every live rank on the device has finished
+    /// its work.
+    fn idle(&self) -> DrvResult<bool> {
+        let mut ranks = self.ranks.lock().unwrap_or_else(|p| p.into_inner());
+        ranks.retain(|r| r.strong_count() > 0);
+        let streams: Vec<Arc<CudaStream>> = ranks
+            .iter()
+            .filter_map(Weak::upgrade)
+            .flat_map(|r| r.streams())
+            .collect();
+        drop(ranks);
+        self.bind()?;
+        for s in streams {
+            // SAFETY: the stream is alive (held above) and belongs to this
+            // device's context.
+            match unsafe { sys::cuStreamQuery(s.cu_stream()) } {
+                sys::CUresult::CUDA_SUCCESS => {}
+                sys::CUresult::CUDA_ERROR_NOT_READY => return Ok(false),
+                other => check("cuStreamQuery", other)?,
+            }
+        }
+        Ok(true)
+    }
+
+    /// How many blocks of `f`, `block` threads each with `shared_mem`
+    /// bytes of dynamic shared memory, one multiprocessor holds at once.
+    pub(crate) fn occupancy(
+        &self,
+        f: &CudaFunction,
+        block: u32,
+        shared_mem: u32,
+    ) -> DrvResult<u32> {
+        self.bind()?;
+        f.occupancy_max_active_blocks_per_multiprocessor(block, shared_mem as usize, None)
+            .op("cuOccupancyMaxActiveBlocksPerMultiprocessor")
     }
 
     /// The signal kernel `which` (0 put, 1 wait, 2 barrier): the
@@ -264,7 +385,7 @@ impl CudaDevice {
         Ok(self.signal_fns.get_or_init(|| fns)[which].clone())
     }
 
-    pub(crate) fn load_module(&self, cubin: &[u8]) -> DrvResult<Arc<CudaModule>> {
+    fn load_module(&self, cubin: &[u8]) -> DrvResult<Arc<CudaModule>> {
         self.ctx
             .load_module(Ptx::from_binary(cubin.to_vec()))
             .op("cuModuleLoadData")
@@ -303,6 +424,8 @@ impl CudaDevice {
         params: &mut [[u8; 8]],
     ) -> DrvResult<()> {
         self.bind()?;
+        // No module loads while the launch is enqueued (see `load_when_idle`).
+        let _gate = self.gate.read().unwrap_or_else(|p| p.into_inner());
         // Launches are the hot path: the pointer array lives on the stack for
         // any kernel of up to 32 parameters.
         let mut stack = [std::ptr::null_mut::<c_void>(); 32];
@@ -402,33 +525,165 @@ impl CudaDevice {
     }
 }
 
-/// A small plain device allocation (pointer tables, status records).
+/// The streams one rank enqueues on, each with the status record its
+/// kernels report timeouts in. Memory of the rank waits for these streams
+/// alone before it is freed, never for the whole device: ranks that share
+/// a GPU must not wait for each other's kernels, which may be spinning until
+/// this very rank launches its next one. (With one process per GPU, the
+/// rank's streams are the whole context's, as before.)
+pub(crate) struct RankStreams {
+    dev: Arc<CudaDevice>,
+    /// The rank's own stream first, then the ones it was given.
+    entries: Mutex<Vec<(Arc<CudaStream>, Arc<DeviceMem>)>>,
+}
+
+impl RankStreams {
+    /// The streams of a rank that enqueues on `own`.
+    pub(crate) fn new(dev: &Arc<CudaDevice>, own: &Arc<CudaStream>) -> DrvResult<Arc<RankStreams>> {
+        let streams = Arc::new(RankStreams {
+            dev: dev.clone(),
+            entries: Mutex::new(Vec::new()),
+        });
+        streams.status_for(own)?;
+        let mut ranks = dev.ranks.lock().unwrap_or_else(|p| p.into_inner());
+        ranks.retain(|r| r.strong_count() > 0);
+        ranks.push(Arc::downgrade(&streams));
+        Ok(streams)
+    }
+
+    /// The rank's streams.
+    fn streams(&self) -> Vec<Arc<CudaStream>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    /// The status record of kernels this rank runs on `stream`, registering
+    /// the stream (so frees wait for it) on first use.
+    pub(crate) fn status_for(&self, stream: &Arc<CudaStream>) -> DrvResult<Arc<DeviceMem>> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, st)) = entries
+            .iter()
+            .find(|(s, _)| s.cu_stream() == stream.cu_stream())
+        {
+            return Ok(st.clone());
+        }
+        // No owner to wait for: a status record is freed only when the
+        // rank's streams are, after `Drop for RankStreams` waited for them.
+        let status = DeviceMem::new(&self.dev, Weak::new(), stream, STATUS_BYTES)?;
+        status.zero(stream)?;
+        let status = Arc::new(status);
+        entries.push((stream.clone(), status.clone()));
+        Ok(status)
+    }
+
+    /// Waits for everything enqueued on every stream of the rank.
+    pub(crate) fn synchronize_all(&self) -> DrvResult<()> {
+        for s in self.streams() {
+            s.synchronize().op("cuStreamSynchronize")?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RankStreams {
+    fn drop(&mut self) {
+        // The status records (and any memory whose owner this was) are freed
+        // after this; nothing of the rank may still run on them.
+        if let Err(e) = self.synchronize_all() {
+            tracing::warn!("{} while a rank's streams were released", e.op);
+        }
+    }
+}
+
+/// Bytes of a status record (see [`crate::signal::StatusRecord`]).
+const STATUS_BYTES: usize = crate::signal::STATUS_WORDS * 4;
+
+/// A plain device allocation of one rank (pointer tables, status records,
+/// [`DeviceBuffer`](crate::DeviceBuffer)s).
 pub(crate) struct DeviceMem {
-    ctx: Arc<CudaContext>,
+    dev: Arc<CudaDevice>,
+    /// The rank whose streams may use the memory, waited for before the
+    /// free (see [`RankStreams`]).
+    owner: Weak<RankStreams>,
+    /// The stream a stream-ordered allocation is freed on, or `None` for
+    /// one from `cuMemAlloc`.
+    free_on: Option<Arc<CudaStream>>,
     pub ptr: u64,
     pub bytes: usize,
 }
 
 impl DeviceMem {
-    pub(crate) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> DrvResult<DeviceMem> {
-        ctx.bind_to_thread().op("cuCtxSetCurrent")?;
-        // SAFETY: the context is current; the pointer is freed exactly once in Drop.
-        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.op("cuMemAlloc")?;
-        Ok(DeviceMem {
-            ctx: ctx.clone(),
+    /// `bytes` of device memory for the rank `owner`, allocated in order on
+    /// `stream` and ready for any stream when this returns.
+    pub(crate) fn new(
+        dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
+        stream: &Arc<CudaStream>,
+        bytes: usize,
+    ) -> DrvResult<DeviceMem> {
+        DeviceMem::alloc(dev, owner, stream, bytes, true)
+    }
+
+    /// [`DeviceMem::new`] for data the user's kernels stream through: from
+    /// the stream-ordered allocator only while ranks share the device,
+    /// since its memory made a 1 MiB all-reduce into it 0.05 µs slower
+    /// (world size 1, H100), and otherwise `cuMemFree` waits only for this
+    /// rank's kernels anyway.
+    pub(crate) fn new_plain(
+        dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
+        stream: &Arc<CudaStream>,
+        bytes: usize,
+    ) -> DrvResult<DeviceMem> {
+        let shared = dev.live_ranks() > 1;
+        DeviceMem::alloc(dev, owner, stream, bytes, shared)
+    }
+
+    fn alloc(
+        dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
+        stream: &Arc<CudaStream>,
+        bytes: usize,
+        ordered: bool,
+    ) -> DrvResult<DeviceMem> {
+        dev.bind()?;
+        let (ptr, free_on) = if dev.pools && ordered {
+            // SAFETY: the context is current and `stream` belongs to it; the
+            // pointer is freed exactly once, in Drop, on the same stream.
+            let ptr = unsafe { result::malloc_async(stream.cu_stream(), bytes.max(1)) }
+                .op("cuMemAllocAsync")?;
+            (ptr, Some(stream.clone()))
+        } else {
+            // SAFETY: the context is current; the pointer is freed exactly
+            // once, in Drop.
+            let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.op("cuMemAlloc")?;
+            (ptr, None)
+        };
+        let m = DeviceMem {
+            dev: dev.clone(),
+            owner,
+            free_on,
             ptr,
             bytes,
-        })
+        };
+        // Other streams may use it as soon as this returns.
+        stream.synchronize().op("cuStreamSynchronize")?;
+        Ok(m)
     }
 
     /// Allocates a device array holding `values`, copied in on `stream`
     /// (which later kernels of this rank are ordered after) and waited for.
     pub(crate) fn from_u64s(
-        ctx: &Arc<CudaContext>,
-        stream: &CudaStream,
+        dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
+        stream: &Arc<CudaStream>,
         values: &[u64],
     ) -> DrvResult<DeviceMem> {
-        let m = DeviceMem::new(ctx, values.len() * 8)?;
+        let m = DeviceMem::new(dev, owner, stream, values.len() * 8)?;
         // SAFETY: the allocation holds exactly `values.len()` u64s, and
         // `values` stays borrowed until the stream sync below.
         unsafe { result::memcpy_htod_async(m.ptr, values, stream.cu_stream()) }
@@ -439,7 +694,7 @@ impl DeviceMem {
 
     /// Zeroes the allocation on `stream` and waits.
     pub(crate) fn zero(&self, stream: &CudaStream) -> DrvResult<()> {
-        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        self.dev.bind()?;
         // SAFETY: the range is this allocation.
         check("cuMemsetD8Async", unsafe {
             sys::cuMemsetD8Async(self.ptr, 0, self.bytes, stream.cu_stream())
@@ -449,7 +704,7 @@ impl DeviceMem {
 
     /// Copies the allocation out, ordered on `stream`.
     pub(crate) fn read_u32s(&self, stream: &CudaStream, out: &mut [u32]) -> DrvResult<()> {
-        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        self.dev.bind()?;
         let n = out.len().min(self.bytes / 4);
         // SAFETY: reads at most `bytes` from this allocation into `out`, which
         // stays borrowed until the sync below.
@@ -461,16 +716,30 @@ impl DeviceMem {
 
 impl Drop for DeviceMem {
     fn drop(&mut self) {
-        let _ = self.ctx.bind_to_thread();
-        // Kernels still queued on any stream may read this memory; freeing
+        let _ = self.dev.bind();
+        // Kernels the rank still has queued may read this memory; freeing
         // under them would fault (and kill the context) or read reused memory.
-        if let Err(e) = self.ctx.synchronize() {
-            tracing::warn!("cuCtxSynchronize before cuMemFree failed: {e}");
+        wait_for_owner(&self.owner, "cuMemFreeAsync");
+        let r = match &self.free_on {
+            // SAFETY: allocated on this stream by cuMemAllocAsync in `new`,
+            // unused by the rank's work (waited for above), freed only here.
+            Some(s) => unsafe { result::free_async(self.ptr, s.cu_stream()) },
+            // SAFETY: allocated by cuMemAlloc in `new`, as above. (This
+            // driver has no memory pools: cuMemFree waits for the device.)
+            None => unsafe { result::free_sync(self.ptr) },
+        };
+        if let Err(e) = r {
+            tracing::warn!("freeing device memory failed: {e}");
         }
-        // SAFETY: allocated by cuMemAlloc in `new`, no work uses it after the
-        // synchronize above, and it is freed only here.
-        if let Err(e) = unsafe { result::free_sync(self.ptr) } {
-            tracing::warn!("cuMemFree failed: {e}");
+    }
+}
+
+/// Waits for every stream of the rank `owner` (gone: nothing of it runs any
+/// more, see `Drop for RankStreams`), logging a failure before `op`.
+fn wait_for_owner(owner: &Weak<RankStreams>, op: &str) {
+    if let Some(o) = owner.upgrade() {
+        if let Err(e) = o.synchronize_all() {
+            tracing::warn!("{} before {op} failed: {}", e.op, e.err);
         }
     }
 }
@@ -484,6 +753,8 @@ impl Drop for DeviceMem {
 /// free in.
 pub(crate) struct Mapping {
     dev: Arc<CudaDevice>,
+    /// The rank whose kernels use this mapping (see [`RankStreams`]).
+    owner: Weak<RankStreams>,
     handle: CUmemGenericAllocationHandle,
     pub ptr: CUdeviceptr,
     pub size: usize,
@@ -492,7 +763,12 @@ pub(crate) struct Mapping {
 impl Mapping {
     /// Creates `size` bytes (a multiple of the granularity) on this device,
     /// exportable as a fabric handle too if `fabric`.
-    pub(crate) fn create(dev: &Arc<CudaDevice>, size: usize, fabric: bool) -> DrvResult<Mapping> {
+    pub(crate) fn create(
+        dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
+        size: usize,
+        fabric: bool,
+    ) -> DrvResult<Mapping> {
         dev.bind()?;
         let prop = allocation_prop(dev.ordinal, fabric);
         let mut handle: CUmemGenericAllocationHandle = 0;
@@ -500,13 +776,14 @@ impl Mapping {
         check("cuMemCreate", unsafe {
             sys::cuMemCreate(&mut handle, size, &prop, 0)
         })?;
-        Mapping::map(dev, handle, size)
+        Mapping::map(dev, owner, handle, size)
     }
 
     /// Maps the allocation that starts at `peer_ptr`, an address that another
     /// rank of this process mapped.
     pub(crate) fn retain_in_process(
         dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
         peer_ptr: u64,
         size: usize,
     ) -> DrvResult<Mapping> {
@@ -518,7 +795,7 @@ impl Mapping {
         check("cuMemRetainAllocationHandle", unsafe {
             sys::cuMemRetainAllocationHandle(&mut handle, peer_ptr as *mut c_void)
         })?;
-        Mapping::map(dev, handle, size)
+        Mapping::map(dev, owner, handle, size)
     }
 
     /// A POSIX file descriptor for this allocation, for another process to
@@ -563,6 +840,7 @@ impl Mapping {
     /// Maps the allocation another process exported as fabric handle `data`.
     pub(crate) fn import_fabric(
         dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
         data: [u8; 64],
         size: usize,
     ) -> DrvResult<Mapping> {
@@ -579,12 +857,13 @@ impl Mapping {
                 sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_FABRIC,
             )
         })?;
-        Mapping::map(dev, handle, size)
+        Mapping::map(dev, owner, handle, size)
     }
 
     /// Maps the allocation another process exported as `fd`.
     pub(crate) fn import_fd(
         dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
         fd: &std::os::fd::OwnedFd,
         size: usize,
     ) -> DrvResult<Mapping> {
@@ -602,18 +881,20 @@ impl Mapping {
                 sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
             )
         })?;
-        Mapping::map(dev, handle, size)
+        Mapping::map(dev, owner, handle, size)
     }
 
     /// Takes ownership of one reference to `handle` and maps it.
     fn map(
         dev: &Arc<CudaDevice>,
+        owner: Weak<RankStreams>,
         handle: CUmemGenericAllocationHandle,
         size: usize,
     ) -> DrvResult<Mapping> {
         match map_handle(dev, handle, size) {
             Ok(ptr) => Ok(Mapping {
                 dev: dev.clone(),
+                owner,
                 handle,
                 ptr,
                 size,
@@ -630,14 +911,15 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         let _ = self.dev.bind();
-        // cuMemUnmap does not wait for kernels that still use the range.
-        if let Err(e) = self.dev.ctx.synchronize() {
-            tracing::warn!("cuCtxSynchronize before cuMemUnmap failed: {e}");
-        }
+        // cuMemUnmap does not wait for kernels that still use the range. Only
+        // this rank's kernels use this mapping (a peer maps the memory at its
+        // own address, with its own handle reference), so its streams are
+        // all there is to wait for.
+        wait_for_owner(&self.owner, "cuMemUnmap");
         // Order matters: unmap, release our handle reference, free the range.
         // SAFETY: ptr/size/handle are exactly what `map` set up; no queued
-        // work uses them after the synchronize above; nothing else unmaps them
-        // or releases this reference.
+        // work of the owner uses them after the wait above, and no other rank
+        // uses this range; nothing else unmaps them or releases this reference.
         unsafe {
             log_err("cuMemUnmap", sys::cuMemUnmap(self.ptr, self.size));
             log_err("cuMemRelease", sys::cuMemRelease(self.handle));

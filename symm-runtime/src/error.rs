@@ -65,6 +65,22 @@ pub enum Error {
         missing: Vec<usize>,
     },
 
+    /// Some ranks never joined the group ([`Comm::cuda`](crate::Comm::cuda),
+    /// [`Comm::from_env`](crate::Comm::from_env) and [`run`](crate::run)
+    /// wait for every rank, to learn which ranks share a GPU).
+    #[error(
+        "rank {rank}: joining the group timed out after {timeout:?}; missing ranks {missing:?} \
+         (did every rank create its Comm with the same store, group and world size?)"
+    )]
+    JoinTimeout {
+        /// Rank that timed out.
+        rank: usize,
+        /// How long it waited.
+        timeout: Duration,
+        /// Ranks that never published their device.
+        missing: Vec<usize>,
+    },
+
     /// Ranks disagree about an allocation. Every rank reports the same text.
     #[error("rendezvous of allocation #{alloc} failed: {detail}")]
     RendezvousMismatch {

@@ -29,6 +29,7 @@ mod ipc;
 pub mod jit;
 mod launch;
 pub mod layout;
+mod placement;
 pub mod signal;
 pub mod store;
 mod symmetric_memory;

@@ -257,6 +257,9 @@ pub const HIDDEN_SLOTS: usize = 3;
 /// Compiled instantiations of one kernel, per device.
 pub struct KernelCache {
     name: &'static str,
+    /// Whether the kernel takes a `SymmBuf`, so it may wait on peers, which
+    /// ranks sharing a GPU can do only with grids that fit together.
+    peers: bool,
     fns: Mutex<Option<HashMap<(usize, u64), CudaFunction>>>,
 }
 
@@ -281,10 +284,11 @@ pub(crate) fn kernel_options() -> Vec<String> {
 pub const KERNEL_OPTIONS: &[&str] = &["--fmad=false"];
 
 impl KernelCache {
-    /// An empty cache for kernel `name`.
-    pub const fn new(name: &'static str) -> KernelCache {
+    /// An empty cache for kernel `name`, which takes a `SymmBuf` if `peers`.
+    pub const fn new(name: &'static str, peers: bool) -> KernelCache {
         KernelCache {
             name,
+            peers,
             fns: Mutex::new(None),
         }
     }
@@ -305,6 +309,56 @@ impl KernelCache {
             // Not a GPU: run the CPU body on the emulator.
             return comm.note_kernel_result(crate::emulator::run(comm, self.name, cfg, cpu));
         };
+        let f = self.function(comm, b, key, source)?;
+        if self.peers {
+            let blocks = u64::from(cfg.grid.0) * u64::from(cfg.grid.1) * u64::from(cfg.grid.2);
+            let threads = cfg.block.0 * cfg.block.1 * cfg.block.2;
+            if let Some((limit, per_sm)) = co_resident(comm, b, &f, threads, cfg.shared_mem)? {
+                if blocks > u64::from(limit) {
+                    return Err(comm.invalid(not_co_resident(
+                        self.name, comm, blocks, threads, limit, per_sm, &b.dev,
+                    )));
+                }
+            }
+        }
+        params[0] = slot_u64(b.status_ptr());
+        params[1] = slot_u64(comm.options().kernel_timeout_ns());
+        params[2] = slot_u64(comm.rank() as u64);
+        b.dev
+            .launch(&f, &b.stream, &cfg, params)
+            .map_err(|e| b.dev.error(comm.rank(), e))
+    }
+
+    /// The largest grid of the instantiation `key` with `block` threads and
+    /// `shared_mem` bytes of dynamic shared memory per block that may be
+    /// launched on `comm` (see [`Comm::co_resident_blocks`]); `None` when any
+    /// grid may (no rank shares its GPU, or the emulator).
+    pub fn co_resident_grid(
+        &self,
+        comm: &Comm,
+        key: &[&str],
+        block: u32,
+        shared_mem: u32,
+        source: &dyn Fn(&str) -> String,
+    ) -> Result<Option<u32>> {
+        if comm.co_resident_blocks(1).is_none() {
+            return Ok(None);
+        }
+        let Some(b) = comm.backend.as_any().downcast_ref::<CudaBackend>() else {
+            return Ok(None);
+        };
+        let f = self.function(comm, b, key, source)?;
+        Ok(co_resident(comm, b, &f, block, shared_mem)?.map(|(limit, _)| limit))
+    }
+
+    /// The loaded instantiation `key` on `b`'s device, compiled on first use.
+    fn function(
+        &self,
+        comm: &Comm,
+        b: &CudaBackend,
+        key: &[&str],
+        source: &dyn Fn(&str) -> String,
+    ) -> Result<CudaFunction> {
         let h = fnv(key);
         let ord = b.dev.ordinal;
         let cached = self
@@ -332,13 +386,49 @@ impl KernelCache {
                 f
             }
         };
-        params[0] = slot_u64(b.status_ptr());
-        params[1] = slot_u64(comm.options().kernel_timeout_ns());
-        params[2] = slot_u64(comm.rank() as u64);
-        b.dev
-            .launch(&f, &b.stream, &cfg, params)
-            .map_err(|e| b.dev.error(comm.rank(), e))
+        Ok(f)
     }
+}
+
+/// (largest co-resident grid, blocks per multiprocessor) of `f` launched
+/// with `threads` per block on `comm`, or `None` when no rank shares a GPU.
+fn co_resident(
+    comm: &Comm,
+    b: &CudaBackend,
+    f: &CudaFunction,
+    threads: u32,
+    shared_mem: u32,
+) -> Result<Option<(u32, u32)>> {
+    if comm.co_resident_blocks(1).is_none() {
+        return Ok(None);
+    }
+    let per_sm = b
+        .dev
+        .occupancy(f, threads, shared_mem)
+        .map_err(|e| b.dev.error(comm.rank(), e))?;
+    Ok(comm.co_resident_blocks(per_sm).map(|limit| (limit, per_sm)))
+}
+
+/// Why a grid of `blocks` cannot run on a GPU that ranks share.
+fn not_co_resident(
+    kernel: &str,
+    comm: &Comm,
+    blocks: u64,
+    threads: u32,
+    limit: u32,
+    per_sm: u32,
+    dev: &crate::cuda::CudaDevice,
+) -> String {
+    format!(
+        "kernel `{kernel}`: a grid of {blocks} blocks of {threads} threads cannot be resident \
+         together with the kernels of the other ranks that share {dev:?} ({} ranks on this \
+         GPU, up to {} on one in this group), and kernels that wait on peers need that: \
+         the GPU holds {per_sm} such blocks per multiprocessor, and each rank may use half \
+         of its share (its next kernel can become resident early); launch at most {limit} \
+         blocks (`{kernel}::co_resident_grid` gives this number)",
+        comm.ranks_on_device(),
+        comm.max_ranks_on_device()
+    )
 }
 
 fn check_config(comm: &Comm, cfg: &LaunchConfig) -> Result<()> {

@@ -274,6 +274,27 @@ pub fn copy_n(x: &[f32], y: &mut [f32], n: u32) {
     }
 }
 
+/// Every block of every rank counts itself in rank 0's word 0, then waits
+/// (at most `timeout_ns`) until all `world × grid` blocks have: it finishes
+/// only if every block of every rank is resident at once. A block that
+/// gives up counts itself in its own rank's word 1.
+#[symm_kernel]
+pub fn all_arrive(buf: SymmBuf<u32>, timeout_ns: u64) {
+    if thread_idx_x() == 0 {
+        let total = buf.world_size() * grid_dim_x();
+        let home = buf.peer(0);
+        home.atomic_add(0, 1, RmwOrder::Relaxed, Scope::System);
+        let t0 = globaltimer();
+        while home.load(0, LoadOrder::Relaxed, Scope::System) < total {
+            if globaltimer() - t0 > timeout_ns {
+                buf.local()
+                    .atomic_add(1, 1, RmwOrder::Relaxed, Scope::System);
+                return;
+            }
+        }
+    }
+}
+
 /// Thread 0 of block 0 waits for a signal from `src` that may never come.
 #[symm_kernel]
 pub fn wait_on(buf: SymmBuf<u32>, src: u32, channel: u32) {

@@ -12,17 +12,69 @@ pub fn on_gpu() -> bool {
 }
 
 /// `world` ranks on the current target, or `None` (said loudly) when the
-/// machine has too few GPUs.
+/// machine cannot place them. GPU ranks share GPUs when there are fewer
+/// GPUs than ranks, or as `SYMM_RANKS_PER_GPU` says ([`Ranks::gpus`]); the
+/// placement is said once per world size.
+///
+/// On GPU ranks, `SYMM_GPU_WORLDS` (when set) limits the world sizes, and
+/// each test says which world sizes it ran (`CASE test=… world=…`), so that
+/// `scripts/gpu-validate.sh` can count every test as passed, failed or
+/// skipped per world size.
 pub fn ranks(world: usize) -> Option<Ranks> {
     if !on_gpu() {
         return Some(Ranks::Emulator(world));
     }
-    let n = symm::cuda_device_count();
-    if world > n {
-        eprintln!("SKIPPED: world size {world} needs {world} GPUs, this machine has {n}");
-        return None;
+    // Before any device is opened: ranks that will share a GPU need the
+    // driver's hardware queues set up for them (Ranks::gpus does).
+    static PREPARED: std::sync::Once = std::sync::Once::new();
+    PREPARED.call_once(|| {
+        let _ = Ranks::gpus(symm::layout::MAX_WORLD_SIZE);
+    });
+    if let Ok(list) = std::env::var("SYMM_GPU_WORLDS") {
+        if !list.split(',').any(|w| w.trim().parse() == Ok(world)) {
+            return None;
+        }
     }
-    Some(Ranks::Cuda((0..world).collect()))
+    let Some(r) = Ranks::gpus(world) else {
+        eprintln!(
+            "SKIPPED: world size {world} cannot be placed on {} GPU(s) (SYMM_RANKS_PER_GPU={})",
+            symm::cuda_device_count(),
+            std::env::var("SYMM_RANKS_PER_GPU").unwrap_or_else(|_| "unset".into())
+        );
+        return None;
+    };
+    static SAID: std::sync::Mutex<Vec<(String, usize)>> = std::sync::Mutex::new(Vec::new());
+    // libtest runs each test on a thread named after it.
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    if !said.iter().any(|(t, w)| *w == world && t == &test) {
+        let mut lines = String::new();
+        if !said.iter().any(|(_, w)| *w == world) {
+            lines += &format!("placement: world={world}: {}\n", r.describe());
+        }
+        lines += &format!("CASE test={test} world={world}\n");
+        say(&lines);
+        said.push((test, world));
+    }
+    Some(r)
+}
+
+/// Appends `lines` to the file `SYMM_CASE_LOG` names (libtest hides a
+/// passing test's output), or prints them.
+fn say(lines: &str) {
+    use std::io::Write;
+    match std::env::var_os("SYMM_CASE_LOG") {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path);
+            if let Err(e) = f.and_then(|mut f| f.write_all(lines.as_bytes())) {
+                eprintln!("SYMM_CASE_LOG: {e}");
+            }
+        }
+        None => eprint!("{lines}"),
+    }
 }
 
 /// True on the emulator; on GPU ranks says loudly that a test of the

@@ -146,6 +146,11 @@ impl Path {
 
 /// Element types the all-reduce supports.
 pub trait AllReduceElem: symm::dsl::Scalar {
+    /// The largest grid of `path`'s kernel with `threads` per block that
+    /// `comm` may launch ([`symm::Comm::co_resident_blocks`]); `None` for any.
+    #[doc(hidden)]
+    fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
     /// Launches `path`'s kernel (with `aux` its staging or scratch buffer,
     /// unused by [`Path::Pull`]) on checked arguments.
     #[doc(hidden)]
@@ -162,15 +167,15 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     ) -> Result<()>;
 }
 
-/// Launches `kernel::<T, C, W>` with `W` the unrolled world size (2, 4 or
+/// Calls `kernel::f::<T, C, W>` with `W` the unrolled world size (2, 4 or
 /// 8), or 0 (read at run time) for any other.
 macro_rules! by_world {
-    ($comm:expr, $k:ident::<$t:ty, $c:tt>($($arg:expr),*)) => {
+    ($comm:expr, $k:ident::$f:ident::<$t:ty, $c:tt>($($arg:expr),*)) => {
         match $comm.world_size() {
-            2 => $k::launch::<$t, $c, 2>($($arg),*),
-            4 => $k::launch::<$t, $c, 4>($($arg),*),
-            8 => $k::launch::<$t, $c, 8>($($arg),*),
-            _ => $k::launch::<$t, $c, 0>($($arg),*),
+            2 => $k::$f::<$t, $c, 2>($($arg),*),
+            4 => $k::$f::<$t, $c, 4>($($arg),*),
+            8 => $k::$f::<$t, $c, 8>($($arg),*),
+            _ => $k::$f::<$t, $c, 0>($($arg),*),
         }
     };
 }
@@ -178,6 +183,17 @@ macro_rules! by_world {
 macro_rules! elem {
     ($($t:ty => $v:literal, $p:literal),*) => {$(
         impl AllReduceElem for $t {
+            fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                match path {
+                    Path::Ll => by_world!(comm, one_shot_ll::co_resident_grid::<$t, $p>(comm, threads, 0)),
+                    Path::Push => by_world!(comm, one_shot_push::co_resident_grid::<$t, $v>(comm, threads, 0)),
+                    Path::Lamport => by_world!(comm, one_shot_lamport::co_resident_grid::<$t, $v>(comm, threads, 0)),
+                    Path::Pull => by_world!(comm, one_shot_all_reduce::co_resident_grid::<$t, $v>(comm, threads, 0)),
+                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::co_resident_grid::<$t, $v>(comm, threads, 0)),
+                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::co_resident_grid::<$t, $v>(comm, threads, 0)),
+                }
+            }
+
             fn __launch(
                 path: Path,
                 comm: &Comm,
@@ -189,12 +205,12 @@ macro_rules! elem {
                 cap: u32,
             ) -> Result<()> {
                 match path {
-                    Path::Ll => by_world!(comm, one_shot_ll::<$t, $p>(comm, cfg, input, aux, out, n, cap)),
-                    Path::Push => by_world!(comm, one_shot_push::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
-                    Path::Lamport => by_world!(comm, one_shot_lamport::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
-                    Path::Pull => by_world!(comm, one_shot_all_reduce::<$t, $v>(comm, cfg, input, out, n)),
-                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::<$t, $v>(comm, cfg, input, aux, out, n)),
-                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
+                    Path::Ll => by_world!(comm, one_shot_ll::launch::<$t, $p>(comm, cfg, input, aux, out, n, cap)),
+                    Path::Push => by_world!(comm, one_shot_push::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
+                    Path::Lamport => by_world!(comm, one_shot_lamport::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
+                    Path::Pull => by_world!(comm, one_shot_all_reduce::launch::<$t, $v>(comm, cfg, input, out, n)),
+                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::launch::<$t, $v>(comm, cfg, input, aux, out, n)),
+                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
                 }
             }
         }
@@ -332,20 +348,19 @@ fn launch<T: AllReduceElem>(
 ) -> Result<()> {
     let world = comm.world_size();
     let bytes = n * std::mem::size_of::<T>();
-    let fixed = || {
+    let fixed = || -> Result<LaunchConfig> {
         let (blocks, threads) = fixed_shape(path, world, bytes);
-        overlap(
-            comm,
-            LaunchConfig::linear(fixed_grid(comm, blocks), threads),
-        )
+        let blocks = fit::<T>(comm, path, fixed_grid(comm, blocks), world, bytes)?;
+        Ok(overlap(comm, LaunchConfig::linear(blocks, threads)))
     };
     match path {
         Path::Ll => {
             // A packet holds 4 bytes of data; packets travel in pairs.
             let packets = n.div_ceil(4 / std::mem::size_of::<T>());
-            let (stage, per_region) = staging::<u64>(comm, path, bytes, packets.div_ceil(2) * 2)?;
+            let (stage, per_region) =
+                staging::<u64, T>(comm, path, bytes, packets.div_ceil(2) * 2)?;
             let cap = (per_region / 2) as u32;
-            T::__launch(path, comm, fixed(), input, &stage, out, n as u32, cap)
+            T::__launch(path, comm, fixed()?, input, &stage, out, n as u32, cap)
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors.
@@ -355,11 +370,11 @@ fn launch<T: AllReduceElem>(
             } else {
                 n
             };
-            let (stage, per_region) = staging::<T>(comm, path, bytes, per_region)?;
+            let (stage, per_region) = staging::<T, T>(comm, path, bytes, per_region)?;
             T::__launch(
                 path,
                 comm,
-                fixed(),
+                fixed()?,
                 input,
                 &stage,
                 out,
@@ -368,15 +383,70 @@ fn launch<T: AllReduceElem>(
             )
         }
         Path::Pull => {
-            let cfg = overlap(comm, config::<T>(n));
+            let cfg = fitted::<T>(comm, path, config::<T>(n), bytes)?;
             T::__launch(path, comm, cfg, input, input, out, n as u32, 0)
         }
         Path::TwoShot => {
-            let (scratch, _) = staging::<T>(comm, path, bytes, n)?;
+            let (scratch, _) = staging::<T, T>(comm, path, bytes, n)?;
             // A thread per vector of one rank's chunk.
-            let cfg = overlap(comm, config::<T>(n.div_ceil(world)));
+            let cfg = fitted::<T>(comm, path, config::<T>(n.div_ceil(world)), bytes)?;
             T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0)
         }
+    }
+}
+
+/// `cfg`, a barrier kernel's grid for this call, shrunk to fit a shared
+/// GPU (see [`fit`]), with programmatic dependent launch.
+fn fitted<T: AllReduceElem>(
+    comm: &Comm,
+    path: Path,
+    cfg: LaunchConfig,
+    bytes: usize,
+) -> Result<LaunchConfig> {
+    let blocks = fit::<T>(comm, path, cfg.grid.0, comm.world_size(), bytes)?;
+    Ok(overlap(comm, LaunchConfig::linear(blocks, cfg.block.0)))
+}
+
+/// `blocks`, or fewer where ranks share a GPU: as many as every launch of
+/// this call's staging family may use with all ranks' kernels resident at
+/// once ([`family_threads`] lists the block sizes to allow for). The result
+/// depends only on the family, the element type and the group, so a
+/// family's grid stays fixed, and is the same on every rank.
+fn fit<T: AllReduceElem>(
+    comm: &Comm,
+    path: Path,
+    blocks: u32,
+    world: usize,
+    bytes: usize,
+) -> Result<u32> {
+    let mut fitted = blocks;
+    for &threads in family_threads(path, world, bytes) {
+        if let Some(limit) = T::__co_resident_grid(path, comm, threads)? {
+            fitted = fitted.min(limit);
+        }
+    }
+    if fitted == 0 {
+        return Err(invalid(
+            comm,
+            format!(
+                "the {path:?} kernel cannot run on a GPU that {} ranks share: not even one \
+                 block per rank fits with the others' (run fewer ranks per GPU)",
+                comm.max_ranks_on_device()
+            ),
+        ));
+    }
+    Ok(fitted)
+}
+
+/// Every block size that the staging family of a `path` call of `bytes`
+/// on `world` ranks launches with ([`fixed_shape`]'s threads; the barrier
+/// kernels' [`THREADS`]).
+fn family_threads(path: Path, world: usize, bytes: usize) -> &'static [u32] {
+    match path {
+        Path::Ll if bytes <= LL_SMALL_BYTES => &[LL_SMALL_GRID.1],
+        Path::Lamport if world > 2 => &[LAMPORT_MANY_GRID.1],
+        Path::LamportTwoShot if world > 2 => &[LTS_SMALL_THREADS, THREADS],
+        _ => &[THREADS],
     }
 }
 
@@ -436,8 +506,11 @@ struct Staging<E, K> {
 }
 
 /// Families that share a staging area (one layout and one epoch counter).
-struct LlFamily;
-struct LlSmallFamily;
+/// LL stages packets of any element type, but keeps one area per type: on
+/// a GPU that ranks share, each type's kernel may fit a different grid,
+/// and an area's grid must never change.
+struct LlFamily<T>(PhantomData<T>);
+struct LlSmallFamily<T>(PhantomData<T>);
 struct PushFamily;
 struct LamportFamily;
 struct LamportTwoShotFamily;
@@ -447,7 +520,7 @@ struct ScratchFamily;
 /// elements per region, grown (a collective allocation and rendezvous, reached by every rank in
 /// the same call, since every rank passes the same `n`) when a larger
 /// message first needs it.
-fn staging<E: symm::dsl::Scalar>(
+fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
     comm: &Comm,
     path: Path,
     bytes: usize,
@@ -475,9 +548,9 @@ fn staging<E: symm::dsl::Scalar>(
         // smallest calls run on a grid of their own (`fixed_shape`), so
         // they keep their own staging and epochs.
         Path::Ll if bytes <= LL_SMALL_BYTES => {
-            grow::<E, LlSmallFamily>(comm, per_region, 2 * world, 0)
+            grow::<E, LlSmallFamily<T>>(comm, per_region, 2 * world, 0)
         }
-        Path::Ll => grow::<E, LlFamily>(comm, per_region, 2 * world, 0),
+        Path::Ll => grow::<E, LlFamily<T>>(comm, per_region, 2 * world, 0),
         Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
         // All ones: every slot starts empty.
         Path::Lamport => grow::<E, LamportFamily>(comm, per_region, 2 * world, 0xFF),
@@ -582,7 +655,39 @@ fn check<T: AllReduceElem>(
 
 #[cfg(test)]
 mod tests {
-    use super::{fixed_shape, Path};
+    use super::{family_threads, fixed_shape, Path, LL_SMALL_BYTES, THREADS};
+
+    /// On a shared GPU a family's grid is fitted for every block size the
+    /// family launches with, so it never changes from call to call: the
+    /// list must be the same for every size of one family and hold the
+    /// block size of each of its launches.
+    #[test]
+    fn every_family_is_fitted_for_all_its_block_sizes() {
+        for world in 1..=8 {
+            for path in Path::ALL {
+                let mut seen: Vec<(bool, &[u32])> = Vec::new();
+                for shift in 0..27 {
+                    for bytes in [1usize << shift, (1 << shift) + 12] {
+                        let family = family_threads(path, world, bytes);
+                        let threads = match path {
+                            Path::Pull | Path::TwoShot => THREADS,
+                            _ => fixed_shape(path, world, bytes).1,
+                        };
+                        assert!(
+                            family.contains(&threads),
+                            "{path:?} world {world} {bytes} B: {threads} not in {family:?}"
+                        );
+                        // LL keeps two families, split at LL_SMALL_BYTES.
+                        let key = path == Path::Ll && bytes <= LL_SMALL_BYTES;
+                        match seen.iter().find(|(k, _)| *k == key) {
+                            Some((_, f)) => assert_eq!(*f, family, "{path:?} world {world}"),
+                            None => seen.push((key, family)),
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn in_place_never_pulls() {

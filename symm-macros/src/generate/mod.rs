@@ -414,6 +414,11 @@ fn kernel(
             _ => {}
         }
     }
+    // A kernel that can reach peers can wait on them.
+    let peers = sig
+        .params
+        .iter()
+        .any(|p| matches!(p.ty, DslType::SymmBuf(_)));
     let params = cpu_params(f, sig);
     let prelude = cpu::prelude();
     cpu_block.stmts.insert(0, syn::parse_quote!(#prelude));
@@ -480,7 +485,18 @@ fn kernel(
             /// Parameter slots of a launch: the CUDA entry's parameter count.
             pub const PARAM_SLOTS: usize = #hidden + #slots;
 
-            static __CACHE: ::symm::__private::KernelCache = ::symm::__private::KernelCache::new(NAME);
+            static __CACHE: ::symm::__private::KernelCache = ::symm::__private::KernelCache::new(NAME, #peers);
+
+            /// The largest grid of this kernel, with `block` threads and
+            /// `shared_mem` bytes of dynamic shared memory per block, that
+            /// `comm` may launch so that the kernels of ranks sharing a GPU
+            /// are resident together (`None`: any grid, as when every rank
+            /// has its own GPU). Compiles the kernel if it is not yet.
+            pub fn co_resident_grid #generics (comm: &::symm::Comm, block: u32, shared_mem: u32) -> ::symm::Result<::std::option::Option<u32>> #wc {
+                let __key = __key #tf ();
+                let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
+                __CACHE.co_resident_grid(comm, &__key, block, shared_mem, &|__e| __source #tf (__e))
+            }
 
             /// Launches the kernel on `comm`'s stream. Argument types are
             /// checked by rustc; that buffers belong to `comm`'s rank, and

@@ -1,7 +1,7 @@
 //! [`Backend`] on a CUDA GPU.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use cudarc::driver::CudaStream;
 
@@ -10,9 +10,10 @@ use super::{
     Table,
 };
 use super::{EXPORT_CUDA_FABRIC, EXPORT_CUDA_FD, EXPORT_CUDA_IN_PROCESS};
-use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, Mapping};
+use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, Mapping, RankStreams};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
+use crate::placement::DeviceId;
 use crate::signal::{SignalOp, StatusRecord, STATUS_WORDS};
 
 /// A rank on one CUDA device, enqueueing on one stream.
@@ -22,9 +23,12 @@ pub(crate) struct CudaBackend {
     sharing: Sharing,
     pub(crate) dev: Arc<CudaDevice>,
     pub(crate) stream: Arc<CudaStream>,
-    /// Where this handle's kernels record a timeout. One per stream handle,
-    /// so `synchronize` reports exactly the failures of the work it waited for.
-    status: DeviceMem,
+    /// Where this stream's kernels record a timeout. One per stream of the
+    /// rank (shared by every handle on that stream), so `synchronize`
+    /// reports exactly the failures of the work it waited for.
+    status: Arc<DeviceMem>,
+    /// Every stream of this rank: its memory waits for them before a free.
+    streams: Arc<RankStreams>,
 }
 
 /// How ranks share allocations.
@@ -77,8 +81,19 @@ impl CudaBackend {
                 ),
             });
         }
-        let stream = dev.stream.clone();
-        CudaBackend::on_stream(rank, dev, stream, sharing)
+        // A stream of the rank's own (non-blocking, so it never waits for
+        // the legacy stream), which ranks sharing the device do not share.
+        let stream = dev.ctx.new_stream().map_err(|err| {
+            dev.error(
+                rank,
+                DrvErr {
+                    op: "cuStreamCreate",
+                    err,
+                },
+            )
+        })?;
+        let streams = RankStreams::new(&dev, &stream).map_err(|e| dev.error(rank, e))?;
+        CudaBackend::on_stream(rank, dev, stream, sharing, streams)
     }
 
     fn on_stream(
@@ -86,9 +101,10 @@ impl CudaBackend {
         dev: Arc<CudaDevice>,
         stream: Arc<CudaStream>,
         sharing: Sharing,
+        streams: Arc<RankStreams>,
     ) -> Result<CudaBackend> {
-        let status = DeviceMem::new(&dev.ctx, STATUS_WORDS * 4)
-            .and_then(|m| m.zero(&stream).map(|_| m))
+        let status = streams
+            .status_for(&stream)
             .map_err(|e| dev.error(rank, e))?;
         Ok(CudaBackend {
             rank,
@@ -96,6 +112,7 @@ impl CudaBackend {
             dev,
             stream,
             status,
+            streams,
         })
     }
 
@@ -106,6 +123,11 @@ impl CudaBackend {
 
     fn err(&self, e: DrvErr) -> Error {
         self.dev.error(self.rank, e)
+    }
+
+    /// What this rank's memory waits for before it is freed.
+    fn owner(&self) -> Weak<RankStreams> {
+        Arc::downgrade(&self.streams)
     }
 
     /// `alloc` as this backend's own symmetric allocation.
@@ -219,13 +241,19 @@ impl Backend for CudaBackend {
     }
 
     fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
-        let a = Mapping::create(&self.dev, size, self.sharing == Sharing::Fabric)
-            .map_err(|e| self.err(e))?;
+        let a = Mapping::create(
+            &self.dev,
+            self.owner(),
+            size,
+            self.sharing == Sharing::Fabric,
+        )
+        .map_err(|e| self.err(e))?;
         Ok(Arc::new(CudaLocal(a)))
     }
 
     fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
-        let m = DeviceMem::new(&self.dev.ctx, size).map_err(|e| self.err(e))?;
+        let m = DeviceMem::new_plain(&self.dev, self.owner(), &self.stream, size)
+            .map_err(|e| self.err(e))?;
         Ok(Arc::new(CudaPlain(m)))
     }
 
@@ -279,7 +307,8 @@ impl Backend for CudaBackend {
                 let (ordinal, addr) =
                     decode_export(self.rank, peer, EXPORT_CUDA_IN_PROCESS, exported)?;
                 self.check_peer_access(peer, ordinal as usize)?;
-                Mapping::retain_in_process(&self.dev, addr, size).map_err(|e| self.err(e))?
+                Mapping::retain_in_process(&self.dev, self.owner(), addr, size)
+                    .map_err(|e| self.err(e))?
             }
             Sharing::Fabric => {
                 let h: [u8; 64] = exported
@@ -292,7 +321,7 @@ impl Backend for CudaBackend {
                             "rank {peer}'s exported allocation is not a fabric handle"
                         ),
                     })?;
-                Mapping::import_fabric(&self.dev, h, size).map_err(|e| self.err(e))?
+                Mapping::import_fabric(&self.dev, self.owner(), h, size).map_err(|e| self.err(e))?
             }
             Sharing::FileDescriptor => {
                 let bad = |why: String| Error::InvalidArgument {
@@ -315,7 +344,7 @@ impl Backend for CudaBackend {
                         path.display()
                     ))
                 })?;
-                Mapping::import_fd(&self.dev, &fd, size).map_err(|e| self.err(e))?
+                Mapping::import_fd(&self.dev, self.owner(), &fd, size).map_err(|e| self.err(e))?
             }
         };
         Ok(Mapped {
@@ -343,8 +372,8 @@ impl Backend for CudaBackend {
     }
 
     fn table(&self, values: &[u64]) -> Result<Table> {
-        let m =
-            DeviceMem::from_u64s(&self.dev.ctx, &self.stream, values).map_err(|e| self.err(e))?;
+        let m = DeviceMem::from_u64s(&self.dev, self.owner(), &self.stream, values)
+            .map_err(|e| self.err(e))?;
         Ok(Table {
             ptr: m.ptr,
             _keep: Box::new(m),
@@ -394,6 +423,16 @@ impl Backend for CudaBackend {
         self.dev.mem_info().map_err(|e| self.err(e))
     }
 
+    fn device_id(&self) -> Option<DeviceId> {
+        Some(DeviceId {
+            uuid: self.dev.uuid,
+            pid: std::process::id(),
+            ordinal: self.dev.ordinal as u32,
+            sms: self.dev.sms,
+            arch: (self.dev.arch.major, self.dev.arch.minor),
+        })
+    }
+
     fn cuda_stream(&self) -> Option<Arc<CudaStream>> {
         Some(self.stream.clone())
     }
@@ -414,6 +453,7 @@ impl Backend for CudaBackend {
             self.dev.clone(),
             stream,
             self.sharing,
+            self.streams.clone(),
         )?))
     }
 

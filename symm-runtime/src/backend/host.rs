@@ -292,6 +292,10 @@ impl Backend for HostBackend {
         }
     }
 
+    fn device_id(&self) -> Option<crate::placement::DeviceId> {
+        None
+    }
+
     fn mem_info(&self) -> Result<(usize, usize)> {
         Err(Error::InvalidArgument {
             rank: self.rank,

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Counts every test of a scripts/gpu-validate.sh log as passed, failed or
+skipped, per suite and world size, and prints a Markdown table.
+
+Two kinds of section in the log:
+- `=== NAME`: a custom-harness binary (tests/support/harness.rs). Its lines
+  `PASS name world=W`, `FAIL name world=W` and `SKIPPED (n): world=W: ...`
+  carry their world size (tests of no world size count under "-").
+- `=== NAME world=W`: a libtest binary run for one world size. A test that
+  printed `CASE test=T world=W` and passed ran at W; one that passed without
+  a CASE line had no case at W and counts as skipped; `FAILED` counts as
+  failed. An example run counts as one test: passed if it exited 0.
+"""
+import re
+import sys
+from collections import defaultdict
+
+
+def main(path):
+    counts = defaultdict(lambda: [0, 0, 0])  # (suite, world) -> pass, fail, skip
+    suite, world, cases, results = None, None, set(), []
+
+    def close():
+        if suite is None or world is None:
+            return
+        for name, ok in results:
+            key = (suite, world)
+            if not ok:
+                counts[key][1] += 1
+            elif name in cases:
+                counts[key][0] += 1
+            else:
+                counts[key][2] += 1
+
+    for line in open(path, errors="replace"):
+        line = line.rstrip("\n")
+        if suite and suite.startswith("examples/") and world is not None:
+            if line == "=== ok":
+                cases.add("example")
+                results.append(("example", True))
+                continue
+            if re.match(r"^=== \S+ exited \d+", line):
+                results.append(("example", False))
+                continue
+        if re.match(r"^=== \S+ exited \d+", line):
+            continue
+        m = re.match(r"^=== (\S+)(?: world=(\d+))?$", line)
+        if m:
+            close()
+            suite, world = m.group(1), m.group(2)
+            cases, results = set(), []
+            continue
+        if suite is None:
+            continue
+        if world is None:
+            m = re.match(r"^(PASS|FAIL) (\S+)\s+world=(\d+)", line)
+            if m:
+                counts[(suite, m.group(3))][0 if m.group(1) == "PASS" else 1] += 1
+                continue
+            m = re.match(r"^SKIPPED \((\d+)\): (?:world=(\d+))?", line)
+            if m:
+                counts[(suite, m.group(2) or "-")][2] += int(m.group(1))
+            continue
+        m = re.match(r"^CASE test=(\S+) world=(\d+)", line)
+        if m:
+            cases.add(m.group(1))
+            continue
+        m = re.match(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", line)
+        if m:
+            if m.group(2) == "ignored":
+                continue
+            results.append((m.group(1), m.group(2) == "ok"))
+    close()
+
+    print("| suite | world | passed | failed | skipped |")
+    print("|---|---|---|---|---|")
+    bad = 0
+    for (s, w), (p, f, k) in sorted(counts.items(), key=lambda x: (x[0][0], x[0][1])):
+        bad += f
+        print(f"| {s} | {w} | {p} | {f} | {k} |")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

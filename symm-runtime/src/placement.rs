@@ -1,0 +1,365 @@
+//! Where a group's ranks run, and what ranks that share a GPU may launch.
+//!
+//! Every CUDA rank publishes its device's identity when it joins a group
+//! ([`DeviceId`]); every rank then derives the same [`Placement`] from the
+//! same entries. Ranks that share a GPU must be threads of one process: the
+//! kernels of different processes take turns on a GPU (without MPS), so
+//! kernels that wait on each other would only time out.
+//!
+//! **Co-residency.** A kernel that waits on peers finishes only if the
+//! peers' kernels run at the same time. Ranks on different GPUs always do;
+//! ranks that share a GPU do only if all their blocks fit on it at once. A
+//! GPU holds `blocks_per_sm × SMs` blocks of one kernel (the driver's
+//! occupancy figure, measured exact on an H100 by `scripts/probes`). With
+//! programmatic dependent launch, a rank's next kernel can become resident
+//! while its current one still runs, so each rank may use at most half of
+//! its share: `blocks_per_sm × SMs / (2 × ranks on the GPU)` blocks
+//! ([`Placement::co_resident_blocks`]).
+
+use crate::error::{Error, Result};
+
+/// The driver's variable for the number of hardware work queues per device
+/// (1 to 32, default 8), read when the driver starts. Ranks that share a
+/// GPU need a queue each (see [`check_queues`]); `run` and `Ranks::gpus`
+/// ask for 32 when they may place ranks on a shared GPU before it starts.
+pub(crate) const CONNECTIONS_VAR: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+
+/// Whether `share` ranks on one GPU each get a hardware work queue of their
+/// own, given the value of [`CONNECTIONS_VAR`] (`None`: unset, the driver's
+/// 8). Streams that share a queue start their work in the order it was
+/// submitted, so a rank's kernel can sit behind another rank's kernel that
+/// waits for it, until that one times out. One queue more than ranks: the
+/// runtime holds one idle stream per device.
+pub(crate) fn check_queues(share: usize, var: Option<&str>) -> std::result::Result<(), String> {
+    let queues = var
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(8);
+    if share > 1 && queues < share + 1 {
+        return Err(format!(
+            "{share} ranks share a GPU, which needs {} hardware work queues, but \
+             {CONNECTIONS_VAR}{} gives {queues}: ranks whose streams share a queue run their \
+             kernels in submission order, so a kernel waiting for a peer could block that \
+             peer's kernel until it timed out; set {CONNECTIONS_VAR}=32 before the process \
+             starts using CUDA (symm::run and Ranks::gpus set it themselves when they place \
+             ranks on a shared GPU before CUDA starts)",
+            share + 1,
+            var.map_or(" unset".to_string(), |v| format!("={v}")),
+        ));
+    }
+    Ok(())
+}
+
+/// What a CUDA rank publishes about its device when it joins a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DeviceId {
+    /// The device's UUID: the same GPU has the same one in every process.
+    pub uuid: [u8; 16],
+    /// The rank's process.
+    pub pid: u32,
+    /// The device's ordinal in that process.
+    pub ordinal: u32,
+    /// Multiprocessors.
+    pub sms: u32,
+    /// Compute capability.
+    pub arch: (u32, u32),
+}
+
+const DEVICE_ID_VERSION: u8 = 1;
+const DEVICE_ID_BYTES: usize = 1 + 16 + 4 * 5;
+
+impl DeviceId {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(DEVICE_ID_BYTES);
+        v.push(DEVICE_ID_VERSION);
+        v.extend_from_slice(&self.uuid);
+        for w in [self.pid, self.ordinal, self.sms, self.arch.0, self.arch.1] {
+            v.extend_from_slice(&w.to_le_bytes());
+        }
+        v
+    }
+
+    pub(crate) fn decode(v: &[u8]) -> Option<DeviceId> {
+        if v.len() != DEVICE_ID_BYTES || v[0] != DEVICE_ID_VERSION {
+            return None;
+        }
+        let word = |i: usize| {
+            let at = 17 + 4 * i;
+            u32::from_le_bytes([v[at], v[at + 1], v[at + 2], v[at + 3]])
+        };
+        Some(DeviceId {
+            uuid: v[1..17].try_into().ok()?,
+            pid: word(0),
+            ordinal: word(1),
+            sms: word(2),
+            arch: (word(3), word(4)),
+        })
+    }
+
+    /// `GPU-xxxxxxxx-xxxx-…`, as `nvidia-smi -L` prints it.
+    fn uuid_string(&self) -> String {
+        let h: Vec<String> = self.uuid.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "GPU-{}-{}-{}-{}-{}",
+            h[..4].concat(),
+            h[4..6].concat(),
+            h[6..8].concat(),
+            h[8..10].concat(),
+            h[10..].concat()
+        )
+    }
+}
+
+/// Which ranks of a group share a device, as every rank of the group sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// For each rank, the index of its device among the group's devices
+    /// (in order of first appearance).
+    device_of: Vec<usize>,
+    /// Multiprocessors of the group's smallest device.
+    min_sms: u32,
+    /// The most ranks on one device (kept: launches read it).
+    share: usize,
+}
+
+impl Placement {
+    /// Every rank alone on its device (the emulator, and groups of one).
+    pub(crate) fn alone(world: usize) -> Placement {
+        Placement {
+            device_of: (0..world).collect(),
+            min_sms: 0,
+            share: 1,
+        }
+    }
+
+    /// The placement that `ids` (one per rank, in rank order) describe, or
+    /// the message every rank reports when it is not allowed.
+    pub(crate) fn resolve(ids: &[DeviceId]) -> std::result::Result<Placement, String> {
+        let mut devices: Vec<&DeviceId> = Vec::new();
+        let mut device_of = Vec::with_capacity(ids.len());
+        for (r, id) in ids.iter().enumerate() {
+            match devices.iter().position(|d| d.uuid == id.uuid) {
+                Some(d) => {
+                    let first = ids.iter().position(|x| x.uuid == id.uuid).unwrap_or(r);
+                    if ids[first].pid != id.pid {
+                        return Err(format!(
+                            "ranks {first} and {r} run in different processes (pids {} and {}) on \
+                             the same GPU {} (cuda:{} in both): kernels of different processes do \
+                             not run at the same time without MPS, so kernels that wait on each \
+                             other would only time out; give each process its own GPU (check \
+                             LOCAL_RANK and CUDA_VISIBLE_DEVICES), or run ranks that share a GPU \
+                             as threads of one process (symm::run with Ranks::Cuda(vec![0, 0]))",
+                            ids[first].pid,
+                            id.pid,
+                            id.uuid_string(),
+                            id.ordinal
+                        ));
+                    }
+                    device_of.push(d);
+                }
+                None => {
+                    devices.push(id);
+                    device_of.push(devices.len() - 1);
+                }
+            }
+        }
+        let share = (0..device_of.len())
+            .map(|r| device_of.iter().filter(|&&d| d == device_of[r]).count())
+            .max()
+            .unwrap_or(1);
+        let placement = Placement {
+            device_of,
+            min_sms: ids.iter().map(|i| i.sms).min().unwrap_or(0),
+            share,
+        };
+        if placement.share() > 1 {
+            if let Some(other) = ids.iter().position(|i| i.arch != ids[0].arch) {
+                return Err(format!(
+                    "ranks share GPUs, which needs every GPU of the group to be of one \
+                     architecture (rank 0 has sm_{}{}, rank {other} sm_{}{}): the built-in \
+                     kernels size their grids to what fits on a shared GPU, and every rank must \
+                     pick the same grid",
+                    ids[0].arch.0, ids[0].arch.1, ids[other].arch.0, ids[other].arch.1
+                ));
+            }
+        }
+        Ok(placement)
+    }
+
+    /// Number of ranks of the group on `rank`'s device, itself included.
+    pub(crate) fn ranks_on_device(&self, rank: usize) -> usize {
+        let d = self.device_of[rank];
+        self.device_of.iter().filter(|&&x| x == d).count()
+    }
+
+    /// The most ranks of the group on any one device (1 when every rank has
+    /// its own). The same on every rank, so grids derived from it agree.
+    pub(crate) fn share(&self) -> usize {
+        self.share
+    }
+
+    /// The largest grid of a kernel that waits on peers, which holds
+    /// `blocks_per_sm` blocks per multiprocessor, that every rank of the
+    /// group may launch so that all of them are resident at once (module
+    /// docs), or `None` when no rank shares its device (no limit).
+    pub(crate) fn co_resident_blocks(&self, blocks_per_sm: u32) -> Option<u32> {
+        let share = self.share;
+        if share <= 1 {
+            return None;
+        }
+        let capacity = u64::from(blocks_per_sm) * u64::from(self.min_sms);
+        Some(u32::try_from(capacity / (2 * share as u64)).unwrap_or(u32::MAX))
+    }
+}
+
+/// Publishes `mine` under this group's keys, waits for every rank's, and
+/// resolves the group's placement (the same result, or the same error, on
+/// every rank).
+pub(crate) fn join(
+    rank: usize,
+    world: usize,
+    store: &dyn crate::Store,
+    prefix: &str,
+    timeout: std::time::Duration,
+    mine: &DeviceId,
+) -> Result<Placement> {
+    let key = |r: usize| format!("{prefix}/placement/{r}");
+    let store_err = |source| Error::Store { rank, source };
+    store.set(&key(rank), &mine.encode()).map_err(store_err)?;
+    let keys: Vec<String> = (0..world).map(key).collect();
+    store.wait(&keys, timeout).map_err(|e| match e {
+        crate::StoreError::Timeout { missing, .. } => Error::JoinTimeout {
+            rank,
+            timeout,
+            missing: missing
+                .iter()
+                .filter_map(|k| k.rsplit('/').next()?.parse().ok())
+                .collect(),
+        },
+        other => store_err(other),
+    })?;
+    let mut ids = Vec::with_capacity(world);
+    for (r, k) in keys.iter().enumerate() {
+        let raw = store.try_get(k).map_err(store_err)?.unwrap_or_default();
+        ids.push(
+            DeviceId::decode(&raw).ok_or_else(|| Error::InvalidArgument {
+                rank,
+                message: format!(
+                    "rank {r} joined with an unreadable device entry (a different symm version?)"
+                ),
+            })?,
+        );
+    }
+    let placement =
+        Placement::resolve(&ids).map_err(|message| Error::InvalidArgument { rank, message })?;
+    let var = std::env::var(CONNECTIONS_VAR).ok();
+    check_queues(placement.share(), var.as_deref())
+        .map_err(|message| Error::InvalidArgument { rank, message })?;
+    Ok(placement)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(gpu: u8, pid: u32) -> DeviceId {
+        DeviceId {
+            uuid: [gpu; 16],
+            pid,
+            ordinal: u32::from(gpu),
+            sms: 132,
+            arch: (9, 0),
+        }
+    }
+
+    #[test]
+    fn device_ids_round_trip_and_reject_garbage() {
+        let d = DeviceId {
+            uuid: *b"0123456789abcdef",
+            pid: 4242,
+            ordinal: 3,
+            sms: 132,
+            arch: (9, 0),
+        };
+        assert_eq!(DeviceId::decode(&d.encode()), Some(d.clone()));
+        assert_eq!(DeviceId::decode(&d.encode()[1..]), None);
+        let mut v = d.encode();
+        v[0] = 9;
+        assert_eq!(DeviceId::decode(&v), None);
+        assert_eq!(
+            id(0xab, 1).uuid_string(),
+            "GPU-abababab-abab-abab-abab-abababababab"
+        );
+    }
+
+    #[test]
+    fn shared_devices_are_counted_per_rank_and_for_the_group() {
+        // Ranks 0, 1 and 3 on GPU 7; rank 2 on GPU 8.
+        let p = Placement::resolve(&[id(7, 1), id(7, 1), id(8, 1), id(7, 1)]).unwrap();
+        assert_eq!(
+            (0..4).map(|r| p.ranks_on_device(r)).collect::<Vec<_>>(),
+            [3, 3, 1, 3]
+        );
+        assert_eq!(p.share(), 3);
+        let own = Placement::resolve(&[id(1, 1), id(2, 1)]).unwrap();
+        assert_eq!((own.ranks_on_device(0), own.share()), (1, 1));
+        assert_eq!(Placement::alone(4).share(), 1);
+    }
+
+    #[test]
+    fn one_gpu_in_two_processes_is_the_same_error_for_everyone() {
+        let ids = [id(1, 10), id(2, 11), id(1, 12)];
+        let e = Placement::resolve(&ids).unwrap_err();
+        assert!(
+            e.contains("ranks 0 and 2 run in different processes (pids 10 and 12)"),
+            "{e}"
+        );
+        assert!(e.contains("GPU-01010101-0101"), "{e}");
+        assert!(e.contains("without MPS"), "{e}");
+        assert_eq!(Placement::resolve(&ids), Placement::resolve(&ids));
+    }
+
+    #[test]
+    fn sharing_needs_one_architecture() {
+        let mut other = id(2, 1);
+        other.arch = (8, 0);
+        // Each rank on its own GPU: mixed architectures are fine.
+        assert!(Placement::resolve(&[id(1, 1), other.clone()]).is_ok());
+        let e = Placement::resolve(&[id(1, 1), id(1, 1), other]).unwrap_err();
+        assert!(e.contains("rank 0 has sm_90, rank 2 sm_80"), "{e}");
+    }
+
+    #[test]
+    fn ranks_sharing_a_gpu_need_a_work_queue_each() {
+        assert_eq!(check_queues(8, Some("32")), Ok(()));
+        assert_eq!(check_queues(1, Some("1")), Ok(()));
+        assert_eq!(check_queues(1, None), Ok(()));
+        // Unset (or unreadable) is the driver's 8: enough for 7 ranks.
+        assert_eq!(check_queues(7, None), Ok(()));
+        let e = check_queues(8, None).unwrap_err();
+        assert!(e.contains("8 ranks share a GPU, which needs 9"), "{e}");
+        assert!(
+            e.contains("CUDA_DEVICE_MAX_CONNECTIONS unset gives 8"),
+            "{e}"
+        );
+        let e = check_queues(2, Some("1")).unwrap_err();
+        assert!(e.contains("CUDA_DEVICE_MAX_CONNECTIONS=1 gives 1"), "{e}");
+        assert!(check_queues(8, Some("lots")).is_err());
+    }
+
+    #[test]
+    fn co_resident_blocks_halve_each_ranks_share() {
+        let alone = Placement::resolve(&[id(1, 1), id(2, 1)]).unwrap();
+        assert_eq!(alone.co_resident_blocks(4), None);
+        let mut ids = vec![id(1, 1); 4];
+        ids[3].sms = 114; // the smallest device bounds everyone
+        let p = Placement::resolve(&ids).unwrap();
+        // 4 blocks per SM × 114 SMs, over 2 × 4 ranks.
+        assert_eq!(p.co_resident_blocks(4), Some(57));
+        assert_eq!(p.co_resident_blocks(1), Some(14));
+        assert_eq!(p.co_resident_blocks(0), Some(0));
+        // The probe's figures on one H100 (scripts/probes/shared_gpu.cu):
+        // 512-thread blocks, 4 per SM: 8 ranks fit 33 blocks each with PDL.
+        let h100 = Placement::resolve(&vec![id(1, 1); 8]).unwrap();
+        assert_eq!(h100.co_resident_blocks(4), Some(33));
+    }
+}
