@@ -10,6 +10,9 @@ Two kinds of section in the log:
   printed `CASE test=T world=W` and passed ran at W; one that passed without
   a CASE line had no case at W and counts as skipped; `FAILED` counts as
   failed. An example run counts as one test: passed if it exited 0.
+A binary that exits with anything but 0, 1 (a harness with failures) or
+101 (libtest with failures) crashed, timed out or was missing: one more
+failure for its section, so that it cannot pass unnoticed.
 """
 import re
 import sys
@@ -42,7 +45,10 @@ def main(path):
             if re.match(r"^=== \S+ exited \d+", line):
                 results.append(("example", False))
                 continue
-        if re.match(r"^=== \S+ exited \d+", line):
+        m = re.match(r"^=== \S+ exited (\d+)", line)
+        if m:
+            if suite is not None and m.group(1) not in ("0", "1", "101"):
+                counts[(suite, world or "-")][1] += 1
             continue
         m = re.match(r"^=== (\S+)(?: world=(\d+))?$", line)
         if m:

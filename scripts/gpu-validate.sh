@@ -24,6 +24,9 @@ mkdir -p "$OUT"
 source "$(dirname "$0")/gpu-libs.sh"
 export SYMM_REQUIRE_GPU=1 SYMM_CACHE_DIR=/tmp/symm-jit-cache
 export SYMM_GPU_WORLDS=${SYMM_GPU_WORLDS:-1,2,3,4,8}
+# Ranks that share a GPU need a hardware work queue each (the binaries ask
+# for this themselves; set here too, for any binary that starts CUDA early).
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 # One test at a time: collectives of different tests on the same GPUs would
 # compete for SMs with spin-waiting kernels and could starve each other
 # (NCCL has the same rule for concurrent communicators).

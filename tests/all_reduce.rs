@@ -275,6 +275,24 @@ fn every_path_is_exact_at_odd_sizes() {
     }
 }
 
+/// The sum of `s`'s first `n` elements on every path of [`Path::ALL`], each
+/// into a fresh output filled with `poison` first.
+fn out_of_place_on_every_path<T: AllReduceElem>(
+    c: &symm::Comm,
+    s: &symm::SymmetricMemory,
+    n: usize,
+    poison: T,
+) -> symm::Result<Vec<Vec<T>>> {
+    let mut res = Vec::new();
+    for path in Path::ALL {
+        let mut out = c.device_buffer_from(&vec![poison; n])?;
+        all_reduce_with(path, c, s, &mut out, n)?;
+        c.synchronize()?;
+        res.push(out.to_host()?);
+    }
+    Ok(res)
+}
+
 /// Every path, out of place and then in place where it may, on fresh
 /// random inputs: each element within `tol(want)` of the float64 sum, and
 /// the same bits on every rank.
@@ -289,13 +307,7 @@ fn every_path<T: AllReduceElem>(ranks: &Ranks, world: usize, n: usize, tol: fn(f
             let s = buf.rendezvous()?;
             // Out of place on every path, then in place (the output
             // is the rank's own input) on those that allow it.
-            let mut res = Vec::new();
-            for path in Path::ALL {
-                let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); n])?;
-                all_reduce_with(path, c, &s, &mut out, n)?;
-                c.synchronize()?;
-                res.push(out.to_host()?);
-            }
+            let mut res = out_of_place_on_every_path(c, &s, n, T::from_f32(f32::NAN))?;
             for path in Path::ALL.into_iter().filter(|p| p.allows_alias()) {
                 let own = c.alloc::<T>(n)?;
                 own.copy_from_host(&inputs[c.rank()])?;
@@ -509,15 +521,8 @@ fn special_values<T: AllReduceElem>(n: usize, tol: f64) {
                 let buf = c.alloc::<T>(n)?;
                 buf.copy_from_host(&inputs[c.rank()])?;
                 let s = buf.rendezvous()?;
-                let mut res = Vec::new();
-                for path in Path::ALL {
-                    // Poison that is neither the empty mark nor a result.
-                    let mut out = c.device_buffer_from(&vec![T::from_f32(1e4); n])?;
-                    all_reduce_with(path, c, &s, &mut out, n)?;
-                    c.synchronize()?;
-                    res.push(out.to_host()?);
-                }
-                Ok(res)
+                // Poison that is neither the empty mark nor a result.
+                out_of_place_on_every_path(c, &s, n, T::from_f32(1e4))
             },
         )
         .unwrap_or_else(|e| panic!("world {world}: {e}"));

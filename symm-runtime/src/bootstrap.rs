@@ -283,8 +283,10 @@ impl Comm {
     /// environment ([`LaunchEnv::from_env`]): GPU `LOCAL_RANK`, the store
     /// hosted by rank 0 at `MASTER_ADDR` (the port as the module docs say)
     /// or in `SYMM_STORE_DIR`.
-    /// Collective: every rank calls it. Rendezvous, its cache and every
-    /// collective then behave as with [`run_local`](crate::run_local).
+    /// Collective: every rank calls it, and it waits for every rank to join
+    /// (two processes on one GPU are refused there, on every rank).
+    /// Rendezvous, its cache and every collective then behave as with
+    /// [`run_local`](crate::run_local).
     pub fn from_env(options: CommOptions) -> Result<Comm> {
         Comm::from_launch_env(&LaunchEnv::from_env()?, options)
     }

@@ -22,8 +22,9 @@ use crate::symmetric_memory::SymmetricMemory;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct CommOptions {
-    /// How long a rendezvous waits for the other ranks before failing with
-    /// an error that names the missing ones.
+    /// How long a rendezvous, and joining the group (GPU ranks), waits for
+    /// the other ranks before failing with an error that names the missing
+    /// ones.
     pub timeout: Duration,
     /// Namespace for this group's keys in the store, so several groups can
     /// share one store.
@@ -123,7 +124,9 @@ impl fmt::Debug for Comm {
 
 impl Comm {
     /// A rank on CUDA device `ordinal`. Every rank of the group must pass the
-    /// same `world_size`, store and options.
+    /// same `world_size`, store and options. Collective: it waits (at most
+    /// `options.timeout`, then [`Error::JoinTimeout`]) for every rank to
+    /// join, so that each learns which ranks share a GPU.
     pub fn cuda(
         rank: usize,
         world_size: usize,
@@ -263,7 +266,10 @@ impl Comm {
     }
 
     /// The same rank, enqueueing on the caller's `stream` instead of symm's
-    /// own. Allocations and rendezvous caches are shared with `self`.
+    /// own. Allocations and rendezvous caches are shared with `self`. The
+    /// rank keeps the stream (its memory waits for it before a free) until
+    /// the rank is dropped; a stream that another rank on the same GPU
+    /// already uses is an error.
     pub fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Comm> {
         Ok(Comm {
             backend: self.backend.with_cuda_stream(stream)?,
@@ -468,19 +474,13 @@ impl Ranks {
     /// set. `None` when the ranks need more GPUs than there are (or
     /// `SYMM_RANKS_PER_GPU` is not a positive number). Ranks that share a GPU
     /// prove correctness, not speed: their kernels compete for its SMs.
-    /// Called before CUDA starts, with `world > 1`, it sets
-    /// `CUDA_DEVICE_MAX_CONNECTIONS=32` (unless set), which ranks sharing a
-    /// GPU need (see the book's launching chapter).
+    /// Ranks that share a GPU need more of the driver's hardware work queues
+    /// than it gives by default: see [`prepare_shared_gpus`](crate::prepare_shared_gpus).
     pub fn gpus(world: usize) -> Option<Ranks> {
         let per_gpu = match std::env::var("SYMM_RANKS_PER_GPU") {
             Ok(v) => Some(v.trim().parse().ok()?),
             Err(_) => None,
         };
-        // The ranks may share a GPU, which needs the driver's hardware
-        // queues set up before it starts (counting the GPUs starts it).
-        if world > 1 {
-            crate::cuda::request_queues();
-        }
         Ranks::cuda_packed(world, crate::cuda::cuda_device_count(), per_gpu)
     }
 
@@ -563,7 +563,11 @@ impl std::error::Error for RunError {}
 ///
 /// Returns every rank's result in rank order, or every failed rank's error
 /// (a panic is reported as [`Error::RankPanicked`]). A rank that fails early
-/// does not hang the others: their collectives time out naming it.
+/// does not hang the others: their collectives (or, for a GPU rank that
+/// fails before its `Comm` exists, their joining the group) time out naming
+/// it. `Ranks::Cuda` may list a GPU more than once: those ranks share it
+/// (see [`prepare_shared_gpus`](crate::prepare_shared_gpus) and the book's
+/// launching chapter).
 pub fn run<R, F>(ranks: Ranks, options: CommOptions, f: F) -> Result<Vec<R>, RunError>
 where
     R: Send,
@@ -574,9 +578,6 @@ where
         return Err(RunError {
             errors: vec![(0, e)],
         });
-    }
-    if ranks.shares_a_gpu() {
-        crate::cuda::request_queues();
     }
     let store: Arc<dyn Store> = Arc::new(InProcessStore::new());
     let outcomes: Vec<Result<R>> = std::thread::scope(|s| {

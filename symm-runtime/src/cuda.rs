@@ -53,7 +53,8 @@ pub fn cuda_device_count() -> usize {
         if !unsafe { sys::is_culib_present() } {
             return 0;
         }
-        STARTED.store(true, std::sync::atomic::Ordering::Release);
+        // What the driver reads when it starts (see `queues_at_start`).
+        let _ = QUEUES_AT_START.set(std::env::var(crate::placement::CONNECTIONS_VAR).ok());
         // A driver too old for a symbol cudarc needs panics inside cudarc;
         // treat that as "no CUDA" rather than taking the process down.
         std::panic::catch_unwind(|| {
@@ -66,22 +67,36 @@ pub fn cuda_device_count() -> usize {
     })
 }
 
-/// Whether this process has started the CUDA driver (`cuInit`), after
-/// which it no longer reads [`crate::placement::CONNECTIONS_VAR`].
-static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// [`crate::placement::CONNECTIONS_VAR`] as it was when symm started the
+/// driver, which reads it then and never again.
+static QUEUES_AT_START: OnceLock<Option<String>> = OnceLock::new();
 
-/// Asks the driver for a hardware work queue per stream, for ranks that
-/// will share a GPU: sets [`crate::placement::CONNECTIONS_VAR`] to 32 (the
-/// most) if the user has not set it and the driver has not started yet.
-/// Streams beyond a device's queues (8 by default) share one, and the work
-/// of a shared queue starts in submission order, so a rank's kernel could
-/// sit behind a kernel of another rank on the same GPU that waits for it,
-/// until that one timed out (seen with 8 ranks on one H100:
-/// `bench/NOTES.md`). Only for shared placements: more queues cost up to
-/// 0.15 µs per 1 MiB all-reduce at world size 1 on an H100.
-pub(crate) fn request_queues() {
+/// The value of [`crate::placement::CONNECTIONS_VAR`] that the driver
+/// runs with (as symm saw it when it started the driver; if another library
+/// started it earlier, the value at that time, which symm cannot see).
+pub(crate) fn queues_at_start() -> Option<String> {
+    cuda_device_count();
+    QUEUES_AT_START.get().cloned().flatten()
+}
+
+/// Sets `CUDA_DEVICE_MAX_CONNECTIONS=32`, the most hardware work queues per
+/// GPU, unless it is set or symm has started CUDA already. Ranks that share
+/// a GPU need a queue each, and one more (see the book's launching
+/// chapter): streams beyond a GPU's queues (8 by default) share one, and the
+/// work of a shared queue starts in submission order, so one rank's kernel
+/// could sit behind another rank's kernel that waits for it. Only programs
+/// that share GPUs need it: more queues cost up to 0.15 µs per 1 MiB
+/// all-reduce at world size 1 on an H100 (`bench/NOTES.md`). Setting the
+/// variable in the environment that starts the program does the same.
+///
+/// # Safety
+/// It writes the process environment: no other thread may read or write
+/// the environment while it runs (through Rust's `std::env` that is
+/// serialised, but C code such as the CUDA driver reads it directly). Call
+/// it at the start of `main`, before any thread is spawned.
+pub unsafe fn prepare_shared_gpus() {
     if std::env::var_os(crate::placement::CONNECTIONS_VAR).is_none()
-        && !STARTED.load(std::sync::atomic::Ordering::Acquire)
+        && QUEUES_AT_START.get().is_none()
     {
         std::env::set_var(crate::placement::CONNECTIONS_VAR, "32");
     }
@@ -102,10 +117,12 @@ pub(crate) fn unavailable_reason() -> String {
 pub(crate) struct CudaDevice {
     pub ordinal: usize,
     pub ctx: Arc<CudaContext>,
-    /// Held for the process's life and never used: cudarc synchronises the
-    /// whole context when it creates a stream while the context has none,
-    /// which would wait for the spinning kernels of other ranks on the device.
-    _keep_stream_count: Arc<CudaStream>,
+    /// The device's own stream, for stream-ordered allocations and frees of
+    /// plain memory: they must not wait for any rank's queued work. Held for
+    /// the process's life, which also keeps cudarc from synchronising the
+    /// whole context (as it does when it creates a stream while the context
+    /// has none), which would wait for other ranks' spinning kernels.
+    service: Arc<CudaStream>,
     pub arch: Arch,
     pub name: String,
     pub granularity: usize,
@@ -140,6 +157,10 @@ impl std::fmt::Debug for CudaDevice {
         write!(f, "cuda:{} ({}, {})", self.ordinal, self.name, self.arch)
     }
 }
+
+/// How long a kernel load waits for the device to be idle before it loads
+/// anyway (the kernels in the way then finish or time out first).
+const LOAD_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One kernel of [`CudaDevice::function_with`]: empty until loaded.
 type FunctionCell = Arc<Mutex<Option<CudaFunction>>>;
@@ -205,7 +226,7 @@ impl CudaDevice {
         Ok(CudaDevice {
             ordinal,
             ctx,
-            _keep_stream_count: stream,
+            service: stream,
             arch: Arch::from_compute_capability(major, minor),
             name,
             granularity: granularity.max(1).next_power_of_two(),
@@ -304,17 +325,63 @@ impl CudaDevice {
     /// on the device is idle; until then launches go on, and the kernels in
     /// flight finish.
     fn load_when_idle(&self, cubin: &[u8], kernel: &str) -> DrvResult<CudaFunction> {
+        let start = std::time::Instant::now();
         loop {
-            let gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
-            if self.idle()? {
-                let module = self.load_module(cubin)?;
-                let f = module.load_function(kernel).op("cuModuleGetFunction")?;
-                drop(gate);
-                return Ok(f);
+            // Taken outside the gate, and released after it: dropping the
+            // last handle to a rank waits for its streams.
+            let ranks = self.live_rank_streams();
+            // Never blocks: a waiting writer would hold off new launches.
+            if let Ok(gate) = self.gate.try_write() {
+                let give_up = start.elapsed() > LOAD_PATIENCE;
+                if give_up || self.idle(&ranks)? {
+                    if give_up {
+                        tracing::warn!(
+                            "loading `{kernel}` on cuda:{} waited {LOAD_PATIENCE:?} for the \
+                             device to be idle; loading anyway",
+                            self.ordinal
+                        );
+                    }
+                    let module = self.load_module(cubin)?;
+                    let f = module.load_function(kernel).op("cuModuleGetFunction")?;
+                    drop(gate);
+                    return Ok(f);
+                }
             }
-            drop(gate);
+            drop(ranks);
             std::thread::sleep(std::time::Duration::from_micros(50));
         }
+    }
+
+    /// Every rank alive on the device.
+    fn live_rank_streams(&self) -> Vec<Arc<RankStreams>> {
+        let mut ranks = self.ranks.lock().unwrap_or_else(|p| p.into_inner());
+        ranks.retain(|r| r.strong_count() > 0);
+        ranks.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Whether every stream of `ranks` has finished its work. A stream being
+    /// captured into a graph counts as idle: querying it would end the
+    /// capture, and captured work does not run.
+    fn idle(&self, ranks: &[Arc<RankStreams>]) -> DrvResult<bool> {
+        self.bind()?;
+        for s in ranks.iter().flat_map(|r| r.streams()) {
+            let mut capture = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+            // SAFETY: the stream is alive (its rank is held) and belongs to
+            // this device's context; `capture` is a valid out-pointer.
+            check("cuStreamIsCapturing", unsafe {
+                sys::cuStreamIsCapturing(s.cu_stream(), &mut capture)
+            })?;
+            if capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+                continue;
+            }
+            // SAFETY: as above.
+            match unsafe { sys::cuStreamQuery(s.cu_stream()) } {
+                sys::CUresult::CUDA_SUCCESS => {}
+                sys::CUresult::CUDA_ERROR_NOT_READY => return Ok(false),
+                other => check("cuStreamQuery", other)?,
+            }
+        }
+        Ok(true)
     }
 
     /// Number of ranks alive on the device.
@@ -327,28 +394,16 @@ impl CudaDevice {
             .count()
     }
 
-    /// Whether every stream of every live rank on the device has finished
-    /// its work.
-    fn idle(&self) -> DrvResult<bool> {
-        let mut ranks = self.ranks.lock().unwrap_or_else(|p| p.into_inner());
-        ranks.retain(|r| r.strong_count() > 0);
-        let streams: Vec<Arc<CudaStream>> = ranks
+    /// Whether a rank other than `me` on this device enqueues on `stream`.
+    pub(crate) fn stream_taken(&self, me: &Arc<RankStreams>, stream: &CudaStream) -> bool {
+        self.live_rank_streams()
             .iter()
-            .filter_map(Weak::upgrade)
-            .flat_map(|r| r.streams())
-            .collect();
-        drop(ranks);
-        self.bind()?;
-        for s in streams {
-            // SAFETY: the stream is alive (held above) and belongs to this
-            // device's context.
-            match unsafe { sys::cuStreamQuery(s.cu_stream()) } {
-                sys::CUresult::CUDA_SUCCESS => {}
-                sys::CUresult::CUDA_ERROR_NOT_READY => return Ok(false),
-                other => check("cuStreamQuery", other)?,
-            }
-        }
-        Ok(true)
+            .filter(|r| !Arc::ptr_eq(r, me))
+            .any(|r| {
+                r.streams()
+                    .iter()
+                    .any(|s| s.cu_stream() == stream.cu_stream())
+            })
     }
 
     /// How many blocks of `f`, `block` threads each with `shared_mem`
@@ -564,17 +619,25 @@ impl RankStreams {
     /// The status record of kernels this rank runs on `stream`, registering
     /// the stream (so frees wait for it) on first use.
     pub(crate) fn status_for(&self, stream: &Arc<CudaStream>) -> DrvResult<Arc<DeviceMem>> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, st)) = entries
-            .iter()
-            .find(|(s, _)| s.cu_stream() == stream.cu_stream())
-        {
-            return Ok(st.clone());
+        let find = |entries: &[(Arc<CudaStream>, Arc<DeviceMem>)]| {
+            entries
+                .iter()
+                .find(|(s, _)| s.cu_stream() == stream.cu_stream())
+                .map(|(_, st)| st.clone())
+        };
+        if let Some(st) = find(&self.entries.lock().unwrap_or_else(|p| p.into_inner())) {
+            return Ok(st);
         }
-        // No owner to wait for: a status record is freed only when the
-        // rank's streams are, after `Drop for RankStreams` waited for them.
-        let status = DeviceMem::new(&self.dev, Weak::new(), stream, STATUS_BYTES)?;
-        status.zero(stream)?;
+        // Made without the lock held (a module load reads the rank's streams
+        // while launches are held off). No owner to wait for: a status
+        // record is freed only when the rank's streams are, after `Drop for
+        // RankStreams` waited for them.
+        let status = DeviceMem::new(&self.dev, Weak::new(), STATUS_BYTES)?;
+        status.zero()?;
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(st) = find(&entries) {
+            return Ok(st);
+        }
         let status = Arc::new(status);
         entries.push((stream.clone(), status.clone()));
         Ok(status)
@@ -617,15 +680,14 @@ pub(crate) struct DeviceMem {
 }
 
 impl DeviceMem {
-    /// `bytes` of device memory for the rank `owner`, allocated in order on
-    /// `stream` and ready for any stream when this returns.
+    /// `bytes` of device memory for the rank `owner`, ready for any stream
+    /// when this returns.
     pub(crate) fn new(
         dev: &Arc<CudaDevice>,
         owner: Weak<RankStreams>,
-        stream: &Arc<CudaStream>,
         bytes: usize,
     ) -> DrvResult<DeviceMem> {
-        DeviceMem::alloc(dev, owner, stream, bytes, true)
+        DeviceMem::alloc(dev, owner, bytes, true)
     }
 
     /// [`DeviceMem::new`] for data the user's kernels stream through: from
@@ -636,70 +698,70 @@ impl DeviceMem {
     pub(crate) fn new_plain(
         dev: &Arc<CudaDevice>,
         owner: Weak<RankStreams>,
-        stream: &Arc<CudaStream>,
         bytes: usize,
     ) -> DrvResult<DeviceMem> {
         let shared = dev.live_ranks() > 1;
-        DeviceMem::alloc(dev, owner, stream, bytes, shared)
+        DeviceMem::alloc(dev, owner, bytes, shared)
     }
 
     fn alloc(
         dev: &Arc<CudaDevice>,
         owner: Weak<RankStreams>,
-        stream: &Arc<CudaStream>,
         bytes: usize,
         ordered: bool,
     ) -> DrvResult<DeviceMem> {
         dev.bind()?;
-        let (ptr, free_on) = if dev.pools && ordered {
-            // SAFETY: the context is current and `stream` belongs to it; the
-            // pointer is freed exactly once, in Drop, on the same stream.
-            let ptr = unsafe { result::malloc_async(stream.cu_stream(), bytes.max(1)) }
-                .op("cuMemAllocAsync")?;
-            (ptr, Some(stream.clone()))
-        } else {
+        let free_on = (dev.pools && ordered).then(|| dev.service.clone());
+        let ptr = match &free_on {
+            Some(service) => {
+                // SAFETY: the context is current and the service stream
+                // belongs to it; the pointer is freed exactly once, in Drop,
+                // on the same stream.
+                let ptr = unsafe { result::malloc_async(service.cu_stream(), bytes.max(1)) }
+                    .op("cuMemAllocAsync")?;
+                // Any stream may use it once the service stream, which holds
+                // only allocations and frees, has made it.
+                service.synchronize().op("cuStreamSynchronize")?;
+                ptr
+            }
             // SAFETY: the context is current; the pointer is freed exactly
             // once, in Drop.
-            let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.op("cuMemAlloc")?;
-            (ptr, None)
+            None => unsafe { result::malloc_sync(bytes.max(1)) }.op("cuMemAlloc")?,
         };
-        let m = DeviceMem {
+        Ok(DeviceMem {
             dev: dev.clone(),
             owner,
             free_on,
             ptr,
             bytes,
-        };
-        // Other streams may use it as soon as this returns.
-        stream.synchronize().op("cuStreamSynchronize")?;
-        Ok(m)
+        })
     }
 
-    /// Allocates a device array holding `values`, copied in on `stream`
-    /// (which later kernels of this rank are ordered after) and waited for.
+    /// Allocates a device array holding `values`, copied in and waited for.
     pub(crate) fn from_u64s(
         dev: &Arc<CudaDevice>,
         owner: Weak<RankStreams>,
-        stream: &Arc<CudaStream>,
         values: &[u64],
     ) -> DrvResult<DeviceMem> {
-        let m = DeviceMem::new(dev, owner, stream, values.len() * 8)?;
+        let m = DeviceMem::new(dev, owner, values.len() * 8)?;
+        let s = &dev.service;
         // SAFETY: the allocation holds exactly `values.len()` u64s, and
         // `values` stays borrowed until the stream sync below.
-        unsafe { result::memcpy_htod_async(m.ptr, values, stream.cu_stream()) }
+        unsafe { result::memcpy_htod_async(m.ptr, values, s.cu_stream()) }
             .op("cuMemcpyHtoDAsync")?;
-        stream.synchronize().op("cuStreamSynchronize")?;
+        s.synchronize().op("cuStreamSynchronize")?;
         Ok(m)
     }
 
-    /// Zeroes the allocation on `stream` and waits.
-    pub(crate) fn zero(&self, stream: &CudaStream) -> DrvResult<()> {
+    /// Zeroes the allocation and waits.
+    pub(crate) fn zero(&self) -> DrvResult<()> {
         self.dev.bind()?;
+        let s = &self.dev.service;
         // SAFETY: the range is this allocation.
         check("cuMemsetD8Async", unsafe {
-            sys::cuMemsetD8Async(self.ptr, 0, self.bytes, stream.cu_stream())
+            sys::cuMemsetD8Async(self.ptr, 0, self.bytes, s.cu_stream())
         })?;
-        stream.synchronize().op("cuStreamSynchronize")
+        s.synchronize().op("cuStreamSynchronize")
     }
 
     /// Copies the allocation out, ordered on `stream`.
@@ -719,13 +781,14 @@ impl Drop for DeviceMem {
         let _ = self.dev.bind();
         // Kernels the rank still has queued may read this memory; freeing
         // under them would fault (and kill the context) or read reused memory.
-        wait_for_owner(&self.owner, "cuMemFreeAsync");
+        wait_for_owner(&self.dev, &self.owner, "freeing device memory");
         let r = match &self.free_on {
-            // SAFETY: allocated on this stream by cuMemAllocAsync in `new`,
-            // unused by the rank's work (waited for above), freed only here.
+            // SAFETY: allocated on this (service) stream by cuMemAllocAsync
+            // in `alloc`, unused by the rank's work (waited for above),
+            // freed only here.
             Some(s) => unsafe { result::free_async(self.ptr, s.cu_stream()) },
-            // SAFETY: allocated by cuMemAlloc in `new`, as above. (This
-            // driver has no memory pools: cuMemFree waits for the device.)
+            // SAFETY: allocated by cuMemAlloc in `alloc`, as above
+            // (cuMemFree waits for the whole device).
             None => unsafe { result::free_sync(self.ptr) },
         };
         if let Err(e) = r {
@@ -734,13 +797,22 @@ impl Drop for DeviceMem {
     }
 }
 
-/// Waits for every stream of the rank `owner` (gone: nothing of it runs any
-/// more, see `Drop for RankStreams`), logging a failure before `op`.
-fn wait_for_owner(owner: &Weak<RankStreams>, op: &str) {
-    if let Some(o) = owner.upgrade() {
-        if let Err(e) = o.synchronize_all() {
-            tracing::warn!("{} before {op} failed: {}", e.op, e.err);
+/// Waits for what may still use memory of the rank `owner` on `dev`: the
+/// whole device where no other rank runs on it (which also covers the
+/// user's own streams), otherwise the rank's streams alone (see
+/// [`RankStreams`]). A rank that is gone waited for its streams as it went.
+/// Logs a failure before `op`.
+fn wait_for_owner(dev: &CudaDevice, owner: &Weak<RankStreams>, op: &str) {
+    let r = if dev.live_ranks() <= 1 {
+        dev.ctx.synchronize().op("cuCtxSynchronize")
+    } else {
+        match owner.upgrade() {
+            Some(o) => o.synchronize_all(),
+            None => Ok(()),
         }
+    };
+    if let Err(e) = r {
+        tracing::warn!("{} before {op} failed: {}", e.op, e.err);
     }
 }
 
@@ -915,7 +987,7 @@ impl Drop for Mapping {
         // this rank's kernels use this mapping (a peer maps the memory at its
         // own address, with its own handle reference), so its streams are
         // all there is to wait for.
-        wait_for_owner(&self.owner, "cuMemUnmap");
+        wait_for_owner(&self.dev, &self.owner, "cuMemUnmap");
         // Order matters: unmap, release our handle reference, free the range.
         // SAFETY: ptr/size/handle are exactly what `map` set up; no queued
         // work of the owner uses them after the wait above, and no other rank

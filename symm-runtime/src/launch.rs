@@ -120,7 +120,10 @@ impl RawKernel {
     /// Nothing checks `args` against the kernel's C signature: the caller
     /// must pass exactly its parameters, in order, with matching sizes, and
     /// every pointer must be valid for what the kernel does with it. A
-    /// `#[symm_kernel]` launcher is the checked alternative.
+    /// `#[symm_kernel]` launcher is the checked alternative. Where ranks
+    /// share a GPU, nothing checks that the grid fits beside theirs either:
+    /// a kernel that waits on peers must keep to
+    /// [`Comm::co_resident_blocks`].
     pub unsafe fn launch(&self, comm: &Comm, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
         let b = cuda(comm)?;
         if b.dev.ordinal != self.ordinal {

@@ -38,7 +38,7 @@ pub use backend::BackendKind;
 pub use bootstrap::{Handles, LaunchEnv, Launcher, StoreSpec};
 pub use buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
 pub use comm::{run, run_local, Comm, CommOptions, Ranks, RunError};
-pub use cuda::{cuda_available, cuda_device_count};
+pub use cuda::{cuda_available, cuda_device_count, prepare_shared_gpus};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use launch::{KernelArg, LaunchConfig, RawKernel};

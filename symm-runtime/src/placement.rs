@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 
 /// The driver's variable for the number of hardware work queues per device
 /// (1 to 32, default 8), read when the driver starts. Ranks that share a
-/// GPU need a queue each (see [`check_queues`]); `run` and `Ranks::gpus`
-/// ask for 32 when they may place ranks on a shared GPU before it starts.
+/// GPU need a queue each (see [`check_queues`] and
+/// [`crate::prepare_shared_gpus`]).
 pub(crate) const CONNECTIONS_VAR: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
 
 /// Whether `share` ranks on one GPU each get a hardware work queue of their
@@ -39,9 +39,8 @@ pub(crate) fn check_queues(share: usize, var: Option<&str>) -> std::result::Resu
             "{share} ranks share a GPU, which needs {} hardware work queues, but \
              {CONNECTIONS_VAR}{} gives {queues}: ranks whose streams share a queue run their \
              kernels in submission order, so a kernel waiting for a peer could block that \
-             peer's kernel until it timed out; set {CONNECTIONS_VAR}=32 before the process \
-             starts using CUDA (symm::run and Ranks::gpus set it themselves when they place \
-             ranks on a shared GPU before CUDA starts)",
+             peer's kernel until it timed out; set {CONNECTIONS_VAR}=32 in the environment \
+             that starts the program, or call symm::prepare_shared_gpus() first thing in main",
             share + 1,
             var.map_or(" unset".to_string(), |v| format!("={v}")),
         ));
@@ -54,8 +53,12 @@ pub(crate) fn check_queues(share: usize, var: Option<&str>) -> std::result::Resu
 pub(crate) struct DeviceId {
     /// The device's UUID: the same GPU has the same one in every process.
     pub uuid: [u8; 16],
-    /// The rank's process.
+    /// The rank's process id (for messages: ids of different PID
+    /// namespaces can be equal).
     pub pid: u32,
+    /// A random number of the rank's process, the same for all its ranks:
+    /// what tells processes apart.
+    pub process: u64,
     /// The device's ordinal in that process.
     pub ordinal: u32,
     /// Multiprocessors.
@@ -65,13 +68,14 @@ pub(crate) struct DeviceId {
 }
 
 const DEVICE_ID_VERSION: u8 = 1;
-const DEVICE_ID_BYTES: usize = 1 + 16 + 4 * 5;
+const DEVICE_ID_BYTES: usize = 1 + 16 + 8 + 4 * 5;
 
 impl DeviceId {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(DEVICE_ID_BYTES);
         v.push(DEVICE_ID_VERSION);
         v.extend_from_slice(&self.uuid);
+        v.extend_from_slice(&self.process.to_le_bytes());
         for w in [self.pid, self.ordinal, self.sms, self.arch.0, self.arch.1] {
             v.extend_from_slice(&w.to_le_bytes());
         }
@@ -83,11 +87,12 @@ impl DeviceId {
             return None;
         }
         let word = |i: usize| {
-            let at = 17 + 4 * i;
+            let at = 25 + 4 * i;
             u32::from_le_bytes([v[at], v[at + 1], v[at + 2], v[at + 3]])
         };
         Some(DeviceId {
             uuid: v[1..17].try_into().ok()?,
+            process: u64::from_le_bytes(v[17..25].try_into().ok()?),
             pid: word(0),
             ordinal: word(1),
             sms: word(2),
@@ -107,6 +112,18 @@ impl DeviceId {
             h[10..].concat()
         )
     }
+}
+
+/// A random number for this process, the same for all its ranks.
+pub(crate) fn process_token() -> u64 {
+    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        // RandomState is seeded from the OS's randomness once per process.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    })
 }
 
 /// Which ranks of a group share a device, as every rank of the group sees it.
@@ -140,17 +157,19 @@ impl Placement {
             match devices.iter().position(|d| d.uuid == id.uuid) {
                 Some(d) => {
                     let first = ids.iter().position(|x| x.uuid == id.uuid).unwrap_or(r);
-                    if ids[first].pid != id.pid {
+                    if ids[first].process != id.process {
                         return Err(format!(
                             "ranks {first} and {r} run in different processes (pids {} and {}) on \
-                             the same GPU {} (cuda:{} in both): kernels of different processes do \
-                             not run at the same time without MPS, so kernels that wait on each \
-                             other would only time out; give each process its own GPU (check \
-                             LOCAL_RANK and CUDA_VISIBLE_DEVICES), or run ranks that share a GPU \
-                             as threads of one process (symm::run with Ranks::Cuda(vec![0, 0]))",
+                             the same GPU {} (cuda:{} and cuda:{} in them): kernels of different \
+                             processes do not run at the same time without MPS, so kernels that \
+                             wait on each other would only time out; give each process its own \
+                             GPU (check LOCAL_RANK and CUDA_VISIBLE_DEVICES), or run ranks that \
+                             share a GPU as threads of one process (symm::run with \
+                             Ranks::Cuda(vec![0, 0]))",
                             ids[first].pid,
                             id.pid,
                             id.uuid_string(),
+                            ids[first].ordinal,
                             id.ordinal
                         ));
                     }
@@ -251,7 +270,7 @@ pub(crate) fn join(
     }
     let placement =
         Placement::resolve(&ids).map_err(|message| Error::InvalidArgument { rank, message })?;
-    let var = std::env::var(CONNECTIONS_VAR).ok();
+    let var = crate::cuda::queues_at_start();
     check_queues(placement.share(), var.as_deref())
         .map_err(|message| Error::InvalidArgument { rank, message })?;
     Ok(placement)
@@ -265,6 +284,7 @@ mod tests {
         DeviceId {
             uuid: [gpu; 16],
             pid,
+            process: u64::from(pid) << 8,
             ordinal: u32::from(gpu),
             sms: 132,
             arch: (9, 0),
@@ -276,6 +296,7 @@ mod tests {
         let d = DeviceId {
             uuid: *b"0123456789abcdef",
             pid: 4242,
+            process: 0x1122_3344_5566_7788,
             ordinal: 3,
             sms: 132,
             arch: (9, 0),
@@ -314,6 +335,7 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("GPU-01010101-0101"), "{e}");
+        assert!(e.contains("(cuda:1 and cuda:1 in them)"), "{e}");
         assert!(e.contains("without MPS"), "{e}");
         assert_eq!(Placement::resolve(&ids), Placement::resolve(&ids));
     }
@@ -326,6 +348,84 @@ mod tests {
         assert!(Placement::resolve(&[id(1, 1), other.clone()]).is_ok());
         let e = Placement::resolve(&[id(1, 1), id(1, 1), other]).unwrap_err();
         assert!(e.contains("rank 0 has sm_90, rank 2 sm_80"), "{e}");
+    }
+
+    /// `join` on `ids.len()` threads over one in-process store; rank r
+    /// publishes `ids[r]` unless it is `None` (a rank that never joins).
+    fn join_all(ids: &[Option<DeviceId>]) -> Vec<Result<Placement>> {
+        let store = crate::InProcessStore::new();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ids
+                .iter()
+                .enumerate()
+                .filter_map(|(r, id)| id.as_ref().map(|id| (r, id)))
+                .map(|(r, id)| {
+                    let store = &store;
+                    s.spawn(move || {
+                        join(
+                            r,
+                            ids.len(),
+                            store,
+                            "g/1",
+                            std::time::Duration::from_millis(300),
+                            id,
+                        )
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn joining_gives_every_rank_the_same_placement_or_error() {
+        let ok = join_all(&[Some(id(1, 7)), Some(id(1, 7)), Some(id(2, 7))]);
+        for p in &ok {
+            let p = p.as_ref().unwrap();
+            assert_eq!(
+                (p.share(), p.ranks_on_device(0), p.ranks_on_device(2)),
+                (2, 2, 1)
+            );
+        }
+        let bad = join_all(&[Some(id(1, 7)), Some(id(1, 8))]);
+        let msgs: Vec<String> = bad
+            .iter()
+            .map(|r| r.as_ref().unwrap_err().to_string())
+            .collect();
+        assert!(
+            msgs[0].contains("rank 0: invalid argument: ranks 0 and 1 run in different processes")
+        );
+        assert_eq!(
+            msgs[0].split_once(": ").unwrap().1,
+            msgs[1].split_once(": ").unwrap().1
+        );
+        let missing = join_all(&[Some(id(1, 7)), None, Some(id(2, 7))]);
+        for r in &missing {
+            match r {
+                Err(Error::JoinTimeout { missing, .. }) => assert_eq!(missing, &[1]),
+                other => panic!("expected a timeout naming rank 1, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_unreadable_entry_is_an_error() {
+        let store = crate::InProcessStore::new();
+        crate::Store::set(&store, "g/1/placement/1", b"garbage").unwrap();
+        let e = join(
+            0,
+            2,
+            &store,
+            "g/1",
+            std::time::Duration::from_secs(5),
+            &id(1, 7),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("rank 1 joined with an unreadable device entry"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -419,6 +419,13 @@ fn not_co_resident(
     per_sm: u32,
     dev: &crate::cuda::CudaDevice,
 ) -> String {
+    if per_sm == 0 {
+        return format!(
+            "kernel `{kernel}`: the driver reports that no block of {threads} threads fits on a \
+             multiprocessor of {dev:?} (too many registers or too much shared memory per block); \
+             use smaller blocks"
+        );
+    }
     format!(
         "kernel `{kernel}`: a grid of {blocks} blocks of {threads} threads cannot be resident \
          together with the kernels of the other ranks that share {dev:?} ({} ranks on this \

@@ -24,11 +24,30 @@ pub fn ranks(world: usize) -> Option<Ranks> {
     if !on_gpu() {
         return Some(Ranks::Emulator(world));
     }
-    // Before any device is opened: ranks that will share a GPU need the
-    // driver's hardware queues set up for them (Ranks::gpus does).
     static PREPARED: std::sync::Once = std::sync::Once::new();
     PREPARED.call_once(|| {
-        let _ = Ranks::gpus(symm::layout::MAX_WORLD_SIZE);
+        // SAFETY: ranks that share a GPU need this before CUDA starts, and
+        // CUDA starts here at the earliest (the first GPU test), so no
+        // driver thread reads the environment yet; the other test threads
+        // go through `std::env`, which serialises.
+        unsafe { symm::prepare_shared_gpus() };
+        if let Ok(v) = std::env::var("SYMM_RANKS_PER_GPU") {
+            assert!(
+                v.trim().parse::<usize>().is_ok_and(|k| k > 0),
+                "SYMM_RANKS_PER_GPU={v:?} is not a positive number"
+            );
+        }
+    });
+    // GPU tests run one at a time: the groups of two tests on one GPU would
+    // compete for its SMs and queues, and the co-residency rule holds per
+    // group. The guard lives as long as the test's thread.
+    thread_local! {
+        static GPU_TURN: std::cell::OnceCell<std::sync::MutexGuard<'static, ()>> =
+            const { std::cell::OnceCell::new() };
+    }
+    static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    GPU_TURN.with(|t| {
+        t.get_or_init(|| GPU.lock().unwrap_or_else(|p| p.into_inner()));
     });
     if let Ok(list) = std::env::var("SYMM_GPU_WORLDS") {
         if !list.split(',').any(|w| w.trim().parse() == Ok(world)) {

@@ -419,6 +419,10 @@ fn fit<T: AllReduceElem>(
     world: usize,
     bytes: usize,
 ) -> Result<u32> {
+    // The common case, with no host work: no rank shares its GPU.
+    if comm.max_ranks_on_device() == 1 {
+        return Ok(blocks);
+    }
     let mut fitted = blocks;
     for &threads in family_threads(path, world, bytes) {
         if let Some(limit) = T::__co_resident_grid(path, comm, threads)? {

@@ -252,8 +252,7 @@ impl Backend for CudaBackend {
     }
 
     fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
-        let m = DeviceMem::new_plain(&self.dev, self.owner(), &self.stream, size)
-            .map_err(|e| self.err(e))?;
+        let m = DeviceMem::new_plain(&self.dev, self.owner(), size).map_err(|e| self.err(e))?;
         Ok(Arc::new(CudaPlain(m)))
     }
 
@@ -372,8 +371,7 @@ impl Backend for CudaBackend {
     }
 
     fn table(&self, values: &[u64]) -> Result<Table> {
-        let m = DeviceMem::from_u64s(&self.dev, self.owner(), &self.stream, values)
-            .map_err(|e| self.err(e))?;
+        let m = DeviceMem::from_u64s(&self.dev, self.owner(), values).map_err(|e| self.err(e))?;
         Ok(Table {
             ptr: m.ptr,
             _keep: Box::new(m),
@@ -412,7 +410,7 @@ impl Backend for CudaBackend {
             .map_err(|e| self.err(e))?;
         match StatusRecord::decode(&words) {
             Some(r) => {
-                self.status.zero(&self.stream).map_err(|e| self.err(e))?;
+                self.status.zero().map_err(|e| self.err(e))?;
                 Err(r.into_error())
             }
             None => Ok(()),
@@ -427,6 +425,7 @@ impl Backend for CudaBackend {
         Some(DeviceId {
             uuid: self.dev.uuid,
             pid: std::process::id(),
+            process: crate::placement::process_token(),
             ordinal: self.dev.ordinal as u32,
             sms: self.dev.sms,
             arch: (self.dev.arch.major, self.dev.arch.minor),
@@ -446,6 +445,16 @@ impl Backend for CudaBackend {
                     stream.context().ordinal(),
                     self.dev.ordinal
                 ),
+            });
+        }
+        // Two ranks on one stream would run each other's kernels in order,
+        // and a kernel waiting for the other rank's would never end.
+        if self.dev.stream_taken(&self.streams, &stream) {
+            return Err(Error::InvalidArgument {
+                rank: self.rank,
+                message: "the stream is already used by another rank on this GPU; give each \
+                          rank streams of its own"
+                    .into(),
             });
         }
         Ok(Arc::new(CudaBackend::on_stream(
