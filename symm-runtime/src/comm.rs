@@ -477,11 +477,20 @@ impl Ranks {
     /// Ranks that share a GPU need more of the driver's hardware work queues
     /// than it gives by default: see [`prepare_shared_gpus`](crate::prepare_shared_gpus).
     pub fn gpus(world: usize) -> Option<Ranks> {
-        let per_gpu = match std::env::var("SYMM_RANKS_PER_GPU") {
-            Ok(v) => Some(v.trim().parse().ok()?),
-            Err(_) => None,
-        };
+        let per_gpu = Ranks::ranks_per_gpu().ok()?;
         Ranks::cuda_packed(world, crate::cuda::cuda_device_count(), per_gpu)
+    }
+
+    /// `SYMM_RANKS_PER_GPU` as [`Ranks::gpus`] reads it: `None` when unset,
+    /// or why it is not a positive number.
+    pub fn ranks_per_gpu() -> std::result::Result<Option<usize>, String> {
+        match std::env::var("SYMM_RANKS_PER_GPU") {
+            Err(_) => Ok(None),
+            Ok(v) => match v.trim().parse::<usize>() {
+                Ok(k) if k > 0 => Ok(Some(k)),
+                _ => Err(format!("SYMM_RANKS_PER_GPU={v:?} is not a positive number")),
+            },
+        }
     }
 
     /// Whether two ranks run on one GPU.
@@ -670,6 +679,21 @@ mod tests {
         assert_eq!(Ranks::cuda_packed(4, 1, Some(2)), None);
         assert_eq!(Ranks::cuda_packed(2, 0, None), None);
         assert_eq!(Ranks::cuda_packed(2, 2, Some(0)), None);
+    }
+
+    #[test]
+    fn ranks_per_gpu_must_be_a_positive_number() {
+        // No other test of this binary reads the variable.
+        std::env::remove_var("SYMM_RANKS_PER_GPU");
+        assert_eq!(Ranks::ranks_per_gpu(), Ok(None));
+        std::env::set_var("SYMM_RANKS_PER_GPU", " 4 ");
+        assert_eq!(Ranks::ranks_per_gpu(), Ok(Some(4)));
+        for bad in ["0", "four", "-1"] {
+            std::env::set_var("SYMM_RANKS_PER_GPU", bad);
+            let e = Ranks::ranks_per_gpu().unwrap_err();
+            assert!(e.contains("is not a positive number"), "{e}");
+        }
+        std::env::remove_var("SYMM_RANKS_PER_GPU");
     }
 
     #[test]

@@ -398,12 +398,7 @@ impl CudaDevice {
     pub(crate) fn stream_taken(&self, me: &Arc<RankStreams>, stream: &CudaStream) -> bool {
         self.live_rank_streams()
             .iter()
-            .filter(|r| !Arc::ptr_eq(r, me))
-            .any(|r| {
-                r.streams()
-                    .iter()
-                    .any(|s| s.cu_stream() == stream.cu_stream())
-            })
+            .any(|r| !Arc::ptr_eq(r, me) && r.has(stream))
     }
 
     /// How many blocks of `f`, `block` threads each with `shared_mem`
@@ -604,6 +599,15 @@ impl RankStreams {
         ranks.retain(|r| r.strong_count() > 0);
         ranks.push(Arc::downgrade(&streams));
         Ok(streams)
+    }
+
+    /// Whether the rank enqueues on `stream` already.
+    pub(crate) fn has(&self, stream: &CudaStream) -> bool {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|(s, _)| s.cu_stream() == stream.cu_stream())
     }
 
     /// The rank's streams.

@@ -151,12 +151,13 @@ impl Placement {
     /// The placement that `ids` (one per rank, in rank order) describe, or
     /// the message every rank reports when it is not allowed.
     pub(crate) fn resolve(ids: &[DeviceId]) -> std::result::Result<Placement, String> {
-        let mut devices: Vec<&DeviceId> = Vec::new();
+        // The group's devices, each with the first rank on it.
+        let mut devices: Vec<([u8; 16], usize)> = Vec::new();
         let mut device_of = Vec::with_capacity(ids.len());
         for (r, id) in ids.iter().enumerate() {
-            match devices.iter().position(|d| d.uuid == id.uuid) {
+            match devices.iter().position(|(uuid, _)| *uuid == id.uuid) {
                 Some(d) => {
-                    let first = ids.iter().position(|x| x.uuid == id.uuid).unwrap_or(r);
+                    let first = devices[d].1;
                     if ids[first].process != id.process {
                         return Err(format!(
                             "ranks {first} and {r} run in different processes (pids {} and {}) on \
@@ -176,7 +177,7 @@ impl Placement {
                     device_of.push(d);
                 }
                 None => {
-                    devices.push(id);
+                    devices.push((id.uuid, r));
                     device_of.push(devices.len() - 1);
                 }
             }

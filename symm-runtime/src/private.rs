@@ -310,15 +310,16 @@ impl KernelCache {
             return comm.note_kernel_result(crate::emulator::run(comm, self.name, cfg, cpu));
         };
         let f = self.function(comm, b, key, source)?;
-        if self.peers {
+        // Only kernels that can wait on peers, and only where ranks share a
+        // GPU, must fit beside the other ranks' kernels.
+        if self.peers && comm.max_ranks_on_device() > 1 {
             let blocks = u64::from(cfg.grid.0) * u64::from(cfg.grid.1) * u64::from(cfg.grid.2);
             let threads = cfg.block.0 * cfg.block.1 * cfg.block.2;
-            if let Some((limit, per_sm)) = co_resident(comm, b, &f, threads, cfg.shared_mem)? {
-                if blocks > u64::from(limit) {
-                    return Err(comm.invalid(not_co_resident(
-                        self.name, comm, blocks, threads, limit, per_sm, &b.dev,
-                    )));
-                }
+            let (limit, per_sm) = co_resident(comm, b, &f, threads, cfg.shared_mem)?;
+            if blocks > u64::from(limit) {
+                return Err(comm.invalid(not_co_resident(
+                    self.name, comm, blocks, threads, limit, per_sm, &b.dev,
+                )));
             }
         }
         params[0] = slot_u64(b.status_ptr());
@@ -341,14 +342,14 @@ impl KernelCache {
         shared_mem: u32,
         source: &dyn Fn(&str) -> String,
     ) -> Result<Option<u32>> {
-        if comm.co_resident_blocks(1).is_none() {
+        if comm.max_ranks_on_device() == 1 {
             return Ok(None);
         }
         let Some(b) = comm.backend.as_any().downcast_ref::<CudaBackend>() else {
             return Ok(None);
         };
         let f = self.function(comm, b, key, source)?;
-        Ok(co_resident(comm, b, &f, block, shared_mem)?.map(|(limit, _)| limit))
+        Ok(Some(co_resident(comm, b, &f, block, shared_mem)?.0))
     }
 
     /// The loaded instantiation `key` on `b`'s device, compiled on first use.
@@ -391,22 +392,19 @@ impl KernelCache {
 }
 
 /// (largest co-resident grid, blocks per multiprocessor) of `f` launched
-/// with `threads` per block on `comm`, or `None` when no rank shares a GPU.
+/// with `threads` per block on `comm`, whose ranks share a GPU.
 fn co_resident(
     comm: &Comm,
     b: &CudaBackend,
     f: &CudaFunction,
     threads: u32,
     shared_mem: u32,
-) -> Result<Option<(u32, u32)>> {
-    if comm.co_resident_blocks(1).is_none() {
-        return Ok(None);
-    }
+) -> Result<(u32, u32)> {
     let per_sm = b
         .dev
         .occupancy(f, threads, shared_mem)
         .map_err(|e| b.dev.error(comm.rank(), e))?;
-    Ok(comm.co_resident_blocks(per_sm).map(|limit| (limit, per_sm)))
+    Ok((comm.co_resident_blocks(per_sm).unwrap_or(u32::MAX), per_sm))
 }
 
 /// Why a grid of `blocks` cannot run on a GPU that ranks share.

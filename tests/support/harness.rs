@@ -24,17 +24,6 @@ pub struct Harness {
     pub worlds: Vec<usize>,
 }
 
-/// Panics unless `SYMM_RANKS_PER_GPU` is unset or a positive number (a typo
-/// would otherwise skip every world size quietly).
-pub fn check_ranks_per_gpu() {
-    if let Ok(v) = std::env::var("SYMM_RANKS_PER_GPU") {
-        assert!(
-            v.trim().parse::<usize>().is_ok_and(|k| k > 0),
-            "SYMM_RANKS_PER_GPU={v:?} is not a positive number"
-        );
-    }
-}
-
 /// Where `world` GPU ranks run: [`symm::Ranks::gpus`] (one per GPU while
 /// there are enough, sharing GPUs beyond that or as `SYMM_RANKS_PER_GPU`
 /// says), or `None` when this machine cannot place them.
@@ -49,7 +38,10 @@ impl Harness {
         // before any other thread exists. Ranks that share a GPU need it
         // before CUDA starts.
         unsafe { symm::prepare_shared_gpus() };
-        check_ranks_per_gpu();
+        // A typo would otherwise skip every world size quietly.
+        if let Err(e) = symm::Ranks::ranks_per_gpu() {
+            panic!("{e}");
+        }
         let worlds = std::env::var("SYMM_GPU_WORLDS")
             .unwrap_or_else(|_| "2,4".into())
             .split(',')

@@ -31,11 +31,9 @@ pub fn ranks(world: usize) -> Option<Ranks> {
         // driver thread reads the environment yet; the other test threads
         // go through `std::env`, which serialises.
         unsafe { symm::prepare_shared_gpus() };
-        if let Ok(v) = std::env::var("SYMM_RANKS_PER_GPU") {
-            assert!(
-                v.trim().parse::<usize>().is_ok_and(|k| k > 0),
-                "SYMM_RANKS_PER_GPU={v:?} is not a positive number"
-            );
+        // A typo would otherwise skip every world size quietly.
+        if let Err(e) = Ranks::ranks_per_gpu() {
+            panic!("{e}");
         }
     });
     // GPU tests run one at a time: the groups of two tests on one GPU would

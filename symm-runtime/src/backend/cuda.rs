@@ -448,8 +448,10 @@ impl Backend for CudaBackend {
             });
         }
         // Two ranks on one stream would run each other's kernels in order,
-        // and a kernel waiting for the other rank's would never end.
-        if self.dev.stream_taken(&self.streams, &stream) {
+        // and a kernel waiting for the other rank's would never end. (Asked
+        // once per stream: the signal ops on a user stream come here on
+        // every call.)
+        if !self.streams.has(&stream) && self.dev.stream_taken(&self.streams, &stream) {
             return Err(Error::InvalidArgument {
                 rank: self.rank,
                 message: "the stream is already used by another rank on this GPU; give each \
