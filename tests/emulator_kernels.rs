@@ -583,3 +583,30 @@ fn a_gather_names_the_rank_whose_data_never_came() {
         }
     }
 }
+
+/// `all_arrive` (the GPU co-residency test's kernel) at worlds 1–8: every
+/// block of every rank counts itself in rank 0's word and waits for all the
+/// others; none gives up, and rank 0 counts exactly `world × grid`.
+#[test]
+fn every_block_of_every_rank_arrives() {
+    for world in 1..=8 {
+        let grid = 1 + rand::rng().random_range(0..3u32);
+        let words = emu(world, |c| {
+            let buf = c.alloc::<u32>(4)?;
+            buf.copy_from_host(&[0; 4])?;
+            let s = buf.rendezvous()?;
+            s.barrier(0, T)?;
+            all_arrive::launch(c, LaunchConfig::linear(grid, 32), &s, 5_000_000_000)?;
+            c.synchronize()?;
+            s.barrier(0, T)?;
+            c.synchronize()?;
+            buf.to_host()
+        });
+        for (r, w) in words.iter().enumerate() {
+            assert_eq!(w[1], 0, "world {world}, rank {r}: blocks gave up");
+        }
+        if let Some(w) = words.first() {
+            assert_eq!(w[0], world as u32 * grid, "world {world}: arrivals");
+        }
+    }
+}
