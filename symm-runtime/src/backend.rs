@@ -106,6 +106,49 @@ pub(crate) struct SignalCall<'a> {
     pub timeout: Duration,
 }
 
+/// One `#[symm_kernel]` instantiation, as a backend compiles and runs it.
+pub(crate) struct KernelSpec<'a> {
+    /// The kernel's name, for diagnostics and its CUDA entry.
+    pub name: &'static str,
+    /// Identifies the instantiation: the kernel's definition (the address of
+    /// its [`KernelDef`](crate::__private::KernelDef), so that two kernels
+    /// of one name never share a compiled function) and a hash of its
+    /// generic arguments.
+    pub id: (usize, u64),
+    /// Whether the kernel takes a `SymmBuf`, so it may wait on peers, which
+    /// ranks sharing a GPU can do only with grids that fit together.
+    pub peers: bool,
+    /// The complete CUDA C, given the entry name to export.
+    pub source: &'a dyn Fn(&str) -> String,
+    /// The body as Rust, run by every simulated thread on the emulator.
+    pub cpu: &'a dyn Fn(),
+}
+
+/// What a launch needs to know of the rank's group.
+pub(crate) struct LaunchCtx<'a> {
+    pub rank: usize,
+    pub world: usize,
+    /// How long a kernel's waits may take.
+    pub kernel_timeout: Duration,
+    /// Which ranks share a device (co-residency of kernels that wait).
+    pub placement: &'a crate::placement::Placement,
+    /// The group, for the emulator's hang detection.
+    pub group: crate::emulator::GroupKey,
+}
+
+impl LaunchCtx<'_> {
+    pub(crate) fn kernel_timeout_ns(&self) -> u64 {
+        u64::try_from(self.kernel_timeout.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn invalid(&self, message: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            rank: self.rank,
+            message: message.into(),
+        }
+    }
+}
+
 /// What a rank needs from the machine it runs on. One instance per rank.
 pub(crate) trait Backend: Send + Sync {
     fn kind(&self) -> BackendKind;
@@ -151,8 +194,48 @@ pub(crate) trait Backend: Send + Sync {
     fn cuda_stream(&self) -> Option<Arc<CudaStream>>;
     /// The same rank and device, enqueueing on `stream` instead.
     fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>>;
-    /// Escape hatch for backend-specific paths (kernel launch).
-    fn as_any(&self) -> &dyn Any;
+    /// Runs `kernel` with `params` (its hidden slots, status record, kernel
+    /// timeout and rank, are filled here), compiling it on first use: enqueued
+    /// on the stream on a GPU, run to completion on the emulator. `cfg` has
+    /// been checked for zero dimensions and block size.
+    fn launch(
+        &self,
+        kernel: &KernelSpec<'_>,
+        cfg: &crate::launch::LaunchConfig,
+        params: &mut [[u8; 8]],
+        ctx: &LaunchCtx<'_>,
+    ) -> Result<()>;
+    /// The largest grid of `kernel`, with `block` threads and `shared_mem`
+    /// bytes of dynamic shared memory per block, whose blocks are resident
+    /// together with the other ranks' kernels on a shared GPU; `None` when
+    /// any grid is (no shared GPU, or the emulator).
+    fn co_resident_grid(
+        &self,
+        kernel: &KernelSpec<'_>,
+        block: u32,
+        shared_mem: u32,
+        ctx: &LaunchCtx<'_>,
+    ) -> Result<Option<u32>>;
+    /// Compiles and loads a CUDA C kernel that is not a `#[symm_kernel]`
+    /// (see [`crate::RawKernel`]); only a GPU can run one.
+    fn raw_function(&self, name: &str, source: &str) -> Result<RawFunction>;
+    /// Enqueues a [`RawFunction`] of this backend.
+    ///
+    /// # Safety
+    /// `params` must match the kernel's C parameters, and every address in
+    /// them must be valid for what the kernel does with it.
+    unsafe fn launch_raw(
+        &self,
+        f: &RawFunction,
+        cfg: &crate::launch::LaunchConfig,
+        params: &mut [[u8; 8]],
+    ) -> Result<()>;
+}
+
+/// A loaded CUDA C kernel of one device (see [`Backend::raw_function`]).
+pub(crate) struct RawFunction {
+    pub f: cudarc::driver::CudaFunction,
+    pub ordinal: usize,
 }
 
 /// Tag bytes at the start of every exported handle, so a rank never

@@ -1,8 +1,9 @@
 //! Symmetric buffers: a rank's own allocation, and views into it.
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::backend::LocalAlloc;
 use crate::comm::Comm;
@@ -352,7 +353,70 @@ impl<T: Element> std::fmt::Debug for DeviceBuffer<T> {
     }
 }
 
+/// A rendezvoused allocation: data base address, data bytes, and its memory.
+type RegistryEntry = (u64, usize, Weak<SymmetricMemory>);
+
+/// Rendezvous results by allocation id, to resolve raw pointers.
+#[derive(Default)]
+struct Registry(Mutex<HashMap<u64, RegistryEntry>>);
+
 impl Comm {
+    /// Allocates `len` elements of symmetric memory plus a zeroed signal pad.
+    ///
+    /// Collective in order: every rank must make its allocations in the same
+    /// sequence, because the n-th allocation of each rank rendezvous with the
+    /// n-th of the others. Sizes are checked across ranks at rendezvous. A
+    /// failed call still takes its place in the sequence, so a rank that
+    /// fails here makes the matching rendezvous of its peers time out naming
+    /// it, rather than pairing later allocations wrongly. The data is not
+    /// initialised.
+    pub fn alloc<T: Element>(&self, len: usize) -> Result<SymmBuffer<T>> {
+        let id = self.next_alloc_id();
+        SymmBuffer::new(self.clone(), id, len)
+    }
+
+    /// The cached [`SymmetricMemory`] of the live allocation whose data holds
+    /// device address `ptr`, if that allocation has been rendezvoused.
+    pub fn lookup(&self, ptr: u64) -> Option<Arc<SymmetricMemory>> {
+        let reg = self.registry();
+        let reg = reg.0.lock().unwrap_or_else(|p| p.into_inner());
+        reg.values()
+            .find(|(base, len, _)| ptr >= *base && ptr - *base < (*len).max(1) as u64)
+            .and_then(|(_, _, w)| w.upgrade())
+    }
+
+    /// Number of allocations of this rank with a cached rendezvous.
+    pub fn cached_rendezvous_count(&self) -> usize {
+        self.registry()
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|e| e.2.strong_count() > 0)
+            .count()
+    }
+
+    pub(crate) fn register(&self, id: u64, base: u64, len: usize, smem: &Arc<SymmetricMemory>) {
+        self.registry()
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, (base, len, Arc::downgrade(smem)));
+    }
+
+    pub(crate) fn unregister(&self, id: u64) {
+        self.registry()
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    fn registry(&self) -> Arc<Registry> {
+        self.extension::<Registry>(|_| true, |_| Ok(Registry::default()))
+            .expect("making an empty registry cannot fail")
+    }
+
     /// Allocates `len` uninitialised elements of plain device memory.
     pub fn device_buffer<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {

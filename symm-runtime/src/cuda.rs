@@ -54,7 +54,7 @@ pub fn cuda_device_count() -> usize {
             return 0;
         }
         // What the driver reads when it starts (see `queues_at_start`).
-        let _ = QUEUES_AT_START.set(std::env::var(crate::placement::CONNECTIONS_VAR).ok());
+        let _ = QUEUES_AT_START.set(std::env::var(CONNECTIONS_VAR).ok());
         // A driver too old for a symbol cudarc needs panics inside cudarc;
         // treat that as "no CUDA" rather than taking the process down.
         std::panic::catch_unwind(|| {
@@ -67,11 +67,11 @@ pub fn cuda_device_count() -> usize {
     })
 }
 
-/// [`crate::placement::CONNECTIONS_VAR`] as it was when symm started the
+/// [`CONNECTIONS_VAR`] as it was when symm started the
 /// driver, which reads it then and never again.
 static QUEUES_AT_START: OnceLock<Option<String>> = OnceLock::new();
 
-/// The value of [`crate::placement::CONNECTIONS_VAR`] that the driver
+/// The value of [`CONNECTIONS_VAR`] that the driver
 /// runs with (as symm saw it when it started the driver; if another library
 /// started it earlier, the value at that time, which symm cannot see).
 pub(crate) fn queues_at_start() -> Option<String> {
@@ -95,12 +95,15 @@ pub(crate) fn queues_at_start() -> Option<String> {
 /// serialised, but C code such as the CUDA driver reads it directly). Call
 /// it at the start of `main`, before any thread is spawned.
 pub unsafe fn prepare_shared_gpus() {
-    if std::env::var_os(crate::placement::CONNECTIONS_VAR).is_none()
-        && QUEUES_AT_START.get().is_none()
-    {
-        std::env::set_var(crate::placement::CONNECTIONS_VAR, "32");
+    if std::env::var_os(CONNECTIONS_VAR).is_none() && QUEUES_AT_START.get().is_none() {
+        std::env::set_var(CONNECTIONS_VAR, "32");
     }
 }
+
+/// The driver's variable for the number of hardware work queues per device
+/// (1 to 32, default 8), read when the driver starts. Ranks that share a
+/// GPU need a queue each (see [`crate::prepare_shared_gpus`]).
+pub(crate) const CONNECTIONS_VAR: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
 
 /// Why CUDA is unavailable, for error messages.
 pub(crate) fn unavailable_reason() -> String {
@@ -134,22 +137,18 @@ pub(crate) struct CudaDevice {
     /// Plain memory uses it where it is, because `cuMemFree` waits for every
     /// kernel on the device, other ranks' spinning ones included.
     pools: bool,
-    /// Loaded kernels by (module name, kernel name, hash of the source),
-    /// each behind a lock of its own that is held while it compiles and
+    /// Loaded kernels, each behind a lock of its own that is held while it compiles and
     /// loads, so that ranks sharing the device load each kernel once (a
     /// second load would wait for the first rank's kernel, which may wait for
     /// the second rank's). One lock per kernel, not one for all: a rank that
     /// loads its next kernel must not hold up a rank that needs one already
     /// loaded, whose launch the first rank's kernels may be waiting for.
-    functions: Mutex<HashMap<(String, String, u64), FunctionCell>>,
+    functions: Mutex<HashMap<FunctionKey, FunctionCell>>,
     /// Held shared by every launch and exclusively by a module load (see
     /// [`Self::load_when_idle`]).
     gate: RwLock<()>,
     /// The ranks on this device, whose streams a module load waits for.
     ranks: Mutex<Vec<Weak<RankStreams>>>,
-    /// The put, wait and barrier kernels, loaded once: they are launched on
-    /// every signal operation, where even hashing their source costs µs.
-    signal_fns: OnceLock<[CudaFunction; 3]>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -162,8 +161,19 @@ impl std::fmt::Debug for CudaDevice {
 /// anyway (the kernels in the way then finish or time out first).
 const LOAD_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// One kernel of [`CudaDevice::function_with`]: empty until loaded.
+/// One kernel of [`CudaDevice::function`]: empty until loaded.
 type FunctionCell = Arc<Mutex<Option<CudaFunction>>>;
+
+/// Names a loaded kernel of a device. A `#[symm_kernel]` instantiation is
+/// named without its source (launches are the hot path): by its kernel's
+/// definition and a hash of its generic arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum FunctionKey {
+    /// (address of the kernel's definition, hash of its generic arguments).
+    Dsl(usize, u64),
+    /// (entry name, hash of the source and options) of CUDA C source.
+    Raw(String, u64),
+}
 
 /// Returns the process-wide [`CudaDevice`] for `ordinal`, creating it once.
 pub(crate) fn device(ordinal: usize) -> DrvResult<Arc<CudaDevice>> {
@@ -233,7 +243,6 @@ impl CudaDevice {
             sms: u32::try_from(sms).unwrap_or(0),
             uuid: uuid.bytes.map(|b| b as u8),
             pools,
-            signal_fns: OnceLock::new(),
             functions: Mutex::new(HashMap::new()),
             gate: RwLock::new(()),
             ranks: Mutex::new(Vec::new()),
@@ -262,35 +271,15 @@ impl CudaDevice {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")
     }
 
-    /// Loads (once per device) `kernel` from CUDA C `source`, compiling it
-    /// through the JIT engine for this device's architecture.
+    /// The loaded function `key`, compiled (through the JIT engine, for this
+    /// device's architecture) and loaded on first use, from what `make`
+    /// gives then: the entry's name, the CUDA C, and NVRTC options.
     pub(crate) fn function(
         &self,
         rank: usize,
-        module_name: &str,
-        source: &str,
-        kernel: &str,
+        key: FunctionKey,
+        make: &dyn Fn() -> (String, String, Vec<String>),
     ) -> crate::Result<CudaFunction> {
-        self.function_with(rank, module_name, source, kernel, &[])
-    }
-
-    /// [`function`](Self::function) with extra NVRTC options.
-    pub(crate) fn function_with(
-        &self,
-        rank: usize,
-        module_name: &str,
-        source: &str,
-        kernel: &str,
-        options: &[String],
-    ) -> crate::Result<CudaFunction> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(source, &mut h);
-        std::hash::Hash::hash(options, &mut h);
-        let key = (
-            module_name.to_owned(),
-            kernel.to_owned(),
-            std::hash::Hasher::finish(&h),
-        );
         let cell = self
             .functions
             .lock()
@@ -302,14 +291,17 @@ impl CudaDevice {
         if let Some(f) = &*slot {
             return Ok(f.clone());
         }
-        let (compiled, _) = JitEngine::global().compile(&CompileRequest {
-            kernel_name: module_name,
-            source,
+        let (entry, source, options) = make();
+        let req = CompileRequest {
+            kernel_name: &entry,
+            source: &source,
             arch: self.arch,
-            options,
-        })?;
+            options: &options,
+        };
+        crate::jit::dump(&req);
+        let (compiled, _) = JitEngine::global().compile(&req)?;
         let f = self
-            .load_when_idle(&compiled.cubin, kernel)
+            .load_when_idle(&compiled.cubin, &entry)
             .map_err(|e| self.error(rank, e))?;
         *slot = Some(f.clone());
         Ok(f)
@@ -412,27 +404,6 @@ impl CudaDevice {
         self.bind()?;
         f.occupancy_max_active_blocks_per_multiprocessor(block, shared_mem as usize, None)
             .op("cuOccupancyMaxActiveBlocksPerMultiprocessor")
-    }
-
-    /// The signal kernel `which` (0 put, 1 wait, 2 barrier): the
-    /// `#[symm_kernel]`s of [`crate::signal`], instantiated for `u8` (they
-    /// touch only signal pads), compiled and loaded once per device.
-    pub(crate) fn signal_function(&self, rank: usize, which: usize) -> crate::Result<CudaFunction> {
-        use crate::signal::kernels::{signal_barrier, signal_put, signal_wait};
-        if let Some(f) = self.signal_fns.get() {
-            return Ok(f[which].clone());
-        }
-        let opts = crate::__private::kernel_options();
-        let load = |name: &str, src: String| self.function_with(rank, name, &src, name, &opts);
-        let fns = [
-            load(signal_put::NAME, signal_put::cuda_source_for::<u8>())?,
-            load(signal_wait::NAME, signal_wait::cuda_source_for::<u8>())?,
-            load(
-                signal_barrier::NAME,
-                signal_barrier::cuda_source_for::<u8>(),
-            )?,
-        ];
-        Ok(self.signal_fns.get_or_init(|| fns)[which].clone())
     }
 
     fn load_module(&self, cubin: &[u8]) -> DrvResult<Arc<CudaModule>> {

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
-use crate::comm::Comm;
 use crate::dsl::thread::{set_current, KernelThread};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
@@ -60,19 +59,22 @@ impl Group {
     }
 }
 
-/// The state of `comm`'s group.
-pub(crate) fn group(comm: &Comm) -> Arc<Group> {
-    type Groups = Mutex<HashMap<(usize, Arc<str>), Arc<Group>>>;
+/// Identifies a group of ranks in this process: (address of its store, its
+/// key prefix).
+pub(crate) type GroupKey = (usize, Arc<str>);
+
+/// The state of the group `key`.
+pub(crate) fn group(key: &GroupKey) -> Arc<Group> {
+    type Groups = Mutex<HashMap<GroupKey, Arc<Group>>>;
     static GROUPS: OnceLock<Groups> = OnceLock::new();
-    let key = (
-        Arc::as_ptr(comm.store()) as *const () as usize,
-        comm.key_prefix_arc(),
-    );
     let mut map = GROUPS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    map.entry(key).or_default().clone()
+    if let Some(g) = map.get(key) {
+        return g.clone();
+    }
+    map.entry(key.clone()).or_default().clone()
 }
 
 /// Marks a rank's work over when dropped (also by unwinding), so peers
@@ -105,8 +107,8 @@ impl Drop for InLaunch<'_> {
 /// How long no rank may make progress, while every rank is in a launch or
 /// done, before a launch is declared hung. (While some rank is elsewhere,
 /// the kernel timeout applies instead.)
-pub fn stall(comm: &Comm) -> Duration {
-    comm.options().kernel_timeout.min(Duration::from_secs(2))
+pub(crate) fn stall(kernel_timeout: Duration) -> Duration {
+    kernel_timeout.min(Duration::from_secs(2))
 }
 
 /// What a simulated thread hands the scheduler when it yields.
@@ -261,23 +263,26 @@ fn unflatten(i: u32, d: [u32; 3]) -> [u32; 3] {
 }
 
 /// Runs a launch to completion on the emulator.
+/// `rank` of `world` in the group `group` runs kernel `name`, whose waits
+/// may take `kernel_timeout`.
 pub(crate) fn run(
-    comm: &Comm,
+    (rank, world, group_key): (usize, usize, &GroupKey),
+    kernel_timeout: Duration,
     name: &'static str,
-    cfg: LaunchConfig,
+    cfg: &LaunchConfig,
     body: &dyn Fn(),
 ) -> Result<()> {
     let (grid, block) = (dims(cfg.grid), dims(cfg.block));
     let launch = Launch {
         name,
-        rank: comm.rank() as u32,
-        timeout_ns: comm.options().kernel_timeout_ns(),
+        rank: rank as u32,
+        timeout_ns: u64::try_from(kernel_timeout.as_nanos()).unwrap_or(u64::MAX),
         epoch: Instant::now(),
         grid,
         block,
-        stall: stall(comm),
-        world: comm.world_size(),
-        group: group(comm),
+        stall: stall(kernel_timeout),
+        world,
+        group: group(group_key),
     };
     let _in_launch = InLaunch::new(&launch.group);
     let blocks = grid.iter().product::<u32>();

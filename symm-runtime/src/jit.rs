@@ -431,6 +431,41 @@ impl JitEngine {
     }
 }
 
+/// Options every `#[symm_kernel]` is compiled with. `--fmad=false` because
+/// Rust never contracts `a * b + c` into an FMA, and the GPU must compute
+/// what the emulator computes.
+pub const KERNEL_OPTIONS: &[&str] = &["--fmad=false"];
+
+/// [`KERNEL_OPTIONS`] as a [`CompileRequest`] takes them.
+pub(crate) fn kernel_options() -> Vec<String> {
+    KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect()
+}
+
+/// Writes `req`'s CUDA C and PTX under `$SYMM_DUMP`, if it is set (for
+/// reading what a kernel became; failures only warn).
+pub(crate) fn dump(req: &CompileRequest) {
+    let Some(dir) = std::env::var_os("SYMM_DUMP") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        tracing::warn!("SYMM_DUMP: cannot create {}: {e}", dir.display());
+        return;
+    }
+    let entry = req.kernel_name;
+    if let Err(e) = std::fs::write(dir.join(format!("{entry}.cu")), req.source) {
+        tracing::warn!("SYMM_DUMP: {e}");
+    }
+    match JitEngine::global().compile_ptx(req) {
+        Ok(ptx) => {
+            if let Err(e) = std::fs::write(dir.join(format!("{entry}.ptx")), ptx) {
+                tracing::warn!("SYMM_DUMP: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("SYMM_DUMP: PTX for {entry}: {e}"),
+    }
+}
+
 fn full_options(target: &str, extra: &[String]) -> Vec<String> {
     let mut options = base_options(target);
     options.extend(extra.iter().cloned());

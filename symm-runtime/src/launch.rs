@@ -1,15 +1,5 @@
-//! Launching CUDA C kernels through the JIT engine.
-//!
-//! This is the low-level path that `#[symm_kernel]` launchers build on; it
-//! also serves tests that need a hand-written kernel.
-
-use std::sync::Arc;
-
-use cudarc::driver::CudaFunction;
-
-use crate::backend::CudaBackend;
-use crate::comm::Comm;
-use crate::error::Result;
+//! What every launch is made of: its grid, block and shared memory, and
+//! (for CUDA C kernels) its parameters.
 
 /// Grid, block and dynamic shared memory of a launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +56,7 @@ pub enum KernelArg {
 }
 
 impl KernelArg {
-    fn slot(self) -> [u8; 8] {
+    pub(crate) fn slot(self) -> [u8; 8] {
         let mut s = [0u8; 8];
         match self {
             KernelArg::U32(v) => s[..4].copy_from_slice(&v.to_le_bytes()),
@@ -77,64 +67,5 @@ impl KernelArg {
             KernelArg::F64(v) => s = v.to_le_bytes(),
         }
         s
-    }
-}
-
-/// A `extern "C" __global__` kernel from CUDA C source, loaded on one rank's device.
-pub struct RawKernel {
-    name: String,
-    f: CudaFunction,
-    ordinal: usize,
-}
-
-impl std::fmt::Debug for RawKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RawKernel({} on cuda:{})", self.name, self.ordinal)
-    }
-}
-
-fn cuda(comm: &Comm) -> Result<&CudaBackend> {
-    comm.backend
-        .as_any()
-        .downcast_ref::<CudaBackend>()
-        .ok_or_else(|| comm.invalid("CUDA C kernels need a GPU rank; on the emulator, write the kernel with #[symm_kernel]"))
-}
-
-impl Comm {
-    /// Compiles `source` (cached in memory and on disk) and loads kernel `name`.
-    pub fn raw_kernel(&self, name: &str, source: &str) -> Result<Arc<RawKernel>> {
-        let b = cuda(self)?;
-        let f = b.dev.function(self.rank(), name, source, name)?;
-        Ok(Arc::new(RawKernel {
-            name: name.to_owned(),
-            f,
-            ordinal: b.dev.ordinal,
-        }))
-    }
-}
-
-impl RawKernel {
-    /// Enqueues the kernel on `comm`'s stream.
-    ///
-    /// # Safety
-    /// Nothing checks `args` against the kernel's C signature: the caller
-    /// must pass exactly its parameters, in order, with matching sizes, and
-    /// every pointer must be valid for what the kernel does with it. A
-    /// `#[symm_kernel]` launcher is the checked alternative. Where ranks
-    /// share a GPU, nothing checks that the grid fits beside theirs either:
-    /// a kernel that waits on peers must keep to
-    /// [`Comm::co_resident_blocks`].
-    pub unsafe fn launch(&self, comm: &Comm, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
-        let b = cuda(comm)?;
-        if b.dev.ordinal != self.ordinal {
-            return Err(comm.invalid(format!(
-                "{self:?} was loaded for another device than {}",
-                comm.device()
-            )));
-        }
-        let mut slots: Vec<[u8; 8]> = args.iter().map(|a| a.slot()).collect();
-        b.dev
-            .launch(&self.f, &b.stream, &cfg, &mut slots)
-            .map_err(|e| b.dev.error(comm.rank(), e))
     }
 }

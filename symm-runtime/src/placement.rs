@@ -18,11 +18,7 @@
 
 use crate::error::{Error, Result};
 
-/// The driver's variable for the number of hardware work queues per device
-/// (1 to 32, default 8), read when the driver starts. Ranks that share a
-/// GPU need a queue each (see [`check_queues`] and
-/// [`crate::prepare_shared_gpus`]).
-pub(crate) const CONNECTIONS_VAR: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+pub(crate) use crate::cuda::CONNECTIONS_VAR;
 
 /// Whether `share` ranks on one GPU each get a hardware work queue of their
 /// own, given the value of [`CONNECTIONS_VAR`] (`None`: unset, the driver's

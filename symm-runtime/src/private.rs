@@ -1,21 +1,16 @@
 //! Items that `#[symm_kernel]` expansions use. Not a public API: generated
 //! code reaches the runtime only through `::symm::__private`.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use cudarc::driver::CudaFunction;
-
 pub use crate::buffer::DeviceSlice;
 pub use crate::comm::Comm;
 pub use crate::dsl::memory::DslIndex;
 pub use crate::dsl::thread::{with_thread, KernelThread};
 pub use crate::dsl::{Remote, Scalar, Shared, Slice, SliceMut, SymmBuf};
 pub use crate::error::{Error, Result};
+pub use crate::jit::KERNEL_OPTIONS;
 pub use crate::launch::LaunchConfig;
 pub use crate::symmetric_memory::SymmetricMemory;
 
-use crate::backend::CudaBackend;
 use crate::dsl::support::DSL_SUPPORT;
 
 /// Reading `x[i]` in a CPU body, for handles (shared access).
@@ -254,15 +249,16 @@ pub fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
 /// timeout, rank).
 pub const HIDDEN_SLOTS: usize = 3;
 
-/// Compiled instantiations of one kernel, per device.
-pub struct KernelCache {
+/// One `#[symm_kernel]`: the static that its launcher goes through. Its
+/// address names the kernel's compiled instantiations on each device.
+pub struct KernelDef {
     name: &'static str,
     /// Whether the kernel takes a `SymmBuf`, so it may wait on peers, which
     /// ranks sharing a GPU can do only with grids that fit together.
     peers: bool,
-    fns: Mutex<Option<HashMap<(usize, u64), CudaFunction>>>,
 }
 
+/// Hash of an instantiation's generic arguments.
 fn fnv(parts: &[&str]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
@@ -273,30 +269,42 @@ fn fnv(parts: &[&str]) -> u64 {
     h
 }
 
-/// [`KERNEL_OPTIONS`] as the JIT takes them.
-pub(crate) fn kernel_options() -> Vec<String> {
-    KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect()
-}
+impl KernelDef {
+    /// Kernel `name`, which takes a `SymmBuf` if `peers`.
+    pub const fn new(name: &'static str, peers: bool) -> KernelDef {
+        KernelDef { name, peers }
+    }
 
-/// Options every DSL kernel is compiled with. `--fmad=false` because Rust
-/// never contracts `a * b + c` into an FMA, and the GPU must compute what the
-/// CPU body computes.
-pub const KERNEL_OPTIONS: &[&str] = &["--fmad=false"];
+    /// The kernel's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
 
-impl KernelCache {
-    /// An empty cache for kernel `name`, which takes a `SymmBuf` if `peers`.
-    pub const fn new(name: &'static str, peers: bool) -> KernelCache {
-        KernelCache {
-            name,
-            peers,
-            fns: Mutex::new(None),
+    /// Identifies this kernel among all kernels of the process.
+    pub(crate) fn id(&'static self) -> usize {
+        self as *const KernelDef as usize
+    }
+
+    fn spec<'a>(
+        &'static self,
+        key: &[&str],
+        source: &'a dyn Fn(&str) -> String,
+        cpu: &'a dyn Fn(),
+    ) -> crate::backend::KernelSpec<'a> {
+        crate::backend::KernelSpec {
+            name: self.name,
+            id: (self.id(), fnv(key)),
+            peers: self.peers,
+            source,
+            cpu,
         }
     }
 
     /// Launches the instantiation named by `key` (its generic arguments),
-    /// compiling `source(entry)` the first time on each device.
+    /// compiling `source(entry)` the first time on each device; the emulator
+    /// runs `cpu` instead.
     pub fn launch(
-        &self,
+        &'static self,
         comm: &Comm,
         key: &[&str],
         cfg: LaunchConfig,
@@ -305,29 +313,9 @@ impl KernelCache {
         cpu: &dyn Fn(),
     ) -> Result<()> {
         check_config(comm, &cfg)?;
-        let Some(b) = comm.backend.as_any().downcast_ref::<CudaBackend>() else {
-            // Not a GPU: run the CPU body on the emulator.
-            return comm.note_kernel_result(crate::emulator::run(comm, self.name, cfg, cpu));
-        };
-        let f = self.function(comm, b, key, source)?;
-        // Only kernels that can wait on peers, and only where ranks share a
-        // GPU, must fit beside the other ranks' kernels.
-        if self.peers && comm.max_ranks_on_device() > 1 {
-            let blocks = u64::from(cfg.grid.0) * u64::from(cfg.grid.1) * u64::from(cfg.grid.2);
-            let threads = cfg.block.0 * cfg.block.1 * cfg.block.2;
-            let (limit, per_sm) = co_resident(comm, b, &f, threads, cfg.shared_mem)?;
-            if blocks > u64::from(limit) {
-                return Err(comm.invalid(not_co_resident(
-                    self.name, comm, blocks, threads, limit, per_sm, &b.dev,
-                )));
-            }
-        }
-        params[0] = slot_u64(b.status_ptr());
-        params[1] = slot_u64(comm.options().kernel_timeout_ns());
-        params[2] = slot_u64(comm.rank() as u64);
-        b.dev
-            .launch(&f, &b.stream, &cfg, params)
-            .map_err(|e| b.dev.error(comm.rank(), e))
+        let spec = self.spec(key, source, cpu);
+        let r = comm.backend.launch(&spec, &cfg, params, &comm.launch_ctx());
+        comm.note_kernel_result(r)
     }
 
     /// The largest grid of the instantiation `key` with `block` threads and
@@ -335,105 +323,17 @@ impl KernelCache {
     /// launched on `comm` (see [`Comm::co_resident_blocks`]); `None` when any
     /// grid may (no rank shares its GPU, or the emulator).
     pub fn co_resident_grid(
-        &self,
+        &'static self,
         comm: &Comm,
         key: &[&str],
         block: u32,
         shared_mem: u32,
         source: &dyn Fn(&str) -> String,
     ) -> Result<Option<u32>> {
-        if comm.max_ranks_on_device() == 1 {
-            return Ok(None);
-        }
-        let Some(b) = comm.backend.as_any().downcast_ref::<CudaBackend>() else {
-            return Ok(None);
-        };
-        let f = self.function(comm, b, key, source)?;
-        Ok(Some(co_resident(comm, b, &f, block, shared_mem)?.0))
+        let spec = self.spec(key, source, &|| {});
+        comm.backend
+            .co_resident_grid(&spec, block, shared_mem, &comm.launch_ctx())
     }
-
-    /// The loaded instantiation `key` on `b`'s device, compiled on first use.
-    fn function(
-        &self,
-        comm: &Comm,
-        b: &CudaBackend,
-        key: &[&str],
-        source: &dyn Fn(&str) -> String,
-    ) -> Result<CudaFunction> {
-        let h = fnv(key);
-        let ord = b.dev.ordinal;
-        let cached = self
-            .fns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashMap::new)
-            .get(&(ord, h))
-            .cloned();
-        let f = match cached {
-            Some(f) => f,
-            None => {
-                let entry = format!("{}__{h:016x}", self.name);
-                let src = source(&entry);
-                dump(&entry, &src, b.dev.arch);
-                let opts = kernel_options();
-                let f = b
-                    .dev
-                    .function_with(comm.rank(), &entry, &src, &entry, &opts)?;
-                self.fns
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert_with(HashMap::new)
-                    .insert((ord, h), f.clone());
-                f
-            }
-        };
-        Ok(f)
-    }
-}
-
-/// (largest co-resident grid, blocks per multiprocessor) of `f` launched
-/// with `threads` per block on `comm`, whose ranks share a GPU.
-fn co_resident(
-    comm: &Comm,
-    b: &CudaBackend,
-    f: &CudaFunction,
-    threads: u32,
-    shared_mem: u32,
-) -> Result<(u32, u32)> {
-    let per_sm = b
-        .dev
-        .occupancy(f, threads, shared_mem)
-        .map_err(|e| b.dev.error(comm.rank(), e))?;
-    Ok((comm.co_resident_blocks(per_sm).unwrap_or(u32::MAX), per_sm))
-}
-
-/// Why a grid of `blocks` cannot run on a GPU that ranks share.
-fn not_co_resident(
-    kernel: &str,
-    comm: &Comm,
-    blocks: u64,
-    threads: u32,
-    limit: u32,
-    per_sm: u32,
-    dev: &crate::cuda::CudaDevice,
-) -> String {
-    if per_sm == 0 {
-        return format!(
-            "kernel `{kernel}`: the driver reports that no block of {threads} threads fits on a \
-             multiprocessor of {dev:?} (too many registers or too much shared memory per block); \
-             use smaller blocks"
-        );
-    }
-    format!(
-        "kernel `{kernel}`: a grid of {blocks} blocks of {threads} threads cannot be resident \
-         together with the kernels of the other ranks that share {dev:?} ({} ranks on this \
-         GPU, up to {} on one in this group), and kernels that wait on peers need that: \
-         the GPU holds {per_sm} such blocks per multiprocessor, and each rank may use half \
-         of its share (its next kernel can become resident early); launch at most {limit} \
-         blocks (`{kernel}::co_resident_grid` gives this number)",
-        comm.ranks_on_device(),
-        comm.max_ranks_on_device()
-    )
 }
 
 fn check_config(comm: &Comm, cfg: &LaunchConfig) -> Result<()> {
@@ -452,47 +352,17 @@ fn check_config(comm: &Comm, cfg: &LaunchConfig) -> Result<()> {
     Ok(())
 }
 
-/// Writes a kernel's CUDA C and PTX under `$SYMM_DUMP`, if set.
-fn dump(entry: &str, src: &str, arch: crate::jit::Arch) {
-    let Some(dir) = std::env::var_os("SYMM_DUMP") else {
-        return;
-    };
-    let dir = std::path::PathBuf::from(dir);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        tracing::warn!("SYMM_DUMP: cannot create {}: {e}", dir.display());
-        return;
-    }
-    if let Err(e) = std::fs::write(dir.join(format!("{entry}.cu")), src) {
-        tracing::warn!("SYMM_DUMP: {e}");
-    }
-    let opts = kernel_options();
-    let req = crate::jit::CompileRequest {
-        kernel_name: entry,
-        source: src,
-        arch,
-        options: &opts,
-    };
-    match crate::jit::JitEngine::global().compile_ptx(&req) {
-        Ok(ptx) => {
-            if let Err(e) = std::fs::write(dir.join(format!("{entry}.ptx")), ptx) {
-                tracing::warn!("SYMM_DUMP: {e}");
-            }
-        }
-        Err(e) => tracing::warn!("SYMM_DUMP: PTX for {entry}: {e}"),
-    }
-}
-
 /// Compiles an instantiation's source to CUBIN without a GPU (CI's check that
 /// every kernel compiles).
 pub fn compile_check(entry: &str, src: &str, arch: crate::jit::Arch) -> Result<()> {
-    dump(entry, src, arch);
-    let opts = kernel_options();
+    let opts = crate::jit::kernel_options();
     let req = crate::jit::CompileRequest {
         kernel_name: entry,
         source: src,
         arch,
         options: &opts,
     };
+    crate::jit::dump(&req);
     crate::jit::JitEngine::global().compile(&req)?;
     Ok(())
 }

@@ -465,7 +465,9 @@ fn kernel(
                 ::std::vec![#(#keys),*]
             }
 
-            fn __source #generics (__entry: &str) -> ::std::string::String #wc {
+            /// The complete CUDA C of these generic arguments, exporting `__entry`.
+            #[doc(hidden)]
+            pub fn __source #generics (__entry: &str) -> ::std::string::String #wc {
                 let mut __w = WRAPPER.replace("$ENTRY$", __entry);
                 #(#fills)*
                 ::symm::__private::kernel_source(&__deps(), CUDA_BODY, &__w)
@@ -485,7 +487,9 @@ fn kernel(
             /// Parameter slots of a launch: the CUDA entry's parameter count.
             pub const PARAM_SLOTS: usize = #hidden + #slots;
 
-            static __CACHE: ::symm::__private::KernelCache = ::symm::__private::KernelCache::new(NAME, #peers);
+            /// The kernel as the runtime knows it.
+            #[doc(hidden)]
+            pub static DEF: ::symm::__private::KernelDef = ::symm::__private::KernelDef::new(NAME, #peers);
 
             /// The largest grid of this kernel, with `block` threads and
             /// `shared_mem` bytes of dynamic shared memory per block, that
@@ -495,7 +499,7 @@ fn kernel(
             pub fn co_resident_grid #generics (comm: &::symm::Comm, block: u32, shared_mem: u32) -> ::symm::Result<::std::option::Option<u32>> #wc {
                 let __key = __key #tf ();
                 let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
-                __CACHE.co_resident_grid(comm, &__key, block, shared_mem, &|__e| __source #tf (__e))
+                DEF.co_resident_grid(comm, &__key, block, shared_mem, &|__e| __source #tf (__e))
             }
 
             /// Launches the kernel on `comm`'s stream. Argument types are
@@ -511,7 +515,7 @@ fn kernel(
                 let _ = __k;
                 let __key = __key #tf ();
                 let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
-                __CACHE.launch(comm, &__key, cfg, &mut __p, &|__e| __source #tf (__e), &|| cpu #tf (#(#cpu_args),*))
+                DEF.launch(comm, &__key, cfg, &mut __p, &|__e| __source #tf (__e), &|| cpu #tf (#(#cpu_args),*))
             }
 
             /// The kernel body as Rust, for the CPU emulator.

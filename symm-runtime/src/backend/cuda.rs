@@ -3,14 +3,14 @@
 use std::any::Any;
 use std::sync::{Arc, Weak};
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaFunction, CudaStream};
 
 use super::{
-    decode_export, encode_export, Backend, BackendKind, Export, LocalAlloc, Mapped, SignalCall,
-    Table,
+    decode_export, encode_export, Backend, BackendKind, Export, KernelSpec, LaunchCtx, LocalAlloc,
+    Mapped, RawFunction, SignalCall, Table,
 };
 use super::{EXPORT_CUDA_FABRIC, EXPORT_CUDA_FD, EXPORT_CUDA_IN_PROCESS};
-use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, Mapping, RankStreams};
+use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, FunctionKey, Mapping, RankStreams};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use crate::placement::DeviceId;
@@ -116,11 +116,6 @@ impl CudaBackend {
         })
     }
 
-    /// Device address of this handle's status record.
-    pub(crate) fn status_ptr(&self) -> u64 {
-        self.status.ptr
-    }
-
     fn err(&self, e: DrvErr) -> Error {
         self.dev.error(self.rank, e)
     }
@@ -155,15 +150,6 @@ impl CudaBackend {
                 self.dev.ordinal
             ),
         })
-    }
-}
-
-/// Which of `CudaDevice::signal_function`'s kernels runs `op`.
-fn signal_index(op: SignalOp) -> usize {
-    match op {
-        SignalOp::Put { .. } => 0,
-        SignalOp::Wait { .. } => 1,
-        SignalOp::Barrier => 2,
     }
 }
 
@@ -379,13 +365,25 @@ impl Backend for CudaBackend {
     }
 
     fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
+        use crate::signal::kernels::{signal_barrier, signal_put, signal_wait};
         // One thread signals or waits; a barrier has one per peer.
         let threads = match call.op {
             SignalOp::Barrier => call.world.max(1) as u32,
             SignalOp::Put { .. } | SignalOp::Wait { .. } => 1,
         };
         let mut params = signal_params(self.status.ptr, self.rank, call);
-        let f = self.dev.signal_function(self.rank, signal_index(call.op))?;
+        let (kernel, source): (_, &dyn Fn(&str) -> String) = match call.op {
+            SignalOp::Put { .. } => (&signal_put::DEF, &|e| signal_put::__source::<u8>(e)),
+            SignalOp::Wait { .. } => (&signal_wait::DEF, &|e| signal_wait::__source::<u8>(e)),
+            SignalOp::Barrier => (&signal_barrier::DEF, &|e| signal_barrier::__source::<u8>(e)),
+        };
+        let f = self.dsl_function(&KernelSpec {
+            name: kernel.name(),
+            id: (kernel.id(), 0),
+            peers: true,
+            source,
+            cpu: &|| {},
+        })?;
         self.dev
             .launch(
                 &f,
@@ -468,9 +466,147 @@ impl Backend for CudaBackend {
         )?))
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn launch(
+        &self,
+        kernel: &KernelSpec<'_>,
+        cfg: &LaunchConfig,
+        params: &mut [[u8; 8]],
+        ctx: &LaunchCtx<'_>,
+    ) -> Result<()> {
+        let f = self.dsl_function(kernel)?;
+        // Only kernels that can wait on peers, and only where ranks share a
+        // GPU, must fit beside the other ranks' kernels.
+        if kernel.peers && ctx.placement.share() > 1 {
+            let blocks = u64::from(cfg.grid.0) * u64::from(cfg.grid.1) * u64::from(cfg.grid.2);
+            let threads = cfg.block.0 * cfg.block.1 * cfg.block.2;
+            let (limit, per_sm) = self.co_resident(&f, threads, cfg.shared_mem, ctx)?;
+            if blocks > u64::from(limit) {
+                return Err(ctx.invalid(not_co_resident(
+                    kernel.name,
+                    ctx,
+                    blocks,
+                    threads,
+                    limit,
+                    per_sm,
+                    &self.dev,
+                )));
+            }
+        }
+        params[0] = self.status.ptr.to_le_bytes();
+        params[1] = ctx.kernel_timeout_ns().to_le_bytes();
+        params[2] = (self.rank as u64).to_le_bytes();
+        self.dev
+            .launch(&f, &self.stream, cfg, params)
+            .map_err(|e| self.err(e))
     }
+
+    fn co_resident_grid(
+        &self,
+        kernel: &KernelSpec<'_>,
+        block: u32,
+        shared_mem: u32,
+        ctx: &LaunchCtx<'_>,
+    ) -> Result<Option<u32>> {
+        if ctx.placement.share() == 1 {
+            return Ok(None);
+        }
+        let f = self.dsl_function(kernel)?;
+        Ok(Some(self.co_resident(&f, block, shared_mem, ctx)?.0))
+    }
+
+    fn raw_function(&self, name: &str, source: &str) -> Result<RawFunction> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(source, &mut h);
+        let key = FunctionKey::Raw(name.to_owned(), std::hash::Hasher::finish(&h));
+        let f = self.dev.function(self.rank, key, &|| {
+            (name.to_owned(), source.to_owned(), Vec::new())
+        })?;
+        Ok(RawFunction {
+            f,
+            ordinal: self.dev.ordinal,
+        })
+    }
+
+    unsafe fn launch_raw(
+        &self,
+        f: &RawFunction,
+        cfg: &LaunchConfig,
+        params: &mut [[u8; 8]],
+    ) -> Result<()> {
+        if f.ordinal != self.dev.ordinal {
+            return Err(Error::InvalidArgument {
+                rank: self.rank,
+                message: format!(
+                    "the kernel was loaded for cuda:{}, not for this rank's {:?}",
+                    f.ordinal, self.dev
+                ),
+            });
+        }
+        self.dev
+            .launch(&f.f, &self.stream, cfg, params)
+            .map_err(|e| self.err(e))
+    }
+}
+
+impl CudaBackend {
+    /// The loaded instantiation `kernel` on this device, compiled on first use.
+    fn dsl_function(&self, kernel: &KernelSpec<'_>) -> Result<CudaFunction> {
+        let (def, inst) = kernel.id;
+        self.dev
+            .function(self.rank, FunctionKey::Dsl(def, inst), &|| {
+                let entry = format!("{}__{inst:016x}", kernel.name);
+                let source = (kernel.source)(&entry);
+                (entry, source, crate::jit::kernel_options())
+            })
+    }
+
+    /// (largest co-resident grid, blocks per multiprocessor) of `f` launched
+    /// with `threads` per block on a GPU that ranks share.
+    fn co_resident(
+        &self,
+        f: &CudaFunction,
+        threads: u32,
+        shared_mem: u32,
+        ctx: &LaunchCtx<'_>,
+    ) -> Result<(u32, u32)> {
+        let per_sm = self
+            .dev
+            .occupancy(f, threads, shared_mem)
+            .map_err(|e| self.err(e))?;
+        Ok((
+            ctx.placement.co_resident_blocks(per_sm).unwrap_or(u32::MAX),
+            per_sm,
+        ))
+    }
+}
+
+/// Why a grid of `blocks` cannot run on a GPU that ranks share.
+fn not_co_resident(
+    kernel: &str,
+    ctx: &LaunchCtx<'_>,
+    blocks: u64,
+    threads: u32,
+    limit: u32,
+    per_sm: u32,
+    dev: &CudaDevice,
+) -> String {
+    if per_sm == 0 {
+        return format!(
+            "kernel `{kernel}`: the driver reports that no block of {threads} threads fits on a \
+             multiprocessor of {dev:?} (too many registers or too much shared memory per block); \
+             use smaller blocks"
+        );
+    }
+    format!(
+        "kernel `{kernel}`: a grid of {blocks} blocks of {threads} threads cannot be resident \
+         together with the kernels of the other ranks that share {dev:?} ({} ranks on this \
+         GPU, up to {} on one in this group), and kernels that wait on peers need that: \
+         the GPU holds {per_sm} such blocks per multiprocessor, and each rank may use half \
+         of its share (its next kernel can become resident early); launch at most {limit} \
+         blocks (`{kernel}::co_resident_grid` gives this number)",
+        ctx.placement.ranks_on_device(ctx.rank),
+        ctx.placement.share()
+    )
 }
 
 /// A 32-bit kernel parameter in an 8-byte slot (the driver reads 4 bytes).

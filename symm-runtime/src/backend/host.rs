@@ -8,7 +8,6 @@
 //! stream; their outcome is still reported by the next `synchronize`.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -19,8 +18,8 @@ use cudarc::driver::CudaStream;
 
 use super::EXPORT_HOST_IN_PROCESS;
 use super::{
-    decode_export, encode_export, Backend, BackendKind, Export, LocalAlloc, Mapped, SignalCall,
-    Table,
+    decode_export, encode_export, Backend, BackendKind, Export, KernelSpec, LaunchCtx, LocalAlloc,
+    Mapped, RawFunction, SignalCall, Table,
 };
 use crate::error::{Error, Result};
 use crate::hostmem;
@@ -314,7 +313,51 @@ impl Backend for HostBackend {
         })
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn launch(
+        &self,
+        kernel: &KernelSpec<'_>,
+        cfg: &crate::launch::LaunchConfig,
+        _params: &mut [[u8; 8]],
+        ctx: &LaunchCtx<'_>,
+    ) -> Result<()> {
+        crate::emulator::run(
+            (ctx.rank, ctx.world, &ctx.group),
+            ctx.kernel_timeout,
+            kernel.name,
+            cfg,
+            kernel.cpu,
+        )
+    }
+
+    fn co_resident_grid(
+        &self,
+        _kernel: &KernelSpec<'_>,
+        _block: u32,
+        _shared_mem: u32,
+        _ctx: &LaunchCtx<'_>,
+    ) -> Result<Option<u32>> {
+        Ok(None)
+    }
+
+    fn raw_function(&self, _name: &str, _source: &str) -> Result<RawFunction> {
+        Err(Error::InvalidArgument {
+            rank: self.rank,
+            message: "CUDA C kernels need a GPU rank; on the emulator, write the kernel with \
+                      #[symm_kernel]"
+                .into(),
+        })
+    }
+
+    unsafe fn launch_raw(
+        &self,
+        _f: &RawFunction,
+        _cfg: &crate::launch::LaunchConfig,
+        _params: &mut [[u8; 8]],
+    ) -> Result<()> {
+        // No `RawFunction` of the emulator exists.
+        Err(Error::InvalidArgument {
+            rank: self.rank,
+            message: "the emulator cannot run CUDA C kernels".into(),
+        })
     }
 }
