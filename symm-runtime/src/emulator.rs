@@ -204,9 +204,10 @@ impl KernelThread for Thread {
     }
     fn begin_wait(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>) {
         let what: *const (dyn Fn() -> String + '_) = what;
-        // SAFETY (lifetime erasure): `what` outlives the wait loop (the
-        // WaitGuard calling `end_wait` is dropped first), and the scheduler
-        // only calls it while this thread is suspended inside that loop.
+        // SAFETY: only the lifetime is erased: `what` outlives the wait loop
+        // (the WaitGuard calling `end_wait` is dropped first), and the
+        // scheduler only calls it while this thread is suspended inside that
+        // loop.
         let what: *const dyn Fn() -> String = unsafe { std::mem::transmute(what) };
         self.waiting.set(Some((what, loc)));
     }

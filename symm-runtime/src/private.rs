@@ -236,13 +236,19 @@ pub const SYMM_BUF_SLOTS: usize = 7;
 
 /// The CPU body's view of a symmetric-buffer argument.
 pub fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
-    SymmBuf::__new(
-        s.buffer_ptrs_dev(),
-        s.signal_pad_ptrs_dev(),
-        s.rank() as u32,
-        s.world_size() as u32,
-        s.buffer_size() / std::mem::size_of::<T>(),
-    )
+    // SAFETY: a rendezvoused SymmetricMemory holds device-visible tables of
+    // every rank's buffer and pad, mapped for as long as it lives, and the
+    // launch that uses the handle borrows `s` until the kernel is over (the
+    // emulator runs it to completion inside the launch).
+    unsafe {
+        SymmBuf::__new(
+            s.buffer_ptrs_dev(),
+            s.signal_pad_ptrs_dev(),
+            s.rank() as u32,
+            s.world_size() as u32,
+            s.buffer_size() / std::mem::size_of::<T>(),
+        )
+    }
 }
 
 /// Number of leading parameter slots the runtime fills (status record,

@@ -29,23 +29,33 @@ fn note(size: usize) {
     }
 }
 
+// SAFETY: every method forwards to the system allocator unchanged; counting
+// allocates nothing.
 unsafe impl GlobalAlloc for Spy {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
+        // SAFETY: the caller upholds `GlobalAlloc`'s contract, which is the
+        // system allocator's.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
+        // SAFETY: the caller upholds `GlobalAlloc`'s contract, which is the
+        // system allocator's.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note(new_size);
+        // SAFETY: the caller upholds `GlobalAlloc`'s contract, which is the
+        // system allocator's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc`'s contract, which is the
+        // system allocator's.
         unsafe { System.dealloc(ptr, layout) }
     }
 }

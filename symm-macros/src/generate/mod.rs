@@ -379,7 +379,10 @@ fn kernel(
                     __p[__k] = ::symm::__private::slot_u64(__ptr);
                     __p[__k + 1] = ::symm::__private::slot_u64(__len as u64);
                     __k += 2;
-                    let #a = ::symm::dsl::#handle::<#e>::__new(__ptr, __len);
+                    // SAFETY: `slice_arg` took `__ptr` and `__len` from a live
+                    // slice of this rank, which the launch borrows until the
+                    // kernel is over (the emulator runs it to completion).
+                    let #a = unsafe { ::symm::dsl::#handle::<#e>::__new(__ptr, __len) };
                 });
                 cpu_args.push(quote!(#a));
             }

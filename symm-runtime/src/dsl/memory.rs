@@ -106,8 +106,16 @@ macro_rules! handle {
         impl<T> Copy for $name<T> {}
 
         impl<T: Scalar> $name<T> {
+            /// The handle the emulator's kernel body sees for `len` elements
+            /// at `ptr`.
+            ///
+            /// # Safety
+            /// `ptr` must address `len` elements of emulator memory (a live
+            /// host allocation of the emulator) for as long as any copy of
+            /// the handle is used: every access reads or writes there,
+            /// bounds-checked only against `len`.
             #[doc(hidden)]
-            pub fn __new(ptr: u64, len: usize) -> Self {
+            pub unsafe fn __new(ptr: u64, len: usize) -> Self {
                 $name { ptr, len, _t: PhantomData }
             }
 
@@ -602,8 +610,15 @@ impl<T> Clone for SymmBuf<T> {
 impl<T> Copy for SymmBuf<T> {}
 
 impl<T: Scalar> SymmBuf<T> {
+    /// The handle the emulator's kernel body sees for a symmetric buffer.
+    ///
+    /// # Safety
+    /// `ptrs` and `pads` must each address `world` addresses of emulator
+    /// memory, rank `r`'s buffer of `len` elements and its signal pad of
+    /// [`SIGNAL_PAD_SLOTS`](crate::layout::SIGNAL_PAD_SLOTS) slots, all live
+    /// for as long as any copy of the handle is used.
     #[doc(hidden)]
-    pub fn __new(ptrs: u64, pads: u64, rank: u32, world: u32, len: usize) -> Self {
+    pub unsafe fn __new(ptrs: u64, pads: u64, rank: u32, world: u32, len: usize) -> Self {
         SymmBuf {
             ptrs,
             pads,
@@ -628,7 +643,10 @@ impl<T: Scalar> SymmBuf<T> {
     /// Rank `r`'s buffer. `(T*)ptrs[r]`.
     #[track_caller]
     pub fn peer(&self, r: u32) -> Remote<T> {
-        Remote::__new(self.table(self.ptrs, r, "SymmBuf::peer"), self.len)
+        let ptr = self.table(self.ptrs, r, "SymmBuf::peer");
+        // SAFETY: rank `r`'s buffer holds `len` elements, and outlives this
+        // handle (`__new`'s contract).
+        unsafe { Remote::__new(ptr, self.len) }
     }
 
     /// This rank's own buffer. `(T*)ptrs[rank]`.
@@ -638,10 +656,10 @@ impl<T: Scalar> SymmBuf<T> {
 
     /// Rank `r`'s signal pad as `u32` slots (see [`super::signal_slot`]).
     pub fn pad(&self, r: u32) -> Remote<u32> {
-        Remote::__new(
-            self.table(self.pads, r, "SymmBuf::pad"),
-            crate::layout::SIGNAL_PAD_SLOTS,
-        )
+        let ptr = self.table(self.pads, r, "SymmBuf::pad");
+        // SAFETY: rank `r`'s pad holds SIGNAL_PAD_SLOTS slots, and outlives
+        // this handle (`__new`'s contract).
+        unsafe { Remote::__new(ptr, crate::layout::SIGNAL_PAD_SLOTS) }
     }
 
     /// This rank.
