@@ -143,6 +143,7 @@ fn test_suite_kernels_compile() {
         shared_scopes::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         lanes::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         shuffles::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        warp_moves::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         message_passing::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         copy_n::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
         wait_on::compile_for(a).unwrap_or_else(|e| panic!("{e}"));

@@ -445,6 +445,11 @@ fn out_of_bounds_names_kernel_rank_block_thread_index_and_length() {
     }
 }
 
+#[test]
+fn warp_shuffles_down_up_and_by_index() {
+    emu(1, run_warp_moves);
+}
+
 #[symm_kernel]
 fn divergent_warp(out: &mut [u32]) {
     let t = thread_idx_x();

@@ -114,7 +114,8 @@ pub(crate) fn stall(kernel_timeout: Duration) -> Duration {
 /// What a simulated thread hands the scheduler when it yields.
 enum Event {
     Barrier(&'static Location<'static>),
-    Shfl(u64, u32, &'static Location<'static>),
+    /// (payload, source lane, intrinsic, place).
+    Shfl(u64, u32, &'static str, &'static Location<'static>),
     Ballot(bool, &'static Location<'static>),
     /// A wait loop whose condition failed (the thread's `waiting` says which).
     Blocked,
@@ -186,8 +187,14 @@ impl KernelThread for Thread {
     fn sync_threads(&self, loc: &'static Location<'static>) {
         self.suspend(Event::Barrier(loc));
     }
-    fn shfl_xor(&self, bits: u64, lane_mask: u32, loc: &'static Location<'static>) -> u64 {
-        self.suspend(Event::Shfl(bits, lane_mask, loc))
+    fn shfl(
+        &self,
+        bits: u64,
+        src_lane: u32,
+        what: &'static str,
+        loc: &'static Location<'static>,
+    ) -> u64 {
+        self.suspend(Event::Shfl(bits, src_lane, what, loc))
     }
     fn ballot(&self, pred: bool, loc: &'static Location<'static>) -> u32 {
         self.suspend(Event::Ballot(pred, loc)) as u32
@@ -251,7 +258,8 @@ enum State {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Collective {
-    Shfl(u64, u32, &'static Location<'static>),
+    /// (payload, source lane, intrinsic, place).
+    Shfl(u64, u32, &'static str, &'static Location<'static>),
     Ballot(bool, &'static Location<'static>),
 }
 
@@ -396,7 +404,9 @@ fn run_window(
                 Ok(CoroutineResult::Yield(e)) => {
                     let next = match e {
                         Event::Barrier(l) => State::Barrier(l),
-                        Event::Shfl(v, m, l) => State::Collective(Collective::Shfl(v, m, l)),
+                        Event::Shfl(v, src, w, l) => {
+                            State::Collective(Collective::Shfl(v, src, w, l))
+                        }
                         Event::Ballot(p, l) => State::Collective(Collective::Ballot(p, l)),
                         Event::Blocked => State::Blocked,
                         // A wait loop's own memory operations tick too: a
@@ -502,7 +512,16 @@ fn resolve_warps(
                     vec![mask; live.len()]
                 }
                 Collective::Shfl(..) => {
-                    if !kinds.iter().all(|k| matches!(k, Collective::Shfl(..))) {
+                    // Every lane at the same kind of shuffle, as the GPU's
+                    // `shfl.sync` needs of the lanes it names.
+                    let first = match kinds[0] {
+                        Collective::Shfl(_, _, w, _) => w,
+                        Collective::Ballot(..) => unreachable!("matched above"),
+                    };
+                    if !kinds
+                        .iter()
+                        .all(|k| matches!(k, Collective::Shfl(_, _, w, _) if *w == first))
+                    {
                         return Err(divergent(launch, &threads[base], &kinds));
                     }
                     let value = |k: &Collective| match *k {
@@ -511,10 +530,10 @@ fn resolve_warps(
                     };
                     let val =
                         |l: usize| live.iter().position(|&x| x == l).map(|p| value(&kinds[p]));
-                    live.iter()
-                        .zip(&kinds)
-                        .map(|(&l, k)| match *k {
-                            Collective::Shfl(v, m, _) => val(l ^ m as usize).unwrap_or(v),
+                    kinds
+                        .iter()
+                        .map(|k| match *k {
+                            Collective::Shfl(v, src, ..) => val(src as usize).unwrap_or(v),
                             Collective::Ballot(..) => unreachable!("checked above"),
                         })
                         .collect()
@@ -533,7 +552,7 @@ fn divergent(launch: &Launch, t: &Thread, kinds: &[Collective]) -> Error {
     let locs: Vec<String> = kinds
         .iter()
         .map(|k| match k {
-            Collective::Shfl(_, _, l) => format!("shfl_xor at {l}"),
+            Collective::Shfl(_, _, w, l) => format!("{w} at {l}"),
             Collective::Ballot(_, l) => format!("ballot at {l}"),
         })
         .collect();
@@ -581,8 +600,8 @@ fn hang(launch: &Launch, threads: &[Box<Thread>], state: &[State], stall: Durati
             State::Barrier(loc) => {
                 format!("sync_threads() at {loc}, waiting for the block's other threads")
             }
-            State::Collective(Collective::Shfl(_, _, loc)) => {
-                format!("shfl_xor at {loc}, waiting for the warp's other lanes")
+            State::Collective(Collective::Shfl(_, _, what, loc)) => {
+                format!("{what} at {loc}, waiting for the warp's other lanes")
             }
             State::Collective(Collective::Ballot(_, loc)) => {
                 format!("ballot at {loc}, waiting for the warp's other lanes")

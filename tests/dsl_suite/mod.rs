@@ -481,3 +481,58 @@ pub fn run_gather_packets(
     }
     Ok(rounds)
 }
+
+/// `shfl_down`, `shfl_up` and `shfl_idx` on 8-, 4- and 2-byte payloads:
+/// deltas that cross the warp's edge (where a lane keeps its own value), and
+/// source lanes past 31 (taken modulo 32).
+#[symm_kernel]
+pub fn warp_moves(x: &[u64], down: &mut [u64], up: &mut [u32], idx: &mut [bf16], delta: u32, s: u32) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    let v = x[i];
+    down[i] = shfl_down(v, delta);
+    up[i] = shfl_up(v as u32, delta);
+    let src = (lane_id() * 7 + s) % 37;
+    idx[i] = shfl_idx(bf16::from_bits((v >> 16) as u16), src);
+}
+
+/// What [`warp_moves`] writes for `x`: (down, up, idx).
+pub fn warp_moves_ref(x: &[u64], delta: u32, s: u32) -> (Vec<u64>, Vec<u32>, Vec<bf16>) {
+    let (mut down, mut up, mut idx) = (vec![], vec![], vec![]);
+    for (i, &v) in x.iter().enumerate() {
+        let (lane, w) = ((i % 32) as u32, i - i % 32);
+        let at = |l: u32| x[w + l as usize];
+        down.push(if lane + delta < 32 { at(lane + delta) } else { v });
+        up.push(if lane >= delta { at(lane - delta) } else { v } as u32);
+        let src = (lane * 7 + s) % 37 % 32;
+        idx.push(bf16::from_bits((at(src) >> 16) as u16));
+    }
+    (down, up, idx)
+}
+
+/// Runs [`warp_moves`] on fresh random data with outputs poisoned first, at
+/// several deltas, and checks it bit for bit against [`warp_moves_ref`].
+pub fn run_warp_moves(c: &symm::Comm) -> symm::Result<()> {
+    use rand::Rng;
+    let blocks = 1 + rand::rng().random_range(0..3usize);
+    let n = blocks * 64;
+    let x: Vec<u64> = (0..n).map(|_| rand::rng().random()).collect();
+    let dx = c.device_buffer_from(&x)?;
+    for delta in [0u32, 1, 5, 16, 31, 32] {
+        let s = rand::rng().random_range(0..37u32);
+        let mut down = c.device_buffer_from(&vec![u64::MAX; n])?;
+        let mut up = c.device_buffer_from(&vec![0xDEAD_BEEFu32; n])?;
+        let mut idx = c.device_buffer_from(&vec![bf16::NAN; n])?;
+        let cfg = symm::LaunchConfig::linear(blocks as u32, 64);
+        warp_moves::launch(c, cfg, &dx, &mut down, &mut up, &mut idx, delta, s)?;
+        let (wd, wu, wi) = warp_moves_ref(&x, delta, s);
+        let bits = |v: Vec<bf16>| v.iter().map(|b| b.to_bits()).collect::<Vec<_>>();
+        let (gd, gu, gi) = (down.to_host()?, up.to_host()?, idx.to_host()?);
+        if gd != wd || gu != wu || bits(gi) != bits(wi) {
+            return Err(symm::Error::InvalidArgument {
+                rank: c.rank(),
+                message: format!("warp_moves: wrong shuffle results at delta {delta}, s {s}"),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,8 +1,134 @@
 //! Free-function intrinsics. Each doc line ends with its CUDA translation.
+//!
+//! An intrinsic defined with [`intrinsic!`] is defined once: its Rust stub
+//! (what the emulator runs) and, in a module of the same name beside it, its
+//! CUDA C (what the GPU runs), the same shape a `#[symm_kernel(device)]`
+//! function leaves. A kernel's call resolves to both by path, so adding one
+//! touches only this file.
 
+use std::panic::Location;
+
+use super::device_fn::DeviceFn;
 use super::scalar::{Num, Scalar};
 use super::thread::current;
 use super::Scope;
+
+/// Defines an intrinsic: `pub fn name[generics](args) -> ret { stub }`,
+/// then `cuda: "..."` (its C++ definition, named `f_<name>` and taking the
+/// kernel context first, as every device function does) and optionally
+/// `deps: [...]` (the device functions its C++ calls).
+macro_rules! intrinsic {
+    (
+        $(#[$attr:meta])*
+        pub fn $name:ident $([$($gen:tt)*])? ($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty $body:block
+        cuda: $cuda:expr $(, deps: [$($dep:expr),* $(,)?])? ;
+    ) => {
+        $(#[$attr])*
+        pub fn $name $(<$($gen)*>)? ($($arg: $ty),*) -> $ret $body
+
+        #[doc(hidden)]
+        pub mod $name {
+            /// The intrinsic's CUDA C.
+            pub static DEVICE: $crate::dsl::DeviceFn = $crate::dsl::DeviceFn {
+                name: stringify!($name),
+                source: $cuda,
+                deps: &[$($($dep),*)?],
+            };
+        }
+    };
+}
+
+/// Moves a payload of 1, 2, 4 or 8 bytes through a 32-bit warp shuffle
+/// (narrow values travel widened, 8 bytes as two halves), for every shuffle
+/// intrinsic.
+pub(crate) static SHUFFLE_PAYLOAD: DeviceFn = DeviceFn {
+    name: "symm_shfl_payload",
+    source: r#"
+template<typename T, typename F> __device__ __forceinline__ T symm_shfl_payload(T v, F shfl32) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                  "warp shuffles move values of 1, 2, 4 or 8 bytes");
+    if constexpr (sizeof(T) == 8) {
+        symm_array<symm_u32, 2> w = symm_bitcast<symm_array<symm_u32, 2>>(v);
+        w.v[0] = shfl32(w.v[0]);
+        w.v[1] = shfl32(w.v[1]);
+        return symm_bitcast<T>(w);
+    } else if constexpr (sizeof(T) == 4) {
+        return symm_bitcast<T>(shfl32(symm_bitcast<symm_u32>(v)));
+    } else if constexpr (sizeof(T) == 2) {
+        return symm_bitcast<T>((symm_u16)shfl32((symm_u32)symm_bitcast<symm_u16>(v)));
+    } else {
+        return symm_bitcast<T>((symm_u8)shfl32((symm_u32)symm_bitcast<symm_u8>(v)));
+    }
+}
+"#,
+    deps: &[],
+};
+
+/// The emulator's side of every warp shuffle: this lane offers `v` and gets
+/// the value of lane `src(lane_id())` (its own where that lane has exited).
+#[track_caller]
+fn shuffle<T: Scalar>(v: T, src: impl FnOnce(u32) -> u32, what: &'static str) -> T {
+    let loc = Location::caller();
+    let from = src(lane_id());
+    T::__from_bits64(current(what, |t| t.shfl(v.__to_bits64(), from, what, loc)))
+}
+
+intrinsic! {
+    /// The value of `v` held by lane `lane_id() + delta`, or this lane's own
+    /// where that is past lane 31, across the full warp; every lane must
+    /// call it. `shfl.sync.down`.
+    #[track_caller]
+    pub fn shfl_down[T: Scalar](v: T, delta: u32) -> T {
+        shuffle(v, |l| if l + delta < 32 { l + delta } else { l }, "shfl_down")
+    }
+    cuda: r#"
+template<typename T> __device__ __forceinline__ T f_shfl_down(const symm_kctx&, T v, symm_u32 delta) {
+    return symm_shfl_payload(v, [delta](symm_u32 w) {
+        symm_u32 r;
+        asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(w), "r"(delta));
+        return r;
+    });
+}
+"#, deps: [&super::SHUFFLE_PAYLOAD];
+}
+
+intrinsic! {
+    /// The value of `v` held by lane `lane_id() - delta`, or this lane's own
+    /// where that is below lane 0, across the full warp; every lane must
+    /// call it. `shfl.sync.up`.
+    #[track_caller]
+    pub fn shfl_up[T: Scalar](v: T, delta: u32) -> T {
+        shuffle(v, |l| if l >= delta { l - delta } else { l }, "shfl_up")
+    }
+    cuda: r#"
+template<typename T> __device__ __forceinline__ T f_shfl_up(const symm_kctx&, T v, symm_u32 delta) {
+    return symm_shfl_payload(v, [delta](symm_u32 w) {
+        symm_u32 r;
+        asm volatile("shfl.sync.up.b32 %0, %1, %2, 0x0, 0xffffffff;" : "=r"(r) : "r"(w), "r"(delta));
+        return r;
+    });
+}
+"#, deps: [&super::SHUFFLE_PAYLOAD];
+}
+
+intrinsic! {
+    /// The value of `v` held by lane `lane % 32`, across the full warp
+    /// (a broadcast when every lane names the same one); every lane must
+    /// call it. `shfl.sync.idx`.
+    #[track_caller]
+    pub fn shfl_idx[T: Scalar](v: T, lane: u32) -> T {
+        shuffle(v, |_| lane % 32, "shfl_idx")
+    }
+    cuda: r#"
+template<typename T> __device__ __forceinline__ T f_shfl_idx(const symm_kctx&, T v, symm_u32 lane) {
+    return symm_shfl_payload(v, [lane](symm_u32 w) {
+        symm_u32 r;
+        asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(w), "r"(lane));
+        return r;
+    });
+}
+"#, deps: [&super::SHUFFLE_PAYLOAD];
+}
 
 macro_rules! index_fns {
     ($($name:ident, $slot:expr, $axis:expr, $cuda:literal);* $(;)?) => {$(
@@ -40,10 +166,7 @@ pub fn sync_threads() {
 /// warp. `shfl.sync.bfly`.
 #[track_caller]
 pub fn shfl_xor<T: Scalar>(v: T, lane_mask: u32) -> T {
-    let loc = std::panic::Location::caller();
-    T::__from_bits64(current("shfl_xor", |t| {
-        t.shfl_xor(v.__to_bits64(), lane_mask, loc)
-    }))
+    shuffle(v, |l| l ^ lane_mask, "shfl_xor")
 }
 
 /// Bit `i` set when lane `i`'s `pred` is true. `vote.sync.ballot`.

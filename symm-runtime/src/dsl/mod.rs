@@ -76,6 +76,7 @@
 //! other argument fixes the type (`helper(x, 1)`) can fail C++ template
 //! deduction; give the literal a suffix.
 
+pub(crate) mod device_fn;
 mod intrinsics;
 pub(crate) mod memory;
 mod scalar;
@@ -83,6 +84,7 @@ pub(crate) mod support;
 pub(crate) mod thread;
 
 pub use half::{bf16, f16};
+pub use device_fn::DeviceFn;
 pub use intrinsics::*;
 #[doc(hidden)]
 pub use memory::__shared_array_at;

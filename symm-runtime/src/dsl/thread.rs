@@ -18,8 +18,16 @@ pub trait KernelThread {
     fn rank(&self) -> u32;
     /// Block barrier.
     fn sync_threads(&self, loc: &'static Location<'static>);
-    /// Butterfly shuffle of a 64-bit payload within the warp.
-    fn shfl_xor(&self, bits: u64, lane_mask: u32, loc: &'static Location<'static>) -> u64;
+    /// Warp shuffle: every lane of the warp offers a 64-bit payload and
+    /// gets the payload of lane `src_lane` (its own when that lane has
+    /// exited). `what` names the intrinsic for diagnostics.
+    fn shfl(
+        &self,
+        bits: u64,
+        src_lane: u32,
+        what: &'static str,
+        loc: &'static Location<'static>,
+    ) -> u64;
     /// Warp vote.
     fn ballot(&self, pred: bool, loc: &'static Location<'static>) -> u32;
     /// Address of the block's shared array of `bytes` for call site `site`.
