@@ -73,63 +73,6 @@ fn shuffle<T: Scalar>(v: T, src: impl FnOnce(u32) -> u32, what: &'static str) ->
     T::__from_bits64(current(what, |t| t.shfl(v.__to_bits64(), from, what, loc)))
 }
 
-intrinsic! {
-    /// The value of `v` held by lane `lane_id() + delta`, or this lane's own
-    /// where that is past lane 31, across the full warp; every lane must
-    /// call it. `shfl.sync.down`.
-    #[track_caller]
-    pub fn shfl_down[T: Scalar](v: T, delta: u32) -> T {
-        shuffle(v, |l| if l + delta < 32 { l + delta } else { l }, "shfl_down")
-    }
-    cuda: r#"
-template<typename T> __device__ __forceinline__ T f_shfl_down(const symm_kctx&, T v, symm_u32 delta) {
-    return symm_shfl_payload(v, [delta](symm_u32 w) {
-        symm_u32 r;
-        asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(w), "r"(delta));
-        return r;
-    });
-}
-"#, deps: [&super::SHUFFLE_PAYLOAD];
-}
-
-intrinsic! {
-    /// The value of `v` held by lane `lane_id() - delta`, or this lane's own
-    /// where that is below lane 0, across the full warp; every lane must
-    /// call it. `shfl.sync.up`.
-    #[track_caller]
-    pub fn shfl_up[T: Scalar](v: T, delta: u32) -> T {
-        shuffle(v, |l| if l >= delta { l - delta } else { l }, "shfl_up")
-    }
-    cuda: r#"
-template<typename T> __device__ __forceinline__ T f_shfl_up(const symm_kctx&, T v, symm_u32 delta) {
-    return symm_shfl_payload(v, [delta](symm_u32 w) {
-        symm_u32 r;
-        asm volatile("shfl.sync.up.b32 %0, %1, %2, 0x0, 0xffffffff;" : "=r"(r) : "r"(w), "r"(delta));
-        return r;
-    });
-}
-"#, deps: [&super::SHUFFLE_PAYLOAD];
-}
-
-intrinsic! {
-    /// The value of `v` held by lane `lane % 32`, across the full warp
-    /// (a broadcast when every lane names the same one); every lane must
-    /// call it. `shfl.sync.idx`.
-    #[track_caller]
-    pub fn shfl_idx[T: Scalar](v: T, lane: u32) -> T {
-        shuffle(v, |_| lane % 32, "shfl_idx")
-    }
-    cuda: r#"
-template<typename T> __device__ __forceinline__ T f_shfl_idx(const symm_kctx&, T v, symm_u32 lane) {
-    return symm_shfl_payload(v, [lane](symm_u32 w) {
-        symm_u32 r;
-        asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(w), "r"(lane));
-        return r;
-    });
-}
-"#, deps: [&super::SHUFFLE_PAYLOAD];
-}
-
 macro_rules! index_fns {
     ($($name:ident, $slot:expr, $axis:expr, $cuda:literal);* $(;)?) => {$(
         #[doc = concat!("`", $cuda, "`.")]
@@ -162,11 +105,58 @@ pub fn sync_threads() {
     current("sync_threads", |t| t.sync_threads(loc))
 }
 
-/// The value of `v` held by lane `lane_id() ^ lane_mask`, across the full
-/// warp. `shfl.sync.bfly`.
-#[track_caller]
-pub fn shfl_xor<T: Scalar>(v: T, lane_mask: u32) -> T {
-    shuffle(v, |l| l ^ lane_mask, "shfl_xor")
+/// A warp shuffle intrinsic: `name(v, arg)` gets the `v` of the lane that
+/// `|lane| src` names (emulator), through `shfl.sync.<mode>` with clamp
+/// value `clamp` (GPU).
+macro_rules! shuffle_intrinsic {
+    ($(#[$attr:meta])* $name:ident($arg:ident), $mode:literal, $clamp:literal, |$l:ident| $src:expr) => {
+        intrinsic! {
+            $(#[$attr])*
+            #[track_caller]
+            pub fn $name[T: Scalar](v: T, $arg: u32) -> T {
+                shuffle(v, |$l| $src, stringify!($name))
+            }
+            cuda: concat!(
+                "template<typename T> __device__ __forceinline__ T f_", stringify!($name),
+                "(const symm_kctx&, T v, symm_u32 b) {\n",
+                "    return symm_shfl_payload(v, [b](symm_u32 w) {\n",
+                "        symm_u32 r;\n",
+                "        asm volatile(\"shfl.sync.", $mode, ".b32 %0, %1, %2, ", $clamp,
+                ", 0xffffffff;\" : \"=r\"(r) : \"r\"(w), \"r\"(b));\n",
+                "        return r;\n",
+                "    });\n",
+                "}\n"
+            ),
+            deps: [&super::SHUFFLE_PAYLOAD];
+        }
+    };
+}
+
+shuffle_intrinsic! {
+    /// The value of `v` held by lane `lane_id() ^ lane_mask`, across the
+    /// full warp; every lane must call it. `shfl.sync.bfly`.
+    shfl_xor(lane_mask), "bfly", "0x1f", |l| l ^ lane_mask
+}
+
+shuffle_intrinsic! {
+    /// The value of `v` held by lane `lane_id() + delta`, or this lane's own
+    /// where that is past lane 31, across the full warp; every lane must
+    /// call it. `shfl.sync.down`.
+    shfl_down(delta), "down", "0x1f", |l| if l + delta < 32 { l + delta } else { l }
+}
+
+shuffle_intrinsic! {
+    /// The value of `v` held by lane `lane_id() - delta`, or this lane's own
+    /// where that is below lane 0, across the full warp; every lane must
+    /// call it. `shfl.sync.up`.
+    shfl_up(delta), "up", "0x0", |l| if l >= delta { l - delta } else { l }
+}
+
+shuffle_intrinsic! {
+    /// The value of `v` held by lane `lane % 32`, across the full warp (a
+    /// broadcast when every lane names the same one); every lane must call
+    /// it. `shfl.sync.idx`.
+    shfl_idx(lane), "idx", "0x1f", |_l| lane % 32
 }
 
 /// Bit `i` set when lane `i`'s `pred` is true. `vote.sync.ballot`.
