@@ -187,22 +187,29 @@ pub(crate) struct SymmBufArg {
     pub local_pad: u64,
 }
 
-/// The parameter slots of a `SymmBuf`, in the order of the CUDA entry that
-/// `#[symm_kernel]` writes (`ptrs, pads, rank, world, len, local, lpad`).
+impl SymmBufArg {
+    /// The value of the ABI field `name` (see [`symm_abi::SYMM_BUF`]).
+    fn field(&self, name: &str) -> u64 {
+        match name {
+            "ptrs" => self.ptrs,
+            "pads" => self.pads,
+            "rank" => self.rank as u64,
+            "world" => self.world as u64,
+            "len" => self.len as u64,
+            "local" => self.local,
+            "lpad" => self.local_pad,
+            other => unreachable!("the ABI's SymmBuf has no field `{other}` here"),
+        }
+    }
+}
+
+/// The parameter slots of a `SymmBuf`, in the ABI's order.
 pub(crate) fn symm_buf_slots(a: SymmBufArg) -> [[u8; 8]; SYMM_BUF_SLOTS] {
-    [
-        slot_u64(a.ptrs),
-        slot_u64(a.pads),
-        slot_u64(a.rank as u64),
-        slot_u64(a.world as u64),
-        slot_u64(a.len as u64),
-        slot_u64(a.local),
-        slot_u64(a.local_pad),
-    ]
+    symm_abi::SYMM_BUF.map(|f| slot_u64(a.field(f.name)))
 }
 
 /// Parameter slots of one `SymmBuf` argument (see [`symm_arg`]).
-pub const SYMM_BUF_SLOTS: usize = 7;
+pub const SYMM_BUF_SLOTS: usize = symm_abi::SYMM_BUF.len();
 
 /// The CPU body's view of a symmetric-buffer argument.
 pub fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
@@ -221,9 +228,9 @@ pub fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
     }
 }
 
-/// Number of leading parameter slots the runtime fills (status record,
-/// timeout, rank).
-pub const HIDDEN_SLOTS: usize = 3;
+/// Number of leading parameter slots the runtime fills (see
+/// [`symm_abi::HIDDEN`]).
+pub const HIDDEN_SLOTS: usize = symm_abi::HIDDEN.len();
 
 /// One `#[symm_kernel]`: the static that its launcher goes through. Its
 /// address names the kernel's compiled instantiations on each device.

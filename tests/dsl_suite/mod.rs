@@ -486,7 +486,14 @@ pub fn run_gather_packets(
 /// deltas that cross the warp's edge (where a lane keeps its own value), and
 /// source lanes past 31 (taken modulo 32).
 #[symm_kernel]
-pub fn warp_moves(x: &[u64], down: &mut [u64], up: &mut [u32], idx: &mut [bf16], delta: u32, s: u32) {
+pub fn warp_moves(
+    x: &[u64],
+    down: &mut [u64],
+    up: &mut [u32],
+    idx: &mut [bf16],
+    delta: u32,
+    s: u32,
+) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();
     let v = x[i];
     down[i] = shfl_down(v, delta);
@@ -501,7 +508,11 @@ pub fn warp_moves_ref(x: &[u64], delta: u32, s: u32) -> (Vec<u64>, Vec<u32>, Vec
     for (i, &v) in x.iter().enumerate() {
         let (lane, w) = ((i % 32) as u32, i - i % 32);
         let at = |l: u32| x[w + l as usize];
-        down.push(if lane + delta < 32 { at(lane + delta) } else { v });
+        down.push(if lane + delta < 32 {
+            at(lane + delta)
+        } else {
+            v
+        });
         up.push(if lane >= delta { at(lane - delta) } else { v } as u32);
         let src = (lane * 7 + s) % 37 % 32;
         idx.push(bf16::from_bits((at(src) >> 16) as u16));

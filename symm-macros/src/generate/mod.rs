@@ -60,10 +60,6 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-/// Parameter slots of one `SymmBuf` argument; `symm::__private::SYMM_BUF_SLOTS`
-/// (the launcher's side) must agree.
-const SYMM_BUF_SLOTS: usize = 7;
-
 /// The compile error, followed by the untouched item, so that the rest of
 /// the crate (and the IDE) still sees the function.
 fn with_item(e: syn::Error, item: TokenStream) -> TokenStream {
@@ -154,43 +150,52 @@ fn placeholder(s: &Scalar) -> String {
     }
 }
 
-/// The `extern "C"` entry with `$ENTRY$` and generic placeholders.
+/// The `extern "C"` entry with `$ENTRY$` and generic placeholders, written
+/// from the kernel ABI ([`symm_abi`]): the hidden parameters, then each
+/// argument's fields; returns it and its number of parameter slots.
 fn wrapper(sig: &Sig) -> (String, usize) {
-    let mut params = vec![
-        "symm_u32* __status".to_string(),
-        "symm_u64 __timeout".into(),
-        "symm_u32 __rank".into(),
-    ];
+    let mut params: Vec<String> = symm_abi::HIDDEN
+        .iter()
+        .map(|f| format!("{} __{}", f.c_type, f.name))
+        .collect();
+    let ctx: Vec<String> = symm_abi::HIDDEN
+        .iter()
+        .map(|f| format!("__{}", f.name))
+        .collect();
     let mut args = vec!["__ctx".to_string()];
-    let mut slots = 0usize;
+    // The parameters `<arg>_<field>` of `fields`, and the handle made of them.
+    let handle = |params: &mut Vec<String>, n: &str, ty: String, fields: &[symm_abi::Field]| {
+        for f in fields {
+            params.push(format!("{} {n}_{}", f.c_type, f.name));
+        }
+        let init: Vec<String> = fields.iter().map(|f| format!("{n}_{}", f.name)).collect();
+        format!("{ty}{{{}}}", init.join(", "))
+    };
+    let mut slots = symm_abi::HIDDEN.len();
     for p in &sig.params {
         let n = var_name(&p.name);
         match &p.ty {
             DslType::Slice(e) | DslType::SliceMut(e) => {
                 let e = placeholder(e);
-                params.push(format!("void* {n}_ptr"));
-                params.push(format!("symm_u64 {n}_len"));
-                args.push(format!("symm_slice<{e}>{{({e}*){n}_ptr, {n}_len}}"));
-                slots += 2;
+                // The slice's pointer arrives untyped.
+                let h = handle(
+                    &mut params,
+                    &n,
+                    format!("symm_slice<{e}>"),
+                    &symm_abi::SLICE,
+                );
+                args.push(h.replacen(&format!("{{{n}_ptr"), &format!("{{({e}*){n}_ptr"), 1));
+                slots += symm_abi::SLICE.len();
             }
             DslType::SymmBuf(e) => {
                 let e = placeholder(e);
-                // In `symm::__private::symm_arg`'s order.
-                for (t, f) in [
-                    ("const symm_u64*", "ptrs"),
-                    ("const symm_u64*", "pads"),
-                    ("symm_u32", "rank"),
-                    ("symm_u32", "world"),
-                    ("symm_u64", "len"),
-                    ("symm_u64", "local"),
-                    ("symm_u64", "lpad"),
-                ] {
-                    params.push(format!("{t} {n}_{f}"));
-                }
-                args.push(format!(
-                    "symm_buf<{e}>{{{n}_ptrs, {n}_pads, {n}_rank, {n}_world, {n}_len, {n}_local, {n}_lpad}}"
+                args.push(handle(
+                    &mut params,
+                    &n,
+                    format!("symm_buf<{e}>"),
+                    &symm_abi::SYMM_BUF,
                 ));
-                slots += SYMM_BUF_SLOTS;
+                slots += symm_abi::SYMM_BUF.len();
             }
             DslType::Scalar(s) => {
                 params.push(format!("{} {n}", placeholder(s)));
@@ -211,8 +216,9 @@ fn wrapper(sig: &Sig) -> (String, usize) {
         format!("<{}>", targs.join(", "))
     };
     let src = format!(
-        "extern \"C\" __global__ void $ENTRY$({}) {{\n    symm_kctx __ctx = {{__status, __timeout, __rank}};\n    k_{}{targs}({});\n}}\n",
+        "extern \"C\" __global__ void $ENTRY$({}) {{\n    symm_kctx __ctx = {{{}}};\n    k_{}{targs}({});\n}}\n",
         params.join(", "),
+        ctx.join(", "),
         sig.name,
         args.join(", ")
     );
@@ -329,7 +335,6 @@ fn kernel(
     let name_str = name.to_string();
     let generics = generics_with_scalar(f);
     let wc = &generics.where_clause;
-    let symm_buf_slots = SYMM_BUF_SLOTS;
     let (wrapper_src, slots) = wrapper(sig);
     let hidden = quote!(::symm::__private::HIDDEN_SLOTS);
 
@@ -488,7 +493,7 @@ fn kernel(
             }
 
             /// Parameter slots of a launch: the CUDA entry's parameter count.
-            pub const PARAM_SLOTS: usize = #hidden + #slots;
+            pub const PARAM_SLOTS: usize = #slots;
 
             /// The kernel as the runtime knows it.
             #[doc(hidden)]
@@ -509,9 +514,6 @@ fn kernel(
             /// checked by rustc; that buffers belong to `comm`'s rank, and
             /// symmetric buffers' element types, are checked here.
             pub fn launch #generics (comm: &::symm::Comm, cfg: ::symm::LaunchConfig, #(#largs),*) -> ::symm::Result<()> #wc {
-                // The CUDA entry's parameter list was written for this
-                // many slots per symmetric buffer.
-                const _: () = assert!(::symm::__private::SYMM_BUF_SLOTS == #symm_buf_slots);
                 let mut __p = [[0u8; 8]; PARAM_SLOTS];
                 let mut __k: usize = #hidden;
                 #(#packs)*

@@ -159,11 +159,10 @@ impl CudaBackend {
 /// arguments.
 fn signal_params(status: u64, rank: usize, call: &SignalCall<'_>) -> Vec<[u8; 8]> {
     let timeout_ns = u64::try_from(call.timeout.as_nanos()).unwrap_or(u64::MAX);
-    let mut params = vec![
-        status.to_le_bytes(),
-        timeout_ns.to_le_bytes(),
-        slot32(rank as u32),
-    ];
+    let mut params = vec![[0u8; 8]; symm_abi::HIDDEN.len()];
+    params[symm_abi::Hidden::Status as usize] = status.to_le_bytes();
+    params[symm_abi::Hidden::Timeout as usize] = timeout_ns.to_le_bytes();
+    params[symm_abi::Hidden::Rank as usize] = slot32(rank as u32);
     params.extend(crate::__private::symm_buf_slots(
         crate::__private::SymmBufArg {
             ptrs: 0,
@@ -492,9 +491,10 @@ impl Backend for CudaBackend {
                 )));
             }
         }
-        params[0] = self.status.ptr.to_le_bytes();
-        params[1] = ctx.kernel_timeout_ns().to_le_bytes();
-        params[2] = (self.rank as u64).to_le_bytes();
+        use symm_abi::Hidden;
+        params[Hidden::Status as usize] = self.status.ptr.to_le_bytes();
+        params[Hidden::Timeout as usize] = ctx.kernel_timeout_ns().to_le_bytes();
+        params[Hidden::Rank as usize] = (self.rank as u64).to_le_bytes();
         self.dev
             .launch(&f, &self.stream, cfg, params)
             .map_err(|e| self.err(e))

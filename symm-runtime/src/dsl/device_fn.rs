@@ -32,4 +32,3 @@ pub fn device_sources(direct: &[&'static DeviceFn]) -> String {
     }
     out
 }
-

@@ -83,8 +83,8 @@ mod scalar;
 pub(crate) mod support;
 pub(crate) mod thread;
 
-pub use half::{bf16, f16};
 pub use device_fn::DeviceFn;
+pub use half::{bf16, f16};
 pub use intrinsics::*;
 #[doc(hidden)]
 pub use memory::__shared_array_at;
