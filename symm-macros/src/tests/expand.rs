@@ -258,6 +258,15 @@ impl VisitMut for Finder {
         }
         visit_mut::visit_item_mut(self, item);
     }
+
+    fn visit_impl_item_fn_mut(&mut self, f: &mut syn::ImplItemFn) {
+        // Rejected (no `self` in kernels), but its errors are snapshotted.
+        if let Some(attr) = Self::take(&mut f.attrs) {
+            self.found
+                .push((f.sig.ident.to_string(), attr, f.to_token_stream()));
+        }
+        visit_mut::visit_impl_item_fn_mut(self, f);
+    }
 }
 
 #[test]
