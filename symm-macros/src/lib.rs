@@ -1,9 +1,11 @@
 //! The `#[symm_kernel]` procedural macro of symm.
 //!
-//! Parsing and checking live in `parse`; code generation (CUDA C, the CPU
-//! body, the typed launcher) in `generate`. Errors carry the user's spans
-//! (whole nodes), one per problem; on error a body-less stand-in for the item
-//! is emitted, so the rest of the crate still resolves its name.
+//! Three steps: `parse` checks the attribute and the signature; `translate`
+//! lowers the body to a typed IR, checking it, and emits CUDA C from that;
+//! `generate` builds the expansion around the C (the `extern "C"` entry, the
+//! CPU body, the typed launcher). Errors carry the user's spans (whole
+//! nodes), one per problem; on error a body-less stand-in for the item is
+//! emitted, so the rest of the crate still resolves its name.
 
 use proc_macro::TokenStream;
 

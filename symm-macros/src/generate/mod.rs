@@ -1,14 +1,14 @@
-//! Code generation: the CUDA C text, the CPU body and the typed launcher.
+//! Code generation around the translated CUDA C: the `extern "C"` entry,
+//! the CPU body and the typed launcher.
 
 mod cpu;
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::quote;
-use syn::spanned::Spanned;
 use syn::{FnArg, GenericParam, ItemFn, Type};
 
 use crate::parse::{self, DslType, Generic, Kind, Scalar, Sig};
-use crate::translate::{fn_name, generic_name, var_name, Translator};
+use crate::translate::{self, generic_name, var_name};
 
 /// Expands `#[symm_kernel(attr)] item`.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -29,11 +29,9 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         Ok(s) => s,
         Err(e) => return with_item(e, item),
     };
-    let mut tr = Translator::new(&sig);
-    let ret_cpp = tr.type_cpp(&sig.ret, f.sig.output.span());
-    let body = tr.body(&f.block, Some(&ret_cpp));
+    let lowered = translate::lower(&sig, &f);
     let mut cpu_block = (*f.block).clone();
-    let mut errors = tr.errors;
+    let mut errors = lowered.errors;
     errors.extend(cpu::rewrite(&mut cpu_block, &f.sig.ident));
     if let Some(e) = errors.into_iter().reduce(|mut a, b| {
         a.combine(b);
@@ -52,8 +50,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             }
         };
     }
-    let deps = dep_paths(&tr.deps);
-    let cuda_fn = cuda_function(&sig, &ret_cpp, &body);
+    let deps = dep_paths(&lowered.deps);
+    let cuda_fn = translate::emit(&lowered.function);
     match kind {
         Kind::Device => device(&f, &sig, cpu_block, &cuda_fn, &deps),
         Kind::Kernel => kernel(&f, &sig, cpu_block, &cuda_fn, &deps),
@@ -92,53 +90,6 @@ fn dep_paths(deps: &[syn::Path]) -> Vec<TokenStream> {
         }
     }
     out
-}
-
-fn template_header(sig: &Sig) -> String {
-    if sig.generics.is_empty() {
-        return String::new();
-    }
-    let ps: Vec<String> = sig
-        .generics
-        .iter()
-        .map(|g| match g {
-            Generic::Type(id) => format!("typename {}", generic_name(id)),
-            Generic::Const(id, t) => format!("{} {}", parse::prim_cuda(t), generic_name(id)),
-        })
-        .collect();
-    format!("template<{}>\n", ps.join(", "))
-}
-
-/// The C++ definition of the body (a template when generic).
-fn cuda_function(sig: &Sig, ret_cpp: &str, body: &str) -> String {
-    let mut tr = Translator::new(sig);
-    let params: Vec<String> = sig
-        .params
-        .iter()
-        .map(|p| {
-            format!(
-                "{} {}",
-                tr.type_cpp(&p.ty, Span::call_site()),
-                var_name(&p.name)
-            )
-        })
-        .collect();
-    let name = match sig.kind {
-        Kind::Kernel => format!("k_{}", sig.name),
-        Kind::Device => fn_name(&sig.name),
-    };
-    let quals = if sig.generics.is_empty() {
-        "static __device__ __forceinline__ __attribute__((unused))"
-    } else {
-        "__device__ __forceinline__"
-    };
-    let mut all = vec!["const symm_kctx& __ctx".to_string()];
-    all.extend(params);
-    format!(
-        "{}{quals} {ret_cpp} {name}({}) {{\n{body}}}\n",
-        template_header(sig),
-        all.join(", ")
-    )
 }
 
 /// Element type in the `extern "C"` wrapper, where generics are `$G_T$`

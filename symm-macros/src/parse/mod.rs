@@ -4,6 +4,8 @@ use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::{FnArg, GenericParam, Ident, ItemFn, Pat, ReturnType, Type};
 
+use crate::translate::ir::CPrim;
+
 /// What the attribute asked for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -95,22 +97,9 @@ pub const PRIMS: &[&str] = &[
     "f32", "f64", "u8", "u16", "u32", "u64", "usize", "i32", "i64", "isize", "bool", "bf16", "f16",
 ];
 
-/// The C++ spelling of a primitive.
+/// The C++ spelling of a primitive (`void` for anything else).
 pub fn prim_cuda(p: &str) -> &'static str {
-    match p {
-        "f32" => "float",
-        "f64" => "double",
-        "u8" => "symm_u8",
-        "u16" => "symm_u16",
-        "u32" => "symm_u32",
-        "u64" | "usize" => "symm_u64",
-        "i32" => "symm_i32",
-        "i64" | "isize" => "symm_i64",
-        "bool" => "bool",
-        "bf16" => "symm_bf16",
-        "f16" => "symm_f16",
-        _ => "void",
-    }
+    CPrim::from_rust(p).map_or("void", CPrim::c_name)
 }
 
 fn err(span: Span, msg: impl std::fmt::Display) -> syn::Error {

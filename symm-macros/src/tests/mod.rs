@@ -1,0 +1,191 @@
+//! Expansion snapshots, error tests and fuzzing of the translator.
+
+mod expand;
+mod snapshot;
+
+use proc_macro2::TokenStream;
+use proptest::prelude::*;
+
+use crate::generate::expand;
+
+fn run(attr: &str, item: &str) -> String {
+    let attr: TokenStream = attr.parse().expect("attr tokens");
+    let item: TokenStream = item.parse().expect("item tokens");
+    expand(attr, item).to_string()
+}
+
+#[test]
+fn gathers_need_a_width() {
+    let out = run(
+        "",
+        "fn k(st: SymmBuf<f32>, x: &mut [f32]) { let g: [[f32; 4]; 8] = st.local().gather_ready(0u32, 4u32, 1u32, 0.0f32); x[0] = g[0][0]; }",
+    );
+    assert!(
+        out.contains("write the vector width: `.gather_ready::<8>(first, stride, ranks, empty)`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn errors_are_spanned_and_keep_the_item() {
+    let out = run(
+        "",
+        "fn k(x: &mut [f32]) { let v = match 1 { _ => 2.0f32 }; x[0] = v; }",
+    );
+    assert!(out.contains("compile_error"), "{out}");
+    assert!(
+        out.contains("`match` is not supported in kernels; use `if`/`else`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("mod k"),
+        "a stand-in for the item must be emitted: {out}"
+    );
+    let out = run("", "fn k(x: &mut [f32]) { let a = 0; x[0] = a as f32; }");
+    assert!(out.contains("cannot infer this literal's type"), "{out}");
+    let out = run("bogus", "fn k() {}");
+    assert!(out.contains("unknown option `bogus`"), "{out}");
+    let out = run("", "struct S;");
+    assert!(out.contains("goes on a function"), "{out}");
+}
+
+const VOCAB: &[&str] = &[
+    "let",
+    "mut",
+    "x",
+    "y",
+    "n",
+    "a",
+    "=",
+    ";",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "<<",
+    ">>",
+    "&",
+    "|",
+    "^",
+    "!",
+    "==",
+    "<",
+    ">",
+    "&&",
+    "||",
+    "if",
+    "else",
+    "while",
+    "loop",
+    "for",
+    "in",
+    "..",
+    "..=",
+    "break",
+    "continue",
+    "return",
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    ".",
+    "::",
+    "as",
+    "f32",
+    "u32",
+    "0",
+    "1",
+    "2.5",
+    "1u32",
+    "true",
+    "match",
+    "=>",
+    "|",
+    "'a",
+    "thread_idx_x",
+    "load",
+    "store",
+    "LoadOrder",
+    "Acquire",
+    "Scope",
+    "System",
+    "peer",
+    "len",
+    "shared_array",
+    "<",
+    "f32",
+    "64",
+    ">",
+    "step_by",
+    "min",
+    "abs",
+    "unsafe",
+    "async",
+    "move",
+    "ref",
+    "Some",
+    "#",
+    "!",
+    "?",
+    "@",
+    "$",
+];
+
+fn soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(VOCAB), 0..40).prop_map(|v| v.join(" "))
+}
+
+/// Random expressions from a grammar of (mostly) supported constructs.
+fn expr() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("x[0]".to_string()),
+        Just("n".to_string()),
+        Just("1u32".to_string()),
+        Just("7".to_string()),
+        Just("(thread_idx_x() as u32)".to_string()),
+        Just("y.len() as u32".to_string()),
+    ];
+    leaf.prop_recursive(4, 24, 3, |inner| {
+        prop_oneof![
+            (
+                inner.clone(),
+                prop::sample::select(&["+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"][..]),
+                inner.clone()
+            )
+                .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (inner.clone(), inner.clone(), inner.clone())
+                .prop_map(|(c, a, b)| format!("(if {c} > 3 {{ {a} }} else {{ {b} }})")),
+            inner.clone().prop_map(|a| format!("min({a}, n)")),
+            inner.clone().prop_map(|a| format!("({a}).wrapping_mul(3)")),
+            inner
+                .clone()
+                .prop_map(|a| format!("{{ let t = {a}; t + 1 }}")),
+            inner.prop_map(|a| format!("!({a})")),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// Arbitrary token soup in a kernel body: errors only, never a panic.
+    #[test]
+    fn token_soup_never_panics(body in soup()) {
+        let item = format!("fn k(x: &mut [u32], y: &[f32], n: u32) {{ {body} }}");
+        if let Ok(ts) = item.parse::<TokenStream>() {
+            let _ = expand(TokenStream::new(), ts);
+        }
+    }
+
+    /// Grammar-built bodies: either a spanned error or CUDA text, never a panic.
+    #[test]
+    fn grammar_bodies_translate_or_error(e in expr(), f in expr()) {
+        let item = format!("fn k(x: &mut [u32], y: &[f32], n: u32) {{ let v: u32 = {e}; x[1] = v ^ ({f}); }}");
+        let out = expand(TokenStream::new(), item.parse().expect("valid tokens")).to_string();
+        prop_assert!(out.contains("CUDA_BODY") || out.contains("compile_error"));
+    }
+}

@@ -1,0 +1,383 @@
+//! Emission: CUDA C text from the IR.
+//!
+//! Every check happened in lowering, so emission cannot fail; it is
+//! `Display` on the IR. The layout (parentheses, line breaks) is fixed by
+//! the snapshots under `tests/expand/`.
+
+use std::fmt::{self, Display, Formatter, Write};
+
+use super::intrinsics::{self, Shape};
+use super::ir::{
+    BinOp, Block, CPrim, CType, Callee, Expr, ExprKind, FloatConst, For, Function, LambdaElse, Len,
+    Order, ScalarFn, Scope, Stmt, TemplateArg, TemplateParam,
+};
+use super::{fn_name, generic_name};
+use crate::parse::Kind;
+
+/// The C++ definition of a translated function (a template when generic).
+pub fn function(f: &Function) -> String {
+    let mut out = String::new();
+    if !f.template.is_empty() {
+        let ps: Vec<String> = f
+            .template
+            .iter()
+            .map(|p| match p {
+                TemplateParam::Type(id) => format!("typename {}", generic_name(id)),
+                TemplateParam::Const(ty, id) => format!("{ty} {}", generic_name(id)),
+            })
+            .collect();
+        let _ = writeln!(out, "template<{}>", ps.join(", "));
+    }
+    let name = match f.kind {
+        Kind::Kernel => format!("k_{}", f.name),
+        Kind::Device => fn_name(&f.name),
+    };
+    // A template is emitted only where used; a plain function may not be.
+    let quals = if f.template.is_empty() {
+        "static __device__ __forceinline__ __attribute__((unused))"
+    } else {
+        "__device__ __forceinline__"
+    };
+    let mut params = vec!["const symm_kctx& __ctx".to_string()];
+    params.extend(f.params.iter().map(|(ty, name)| format!("{ty} {name}")));
+    let _ = write!(
+        out,
+        "{quals} {} {name}({}) {{\n{}}}\n",
+        f.ret,
+        params.join(", "),
+        Stmts(&f.body)
+    );
+    out
+}
+
+/// Statements, one after another.
+struct Stmts<'a>(&'a [Stmt]);
+
+impl Display for Stmts<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|s| write!(f, "{s}"))
+    }
+}
+
+/// A lambda's body: `{`, the statements, `}` (the call follows it).
+struct LambdaBody<'a>(&'a [Stmt]);
+
+impl Display for LambdaBody<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{{\n{}}}", Stmts(self.0))
+    }
+}
+
+/// ` -> T` of a lambda whose return type is known.
+struct Arrow<'a>(&'a Option<CType>);
+
+impl Display for Arrow<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(t) => write!(f, " -> {t}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `a, b, c`.
+struct Commas<'a, T>(&'a [T]);
+
+impl<T: Display> Display for Commas<'_, T> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for (i, x) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for CPrim {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(self.c_name())
+    }
+}
+
+impl Display for CType {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            CType::Prim(p) => write!(f, "{p}"),
+            CType::Generic(id) => f.write_str(&generic_name(id)),
+            CType::Slice(e) => write!(f, "symm_slice<{e}>"),
+            CType::Buf(e) => write!(f, "symm_buf<{e}>"),
+            CType::Array(e, n) => write!(f, "symm_array<{e}, {n}>"),
+            CType::SharedRef(e, n) => write!(f, "symm_array<{e}, {n}>&"),
+            CType::Void => f.write_str("void"),
+            CType::TypeOf(e) => write!(f, "SYMM_TY({e})"),
+        }
+    }
+}
+
+impl Display for Len {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Len::Lit(digits) => write!(f, "{digits}ULL"),
+            Len::Generic(id) => f.write_str(&generic_name(id)),
+            Len::Op(l, op, r) => write!(f, "({l} {} {r})", op.c()),
+            Len::Error => f.write_str("0"),
+        }
+    }
+}
+
+impl Display for Order {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Order::Relaxed => "SYMM_RELAXED",
+            Order::Acquire => "SYMM_ACQUIRE",
+            Order::Release => "SYMM_RELEASE",
+            Order::AcqRel => "SYMM_ACQ_REL",
+            Order::Volatile => "SYMM_VOLATILE",
+        })
+    }
+}
+
+impl Display for Scope {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Scope::Block => "SYMM_CTA",
+            Scope::Gpu => "SYMM_GPU",
+            Scope::System => "SYMM_SYS",
+        })
+    }
+}
+
+impl Display for TemplateArg {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            TemplateArg::Type(t) => write!(f, "{t}"),
+            TemplateArg::Len(n) => write!(f, "{n}"),
+            TemplateArg::Order(o) => write!(f, "{o}"),
+            TemplateArg::Scope(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// `<a, b>`, when the call has template arguments.
+struct Targs<'a>(&'a Option<Vec<TemplateArg>>);
+
+impl Display for Targs<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(ts) => write!(f, "<{}>", Commas(ts)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The bits of a float constant of `f32` (`false`) or `f64` (`true`).
+fn float_bits(value: FloatConst, double: bool) -> &'static str {
+    let (single, dbl) = match value {
+        FloatConst::Infinity => ("0x7f800000", "0x7ff0000000000000"),
+        FloatConst::NegInfinity => ("0xff800000", "0xfff0000000000000"),
+        FloatConst::Nan => ("0x7fc00000", "0x7ff8000000000000"),
+        FloatConst::Max => ("0x7f7fffff", "0x7fefffffffffffff"),
+        FloatConst::Min => ("0xff7fffff", "0xffefffffffffffff"),
+        FloatConst::Epsilon => ("0x34000000", "0x3cb0000000000000"),
+    };
+    if double {
+        dbl
+    } else {
+        single
+    }
+}
+
+impl Display for Expr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kind)
+    }
+}
+
+impl Display for ExprKind {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            ExprKind::Int { digits, ty } => match ty {
+                Some(t) => write!(f, "(({t}){digits}ULL)"),
+                None => f.write_str(digits),
+            },
+            ExprKind::Float { digits, ty } => match ty {
+                Some(CType::Prim(CPrim::F32)) => write!(f, "{digits}f"),
+                Some(t) => write!(f, "(({t}){digits})"),
+                None => f.write_str(digits),
+            },
+            ExprKind::Bool(b) => write!(f, "{b}"),
+            ExprKind::Var(name) => f.write_str(name),
+            ExprKind::ConstGeneric(id) => f.write_str(&generic_name(id)),
+            ExprKind::IntLimit { ty, max } => match ty.int_limits() {
+                Some((_, hi)) if *max => write!(f, "(({ty}){hi}ULL)"),
+                Some((lo, _)) if lo.starts_with('(') => write!(f, "(({ty}){lo})"),
+                Some((lo, _)) => write!(f, "(({ty})({lo}LL))"),
+                None => f.write_str("0"),
+            },
+            ExprKind::FloatConst { ty, value } => {
+                let double = *ty == CPrim::F64;
+                let bits = float_bits(*value, double);
+                let suffix = if double { "ULL" } else { "u" };
+                write!(f, "symm_{}_from_bits({bits}{suffix})", ty.rust_name())
+            }
+            ExprKind::Paren(e) => write!(f, "({e})"),
+            ExprKind::Neg(e) => write!(f, "(-{e})"),
+            ExprKind::Not(e) => write!(f, "symm_not({e})"),
+            ExprKind::Binary { op, lhs, rhs } => match op {
+                BinOp::Rem => write!(f, "symm_rem({lhs}, {rhs})"),
+                _ => write!(f, "({lhs} {} {rhs})", op.c()),
+            },
+            ExprKind::Assign { place, op, value } => match op {
+                Some(op) => write!(f, "{place} {}= {value}", op.c()),
+                None => write!(f, "{place} = {value}"),
+            },
+            ExprKind::Cast { ty, expr } => write!(f, "symm_cast<{ty}>({expr})"),
+            ExprKind::Index { base, index } => write!(f, "{base}[{index}]"),
+            ExprKind::Method {
+                def,
+                recv,
+                targs,
+                args,
+            } => match def.shape {
+                Shape::LenIsZero => write!(f, "(symm_len({recv}) == 0)"),
+                Shape::Call(c) => {
+                    write!(f, "{c}{}(", Targs(targs))?;
+                    if def.ctx {
+                        f.write_str("__ctx, ")?;
+                    }
+                    write!(f, "{recv}")?;
+                    args.iter().try_for_each(|a| write!(f, ", {a}"))?;
+                    f.write_str(")")
+                }
+            },
+            ExprKind::Call {
+                callee,
+                target,
+                args,
+            } => match target {
+                Callee::Intrinsic(i) => {
+                    let args: Vec<String> = args.iter().map(Expr::to_string).collect();
+                    f.write_str(&intrinsics::emit(i, &args))
+                }
+                Callee::Device { targs } => {
+                    let name = callee
+                        .segments
+                        .last()
+                        .map(|s| fn_name(&s.ident))
+                        .unwrap_or_default();
+                    write!(f, "{name}{}(__ctx", Targs(targs))?;
+                    args.iter().try_for_each(|a| write!(f, ", {a}"))?;
+                    f.write_str(")")
+                }
+            },
+            ExprKind::ScalarFn { ty, func, args } => {
+                let a = args.first().map(Expr::to_string).unwrap_or_default();
+                match func {
+                    ScalarFn::FromF32 => write!(f, "symm_from_f32<{ty}>({a})"),
+                    ScalarFn::FromBits32 => write!(f, "symm_from_bits32<{ty}>((symm_u32)({a}))"),
+                    ScalarFn::FromBits { ty, bits } => {
+                        write!(f, "symm_{}_from_bits(({bits})({a}))", ty.rust_name())
+                    }
+                    ScalarFn::Zero => write!(f, "symm_from_f32<{ty}>(0.0f)"),
+                    ScalarFn::One => write!(f, "symm_from_f32<{ty}>(1.0f)"),
+                }
+            }
+            ExprKind::Ternary { cond, then, els } => write!(f, "(({cond}) ? ({then}) : ({els}))"),
+            ExprKind::IfLambda {
+                ret,
+                cond,
+                then,
+                els,
+            } => {
+                write!(
+                    f,
+                    "([&](){} {{ if ({cond}) {} else ",
+                    Arrow(ret),
+                    LambdaBody(then)
+                )?;
+                match els {
+                    LambdaElse::Body(b) => write!(f, "{}", LambdaBody(b))?,
+                    LambdaElse::Value(v) => write!(f, "{{ return {v}; }}")?,
+                }
+                f.write_str(" }())")
+            }
+            ExprKind::BlockLambda { ret, body } => {
+                write!(f, "([&](){} {}())", Arrow(ret), LambdaBody(body))
+            }
+            ExprKind::Array { elem, elems } => write!(
+                f,
+                "symm_array<{elem}, {}ULL>{{{{{}}}}}",
+                elems.len(),
+                Commas(elems)
+            ),
+            ExprKind::Repeat { elem, len, value } => {
+                write!(f, "symm_array_fill<{elem}, {len}>({value})")
+            }
+            ExprKind::Error => f.write_str("0"),
+        }
+    }
+}
+
+impl Display for Block {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{{\n{}}}\n", Stmts(&self.0))
+    }
+}
+
+impl Display for Stmt {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Stmt::Let { ty, name, init } => match ty {
+                Some(t) => writeln!(f, "{t} {name} = {init};"),
+                None => writeln!(f, "auto {name} = {init};"),
+            },
+            Stmt::Decl { ty, name } => writeln!(f, "{ty} {name};"),
+            Stmt::Shared { ty, name } => writeln!(f, "__shared__ {ty} {name};"),
+            Stmt::Discard(e) => writeln!(f, "(void)({e});"),
+            Stmt::Expr(e) => writeln!(f, "{e};"),
+            Stmt::Return(Some(e)) => writeln!(f, "return {e};"),
+            Stmt::Return(None) => writeln!(f, "return;"),
+            Stmt::Break => writeln!(f, "break;"),
+            Stmt::Continue => writeln!(f, "continue;"),
+            Stmt::While { cond, body } => write!(f, "while ({cond}) {body}"),
+            Stmt::Loop(body) => write!(f, "while (true) {body}"),
+            Stmt::Block(b) => write!(f, "{b}"),
+            Stmt::If { cond, then, els } => {
+                write!(f, "if ({cond}) {then}")?;
+                match els {
+                    Some(e) => write!(f, "else {e}"),
+                    None => Ok(()),
+                }
+            }
+            Stmt::For(l) => write!(f, "{l}"),
+        }
+    }
+}
+
+impl Display for For {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let For {
+            ty,
+            end_name,
+            end,
+            unroll,
+            var,
+            start,
+            inclusive,
+            step,
+            body,
+        } = self;
+        let cmp = if *inclusive { "<=" } else { "<" };
+        let pragma = if *unroll { "#pragma unroll\n" } else { "" };
+        let step = step
+            .as_ref()
+            .map_or_else(|| "1".to_string(), Expr::to_string);
+        writeln!(f, "{{\nconst {ty} {end_name} = {end};")?;
+        writeln!(
+            f,
+            "{pragma}for ({ty} {var} = {start}; {var} {cmp} {end_name}; {var} += {step}) {body}}}"
+        )
+    }
+}

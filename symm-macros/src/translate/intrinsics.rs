@@ -1,0 +1,360 @@
+//! The DSL's intrinsics and methods: how each is checked and spelled in C.
+//!
+//! Free functions are found by name today ([`lookup`]); a call keeps its
+//! path in the IR and its C comes from [`emit`] alone, so that resolving by
+//! path (with definitions moved into the runtime) changes only this module.
+
+use super::ir::{CPrim, Scope};
+
+/// What an intrinsic function returns, as far as literal typing goes.
+#[derive(Debug)]
+pub enum Ret {
+    /// Always this type.
+    Value(CPrim),
+    /// Nothing.
+    Void,
+    /// The type of its arguments (`min`, `abs`, ...), known only to C++.
+    LikeArgs,
+}
+
+/// A free-function intrinsic.
+#[derive(Debug)]
+pub struct FnDef {
+    /// The Rust name.
+    pub name: &'static str,
+    /// The number of arguments.
+    pub arity: usize,
+    /// The C, with `{0}`, `{1}`, ... for the arguments.
+    pub template: &'static str,
+    /// What it returns.
+    pub ret: Ret,
+}
+
+const fn def(name: &'static str, arity: usize, template: &'static str, ret: Ret) -> FnDef {
+    FnDef {
+        name,
+        arity,
+        template,
+        ret,
+    }
+}
+
+/// The free-function intrinsics (besides `fence` and `shared_array`, whose
+/// arguments are not values).
+pub const INTRINSICS: &[FnDef] = &[
+    def(
+        "thread_idx_x",
+        0,
+        "((symm_u32)threadIdx.x)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "thread_idx_y",
+        0,
+        "((symm_u32)threadIdx.y)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "thread_idx_z",
+        0,
+        "((symm_u32)threadIdx.z)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "block_idx_x",
+        0,
+        "((symm_u32)blockIdx.x)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "block_idx_y",
+        0,
+        "((symm_u32)blockIdx.y)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "block_idx_z",
+        0,
+        "((symm_u32)blockIdx.z)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "block_dim_x",
+        0,
+        "((symm_u32)blockDim.x)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "block_dim_y",
+        0,
+        "((symm_u32)blockDim.y)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "block_dim_z",
+        0,
+        "((symm_u32)blockDim.z)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "grid_dim_x",
+        0,
+        "((symm_u32)gridDim.x)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "grid_dim_y",
+        0,
+        "((symm_u32)gridDim.y)",
+        Ret::Value(CPrim::U32),
+    ),
+    def(
+        "grid_dim_z",
+        0,
+        "((symm_u32)gridDim.z)",
+        Ret::Value(CPrim::U32),
+    ),
+    def("lane_id", 0, "symm_lane_id()", Ret::Value(CPrim::U32)),
+    def("sync_threads", 0, "__syncthreads()", Ret::Void),
+    def(
+        "globaltimer",
+        0,
+        "symm_globaltimer()",
+        Ret::Value(CPrim::U64),
+    ),
+    def(
+        "grid_dependency_wait",
+        0,
+        "symm_grid_dependency_wait()",
+        Ret::Void,
+    ),
+    def(
+        "launch_dependents",
+        0,
+        "symm_launch_dependents()",
+        Ret::Void,
+    ),
+    def("ballot", 1, "symm_ballot({0})", Ret::Value(CPrim::U32)),
+    def(
+        "shfl_xor",
+        2,
+        "symm_shfl_xor({0}, (symm_u32)({1}))",
+        Ret::LikeArgs,
+    ),
+    def("min", 2, "symm_min({0}, {1})", Ret::LikeArgs),
+    def("max", 2, "symm_max({0}, {1})", Ret::LikeArgs),
+    def("abs", 1, "symm_abs({0})", Ret::LikeArgs),
+    def("fma", 3, "symm_fma({0}, {1}, {2})", Ret::LikeArgs),
+    def(
+        "signal_slot",
+        3,
+        "symm_signal_slot((symm_u32)({0}), (symm_u32)({1}), (symm_u32)({2}))",
+        Ret::Value(CPrim::U32),
+    ),
+];
+
+/// The intrinsic function of this name.
+pub fn lookup(name: &str) -> Option<&'static FnDef> {
+    INTRINSICS.iter().find(|d| d.name == name)
+}
+
+/// The type a call of `name` has, when the macro knows it. By name, not
+/// path: a device function named like an intrinsic gets its type too.
+pub fn call_type(name: &str) -> Option<CPrim> {
+    match lookup(name)?.ret {
+        Ret::Value(p) => Some(p),
+        Ret::Void | Ret::LikeArgs => None,
+    }
+}
+
+/// A resolved intrinsic call.
+#[derive(Clone, Copy, Debug)]
+pub enum Intrinsic {
+    /// One of [`INTRINSICS`].
+    Fn(&'static FnDef),
+    /// `fence(scope)`.
+    Fence(Scope),
+}
+
+/// The C of a call of `intrinsic` with the (emitted) `args`.
+pub fn emit(intrinsic: &Intrinsic, args: &[String]) -> String {
+    match intrinsic {
+        Intrinsic::Fn(d) => {
+            let mut s = d.template.to_string();
+            for (i, a) in args.iter().enumerate() {
+                s = s.replace(&format!("{{{i}}}"), a);
+            }
+            s
+        }
+        Intrinsic::Fence(scope) => format!("symm_fence<{scope}>()"),
+    }
+}
+
+/// How a method's argument is checked and typed.
+#[derive(Debug)]
+pub enum Arg {
+    /// A value; unsuffixed literals in it take this type (`None`: none).
+    Value(Option<CPrim>),
+    /// A value of the receiver's type.
+    LikeRecv,
+    /// An ordering constant of the named enum (a template argument).
+    Order(&'static str),
+    /// A `Scope` constant (a template argument).
+    Scope,
+}
+
+/// How a method call is written in C.
+#[derive(Debug)]
+pub enum Shape {
+    /// `f<targs>(__ctx?, recv, args...)`.
+    Call(&'static str),
+    /// `(symm_len(recv) == 0)`.
+    LenIsZero,
+}
+
+/// A DSL method.
+#[derive(Debug)]
+pub struct MethodDef {
+    /// The Rust name.
+    pub name: &'static str,
+    /// The C.
+    pub shape: Shape,
+    /// Whether the C function takes the kernel context first.
+    pub ctx: bool,
+    /// For methods that need a vector width turbofish: how the error
+    /// message shows the call, after the name.
+    pub width: Option<&'static str>,
+    /// The arguments.
+    pub args: &'static [Arg],
+    /// The type of the result, when it is fixed.
+    pub ret: Option<CPrim>,
+}
+
+const fn call(name: &'static str, c: &'static str, args: &'static [Arg]) -> MethodDef {
+    MethodDef {
+        name,
+        shape: Shape::Call(c),
+        ctx: false,
+        width: None,
+        args,
+        ret: None,
+    }
+}
+
+impl MethodDef {
+    const fn ctx(mut self) -> Self {
+        self.ctx = true;
+        self
+    }
+
+    const fn width(mut self, shown: &'static str) -> Self {
+        self.width = Some(shown);
+        self
+    }
+
+    const fn ret(mut self, ty: CPrim) -> Self {
+        self.ret = Some(ty);
+        self
+    }
+}
+
+const U32: Arg = Arg::Value(Some(CPrim::U32));
+const U64: Arg = Arg::Value(Some(CPrim::U64));
+const ANY: Arg = Arg::Value(None);
+const RECV: Arg = Arg::LikeRecv;
+const SCOPE: Arg = Arg::Scope;
+const LOAD: Arg = Arg::Order("LoadOrder");
+const STORE: Arg = Arg::Order("StoreOrder");
+const RMW: Arg = Arg::Order("RmwOrder");
+
+/// The DSL's methods (of handles and scalars).
+pub const METHODS: &[MethodDef] = &[
+    call("len", "symm_len", &[]).ret(CPrim::U64),
+    MethodDef {
+        shape: Shape::LenIsZero,
+        ..call("is_empty", "", &[]).ret(CPrim::Bool)
+    },
+    call("peer", "symm_peer", &[U32]),
+    call("local", "symm_local", &[]),
+    call("pad", "symm_pad", &[U32]),
+    call("rank", "symm_rank", &[]).ret(CPrim::U32),
+    call("world_size", "symm_world", &[]).ret(CPrim::U32),
+    call("put_signal", "symm_dsl_put_signal", &[U32, U32]).ctx(),
+    call("wait_signal", "symm_dsl_wait_signal", &[U32, U32]).ctx(),
+    call(
+        "put_signal_within",
+        "symm_dsl_put_signal_within",
+        &[U32, U32, U64, U32],
+    )
+    .ctx(),
+    call(
+        "wait_signal_within",
+        "symm_dsl_wait_signal_within",
+        &[U32, U32, U64, U32],
+    )
+    .ctx(),
+    call("signal_flag", "symm_dsl_signal_flag", &[U32, U32, U32]).ctx(),
+    call("wait_flag", "symm_dsl_wait_flag", &[U32, U32, U32]).ctx(),
+    call("load", "symm_dsl_load", &[U64, LOAD, SCOPE]),
+    call("store", "symm_dsl_store", &[U64, ANY, STORE, SCOPE]),
+    call("atomic_add", "symm_dsl_add", &[U64, ANY, RMW, SCOPE]),
+    call("atomic_exch", "symm_dsl_exch", &[U64, ANY, RMW, SCOPE]),
+    call("atomic_max", "symm_dsl_max", &[U64, ANY, RMW, SCOPE]),
+    call("atomic_min", "symm_dsl_min", &[U64, ANY, RMW, SCOPE]),
+    call("atomic_cas", "symm_dsl_cas", &[U64, ANY, ANY, RMW, SCOPE]),
+    call("load_vec", "symm_dsl_load_vec", &[U64]).width("::<4>(i)"),
+    call("load_vec_volatile", "symm_dsl_load_vec_volatile", &[U64]).width("::<4>(i)"),
+    call(
+        "load_vec_ready",
+        "symm_dsl_load_vec_ready",
+        &[U64, ANY, U32],
+    )
+    .ctx()
+    .width("::<8>(i, empty, from)"),
+    call(
+        "gather_ready",
+        "symm_dsl_gather_ready",
+        &[U64, U64, U32, ANY],
+    )
+    .ctx()
+    .width("::<8>(first, stride, ranks, empty)"),
+    call(
+        "gather_tagged2",
+        "symm_dsl_gather_tagged2",
+        &[U64, U64, U32, U32],
+    )
+    .ctx(),
+    call("store_vec", "symm_dsl_store_vec", &[U64, ANY]),
+    call(
+        "store_vec_volatile",
+        "symm_dsl_store_vec_volatile",
+        &[U64, ANY],
+    ),
+    call("to_f32", "symm_to_f32", &[]).ret(CPrim::F32),
+    call("to_bits32", "symm_to_bits32", &[]),
+    call("load_tagged2", "symm_dsl_load_tagged2", &[U64, U32, U32]).ctx(),
+    call("load_tagged", "symm_dsl_load_tagged", &[U64, U32, U32]).ctx(),
+    call("to_bits", "symm_to_bits", &[]),
+    call("min", "symm_min", &[RECV]),
+    call("max", "symm_max", &[RECV]),
+    call("abs", "symm_abs", &[]),
+    call("sqrt", "symm_sqrt", &[]),
+    call("mul_add", "symm_fma", &[RECV, RECV]),
+    call("fma", "symm_fma", &[RECV, RECV]),
+    call("wrapping_add", "symm_wrapping_add", &[RECV]),
+    call("wrapping_sub", "symm_wrapping_sub", &[RECV]),
+    call("wrapping_mul", "symm_wrapping_mul", &[RECV]),
+];
+
+/// The method `name` taking `arity` arguments.
+pub fn method(name: &str, arity: usize) -> Option<&'static MethodDef> {
+    METHODS
+        .iter()
+        .find(|d| d.name == name && d.args.len() == arity)
+}
+
+/// The type a call of method `name` has, when the macro knows it (by name
+/// alone, whatever the arguments).
+pub fn method_type(name: &str) -> Option<CPrim> {
+    METHODS.iter().find(|d| d.name == name).and_then(|d| d.ret)
+}

@@ -1,0 +1,271 @@
+//! Lowering calls: scalar associated functions, intrinsics, device
+//! functions and methods.
+
+use syn::Expr as SynExpr;
+
+use super::infer::{is_unsuffixed_lit, strip};
+use super::{scalar_type, Lowerer};
+use crate::parse;
+use crate::translate::intrinsics::{self, Arg, Intrinsic};
+use crate::translate::ir::{
+    CPrim, CType, Callee, Expr, ExprKind, Len, Order, ScalarFn, Scope, TemplateArg,
+};
+
+/// A float type for `from_bits`, and the integer type of its bits.
+fn float_bits(ty: &CType) -> Option<(CPrim, CPrim)> {
+    let CType::Prim(p) = ty else { return None };
+    let bits = match p {
+        CPrim::F32 => CPrim::U32,
+        CPrim::F64 => CPrim::U64,
+        CPrim::Bf16 | CPrim::F16 => CPrim::U16,
+        _ => return None,
+    };
+    Some((*p, bits))
+}
+
+impl Lowerer<'_> {
+    /// A call of a free or associated function.
+    pub(super) fn call(&mut self, c: &syn::ExprCall, expect: Option<&CType>) -> ExprKind {
+        let SynExpr::Path(p) = &*c.func else {
+            return self.reject(&c.func, "only named functions can be called in kernels");
+        };
+        let segs: Vec<&syn::PathSegment> = p.path.segments.iter().collect();
+        let Some(last) = segs.last().copied() else {
+            return self.reject(p, "empty path");
+        };
+        let name = last.ident.to_string();
+        // `T::from_f32(x)`, `f32::from_bits(u)`, ...
+        if segs.len() == 2 {
+            let ty_seg = &segs[0].ident;
+            if let Ok(ty) = parse::scalar(&syn::parse_quote!(#ty_seg), &self.sig.generics) {
+                let ty = scalar_type(&ty);
+                let args: Vec<Expr> = c.args.iter().map(|a| self.expr(a, None)).collect();
+                let func = match (name.as_str(), args.len()) {
+                    ("from_f32", 1) => ScalarFn::FromF32,
+                    ("from_bits32", 1) => ScalarFn::FromBits32,
+                    ("from_bits", 1) => match float_bits(&ty) {
+                        Some((ty, bits)) => ScalarFn::FromBits { ty, bits },
+                        None => {
+                            return self
+                                .reject(c, "`from_bits` exists for f32, f64, bf16 and f16")
+                        }
+                    },
+                    ("zero", 0) => ScalarFn::Zero,
+                    ("one", 0) => ScalarFn::One,
+                    _ => return self.reject(c, format!("`{ty_seg}::{name}` is not supported in kernels; supported: from_f32, from_bits, zero, one")),
+                };
+                return ExprKind::ScalarFn { ty, func, args };
+            }
+        }
+        let intrinsic_path = segs.len() == 1
+            || segs
+                .iter()
+                .take(segs.len() - 1)
+                .all(|s| s.ident == "symm" || s.ident == "dsl" || s.ident == "crate");
+        if intrinsic_path {
+            if name == "shared_array" {
+                return self.reject(c, "`shared_array` must be the whole initialiser of a `let`: `let s = shared_array::<f32, 256>();`");
+            }
+            if let Some(def) = intrinsics::lookup(&name) {
+                if c.args.len() != def.arity {
+                    return self.reject(c, format!("`{name}` takes {} argument(s)", def.arity));
+                }
+                // Literal arguments take the type of the first typed argument.
+                let t = match c.args.iter().find(|a| !is_unsuffixed_lit(a)) {
+                    Some(a) => self.static_ty(a).or_else(|| Some(self.type_of(a))),
+                    None => expect.cloned(),
+                };
+                let args = c.args.iter().map(|a| self.expr(a, t.as_ref())).collect();
+                return ExprKind::Call {
+                    callee: p.path.clone(),
+                    target: Callee::Intrinsic(Intrinsic::Fn(def)),
+                    args,
+                };
+            }
+            if name == "fence" {
+                let Some(a) = c.args.first() else {
+                    return self.reject(c, "`fence` takes a scope: `fence(Scope::System)`");
+                };
+                return match self.scope_arg(a) {
+                    Some(scope) => ExprKind::Call {
+                        callee: p.path.clone(),
+                        target: Callee::Intrinsic(Intrinsic::Fence(scope)),
+                        args: vec![],
+                    },
+                    None => ExprKind::Error,
+                };
+            }
+        }
+        // A device function: its expansion left a module of the same name
+        // holding `DEVICE`, which the kernel's source list refers to.
+        let mut dep = p.path.clone();
+        if let Some(l) = dep.segments.last_mut() {
+            l.arguments = syn::PathArguments::None;
+        }
+        self.deps.push(dep);
+        let targs = match &last.arguments {
+            syn::PathArguments::AngleBracketed(a) => Some(
+                a.args
+                    .iter()
+                    .map(|ga| self.template_arg(ga))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        };
+        let args = c.args.iter().map(|a| self.expr(a, None)).collect();
+        ExprKind::Call {
+            callee: p.path.clone(),
+            target: Callee::Device { targs },
+            args,
+        }
+    }
+
+    /// A template argument of a device function call.
+    fn template_arg(&mut self, ga: &syn::GenericArgument) -> TemplateArg {
+        match ga {
+            syn::GenericArgument::Type(t) => match parse::scalar(t, &self.sig.generics) {
+                Ok(s) => TemplateArg::Type(scalar_type(&s)),
+                // `f::<N>` parses N as a type: treat it as a const.
+                Err(e) => match t {
+                    syn::Type::Path(tp) if tp.path.segments.len() == 1 => {
+                        let e2: SynExpr = syn::parse_quote!(#tp);
+                        TemplateArg::Len(self.len(&e2))
+                    }
+                    _ => {
+                        self.errors.push(e);
+                        TemplateArg::Len(Len::Error)
+                    }
+                },
+            },
+            syn::GenericArgument::Const(e) => TemplateArg::Len(self.len(e)),
+            other => {
+                self.err(other, "unsupported generic argument");
+                TemplateArg::Len(Len::Error)
+            }
+        }
+    }
+
+    /// An ordering argument: a constant of `enum_name`.
+    fn order_arg(&mut self, e: &SynExpr, enum_name: &str) -> Option<Order> {
+        if let SynExpr::Path(p) = strip(e) {
+            let segs: Vec<String> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            if segs.len() >= 2 && segs[segs.len() - 2] == enum_name {
+                let allowed: &[&str] = match enum_name {
+                    "LoadOrder" => &["Relaxed", "Acquire", "Volatile"],
+                    "StoreOrder" => &["Relaxed", "Release", "Volatile"],
+                    _ => &["Relaxed", "Acquire", "Release", "AcqRel"],
+                };
+                let v = segs[segs.len() - 1].as_str();
+                if allowed.contains(&v) {
+                    return Some(match v {
+                        "Relaxed" => Order::Relaxed,
+                        "Acquire" => Order::Acquire,
+                        "Release" => Order::Release,
+                        "AcqRel" => Order::AcqRel,
+                        _ => Order::Volatile,
+                    });
+                }
+            }
+        }
+        self.err(
+            e,
+            format!(
+                "the ordering must be written out as a constant, such as `{enum_name}::Relaxed`"
+            ),
+        );
+        None
+    }
+
+    /// A scope argument: a constant of `Scope`.
+    fn scope_arg(&mut self, e: &SynExpr) -> Option<Scope> {
+        if let SynExpr::Path(p) = strip(e) {
+            let segs: Vec<String> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            if segs.len() >= 2 && segs[segs.len() - 2] == "Scope" {
+                match segs[segs.len() - 1].as_str() {
+                    "Block" => return Some(Scope::Block),
+                    "Gpu" => return Some(Scope::Gpu),
+                    "System" => return Some(Scope::System),
+                    _ => {}
+                }
+            }
+        }
+        self.err(e, "the scope must be written out as a constant: `Scope::Block`, `Scope::Gpu` or `Scope::System`");
+        None
+    }
+
+    /// A method call: one of the DSL's [`intrinsics::METHODS`].
+    pub(super) fn method(&mut self, m: &syn::ExprMethodCall) -> ExprKind {
+        let name = m.method.to_string();
+        let recv = self.expr(&m.receiver, None);
+        // Every turbofish is checked, though only vector widths use theirs.
+        let turbofish: Option<Vec<TemplateArg>> = m.turbofish.as_ref().map(|t| {
+            t.args
+                .iter()
+                .map(|a| {
+                    let e: SynExpr = match a {
+                        syn::GenericArgument::Const(e) => e.clone(),
+                        syn::GenericArgument::Type(syn::Type::Path(tp)) => syn::parse_quote!(#tp),
+                        _ => syn::parse_quote!(0),
+                    };
+                    TemplateArg::Len(self.len(&e))
+                })
+                .collect()
+        });
+        let Some(def) = intrinsics::method(&name, m.args.len()) else {
+            return self.reject(&m.method,
+                format!("method `{name}` with {} argument(s) is not supported in kernels; see the symm::dsl docs for the supported methods", m.args.len()),
+            );
+        };
+        let mut targs = None;
+        if let Some(shown) = def.width {
+            match turbofish {
+                Some(t) => targs = Some(t),
+                None => return self.reject(m, format!("write the vector width: `.{name}{shown}`")),
+            }
+        }
+        let mut args = Vec::new();
+        let mut ok = true;
+        for (arg, e) in def.args.iter().zip(&m.args) {
+            let t = match arg {
+                Arg::Value(t) => t.map(CType::Prim),
+                Arg::LikeRecv => Some(Self::type_or_typeof(&recv)),
+                Arg::Order(enum_name) => {
+                    let o = self.order_arg(e, enum_name);
+                    ok &= o.is_some();
+                    targs
+                        .get_or_insert_with(Vec::new)
+                        .extend(o.map(TemplateArg::Order));
+                    continue;
+                }
+                Arg::Scope => {
+                    let s = self.scope_arg(e);
+                    ok &= s.is_some();
+                    targs
+                        .get_or_insert_with(Vec::new)
+                        .extend(s.map(TemplateArg::Scope));
+                    continue;
+                }
+            };
+            args.push(self.expr(e, t.as_ref()));
+        }
+        if !ok {
+            return ExprKind::Error;
+        }
+        ExprKind::Method {
+            def,
+            recv: Box::new(recv),
+            targs,
+            args,
+        }
+    }
+}

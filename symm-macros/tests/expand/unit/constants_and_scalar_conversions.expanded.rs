@@ -1,0 +1,103 @@
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+mod k {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "k" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![]
+    }
+    fn __key < T : DslFloat > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
+        :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string ()]
+    }
+    fn __source < T : DslFloat > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for < T : DslFloat > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        __source :: < T > (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for < T : DslFloat > (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        :: symm :: __private :: compile_check (NAME , &__source :: < T > (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 10usize ;
+    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , false) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid < T : DslFloat > (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> where T : :: symm :: dsl :: Scalar {
+        let __key = __key :: < T > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source :: < T > (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch < T : DslFloat > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , x : &mut (impl :: symm :: DeviceSlice < f32 > + ? Sized) , w : &mut (impl :: symm :: DeviceSlice < f64 > + ? Sized) , y : &mut (impl :: symm :: DeviceSlice < u64 > + ? Sized) , b : &mut (impl :: symm :: DeviceSlice < u32 > + ? Sized) , t : &mut (impl :: symm :: DeviceSlice < T > + ? Sized)) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "x" , &* x) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_x = :: symm :: dsl :: SliceMut :: < f32 > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f64 , _ > (comm , "w" , &* w) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_w = :: symm :: dsl :: SliceMut :: < f64 > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u64 , _ > (comm , "y" , &* y) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_y = :: symm :: dsl :: SliceMut :: < u64 > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u32 , _ > (comm , "b" , &* b) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_b = :: symm :: dsl :: SliceMut :: < u32 > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "t" , &* t) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_t = :: symm :: dsl :: SliceMut :: < T > :: __new (__ptr , __len) ;
+        let _ = __k ;
+        let __key = __key :: < T > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_x , __a_w , __a_y , __a_b , __a_t))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu < T : DslFloat > (x : :: symm :: dsl :: SliceMut < f32 > , w : :: symm :: dsl :: SliceMut < f64 > , y : :: symm :: dsl :: SliceMut < u64 > , b : :: symm :: dsl :: SliceMut < u32 > , t : :: symm :: dsl :: SliceMut < T >) where T : :: symm :: dsl :: Scalar {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        (x) . __dsl_set (0 , f32 :: INFINITY + f32 :: MIN + f32 :: NAN + f32 :: from_bits ((b) . __dsl_get (0))) ;
+        (w) . __dsl_set (0 , f64 :: NEG_INFINITY + f64 :: MAX + f64 :: EPSILON + f64 :: from_bits ((y) . __dsl_get (0))) ;
+        let h = i64 :: MIN ;
+        let i = i32 :: MIN ;
+        let j = u8 :: MAX as u64 + u16 :: MAX as u64 + usize :: MAX as u64 + isize :: MAX as u64 + h as u64 + i as u64 ;
+        (y) . __dsl_set (1 , j) ;
+        let o = bf16 :: from_bits (3u16) ;
+        let p = f16 :: from_bits (4u16) ;
+        (t) . __dsl_set (0 , T :: zero () + T :: one () + T :: from_f32 ((x) . __dsl_get (1)) + T :: from_bits32 ((b) . __dsl_get (1))) ;
+        (x) . __dsl_set (2 , o . to_f32 () + p . to_f32 () + (t) . __dsl_get (1) . to_f32 ()) ;
+        (b) . __dsl_set (2 , (t) . __dsl_get (2) . to_bits32 () + (x) . __dsl_get (3) . to_bits ()) ;
+    }
+}

@@ -1,0 +1,19 @@
+#[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
+fn norm < T : DslFloat > (a : T) -> T where T : :: symm :: dsl :: Scalar {
+    #[allow (unused_imports)]
+    use :: symm :: __private :: {
+        ArrayIndex as _ , HandleGet as _ , HandleSet as _
+    }
+    ;
+    a * a
+}
+#[doc (hidden)]
+#[allow (non_snake_case , unused_imports , dead_code)]
+mod norm {
+    use super :: * ;
+    #[doc = r" This function's CUDA C, and the device functions it calls."]
+    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+        name : "norm" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+    }
+    ;
+}

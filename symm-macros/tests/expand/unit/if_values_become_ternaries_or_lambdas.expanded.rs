@@ -1,0 +1,89 @@
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+mod k {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "k" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![]
+    }
+    fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
+        :: std :: vec![]
+    }
+    fn __source (__entry : &str) -> :: std :: string :: String {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for () -> :: std :: string :: String {
+        __source (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > {
+        :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 3usize ;
+    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , false) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> {
+        let __key = __key () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , x : &mut (impl :: symm :: DeviceSlice < i32 > + ? Sized) , n : i32) -> :: symm :: Result < () > {
+        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < i32 , _ > (comm , "x" , &* x) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_x = :: symm :: dsl :: SliceMut :: < i32 > :: __new (__ptr , __len) ;
+        __p [__k] = :: symm :: __private :: slot (n) ;
+        __k += 1 ;
+        let _ = __k ;
+        let __key = __key () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_x , n))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu (x : :: symm :: dsl :: SliceMut < i32 > , n : i32) {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        let a = if n > 0 {
+            n
+        }
+        else {
+            - n
+        }
+        ;
+        let b : i32 = if n > 1 {
+            let t = n * 2 ;
+            t
+        }
+        else {
+            0
+        }
+        ;
+        (x) . __dsl_set (0 , a + b) ;
+    }
+}

@@ -1,0 +1,28 @@
+// CUDA C of #[symm_kernel] on the unit case `vector_tagged_and_atomic_methods`.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kctx& __ctx, symm_buf<symm_u64> v_b, symm_slice<symm_u64> v_x) {
+auto v_p = symm_peer(v_b, ((symm_u32)1ULL));
+auto v_v = symm_dsl_load_vec_volatile<2ULL>(v_p, ((symm_u64)0ULL));
+auto v_w = symm_dsl_load_vec_ready<4ULL>(__ctx, v_p, ((symm_u64)8ULL), ((symm_u64)0ULL), ((symm_u32)1ULL));
+auto v_t = symm_dsl_load_tagged(__ctx, v_p, ((symm_u64)0ULL), ((symm_u32)7ULL), ((symm_u32)1ULL));
+auto v_t2 = symm_dsl_load_tagged2(__ctx, v_p, ((symm_u64)0ULL), ((symm_u32)7ULL), ((symm_u32)1ULL));
+symm_dsl_store_vec(symm_local(v_b), ((symm_u64)0ULL), v_v);
+auto v_a = (symm_dsl_max<SYMM_ACQ_REL, SYMM_GPU>(v_p, ((symm_u64)3ULL), 1) + symm_dsl_min<SYMM_RELAXED, SYMM_CTA>(v_p, ((symm_u64)3ULL), 1));
+symm_dsl_put_signal(__ctx, v_b, ((symm_u32)1ULL), ((symm_u32)0ULL));
+symm_dsl_wait_signal(__ctx, v_b, ((symm_u32)1ULL), ((symm_u32)0ULL));
+auto v_q = symm_pad(v_b, ((symm_u32)1ULL));
+v_x[((symm_u64)0ULL)] = (((((v_a + v_w[((symm_u64)0ULL)]) + v_t) + v_t2[((symm_u64)1ULL)]) + symm_len(v_q)) + symm_wrapping_add(symm_wrapping_sub(symm_max(symm_min(v_x[((symm_u64)1ULL)], ((SYMM_TY(v_x[((symm_u64)1ULL)]))3ULL)), ((SYMM_TY(symm_min(v_x[((symm_u64)1ULL)], ((SYMM_TY(v_x[((symm_u64)1ULL)]))3ULL))))1ULL)), ((SYMM_TY(symm_max(symm_min(v_x[((symm_u64)1ULL)], ((SYMM_TY(v_x[((symm_u64)1ULL)]))3ULL)), ((SYMM_TY(symm_min(v_x[((symm_u64)1ULL)], ((SYMM_TY(v_x[((symm_u64)1ULL)]))3ULL))))1ULL))))2ULL)), v_x[((symm_u64)2ULL)]));
+v_x[((symm_u64)1ULL)] = (((symm_cast<symm_u64>(symm_fma(1.0f, 2.0f, 3.0f)) + symm_max(v_x[((symm_u64)3ULL)], ((SYMM_TY(v_x[((symm_u64)3ULL)]))1ULL))) + symm_cast<symm_u64>(symm_abs(((symm_i64)1ULL)))) + symm_globaltimer());
+auto v_l = symm_ballot((symm_lane_id() < ((symm_u32)4ULL)));
+v_x[((symm_u64)2ULL)] = ((symm_cast<symm_u64>(v_l)) << 3);
+symm_grid_dependency_wait();
+symm_launch_dependents();
+symm_fence<SYMM_SYS>();
+}
+
+// The extern "C" entry ($...$ are filled at instantiation):
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_b_ptrs, const symm_u64* v_b_pads, symm_u32 v_b_rank, symm_u32 v_b_world, symm_u64 v_b_len, symm_u64 v_b_local, symm_u64 v_b_lpad, void* v_x_ptr, symm_u64 v_x_len) {
+    symm_kctx __ctx = {__status, __timeout, __rank};
+    k_k(__ctx, symm_buf<symm_u64>{v_b_ptrs, v_b_pads, v_b_rank, v_b_world, v_b_len, v_b_local, v_b_lpad}, symm_slice<symm_u64>{(symm_u64*)v_x_ptr, v_x_len});
+}

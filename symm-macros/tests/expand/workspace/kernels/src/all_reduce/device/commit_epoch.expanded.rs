@@ -1,0 +1,24 @@
+#[doc = " Stores this block's new epoch, once every thread has read the old one."]
+#[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
+pub fn commit_epoch < T : Scalar > (buf : SymmBuf < T > , epoch : u32) where T : :: symm :: dsl :: Scalar {
+    #[allow (unused_imports)]
+    use :: symm :: __private :: {
+        ArrayIndex as _ , HandleGet as _ , HandleSet as _
+    }
+    ;
+    sync_threads () ;
+    if thread_idx_x () == 0 {
+        let rank = buf . rank () ;
+        buf . pad (rank) . store (signal_slot (7 , block_idx_x () , rank) , epoch , StoreOrder :: Relaxed , Scope :: Gpu ,) ;
+    }
+}
+#[doc (hidden)]
+#[allow (non_snake_case , unused_imports , dead_code)]
+pub mod commit_epoch {
+    use super :: * ;
+    #[doc = r" This function's CUDA C, and the device functions it calls."]
+    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+        name : "commit_epoch" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+    }
+    ;
+}

@@ -1,0 +1,139 @@
+#[doc = " One-shot all-reduce by pushing data that marks its own arrival (after"]
+#[doc = " Lamport): every slot of `stage` holds all-ones bits (a NaN no input can"]
+#[doc = " send, see [`lamport_load`]) until a peer's 16-byte store of real data"]
+#[doc = " lands, so receivers poll the data itself. One NVLink one-way trip like"]
+#[doc = " the LL kernel, at half its bytes (no tags), and no flags like the push"]
+#[doc = " kernel needs. Each receiver writes the empty bits back once every"]
+#[doc = " peer's slot of a vector has arrived (before the call ends). Regions are"]
+#[doc = " double-buffered by epoch parity: a peer stores into parity p again two"]
+#[doc = " calls later, after it saw this rank's data of the call in between, which"]
+#[doc = " this rank sent after its previous kernel (and its resets) completed."]
+#[doc = " `out` may alias `input`: peers never read it, and each thread reads its"]
+#[doc = " own elements before writing them. Launch with one fixed grid every call,"]
+#[doc = " on a stage that starts all ones."]
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+pub mod one_shot_lamport {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "one_shot_lamport" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![&enter_call :: DEVICE , &spread_first :: DEVICE , &next_epoch :: DEVICE , &lamport_load :: DEVICE , &lamport_sum :: DEVICE , &lamport_store :: DEVICE , &commit_epoch :: DEVICE]
+    }
+    fn __key < T : Scalar , const V : usize , const W : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
+        :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string () , :: std :: format!("{}" , V) , :: std :: format!("{}" , W)]
+    }
+    fn __source < T : Scalar , const V : usize , const W : usize > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
+        __w = __w . replace ("$G_V$" , &:: std :: format!("{}" , V)) ;
+        __w = __w . replace ("$G_W$" , &:: std :: format!("{}" , W)) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for < T : Scalar , const V : usize , const W : usize > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        __source :: < T , V , W > (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for < T : Scalar , const V : usize , const W : usize > (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        :: symm :: __private :: compile_check (NAME , &__source :: < T , V , W > (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 18usize ;
+    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , true) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid < T : Scalar , const V : usize , const W : usize > (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> where T : :: symm :: dsl :: Scalar {
+        let __key = __key :: < T , V , W > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source :: < T , V , W > (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch < T : Scalar , const V : usize , const W : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , input : &:: symm :: SymmetricMemory , stage : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32 , cap : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "input" , input) ? ;
+        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let __a_input = :: symm :: __private :: symm_handle :: < T > (input) ;
+        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "stage" , stage) ? ;
+        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let __a_stage = :: symm :: __private :: symm_handle :: < T > (stage) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "out" , &* out) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_out = :: symm :: dsl :: SliceMut :: < T > :: __new (__ptr , __len) ;
+        __p [__k] = :: symm :: __private :: slot (n) ;
+        __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (cap) ;
+        __k += 1 ;
+        let _ = __k ;
+        let __key = __key :: < T , V , W > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , V , W > (__e) , &|| cpu :: < T , V , W > (__a_input , __a_stage , __a_out , n , cap))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu < T : Scalar , const V : usize , const W : usize > (input : SymmBuf < T > , stage : SymmBuf < T > , out : :: symm :: dsl :: SliceMut < T > , n : u32 , cap : u32) where T : :: symm :: dsl :: Scalar {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        enter_call () ;
+        let rank = input . rank () ;
+        let world = if W > 0 {
+            W as u32
+        }
+        else {
+            input . world_size ()
+        }
+        ;
+        let src = input . local () ;
+        let mine = stage . local () ;
+        let stride = grid_dim_x () * block_dim_x () ;
+        let first = spread_first () ;
+        let vecs = (n + V as u32 - 1) / V as u32 ;
+        let epoch = next_epoch (stage) ;
+        let mut v = lamport_load :: < T , V > (src , first * V as u32 , n) ;
+        let base = (epoch &1) * world * cap ;
+        let to = base + rank * cap ;
+        let mut own = v ;
+        let mut i = first ;
+        while i < vecs {
+            for r in 0 .. world {
+                if r!= rank {
+                    stage . peer (r) . store_vec_volatile :: < V > (to + i * V as u32 , v) ;
+                }
+            }
+            i += stride ;
+            v = lamport_load :: < T , V > (src , i * V as u32 , n) ;
+        }
+        let mut i = first ;
+        while i < vecs {
+            let at = i * V as u32 ;
+            let res = lamport_sum :: < T , V > (own , mine , base , cap , at , rank , world) ;
+            lamport_store :: < T , V > (out , at , n , res) ;
+            i += stride ;
+            if i < vecs {
+                own = lamport_load :: < T , V > (src , i * V as u32 , n) ;
+            }
+        }
+        commit_epoch (stage , epoch) ;
+    }
+}

@@ -1,0 +1,162 @@
+#[doc = " Two-shot all-reduce without barriers: both halves push data that marks"]
+#[doc = " its own arrival, like [`one_shot_lamport`]. Rank c owns chunk c of the"]
+#[doc = " 16-byte vectors. Each rank pushes every other chunk of its input to"]
+#[doc = " that chunk's owner (reduce-scatter), sums its own chunk in rank order"]
+#[doc = " when the peers' parts arrive, and pushes the sum to every rank"]
+#[doc = " (all-gather), which copies it out. Each rank pushes `2 (world − 1) /"]
+#[doc = " world` of the message instead of `world − 1` copies, at two one-way"]
+#[doc = " trips. Stage regions: `((parity * 2 + half) * world + r) * cap`, half 0"]
+#[doc = " for the parts rank r sent, half 1 for the sum rank r sent;"]
+#[doc = " double-buffered by epoch parity and reset after reading, as in the"]
+#[doc = " one-shot. Every phase walks chunk-local indices with the same (block,"]
+#[doc = " thread) stride, so each wait is on the same block of a peer (never on"]
+#[doc = " another block of this rank), and one thread reads and writes every"]
+#[doc = " element at its index in each chunk, so `out` may alias `input`. Launch"]
+#[doc = " with the same number of blocks every call (it keeps the per-block epochs"]
+#[doc = " in step); the threads per block may change from call to call, as long"]
+#[doc = " as every rank launches the same grid."]
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+pub mod two_shot_lamport {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "two_shot_lamport" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![&enter_call :: DEVICE , &spread_first :: DEVICE , &next_epoch :: DEVICE , &lamport_load :: DEVICE , &lamport_sum :: DEVICE , &lamport_scrub :: DEVICE , &lamport_store :: DEVICE , &lamport_take :: DEVICE , &commit_epoch :: DEVICE]
+    }
+    fn __key < T : Scalar , const V : usize , const W : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
+        :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string () , :: std :: format!("{}" , V) , :: std :: format!("{}" , W)]
+    }
+    fn __source < T : Scalar , const V : usize , const W : usize > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
+        __w = __w . replace ("$G_V$" , &:: std :: format!("{}" , V)) ;
+        __w = __w . replace ("$G_W$" , &:: std :: format!("{}" , W)) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for < T : Scalar , const V : usize , const W : usize > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        __source :: < T , V , W > (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for < T : Scalar , const V : usize , const W : usize > (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        :: symm :: __private :: compile_check (NAME , &__source :: < T , V , W > (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 18usize ;
+    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , true) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid < T : Scalar , const V : usize , const W : usize > (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> where T : :: symm :: dsl :: Scalar {
+        let __key = __key :: < T , V , W > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source :: < T , V , W > (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch < T : Scalar , const V : usize , const W : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , input : &:: symm :: SymmetricMemory , stage : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32 , cap : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "input" , input) ? ;
+        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let __a_input = :: symm :: __private :: symm_handle :: < T > (input) ;
+        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "stage" , stage) ? ;
+        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let __a_stage = :: symm :: __private :: symm_handle :: < T > (stage) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "out" , &* out) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_out = :: symm :: dsl :: SliceMut :: < T > :: __new (__ptr , __len) ;
+        __p [__k] = :: symm :: __private :: slot (n) ;
+        __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (cap) ;
+        __k += 1 ;
+        let _ = __k ;
+        let __key = __key :: < T , V , W > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , V , W > (__e) , &|| cpu :: < T , V , W > (__a_input , __a_stage , __a_out , n , cap))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu < T : Scalar , const V : usize , const W : usize > (input : SymmBuf < T > , stage : SymmBuf < T > , out : :: symm :: dsl :: SliceMut < T > , n : u32 , cap : u32) where T : :: symm :: dsl :: Scalar {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        enter_call () ;
+        let rank = input . rank () ;
+        let world = if W > 0 {
+            W as u32
+        }
+        else {
+            input . world_size ()
+        }
+        ;
+        let src = input . local () ;
+        let mine = stage . local () ;
+        let stride = grid_dim_x () * block_dim_x () ;
+        let first = spread_first () ;
+        let vecs = (n + V as u32 - 1) / V as u32 ;
+        let chunk = (vecs + world - 1) / world ;
+        let epoch = next_epoch (stage) ;
+        let parts = (epoch &1) * 2 * world * cap ;
+        let sums = parts + world * cap ;
+        let mut j = first ;
+        while j < chunk {
+            for c in 0 .. world {
+                if c!= rank &&c * chunk + j < vecs {
+                    let v = lamport_load :: < T , V > (src , (c * chunk + j) * V as u32 , n) ;
+                    stage . peer (c) . store_vec_volatile :: < V > (parts + rank * cap + j * V as u32 , v) ;
+                }
+            }
+            j += stride ;
+        }
+        let mut j = first ;
+        while j < chunk &&rank * chunk + j < vecs {
+            let at = (rank * chunk + j) * V as u32 ;
+            let own = lamport_load :: < T , V > (src , at , n) ;
+            let sum = lamport_sum :: < T , V > (own , mine , parts , cap , j * V as u32 , rank , world) ;
+            let res = lamport_scrub :: < T , V > (sum) ;
+            for r in 0 .. world {
+                if r!= rank {
+                    stage . peer (r) . store_vec_volatile :: < V > (sums + rank * cap + j * V as u32 , res) ;
+                }
+            }
+            lamport_store :: < T , V > (out , at , n , res) ;
+            j += stride ;
+        }
+        let mut j = first ;
+        while j < chunk {
+            let mut owners = 0u32 ;
+            for c in 0 .. world {
+                if c!= rank &&c * chunk + j < vecs {
+                    owners |= 1u32 << c ;
+                }
+            }
+            let got = lamport_take :: < T , V > (mine , sums + j * V as u32 , cap , owners , world) ;
+            for c in 0 .. world {
+                if ((owners >> c) &1u32) == 1u32 {
+                    lamport_store :: < T , V > (out , (c * chunk + j) * V as u32 , n , (got) . __dsl_get (c)) ;
+                }
+            }
+            j += stride ;
+        }
+        commit_epoch (stage , epoch) ;
+    }
+}

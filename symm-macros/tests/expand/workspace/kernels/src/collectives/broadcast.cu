@@ -1,0 +1,55 @@
+// CUDA C of #[symm_kernel] on `broadcast` in kernels/src/collectives.rs.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+template<typename G_T>
+__device__ __forceinline__ void k_broadcast(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_root, symm_u32 v_n) {
+auto v_rank = symm_rank(v_buf);
+auto v_world = symm_world(v_buf);
+if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+if ((v_rank == v_root)) {
+{
+const symm_u32 t_end1 = v_world;
+for (symm_u32 v_p = ((symm_u32)0ULL); v_p < t_end1; v_p += 1) {
+if ((v_p != v_root)) {
+symm_dsl_put_signal(__ctx, v_buf, v_p, ((symm_u32)2ULL));
+}
+}
+}
+}
+else {
+symm_dsl_wait_signal(__ctx, v_buf, v_root, ((symm_u32)2ULL));
+}
+}
+__syncthreads();
+if ((v_rank != v_root)) {
+auto v_src = symm_peer(v_buf, v_root);
+auto v_dst = symm_local(v_buf);
+auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+while ((v_i < v_n)) {
+v_dst[v_i] = v_src[v_i];
+v_i += (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+}
+}
+__syncthreads();
+if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+if ((v_rank == v_root)) {
+{
+const symm_u32 t_end2 = v_world;
+for (symm_u32 v_p_2 = ((symm_u32)0ULL); v_p_2 < t_end2; v_p_2 += 1) {
+if ((v_p_2 != v_root)) {
+symm_dsl_wait_signal(__ctx, v_buf, v_p_2, ((symm_u32)3ULL));
+}
+}
+}
+}
+else {
+symm_dsl_put_signal(__ctx, v_buf, v_root, ((symm_u32)3ULL));
+}
+}
+}
+
+// The extern "C" entry ($...$ are filled at instantiation):
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_buf_ptrs, const symm_u64* v_buf_pads, symm_u32 v_buf_rank, symm_u32 v_buf_world, symm_u64 v_buf_len, symm_u64 v_buf_local, symm_u64 v_buf_lpad, symm_u32 v_root, symm_u32 v_n) {
+    symm_kctx __ctx = {__status, __timeout, __rank};
+    k_broadcast<$G_T$>(__ctx, symm_buf<$G_T$>{v_buf_ptrs, v_buf_pads, v_buf_rank, v_buf_world, v_buf_len, v_buf_local, v_buf_lpad}, v_root, v_n);
+}

@@ -1,0 +1,36 @@
+// CUDA C of #[symm_kernel] on `ring_all_gather` in kernels/src/collectives.rs.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+template<typename G_T>
+__device__ __forceinline__ void k_ring_all_gather(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_chunk) {
+auto v_rank = symm_rank(v_buf);
+auto v_world = symm_world(v_buf);
+auto v_next = symm_rem(((v_rank + ((symm_u32)1ULL))), v_world);
+auto v_prev = symm_rem((((v_rank + v_world) - ((symm_u32)1ULL))), v_world);
+auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+auto v_src = symm_local(v_buf);
+auto v_dst = symm_peer(v_buf, v_next);
+{
+const symm_u32 t_end1 = (v_world - ((symm_u32)1ULL));
+for (symm_u32 v_step = ((symm_u32)0ULL); v_step < t_end1; v_step += 1) {
+auto v_base = ((symm_rem((((v_rank + v_world) - v_step)), v_world)) * v_chunk);
+auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+while ((v_i < v_chunk)) {
+v_dst[(v_base + v_i)] = v_src[(v_base + v_i)];
+v_i += v_stride;
+}
+__syncthreads();
+if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+symm_dsl_put_signal(__ctx, v_buf, v_next, ((symm_u32)1ULL));
+symm_dsl_wait_signal(__ctx, v_buf, v_prev, ((symm_u32)1ULL));
+}
+__syncthreads();
+}
+}
+}
+
+// The extern "C" entry ($...$ are filled at instantiation):
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_buf_ptrs, const symm_u64* v_buf_pads, symm_u32 v_buf_rank, symm_u32 v_buf_world, symm_u64 v_buf_len, symm_u64 v_buf_local, symm_u64 v_buf_lpad, symm_u32 v_chunk) {
+    symm_kctx __ctx = {__status, __timeout, __rank};
+    k_ring_all_gather<$G_T$>(__ctx, symm_buf<$G_T$>{v_buf_ptrs, v_buf_pads, v_buf_rank, v_buf_world, v_buf_len, v_buf_local, v_buf_lpad}, v_chunk);
+}

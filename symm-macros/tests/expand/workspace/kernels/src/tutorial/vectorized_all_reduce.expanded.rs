@@ -1,0 +1,125 @@
+#[doc = " Step 2: the same, but each thread moves 16 bytes (`V` elements) per load"]
+#[doc = " and issues the loads from every rank before adding, so the NVLink round"]
+#[doc = " trips overlap instead of queueing (at most 8 ranks: `parts` holds one"]
+#[doc = " vector per rank). Elements past the last whole vector are summed one by"]
+#[doc = " one."]
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+pub mod vectorized_all_reduce {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "vectorized_all_reduce" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![&block_barrier :: DEVICE]
+    }
+    fn __key < T : Scalar , const V : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
+        :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string () , :: std :: format!("{}" , V)]
+    }
+    fn __source < T : Scalar , const V : usize > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
+        __w = __w . replace ("$G_V$" , &:: std :: format!("{}" , V)) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for < T : Scalar , const V : usize > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        __source :: < T , V > (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for < T : Scalar , const V : usize > (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        :: symm :: __private :: compile_check (NAME , &__source :: < T , V > (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 10usize ;
+    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , true) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid < T : Scalar , const V : usize > (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> where T : :: symm :: dsl :: Scalar {
+        let __key = __key :: < T , V > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source :: < T , V > (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch < T : Scalar , const V : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
+        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let __a_buf = :: symm :: __private :: symm_handle :: < T > (buf) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "out" , &* out) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_out = :: symm :: dsl :: SliceMut :: < T > :: __new (__ptr , __len) ;
+        __p [__k] = :: symm :: __private :: slot (n) ;
+        __k += 1 ;
+        let _ = __k ;
+        let __key = __key :: < T , V > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , V > (__e) , &|| cpu :: < T , V > (__a_buf , __a_out , n))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu < T : Scalar , const V : usize > (buf : SymmBuf < T > , out : :: symm :: dsl :: SliceMut < T > , n : u32) where T : :: symm :: dsl :: Scalar {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        block_barrier (buf , 0) ;
+        let world = buf . world_size () ;
+        let stride = grid_dim_x () * block_dim_x () ;
+        let first = block_idx_x () * block_dim_x () + thread_idx_x () ;
+        let vecs = n / V as u32 ;
+        let mut v = first ;
+        while v < vecs {
+            let zero : [T ; V] = [T :: from_f32 (0.0f32) ; V] ;
+            let mut parts : [[T ; V] ; 8] = [zero ; 8] ;
+            for r in 0 .. world {
+                (parts) . __dsl_set (r , buf . peer (r) . load_vec :: < V > (v * V as u32)) ;
+            }
+            let mut acc : [f32 ; V] = [0.0f32 ; V] ;
+            for r in 0 .. world {
+                let p = (parts) . __dsl_get (r) ;
+                for k in 0 .. V {
+                    {
+                        let __symm_i = k ;
+                        let __symm_v = (acc) . __dsl_get (__symm_i) + ((p) . __dsl_get (k) . to_f32 ()) ;
+                        (acc) . __dsl_set (__symm_i , __symm_v)
+                    }
+                    ;
+                }
+            }
+            let mut res : [T ; V] = zero ;
+            for k in 0 .. V {
+                (res) . __dsl_set (k , T :: from_f32 ((acc) . __dsl_get (k))) ;
+            }
+            out . store_vec :: < V > (v * V as u32 , res) ;
+            v += stride ;
+        }
+        let mut i = vecs * V as u32 + first ;
+        while i < n {
+            let mut acc : f32 = 0.0 ;
+            for r in 0 .. world {
+                acc += (buf . peer (r)) . __dsl_get (i) . to_f32 () ;
+            }
+            (out) . __dsl_set (i , T :: from_f32 (acc)) ;
+            i += stride ;
+        }
+        block_barrier (buf , 1) ;
+    }
+}

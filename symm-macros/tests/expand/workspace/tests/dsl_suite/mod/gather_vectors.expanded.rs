@@ -1,0 +1,116 @@
+#[doc = " Sentinel-marked pushes from every peer, received at once: each rank"]
+#[doc = " but `silent` stores `src[0..N]` into slot `rank` (elements `rank * N..`)"]
+#[doc = " of every other rank's `stage`, which starts all ones (empty); then every"]
+#[doc = " rank gathers the other ranks' slots with `gather_ready` into"]
+#[doc = " `out[r * N..]`. Thread 0 of block 0 only."]
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+pub mod gather_vectors {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "gather_vectors" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![]
+    }
+    fn __key < T : Scalar , const N : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
+        :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string () , :: std :: format!("{}" , N)]
+    }
+    fn __source < T : Scalar , const N : usize > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
+        __w = __w . replace ("$G_N$" , &:: std :: format!("{}" , N)) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for < T : Scalar , const N : usize > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+        __source :: < T , N > (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for < T : Scalar , const N : usize > (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        :: symm :: __private :: compile_check (NAME , &__source :: < T , N > (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 12usize ;
+    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , true) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid < T : Scalar , const N : usize > (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> where T : :: symm :: dsl :: Scalar {
+        let __key = __key :: < T , N > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source :: < T , N > (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch < T : Scalar , const N : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , stage : &:: symm :: SymmetricMemory , src : &(impl :: symm :: DeviceSlice < T > + ? Sized) , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , silent : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "stage" , stage) ? ;
+        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let __a_stage = :: symm :: __private :: symm_handle :: < T > (stage) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "src" , &* src) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_src = :: symm :: dsl :: Slice :: < T > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "out" , &* out) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_out = :: symm :: dsl :: SliceMut :: < T > :: __new (__ptr , __len) ;
+        __p [__k] = :: symm :: __private :: slot (silent) ;
+        __k += 1 ;
+        let _ = __k ;
+        let __key = __key :: < T , N > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , N > (__e) , &|| cpu :: < T , N > (__a_stage , __a_src , __a_out , silent))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu < T : Scalar , const N : usize > (stage : SymmBuf < T > , src : :: symm :: dsl :: Slice < T > , out : :: symm :: dsl :: SliceMut < T > , silent : u32) where T : :: symm :: dsl :: Scalar {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        if thread_idx_x () != 0 || block_idx_x () != 0 {
+            return ;
+        }
+        let rank = stage . rank () ;
+        let world = stage . world_size () ;
+        let mut v : [T ; N] = [(src) . __dsl_get (0) ; N] ;
+        for k in 0 .. N {
+            (v) . __dsl_set (k , (src) . __dsl_get (k as u32)) ;
+        }
+        if rank!= silent {
+            for r in 0 .. world {
+                if r!= rank {
+                    stage . peer (r) . store_vec_volatile :: < N > (rank * N as u32 , v) ;
+                }
+            }
+        }
+        let empty = T :: from_bits32 (0xFFFF_FFFFu32) ;
+        let peers = ((1u32 << world) - 1) &!(1u32 << rank) ;
+        let got : [[T ; N] ; 8] = stage . local () . gather_ready :: < N > (0u32 , N as u32 , peers , empty) ;
+        for r in 0 .. world {
+            if r!= rank {
+                let g = (got) . __dsl_get (r) ;
+                for k in 0 .. N {
+                    (out) . __dsl_set (r * N as u32 + k as u32 , (g) . __dsl_get (k)) ;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+// CUDA C of #[symm_kernel] on `lanes` in tests/dsl_suite/mod.rs.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+static __device__ __forceinline__ __attribute__((unused)) void k_lanes(const symm_kctx& __ctx, symm_slice<symm_u32> v_lanes) {
+v_lanes[((((symm_u32)threadIdx.y) * ((symm_u32)16ULL)) + ((symm_u32)threadIdx.x))] = symm_lane_id();
+}
+
+// The extern "C" entry ($...$ are filled at instantiation):
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, void* v_lanes_ptr, symm_u64 v_lanes_len) {
+    symm_kctx __ctx = {__status, __timeout, __rank};
+    k_lanes(__ctx, symm_slice<symm_u32>{(symm_u32*)v_lanes_ptr, v_lanes_len});
+}

@@ -1,0 +1,114 @@
+#[doc = " Peer stores and loads with ordering (message passing around the ring):"]
+#[doc = " for k in 1..=iters, rank r writes k-dependent data into the next rank's"]
+#[doc = " slots with relaxed stores, then releases flag k there; it acquires the"]
+#[doc = " previous rank's flag k, checks the data, and acknowledges. Slot layout:"]
+#[doc = " 0 flag (from prev), 1 ack (from next), 2 errors, 3 timeouts, 8.. data."]
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+pub mod message_passing {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "message_passing" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![]
+    }
+    fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
+        :: std :: vec![]
+    }
+    fn __source (__entry : &str) -> :: std :: string :: String {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for () -> :: std :: string :: String {
+        __source (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > {
+        :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 9usize ;
+    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , true) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> {
+        let __key = __key () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , iters : u32 , seed : u32) -> :: symm :: Result < () > {
+        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
+        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let __a_buf = :: symm :: __private :: symm_handle :: < u32 > (buf) ;
+        __p [__k] = :: symm :: __private :: slot (iters) ;
+        __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (seed) ;
+        __k += 1 ;
+        let _ = __k ;
+        let __key = __key () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , iters , seed))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu (buf : SymmBuf < u32 > , iters : u32 , seed : u32) {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        if thread_idx_x () != 0 || block_idx_x () != 0 {
+            return ;
+        }
+        let rank = buf . rank () ;
+        let world = buf . world_size () ;
+        let next = buf . peer ((rank + 1) % world) ;
+        let prev_rank = (rank + world - 1) % world ;
+        let prev = buf . peer (prev_rank) ;
+        let me = buf . local () ;
+        for k in 1 .. iters + 1 {
+            let t0 = globaltimer () ;
+            while me . load (1 , LoadOrder :: Acquire , Scope :: System) < k - 1 {
+                if globaltimer () - t0 > 2_000_000_000u64 {
+                    me . atomic_add (3 , 1 , RmwOrder :: Relaxed , Scope :: System) ;
+                    return ;
+                }
+            }
+            for j in 0 .. 16u32 {
+                next . store (8 + j , seed ^ (k * 16 + j) ^ rank , StoreOrder :: Relaxed , Scope :: System ,) ;
+            }
+            next . store (0 , k , StoreOrder :: Release , Scope :: System) ;
+            let t1 = globaltimer () ;
+            while me . load (0 , LoadOrder :: Acquire , Scope :: System) < k {
+                if globaltimer () - t1 > 2_000_000_000u64 {
+                    me . atomic_add (3 , 1 , RmwOrder :: Relaxed , Scope :: System) ;
+                    return ;
+                }
+            }
+            for j in 0 .. 16u32 {
+                if me . load (8 + j , LoadOrder :: Relaxed , Scope :: System) != seed ^ (k * 16 + j) ^ prev_rank {
+                    me . atomic_add (2 , 1 , RmwOrder :: Relaxed , Scope :: System) ;
+                }
+            }
+            prev . store (1 , k , StoreOrder :: Release , Scope :: System) ;
+        }
+    }
+}

@@ -1,0 +1,23 @@
+// CUDA C of #[symm_kernel] on `shuffles` in tests/dsl_suite/mod.rs.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+static __device__ __forceinline__ __attribute__((unused)) void k_shuffles(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_slice<symm_u32> v_sums, symm_slice<symm_u32> v_votes) {
+auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_v = v_x[v_i];
+symm_u32 v_m = ((symm_u32)16ULL);
+while ((v_m > ((symm_u32)0ULL))) {
+v_v = symm_wrapping_add(v_v, symm_shfl_xor(v_v, (symm_u32)(v_m)));
+v_m /= ((symm_u32)2ULL);
+}
+auto v_b = symm_ballot((((v_x[v_i] & ((SYMM_TY(v_x[v_i]))1ULL))) == ((SYMM_TY(((v_x[v_i] & ((SYMM_TY(v_x[v_i]))1ULL)))))1ULL)));
+v_sums[v_i] = v_v;
+if ((symm_lane_id() == ((symm_u32)0ULL))) {
+v_votes[(v_i / ((symm_u32)32ULL))] = v_b;
+}
+}
+
+// The extern "C" entry ($...$ are filled at instantiation):
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, void* v_x_ptr, symm_u64 v_x_len, void* v_sums_ptr, symm_u64 v_sums_len, void* v_votes_ptr, symm_u64 v_votes_len) {
+    symm_kctx __ctx = {__status, __timeout, __rank};
+    k_shuffles(__ctx, symm_slice<symm_u32>{(symm_u32*)v_x_ptr, v_x_len}, symm_slice<symm_u32>{(symm_u32*)v_sums_ptr, v_sums_len}, symm_slice<symm_u32>{(symm_u32*)v_votes_ptr, v_votes_len});
+}

@@ -1,0 +1,10 @@
+// CUDA C of #[symm_kernel] on `stash_reversed` in tests/dsl_suite/mod.rs.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_stash_reversed(const symm_kctx& __ctx, symm_u32 v_v) {
+__shared__ symm_array<symm_u32, 32ULL> v_s;
+auto v_t = ((symm_u32)threadIdx.x);
+v_s[v_t] = v_v;
+__syncthreads();
+return v_s[(((symm_u32)31ULL) - v_t)];
+}

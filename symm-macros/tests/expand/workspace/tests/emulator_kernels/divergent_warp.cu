@@ -1,0 +1,18 @@
+// CUDA C of #[symm_kernel] on `divergent_warp` in tests/emulator_kernels.rs.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+static __device__ __forceinline__ __attribute__((unused)) void k_divergent_warp(const symm_kctx& __ctx, symm_slice<symm_u32> v_out) {
+auto v_t = ((symm_u32)threadIdx.x);
+if ((v_t < ((symm_u32)16ULL))) {
+v_out[v_t] = symm_ballot(true);
+}
+else {
+v_out[v_t] = symm_shfl_xor(v_t, (symm_u32)(((symm_u32)1ULL)));
+}
+}
+
+// The extern "C" entry ($...$ are filled at instantiation):
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, void* v_out_ptr, symm_u64 v_out_len) {
+    symm_kctx __ctx = {__status, __timeout, __rank};
+    k_divergent_warp(__ctx, symm_slice<symm_u32>{(symm_u32*)v_out_ptr, v_out_len});
+}

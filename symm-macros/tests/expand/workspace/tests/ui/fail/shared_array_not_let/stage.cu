@@ -1,0 +1,6 @@
+// CUDA C of #[symm_kernel] on `stage` in tests/ui/fail/shared_array_not_let.rs.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+static __device__ __forceinline__ __attribute__((unused)) void f_stage(const symm_kctx& __ctx, symm_array<float, 256ULL>& v_tile, float v_v) {
+v_tile[((symm_u32)threadIdx.x)] = v_v;
+}

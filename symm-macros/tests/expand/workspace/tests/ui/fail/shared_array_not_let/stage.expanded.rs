@@ -1,0 +1,19 @@
+#[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
+fn stage (tile : Shared < f32 , 256 > , v : f32) {
+    #[allow (unused_imports)]
+    use :: symm :: __private :: {
+        ArrayIndex as _ , HandleGet as _ , HandleSet as _
+    }
+    ;
+    (tile) . __dsl_set (thread_idx_x () , v) ;
+}
+#[doc (hidden)]
+#[allow (non_snake_case , unused_imports , dead_code)]
+mod stage {
+    use super :: * ;
+    #[doc = r" This function's CUDA C, and the device functions it calls."]
+    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+        name : "stage" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+    }
+    ;
+}

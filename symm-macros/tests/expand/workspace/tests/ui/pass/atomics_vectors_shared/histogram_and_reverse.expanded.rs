@@ -1,0 +1,126 @@
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+pub mod histogram_and_reverse {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "histogram_and_reverse" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![]
+    }
+    fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
+        :: std :: vec![]
+    }
+    fn __source (__entry : &str) -> :: std :: string :: String {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for () -> :: std :: string :: String {
+        __source (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > {
+        :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 10usize ;
+    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , false) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> {
+        let __key = __key () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , x : &(impl :: symm :: DeviceSlice < f32 > + ? Sized) , out : &mut (impl :: symm :: DeviceSlice < f32 > + ? Sized) , bins : &mut (impl :: symm :: DeviceSlice < u32 > + ? Sized) , total : &mut (impl :: symm :: DeviceSlice < f32 > + ? Sized) , votes : &mut (impl :: symm :: DeviceSlice < u32 > + ? Sized)) -> :: symm :: Result < () > {
+        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "x" , &* x) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_x = :: symm :: dsl :: Slice :: < f32 > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "out" , &* out) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_out = :: symm :: dsl :: SliceMut :: < f32 > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u32 , _ > (comm , "bins" , &* bins) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_bins = :: symm :: dsl :: SliceMut :: < u32 > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "total" , &* total) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_total = :: symm :: dsl :: SliceMut :: < f32 > :: __new (__ptr , __len) ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u32 , _ > (comm , "votes" , &* votes) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_votes = :: symm :: dsl :: SliceMut :: < u32 > :: __new (__ptr , __len) ;
+        let _ = __k ;
+        let __key = __key () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_x , __a_out , __a_bins , __a_total , __a_votes))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu (x : :: symm :: dsl :: Slice < f32 > , out : :: symm :: dsl :: SliceMut < f32 > , bins : :: symm :: dsl :: SliceMut < u32 > , total : :: symm :: dsl :: SliceMut < f32 > , votes : :: symm :: dsl :: SliceMut < u32 >) {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        let t = thread_idx_x () ;
+        let g = block_idx_x () * block_dim_x () + t ;
+        let tile = :: symm :: dsl :: __shared_array_at :: < f32 , {
+            1024
+        }
+        > (:: core :: concat!(:: core :: module_path!() , "::" , "histogram_and_reverse") , 0u32) ;
+        let v = x . load_vec :: < 4 > (g * 4) ;
+        for k in 0 .. 4u32 {
+            (tile) . __dsl_set (t * 4 + k , (v) . __dsl_get (k)) ;
+        }
+        sync_threads () ;
+        let last = block_dim_x () * 4 - 1 ;
+        let r : [f32 ; 4] = [(tile) . __dsl_get (last - t * 4) , (tile) . __dsl_get (last - t * 4 - 1) , (tile) . __dsl_get (last - t * 4 - 2) , (tile) . __dsl_get (last - t * 4 - 3) ,] ;
+        out . store_vec :: < 4 > (g * 4 , r) ;
+        let bin = min ((abs ((v) . __dsl_get (0)) as u32) % 16 , 15u32) ;
+        bins . atomic_add (bin , 1 , RmwOrder :: Relaxed , Scope :: Gpu) ;
+        total . atomic_add (0 , (v) . __dsl_get (0) + (v) . __dsl_get (1) + (v) . __dsl_get (2) + (v) . __dsl_get (3) , RmwOrder :: Relaxed , Scope :: Gpu) ;
+        let mut cur = bins . load (16 , LoadOrder :: Relaxed , Scope :: Gpu) ;
+        while cur < g {
+            let seen = bins . atomic_cas (16 , cur , g , RmwOrder :: AcqRel , Scope :: Gpu) ;
+            if seen == cur {
+                break ;
+            }
+            cur = seen ;
+        }
+        let mut s = g ;
+        let mut m : u32 = 16 ;
+        while m > 0 {
+            s = s . wrapping_add (shfl_xor (s , m)) ;
+            m /= 2 ;
+        }
+        let b = ballot ((v) . __dsl_get (0) > 0.0f32) ;
+        if lane_id () == 0 {
+            (votes) . __dsl_set (g / 32 , b ^ s) ;
+        }
+    }
+}
