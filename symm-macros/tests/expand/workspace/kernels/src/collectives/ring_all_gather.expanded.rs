@@ -24,7 +24,9 @@ pub mod ring_all_gather {
     fn __key < T : Scalar > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string ()]
     }
-    fn __source < T : Scalar > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
+    #[doc = r" The complete CUDA C of these generic arguments, exporting `__entry`."]
+    #[doc (hidden)]
+    pub fn __source < T : Scalar > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
         __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
         :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
@@ -39,8 +41,10 @@ pub mod ring_all_gather {
         :: symm :: __private :: compile_check (NAME , &__source :: < T > (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 8usize ;
-    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , true) ;
+    pub const PARAM_SLOTS : usize = 11usize ;
+    #[doc = r" The kernel as the runtime knows it."]
+    #[doc (hidden)]
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
@@ -49,13 +53,12 @@ pub mod ring_all_gather {
     pub fn co_resident_grid < T : Scalar > (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> where T : :: symm :: dsl :: Scalar {
         let __key = __key :: < T > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source :: < T > (__e))
+        DEF . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source :: < T > (__e))
     }
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
     pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , chunk : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
-        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
@@ -67,7 +70,7 @@ pub mod ring_all_gather {
         let _ = __k ;
         let __key = __key :: < T > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_buf , chunk))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_buf , chunk))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]

@@ -17,7 +17,9 @@ pub mod wait_on {
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]
     }
-    fn __source (__entry : &str) -> :: std :: string :: String {
+    #[doc = r" The complete CUDA C of these generic arguments, exporting `__entry`."]
+    #[doc (hidden)]
+    pub fn __source (__entry : &str) -> :: std :: string :: String {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
         :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
@@ -31,8 +33,10 @@ pub mod wait_on {
         :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 9usize ;
-    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , true) ;
+    pub const PARAM_SLOTS : usize = 12usize ;
+    #[doc = r" The kernel as the runtime knows it."]
+    #[doc (hidden)]
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
@@ -41,13 +45,12 @@ pub mod wait_on {
     pub fn co_resident_grid (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> {
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source (__e))
+        DEF . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source (__e))
     }
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
     pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , src : u32 , channel : u32) -> :: symm :: Result < () > {
-        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
@@ -61,7 +64,7 @@ pub mod wait_on {
         let _ = __k ;
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , src , channel))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , src , channel))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]

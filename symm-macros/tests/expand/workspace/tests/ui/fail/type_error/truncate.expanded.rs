@@ -16,7 +16,9 @@ mod truncate {
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]
     }
-    fn __source (__entry : &str) -> :: std :: string :: String {
+    #[doc = r" The complete CUDA C of these generic arguments, exporting `__entry`."]
+    #[doc (hidden)]
+    pub fn __source (__entry : &str) -> :: std :: string :: String {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
         :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
@@ -30,8 +32,10 @@ mod truncate {
         :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = :: symm :: __private :: HIDDEN_SLOTS + 5usize ;
-    static __CACHE : :: symm :: __private :: KernelCache = :: symm :: __private :: KernelCache :: new (NAME , false) ;
+    pub const PARAM_SLOTS : usize = 8usize ;
+    #[doc = r" The kernel as the runtime knows it."]
+    #[doc (hidden)]
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
@@ -40,31 +44,36 @@ mod truncate {
     pub fn co_resident_grid (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> {
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        __CACHE . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source (__e))
+        DEF . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source (__e))
     }
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
     pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , x : &(impl :: symm :: DeviceSlice < f32 > + ? Sized) , out : &mut (impl :: symm :: DeviceSlice < u32 > + ? Sized) , n : u32) -> :: symm :: Result < () > {
-        const _ : () = assert!(:: symm :: __private :: SYMM_BUF_SLOTS == 7usize) ;
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "x" , &* x) ? ;
         __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
         __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
         __k += 2 ;
-        let __a_x = :: symm :: dsl :: Slice :: < f32 > :: __new (__ptr , __len) ;
+        let __a_x = unsafe {
+            :: symm :: dsl :: Slice :: < f32 > :: __new (__ptr , __len)
+        }
+        ;
         let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u32 , _ > (comm , "out" , &* out) ? ;
         __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
         __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
         __k += 2 ;
-        let __a_out = :: symm :: dsl :: SliceMut :: < u32 > :: __new (__ptr , __len) ;
+        let __a_out = unsafe {
+            :: symm :: dsl :: SliceMut :: < u32 > :: __new (__ptr , __len)
+        }
+        ;
         __p [__k] = :: symm :: __private :: slot (n) ;
         __k += 1 ;
         let _ = __k ;
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        __CACHE . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_x , __a_out , n))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_x , __a_out , n))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]

@@ -1,0 +1,114 @@
+#[doc = " `shfl_down`, `shfl_up` and `shfl_idx` on 8-, 4- and 2-byte payloads:"]
+#[doc = " deltas that cross the warp's edge (where a lane keeps its own value), and"]
+#[doc = " source lanes past 31 (taken modulo 32)."]
+#[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
+pub mod warp_moves {
+    use super :: * ;
+    #[doc = r" The kernel's name."]
+    pub const NAME : &str = "warp_moves" ;
+    #[doc = "(CUDA C: see the .cu snapshot)"]
+    pub const CUDA_BODY : &str = "(CUDA C: see the .cu snapshot)" ;
+    const WRAPPER : &str = "(CUDA C: see the .cu snapshot)" ;
+    #[doc = r" The translated CUDA C body (a template when the kernel is generic)."]
+    pub fn cuda_source () -> &'static str {
+        CUDA_BODY
+    }
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+        :: std :: vec![&shfl_down :: DEVICE , &shfl_up :: DEVICE , &shfl_idx :: DEVICE]
+    }
+    fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
+        :: std :: vec![]
+    }
+    #[doc = r" The complete CUDA C of these generic arguments, exporting `__entry`."]
+    #[doc (hidden)]
+    pub fn __source (__entry : &str) -> :: std :: string :: String {
+        let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
+        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+    }
+    #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
+    pub fn cuda_source_for () -> :: std :: string :: String {
+        __source (NAME)
+    }
+    #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
+    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    pub fn compile_for (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > {
+        :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
+    }
+    #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
+    pub const PARAM_SLOTS : usize = 13usize ;
+    #[doc = r" The kernel as the runtime knows it."]
+    #[doc (hidden)]
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false) ;
+    #[doc = r" The largest grid of this kernel, with `block` threads and"]
+    #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
+    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
+    #[doc = r" are resident together (`None`: any grid, as when every rank"]
+    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    pub fn co_resident_grid (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> {
+        let __key = __key () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        DEF . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source (__e))
+    }
+    #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
+    #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
+    #[doc = r" symmetric buffers' element types, are checked here."]
+    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , x : &(impl :: symm :: DeviceSlice < u64 > + ? Sized) , down : &mut (impl :: symm :: DeviceSlice < u64 > + ? Sized) , up : &mut (impl :: symm :: DeviceSlice < u32 > + ? Sized) , idx : &mut (impl :: symm :: DeviceSlice < bf16 > + ? Sized) , delta : u32 , s : u32) -> :: symm :: Result < () > {
+        let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
+        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u64 , _ > (comm , "x" , &* x) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_x = unsafe {
+            :: symm :: dsl :: Slice :: < u64 > :: __new (__ptr , __len)
+        }
+        ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u64 , _ > (comm , "down" , &* down) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_down = unsafe {
+            :: symm :: dsl :: SliceMut :: < u64 > :: __new (__ptr , __len)
+        }
+        ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u32 , _ > (comm , "up" , &* up) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_up = unsafe {
+            :: symm :: dsl :: SliceMut :: < u32 > :: __new (__ptr , __len)
+        }
+        ;
+        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < bf16 , _ > (comm , "idx" , &* idx) ? ;
+        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        __k += 2 ;
+        let __a_idx = unsafe {
+            :: symm :: dsl :: SliceMut :: < bf16 > :: __new (__ptr , __len)
+        }
+        ;
+        __p [__k] = :: symm :: __private :: slot (delta) ;
+        __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (s) ;
+        __k += 1 ;
+        let _ = __k ;
+        let __key = __key () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_x , __a_down , __a_up , __a_idx , delta , s))
+    }
+    #[doc = r" The kernel body as Rust, for the CPU emulator."]
+    #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
+    pub fn cpu (x : :: symm :: dsl :: Slice < u64 > , down : :: symm :: dsl :: SliceMut < u64 > , up : :: symm :: dsl :: SliceMut < u32 > , idx : :: symm :: dsl :: SliceMut < bf16 > , delta : u32 , s : u32) {
+        #[allow (unused_imports)]
+        use :: symm :: __private :: {
+            ArrayIndex as _ , HandleGet as _ , HandleSet as _
+        }
+        ;
+        let i = block_idx_x () * block_dim_x () + thread_idx_x () ;
+        let v = (x) . __dsl_get (i) ;
+        (down) . __dsl_set (i , shfl_down (v , delta)) ;
+        (up) . __dsl_set (i , shfl_up (v as u32 , delta)) ;
+        let src = (lane_id () * 7 + s) % 37 ;
+        (idx) . __dsl_set (i , shfl_idx (bf16 :: from_bits ((v >> 16) as u16) , src)) ;
+    }
+}
