@@ -750,63 +750,20 @@ pub fn run_collectives(c: &Comm, seed: u64, timeout: std::time::Duration) -> sym
         .map(bf16::from_f32)
         .collect();
 
-    // Ring all-gather: rank r's chunk starts in place, the rest poisoned.
-    let buf = c.alloc::<f32>(chunk * world)?;
-    buf.copy_from_host(&vec![f32::NAN; chunk * world])?;
-    buf.write(r * chunk, &data[r * chunk..(r + 1) * chunk])?;
-    let s = buf.rendezvous()?;
-    s.barrier(0, timeout)?;
+    // Ring all-gather, f32 then bf16.
     let cfg = LaunchConfig::linear(3, sized(c, 32, 128));
-    ring_all_gather::launch::<f32>(c, cfg, &s, chunk as u32)?;
-    let hb = c.alloc::<bf16>(chunk * world)?;
-    hb.copy_from_host(&vec![bf16::NAN; chunk * world])?;
-    hb.write(r * chunk, &hdata[r * chunk..(r + 1) * chunk])?;
-    let hs = hb.rendezvous()?;
-    hs.barrier(0, timeout)?;
+    check_all_gather(c, cfg, &data, timeout)?;
     let cfg = LaunchConfig::linear(5, sized(c, 32, 64));
-    ring_all_gather::launch::<bf16>(c, cfg, &hs, chunk as u32)?;
-    c.synchronize()?;
-    check_bits(c, "ring all-gather f32", &buf.to_host()?, &data)?;
-    check_bits(c, "ring all-gather bf16", &hb.to_host()?, &hdata)?;
+    check_all_gather(c, cfg, &hdata, timeout)?;
 
     // Broadcast, f32 then f64, each from a random root.
     let nb: usize = sized(c, 333, 4097) + g.random_range(0..sized(c, 50, 100));
     let cfg = LaunchConfig::linear(sized(c, 2, 4), sized(c, 64, 256));
     let (root, bdata) = (g.random_range(0..world), draw(&mut g, nb));
-    let bb = c.alloc::<f32>(nb)?;
-    bb.copy_from_host(&if r == root {
-        bdata.clone()
-    } else {
-        vec![f32::NAN; nb]
-    })?;
-    let bs = bb.rendezvous()?;
-    bs.barrier(0, timeout)?;
-    broadcast::launch::<f32>(c, cfg, &bs, root as u32, nb as u32)?;
-    c.synchronize()?;
-    check_bits(
-        c,
-        &format!("broadcast<f32> from rank {root}"),
-        &bb.to_host()?,
-        &bdata,
-    )?;
+    check_broadcast(c, cfg, root, &bdata, timeout)?;
     let root = g.random_range(0..world);
     let bdata: Vec<f64> = (0..nb).map(|_| g.random()).collect();
-    let db = c.alloc::<f64>(nb)?;
-    db.copy_from_host(&if r == root {
-        bdata.clone()
-    } else {
-        vec![f64::NAN; nb]
-    })?;
-    let ds = db.rendezvous()?;
-    ds.barrier(0, timeout)?;
-    broadcast::launch::<f64>(c, cfg, &ds, root as u32, nb as u32)?;
-    c.synchronize()?;
-    check_bits(
-        c,
-        &format!("broadcast<f64> from rank {root}"),
-        &db.to_host()?,
-        &bdata,
-    )?;
+    check_broadcast(c, cfg, root, &bdata, timeout)?;
 
     // Ping-pong between ranks 2k and 2k + 1.
     let start: u32 = g.random_range(0..sized(c, 1000, 1_000_000));
@@ -840,12 +797,64 @@ pub fn run_collectives(c: &Comm, seed: u64, timeout: std::time::Duration) -> sym
     message_passing::launch(c, LaunchConfig::linear(1, 32), &ms, iters, g.random())?;
     c.synchronize()?;
     let m = mb.read(0, 4)?;
+    ms.barrier(0, timeout)?;
+    c.synchronize()?;
     check(c, (m[0], m[2], m[3]) == (iters, 0, 0), || {
         format!(
             "message passing: flag {} of {iters}, {} ordering errors, {} timeouts",
             m[0], m[2], m[3]
         )
-    })?;
+    })
+}
+
+/// [`ring_all_gather`] of `all` (rank r's chunk in place, the others' slots
+/// NaN) with `cfg`: every rank's buffer must end as `all`, bit for bit.
+fn check_all_gather<T: Scalar>(
+    c: &Comm,
+    cfg: LaunchConfig,
+    all: &[T],
+    timeout: std::time::Duration,
+) -> symm::Result<()> {
+    let (r, chunk) = (c.rank(), all.len() / c.world_size());
+    let buf = c.alloc::<T>(all.len())?;
+    buf.copy_from_host(&vec![T::from_f32(f32::NAN); all.len()])?;
+    buf.write(r * chunk, &all[r * chunk..(r + 1) * chunk])?;
+    let s = buf.rendezvous()?;
+    s.barrier(0, timeout)?;
+    ring_all_gather::launch::<T>(c, cfg, &s, chunk as u32)?;
+    c.synchronize()?;
+    check_bits(
+        c,
+        &format!("ring all-gather<{}>", T::CUDA),
+        &buf.to_host()?,
+        all,
+    )?;
+    s.barrier(0, timeout)?;
+    c.synchronize()
+}
+
+/// [`broadcast`] of `data` from `root`, the other ranks' buffers NaN first,
+/// with `cfg`: every rank's buffer must end as `data`, bit for bit.
+fn check_broadcast<T: Scalar>(
+    c: &Comm,
+    cfg: LaunchConfig,
+    root: usize,
+    data: &[T],
+    timeout: std::time::Duration,
+) -> symm::Result<()> {
+    let n = data.len();
+    let buf = c.alloc::<T>(n)?;
+    if c.rank() == root {
+        buf.copy_from_host(data)?;
+    } else {
+        buf.copy_from_host(&vec![T::from_f32(f32::NAN); n])?;
+    }
+    let s = buf.rendezvous()?;
+    s.barrier(0, timeout)?;
+    broadcast::launch::<T>(c, cfg, &s, root as u32, n as u32)?;
+    c.synchronize()?;
+    let what = format!("broadcast<{}> from rank {root}", T::CUDA);
+    check_bits(c, &what, &buf.to_host()?, data)?;
     s.barrier(0, timeout)?;
     c.synchronize()
 }
