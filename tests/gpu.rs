@@ -23,6 +23,9 @@ const TWO: usize = 2;
 
 const T: Duration = Duration::from_secs(10);
 
+#[path = "support/checks.rs"]
+mod checks;
+use checks::check;
 #[path = "support/harness.rs"]
 mod harness;
 use harness::{median, median_rendezvous_us, placement, Harness, Outcome};
@@ -62,17 +65,6 @@ fn fail(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn ensure(cond: bool, msg: impl FnOnce() -> String) -> symm::Result<()> {
-    if cond {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument {
-            rank: usize::MAX,
-            message: format!("CHECK FAILED: {}", msg()),
-        })
-    }
-}
-
 fn leaks(world: usize) -> Outcome {
     const CYCLES: usize = 1000;
     let per_rank = gpus(world, T, |comm| {
@@ -94,7 +86,7 @@ fn leaks(world: usize) -> Outcome {
         comm.synchronize()?;
         let (free1, _) = comm.mem_info()?;
         let diff = free0 as f64 - free1 as f64;
-        ensure(diff.abs() <= 0.01 * free0 as f64, || {
+        check(comm, diff.abs() <= 0.01 * free0 as f64, || {
             format!("rank {}: free memory moved by {diff} bytes", comm.rank())
         })?;
         Ok((diff / (1 << 20) as f64, total, secs))
@@ -115,7 +107,7 @@ fn graphs(world: usize) -> Outcome {
         let (r, n) = (comm.rank(), world);
         let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
         let bump = comm.raw_kernel("t_bump", &src)?;
-        let check = comm.raw_kernel("t_check", &src)?;
+        let t_check = comm.raw_kernel("t_check", &src)?;
         let buf = comm.alloc::<u32>(world + 2)?;
         buf.copy_from_host(&vec![0; world + 2])?; // counters must start at zero
         let smem = buf.rendezvous()?;
@@ -148,7 +140,7 @@ fn graphs(world: usize) -> Outcome {
         unsafe { bump.launch(comm, LaunchConfig::linear(1, 32), &bump_args)? };
         smem.barrier(1, T)?;
         // SAFETY: as above.
-        unsafe { check.launch(comm, LaunchConfig::linear(1, 32), &check_args)? };
+        unsafe { t_check.launch(comm, LaunchConfig::linear(1, 32), &check_args)? };
         smem.put_signal(next, 2, T)?;
         smem.wait_signal(prev, 2, T)?;
         let graph = stream
@@ -162,18 +154,20 @@ fn graphs(world: usize) -> Outcome {
         smem.barrier(0, T)?;
         comm.synchronize()?;
         let got = buf.to_host()?;
-        ensure(got[..n].iter().all(|&c| c == REPLAYS), || {
+        check(comm, got[..n].iter().all(|&c| c == REPLAYS), || {
             format!("rank {r}: bump counts {:?}", &got[..n])
         })?;
-        ensure(got[n] == REPLAYS, || {
+        check(comm, got[n] == REPLAYS, || {
             format!("rank {r}: {} checks ran", got[n])
         })?;
-        ensure(got[n + 1] == 0, || {
+        check(comm, got[n + 1] == 0, || {
             format!("rank {r}: {} barrier-ordering violations", got[n + 1])
         })?;
-        ensure(smem.read_signal_pad(r)?.iter().all(|&s| s == 0), || {
-            "own pad not reset after replays".into()
-        })
+        check(
+            comm,
+            smem.read_signal_pad(r)?.iter().all(|&s| s == 0),
+            || "own pad not reset after replays".into(),
+        )
     })
     .map_err(fail)?;
     Ok(format!("graph [peer atomics, barrier, ordering check, put, wait] replayed {REPLAYS}×: counts exact, 0 violations"))
@@ -228,7 +222,7 @@ fn frees_while_a_peer_waits(world: usize) -> Outcome {
                 let took = t.elapsed();
                 smem.put_signal(0, 1, T)?;
                 comm.synchronize()?;
-                ensure(took < Duration::from_secs(2), || {
+                check(comm, took < Duration::from_secs(2), || {
                     format!("rank 1's allocations and frees took {took:?} (waited for rank 0?)")
                 })?;
                 report = format!(

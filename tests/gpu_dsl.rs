@@ -30,17 +30,6 @@ fn fail(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn check(cond: bool, msg: impl FnOnce() -> String) -> symm::Result<()> {
-    if cond {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument {
-            rank: 0,
-            message: format!("CHECK FAILED: {}", msg()),
-        })
-    }
-}
-
 /// Runs `f` on `world` GPU ranks, placed as [`harness::placement`] says
 /// (sharing GPUs when there are fewer than ranks).
 fn gpus<R: Send>(
@@ -102,7 +91,7 @@ fn graph_capture(world: usize) -> Outcome {
             c.synchronize()?;
             graph.launch().map_err(drv("cuGraphLaunch"))?;
             c.synchronize()?;
-            check(buf.to_host()? == all.concat(), || {
+            check(c, buf.to_host()? == all.concat(), || {
                 format!("rank {r} replay {it} wrong")
             })?;
             s.barrier(0, T)?;
@@ -138,7 +127,7 @@ fn kernel_timeout(world: usize) -> Outcome {
                 ) if el < Duration::from_millis(400) => {
                     report = format!("after {:.0} ms: {e}", el.as_secs_f64() * 1e3)
                 }
-                other => check(false, || {
+                other => check(c, false, || {
                     format!("expected a named timeout within 400 ms, got {other:?} after {el:?}")
                 })?,
             }
@@ -155,6 +144,7 @@ fn kernel_timeout(world: usize) -> Outcome {
         broadcast::launch::<f32>(c, LaunchConfig::linear(1, 128), &bs, 0, 100)?;
         c.synchronize()?;
         check(
+            c,
             b.to_host()? == (0..100).map(|i| i as f32).collect::<Vec<_>>(),
             || "broadcast after the timeout is wrong".into(),
         )?;
@@ -172,7 +162,7 @@ fn co_residency(world: usize) -> Outcome {
     let res = gpus(world, |c| {
         let limit = all_arrive::co_resident_grid(c, THREADS, 0)?;
         let Some(limit) = limit else {
-            return check(false, || {
+            return check(c, false, || {
                 format!(
                     "rank {}: no grid limit although ranks share a GPU",
                     c.rank()
@@ -187,12 +177,13 @@ fn co_residency(world: usize) -> Outcome {
         let e = match all_arrive::launch(c, too_big, &s, 1_000_000_000) {
             Ok(()) => {
                 c.synchronize()?;
-                return check(false, || format!("a grid of {} was launched", limit + 1))
+                return check(c, false, || format!("a grid of {} was launched", limit + 1))
                     .map(|_| (0, String::new()));
             }
             Err(e) => e.to_string(),
         };
         check(
+            c,
             e.contains("cannot be resident") && e.contains(&format!("at most {limit} blocks")),
             || e.clone(),
         )?;
@@ -200,7 +191,7 @@ fn co_residency(world: usize) -> Outcome {
         all_arrive::launch(c, LaunchConfig::linear(limit, THREADS), &s, 2_000_000_000)?;
         c.synchronize()?;
         let words = buf.to_host()?;
-        check(words[1] == 0, || {
+        check(c, words[1] == 0, || {
             format!(
                 "rank {}: {} blocks gave up waiting: a grid of {limit} is not co-resident",
                 c.rank(),
@@ -209,7 +200,7 @@ fn co_residency(world: usize) -> Outcome {
         })?;
         if c.rank() == 0 {
             let all = (c.world_size() as u32) * limit;
-            check(words[0] == all, || {
+            check(c, words[0] == all, || {
                 format!("{} blocks arrived, expected {all}", words[0])
             })?;
         }
@@ -238,19 +229,21 @@ fn bad_launches() -> Outcome {
         let e = copy_n::launch(c, LaunchConfig::linear(0, 32), &x, &mut y, 10)
             .unwrap_err()
             .to_string();
-        check(e.contains("zero dimension"), || e.clone())?;
+        check(c, e.contains("zero dimension"), || e.clone())?;
         let e = copy_n::launch(c, LaunchConfig::linear(1, 2048), &x, &mut y, 10)
             .unwrap_err()
             .to_string();
-        check(e.contains("2048 threads"), || e.clone())?;
+        check(c, e.contains("2048 threads"), || e.clone())?;
         let wrong = c.alloc::<u32>(4)?;
         let ws = wrong.rendezvous()?;
         let e = ring_all_gather::launch::<f32>(c, LaunchConfig::linear(1, 32), &ws, 1)
             .unwrap_err()
             .to_string();
-        check(e.contains("holds u32, but the kernel expects f32"), || {
-            e.clone()
-        })?;
+        check(
+            c,
+            e.contains("holds u32, but the kernel expects f32"),
+            || e.clone(),
+        )?;
         Ok(())
     })?;
     Ok("zero grid, oversized block and a mistyped symmetric buffer are clear errors".into())
@@ -387,7 +380,7 @@ fn launch_overhead() -> Outcome {
         }
         dsl_us.sort_by(f64::total_cmp);
         raw_us.sort_by(f64::total_cmp);
-        check(y.to_host()? == vec![1.0; n], || "copy_n wrong".into())?;
+        check(c, y.to_host()? == vec![1.0; n], || "copy_n wrong".into())?;
         Ok((dsl_us[7], raw_us[7]))
     })?;
     let (d, r) = res[0];
