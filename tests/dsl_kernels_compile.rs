@@ -123,6 +123,8 @@ fn builtin_kernels_compile() {
 
 #[path = "dsl_suite/mod.rs"]
 mod dsl_suite;
+#[path = "foundation_suite/mod.rs"]
+mod foundation_suite;
 
 #[test]
 fn test_suite_kernels_compile() {
@@ -151,6 +153,7 @@ fn test_suite_kernels_compile() {
         gather_vectors::compile_for::<f32, 4>(a).unwrap_or_else(|e| panic!("{e}"));
         gather_vectors::compile_for::<symm::bf16, 8>(a).unwrap_or_else(|e| panic!("{e}"));
         gather_packets::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        foundation_suite::write_slots::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
     }
 }
 

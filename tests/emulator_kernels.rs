@@ -1,11 +1,12 @@
 //! `#[symm_kernel]` kernels on the CPU emulator: the DSL test suite and the
-//! built-in collectives at world sizes 2, 3, 4 and 8 with odd lengths,
-//! against CPU references (float64 where floats are summed); hang diagnosis;
-//! bounds errors.
+//! built-in collectives at world sizes 1, 2, 3, 4 and 8 with odd lengths,
+//! against CPU references (bitwise, or float64 where floats are summed);
+//! hang diagnosis; bounds errors. The drivers live in `dsl_suite/mod.rs`.
 //!
-//! With `SYMM_KERNEL_TESTS_ON=gpu` the same tests run on GPU ranks instead
-//! (world sizes above the GPU count are skipped, loudly); the diagnosis and
-//! bounds tests are emulator-only, since a GPU has neither.
+//! With `SYMM_KERNEL_TESTS_ON=gpu` the same tests run on GPU ranks instead,
+//! with GPU-sized data (world sizes that cannot be placed are skipped,
+//! loudly); the diagnosis and bounds tests are emulator-only, since a GPU
+//! has neither.
 
 use std::time::{Duration, Instant};
 
@@ -13,9 +14,11 @@ use rand::Rng;
 #[path = "support/targets.rs"]
 mod targets;
 use targets::{emulator_only, ranks};
+#[macro_use]
+#[path = "support/testgen.rs"]
+mod testgen;
 
 use symm::dsl::*;
-use symm::kernels::{broadcast, ping_pong, ring_all_gather};
 use symm::{run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 #[path = "dsl_suite/mod.rs"]
@@ -42,242 +45,34 @@ fn lin(n: usize, block: u32) -> LaunchConfig {
 
 #[test]
 fn arithmetic_matches_the_reference_bitwise() {
-    let n: usize = 1000 + rand::rng().random_range(0..99);
-    let x: Vec<f32> = (0..n)
-        .map(|_| rand::rng().random_range(-2.0..2.0))
-        .collect();
-    let y: Vec<f32> = (0..n)
-        .map(|_| rand::rng().random_range(-2.0..2.0))
-        .collect();
-    let xh: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
-    let yh: Vec<bf16> = y.iter().map(|&v| bf16::from_f32(v)).collect();
     emu(1, |c| {
-        let (dx, dy, mut out) = (
-            c.device_buffer_from(&x)?,
-            c.device_buffer_from(&y)?,
-            c.device_buffer_from(&vec![f32::NAN; n])?,
-        );
-        arith::launch::<f32>(c, lin(n, 128), &dx, &dy, &mut out, n as u32)?;
-        let want: Vec<u32> = x
-            .iter()
-            .zip(&y)
-            .map(|(&a, &b)| arith_ref(a, b).to_bits())
-            .collect();
-        assert_eq!(
-            out.to_host()?
-                .iter()
-                .map(|v| v.to_bits())
-                .collect::<Vec<_>>(),
-            want
-        );
-        let (dx, dy, mut out) = (
-            c.device_buffer_from(&xh)?,
-            c.device_buffer_from(&yh)?,
-            c.device_buffer_from(&vec![bf16::NAN; n])?,
-        );
-        arith::launch::<bf16>(c, lin(n, 96), &dx, &dy, &mut out, n as u32)?;
-        let want: Vec<u16> = xh
-            .iter()
-            .zip(&yh)
-            .map(|(&a, &b)| arith_ref(a, b).to_bits())
-            .collect();
-        assert_eq!(
-            out.to_host()?
-                .iter()
-                .map(|v| v.to_bits())
-                .collect::<Vec<_>>(),
-            want
-        );
-        Ok(())
+        run_arith::<f32>(c, 128)?;
+        run_arith::<f64>(c, 256)?;
+        run_arith::<bf16>(c, 96)?;
+        run_arith::<f16>(c, 64)
     });
 }
 
 #[test]
 fn integers_control_flow_vectors_shared_memory_shuffles_and_atomics() {
-    let n: usize = 3000 + rand::rng().random_range(0..99);
-    let xs: Vec<u32> = (0..n).map(|_| rand::rng().random()).collect();
-    let xi: Vec<i32> = (0..n)
-        .map(|_| rand::rng().random_range(-100_000..100_000))
-        .collect();
-    let xf: Vec<f32> = (0..n.next_multiple_of(8))
-        .map(|_| rand::rng().random_range(-1e3..1e3))
-        .collect();
-    let blocks = 3 + rand::rng().random_range(0..4usize);
-    let xr: Vec<f32> = (0..blocks * 256)
-        .map(|_| rand::rng().random_range(-1.0..1.0))
-        .collect();
-    let xa: Vec<u32> = (0..n).map(|_| rand::rng().random::<u32>() >> 1).collect();
-    emu(1, |c| {
-        let (dx, mut out) = (
-            c.device_buffer_from(&xs)?,
-            c.device_buffer_from(&vec![0u32; n])?,
-        );
-        int_ops::launch(c, lin(n, 128), &dx, &mut out, n as u32)?;
-        assert_eq!(
-            out.to_host()?,
-            xs.iter().map(|&a| int_ops_ref(a)).collect::<Vec<_>>()
-        );
-        let (di, mut oi) = (
-            c.device_buffer_from(&xi)?,
-            c.device_buffer_from(&vec![0i32; n])?,
-        );
-        control::launch::<8>(c, lin(n, 64), &di, &mut oi, n as u32)?;
-        assert_eq!(
-            oi.to_host()?,
-            xi.iter().map(|&v| control_ref::<8>(v)).collect::<Vec<_>>()
-        );
-        let g = xf.len() / 4;
-        let h: Vec<bf16> = xf.iter().chain(&xf).map(|&v| bf16::from_f32(v)).collect();
-        let (df, mut of, dh, mut oh) = (
-            c.device_buffer_from(&xf)?,
-            c.device_buffer_from(&vec![0.0f32; xf.len()])?,
-            c.device_buffer_from(&h)?,
-            c.device_buffer_from(&vec![bf16::ZERO; h.len()])?,
-        );
-        vectors::launch(c, lin(g, 32), &df, &mut of, &dh, &mut oh, g as u32)?;
-        assert_eq!(
-            of.to_host()?,
-            xf.chunks(4)
-                .flat_map(|q| q.iter().rev().copied())
-                .collect::<Vec<_>>()
-        );
-        assert_eq!(
-            oh.to_host()?,
-            h.chunks(8)
-                .flat_map(|q| q.iter().rev().copied())
-                .collect::<Vec<_>>()
-        );
-        let (dr, mut sums, mut rev) = (
-            c.device_buffer_from(&xr)?,
-            c.device_buffer_from(&vec![0.0f32; blocks])?,
-            c.device_buffer_from(&vec![0.0f32; xr.len()])?,
-        );
-        shared_reduce::launch(
-            c,
-            LaunchConfig::linear(blocks as u32, 256),
-            &dr,
-            &mut sums,
-            &mut rev,
-        )?;
-        assert_eq!(
-            sums.to_host()?,
-            xr.chunks(256).map(shared_reduce_ref).collect::<Vec<_>>()
-        );
-        assert_eq!(
-            rev.to_host()?,
-            xr.chunks(256)
-                .flat_map(|b| b.iter().rev().copied())
-                .collect::<Vec<_>>()
-        );
-        let m = n / 256 * 256;
-        let (ds, mut ss, mut vs) = (
-            c.device_buffer_from(&xs[..m])?,
-            c.device_buffer_from(&vec![0u32; m])?,
-            c.device_buffer_from(&vec![0u32; m / 32])?,
-        );
-        shuffles::launch(
-            c,
-            LaunchConfig::linear((m / 256) as u32, 256),
-            &ds,
-            &mut ss,
-            &mut vs,
-        )?;
-        let want: Vec<u32> = xs[..m]
-            .chunks(32)
-            .flat_map(|w| std::iter::repeat_n(w.iter().fold(0u32, |a, &b| a.wrapping_add(b)), 32))
-            .collect();
-        assert_eq!(ss.to_host()?, want);
-        let want: Vec<u32> = xs[..m]
-            .chunks(32)
-            .map(|w| {
-                w.iter()
-                    .enumerate()
-                    .fold(0, |b, (l, &v)| b | ((v & 1) << l))
-            })
-            .collect();
-        assert_eq!(vs.to_host()?, want);
-        let mut init = vec![0u32; 19];
-        init[12..16].fill(u32::MAX);
-        init[18] = u32::MAX;
-        let (da, mut ctr, mut fs) = (
-            c.device_buffer_from(&xa)?,
-            c.device_buffer_from(&init)?,
-            c.device_buffer_from(&[0.0f32; 2])?,
-        );
-        atomics::launch(c, lin(n, 128), &da, &mut ctr, &mut fs, n as u32)?;
-        let got = ctr.to_host()?;
-        assert_eq!(got[0], (0..n).filter(|i| i % 8 == 0).count() as u32);
-        assert_eq!(got[16], *xa.iter().max().unwrap());
-        assert_eq!(got[17], n as u32 - 1);
-        let want: f64 = xa.iter().step_by(2).map(|&v| f64::from(v % 1024)).sum();
-        assert_eq!(f64::from(fs.to_host()?[0]), want);
-        Ok(())
-    });
+    emu(1, run_local_suite);
 }
 
-#[test]
-fn collectives_at_world_sizes_2_3_4_and_8() {
-    for world in [2, 3, 4, 8] {
-        let chunk = 101 + rand::rng().random_range(0..50usize);
-        let data: Vec<Vec<f32>> = (0..world)
-            .map(|_| (0..chunk).map(|_| rand::rng().random()).collect())
-            .collect();
-        let root = rand::rng().random_range(0..world);
-        let nb = 333 + rand::rng().random_range(0..50usize);
-        let bdata: Vec<f64> = (0..nb).map(|_| rand::rng().random()).collect();
-        let start: u32 = rand::rng().random_range(0..1000);
-        let rounds: u32 = rand::rng().random_range(3..12);
-        let seed: u32 = rand::rng().random();
-        emu(world, |c| {
-            let r = c.rank();
-            let buf = c.alloc::<f32>(chunk * world)?;
-            buf.copy_from_host(&vec![f32::NAN; chunk * world])?;
-            buf.write(r * chunk, &data[r])?;
-            let s = buf.rendezvous()?;
-            s.barrier(0, T)?;
-            ring_all_gather::launch::<f32>(c, LaunchConfig::linear(3, 32), &s, chunk as u32)?;
-            assert_eq!(
-                buf.to_host()?,
-                data.concat(),
-                "world {world} rank {r} all-gather"
-            );
-            let bb = c.alloc::<f64>(nb)?;
-            bb.copy_from_host(&if r == root {
-                bdata.clone()
-            } else {
-                vec![f64::NAN; nb]
-            })?;
-            let bs = bb.rendezvous()?;
-            bs.barrier(0, T)?;
-            broadcast::launch::<f64>(c, LaunchConfig::linear(2, 64), &bs, root as u32, nb as u32)?;
-            assert_eq!(bb.to_host()?, bdata, "world {world} rank {r} broadcast");
-            let pb = c.alloc::<u32>(4)?;
-            pb.copy_from_host(&[start, 0, 0, 0])?;
-            let ps = pb.rendezvous()?;
-            ps.barrier(0, T)?;
-            ping_pong::launch(c, LaunchConfig::linear(1, 32), &ps, rounds)?;
-            if (r ^ 1) < world {
-                let want = (0..rounds)
-                    .rev()
-                    .find(|&k| (k & 1) != (r as u32 & 1))
-                    .map_or(start, |k| start + k + 1);
-                assert_eq!(pb.read(0, 1)?[0], want, "world {world} rank {r} ping-pong");
-            }
-            let mb = c.alloc::<u32>(64)?;
-            mb.copy_from_host(&[0; 64])?;
-            let ms = mb.rendezvous()?;
-            ms.barrier(0, T)?;
-            message_passing::launch(c, LaunchConfig::linear(1, 32), &ms, 50, seed)?;
-            let m = mb.read(0, 4)?;
-            assert_eq!(
-                (m[0], m[2], m[3]),
-                (50, 0, 0),
-                "world {world} rank {r}: flag, ordering errors, timeouts"
-            );
-            s.barrier(0, T)?;
-            c.synchronize()
-        });
-    }
+/// Ring all-gather, broadcast, ping-pong and message passing.
+fn collectives(world: usize) {
+    let seed = rand::rng().random();
+    emu(world, |c| run_collectives(c, seed, T));
+}
+
+/// Gathers that receive from every rank at once.
+fn gathers(world: usize) {
+    let seed = rand::rng().random();
+    emu(world, |c| run_gathers(c, seed, T));
+}
+
+per_world! {
+    collectives_match_the_reference: collectives => [world_1, world_2, world_3, world_4, world_8];
+    gathers_receive_every_rank_at_once: gathers => [world_1, world_2, world_3, world_4, world_8];
 }
 
 #[test]
@@ -502,47 +297,6 @@ fn the_examples_kernel_runs_against_a_float64_reference() {
         }
         Ok(())
     });
-}
-
-/// `gather_vectors` on `world` ranks with fresh random data from `draw`:
-/// every rank receives every other rank's vector, bit for bit.
-fn gathered<T: Scalar, const N: usize>(world: usize, draw: impl Fn() -> T) {
-    let data: Vec<Vec<T>> = (0..world)
-        .map(|_| (0..N).map(|_| draw()).collect())
-        .collect();
-    let outs = emu(world, |c| run_gather_vectors::<T, N>(c, &data[c.rank()], T));
-    for (rank, out) in outs.iter().enumerate() {
-        for (r, want) in data.iter().enumerate().filter(|&(r, _)| r != rank) {
-            let got: Vec<u32> = out[r * N..(r + 1) * N]
-                .iter()
-                .map(|v| v.to_bits32())
-                .collect();
-            let want: Vec<u32> = want.iter().map(|v| v.to_bits32()).collect();
-            assert_eq!(
-                got, want,
-                "world {world}: rank {rank}'s copy of rank {r}'s vector"
-            );
-        }
-    }
-}
-
-#[test]
-fn gathers_receive_every_rank_at_once() {
-    for world in [2, 3, 4, 8] {
-        gathered::<f32, 4>(world, || rand::rng().random_range(-1e3..1e3));
-        gathered::<bf16, 8>(world, || {
-            bf16::from_f32(rand::rng().random_range(-1.0..1.0))
-        });
-        let seed: u32 = rand::rng().random();
-        let outs = emu(world, |c| run_gather_packets(c, seed, T));
-        for (rank, rounds) in outs.iter().enumerate() {
-            for (round, out) in rounds.iter().enumerate() {
-                let tag = round as u32 + 1;
-                let want = gather_packets_ref(world as u32, tag, seed ^ tag);
-                assert_eq!(out, &want, "world {world}, rank {rank}, tag {tag}");
-            }
-        }
-    }
 }
 
 #[test]

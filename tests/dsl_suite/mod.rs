@@ -1,10 +1,26 @@
-//! DSL test kernels and their CPU references, shared by the CPU compile
-//! test and the GPU suite.
+//! DSL test kernels, their CPU references, and the drivers that run them
+//! on a rank of either backend and check every output: one driver per
+//! behaviour, run on the emulator by `tests/emulator_kernels.rs` (CI) and on
+//! GPU ranks by the same tests under `SYMM_KERNEL_TESTS_ON=gpu`, and compiled
+//! for sm_80 and sm_90 by `tests/dsl_kernels_compile.rs`.
+//!
+//! The drivers draw fresh random data, poison every output first, compare
+//! bit for bit, and size the work by the backend ([`sized`]): GPU-sized on a
+//! GPU rank, small on the emulator so that CI stays fast.
 
 #![allow(dead_code)]
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use symm::dsl::*;
-use symm::symm_kernel;
+use symm::kernels::{broadcast, ping_pong, ring_all_gather};
+use symm::{symm_kernel, Comm, LaunchConfig};
+
+// Each suite brings its own copy, so that a test file may include both.
+#[allow(clippy::duplicate_mod)]
+#[path = "../support/checks.rs"]
+mod checks;
+pub use checks::{check, check_bits, sized};
 
 /// Floating-point arithmetic, min/max/abs/fma/sqrt, casts and a helper.
 #[symm_kernel(device)]
@@ -523,7 +539,6 @@ pub fn warp_moves_ref(x: &[u64], delta: u32, s: u32) -> (Vec<u64>, Vec<u32>, Vec
 /// Runs [`warp_moves`] on fresh random data with outputs poisoned first, at
 /// several deltas, and checks it bit for bit against [`warp_moves_ref`].
 pub fn run_warp_moves(c: &symm::Comm) -> symm::Result<()> {
-    use rand::Rng;
     let blocks = 1 + rand::rng().random_range(0..3usize);
     let n = blocks * 64;
     let x: Vec<u64> = (0..n).map(|_| rand::rng().random()).collect();
@@ -546,4 +561,340 @@ pub fn run_warp_moves(c: &symm::Comm) -> symm::Result<()> {
         }
     }
     Ok(())
+}
+
+fn lin(n: usize, block: u32) -> LaunchConfig {
+    LaunchConfig::linear((n as u32).div_ceil(block), block)
+}
+
+/// [`arith`] on fresh random `T` in [-2, 2) (1000+ elements on the
+/// emulator, 10 000+ on a GPU) into a NaN-poisoned output, in blocks of
+/// `block`: bitwise equal to [`arith_ref`].
+pub fn run_arith<T: DslFloat>(c: &Comm, block: u32) -> symm::Result<()> {
+    let n: usize = sized(c, 1000, 10_000) + rand::rng().random_range(0..sized(c, 99, 999));
+    let draw = || -> Vec<T> {
+        (0..n)
+            .map(|_| T::from_f32(rand::rng().random_range(-2.0f32..2.0)))
+            .collect()
+    };
+    let (x, y) = (draw(), draw());
+    let (dx, dy) = (c.device_buffer_from(&x)?, c.device_buffer_from(&y)?);
+    let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); n])?;
+    arith::launch::<T>(c, lin(n, block), &dx, &dy, &mut out, n as u32)?;
+    c.synchronize()?;
+    let want: Vec<T> = x.iter().zip(&y).map(|(&a, &b)| arith_ref(a, b)).collect();
+    check_bits(c, &format!("arith<{}>", T::CUDA), &out.to_host()?, &want)
+}
+
+/// The one-rank kernels on fresh random data (3000+ elements on the
+/// emulator, 20 000+ on a GPU), every output poisoned first and checked
+/// whole and exactly: [`int_ops`], [`control`], [`vectors`] (f32×4 and
+/// bf16×8, the last group left alone), [`shared_reduce`] (tree sums and
+/// reversal), [`shuffles`] (butterfly sums and ballots), and [`atomics`]
+/// (every add, max and min counter, the CAS maximum, the exchanges and both
+/// float sums).
+pub fn run_local_suite(c: &Comm) -> symm::Result<()> {
+    let mut g = rand::rng();
+    let n: usize = sized(c, 3000, 20_000) + g.random_range(0..sized(c, 99, 999));
+
+    // Integer operators.
+    let xs: Vec<u32> = (0..n).map(|_| g.random()).collect();
+    let (dx, mut out) = (
+        c.device_buffer_from(&xs)?,
+        c.device_buffer_from(&vec![0xDEAD_BEEFu32; n])?,
+    );
+    int_ops::launch(c, lin(n, 128), &dx, &mut out, n as u32)?;
+    let want: Vec<u32> = xs.iter().map(|&a| int_ops_ref(a)).collect();
+    check_bits(c, "int_ops", &out.to_host()?, &want)?;
+
+    // Control flow.
+    let xi: Vec<i32> = (0..n).map(|_| g.random_range(-100_000..100_000)).collect();
+    let (di, mut oi) = (
+        c.device_buffer_from(&xi)?,
+        c.device_buffer_from(&vec![i32::MIN; n])?,
+    );
+    control::launch::<8>(c, lin(n, sized(c, 64, 128)), &di, &mut oi, n as u32)?;
+    let want: Vec<i32> = xi.iter().map(|&v| control_ref::<8>(v)).collect();
+    check_bits(c, "control", &oi.to_host()?, &want)?;
+
+    // 16-byte vectors: every group but the last, which must stay poisoned.
+    let xf: Vec<f32> = (0..n.next_multiple_of(8))
+        .map(|_| g.random_range(-1e3f32..1e3))
+        .collect();
+    let xh: Vec<bf16> = (0..2 * xf.len())
+        .map(|_| bf16::from_f32(g.random_range(-4.0f32..4.0)))
+        .collect();
+    let groups = xf.len() / 4 - 1;
+    let (df, mut of, dh, mut oh) = (
+        c.device_buffer_from(&xf)?,
+        c.device_buffer_from(&vec![f32::NAN; xf.len()])?,
+        c.device_buffer_from(&xh)?,
+        c.device_buffer_from(&vec![bf16::NAN; xh.len()])?,
+    );
+    let cfg = lin(groups, sized(c, 32, 64));
+    vectors::launch(c, cfg, &df, &mut of, &dh, &mut oh, groups as u32)?;
+    let want: Vec<f32> = xf[..4 * groups]
+        .chunks(4)
+        .flat_map(|q| q.iter().rev().copied())
+        .chain([f32::NAN; 4])
+        .collect();
+    check_bits(c, "vectors f32x4", &of.to_host()?, &want)?;
+    let want: Vec<bf16> = xh[..8 * groups]
+        .chunks(8)
+        .flat_map(|q| q.iter().rev().copied())
+        .chain([bf16::NAN; 8])
+        .collect();
+    check_bits(c, "vectors bf16x8", &oh.to_host()?, &want)?;
+
+    // Shared memory and block barriers.
+    let blocks = sized(c, 3, 40) + g.random_range(0..sized(c, 4, 20));
+    let xr: Vec<f32> = (0..blocks * 256)
+        .map(|_| g.random_range(-1.0f32..1.0))
+        .collect();
+    let (dr, mut sums, mut rev) = (
+        c.device_buffer_from(&xr)?,
+        c.device_buffer_from(&vec![f32::NAN; blocks])?,
+        c.device_buffer_from(&vec![f32::NAN; xr.len()])?,
+    );
+    let cfg = LaunchConfig::linear(blocks as u32, 256);
+    shared_reduce::launch(c, cfg, &dr, &mut sums, &mut rev)?;
+    let want: Vec<f32> = xr.chunks(256).map(shared_reduce_ref).collect();
+    check_bits(c, "shared_reduce sums", &sums.to_host()?, &want)?;
+    let want: Vec<f32> = xr
+        .chunks(256)
+        .flat_map(|b| b.iter().rev().copied())
+        .collect();
+    check_bits(c, "shared_reduce reversal", &rev.to_host()?, &want)?;
+
+    // Shuffles and ballots over whole warps.
+    let m = n / 256 * 256;
+    let (ds, mut ss, mut vs) = (
+        c.device_buffer_from(&xs[..m])?,
+        c.device_buffer_from(&vec![0xDEAD_BEEFu32; m])?,
+        c.device_buffer_from(&vec![0xDEAD_BEEFu32; m / 32])?,
+    );
+    let cfg = LaunchConfig::linear((m / 256) as u32, 256);
+    shuffles::launch(c, cfg, &ds, &mut ss, &mut vs)?;
+    let want: Vec<u32> = xs[..m]
+        .chunks(32)
+        .flat_map(|w| std::iter::repeat_n(w.iter().fold(0u32, |a, &b| a.wrapping_add(b)), 32))
+        .collect();
+    check_bits(c, "warp sums", &ss.to_host()?, &want)?;
+    let want: Vec<u32> = xs[..m]
+        .chunks(32)
+        .map(|w| {
+            w.iter()
+                .enumerate()
+                .fold(0, |b, (l, &v)| b | ((v & 1) << l))
+        })
+        .collect();
+    check_bits(c, "ballots", &vs.to_host()?, &want)?;
+
+    // Atomics: every counter.
+    let xa: Vec<u32> = (0..n).map(|_| g.random::<u32>() >> 1).collect();
+    let mut init = vec![0u32; 19];
+    init[12..16].fill(u32::MAX);
+    init[18] = u32::MAX;
+    let (da, mut ctr, mut fs) = (
+        c.device_buffer_from(&xa)?,
+        c.device_buffer_from(&init)?,
+        c.device_buffer_from(&[0.0f32; 2])?,
+    );
+    atomics::launch(
+        c,
+        lin(n, sized(c, 128, 256)),
+        &da,
+        &mut ctr,
+        &mut fs,
+        n as u32,
+    )?;
+    c.synchronize()?;
+    let got = ctr.to_host()?;
+    let every = |k: usize, of: usize| xa.iter().skip(k).step_by(of).copied();
+    let mut want = [0u32; 18];
+    for (k, w) in want[..8].iter_mut().enumerate() {
+        *w = every(k, 8).count() as u32;
+    }
+    for k in 0..4 {
+        want[8 + k] = every(k, 4).max().unwrap_or(0);
+        want[12 + k] = every(k, 4).min().unwrap_or(u32::MAX);
+    }
+    want[16] = every(0, 1).max().unwrap_or(0);
+    // Every exchange but the first sees a value, not the sentinel.
+    want[17] = n as u32 - 1;
+    let what = "atomic counters (add [0, 8), max [8, 12), min [12, 16), CAS max, exchanges)";
+    check_bits(c, what, &got[..18], &want)?;
+    check(c, xa.contains(&got[18]), || {
+        format!("atomic_exch left {}, which nobody wrote", got[18])
+    })?;
+    let want: Vec<f32> = (0..2)
+        .map(|k| every(k, 2).map(|v| f64::from(v % 1024)).sum::<f64>() as f32)
+        .collect();
+    check_bits(c, "float atomic_add", &fs.to_host()?, &want)
+}
+
+/// The built-in collectives and peer-memory ordering on every rank of `c`'s
+/// group, with data that every rank draws from `seed` (bigger on GPUs):
+/// ring all-gather of f32 and bf16 into NaN-poisoned buffers, broadcast of
+/// f32 and f64 from random roots into NaN-poisoned buffers, ping-pong
+/// between rank pairs, and release/acquire message passing around the ring
+/// (no ordering error, no timeout). Every rank checks its own results.
+pub fn run_collectives(c: &Comm, seed: u64, timeout: std::time::Duration) -> symm::Result<()> {
+    let mut g = StdRng::seed_from_u64(seed);
+    let (r, world) = (c.rank(), c.world_size());
+    let chunk: usize = sized(c, 101, 1000) + g.random_range(0..sized(c, 50, 100));
+    let draw = |g: &mut StdRng, n: usize| -> Vec<f32> { (0..n).map(|_| g.random()).collect() };
+    let data = draw(&mut g, chunk * world);
+    let hdata: Vec<bf16> = draw(&mut g, chunk * world)
+        .into_iter()
+        .map(bf16::from_f32)
+        .collect();
+
+    // Ring all-gather, f32 then bf16.
+    let cfg = LaunchConfig::linear(3, sized(c, 32, 128));
+    check_all_gather(c, cfg, &data, timeout)?;
+    let cfg = LaunchConfig::linear(5, sized(c, 32, 64));
+    check_all_gather(c, cfg, &hdata, timeout)?;
+
+    // Broadcast, f32 then f64, each from a random root.
+    let nb: usize = sized(c, 333, 4097) + g.random_range(0..sized(c, 50, 100));
+    let cfg = LaunchConfig::linear(sized(c, 2, 4), sized(c, 64, 256));
+    let (root, bdata) = (g.random_range(0..world), draw(&mut g, nb));
+    check_broadcast(c, cfg, root, &bdata, timeout)?;
+    let root = g.random_range(0..world);
+    let bdata: Vec<f64> = (0..nb).map(|_| g.random()).collect();
+    check_broadcast(c, cfg, root, &bdata, timeout)?;
+
+    // Ping-pong between ranks 2k and 2k + 1.
+    let start: u32 = g.random_range(0..sized(c, 1000, 1_000_000));
+    let rounds: u32 = g.random_range(sized(c, 3..12, 10..60));
+    let pb = c.alloc::<u32>(4)?;
+    pb.copy_from_host(&[start, 0, 0, 0])?;
+    let ps = pb.rendezvous()?;
+    ps.barrier(0, timeout)?;
+    ping_pong::launch(c, LaunchConfig::linear(1, 32), &ps, rounds)?;
+    c.synchronize()?;
+    if (r ^ 1) < world {
+        // The odd rank receives in even rounds (0, 2, ...), the even in odd ones.
+        let want = (0..rounds)
+            .rev()
+            .find(|&k| (k & 1) != (r as u32 & 1))
+            .map_or(start, |k| start + k + 1);
+        check_bits(
+            c,
+            &format!("ping-pong ({rounds} rounds) slot"),
+            &pb.read(0, 1)?,
+            &[want],
+        )?;
+    }
+
+    // Message passing with release/acquire on peer memory.
+    let iters: u32 = sized(c, 50, 2000);
+    let mb = c.alloc::<u32>(64)?;
+    mb.copy_from_host(&[0; 64])?; // flags must start at zero
+    let ms = mb.rendezvous()?;
+    ms.barrier(0, timeout)?;
+    message_passing::launch(c, LaunchConfig::linear(1, 32), &ms, iters, g.random())?;
+    c.synchronize()?;
+    let m = mb.read(0, 4)?;
+    ms.barrier(0, timeout)?;
+    c.synchronize()?;
+    check(c, (m[0], m[2], m[3]) == (iters, 0, 0), || {
+        format!(
+            "message passing: flag {} of {iters}, {} ordering errors, {} timeouts",
+            m[0], m[2], m[3]
+        )
+    })
+}
+
+/// [`ring_all_gather`] of `all` (rank r's chunk in place, the others' slots
+/// NaN) with `cfg`: every rank's buffer must end as `all`, bit for bit.
+fn check_all_gather<T: Scalar>(
+    c: &Comm,
+    cfg: LaunchConfig,
+    all: &[T],
+    timeout: std::time::Duration,
+) -> symm::Result<()> {
+    let (r, chunk) = (c.rank(), all.len() / c.world_size());
+    let buf = c.alloc::<T>(all.len())?;
+    buf.copy_from_host(&vec![T::from_f32(f32::NAN); all.len()])?;
+    buf.write(r * chunk, &all[r * chunk..(r + 1) * chunk])?;
+    let s = buf.rendezvous()?;
+    s.barrier(0, timeout)?;
+    ring_all_gather::launch::<T>(c, cfg, &s, chunk as u32)?;
+    c.synchronize()?;
+    check_bits(
+        c,
+        &format!("ring all-gather<{}>", T::CUDA),
+        &buf.to_host()?,
+        all,
+    )?;
+    s.barrier(0, timeout)?;
+    c.synchronize()
+}
+
+/// [`broadcast`] of `data` from `root`, the other ranks' buffers NaN first,
+/// with `cfg`: every rank's buffer must end as `data`, bit for bit.
+fn check_broadcast<T: Scalar>(
+    c: &Comm,
+    cfg: LaunchConfig,
+    root: usize,
+    data: &[T],
+    timeout: std::time::Duration,
+) -> symm::Result<()> {
+    let n = data.len();
+    let buf = c.alloc::<T>(n)?;
+    if c.rank() == root {
+        buf.copy_from_host(data)?;
+    } else {
+        buf.copy_from_host(&vec![T::from_f32(f32::NAN); n])?;
+    }
+    let s = buf.rendezvous()?;
+    s.barrier(0, timeout)?;
+    broadcast::launch::<T>(c, cfg, &s, root as u32, n as u32)?;
+    c.synchronize()?;
+    let what = format!("broadcast<{}> from rank {root}", T::CUDA);
+    check_bits(c, &what, &buf.to_host()?, data)?;
+    s.barrier(0, timeout)?;
+    c.synchronize()
+}
+
+/// Gathers on every rank of `c`'s group, data drawn from `seed`:
+/// [`gather_vectors`] of f32×4 and of bf16×8 (every peer's vector bit for
+/// bit, this rank's own slot still poisoned), and [`gather_packets`] over
+/// two rounds of tags on one stage.
+pub fn run_gathers(c: &Comm, seed: u64, timeout: std::time::Duration) -> symm::Result<()> {
+    let mut g = StdRng::seed_from_u64(seed);
+    let f: Vec<f32> = (0..4 * c.world_size())
+        .map(|_| g.random_range(-1e3..1e3))
+        .collect();
+    let h: Vec<bf16> = (0..8 * c.world_size())
+        .map(|_| bf16::from_f32(g.random_range(-1.0..1.0)))
+        .collect();
+    check_gathered::<f32, 4>(c, &f, timeout)?;
+    check_gathered::<bf16, 8>(c, &h, timeout)?;
+    let seed: u32 = g.random();
+    for (round, got) in run_gather_packets(c, seed, timeout)?
+        .into_iter()
+        .enumerate()
+    {
+        let tag = round as u32 + 1;
+        let want = gather_packets_ref(c.world_size() as u32, tag, seed ^ tag);
+        check_bits(c, &format!("gather_tagged2, tag {tag}"), &got, &want)?;
+    }
+    Ok(())
+}
+
+/// [`run_gather_vectors`] with rank r's vector at `all[r * N..]`: each peer's
+/// slot must hold its vector, this rank's own the NaN it started with.
+fn check_gathered<T: Scalar, const N: usize>(
+    c: &Comm,
+    all: &[T],
+    timeout: std::time::Duration,
+) -> symm::Result<()> {
+    let r = c.rank();
+    let got = run_gather_vectors::<T, N>(c, &all[r * N..(r + 1) * N], timeout)?;
+    let mut want = all.to_vec();
+    want[r * N..(r + 1) * N].fill(T::from_f32(f32::NAN));
+    check_bits(c, &format!("gather_ready of {}×{N}", T::CUDA), &got, &want)
 }

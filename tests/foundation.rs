@@ -1,0 +1,139 @@
+//! The foundation's collective protocol: allocation, peer access,
+//! rendezvous and its cache, validation, timeouts and the signal
+//! operations. Each scenario (in `foundation_suite/mod.rs`) is written once
+//! and runs per world size on the emulator (CI), or on GPU ranks under
+//! `SYMM_KERNEL_TESTS_ON=gpu` with GPU-sized data (`scripts/gpu-validate.sh`
+//! runs this file as `kernels:foundation`). A few tests of the emulator and
+//! the no-GPU path run on the emulator only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use symm::{run, Comm, CommOptions, Error, Ranks};
+
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{emulator_only, ranks};
+#[macro_use]
+#[path = "support/testgen.rs"]
+mod testgen;
+#[path = "foundation_suite/mod.rs"]
+mod foundation_suite;
+use foundation_suite as suite;
+
+/// A scenario at a world size, on the ranks [`ranks`] gives (none: skipped).
+fn on(scenario: fn(Ranks)) -> impl Fn(usize) {
+    move |world| {
+        if let Some(r) = ranks(world) {
+            scenario(r);
+        }
+    }
+}
+
+per_world! {
+    peer_writes_land_in_every_slot: on(suite::peer_writes)
+        => [world_1, world_2, world_3, world_4, world_8];
+    rendezvous_is_cached_per_allocation_and_dropped_with_it: on(suite::rendezvous_cache)
+        => [world_1, world_2, world_3, world_4, world_8];
+    mismatched_sizes_give_every_rank_the_same_error: on(suite::mismatched_sizes)
+        => [world_2, world_3, world_4, world_8];
+    mismatched_dtypes_give_every_rank_the_same_error: on(suite::mismatched_dtypes)
+        => [world_3];
+    a_missing_rank_is_named_within_the_timeout: on(suite::a_missing_rank_is_named)
+        => [world_2, world_3, world_4, world_8];
+    a_panicking_rank_is_reported_and_does_not_hang_the_others: on(suite::a_panicking_rank_is_reported)
+        => [world_3];
+    a_wait_that_never_completes_names_rank_peer_and_channel: on(suite::a_signal_timeout_is_named_and_recovered_from)
+        => [world_2, world_3, world_4, world_8];
+    put_and_wait_order_data_around_a_ring: on(suite::put_and_wait_around_a_ring)
+        => [world_1, world_2, world_3, world_4, world_8];
+    peers_keep_memory_alive_after_owner_frees: on(suite::peers_keep_memory_alive_after_the_owner_frees)
+        => [world_2];
+    bad_arguments_are_errors_not_panics: on(suite::bad_arguments_are_errors_not_panics)
+        => [world_2];
+    empty_and_odd_sized_allocations_work: on(suite::empty_and_odd_sized_allocations_work)
+        => [world_3];
+    reading_pads_while_peers_signal_is_sound: on(suite::reading_pads_while_peers_signal_is_sound)
+        => [world_2];
+    fill_bytes_sets_the_data_and_leaves_the_signal_pad: on(suite::fill_bytes_sets_the_data_and_leaves_the_signal_pad)
+        => [world_2];
+}
+
+#[test]
+fn without_a_driver_cuda_ranks_fail_cleanly() {
+    if symm::cuda_available() {
+        eprintln!("SKIPPED: this machine has CUDA; the no-driver path is not reachable here");
+        return;
+    }
+    assert_eq!(symm::cuda_device_count(), 0);
+    let err = symm::run_local(&[0, 1], |_| Ok(())).expect_err("no GPU here");
+    assert_eq!(err.errors.len(), 2);
+    assert!(
+        err.errors
+            .iter()
+            .all(|(_, e)| matches!(e, Error::CudaUnavailable(_))),
+        "{err}"
+    );
+    assert!(matches!(Ranks::auto(3), Ranks::Emulator(3)));
+}
+
+#[test]
+fn a_store_reused_by_a_later_group_serves_no_stale_entries() {
+    if !emulator_only() {
+        return;
+    }
+    let store: Arc<dyn symm::Store> = Arc::new(symm::InProcessStore::new());
+    let opts = CommOptions::default().with_timeout(Duration::from_millis(300));
+    // A first two-rank group completes a rendezvous on the store.
+    std::thread::scope(|s| {
+        for r in 0..2 {
+            let (store, opts) = (store.clone(), opts.clone());
+            s.spawn(move || {
+                let c = Comm::emulated(r, 2, store, opts).unwrap();
+                let b = c.alloc::<f32>(64).unwrap();
+                b.rendezvous().unwrap();
+                c.synchronize().unwrap();
+            });
+        }
+    });
+    // A second group on the same store, with rank 1 absent, must time out
+    // naming rank 1, not reuse the first group's entries.
+    let c = Comm::emulated(0, 2, store, opts).unwrap();
+    let b = c.alloc::<f32>(64).unwrap();
+    match b.rendezvous() {
+        Err(Error::RendezvousTimeout { missing, .. }) => assert_eq!(missing, vec![1]),
+        other => panic!("expected a timeout naming rank 1, got {other:?}"),
+    }
+}
+
+#[test]
+fn world_sizes_0_and_9_are_rejected_and_shared_devices_are_not() {
+    if !emulator_only() {
+        return;
+    }
+    for world in [0, 9] {
+        let e = run(Ranks::Emulator(world), CommOptions::default(), |_| Ok(()))
+            .expect_err("no such world size");
+        let says = format!("world size {world} is not supported");
+        assert!(e.to_string().contains(&says), "{e}");
+    }
+    // Ranks may share a GPU now: a device listed twice is no error of its
+    // own. Here there is no such device, and each rank says so.
+    if symm::cuda_device_count() < 2 {
+        let opts = CommOptions::default().with_timeout(Duration::from_secs(1));
+        let e = run(Ranks::Cuda(vec![1, 0, 1]), opts, |_| Ok(()))
+            .expect_err("no cuda:1 on this machine");
+        assert_eq!(e.errors.len(), 3, "{e}");
+        for (r, err) in &e.errors {
+            let m = err.to_string();
+            assert!(
+                m.contains("CUDA is not available")
+                    || (*r != 1 && m.contains("cuda:1 does not exist"))
+                    || m.contains("joining the group"),
+                "rank {r}: {m}"
+            );
+        }
+    }
+    let e = symm::run_local(&[], |_| Ok(())).expect_err("no devices");
+    assert!(e.to_string().contains("world size 0"), "{e}");
+}
