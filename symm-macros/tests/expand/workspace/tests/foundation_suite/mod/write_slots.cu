@@ -1,0 +1,15 @@
+// CUDA C of #[symm_kernel] on `write_slots` in tests/foundation_suite/mod.rs.
+// Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
+
+static __device__ __forceinline__ __attribute__((unused)) void k_write_slots(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf, symm_u32 v_value) {
+auto v_p = ((symm_u32)threadIdx.x);
+if ((v_p < symm_world(v_buf))) {
+symm_dsl_store<SYMM_RELAXED, SYMM_SYS>(symm_peer(v_buf, v_p), symm_rank(v_buf), v_value);
+}
+}
+
+// The extern "C" entry ($...$ are filled at instantiation):
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_buf_ptrs, const symm_u64* v_buf_pads, symm_u32 v_buf_rank, symm_u32 v_buf_world, symm_u64 v_buf_len, symm_u64 v_buf_local, symm_u64 v_buf_lpad, symm_u32 v_value) {
+    symm_kctx __ctx = {__status, __timeout, __rank};
+    k_write_slots(__ctx, symm_buf<symm_u32>{v_buf_ptrs, v_buf_pads, v_buf_rank, v_buf_world, v_buf_len, v_buf_local, v_buf_lpad}, v_value);
+}
