@@ -17,16 +17,18 @@
 //! synchronisation, and the context stays usable.
 
 use std::fmt;
-use std::sync::LazyLock;
-
-use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS};
 
 /// Which signal operation gave up.
+///
+/// The discriminants are the codes that the status record carries: the
+/// single definition, which the device code receives as `SYMM_KIND_*`
+/// `#define`s (see [`crate::cuda_prelude`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[repr(u32)]
 pub enum SignalKind {
     /// `put_signal` found the peer's slot still holding an unconsumed signal.
-    Put,
+    Put = 1,
     /// `wait_signal` never saw the peer's signal.
     Wait,
     /// A barrier could not signal a peer.
@@ -36,23 +38,30 @@ pub enum SignalKind {
 }
 
 impl SignalKind {
+    /// Every kind, in code order.
+    pub(crate) const ALL: [SignalKind; 4] = [
+        SignalKind::Put,
+        SignalKind::Wait,
+        SignalKind::BarrierPut,
+        SignalKind::BarrierWait,
+    ];
+
     pub(crate) const fn code(self) -> u32 {
-        match self {
-            SignalKind::Put => 1,
-            SignalKind::Wait => 2,
-            SignalKind::BarrierPut => 3,
-            SignalKind::BarrierWait => 4,
-        }
+        self as u32
     }
 
     pub(crate) fn from_code(code: u32) -> Option<SignalKind> {
-        Some(match code {
-            1 => SignalKind::Put,
-            2 => SignalKind::Wait,
-            3 => SignalKind::BarrierPut,
-            4 => SignalKind::BarrierWait,
-            _ => return None,
-        })
+        SignalKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    /// The name of this kind's code in the device headers.
+    pub(crate) const fn device_name(self) -> &'static str {
+        match self {
+            SignalKind::Put => "SYMM_KIND_PUT",
+            SignalKind::Wait => "SYMM_KIND_WAIT",
+            SignalKind::BarrierPut => "SYMM_KIND_BARRIER_PUT",
+            SignalKind::BarrierWait => "SYMM_KIND_BARRIER_WAIT",
+        }
     }
 }
 
@@ -121,67 +130,10 @@ impl StatusRecord {
 }
 
 /// Device functions shared by the signal kernels and by DSL kernels: slot
-/// addressing, timeout records, and the put and wait protocols. Built from
-/// the Rust layout constants so the two can never disagree.
-pub(crate) static SIGNAL_DEVICE_FNS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        r#"
-#define SYMM_SIGNAL_BLOCKS {blocks}u
-#define SYMM_MAX_WORLD {world}u
-#define SYMM_PAD_SLOTS {slots}u
-
-static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_slot(symm_u32 channel, symm_u32 block, symm_u32 peer) {{
-    return (channel * SYMM_SIGNAL_BLOCKS + block) * SYMM_MAX_WORLD + peer;
-}}
-
-static __device__ __forceinline__ __attribute__((unused)) symm_u32* symm_slot(symm_u64 pad, symm_u32 channel, symm_u32 block, symm_u32 peer) {{
-    return ((symm_u32*)pad) + symm_signal_slot(channel, block, peer);
-}}
-
-static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
-                                           symm_u32 channel, symm_u32 timeout_ms) {{
-    /* Claim with 2 ("being written"), fill, then publish 1 with release, so
-       a reader that sees 1 sees the whole record. The first failure wins. */
-    if (symm_atom_cas_acq_rel_sys_u32(status, 0u, 2u) == 0u) {{
-        status[1] = kind; status[2] = rank; status[3] = blockIdx.x; status[4] = peer;
-        status[5] = channel; status[6] = threadIdx.x; status[7] = timeout_ms;
-        symm_st_release_sys_u32(status, 1u);
-    }}
-}}
-
-/* Returns 1 on success, 0 after recording a timeout. */
-static __device__ __attribute__((unused)) int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
-                               symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {{
-    symm_u32* slot = symm_slot(pads[dst], channel, blockIdx.x, rank);
-    symm_u64 start = symm_globaltimer();
-    symm_fence_acq_rel_sys();
-    while (symm_atom_cas_release_sys_u32(slot, 0u, 1u) != 0u) {{
-        if (symm_globaltimer() - start > timeout_ns) {{
-            symm_record_timeout(status, kind, rank, dst, channel, timeout_ms);
-            return 0;
-        }}
-    }}
-    return 1;
-}}
-
-static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, symm_u32 rank, symm_u32 src, symm_u32 channel,
-                                symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {{
-    symm_u32* slot = symm_slot(pads[rank], channel, blockIdx.x, src);
-    symm_u64 start = symm_globaltimer();
-    while (symm_atom_cas_acquire_sys_u32(slot, 1u, 0u) != 1u) {{
-        if (symm_globaltimer() - start > timeout_ns) {{
-            symm_record_timeout(status, kind, rank, src, channel, timeout_ms);
-            return 0;
-        }}
-    }}
-    return 1;
-}}
-"#,
-        blocks = SIGNAL_BLOCKS,
-        world = MAX_WORLD_SIZE,
-        slots = crate::layout::SIGNAL_PAD_SLOTS,
-    )
-});
+/// addressing, timeout records, and the put and wait protocols
+/// (`cuda/symm_impl/signal.cuh`, declared in `cuda/symm.cuh`). The layout
+/// constants they use come from [`crate::cuda_prelude::device_defines`].
+pub(crate) const SIGNAL_DEVICE_FNS: &str = include_str!("../cuda/symm_impl/signal.cuh");
 
 /// A signal operation, as the backends execute it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
