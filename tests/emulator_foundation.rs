@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
+use symm::signal::Channel;
 use symm::{run, Comm, CommOptions, Error, Ranks, RunError};
 
 const WORLDS: [usize; 4] = [2, 3, 4, 8];
@@ -38,13 +39,14 @@ fn peer_writes_land_in_every_slot() {
             let buf = comm.alloc::<u32>(world + 3)?;
             buf.copy_from_host(&vec![0xDEAD_BEEF; world + 3])?;
             let smem = buf.rendezvous()?;
-            smem.barrier(0, T)?; // everyone poisoned before anyone writes
+            let ch = Channel::request(comm)?;
+            smem.barrier(&ch, T)?; // everyone poisoned before anyone writes
             comm.synchronize()?;
             for p in 0..world {
                 smem.peer_buffer::<u32>(p)?
                     .write(comm.rank(), &[values[comm.rank()]])?;
             }
-            smem.barrier(0, T)?;
+            smem.barrier(&ch, T)?;
             comm.synchronize()?;
             let got = buf.to_host()?;
             assert_eq!(&got[..world], &values[..], "rank {}", comm.rank());
@@ -121,7 +123,7 @@ fn peers_keep_memory_alive_after_owner_frees() {
             buf.copy_from_host(&v)?;
         }
         let smem = buf.rendezvous()?;
-        smem.barrier(0, T)?;
+        smem.barrier(&Channel::request(comm)?, T)?;
         comm.synchronize()?;
         if comm.rank() == 0 {
             drop(smem);
@@ -238,16 +240,19 @@ fn a_wait_that_never_completes_names_rank_peer_and_channel() {
     emu(2, |comm| {
         let buf = comm.alloc::<f32>(2)?;
         let smem = buf.rendezvous()?;
+        let [a, b] = [(), ()].map(|_| Channel::request(comm));
+        let (ch, quiet) = (a?, b?);
+        assert_eq!(quiet.index(), 1);
         if comm.rank() == 1 {
             let t = Instant::now();
-            smem.wait_signal(0, 3, timeout)?;
-            let err = comm.synchronize().expect_err("nobody signals channel 3");
+            smem.wait_signal(0, &quiet, timeout)?;
+            let err = comm.synchronize().expect_err("nobody signals channel 1");
             assert!(t.elapsed() < 2 * timeout, "took {:?}", t.elapsed());
             match &err {
                 Error::SignalTimeout {
                     rank: 1,
                     peer: 0,
-                    channel: 3,
+                    channel: 1,
                     block: 0,
                     timeout_ms: 200,
                     ..
@@ -257,10 +262,10 @@ fn a_wait_that_never_completes_names_rank_peer_and_channel() {
             comm.synchronize()?; // the error is reported once, then cleared
         }
         // The group still works afterwards.
-        smem.barrier(0, T)?;
+        smem.barrier(&ch, T)?;
         smem.peer_buffer::<f32>(1 - comm.rank())?
             .write(comm.rank(), &values[comm.rank()..comm.rank() + 1])?;
-        smem.barrier(0, T)?;
+        smem.barrier(&ch, T)?;
         comm.synchronize()?;
         assert_eq!(buf.read(1 - comm.rank(), 1)?[0], values[1 - comm.rank()]);
         Ok(())
@@ -284,18 +289,19 @@ fn put_and_wait_order_data_around_a_ring() {
             let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
             let buf = comm.alloc::<u32>(33)?;
             let smem = buf.rendezvous()?;
+            let (data_ch, read_ch) = (Channel::request(comm)?, Channel::request(comm)?);
             for (i, round) in data.iter().enumerate() {
                 if i > 0 {
-                    smem.wait_signal(next, 2, T)?; // next has read the previous round
+                    smem.wait_signal(next, &read_ch, T)?; // next has read the previous round
                 }
                 smem.peer_buffer::<u32>(next)?.write(0, &round[r])?;
-                smem.put_signal(next, 1, T)?;
-                smem.wait_signal(prev, 1, T)?;
+                smem.put_signal(next, &data_ch, T)?;
+                smem.wait_signal(prev, &data_ch, T)?;
                 comm.synchronize()?;
                 assert_eq!(buf.to_host()?, round[prev], "world {n} rank {r} round {i}");
-                smem.put_signal(prev, 2, T)?;
+                smem.put_signal(prev, &read_ch, T)?;
             }
-            smem.wait_signal(next, 2, T)?;
+            smem.wait_signal(next, &read_ch, T)?;
             comm.synchronize()
         })
         .unwrap_or_else(|e| panic!("world {world}: {e}"));
@@ -308,11 +314,21 @@ fn bad_arguments_are_errors_not_panics() {
         let buf = comm.alloc::<f32>(10)?;
         let smem = buf.rendezvous()?;
         let msg = |e: Error| e.to_string();
-        assert!(msg(smem.barrier(8, T).unwrap_err()).contains("channel 8 is out of range"));
-        assert!(msg(smem.barrier(5, T).unwrap_err()).contains("channel 5 is reserved"));
-        assert!(msg(smem.put_signal(2, 0, T).unwrap_err())
+        let ch = Channel::request(comm)?;
+        // A channel of another group (or rank) is refused, not used.
+        let other = Comm::emulated(
+            0,
+            1,
+            Arc::new(symm::InProcessStore::new()),
+            Default::default(),
+        )?;
+        assert!(
+            msg(smem.barrier(&Channel::request(&other)?, T).unwrap_err())
+                .contains("channel 0 was requested on another rank or group")
+        );
+        assert!(msg(smem.put_signal(2, &ch, T).unwrap_err())
             .contains("destination rank 2 is out of range"));
-        assert!(msg(smem.wait_signal(5, 0, T).unwrap_err()).contains("source rank 5"));
+        assert!(msg(smem.wait_signal(5, &ch, T).unwrap_err()).contains("source rank 5"));
         assert!(msg(smem.peer_buffer::<f32>(2).map(|_| ()).unwrap_err()).contains("peer rank 2"));
         assert!(msg(smem
             .peer_buffer::<f32>(0)?
@@ -328,7 +344,7 @@ fn bad_arguments_are_errors_not_panics() {
         );
         assert!(msg(comm.raw_kernel("k", "").map(|_| ()).unwrap_err()).contains("need a GPU"));
         assert!(comm.cuda_stream().is_none());
-        smem.barrier(0, T)?;
+        smem.barrier(&ch, T)?;
         comm.synchronize()
     })
     .unwrap();
@@ -352,7 +368,7 @@ fn empty_and_odd_sized_allocations_work() {
         let s = odd.rendezvous()?;
         assert_eq!(s.buffer_size(), 4097 * 2);
         assert_eq!(s.signal_pad_size(), symm::layout::SIGNAL_PAD_BYTES);
-        s.barrier(4, T)?;
+        s.barrier(&Channel::request(comm)?, T)?;
         comm.synchronize()
     })
     .unwrap();
@@ -438,8 +454,9 @@ fn reading_pads_while_peers_signal_is_sound() {
     emu(2, |comm| {
         let buf = comm.alloc::<u8>(3)?;
         let smem = buf.rendezvous()?;
+        let ch = Channel::request(comm)?;
         for _ in 0..200 {
-            smem.barrier(0, T)?;
+            smem.barrier(&ch, T)?;
             let pad = smem.read_signal_pad(1 - comm.rank())?;
             assert!(pad.iter().all(|&v| v <= 1));
         }
@@ -462,7 +479,7 @@ fn fill_bytes_sets_the_data_and_leaves_the_signal_pad() {
         buf.fill_bytes(0xFF)?;
         assert!(buf.to_host()?.iter().all(|v| v.to_bits() == u32::MAX));
         // The pad is not part of the data: signalling still works.
-        smem.barrier(0, T)?;
+        smem.barrier(&Channel::request(comm)?, T)?;
         comm.synchronize()?;
         assert!(smem.read_signal_pad(comm.rank())?.iter().all(|&v| v <= 1));
         buf.fill_bytes(0)?;

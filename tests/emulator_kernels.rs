@@ -16,6 +16,7 @@ use targets::{emulator_only, ranks};
 
 use symm::dsl::*;
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
+use symm::signal::Channel;
 use symm::{run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 #[path = "dsl_suite/mod.rs"]
@@ -234,8 +235,11 @@ fn collectives_at_world_sizes_2_3_4_and_8() {
             buf.copy_from_host(&vec![f32::NAN; chunk * world])?;
             buf.write(r * chunk, &data[r])?;
             let s = buf.rendezvous()?;
-            s.barrier(0, T)?;
-            ring_all_gather::launch::<f32>(c, LaunchConfig::linear(3, 32), &s, chunk as u32)?;
+            let [ch, ready, done] = [(); 3].map(|_| Channel::request(c));
+            let (ch, ready, done) = (ch?, ready?, done?);
+            s.barrier(&ch, T)?;
+            let cfg = LaunchConfig::linear(3, 32);
+            ring_all_gather::launch::<f32>(c, cfg, &s, chunk as u32, ch.index())?;
             assert_eq!(
                 buf.to_host()?,
                 data.concat(),
@@ -248,14 +252,15 @@ fn collectives_at_world_sizes_2_3_4_and_8() {
                 vec![f64::NAN; nb]
             })?;
             let bs = bb.rendezvous()?;
-            bs.barrier(0, T)?;
-            broadcast::launch::<f64>(c, LaunchConfig::linear(2, 64), &bs, root as u32, nb as u32)?;
+            bs.barrier(&ch, T)?;
+            let (cfg, (ready, done)) = (LaunchConfig::linear(2, 64), (ready.index(), done.index()));
+            broadcast::launch::<f64>(c, cfg, &bs, root as u32, nb as u32, ready, done)?;
             assert_eq!(bb.to_host()?, bdata, "world {world} rank {r} broadcast");
             let pb = c.alloc::<u32>(4)?;
             pb.copy_from_host(&[start, 0, 0, 0])?;
             let ps = pb.rendezvous()?;
-            ps.barrier(0, T)?;
-            ping_pong::launch(c, LaunchConfig::linear(1, 32), &ps, rounds)?;
+            ps.barrier(&ch, T)?;
+            ping_pong::launch(c, LaunchConfig::linear(1, 32), &ps, rounds, ch.index())?;
             if (r ^ 1) < world {
                 let want = (0..rounds)
                     .rev()
@@ -266,7 +271,7 @@ fn collectives_at_world_sizes_2_3_4_and_8() {
             let mb = c.alloc::<u32>(64)?;
             mb.copy_from_host(&[0; 64])?;
             let ms = mb.rendezvous()?;
-            ms.barrier(0, T)?;
+            ms.barrier(&ch, T)?;
             message_passing::launch(c, LaunchConfig::linear(1, 32), &ms, 50, seed)?;
             let m = mb.read(0, 4)?;
             assert_eq!(
@@ -274,7 +279,7 @@ fn collectives_at_world_sizes_2_3_4_and_8() {
                 (50, 0, 0),
                 "world {world} rank {r}: flag, ordering errors, timeouts"
             );
-            s.barrier(0, T)?;
+            s.barrier(&ch, T)?;
             c.synchronize()
         });
     }
@@ -292,9 +297,11 @@ fn a_wait_nobody_answers_is_diagnosed_within_5_s() {
         |c| {
             let buf = c.alloc::<u32>(8)?;
             let s = buf.rendezvous()?;
+            // The group's first channel: 0 on every rank.
+            let ch = Channel::request(c)?;
             if c.rank() != 2 {
-                // Ranks 0 and 1 wait for a signal from rank 2 on channel 6; rank 2 never sends.
-                wait_on::launch(c, LaunchConfig::linear(2, 64), &s, 2, 6)?;
+                // Ranks 0 and 1 wait for a signal from rank 2; rank 2 never sends.
+                wait_on::launch(c, LaunchConfig::linear(2, 64), &s, 2, ch.index())?;
             }
             Ok(())
         },
@@ -311,7 +318,7 @@ fn a_wait_nobody_answers_is_diagnosed_within_5_s() {
         assert!(matches!(e, Error::KernelHang { .. }), "{msg}");
         for needle in [
             format!("kernel `wait_on` on rank {rank} made no progress"),
-            format!("rank {rank}, block 0 thread 0: wait_signal from peer 2 on channel 6"),
+            format!("rank {rank}, block 0 thread 0: wait_signal from peer 2 on channel 0"),
             "expects 1".to_string(),
             "tests/dsl_suite/mod.rs:".to_string(),
         ] {
@@ -336,11 +343,12 @@ fn a_rank_busy_on_the_host_is_not_a_hang() {
         |c| {
             let buf = c.alloc::<u32>(8)?;
             let s = buf.rendezvous()?;
+            let ch = Channel::request(c)?;
             if c.rank() == 0 {
-                wait_on::launch(c, LaunchConfig::linear(1, 32), &s, 1, 3)?;
+                wait_on::launch(c, LaunchConfig::linear(1, 32), &s, 1, ch.index())?;
             } else {
                 std::thread::sleep(Duration::from_millis(3500));
-                s.put_signal(0, 3, T)?;
+                s.put_signal(0, &ch, T)?;
             }
             c.synchronize()
         },
@@ -372,9 +380,9 @@ fn device_functions_own_their_shared_arrays_and_lanes_follow_the_linear_id() {
 }
 
 #[symm_kernel]
-fn wait_briefly(buf: SymmBuf<u32>, src: u32) {
+fn wait_briefly(buf: SymmBuf<u32>, src: u32, channel: u32) {
     if thread_idx_x() == 0 {
-        let _ = buf.wait_signal_within(src, 3, 200_000_000, 2);
+        let _ = buf.wait_signal_within(src, channel, 200_000_000, 2);
     }
 }
 
@@ -390,8 +398,9 @@ fn an_explicit_signal_timeout_is_honoured() {
         |c| {
             let buf = c.alloc::<u32>(8)?;
             let s = buf.rendezvous()?;
+            let ch = Channel::request(c)?;
             if c.rank() == 0 {
-                wait_briefly::launch(c, LaunchConfig::linear(1, 32), &s, 1)?;
+                wait_briefly::launch(c, LaunchConfig::linear(1, 32), &s, 1, ch.index())?;
             }
             Ok(())
         },
@@ -406,7 +415,7 @@ fn an_explicit_signal_timeout_is_honoured() {
     let msg = err.to_string();
     assert!(
         msg.contains(
-            "rank 0, block 0: wait_signal on channel 3 with peer 1 did not complete within 200 ms"
+            "rank 0, block 0: wait_signal on channel 0 with peer 1 did not complete within 200 ms"
         ),
         "{msg}"
     );
@@ -554,7 +563,7 @@ fn a_gather_names_the_rank_whose_data_never_came() {
             let s = stage.rendezvous()?;
             let src = c.device_buffer_from(&[1.0f32, 2.0, 3.0, 4.0])?;
             let mut out = c.device_buffer::<f32>(12)?;
-            s.barrier(0, T)?;
+            s.barrier(&Channel::request(c)?, T)?;
             // Rank 2 receives from ranks 0 and 1, but never sends.
             gather_vectors::launch::<f32, 4>(
                 c,
@@ -595,10 +604,11 @@ fn every_block_of_every_rank_arrives() {
             let buf = c.alloc::<u32>(4)?;
             buf.copy_from_host(&[0; 4])?;
             let s = buf.rendezvous()?;
-            s.barrier(0, T)?;
+            let ch = Channel::request(c)?;
+            s.barrier(&ch, T)?;
             all_arrive::launch(c, LaunchConfig::linear(grid, 32), &s, 5_000_000_000)?;
             c.synchronize()?;
-            s.barrier(0, T)?;
+            s.barrier(&ch, T)?;
             c.synchronize()?;
             buf.to_host()
         });

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use symm::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::jit::{CacheHit, CompileRequest, JitEngine};
+use symm::signal::Channel;
 use symm::{run, Comm, CommOptions, Error, KernelArg, LaunchConfig, Ranks, RunError};
 
 /// Ranks a test needs at least (it is skipped, loudly, at smaller worlds).
@@ -93,6 +94,14 @@ fn write_slots(
     }
 }
 
+/// The group's next `N` signal channels.
+fn channels<const N: usize>(comm: &Comm) -> symm::Result<[Channel; N]> {
+    let v = (0..N)
+        .map(|_| Channel::request(comm))
+        .collect::<symm::Result<Vec<_>>>()?;
+    Ok(v.try_into().unwrap_or_else(|_| unreachable!("N requested")))
+}
+
 fn peer_writes(world: usize) -> Outcome {
     let src = kernels();
     for round in 0..3 {
@@ -101,9 +110,10 @@ fn peer_writes(world: usize) -> Outcome {
             let buf = comm.alloc::<u32>(world + 5)?;
             buf.copy_from_host(&vec![0xDEAD_BEEF; world + 5])?;
             let smem = buf.rendezvous()?;
-            smem.barrier(0, T)?;
+            let [ch] = channels(comm)?;
+            smem.barrier(&ch, T)?;
             write_slots(comm, &smem, &src, values[comm.rank()])?;
-            smem.barrier(0, T)?;
+            smem.barrier(&ch, T)?;
             comm.synchronize()?;
             let got = buf.to_host()?;
             ensure(got[..world] == values[..], || {
@@ -254,11 +264,12 @@ fn graphs(world: usize) -> Outcome {
         let buf = comm.alloc::<u32>(world + 2)?;
         buf.copy_from_host(&vec![0; world + 2])?; // counters must start at zero
         let smem = buf.rendezvous()?;
+        let [sync, bar, ring] = channels(comm)?;
         // Warm up outside the capture so module loading never happens inside it.
-        smem.barrier(1, T)?;
-        smem.put_signal(next, 2, T)?;
-        smem.wait_signal(prev, 2, T)?;
-        smem.barrier(0, T)?;
+        smem.barrier(&bar, T)?;
+        smem.put_signal(next, &ring, T)?;
+        smem.wait_signal(prev, &ring, T)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         let stream = comm.cuda_stream().expect("GPU rank");
         let bump_args = [
@@ -281,11 +292,11 @@ fn graphs(world: usize) -> Outcome {
         // SAFETY: t_bump(const u64*, u32, u32) and t_check(u32*, u32) match
         // these args; every buffer holds world + 2 u32s.
         unsafe { bump.launch(comm, LaunchConfig::linear(1, 32), &bump_args)? };
-        smem.barrier(1, T)?;
+        smem.barrier(&bar, T)?;
         // SAFETY: as above.
         unsafe { check.launch(comm, LaunchConfig::linear(1, 32), &check_args)? };
-        smem.put_signal(next, 2, T)?;
-        smem.wait_signal(prev, 2, T)?;
+        smem.put_signal(next, &ring, T)?;
+        smem.wait_signal(prev, &ring, T)?;
         let graph = stream
             .end_capture(CUgraphInstantiate_flags(0))
             .map_err(drv("end_capture"))?
@@ -294,7 +305,7 @@ fn graphs(world: usize) -> Outcome {
             graph.launch().map_err(drv("cuGraphLaunch"))?;
         }
         comm.synchronize()?;
-        smem.barrier(0, T)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         let got = buf.to_host()?;
         ensure(got[..n].iter().all(|&c| c == REPLAYS), || {
@@ -321,10 +332,11 @@ fn timeout(world: usize) -> Outcome {
     let out = gpus(world, T, |comm| {
         let buf = comm.alloc::<u32>(world)?;
         let smem = buf.rendezvous()?;
+        let [sync, quiet] = channels(comm)?;
         let mut report = String::new();
         if comm.rank() == 0 {
             let t = Instant::now();
-            smem.wait_signal(1, 3, timeout)?;
+            smem.wait_signal(1, &quiet, timeout)?;
             let err = comm.synchronize().err();
             let elapsed = t.elapsed();
             match &err {
@@ -333,7 +345,7 @@ fn timeout(world: usize) -> Outcome {
                         rank: 0,
                         block: 0,
                         peer: 1,
-                        channel: 3,
+                        channel: 1,
                         ..
                     },
                 ) => {
@@ -344,9 +356,9 @@ fn timeout(world: usize) -> Outcome {
             }
         }
         // The context survives: a kernel launched afterwards runs correctly.
-        smem.barrier(0, T)?;
+        smem.barrier(&sync, T)?;
         write_slots(comm, &smem, &src, values[comm.rank()])?;
-        smem.barrier(0, T)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         ensure(buf.to_host()? == values, || {
             "kernel after the timeout computed wrong values".into()
@@ -383,22 +395,23 @@ fn ring(world: usize) -> Outcome {
             source,
         })?;
         let on_user = comm.with_cuda_stream(user.clone())?;
+        let [sync, data_ch, read_ch] = channels(comm)?;
         for (i, round) in data.iter().enumerate() {
             if i > 0 {
-                smem.wait_signal_on(&user, next, 2, T)?; // next has read the previous round
+                smem.wait_signal_on(&user, next, &read_ch, T)?; // next has read the previous round
                 on_user.synchronize()?;
             }
             smem.peer_buffer::<f32>(next)?.write(0, &round[r])?;
-            smem.put_signal(next, 1, T)?;
-            smem.wait_signal(prev, 1, T)?;
+            smem.put_signal(next, &data_ch, T)?;
+            smem.wait_signal(prev, &data_ch, T)?;
             comm.synchronize()?;
             ensure(buf.to_host()? == round[prev], || {
                 format!("rank {r} round {i}: data from rank {prev} wrong")
             })?;
-            smem.put_signal_on(&user, prev, 2, T)?;
+            smem.put_signal_on(&user, prev, &read_ch, T)?;
         }
-        smem.wait_signal(next, 2, T)?;
-        smem.barrier_on(&user, 0, T)?;
+        smem.wait_signal(next, &read_ch, T)?;
+        smem.barrier_on(&user, &sync, T)?;
         on_user.synchronize()?;
         comm.synchronize()
     })
@@ -418,12 +431,13 @@ fn frees_while_a_peer_waits(world: usize) -> Outcome {
     let out = gpus(world, T, |comm| {
         let buf = comm.alloc::<u32>(4)?;
         let smem = buf.rendezvous()?;
-        smem.barrier(0, T)?;
+        let [sync, go] = channels(comm)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         let mut report = String::new();
         match comm.rank() {
             0 => {
-                smem.wait_signal(1, 1, wait)?;
+                smem.wait_signal(1, &go, wait)?;
                 let t = Instant::now();
                 comm.synchronize()?;
                 report = format!(
@@ -455,7 +469,7 @@ fn frees_while_a_peer_waits(world: usize) -> Outcome {
                 let on_side = comm.with_cuda_stream(side)?;
                 drop(on_side.device_buffer::<u8>(4096)?);
                 let took = t.elapsed();
-                smem.put_signal(0, 1, T)?;
+                smem.put_signal(0, &go, T)?;
                 comm.synchronize()?;
                 ensure(took < Duration::from_secs(2), || {
                     format!("rank 1's allocations and frees took {took:?} (waited for rank 0?)")
@@ -467,7 +481,7 @@ fn frees_while_a_peer_waits(world: usize) -> Outcome {
             }
             _ => {}
         }
-        smem.barrier(0, T)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         Ok(report)
     })

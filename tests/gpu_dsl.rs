@@ -11,6 +11,7 @@ use symm::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::cudarc::driver::PushKernelArg;
 use symm::jit::{Arch, CacheHit, CompileRequest, JitEngine};
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
+use symm::signal::Channel;
 use symm::{bf16, f16, run, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 #[path = "support/harness.rs"]
@@ -327,14 +328,18 @@ fn collectives(world: usize) -> Outcome {
         buf.copy_from_host(&vec![f32::NAN; chunk * world])?;
         buf.write(r * chunk, &data[r])?;
         let s = buf.rendezvous()?;
-        s.barrier(0, T)?;
-        ring_all_gather::launch::<f32>(c, LaunchConfig::linear(3, 128), &s, chunk as u32)?;
+        let [a, b, d] = [(); 3].map(|_| Channel::request(c));
+        let (ch, ready, done) = (a?, b?.index(), d?.index());
+        s.barrier(&ch, T)?;
+        let cfg = LaunchConfig::linear(3, 128);
+        ring_all_gather::launch::<f32>(c, cfg, &s, chunk as u32, ch.index())?;
         let hb = c.alloc::<bf16>(chunk * world)?;
         hb.copy_from_host(&vec![bf16::NAN; chunk * world])?;
         hb.write(r * chunk, &hdata[r])?;
         let hs = hb.rendezvous()?;
-        hs.barrier(0, T)?;
-        ring_all_gather::launch::<bf16>(c, LaunchConfig::linear(5, 64), &hs, chunk as u32)?;
+        hs.barrier(&ch, T)?;
+        let cfg = LaunchConfig::linear(5, 64);
+        ring_all_gather::launch::<bf16>(c, cfg, &hs, chunk as u32, ch.index())?;
         c.synchronize()?;
         check(buf.to_host()? == data.concat(), || {
             format!("rank {r}: f32 all-gather wrong")
@@ -356,8 +361,9 @@ fn collectives(world: usize) -> Outcome {
             vec![f32::NAN; nb]
         })?;
         let bs = bb.rendezvous()?;
-        bs.barrier(0, T)?;
-        broadcast::launch::<f32>(c, LaunchConfig::linear(4, 256), &bs, root as u32, nb as u32)?;
+        bs.barrier(&ch, T)?;
+        let cfg = LaunchConfig::linear(4, 256);
+        broadcast::launch::<f32>(c, cfg, &bs, root as u32, nb as u32, ready, done)?;
         c.synchronize()?;
         check(bb.to_host()? == bdata, || {
             format!("rank {r}: broadcast from {root} wrong")
@@ -366,8 +372,8 @@ fn collectives(world: usize) -> Outcome {
         let pb = c.alloc::<u32>(4)?;
         pb.copy_from_host(&[start, 0, 0, 0])?;
         let ps = pb.rendezvous()?;
-        ps.barrier(0, T)?;
-        ping_pong::launch(c, LaunchConfig::linear(1, 32), &ps, rounds)?;
+        ps.barrier(&ch, T)?;
+        ping_pong::launch(c, LaunchConfig::linear(1, 32), &ps, rounds, ch.index())?;
         c.synchronize()?;
         let v = pb.read(0, 1)?[0];
         if (r ^ 1) < world {
@@ -382,7 +388,7 @@ fn collectives(world: usize) -> Outcome {
         let mb = c.alloc::<u32>(64)?;
         mb.copy_from_host(&[0; 64])?; // flags must start at zero
         let ms = mb.rendezvous()?;
-        ms.barrier(0, T)?;
+        ms.barrier(&ch, T)?;
         message_passing::launch(c, LaunchConfig::linear(1, 32), &ms, 2000, seed)?;
         c.synchronize()?;
         let m = mb.read(0, 4)?;
@@ -410,7 +416,7 @@ fn collectives(world: usize) -> Outcome {
                 format!("rank {r}: gather_tagged2, tag {tag}: {got:?}")
             })?;
         }
-        s.barrier(0, T)?;
+        s.barrier(&ch, T)?;
         c.synchronize()
     })?;
     Ok(format!(
@@ -424,10 +430,12 @@ fn graph_capture(world: usize) -> Outcome {
         let r = c.rank();
         let buf = c.alloc::<f32>(chunk * world)?;
         let s = buf.rendezvous()?;
+        let ch = Channel::request(c)?;
+        let cfg = LaunchConfig::linear(2, 128);
         // Warm up (loads the module) before capturing.
-        ring_all_gather::launch::<f32>(c, LaunchConfig::linear(2, 128), &s, chunk as u32)?;
+        ring_all_gather::launch::<f32>(c, cfg, &s, chunk as u32, ch.index())?;
         c.synchronize()?;
-        s.barrier(0, T)?;
+        s.barrier(&ch, T)?;
         c.synchronize()?;
         let stream = c.cuda_stream().expect("GPU rank");
         let drv = |op| {
@@ -441,7 +449,7 @@ fn graph_capture(world: usize) -> Outcome {
         stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(drv("begin_capture"))?;
-        ring_all_gather::launch::<f32>(c, LaunchConfig::linear(2, 128), &s, chunk as u32)?;
+        ring_all_gather::launch::<f32>(c, cfg, &s, chunk as u32, ch.index())?;
         let graph = stream
             .end_capture(CUgraphInstantiate_flags(0))
             .map_err(drv("end_capture"))?
@@ -457,14 +465,14 @@ fn graph_capture(world: usize) -> Outcome {
                 .collect();
             buf.copy_from_host(&vec![f32::NAN; chunk * world])?;
             buf.write(r * chunk, &all[r])?;
-            s.barrier(0, T)?;
+            s.barrier(&ch, T)?;
             c.synchronize()?;
             graph.launch().map_err(drv("cuGraphLaunch"))?;
             c.synchronize()?;
             check(buf.to_host()? == all.concat(), || {
                 format!("rank {r} replay {it} wrong")
             })?;
-            s.barrier(0, T)?;
+            s.barrier(&ch, T)?;
             c.synchronize()?;
         }
         Ok(())
@@ -479,10 +487,13 @@ fn kernel_timeout(world: usize) -> Outcome {
     let res = gpus_with(world, opts, |c| {
         let buf = c.alloc::<u32>(8)?;
         let s = buf.rendezvous()?;
+        let [a, b, d] = [(); 3].map(|_| Channel::request(c));
+        let (quiet, ready, done) = (a?, b?, d?);
         let mut report = String::new();
         if c.rank() == 0 {
             let t = Instant::now();
-            wait_on::launch(c, LaunchConfig::linear(2, 64), &s, 1, 5)?;
+            // Rank 1 never signals on `quiet` (channel 0 on every rank).
+            wait_on::launch(c, LaunchConfig::linear(2, 64), &s, 1, quiet.index())?;
             let e = c.synchronize().err();
             let el = t.elapsed();
             match &e {
@@ -491,7 +502,7 @@ fn kernel_timeout(world: usize) -> Outcome {
                         rank: 0,
                         block: 0,
                         peer: 1,
-                        channel: 5,
+                        channel: 0,
                         ..
                     },
                 ) if el < Duration::from_millis(400) => {
@@ -510,8 +521,9 @@ fn kernel_timeout(world: usize) -> Outcome {
                 .collect::<Vec<_>>(),
         )?;
         let bs = b.rendezvous()?;
-        bs.barrier(0, T)?;
-        broadcast::launch::<f32>(c, LaunchConfig::linear(1, 128), &bs, 0, 100)?;
+        bs.barrier(&quiet, T)?;
+        let cfg = LaunchConfig::linear(1, 128);
+        broadcast::launch::<f32>(c, cfg, &bs, 0, 100, ready.index(), done.index())?;
         c.synchronize()?;
         check(
             b.to_host()? == (0..100).map(|i| i as f32).collect::<Vec<_>>(),
@@ -555,7 +567,8 @@ fn co_residency(world: usize) -> Outcome {
             e.contains("cannot be resident") && e.contains(&format!("at most {limit} blocks")),
             || e.clone(),
         )?;
-        s.barrier(0, T)?;
+        let ch = Channel::request(c)?;
+        s.barrier(&ch, T)?;
         all_arrive::launch(c, LaunchConfig::linear(limit, THREADS), &s, 2_000_000_000)?;
         c.synchronize()?;
         let words = buf.to_host()?;
@@ -572,7 +585,7 @@ fn co_residency(world: usize) -> Outcome {
                 format!("{} blocks arrived, expected {all}", words[0])
             })?;
         }
-        s.barrier(0, T)?;
+        s.barrier(&ch, T)?;
         c.synchronize()?;
         Ok((limit, e))
     })?;
@@ -604,7 +617,7 @@ fn bad_launches() -> Outcome {
         check(e.contains("2048 threads"), || e.clone())?;
         let wrong = c.alloc::<u32>(4)?;
         let ws = wrong.rendezvous()?;
-        let e = ring_all_gather::launch::<f32>(c, LaunchConfig::linear(1, 32), &ws, 1)
+        let e = ring_all_gather::launch::<f32>(c, LaunchConfig::linear(1, 32), &ws, 1, 0)
             .unwrap_err()
             .to_string();
         check(e.contains("holds u32, but the kernel expects f32"), || {

@@ -11,12 +11,19 @@
 //! visible to the peer once its wait returns; a wait is a system-scope
 //! acquire. A barrier is a put to every peer followed by a wait on every peer.
 //!
+//! Which channel an operation uses is requested from the group
+//! ([`Channel`]), never numbered by hand, so the application and the
+//! built-in collectives cannot collide.
+//!
 //! A timeout never traps (which would kill the CUDA context). The kernel
 //! records who timed out in the device's status word and returns; the
 //! runtime turns that into [`crate::Error::SignalTimeout`] at the next
 //! synchronisation, and the context stays usable.
 
 use std::fmt;
+
+mod channel;
+pub use channel::Channel;
 
 /// Which signal operation gave up.
 ///

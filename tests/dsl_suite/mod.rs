@@ -304,15 +304,16 @@ pub fn wait_on(buf: SymmBuf<u32>, src: u32, channel: u32) {
 }
 
 /// A plain one-shot all-reduce (sum, fixed rank order, so every rank gets
-/// the same bits): per-block barrier, pull-and-sum, closing barrier.
+/// the same bits): per-block barrier, pull-and-sum, closing barrier, on
+/// channels `entry` and `exit`.
 #[symm_kernel]
-pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32) {
+pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32, entry: u32, exit: u32) {
     let rank = buf.rank();
     let world = buf.world_size();
     let t = thread_idx_x();
     if t < world && t != rank {
-        buf.put_signal(t, 4);
-        buf.wait_signal(t, 4);
+        buf.put_signal(t, entry);
+        buf.wait_signal(t, entry);
     }
     sync_threads();
     let mut i = block_idx_x() * block_dim_x() + t;
@@ -326,8 +327,8 @@ pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32) {
     }
     sync_threads();
     if t < world && t != rank {
-        buf.put_signal(t, 5);
-        buf.wait_signal(t, 5);
+        buf.put_signal(t, exit);
+        buf.wait_signal(t, exit);
     }
 }
 
@@ -452,7 +453,7 @@ pub fn run_gather_vectors<T: Scalar, const N: usize>(
     let s = stage.rendezvous()?;
     let src = c.device_buffer_from(mine)?;
     let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); world * N])?;
-    s.barrier(0, timeout)?;
+    s.barrier(&symm::signal::Channel::request(c)?, timeout)?;
     let cfg = symm::LaunchConfig::linear(2, 32);
     gather_vectors::launch::<T, N>(c, cfg, &s, &src, &mut out, 99)?;
     out.to_host()
@@ -473,8 +474,9 @@ pub fn run_gather_packets(
     let s = stage.rendezvous()?;
     let mut out = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
     let mut rounds = Vec::new();
+    let ch = symm::signal::Channel::request(c)?;
     for tag in [1u32, 2] {
-        s.barrier(0, timeout)?;
+        s.barrier(&ch, timeout)?;
         let cfg = symm::LaunchConfig::linear(1, 32);
         gather_packets::launch(c, cfg, &s, &mut out, tag, seed ^ tag)?;
         rounds.push(out.to_host()?);
