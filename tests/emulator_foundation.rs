@@ -273,6 +273,106 @@ fn a_wait_that_never_completes_names_rank_peer_and_channel() {
     .unwrap();
 }
 
+/// The emulator runs the signal kernels a GPU launches; a timeout in them
+/// is still recorded for the next `synchronize` (never a failed launch),
+/// naming the kind, rank, block, thread, peer, channel and timeout.
+#[test]
+fn emulated_signal_timeouts_name_kind_rank_block_thread_peer_and_channel() {
+    use symm::signal::SignalKind;
+    let short = Duration::from_millis(150);
+    let timeout = |e: Option<Error>| match e {
+        Some(Error::SignalTimeout {
+            kind,
+            rank,
+            block,
+            thread,
+            peer,
+            channel,
+            timeout_ms,
+        }) => (kind, rank, block, thread, peer, channel, timeout_ms),
+        other => panic!("expected a signal timeout, got {other:?}"),
+    };
+    let got = emu(2, |comm| {
+        let smem = comm.alloc::<u8>(1)?.rendezvous()?;
+        let (ch, quiet) = (Channel::request(comm)?, Channel::request(comm)?);
+        let mut got = Vec::new();
+        if comm.rank() == 0 {
+            // Rank 1 never consumes: the second put finds the slot full ...
+            smem.put_signal(1, &ch, short)?;
+            smem.put_signal(1, &ch, short)?;
+            got.push(timeout(comm.synchronize().err()));
+            // ... and so does a barrier's put (thread 1 signals rank 1).
+            smem.barrier(&ch, short)?;
+            got.push(timeout(comm.synchronize().err()));
+            smem.wait_signal(1, &quiet, short)?;
+            got.push(timeout(comm.synchronize().err()));
+            comm.synchronize()?; // reported once
+        }
+        Ok(got)
+    })
+    .unwrap();
+    assert_eq!(
+        got[0],
+        [
+            (SignalKind::Put, 0, 0, 0, 1, 0, 150),
+            (SignalKind::BarrierPut, 0, 0, 1, 1, 0, 150),
+            (SignalKind::Wait, 0, 0, 0, 1, 1, 150),
+        ]
+    );
+    // Ranks 0 and 1 meet at a barrier that rank 2 never joins: each waits
+    // for rank 2 in thread 2.
+    let got = emu(3, |comm| {
+        let smem = comm.alloc::<u8>(1)?.rendezvous()?;
+        let ch = Channel::request(comm)?;
+        if comm.rank() == 2 {
+            return Ok(None);
+        }
+        smem.barrier(&ch, short)?;
+        Ok(Some(timeout(comm.synchronize().err())))
+    })
+    .unwrap();
+    for (r, t) in got[..2].iter().enumerate() {
+        assert_eq!(
+            *t,
+            Some((SignalKind::BarrierWait, r, 0, 2, 2, 0, 150)),
+            "rank {r}"
+        );
+    }
+}
+
+/// A host wait is bounded by its own timeout only: longer than the
+/// emulator's stall window (2 s) it is still a `SignalTimeout`, not a hang.
+#[test]
+fn a_long_host_wait_times_out_rather_than_hangs() {
+    let wait = Duration::from_millis(2300);
+    let errs = emu(2, |comm| {
+        let smem = comm.alloc::<u8>(1)?.rendezvous()?;
+        let ch = Channel::request(comm)?;
+        if comm.rank() == 1 {
+            return Ok(None); // finished: the group is settled
+        }
+        let t = Instant::now();
+        smem.wait_signal(1, &ch, wait)?;
+        let e = comm.synchronize().err();
+        assert!(t.elapsed() >= wait, "gave up after {:?}", t.elapsed());
+        Ok(e)
+    })
+    .unwrap();
+    assert!(
+        matches!(
+            errs[0],
+            Some(Error::SignalTimeout {
+                rank: 0,
+                peer: 1,
+                timeout_ms: 2300,
+                ..
+            })
+        ),
+        "{:?}",
+        errs[0]
+    );
+}
+
 #[test]
 fn put_and_wait_order_data_around_a_ring() {
     for world in WORLDS {

@@ -382,7 +382,7 @@ fn device_functions_own_their_shared_arrays_and_lanes_follow_the_linear_id() {
 #[symm_kernel]
 fn wait_briefly(buf: SymmBuf<u32>, src: u32, channel: u32) {
     if thread_idx_x() == 0 {
-        let _ = buf.wait_signal_within(src, channel, 200_000_000, 2);
+        let _ = buf.wait_signal_within(src, channel, 200_000_000, false);
     }
 }
 

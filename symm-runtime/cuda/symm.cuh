@@ -169,9 +169,10 @@ template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_
    SYMM_KIND_PUT / SYMM_KIND_WAIT and ends the thread. */
 template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel);
 template<class T> __device__ __forceinline__ void symm_dsl_wait_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel);
-/* With their own timeout, recording `kind`: false after a timeout, and the
-   thread goes on (to the other half of a barrier). */
-template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, symm_u32 kind);
-template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, symm_u32 kind);
+/* With their own timeout: false after recording a timeout, and the thread
+   goes on (to the other half of a barrier). The record's kind is
+   SYMM_KIND_BARRIER_PUT / _WAIT when `barrier`, else SYMM_KIND_PUT / _WAIT. */
+template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, bool barrier);
+template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, bool barrier);
 
 #endif /* SYMM_CUH */

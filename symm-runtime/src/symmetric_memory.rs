@@ -506,22 +506,23 @@ impl SymmetricMemory {
         channel: &Channel,
         timeout: Duration,
     ) -> Result<()> {
-        if channel.comm().owner_id() != self.owner {
+        if channel.owner() != self.owner {
             return Err(self.invalid(format!(
                 "channel {} was requested on another rank or group (rank {}) than the one \
                  that owns this allocation; request channels from this rank's Comm",
                 channel.index(),
-                channel.comm().rank()
+                channel.rank()
             )));
         }
-        backend.signal(&SignalCall {
+        let call = SignalCall {
             op,
             pads: &self.signal_pad_ptrs,
             pads_dev: self.signal_pad_ptrs_dev.ptr,
             world: self.world_size,
             channel: channel.index() as usize,
             timeout,
-        })
+        };
+        backend.signal(&call)
     }
 
     fn check_rank(&self, what: &str, r: usize) -> Result<()> {

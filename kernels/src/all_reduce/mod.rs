@@ -337,8 +337,7 @@ fn reduce<T: AllReduceElem>(
 }
 
 /// The first of the all-reduce's [`CHANNELS`] channels on `comm`'s group,
-/// reserved on the first call and remembered (as a number: an extension
-/// must not hold the `Comm` that a [`Channel`] holds).
+/// reserved on the first call and remembered in the rank's extensions.
 fn channels(comm: &Comm) -> Result<u32> {
     struct Reserved(u32);
     let r = comm.extension(

@@ -95,14 +95,15 @@ template<class T> __device__ __forceinline__ T symm_from_bits32(symm_u32 b) {
 template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel) {
     if (!symm_put(b.pads, b.rank, dst, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_PUT)) asm volatile("exit;");
 }
-/* Host-requested signal ops carry their own timeout and report their kind;
-   they return (leaving the record) instead of exiting, so the caller's
-   thread can finish the barrier's other half. */
-template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, symm_u32 kind) {
-    return symm_put(b.pads, b.rank, dst, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, kind);
+/* Host-requested signal ops carry their own timeout and report their kind
+   (a barrier's half, or a lone put or wait: the kernels say which, the codes
+   come from Rust); they return (leaving the record) instead of exiting, so
+   the caller's thread can finish the barrier's other half. */
+template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, bool barrier) {
+    return symm_put(b.pads, b.rank, dst, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, barrier ? SYMM_KIND_BARRIER_PUT : SYMM_KIND_PUT);
 }
-template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, symm_u32 kind) {
-    return symm_wait(b.pads, b.rank, src, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, kind);
+template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, bool barrier) {
+    return symm_wait(b.pads, b.rank, src, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, barrier ? SYMM_KIND_BARRIER_WAIT : SYMM_KIND_WAIT);
 }
 template<class T> __device__ __forceinline__ void symm_dsl_wait_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel) {
     if (!symm_wait(b.pads, b.rank, src, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_WAIT)) asm volatile("exit;");

@@ -24,15 +24,14 @@ use crate::layout::SIGNAL_CHANNELS;
 /// A signal channel of a group, requested from its [`Comm`].
 ///
 /// Host signal operations ([`crate::SymmetricMemory::barrier`] and friends)
-/// take one; kernels take its index as a `u32` argument (`ch.index()` or
-/// `u32::from(&ch)`). It holds its rank's `Comm`, as a
-/// [`SymmBuffer`](crate::SymmBuffer) does, so a library that keeps its
-/// channels in a [`Comm::extension`] (which must not hold a `Comm`) keeps
-/// their indices instead.
-#[derive(Clone)]
+/// take one, and refuse one of another rank or group; kernels take its
+/// index as a `u32` argument (`ch.index()` or `u32::from(ch)`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Channel {
     index: u32,
-    comm: Comm,
+    /// The rank state it was requested on ([`Comm`]'s clones share it).
+    owner: usize,
+    rank: usize,
 }
 
 /// Who holds each channel of a rank's pads.
@@ -105,7 +104,8 @@ impl Channel {
     fn new(comm: &Comm, index: usize) -> Channel {
         Channel {
             index: index as u32,
-            comm: comm.clone(),
+            owner: comm.owner_id(),
+            rank: comm.rank(),
         }
     }
 
@@ -114,9 +114,14 @@ impl Channel {
         self.index
     }
 
+    /// Identifies the rank state this channel was requested on.
+    pub(crate) fn owner(&self) -> usize {
+        self.owner
+    }
+
     /// The rank this channel was requested on.
-    pub(crate) fn comm(&self) -> &Comm {
-        &self.comm
+    pub(crate) fn rank(&self) -> usize {
+        self.rank
     }
 }
 
@@ -132,17 +137,9 @@ impl From<Channel> for u32 {
     }
 }
 
-impl PartialEq for Channel {
-    fn eq(&self, other: &Channel) -> bool {
-        self.index == other.index && self.comm.owner_id() == other.comm.owner_id()
-    }
-}
-
-impl Eq for Channel {}
-
 impl fmt::Debug for Channel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Channel({} of rank {})", self.index, self.comm.rank())
+        write!(f, "Channel({} of rank {})", self.index, self.rank)
     }
 }
 
