@@ -23,7 +23,7 @@
 //! `scripts/bench.sh` runs this and the torch baseline and prints one table.
 
 use std::io::Write;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rand::Rng;
@@ -35,7 +35,10 @@ use symm::dsl::{
 use symm::kernels::all_reduce::{
     all_reduce, all_reduce_with, AllReduceElem, Path, LL_BLOCKS, THREADS,
 };
-use symm::{bf16, run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks};
+use symm::signal::Channel;
+use symm::{
+    bf16, run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks, SymmetricMemory,
+};
 
 const CALLS: usize = 32;
 const REPLAYS: usize = 9;
@@ -70,11 +73,34 @@ fn other(c: &Comm, what: impl std::fmt::Display) -> Error {
     }
 }
 
+/// A rank's signal channels (requested once: a group has few) and the
+/// buffer whose pads align the ranks before each replay.
+struct Signals {
+    sync: Arc<SymmetricMemory>,
+    /// The host barrier before each replay.
+    barrier: Channel,
+    /// The tutorial kernels' entry and exit barriers.
+    entry: u32,
+    exit: u32,
+}
+
+impl Signals {
+    fn new(c: &Comm) -> symm::Result<Signals> {
+        let [a, b, e] = [(); 3].map(|_| Channel::request(c));
+        Ok(Signals {
+            sync: c.alloc::<u8>(1)?.rendezvous()?,
+            barrier: a?,
+            entry: b?.index(),
+            exit: e?.index(),
+        })
+    }
+}
+
 /// Captures `body` (CALLS back-to-back calls) in a graph and returns the
 /// median µs per call over REPLAYS replays.
 fn time_graph(
     c: &Comm,
-    sync: &symm::SymmetricMemory,
+    sync: &Signals,
     body: &mut dyn FnMut() -> symm::Result<()>,
 ) -> symm::Result<f64> {
     let stream = c
@@ -126,7 +152,7 @@ fn time_graph(
         .ok_or_else(|| other(c, "empty graph"))?;
     let mut us = Vec::new();
     for rep in 0..REPLAYS + 2 {
-        sync.barrier(0, T)?;
+        sync.sync.barrier(&sync.barrier, T)?;
         c.synchronize()?;
         if lead_in == 0 {
             start.record(&stream).map_err(drv(c, "record"))?;
@@ -172,20 +198,19 @@ fn one_remote_store(buf: SymmBuf<u32>) {
 /// Floors that bound the small sizes: an empty kernel and one remote store
 /// per call (both on the large LL grid), and an LL all-reduce of 16 bytes
 /// (one packet pair: one all-to-all signal).
-fn floors(c: &Comm, rows: &mut Vec<String>) -> symm::Result<()> {
-    let sync = c.alloc::<u8>(1)?.rendezvous()?;
+fn floors(c: &Comm, sync: &Signals, rows: &mut Vec<String>) -> symm::Result<()> {
     let world = c.world_size();
     let cfg = LaunchConfig::linear(LL_BLOCKS, THREADS);
     let cfg = if c.options().pdl { cfg.with_pdl() } else { cfg };
-    let empty_us = time_graph(c, &sync, &mut || empty_call::launch(c, cfg))?;
+    let empty_us = time_graph(c, sync, &mut || empty_call::launch(c, cfg))?;
     let target = c.alloc::<u32>(1)?.rendezvous()?;
-    let store_us = time_graph(c, &sync, &mut || one_remote_store::launch(c, cfg, &target))?;
+    let store_us = time_graph(c, sync, &mut || one_remote_store::launch(c, cfg, &target))?;
     let n = 4;
     let buf = c.alloc::<f32>(n)?;
     buf.copy_from_host(&[1.0, 2.0, 3.0, 4.0])?;
     let smem = buf.rendezvous()?;
     let mut out = c.device_buffer::<f32>(n)?;
-    let signal_us = time_graph(c, &sync, &mut || {
+    let signal_us = time_graph(c, sync, &mut || {
         all_reduce_with(Path::Ll, c, &smem, &mut out, n)
     })?;
     if c.rank() == 0 {
@@ -205,6 +230,7 @@ trait Tutorial: AllReduceElem {
         s: &symm::SymmetricMemory,
         out: &mut symm::DeviceBuffer<Self>,
         n: u32,
+        barriers: (u32, u32),
     ) -> symm::Result<()>;
 }
 
@@ -217,8 +243,11 @@ macro_rules! tutorial {
                 s: &symm::SymmetricMemory,
                 out: &mut symm::DeviceBuffer<Self>,
                 n: u32,
+                (entry, exit): (u32, u32),
             ) -> symm::Result<()> {
-                symm::kernels::tutorial::vectorized_all_reduce::launch::<$t, $v>(c, cfg, s, out, n)
+                symm::kernels::tutorial::vectorized_all_reduce::launch::<$t, $v>(
+                    c, cfg, s, out, n, entry, exit,
+                )
             }
         }
     )*};
@@ -323,12 +352,12 @@ impl Window {
 fn bench_dtype<T: Tutorial>(
     c: &Comm,
     nc: &Nccl,
+    sync: &Signals,
     dtype: nccl_sys::ncclDataType_t,
     name: &str,
     max: usize,
     rows: &mut Vec<String>,
 ) -> symm::Result<()> {
-    let sync = c.alloc::<u8>(1)?.rendezvous()?;
     let world = c.world_size();
     for bytes in sizes(max) {
         let n = bytes / std::mem::size_of::<T>();
@@ -340,36 +369,35 @@ fn bench_dtype<T: Tutorial>(
         buf.copy_from_host(&data)?;
         let smem = buf.rendezvous()?;
         let mut out = c.device_buffer::<T>(n)?;
-        let symm_us = time_graph(c, &sync, &mut || all_reduce(c, &smem, &mut out, n))?;
+        let symm_us = time_graph(c, sync, &mut || all_reduce(c, &smem, &mut out, n))?;
         // Each kernel on its own, where its staging fits (else no row).
         let mut paths = Vec::new();
         for p in Path::ALL {
-            if let Ok(us) = time_graph(c, &sync, &mut || all_reduce_with(p, c, &smem, &mut out, n))
-            {
+            if let Ok(us) = time_graph(c, sync, &mut || all_reduce_with(p, c, &smem, &mut out, n)) {
                 paths.push((p, us));
             }
         }
         // The book's tutorial steps (one vector per thread, as the built-in
         // barrier kernels), on the same buffers.
         let cfg = symm::kernels::all_reduce::config::<T>(n);
-        let naive_us = time_graph(c, &sync, &mut || {
+        let naive_us = time_graph(c, sync, &mut || {
             symm::kernels::tutorial::naive_all_reduce::launch::<T>(
-                c, cfg, &smem, &mut out, n as u32,
+                c, cfg, &smem, &mut out, n as u32, sync.entry, sync.exit,
             )
         })?;
-        let vec_us = time_graph(c, &sync, &mut || {
-            T::vectorized(c, cfg, &smem, &mut out, n as u32)
+        let vec_us = time_graph(c, sync, &mut || {
+            T::vectorized(c, cfg, &smem, &mut out, n as u32, (sync.entry, sync.exit))
         })?;
         // NCCL, plain buffers
         let src = c.device_buffer_from(&data)?;
         let dst = c.device_buffer::<T>(n)?;
-        let nccl_us = time_graph(c, &sync, &mut || {
+        let nccl_us = time_graph(c, sync, &mut || {
             nc.all_reduce(c, src.device_ptr(), dst.device_ptr(), n, dtype)
         })?;
         // NCCL, symmetric windows
         let win_us = match (Window::new(c, nc, bytes), Window::new(c, nc, bytes)) {
             (Ok(a), Ok(b)) => {
-                let r = time_graph(c, &sync, &mut || {
+                let r = time_graph(c, sync, &mut || {
                     nc.all_reduce(c, a.ptr as u64, b.ptr as u64, n, dtype)
                 })
                 .ok();
@@ -463,10 +491,12 @@ fn main() {
             |c| {
                 let nc = Nccl::new(c)?;
                 let mut rows = Vec::new();
-                floors(c, &mut rows)?;
+                let sync = Signals::new(c)?;
+                floors(c, &sync, &mut rows)?;
                 bench_dtype::<bf16>(
                     c,
                     &nc,
+                    &sync,
                     nccl_sys::ncclDataType_t::ncclBfloat16,
                     "bf16",
                     max,
@@ -475,6 +505,7 @@ fn main() {
                 bench_dtype::<f32>(
                     c,
                     &nc,
+                    &sync,
                     nccl_sys::ncclDataType_t::ncclFloat32,
                     "f32",
                     max,

@@ -13,23 +13,31 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use symm::dsl::*;
+use symm::signal::Channel;
 use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
 
 // ANCHOR: kernel
 /// All-gather by push: rank r copies `input` (`chunk` elements) to elements
 /// `r * chunk ..` of every rank's `out`, its own included. Every rank must
 /// launch the same grid (at most 128 blocks of at least `world` threads).
+/// `entry` and `exit` are the handshakes' signal channels.
 #[symm_kernel]
-pub(crate) fn push_all_gather<T: Scalar>(input: &[T], out: SymmBuf<T>, chunk: u32) {
+pub(crate) fn push_all_gather<T: Scalar>(
+    input: &[T],
+    out: SymmBuf<T>,
+    chunk: u32,
+    entry: u32,
+    exit: u32,
+) {
     let rank = out.rank();
     let world = out.world_size();
     let t = thread_idx_x();
-    // Entry handshake (channel 0): once peer t's block has signalled, peer t
+    // Entry handshake: once peer t's block has signalled, peer t
     // has started this call, so its stream is done with `out` (say, copying
     // the previous result to the host) and we may overwrite it.
     if t < world && t != rank {
-        out.put_signal(t, 0);
-        out.wait_signal(t, 0);
+        out.put_signal(t, entry);
+        out.wait_signal(t, entry);
     }
     sync_threads();
     let stride = grid_dim_x() * block_dim_x();
@@ -41,13 +49,13 @@ pub(crate) fn push_all_gather<T: Scalar>(input: &[T], out: SymmBuf<T>, chunk: u3
             i += stride;
         }
     }
-    // Exit handshake (channel 1): every thread's stores come before the
+    // Exit handshake: every thread's stores come before the
     // barrier, and put_signal releases them. When thread t's wait returns,
     // peer t's block with this index has written its share into our `out`.
     sync_threads();
     if t < world && t != rank {
-        out.put_signal(t, 1);
-        out.wait_signal(t, 1);
+        out.put_signal(t, exit);
+        out.wait_signal(t, exit);
     }
 }
 // ANCHOR_END: kernel
@@ -73,13 +81,16 @@ pub(crate) fn main() {
         let smem = out.rendezvous()?;
         let cfg = LaunchConfig::linear(16, 256);
         let n = chunk as u32;
+        // Channels come from the group, in the same order on every rank.
+        let [a, b, c] = [(); 3].map(|_| Channel::request(comm));
+        let (entry, exit, sync) = (a?.index(), b?.index(), c?);
 
-        push_all_gather::launch::<f32>(comm, cfg, &input, &smem, n)?; // warm-up
-        smem.barrier(2, TIMEOUT)?;
+        push_all_gather::launch::<f32>(comm, cfg, &input, &smem, n, entry, exit)?; // warm-up
+        smem.barrier(&sync, TIMEOUT)?;
         comm.synchronize()?;
         let t = Instant::now();
         for _ in 0..iters {
-            push_all_gather::launch::<f32>(comm, cfg, &input, &smem, n)?;
+            push_all_gather::launch::<f32>(comm, cfg, &input, &smem, n, entry, exit)?;
         }
         comm.synchronize()?;
         let us = t.elapsed().as_secs_f64() * 1e6 / iters as f64;

@@ -13,6 +13,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use symm::signal::Channel;
 use symm::{run, BackendKind, CommOptions};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,17 +32,21 @@ pub(crate) fn main() {
         let t = Instant::now();
         let smem = buf.rendezvous()?;
         let rendezvous_us = t.elapsed().as_secs_f64() * 1e6;
+        // One channel per use: the exchange's barriers, the timed barriers
+        // and the timed ring (every rank requests them in the same order).
+        let [a, b, c] = [(); 3].map(|_| Channel::request(comm));
+        let (sync, timed, ring) = (a?, b?, c?);
 
         // Each rank writes its block into slot `rank` of every peer.
         let mine: Vec<f32> = (0..ELEMS)
             .map(|i| (rank * ELEMS + i) as f32 * 0.5)
             .collect();
-        smem.barrier(0, TIMEOUT)?;
+        smem.barrier(&sync, TIMEOUT)?;
         comm.synchronize()?;
         for p in 0..n {
             smem.peer_buffer::<f32>(p)?.write(rank * ELEMS, &mine)?;
         }
-        smem.barrier(0, TIMEOUT)?;
+        smem.barrier(&sync, TIMEOUT)?;
         comm.synchronize()?;
         let got = buf.to_host()?;
         let wrong = (0..n * ELEMS).filter(|&i| got[i] != i as f32 * 0.5).count();
@@ -53,7 +58,7 @@ pub(crate) fn main() {
         };
         let t = Instant::now();
         for _ in 0..iters {
-            smem.barrier(1, TIMEOUT)?;
+            smem.barrier(&timed, TIMEOUT)?;
         }
         comm.synchronize()?;
         let barrier_us = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
@@ -61,8 +66,8 @@ pub(crate) fn main() {
         let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
         let t = Instant::now();
         for _ in 0..iters {
-            smem.put_signal(next, 2, TIMEOUT)?;
-            smem.wait_signal(prev, 2, TIMEOUT)?;
+            smem.put_signal(next, &ring, TIMEOUT)?;
+            smem.wait_signal(prev, &ring, TIMEOUT)?;
         }
         comm.synchronize()?;
         let ring_us = t.elapsed().as_secs_f64() * 1e6 / iters as f64;

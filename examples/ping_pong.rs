@@ -11,13 +11,14 @@
 use std::time::{Duration, Instant};
 
 use symm::dsl::*;
+use symm::signal::Channel;
 use symm::{run, symm_kernel, BackendKind, CommOptions, LaunchConfig, Ranks};
 
 /// `rounds` round trips between this rank and its partner (`rank ^ 1`): the
 /// even rank pings, the odd one pongs. A hop stores the local counter plus
-/// one into the partner's buffer and signals it on channel 0.
+/// one into the partner's buffer and signals it on `channel`.
 #[symm_kernel]
-pub(crate) fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
+pub(crate) fn ping_pong(buf: SymmBuf<u32>, rounds: u32, channel: u32) {
     // Signals are per block and one thread carries a counter: only thread 0
     // of block 0 plays.
     if block_idx_x() != 0 || thread_idx_x() != 0 {
@@ -31,12 +32,12 @@ pub(crate) fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
     for _ in 0..rounds {
         if me % 2 == 0 {
             buf.peer(partner)[0] = buf.local()[0] + 1; // ping
-            buf.put_signal(partner, 0); // release: the store above lands first
-            buf.wait_signal(partner, 0); // acquire: the pong is visible after
+            buf.put_signal(partner, channel); // release: the store above lands first
+            buf.wait_signal(partner, channel); // acquire: the pong is visible after
         } else {
-            buf.wait_signal(partner, 0);
+            buf.wait_signal(partner, channel);
             buf.peer(partner)[0] = buf.local()[0] + 1; // pong
-            buf.put_signal(partner, 0);
+            buf.put_signal(partner, channel);
         }
     }
 }
@@ -52,18 +53,21 @@ pub(crate) fn main() {
         buf.copy_from_host(&[0])?;
         let smem = buf.rendezvous()?; // every rank's buffer, mapped
         let cfg = LaunchConfig::linear(1, 32);
+        // Signal channels, requested from the group (the same on every rank):
+        // one for the kernel, one for the host barrier.
+        let (ch, start) = (Channel::request(comm)?, Channel::request(comm)?);
 
         // Warm up (on a GPU, the first launch compiles the kernel).
-        ping_pong::launch(comm, cfg, &smem, 10)?;
+        ping_pong::launch(comm, cfg, &smem, 10, ch.index())?;
         let rounds: u32 = if comm.backend_kind() == BackendKind::Cuda {
             10_000
         } else {
             200
         };
-        smem.barrier(1, TIMEOUT)?; // start the timed run together
+        smem.barrier(&start, TIMEOUT)?; // start the timed run together
         comm.synchronize()?;
         let t = Instant::now();
-        ping_pong::launch(comm, cfg, &smem, rounds)?;
+        ping_pong::launch(comm, cfg, &smem, rounds, ch.index())?;
         comm.synchronize()?;
         let us = t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds);
 

@@ -11,7 +11,8 @@
 //!     let buf = comm.alloc::<f32>(1024)?;
 //!     buf.copy_from_host(&vec![comm.rank() as f32; 1024])?;
 //!     let smem = buf.rendezvous()?; // collective; cached per allocation
-//!     smem.barrier(0, Duration::from_secs(5))?;
+//!     let ch = symm::signal::Channel::request(comm)?; // requested, not numbered
+//!     smem.barrier(&ch, Duration::from_secs(5))?;
 //!     comm.synchronize()?;
 //!     let peer = smem.peer_buffer::<f32>((comm.rank() + 1) % comm.world_size())?;
 //!     Ok(peer.read(0, 1)?[0])

@@ -441,6 +441,7 @@ fn empty_and_aliased_outputs() {
 #[test]
 fn the_books_tutorial_kernels_match_the_built_in_bit_for_bit() {
     use symm::kernels::tutorial::{naive_all_reduce, vectorized_all_reduce};
+    use symm::signal::Channel;
     for world in [2, 4] {
         let Some(ranks) = ranks(world) else { continue };
         for n in [1usize, 4099, 65_537] {
@@ -457,8 +458,12 @@ fn the_books_tutorial_kernels_match_the_built_in_bit_for_bit() {
                     let mut a = c.device_buffer_from(&poison)?;
                     let mut b = c.device_buffer_from(&poison)?;
                     let mut d = c.device_buffer_from(&poison)?;
-                    naive_all_reduce::launch::<bf16>(c, cfg, &s, &mut a, n as u32)?;
-                    vectorized_all_reduce::launch::<bf16, 8>(c, cfg, &s, &mut b, n as u32)?;
+                    let (entry, exit) = (Channel::request(c)?, Channel::request(c)?);
+                    let (entry, exit) = (entry.index(), exit.index());
+                    naive_all_reduce::launch::<bf16>(c, cfg, &s, &mut a, n as u32, entry, exit)?;
+                    vectorized_all_reduce::launch::<bf16, 8>(
+                        c, cfg, &s, &mut b, n as u32, entry, exit,
+                    )?;
                     all_reduce(c, &s, &mut d, n)?;
                     c.synchronize()?;
                     Ok([a.to_host()?, b.to_host()?, d.to_host()?])

@@ -19,6 +19,7 @@ use targets::{emulator_only, ranks};
 mod testgen;
 
 use symm::dsl::*;
+use symm::signal::Channel;
 use symm::{run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 #[path = "dsl_suite/mod.rs"]
@@ -87,9 +88,10 @@ fn a_wait_nobody_answers_is_diagnosed_within_5_s() {
         |c| {
             let buf = c.alloc::<u32>(8)?;
             let s = buf.rendezvous()?;
+            let ch = Channel::request(c)?;
             if c.rank() != 2 {
-                // Ranks 0 and 1 wait for a signal from rank 2 on channel 6; rank 2 never sends.
-                wait_on::launch(c, LaunchConfig::linear(2, 64), &s, 2, 6)?;
+                // Ranks 0 and 1 wait for a signal from rank 2; rank 2 never sends.
+                wait_on::launch(c, LaunchConfig::linear(2, 64), &s, 2, ch.index())?;
             }
             Ok(())
         },
@@ -106,7 +108,7 @@ fn a_wait_nobody_answers_is_diagnosed_within_5_s() {
         assert!(matches!(e, Error::KernelHang { .. }), "{msg}");
         for needle in [
             format!("kernel `wait_on` on rank {rank} made no progress"),
-            format!("rank {rank}, block 0 thread 0: wait_signal from peer 2 on channel 6"),
+            format!("rank {rank}, block 0 thread 0: wait_signal from peer 2 on channel 0"),
             "expects 1".to_string(),
             "tests/dsl_suite/mod.rs:".to_string(),
         ] {
@@ -131,11 +133,12 @@ fn a_rank_busy_on_the_host_is_not_a_hang() {
         |c| {
             let buf = c.alloc::<u32>(8)?;
             let s = buf.rendezvous()?;
+            let ch = Channel::request(c)?;
             if c.rank() == 0 {
-                wait_on::launch(c, LaunchConfig::linear(1, 32), &s, 1, 3)?;
+                wait_on::launch(c, LaunchConfig::linear(1, 32), &s, 1, ch.index())?;
             } else {
                 std::thread::sleep(Duration::from_millis(3500));
-                s.put_signal(0, 3, T)?;
+                s.put_signal(0, &ch, T)?;
             }
             c.synchronize()
         },
@@ -167,9 +170,9 @@ fn device_functions_own_their_shared_arrays_and_lanes_follow_the_linear_id() {
 }
 
 #[symm_kernel]
-fn wait_briefly(buf: SymmBuf<u32>, src: u32) {
+fn wait_briefly(buf: SymmBuf<u32>, src: u32, channel: u32) {
     if thread_idx_x() == 0 {
-        let _ = buf.wait_signal_within(src, 3, 200_000_000, 2);
+        let _ = buf.wait_signal_within(src, channel, 200_000_000, false);
     }
 }
 
@@ -185,8 +188,9 @@ fn an_explicit_signal_timeout_is_honoured() {
         |c| {
             let buf = c.alloc::<u32>(8)?;
             let s = buf.rendezvous()?;
+            let ch = Channel::request(c)?;
             if c.rank() == 0 {
-                wait_briefly::launch(c, LaunchConfig::linear(1, 32), &s, 1)?;
+                wait_briefly::launch(c, LaunchConfig::linear(1, 32), &s, 1, ch.index())?;
             }
             Ok(())
         },
@@ -201,7 +205,7 @@ fn an_explicit_signal_timeout_is_honoured() {
     let msg = err.to_string();
     assert!(
         msg.contains(
-            "rank 0, block 0: wait_signal on channel 3 with peer 1 did not complete within 200 ms"
+            "rank 0, block 0: wait_signal on channel 0 with peer 1 did not complete within 200 ms"
         ),
         "{msg}"
     );
@@ -313,7 +317,7 @@ fn a_gather_names_the_rank_whose_data_never_came() {
             let s = stage.rendezvous()?;
             let src = c.device_buffer_from(&[1.0f32, 2.0, 3.0, 4.0])?;
             let mut out = c.device_buffer::<f32>(12)?;
-            s.barrier(0, T)?;
+            s.barrier(&Channel::request(c)?, T)?;
             // Rank 2 receives from ranks 0 and 1, but never sends.
             gather_vectors::launch::<f32, 4>(
                 c,
@@ -354,10 +358,11 @@ fn every_block_of_every_rank_arrives() {
             let buf = c.alloc::<u32>(4)?;
             buf.copy_from_host(&[0; 4])?;
             let s = buf.rendezvous()?;
-            s.barrier(0, T)?;
+            let ch = Channel::request(c)?;
+            s.barrier(&ch, T)?;
             all_arrive::launch(c, LaunchConfig::linear(grid, 32), &s, 5_000_000_000)?;
             c.synchronize()?;
-            s.barrier(0, T)?;
+            s.barrier(&ch, T)?;
             c.synchronize()?;
             buf.to_host()
         });

@@ -10,6 +10,7 @@ use symm::{run, CommOptions, LaunchConfig, Ranks};
 #[path = "dsl_suite/mod.rs"]
 mod dsl_suite;
 use dsl_suite::one_shot_sum;
+use symm::signal::Channel;
 
 #[test]
 fn one_shot_all_reduce_4_ranks() {
@@ -32,8 +33,10 @@ fn one_shot_all_reduce_4_ranks() {
         buf.copy_from_host(&inputs[c.rank()])?;
         let s = buf.rendezvous()?;
         let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+        let (entry, exit) = (Channel::request(c)?.index(), Channel::request(c)?.index());
         let t = Instant::now();
-        one_shot_sum::launch(c, LaunchConfig::linear(16, 512), &s, &mut out, n as u32)?;
+        let cfg = LaunchConfig::linear(16, 512);
+        one_shot_sum::launch(c, cfg, &s, &mut out, n as u32, entry, exit)?;
         let secs = t.elapsed().as_secs_f64();
         Ok((out.to_host()?, secs))
     })

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use symm::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::jit::{CacheHit, CompileRequest, JitEngine};
+use symm::signal::Channel;
 use symm::{run, Comm, CommOptions, Error, KernelArg, LaunchConfig, Ranks, RunError};
 
 /// Ranks a test needs at least (it is skipped, loudly, at smaller worlds).
@@ -100,6 +101,15 @@ fn leaks(world: usize) -> Outcome {
     ))
 }
 
+/// `N` channels of `comm`'s group, requested in order (the same on every rank).
+fn channels<const N: usize>(comm: &Comm) -> symm::Result<[Channel; N]> {
+    let mut v = Vec::with_capacity(N);
+    for _ in 0..N {
+        v.push(Channel::request(comm)?);
+    }
+    Ok(v.try_into().unwrap_or_else(|_| unreachable!("N channels")))
+}
+
 fn graphs(world: usize) -> Outcome {
     const REPLAYS: u32 = 1000;
     let src = kernels();
@@ -111,11 +121,12 @@ fn graphs(world: usize) -> Outcome {
         let buf = comm.alloc::<u32>(world + 2)?;
         buf.copy_from_host(&vec![0; world + 2])?; // counters must start at zero
         let smem = buf.rendezvous()?;
+        let [bar, ring, sync] = channels::<3>(comm)?;
         // Warm up outside the capture so module loading never happens inside it.
-        smem.barrier(1, T)?;
-        smem.put_signal(next, 2, T)?;
-        smem.wait_signal(prev, 2, T)?;
-        smem.barrier(0, T)?;
+        smem.barrier(&bar, T)?;
+        smem.put_signal(next, &ring, T)?;
+        smem.wait_signal(prev, &ring, T)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         let stream = comm.cuda_stream().expect("GPU rank");
         let bump_args = [
@@ -138,11 +149,11 @@ fn graphs(world: usize) -> Outcome {
         // SAFETY: t_bump(const u64*, u32, u32) and t_check(u32*, u32) match
         // these args; every buffer holds world + 2 u32s.
         unsafe { bump.launch(comm, LaunchConfig::linear(1, 32), &bump_args)? };
-        smem.barrier(1, T)?;
+        smem.barrier(&bar, T)?;
         // SAFETY: as above.
         unsafe { t_check.launch(comm, LaunchConfig::linear(1, 32), &check_args)? };
-        smem.put_signal(next, 2, T)?;
-        smem.wait_signal(prev, 2, T)?;
+        smem.put_signal(next, &ring, T)?;
+        smem.wait_signal(prev, &ring, T)?;
         let graph = stream
             .end_capture(CUgraphInstantiate_flags(0))
             .map_err(drv("end_capture"))?
@@ -151,7 +162,7 @@ fn graphs(world: usize) -> Outcome {
             graph.launch().map_err(drv("cuGraphLaunch"))?;
         }
         comm.synchronize()?;
-        smem.barrier(0, T)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         let got = buf.to_host()?;
         check(comm, got[..n].iter().all(|&c| c == REPLAYS), || {
@@ -183,12 +194,13 @@ fn frees_while_a_peer_waits(world: usize) -> Outcome {
     let out = gpus(world, T, |comm| {
         let buf = comm.alloc::<u32>(4)?;
         let smem = buf.rendezvous()?;
-        smem.barrier(0, T)?;
+        let [sync, go] = channels::<2>(comm)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         let mut report = String::new();
         match comm.rank() {
             0 => {
-                smem.wait_signal(1, 1, wait)?;
+                smem.wait_signal(1, &go, wait)?;
                 let t = Instant::now();
                 comm.synchronize()?;
                 report = format!(
@@ -220,7 +232,7 @@ fn frees_while_a_peer_waits(world: usize) -> Outcome {
                 let on_side = comm.with_cuda_stream(side)?;
                 drop(on_side.device_buffer::<u8>(4096)?);
                 let took = t.elapsed();
-                smem.put_signal(0, 1, T)?;
+                smem.put_signal(0, &go, T)?;
                 comm.synchronize()?;
                 check(comm, took < Duration::from_secs(2), || {
                     format!("rank 1's allocations and frees took {took:?} (waited for rank 0?)")
@@ -232,7 +244,7 @@ fn frees_while_a_peer_waits(world: usize) -> Outcome {
             }
             _ => {}
         }
-        smem.barrier(0, T)?;
+        smem.barrier(&sync, T)?;
         comm.synchronize()?;
         Ok(report)
     })

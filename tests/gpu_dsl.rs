@@ -14,6 +14,7 @@ use symm::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::cudarc::driver::PushKernelArg;
 use symm::jit::{Arch, CacheHit, CompileRequest, JitEngine};
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
+use symm::signal::Channel;
 use symm::{bf16, run, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 #[path = "support/harness.rs"]
@@ -54,10 +55,17 @@ fn graph_capture(world: usize) -> Outcome {
         let r = c.rank();
         let buf = c.alloc::<f32>(chunk * world)?;
         let s = buf.rendezvous()?;
+        let (host, ring) = (Channel::request(c)?, Channel::request(c)?);
         // Warm up (loads the module) before capturing.
-        ring_all_gather::launch::<f32>(c, LaunchConfig::linear(2, 128), &s, chunk as u32)?;
+        ring_all_gather::launch::<f32>(
+            c,
+            LaunchConfig::linear(2, 128),
+            &s,
+            chunk as u32,
+            ring.index(),
+        )?;
         c.synchronize()?;
-        s.barrier(0, T)?;
+        s.barrier(&host, T)?;
         c.synchronize()?;
         let stream = c.cuda_stream().expect("GPU rank");
         let drv = |op| {
@@ -71,7 +79,13 @@ fn graph_capture(world: usize) -> Outcome {
         stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(drv("begin_capture"))?;
-        ring_all_gather::launch::<f32>(c, LaunchConfig::linear(2, 128), &s, chunk as u32)?;
+        ring_all_gather::launch::<f32>(
+            c,
+            LaunchConfig::linear(2, 128),
+            &s,
+            chunk as u32,
+            ring.index(),
+        )?;
         let graph = stream
             .end_capture(CUgraphInstantiate_flags(0))
             .map_err(drv("end_capture"))?
@@ -87,14 +101,14 @@ fn graph_capture(world: usize) -> Outcome {
                 .collect();
             buf.copy_from_host(&vec![f32::NAN; chunk * world])?;
             buf.write(r * chunk, &all[r])?;
-            s.barrier(0, T)?;
+            s.barrier(&host, T)?;
             c.synchronize()?;
             graph.launch().map_err(drv("cuGraphLaunch"))?;
             c.synchronize()?;
             check(c, buf.to_host()? == all.concat(), || {
                 format!("rank {r} replay {it} wrong")
             })?;
-            s.barrier(0, T)?;
+            s.barrier(&host, T)?;
             c.synchronize()?;
         }
         Ok(())
@@ -109,10 +123,12 @@ fn kernel_timeout(world: usize) -> Outcome {
     let res = gpus_with(world, opts, |c| {
         let buf = c.alloc::<u32>(8)?;
         let s = buf.rendezvous()?;
+        let [host, ready, done, quiet] = [(); 4].map(|_| Channel::request(c));
+        let (host, ready, done, quiet) = (host?, ready?, done?, quiet?);
         let mut report = String::new();
         if c.rank() == 0 {
             let t = Instant::now();
-            wait_on::launch(c, LaunchConfig::linear(2, 64), &s, 1, 5)?;
+            wait_on::launch(c, LaunchConfig::linear(2, 64), &s, 1, quiet.index())?;
             let e = c.synchronize().err();
             let el = t.elapsed();
             match &e {
@@ -121,10 +137,10 @@ fn kernel_timeout(world: usize) -> Outcome {
                         rank: 0,
                         block: 0,
                         peer: 1,
-                        channel: 5,
+                        channel,
                         ..
                     },
-                ) if el < Duration::from_millis(400) => {
+                ) if el < Duration::from_millis(400) && *channel == quiet.index() => {
                     report = format!("after {:.0} ms: {e}", el.as_secs_f64() * 1e3)
                 }
                 other => check(c, false, || {
@@ -140,8 +156,16 @@ fn kernel_timeout(world: usize) -> Outcome {
                 .collect::<Vec<_>>(),
         )?;
         let bs = b.rendezvous()?;
-        bs.barrier(0, T)?;
-        broadcast::launch::<f32>(c, LaunchConfig::linear(1, 128), &bs, 0, 100)?;
+        bs.barrier(&host, T)?;
+        broadcast::launch::<f32>(
+            c,
+            LaunchConfig::linear(1, 128),
+            &bs,
+            0,
+            100,
+            ready.index(),
+            done.index(),
+        )?;
         c.synchronize()?;
         check(
             c,
@@ -187,7 +211,8 @@ fn co_residency(world: usize) -> Outcome {
             e.contains("cannot be resident") && e.contains(&format!("at most {limit} blocks")),
             || e.clone(),
         )?;
-        s.barrier(0, T)?;
+        let host = Channel::request(c)?;
+        s.barrier(&host, T)?;
         all_arrive::launch(c, LaunchConfig::linear(limit, THREADS), &s, 2_000_000_000)?;
         c.synchronize()?;
         let words = buf.to_host()?;
@@ -204,7 +229,7 @@ fn co_residency(world: usize) -> Outcome {
                 format!("{} blocks arrived, expected {all}", words[0])
             })?;
         }
-        s.barrier(0, T)?;
+        s.barrier(&host, T)?;
         c.synchronize()?;
         Ok((limit, e))
     })?;
@@ -236,7 +261,7 @@ fn bad_launches() -> Outcome {
         check(c, e.contains("2048 threads"), || e.clone())?;
         let wrong = c.alloc::<u32>(4)?;
         let ws = wrong.rendezvous()?;
-        let e = ring_all_gather::launch::<f32>(c, LaunchConfig::linear(1, 32), &ws, 1)
+        let e = ring_all_gather::launch::<f32>(c, LaunchConfig::linear(1, 32), &ws, 1, 0)
             .unwrap_err()
             .to_string();
         check(

@@ -327,10 +327,16 @@ fn rendezvous_cache(comm: &Comm, _: u64) -> Result<String, String> {
     ))
 }
 
+/// The group's next signal channel.
+fn channel(comm: &Comm) -> Result<symm::signal::Channel, String> {
+    symm::signal::Channel::request(comm).map_err(|e| e.to_string())
+}
+
 fn peer_writes(comm: &Comm, seed: u64) -> Result<String, String> {
     let (w, r) = (comm.world_size(), comm.rank());
     let buf = comm.alloc::<u32>(w).map_err(|e| e.to_string())?;
     let s = buf.rendezvous().map_err(|e| e.to_string())?;
+    let (written, read) = (channel(comm)?, channel(comm)?);
     for round in 0..3u64 {
         let value = |rank: usize| {
             rand::rngs::StdRng::seed_from_u64(seed ^ (round << 32) ^ rank as u64).random::<u32>()
@@ -340,14 +346,14 @@ fn peer_writes(comm: &Comm, seed: u64) -> Result<String, String> {
                 .and_then(|pb| pb.write(r, &[value(r)]))
                 .map_err(|e| e.to_string())?;
         }
-        s.barrier(0, TIMEOUT).map_err(|e| e.to_string())?;
+        s.barrier(&written, TIMEOUT).map_err(|e| e.to_string())?;
         comm.synchronize().map_err(|e| e.to_string())?;
         let got = buf.to_host().map_err(|e| e.to_string())?;
         let want: Vec<u32> = (0..w).map(value).collect();
         if got != want {
             return Err(format!("round {round}: slots {got:?}, expected {want:?}"));
         }
-        s.barrier(1, TIMEOUT).map_err(|e| e.to_string())?;
+        s.barrier(&read, TIMEOUT).map_err(|e| e.to_string())?;
     }
     Ok("3 rounds of random values written into every peer's memory".into())
 }
@@ -356,10 +362,11 @@ fn signals(comm: &Comm, _: u64) -> Result<String, String> {
     let (w, r) = (comm.world_size(), comm.rank());
     let buf = comm.alloc::<u8>(1).map_err(|e| e.to_string())?;
     let s = buf.rendezvous().map_err(|e| e.to_string())?;
+    let (ring, bar) = (channel(comm)?, channel(comm)?);
     for _ in 0..50 {
-        s.put_signal((r + 1) % w, 2, TIMEOUT)
-            .and_then(|_| s.wait_signal((r + w - 1) % w, 2, TIMEOUT))
-            .and_then(|_| s.barrier(3, TIMEOUT))
+        s.put_signal((r + 1) % w, &ring, TIMEOUT)
+            .and_then(|_| s.wait_signal((r + w - 1) % w, &ring, TIMEOUT))
+            .and_then(|_| s.barrier(&bar, TIMEOUT))
             .map_err(|e| e.to_string())?;
     }
     comm.synchronize().map_err(|e| e.to_string())?;

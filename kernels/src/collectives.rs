@@ -5,12 +5,13 @@ use symm::symm_kernel;
 
 /// Put/signal ping-pong between rank pairs (0↔1, 2↔3, ...): in each of
 /// `rounds` rounds one side reads its slot 0, adds one, stores it into the
-/// partner's slot 0 and signals; the other side waits. Even ranks send in
+/// partner's slot 0 and signals on `channel` (one requested from the group,
+/// [`symm::signal::Channel`]); the other side waits. Even ranks send in
 /// even rounds. After the last round the last receiver holds `start +
 /// rounds` in slot 0 (both slots must start at `start`). Launch one block of
 /// one or more threads; only thread 0 plays.
 #[symm_kernel]
-pub fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
+pub fn ping_pong(buf: SymmBuf<u32>, rounds: u32, channel: u32) {
     if thread_idx_x() != 0 || block_idx_x() != 0 {
         return;
     }
@@ -25,10 +26,10 @@ pub fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
             buf.peer(partner)
                 .store(0, v, StoreOrder::Relaxed, Scope::System);
             // A system-scope release: the store above is visible first.
-            buf.put_signal(partner, 0);
+            buf.put_signal(partner, channel);
         } else {
             // A system-scope acquire: the partner's store is visible after.
-            buf.wait_signal(partner, 0);
+            buf.wait_signal(partner, channel);
         }
     }
 }
@@ -38,12 +39,13 @@ pub fn ping_pong(buf: SymmBuf<u32>, rounds: u32) {
 /// (r + 1) * chunk` of its buffer) reaches the same place in every rank's
 /// buffer after `world - 1` steps. Each step forwards the chunk received in
 /// the previous one to the next rank and signals it; block b of every rank
-/// handles the same elements, so per-block signals are all the ordering
-/// needed. Any grid up to 128 blocks. It does not synchronise on entry: a
-/// rank writes into its neighbour as soon as it starts, so before reusing
-/// the buffer, make sure every rank is done with it (a host `barrier`).
+/// handles the same elements, so per-block signals (on `channel`) are all
+/// the ordering needed. Any grid up to 128 blocks. It does not synchronise
+/// on entry: a rank writes into its neighbour as soon as it starts, so
+/// before reusing the buffer, make sure every rank is done with it (a host
+/// `barrier`).
 #[symm_kernel]
-pub fn ring_all_gather<T: Scalar>(buf: SymmBuf<T>, chunk: u32) {
+pub fn ring_all_gather<T: Scalar>(buf: SymmBuf<T>, chunk: u32, channel: u32) {
     let rank = buf.rank();
     let world = buf.world_size();
     let next = (rank + 1) % world;
@@ -60,8 +62,8 @@ pub fn ring_all_gather<T: Scalar>(buf: SymmBuf<T>, chunk: u32) {
         }
         sync_threads();
         if thread_idx_x() == 0 {
-            buf.put_signal(next, 1);
-            buf.wait_signal(prev, 1);
+            buf.put_signal(next, channel);
+            buf.wait_signal(prev, channel);
         }
         sync_threads();
     }
@@ -70,22 +72,22 @@ pub fn ring_all_gather<T: Scalar>(buf: SymmBuf<T>, chunk: u32) {
 
 // ANCHOR: broadcast
 /// Broadcast of `n` elements from rank `root` to every rank's buffer: the
-/// root signals readiness, every other rank pulls the data, then reports
-/// back so the root knows its buffer may be reused when the kernel ends.
-/// Any grid up to 128 blocks.
+/// root signals readiness (on channel `ready`), every other rank pulls the
+/// data, then reports back (on channel `done`) so the root knows its buffer
+/// may be reused when the kernel ends. Any grid up to 128 blocks.
 #[symm_kernel]
-pub fn broadcast<T: Scalar>(buf: SymmBuf<T>, root: u32, n: u32) {
+pub fn broadcast<T: Scalar>(buf: SymmBuf<T>, root: u32, n: u32, ready: u32, done: u32) {
     let rank = buf.rank();
     let world = buf.world_size();
     if thread_idx_x() == 0 {
         if rank == root {
             for p in 0..world {
                 if p != root {
-                    buf.put_signal(p, 2);
+                    buf.put_signal(p, ready);
                 }
             }
         } else {
-            buf.wait_signal(root, 2);
+            buf.wait_signal(root, ready);
         }
     }
     sync_threads();
@@ -103,11 +105,11 @@ pub fn broadcast<T: Scalar>(buf: SymmBuf<T>, root: u32, n: u32) {
         if rank == root {
             for p in 0..world {
                 if p != root {
-                    buf.wait_signal(p, 3);
+                    buf.wait_signal(p, done);
                 }
             }
         } else {
-            buf.put_signal(root, 3);
+            buf.put_signal(root, done);
         }
     }
 }

@@ -29,9 +29,10 @@ pub fn block_barrier<T: Scalar>(buf: SymmBuf<T>, channel: u32) {
 /// Each thread sums element `i` over ranks 0, 1, … in f32 (the same order
 /// everywhere, so every rank gets the same bits). The second barrier keeps
 /// a rank from returning (and overwriting its input) while peers read it.
+/// `entry` and `exit` are the barriers' channels, requested from the group.
 #[symm_kernel]
-pub fn naive_all_reduce<T: Scalar>(buf: SymmBuf<T>, out: &mut [T], n: u32) {
-    block_barrier(buf, 0); // every input is ready
+pub fn naive_all_reduce<T: Scalar>(buf: SymmBuf<T>, out: &mut [T], n: u32, entry: u32, exit: u32) {
+    block_barrier(buf, entry); // every input is ready
     let stride = grid_dim_x() * block_dim_x();
     let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
     while i < n {
@@ -42,7 +43,7 @@ pub fn naive_all_reduce<T: Scalar>(buf: SymmBuf<T>, out: &mut [T], n: u32) {
         out[i] = T::from_f32(acc);
         i += stride;
     }
-    block_barrier(buf, 1); // every peer is done reading this rank
+    block_barrier(buf, exit); // every peer is done reading this rank
 }
 // ANCHOR_END: naive
 
@@ -53,8 +54,14 @@ pub fn naive_all_reduce<T: Scalar>(buf: SymmBuf<T>, out: &mut [T], n: u32) {
 /// vector per rank). Elements past the last whole vector are summed one by
 /// one.
 #[symm_kernel]
-pub fn vectorized_all_reduce<T: Scalar, const V: usize>(buf: SymmBuf<T>, out: &mut [T], n: u32) {
-    block_barrier(buf, 0);
+pub fn vectorized_all_reduce<T: Scalar, const V: usize>(
+    buf: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    entry: u32,
+    exit: u32,
+) {
+    block_barrier(buf, entry);
     let world = buf.world_size();
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
@@ -89,6 +96,6 @@ pub fn vectorized_all_reduce<T: Scalar, const V: usize>(buf: SymmBuf<T>, out: &m
         out[i] = T::from_f32(acc);
         i += stride;
     }
-    block_barrier(buf, 1);
+    block_barrier(buf, exit);
 }
 // ANCHOR_END: vectorized

@@ -20,13 +20,10 @@
 /// and whole cache lines.
 pub const DATA_ALIGN: usize = 128;
 
-/// Number of independent signal channels in every pad.
+/// Number of independent signal channels in every pad. Who uses which is
+/// decided by requesting them from the group
+/// ([`Channel`](crate::signal::Channel)), never by number.
 pub const SIGNAL_CHANNELS: usize = 8;
-
-/// Channels `0..USER_CHANNELS` are the user's; the rest belong to the
-/// built-in collectives (entry and exit barriers, per-block call counters)
-/// on every buffer handed to them, so the host API refuses them.
-pub const USER_CHANNELS: usize = 5;
 
 /// Number of blocks that may signal concurrently on one channel.
 pub const SIGNAL_BLOCKS: usize = 128;

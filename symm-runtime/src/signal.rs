@@ -1,7 +1,9 @@
 //! Stream-ordered signal operations and the device-side status word.
 //!
 //! The three host-launched operations (`put_signal`, `wait_signal`,
-//! `barrier`) are small `#[symm_kernel]`s (in this module's `kernels`). They use self-resetting slots: a put moves a
+//! `barrier`) are small `#[symm_kernel]`s (in this module's `kernels`), the
+//! only implementation: a GPU launches them, and the CPU emulator runs the
+//! same kernels. They use self-resetting slots: a put moves a
 //! slot from 0 to 1 (spinning while the previous signal is unconsumed) and a
 //! wait moves it from 1 back to 0. No host synchronisation is needed between
 //! calls, so they can be captured in a CUDA graph and replayed.
@@ -11,22 +13,32 @@
 //! visible to the peer once its wait returns; a wait is a system-scope
 //! acquire. A barrier is a put to every peer followed by a wait on every peer.
 //!
+//! Which channel an operation uses is requested from the group
+//! ([`Channel`]), never numbered by hand, so the application and the
+//! built-in collectives cannot collide.
+//!
 //! A timeout never traps (which would kill the CUDA context). The kernel
 //! records who timed out in the device's status word and returns; the
 //! runtime turns that into [`crate::Error::SignalTimeout`] at the next
 //! synchronisation, and the context stays usable.
 
 use std::fmt;
-use std::sync::LazyLock;
 
-use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS};
+mod channel;
+pub(crate) mod emulated;
+pub use channel::Channel;
 
 /// Which signal operation gave up.
+///
+/// The discriminants are the codes that the status record carries: the
+/// single definition, which the device code receives as `SYMM_KIND_*`
+/// `#define`s (see [`crate::cuda_prelude`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[repr(u32)]
 pub enum SignalKind {
     /// `put_signal` found the peer's slot still holding an unconsumed signal.
-    Put,
+    Put = 1,
     /// `wait_signal` never saw the peer's signal.
     Wait,
     /// A barrier could not signal a peer.
@@ -36,23 +48,30 @@ pub enum SignalKind {
 }
 
 impl SignalKind {
+    /// Every kind, in code order.
+    pub(crate) const ALL: [SignalKind; 4] = [
+        SignalKind::Put,
+        SignalKind::Wait,
+        SignalKind::BarrierPut,
+        SignalKind::BarrierWait,
+    ];
+
     pub(crate) const fn code(self) -> u32 {
-        match self {
-            SignalKind::Put => 1,
-            SignalKind::Wait => 2,
-            SignalKind::BarrierPut => 3,
-            SignalKind::BarrierWait => 4,
-        }
+        self as u32
     }
 
     pub(crate) fn from_code(code: u32) -> Option<SignalKind> {
-        Some(match code {
-            1 => SignalKind::Put,
-            2 => SignalKind::Wait,
-            3 => SignalKind::BarrierPut,
-            4 => SignalKind::BarrierWait,
-            _ => return None,
-        })
+        SignalKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    /// The name of this kind's code in the device headers.
+    pub(crate) const fn device_name(self) -> &'static str {
+        match self {
+            SignalKind::Put => "SYMM_KIND_PUT",
+            SignalKind::Wait => "SYMM_KIND_WAIT",
+            SignalKind::BarrierPut => "SYMM_KIND_BARRIER_PUT",
+            SignalKind::BarrierWait => "SYMM_KIND_BARRIER_WAIT",
+        }
     }
 }
 
@@ -121,67 +140,10 @@ impl StatusRecord {
 }
 
 /// Device functions shared by the signal kernels and by DSL kernels: slot
-/// addressing, timeout records, and the put and wait protocols. Built from
-/// the Rust layout constants so the two can never disagree.
-pub(crate) static SIGNAL_DEVICE_FNS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        r#"
-#define SYMM_SIGNAL_BLOCKS {blocks}u
-#define SYMM_MAX_WORLD {world}u
-#define SYMM_PAD_SLOTS {slots}u
-
-static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_slot(symm_u32 channel, symm_u32 block, symm_u32 peer) {{
-    return (channel * SYMM_SIGNAL_BLOCKS + block) * SYMM_MAX_WORLD + peer;
-}}
-
-static __device__ __forceinline__ __attribute__((unused)) symm_u32* symm_slot(symm_u64 pad, symm_u32 channel, symm_u32 block, symm_u32 peer) {{
-    return ((symm_u32*)pad) + symm_signal_slot(channel, block, peer);
-}}
-
-static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
-                                           symm_u32 channel, symm_u32 timeout_ms) {{
-    /* Claim with 2 ("being written"), fill, then publish 1 with release, so
-       a reader that sees 1 sees the whole record. The first failure wins. */
-    if (symm_atom_cas_acq_rel_sys_u32(status, 0u, 2u) == 0u) {{
-        status[1] = kind; status[2] = rank; status[3] = blockIdx.x; status[4] = peer;
-        status[5] = channel; status[6] = threadIdx.x; status[7] = timeout_ms;
-        symm_st_release_sys_u32(status, 1u);
-    }}
-}}
-
-/* Returns 1 on success, 0 after recording a timeout. */
-static __device__ __attribute__((unused)) int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
-                               symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {{
-    symm_u32* slot = symm_slot(pads[dst], channel, blockIdx.x, rank);
-    symm_u64 start = symm_globaltimer();
-    symm_fence_acq_rel_sys();
-    while (symm_atom_cas_release_sys_u32(slot, 0u, 1u) != 0u) {{
-        if (symm_globaltimer() - start > timeout_ns) {{
-            symm_record_timeout(status, kind, rank, dst, channel, timeout_ms);
-            return 0;
-        }}
-    }}
-    return 1;
-}}
-
-static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, symm_u32 rank, symm_u32 src, symm_u32 channel,
-                                symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {{
-    symm_u32* slot = symm_slot(pads[rank], channel, blockIdx.x, src);
-    symm_u64 start = symm_globaltimer();
-    while (symm_atom_cas_acquire_sys_u32(slot, 1u, 0u) != 1u) {{
-        if (symm_globaltimer() - start > timeout_ns) {{
-            symm_record_timeout(status, kind, rank, src, channel, timeout_ms);
-            return 0;
-        }}
-    }}
-    return 1;
-}}
-"#,
-        blocks = SIGNAL_BLOCKS,
-        world = MAX_WORLD_SIZE,
-        slots = crate::layout::SIGNAL_PAD_SLOTS,
-    )
-});
+/// addressing, timeout records, and the put and wait protocols
+/// (`cuda/symm_impl/signal.cuh`, declared in `cuda/symm.cuh`). The layout
+/// constants they use come from [`crate::cuda_prelude::device_defines`].
+pub(crate) const SIGNAL_DEVICE_FNS: &str = include_str!("../cuda/symm_impl/signal.cuh");
 
 /// A signal operation, as the backends execute it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,21 +192,6 @@ mod tests {
         }
         assert_eq!(SignalKind::from_code(0), None);
     }
-
-    #[test]
-    fn kernels_pass_the_kind_codes_the_decoder_expects() {
-        // The DSL kernels below write these codes as literals.
-        assert_eq!(
-            [
-                SignalKind::Put.code(),
-                SignalKind::Wait.code(),
-                SignalKind::BarrierPut.code(),
-                SignalKind::BarrierWait.code()
-            ],
-            [1, 2, 3, 4]
-        );
-        assert!(!SIGNAL_DEVICE_FNS.contains("#include"));
-    }
 }
 
 #[cfg(test)]
@@ -287,8 +234,8 @@ mod nvrtc_tests {
     }
 }
 
-/// The host-launched signal operations, as DSL kernels. (The emulator runs
-/// the same protocol on the host, in `backend/host.rs`.)
+/// The host-launched signal operations, as DSL kernels: launched on a GPU
+/// by the CUDA backend, and run by the emulator too ([`emulated`]).
 pub(crate) mod kernels {
     use crate::dsl::*;
     use crate::symm_kernel;
@@ -297,7 +244,7 @@ pub(crate) mod kernels {
     #[symm_kernel]
     pub fn signal_put<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32, timeout_ns: u64) {
         if thread_idx_x() == 0 {
-            let _ = buf.put_signal_within(dst, channel, timeout_ns, 1);
+            let _ = buf.put_signal_within(dst, channel, timeout_ns, false);
         }
     }
 
@@ -305,7 +252,7 @@ pub(crate) mod kernels {
     #[symm_kernel]
     pub fn signal_wait<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, timeout_ns: u64) {
         if thread_idx_x() == 0 {
-            let _ = buf.wait_signal_within(src, channel, timeout_ns, 2);
+            let _ = buf.wait_signal_within(src, channel, timeout_ns, false);
         }
     }
 
@@ -315,9 +262,9 @@ pub(crate) mod kernels {
         let p = thread_idx_x();
         if p < buf.world_size()
             && p != buf.rank()
-            && buf.put_signal_within(p, channel, timeout_ns, 3)
+            && buf.put_signal_within(p, channel, timeout_ns, true)
         {
-            let _ = buf.wait_signal_within(p, channel, timeout_ns, 4);
+            let _ = buf.wait_signal_within(p, channel, timeout_ns, true);
         }
     }
 }

@@ -26,8 +26,8 @@ use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table
 use crate::buffer::{read_elems, BufInner};
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::{Error, Result};
-use crate::layout::{SIGNAL_CHANNELS, SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS, USER_CHANNELS};
-use crate::signal::SignalOp;
+use crate::layout::{SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
+use crate::signal::{Channel, SignalOp};
 use crate::store::StoreError;
 
 /// One symmetric allocation as every rank sees it: peer buffer and signal
@@ -46,6 +46,11 @@ pub struct SymmetricMemory {
     buffer_ptrs_dev: Table,
     signal_pad_ptrs_dev: Table,
     backend: Arc<dyn Backend>,
+    /// Identifies the rank state of the `Comm` that made the allocation, to
+    /// refuse channels of another rank or group. (Not the `Comm` itself:
+    /// built-ins keep `SymmetricMemory` in a `Comm::extension`, and the
+    /// extension would then keep its own `Comm` alive.)
+    owner: usize,
     // Dropped after the tables: peers' mappings, then our own allocation.
     _peers: Vec<Mapped>,
     _local: Arc<dyn LocalAlloc>,
@@ -320,6 +325,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         buffer_ptrs,
         signal_pad_ptrs,
         backend,
+        owner: comm.owner_id(),
         _peers: peers,
         _local: buf.alloc.clone(),
     })
@@ -427,19 +433,19 @@ impl SymmetricMemory {
 
     /// Stream-ordered barrier with every rank on `channel`. See
     /// [`crate::signal`] for its memory ordering.
-    pub fn barrier(&self, channel: usize, timeout: Duration) -> Result<()> {
+    pub fn barrier(&self, channel: &Channel, timeout: Duration) -> Result<()> {
         self.signal(&*self.backend, SignalOp::Barrier, channel, timeout)
     }
 
     /// Stream-ordered signal to rank `dst` on `channel` (a system-scope release).
-    pub fn put_signal(&self, dst: usize, channel: usize, timeout: Duration) -> Result<()> {
+    pub fn put_signal(&self, dst: usize, channel: &Channel, timeout: Duration) -> Result<()> {
         self.check_rank("destination", dst)?;
         self.signal(&*self.backend, SignalOp::Put { dst }, channel, timeout)
     }
 
     /// Stream-ordered wait for rank `src`'s signal on `channel` (a
     /// system-scope acquire), consuming it.
-    pub fn wait_signal(&self, src: usize, channel: usize, timeout: Duration) -> Result<()> {
+    pub fn wait_signal(&self, src: usize, channel: &Channel, timeout: Duration) -> Result<()> {
         self.check_rank("source", src)?;
         self.signal(&*self.backend, SignalOp::Wait { src }, channel, timeout)
     }
@@ -448,7 +454,7 @@ impl SymmetricMemory {
     pub fn barrier_on(
         &self,
         stream: &Arc<CudaStream>,
-        channel: usize,
+        channel: &Channel,
         timeout: Duration,
     ) -> Result<()> {
         self.signal(
@@ -464,7 +470,7 @@ impl SymmetricMemory {
         &self,
         stream: &Arc<CudaStream>,
         dst: usize,
-        channel: usize,
+        channel: &Channel,
         timeout: Duration,
     ) -> Result<()> {
         self.check_rank("destination", dst)?;
@@ -481,7 +487,7 @@ impl SymmetricMemory {
         &self,
         stream: &Arc<CudaStream>,
         src: usize,
-        channel: usize,
+        channel: &Channel,
         timeout: Duration,
     ) -> Result<()> {
         self.check_rank("source", src)?;
@@ -497,28 +503,26 @@ impl SymmetricMemory {
         &self,
         backend: &dyn Backend,
         op: SignalOp,
-        channel: usize,
+        channel: &Channel,
         timeout: Duration,
     ) -> Result<()> {
-        if channel >= SIGNAL_CHANNELS {
+        if channel.owner() != self.owner {
             return Err(self.invalid(format!(
-                "channel {channel} is out of range; signal pads have {SIGNAL_CHANNELS}"
+                "channel {} was requested on another rank or group (rank {}) than the one \
+                 that owns this allocation; request channels from this rank's Comm",
+                channel.index(),
+                channel.rank()
             )));
         }
-        if channel >= USER_CHANNELS {
-            return Err(self.invalid(format!(
-                "channel {channel} is reserved for the built-in collectives; \
-                 use channels 0..{USER_CHANNELS}"
-            )));
-        }
-        backend.signal(&SignalCall {
+        let call = SignalCall {
             op,
             pads: &self.signal_pad_ptrs,
             pads_dev: self.signal_pad_ptrs_dev.ptr,
             world: self.world_size,
-            channel,
+            channel: channel.index() as usize,
             timeout,
-        })
+        };
+        backend.signal(&call)
     }
 
     fn check_rank(&self, what: &str, r: usize) -> Result<()> {

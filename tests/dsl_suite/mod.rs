@@ -14,6 +14,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use symm::dsl::*;
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
+use symm::signal::Channel;
 use symm::{symm_kernel, Comm, LaunchConfig};
 
 // Each suite brings its own copy, so that a test file may include both.
@@ -320,15 +321,16 @@ pub fn wait_on(buf: SymmBuf<u32>, src: u32, channel: u32) {
 }
 
 /// A plain one-shot all-reduce (sum, fixed rank order, so every rank gets
-/// the same bits): per-block barrier, pull-and-sum, closing barrier.
+/// the same bits): per-block barrier, pull-and-sum, closing barrier, on
+/// channels `entry` and `exit`.
 #[symm_kernel]
-pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32) {
+pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32, entry: u32, exit: u32) {
     let rank = buf.rank();
     let world = buf.world_size();
     let t = thread_idx_x();
     if t < world && t != rank {
-        buf.put_signal(t, 4);
-        buf.wait_signal(t, 4);
+        buf.put_signal(t, entry);
+        buf.wait_signal(t, entry);
     }
     sync_threads();
     let mut i = block_idx_x() * block_dim_x() + t;
@@ -342,8 +344,8 @@ pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32) {
     }
     sync_threads();
     if t < world && t != rank {
-        buf.put_signal(t, 5);
-        buf.wait_signal(t, 5);
+        buf.put_signal(t, exit);
+        buf.wait_signal(t, exit);
     }
 }
 
@@ -468,7 +470,7 @@ pub fn run_gather_vectors<T: Scalar, const N: usize>(
     let s = stage.rendezvous()?;
     let src = c.device_buffer_from(mine)?;
     let mut out = c.device_buffer_from(&vec![T::from_f32(f32::NAN); world * N])?;
-    s.barrier(0, timeout)?;
+    s.barrier(&symm::signal::Channel::request(c)?, timeout)?;
     let cfg = symm::LaunchConfig::linear(2, 32);
     gather_vectors::launch::<T, N>(c, cfg, &s, &src, &mut out, 99)?;
     out.to_host()
@@ -489,8 +491,9 @@ pub fn run_gather_packets(
     let s = stage.rendezvous()?;
     let mut out = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
     let mut rounds = Vec::new();
+    let ch = symm::signal::Channel::request(c)?;
     for tag in [1u32, 2] {
-        s.barrier(0, timeout)?;
+        s.barrier(&ch, timeout)?;
         let cfg = symm::LaunchConfig::linear(1, 32);
         gather_packets::launch(c, cfg, &s, &mut out, tag, seed ^ tag)?;
         rounds.push(out.to_host()?);
@@ -749,21 +752,29 @@ pub fn run_collectives(c: &Comm, seed: u64, timeout: std::time::Duration) -> sym
         .into_iter()
         .map(bf16::from_f32)
         .collect();
+    // One channel for the host barriers, one for the kernels' handshakes and
+    // one more for broadcast's second handshake.
+    let (host, ch, done) = (
+        Channel::request(c)?,
+        Channel::request(c)?,
+        Channel::request(c)?,
+    );
+    let chans = [&host, &ch, &done];
 
     // Ring all-gather, f32 then bf16.
     let cfg = LaunchConfig::linear(3, sized(c, 32, 128));
-    check_all_gather(c, cfg, &data, timeout)?;
+    check_all_gather(c, cfg, &data, chans, timeout)?;
     let cfg = LaunchConfig::linear(5, sized(c, 32, 64));
-    check_all_gather(c, cfg, &hdata, timeout)?;
+    check_all_gather(c, cfg, &hdata, chans, timeout)?;
 
     // Broadcast, f32 then f64, each from a random root.
     let nb: usize = sized(c, 333, 4097) + g.random_range(0..sized(c, 50, 100));
     let cfg = LaunchConfig::linear(sized(c, 2, 4), sized(c, 64, 256));
     let (root, bdata) = (g.random_range(0..world), draw(&mut g, nb));
-    check_broadcast(c, cfg, root, &bdata, timeout)?;
+    check_broadcast(c, cfg, root, &bdata, chans, timeout)?;
     let root = g.random_range(0..world);
     let bdata: Vec<f64> = (0..nb).map(|_| g.random()).collect();
-    check_broadcast(c, cfg, root, &bdata, timeout)?;
+    check_broadcast(c, cfg, root, &bdata, chans, timeout)?;
 
     // Ping-pong between ranks 2k and 2k + 1.
     let start: u32 = g.random_range(0..sized(c, 1000, 1_000_000));
@@ -771,8 +782,8 @@ pub fn run_collectives(c: &Comm, seed: u64, timeout: std::time::Duration) -> sym
     let pb = c.alloc::<u32>(4)?;
     pb.copy_from_host(&[start, 0, 0, 0])?;
     let ps = pb.rendezvous()?;
-    ps.barrier(0, timeout)?;
-    ping_pong::launch(c, LaunchConfig::linear(1, 32), &ps, rounds)?;
+    ps.barrier(&host, timeout)?;
+    ping_pong::launch(c, LaunchConfig::linear(1, 32), &ps, rounds, ch.index())?;
     c.synchronize()?;
     if (r ^ 1) < world {
         // The odd rank receives in even rounds (0, 2, ...), the even in odd ones.
@@ -793,11 +804,11 @@ pub fn run_collectives(c: &Comm, seed: u64, timeout: std::time::Duration) -> sym
     let mb = c.alloc::<u32>(64)?;
     mb.copy_from_host(&[0; 64])?; // flags must start at zero
     let ms = mb.rendezvous()?;
-    ms.barrier(0, timeout)?;
+    ms.barrier(&host, timeout)?;
     message_passing::launch(c, LaunchConfig::linear(1, 32), &ms, iters, g.random())?;
     c.synchronize()?;
     let m = mb.read(0, 4)?;
-    ms.barrier(0, timeout)?;
+    ms.barrier(&host, timeout)?;
     c.synchronize()?;
     check(c, (m[0], m[2], m[3]) == (iters, 0, 0), || {
         format!(
@@ -813,6 +824,7 @@ fn check_all_gather<T: Scalar>(
     c: &Comm,
     cfg: LaunchConfig,
     all: &[T],
+    [host, ch, _]: [&Channel; 3],
     timeout: std::time::Duration,
 ) -> symm::Result<()> {
     let (r, chunk) = (c.rank(), all.len() / c.world_size());
@@ -820,8 +832,8 @@ fn check_all_gather<T: Scalar>(
     buf.copy_from_host(&vec![T::from_f32(f32::NAN); all.len()])?;
     buf.write(r * chunk, &all[r * chunk..(r + 1) * chunk])?;
     let s = buf.rendezvous()?;
-    s.barrier(0, timeout)?;
-    ring_all_gather::launch::<T>(c, cfg, &s, chunk as u32)?;
+    s.barrier(host, timeout)?;
+    ring_all_gather::launch::<T>(c, cfg, &s, chunk as u32, ch.index())?;
     c.synchronize()?;
     check_bits(
         c,
@@ -829,7 +841,7 @@ fn check_all_gather<T: Scalar>(
         &buf.to_host()?,
         all,
     )?;
-    s.barrier(0, timeout)?;
+    s.barrier(host, timeout)?;
     c.synchronize()
 }
 
@@ -840,6 +852,7 @@ fn check_broadcast<T: Scalar>(
     cfg: LaunchConfig,
     root: usize,
     data: &[T],
+    [host, ready, done]: [&Channel; 3],
     timeout: std::time::Duration,
 ) -> symm::Result<()> {
     let n = data.len();
@@ -850,12 +863,20 @@ fn check_broadcast<T: Scalar>(
         buf.copy_from_host(&vec![T::from_f32(f32::NAN); n])?;
     }
     let s = buf.rendezvous()?;
-    s.barrier(0, timeout)?;
-    broadcast::launch::<T>(c, cfg, &s, root as u32, n as u32)?;
+    s.barrier(host, timeout)?;
+    broadcast::launch::<T>(
+        c,
+        cfg,
+        &s,
+        root as u32,
+        n as u32,
+        ready.index(),
+        done.index(),
+    )?;
     c.synchronize()?;
     let what = format!("broadcast<{}> from rank {root}", T::CUDA);
     check_bits(c, &what, &buf.to_host()?, data)?;
-    s.barrier(0, timeout)?;
+    s.barrier(host, timeout)?;
     c.synchronize()
 }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use symm::dsl::*;
+use symm::signal::Channel;
 use symm::{run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks, RunError};
 
 // Each suite brings its own copy, so that a test file may include both.
@@ -72,7 +73,8 @@ pub fn peer_writes(ranks: Ranks) {
             let buf = c.alloc::<u32>(world + 5)?;
             buf.copy_from_host(&vec![0xDEAD_BEEF; world + 5])?;
             let smem = buf.rendezvous()?;
-            smem.barrier(0, T)?; // everyone poisoned before anyone writes
+            let ch = Channel::request(c)?;
+            smem.barrier(&ch, T)?; // everyone poisoned before anyone writes
             c.synchronize()?;
             if round % 2 == 0 {
                 for p in 0..world {
@@ -81,7 +83,7 @@ pub fn peer_writes(ranks: Ranks) {
             } else {
                 write_slots::launch(c, LaunchConfig::linear(1, 32), &smem, values[r])?;
             }
-            smem.barrier(0, T)?;
+            smem.barrier(&ch, T)?;
             c.synchronize()?;
             let got = buf.to_host()?;
             check_bits(c, &format!("round {round}: slots"), &got[..world], &values)?;
@@ -293,9 +295,12 @@ pub fn a_signal_timeout_is_named_and_recovered_from(ranks: Ranks) {
         let r = c.rank();
         let buf = c.alloc::<u32>(2 * world)?;
         let smem = buf.rendezvous()?;
+        // The fourth channel requested, so that the error must name it.
+        let [ch, _, _, quiet] = [(); 4].map(|_| Channel::request(c));
+        let (ch, quiet) = (ch?, quiet?);
         if r == waiter {
             let t = Instant::now();
-            smem.wait_signal(0, 3, timeout)?;
+            smem.wait_signal(0, &quiet, timeout)?;
             let err = c.synchronize().err();
             let took = t.elapsed();
             let named = matches!(
@@ -304,27 +309,28 @@ pub fn a_signal_timeout_is_named_and_recovered_from(ranks: Ranks) {
                     rank,
                     block: 0,
                     peer: 0,
-                    channel: 3,
+                    channel,
                     timeout_ms: 200,
                     ..
-                }) if rank == waiter
+                }) if rank == waiter && channel == quiet.index()
             );
+
             check(c, named, || {
-                format!("expected a timeout naming rank {waiter}, block 0, peer 0, channel 3 and 200 ms, got {err:?}")
+                format!("expected a timeout naming rank {waiter}, block 0, peer 0, channel {} and 200 ms, got {err:?}", quiet.index())
             })?;
             check(c, took < 2 * timeout, || {
                 format!("the timeout took {took:?}")
             })?;
             c.synchronize()?; // the error is reported once, then cleared
         }
-        smem.barrier(0, T)?;
+        smem.barrier(&ch, T)?;
         write_slots::launch(c, LaunchConfig::linear(1, 32), &smem, values[r])?;
         c.synchronize()?;
         for p in 0..world {
             smem.peer_buffer::<u32>(p)?
                 .write(world + r, &values[world + r..world + r + 1])?;
         }
-        smem.barrier(0, T)?;
+        smem.barrier(&ch, T)?;
         c.synchronize()?;
         check_bits(
             c,
@@ -351,6 +357,11 @@ pub fn put_and_wait_around_a_ring(ranks: Ranks) {
         let (next, prev) = ((r + 1) % world, (r + world - 1) % world);
         let buf = c.alloc::<u32>(len)?;
         let smem = buf.rendezvous()?;
+        let (ch0, data_ch, ack) = (
+            Channel::request(c)?,
+            Channel::request(c)?,
+            Channel::request(c)?,
+        );
         let user = match c.cuda_stream() {
             Some(s) => {
                 let u = s.context().new_stream().map_err(|source| Error::Driver {
@@ -368,26 +379,26 @@ pub fn put_and_wait_around_a_ring(ranks: Ranks) {
                 // The next rank has read the previous round.
                 match &user {
                     Some((on_user, u)) => {
-                        smem.wait_signal_on(u, next, 2, T)?;
+                        smem.wait_signal_on(u, next, &ack, T)?;
                         on_user.synchronize()?;
                     }
-                    None => smem.wait_signal(next, 2, T)?,
+                    None => smem.wait_signal(next, &ack, T)?,
                 }
             }
             smem.peer_buffer::<u32>(next)?.write(0, &round[r])?;
-            smem.put_signal(next, 1, T)?;
-            smem.wait_signal(prev, 1, T)?;
+            smem.put_signal(next, &data_ch, T)?;
+            smem.wait_signal(prev, &data_ch, T)?;
             c.synchronize()?;
             let what = format!("round {i}: data from rank {prev}");
             check_bits(c, &what, &buf.to_host()?, &round[prev])?;
             match &user {
-                Some((_, u)) => smem.put_signal_on(u, prev, 2, T)?,
-                None => smem.put_signal(prev, 2, T)?,
+                Some((_, u)) => smem.put_signal_on(u, prev, &ack, T)?,
+                None => smem.put_signal(prev, &ack, T)?,
             }
         }
-        smem.wait_signal(next, 2, T)?;
+        smem.wait_signal(next, &ack, T)?;
         if let Some((on_user, u)) = &user {
-            smem.barrier_on(u, 0, T)?;
+            smem.barrier_on(u, &ch0, T)?;
             on_user.synchronize()?;
         }
         c.synchronize()
@@ -404,7 +415,7 @@ pub fn peers_keep_memory_alive_after_the_owner_frees(ranks: Ranks) {
             buf.copy_from_host(&v)?;
         }
         let smem = buf.rendezvous()?;
-        smem.barrier(0, T)?;
+        smem.barrier(&Channel::request(c)?, T)?;
         c.synchronize()?;
         if c.rank() == 0 {
             drop(smem);
@@ -434,13 +445,26 @@ pub fn bad_arguments_are_errors_not_panics(ranks: Ranks) {
             check(c, m.contains(what), || format!("{m:?} lacks {what:?}"))
         };
         let world = c.world_size();
-        says(smem.barrier(8, T).unwrap_err(), "channel 8 is out of range")?;
-        says(smem.barrier(5, T).unwrap_err(), "channel 5 is reserved")?;
+        let ch = Channel::request(c)?;
+        // A channel of another group (or rank) is refused, not used.
+        let other = Comm::emulated(
+            0,
+            1,
+            Arc::new(symm::InProcessStore::new()),
+            Default::default(),
+        )?;
         says(
-            smem.put_signal(world, 0, T).unwrap_err(),
+            smem.barrier(&Channel::request(&other)?, T).unwrap_err(),
+            "was requested on another rank or group",
+        )?;
+        says(
+            smem.put_signal(world, &ch, T).unwrap_err(),
             &format!("destination rank {world} is out of range"),
         )?;
-        says(smem.wait_signal(5, 0, T).unwrap_err(), "source rank 5")?;
+        says(
+            smem.wait_signal(world + 3, &ch, T).unwrap_err(),
+            &format!("source rank {}", world + 3),
+        )?;
         says(
             smem.peer_buffer::<f32>(world).map(|_| ()).unwrap_err(),
             &format!("peer rank {world}"),
@@ -471,7 +495,7 @@ pub fn bad_arguments_are_errors_not_panics(ranks: Ranks) {
                 "an emulated CUDA stream".into()
             })?;
         }
-        smem.barrier(0, T)?;
+        smem.barrier(&Channel::request(c)?, T)?;
         c.synchronize()
     });
 }
@@ -501,7 +525,7 @@ pub fn empty_and_odd_sized_allocations_work(ranks: Ranks) {
             sizes == (4097 * 2, symm::layout::SIGNAL_PAD_BYTES),
             || format!("buffer and pad bytes {sizes:?}"),
         )?;
-        s.barrier(4, T)?;
+        s.barrier(&Channel::request(c)?, T)?;
         c.synchronize()
     });
 }
@@ -514,8 +538,9 @@ pub fn reading_pads_while_peers_signal_is_sound(ranks: Ranks) {
         let buf = c.alloc::<u8>(3)?;
         let smem = buf.rendezvous()?;
         let peer = (c.rank() + 1) % c.world_size();
+        let ch = Channel::request(c)?;
         for _ in 0..200 {
-            smem.barrier(0, T)?;
+            smem.barrier(&ch, T)?;
             let pad = smem.read_signal_pad(peer)?;
             check(c, pad.iter().all(|&v| v <= 1), || {
                 format!("pad word above 1: {pad:?}")
@@ -545,7 +570,7 @@ pub fn fill_bytes_sets_the_data_and_leaves_the_signal_pad(ranks: Ranks) {
             &vec![f32::from_bits(u32::MAX); n],
         )?;
         // The pad is not part of the data: signalling still works.
-        smem.barrier(0, T)?;
+        smem.barrier(&Channel::request(c)?, T)?;
         c.synchronize()?;
         let pad = smem.read_signal_pad(c.rank())?;
         check(c, pad.iter().all(|&v| v <= 1), || {

@@ -1,24 +1,30 @@
 //! The all-reduce kernels, in the DSL. Every kernel begins with
 //! [`enter_call`] (it is launched with programmatic dependent launch), sums
 //! in f32 in rank order 0, 1, … (so every rank gets the same bits), and
-//! keeps a per-block call counter (the epoch) in channel [`EPOCH`] of one of
-//! its buffers' signal pads, so nothing needs resetting between calls and
-//! CUDA graphs can replay them.
+//! keeps a per-block call counter (the epoch) in channel `ch + EPOCH` of one
+//! of its buffers' signal pads, so nothing needs resetting between calls and
+//! CUDA graphs can replay them. `ch` is the first of the [`CHANNELS`]
+//! adjacent channels that [`super::all_reduce`] reserves from the group
+//! (under [`CHANNEL_OWNER`]); every kernel takes it as an argument.
 
 use symm::dsl::*;
 use symm::symm_kernel;
 
-/// Signal-pad channel of the entry barrier.
-pub const START: u32 = 5;
-/// Signal-pad channel of the exit barrier.
-pub const END: u32 = 6;
-/// Signal-pad channel whose slots hold each block's call counter.
-pub const EPOCH: u32 = 7;
+/// Channels the all-reduce reserves from the group, adjacent.
+pub const CHANNELS: usize = 3;
+/// The name the all-reduce reserves its channels under.
+pub const CHANNEL_OWNER: &str = "symm_kernels::all_reduce";
+/// Offset from `ch` of the entry barrier's channel.
+pub const START: u32 = 0;
+/// Offset from `ch` of the exit barrier's channel.
+pub const END: u32 = 1;
+/// Offset from `ch` of the channel whose slots hold each block's call
+/// counter.
+pub const EPOCH: u32 = 2;
 
-// The kernels spell these channels as literals (the DSL has no module
-// constants); keep them in step, and inside the range users may not touch.
-const _: () =
-    assert!(START == 5 && END == 6 && EPOCH == 7 && START as usize == symm::layout::USER_CHANNELS);
+// The kernels spell these offsets as literals (the DSL has no module
+// constants); keep them in step.
+const _: () = assert!(START == 0 && END == 1 && EPOCH == 2 && CHANNELS == 3);
 
 /// First thing in every all-reduce kernel, which is launched with
 /// programmatic dependent launch: wait for the previous kernel on the
@@ -114,14 +120,15 @@ pub fn sum_with_own<T: Scalar, const V: usize>(
     res
 }
 
-/// This block's epoch for the call: its counter (channel 7 of `buf`'s own
-/// pad) plus one. Every rank runs the same launches, so the counters agree.
+/// This block's epoch for the call: its counter (channel `ch + EPOCH` of
+/// `buf`'s own pad) plus one. Every rank runs the same launches, so the
+/// counters agree.
 #[symm_kernel(device)]
-pub fn next_epoch<T: Scalar>(buf: SymmBuf<T>) -> u32 {
+pub fn next_epoch<T: Scalar>(buf: SymmBuf<T>, ch: u32) -> u32 {
     let rank = buf.rank();
     buf.pad(rank)
         .load(
-            signal_slot(7, block_idx_x(), rank),
+            signal_slot(ch + 2, block_idx_x(), rank),
             LoadOrder::Relaxed,
             Scope::Gpu,
         )
@@ -130,12 +137,12 @@ pub fn next_epoch<T: Scalar>(buf: SymmBuf<T>) -> u32 {
 
 /// Stores this block's new epoch, once every thread has read the old one.
 #[symm_kernel(device)]
-pub fn commit_epoch<T: Scalar>(buf: SymmBuf<T>, epoch: u32) {
+pub fn commit_epoch<T: Scalar>(buf: SymmBuf<T>, epoch: u32, ch: u32) {
     sync_threads();
     if thread_idx_x() == 0 {
         let rank = buf.rank();
         buf.pad(rank).store(
-            signal_slot(7, block_idx_x(), rank),
+            signal_slot(ch + 2, block_idx_x(), rank),
             epoch,
             StoreOrder::Relaxed,
             Scope::Gpu,
@@ -177,12 +184,13 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     buf: SymmBuf<T>,
     out: &mut [T],
     n: u32,
+    ch: u32,
 ) {
     enter_call();
     let rank = buf.rank();
     let world = if W > 0 { W as u32 } else { buf.world_size() };
-    let epoch = next_epoch(buf);
-    epoch_barrier(buf, 5, epoch); // START
+    let epoch = next_epoch(buf, ch);
+    epoch_barrier(buf, ch, epoch); // START
 
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
@@ -205,8 +213,8 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     }
 
     sync_threads();
-    epoch_barrier(buf, 6, epoch); // END
-    commit_epoch(buf, epoch);
+    epoch_barrier(buf, ch + 1, epoch); // END
+    commit_epoch(buf, epoch, ch);
 }
 
 /// The data words of LL packet pair `g`: elements `(2g + h) * P ..` packed
@@ -247,6 +255,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     out: &mut [T],
     n: u32,
     cap: u32,
+    ch: u32,
 ) {
     enter_call();
     let rank = input.rank();
@@ -259,7 +268,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // loads are in flight together (each is a memory round trip on the
     // path of every small call).
     let mut words = ll_words::<T, P>(src, first, n);
-    let epoch = next_epoch(stage);
+    let epoch = next_epoch(stage, ch);
     let per = P as u32;
     let width = 32 / per;
     let mask: u32 = if per == 1 { 0xFFFF_FFFFu32 } else { 0xFFFFu32 };
@@ -315,7 +324,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         }
         q += stride;
     }
-    commit_epoch(stage, epoch);
+    commit_epoch(stage, epoch, ch);
 }
 // ANCHOR_END: ll
 
@@ -333,12 +342,13 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     scratch: SymmBuf<T>,
     out: &mut [T],
     n: u32,
+    ch: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    let epoch = next_epoch(input);
-    epoch_barrier(input, 5, epoch); // START: every input is ready
+    let epoch = next_epoch(input, ch);
+    epoch_barrier(input, ch, epoch); // START: every input is ready
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
     let vecs = n / V as u32;
@@ -365,7 +375,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
         }
     }
     sync_threads();
-    epoch_barrier(input, 6, epoch); // END: every push landed, every input read
+    epoch_barrier(input, ch + 1, epoch); // END: every push landed, every input read
     let mine = scratch.local();
     for c in 0..world {
         let mut j = first;
@@ -378,7 +388,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     if e < n {
         out[e] = T::from_f32(tail);
     }
-    commit_epoch(input, epoch);
+    commit_epoch(input, epoch, ch);
 }
 
 /// One-shot all-reduce by pushing raw data: each rank stores its input
@@ -399,11 +409,12 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     out: &mut [T],
     n: u32,
     cap: u32,
+    ch: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    let epoch = next_epoch(stage);
+    let epoch = next_epoch(stage, ch);
     let base = (epoch & 1) * world * cap;
     let src = input.local();
     let mine = stage.local();
@@ -431,7 +442,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
             }
         }
     }
-    flag_exchange(stage, 5, epoch);
+    flag_exchange(stage, ch, epoch); // START
     let mut i = first;
     while i < vecs {
         let at = i * V as u32;
@@ -451,7 +462,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
         }
         out[e] = T::from_f32(acc);
     }
-    commit_epoch(stage, epoch);
+    commit_epoch(stage, epoch, ch);
 }
 
 /// Elements `at..at + V` of `src` (zeros past `n`), with any element that
@@ -564,6 +575,7 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     out: &mut [T],
     n: u32,
     cap: u32,
+    ch: u32,
 ) {
     enter_call();
     let rank = input.rank();
@@ -577,7 +589,7 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     // its unpacking (a branch join, and for 2-byte types a `PRMT` per
     // element), which waits for it, so in the other order the two loads
     // ran one after the other.
-    let epoch = next_epoch(stage);
+    let epoch = next_epoch(stage, ch);
     let mut v = lamport_load::<T, V>(src, first * V as u32, n);
     let base = (epoch & 1) * world * cap;
     let to = base + rank * cap;
@@ -604,7 +616,7 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
             own = lamport_load::<T, V>(src, i * V as u32, n);
         }
     }
-    commit_epoch(stage, epoch);
+    commit_epoch(stage, epoch, ch);
 }
 // ANCHOR_END: lamport
 
@@ -632,6 +644,7 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     out: &mut [T],
     n: u32,
     cap: u32,
+    ch: u32,
 ) {
     enter_call();
     let rank = input.rank();
@@ -642,7 +655,7 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     let first = spread_first();
     let vecs = (n + V as u32 - 1) / V as u32;
     let chunk = (vecs + world - 1) / world;
-    let epoch = next_epoch(stage);
+    let epoch = next_epoch(stage, ch);
     let parts = (epoch & 1) * 2 * world * cap;
     let sums = parts + world * cap;
     // Reduce-scatter: element j of every other chunk goes to its owner's
@@ -696,5 +709,5 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
         }
         j += stride;
     }
-    commit_epoch(stage, epoch);
+    commit_epoch(stage, epoch, ch);
 }

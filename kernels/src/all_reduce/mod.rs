@@ -34,6 +34,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use symm::dsl::{bf16, f16};
+use symm::signal::Channel;
 use symm::{Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
 
 /// Threads per block of every all-reduce kernel.
@@ -152,7 +153,8 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>>;
 
     /// Launches `path`'s kernel (with `aux` its staging or scratch buffer,
-    /// unused by [`Path::Pull`]) on checked arguments.
+    /// unused by [`Path::Pull`], and `ch` the first of its channels) on
+    /// checked arguments.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn __launch(
@@ -164,6 +166,7 @@ pub trait AllReduceElem: symm::dsl::Scalar {
         out: &mut (impl DeviceSlice<Self> + ?Sized),
         n: u32,
         cap: u32,
+        ch: u32,
     ) -> Result<()>;
 }
 
@@ -203,14 +206,15 @@ macro_rules! elem {
                 out: &mut (impl DeviceSlice<Self> + ?Sized),
                 n: u32,
                 cap: u32,
+                ch: u32,
             ) -> Result<()> {
                 match path {
-                    Path::Ll => by_world!(comm, one_shot_ll::launch::<$t, $p>(comm, cfg, input, aux, out, n, cap)),
-                    Path::Push => by_world!(comm, one_shot_push::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
-                    Path::Lamport => by_world!(comm, one_shot_lamport::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
-                    Path::Pull => by_world!(comm, one_shot_all_reduce::launch::<$t, $v>(comm, cfg, input, out, n)),
-                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::launch::<$t, $v>(comm, cfg, input, aux, out, n)),
-                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap)),
+                    Path::Ll => by_world!(comm, one_shot_ll::launch::<$t, $p>(comm, cfg, input, aux, out, n, cap, ch)),
+                    Path::Push => by_world!(comm, one_shot_push::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
+                    Path::Lamport => by_world!(comm, one_shot_lamport::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
+                    Path::Pull => by_world!(comm, one_shot_all_reduce::launch::<$t, $v>(comm, cfg, input, out, n, ch)),
+                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::launch::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
+                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
                 }
             }
         }
@@ -246,11 +250,16 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// `Comm` from `with_cuda_stream` shares them too; concurrent streams need
 /// separate groups).
 ///
+/// Signal channels: the first call reserves [`CHANNELS`] adjacent ones of
+/// the group ([`Channel::reserve`], from the top of the pad), which every
+/// later call reuses on whatever buffers it is given; the application's
+/// [`Channel::request`]s never get them.
+///
 /// Errors (never a hang or a wrong result) for: `n` larger than the buffer
 /// or than `out`, an element type other than the buffer's, `out` not
 /// 16-byte aligned or overlapping `input` other than exactly, a world
-/// size above 8, and a rank where a kernel already failed
-/// ([`Comm::kernel_failed`]).
+/// size above 8, no free channels left to reserve, and a rank where a
+/// kernel already failed ([`Comm::kernel_failed`]).
 pub fn all_reduce<T: AllReduceElem>(
     comm: &Comm,
     input: &SymmetricMemory,
@@ -282,6 +291,9 @@ fn reduce<T: AllReduceElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> Result<()> {
+    // First, before any check that could fail on one rank alone, so every
+    // rank reserves at the same point of its sequence of requests.
+    let ch = channels(comm)?;
     if comm.kernel_failed() {
         return Err(invalid(
             comm,
@@ -321,7 +333,21 @@ fn reduce<T: AllReduceElem>(
     if n == 0 {
         return Ok(());
     }
-    launch(path, comm, input, out, n)
+    launch(path, comm, input, out, n, ch)
+}
+
+/// The first of the all-reduce's [`CHANNELS`] channels on `comm`'s group,
+/// reserved on the first call and remembered in the rank's extensions.
+fn channels(comm: &Comm) -> Result<u32> {
+    struct Reserved(u32);
+    let r = comm.extension(
+        |_: &Reserved| true,
+        |_| {
+            let [first, ..] = Channel::reserve::<CHANNELS>(comm, CHANNEL_OWNER)?;
+            Ok(Reserved(first.index()))
+        },
+    )?;
+    Ok(r.0)
 }
 
 /// In-place all-reduce: the sum of every rank's first `n` elements of
@@ -345,6 +371,7 @@ fn launch<T: AllReduceElem>(
     input: &SymmetricMemory,
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
+    ch: u32,
 ) -> Result<()> {
     let world = comm.world_size();
     let bytes = n * std::mem::size_of::<T>();
@@ -360,7 +387,7 @@ fn launch<T: AllReduceElem>(
             let (stage, per_region) =
                 staging::<u64, T>(comm, path, bytes, packets.div_ceil(2) * 2)?;
             let cap = (per_region / 2) as u32;
-            T::__launch(path, comm, fixed()?, input, &stage, out, n as u32, cap)
+            T::__launch(path, comm, fixed()?, input, &stage, out, n as u32, cap, ch)
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors.
@@ -380,17 +407,18 @@ fn launch<T: AllReduceElem>(
                 out,
                 n as u32,
                 per_region as u32,
+                ch,
             )
         }
         Path::Pull => {
             let cfg = fitted::<T>(comm, path, config::<T>(n), bytes)?;
-            T::__launch(path, comm, cfg, input, input, out, n as u32, 0)
+            T::__launch(path, comm, cfg, input, input, out, n as u32, 0, ch)
         }
         Path::TwoShot => {
             let (scratch, _) = staging::<T, T>(comm, path, bytes, n)?;
             // A thread per vector of one rank's chunk.
             let cfg = fitted::<T>(comm, path, config::<T>(n.div_ceil(world)), bytes)?;
-            T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0)
+            T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0, ch)
         }
     }
 }

@@ -9,10 +9,8 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
-use std::time::Instant;
 
 use cudarc::driver::CudaStream;
 
@@ -23,8 +21,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::hostmem;
-use crate::layout::signal_slot;
-use crate::signal::{SignalKind, SignalOp, StatusRecord};
+use crate::signal::StatusRecord;
 
 /// Host allocations are page-aligned, like a GPU mapping is granularity-aligned.
 const HOST_ALIGN: usize = 4096;
@@ -101,42 +98,6 @@ impl HostBackend {
     fn record(&self, rec: StatusRecord) {
         let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner());
         s.get_or_insert(rec);
-    }
-
-    /// Address of the slot `writer` uses to signal the pad at `pad` on
-    /// `channel` (block 0). Channel and writer were range-checked by the caller.
-    fn slot(pad: u64, channel: usize, writer: usize) -> u64 {
-        let idx = signal_slot(channel, 0, writer)
-            .expect("channel and rank were checked by SymmetricMemory");
-        pad + 4 * idx as u64
-    }
-
-    /// Spins until the slot at `slot` moves from `from` to `to`; false on timeout.
-    fn transition(
-        slot: u64,
-        from: u32,
-        to: u32,
-        success: Ordering,
-        deadline: Option<Instant>,
-    ) -> bool {
-        let mut spins = 0u32;
-        loop {
-            let old = hostmem::rmw(slot, 4, success, |v| {
-                (v == u64::from(from)).then_some(u64::from(to))
-            });
-            if old == u64::from(from) {
-                return true;
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return false;
-            }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
     }
 }
 
@@ -225,61 +186,11 @@ impl Backend for HostBackend {
     }
 
     fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
-        let deadline = Instant::now().checked_add(call.timeout);
-        let timeout_ms = u64::try_from(call.timeout.as_millis()).unwrap_or(u64::MAX);
-        let rec = |kind, peer| StatusRecord {
-            kind,
-            rank: self.rank,
-            block: 0,
-            peer,
-            channel: call.channel as u32,
-            thread: 0,
-            timeout_ms,
-        };
-        let put = |dst: usize, kind| {
-            let ok = Self::transition(
-                Self::slot(call.pads[dst], call.channel, self.rank),
-                0,
-                1,
-                Ordering::Release,
-                deadline,
-            );
-            if !ok {
-                self.record(rec(kind, dst));
-            }
-            ok
-        };
-        let wait = |src: usize, kind| {
-            let ok = Self::transition(
-                Self::slot(call.pads[self.rank], call.channel, src),
-                1,
-                0,
-                Ordering::Acquire,
-                deadline,
-            );
-            if !ok {
-                self.record(rec(kind, src));
-            }
-            ok
-        };
-        match call.op {
-            SignalOp::Put { dst } => {
-                put(dst, SignalKind::Put);
-            }
-            SignalOp::Wait { src } => {
-                wait(src, SignalKind::Wait);
-            }
-            SignalOp::Barrier => {
-                // One host thread plays every GPU thread of the barrier: signal
-                // every peer first, then wait for every peer, so no two ranks
-                // can wait on each other before both have signalled.
-                let peers = (0..call.world).filter(|&p| p != self.rank);
-                let signalled: Vec<usize> =
-                    peers.filter(|&p| put(p, SignalKind::BarrierPut)).collect();
-                for p in signalled {
-                    wait(p, SignalKind::BarrierWait);
-                }
-            }
+        // The emulator runs the kernels a GPU launches (one protocol); like
+        // the device's status word, a timeout they recorded is reported by
+        // the next `synchronize`.
+        if let Some(rec) = crate::signal::emulated::run(self.rank, call)? {
+            self.record(rec);
         }
         Ok(())
     }

@@ -13,6 +13,7 @@ use super::thread::{current, fault, tick, wait_for};
 use super::{LoadOrder, RmwOrder, Scope, StoreOrder};
 use crate::hostmem;
 use crate::layout::{signal_slot, MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
+use crate::signal::{SignalKind, StatusRecord};
 
 /// An integer usable as an index in kernels (`u32`, `u64`, `usize`, `i32`, `i64`).
 pub trait DslIndex: Copy {
@@ -733,26 +734,107 @@ impl<T: Scalar> SymmBuf<T> {
     }
 
     /// [`put_signal`](Self::put_signal) with an explicit timeout: returns
-    /// `false` after recording a timeout of kind `kind` (see
-    /// [`crate::signal::SignalKind`]) instead of ending the thread.
+    /// `false` after recording a timeout instead of ending the thread. The
+    /// record's kind ([`crate::signal::SignalKind`]) is a barrier's put when
+    /// `barrier` is set, else a put.
+    ///
+    /// On the emulator, the host signal operations (which run these in their
+    /// kernels) record and return `false` the same way; in other kernels a
+    /// timeout ends the launch with the same rank/block/peer/channel report.
     #[doc(hidden)]
     #[track_caller]
-    pub fn put_signal_within(&self, dst: u32, channel: u32, timeout_ns: u64, kind: u32) -> bool {
-        // The emulator has no status word: a timeout ends the launch with
-        // the same rank/block/peer/channel report instead of returning false.
-        let _ = kind;
-        self.put_signal_timed(dst, channel, Some(timeout_ns));
-        true
+    pub fn put_signal_within(
+        &self,
+        dst: u32,
+        channel: u32,
+        timeout_ns: u64,
+        barrier: bool,
+    ) -> bool {
+        if !crate::signal::emulated::recording() {
+            self.put_signal_timed(dst, channel, Some(timeout_ns));
+            return true;
+        }
+        let slot = self.slot("put_signal", channel, self.rank);
+        let pad = self.pad(dst);
+        let kind = if barrier {
+            SignalKind::BarrierPut
+        } else {
+            SignalKind::Put
+        };
+        self.poll_within(kind, (dst, channel), timeout_ns, || {
+            pad.atomic_cas(slot, 0, 1, RmwOrder::Release, Scope::System) == 0
+        })
     }
 
     /// [`wait_signal`](Self::wait_signal) with an explicit timeout (see
-    /// [`put_signal_within`](Self::put_signal_within)).
+    /// [`put_signal_within`](Self::put_signal_within)); a barrier's wait when
+    /// `barrier` is set.
     #[doc(hidden)]
     #[track_caller]
-    pub fn wait_signal_within(&self, src: u32, channel: u32, timeout_ns: u64, kind: u32) -> bool {
-        let _ = kind;
-        self.wait_signal_timed(src, channel, Some(timeout_ns));
-        true
+    pub fn wait_signal_within(
+        &self,
+        src: u32,
+        channel: u32,
+        timeout_ns: u64,
+        barrier: bool,
+    ) -> bool {
+        if !crate::signal::emulated::recording() {
+            self.wait_signal_timed(src, channel, Some(timeout_ns));
+            return true;
+        }
+        let slot = self.slot("wait_signal", channel, src);
+        let pad = self.pad(self.rank);
+        let kind = if barrier {
+            SignalKind::BarrierWait
+        } else {
+            SignalKind::Wait
+        };
+        self.poll_within(kind, (src, channel), timeout_ns, || {
+            pad.atomic_cas(slot, 1, 0, RmwOrder::Acquire, Scope::System) == 1
+        })
+    }
+
+    /// The wait loop of `symm_put` / `symm_wait` for an emulated host signal
+    /// operation (see [`crate::signal::emulated`], whose simulated threads
+    /// are OS threads): polls `done` until it holds (true) or `timeout_ns`
+    /// have passed, then records a timeout of `kind` as the device does
+    /// (false).
+    fn poll_within(
+        &self,
+        kind: SignalKind,
+        (peer, channel): (u32, u32),
+        timeout_ns: u64,
+        mut done: impl FnMut() -> bool,
+    ) -> bool {
+        current("signal", |t| {
+            let start = t.globaltimer();
+            let mut polls = 0u32;
+            loop {
+                if done() {
+                    return true;
+                }
+                if t.globaltimer().saturating_sub(start) > timeout_ns {
+                    let [thread, block, ..] = t.indices();
+                    crate::signal::emulated::record(StatusRecord {
+                        kind,
+                        rank: self.rank as usize,
+                        block: block[0],
+                        peer: peer as usize,
+                        channel,
+                        thread: thread[0],
+                        timeout_ms: timeout_ns / 1_000_000,
+                    });
+                    return false;
+                }
+                // Other ranks are OS threads, on possibly fewer cores.
+                polls = polls.wrapping_add(1);
+                if polls.is_multiple_of(64) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        })
     }
 
     /// Stores `value` into rank `dst`'s flag for this rank on `channel`

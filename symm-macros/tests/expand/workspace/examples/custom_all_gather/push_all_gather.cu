@@ -2,13 +2,13 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 template<typename G_T>
-__device__ __forceinline__ void k_push_all_gather(const symm_kctx& __ctx, symm_slice<G_T> v_input, symm_buf<G_T> v_out, symm_u32 v_chunk) {
+__device__ __forceinline__ void k_push_all_gather(const symm_kctx& __ctx, symm_slice<G_T> v_input, symm_buf<G_T> v_out, symm_u32 v_chunk, symm_u32 v_entry, symm_u32 v_exit) {
 auto v_rank = symm_rank(v_out);
 auto v_world = symm_world(v_out);
 auto v_t = ((symm_u32)threadIdx.x);
 if (((v_t < v_world) && (v_t != v_rank))) {
-symm_dsl_put_signal(__ctx, v_out, v_t, ((symm_u32)0ULL));
-symm_dsl_wait_signal(__ctx, v_out, v_t, ((symm_u32)0ULL));
+symm_dsl_put_signal(__ctx, v_out, v_t, v_entry);
+symm_dsl_wait_signal(__ctx, v_out, v_t, v_entry);
 }
 __syncthreads();
 auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
@@ -25,13 +25,13 @@ v_i += v_stride;
 }
 __syncthreads();
 if (((v_t < v_world) && (v_t != v_rank))) {
-symm_dsl_put_signal(__ctx, v_out, v_t, ((symm_u32)1ULL));
-symm_dsl_wait_signal(__ctx, v_out, v_t, ((symm_u32)1ULL));
+symm_dsl_put_signal(__ctx, v_out, v_t, v_exit);
+symm_dsl_wait_signal(__ctx, v_out, v_t, v_exit);
 }
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):
-extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, void* v_input_ptr, symm_u64 v_input_len, const symm_u64* v_out_ptrs, const symm_u64* v_out_pads, symm_u32 v_out_rank, symm_u32 v_out_world, symm_u64 v_out_len, symm_u64 v_out_local, symm_u64 v_out_lpad, symm_u32 v_chunk) {
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, void* v_input_ptr, symm_u64 v_input_len, const symm_u64* v_out_ptrs, const symm_u64* v_out_pads, symm_u32 v_out_rank, symm_u32 v_out_world, symm_u64 v_out_len, symm_u64 v_out_local, symm_u64 v_out_lpad, symm_u32 v_chunk, symm_u32 v_entry, symm_u32 v_exit) {
     symm_kctx __ctx = {__status, __timeout, __rank};
-    k_push_all_gather<$G_T$>(__ctx, symm_slice<$G_T$>{($G_T$*)v_input_ptr, v_input_len}, symm_buf<$G_T$>{v_out_ptrs, v_out_pads, v_out_rank, v_out_world, v_out_len, v_out_local, v_out_lpad}, v_chunk);
+    k_push_all_gather<$G_T$>(__ctx, symm_slice<$G_T$>{($G_T$*)v_input_ptr, v_input_len}, symm_buf<$G_T$>{v_out_ptrs, v_out_pads, v_out_rank, v_out_world, v_out_len, v_out_local, v_out_lpad}, v_chunk, v_entry, v_exit);
 }

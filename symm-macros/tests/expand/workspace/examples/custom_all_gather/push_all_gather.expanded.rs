@@ -1,6 +1,7 @@
 #[doc = " All-gather by push: rank r copies `input` (`chunk` elements) to elements"]
 #[doc = " `r * chunk ..` of every rank's `out`, its own included. Every rank must"]
 #[doc = " launch the same grid (at most 128 blocks of at least `world` threads)."]
+#[doc = " `entry` and `exit` are the handshakes' signal channels."]
 #[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
 pub (crate) mod push_all_gather {
     use super :: * ;
@@ -36,7 +37,7 @@ pub (crate) mod push_all_gather {
         :: symm :: __private :: compile_check (NAME , &__source :: < T > (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 13usize ;
+    pub const PARAM_SLOTS : usize = 15usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -53,7 +54,7 @@ pub (crate) mod push_all_gather {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , input : &(impl :: symm :: DeviceSlice < T > + ? Sized) , out : &:: symm :: SymmetricMemory , chunk : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+    pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , input : &(impl :: symm :: DeviceSlice < T > + ? Sized) , out : &:: symm :: SymmetricMemory , chunk : u32 , entry : u32 , exit : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "input" , &* input) ? ;
@@ -70,14 +71,18 @@ pub (crate) mod push_all_gather {
         let __a_out = :: symm :: __private :: symm_handle :: < T > (out) ;
         __p [__k] = :: symm :: __private :: slot (chunk) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (entry) ;
+        __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (exit) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_input , __a_out , chunk))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_input , __a_out , chunk , entry , exit))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu < T : Scalar > (input : :: symm :: dsl :: Slice < T > , out : SymmBuf < T > , chunk : u32) where T : :: symm :: dsl :: Scalar {
+    pub fn cpu < T : Scalar > (input : :: symm :: dsl :: Slice < T > , out : SymmBuf < T > , chunk : u32 , entry : u32 , exit : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -87,8 +92,8 @@ pub (crate) mod push_all_gather {
         let world = out . world_size () ;
         let t = thread_idx_x () ;
         if t < world &&t!= rank {
-            out . put_signal (t , 0) ;
-            out . wait_signal (t , 0) ;
+            out . put_signal (t , entry) ;
+            out . wait_signal (t , entry) ;
         }
         sync_threads () ;
         let stride = grid_dim_x () * block_dim_x () ;
@@ -102,8 +107,8 @@ pub (crate) mod push_all_gather {
         }
         sync_threads () ;
         if t < world &&t!= rank {
-            out . put_signal (t , 1) ;
-            out . wait_signal (t , 1) ;
+            out . put_signal (t , exit) ;
+            out . wait_signal (t , exit) ;
         }
     }
 }

@@ -1,6 +1,6 @@
 #[doc = " `rounds` round trips between this rank and its partner (`rank ^ 1`): the"]
 #[doc = " even rank pings, the odd one pongs. A hop stores the local counter plus"]
-#[doc = " one into the partner's buffer and signals it on channel 0."]
+#[doc = " one into the partner's buffer and signals it on `channel`."]
 #[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
 pub (crate) mod ping_pong {
     use super :: * ;
@@ -35,7 +35,7 @@ pub (crate) mod ping_pong {
         :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 11usize ;
+    pub const PARAM_SLOTS : usize = 12usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -52,7 +52,7 @@ pub (crate) mod ping_pong {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , rounds : u32) -> :: symm :: Result < () > {
+    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , rounds : u32 , channel : u32) -> :: symm :: Result < () > {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
@@ -61,14 +61,16 @@ pub (crate) mod ping_pong {
         let __a_buf = :: symm :: __private :: symm_handle :: < u32 > (buf) ;
         __p [__k] = :: symm :: __private :: slot (rounds) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (channel) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , rounds))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , rounds , channel))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu (buf : SymmBuf < u32 > , rounds : u32) {
+    pub fn cpu (buf : SymmBuf < u32 > , rounds : u32 , channel : u32) {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -85,13 +87,13 @@ pub (crate) mod ping_pong {
         for _ in 0 .. rounds {
             if me % 2 == 0 {
                 (buf . peer (partner)) . __dsl_set (0 , (buf . local ()) . __dsl_get (0) + 1) ;
-                buf . put_signal (partner , 0) ;
-                buf . wait_signal (partner , 0) ;
+                buf . put_signal (partner , channel) ;
+                buf . wait_signal (partner , channel) ;
             }
             else {
-                buf . wait_signal (partner , 0) ;
+                buf . wait_signal (partner , channel) ;
                 (buf . peer (partner)) . __dsl_set (0 , (buf . local ()) . __dsl_get (0) + 1) ;
-                buf . put_signal (partner , 0) ;
+                buf . put_signal (partner , channel) ;
             }
         }
     }

@@ -1,14 +1,14 @@
 // CUDA C of #[symm_kernel] on `wait_briefly` in tests/emulator_kernels.rs.
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
-static __device__ __forceinline__ __attribute__((unused)) void k_wait_briefly(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf, symm_u32 v_src) {
+static __device__ __forceinline__ __attribute__((unused)) void k_wait_briefly(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf, symm_u32 v_src, symm_u32 v_channel) {
 if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
-(void)(symm_dsl_wait_signal_within(__ctx, v_buf, v_src, ((symm_u32)3ULL), ((symm_u64)200000000ULL), ((symm_u32)2ULL)));
+(void)(symm_dsl_wait_signal_within(__ctx, v_buf, v_src, v_channel, ((symm_u64)200000000ULL), false));
 }
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):
-extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_buf_ptrs, const symm_u64* v_buf_pads, symm_u32 v_buf_rank, symm_u32 v_buf_world, symm_u64 v_buf_len, symm_u64 v_buf_local, symm_u64 v_buf_lpad, symm_u32 v_src) {
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_buf_ptrs, const symm_u64* v_buf_pads, symm_u32 v_buf_rank, symm_u32 v_buf_world, symm_u64 v_buf_len, symm_u64 v_buf_local, symm_u64 v_buf_lpad, symm_u32 v_src, symm_u32 v_channel) {
     symm_kctx __ctx = {__status, __timeout, __rank};
-    k_wait_briefly(__ctx, symm_buf<symm_u32>{v_buf_ptrs, v_buf_pads, v_buf_rank, v_buf_world, v_buf_len, v_buf_local, v_buf_lpad}, v_src);
+    k_wait_briefly(__ctx, symm_buf<symm_u32>{v_buf_ptrs, v_buf_pads, v_buf_rank, v_buf_world, v_buf_len, v_buf_local, v_buf_lpad}, v_src, v_channel);
 }

@@ -32,7 +32,7 @@ mod wait_briefly {
         :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 11usize ;
+    pub const PARAM_SLOTS : usize = 12usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -49,7 +49,7 @@ mod wait_briefly {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , src : u32) -> :: symm :: Result < () > {
+    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , src : u32 , channel : u32) -> :: symm :: Result < () > {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
@@ -58,21 +58,23 @@ mod wait_briefly {
         let __a_buf = :: symm :: __private :: symm_handle :: < u32 > (buf) ;
         __p [__k] = :: symm :: __private :: slot (src) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (channel) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , src))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , src , channel))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu (buf : SymmBuf < u32 > , src : u32) {
+    pub fn cpu (buf : SymmBuf < u32 > , src : u32 , channel : u32) {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;
         if thread_idx_x () == 0 {
-            let _ = buf . wait_signal_within (src , 3 , 200_000_000 , 2) ;
+            let _ = buf . wait_signal_within (src , channel , 200_000_000 , false) ;
         }
     }
 }

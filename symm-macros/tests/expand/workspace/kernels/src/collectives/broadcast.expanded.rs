@@ -1,7 +1,7 @@
 #[doc = " Broadcast of `n` elements from rank `root` to every rank's buffer: the"]
-#[doc = " root signals readiness, every other rank pulls the data, then reports"]
-#[doc = " back so the root knows its buffer may be reused when the kernel ends."]
-#[doc = " Any grid up to 128 blocks."]
+#[doc = " root signals readiness (on channel `ready`), every other rank pulls the"]
+#[doc = " data, then reports back (on channel `done`) so the root knows its buffer"]
+#[doc = " may be reused when the kernel ends. Any grid up to 128 blocks."]
 #[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
 pub mod broadcast {
     use super :: * ;
@@ -37,7 +37,7 @@ pub mod broadcast {
         :: symm :: __private :: compile_check (NAME , &__source :: < T > (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 12usize ;
+    pub const PARAM_SLOTS : usize = 14usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -54,7 +54,7 @@ pub mod broadcast {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , root : u32 , n : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+    pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , root : u32 , n : u32 , ready : u32 , done : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
@@ -65,14 +65,18 @@ pub mod broadcast {
         __k += 1 ;
         __p [__k] = :: symm :: __private :: slot (n) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (ready) ;
+        __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (done) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_buf , root , n))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_buf , root , n , ready , done))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu < T : Scalar > (buf : SymmBuf < T > , root : u32 , n : u32) where T : :: symm :: dsl :: Scalar {
+    pub fn cpu < T : Scalar > (buf : SymmBuf < T > , root : u32 , n : u32 , ready : u32 , done : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -84,12 +88,12 @@ pub mod broadcast {
             if rank == root {
                 for p in 0 .. world {
                     if p!= root {
-                        buf . put_signal (p , 2) ;
+                        buf . put_signal (p , ready) ;
                     }
                 }
             }
             else {
-                buf . wait_signal (root , 2) ;
+                buf . wait_signal (root , ready) ;
             }
         }
         sync_threads () ;
@@ -107,12 +111,12 @@ pub mod broadcast {
             if rank == root {
                 for p in 0 .. world {
                     if p!= root {
-                        buf . wait_signal (p , 3) ;
+                        buf . wait_signal (p , done) ;
                     }
                 }
             }
             else {
-                buf . put_signal (root , 3) ;
+                buf . put_signal (root , done) ;
             }
         }
     }

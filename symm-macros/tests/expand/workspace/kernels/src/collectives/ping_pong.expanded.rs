@@ -1,6 +1,7 @@
 #[doc = " Put/signal ping-pong between rank pairs (0↔1, 2↔3, ...): in each of"]
 #[doc = " `rounds` rounds one side reads its slot 0, adds one, stores it into the"]
-#[doc = " partner's slot 0 and signals; the other side waits. Even ranks send in"]
+#[doc = " partner's slot 0 and signals on `channel` (one requested from the group,"]
+#[doc = " [`symm::signal::Channel`]); the other side waits. Even ranks send in"]
 #[doc = " even rounds. After the last round the last receiver holds `start +"]
 #[doc = " rounds` in slot 0 (both slots must start at `start`). Launch one block of"]
 #[doc = " one or more threads; only thread 0 plays."]
@@ -38,7 +39,7 @@ pub mod ping_pong {
         :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 11usize ;
+    pub const PARAM_SLOTS : usize = 12usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -55,7 +56,7 @@ pub mod ping_pong {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , rounds : u32) -> :: symm :: Result < () > {
+    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , rounds : u32 , channel : u32) -> :: symm :: Result < () > {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
@@ -64,14 +65,16 @@ pub mod ping_pong {
         let __a_buf = :: symm :: __private :: symm_handle :: < u32 > (buf) ;
         __p [__k] = :: symm :: __private :: slot (rounds) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (channel) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , rounds))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , rounds , channel))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu (buf : SymmBuf < u32 > , rounds : u32) {
+    pub fn cpu (buf : SymmBuf < u32 > , rounds : u32 , channel : u32) {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -89,10 +92,10 @@ pub mod ping_pong {
             if (me &1) == (round &1) {
                 let v = buf . local () . load (0 , LoadOrder :: Relaxed , Scope :: System) + 1 ;
                 buf . peer (partner) . store (0 , v , StoreOrder :: Relaxed , Scope :: System) ;
-                buf . put_signal (partner , 0) ;
+                buf . put_signal (partner , channel) ;
             }
             else {
-                buf . wait_signal (partner , 0) ;
+                buf . wait_signal (partner , channel) ;
             }
         }
     }

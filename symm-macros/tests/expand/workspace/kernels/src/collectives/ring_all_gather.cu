@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 template<typename G_T>
-__device__ __forceinline__ void k_ring_all_gather(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_chunk) {
+__device__ __forceinline__ void k_ring_all_gather(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_chunk, symm_u32 v_channel) {
 auto v_rank = symm_rank(v_buf);
 auto v_world = symm_world(v_buf);
 auto v_next = symm_rem(((v_rank + ((symm_u32)1ULL))), v_world);
@@ -21,8 +21,8 @@ v_i += v_stride;
 }
 __syncthreads();
 if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
-symm_dsl_put_signal(__ctx, v_buf, v_next, ((symm_u32)1ULL));
-symm_dsl_wait_signal(__ctx, v_buf, v_prev, ((symm_u32)1ULL));
+symm_dsl_put_signal(__ctx, v_buf, v_next, v_channel);
+symm_dsl_wait_signal(__ctx, v_buf, v_prev, v_channel);
 }
 __syncthreads();
 }
@@ -30,7 +30,7 @@ __syncthreads();
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):
-extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_buf_ptrs, const symm_u64* v_buf_pads, symm_u32 v_buf_rank, symm_u32 v_buf_world, symm_u64 v_buf_len, symm_u64 v_buf_local, symm_u64 v_buf_lpad, symm_u32 v_chunk) {
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_buf_ptrs, const symm_u64* v_buf_pads, symm_u32 v_buf_rank, symm_u32 v_buf_world, symm_u64 v_buf_len, symm_u64 v_buf_local, symm_u64 v_buf_lpad, symm_u32 v_chunk, symm_u32 v_channel) {
     symm_kctx __ctx = {__status, __timeout, __rank};
-    k_ring_all_gather<$G_T$>(__ctx, symm_buf<$G_T$>{v_buf_ptrs, v_buf_pads, v_buf_rank, v_buf_world, v_buf_len, v_buf_local, v_buf_lpad}, v_chunk);
+    k_ring_all_gather<$G_T$>(__ctx, symm_buf<$G_T$>{v_buf_ptrs, v_buf_pads, v_buf_rank, v_buf_world, v_buf_len, v_buf_local, v_buf_lpad}, v_chunk, v_channel);
 }

@@ -2,10 +2,11 @@
 #[doc = " (r + 1) * chunk` of its buffer) reaches the same place in every rank's"]
 #[doc = " buffer after `world - 1` steps. Each step forwards the chunk received in"]
 #[doc = " the previous one to the next rank and signals it; block b of every rank"]
-#[doc = " handles the same elements, so per-block signals are all the ordering"]
-#[doc = " needed. Any grid up to 128 blocks. It does not synchronise on entry: a"]
-#[doc = " rank writes into its neighbour as soon as it starts, so before reusing"]
-#[doc = " the buffer, make sure every rank is done with it (a host `barrier`)."]
+#[doc = " handles the same elements, so per-block signals (on `channel`) are all"]
+#[doc = " the ordering needed. Any grid up to 128 blocks. It does not synchronise"]
+#[doc = " on entry: a rank writes into its neighbour as soon as it starts, so"]
+#[doc = " before reusing the buffer, make sure every rank is done with it (a host"]
+#[doc = " `barrier`)."]
 #[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
 pub mod ring_all_gather {
     use super :: * ;
@@ -41,7 +42,7 @@ pub mod ring_all_gather {
         :: symm :: __private :: compile_check (NAME , &__source :: < T > (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 11usize ;
+    pub const PARAM_SLOTS : usize = 12usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -58,7 +59,7 @@ pub mod ring_all_gather {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , chunk : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+    pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , chunk : u32 , channel : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
@@ -67,14 +68,16 @@ pub mod ring_all_gather {
         let __a_buf = :: symm :: __private :: symm_handle :: < T > (buf) ;
         __p [__k] = :: symm :: __private :: slot (chunk) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (channel) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_buf , chunk))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_buf , chunk , channel))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu < T : Scalar > (buf : SymmBuf < T > , chunk : u32) where T : :: symm :: dsl :: Scalar {
+    pub fn cpu < T : Scalar > (buf : SymmBuf < T > , chunk : u32 , channel : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -96,8 +99,8 @@ pub mod ring_all_gather {
             }
             sync_threads () ;
             if thread_idx_x () == 0 {
-                buf . put_signal (next , 1) ;
-                buf . wait_signal (prev , 1) ;
+                buf . put_signal (next , channel) ;
+                buf . wait_signal (prev , channel) ;
             }
             sync_threads () ;
         }

@@ -2,6 +2,7 @@
 #[doc = " Each thread sums element `i` over ranks 0, 1, … in f32 (the same order"]
 #[doc = " everywhere, so every rank gets the same bits). The second barrier keeps"]
 #[doc = " a rank from returning (and overwriting its input) while peers read it."]
+#[doc = " `entry` and `exit` are the barriers' channels, requested from the group."]
 #[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
 pub mod naive_all_reduce {
     use super :: * ;
@@ -37,7 +38,7 @@ pub mod naive_all_reduce {
         :: symm :: __private :: compile_check (NAME , &__source :: < T > (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 13usize ;
+    pub const PARAM_SLOTS : usize = 15usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -54,7 +55,7 @@ pub mod naive_all_reduce {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+    pub fn launch < T : Scalar > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32 , entry : u32 , exit : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
@@ -71,20 +72,24 @@ pub mod naive_all_reduce {
         ;
         __p [__k] = :: symm :: __private :: slot (n) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (entry) ;
+        __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (exit) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_buf , __a_out , n))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T > (__e) , &|| cpu :: < T > (__a_buf , __a_out , n , entry , exit))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu < T : Scalar > (buf : SymmBuf < T > , out : :: symm :: dsl :: SliceMut < T > , n : u32) where T : :: symm :: dsl :: Scalar {
+    pub fn cpu < T : Scalar > (buf : SymmBuf < T > , out : :: symm :: dsl :: SliceMut < T > , n : u32 , entry : u32 , exit : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;
-        block_barrier (buf , 0) ;
+        block_barrier (buf , entry) ;
         let stride = grid_dim_x () * block_dim_x () ;
         let mut i = block_idx_x () * block_dim_x () + thread_idx_x () ;
         while i < n {
@@ -95,6 +100,6 @@ pub mod naive_all_reduce {
             (out) . __dsl_set (i , T :: from_f32 (acc)) ;
             i += stride ;
         }
-        block_barrier (buf , 1) ;
+        block_barrier (buf , exit) ;
     }
 }

@@ -4,8 +4,8 @@
 template<typename G_T>
 __device__ __forceinline__ void k_signal_barrier(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_channel, symm_u64 v_timeout_ns) {
 auto v_p = ((symm_u32)threadIdx.x);
-if ((((v_p < symm_world(v_buf)) && (v_p != symm_rank(v_buf))) && symm_dsl_put_signal_within(__ctx, v_buf, v_p, v_channel, v_timeout_ns, ((symm_u32)3ULL)))) {
-(void)(symm_dsl_wait_signal_within(__ctx, v_buf, v_p, v_channel, v_timeout_ns, ((symm_u32)4ULL)));
+if ((((v_p < symm_world(v_buf)) && (v_p != symm_rank(v_buf))) && symm_dsl_put_signal_within(__ctx, v_buf, v_p, v_channel, v_timeout_ns, true))) {
+(void)(symm_dsl_wait_signal_within(__ctx, v_buf, v_p, v_channel, v_timeout_ns, true));
 }
 }
 

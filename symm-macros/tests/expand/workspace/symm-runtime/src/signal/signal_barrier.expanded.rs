@@ -76,8 +76,8 @@ pub mod signal_barrier {
         }
         ;
         let p = thread_idx_x () ;
-        if p < buf . world_size () &&p!= buf . rank () &&buf . put_signal_within (p , channel , timeout_ns , 3) {
-            let _ = buf . wait_signal_within (p , channel , timeout_ns , 4) ;
+        if p < buf . world_size () &&p!= buf . rank () &&buf . put_signal_within (p , channel , timeout_ns , true) {
+            let _ = buf . wait_signal_within (p , channel , timeout_ns , true) ;
         }
     }
 }

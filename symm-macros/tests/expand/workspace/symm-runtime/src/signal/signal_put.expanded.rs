@@ -78,7 +78,7 @@ pub mod signal_put {
         }
         ;
         if thread_idx_x () == 0 {
-            let _ = buf . put_signal_within (dst , channel , timeout_ns , 1) ;
+            let _ = buf . put_signal_within (dst , channel , timeout_ns , false) ;
         }
     }
 }

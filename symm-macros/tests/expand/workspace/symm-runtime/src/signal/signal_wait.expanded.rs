@@ -78,7 +78,7 @@ pub mod signal_wait {
         }
         ;
         if thread_idx_x () == 0 {
-            let _ = buf . wait_signal_within (src , channel , timeout_ns , 2) ;
+            let _ = buf . wait_signal_within (src , channel , timeout_ns , false) ;
         }
     }
 }

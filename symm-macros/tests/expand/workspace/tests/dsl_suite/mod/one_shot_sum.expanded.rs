@@ -1,5 +1,6 @@
 #[doc = " A plain one-shot all-reduce (sum, fixed rank order, so every rank gets"]
-#[doc = " the same bits): per-block barrier, pull-and-sum, closing barrier."]
+#[doc = " the same bits): per-block barrier, pull-and-sum, closing barrier, on"]
+#[doc = " channels `entry` and `exit`."]
 #[allow (non_snake_case , unused_imports , dead_code , clippy :: all)]
 pub mod one_shot_sum {
     use super :: * ;
@@ -34,7 +35,7 @@ pub mod one_shot_sum {
         :: symm :: __private :: compile_check (NAME , &__source (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 13usize ;
+    pub const PARAM_SLOTS : usize = 15usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -51,7 +52,7 @@ pub mod one_shot_sum {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < f32 > + ? Sized) , n : u32) -> :: symm :: Result < () > {
+    pub fn launch (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < f32 > + ? Sized) , n : u32 , entry : u32 , exit : u32) -> :: symm :: Result < () > {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < f32 > (comm , "buf" , buf) ? ;
@@ -68,14 +69,18 @@ pub mod one_shot_sum {
         ;
         __p [__k] = :: symm :: __private :: slot (n) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (entry) ;
+        __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (exit) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , __a_out , n))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source (__e) , &|| cpu (__a_buf , __a_out , n , entry , exit))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu (buf : SymmBuf < f32 > , out : :: symm :: dsl :: SliceMut < f32 > , n : u32) {
+    pub fn cpu (buf : SymmBuf < f32 > , out : :: symm :: dsl :: SliceMut < f32 > , n : u32 , entry : u32 , exit : u32) {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -85,8 +90,8 @@ pub mod one_shot_sum {
         let world = buf . world_size () ;
         let t = thread_idx_x () ;
         if t < world &&t!= rank {
-            buf . put_signal (t , 4) ;
-            buf . wait_signal (t , 4) ;
+            buf . put_signal (t , entry) ;
+            buf . wait_signal (t , entry) ;
         }
         sync_threads () ;
         let mut i = block_idx_x () * block_dim_x () + t ;
@@ -100,8 +105,8 @@ pub mod one_shot_sum {
         }
         sync_threads () ;
         if t < world &&t!= rank {
-            buf . put_signal (t , 5) ;
-            buf . wait_signal (t , 5) ;
+            buf . put_signal (t , exit) ;
+            buf . wait_signal (t , exit) ;
         }
     }
 }

@@ -1,6 +1,6 @@
 #[doc = " Stores this block's new epoch, once every thread has read the old one."]
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
-pub fn commit_epoch < T : Scalar > (buf : SymmBuf < T > , epoch : u32) where T : :: symm :: dsl :: Scalar {
+pub fn commit_epoch < T : Scalar > (buf : SymmBuf < T > , epoch : u32 , ch : u32) where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
     use :: symm :: __private :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -9,7 +9,7 @@ pub fn commit_epoch < T : Scalar > (buf : SymmBuf < T > , epoch : u32) where T :
     sync_threads () ;
     if thread_idx_x () == 0 {
         let rank = buf . rank () ;
-        buf . pad (rank) . store (signal_slot (7 , block_idx_x () , rank) , epoch , StoreOrder :: Relaxed , Scope :: Gpu ,) ;
+        buf . pad (rank) . store (signal_slot (ch + 2 , block_idx_x () , rank) , epoch , StoreOrder :: Relaxed , Scope :: Gpu ,) ;
     }
 }
 #[doc (hidden)]

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 template<typename G_T>
-__device__ __forceinline__ symm_u32 f_next_epoch(const symm_kctx& __ctx, symm_buf<G_T> v_buf) {
+__device__ __forceinline__ symm_u32 f_next_epoch(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_ch) {
 auto v_rank = symm_rank(v_buf);
-return symm_wrapping_add(symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), symm_signal_slot((symm_u32)(((symm_u32)7ULL)), (symm_u32)(((symm_u32)blockIdx.x)), (symm_u32)(v_rank))), ((SYMM_TY(symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), symm_signal_slot((symm_u32)(((symm_u32)7ULL)), (symm_u32)(((symm_u32)blockIdx.x)), (symm_u32)(v_rank)))))1ULL));
+return symm_wrapping_add(symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), symm_signal_slot((symm_u32)((v_ch + ((symm_u32)2ULL))), (symm_u32)(((symm_u32)blockIdx.x)), (symm_u32)(v_rank))), ((SYMM_TY(symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), symm_signal_slot((symm_u32)((v_ch + ((symm_u32)2ULL))), (symm_u32)(((symm_u32)blockIdx.x)), (symm_u32)(v_rank)))))1ULL));
 }

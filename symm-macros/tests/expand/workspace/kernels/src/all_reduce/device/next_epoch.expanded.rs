@@ -1,14 +1,15 @@
-#[doc = " This block's epoch for the call: its counter (channel 7 of `buf`'s own"]
-#[doc = " pad) plus one. Every rank runs the same launches, so the counters agree."]
+#[doc = " This block's epoch for the call: its counter (channel `ch + EPOCH` of"]
+#[doc = " `buf`'s own pad) plus one. Every rank runs the same launches, so the"]
+#[doc = " counters agree."]
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
-pub fn next_epoch < T : Scalar > (buf : SymmBuf < T >) -> u32 where T : :: symm :: dsl :: Scalar {
+pub fn next_epoch < T : Scalar > (buf : SymmBuf < T > , ch : u32) -> u32 where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
     use :: symm :: __private :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
     let rank = buf . rank () ;
-    buf . pad (rank) . load (signal_slot (7 , block_idx_x () , rank) , LoadOrder :: Relaxed , Scope :: Gpu ,) . wrapping_add (1)
+    buf . pad (rank) . load (signal_slot (ch + 2 , block_idx_x () , rank) , LoadOrder :: Relaxed , Scope :: Gpu ,) . wrapping_add (1)
 }
 #[doc (hidden)]
 #[allow (non_snake_case , unused_imports , dead_code)]

@@ -40,7 +40,7 @@ pub mod one_shot_all_reduce {
         :: symm :: __private :: compile_check (NAME , &__source :: < T , V , W > (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 13usize ;
+    pub const PARAM_SLOTS : usize = 14usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -57,7 +57,7 @@ pub mod one_shot_all_reduce {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch < T : Scalar , const V : usize , const W : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+    pub fn launch < T : Scalar , const V : usize , const W : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32 , ch : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
@@ -74,14 +74,16 @@ pub mod one_shot_all_reduce {
         ;
         __p [__k] = :: symm :: __private :: slot (n) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (ch) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T , V , W > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , V , W > (__e) , &|| cpu :: < T , V , W > (__a_buf , __a_out , n))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , V , W > (__e) , &|| cpu :: < T , V , W > (__a_buf , __a_out , n , ch))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu < T : Scalar , const V : usize , const W : usize > (buf : SymmBuf < T > , out : :: symm :: dsl :: SliceMut < T > , n : u32) where T : :: symm :: dsl :: Scalar {
+    pub fn cpu < T : Scalar , const V : usize , const W : usize > (buf : SymmBuf < T > , out : :: symm :: dsl :: SliceMut < T > , n : u32 , ch : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -96,8 +98,8 @@ pub mod one_shot_all_reduce {
             buf . world_size ()
         }
         ;
-        let epoch = next_epoch (buf) ;
-        epoch_barrier (buf , 5 , epoch) ;
+        let epoch = next_epoch (buf , ch) ;
+        epoch_barrier (buf , ch , epoch) ;
         let stride = grid_dim_x () * block_dim_x () ;
         let first = block_idx_x () * block_dim_x () + thread_idx_x () ;
         let vecs = n / V as u32 ;
@@ -117,7 +119,7 @@ pub mod one_shot_all_reduce {
             j += stride ;
         }
         sync_threads () ;
-        epoch_barrier (buf , 6 , epoch) ;
-        commit_epoch (buf , epoch) ;
+        epoch_barrier (buf , ch + 1 , epoch) ;
+        commit_epoch (buf , epoch , ch) ;
     }
 }

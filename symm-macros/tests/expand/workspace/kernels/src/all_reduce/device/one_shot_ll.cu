@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 template<typename G_T, symm_u64 G_P, symm_u64 G_W>
-__device__ __forceinline__ void k_one_shot_ll(const symm_kctx& __ctx, symm_buf<G_T> v_input, symm_buf<symm_u64> v_stage, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_cap) {
+__device__ __forceinline__ void k_one_shot_ll(const symm_kctx& __ctx, symm_buf<G_T> v_input, symm_buf<symm_u64> v_stage, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_cap, symm_u32 v_ch) {
 f_enter_call(__ctx);
 auto v_rank = symm_rank(v_input);
 auto v_world = (((G_W > ((symm_u64)0ULL))) ? (symm_cast<symm_u32>(G_W)) : (symm_world(v_input)));
@@ -11,7 +11,7 @@ auto v_mine = symm_local(v_stage);
 auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
 auto v_first = f_spread_first(__ctx);
 auto v_words = f_ll_words<G_T, G_P>(__ctx, v_src, v_first, v_n);
-auto v_epoch = f_next_epoch(__ctx, v_stage);
+auto v_epoch = f_next_epoch(__ctx, v_stage, v_ch);
 auto v_per = symm_cast<symm_u32>(G_P);
 auto v_width = (((symm_u32)32ULL) / v_per);
 symm_u32 v_mask = (((v_per == ((symm_u32)1ULL))) ? (((symm_u32)4294967295ULL)) : (((symm_u32)65535ULL)));
@@ -70,11 +70,11 @@ v_out[v_e1] = symm_from_f32<G_T>(v_hi[v_k_2]);
 }
 v_q += v_stride;
 }
-f_commit_epoch(__ctx, v_stage, v_epoch);
+f_commit_epoch(__ctx, v_stage, v_epoch, v_ch);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):
-extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_input_ptrs, const symm_u64* v_input_pads, symm_u32 v_input_rank, symm_u32 v_input_world, symm_u64 v_input_len, symm_u64 v_input_local, symm_u64 v_input_lpad, const symm_u64* v_stage_ptrs, const symm_u64* v_stage_pads, symm_u32 v_stage_rank, symm_u32 v_stage_world, symm_u64 v_stage_len, symm_u64 v_stage_local, symm_u64 v_stage_lpad, void* v_out_ptr, symm_u64 v_out_len, symm_u32 v_n, symm_u32 v_cap) {
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_input_ptrs, const symm_u64* v_input_pads, symm_u32 v_input_rank, symm_u32 v_input_world, symm_u64 v_input_len, symm_u64 v_input_local, symm_u64 v_input_lpad, const symm_u64* v_stage_ptrs, const symm_u64* v_stage_pads, symm_u32 v_stage_rank, symm_u32 v_stage_world, symm_u64 v_stage_len, symm_u64 v_stage_local, symm_u64 v_stage_lpad, void* v_out_ptr, symm_u64 v_out_len, symm_u32 v_n, symm_u32 v_cap, symm_u32 v_ch) {
     symm_kctx __ctx = {__status, __timeout, __rank};
-    k_one_shot_ll<$G_T$, $G_P$, $G_W$>(__ctx, symm_buf<$G_T$>{v_input_ptrs, v_input_pads, v_input_rank, v_input_world, v_input_len, v_input_local, v_input_lpad}, symm_buf<symm_u64>{v_stage_ptrs, v_stage_pads, v_stage_rank, v_stage_world, v_stage_len, v_stage_local, v_stage_lpad}, symm_slice<$G_T$>{($G_T$*)v_out_ptr, v_out_len}, v_n, v_cap);
+    k_one_shot_ll<$G_T$, $G_P$, $G_W$>(__ctx, symm_buf<$G_T$>{v_input_ptrs, v_input_pads, v_input_rank, v_input_world, v_input_len, v_input_local, v_input_lpad}, symm_buf<symm_u64>{v_stage_ptrs, v_stage_pads, v_stage_rank, v_stage_world, v_stage_len, v_stage_local, v_stage_lpad}, symm_slice<$G_T$>{($G_T$*)v_out_ptr, v_out_len}, v_n, v_cap, v_ch);
 }

@@ -46,7 +46,7 @@ pub mod one_shot_ll {
         :: symm :: __private :: compile_check (NAME , &__source :: < T , P , W > (NAME) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
-    pub const PARAM_SLOTS : usize = 21usize ;
+    pub const PARAM_SLOTS : usize = 22usize ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
     pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
@@ -63,7 +63,7 @@ pub mod one_shot_ll {
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
     #[doc = r" symmetric buffers' element types, are checked here."]
-    pub fn launch < T : Scalar , const P : usize , const W : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , input : &:: symm :: SymmetricMemory , stage : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32 , cap : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+    pub fn launch < T : Scalar , const P : usize , const W : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , input : &:: symm :: SymmetricMemory , stage : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32 , cap : u32 , ch : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "input" , input) ? ;
@@ -86,14 +86,16 @@ pub mod one_shot_ll {
         __k += 1 ;
         __p [__k] = :: symm :: __private :: slot (cap) ;
         __k += 1 ;
+        __p [__k] = :: symm :: __private :: slot (ch) ;
+        __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T , P , W > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , P , W > (__e) , &|| cpu :: < T , P , W > (__a_input , __a_stage , __a_out , n , cap))
+        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , P , W > (__e) , &|| cpu :: < T , P , W > (__a_input , __a_stage , __a_out , n , cap , ch))
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
-    pub fn cpu < T : Scalar , const P : usize , const W : usize > (input : SymmBuf < T > , stage : SymmBuf < u64 > , out : :: symm :: dsl :: SliceMut < T > , n : u32 , cap : u32) where T : :: symm :: dsl :: Scalar {
+    pub fn cpu < T : Scalar , const P : usize , const W : usize > (input : SymmBuf < T > , stage : SymmBuf < u64 > , out : :: symm :: dsl :: SliceMut < T > , n : u32 , cap : u32 , ch : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
         use :: symm :: __private :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
@@ -113,7 +115,7 @@ pub mod one_shot_ll {
         let stride = grid_dim_x () * block_dim_x () ;
         let first = spread_first () ;
         let mut words = ll_words :: < T , P > (src , first , n) ;
-        let epoch = next_epoch (stage) ;
+        let epoch = next_epoch (stage , ch) ;
         let per = P as u32 ;
         let width = 32 / per ;
         let mask : u32 = if per == 1 {
@@ -174,6 +176,6 @@ pub mod one_shot_ll {
             }
             q += stride ;
         }
-        commit_epoch (stage , epoch) ;
+        commit_epoch (stage , epoch , ch) ;
     }
 }

@@ -2,11 +2,11 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 template<typename G_T, symm_u64 G_V, symm_u64 G_W>
-__device__ __forceinline__ void k_one_shot_push(const symm_kctx& __ctx, symm_buf<G_T> v_input, symm_buf<G_T> v_stage, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_cap) {
+__device__ __forceinline__ void k_one_shot_push(const symm_kctx& __ctx, symm_buf<G_T> v_input, symm_buf<G_T> v_stage, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_cap, symm_u32 v_ch) {
 f_enter_call(__ctx);
 auto v_rank = symm_rank(v_input);
 auto v_world = (((G_W > ((symm_u64)0ULL))) ? (symm_cast<symm_u32>(G_W)) : (symm_world(v_input)));
-auto v_epoch = f_next_epoch(__ctx, v_stage);
+auto v_epoch = f_next_epoch(__ctx, v_stage, v_ch);
 auto v_base = ((((v_epoch & ((SYMM_TY(v_epoch))1ULL))) * v_world) * v_cap);
 auto v_src = symm_local(v_input);
 auto v_mine = symm_local(v_stage);
@@ -39,7 +39,7 @@ symm_peer(v_stage, v_r_2)[(v_to + v_e)] = v_src[v_e];
 }
 }
 }
-f_flag_exchange(__ctx, v_stage, 5, v_epoch);
+f_flag_exchange(__ctx, v_stage, v_ch, v_epoch);
 auto v_i_2 = v_first;
 while ((v_i_2 < v_vecs)) {
 auto v_at = (v_i_2 * symm_cast<symm_u32>(G_V));
@@ -58,11 +58,11 @@ v_acc += symm_to_f32(v_v_2);
 }
 v_out[v_e] = symm_from_f32<G_T>(v_acc);
 }
-f_commit_epoch(__ctx, v_stage, v_epoch);
+f_commit_epoch(__ctx, v_stage, v_epoch, v_ch);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):
-extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_input_ptrs, const symm_u64* v_input_pads, symm_u32 v_input_rank, symm_u32 v_input_world, symm_u64 v_input_len, symm_u64 v_input_local, symm_u64 v_input_lpad, const symm_u64* v_stage_ptrs, const symm_u64* v_stage_pads, symm_u32 v_stage_rank, symm_u32 v_stage_world, symm_u64 v_stage_len, symm_u64 v_stage_local, symm_u64 v_stage_lpad, void* v_out_ptr, symm_u64 v_out_len, symm_u32 v_n, symm_u32 v_cap) {
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_input_ptrs, const symm_u64* v_input_pads, symm_u32 v_input_rank, symm_u32 v_input_world, symm_u64 v_input_len, symm_u64 v_input_local, symm_u64 v_input_lpad, const symm_u64* v_stage_ptrs, const symm_u64* v_stage_pads, symm_u32 v_stage_rank, symm_u32 v_stage_world, symm_u64 v_stage_len, symm_u64 v_stage_local, symm_u64 v_stage_lpad, void* v_out_ptr, symm_u64 v_out_len, symm_u32 v_n, symm_u32 v_cap, symm_u32 v_ch) {
     symm_kctx __ctx = {__status, __timeout, __rank};
-    k_one_shot_push<$G_T$, $G_V$, $G_W$>(__ctx, symm_buf<$G_T$>{v_input_ptrs, v_input_pads, v_input_rank, v_input_world, v_input_len, v_input_local, v_input_lpad}, symm_buf<$G_T$>{v_stage_ptrs, v_stage_pads, v_stage_rank, v_stage_world, v_stage_len, v_stage_local, v_stage_lpad}, symm_slice<$G_T$>{($G_T$*)v_out_ptr, v_out_len}, v_n, v_cap);
+    k_one_shot_push<$G_T$, $G_V$, $G_W$>(__ctx, symm_buf<$G_T$>{v_input_ptrs, v_input_pads, v_input_rank, v_input_world, v_input_len, v_input_local, v_input_lpad}, symm_buf<$G_T$>{v_stage_ptrs, v_stage_pads, v_stage_rank, v_stage_world, v_stage_len, v_stage_local, v_stage_lpad}, symm_slice<$G_T$>{($G_T$*)v_out_ptr, v_out_len}, v_n, v_cap, v_ch);
 }

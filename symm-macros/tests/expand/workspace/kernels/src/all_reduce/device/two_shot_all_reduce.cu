@@ -2,12 +2,12 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 template<typename G_T, symm_u64 G_V, symm_u64 G_W>
-__device__ __forceinline__ void k_two_shot_all_reduce(const symm_kctx& __ctx, symm_buf<G_T> v_input, symm_buf<G_T> v_scratch, symm_slice<G_T> v_out, symm_u32 v_n) {
+__device__ __forceinline__ void k_two_shot_all_reduce(const symm_kctx& __ctx, symm_buf<G_T> v_input, symm_buf<G_T> v_scratch, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_ch) {
 f_enter_call(__ctx);
 auto v_rank = symm_rank(v_input);
 auto v_world = (((G_W > ((symm_u64)0ULL))) ? (symm_cast<symm_u32>(G_W)) : (symm_world(v_input)));
-auto v_epoch = f_next_epoch(__ctx, v_input);
-f_epoch_barrier(__ctx, v_input, 5, v_epoch);
+auto v_epoch = f_next_epoch(__ctx, v_input, v_ch);
+f_epoch_barrier(__ctx, v_input, v_ch, v_epoch);
 auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
 auto v_first = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
 auto v_vecs = (v_n / symm_cast<symm_u32>(G_V));
@@ -36,7 +36,7 @@ v_tail += symm_to_f32(symm_peer(v_input, v_r_2)[v_e]);
 }
 }
 __syncthreads();
-f_epoch_barrier(__ctx, v_input, 6, v_epoch);
+f_epoch_barrier(__ctx, v_input, (v_ch + ((symm_u32)1ULL)), v_epoch);
 auto v_mine = symm_local(v_scratch);
 {
 const SYMM_TY(v_world) t_end3 = v_world;
@@ -52,11 +52,11 @@ v_j_2 += v_stride;
 if ((v_e < v_n)) {
 v_out[v_e] = symm_from_f32<G_T>(v_tail);
 }
-f_commit_epoch(__ctx, v_input, v_epoch);
+f_commit_epoch(__ctx, v_input, v_epoch, v_ch);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):
-extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_input_ptrs, const symm_u64* v_input_pads, symm_u32 v_input_rank, symm_u32 v_input_world, symm_u64 v_input_len, symm_u64 v_input_local, symm_u64 v_input_lpad, const symm_u64* v_scratch_ptrs, const symm_u64* v_scratch_pads, symm_u32 v_scratch_rank, symm_u32 v_scratch_world, symm_u64 v_scratch_len, symm_u64 v_scratch_local, symm_u64 v_scratch_lpad, void* v_out_ptr, symm_u64 v_out_len, symm_u32 v_n) {
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_input_ptrs, const symm_u64* v_input_pads, symm_u32 v_input_rank, symm_u32 v_input_world, symm_u64 v_input_len, symm_u64 v_input_local, symm_u64 v_input_lpad, const symm_u64* v_scratch_ptrs, const symm_u64* v_scratch_pads, symm_u32 v_scratch_rank, symm_u32 v_scratch_world, symm_u64 v_scratch_len, symm_u64 v_scratch_local, symm_u64 v_scratch_lpad, void* v_out_ptr, symm_u64 v_out_len, symm_u32 v_n, symm_u32 v_ch) {
     symm_kctx __ctx = {__status, __timeout, __rank};
-    k_two_shot_all_reduce<$G_T$, $G_V$, $G_W$>(__ctx, symm_buf<$G_T$>{v_input_ptrs, v_input_pads, v_input_rank, v_input_world, v_input_len, v_input_local, v_input_lpad}, symm_buf<$G_T$>{v_scratch_ptrs, v_scratch_pads, v_scratch_rank, v_scratch_world, v_scratch_len, v_scratch_local, v_scratch_lpad}, symm_slice<$G_T$>{($G_T$*)v_out_ptr, v_out_len}, v_n);
+    k_two_shot_all_reduce<$G_T$, $G_V$, $G_W$>(__ctx, symm_buf<$G_T$>{v_input_ptrs, v_input_pads, v_input_rank, v_input_world, v_input_len, v_input_local, v_input_lpad}, symm_buf<$G_T$>{v_scratch_ptrs, v_scratch_pads, v_scratch_rank, v_scratch_world, v_scratch_len, v_scratch_local, v_scratch_lpad}, symm_slice<$G_T$>{($G_T$*)v_out_ptr, v_out_len}, v_n, v_ch);
 }

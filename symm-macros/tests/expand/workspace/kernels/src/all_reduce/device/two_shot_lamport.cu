@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 template<typename G_T, symm_u64 G_V, symm_u64 G_W>
-__device__ __forceinline__ void k_two_shot_lamport(const symm_kctx& __ctx, symm_buf<G_T> v_input, symm_buf<G_T> v_stage, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_cap) {
+__device__ __forceinline__ void k_two_shot_lamport(const symm_kctx& __ctx, symm_buf<G_T> v_input, symm_buf<G_T> v_stage, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_cap, symm_u32 v_ch) {
 f_enter_call(__ctx);
 auto v_rank = symm_rank(v_input);
 auto v_world = (((G_W > ((symm_u64)0ULL))) ? (symm_cast<symm_u32>(G_W)) : (symm_world(v_input)));
@@ -12,7 +12,7 @@ auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
 auto v_first = f_spread_first(__ctx);
 auto v_vecs = ((((v_n + symm_cast<symm_u32>(G_V)) - ((symm_u32)1ULL))) / symm_cast<symm_u32>(G_V));
 auto v_chunk = ((((v_vecs + v_world) - ((symm_u32)1ULL))) / v_world);
-auto v_epoch = f_next_epoch(__ctx, v_stage);
+auto v_epoch = f_next_epoch(__ctx, v_stage, v_ch);
 auto v_parts = (((((v_epoch & ((SYMM_TY(v_epoch))1ULL))) * ((SYMM_TY(((v_epoch & ((SYMM_TY(v_epoch))1ULL)))))2ULL)) * v_world) * v_cap);
 auto v_sums = (v_parts + (v_world * v_cap));
 auto v_j = v_first;
@@ -67,11 +67,11 @@ f_lamport_store<G_T, G_V>(__ctx, v_out, ((((v_c_3 * v_chunk) + v_j_3)) * symm_ca
 }
 v_j_3 += v_stride;
 }
-f_commit_epoch(__ctx, v_stage, v_epoch);
+f_commit_epoch(__ctx, v_stage, v_epoch, v_ch);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):
-extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_input_ptrs, const symm_u64* v_input_pads, symm_u32 v_input_rank, symm_u32 v_input_world, symm_u64 v_input_len, symm_u64 v_input_local, symm_u64 v_input_lpad, const symm_u64* v_stage_ptrs, const symm_u64* v_stage_pads, symm_u32 v_stage_rank, symm_u32 v_stage_world, symm_u64 v_stage_len, symm_u64 v_stage_local, symm_u64 v_stage_lpad, void* v_out_ptr, symm_u64 v_out_len, symm_u32 v_n, symm_u32 v_cap) {
+extern "C" __global__ void $ENTRY$(symm_u32* __status, symm_u64 __timeout, symm_u32 __rank, const symm_u64* v_input_ptrs, const symm_u64* v_input_pads, symm_u32 v_input_rank, symm_u32 v_input_world, symm_u64 v_input_len, symm_u64 v_input_local, symm_u64 v_input_lpad, const symm_u64* v_stage_ptrs, const symm_u64* v_stage_pads, symm_u32 v_stage_rank, symm_u32 v_stage_world, symm_u64 v_stage_len, symm_u64 v_stage_local, symm_u64 v_stage_lpad, void* v_out_ptr, symm_u64 v_out_len, symm_u32 v_n, symm_u32 v_cap, symm_u32 v_ch) {
     symm_kctx __ctx = {__status, __timeout, __rank};
-    k_two_shot_lamport<$G_T$, $G_V$, $G_W$>(__ctx, symm_buf<$G_T$>{v_input_ptrs, v_input_pads, v_input_rank, v_input_world, v_input_len, v_input_local, v_input_lpad}, symm_buf<$G_T$>{v_stage_ptrs, v_stage_pads, v_stage_rank, v_stage_world, v_stage_len, v_stage_local, v_stage_lpad}, symm_slice<$G_T$>{($G_T$*)v_out_ptr, v_out_len}, v_n, v_cap);
+    k_two_shot_lamport<$G_T$, $G_V$, $G_W$>(__ctx, symm_buf<$G_T$>{v_input_ptrs, v_input_pads, v_input_rank, v_input_world, v_input_len, v_input_local, v_input_lpad}, symm_buf<$G_T$>{v_stage_ptrs, v_stage_pads, v_stage_rank, v_stage_world, v_stage_len, v_stage_local, v_stage_lpad}, symm_slice<$G_T$>{($G_T$*)v_out_ptr, v_out_len}, v_n, v_cap, v_ch);
 }

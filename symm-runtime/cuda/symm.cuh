@@ -1,0 +1,178 @@
+/* symm DSL device API: the contract.
+ *
+ * What code translated by #[symm_kernel] calls, on top of symm_core.cuh:
+ * the kernel context, the handle types, the signal protocol and the
+ * functions that DSL methods translate to, each declared with its
+ * contract. The definitions live in symm_impl/ (signal, support, receive).
+ * symm-runtime/src/dsl/support.rs assembles `DSL_SUPPORT`: PRELUDE, the
+ * constants below, this file, then the implementations.
+ *
+ * Constants that come from Rust, #defined ahead of this file from the Rust
+ * items themselves so the two sides cannot disagree (none is written here):
+ *   SYMM_SIGNAL_BLOCKS, SYMM_MAX_WORLD, SYMM_PAD_SLOTS   symm::layout
+ *   SYMM_KIND_PUT, SYMM_KIND_WAIT,                       symm::signal::SignalKind
+ *   SYMM_KIND_BARRIER_PUT, SYMM_KIND_BARRIER_WAIT
+ *
+ * Timeouts never trap (that would kill the CUDA context): the first failure
+ * of a launch is recorded in the kernel's status record, which the runtime
+ * reports at the next synchronize, and the waiting thread either returns
+ * (the `_within` forms) or ends with `exit`.
+ */
+#ifndef SYMM_CUH
+#define SYMM_CUH
+
+/* ======================================================================
+   Types
+   ====================================================================== */
+
+/* The type of an expression without references or const: how generated code
+   gives a literal the type of the value it combines with. */
+template<class T> struct symm_rr { typedef T type; };
+template<class T> struct symm_rr<T&> { typedef T type; };
+template<class T> struct symm_rr<T&&> { typedef T type; };
+template<class T> struct symm_rr<const T> { typedef T type; };
+template<class T> struct symm_rr<const T&> { typedef T type; };
+#define SYMM_TY(...) typename symm_rr<decltype(__VA_ARGS__)>::type
+/* A non-deduced context: value arguments convert to the pointer's type. */
+template<class T> struct symm_nd { typedef T type; };
+
+/* Where a kernel records a failure, and how long its waits may take. */
+struct symm_kctx { symm_u32* status; symm_u64 timeout_ns; symm_u32 rank; };
+
+/* A slice of global memory (a kernel's `&[T]`, or one rank's buffer). */
+template<typename T> struct symm_slice {
+    T* ptr; symm_u64 len;
+    __device__ __forceinline__ T& operator[](symm_u64 i) const { return ptr[i]; }
+};
+/* A symmetric buffer (`SymmBuf<T>`): device tables of every rank's buffer
+   and signal pad. `local` and `lpad`, this rank's own buffer and pad
+   (ptrs[rank] and pads[rank]), come by value, so reaching them costs no
+   table load. */
+template<typename T> struct symm_buf { const symm_u64* ptrs; const symm_u64* pads; symm_u32 rank; symm_u32 world; symm_u64 len; symm_u64 local; symm_u64 lpad; };
+
+/* ======================================================================
+   Signal protocol (symm_impl/signal.cuh)
+   A pad holds one u32 slot per (channel, block, peer); slot (c, b, p) of
+   rank r's pad is where peer p signals r on channel c from block b.
+   ====================================================================== */
+
+/* Index of slot (channel, block, peer) in a pad; no range check. */
+static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_slot(symm_u32 channel, symm_u32 block, symm_u32 peer);
+/* Address of that slot in the pad at `pad`. */
+static __device__ __forceinline__ __attribute__((unused)) symm_u32* symm_slot(symm_u64 pad, symm_u32 channel, symm_u32 block, symm_u32 peer);
+/* Records a timeout of this thread (kind, rank, block, peer, channel,
+   thread, timeout_ms) in the 8-word status record, unless an earlier
+   failure already did. */
+static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
+                                           symm_u32 channel, symm_u32 timeout_ms);
+/* Signals rank `dst` on `channel` from this block: a system-scope fence,
+   then CAS 0 -> 1 (release) on dst's slot for this rank, spinning while the
+   previous signal is unconsumed. 1 on success; 0 after recording a timeout
+   of `kind`. */
+static __device__ __attribute__((unused)) int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
+                               symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind);
+/* Waits for rank `src`'s signal on `channel` to this block and consumes it:
+   CAS 1 -> 0 (acquire) on this rank's slot for src. 1 on success; 0 after
+   recording a timeout of `kind`. */
+static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, symm_u32 rank, symm_u32 src, symm_u32 channel,
+                                symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind);
+
+/* ======================================================================
+   Handles (symm_impl/support.cuh)
+   ====================================================================== */
+
+/* Number of elements. */
+template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s);
+template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_buf<T>& b);
+template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(const symm_array<T, N>&);
+/* Rank r's buffer (`buf.peer(r)`), and this rank's (`buf.local()`). */
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r);
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b);
+/* Rank r's signal pad as SYMM_PAD_SLOTS u32 slots. */
+template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r);
+/* This rank, and the number of ranks. */
+template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b);
+template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b);
+
+/* ======================================================================
+   Rust operators (symm_impl/support.cuh)
+   ====================================================================== */
+
+/* `!`: logical on bool, bitwise on integers. */
+template<class T> __device__ __forceinline__ T symm_not(T x);
+static __device__ __forceinline__ __attribute__((unused)) bool symm_not(bool x);
+/* `%`: truncating for integers, fmod for floats (exact, like Rust). */
+template<class T> __device__ __forceinline__ T symm_rem(T a, T b);
+static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a, float b);
+static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b);
+static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b);
+static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b);
+/* Half-precision square roots, through f32 like the Rust side. */
+static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_sqrt(symm_bf16 a);
+static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_sqrt(symm_f16 a);
+/* wrapping_add / _sub / _mul: wrap exactly as Rust's. */
+template<class T> __device__ __forceinline__ T symm_wrapping_add(T a, typename symm_nd<T>::type b);
+template<class T> __device__ __forceinline__ T symm_wrapping_sub(T a, typename symm_nd<T>::type b);
+template<class T> __device__ __forceinline__ T symm_wrapping_mul(T a, typename symm_nd<T>::type b);
+/* Element bits zero-extended to 32 bits, and back (elements of at most 4
+   bytes). */
+template<class T> __device__ __forceinline__ symm_u32 symm_to_bits32(T x);
+template<class T> __device__ __forceinline__ T symm_from_bits32(symm_u32 b);
+
+/* ======================================================================
+   Memory methods (symm_impl/support.cuh): element i of a slice, with
+   order S and scope C as symm_ld / symm_st / symm_atom_* (symm_core.cuh)
+   ====================================================================== */
+
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_load(symm_slice<T> s, symm_u64 i);
+template<int S, int C, class T> __device__ __forceinline__ void symm_dsl_store(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v);
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_add(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v);
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_exch(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v);
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_max(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v);
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_min(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v);
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_cas(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type c, typename symm_nd<T>::type v);
+/* Elements i..i+N as one 16-byte access (symm_ld_vec and friends). */
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec(symm_slice<T> s, symm_u64 i);
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_volatile(symm_slice<T> s, symm_u64 i);
+template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec(symm_slice<T> s, symm_u64 i, symm_array<T, N> v);
+template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec_volatile(symm_slice<T> s, symm_u64 i, symm_array<T, N> v);
+
+/* ======================================================================
+   Receives of data that marks its own arrival (symm_impl/receive.cuh).
+   Each polls until the data is there; a timeout records peer `from` (or
+   rank r of a gather) with channel 0xffffffff and ends the thread.
+   ====================================================================== */
+
+/* LL packet at element i (8 bytes): the packet once its high word is `tag`. */
+template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from);
+/* Two LL packets at element i (16 bytes), once both tags are `tag`. */
+template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from);
+/* Packet pairs of every rank r in the bit set `ranks`, at first + r * stride. */
+template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag);
+/* Elements i..i+N (16 bytes) once none has `empty`'s bits. */
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type empty, symm_u32 from);
+/* The same for every rank r in `ranks`, at first + r * stride; zeros for
+   the others. */
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<symm_array<T, N>, 8> symm_dsl_gather_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, typename symm_nd<T>::type empty);
+
+/* ======================================================================
+   Flags and signals (symm_impl/support.cuh)
+   ====================================================================== */
+
+/* Epoch flags: a system-scope release store of `value` into dst's slot for
+   this rank; and an acquire spin until this rank's slot from src has
+   reached `value` (wrapping comparison). A timed-out wait records
+   SYMM_KIND_WAIT and ends the thread. */
+template<class T> __device__ __forceinline__ void symm_dsl_signal_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u32 value);
+template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u32 value);
+/* symm_put / symm_wait with the kernel's timeout; a timeout records
+   SYMM_KIND_PUT / SYMM_KIND_WAIT and ends the thread. */
+template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel);
+template<class T> __device__ __forceinline__ void symm_dsl_wait_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel);
+/* With their own timeout: false after recording a timeout, and the thread
+   goes on (to the other half of a barrier). The record's kind is
+   SYMM_KIND_BARRIER_PUT / _WAIT when `barrier`, else SYMM_KIND_PUT / _WAIT. */
+template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, bool barrier);
+template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, bool barrier);
+
+#endif /* SYMM_CUH */

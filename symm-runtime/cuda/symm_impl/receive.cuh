@@ -1,0 +1,137 @@
+/* Receives of data that marks its own arrival (LL packets, sentinel-filled
+   staging): one shared wait loop and its wrappers. Part of DSL_SUPPORT; see
+   symm.cuh. */
+#ifndef SYMM_IMPL_RECEIVE_CUH
+#define SYMM_IMPL_RECEIVE_CUH
+
+/* The wait loop of every receive of data that marks its own arrival (LL
+   packets, sentinel-filled staging): fills v[r] for each r < 8 whose bit is
+   set in `slots`, with `load(r)` (which may be called with a run-time r)
+   until `ready(v[r])`. Every slot's load is issued before any is checked:
+   one memory round trip when everything has arrived. Then it spins on the
+   first slot still missing alone (a tight loop: one load and one check a
+   turn, the shortest delay between an arrival and its detection), and once
+   that one lands it loads the other missing slots again together, so
+   waiting on several peers costs one more round trip after the first
+   spin, not one per peer. v[] is only ever indexed by unrolled constants,
+   so it stays in registers. A timeout records peer `from(r)` of the slot
+   it spins on (data waits have no channel: 0xffffffff) and ends the
+   thread. */
+static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_lowest_bit(symm_u32 x) {
+    symm_u32 r;
+    asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(x & (0u - x)));
+    return r;
+}
+template<class V, class Load, class Ready, class From>
+__device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slots, V (&v)[8], Load load, Ready ready, From from) {
+#pragma unroll
+    for (symm_u32 r = 0; r < 8; ++r) if (slots >> r & 1u) v[r] = load(r);
+    symm_u32 pending = 0;
+#pragma unroll
+    for (symm_u32 r = 0; r < 8; ++r) if ((slots >> r & 1u) && !ready(v[r])) pending |= 1u << r;
+    if (!pending) return;
+    const symm_u64 start = symm_globaltimer();
+    for (;;) {
+        const symm_u32 first = symm_lowest_bit(pending);
+        V cur = load(first);
+        while (!ready(cur)) {
+            if (symm_globaltimer() - start > c.timeout_ns) {
+                symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from(first), 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
+                asm volatile("exit;");
+            }
+            cur = load(first);
+        }
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) if (r == first) v[r] = cur;
+        pending &= ~(1u << first);
+        if (!pending) return;
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) if (pending >> r & 1u) v[r] = load(r);
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) if ((pending >> r & 1u) && ready(v[r])) pending &= ~(1u << r);
+        if (!pending) return;
+    }
+}
+
+/* Whether no element (of T's width) of the 16 bytes `w` has `empty`'s bits.
+   Checked on the raw words, so nothing is unpacked between a slot's load
+   and the next one. */
+template<class T> __device__ __forceinline__ bool symm_words_ready(const symm_array<symm_u32, 4>& w, T empty) {
+    static_assert(sizeof(T) <= 4, "sentinel receives take elements of at most 4 bytes");
+    const symm_u32 e = symm_to_bits32(empty);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if constexpr (sizeof(T) == 4) {
+            if (w[k] == e) return false;
+        } else {
+#pragma unroll
+            for (int h = 0; h < 4 / (int)sizeof(T); ++h)
+                if ((w[k] >> (h * 8 * sizeof(T)) & ((1u << (8 * sizeof(T))) - 1u)) == e) return false;
+        }
+    }
+    return true;
+}
+
+/* LL receive: 8-byte volatile loads polled until the high word is `tag`.
+   Data and tag travel in one single-copy-atomic store, so no fence is
+   needed. */
+template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
+    const symm_u64* p = (const symm_u64*)(s.ptr + i);
+    symm_u64 v[8] = {};
+    symm_wait_slots(c, 1u, v, [&](symm_u32) { return symm_ld<SYMM_VOLATILE, SYMM_SYS>(p); },
+                    [&](symm_u64 x) { return (symm_u32)(x >> 32) == tag; }, [&](symm_u32) { return from; });
+    return v[0];
+}
+
+/* Two LL packets at once: a 16-byte volatile load (two 8-byte elements, each
+   single-copy atomic) polled until both tags are `tag`. */
+static __device__ __forceinline__ __attribute__((unused)) bool symm_tagged2_ready(const symm_array<symm_u64, 2>& v, symm_u32 tag) {
+    return (symm_u32)(v[0] >> 32) == tag && (symm_u32)(v[1] >> 32) == tag;
+}
+template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
+    const symm_u64* p = (const symm_u64*)(s.ptr + i);
+    symm_array<symm_u64, 2> v[8] = {};
+    symm_wait_slots(c, 1u, v, [&](symm_u32) { return symm_ld_vec_volatile<symm_u64, 2>(p); },
+                    [&](const symm_array<symm_u64, 2>& x) { return symm_tagged2_ready(x, tag); }, [&](symm_u32) { return from; });
+    return v[0];
+}
+
+/* Packet pairs of several ranks: slot r (for each bit r of `ranks`) at
+   `first + r * stride`, all polled together; a timeout names rank r. */
+template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag) {
+    symm_array<symm_u64, 2> v[8] = {};
+    symm_wait_slots(c, ranks, v, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u64, 2>((const symm_u64*)(s.ptr + first + r * stride)); },
+                    [&](const symm_array<symm_u64, 2>& x) { return symm_tagged2_ready(x, tag); }, [](symm_u32 r) { return r; });
+    symm_array<symm_array<symm_u64, 2>, 8> out;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) out[r] = v[r];
+    return out;
+}
+
+/* Sentinel receive: a 16-byte volatile load polled until no element has
+   `empty`'s bits (each element is single-copy atomic, so a partly arrived
+   vector still shows the sentinel). */
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type empty, symm_u32 from) {
+    static_assert(sizeof(T) * N == 16, "load_vec_ready: sizeof(T) * N must be 16");
+    const symm_u32* p = (const symm_u32*)(s.ptr + i);
+    symm_array<symm_u32, 4> w[8] = {};
+    symm_wait_slots(c, 1u, w, [&](symm_u32) { return symm_ld_vec_volatile<symm_u32, 4>(p); },
+                    [&](const symm_array<symm_u32, 4>& x) { return symm_words_ready<T>(x, empty); }, [&](symm_u32) { return from; });
+    return symm_bitcast<symm_array<T, N>>(w[0]);
+}
+
+/* Sentinel receive from several ranks: slot r (for each bit r of `ranks`)
+   at `first + r * stride`, all polled together; zeros where a bit is
+   clear; a timeout names rank r. */
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<symm_array<T, N>, 8> symm_dsl_gather_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, typename symm_nd<T>::type empty) {
+    static_assert(sizeof(T) * N == 16, "gather_ready: sizeof(T) * N must be 16");
+    symm_array<symm_u32, 4> w[8] = {};
+    symm_wait_slots(c, ranks, w, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u32, 4>((const symm_u32*)(s.ptr + first + r * stride)); },
+                    [&](const symm_array<symm_u32, 4>& x) { return symm_words_ready<T>(x, empty); }, [](symm_u32 r) { return r; });
+    symm_array<symm_array<T, N>, 8> v;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) v[r] = symm_bitcast<symm_array<T, N>>(w[r]);
+    return v;
+}
+
+#endif /* SYMM_IMPL_RECEIVE_CUH */

@@ -1,0 +1,112 @@
+/* The layer between generated code and the core: handle accessors, Rust
+   operators, memory wrappers, epoch flags and in-kernel signals. Part of
+   DSL_SUPPORT; see symm.cuh. */
+#ifndef SYMM_IMPL_SUPPORT_CUH
+#define SYMM_IMPL_SUPPORT_CUH
+
+/* Entry `r` of a buffer's pointer table. The tables never change while a
+   kernel runs, so this is a pure (non-volatile, no memory clobber) read-only
+   load: the compiler may issue it early and reuse it, instead of reloading
+   it after every ordered memory operation (each reload is an L2 round trip
+   on the path of every small call). */
+static __device__ __forceinline__ __attribute__((unused)) symm_u64 symm_table_at(const symm_u64* t, symm_u32 r) {
+    symm_u64 v;
+    asm("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(t + r));
+    return v;
+}
+
+template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s) { return s.len; }
+template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_buf<T>& b) { return b.len; }
+template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(const symm_array<T, N>&) { return N; }
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r) { return symm_slice<T>{(T*)symm_table_at(b.ptrs, r), b.len}; }
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b) { return symm_slice<T>{(T*)b.local, b.len}; }
+template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r) { return symm_slice<symm_u32>{(symm_u32*)(r == b.rank ? b.lpad : symm_table_at(b.pads, r)), SYMM_PAD_SLOTS}; }
+template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b) { return b.rank; }
+template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b) { return b.world; }
+
+/* Rust's `!`: logical on bool, bitwise on integers. */
+template<class T> __device__ __forceinline__ T symm_not(T x) { return ~x; }
+static __device__ __forceinline__ __attribute__((unused)) bool symm_not(bool x) { return !x; }
+
+/* Rust's `%`: truncating for integers, fmod for floats (exact, like Rust). */
+template<class T> __device__ __forceinline__ T symm_rem(T a, T b) { return a % b; }
+static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a, float b) { return fmodf(a, b); }
+static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b) { return fmod(a, b); }
+static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b) { return symm_f32_to_bf16(fmodf(symm_bf16_to_f32(a), symm_bf16_to_f32(b))); }
+static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b) { return symm_f32_to_f16(fmodf(symm_f16_to_f32(a), symm_f16_to_f32(b))); }
+
+/* Half-precision square roots, through f32 like the Rust side. */
+static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_sqrt(symm_bf16 a) { return symm_f32_to_bf16(symm_sqrt(symm_bf16_to_f32(a))); }
+static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_sqrt(symm_f16 a) { return symm_f32_to_f16(symm_sqrt(symm_f16_to_f32(a))); }
+
+/* Rust's wrapping_*: computed on 64-bit unsigned values, so signed overflow
+   (undefined in C++) wraps exactly as in Rust. */
+template<class T> __device__ __forceinline__ T symm_wrapping_add(T a, typename symm_nd<T>::type b) { return (T)((symm_u64)a + (symm_u64)b); }
+template<class T> __device__ __forceinline__ T symm_wrapping_sub(T a, typename symm_nd<T>::type b) { return (T)((symm_u64)a - (symm_u64)b); }
+template<class T> __device__ __forceinline__ T symm_wrapping_mul(T a, typename symm_nd<T>::type b) { return (T)((symm_u64)a * (symm_u64)b); }
+
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_load(symm_slice<T> s, symm_u64 i) { return symm_ld<S, C>(s.ptr + i); }
+template<int S, int C, class T> __device__ __forceinline__ void symm_dsl_store(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { symm_st<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_add(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { return symm_atom_add<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_exch(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { return symm_atom_exch<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_max(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { return symm_atom_max<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_min(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type v) { return symm_atom_min<S, C>(s.ptr + i, v); }
+template<int S, int C, class T> __device__ __forceinline__ T symm_dsl_cas(symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type c, typename symm_nd<T>::type v) { return symm_atom_cas<S, C>(s.ptr + i, c, v); }
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec(symm_slice<T> s, symm_u64 i) { return symm_ld_vec<T, N>(s.ptr + i); }
+template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_volatile(symm_slice<T> s, symm_u64 i) { return symm_ld_vec_volatile<T, N>(s.ptr + i); }
+template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec(symm_slice<T> s, symm_u64 i, symm_array<T, N> v) { symm_st_vec<T, N>(s.ptr + i, v); }
+template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec_volatile(symm_slice<T> s, symm_u64 i, symm_array<T, N> v) { symm_st_vec_volatile<T, N>(s.ptr + i, v); }
+
+/* Epoch flags: a release store of a value, and an acquire spin until the
+   slot reaches it (wrapping comparison, so epochs may wrap). No CAS round
+   trips: the fast path of barriers that run every call. */
+template<class T> __device__ __forceinline__ void symm_dsl_signal_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u32 value) {
+    (void)c;
+    symm_st<SYMM_RELEASE, SYMM_SYS>(symm_slot(symm_table_at(b.pads, dst), channel, blockIdx.x, b.rank), value);
+}
+template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u32 value) {
+    const symm_u32* slot = symm_slot(b.lpad, channel, blockIdx.x, src);
+    if ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) >= 0) return;
+    symm_u64 start = symm_globaltimer();
+    while ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) < 0) {
+        if (symm_globaltimer() - start > c.timeout_ns) {
+            symm_record_timeout(c.status, SYMM_KIND_WAIT, b.rank, src, channel, (symm_u32)(c.timeout_ns / 1000000ull));
+            asm volatile("exit;");
+        }
+    }
+}
+
+
+/* Element bits zero-extended to 32 bits, and back (LL packing). */
+template<class T> __device__ __forceinline__ symm_u32 symm_to_bits32(T x) {
+    if constexpr (sizeof(T) == 4) return symm_bitcast<symm_u32>(x);
+    else if constexpr (sizeof(T) == 2) return (symm_u32)symm_bitcast<symm_u16>(x);
+    else return (symm_u32)symm_bitcast<symm_u8>(x);
+}
+template<class T> __device__ __forceinline__ T symm_from_bits32(symm_u32 b) {
+    if constexpr (sizeof(T) == 4) return symm_bitcast<T>(b);
+    else if constexpr (sizeof(T) == 2) return symm_bitcast<T>((symm_u16)b);
+    else return symm_bitcast<T>((symm_u8)b);
+}
+
+/* In-kernel signals. A timeout records who failed and ends this thread with
+   `exit` (never `trap`, which would kill the context); the runtime reports
+   the record at the next synchronize. */
+template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel) {
+    if (!symm_put(b.pads, b.rank, dst, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_PUT)) asm volatile("exit;");
+}
+/* Host-requested signal ops carry their own timeout and report their kind
+   (a barrier's half, or a lone put or wait: the kernels say which, the codes
+   come from Rust); they return (leaving the record) instead of exiting, so
+   the caller's thread can finish the barrier's other half. */
+template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, bool barrier) {
+    return symm_put(b.pads, b.rank, dst, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, barrier ? SYMM_KIND_BARRIER_PUT : SYMM_KIND_PUT);
+}
+template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, bool barrier) {
+    return symm_wait(b.pads, b.rank, src, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, barrier ? SYMM_KIND_BARRIER_WAIT : SYMM_KIND_WAIT);
+}
+template<class T> __device__ __forceinline__ void symm_dsl_wait_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel) {
+    if (!symm_wait(b.pads, b.rank, src, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_WAIT)) asm volatile("exit;");
+}
+
+#endif /* SYMM_IMPL_SUPPORT_CUH */
