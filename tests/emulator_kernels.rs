@@ -176,6 +176,8 @@ fn wait_briefly(buf: SymmBuf<u32>, src: u32, channel: u32) {
     }
 }
 
+/// A kernel's own bounded wait gives up after its timeout, records it and
+/// goes on; the next synchronisation reports it, as on a GPU.
 #[test]
 fn an_explicit_signal_timeout_is_honoured() {
     if !emulator_only() {
@@ -191,11 +193,31 @@ fn an_explicit_signal_timeout_is_honoured() {
             let ch = Channel::request(c)?;
             if c.rank() == 0 {
                 wait_briefly::launch(c, LaunchConfig::linear(1, 32), &s, 1, ch.index())?;
+                c.synchronize()?;
             }
             Ok(())
         },
     )
     .expect_err("nobody signals");
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert!(
+        matches!(
+            err.errors[0],
+            (
+                0,
+                Error::SignalTimeout {
+                    rank: 0,
+                    block: 0,
+                    thread: 0,
+                    peer: 1,
+                    channel: 0,
+                    timeout_ms: 200,
+                    ..
+                }
+            )
+        ),
+        "{err}"
+    );
     // The kernel's own 200 ms, not the group's 20 s (nor the 2 s stall).
     assert!(
         t.elapsed() < Duration::from_millis(1500),
@@ -205,7 +227,7 @@ fn an_explicit_signal_timeout_is_honoured() {
     let msg = err.to_string();
     assert!(
         msg.contains(
-            "rank 0, block 0: wait_signal on channel 0 with peer 1 did not complete within 200 ms"
+            "rank 0, block 0, thread 0: wait_signal (peer never signalled) on channel 0 with peer 1 did not complete within 200 ms"
         ),
         "{msg}"
     );

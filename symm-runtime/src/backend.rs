@@ -94,18 +94,6 @@ pub(crate) struct Table {
     pub _keep: Box<dyn Any + Send + Sync>,
 }
 
-/// Arguments of one signal operation.
-pub(crate) struct SignalCall<'a> {
-    pub op: crate::signal::SignalOp,
-    /// Host array of every rank's signal-pad address.
-    pub pads: &'a [u64],
-    /// Device array of the same addresses.
-    pub pads_dev: u64,
-    pub world: usize,
-    pub channel: usize,
-    pub timeout: Duration,
-}
-
 /// One `#[symm_kernel]` instantiation, as a backend compiles and runs it.
 pub(crate) struct KernelSpec<'a> {
     /// The kernel's name, for diagnostics and its CUDA entry.
@@ -180,10 +168,8 @@ pub(crate) trait Backend: Send + Sync {
     fn fill(&self, dst: u64, byte: u8, bytes: usize) -> Result<()>;
     /// Makes a device-visible copy of `values`.
     fn table(&self, values: &[u64]) -> Result<Table>;
-    /// Enqueues (GPU) or performs (host) a signal operation. Timeouts are
-    /// recorded and surface from the next [`Backend::synchronize`].
-    fn signal(&self, call: &SignalCall<'_>) -> Result<()>;
-    /// Waits for all enqueued work and reports any recorded timeout.
+    /// Waits for all enqueued work and reports any recorded failure (a
+    /// timeout, on the emulator too).
     fn synchronize(&self) -> Result<()>;
     /// Free and total memory of the device, in bytes.
     fn mem_info(&self) -> Result<(usize, usize)>;

@@ -195,6 +195,11 @@ impl Comm {
         )
     }
 
+    /// Which ranks of the group share a device.
+    pub(crate) fn placement(&self) -> &Placement {
+        &self.state.placement
+    }
+
     /// What a launch on this rank needs to know of the group.
     pub(crate) fn launch_ctx(&self) -> crate::backend::LaunchCtx<'_> {
         crate::backend::LaunchCtx {

@@ -637,8 +637,8 @@ impl Drop for RankStreams {
     }
 }
 
-/// Bytes of a status record (see [`crate::signal::StatusRecord`]).
-const STATUS_BYTES: usize = crate::signal::STATUS_WORDS * 4;
+/// Bytes of a status record (see [`crate::status::StatusRecord`]).
+const STATUS_BYTES: usize = crate::status::STATUS_WORDS * 4;
 
 /// A plain device allocation of one rank (pointer tables, status records,
 /// [`DeviceBuffer`](crate::DeviceBuffer)s).

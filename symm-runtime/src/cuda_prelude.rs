@@ -16,7 +16,7 @@
 //! [`crate::signal::SignalKind`]) and prepends them.
 
 use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_PAD_SLOTS};
-use crate::signal::SignalKind;
+use crate::status::SignalKind;
 
 /// CUDA C source that every kernel symm compiles starts with: the core
 /// device API declared in `cuda/symm_core.cuh` (integer typedefs,

@@ -28,6 +28,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use crate::dsl::thread::{set_current, KernelThread};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
+use crate::status::StatusRecord;
 
 /// Most simulated threads alive at once on one rank. Each has its own stack
 /// mapping (plus a guard page), and the kernel limits mappings per process
@@ -133,6 +134,10 @@ struct Fault(String);
 
 struct Launch {
     name: &'static str,
+    /// Where a thread's bounded wait that gave up records it (the rank's
+    /// status, reported at the next synchronisation, as on a GPU); alive
+    /// for the whole launch (see `run`).
+    record: *const dyn Fn(StatusRecord),
     rank: u32,
     timeout_ns: u64,
     epoch: Instant,
@@ -239,6 +244,11 @@ impl KernelThread for Thread {
     fn timeout_ns(&self) -> u64 {
         self.launch().timeout_ns
     }
+    fn record(&self, rec: StatusRecord) {
+        // SAFETY: `run` keeps the sink alive while any thread of the launch runs.
+        let record = unsafe { &*self.launch().record };
+        record(rec)
+    }
     fn fail(&self, message: String, loc: &'static Location<'static>) -> ! {
         std::panic::resume_unwind(Box::new(Fault(format!(
             "{}: {message} (at {loc})",
@@ -273,17 +283,24 @@ fn unflatten(i: u32, d: [u32; 3]) -> [u32; 3] {
 
 /// Runs a launch to completion on the emulator.
 /// `rank` of `world` in the group `group` runs kernel `name`, whose waits
-/// may take `kernel_timeout`.
+/// may take `kernel_timeout`; a bounded wait that gives up is passed to
+/// `record`.
 pub(crate) fn run(
     (rank, world, group_key): (usize, usize, &GroupKey),
     kernel_timeout: Duration,
     name: &'static str,
     cfg: &LaunchConfig,
     body: &dyn Fn(),
+    record: &dyn Fn(StatusRecord),
 ) -> Result<()> {
     let (grid, block) = (dims(cfg.grid), dims(cfg.block));
+    let record: *const (dyn Fn(StatusRecord) + '_) = record;
+    // SAFETY: only the lifetime is erased: `launch` and every thread that
+    // reads it are gone when this function returns, and `record` outlives it.
+    let record: *const dyn Fn(StatusRecord) = unsafe { std::mem::transmute(record) };
     let launch = Launch {
         name,
+        record,
         rank: rank as u32,
         timeout_ns: u64::try_from(kernel_timeout.as_nanos()).unwrap_or(u64::MAX),
         epoch: Instant::now(),
@@ -293,6 +310,12 @@ pub(crate) fn run(
         world,
         group: group(group_key),
     };
+    // Entering a launch is progress: a peer that has waited longer than the
+    // stall window while this rank was busy on the host must not take the
+    // moment this rank arrives (and the group looks settled) for a deadlock.
+    // (Before `InLaunch`, so that whoever sees this rank in its launch also
+    // sees the progress.)
+    launch.group.progress.fetch_add(1, Ordering::Release);
     let _in_launch = InLaunch::new(&launch.group);
     let blocks = grid.iter().product::<u32>();
     let per_block = block.iter().product::<u32>();

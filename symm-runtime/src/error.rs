@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::jit::JitError;
-use crate::signal::SignalKind;
+use crate::status::SignalKind;
 use crate::store::StoreError;
 
 /// Result alias used across symm.

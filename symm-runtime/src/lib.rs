@@ -12,7 +12,6 @@
 
 mod backend;
 mod bootstrap;
-mod buffer;
 mod comm;
 pub mod cuda;
 pub mod cuda_prelude;
@@ -29,25 +28,26 @@ mod ipc;
 pub mod jit;
 mod launch;
 pub mod layout;
+mod memory;
 mod placement;
 mod raw;
 mod run;
 pub mod signal;
+mod status;
 pub mod store;
-mod symmetric_memory;
 
 pub use backend::BackendKind;
 pub use bootstrap::{Handles, LaunchEnv, Launcher, StoreSpec};
-pub use buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
 pub use comm::{Comm, CommOptions};
 pub use cuda::{cuda_available, cuda_device_count, prepare_shared_gpus};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use launch::{KernelArg, LaunchConfig};
+pub use memory::buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
+pub use memory::symmetric::{PeerBuffer, SymmetricMemory};
 pub use raw::RawKernel;
 pub use run::{run, run_local, Ranks, RunError};
 pub use store::{FileStore, InProcessStore, Store, StoreError, TcpStore};
-pub use symmetric_memory::{PeerBuffer, SymmetricMemory};
 
 /// Re-exported so users can name the f16 and bf16 element types.
 pub use half::{bf16, f16};

@@ -1,7 +1,6 @@
 //! Items that `#[symm_kernel]` expansions use. Not a public API: generated
 //! code reaches the runtime only through `::symm::__private`.
 
-pub use crate::buffer::DeviceSlice;
 pub use crate::comm::Comm;
 pub use crate::dsl::device_fn::{device_sources, DeviceFn};
 pub use crate::dsl::memory::DslIndex;
@@ -10,7 +9,8 @@ pub use crate::dsl::{Remote, Scalar, Shared, Slice, SliceMut, SymmBuf};
 pub use crate::error::{Error, Result};
 pub use crate::jit::KERNEL_OPTIONS;
 pub use crate::launch::LaunchConfig;
-pub use crate::symmetric_memory::SymmetricMemory;
+pub use crate::memory::buffer::DeviceSlice;
+pub use crate::memory::symmetric::SymmetricMemory;
 
 use crate::dsl::support::DSL_SUPPORT;
 

@@ -22,176 +22,191 @@
 //! runtime turns that into [`crate::Error::SignalTimeout`] at the next
 //! synchronisation, and the context stays usable.
 
-use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::CudaStream;
+
+use crate::backend::{Backend, KernelSpec};
+use crate::error::Result;
+use crate::launch::LaunchConfig;
+use crate::memory::symmetric::SymmetricMemory;
 
 mod channel;
-pub(crate) mod emulated;
+pub use crate::status::SignalKind;
 pub use channel::Channel;
 
-/// Which signal operation gave up.
-///
-/// The discriminants are the codes that the status record carries: the
-/// single definition, which the device code receives as `SYMM_KIND_*`
-/// `#define`s (see [`crate::cuda_prelude`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-#[repr(u32)]
-pub enum SignalKind {
-    /// `put_signal` found the peer's slot still holding an unconsumed signal.
-    Put = 1,
-    /// `wait_signal` never saw the peer's signal.
-    Wait,
-    /// A barrier could not signal a peer.
-    BarrierPut,
-    /// A barrier never heard from a peer.
-    BarrierWait,
-}
-
-impl SignalKind {
-    /// Every kind, in code order.
-    pub(crate) const ALL: [SignalKind; 4] = [
-        SignalKind::Put,
-        SignalKind::Wait,
-        SignalKind::BarrierPut,
-        SignalKind::BarrierWait,
-    ];
-
-    pub(crate) const fn code(self) -> u32 {
-        self as u32
+/// The host's signal operations: each launches one of the signal kernels
+/// below on the rank's stream (or the caller's), as a GPU runs them and as
+/// the emulator runs them.
+impl SymmetricMemory {
+    /// Stream-ordered barrier with every rank on `channel`. See
+    /// [`crate::signal`] for its memory ordering.
+    pub fn barrier(&self, channel: &Channel, timeout: Duration) -> Result<()> {
+        self.signal(&**self.backend(), SignalOp::Barrier, channel, timeout)
     }
 
-    pub(crate) fn from_code(code: u32) -> Option<SignalKind> {
-        SignalKind::ALL.into_iter().find(|k| k.code() == code)
+    /// Stream-ordered signal to rank `dst` on `channel` (a system-scope release).
+    pub fn put_signal(&self, dst: usize, channel: &Channel, timeout: Duration) -> Result<()> {
+        self.check_rank("destination", dst)?;
+        self.signal(&**self.backend(), SignalOp::Put { dst }, channel, timeout)
     }
 
-    /// The name of this kind's code in the device headers.
-    pub(crate) const fn device_name(self) -> &'static str {
-        match self {
-            SignalKind::Put => "SYMM_KIND_PUT",
-            SignalKind::Wait => "SYMM_KIND_WAIT",
-            SignalKind::BarrierPut => "SYMM_KIND_BARRIER_PUT",
-            SignalKind::BarrierWait => "SYMM_KIND_BARRIER_WAIT",
+    /// Stream-ordered wait for rank `src`'s signal on `channel` (a
+    /// system-scope acquire), consuming it.
+    pub fn wait_signal(&self, src: usize, channel: &Channel, timeout: Duration) -> Result<()> {
+        self.check_rank("source", src)?;
+        self.signal(&**self.backend(), SignalOp::Wait { src }, channel, timeout)
+    }
+
+    /// [`barrier`](Self::barrier) on the caller's CUDA stream.
+    pub fn barrier_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        channel: &Channel,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.signal(
+            &*self.backend().with_cuda_stream(stream.clone())?,
+            SignalOp::Barrier,
+            channel,
+            timeout,
+        )
+    }
+
+    /// [`put_signal`](Self::put_signal) on the caller's CUDA stream.
+    pub fn put_signal_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        dst: usize,
+        channel: &Channel,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.check_rank("destination", dst)?;
+        self.signal(
+            &*self.backend().with_cuda_stream(stream.clone())?,
+            SignalOp::Put { dst },
+            channel,
+            timeout,
+        )
+    }
+
+    /// [`wait_signal`](Self::wait_signal) on the caller's CUDA stream.
+    pub fn wait_signal_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: usize,
+        channel: &Channel,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.check_rank("source", src)?;
+        self.signal(
+            &*self.backend().with_cuda_stream(stream.clone())?,
+            SignalOp::Wait { src },
+            channel,
+            timeout,
+        )
+    }
+
+    /// Launches the signal kernel of `op` on `backend`'s stream: one block,
+    /// one thread for a put or a wait, one per rank for a barrier.
+    fn signal(
+        &self,
+        backend: &dyn Backend,
+        op: SignalOp,
+        channel: &Channel,
+        timeout: Duration,
+    ) -> Result<()> {
+        use kernels::{signal_barrier, signal_put, signal_wait};
+        if channel.owner() != self.owner() {
+            return Err(self.invalid(format!(
+                "channel {} was requested on another rank or group (rank {}) than the one \
+                 that owns this allocation; request channels from this rank's Comm",
+                channel.index(),
+                channel.rank()
+            )));
         }
-    }
-}
-
-impl fmt::Display for SignalKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SignalKind::Put => "put_signal (peer never consumed the previous signal)",
-            SignalKind::Wait => "wait_signal (peer never signalled)",
-            SignalKind::BarrierPut => {
-                "barrier, signalling (peer never consumed the previous signal)"
-            }
-            SignalKind::BarrierWait => "barrier, waiting (peer never arrived)",
-        })
-    }
-}
-
-/// Number of `u32` words in the status record.
-pub(crate) const STATUS_WORDS: usize = 8;
-
-/// The status record a timed-out kernel leaves behind.
-///
-/// Word layout: `[flag, kind, rank, block, peer, channel, thread, timeout_ms]`.
-/// Only the first thread to claim the flag writes the rest, so the record
-/// names the first failure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct StatusRecord {
-    pub kind: SignalKind,
-    pub rank: usize,
-    pub block: u32,
-    pub peer: usize,
-    pub channel: u32,
-    pub thread: u32,
-    pub timeout_ms: u64,
-}
-
-impl StatusRecord {
-    /// Decodes the raw words; `None` when nothing was recorded.
-    pub(crate) fn decode(w: &[u32; STATUS_WORDS]) -> Option<StatusRecord> {
-        if w[0] == 0 {
-            return None;
+        let (rank, world) = (self.rank(), self.world_size());
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let ch = channel.index();
+        // The kernels touch only the pads, the rank and the world size.
+        let pads = crate::__private::SymmBufArg {
+            ptrs: 0,
+            pads: self.signal_pad_ptrs_dev(),
+            rank,
+            world,
+            len: 0,
+            local: 0,
+            local_pad: self.signal_pad_ptrs()[rank],
+        };
+        let mut params = vec![[0u8; 8]; crate::__private::HIDDEN_SLOTS];
+        params.extend(crate::__private::symm_buf_slots(pads));
+        match op {
+            SignalOp::Put { dst } => params.push(crate::__private::slot(dst as u32)),
+            SignalOp::Wait { src } => params.push(crate::__private::slot(src as u32)),
+            SignalOp::Barrier => {}
         }
-        Some(StatusRecord {
-            // An unknown kind can only come from a foreign writer; report it as
-            // a wait, the most common case, rather than losing the record.
-            kind: SignalKind::from_code(w[1]).unwrap_or(SignalKind::Wait),
-            rank: w[2] as usize,
-            block: w[3],
-            peer: w[4] as usize,
-            channel: w[5],
-            thread: w[6],
-            timeout_ms: u64::from(w[7]),
-        })
-    }
-
-    pub(crate) fn into_error(self) -> crate::Error {
-        crate::Error::SignalTimeout {
-            rank: self.rank,
-            block: self.block,
-            thread: self.thread,
-            peer: self.peer,
-            channel: self.channel,
-            kind: self.kind,
-            timeout_ms: self.timeout_ms,
-        }
+        params.push(crate::__private::slot(ch));
+        params.push(crate::__private::slot(timeout_ns));
+        // SAFETY: the pads' table and every pad stay mapped while `self`
+        // lives, which outlasts the launch (the emulator runs it to
+        // completion inside `launch`); the kernels read no buffer.
+        let buf = unsafe {
+            crate::dsl::SymmBuf::<u8>::__new(
+                0,
+                self.signal_pad_ptrs_dev(),
+                rank as u32,
+                world as u32,
+                0,
+            )
+        };
+        type Source<'a> = &'a dyn Fn(&str) -> String;
+        let (def, threads, source, cpu): (_, u32, Source<'_>, &dyn Fn()) = match op {
+            SignalOp::Put { dst } => (
+                &signal_put::DEF,
+                1,
+                &|e| signal_put::__source::<u8>(e),
+                &move || signal_put::cpu::<u8>(buf, dst as u32, ch, timeout_ns),
+            ),
+            SignalOp::Wait { src } => (
+                &signal_wait::DEF,
+                1,
+                &|e| signal_wait::__source::<u8>(e),
+                &move || signal_wait::cpu::<u8>(buf, src as u32, ch, timeout_ns),
+            ),
+            SignalOp::Barrier => (
+                &signal_barrier::DEF,
+                world as u32,
+                &|e| signal_barrier::__source::<u8>(e),
+                &move || signal_barrier::cpu::<u8>(buf, ch, timeout_ns),
+            ),
+        };
+        let spec = KernelSpec {
+            name: def.name(),
+            id: (def.id(), 0),
+            // One block always fits beside the other ranks' kernels.
+            peers: false,
+            source,
+            cpu,
+        };
+        let ctx = crate::backend::LaunchCtx {
+            rank,
+            world,
+            kernel_timeout: timeout,
+            placement: self.placement(),
+            group: self.group_key().clone(),
+        };
+        let cfg = LaunchConfig::linear(1, threads.max(32));
+        backend.launch(&spec, &cfg, &mut params, &ctx)
     }
 }
 
-/// Device functions shared by the signal kernels and by DSL kernels: slot
-/// addressing, timeout records, and the put and wait protocols
-/// (`cuda/symm_impl/signal.cuh`, declared in `cuda/symm.cuh`). The layout
-/// constants they use come from [`crate::cuda_prelude::device_defines`].
-pub(crate) const SIGNAL_DEVICE_FNS: &str = include_str!("../cuda/symm_impl/signal.cuh");
-
-/// A signal operation, as the backends execute it.
+/// A signal operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SignalOp {
+enum SignalOp {
     Put { dst: usize },
     Wait { src: usize },
     Barrier,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_round_trip() {
-        assert_eq!(StatusRecord::decode(&[0; STATUS_WORDS]), None);
-        let r =
-            StatusRecord::decode(&[1, SignalKind::BarrierWait.code(), 3, 7, 1, 2, 5, 250]).unwrap();
-        assert_eq!(r.kind, SignalKind::BarrierWait);
-        assert_eq!(
-            (r.rank, r.block, r.peer, r.channel, r.thread, r.timeout_ms),
-            (3, 7, 1, 2, 5, 250)
-        );
-        let msg = r.into_error().to_string();
-        for needle in [
-            "rank 3",
-            "block 7",
-            "peer 1",
-            "channel 2",
-            "250 ms",
-            "barrier",
-        ] {
-            assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
-        }
-    }
-
-    #[test]
-    fn kinds_round_trip() {
-        for k in [
-            SignalKind::Put,
-            SignalKind::Wait,
-            SignalKind::BarrierPut,
-            SignalKind::BarrierWait,
-        ] {
-            assert_eq!(SignalKind::from_code(k.code()), Some(k));
-        }
-        assert_eq!(SignalKind::from_code(0), None);
-    }
 }
 
 #[cfg(test)]
@@ -234,8 +249,8 @@ mod nvrtc_tests {
     }
 }
 
-/// The host-launched signal operations, as DSL kernels: launched on a GPU
-/// by the CUDA backend, and run by the emulator too ([`emulated`]).
+/// The host-launched signal operations, as DSL kernels: the one
+/// implementation, which a GPU launches and the emulator runs.
 pub(crate) mod kernels {
     use crate::dsl::*;
     use crate::symm_kernel;

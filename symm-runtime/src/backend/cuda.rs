@@ -7,14 +7,14 @@ use cudarc::driver::{CudaFunction, CudaStream};
 
 use super::{
     decode_export, encode_export, Backend, BackendKind, Export, KernelSpec, LaunchCtx, LocalAlloc,
-    Mapped, RawFunction, SignalCall, Table,
+    Mapped, RawFunction, Table,
 };
 use super::{EXPORT_CUDA_FABRIC, EXPORT_CUDA_FD, EXPORT_CUDA_IN_PROCESS};
 use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, FunctionKey, Mapping, RankStreams};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use crate::placement::DeviceId;
-use crate::signal::{SignalOp, StatusRecord, STATUS_WORDS};
+use crate::status::{StatusRecord, STATUS_WORDS};
 
 /// A rank on one CUDA device, enqueueing on one stream.
 pub(crate) struct CudaBackend {
@@ -151,37 +151,6 @@ impl CudaBackend {
             ),
         })
     }
-}
-
-/// The parameter slots of the signal kernel that runs `call` on `rank`:
-/// the hidden slots (status record, timeout, rank), the `SymmBuf<u8>` (the
-/// kernels read only its pads, rank and world), then the kernel's own
-/// arguments.
-fn signal_params(status: u64, rank: usize, call: &SignalCall<'_>) -> Vec<[u8; 8]> {
-    let timeout_ns = u64::try_from(call.timeout.as_nanos()).unwrap_or(u64::MAX);
-    let mut params = vec![[0u8; 8]; symm_abi::HIDDEN.len()];
-    params[symm_abi::Hidden::Status as usize] = status.to_le_bytes();
-    params[symm_abi::Hidden::Timeout as usize] = timeout_ns.to_le_bytes();
-    params[symm_abi::Hidden::Rank as usize] = slot32(rank as u32);
-    params.extend(crate::__private::symm_buf_slots(
-        crate::__private::SymmBufArg {
-            ptrs: 0,
-            pads: call.pads_dev,
-            rank,
-            world: call.world,
-            len: 0,
-            local: 0,
-            local_pad: call.pads[rank],
-        },
-    ));
-    match call.op {
-        SignalOp::Put { dst } => params.push(slot32(dst as u32)),
-        SignalOp::Wait { src } => params.push(slot32(src as u32)),
-        SignalOp::Barrier => {}
-    }
-    params.push(slot32(call.channel as u32));
-    params.push(timeout_ns.to_le_bytes());
-    params
 }
 
 struct CudaLocal(Mapping);
@@ -361,36 +330,6 @@ impl Backend for CudaBackend {
             ptr: m.ptr,
             _keep: Box::new(m),
         })
-    }
-
-    fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
-        use crate::signal::kernels::{signal_barrier, signal_put, signal_wait};
-        // One thread signals or waits; a barrier has one per peer.
-        let threads = match call.op {
-            SignalOp::Barrier => call.world.max(1) as u32,
-            SignalOp::Put { .. } | SignalOp::Wait { .. } => 1,
-        };
-        let mut params = signal_params(self.status.ptr, self.rank, call);
-        let (kernel, source): (_, &dyn Fn(&str) -> String) = match call.op {
-            SignalOp::Put { .. } => (&signal_put::DEF, &|e| signal_put::__source::<u8>(e)),
-            SignalOp::Wait { .. } => (&signal_wait::DEF, &|e| signal_wait::__source::<u8>(e)),
-            SignalOp::Barrier => (&signal_barrier::DEF, &|e| signal_barrier::__source::<u8>(e)),
-        };
-        let f = self.dsl_function(&KernelSpec {
-            name: kernel.name(),
-            id: (kernel.id(), 0),
-            peers: true,
-            source,
-            cpu: &|| {},
-        })?;
-        self.dev
-            .launch(
-                &f,
-                &self.stream,
-                &LaunchConfig::linear(1, threads.max(32)),
-                &mut params,
-            )
-            .map_err(|e| self.err(e))
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -607,43 +546,4 @@ fn not_co_resident(
         ctx.placement.ranks_on_device(ctx.rank),
         ctx.placement.share()
     )
-}
-
-/// A 32-bit kernel parameter in an 8-byte slot (the driver reads 4 bytes).
-fn slot32(v: u32) -> [u8; 8] {
-    let mut s = [0u8; 8];
-    s[..4].copy_from_slice(&v.to_le_bytes());
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::signal::kernels::{signal_barrier, signal_put, signal_wait};
-
-    /// The signal kernels are launched with hand-packed parameters: as many
-    /// as the entries `#[symm_kernel]` wrote (a mismatch is an invalid-value
-    /// launch error that only a GPU would show).
-    #[test]
-    fn signal_launches_fill_every_parameter_slot() {
-        let pads = [0x1000u64, 0x2000, 0x3000];
-        let call = |op| SignalCall {
-            op,
-            pads: &pads,
-            pads_dev: 0x4000,
-            world: 3,
-            channel: 2,
-            timeout: std::time::Duration::from_secs(1),
-        };
-        for (op, slots) in [
-            (SignalOp::Put { dst: 1 }, signal_put::PARAM_SLOTS),
-            (SignalOp::Wait { src: 2 }, signal_wait::PARAM_SLOTS),
-            (SignalOp::Barrier, signal_barrier::PARAM_SLOTS),
-        ] {
-            let p = signal_params(0x5000, 1, &call(op));
-            assert_eq!(p.len(), slots, "{op:?}");
-            // The rank's own pad travels by value (the `lpad` slot).
-            assert!(p.contains(&0x2000u64.to_le_bytes()), "{op:?}");
-        }
-    }
 }

@@ -17,11 +17,11 @@ use cudarc::driver::CudaStream;
 use super::EXPORT_HOST_IN_PROCESS;
 use super::{
     decode_export, encode_export, Backend, BackendKind, Export, KernelSpec, LaunchCtx, LocalAlloc,
-    Mapped, RawFunction, SignalCall, Table,
+    Mapped, RawFunction, Table,
 };
 use crate::error::{Error, Result};
 use crate::hostmem;
-use crate::signal::StatusRecord;
+use crate::status::StatusRecord;
 
 /// Host allocations are page-aligned, like a GPU mapping is granularity-aligned.
 const HOST_ALIGN: usize = 4096;
@@ -185,16 +185,6 @@ impl Backend for HostBackend {
         })
     }
 
-    fn signal(&self, call: &SignalCall<'_>) -> Result<()> {
-        // The emulator runs the kernels a GPU launches (one protocol); like
-        // the device's status word, a timeout they recorded is reported by
-        // the next `synchronize`.
-        if let Some(rec) = crate::signal::emulated::run(self.rank, call)? {
-            self.record(rec);
-        }
-        Ok(())
-    }
-
     fn synchronize(&self) -> Result<()> {
         match self.status.lock().unwrap_or_else(|p| p.into_inner()).take() {
             Some(r) => Err(r.into_error()),
@@ -237,6 +227,7 @@ impl Backend for HostBackend {
             kernel.name,
             cfg,
             kernel.cpu,
+            &|rec| self.record(rec),
         )
     }
 

@@ -13,7 +13,7 @@ use super::thread::{current, fault, tick, wait_for};
 use super::{LoadOrder, RmwOrder, Scope, StoreOrder};
 use crate::hostmem;
 use crate::layout::{signal_slot, MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
-use crate::signal::{SignalKind, StatusRecord};
+use crate::status::{SignalKind, StatusRecord};
 
 /// An integer usable as an index in kernels (`u32`, `u64`, `usize`, `i32`, `i64`).
 pub trait DslIndex: Copy {
@@ -734,13 +734,11 @@ impl<T: Scalar> SymmBuf<T> {
     }
 
     /// [`put_signal`](Self::put_signal) with an explicit timeout: returns
-    /// `false` after recording a timeout instead of ending the thread. The
-    /// record's kind ([`crate::signal::SignalKind`]) is a barrier's put when
-    /// `barrier` is set, else a put.
-    ///
-    /// On the emulator, the host signal operations (which run these in their
-    /// kernels) record and return `false` the same way; in other kernels a
-    /// timeout ends the launch with the same rank/block/peer/channel report.
+    /// `false` after recording a timeout (reported at the rank's next
+    /// synchronisation, as [`crate::Error::SignalTimeout`]) instead of ending
+    /// the thread. The record's kind ([`crate::signal::SignalKind`]) is a
+    /// barrier's put when `barrier` is set, else a put. The host signal
+    /// operations are kernels built on these.
     #[doc(hidden)]
     #[track_caller]
     pub fn put_signal_within(
@@ -750,10 +748,6 @@ impl<T: Scalar> SymmBuf<T> {
         timeout_ns: u64,
         barrier: bool,
     ) -> bool {
-        if !crate::signal::emulated::recording() {
-            self.put_signal_timed(dst, channel, Some(timeout_ns));
-            return true;
-        }
         let slot = self.slot("put_signal", channel, self.rank);
         let pad = self.pad(dst);
         let kind = if barrier {
@@ -778,10 +772,6 @@ impl<T: Scalar> SymmBuf<T> {
         timeout_ns: u64,
         barrier: bool,
     ) -> bool {
-        if !crate::signal::emulated::recording() {
-            self.wait_signal_timed(src, channel, Some(timeout_ns));
-            return true;
-        }
         let slot = self.slot("wait_signal", channel, src);
         let pad = self.pad(self.rank);
         let kind = if barrier {
@@ -794,11 +784,12 @@ impl<T: Scalar> SymmBuf<T> {
         })
     }
 
-    /// The wait loop of `symm_put` / `symm_wait` for an emulated host signal
-    /// operation (see [`crate::signal::emulated`], whose simulated threads
-    /// are OS threads): polls `done` until it holds (true) or `timeout_ns`
-    /// have passed, then records a timeout of `kind` as the device does
-    /// (false).
+    /// The wait loop of `symm_put` / `symm_wait`: polls `done` until it
+    /// holds (true) or `timeout_ns` have passed, then records a timeout of
+    /// `kind` as the device does (false). A bounded wait ends by itself, so
+    /// it is never taken for a deadlock: its polls (each an ordered memory
+    /// operation, which lets the other simulated threads run) count as
+    /// progress, and its own timeout decides.
     fn poll_within(
         &self,
         kind: SignalKind,
@@ -808,14 +799,13 @@ impl<T: Scalar> SymmBuf<T> {
     ) -> bool {
         current("signal", |t| {
             let start = t.globaltimer();
-            let mut polls = 0u32;
             loop {
                 if done() {
                     return true;
                 }
                 if t.globaltimer().saturating_sub(start) > timeout_ns {
                     let [thread, block, ..] = t.indices();
-                    crate::signal::emulated::record(StatusRecord {
+                    t.record(StatusRecord {
                         kind,
                         rank: self.rank as usize,
                         block: block[0],
@@ -827,12 +817,7 @@ impl<T: Scalar> SymmBuf<T> {
                     return false;
                 }
                 // Other ranks are OS threads, on possibly fewer cores.
-                polls = polls.wrapping_add(1);
-                if polls.is_multiple_of(64) {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
+                std::thread::yield_now();
             }
         })
     }

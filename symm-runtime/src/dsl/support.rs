@@ -6,7 +6,7 @@
 use std::sync::LazyLock;
 
 use crate::cuda_prelude::{device_defines, DSL_CONTRACT, PRELUDE};
-use crate::signal::SIGNAL_DEVICE_FNS;
+use crate::status::SIGNAL_DEVICE_FNS;
 
 /// The implementations behind `cuda/symm.cuh` that follow the signal
 /// protocol: handles, operators, memory wrappers, flags, signals, receives.

@@ -49,6 +49,10 @@ pub trait KernelThread {
     fn timeout_ns(&self) -> u64;
     /// Stops this thread's kernel with an error (out of bounds, timeout).
     fn fail(&self, message: String, loc: &'static Location<'static>) -> !;
+    /// Records a bounded wait that gave up, as a GPU kernel records it in
+    /// its status word: reported at the rank's next synchronisation, while
+    /// the thread goes on.
+    fn record(&self, rec: crate::status::StatusRecord);
 }
 
 thread_local! {

@@ -10,7 +10,7 @@ use crate::comm::Comm;
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::Result;
 use crate::layout::{AllocLayout, SIGNAL_PAD_BYTES};
-use crate::symmetric_memory::{self, SymmetricMemory};
+use crate::memory::symmetric::{self, SymmetricMemory};
 
 pub(crate) struct BufInner {
     pub comm: Comm,
@@ -195,7 +195,7 @@ impl<T: Element> SymmBuffer<T> {
         if let Some(s) = &*slot {
             return Ok(s.clone());
         }
-        let s = Arc::new(symmetric_memory::rendezvous(&self.inner)?);
+        let s = Arc::new(symmetric::rendezvous(&self.inner)?);
         self.inner.comm.register(
             self.inner.id,
             self.device_ptr(),

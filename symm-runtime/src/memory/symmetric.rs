@@ -20,14 +20,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::CudaStream;
-
-use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, SignalCall, Table};
-use crate::buffer::{read_elems, BufInner};
+use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, Table};
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::{SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
-use crate::signal::{Channel, SignalOp};
+use crate::memory::buffer::{read_elems, BufInner};
 use crate::store::StoreError;
 
 /// One symmetric allocation as every rank sees it: peer buffer and signal
@@ -51,6 +48,10 @@ pub struct SymmetricMemory {
     /// built-ins keep `SymmetricMemory` in a `Comm::extension`, and the
     /// extension would then keep its own `Comm` alive.)
     owner: usize,
+    /// The group (for the emulator's hang detection) and which of its ranks
+    /// share a device, as the signal operations' launches need them.
+    group: crate::emulator::GroupKey,
+    placement: crate::placement::Placement,
     // Dropped after the tables: peers' mappings, then our own allocation.
     _peers: Vec<Mapped>,
     _local: Arc<dyn LocalAlloc>,
@@ -326,6 +327,8 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         signal_pad_ptrs,
         backend,
         owner: comm.owner_id(),
+        group: comm.group_key(),
+        placement: comm.placement().clone(),
         _peers: peers,
         _local: buf.alloc.clone(),
     })
@@ -431,101 +434,27 @@ impl SymmetricMemory {
             .fill(self.signal_pad_ptrs[self.rank], 0, SIGNAL_PAD_BYTES)
     }
 
-    /// Stream-ordered barrier with every rank on `channel`. See
-    /// [`crate::signal`] for its memory ordering.
-    pub fn barrier(&self, channel: &Channel, timeout: Duration) -> Result<()> {
-        self.signal(&*self.backend, SignalOp::Barrier, channel, timeout)
+    /// The backend this memory's operations are enqueued on.
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
     }
 
-    /// Stream-ordered signal to rank `dst` on `channel` (a system-scope release).
-    pub fn put_signal(&self, dst: usize, channel: &Channel, timeout: Duration) -> Result<()> {
-        self.check_rank("destination", dst)?;
-        self.signal(&*self.backend, SignalOp::Put { dst }, channel, timeout)
+    /// Identifies the rank state of the `Comm` that made the allocation.
+    pub(crate) fn owner(&self) -> usize {
+        self.owner
     }
 
-    /// Stream-ordered wait for rank `src`'s signal on `channel` (a
-    /// system-scope acquire), consuming it.
-    pub fn wait_signal(&self, src: usize, channel: &Channel, timeout: Duration) -> Result<()> {
-        self.check_rank("source", src)?;
-        self.signal(&*self.backend, SignalOp::Wait { src }, channel, timeout)
+    /// The group, as the emulator knows it.
+    pub(crate) fn group_key(&self) -> &crate::emulator::GroupKey {
+        &self.group
     }
 
-    /// [`barrier`](Self::barrier) on the caller's CUDA stream.
-    pub fn barrier_on(
-        &self,
-        stream: &Arc<CudaStream>,
-        channel: &Channel,
-        timeout: Duration,
-    ) -> Result<()> {
-        self.signal(
-            &*self.backend.with_cuda_stream(stream.clone())?,
-            SignalOp::Barrier,
-            channel,
-            timeout,
-        )
+    /// Which ranks of the group share a device.
+    pub(crate) fn placement(&self) -> &crate::placement::Placement {
+        &self.placement
     }
 
-    /// [`put_signal`](Self::put_signal) on the caller's CUDA stream.
-    pub fn put_signal_on(
-        &self,
-        stream: &Arc<CudaStream>,
-        dst: usize,
-        channel: &Channel,
-        timeout: Duration,
-    ) -> Result<()> {
-        self.check_rank("destination", dst)?;
-        self.signal(
-            &*self.backend.with_cuda_stream(stream.clone())?,
-            SignalOp::Put { dst },
-            channel,
-            timeout,
-        )
-    }
-
-    /// [`wait_signal`](Self::wait_signal) on the caller's CUDA stream.
-    pub fn wait_signal_on(
-        &self,
-        stream: &Arc<CudaStream>,
-        src: usize,
-        channel: &Channel,
-        timeout: Duration,
-    ) -> Result<()> {
-        self.check_rank("source", src)?;
-        self.signal(
-            &*self.backend.with_cuda_stream(stream.clone())?,
-            SignalOp::Wait { src },
-            channel,
-            timeout,
-        )
-    }
-
-    fn signal(
-        &self,
-        backend: &dyn Backend,
-        op: SignalOp,
-        channel: &Channel,
-        timeout: Duration,
-    ) -> Result<()> {
-        if channel.owner() != self.owner {
-            return Err(self.invalid(format!(
-                "channel {} was requested on another rank or group (rank {}) than the one \
-                 that owns this allocation; request channels from this rank's Comm",
-                channel.index(),
-                channel.rank()
-            )));
-        }
-        let call = SignalCall {
-            op,
-            pads: &self.signal_pad_ptrs,
-            pads_dev: self.signal_pad_ptrs_dev.ptr,
-            world: self.world_size,
-            channel: channel.index() as usize,
-            timeout,
-        };
-        backend.signal(&call)
-    }
-
-    fn check_rank(&self, what: &str, r: usize) -> Result<()> {
+    pub(crate) fn check_rank(&self, what: &str, r: usize) -> Result<()> {
         if r >= self.world_size {
             return Err(self.invalid(format!(
                 "{what} rank {r} is out of range for world size {}",
@@ -535,7 +464,7 @@ impl SymmetricMemory {
         Ok(())
     }
 
-    fn invalid(&self, message: String) -> Error {
+    pub(crate) fn invalid(&self, message: String) -> Error {
         Error::InvalidArgument {
             rank: self.rank,
             message,
