@@ -191,6 +191,11 @@ pub(crate) trait Backend: Send + Sync {
         params: &mut [[u8; 8]],
         ctx: &LaunchCtx<'_>,
     ) -> Result<()>;
+    /// Compiles and loads `kernels` now, on a GPU, so that a later launch
+    /// of any of them needs no module load (which waits until no kernel of
+    /// any rank runs on the device: a peer sharing the GPU may be spinning
+    /// until this rank's next kernel runs).
+    fn prepare(&self, kernels: &[&KernelSpec<'_>]) -> Result<()>;
     /// The largest grid of `kernel`, with `block` threads and `shared_mem`
     /// bytes of dynamic shared memory per block, whose blocks are resident
     /// together with the other ranks' kernels on a shared GPU; `None` when

@@ -181,7 +181,7 @@ impl SymmetricMemory {
                 &move || signal_barrier::cpu::<u8>(buf, ch, timeout_ns),
             ),
         };
-        let spec = KernelSpec {
+        let spec = |def: &'static crate::__private::KernelDef, source, cpu| KernelSpec {
             name: def.name(),
             id: (def.id(), 0),
             // One block always fits beside the other ranks' kernels.
@@ -189,6 +189,23 @@ impl SymmetricMemory {
             source,
             cpu,
         };
+        // All three at the first operation, as the device's loads wait for
+        // its kernels to end: a rank's first wait must not need a load while
+        // a peer on the same GPU spins in a barrier until that wait's kernel
+        // runs.
+        self.once_signal_kernels(|| {
+            let none = &|| {};
+            backend.prepare(&[
+                &spec(&signal_put::DEF, &|e| signal_put::__source::<u8>(e), none),
+                &spec(&signal_wait::DEF, &|e| signal_wait::__source::<u8>(e), none),
+                &spec(
+                    &signal_barrier::DEF,
+                    &|e| signal_barrier::__source::<u8>(e),
+                    none,
+                ),
+            ])
+        })?;
+        let spec = spec(def, source, cpu);
         let ctx = crate::backend::LaunchCtx {
             rank,
             world,

@@ -439,6 +439,13 @@ impl Backend for CudaBackend {
             .map_err(|e| self.err(e))
     }
 
+    fn prepare(&self, kernels: &[&KernelSpec<'_>]) -> Result<()> {
+        for k in kernels {
+            self.dsl_function(k)?;
+        }
+        Ok(())
+    }
+
     fn co_resident_grid(
         &self,
         kernel: &KernelSpec<'_>,

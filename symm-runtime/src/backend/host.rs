@@ -231,6 +231,10 @@ impl Backend for HostBackend {
         )
     }
 
+    fn prepare(&self, _kernels: &[&KernelSpec<'_>]) -> Result<()> {
+        Ok(())
+    }
+
     fn co_resident_grid(
         &self,
         _kernel: &KernelSpec<'_>,

@@ -52,6 +52,8 @@ pub struct SymmetricMemory {
     /// share a device, as the signal operations' launches need them.
     group: crate::emulator::GroupKey,
     placement: crate::placement::Placement,
+    /// Set once this memory's signal operations have loaded their kernels.
+    signal_kernels: std::sync::OnceLock<()>,
     // Dropped after the tables: peers' mappings, then our own allocation.
     _peers: Vec<Mapped>,
     _local: Arc<dyn LocalAlloc>,
@@ -329,6 +331,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         owner: comm.owner_id(),
         group: comm.group_key(),
         placement: comm.placement().clone(),
+        signal_kernels: std::sync::OnceLock::new(),
         _peers: peers,
         _local: buf.alloc.clone(),
     })
@@ -452,6 +455,16 @@ impl SymmetricMemory {
     /// Which ranks of the group share a device.
     pub(crate) fn placement(&self) -> &crate::placement::Placement {
         &self.placement
+    }
+
+    /// Runs `load` the first time it is called on this memory (and again
+    /// after it failed).
+    pub(crate) fn once_signal_kernels(&self, load: impl FnOnce() -> Result<()>) -> Result<()> {
+        if self.signal_kernels.get().is_none() {
+            load()?;
+            let _ = self.signal_kernels.set(());
+        }
+        Ok(())
     }
 
     pub(crate) fn check_rank(&self, what: &str, r: usize) -> Result<()> {
