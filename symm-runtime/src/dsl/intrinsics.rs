@@ -20,11 +20,11 @@ use super::Scope;
 macro_rules! intrinsic {
     (
         $(#[$attr:meta])*
-        pub fn $name:ident $([$($gen:tt)*])? ($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty $body:block
+        pub fn $name:ident $([$($gen:tt)*])? ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
         cuda: $cuda:expr $(, deps: [$($dep:expr),* $(,)?])? ;
     ) => {
         $(#[$attr])*
-        pub fn $name $(<$($gen)*>)? ($($arg: $ty),*) -> $ret $body
+        pub fn $name $(<$($gen)*>)? ($($arg: $ty),*) $(-> $ret)? $body
 
         #[doc(hidden)]
         pub mod $name {
@@ -73,11 +73,19 @@ fn shuffle<T: Scalar>(v: T, src: impl FnOnce(u32) -> u32, what: &'static str) ->
     T::__from_bits64(current(what, |t| t.shfl(v.__to_bits64(), from, what, loc)))
 }
 
+/// The thread-geometry intrinsics: `name()` is `$cuda` on the GPU and the
+/// simulated thread's index `[$slot][$axis]` on the emulator.
 macro_rules! index_fns {
     ($($name:ident, $slot:expr, $axis:expr, $cuda:literal);* $(;)?) => {$(
-        #[doc = concat!("`", $cuda, "`.")]
-        pub fn $name() -> u32 {
-            current(stringify!($name), |t| t.indices()[$slot][$axis])
+        intrinsic! {
+            #[doc = concat!("`", $cuda, "`.")]
+            pub fn $name() -> u32 {
+                current(stringify!($name), |t| t.indices()[$slot][$axis])
+            }
+            cuda: concat!(
+                "static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_",
+                stringify!($name), "(const symm_kctx&) { return (symm_u32)", $cuda, "; }\n"
+            );
         }
     )*};
 }
@@ -89,20 +97,26 @@ index_fns! {
     grid_dim_x, 3, 0, "gridDim.x"; grid_dim_y, 3, 1, "gridDim.y"; grid_dim_z, 3, 2, "gridDim.z";
 }
 
-/// Lane of this thread in its warp, `0..32`. `%laneid`.
-pub fn lane_id() -> u32 {
-    // Warps are cut from the linear thread index (x fastest), as on the GPU.
-    current("lane_id", |t| {
-        let [tid, _, dim, _] = t.indices();
-        (tid[0] + dim[0] * (tid[1] + dim[1] * tid[2])) % 32
-    })
+intrinsic! {
+    /// Lane of this thread in its warp, `0..32`. `%laneid`.
+    pub fn lane_id() -> u32 {
+        // Warps are cut from the linear thread index (x fastest), as on the GPU.
+        current("lane_id", |t| {
+            let [tid, _, dim, _] = t.indices();
+            (tid[0] + dim[0] * (tid[1] + dim[1] * tid[2])) % 32
+        })
+    }
+    cuda: "static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_lane_id(const symm_kctx&) { return symm_lane_id(); }\n";
 }
 
-/// Barrier for every thread of the block. `__syncthreads()`.
-#[track_caller]
-pub fn sync_threads() {
-    let loc = std::panic::Location::caller();
-    current("sync_threads", |t| t.sync_threads(loc))
+intrinsic! {
+    /// Barrier for every thread of the block. `__syncthreads()`.
+    #[track_caller]
+    pub fn sync_threads() {
+        let loc = std::panic::Location::caller();
+        current("sync_threads", |t| t.sync_threads(loc))
+    }
+    cuda: "static __device__ __forceinline__ __attribute__((unused)) void f_sync_threads(const symm_kctx&) { __syncthreads(); }\n";
 }
 
 /// A warp shuffle intrinsic: `name(v, arg)` gets the `v` of the lane that
@@ -159,11 +173,14 @@ shuffle_intrinsic! {
     shfl_idx(lane), "idx", "0x1f", |_l| lane % 32
 }
 
-/// Bit `i` set when lane `i`'s `pred` is true. `vote.sync.ballot`.
-#[track_caller]
-pub fn ballot(pred: bool) -> u32 {
-    let loc = std::panic::Location::caller();
-    current("ballot", |t| t.ballot(pred, loc))
+intrinsic! {
+    /// Bit `i` set when lane `i`'s `pred` is true. `vote.sync.ballot`.
+    #[track_caller]
+    pub fn ballot(pred: bool) -> u32 {
+        let loc = std::panic::Location::caller();
+        current("ballot", |t| t.ballot(pred, loc))
+    }
+    cuda: "static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_ballot(const symm_kctx&, bool pred) { return symm_ballot(pred); }\n";
 }
 
 /// Orders this thread's memory accesses for observers in `scope`.
@@ -173,28 +190,37 @@ pub fn fence(scope: Scope) {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
-/// Waits until the kernel launched before this one on the stream has
-/// finished and its writes are visible. Call it before touching memory that
-/// kernel may use, in every kernel launched with
-/// [`LaunchConfig::pdl`](crate::LaunchConfig::pdl); it returns at once
-/// otherwise. The emulator runs launches in stream order, so there it only
-/// checks it is called from a kernel. `griddepcontrol.wait` (sm_90+).
-pub fn grid_dependency_wait() {
-    current("grid_dependency_wait", |_| ())
+intrinsic! {
+    /// Waits until the kernel launched before this one on the stream has
+    /// finished and its writes are visible. Call it before touching memory that
+    /// kernel may use, in every kernel launched with
+    /// [`LaunchConfig::pdl`](crate::LaunchConfig::pdl); it returns at once
+    /// otherwise. The emulator runs launches in stream order, so there it only
+    /// checks it is called from a kernel. `griddepcontrol.wait` (sm_90+).
+    pub fn grid_dependency_wait() {
+        current("grid_dependency_wait", |_| ())
+    }
+    cuda: "static __device__ __forceinline__ __attribute__((unused)) void f_grid_dependency_wait(const symm_kctx&) { symm_grid_dependency_wait(); }\n";
 }
 
-/// Lets the next kernel on the stream, if launched with
-/// [`LaunchConfig::pdl`](crate::LaunchConfig::pdl), start launching now
-/// rather than when this one exits; it still waits in
-/// [`grid_dependency_wait`] for this one to finish.
-/// `griddepcontrol.launch_dependents` (sm_90+).
-pub fn launch_dependents() {
-    current("launch_dependents", |_| ())
+intrinsic! {
+    /// Lets the next kernel on the stream, if launched with
+    /// [`LaunchConfig::pdl`](crate::LaunchConfig::pdl), start launching now
+    /// rather than when this one exits; it still waits in
+    /// [`grid_dependency_wait`] for this one to finish.
+    /// `griddepcontrol.launch_dependents` (sm_90+).
+    pub fn launch_dependents() {
+        current("launch_dependents", |_| ())
+    }
+    cuda: "static __device__ __forceinline__ __attribute__((unused)) void f_launch_dependents(const symm_kctx&) { symm_launch_dependents(); }\n";
 }
 
-/// Nanoseconds of the GPU's global timer, for timeouts. `%globaltimer`.
-pub fn globaltimer() -> u64 {
-    current("globaltimer", |t| t.globaltimer())
+intrinsic! {
+    /// Nanoseconds of the GPU's global timer, for timeouts. `%globaltimer`.
+    pub fn globaltimer() -> u64 {
+        current("globaltimer", |t| t.globaltimer())
+    }
+    cuda: "static __device__ __forceinline__ __attribute__((unused)) symm_u64 f_globaltimer(const symm_kctx&) { return symm_globaltimer(); }\n";
 }
 
 /// Smaller of two (IEEE minNum for floats). `symm_min`.
@@ -217,9 +243,12 @@ pub fn fma<T: Num>(a: T, b: T, c: T) -> T {
     a.fma(b, c)
 }
 
-/// Index of the signal-pad slot through which rank `peer` signals on
-/// `channel` from block `block` (see [`crate::layout`]). Pure arithmetic.
-pub fn signal_slot(channel: u32, block: u32, peer: u32) -> u32 {
-    use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS};
-    (channel * SIGNAL_BLOCKS as u32 + block) * MAX_WORLD_SIZE as u32 + peer
+intrinsic! {
+    /// Index of the signal-pad slot through which rank `peer` signals on
+    /// `channel` from block `block` (see [`crate::layout`]). Pure arithmetic.
+    pub fn signal_slot(channel: u32, block: u32, peer: u32) -> u32 {
+        use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS};
+        (channel * SIGNAL_BLOCKS as u32 + block) * MAX_WORLD_SIZE as u32 + peer
+    }
+    cuda: "static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_signal_slot(const symm_kctx&, symm_u32 channel, symm_u32 block, symm_u32 peer) { return symm_signal_slot(channel, block, peer); }\n";
 }
