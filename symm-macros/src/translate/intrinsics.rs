@@ -6,17 +6,6 @@
 
 use super::ir::{CPrim, Scope};
 
-/// What an intrinsic function returns, as far as literal typing goes.
-#[derive(Debug)]
-pub enum Ret {
-    /// Always this type.
-    Value(CPrim),
-    /// Nothing.
-    Void,
-    /// The type of its arguments (`min`, `abs`, ...), known only to C++.
-    LikeArgs,
-}
-
 /// A free-function intrinsic.
 #[derive(Debug)]
 pub struct FnDef {
@@ -26,145 +15,35 @@ pub struct FnDef {
     pub arity: usize,
     /// The C, with `{0}`, `{1}`, ... for the arguments.
     pub template: &'static str,
-    /// What it returns.
-    pub ret: Ret,
 }
 
-const fn def(name: &'static str, arity: usize, template: &'static str, ret: Ret) -> FnDef {
+const fn def(name: &'static str, arity: usize, template: &'static str) -> FnDef {
     FnDef {
         name,
         arity,
         template,
-        ret,
     }
 }
 
-/// The free-function intrinsics (besides `fence` and `shared_array`, whose
-/// arguments are not values).
+/// The math builtins: they take arguments of one type, and an unsuffixed
+/// literal among them takes the type of the first typed one, as an
+/// operator's does (`min(x, 0.5)` with `x: f32` is `symm_min(x, 0.5f)`).
+/// That typing is why the macro knows them. Every other free function, the
+/// thread-geometry, warp, timer and PDL intrinsics included, is resolved by
+/// path: each is defined once in `symm::dsl` (its Rust stub, with its CUDA C
+/// beside it in a module of the same name), as a `#[symm_kernel(device)]`
+/// function is. (`fence` and `shared_array`, whose arguments are not
+/// values, are grammar.)
 pub const INTRINSICS: &[FnDef] = &[
-    def(
-        "thread_idx_x",
-        0,
-        "((symm_u32)threadIdx.x)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "thread_idx_y",
-        0,
-        "((symm_u32)threadIdx.y)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "thread_idx_z",
-        0,
-        "((symm_u32)threadIdx.z)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "block_idx_x",
-        0,
-        "((symm_u32)blockIdx.x)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "block_idx_y",
-        0,
-        "((symm_u32)blockIdx.y)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "block_idx_z",
-        0,
-        "((symm_u32)blockIdx.z)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "block_dim_x",
-        0,
-        "((symm_u32)blockDim.x)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "block_dim_y",
-        0,
-        "((symm_u32)blockDim.y)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "block_dim_z",
-        0,
-        "((symm_u32)blockDim.z)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "grid_dim_x",
-        0,
-        "((symm_u32)gridDim.x)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "grid_dim_y",
-        0,
-        "((symm_u32)gridDim.y)",
-        Ret::Value(CPrim::U32),
-    ),
-    def(
-        "grid_dim_z",
-        0,
-        "((symm_u32)gridDim.z)",
-        Ret::Value(CPrim::U32),
-    ),
-    def("lane_id", 0, "symm_lane_id()", Ret::Value(CPrim::U32)),
-    def("sync_threads", 0, "__syncthreads()", Ret::Void),
-    def(
-        "globaltimer",
-        0,
-        "symm_globaltimer()",
-        Ret::Value(CPrim::U64),
-    ),
-    def(
-        "grid_dependency_wait",
-        0,
-        "symm_grid_dependency_wait()",
-        Ret::Void,
-    ),
-    def(
-        "launch_dependents",
-        0,
-        "symm_launch_dependents()",
-        Ret::Void,
-    ),
-    def("ballot", 1, "symm_ballot({0})", Ret::Value(CPrim::U32)),
-    def(
-        "shfl_xor",
-        2,
-        "symm_shfl_xor({0}, (symm_u32)({1}))",
-        Ret::LikeArgs,
-    ),
-    def("min", 2, "symm_min({0}, {1})", Ret::LikeArgs),
-    def("max", 2, "symm_max({0}, {1})", Ret::LikeArgs),
-    def("abs", 1, "symm_abs({0})", Ret::LikeArgs),
-    def("fma", 3, "symm_fma({0}, {1}, {2})", Ret::LikeArgs),
-    def(
-        "signal_slot",
-        3,
-        "symm_signal_slot((symm_u32)({0}), (symm_u32)({1}), (symm_u32)({2}))",
-        Ret::Value(CPrim::U32),
-    ),
+    def("min", 2, "symm_min({0}, {1})"),
+    def("max", 2, "symm_max({0}, {1})"),
+    def("abs", 1, "symm_abs({0})"),
+    def("fma", 3, "symm_fma({0}, {1}, {2})"),
 ];
 
 /// The intrinsic function of this name.
 pub fn lookup(name: &str) -> Option<&'static FnDef> {
     INTRINSICS.iter().find(|d| d.name == name)
-}
-
-/// The type a call of `name` has, when the macro knows it. By name, not
-/// path: a device function named like an intrinsic gets its type too.
-pub fn call_type(name: &str) -> Option<CPrim> {
-    match lookup(name)?.ret {
-        Ret::Value(p) => Some(p),
-        Ret::Void | Ret::LikeArgs => None,
-    }
 }
 
 /// A resolved intrinsic call.

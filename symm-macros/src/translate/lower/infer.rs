@@ -51,13 +51,8 @@ impl Lowerer<'_> {
             }
             Expr::Binary(b) => self.static_ty(&b.left).or_else(|| self.static_ty(&b.right)),
             Expr::MethodCall(m) => intrinsics::method_type(&m.method.to_string()).map(CType::Prim),
-            Expr::Call(c) => match &*c.func {
-                Expr::Path(p) => {
-                    let name = p.path.segments.last()?.ident.to_string();
-                    intrinsics::call_type(&name).map(CType::Prim)
-                }
-                _ => None,
-            },
+            // A call's type is its callee's, which only C++ sees (calls
+            // resolve by path).
             _ => None,
         }
     }

@@ -11,7 +11,7 @@ mod k {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&thread_idx_x :: DEVICE , &sync_threads :: DEVICE , &shfl_xor :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]

@@ -11,7 +11,7 @@ mod k {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&globaltimer :: DEVICE , &ballot :: DEVICE , &lane_id :: DEVICE , &grid_dependency_wait :: DEVICE , &launch_dependents :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]

@@ -2,9 +2,9 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_one_remote_store(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf) {
-symm_grid_dependency_wait();
-symm_launch_dependents();
-if (((((symm_u32)blockIdx.x) == ((symm_u32)0ULL)) && (((symm_u32)threadIdx.x) == ((symm_u32)0ULL)))) {
+f_grid_dependency_wait(__ctx);
+f_launch_dependents(__ctx);
+if (((f_block_idx_x(__ctx) == ((SYMM_TY(f_block_idx_x(__ctx)))0ULL)) && (f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL)))) {
 auto v_next = symm_rem(((symm_rank(v_buf) + ((symm_u32)1ULL))), symm_world(v_buf));
 symm_dsl_store<SYMM_RELAXED, SYMM_SYS>(symm_peer(v_buf, v_next), ((symm_u32)0ULL), ((symm_u32)1ULL));
 }

@@ -5,25 +5,25 @@ template<typename G_T>
 __device__ __forceinline__ void k_push_all_gather(const symm_kctx& __ctx, symm_slice<G_T> v_input, symm_buf<G_T> v_out, symm_u32 v_chunk, symm_u32 v_entry, symm_u32 v_exit) {
 auto v_rank = symm_rank(v_out);
 auto v_world = symm_world(v_out);
-auto v_t = ((symm_u32)threadIdx.x);
+auto v_t = f_thread_idx_x(__ctx);
 if (((v_t < v_world) && (v_t != v_rank))) {
 symm_dsl_put_signal(__ctx, v_out, v_t, v_entry);
 symm_dsl_wait_signal(__ctx, v_out, v_t, v_entry);
 }
-__syncthreads();
-auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+f_sync_threads(__ctx);
+auto v_stride = (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 {
 const symm_u32 t_end1 = v_world;
 for (symm_u32 v_k = ((symm_u32)0ULL); v_k < t_end1; v_k += 1) {
 auto v_dst = symm_peer(v_out, symm_rem(((v_rank + v_k)), v_world));
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + v_t);
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + v_t);
 while ((v_i < v_chunk)) {
 v_dst[((v_rank * v_chunk) + v_i)] = v_input[v_i];
 v_i += v_stride;
 }
 }
 }
-__syncthreads();
+f_sync_threads(__ctx);
 if (((v_t < v_world) && (v_t != v_rank))) {
 symm_dsl_put_signal(__ctx, v_out, v_t, v_exit);
 symm_dsl_wait_signal(__ctx, v_out, v_t, v_exit);

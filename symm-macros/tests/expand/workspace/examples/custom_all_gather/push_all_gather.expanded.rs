@@ -15,7 +15,7 @@ pub (crate) mod push_all_gather {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&thread_idx_x :: DEVICE , &sync_threads :: DEVICE , &grid_dim_x :: DEVICE , &block_dim_x :: DEVICE , &block_idx_x :: DEVICE]
     }
     fn __key < T : Scalar > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string ()]

@@ -14,7 +14,7 @@ pub (crate) mod ping_pong {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&block_idx_x :: DEVICE , &thread_idx_x :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]

@@ -4,7 +4,7 @@
 template<typename G_T>
 __device__ __forceinline__ void k_ring_shift(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_n) {
 auto v_next = symm_rem(((symm_rank(v_buf) + ((symm_u32)1ULL))), symm_world(v_buf));
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i < v_n)) {
 symm_peer(v_buf, v_next)[v_i] = symm_local(v_buf)[v_i];
 }

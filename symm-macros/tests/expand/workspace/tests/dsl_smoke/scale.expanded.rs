@@ -12,7 +12,7 @@ mod scale {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![&twice :: DEVICE]
+        :: std :: vec![&block_idx_x :: DEVICE , &block_dim_x :: DEVICE , &thread_idx_x :: DEVICE , &twice :: DEVICE]
     }
     fn __key < T : DslFloat > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string ()]

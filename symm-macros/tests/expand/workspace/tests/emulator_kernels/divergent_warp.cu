@@ -2,12 +2,12 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_divergent_warp(const symm_kctx& __ctx, symm_slice<symm_u32> v_out) {
-auto v_t = ((symm_u32)threadIdx.x);
-if ((v_t < ((symm_u32)16ULL))) {
-v_out[v_t] = symm_ballot(true);
+auto v_t = f_thread_idx_x(__ctx);
+if ((v_t < ((SYMM_TY(v_t))16ULL))) {
+v_out[v_t] = f_ballot(__ctx, true);
 }
 else {
-v_out[v_t] = symm_shfl_xor(v_t, (symm_u32)(((symm_u32)1ULL)));
+v_out[v_t] = f_shfl_xor(__ctx, v_t, 1);
 }
 }
 

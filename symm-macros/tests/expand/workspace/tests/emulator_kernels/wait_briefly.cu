@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_wait_briefly(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf, symm_u32 v_src, symm_u32 v_channel) {
-if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+if ((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL))) {
 (void)(symm_dsl_wait_signal_within(__ctx, v_buf, v_src, v_channel, ((symm_u64)200000000ULL), false));
 }
 }

@@ -5,7 +5,7 @@ template<typename G_T>
 __device__ __forceinline__ void k_broadcast(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_root, symm_u32 v_n, symm_u32 v_ready, symm_u32 v_done) {
 auto v_rank = symm_rank(v_buf);
 auto v_world = symm_world(v_buf);
-if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+if ((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL))) {
 if ((v_rank == v_root)) {
 {
 const symm_u32 t_end1 = v_world;
@@ -20,18 +20,18 @@ else {
 symm_dsl_wait_signal(__ctx, v_buf, v_root, v_ready);
 }
 }
-__syncthreads();
+f_sync_threads(__ctx);
 if ((v_rank != v_root)) {
 auto v_src = symm_peer(v_buf, v_root);
 auto v_dst = symm_local(v_buf);
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_n)) {
 v_dst[v_i] = v_src[v_i];
-v_i += (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 }
-__syncthreads();
-if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+f_sync_threads(__ctx);
+if ((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL))) {
 if ((v_rank == v_root)) {
 {
 const symm_u32 t_end2 = v_world;

@@ -7,24 +7,24 @@ auto v_rank = symm_rank(v_buf);
 auto v_world = symm_world(v_buf);
 auto v_next = symm_rem(((v_rank + ((symm_u32)1ULL))), v_world);
 auto v_prev = symm_rem((((v_rank + v_world) - ((symm_u32)1ULL))), v_world);
-auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+auto v_stride = (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 auto v_src = symm_local(v_buf);
 auto v_dst = symm_peer(v_buf, v_next);
 {
 const symm_u32 t_end1 = (v_world - ((symm_u32)1ULL));
 for (symm_u32 v_step = ((symm_u32)0ULL); v_step < t_end1; v_step += 1) {
 auto v_base = ((symm_rem((((v_rank + v_world) - v_step)), v_world)) * v_chunk);
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_chunk)) {
 v_dst[(v_base + v_i)] = v_src[(v_base + v_i)];
 v_i += v_stride;
 }
-__syncthreads();
-if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+f_sync_threads(__ctx);
+if ((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL))) {
 symm_dsl_put_signal(__ctx, v_buf, v_next, v_channel);
 symm_dsl_wait_signal(__ctx, v_buf, v_prev, v_channel);
 }
-__syncthreads();
+f_sync_threads(__ctx);
 }
 }
 }

@@ -3,11 +3,11 @@
 
 template<typename G_T>
 __device__ __forceinline__ void f_block_barrier(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_channel) {
-__syncthreads();
-auto v_p = ((symm_u32)threadIdx.x);
+f_sync_threads(__ctx);
+auto v_p = f_thread_idx_x(__ctx);
 if (((v_p < symm_world(v_buf)) && (v_p != symm_rank(v_buf)))) {
 symm_dsl_put_signal(__ctx, v_buf, v_p, v_channel);
 symm_dsl_wait_signal(__ctx, v_buf, v_p, v_channel);
 }
-__syncthreads();
+f_sync_threads(__ctx);
 }

@@ -4,8 +4,8 @@
 template<typename G_T>
 __device__ __forceinline__ void k_naive_all_reduce(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_entry, symm_u32 v_exit) {
 f_block_barrier(__ctx, v_buf, v_entry);
-auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_stride = (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_n)) {
 float v_acc = 0.0f;
 {

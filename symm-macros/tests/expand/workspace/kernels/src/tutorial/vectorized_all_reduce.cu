@@ -5,8 +5,8 @@ template<typename G_T, symm_u64 G_V>
 __device__ __forceinline__ void k_vectorized_all_reduce(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_slice<G_T> v_out, symm_u32 v_n, symm_u32 v_entry, symm_u32 v_exit) {
 f_block_barrier(__ctx, v_buf, v_entry);
 auto v_world = symm_world(v_buf);
-auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
-auto v_first = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_stride = (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
+auto v_first = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 auto v_vecs = (v_n / symm_cast<symm_u32>(G_V));
 auto v_v = v_first;
 while ((v_v < v_vecs)) {

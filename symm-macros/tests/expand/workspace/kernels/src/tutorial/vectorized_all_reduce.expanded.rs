@@ -16,7 +16,7 @@ pub mod vectorized_all_reduce {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![&block_barrier :: DEVICE]
+        :: std :: vec![&block_barrier :: DEVICE , &grid_dim_x :: DEVICE , &block_dim_x :: DEVICE , &block_idx_x :: DEVICE , &thread_idx_x :: DEVICE]
     }
     fn __key < T : Scalar , const V : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string () , :: std :: format!("{}" , V)]

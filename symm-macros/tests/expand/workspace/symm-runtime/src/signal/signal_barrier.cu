@@ -3,7 +3,7 @@
 
 template<typename G_T>
 __device__ __forceinline__ void k_signal_barrier(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_channel, symm_u64 v_timeout_ns) {
-auto v_p = ((symm_u32)threadIdx.x);
+auto v_p = f_thread_idx_x(__ctx);
 if ((((v_p < symm_world(v_buf)) && (v_p != symm_rank(v_buf))) && symm_dsl_put_signal_within(__ctx, v_buf, v_p, v_channel, v_timeout_ns, true))) {
 (void)(symm_dsl_wait_signal_within(__ctx, v_buf, v_p, v_channel, v_timeout_ns, true));
 }

@@ -3,7 +3,7 @@
 
 template<typename G_T>
 __device__ __forceinline__ void k_signal_put(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_dst, symm_u32 v_channel, symm_u64 v_timeout_ns) {
-if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+if ((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL))) {
 (void)(symm_dsl_put_signal_within(__ctx, v_buf, v_dst, v_channel, v_timeout_ns, false));
 }
 }

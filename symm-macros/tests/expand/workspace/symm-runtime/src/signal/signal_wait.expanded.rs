@@ -12,7 +12,7 @@ pub mod signal_wait {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&thread_idx_x :: DEVICE]
     }
     fn __key < T : Scalar > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string ()]

@@ -2,13 +2,13 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_all_arrive(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf, symm_u64 v_timeout_ns) {
-if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
-auto v_total = (symm_world(v_buf) * ((symm_u32)gridDim.x));
+if ((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL))) {
+auto v_total = (symm_world(v_buf) * f_grid_dim_x(__ctx));
 auto v_home = symm_peer(v_buf, ((symm_u32)0ULL));
 symm_dsl_add<SYMM_RELAXED, SYMM_SYS>(v_home, ((symm_u64)0ULL), 1);
-auto v_t0 = symm_globaltimer();
+auto v_t0 = f_globaltimer(__ctx);
 while ((symm_dsl_load<SYMM_RELAXED, SYMM_SYS>(v_home, ((symm_u64)0ULL)) < v_total)) {
-if (((symm_globaltimer() - v_t0) > v_timeout_ns)) {
+if (((f_globaltimer(__ctx) - v_t0) > v_timeout_ns)) {
 symm_dsl_add<SYMM_RELAXED, SYMM_SYS>(symm_local(v_buf), ((symm_u64)1ULL), 1);
 return;
 }

@@ -11,7 +11,7 @@ pub mod arith {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![&mix :: DEVICE]
+        :: std :: vec![&block_idx_x :: DEVICE , &block_dim_x :: DEVICE , &thread_idx_x :: DEVICE , &mix :: DEVICE]
     }
     fn __key < T : DslFloat > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string ()]

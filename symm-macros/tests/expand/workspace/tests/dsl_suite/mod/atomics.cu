@@ -2,12 +2,12 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_atomics(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_slice<symm_u32> v_counters, symm_slice<float> v_fsum, symm_u32 v_n) {
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i < v_n)) {
 auto v_v = v_x[v_i];
-symm_dsl_add<SYMM_RELAXED, SYMM_GPU>(v_counters, symm_rem(v_i, ((symm_u32)8ULL)), 1);
-symm_dsl_max<SYMM_RELAXED, SYMM_GPU>(v_counters, (((symm_u32)8ULL) + symm_rem(v_i, ((symm_u32)4ULL))), v_v);
-symm_dsl_min<SYMM_RELAXED, SYMM_GPU>(v_counters, (((symm_u32)12ULL) + symm_rem(v_i, ((symm_u32)4ULL))), v_v);
+symm_dsl_add<SYMM_RELAXED, SYMM_GPU>(v_counters, symm_rem(v_i, ((SYMM_TY(v_i))8ULL)), 1);
+symm_dsl_max<SYMM_RELAXED, SYMM_GPU>(v_counters, (((SYMM_TY(symm_rem(v_i, ((SYMM_TY(v_i))4ULL))))8ULL) + symm_rem(v_i, ((SYMM_TY(v_i))4ULL))), v_v);
+symm_dsl_min<SYMM_RELAXED, SYMM_GPU>(v_counters, (((SYMM_TY(symm_rem(v_i, ((SYMM_TY(v_i))4ULL))))12ULL) + symm_rem(v_i, ((SYMM_TY(v_i))4ULL))), v_v);
 auto v_cur = symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(v_counters, ((symm_u64)16ULL));
 while ((v_cur < v_v)) {
 auto v_seen = symm_dsl_cas<SYMM_ACQ_REL, SYMM_GPU>(v_counters, ((symm_u64)16ULL), v_cur, v_v);
@@ -20,7 +20,7 @@ auto v_old = symm_dsl_exch<SYMM_RELAXED, SYMM_GPU>(v_counters, ((symm_u64)18ULL)
 if ((v_old != ((symm_u32)4294967295ULL))) {
 symm_dsl_add<SYMM_RELAXED, SYMM_GPU>(v_counters, ((symm_u64)17ULL), 1);
 }
-symm_dsl_add<SYMM_RELAXED, SYMM_GPU>(v_fsum, symm_rem(v_i, ((symm_u32)2ULL)), symm_cast<float>((symm_rem(v_v, ((SYMM_TY(v_v))1024ULL)))));
+symm_dsl_add<SYMM_RELAXED, SYMM_GPU>(v_fsum, symm_rem(v_i, ((SYMM_TY(v_i))2ULL)), symm_cast<float>((symm_rem(v_v, ((SYMM_TY(v_v))1024ULL)))));
 }
 }
 

@@ -3,7 +3,7 @@
 
 template<symm_u64 G_W>
 __device__ __forceinline__ void k_control(const symm_kctx& __ctx, symm_slice<symm_i32> v_x, symm_slice<symm_i32> v_out, symm_u32 v_n) {
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i >= v_n)) {
 return;
 }

@@ -13,7 +13,7 @@ pub mod control {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&block_idx_x :: DEVICE , &block_dim_x :: DEVICE , &thread_idx_x :: DEVICE]
     }
     fn __key < const W : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![:: std :: format!("{}" , W)]

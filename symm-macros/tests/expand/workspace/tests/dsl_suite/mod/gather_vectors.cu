@@ -3,7 +3,7 @@
 
 template<typename G_T, symm_u64 G_N>
 __device__ __forceinline__ void k_gather_vectors(const symm_kctx& __ctx, symm_buf<G_T> v_stage, symm_slice<G_T> v_src, symm_slice<G_T> v_out, symm_u32 v_silent) {
-if (((((symm_u32)threadIdx.x) != ((symm_u32)0ULL)) || (((symm_u32)blockIdx.x) != ((symm_u32)0ULL)))) {
+if (((f_thread_idx_x(__ctx) != ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL)) || (f_block_idx_x(__ctx) != ((SYMM_TY(f_block_idx_x(__ctx)))0ULL)))) {
 return;
 }
 auto v_rank = symm_rank(v_stage);

@@ -16,7 +16,7 @@ pub mod gather_vectors {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&thread_idx_x :: DEVICE , &block_idx_x :: DEVICE]
     }
     fn __key < T : Scalar , const N : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string () , :: std :: format!("{}" , N)]

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_lanes(const symm_kctx& __ctx, symm_slice<symm_u32> v_lanes) {
-v_lanes[((((symm_u32)threadIdx.y) * ((symm_u32)16ULL)) + ((symm_u32)threadIdx.x))] = symm_lane_id();
+v_lanes[((f_thread_idx_y(__ctx) * ((SYMM_TY(f_thread_idx_y(__ctx)))16ULL)) + f_thread_idx_x(__ctx))] = f_lane_id(__ctx);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_message_passing(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf, symm_u32 v_iters, symm_u32 v_seed) {
-if (((((symm_u32)threadIdx.x) != ((symm_u32)0ULL)) || (((symm_u32)blockIdx.x) != ((symm_u32)0ULL)))) {
+if (((f_thread_idx_x(__ctx) != ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL)) || (f_block_idx_x(__ctx) != ((SYMM_TY(f_block_idx_x(__ctx)))0ULL)))) {
 return;
 }
 auto v_rank = symm_rank(v_buf);
@@ -14,9 +14,9 @@ auto v_me = symm_local(v_buf);
 {
 const symm_u32 t_end1 = (v_iters + ((symm_u32)1ULL));
 for (symm_u32 v_k = ((symm_u32)1ULL); v_k < t_end1; v_k += 1) {
-auto v_t0 = symm_globaltimer();
+auto v_t0 = f_globaltimer(__ctx);
 while ((symm_dsl_load<SYMM_ACQUIRE, SYMM_SYS>(v_me, ((symm_u64)1ULL)) < (v_k - ((symm_u32)1ULL)))) {
-if (((symm_globaltimer() - v_t0) > ((symm_u64)2000000000ULL))) {
+if (((f_globaltimer(__ctx) - v_t0) > ((symm_u64)2000000000ULL))) {
 symm_dsl_add<SYMM_RELAXED, SYMM_SYS>(v_me, ((symm_u64)3ULL), 1);
 return;
 }
@@ -29,9 +29,9 @@ symm_dsl_store<SYMM_RELAXED, SYMM_SYS>(v_next, (((symm_u32)8ULL) + v_j), ((v_see
 }
 }
 symm_dsl_store<SYMM_RELEASE, SYMM_SYS>(v_next, ((symm_u64)0ULL), v_k);
-auto v_t1 = symm_globaltimer();
+auto v_t1 = f_globaltimer(__ctx);
 while ((symm_dsl_load<SYMM_ACQUIRE, SYMM_SYS>(v_me, ((symm_u64)0ULL)) < v_k)) {
-if (((symm_globaltimer() - v_t1) > ((symm_u64)2000000000ULL))) {
+if (((f_globaltimer(__ctx) - v_t1) > ((symm_u64)2000000000ULL))) {
 symm_dsl_add<SYMM_RELAXED, SYMM_SYS>(v_me, ((symm_u64)3ULL), 1);
 return;
 }

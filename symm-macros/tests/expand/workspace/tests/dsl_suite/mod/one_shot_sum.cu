@@ -4,13 +4,13 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_one_shot_sum(const symm_kctx& __ctx, symm_buf<float> v_buf, symm_slice<float> v_out, symm_u32 v_n, symm_u32 v_entry, symm_u32 v_exit) {
 auto v_rank = symm_rank(v_buf);
 auto v_world = symm_world(v_buf);
-auto v_t = ((symm_u32)threadIdx.x);
+auto v_t = f_thread_idx_x(__ctx);
 if (((v_t < v_world) && (v_t != v_rank))) {
 symm_dsl_put_signal(__ctx, v_buf, v_t, v_entry);
 symm_dsl_wait_signal(__ctx, v_buf, v_t, v_entry);
 }
-__syncthreads();
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + v_t);
+f_sync_threads(__ctx);
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + v_t);
 while ((v_i < v_n)) {
 float v_acc = 0.0f;
 {
@@ -20,9 +20,9 @@ v_acc += symm_peer(v_buf, v_r)[v_i];
 }
 }
 v_out[v_i] = v_acc;
-v_i += (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
-__syncthreads();
+f_sync_threads(__ctx);
 if (((v_t < v_world) && (v_t != v_rank))) {
 symm_dsl_put_signal(__ctx, v_buf, v_t, v_exit);
 symm_dsl_wait_signal(__ctx, v_buf, v_t, v_exit);

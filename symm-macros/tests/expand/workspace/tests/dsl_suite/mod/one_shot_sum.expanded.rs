@@ -14,7 +14,7 @@ pub mod one_shot_sum {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&thread_idx_x :: DEVICE , &sync_threads :: DEVICE , &block_idx_x :: DEVICE , &block_dim_x :: DEVICE , &grid_dim_x :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]

@@ -3,22 +3,22 @@
 
 static __device__ __forceinline__ __attribute__((unused)) void k_shared_reduce(const symm_kctx& __ctx, symm_slice<float> v_x, symm_slice<float> v_sums, symm_slice<float> v_rev) {
 __shared__ symm_array<float, 256ULL> v_s;
-auto v_t = ((symm_u32)threadIdx.x);
-auto v_base = (((symm_u32)blockIdx.x) * ((symm_u32)256ULL));
+auto v_t = f_thread_idx_x(__ctx);
+auto v_base = (f_block_idx_x(__ctx) * ((SYMM_TY(f_block_idx_x(__ctx)))256ULL));
 v_s[v_t] = v_x[(v_base + v_t)];
-__syncthreads();
-v_rev[(v_base + v_t)] = v_s[(((symm_u32)255ULL) - v_t)];
-__syncthreads();
+f_sync_threads(__ctx);
+v_rev[(v_base + v_t)] = v_s[(((SYMM_TY(v_t))255ULL) - v_t)];
+f_sync_threads(__ctx);
 symm_u32 v_width = ((symm_u32)128ULL);
 while ((v_width > ((symm_u32)0ULL))) {
 if ((v_t < v_width)) {
 v_s[v_t] = (v_s[v_t] + v_s[(v_t + v_width)]);
 }
-__syncthreads();
+f_sync_threads(__ctx);
 v_width /= ((symm_u32)2ULL);
 }
-if ((v_t == ((symm_u32)0ULL))) {
-v_sums[((symm_u32)blockIdx.x)] = v_s[((symm_u64)0ULL)];
+if ((v_t == ((SYMM_TY(v_t))0ULL))) {
+v_sums[f_block_idx_x(__ctx)] = v_s[((symm_u64)0ULL)];
 }
 }
 

@@ -13,7 +13,7 @@ pub mod shared_reduce {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&thread_idx_x :: DEVICE , &block_idx_x :: DEVICE , &sync_threads :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]

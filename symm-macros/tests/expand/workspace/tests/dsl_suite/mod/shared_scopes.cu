@@ -3,11 +3,11 @@
 
 static __device__ __forceinline__ __attribute__((unused)) void k_shared_scopes(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_slice<symm_u32> v_out) {
 __shared__ symm_array<symm_u32, 32ULL> v_s;
-auto v_t = ((symm_u32)threadIdx.x);
+auto v_t = f_thread_idx_x(__ctx);
 v_s[v_t] = v_x[v_t];
-__syncthreads();
+f_sync_threads(__ctx);
 auto v_other = f_stash_reversed(__ctx, ((v_x[v_t] * ((SYMM_TY(v_x[v_t]))3ULL)) + ((SYMM_TY((v_x[v_t] * ((SYMM_TY(v_x[v_t]))3ULL))))1ULL)));
-__syncthreads();
+f_sync_threads(__ctx);
 v_out[v_t] = (v_s[v_t] + v_other);
 }
 

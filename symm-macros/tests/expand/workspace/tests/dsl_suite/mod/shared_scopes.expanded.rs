@@ -14,7 +14,7 @@ pub mod shared_scopes {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![&stash_reversed :: DEVICE]
+        :: std :: vec![&thread_idx_x :: DEVICE , &sync_threads :: DEVICE , &stash_reversed :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]

@@ -2,17 +2,17 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_shuffles(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_slice<symm_u32> v_sums, symm_slice<symm_u32> v_votes) {
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 auto v_v = v_x[v_i];
 symm_u32 v_m = ((symm_u32)16ULL);
 while ((v_m > ((symm_u32)0ULL))) {
-v_v = symm_wrapping_add(v_v, symm_shfl_xor(v_v, (symm_u32)(v_m)));
+v_v = symm_wrapping_add(v_v, f_shfl_xor(__ctx, v_v, v_m));
 v_m /= ((symm_u32)2ULL);
 }
-auto v_b = symm_ballot((((v_x[v_i] & ((SYMM_TY(v_x[v_i]))1ULL))) == ((SYMM_TY(((v_x[v_i] & ((SYMM_TY(v_x[v_i]))1ULL)))))1ULL)));
+auto v_b = f_ballot(__ctx, (((v_x[v_i] & ((SYMM_TY(v_x[v_i]))1ULL))) == ((SYMM_TY(((v_x[v_i] & ((SYMM_TY(v_x[v_i]))1ULL)))))1ULL)));
 v_sums[v_i] = v_v;
-if ((symm_lane_id() == ((symm_u32)0ULL))) {
-v_votes[(v_i / ((symm_u32)32ULL))] = v_b;
+if ((f_lane_id(__ctx) == ((SYMM_TY(f_lane_id(__ctx)))0ULL))) {
+v_votes[(v_i / ((SYMM_TY(v_i))32ULL))] = v_b;
 }
 }
 

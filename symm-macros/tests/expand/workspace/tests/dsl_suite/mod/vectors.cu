@@ -2,12 +2,12 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_vectors(const symm_kctx& __ctx, symm_slice<float> v_x, symm_slice<float> v_out, symm_slice<symm_bf16> v_h, symm_slice<symm_bf16> v_hout, symm_u32 v_groups) {
-auto v_g = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_g = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_g < v_groups)) {
-auto v_v = symm_dsl_load_vec<4ULL>(v_x, (v_g * ((symm_u32)4ULL)));
+auto v_v = symm_dsl_load_vec<4ULL>(v_x, (v_g * ((SYMM_TY(v_g))4ULL)));
 symm_array<float, 4ULL> v_r = symm_array<float, 4ULL>{{v_v[((symm_u64)3ULL)], v_v[((symm_u64)2ULL)], v_v[((symm_u64)1ULL)], v_v[((symm_u64)0ULL)]}};
-symm_dsl_store_vec(v_out, (v_g * ((symm_u32)4ULL)), v_r);
-auto v_w = symm_dsl_load_vec<8ULL>(v_h, (v_g * ((symm_u32)8ULL)));
+symm_dsl_store_vec(v_out, (v_g * ((SYMM_TY(v_g))4ULL)), v_r);
+auto v_w = symm_dsl_load_vec<8ULL>(v_h, (v_g * ((SYMM_TY(v_g))8ULL)));
 symm_array<symm_bf16, 8ULL> v_q = v_w;
 {
 const symm_u32 t_end1 = ((symm_u32)8ULL);
@@ -16,7 +16,7 @@ for (symm_u32 v_k = ((symm_u32)0ULL); v_k < t_end1; v_k += 1) {
 v_q[v_k] = v_w[(((symm_u32)7ULL) - v_k)];
 }
 }
-symm_dsl_store_vec(v_hout, (v_g * ((symm_u32)8ULL)), v_q);
+symm_dsl_store_vec(v_hout, (v_g * ((SYMM_TY(v_g))8ULL)), v_q);
 }
 }
 

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_wait_on(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf, symm_u32 v_src, symm_u32 v_channel) {
-if (((((symm_u32)threadIdx.x) == ((symm_u32)0ULL)) && (((symm_u32)blockIdx.x) == ((symm_u32)0ULL)))) {
+if (((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL)) && (f_block_idx_x(__ctx) == ((SYMM_TY(f_block_idx_x(__ctx)))0ULL)))) {
 symm_dsl_wait_signal(__ctx, v_buf, v_src, v_channel);
 }
 }

@@ -14,7 +14,7 @@ pub mod warp_moves {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![&shfl_down :: DEVICE , &shfl_up :: DEVICE , &shfl_idx :: DEVICE]
+        :: std :: vec![&block_idx_x :: DEVICE , &block_dim_x :: DEVICE , &thread_idx_x :: DEVICE , &shfl_down :: DEVICE , &shfl_up :: DEVICE , &lane_id :: DEVICE , &shfl_idx :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_write_slots(const symm_kctx& __ctx, symm_buf<symm_u32> v_buf, symm_u32 v_value) {
-auto v_p = ((symm_u32)threadIdx.x);
+auto v_p = f_thread_idx_x(__ctx);
 if ((v_p < symm_world(v_buf))) {
 symm_dsl_store<SYMM_RELAXED, SYMM_SYS>(symm_peer(v_buf, v_p), symm_rank(v_buf), v_value);
 }

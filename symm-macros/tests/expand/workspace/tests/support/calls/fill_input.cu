@@ -2,14 +2,14 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_fill_input(const symm_kctx& __ctx, symm_buf<float> v_buf, symm_u32 v_n, symm_u32 v_k, symm_u32 v_seed) {
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 auto v_r = symm_rank(v_buf);
 auto v_mine = symm_local(v_buf);
 while ((v_i < v_n)) {
 auto v_h = (((symm_wrapping_mul(v_i, ((symm_u32)2654435761ULL)) ^ symm_wrapping_mul(v_k, ((symm_u32)40503ULL))) ^ symm_wrapping_mul(v_r, ((symm_u32)2246822519ULL))) ^ v_seed);
 auto v_x = (v_h ^ ((v_h >> 15)));
 v_mine[v_i] = (((symm_cast<float>((symm_rem(v_x, ((symm_u32)2001ULL)))) - 1000.0f)) / 1000.0f);
-v_i += (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 }
 

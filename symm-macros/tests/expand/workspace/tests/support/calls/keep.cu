@@ -2,10 +2,10 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_keep(const symm_kctx& __ctx, symm_slice<float> v_src, symm_slice<float> v_dst, symm_u32 v_offset, symm_u32 v_n) {
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_n)) {
 v_dst[(v_offset + v_i)] = v_src[v_i];
-v_i += (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 }
 

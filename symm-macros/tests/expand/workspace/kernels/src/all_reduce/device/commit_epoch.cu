@@ -3,9 +3,9 @@
 
 template<typename G_T>
 __device__ __forceinline__ void f_commit_epoch(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_epoch, symm_u32 v_ch) {
-__syncthreads();
-if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+f_sync_threads(__ctx);
+if ((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL))) {
 auto v_rank = symm_rank(v_buf);
-symm_dsl_store<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), symm_signal_slot((symm_u32)((v_ch + ((symm_u32)2ULL))), (symm_u32)(((symm_u32)blockIdx.x)), (symm_u32)(v_rank)), v_epoch);
+symm_dsl_store<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), f_signal_slot(__ctx, (v_ch + ((symm_u32)2ULL)), f_block_idx_x(__ctx), v_rank), v_epoch);
 }
 }

@@ -4,5 +4,5 @@
 template<typename G_T>
 __device__ __forceinline__ symm_u32 f_next_epoch(const symm_kctx& __ctx, symm_buf<G_T> v_buf, symm_u32 v_ch) {
 auto v_rank = symm_rank(v_buf);
-return symm_wrapping_add(symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), symm_signal_slot((symm_u32)((v_ch + ((symm_u32)2ULL))), (symm_u32)(((symm_u32)blockIdx.x)), (symm_u32)(v_rank))), ((SYMM_TY(symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), symm_signal_slot((symm_u32)((v_ch + ((symm_u32)2ULL))), (symm_u32)(((symm_u32)blockIdx.x)), (symm_u32)(v_rank)))))1ULL));
+return symm_wrapping_add(symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), f_signal_slot(__ctx, (v_ch + ((symm_u32)2ULL)), f_block_idx_x(__ctx), v_rank)), ((SYMM_TY(symm_dsl_load<SYMM_RELAXED, SYMM_GPU>(symm_pad(v_buf, v_rank), f_signal_slot(__ctx, (v_ch + ((symm_u32)2ULL)), f_block_idx_x(__ctx), v_rank))))1ULL));
 }

@@ -8,8 +8,8 @@ auto v_rank = symm_rank(v_buf);
 auto v_world = (((G_W > ((symm_u64)0ULL))) ? (symm_cast<symm_u32>(G_W)) : (symm_world(v_buf)));
 auto v_epoch = f_next_epoch(__ctx, v_buf, v_ch);
 f_epoch_barrier(__ctx, v_buf, v_ch, v_epoch);
-auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
-auto v_first = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_stride = (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
+auto v_first = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 auto v_vecs = (v_n / symm_cast<symm_u32>(G_V));
 auto v_i = v_first;
 while ((v_i < v_vecs)) {
@@ -29,7 +29,7 @@ v_acc += symm_to_f32(symm_peer(v_buf, v_r)[v_j]);
 v_out[v_j] = symm_from_f32<G_T>(v_acc);
 v_j += v_stride;
 }
-__syncthreads();
+f_sync_threads(__ctx);
 f_epoch_barrier(__ctx, v_buf, (v_ch + ((symm_u32)1ULL)), v_epoch);
 f_commit_epoch(__ctx, v_buf, v_epoch, v_ch);
 }

@@ -16,7 +16,7 @@ pub mod one_shot_all_reduce {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![&enter_call :: DEVICE , &next_epoch :: DEVICE , &epoch_barrier :: DEVICE , &sum_peers :: DEVICE , &commit_epoch :: DEVICE]
+        :: std :: vec![&enter_call :: DEVICE , &next_epoch :: DEVICE , &epoch_barrier :: DEVICE , &grid_dim_x :: DEVICE , &block_dim_x :: DEVICE , &block_idx_x :: DEVICE , &thread_idx_x :: DEVICE , &sum_peers :: DEVICE , &sync_threads :: DEVICE , &commit_epoch :: DEVICE]
     }
     fn __key < T : Scalar , const V : usize , const W : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string () , :: std :: format!("{}" , V) , :: std :: format!("{}" , W)]

@@ -22,7 +22,7 @@ pub mod one_shot_push {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![&enter_call :: DEVICE , &next_epoch :: DEVICE , &spread_first :: DEVICE , &flag_exchange :: DEVICE , &sum_staged :: DEVICE , &commit_epoch :: DEVICE]
+        :: std :: vec![&enter_call :: DEVICE , &next_epoch :: DEVICE , &grid_dim_x :: DEVICE , &block_dim_x :: DEVICE , &spread_first :: DEVICE , &flag_exchange :: DEVICE , &sum_staged :: DEVICE , &commit_epoch :: DEVICE]
     }
     fn __key < T : Scalar , const V : usize , const W : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
         :: std :: vec![< T as :: symm :: dsl :: Scalar > :: CUDA . to_string () , :: std :: format!("{}" , V) , :: std :: format!("{}" , W)]

@@ -2,6 +2,6 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_spread_first(const symm_kctx& __ctx) {
-auto v_t = ((symm_u32)threadIdx.x);
-return (((((((v_t / ((symm_u32)32ULL))) * ((symm_u32)gridDim.x)) + ((symm_u32)blockIdx.x))) * ((symm_u32)32ULL)) + symm_rem(v_t, ((symm_u32)32ULL)));
+auto v_t = f_thread_idx_x(__ctx);
+return (((((((v_t / ((SYMM_TY(v_t))32ULL))) * f_grid_dim_x(__ctx)) + f_block_idx_x(__ctx))) * ((SYMM_TY((((((v_t / ((SYMM_TY(v_t))32ULL))) * f_grid_dim_x(__ctx)) + f_block_idx_x(__ctx)))))32ULL)) + symm_rem(v_t, ((SYMM_TY(v_t))32ULL)));
 }

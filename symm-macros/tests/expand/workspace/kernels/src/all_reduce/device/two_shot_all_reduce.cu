@@ -8,8 +8,8 @@ auto v_rank = symm_rank(v_input);
 auto v_world = (((G_W > ((symm_u64)0ULL))) ? (symm_cast<symm_u32>(G_W)) : (symm_world(v_input)));
 auto v_epoch = f_next_epoch(__ctx, v_input, v_ch);
 f_epoch_barrier(__ctx, v_input, v_ch, v_epoch);
-auto v_stride = (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
-auto v_first = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_stride = (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
+auto v_first = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 auto v_vecs = (v_n / symm_cast<symm_u32>(G_V));
 auto v_chunk = ((((v_vecs + v_world) - ((symm_u32)1ULL))) / v_world);
 auto v_base = (v_rank * v_chunk);
@@ -35,7 +35,7 @@ v_tail += symm_to_f32(symm_peer(v_input, v_r_2)[v_e]);
 }
 }
 }
-__syncthreads();
+f_sync_threads(__ctx);
 f_epoch_barrier(__ctx, v_input, (v_ch + ((symm_u32)1ULL)), v_epoch);
 auto v_mine = symm_local(v_scratch);
 {

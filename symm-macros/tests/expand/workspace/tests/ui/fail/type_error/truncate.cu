@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_truncate(const symm_kctx& __ctx, symm_slice<float> v_x, symm_slice<symm_u32> v_out, symm_u32 v_n) {
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i < v_n)) {
 symm_u32 v_v = v_x[v_i];
 v_out[v_i] = v_v;

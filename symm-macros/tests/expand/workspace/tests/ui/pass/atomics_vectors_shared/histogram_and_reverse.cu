@@ -2,21 +2,21 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_histogram_and_reverse(const symm_kctx& __ctx, symm_slice<float> v_x, symm_slice<float> v_out, symm_slice<symm_u32> v_bins, symm_slice<float> v_total, symm_slice<symm_u32> v_votes) {
-auto v_t = ((symm_u32)threadIdx.x);
-auto v_g = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + v_t);
+auto v_t = f_thread_idx_x(__ctx);
+auto v_g = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + v_t);
 __shared__ symm_array<float, 1024ULL> v_tile;
-auto v_v = symm_dsl_load_vec<4ULL>(v_x, (v_g * ((symm_u32)4ULL)));
+auto v_v = symm_dsl_load_vec<4ULL>(v_x, (v_g * ((SYMM_TY(v_g))4ULL)));
 {
 const symm_u32 t_end1 = ((symm_u32)4ULL);
 #pragma unroll
 for (symm_u32 v_k = ((symm_u32)0ULL); v_k < t_end1; v_k += 1) {
-v_tile[((v_t * ((symm_u32)4ULL)) + v_k)] = v_v[v_k];
+v_tile[((v_t * ((SYMM_TY(v_t))4ULL)) + v_k)] = v_v[v_k];
 }
 }
-__syncthreads();
-auto v_last = ((((symm_u32)blockDim.x) * ((symm_u32)4ULL)) - ((symm_u32)1ULL));
-symm_array<float, 4ULL> v_r = symm_array<float, 4ULL>{{v_tile[(v_last - (v_t * ((symm_u32)4ULL)))], v_tile[((v_last - (v_t * ((symm_u32)4ULL))) - ((symm_u32)1ULL))], v_tile[((v_last - (v_t * ((symm_u32)4ULL))) - ((symm_u32)2ULL))], v_tile[((v_last - (v_t * ((symm_u32)4ULL))) - ((symm_u32)3ULL))]}};
-symm_dsl_store_vec(v_out, (v_g * ((symm_u32)4ULL)), v_r);
+f_sync_threads(__ctx);
+auto v_last = ((f_block_dim_x(__ctx) * ((SYMM_TY(f_block_dim_x(__ctx)))4ULL)) - ((SYMM_TY((f_block_dim_x(__ctx) * ((SYMM_TY(f_block_dim_x(__ctx)))4ULL))))1ULL));
+symm_array<float, 4ULL> v_r = symm_array<float, 4ULL>{{v_tile[(v_last - (v_t * ((SYMM_TY(v_t))4ULL)))], v_tile[((v_last - (v_t * ((SYMM_TY(v_t))4ULL))) - ((SYMM_TY((v_last - (v_t * ((SYMM_TY(v_t))4ULL)))))1ULL))], v_tile[((v_last - (v_t * ((SYMM_TY(v_t))4ULL))) - ((SYMM_TY((v_last - (v_t * ((SYMM_TY(v_t))4ULL)))))2ULL))], v_tile[((v_last - (v_t * ((SYMM_TY(v_t))4ULL))) - ((SYMM_TY((v_last - (v_t * ((SYMM_TY(v_t))4ULL)))))3ULL))]}};
+symm_dsl_store_vec(v_out, (v_g * ((SYMM_TY(v_g))4ULL)), v_r);
 auto v_bin = symm_min(symm_rem((symm_cast<symm_u32>(symm_abs(v_v[((symm_u64)0ULL)]))), ((symm_u32)16ULL)), ((symm_u32)15ULL));
 symm_dsl_add<SYMM_RELAXED, SYMM_GPU>(v_bins, v_bin, 1);
 symm_dsl_add<SYMM_RELAXED, SYMM_GPU>(v_total, ((symm_u64)0ULL), (((v_v[((symm_u64)0ULL)] + v_v[((symm_u64)1ULL)]) + v_v[((symm_u64)2ULL)]) + v_v[((symm_u64)3ULL)]));
@@ -31,12 +31,12 @@ v_cur = v_seen;
 auto v_s = v_g;
 symm_u32 v_m = ((symm_u32)16ULL);
 while ((v_m > ((symm_u32)0ULL))) {
-v_s = symm_wrapping_add(v_s, symm_shfl_xor(v_s, (symm_u32)(v_m)));
+v_s = symm_wrapping_add(v_s, f_shfl_xor(__ctx, v_s, v_m));
 v_m /= ((symm_u32)2ULL);
 }
-auto v_b = symm_ballot((v_v[((symm_u64)0ULL)] > 0.0f));
-if ((symm_lane_id() == ((symm_u32)0ULL))) {
-v_votes[(v_g / ((symm_u32)32ULL))] = (v_b ^ v_s);
+auto v_b = f_ballot(__ctx, (v_v[((symm_u64)0ULL)] > 0.0f));
+if ((f_lane_id(__ctx) == ((SYMM_TY(f_lane_id(__ctx)))0ULL))) {
+v_votes[(v_g / ((SYMM_TY(v_g))32ULL))] = (v_b ^ v_s);
 }
 }
 

@@ -11,7 +11,7 @@ pub mod histogram_and_reverse {
         CUDA_BODY
     }
     fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
-        :: std :: vec![]
+        :: std :: vec![&thread_idx_x :: DEVICE , &block_idx_x :: DEVICE , &block_dim_x :: DEVICE , &sync_threads :: DEVICE , &shfl_xor :: DEVICE , &ballot :: DEVICE , &lane_id :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
         :: std :: vec![]

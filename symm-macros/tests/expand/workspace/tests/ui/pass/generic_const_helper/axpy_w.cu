@@ -3,7 +3,7 @@
 
 template<typename G_T, symm_u64 G_W>
 __device__ __forceinline__ void k_axpy_w(const symm_kctx& __ctx, symm_slice<G_T> v_x, symm_slice<G_T> v_y, symm_slice<G_T> v_peaks, G_T v_a, symm_u32 v_n) {
-auto v_t = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_t = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 auto v_base = (v_t * symm_cast<symm_u32>(G_W));
 if (((v_base + (symm_cast<symm_u32>(G_W))) <= v_n)) {
 symm_array<G_T, G_W> v_r = symm_array_fill<G_T, G_W>(symm_from_f32<G_T>(0.0f));

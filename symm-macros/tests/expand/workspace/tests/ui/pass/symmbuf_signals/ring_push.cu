@@ -8,14 +8,14 @@ auto v_next = symm_rem(((v_rank + ((symm_u32)1ULL))), v_world);
 auto v_prev = symm_rem((((v_rank + v_world) - ((symm_u32)1ULL))), v_world);
 auto v_src = symm_local(v_buf);
 auto v_dst = symm_peer(v_buf, v_next);
-auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
+auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_n)) {
 symm_dsl_store<SYMM_RELAXED, SYMM_SYS>(v_dst, (v_n + v_i), v_src[v_i]);
-v_i += (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
+v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 symm_fence<SYMM_SYS>();
-__syncthreads();
-if ((((symm_u32)threadIdx.x) == ((symm_u32)0ULL))) {
+f_sync_threads(__ctx);
+if ((f_thread_idx_x(__ctx) == ((SYMM_TY(f_thread_idx_x(__ctx)))0ULL))) {
 symm_dsl_put_signal(__ctx, v_buf, v_next, v_channel);
 symm_dsl_wait_signal(__ctx, v_buf, v_prev, v_channel);
 symm_u64 v_acc = ((symm_u64)0ULL);
@@ -28,7 +28,7 @@ v_acc = symm_wrapping_add(v_acc, symm_cast<symm_u64>(symm_to_bits(v_v)));
 }
 symm_dsl_add<SYMM_RELAXED, SYMM_SYS>(symm_local(v_sums), ((symm_u64)0ULL), v_acc);
 auto v_pad = symm_pad(v_buf, v_rank);
-auto v_slot = symm_signal_slot((symm_u32)(v_channel), (symm_u32)(((symm_u32)blockIdx.x)), (symm_u32)(v_prev));
+auto v_slot = f_signal_slot(__ctx, v_channel, f_block_idx_x(__ctx), v_prev);
 symm_dsl_store<SYMM_RELEASE, SYMM_SYS>(symm_local(v_sums), ((symm_u64)1ULL), symm_cast<symm_u64>(symm_dsl_load<SYMM_VOLATILE, SYMM_SYS>(v_pad, v_slot)));
 }
 }
