@@ -1,11 +1,46 @@
 //! Every built-in kernel compiles to CUBIN with NVRTC on the CPU (sm_90 and
 //! sm_80), for every element type it is used with.
 
+use symm::dsl::*;
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
 
 #[path = "support/targets.rs"]
 mod targets;
 use targets::{nvrtc, ARCHES};
+
+/// Every warp shuffle in a chain, for a type: each is an intrinsic with its
+/// own CUDA C, and literal lane arguments stay bare `u32`s.
+#[symm::symm_kernel]
+fn all_shuffles<T: Scalar>(x: &[T], y: &mut [T]) {
+    let i = thread_idx_x();
+    let a = shfl_xor(x[i], 1);
+    let b = shfl_down(a, 2);
+    let c = shfl_up(b, 3);
+    y[i] = shfl_idx(c, 4);
+}
+
+/// The shuffles compile for every element type (1, 2, 4 and 8 bytes).
+#[test]
+fn warp_shuffles_compile_for_every_element_type() {
+    if !nvrtc("shuffles") {
+        return;
+    }
+    for a in ARCHES {
+        for r in [
+            all_shuffles::compile_for::<u8>,
+            all_shuffles::compile_for::<u32>,
+            all_shuffles::compile_for::<u64>,
+            all_shuffles::compile_for::<i32>,
+            all_shuffles::compile_for::<i64>,
+            all_shuffles::compile_for::<f32>,
+            all_shuffles::compile_for::<f64>,
+            all_shuffles::compile_for::<symm::bf16>,
+            all_shuffles::compile_for::<symm::f16>,
+        ] {
+            r(a).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
 
 #[test]
 fn builtin_kernels_compile() {

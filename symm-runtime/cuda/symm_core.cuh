@@ -254,9 +254,8 @@ SYMM_DEVICE_FN void symm_nanosleep(symm_u32 ns);
 /* An array of N copies of x. */
 template<typename T, symm_u64 N> __device__ __forceinline__ symm_array<T, N> symm_array_fill(T x);
 
-/* Warp primitives; the whole warp must be converged. */
-/* v as held by lane (lane_id ^ lane_mask); T of 1, 2, 4 or 8 bytes. */
-template<typename T> __device__ __forceinline__ T symm_shfl_xor(T v, symm_u32 lane_mask);
+/* Warp primitives; the whole warp must be converged. (The shuffles are
+   intrinsics, defined in symm-runtime/src/dsl/intrinsics.rs.) */
 /* Bit i set iff lane i's pred is true. */
 SYMM_DEVICE_FN symm_u32 symm_ballot(bool pred);
 /* This thread's lane in its warp, 0..31. */

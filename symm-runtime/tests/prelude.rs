@@ -172,9 +172,6 @@ template<typename T, symm_u64 N> __device__ __forceinline__ void vec(T* p) {
     symm_st_vec_volatile<T, N>(p + 3 * N, w);
 }
 
-template<typename T> __device__ __forceinline__ void shfl(T* p) {
-    p[1] = symm_shfl_xor(p[0], 1u);
-}
 
 extern "C" __global__ void prelude_all(unsigned char* bytes, symm_u32* u32, symm_i32* i32, symm_u64* u64,
                                        symm_i64* i64, float* f32, double* f64, symm_bf16* bf, symm_f16* hf,
@@ -252,20 +249,7 @@ extern "C" __global__ void prelude_all(unsigned char* bytes, symm_u32* u32, symm
     vec<symm_u8, 16>(u8 + 128);
     vec<symm_u16, 8>(u16 + 128);
 
-    /* Warp. */
-    shfl(b + 200);
-    shfl(u8 + 200);
-    shfl(i8 + 200);
-    shfl(u16 + 200);
-    shfl(i16 + 200);
-    shfl(bf + 200);
-    shfl(hf + 200);
-    shfl(u32 + 200);
-    shfl(i32 + 200);
-    shfl(f32 + 200);
-    shfl(u64 + 200);
-    shfl(i64 + 200);
-    shfl(f64 + 200);
+    /* Warp (the shuffles are intrinsics: tests/dsl_kernels_compile.rs). */
     u32[210] = symm_ballot(f32[210] > 0.0f) + symm_lane_id();
 }
 "#;
@@ -337,7 +321,6 @@ fn ptx_has_every_order_scope_and_type() {
         "ld.volatile.global.b64",
         "st.volatile.global.b32",
         "st.volatile.global.b64",
-        "shfl.sync.bfly.b32",
         "vote.sync.ballot.b32",
         "%laneid",
         "cvt.rzi.s32.f32",

@@ -32,35 +32,8 @@ SYMM_DEVICE_FN void symm_nanosleep(symm_u32 ns) {
 
 /* ---- Warp primitives (whole warp converged: member mask 0xffffffff) ---- */
 
-namespace symm_detail {
-SYMM_DEVICE_FN symm_u32 shfl_bfly(symm_u32 x, symm_u32 lane_mask) {
-    symm_u32 r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-                 : "=r"(r) : "r"(x), "r"(lane_mask));
-    return r;
-}
-} /* namespace symm_detail */
-
-/* The value of v held by lane (lane_id ^ lane_mask). T of 1, 2, 4 or 8
-   bytes (narrow values travel widened to 32 bits, 8 bytes as two halves). */
-template<typename T> __device__ __forceinline__ T symm_shfl_xor(T v, symm_u32 lane_mask) {
-    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
-                  "symm_shfl_xor: T must have 1, 2, 4 or 8 bytes");
-    if constexpr (sizeof(T) == 8) {
-        symm_array<symm_u32, 2> w = symm_bitcast<symm_array<symm_u32, 2>>(v);
-        w.v[0] = symm_detail::shfl_bfly(w.v[0], lane_mask);
-        w.v[1] = symm_detail::shfl_bfly(w.v[1], lane_mask);
-        return symm_bitcast<T>(w);
-    } else if constexpr (sizeof(T) == 4) {
-        return symm_bitcast<T>(symm_detail::shfl_bfly(symm_bitcast<symm_u32>(v), lane_mask));
-    } else if constexpr (sizeof(T) == 2) {
-        symm_u32 w = symm_bitcast<symm_u16>(v);
-        return symm_bitcast<T>((symm_u16)symm_detail::shfl_bfly(w, lane_mask));
-    } else {
-        symm_u32 w = symm_bitcast<symm_u8>(v);
-        return symm_bitcast<T>((symm_u8)symm_detail::shfl_bfly(w, lane_mask));
-    }
-}
+/* The shuffles are intrinsics (symm::dsl::shfl_xor and its kin), defined
+   with their Rust stubs in symm-runtime/src/dsl/intrinsics.rs. */
 
 /* Bit i set iff lane i's pred is true. */
 SYMM_DEVICE_FN symm_u32 symm_ballot(bool pred) {

@@ -252,3 +252,67 @@ intrinsic! {
     }
     cuda: "static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_signal_slot(const symm_kctx&, symm_u32 channel, symm_u32 block, symm_u32 peer) { return symm_signal_slot(channel, block, peer); }\n";
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::jit::{nvrtc_available, Arch, CompileRequest, JitEngine};
+
+    /// Each shuffle intrinsic's CUDA C is the PTX shuffle of its mode, with
+    /// its clamp value, for 4- and 8-byte payloads.
+    #[test]
+    fn shuffles_compile_to_their_ptx_modes() {
+        if !nvrtc_available() {
+            assert!(
+                std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
+                "NVRTC required but not found"
+            );
+            eprintln!("SKIPPED: NVRTC not found; the shuffles were not compiled");
+            return;
+        }
+        let fns = [
+            &super::shfl_xor::DEVICE,
+            &super::shfl_down::DEVICE,
+            &super::shfl_up::DEVICE,
+            &super::shfl_idx::DEVICE,
+        ];
+        let source = format!(
+            "{}\n{}\n{}",
+            &*crate::dsl::support::DSL_SUPPORT,
+            crate::dsl::device_fn::device_sources(&fns),
+            r#"extern "C" __global__ void shuffles(symm_u32* s, double* d, symm_u32* status) {
+    symm_kctx c = {status, 0, 0};
+    symm_u32 i = threadIdx.x;
+    s[i] = f_shfl_xor(c, f_shfl_down(c, f_shfl_up(c, f_shfl_idx(c, s[i], 7u), 3u), 2u), 1u);
+    d[i] = f_shfl_xor(c, f_shfl_down(c, f_shfl_up(c, f_shfl_idx(c, d[i], 7u), 3u), 2u), 1u);
+}
+"#
+        );
+        let ptx = JitEngine::new(None)
+            .compile_ptx(&CompileRequest {
+                kernel_name: "shuffles",
+                source: &source,
+                arch: Arch::new(9, 0),
+                options: &[],
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        for (mode, clamp, count) in [
+            ("bfly", "0x1f", 3),
+            ("down", "0x1f", 3),
+            ("up", "0x0", 3),
+            ("idx", "0x1f", 3),
+        ] {
+            let lines: Vec<&str> = ptx
+                .lines()
+                .filter(|l| l.contains(&format!("shfl.sync.{mode}.b32")))
+                .collect();
+            // One for the u32, two for the double's halves.
+            assert_eq!(lines.len(), count, "{mode}: {lines:?}");
+            assert!(
+                lines
+                    .iter()
+                    .all(|l| l.contains(&format!(", {clamp}, 0xffffffff;"))),
+                "{mode} with clamp {clamp}: {lines:?}"
+            );
+        }
+    }
+}
