@@ -21,6 +21,13 @@
 #ifndef SYMM_CUH
 #define SYMM_CUH
 
+#ifndef SYMM_CHECKED
+#define SYMM_CHECKED 0
+#endif
+#ifndef SYMM_SITE_FN
+#define SYMM_SITE_FN 0u
+#endif
+
 /* ======================================================================
    Types
    ====================================================================== */
@@ -80,6 +87,16 @@ static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, sy
 /* ======================================================================
    Handles (symm_impl/support.cuh)
    ====================================================================== */
+
+/* `base[index]` of a slice, a buffer view or a register or shared array, as
+   generated code writes every indexing site (`line`: the Rust line relative
+   to the function's name). With SYMM_CHECKED 0 exactly `(base)[index]`;
+   the checked form comes with the runtime's checked instantiations. */
+#if SYMM_CHECKED
+#error "SYMM_CHECKED 1 needs symm_at, which this version of the headers lacks"
+#else
+#define SYMM_AT(ctx, base, index, line) (base)[index]
+#endif
 
 /* Number of elements. */
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s);

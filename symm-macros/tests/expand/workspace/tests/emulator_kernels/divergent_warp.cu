@@ -4,10 +4,10 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_divergent_warp(const symm_kctx& __ctx, symm_slice<symm_u32> v_out) {
 auto v_t = ((symm_u32)threadIdx.x);
 if ((v_t < ((symm_u32)16ULL))) {
-v_out[v_t] = symm_ballot(true);
+SYMM_AT(__ctx, v_out, v_t, 3) = symm_ballot(true);
 }
 else {
-v_out[v_t] = symm_shfl_xor(v_t, (symm_u32)(((symm_u32)1ULL)));
+SYMM_AT(__ctx, v_out, v_t, 5) = symm_shfl_xor(v_t, (symm_u32)(((symm_u32)1ULL)));
 }
 }
 

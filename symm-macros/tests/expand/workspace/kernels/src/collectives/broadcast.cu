@@ -26,7 +26,7 @@ auto v_src = symm_peer(v_buf, v_root);
 auto v_dst = symm_local(v_buf);
 auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
 while ((v_i < v_n)) {
-v_dst[v_i] = v_src[v_i];
+SYMM_AT(__ctx, v_dst, v_i, 20) = SYMM_AT(__ctx, v_src, v_i, 20);
 v_i += (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
 }
 }

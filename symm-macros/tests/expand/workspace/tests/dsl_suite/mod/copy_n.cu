@@ -4,7 +4,7 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_copy_n(const symm_kctx& __ctx, symm_slice<float> v_x, symm_slice<float> v_y, symm_u32 v_n) {
 auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
 if ((v_i < v_n)) {
-v_y[v_i] = v_x[v_i];
+SYMM_AT(__ctx, v_y, v_i, 3) = SYMM_AT(__ctx, v_x, v_i, 3);
 }
 }
 

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_lanes(const symm_kctx& __ctx, symm_slice<symm_u32> v_lanes) {
-v_lanes[((((symm_u32)threadIdx.y) * ((symm_u32)16ULL)) + ((symm_u32)threadIdx.x))] = symm_lane_id();
+SYMM_AT(__ctx, v_lanes, ((((symm_u32)threadIdx.y) * ((symm_u32)16ULL)) + ((symm_u32)threadIdx.x)), 1) = symm_lane_id();
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -4,7 +4,7 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_keep(const symm_kctx& __ctx, symm_slice<float> v_src, symm_slice<float> v_dst, symm_u32 v_offset, symm_u32 v_n) {
 auto v_i = ((((symm_u32)blockIdx.x) * ((symm_u32)blockDim.x)) + ((symm_u32)threadIdx.x));
 while ((v_i < v_n)) {
-v_dst[(v_offset + v_i)] = v_src[v_i];
+SYMM_AT(__ctx, v_dst, (v_offset + v_i), 3) = SYMM_AT(__ctx, v_src, v_i, 3);
 v_i += (((symm_u32)gridDim.x) * ((symm_u32)blockDim.x));
 }
 }
