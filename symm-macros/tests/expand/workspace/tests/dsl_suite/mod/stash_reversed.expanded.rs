@@ -21,7 +21,7 @@ pub mod stash_reversed {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "stash_reversed" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+        name : "stash_reversed" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }
