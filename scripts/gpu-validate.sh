@@ -7,6 +7,8 @@
 #   scripts/gpu-validate.sh gpu gpu_dsl     # some binaries
 #
 # Each binary (per world size) is stopped after STEP_TIMEOUT seconds (500).
+# SYMM_CHECK_ALL=1 bounds-checks the built-in kernels' launches too (their
+# launch_unchecked), which proves their indexing in bounds on the GPU.
 # World sizes: SYMM_GPU_WORLDS (default 1,2,3,4,8). Where the machine has
 # fewer GPUs than ranks, ranks share GPUs (symm::Ranks::gpus), so a one-GPU
 # machine runs every world size; SYMM_RANKS_PER_GPU=k forces k per GPU.

@@ -1,5 +1,6 @@
 //! Every built-in kernel compiles to CUBIN with NVRTC on the CPU (sm_90 and
-//! sm_80), for every element type it is used with.
+//! sm_80), for every element type it is used with, with bounds checks (as
+//! `launch` runs it) and without (as `launch_unchecked` does).
 
 use symm::dsl::*;
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
@@ -42,117 +43,94 @@ fn warp_shuffles_compile_for_every_element_type() {
     }
 }
 
+/// Compiles the instantiation `$k::<$args>` for `$a`, with bounds checks
+/// (as `launch` runs it) or without (as `launch_unchecked` does).
+macro_rules! compile {
+    ($checked:expr, $a:expr, $($k:ident)::+ [$($t:tt)*]) => {{
+        let r = if $checked {
+            $($k)::+::compile_checked_for::<$($t)*>($a)
+        } else {
+            $($k)::+::compile_for::<$($t)*>($a)
+        };
+        r.unwrap_or_else(|e| panic!("{e}"))
+    }};
+}
+
 #[test]
 fn builtin_kernels_compile() {
     if !nvrtc("kernels") {
         return;
     }
-    for a in ARCHES {
-        ping_pong::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        ring_all_gather::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
-        ring_all_gather::compile_for::<symm::bf16>(a).unwrap_or_else(|e| panic!("{e}"));
-        ring_all_gather::compile_for::<u64>(a).unwrap_or_else(|e| panic!("{e}"));
-        broadcast::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
-        broadcast::compile_for::<symm::f16>(a).unwrap_or_else(|e| panic!("{e}"));
+    for (a, checked) in ARCHES.into_iter().flat_map(|a| [(a, false), (a, true)]) {
+        compile!(checked, a, ping_pong[]);
+        compile!(checked, a, ring_all_gather[f32]);
+        compile!(checked, a, ring_all_gather[symm::bf16]);
+        compile!(checked, a, ring_all_gather[u64]);
+        compile!(checked, a, broadcast[f32]);
+        compile!(checked, a, broadcast[symm::f16]);
         use symm::kernels::all_reduce::one_shot_ll as ll;
-        for r in [
-            ll::compile_for::<f32, 1, 2>,
-            ll::compile_for::<f32, 1, 4>,
-            ll::compile_for::<f32, 1, 8>,
-            ll::compile_for::<f32, 1, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
-        for r in [
-            ll::compile_for::<symm::bf16, 2, 2>,
-            ll::compile_for::<symm::bf16, 2, 4>,
-            ll::compile_for::<symm::f16, 2, 8>,
-            ll::compile_for::<symm::f16, 2, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
+        compile!(checked, a, ll[f32, 1, 2]);
+        compile!(checked, a, ll[f32, 1, 4]);
+        compile!(checked, a, ll[f32, 1, 8]);
+        compile!(checked, a, ll[f32, 1, 0]);
+        compile!(checked, a, ll[symm::bf16, 2, 2]);
+        compile!(checked, a, ll[symm::bf16, 2, 4]);
+        compile!(checked, a, ll[symm::f16, 2, 8]);
+        compile!(checked, a, ll[symm::f16, 2, 0]);
         use symm::kernels::all_reduce::two_shot_all_reduce as ts;
-        for r in [
-            ts::compile_for::<f32, 4, 2>,
-            ts::compile_for::<f32, 4, 4>,
-            ts::compile_for::<f32, 4, 8>,
-            ts::compile_for::<f32, 4, 0>,
-            ts::compile_for::<symm::bf16, 8, 2>,
-            ts::compile_for::<symm::bf16, 8, 4>,
-            ts::compile_for::<symm::f16, 8, 8>,
-            ts::compile_for::<symm::f16, 8, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
+        compile!(checked, a, ts[f32, 4, 2]);
+        compile!(checked, a, ts[f32, 4, 4]);
+        compile!(checked, a, ts[f32, 4, 8]);
+        compile!(checked, a, ts[f32, 4, 0]);
+        compile!(checked, a, ts[symm::bf16, 8, 2]);
+        compile!(checked, a, ts[symm::bf16, 8, 4]);
+        compile!(checked, a, ts[symm::f16, 8, 8]);
+        compile!(checked, a, ts[symm::f16, 8, 0]);
         use symm::kernels::all_reduce::one_shot_push as op;
-        for r in [
-            op::compile_for::<f32, 4, 2>,
-            op::compile_for::<f32, 4, 4>,
-            op::compile_for::<f32, 4, 8>,
-            op::compile_for::<f32, 4, 0>,
-            op::compile_for::<symm::bf16, 8, 2>,
-            op::compile_for::<symm::bf16, 8, 4>,
-            op::compile_for::<symm::f16, 8, 8>,
-            op::compile_for::<symm::f16, 8, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
+        compile!(checked, a, op[f32, 4, 2]);
+        compile!(checked, a, op[f32, 4, 4]);
+        compile!(checked, a, op[f32, 4, 8]);
+        compile!(checked, a, op[f32, 4, 0]);
+        compile!(checked, a, op[symm::bf16, 8, 2]);
+        compile!(checked, a, op[symm::bf16, 8, 4]);
+        compile!(checked, a, op[symm::f16, 8, 8]);
+        compile!(checked, a, op[symm::f16, 8, 0]);
         use symm::kernels::all_reduce::two_shot_lamport as tl;
-        for r in [
-            tl::compile_for::<f32, 4, 2>,
-            tl::compile_for::<f32, 4, 4>,
-            tl::compile_for::<f32, 4, 8>,
-            tl::compile_for::<f32, 4, 0>,
-            tl::compile_for::<symm::bf16, 8, 2>,
-            tl::compile_for::<symm::bf16, 8, 4>,
-            tl::compile_for::<symm::f16, 8, 8>,
-            tl::compile_for::<symm::f16, 8, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
+        compile!(checked, a, tl[f32, 4, 2]);
+        compile!(checked, a, tl[f32, 4, 4]);
+        compile!(checked, a, tl[f32, 4, 8]);
+        compile!(checked, a, tl[f32, 4, 0]);
+        compile!(checked, a, tl[symm::bf16, 8, 2]);
+        compile!(checked, a, tl[symm::bf16, 8, 4]);
+        compile!(checked, a, tl[symm::f16, 8, 8]);
+        compile!(checked, a, tl[symm::f16, 8, 0]);
         use symm::kernels::all_reduce::one_shot_lamport as lp;
-        for r in [
-            lp::compile_for::<f32, 4, 2>,
-            lp::compile_for::<f32, 4, 4>,
-            lp::compile_for::<f32, 4, 8>,
-            lp::compile_for::<f32, 4, 0>,
-            lp::compile_for::<symm::bf16, 8, 2>,
-            lp::compile_for::<symm::bf16, 8, 4>,
-            lp::compile_for::<symm::f16, 8, 8>,
-            lp::compile_for::<symm::f16, 8, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
+        compile!(checked, a, lp[f32, 4, 2]);
+        compile!(checked, a, lp[f32, 4, 4]);
+        compile!(checked, a, lp[f32, 4, 8]);
+        compile!(checked, a, lp[f32, 4, 0]);
+        compile!(checked, a, lp[symm::bf16, 8, 2]);
+        compile!(checked, a, lp[symm::bf16, 8, 4]);
+        compile!(checked, a, lp[symm::f16, 8, 8]);
+        compile!(checked, a, lp[symm::f16, 8, 0]);
         use symm::kernels::tutorial::{naive_all_reduce as na, vectorized_all_reduce as va};
-        na::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
-        na::compile_for::<symm::bf16>(a).unwrap_or_else(|e| panic!("{e}"));
-        va::compile_for::<f32, 4>(a).unwrap_or_else(|e| panic!("{e}"));
-        va::compile_for::<symm::bf16, 8>(a).unwrap_or_else(|e| panic!("{e}"));
+        compile!(checked, a, na[f32]);
+        compile!(checked, a, na[symm::bf16]);
+        compile!(checked, a, va[f32, 4]);
+        compile!(checked, a, va[symm::bf16, 8]);
         use symm::kernels::one_shot_all_reduce_kernel as osar;
-        for r in [
-            osar::compile_for::<f32, 4, 2>,
-            osar::compile_for::<f32, 4, 4>,
-            osar::compile_for::<f32, 4, 8>,
-            osar::compile_for::<f32, 4, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
-        for r in [
-            osar::compile_for::<symm::bf16, 8, 2>,
-            osar::compile_for::<symm::bf16, 8, 4>,
-            osar::compile_for::<symm::bf16, 8, 8>,
-            osar::compile_for::<symm::bf16, 8, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
-        for r in [
-            osar::compile_for::<symm::f16, 8, 2>,
-            osar::compile_for::<symm::f16, 8, 4>,
-            osar::compile_for::<symm::f16, 8, 8>,
-            osar::compile_for::<symm::f16, 8, 0>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
+        compile!(checked, a, osar[f32, 4, 2]);
+        compile!(checked, a, osar[f32, 4, 4]);
+        compile!(checked, a, osar[f32, 4, 8]);
+        compile!(checked, a, osar[f32, 4, 0]);
+        compile!(checked, a, osar[symm::bf16, 8, 2]);
+        compile!(checked, a, osar[symm::bf16, 8, 4]);
+        compile!(checked, a, osar[symm::bf16, 8, 8]);
+        compile!(checked, a, osar[symm::bf16, 8, 0]);
+        compile!(checked, a, osar[symm::f16, 8, 2]);
+        compile!(checked, a, osar[symm::f16, 8, 4]);
+        compile!(checked, a, osar[symm::f16, 8, 8]);
+        compile!(checked, a, osar[symm::f16, 8, 0]);
     }
 }
 
@@ -167,28 +145,28 @@ fn test_suite_kernels_compile() {
     if !nvrtc("kernels") {
         return;
     }
-    for a in ARCHES {
-        arith::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
-        arith::compile_for::<f64>(a).unwrap_or_else(|e| panic!("{e}"));
-        arith::compile_for::<symm::bf16>(a).unwrap_or_else(|e| panic!("{e}"));
-        arith::compile_for::<symm::f16>(a).unwrap_or_else(|e| panic!("{e}"));
-        int_ops::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        control::compile_for::<8>(a).unwrap_or_else(|e| panic!("{e}"));
-        atomics::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        vectors::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        shared_reduce::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        shared_scopes::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        lanes::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        shuffles::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        warp_moves::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        message_passing::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        copy_n::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        wait_on::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        all_arrive::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        gather_vectors::compile_for::<f32, 4>(a).unwrap_or_else(|e| panic!("{e}"));
-        gather_vectors::compile_for::<symm::bf16, 8>(a).unwrap_or_else(|e| panic!("{e}"));
-        gather_packets::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        foundation_suite::write_slots::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+    for (a, checked) in ARCHES.into_iter().flat_map(|a| [(a, false), (a, true)]) {
+        compile!(checked, a, arith[f32]);
+        compile!(checked, a, arith[f64]);
+        compile!(checked, a, arith[symm::bf16]);
+        compile!(checked, a, arith[symm::f16]);
+        compile!(checked, a, int_ops[]);
+        compile!(checked, a, control[8]);
+        compile!(checked, a, atomics[]);
+        compile!(checked, a, vectors[]);
+        compile!(checked, a, shared_reduce[]);
+        compile!(checked, a, shared_scopes[]);
+        compile!(checked, a, lanes[]);
+        compile!(checked, a, shuffles[]);
+        compile!(checked, a, warp_moves[]);
+        compile!(checked, a, message_passing[]);
+        compile!(checked, a, copy_n[]);
+        compile!(checked, a, wait_on[]);
+        compile!(checked, a, all_arrive[]);
+        compile!(checked, a, gather_vectors[f32, 4]);
+        compile!(checked, a, gather_vectors[symm::bf16, 8]);
+        compile!(checked, a, gather_packets[]);
+        compile!(checked, a, foundation_suite::write_slots[]);
     }
 }
 

@@ -241,15 +241,43 @@ fn off_by_one(x: &[f32], y: &mut [f32], n: u32) {
     }
 }
 
+/// A checked launch on a GPU names the line of a bad index as the kernel's
+/// `LINE` (of its name, in `FILE`) plus the offset its indexing site
+/// carries in the CUDA C: both come from the spans of the source.
+#[test]
+fn indexing_sites_carry_their_line_from_the_kernels_name() {
+    let src = include_str!("emulator_kernels.rs");
+    let line_of = |prefix: &str| {
+        src.lines()
+            .position(|l| l.trim_start().starts_with(prefix))
+            .expect("the line")
+            + 1
+    };
+    let (name, site) = (line_of("fn off_by_one("), line_of("y[i] = x[i] * 2.0f32;"));
+    assert_eq!(off_by_one::FILE, "tests/emulator_kernels.rs");
+    assert_eq!(off_by_one::LINE as usize, name);
+    let want = format!(
+        "SYMM_AT(__ctx, v_y, v_i, {0}) = (SYMM_AT(__ctx, v_x, v_i, {0}) * 2.0f);",
+        site - name
+    );
+    assert!(
+        off_by_one::CUDA_BODY.contains(&want),
+        "{}",
+        off_by_one::CUDA_BODY
+    );
+}
+
+/// On the emulator the launch fails; on GPU ranks the safe launch's bounds
+/// check records the index and the synchronize reports it, in the same
+/// words.
 #[test]
 fn out_of_bounds_names_kernel_rank_block_thread_index_and_length() {
-    if !emulator_only() {
-        return;
-    }
-    let err = run(Ranks::Emulator(2), CommOptions::default(), |c| {
+    let Some(ranks) = ranks(2) else { return };
+    let err = run(ranks, CommOptions::default(), |c| {
         let x = c.device_buffer_from(&[1.0f32; 100])?;
         let mut y = c.device_buffer::<f32>(100)?;
-        off_by_one::launch(c, LaunchConfig::linear(4, 32), &x, &mut y, 100)
+        off_by_one::launch(c, LaunchConfig::linear(4, 32), &x, &mut y, 100)?;
+        c.synchronize()
     })
     .expect_err("index 100 of 100");
     assert_eq!(err.errors.len(), 2);

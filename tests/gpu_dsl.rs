@@ -1,6 +1,7 @@
 //! The DSL on real GPUs, where only a GPU can tell: CUDA graph capture and
-//! replay, in-kernel timeouts, co-residency of ranks that share a GPU, bad
-//! launches, compile times, and launch overhead against raw cudarc.
+//! replay, in-kernel timeouts, bounds checks of safe launches, co-residency
+//! of ranks that share a GPU, bad launches, compile times, launch overhead
+//! against raw cudarc, and what the bounds checks cost.
 //! A custom harness (see `support/harness.rs`).
 //!
 //! The DSL test kernels against their CPU references and the collectives
@@ -26,6 +27,31 @@ mod dsl_suite;
 use dsl_suite::*;
 
 const T: Duration = Duration::from_secs(10);
+
+mod oob {
+    use symm::dsl::*;
+    use symm::symm_kernel;
+
+    /// `y[i] = 2 x[i]` for every `i <= n`: one past the end when `n` is the
+    /// length.
+    #[symm_kernel]
+    pub fn off_by_one(x: &[f32], y: &mut [f32], n: u32) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if i <= n {
+            y[i] = x[i] * 2.0f32; // OOB-SITE
+        }
+    }
+}
+use oob::off_by_one;
+
+/// The line of this file that `off_by_one` indexes on.
+fn oob_line() -> usize {
+    include_str!("gpu_dsl.rs")
+        .lines()
+        .position(|l| l.ends_with("// OOB-SITE"))
+        .expect("the marked line")
+        + 1
+}
 
 fn fail(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -247,6 +273,134 @@ fn co_residency(world: usize) -> Outcome {
     ))
 }
 
+/// A safe launch that indexes one past the end of its slices: the next
+/// synchronize reports a `KernelFault` naming the kernel, rank, block,
+/// thread, index, length and source line, and the element past the end is
+/// untouched (the slices are views of one element less than their buffers);
+/// the rank goes on, and the same kernel launched unchecked on buffers big
+/// enough is right.
+fn out_of_bounds(world: usize) -> Outcome {
+    let line = oob_line();
+    let res = gpus(world, |c| {
+        let r = c.rank();
+        let host: Vec<f32> = (0..101).map(|i| (i + 1000 * r) as f32).collect();
+        let twice: Vec<f32> = host.iter().map(|v| v * 2.0).collect();
+        let x = c.alloc::<f32>(101)?;
+        x.copy_from_host(&host)?;
+        let y = c.alloc::<f32>(101)?;
+        y.copy_from_host(&[-1.0; 101])?;
+        let cfg = LaunchConfig::linear(4, 32);
+        off_by_one::launch(c, cfg, &x.slice(..100)?, &mut y.slice(..100)?, 100)?;
+        let err = match c.synchronize() {
+            Err(e) => e,
+            Ok(()) => {
+                return check(c, false, || format!("rank {r}: no error")).map(|_| String::new())
+            }
+        };
+        let want = format!(
+            "kernel `off_by_one` on rank {r}, block 3, thread 4: index 100 is out of bounds for \
+             length 100 (at tests/gpu_dsl.rs:{line})"
+        );
+        check(
+            c,
+            matches!(&err, Error::KernelFault { kernel, rank, message }
+                if kernel == "off_by_one" && *rank == r && *message == want),
+            || format!("rank {r}: expected KernelFault {want:?}, got {err:?}"),
+        )?;
+        let got = y.to_host()?;
+        check(c, got[..100] == twice[..100] && got[100] == -1.0, || {
+            format!("rank {r}: y is {got:?}")
+        })?;
+        let mut z = c.alloc::<f32>(101)?;
+        // SAFETY: `x` and `z` hold 101 elements, and `off_by_one` with
+        // n = 100 indexes 0..=100.
+        unsafe { off_by_one::launch_unchecked(c, cfg, &x, &mut z, 100)? };
+        c.synchronize()?;
+        let got = z.to_host()?;
+        check(c, got == twice, || {
+            format!("rank {r}: unchecked z is {got:?}")
+        })?;
+        Ok(err.to_string())
+    })?;
+    Ok(format!("every rank: {}", res[0]))
+}
+
+/// What the bounds checks cost: µs per launch of DSL-suite kernels over 4M
+/// elements, checked (`launch`) against unchecked (`launch_unchecked`),
+/// median of 7 rounds of 100 back-to-back launches (wall time to the
+/// synchronize, after a warm-up), interleaved.
+fn checked_launch_cost() -> Outcome {
+    let res = gpus(1, |c| {
+        let n = 1usize << 22;
+        let cfg = LaunchConfig::linear((n as u32).div_ceil(256), 256);
+        let xi: Vec<u32> = (0..n as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let xu = c.device_buffer_from(&xi)?;
+        let mut ou = c.device_buffer::<u32>(n)?;
+        let xf = c.device_buffer_from(&vec![1.5f32; n])?;
+        let mut of = c.device_buffer::<f32>(n)?;
+        let mut rows = vec![];
+        for kernel in ["int_ops", "copy_n"] {
+            let mut launch = |checked: bool| -> symm::Result<()> {
+                match (kernel, checked) {
+                    ("int_ops", true) => int_ops::launch(c, cfg, &xu, &mut ou, n as u32),
+                    // SAFETY: `int_ops` indexes below n, and both buffers
+                    // hold n elements.
+                    ("int_ops", false) => unsafe {
+                        int_ops::launch_unchecked(c, cfg, &xu, &mut ou, n as u32)
+                    },
+                    (_, true) => copy_n::launch(c, cfg, &xf, &mut of, n as u32),
+                    // SAFETY: as above, for `copy_n`.
+                    (_, false) => unsafe {
+                        copy_n::launch_unchecked(c, cfg, &xf, &mut of, n as u32)
+                    },
+                }
+            };
+            let (mut checked, mut unchecked) = (vec![], vec![]);
+            for round in 0..8 {
+                for on in [true, false] {
+                    launch(on)?;
+                    c.synchronize()?;
+                    let t = Instant::now();
+                    for _ in 0..100 {
+                        launch(on)?;
+                    }
+                    c.synchronize()?;
+                    let us = t.elapsed().as_secs_f64() * 1e6 / 100.0;
+                    // Round 0 is the warm-up (compiles and loads both).
+                    if round > 0 {
+                        if on {
+                            checked.push(us)
+                        } else {
+                            unchecked.push(us)
+                        }
+                    }
+                }
+            }
+            let (ch, un) = (
+                harness::median(&mut checked),
+                harness::median(&mut unchecked),
+            );
+            rows.push(format!(
+                "{kernel}: checked {ch:.2} µs/launch, unchecked {un:.2} ({:+.1}%)",
+                (ch / un - 1.0) * 100.0
+            ));
+        }
+        let got = ou.to_host()?;
+        for i in [0, 1, n / 3, n - 1] {
+            check(c, got[i] == int_ops_ref(xi[i]), || {
+                format!("int_ops[{i}] wrong")
+            })?;
+        }
+        check(c, of.to_host()? == vec![1.5f32; n], || {
+            "copy_n wrong".into()
+        })?;
+        Ok(rows.join("; "))
+    })?;
+    Ok(format!("over 4M elements: {}", res[0]))
+}
+
 fn bad_launches() -> Outcome {
     gpus(2, |c| {
         let x = c.device_buffer::<f32>(10)?;
@@ -328,7 +482,7 @@ fn launch_overhead() -> Outcome {
         let n = 256usize;
         let x = c.device_buffer_from(&vec![1.0f32; n])?;
         let mut y = c.device_buffer::<f32>(n)?;
-        let status = c.device_buffer_from(&[0u32; 8])?;
+        let status = c.device_buffer_from(&[0u32; 16])?;
         let cfg = LaunchConfig::linear(1, 256);
         copy_n::launch(c, cfg, &x, &mut y, n as u32)?;
         let src = copy_n::cuda_source_for();
@@ -418,13 +572,16 @@ fn launch_overhead() -> Outcome {
 fn main() {
     let mut h = Harness::new("gpu_dsl");
     if h.gpus == 0 {
-        h.skip(3 + 3 * h.worlds.len(), "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead (the CPU tests compile every kernel)");
+        h.skip(6 + 3 * h.worlds.len(), "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead (the CPU tests compile every kernel)");
         h.finish();
     }
     h.run("dsl_compile_times", 1, &compile_times);
     h.run("dsl_launch_overhead", 1, &launch_overhead);
-    if h.place(2, 1).is_some() {
+    h.run("dsl_checked_launch_cost", 1, &checked_launch_cost);
+    h.run("dsl_out_of_bounds", 1, &|| out_of_bounds(1));
+    if h.place(2, 2).is_some() {
         h.run("dsl_bad_launches", 2, &bad_launches);
+        h.run("dsl_out_of_bounds", 2, &|| out_of_bounds(2));
     }
     for w in h.worlds.clone() {
         let Some(ranks) = h.place(w, 3) else {

@@ -12,14 +12,34 @@
  *   SYMM_SIGNAL_BLOCKS, SYMM_MAX_WORLD, SYMM_PAD_SLOTS   symm::layout
  *   SYMM_KIND_PUT, SYMM_KIND_WAIT,                       symm::signal::SignalKind
  *   SYMM_KIND_BARRIER_PUT, SYMM_KIND_BARRIER_WAIT
+ *   SYMM_KIND_OUT_OF_BOUNDS                              symm::signal::OUT_OF_BOUNDS_KIND
+ *
+ * And what the runtime #defines ahead of everything for each instantiation
+ * it compiles (defaults below):
+ *   SYMM_CHECKED     1: indexing is bounds-checked (a safe `launch`);
+ *                    0: plain (`launch_unchecked`)
+ *   SYMM_KERNEL_ID   the id a checked kernel records with a bad index
+ * and ahead of each function of a kernel's source, SYMM_SITE_FN: which
+ * function's indexing sites follow (0 the kernel, k its k-th device function).
  *
  * Timeouts never trap (that would kill the CUDA context): the first failure
  * of a launch is recorded in the kernel's status record, which the runtime
  * reports at the next synchronize, and the waiting thread either returns
- * (the `_within` forms) or ends with `exit`.
+ * (the `_within` forms) or ends with `exit`. An index out of bounds in a
+ * checked kernel is recorded the same way, and the thread goes on.
  */
 #ifndef SYMM_CUH
 #define SYMM_CUH
+
+#ifndef SYMM_CHECKED
+#define SYMM_CHECKED 0
+#endif
+#ifndef SYMM_KERNEL_ID
+#define SYMM_KERNEL_ID 0u
+#endif
+#ifndef SYMM_SITE_FN
+#define SYMM_SITE_FN 0u
+#endif
 
 /* ======================================================================
    Types
@@ -61,10 +81,17 @@ static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_s
 /* Address of that slot in the pad at `pad`. */
 static __device__ __forceinline__ __attribute__((unused)) symm_u32* symm_slot(symm_u64 pad, symm_u32 channel, symm_u32 block, symm_u32 peer);
 /* Records a timeout of this thread (kind, rank, block, peer, channel,
-   thread, timeout_ms) in the 8-word status record, unless an earlier
-   failure already did. */
+   thread, timeout_ms) in the first 8 words of the 16-word status record,
+   unless an earlier failure already did. */
 static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
                                            symm_u32 channel, symm_u32 timeout_ms);
+/* Records that this thread's index `index` (negative: a negative signed
+   integer's bits) was out of bounds for length `len`, at Rust line `line`
+   (relative to the function's name) of function `fn` of kernel
+   SYMM_KERNEL_ID (see symm::signal::OutOfBounds for the layout), unless an
+   earlier failure already did. Block and thread are linear. */
+static __device__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u32* status, symm_u32 rank, symm_u64 index, bool negative,
+                                                 symm_u64 len, symm_u32 fn, symm_u32 line);
 /* Signals rank `dst` on `channel` from this block: a system-scope fence,
    then CAS 0 -> 1 (release) on dst's slot for this rank, spinning while the
    previous signal is unconsumed. 1 on success; 0 after recording a timeout
@@ -80,6 +107,22 @@ static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, sy
 /* ======================================================================
    Handles (symm_impl/support.cuh)
    ====================================================================== */
+
+/* `base[index]` of a slice, a buffer view or a register or shared array, as
+   generated code writes every indexing site (`line`: the Rust line relative
+   to the function's name). With SYMM_CHECKED 0 exactly `(base)[index]`.
+   With SYMM_CHECKED 1, symm_at: an index >= symm_len(base) is recorded
+   (symm_record_out_of_bounds) and yields a per-type dummy element instead,
+   so the thread goes on (no trap, which would lose the context; no exit,
+   which could leave a block barrier waiting) and touches nothing out of
+   bounds; what it reads there is unspecified. */
+#if SYMM_CHECKED
+#define SYMM_AT(ctx, base, index, line) (symm_at(ctx, base, index, SYMM_SITE_FN, line))
+#else
+#define SYMM_AT(ctx, base, index, line) (base)[index]
+#endif
+template<class B, class I>
+__device__ __forceinline__ auto symm_at(const symm_kctx& c, B&& base, I index, symm_u32 fn, symm_u32 line) -> decltype(base[(symm_u64)index]);
 
 /* Number of elements. */
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s);

@@ -103,6 +103,9 @@ pub(crate) struct KernelSpec<'a> {
     /// of one name never share a compiled function) and a hash of its
     /// generic arguments.
     pub id: (usize, u64),
+    /// Whether every index is bounds-checked (a safe `launch`): a separate
+    /// compiled function from the unchecked one (`launch_unchecked`).
+    pub checked: bool,
     /// Whether the kernel takes a `SymmBuf`, so it may wait on peers, which
     /// ranks sharing a GPU can do only with grids that fit together.
     pub peers: bool,
@@ -110,6 +113,13 @@ pub(crate) struct KernelSpec<'a> {
     pub source: &'a dyn Fn(&str) -> String,
     /// The body as Rust, run by every simulated thread on the emulator.
     pub cpu: &'a dyn Fn(),
+}
+
+/// The CUDA entry of a kernel's instantiation `inst` (a hash of its generic
+/// arguments), checked or not.
+pub(crate) fn entry_name(kernel: &str, inst: u64, checked: bool) -> String {
+    let suffix = if checked { "_c" } else { "" };
+    format!("{kernel}__{inst:016x}{suffix}")
 }
 
 /// What a launch needs to know of the rank's group.

@@ -166,11 +166,13 @@ type FunctionCell = Arc<Mutex<Option<CudaFunction>>>;
 
 /// Names a loaded kernel of a device. A `#[symm_kernel]` instantiation is
 /// named without its source (launches are the hot path): by its kernel's
-/// definition and a hash of its generic arguments.
+/// definition, a hash of its generic arguments, and whether its indexing is
+/// bounds-checked (checked and unchecked are different functions).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum FunctionKey {
-    /// (address of the kernel's definition, hash of its generic arguments).
-    Dsl(usize, u64),
+    /// (address of the kernel's definition, hash of its generic arguments,
+    /// bounds-checked).
+    Dsl(usize, u64, bool),
     /// (entry name, hash of the source and options) of CUDA C source.
     Raw(String, u64),
 }

@@ -16,7 +16,7 @@
 //! [`crate::signal::SignalKind`]) and prepends them.
 
 use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_PAD_SLOTS};
-use crate::status::SignalKind;
+use crate::status::{SignalKind, OUT_OF_BOUNDS_KIND};
 
 /// CUDA C source that every kernel symm compiles starts with: the core
 /// device API declared in `cuda/symm_core.cuh` (integer typedefs,
@@ -53,8 +53,9 @@ pub const PRELUDE: &str = concat!(
 pub(crate) const DSL_CONTRACT: &str = include_str!("../cuda/symm.cuh");
 
 /// Every value the device headers take from Rust, as (`#define` name,
-/// value): the signal-pad layout of [`crate::layout`] and the codes of
-/// [`SignalKind`]. The headers use these names and never define them.
+/// value): the signal-pad layout of [`crate::layout`], the codes of
+/// [`SignalKind`] and the status record's kind of an index out of bounds.
+/// The headers use these names and never define them.
 pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
     let mut v = vec![
         ("SYMM_SIGNAL_BLOCKS", SIGNAL_BLOCKS as u64),
@@ -66,6 +67,7 @@ pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
             .iter()
             .map(|k| (k.device_name(), u64::from(k.code()))),
     );
+    v.push(("SYMM_KIND_OUT_OF_BOUNDS", u64::from(OUT_OF_BOUNDS_KIND)));
     v
 }
 
@@ -150,6 +152,10 @@ mod tests {
             (
                 "SYMM_KIND_BARRIER_WAIT",
                 u64::from(SignalKind::BarrierWait.code()),
+            ),
+            (
+                "SYMM_KIND_OUT_OF_BOUNDS",
+                u64::from(crate::status::OUT_OF_BOUNDS_KIND),
             ),
         ];
         let defined = numeric_defines(&DSL_SUPPORT);

@@ -102,7 +102,7 @@ fn array_index<I: DslIndex>(i: I, n: usize) -> usize {
 /// functions, the kernel body and its `extern "C"` entry.
 pub fn kernel_source(deps: &[&'static DeviceFn], body: &str, entry: &str) -> String {
     format!(
-        "{}\n{}\n{body}\n{entry}\n",
+        "{}\n{}\n#undef SYMM_SITE_FN\n#define SYMM_SITE_FN 0u\n{body}\n{entry}\n",
         &*DSL_SUPPORT,
         device_sources(deps)
     )
@@ -239,6 +239,13 @@ pub struct KernelDef {
     /// Whether the kernel takes a `SymmBuf`, so it may wait on peers, which
     /// ranks sharing a GPU can do only with grids that fit together.
     peers: bool,
+    /// The file that defines the kernel, and the line of its name (which
+    /// the lines its indexing sites record are relative to).
+    file: &'static str,
+    line: u32,
+    /// The device functions it calls (directly or not), for the places of
+    /// their indexing sites.
+    deps: fn() -> Vec<&'static DeviceFn>,
 }
 
 /// Hash of an instantiation's generic arguments.
@@ -252,10 +259,30 @@ fn fnv(parts: &[&str]) -> u64 {
     h
 }
 
+/// Whether `SYMM_CHECK_ALL=1` asks for bounds checks in unchecked launches
+/// too (GPU validation runs prove built-in kernels in bounds with it).
+fn check_all() -> bool {
+    static ALL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALL.get_or_init(|| std::env::var("SYMM_CHECK_ALL").is_ok_and(|v| v == "1"))
+}
+
 impl KernelDef {
-    /// Kernel `name`, which takes a `SymmBuf` if `peers`.
-    pub const fn new(name: &'static str, peers: bool) -> KernelDef {
-        KernelDef { name, peers }
+    /// Kernel `name`, which takes a `SymmBuf` if `peers`, defined in `file`
+    /// with its name at `line`, calling the device functions `deps` lists.
+    pub const fn new(
+        name: &'static str,
+        peers: bool,
+        file: &'static str,
+        line: u32,
+        deps: fn() -> Vec<&'static DeviceFn>,
+    ) -> KernelDef {
+        KernelDef {
+            name,
+            peers,
+            file,
+            line,
+            deps,
+        }
     }
 
     /// The kernel's name.
@@ -268,24 +295,81 @@ impl KernelDef {
         self as *const KernelDef as usize
     }
 
-    fn spec<'a>(
-        &'static self,
-        key: &[&str],
-        source: &'a dyn Fn(&str) -> String,
-        cpu: &'a dyn Fn(),
-    ) -> crate::backend::KernelSpec<'a> {
-        crate::backend::KernelSpec {
-            name: self.name,
-            id: (self.id(), fnv(key)),
-            peers: self.peers,
-            source,
-            cpu,
-        }
+    /// The id a checked instantiation records with an index out of bounds:
+    /// a hash of the kernel's name, file and generic arguments, so that its
+    /// source, and NVRTC's disk cache, are the same in every process.
+    fn fault_id(&self, key: &[&str]) -> u32 {
+        let mut parts = vec![self.name, self.file];
+        parts.extend_from_slice(key);
+        let h = fnv(&parts);
+        (h ^ (h >> 32)) as u32
     }
 
-    /// Launches the instantiation named by `key` (its generic arguments),
-    /// compiling `source(entry)` the first time on each device; the emulator
-    /// runs `cpu` instead.
+    /// The complete CUDA C of instantiation `key`, with bounds checks if
+    /// `checked`: what `source` gives, after the `#define`s that select
+    /// them. A checked one's id is registered, for the report of its faults.
+    fn instantiation(
+        &self,
+        key: &[&str],
+        checked: bool,
+        source: &dyn Fn(&str) -> String,
+        entry: &str,
+    ) -> String {
+        let id = self.fault_id(key);
+        if checked {
+            let mut functions = vec![crate::status::SiteFunction {
+                name: self.name,
+                file: self.file,
+                line: self.line,
+            }];
+            functions.extend(
+                crate::dsl::device_fn::device_fns(&(self.deps)())
+                    .iter()
+                    .map(|f| crate::status::SiteFunction {
+                        name: f.name,
+                        file: f.file,
+                        line: f.line,
+                    }),
+            );
+            crate::status::register_kernel(
+                id,
+                crate::status::KernelSites {
+                    kernel: self.name,
+                    functions,
+                },
+            );
+        }
+        format!(
+            "#define SYMM_CHECKED {}\n#define SYMM_KERNEL_ID {id}u\n{}",
+            u8::from(checked),
+            source(entry)
+        )
+    }
+
+    /// Runs `f` with the backend's view of instantiation `key` (checked or
+    /// not), whose source comes from `source`.
+    fn with_spec<R>(
+        &'static self,
+        key: &[&str],
+        checked: bool,
+        source: &dyn Fn(&str) -> String,
+        cpu: &dyn Fn(),
+        f: impl FnOnce(&crate::backend::KernelSpec<'_>) -> R,
+    ) -> R {
+        let full = |entry: &str| self.instantiation(key, checked, source, entry);
+        f(&crate::backend::KernelSpec {
+            name: self.name,
+            id: (self.id(), fnv(key)),
+            checked,
+            peers: self.peers,
+            source: &full,
+            cpu,
+        })
+    }
+
+    /// Launches the instantiation named by `key` (its generic arguments)
+    /// with every index bounds-checked, compiling `source(entry)` the first
+    /// time on each device; the emulator runs `cpu` instead.
     pub fn launch(
         &'static self,
         comm: &Comm,
@@ -295,27 +379,88 @@ impl KernelDef {
         source: &dyn Fn(&str) -> String,
         cpu: &dyn Fn(),
     ) -> Result<()> {
+        self.launch_as(true, comm, key, cfg, params, source, cpu)
+    }
+
+    /// [`Self::launch`] without bounds checks on the GPU (unless
+    /// `SYMM_CHECK_ALL=1`; the emulator checks every index either way).
+    ///
+    /// # Safety
+    ///
+    /// Every index the kernel computes from `params` must be in bounds.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_unchecked(
+        &'static self,
+        comm: &Comm,
+        key: &[&str],
+        cfg: LaunchConfig,
+        params: &mut [[u8; 8]],
+        source: &dyn Fn(&str) -> String,
+        cpu: &dyn Fn(),
+    ) -> Result<()> {
+        self.launch_as(check_all(), comm, key, cfg, params, source, cpu)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch_as(
+        &'static self,
+        checked: bool,
+        comm: &Comm,
+        key: &[&str],
+        cfg: LaunchConfig,
+        params: &mut [[u8; 8]],
+        source: &dyn Fn(&str) -> String,
+        cpu: &dyn Fn(),
+    ) -> Result<()> {
         check_config(comm, &cfg)?;
-        let spec = self.spec(key, source, cpu);
-        let r = comm.backend.launch(&spec, &cfg, params, &comm.launch_ctx());
+        let r = self.with_spec(key, checked, source, cpu, |spec| {
+            comm.backend.launch(spec, &cfg, params, &comm.launch_ctx())
+        });
         comm.note_kernel_result(r)
     }
 
-    /// The largest grid of the instantiation `key` with `block` threads and
-    /// `shared_mem` bytes of dynamic shared memory per block that may be
-    /// launched on `comm` (see [`Comm::co_resident_blocks`]); `None` when any
-    /// grid may (no rank shares its GPU, or the emulator).
+    /// The largest grid of the instantiation `key` (checked or not) with
+    /// `block` threads and `shared_mem` bytes of dynamic shared memory per
+    /// block that may be launched on `comm` (see
+    /// [`Comm::co_resident_blocks`]); `None` when any grid may (no rank
+    /// shares its GPU, or the emulator).
     pub fn co_resident_grid(
         &'static self,
         comm: &Comm,
         key: &[&str],
+        checked: bool,
         block: u32,
         shared_mem: u32,
         source: &dyn Fn(&str) -> String,
     ) -> Result<Option<u32>> {
-        let spec = self.spec(key, source, &|| {});
-        comm.backend
-            .co_resident_grid(&spec, block, shared_mem, &comm.launch_ctx())
+        let checked = checked || check_all();
+        self.with_spec(key, checked, source, &|| {}, |spec| {
+            comm.backend
+                .co_resident_grid(spec, block, shared_mem, &comm.launch_ctx())
+        })
+    }
+
+    /// Compiles the instantiation `key` (checked or not) to CUBIN without a
+    /// GPU (CI's check that every kernel compiles).
+    pub fn compile_check(
+        &self,
+        key: &[&str],
+        checked: bool,
+        source: &dyn Fn(&str) -> String,
+        arch: crate::jit::Arch,
+    ) -> Result<()> {
+        let entry = crate::backend::entry_name(self.name, fnv(key), checked);
+        let src = self.instantiation(key, checked, source, &entry);
+        let opts = crate::jit::kernel_options();
+        let req = crate::jit::CompileRequest {
+            kernel_name: &entry,
+            source: &src,
+            arch,
+            options: &opts,
+        };
+        crate::jit::dump(&req);
+        crate::jit::JitEngine::global().compile(&req)?;
+        Ok(())
     }
 }
 
@@ -332,20 +477,5 @@ fn check_config(comm: &Comm, cfg: &LaunchConfig) -> Result<()> {
             "a block of {threads} threads is more than the 1024 a GPU allows"
         )));
     }
-    Ok(())
-}
-
-/// Compiles an instantiation's source to CUBIN without a GPU (CI's check that
-/// every kernel compiles).
-pub fn compile_check(entry: &str, src: &str, arch: crate::jit::Arch) -> Result<()> {
-    let opts = crate::jit::kernel_options();
-    let req = crate::jit::CompileRequest {
-        kernel_name: entry,
-        source: src,
-        arch,
-        options: &opts,
-    };
-    crate::jit::dump(&req);
-    crate::jit::JitEngine::global().compile(&req)?;
     Ok(())
 }

@@ -184,6 +184,8 @@ impl SymmetricMemory {
         let spec = |def: &'static crate::__private::KernelDef, source, cpu| KernelSpec {
             name: def.name(),
             id: (def.id(), 0),
+            // The signal kernels index nothing.
+            checked: false,
             // One block always fits beside the other ranks' kernels.
             peers: false,
             source,

@@ -154,10 +154,17 @@ pub trait AllReduceElem: symm::dsl::Scalar {
 
     /// Launches `path`'s kernel (with `aux` its staging or scratch buffer,
     /// unused by [`Path::Pull`], and `ch` the first of its channels) on
-    /// checked arguments.
+    /// checked arguments, without bounds checks on the GPU.
+    ///
+    /// # Safety
+    ///
+    /// The arguments are as this module's `launch` makes them: `n` elements
+    /// fit `input` and `out` (`check`), `aux` is the staging (or scratch)
+    /// that `staging` sized for `n` on `path`, with `cap` elements per
+    /// region, and `cfg` is the path's grid.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
-    fn __launch(
+    unsafe fn __launch(
         path: Path,
         comm: &Comm,
         cfg: LaunchConfig,
@@ -188,16 +195,16 @@ macro_rules! elem {
         impl AllReduceElem for $t {
             fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>> {
                 match path {
-                    Path::Ll => by_world!(comm, one_shot_ll::co_resident_grid::<$t, $p>(comm, threads, 0)),
-                    Path::Push => by_world!(comm, one_shot_push::co_resident_grid::<$t, $v>(comm, threads, 0)),
-                    Path::Lamport => by_world!(comm, one_shot_lamport::co_resident_grid::<$t, $v>(comm, threads, 0)),
-                    Path::Pull => by_world!(comm, one_shot_all_reduce::co_resident_grid::<$t, $v>(comm, threads, 0)),
-                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::co_resident_grid::<$t, $v>(comm, threads, 0)),
-                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::co_resident_grid::<$t, $v>(comm, threads, 0)),
+                    Path::Ll => by_world!(comm, one_shot_ll::co_resident_grid_unchecked::<$t, $p>(comm, threads, 0)),
+                    Path::Push => by_world!(comm, one_shot_push::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0)),
+                    Path::Lamport => by_world!(comm, one_shot_lamport::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0)),
+                    Path::Pull => by_world!(comm, one_shot_all_reduce::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0)),
+                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0)),
+                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0)),
                 }
             }
 
-            fn __launch(
+            unsafe fn __launch(
                 path: Path,
                 comm: &Comm,
                 cfg: LaunchConfig,
@@ -208,13 +215,24 @@ macro_rules! elem {
                 cap: u32,
                 ch: u32,
             ) -> Result<()> {
-                match path {
-                    Path::Ll => by_world!(comm, one_shot_ll::launch::<$t, $p>(comm, cfg, input, aux, out, n, cap, ch)),
-                    Path::Push => by_world!(comm, one_shot_push::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
-                    Path::Lamport => by_world!(comm, one_shot_lamport::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
-                    Path::Pull => by_world!(comm, one_shot_all_reduce::launch::<$t, $v>(comm, cfg, input, out, n, ch)),
-                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::launch::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
-                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
+                // SAFETY: the caller's arguments are `launch`'s, and with
+                // those every index of these kernels is in bounds: the
+                // emulator checks each one in tests/all_reduce.rs
+                // (`matches_float64_and_is_bitwise_identical_across_ranks`,
+                // `every_path_is_exact_at_odd_sizes`,
+                // `in_place_matches_float64_on_every_path`,
+                // `back_to_back_calls_with_changing_data_and_no_host_sync`:
+                // every path, element type and unrolled world, worlds 1-8,
+                // odd sizes), and `SYMM_CHECK_ALL=1` checks them on a GPU.
+                unsafe {
+                    match path {
+                        Path::Ll => by_world!(comm, one_shot_ll::launch_unchecked::<$t, $p>(comm, cfg, input, aux, out, n, cap, ch)),
+                        Path::Push => by_world!(comm, one_shot_push::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
+                        Path::Lamport => by_world!(comm, one_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
+                        Path::Pull => by_world!(comm, one_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, ch)),
+                        Path::TwoShot => by_world!(comm, two_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
+                        Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
+                    }
                 }
             }
         }
@@ -387,7 +405,10 @@ fn launch<T: AllReduceElem>(
             let (stage, per_region) =
                 staging::<u64, T>(comm, path, bytes, packets.div_ceil(2) * 2)?;
             let cap = (per_region / 2) as u32;
-            T::__launch(path, comm, fixed()?, input, &stage, out, n as u32, cap, ch)
+            let cfg = fixed()?;
+            // SAFETY: `n` was checked against `input` and `out` (`check`),
+            // and `stage` holds `cap` packet pairs per region for it.
+            unsafe { T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap, ch) }
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors.
@@ -398,27 +419,36 @@ fn launch<T: AllReduceElem>(
                 n
             };
             let (stage, per_region) = staging::<T, T>(comm, path, bytes, per_region)?;
-            T::__launch(
-                path,
-                comm,
-                fixed()?,
-                input,
-                &stage,
-                out,
-                n as u32,
-                per_region as u32,
-                ch,
-            )
+            let cfg = fixed()?;
+            // SAFETY: `n` was checked against `input` and `out` (`check`),
+            // and `stage` holds `per_region` elements per region for it.
+            unsafe {
+                T::__launch(
+                    path,
+                    comm,
+                    cfg,
+                    input,
+                    &stage,
+                    out,
+                    n as u32,
+                    per_region as u32,
+                    ch,
+                )
+            }
         }
         Path::Pull => {
             let cfg = fitted::<T>(comm, path, config::<T>(n), bytes)?;
-            T::__launch(path, comm, cfg, input, input, out, n as u32, 0, ch)
+            // SAFETY: `n` was checked against `input` and `out` (`check`);
+            // the pull kernel has no staging.
+            unsafe { T::__launch(path, comm, cfg, input, input, out, n as u32, 0, ch) }
         }
         Path::TwoShot => {
             let (scratch, _) = staging::<T, T>(comm, path, bytes, n)?;
             // A thread per vector of one rank's chunk.
             let cfg = fitted::<T>(comm, path, config::<T>(n.div_ceil(world)), bytes)?;
-            T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0, ch)
+            // SAFETY: `n` was checked against `input` and `out` (`check`),
+            // and `scratch` holds `n` elements.
+            unsafe { T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0, ch) }
         }
     }
 }

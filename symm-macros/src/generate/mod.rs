@@ -92,6 +92,12 @@ fn dep_paths(deps: &[syn::Path]) -> Vec<TokenStream> {
     out
 }
 
+/// `line!()` at `name`: the line that the lines of the function's indexing
+/// sites are relative to (see `translate::ir::ExprKind::Index`).
+fn name_line(name: &syn::Ident) -> TokenStream {
+    quote::quote_spanned!(name.span()=> ::core::line!())
+}
+
 /// Element type in the `extern "C"` wrapper, where generics are `$G_T$`
 /// placeholders filled at instantiation.
 fn placeholder(s: &Scalar) -> String {
@@ -249,6 +255,7 @@ fn device(
     let params = cpu_params(f, sig);
     let ret = &f.sig.output;
     let name_str = name.to_string();
+    let line = name_line(name);
     let prelude = cpu::prelude();
     cpu_block.stmts.insert(0, syn::parse_quote!(#prelude));
     quote! {
@@ -265,6 +272,8 @@ fn device(
                 name: #name_str,
                 source: #cuda_fn,
                 deps: &[#(&#deps),*],
+                file: ::core::file!(),
+                line: #line,
             };
         }
     }
@@ -311,6 +320,7 @@ fn kernel(
     let mut largs = Vec::new();
     let mut packs = Vec::new();
     let mut cpu_args = Vec::new();
+    let mut fwd = Vec::new();
     for (a, p) in f.sig.inputs.iter().zip(&sig.params) {
         let FnArg::Typed(pt) = a else { continue };
         let n = &p.name;
@@ -324,6 +334,7 @@ fn kernel(
                 } else {
                     largs.push(quote!(#n: &(impl ::symm::DeviceSlice<#e> + ?Sized)));
                 }
+                fwd.push(quote!(#n));
                 let a = quote::format_ident!("__a_{}", n);
                 let handle = if r.mutability.is_some() {
                     quote!(SliceMut)
@@ -348,6 +359,7 @@ fn kernel(
                     _ => None,
                 };
                 largs.push(quote!(#n: &::symm::SymmetricMemory));
+                fwd.push(quote!(#n));
                 let a = quote::format_ident!("__a_{}", n);
                 packs.push(quote! {
                     let __s = ::symm::__private::symm_arg::<#e>(comm, #n_str, #n)?;
@@ -359,6 +371,7 @@ fn kernel(
             }
             (DslType::Scalar(s), t) => {
                 largs.push(quote!(#n: #t));
+                fwd.push(quote!(#n));
                 let slot = match s {
                     Scalar::Prim("bool") => quote!(::symm::__private::slot_bool(#n)),
                     Scalar::Prim("usize") | Scalar::Prim("u16") => {
@@ -397,6 +410,7 @@ fn kernel(
     let cuda_doc = format!(
         "The kernel's CUDA C body, as translated by `#[symm_kernel]`:\n\n```cpp\n{cuda_fn}```"
     );
+    let line = name_line(name);
     quote! {
         #(#docs)*
         #[allow(non_snake_case, unused_imports, dead_code, clippy::all)]
@@ -438,40 +452,102 @@ fn kernel(
             }
 
             /// Compiles this instantiation to a CUBIN for `arch` with NVRTC,
-            /// without a GPU (the check CI runs on every kernel).
+            /// without a GPU (the check CI runs on every kernel), as
+            /// [`launch_unchecked`] runs it: indices unchecked.
             pub fn compile_for #generics (arch: ::symm::jit::Arch) -> ::symm::Result<()> #wc {
-                ::symm::__private::compile_check(NAME, &__source #tf (NAME), arch)
+                let __key = __key #tf ();
+                let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
+                DEF.compile_check(&__key, false, &|__e| __source #tf (__e), arch)
+            }
+
+            /// [`compile_for`], as [`launch`] runs the kernel: every index
+            /// bounds-checked.
+            pub fn compile_checked_for #generics (arch: ::symm::jit::Arch) -> ::symm::Result<()> #wc {
+                let __key = __key #tf ();
+                let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
+                DEF.compile_check(&__key, true, &|__e| __source #tf (__e), arch)
             }
 
             /// Parameter slots of a launch: the CUDA entry's parameter count.
             pub const PARAM_SLOTS: usize = #slots;
 
+            /// The file that defines the kernel.
+            pub const FILE: &str = ::core::file!();
+
+            /// The line of the kernel's name in [`FILE`].
+            pub const LINE: u32 = #line;
+
             /// The kernel as the runtime knows it.
             #[doc(hidden)]
-            pub static DEF: ::symm::__private::KernelDef = ::symm::__private::KernelDef::new(NAME, #peers);
+            pub static DEF: ::symm::__private::KernelDef = ::symm::__private::KernelDef::new(NAME, #peers, FILE, LINE, __deps);
 
             /// The largest grid of this kernel, with `block` threads and
             /// `shared_mem` bytes of dynamic shared memory per block, that
-            /// `comm` may launch so that the kernels of ranks sharing a GPU
-            /// are resident together (`None`: any grid, as when every rank
-            /// has its own GPU). Compiles the kernel if it is not yet.
+            /// `comm` may [`launch`] so that the kernels of ranks sharing a
+            /// GPU are resident together (`None`: any grid, as when every
+            /// rank has its own GPU). Compiles the kernel if it is not yet.
             pub fn co_resident_grid #generics (comm: &::symm::Comm, block: u32, shared_mem: u32) -> ::symm::Result<::std::option::Option<u32>> #wc {
                 let __key = __key #tf ();
                 let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
-                DEF.co_resident_grid(comm, &__key, block, shared_mem, &|__e| __source #tf (__e))
+                DEF.co_resident_grid(comm, &__key, true, block, shared_mem, &|__e| __source #tf (__e))
+            }
+
+            /// [`co_resident_grid`] for [`launch_unchecked`], whose
+            /// instantiation (without bounds checks) may fit more blocks.
+            pub fn co_resident_grid_unchecked #generics (comm: &::symm::Comm, block: u32, shared_mem: u32) -> ::symm::Result<::std::option::Option<u32>> #wc {
+                let __key = __key #tf ();
+                let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
+                DEF.co_resident_grid(comm, &__key, false, block, shared_mem, &|__e| __source #tf (__e))
             }
 
             /// Launches the kernel on `comm`'s stream. Argument types are
             /// checked by rustc; that buffers belong to `comm`'s rank, and
-            /// symmetric buffers' element types, are checked here.
+            /// symmetric buffers' element types, are checked here. The
+            /// kernel's indexing (`x[i]`) is bounds-checked on the GPU too:
+            /// the first index out of bounds is reported by the next
+            /// synchronisation as [`Error::KernelFault`](::symm::Error::KernelFault)
+            /// (naming the rank, block, thread, index, length and source
+            /// line), and nothing out of bounds is read or written there.
             pub fn launch #generics (comm: &::symm::Comm, cfg: ::symm::LaunchConfig, #(#largs),*) -> ::symm::Result<()> #wc {
+                // SAFETY: a checked launch has no precondition.
+                unsafe { __launch #tf (true, comm, cfg, #(#fwd),*) }
+            }
+
+            /// [`launch`] without bounds checks on the GPU: the kernel is
+            /// compiled with plain indexing (unless the environment sets
+            /// `SYMM_CHECK_ALL=1`). The CPU emulator checks every index
+            /// either way.
+            ///
+            /// # Safety
+            ///
+            /// Every index the kernel computes from these arguments must be
+            /// in bounds of what it indexes: an index out of bounds reads or
+            /// writes memory the kernel does not own.
+            pub unsafe fn launch_unchecked #generics (comm: &::symm::Comm, cfg: ::symm::LaunchConfig, #(#largs),*) -> ::symm::Result<()> #wc {
+                // SAFETY: the caller's promise is `__launch`'s precondition.
+                unsafe { __launch #tf (false, comm, cfg, #(#fwd),*) }
+            }
+
+            /// Packs the arguments and launches, checked or not.
+            ///
+            /// # Safety
+            ///
+            /// Unless `__checked`, as [`launch_unchecked`].
+            unsafe fn __launch #generics (__checked: bool, comm: &::symm::Comm, cfg: ::symm::LaunchConfig, #(#largs),*) -> ::symm::Result<()> #wc {
                 let mut __p = [[0u8; 8]; PARAM_SLOTS];
                 let mut __k: usize = #hidden;
                 #(#packs)*
                 let _ = __k;
                 let __key = __key #tf ();
                 let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
-                DEF.launch(comm, &__key, cfg, &mut __p, &|__e| __source #tf (__e), &|| cpu #tf (#(#cpu_args),*))
+                let __src = |__e: &str| __source #tf (__e);
+                let __cpu = || cpu #tf (#(#cpu_args),*);
+                if __checked {
+                    DEF.launch(comm, &__key, cfg, &mut __p, &__src, &__cpu)
+                } else {
+                    // SAFETY: the caller promises that every index is in bounds.
+                    unsafe { DEF.launch_unchecked(comm, &__key, cfg, &mut __p, &__src, &__cpu) }
+                }
             }
 
             /// The kernel body as Rust, for the CPU emulator.

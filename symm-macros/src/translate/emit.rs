@@ -80,6 +80,31 @@ impl Display for Arrow<'_> {
     }
 }
 
+/// An expression as a C macro's argument: parenthesised when it has a comma
+/// outside parentheses (`f<A, B>(x)`, `T{{a, b}}`), at which the
+/// preprocessor would split it.
+struct MacroArg<'a>(&'a Expr);
+
+impl Display for MacroArg<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let text = self.0.to_string();
+        let mut depth = 0i32;
+        let split = text.chars().any(|c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            c == ',' && depth == 0
+        });
+        if split {
+            write!(f, "({text})")
+        } else {
+            f.write_str(&text)
+        }
+    }
+}
+
 /// `a, b, c`.
 struct Commas<'a, T>(&'a [T]);
 
@@ -234,7 +259,14 @@ impl Display for ExprKind {
                 None => write!(f, "{place} = {value}"),
             },
             ExprKind::Cast { ty, expr } => write!(f, "symm_cast<{ty}>({expr})"),
-            ExprKind::Index { base, index } => write!(f, "{base}[{index}]"),
+            ExprKind::Index { base, index, line } => {
+                write!(
+                    f,
+                    "SYMM_AT(__ctx, {}, {}, {line})",
+                    MacroArg(base),
+                    MacroArg(index)
+                )
+            }
             ExprKind::Method {
                 def,
                 recv,

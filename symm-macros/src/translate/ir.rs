@@ -291,8 +291,17 @@ pub enum ExprKind {
     },
     /// `e as T`.
     Cast { ty: CType, expr: Box<Expr> },
-    /// `base[index]`.
-    Index { base: Box<Expr>, index: Box<Expr> },
+    /// `base[index]` of a slice, a `SymmBuf` view, or a register or shared
+    /// array: written `SYMM_AT(__ctx, (base), (index), line)`, which a
+    /// checked instantiation bounds-checks (see `cuda/symm.cuh`).
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+        /// The Rust line of the index, relative to the line of the
+        /// function's name (so that the CUDA C does not change when the
+        /// function moves in its file); the runtime adds that line back.
+        line: u32,
+    },
     /// A DSL method of a handle or scalar.
     Method {
         def: &'static MethodDef,

@@ -23,6 +23,23 @@ static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* sta
     }
 }
 
+static __device__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u32* status, symm_u32 rank, symm_u64 index, bool negative,
+                                                 symm_u64 len, symm_u32 fn, symm_u32 line) {
+    /* Claimed and published as a timeout is (one protocol, so whichever
+       failure comes first wins). */
+    if (symm_atom_cas_acq_rel_sys_u32(status, 0u, 2u) == 0u) {
+        status[1] = SYMM_KIND_OUT_OF_BOUNDS; status[2] = rank;
+        status[3] = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        status[4] = SYMM_KERNEL_ID; status[5] = fn;
+        status[6] = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+        status[7] = line;
+        status[8] = (symm_u32)index; status[9] = (symm_u32)(index >> 32);
+        status[10] = (symm_u32)len; status[11] = (symm_u32)(len >> 32);
+        status[12] = negative ? 1u : 0u;
+        symm_st_release_sys_u32(status, 1u);
+    }
+}
+
 /* Returns 1 on success, 0 after recording a timeout. */
 static __device__ __attribute__((unused)) int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
                                symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {

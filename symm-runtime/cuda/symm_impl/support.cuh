@@ -18,6 +18,23 @@ static __device__ __forceinline__ __attribute__((unused)) symm_u64 symm_table_at
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s) { return s.len; }
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_buf<T>& b) { return b.len; }
 template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(const symm_array<T, N>&) { return N; }
+/* Checked indexing (SYMM_AT with SYMM_CHECKED 1). A failed check yields a
+   dummy element: one zero-initialised __device__ object per element type
+   that every failing thread shares (so its value is unspecified), never
+   memory out of bounds. */
+namespace symm_detail {
+template<class E> __device__ E oob_sink;
+} /* namespace symm_detail */
+template<class B, class I>
+__device__ __forceinline__ auto symm_at(const symm_kctx& c, B&& base, I index, symm_u32 fn, symm_u32 line) -> decltype(base[(symm_u64)index]) {
+    const symm_u64 i = (symm_u64)index;
+    const symm_u64 n = symm_len(base);
+    if (i < n) return base[i];
+    bool negative = false;
+    if constexpr (symm_detail::is_signed_int<I>) negative = index < 0;
+    symm_record_out_of_bounds(c.status, c.rank, i, negative, n, fn, line);
+    return symm_detail::oob_sink<typename symm_rr<decltype(base[i])>::type>;
+}
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r) { return symm_slice<T>{(T*)symm_table_at(b.ptrs, r), b.len}; }
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b) { return symm_slice<T>{(T*)b.local, b.len}; }
 template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r) { return symm_slice<symm_u32>{(symm_u32*)(r == b.rank ? b.lpad : symm_table_at(b.pads, r)), SYMM_PAD_SLOTS}; }

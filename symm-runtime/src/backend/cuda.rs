@@ -6,15 +6,15 @@ use std::sync::{Arc, Weak};
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use super::{
-    decode_export, encode_export, Backend, BackendKind, Export, KernelSpec, LaunchCtx, LocalAlloc,
-    Mapped, RawFunction, Table,
+    decode_export, encode_export, entry_name, Backend, BackendKind, Export, KernelSpec, LaunchCtx,
+    LocalAlloc, Mapped, RawFunction, Table,
 };
 use super::{EXPORT_CUDA_FABRIC, EXPORT_CUDA_FD, EXPORT_CUDA_IN_PROCESS};
 use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, FunctionKey, Mapping, RankStreams};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use crate::placement::DeviceId;
-use crate::status::{StatusRecord, STATUS_WORDS};
+use crate::status::{DeviceRecord, STATUS_WORDS};
 
 /// A rank on one CUDA device, enqueueing on one stream.
 pub(crate) struct CudaBackend {
@@ -344,7 +344,7 @@ impl Backend for CudaBackend {
         self.status
             .read_u32s(&self.stream, &mut words)
             .map_err(|e| self.err(e))?;
-        match StatusRecord::decode(&words) {
+        match DeviceRecord::decode(&words) {
             Some(r) => {
                 self.status.zero().map_err(|e| self.err(e))?;
                 Err(r.into_error())
@@ -498,12 +498,15 @@ impl CudaBackend {
     /// The loaded instantiation `kernel` on this device, compiled on first use.
     fn dsl_function(&self, kernel: &KernelSpec<'_>) -> Result<CudaFunction> {
         let (def, inst) = kernel.id;
-        self.dev
-            .function(self.rank, FunctionKey::Dsl(def, inst), &|| {
-                let entry = format!("{}__{inst:016x}", kernel.name);
+        self.dev.function(
+            self.rank,
+            FunctionKey::Dsl(def, inst, kernel.checked),
+            &|| {
+                let entry = entry_name(kernel.name, inst, kernel.checked);
                 let source = (kernel.source)(&entry);
                 (entry, source, crate::jit::kernel_options())
-            })
+            },
+        )
     }
 
     /// (largest co-resident grid, blocks per multiprocessor) of `f` launched

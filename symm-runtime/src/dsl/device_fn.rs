@@ -11,24 +11,45 @@ pub struct DeviceFn {
     pub source: &'static str,
     /// Device functions it calls.
     pub deps: &'static [&'static DeviceFn],
+    /// The file that defines it.
+    pub file: &'static str,
+    /// The line of its name: the lines of its indexing sites are relative
+    /// to it, so that a checked launch can report where an index was out of
+    /// bounds.
+    pub line: u32,
 }
 
-/// Definitions of `direct` and everything they call, callees first, once each.
-pub fn device_sources(direct: &[&'static DeviceFn]) -> String {
-    fn visit(f: &'static DeviceFn, seen: &mut Vec<*const DeviceFn>, out: &mut String) {
-        if seen.contains(&(f as *const _)) {
+/// `direct` and everything they call, callees first, once each: the order
+/// of their definitions in a kernel's source.
+pub(crate) fn device_fns(direct: &[&'static DeviceFn]) -> Vec<&'static DeviceFn> {
+    fn visit(f: &'static DeviceFn, out: &mut Vec<&'static DeviceFn>) {
+        if out.iter().any(|g| std::ptr::eq(*g, f)) {
             return;
         }
-        seen.push(f);
         for d in f.deps {
-            visit(d, seen, out);
+            visit(d, out);
         }
-        out.push_str(f.source);
-        out.push('\n');
+        out.push(f);
     }
-    let (mut seen, mut out) = (Vec::new(), String::new());
+    let mut out = Vec::new();
     for f in direct {
-        visit(f, &mut seen, &mut out);
+        visit(f, &mut out);
+    }
+    out
+}
+
+/// Definitions of `direct` and everything they call, callees first, once
+/// each (as `device_fns` orders them). Each is preceded by `SYMM_SITE_FN`, its position
+/// in that order counted from 1 (0 is the kernel), which its indexing sites
+/// record when they fail a bounds check.
+pub fn device_sources(direct: &[&'static DeviceFn]) -> String {
+    let mut out = String::new();
+    for (k, f) in device_fns(direct).iter().enumerate() {
+        out.push_str(&format!(
+            "#undef SYMM_SITE_FN\n#define SYMM_SITE_FN {}u\n{}\n",
+            k + 1,
+            f.source
+        ));
     }
     out
 }

@@ -33,6 +33,8 @@ macro_rules! intrinsic {
                 name: stringify!($name),
                 source: $cuda,
                 deps: &[$($($dep),*)?],
+                file: file!(),
+                line: line!(),
             };
         }
     };
@@ -62,6 +64,8 @@ template<typename T, typename F> __device__ __forceinline__ T symm_shfl_payload(
 }
 "#,
     deps: &[],
+    file: file!(),
+    line: line!(),
 };
 
 /// The emulator's side of every warp shuffle: this lane offers `v` and gets

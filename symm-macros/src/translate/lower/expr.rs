@@ -123,7 +123,8 @@ impl Lowerer<'_> {
                 }
                 let base = Box::new(self.expr(&i.expr, None));
                 let index = Box::new(self.expr(&i.index, Some(&U64)));
-                ExprKind::Index { base, index }
+                let line = self.line_of(&i.index);
+                ExprKind::Index { base, index, line }
             }
             SynExpr::MethodCall(m) => self.method(m),
             SynExpr::Call(c) => self.call(c, expect),

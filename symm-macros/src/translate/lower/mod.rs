@@ -105,6 +105,9 @@ struct Lowerer<'a> {
     /// `return`/`break`/`continue` may leave them.
     in_lambda: u32,
     params: Vec<(CType, String)>,
+    /// The line of the function's name, which indexing sites' lines are
+    /// relative to (0 where spans carry no lines).
+    base_line: usize,
 }
 
 const LEN_HELP: &str = "array lengths must be integer literals or const generic parameters";
@@ -121,6 +124,7 @@ impl<'a> Lowerer<'a> {
             tmp: 0,
             in_lambda: 0,
             params: vec![],
+            base_line: sig.name.span().start().line,
         };
         for p in &sig.params {
             let ty = l.ty(&p.ty, p.rust_ty.span());
@@ -130,6 +134,13 @@ impl<'a> Lowerer<'a> {
             l.scopes[0].insert(p.name.to_string(), Local { cpp, ty: Some(ty) });
         }
         l
+    }
+
+    /// The line of `node`, relative to the function's name (see
+    /// [`ExprKind::Index`](super::ir::ExprKind::Index)).
+    fn line_of<N: Spanned>(&self, node: &N) -> u32 {
+        let line = node.span().start().line;
+        u32::try_from(line.saturating_sub(self.base_line)).unwrap_or(0)
     }
 
     /// Records an error underlining all of `node`.

@@ -8,10 +8,10 @@ symm_array<float, G_W> v_acc = symm_array_fill<float, G_W>(0.0f);
 const symm_u64 t_end1 = G_W;
 #pragma unroll
 for (symm_u64 v_j = ((symm_u64)0ULL); v_j < t_end1; v_j += 1) {
-v_acc[v_j] = ((SYMM_TY(v_acc[v_j]))1.0);
+SYMM_AT(__ctx, v_acc, v_j, 0) = ((SYMM_TY(SYMM_AT(__ctx, v_acc, v_j, 0)))1.0);
 }
 }
-v_x[((symm_u64)0ULL)] = v_acc[((symm_u64)0ULL)];
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 0) = SYMM_AT(__ctx, v_acc, ((symm_u64)0ULL), 0);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -2,8 +2,8 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kctx& __ctx, symm_slice<float> v_x, symm_slice<float> v_y) {
-v_x[((symm_u64)0ULL)] += v_y[((symm_u64)1ULL)];
-v_x[((symm_u64)2ULL)] = ((SYMM_TY(v_x[((symm_u64)2ULL)]))3.0);
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 0) += SYMM_AT(__ctx, v_y, ((symm_u64)1ULL), 0);
+SYMM_AT(__ctx, v_x, ((symm_u64)2ULL), 0) = ((SYMM_TY(SYMM_AT(__ctx, v_x, ((symm_u64)2ULL), 0)))3.0);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -25,7 +25,7 @@ mod helper {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "helper" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&inner :: DEVICE] ,
+        name : "helper" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&inner :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

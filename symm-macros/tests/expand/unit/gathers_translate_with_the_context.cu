@@ -4,8 +4,8 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kctx& __ctx, symm_buf<float> v_st, symm_buf<symm_u64> v_ll, symm_slice<float> v_x, symm_slice<symm_u64> v_y) {
 symm_array<symm_array<float, 4ULL>, 8ULL> v_g = symm_dsl_gather_ready<4ULL>(__ctx, symm_local(v_st), ((symm_u32)8ULL), ((symm_u32)16ULL), ((symm_u32)6ULL), 0.5f);
 symm_array<symm_array<symm_u64, 2ULL>, 8ULL> v_p = symm_dsl_gather_tagged2(__ctx, symm_local(v_ll), ((symm_u32)0ULL), ((symm_u32)4ULL), ((symm_u32)3ULL), ((symm_u32)7ULL));
-v_x[((symm_u64)0ULL)] = v_g[((symm_u64)1ULL)][((symm_u64)2ULL)];
-v_y[((symm_u64)0ULL)] = v_p[((symm_u64)0ULL)][((symm_u64)1ULL)];
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 3) = SYMM_AT(__ctx, SYMM_AT(__ctx, v_g, ((symm_u64)1ULL), 3), ((symm_u64)2ULL), 3);
+SYMM_AT(__ctx, v_y, ((symm_u64)0ULL), 4) = SYMM_AT(__ctx, SYMM_AT(__ctx, v_p, ((symm_u64)0ULL), 4), ((symm_u64)1ULL), 4);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kctx& __ctx, symm_slice<float> v_x) {
-v_x[((symm_u64)0ULL)] = f_norm<float>(__ctx, v_x[((symm_u64)1ULL)]);
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 0) = f_norm<float>(__ctx, SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 0));
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

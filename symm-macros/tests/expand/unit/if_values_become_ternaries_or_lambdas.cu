@@ -9,7 +9,7 @@ return v_t;
 } else {
 return ((symm_i32)0ULL);
 } }());
-v_x[((symm_u64)0ULL)] = (v_a + v_b);
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 0) = (v_a + v_b);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

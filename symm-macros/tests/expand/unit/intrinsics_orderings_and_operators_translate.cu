@@ -5,10 +5,10 @@ static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kc
 __shared__ symm_array<symm_u32, 64ULL> v_s;
 auto v_v = symm_dsl_load<SYMM_ACQUIRE, SYMM_SYS>(symm_peer(v_b, ((symm_u32)1ULL)), ((symm_u64)3ULL));
 symm_dsl_store<SYMM_RELEASE, SYMM_GPU>(symm_local(v_b), ((symm_u64)0ULL), v_v);
-v_s[f_thread_idx_x(__ctx)] = symm_rem(symm_not(v_v), ((SYMM_TY(symm_not(v_v)))7ULL));
+SYMM_AT(__ctx, v_s, f_thread_idx_x(__ctx), 4) = symm_rem(symm_not(v_v), ((SYMM_TY(symm_not(v_v)))7ULL));
 f_sync_threads(__ctx);
 symm_fence<SYMM_CTA>();
-v_x[((symm_u64)0ULL)] = f_shfl_xor(__ctx, v_s[((symm_u64)0ULL)], 1);
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 7) = f_shfl_xor(__ctx, SYMM_AT(__ctx, v_s, ((symm_u64)0ULL), 7), 1);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -4,8 +4,8 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_u32 v_n, float v_f) {
 auto v_a = (v_n + ((symm_u32)1ULL));
 auto v_b = (2.5f * v_f);
-v_x[((symm_u64)0ULL)] = v_a;
-v_x[((symm_u64)1ULL)] = symm_cast<symm_u32>(v_b);
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 0) = v_a;
+SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 0) = symm_cast<symm_u32>(v_b);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -5,25 +5,25 @@ static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kc
 {
 const symm_u32 t_end1 = v_n;
 for (symm_u32 v_i = ((symm_u32)0ULL); v_i <= t_end1; v_i += 1) {
-v_x[symm_cast<symm_u64>(v_i)] = v_i;
+SYMM_AT(__ctx, v_x, symm_cast<symm_u64>(v_i), 1) = v_i;
 }
 }
 {
 const symm_u32 t_end2 = v_n;
 for (symm_u32 t_i3 = ((symm_u32)0ULL); t_i3 < t_end2; t_i3 += ((symm_u32)2ULL)) {
-v_x[((symm_u64)0ULL)] += ((SYMM_TY(v_x[((symm_u64)0ULL)]))1ULL);
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 2) += ((SYMM_TY(SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 2)))1ULL);
 }
 }
 {
 const symm_u64 t_end4 = symm_cast<symm_u64>(symm_len(v_x));
 for (symm_u64 v_j = v_m; v_j < t_end4; v_j += ((symm_u64)32ULL)) {
-v_x[symm_cast<symm_u64>(v_j)] <<= 1;
+SYMM_AT(__ctx, v_x, symm_cast<symm_u64>(v_j), 3) <<= 1;
 }
 }
 {
 const symm_u64 t_end5 = symm_len(v_x);
 for (symm_u64 v_k = ((symm_u64)1ULL); v_k < t_end5; v_k += 1) {
-v_x[v_k] >>= ((symm_u32)2ULL);
+SYMM_AT(__ctx, v_x, v_k, 4) >>= ((symm_u32)2ULL);
 }
 }
 auto v_c = ((symm_u32)0ULL);
@@ -40,11 +40,11 @@ break;
 }
 }
 auto v_v = ([&]() {
-auto v_t = v_x[((symm_u64)0ULL)];
+auto v_t = SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 8);
 return v_t;
 }());
 symm_u32 v_w = ([&]() -> symm_u32 {
-auto v_t_2 = v_x[((symm_u64)1ULL)];
+auto v_t_2 = SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 9);
 return (v_t_2 * ((SYMM_TY(v_t_2))2ULL));
 }());
 (void)(symm_len(v_x));
@@ -56,12 +56,12 @@ if ((symm_len(v_x) == 0)) {
 return;
 }
 else if ((v_n > ((symm_u32)4ULL))) {
-v_x[((symm_u64)1ULL)] = v_v;
+SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 15) = v_v;
 }
 else {
-v_x[((symm_u64)2ULL)] = v_w;
+SYMM_AT(__ctx, v_x, ((symm_u64)2ULL), 15) = v_w;
 }
-v_x[((symm_u64)3ULL)] = ((v_a[((symm_u64)1ULL)] + (symm_cast<symm_u32>(v_e[((symm_u64)2ULL)]))) + (symm_cast<symm_u32>(v_g[((symm_u64)0ULL)][((symm_u64)1ULL)])));
+SYMM_AT(__ctx, v_x, ((symm_u64)3ULL), 16) = ((SYMM_AT(__ctx, v_a, ((symm_u64)1ULL), 16) + (symm_cast<symm_u32>(SYMM_AT(__ctx, v_e, ((symm_u64)2ULL), 16)))) + (symm_cast<symm_u32>(SYMM_AT(__ctx, SYMM_AT(__ctx, v_g, ((symm_u64)0ULL), 16), ((symm_u64)1ULL), 16))));
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

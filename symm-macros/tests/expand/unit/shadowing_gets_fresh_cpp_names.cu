@@ -4,7 +4,7 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_u32 v_n) {
 auto v_a = v_n;
 auto v_a_2 = (v_a + v_n);
-v_x[((symm_u64)0ULL)] = v_a_2;
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 0) = v_a_2;
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_k(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_u32 v_n) {
-v_x[((symm_u64)0ULL)] = symm_min(([&]() -> SYMM_TY(([&]() {
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 1) = symm_min(([&]() -> SYMM_TY(([&]() {
 auto v_t = v_n;
 return v_t;
 }())) {
@@ -30,13 +30,13 @@ return v_u;
 auto v_u = v_n;
 return v_u;
 }()))))0ULL); v_i < t_end1; v_i += 1) {
-v_x[symm_cast<symm_u64>(v_i)] = (((v_i > ((SYMM_TY((([&]() {
+SYMM_AT(__ctx, v_x, symm_cast<symm_u64>(v_i), 2) = (((v_i > ((SYMM_TY((([&]() {
 auto v_u = v_n;
 return v_u;
-}()))))2ULL))) ? (([&]() -> SYMM_TY(v_x[symm_cast<symm_u64>(v_i)]) {
+}()))))2ULL))) ? (([&]() -> SYMM_TY(SYMM_AT(__ctx, v_x, symm_cast<symm_u64>(v_i), 2)) {
 auto v_s = v_i;
 return v_s;
-}())) : (((SYMM_TY(v_x[symm_cast<symm_u64>(v_i)]))4ULL)));
+}())) : (((SYMM_TY(SYMM_AT(__ctx, v_x, symm_cast<symm_u64>(v_i), 2)))4ULL)));
 }
 }
 }

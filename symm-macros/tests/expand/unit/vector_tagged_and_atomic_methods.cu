@@ -12,10 +12,10 @@ auto v_a = (symm_dsl_max<SYMM_ACQ_REL, SYMM_GPU>(v_p, ((symm_u64)3ULL), 1) + sym
 symm_dsl_put_signal(__ctx, v_b, ((symm_u32)1ULL), ((symm_u32)0ULL));
 symm_dsl_wait_signal(__ctx, v_b, ((symm_u32)1ULL), ((symm_u32)0ULL));
 auto v_q = symm_pad(v_b, ((symm_u32)1ULL));
-v_x[((symm_u64)0ULL)] = (((((v_a + v_w[((symm_u64)0ULL)]) + v_t) + v_t2[((symm_u64)1ULL)]) + symm_len(v_q)) + symm_wrapping_add(symm_wrapping_sub(symm_max(symm_min(v_x[((symm_u64)1ULL)], ((SYMM_TY(v_x[((symm_u64)1ULL)]))3ULL)), ((SYMM_TY(symm_min(v_x[((symm_u64)1ULL)], ((SYMM_TY(v_x[((symm_u64)1ULL)]))3ULL))))1ULL)), ((SYMM_TY(symm_max(symm_min(v_x[((symm_u64)1ULL)], ((SYMM_TY(v_x[((symm_u64)1ULL)]))3ULL)), ((SYMM_TY(symm_min(v_x[((symm_u64)1ULL)], ((SYMM_TY(v_x[((symm_u64)1ULL)]))3ULL))))1ULL))))2ULL)), v_x[((symm_u64)2ULL)]));
-v_x[((symm_u64)1ULL)] = (((symm_cast<symm_u64>(symm_fma(1.0f, 2.0f, 3.0f)) + symm_max(v_x[((symm_u64)3ULL)], ((SYMM_TY(v_x[((symm_u64)3ULL)]))1ULL))) + symm_cast<symm_u64>(symm_abs(((symm_i64)1ULL)))) + f_globaltimer(__ctx));
+SYMM_AT(__ctx, v_x, ((symm_u64)0ULL), 11) = (((((v_a + SYMM_AT(__ctx, v_w, ((symm_u64)0ULL), 11)) + v_t) + SYMM_AT(__ctx, v_t2, ((symm_u64)1ULL), 11)) + symm_len(v_q)) + symm_wrapping_add(symm_wrapping_sub(symm_max(symm_min(SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 11), ((SYMM_TY(SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 11)))3ULL)), ((SYMM_TY(symm_min(SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 11), ((SYMM_TY(SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 11)))3ULL))))1ULL)), ((SYMM_TY(symm_max(symm_min(SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 11), ((SYMM_TY(SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 11)))3ULL)), ((SYMM_TY(symm_min(SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 11), ((SYMM_TY(SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 11)))3ULL))))1ULL))))2ULL)), SYMM_AT(__ctx, v_x, ((symm_u64)2ULL), 11)));
+SYMM_AT(__ctx, v_x, ((symm_u64)1ULL), 12) = (((symm_cast<symm_u64>(symm_fma(1.0f, 2.0f, 3.0f)) + symm_max(SYMM_AT(__ctx, v_x, ((symm_u64)3ULL), 12), ((SYMM_TY(SYMM_AT(__ctx, v_x, ((symm_u64)3ULL), 12)))1ULL))) + symm_cast<symm_u64>(symm_abs(((symm_i64)1ULL)))) + f_globaltimer(__ctx));
 auto v_l = f_ballot(__ctx, (f_lane_id(__ctx) < ((SYMM_TY(f_lane_id(__ctx)))4ULL)));
-v_x[((symm_u64)2ULL)] = ((symm_cast<symm_u64>(v_l)) << 3);
+SYMM_AT(__ctx, v_x, ((symm_u64)2ULL), 14) = ((symm_cast<symm_u64>(v_l)) << 3);
 f_grid_dependency_wait(__ctx);
 f_launch_dependents(__ctx);
 symm_fence<SYMM_SYS>();

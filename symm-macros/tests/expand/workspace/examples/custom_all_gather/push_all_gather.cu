@@ -18,7 +18,7 @@ for (symm_u32 v_k = ((symm_u32)0ULL); v_k < t_end1; v_k += 1) {
 auto v_dst = symm_peer(v_out, symm_rem(((v_rank + v_k)), v_world));
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + v_t);
 while ((v_i < v_chunk)) {
-v_dst[((v_rank * v_chunk) + v_i)] = v_input[v_i];
+SYMM_AT(__ctx, v_dst, ((v_rank * v_chunk) + v_i), 23) = SYMM_AT(__ctx, v_input, v_i, 23);
 v_i += v_stride;
 }
 }

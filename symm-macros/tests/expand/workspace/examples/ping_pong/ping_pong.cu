@@ -14,13 +14,13 @@ return;
 const symm_u32 t_end1 = v_rounds;
 for (symm_u32 t_i2 = ((symm_u32)0ULL); t_i2 < t_end1; t_i2 += 1) {
 if ((symm_rem(v_me, ((symm_u32)2ULL)) == ((symm_u32)0ULL))) {
-symm_peer(v_buf, v_partner)[((symm_u64)0ULL)] = (symm_local(v_buf)[((symm_u64)0ULL)] + ((SYMM_TY(symm_local(v_buf)[((symm_u64)0ULL)]))1ULL));
+SYMM_AT(__ctx, symm_peer(v_buf, v_partner), ((symm_u64)0ULL), 13) = (SYMM_AT(__ctx, symm_local(v_buf), ((symm_u64)0ULL), 13) + ((SYMM_TY(SYMM_AT(__ctx, symm_local(v_buf), ((symm_u64)0ULL), 13)))1ULL));
 symm_dsl_put_signal(__ctx, v_buf, v_partner, v_channel);
 symm_dsl_wait_signal(__ctx, v_buf, v_partner, v_channel);
 }
 else {
 symm_dsl_wait_signal(__ctx, v_buf, v_partner, v_channel);
-symm_peer(v_buf, v_partner)[((symm_u64)0ULL)] = (symm_local(v_buf)[((symm_u64)0ULL)] + ((SYMM_TY(symm_local(v_buf)[((symm_u64)0ULL)]))1ULL));
+SYMM_AT(__ctx, symm_peer(v_buf, v_partner), ((symm_u64)0ULL), 18) = (SYMM_AT(__ctx, symm_local(v_buf), ((symm_u64)0ULL), 18) + ((SYMM_TY(SYMM_AT(__ctx, symm_local(v_buf), ((symm_u64)0ULL), 18)))1ULL));
 symm_dsl_put_signal(__ctx, v_buf, v_partner, v_channel);
 }
 }

@@ -5,7 +5,7 @@ template<typename G_T>
 __device__ __forceinline__ void k_axpy(const symm_kctx& __ctx, symm_slice<G_T> v_x, symm_slice<G_T> v_y, G_T v_a, symm_u32 v_n) {
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i < v_n)) {
-v_y[v_i] = symm_fma(v_a, v_x[v_i], v_y[v_i]);
+SYMM_AT(__ctx, v_y, v_i, 3) = symm_fma(v_a, SYMM_AT(__ctx, v_x, v_i, 3), SYMM_AT(__ctx, v_y, v_i, 3));
 }
 }
 

@@ -4,10 +4,10 @@
 template<typename G_T>
 __device__ __forceinline__ void k_all_shuffles(const symm_kctx& __ctx, symm_slice<G_T> v_x, symm_slice<G_T> v_y) {
 auto v_i = f_thread_idx_x(__ctx);
-auto v_a = f_shfl_xor(__ctx, v_x[v_i], 1);
+auto v_a = f_shfl_xor(__ctx, SYMM_AT(__ctx, v_x, v_i, 2), 1);
 auto v_b = f_shfl_down(__ctx, v_a, 2);
 auto v_c = f_shfl_up(__ctx, v_b, 3);
-v_y[v_i] = f_shfl_idx(__ctx, v_c, 4);
+SYMM_AT(__ctx, v_y, v_i, 5) = f_shfl_idx(__ctx, v_c, 4);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -6,7 +6,7 @@ __device__ __forceinline__ void k_ring_shift(const symm_kctx& __ctx, symm_buf<G_
 auto v_next = symm_rem(((symm_rank(v_buf) + ((symm_u32)1ULL))), symm_world(v_buf));
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i < v_n)) {
-symm_peer(v_buf, v_next)[v_i] = symm_local(v_buf)[v_i];
+SYMM_AT(__ctx, symm_peer(v_buf, v_next), v_i, 4) = SYMM_AT(__ctx, symm_local(v_buf), v_i, 4);
 }
 }
 

@@ -4,10 +4,10 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_divergent_warp(const symm_kctx& __ctx, symm_slice<symm_u32> v_out) {
 auto v_t = f_thread_idx_x(__ctx);
 if ((v_t < ((SYMM_TY(v_t))16ULL))) {
-v_out[v_t] = f_ballot(__ctx, true);
+SYMM_AT(__ctx, v_out, v_t, 3) = f_ballot(__ctx, true);
 }
 else {
-v_out[v_t] = f_shfl_xor(__ctx, v_t, 1);
+SYMM_AT(__ctx, v_out, v_t, 5) = f_shfl_xor(__ctx, v_t, 1);
 }
 }
 

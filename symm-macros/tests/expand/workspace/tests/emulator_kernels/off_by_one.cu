@@ -4,7 +4,7 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_off_by_one(const symm_kctx& __ctx, symm_slice<float> v_x, symm_slice<float> v_y, symm_u32 v_n) {
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i <= v_n)) {
-v_y[v_i] = (v_x[v_i] * 2.0f);
+SYMM_AT(__ctx, v_y, v_i, 3) = (SYMM_AT(__ctx, v_x, v_i, 3) * 2.0f);
 }
 }
 

@@ -26,7 +26,7 @@ auto v_src = symm_peer(v_buf, v_root);
 auto v_dst = symm_local(v_buf);
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_n)) {
-v_dst[v_i] = v_src[v_i];
+SYMM_AT(__ctx, v_dst, v_i, 20) = SYMM_AT(__ctx, v_src, v_i, 20);
 v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 }

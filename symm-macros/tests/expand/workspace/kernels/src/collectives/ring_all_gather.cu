@@ -16,7 +16,7 @@ for (symm_u32 v_step = ((symm_u32)0ULL); v_step < t_end1; v_step += 1) {
 auto v_base = ((symm_rem((((v_rank + v_world) - v_step)), v_world)) * v_chunk);
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_chunk)) {
-v_dst[(v_base + v_i)] = v_src[(v_base + v_i)];
+SYMM_AT(__ctx, v_dst, (v_base + v_i), 12) = SYMM_AT(__ctx, v_src, (v_base + v_i), 12);
 v_i += v_stride;
 }
 f_sync_threads(__ctx);

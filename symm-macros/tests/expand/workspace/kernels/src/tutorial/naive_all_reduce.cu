@@ -11,10 +11,10 @@ float v_acc = 0.0f;
 {
 const symm_u32 t_end1 = symm_world(v_buf);
 for (symm_u32 v_r = ((symm_u32)0ULL); v_r < t_end1; v_r += 1) {
-v_acc += symm_to_f32(symm_peer(v_buf, v_r)[v_i]);
+v_acc += symm_to_f32(SYMM_AT(__ctx, symm_peer(v_buf, v_r), v_i, 7));
 }
 }
-v_out[v_i] = symm_from_f32<G_T>(v_acc);
+SYMM_AT(__ctx, v_out, v_i, 9) = symm_from_f32<G_T>(v_acc);
 v_i += v_stride;
 }
 f_block_barrier(__ctx, v_buf, v_exit);

@@ -15,19 +15,19 @@ symm_array<symm_array<G_T, G_V>, 8ULL> v_parts = symm_array_fill<symm_array<G_T,
 {
 const symm_u32 t_end1 = v_world;
 for (symm_u32 v_r = ((symm_u32)0ULL); v_r < t_end1; v_r += 1) {
-v_parts[v_r] = symm_dsl_load_vec<G_V>(symm_peer(v_buf, v_r), (v_v * symm_cast<symm_u32>(G_V)));
+SYMM_AT(__ctx, v_parts, v_r, 17) = symm_dsl_load_vec<G_V>(symm_peer(v_buf, v_r), (v_v * symm_cast<symm_u32>(G_V)));
 }
 }
 symm_array<float, G_V> v_acc = symm_array_fill<float, G_V>(0.0f);
 {
 const symm_u32 t_end2 = v_world;
 for (symm_u32 v_r_2 = ((symm_u32)0ULL); v_r_2 < t_end2; v_r_2 += 1) {
-auto v_p = v_parts[v_r_2];
+auto v_p = SYMM_AT(__ctx, v_parts, v_r_2, 21);
 {
 const symm_u64 t_end3 = G_V;
 #pragma unroll
 for (symm_u64 v_k = ((symm_u64)0ULL); v_k < t_end3; v_k += 1) {
-v_acc[v_k] += symm_to_f32(v_p[v_k]);
+SYMM_AT(__ctx, v_acc, v_k, 23) += symm_to_f32(SYMM_AT(__ctx, v_p, v_k, 23));
 }
 }
 }
@@ -37,7 +37,7 @@ symm_array<G_T, G_V> v_res = v_zero;
 const symm_u64 t_end4 = G_V;
 #pragma unroll
 for (symm_u64 v_k_2 = ((symm_u64)0ULL); v_k_2 < t_end4; v_k_2 += 1) {
-v_res[v_k_2] = symm_from_f32<G_T>(v_acc[v_k_2]);
+SYMM_AT(__ctx, v_res, v_k_2, 28) = symm_from_f32<G_T>(SYMM_AT(__ctx, v_acc, v_k_2, 28));
 }
 }
 symm_dsl_store_vec(v_out, (v_v * symm_cast<symm_u32>(G_V)), v_res);
@@ -49,10 +49,10 @@ float v_acc_2 = 0.0f;
 {
 const symm_u32 t_end5 = v_world;
 for (symm_u32 v_r_3 = ((symm_u32)0ULL); v_r_3 < t_end5; v_r_3 += 1) {
-v_acc_2 += symm_to_f32(symm_peer(v_buf, v_r_3)[v_i]);
+v_acc_2 += symm_to_f32(SYMM_AT(__ctx, symm_peer(v_buf, v_r_3), v_i, 37));
 }
 }
-v_out[v_i] = symm_from_f32<G_T>(v_acc_2);
+SYMM_AT(__ctx, v_out, v_i, 39) = symm_from_f32<G_T>(v_acc_2);
 v_i += v_stride;
 }
 f_block_barrier(__ctx, v_buf, v_exit);

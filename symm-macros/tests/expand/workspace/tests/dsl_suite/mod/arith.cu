@@ -5,11 +5,11 @@ template<typename G_T>
 __device__ __forceinline__ void k_arith(const symm_kctx& __ctx, symm_slice<G_T> v_x, symm_slice<G_T> v_y, symm_slice<G_T> v_out, symm_u32 v_n) {
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i < v_n)) {
-auto v_a = v_x[v_i];
-auto v_b = v_y[v_i];
+auto v_a = SYMM_AT(__ctx, v_x, v_i, 3);
+auto v_b = SYMM_AT(__ctx, v_y, v_i, 4);
 auto v_m = f_mix(__ctx, v_a, v_b);
 auto v_q = symm_sqrt(((symm_abs(v_m) + symm_from_f32<G_T>(1.0f))));
-v_out[v_i] = (((v_a > v_b)) ? ((v_m - v_q)) : ((-((v_m + v_q)))));
+SYMM_AT(__ctx, v_out, v_i, 7) = (((v_a > v_b)) ? ((v_m - v_q)) : ((-((v_m + v_q)))));
 }
 }
 

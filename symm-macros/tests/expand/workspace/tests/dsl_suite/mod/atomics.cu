@@ -4,7 +4,7 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_atomics(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_slice<symm_u32> v_counters, symm_slice<float> v_fsum, symm_u32 v_n) {
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i < v_n)) {
-auto v_v = v_x[v_i];
+auto v_v = SYMM_AT(__ctx, v_x, v_i, 3);
 symm_dsl_add<SYMM_RELAXED, SYMM_GPU>(v_counters, symm_rem(v_i, ((SYMM_TY(v_i))8ULL)), 1);
 symm_dsl_max<SYMM_RELAXED, SYMM_GPU>(v_counters, (((SYMM_TY(symm_rem(v_i, ((SYMM_TY(v_i))4ULL))))8ULL) + symm_rem(v_i, ((SYMM_TY(v_i))4ULL))), v_v);
 symm_dsl_min<SYMM_RELAXED, SYMM_GPU>(v_counters, (((SYMM_TY(symm_rem(v_i, ((SYMM_TY(v_i))4ULL))))12ULL) + symm_rem(v_i, ((SYMM_TY(v_i))4ULL))), v_v);

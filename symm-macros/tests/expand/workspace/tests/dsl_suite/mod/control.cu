@@ -7,13 +7,13 @@ auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx
 if ((v_i >= v_n)) {
 return;
 }
-auto v_v = v_x[v_i];
+auto v_v = SYMM_AT(__ctx, v_x, v_i, 5);
 symm_array<symm_i32, G_W> v_acc = symm_array_fill<symm_i32, G_W>(((symm_i32)0ULL));
 {
 const symm_u64 t_end1 = G_W;
 #pragma unroll
 for (symm_u64 v_j = ((symm_u64)0ULL); v_j < t_end1; v_j += 1) {
-v_acc[v_j] = symm_wrapping_mul(v_v, (symm_cast<symm_i32>(v_j) + ((symm_i32)1ULL)));
+SYMM_AT(__ctx, v_acc, v_j, 8) = symm_wrapping_mul(v_v, (symm_cast<symm_i32>(v_j) + ((symm_i32)1ULL)));
 }
 }
 symm_i32 v_s = ((symm_i32)0ULL);
@@ -21,7 +21,7 @@ symm_i32 v_s = ((symm_i32)0ULL);
 const symm_u64 t_end2 = G_W;
 #pragma unroll
 for (symm_u64 v_j_2 = ((symm_u64)0ULL); v_j_2 < t_end2; v_j_2 += ((symm_u64)2ULL)) {
-v_s = symm_wrapping_add(v_s, v_acc[v_j_2]);
+v_s = symm_wrapping_add(v_s, SYMM_AT(__ctx, v_acc, v_j_2, 12));
 }
 }
 symm_u32 v_k = ((symm_u32)0ULL);
@@ -40,7 +40,7 @@ while ((v_w > ((SYMM_TY(v_w))100ULL))) {
 v_w /= ((SYMM_TY(v_w))2ULL);
 }
 auto v_sign = (((v_v < ((SYMM_TY(v_v))0ULL))) ? ((-((symm_i32)1ULL))) : (((symm_i32)1ULL)));
-v_out[v_i] = symm_wrapping_add(v_s, (v_w * v_sign));
+SYMM_AT(__ctx, v_out, v_i, 30) = symm_wrapping_add(v_s, (v_w * v_sign));
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

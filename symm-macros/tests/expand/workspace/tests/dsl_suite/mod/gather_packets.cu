@@ -19,9 +19,9 @@ symm_array<symm_array<symm_u64, 2ULL>, 8ULL> v_got = symm_dsl_gather_tagged2(__c
 {
 const symm_u32 t_end2 = v_world;
 for (symm_u32 v_r_2 = ((symm_u32)0ULL); v_r_2 < t_end2; v_r_2 += 1) {
-auto v_g = v_got[v_r_2];
-v_out[(v_r_2 * ((symm_u32)2ULL))] = v_g[((symm_u64)0ULL)];
-v_out[((v_r_2 * ((symm_u32)2ULL)) + ((symm_u32)1ULL))] = v_g[((symm_u64)1ULL)];
+auto v_g = SYMM_AT(__ctx, v_got, v_r_2, 15);
+SYMM_AT(__ctx, v_out, (v_r_2 * ((symm_u32)2ULL)), 16) = SYMM_AT(__ctx, v_g, ((symm_u64)0ULL), 16);
+SYMM_AT(__ctx, v_out, ((v_r_2 * ((symm_u32)2ULL)) + ((symm_u32)1ULL)), 17) = SYMM_AT(__ctx, v_g, ((symm_u64)1ULL), 17);
 }
 }
 }

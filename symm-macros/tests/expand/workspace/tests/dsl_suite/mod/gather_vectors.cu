@@ -8,12 +8,12 @@ return;
 }
 auto v_rank = symm_rank(v_stage);
 auto v_world = symm_world(v_stage);
-symm_array<G_T, G_N> v_v = symm_array_fill<G_T, G_N>(v_src[((symm_u64)0ULL)]);
+symm_array<G_T, G_N> v_v = symm_array_fill<G_T, G_N>(SYMM_AT(__ctx, v_src, ((symm_u64)0ULL), 11));
 {
 const symm_u64 t_end1 = G_N;
 #pragma unroll
 for (symm_u64 v_k = ((symm_u64)0ULL); v_k < t_end1; v_k += 1) {
-v_v[v_k] = v_src[symm_cast<symm_u32>(v_k)];
+SYMM_AT(__ctx, v_v, v_k, 13) = SYMM_AT(__ctx, v_src, symm_cast<symm_u32>(v_k), 13);
 }
 }
 if ((v_rank != v_silent)) {
@@ -33,12 +33,12 @@ symm_array<symm_array<G_T, G_N>, 8ULL> v_got = symm_dsl_gather_ready<G_N>(__ctx,
 const symm_u32 t_end3 = v_world;
 for (symm_u32 v_r_2 = ((symm_u32)0ULL); v_r_2 < t_end3; v_r_2 += 1) {
 if ((v_r_2 != v_rank)) {
-auto v_g = v_got[v_r_2];
+auto v_g = SYMM_AT(__ctx, v_got, v_r_2, 29);
 {
 const symm_u64 t_end4 = G_N;
 #pragma unroll
 for (symm_u64 v_k_2 = ((symm_u64)0ULL); v_k_2 < t_end4; v_k_2 += 1) {
-v_out[((v_r_2 * symm_cast<symm_u32>(G_N)) + symm_cast<symm_u32>(v_k_2))] = v_g[v_k_2];
+SYMM_AT(__ctx, v_out, ((v_r_2 * symm_cast<symm_u32>(G_N)) + symm_cast<symm_u32>(v_k_2)), 31) = SYMM_AT(__ctx, v_g, v_k_2, 31);
 }
 }
 }

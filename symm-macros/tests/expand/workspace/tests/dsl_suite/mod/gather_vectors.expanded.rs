@@ -34,29 +34,80 @@ pub mod gather_vectors {
         __source :: < T , N > (NAME)
     }
     #[doc = r" Compiles this instantiation to a CUBIN for `arch` with NVRTC,"]
-    #[doc = r" without a GPU (the check CI runs on every kernel)."]
+    #[doc = r" without a GPU (the check CI runs on every kernel), as"]
+    #[doc = r" [`launch_unchecked`] runs it: indices unchecked."]
     pub fn compile_for < T : Scalar , const N : usize > (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
-        :: symm :: __private :: compile_check (NAME , &__source :: < T , N > (NAME) , arch)
+        let __key = __key :: < T , N > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        DEF . compile_check (&__key , false , &| __e | __source :: < T , N > (__e) , arch)
+    }
+    #[doc = r" [`compile_for`], as [`launch`] runs the kernel: every index"]
+    #[doc = r" bounds-checked."]
+    pub fn compile_checked_for < T : Scalar , const N : usize > (arch : :: symm :: jit :: Arch) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        let __key = __key :: < T , N > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        DEF . compile_check (&__key , true , &| __e | __source :: < T , N > (__e) , arch)
     }
     #[doc = r" Parameter slots of a launch: the CUDA entry's parameter count."]
     pub const PARAM_SLOTS : usize = 15usize ;
+    #[doc = r" The file that defines the kernel."]
+    pub const FILE : &str = :: core :: file!() ;
+    #[doc = r" The line of the kernel's name in [`FILE`]."]
+    pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
-    #[doc = r" `comm` may launch so that the kernels of ranks sharing a GPU"]
-    #[doc = r" are resident together (`None`: any grid, as when every rank"]
-    #[doc = r" has its own GPU). Compiles the kernel if it is not yet."]
+    #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
+    #[doc = r" GPU are resident together (`None`: any grid, as when every"]
+    #[doc = r" rank has its own GPU). Compiles the kernel if it is not yet."]
     pub fn co_resident_grid < T : Scalar , const N : usize > (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> where T : :: symm :: dsl :: Scalar {
         let __key = __key :: < T , N > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . co_resident_grid (comm , &__key , block , shared_mem , &| __e | __source :: < T , N > (__e))
+        DEF . co_resident_grid (comm , &__key , true , block , shared_mem , &| __e | __source :: < T , N > (__e))
+    }
+    #[doc = r" [`co_resident_grid`] for [`launch_unchecked`], whose"]
+    #[doc = r" instantiation (without bounds checks) may fit more blocks."]
+    pub fn co_resident_grid_unchecked < T : Scalar , const N : usize > (comm : &:: symm :: Comm , block : u32 , shared_mem : u32) -> :: symm :: Result < :: std :: option :: Option < u32 >> where T : :: symm :: dsl :: Scalar {
+        let __key = __key :: < T , N > () ;
+        let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
+        DEF . co_resident_grid (comm , &__key , false , block , shared_mem , &| __e | __source :: < T , N > (__e))
     }
     #[doc = r" Launches the kernel on `comm`'s stream. Argument types are"]
     #[doc = r" checked by rustc; that buffers belong to `comm`'s rank, and"]
-    #[doc = r" symmetric buffers' element types, are checked here."]
+    #[doc = r" symmetric buffers' element types, are checked here. The"]
+    #[doc = r" kernel's indexing (`x[i]`) is bounds-checked on the GPU too:"]
+    #[doc = r" the first index out of bounds is reported by the next"]
+    #[doc = r" synchronisation as [`Error::KernelFault`](::symm::Error::KernelFault)"]
+    #[doc = r" (naming the rank, block, thread, index, length and source"]
+    #[doc = r" line), and nothing out of bounds is read or written there."]
     pub fn launch < T : Scalar , const N : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , stage : &:: symm :: SymmetricMemory , src : &(impl :: symm :: DeviceSlice < T > + ? Sized) , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , silent : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        unsafe {
+            __launch :: < T , N > (true , comm , cfg , stage , src , out , silent)
+        }
+    }
+    #[doc = r" [`launch`] without bounds checks on the GPU: the kernel is"]
+    #[doc = r" compiled with plain indexing (unless the environment sets"]
+    #[doc = r" `SYMM_CHECK_ALL=1`). The CPU emulator checks every index"]
+    #[doc = r" either way."]
+    #[doc = r""]
+    #[doc = r" # Safety"]
+    #[doc = r""]
+    #[doc = r" Every index the kernel computes from these arguments must be"]
+    #[doc = r" in bounds of what it indexes: an index out of bounds reads or"]
+    #[doc = r" writes memory the kernel does not own."]
+    pub unsafe fn launch_unchecked < T : Scalar , const N : usize > (comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , stage : &:: symm :: SymmetricMemory , src : &(impl :: symm :: DeviceSlice < T > + ? Sized) , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , silent : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
+        unsafe {
+            __launch :: < T , N > (false , comm , cfg , stage , src , out , silent)
+        }
+    }
+    #[doc = r" Packs the arguments and launches, checked or not."]
+    #[doc = r""]
+    #[doc = r" # Safety"]
+    #[doc = r""]
+    #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
+    unsafe fn __launch < T : Scalar , const N : usize > (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , stage : &:: symm :: SymmetricMemory , src : &(impl :: symm :: DeviceSlice < T > + ? Sized) , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , silent : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
         let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "stage" , stage) ? ;
@@ -84,7 +135,16 @@ pub mod gather_vectors {
         let _ = __k ;
         let __key = __key :: < T , N > () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
-        DEF . launch (comm , &__key , cfg , &mut __p , &| __e | __source :: < T , N > (__e) , &|| cpu :: < T , N > (__a_stage , __a_src , __a_out , silent))
+        let __src = | __e : &str | __source :: < T , N > (__e) ;
+        let __cpu = || cpu :: < T , N > (__a_stage , __a_src , __a_out , silent) ;
+        if __checked {
+            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+        }
+        else {
+            unsafe {
+                DEF . launch_unchecked (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
+        }
     }
     #[doc = r" The kernel body as Rust, for the CPU emulator."]
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]

@@ -2,7 +2,7 @@
 // Checked by `cargo test -p symm-macros`; SYMM_BLESS=1 rewrites it.
 
 static __device__ __forceinline__ __attribute__((unused)) void k_lanes(const symm_kctx& __ctx, symm_slice<symm_u32> v_lanes) {
-v_lanes[((f_thread_idx_y(__ctx) * ((SYMM_TY(f_thread_idx_y(__ctx)))16ULL)) + f_thread_idx_x(__ctx))] = f_lane_id(__ctx);
+SYMM_AT(__ctx, v_lanes, ((f_thread_idx_y(__ctx) * ((SYMM_TY(f_thread_idx_y(__ctx)))16ULL)) + f_thread_idx_x(__ctx)), 1) = f_lane_id(__ctx);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

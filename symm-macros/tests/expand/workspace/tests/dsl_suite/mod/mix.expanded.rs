@@ -15,7 +15,7 @@ pub mod mix {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "mix" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+        name : "mix" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

@@ -16,10 +16,10 @@ float v_acc = 0.0f;
 {
 const symm_u32 t_end1 = v_world;
 for (symm_u32 v_r = ((symm_u32)0ULL); v_r < t_end1; v_r += 1) {
-v_acc += symm_peer(v_buf, v_r)[v_i];
+v_acc += SYMM_AT(__ctx, symm_peer(v_buf, v_r), v_i, 13);
 }
 }
-v_out[v_i] = v_acc;
+SYMM_AT(__ctx, v_out, v_i, 15) = v_acc;
 v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 f_sync_threads(__ctx);

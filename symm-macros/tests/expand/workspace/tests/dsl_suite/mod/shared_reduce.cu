@@ -5,20 +5,20 @@ static __device__ __forceinline__ __attribute__((unused)) void k_shared_reduce(c
 __shared__ symm_array<float, 256ULL> v_s;
 auto v_t = f_thread_idx_x(__ctx);
 auto v_base = (f_block_idx_x(__ctx) * ((SYMM_TY(f_block_idx_x(__ctx)))256ULL));
-v_s[v_t] = v_x[(v_base + v_t)];
+SYMM_AT(__ctx, v_s, v_t, 4) = SYMM_AT(__ctx, v_x, (v_base + v_t), 4);
 f_sync_threads(__ctx);
-v_rev[(v_base + v_t)] = v_s[(((SYMM_TY(v_t))255ULL) - v_t)];
+SYMM_AT(__ctx, v_rev, (v_base + v_t), 6) = SYMM_AT(__ctx, v_s, (((SYMM_TY(v_t))255ULL) - v_t), 6);
 f_sync_threads(__ctx);
 symm_u32 v_width = ((symm_u32)128ULL);
 while ((v_width > ((symm_u32)0ULL))) {
 if ((v_t < v_width)) {
-v_s[v_t] = (v_s[v_t] + v_s[(v_t + v_width)]);
+SYMM_AT(__ctx, v_s, v_t, 11) = (SYMM_AT(__ctx, v_s, v_t, 11) + SYMM_AT(__ctx, v_s, (v_t + v_width), 11));
 }
 f_sync_threads(__ctx);
 v_width /= ((symm_u32)2ULL);
 }
 if ((v_t == ((SYMM_TY(v_t))0ULL))) {
-v_sums[f_block_idx_x(__ctx)] = v_s[((symm_u64)0ULL)];
+SYMM_AT(__ctx, v_sums, f_block_idx_x(__ctx), 17) = SYMM_AT(__ctx, v_s, ((symm_u64)0ULL), 17);
 }
 }
 

@@ -4,11 +4,11 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_shared_scopes(const symm_kctx& __ctx, symm_slice<symm_u32> v_x, symm_slice<symm_u32> v_out) {
 __shared__ symm_array<symm_u32, 32ULL> v_s;
 auto v_t = f_thread_idx_x(__ctx);
-v_s[v_t] = v_x[v_t];
+SYMM_AT(__ctx, v_s, v_t, 3) = SYMM_AT(__ctx, v_x, v_t, 3);
 f_sync_threads(__ctx);
-auto v_other = f_stash_reversed(__ctx, ((v_x[v_t] * ((SYMM_TY(v_x[v_t]))3ULL)) + ((SYMM_TY((v_x[v_t] * ((SYMM_TY(v_x[v_t]))3ULL))))1ULL)));
+auto v_other = f_stash_reversed(__ctx, ((SYMM_AT(__ctx, v_x, v_t, 5) * ((SYMM_TY(SYMM_AT(__ctx, v_x, v_t, 5)))3ULL)) + ((SYMM_TY((SYMM_AT(__ctx, v_x, v_t, 5) * ((SYMM_TY(SYMM_AT(__ctx, v_x, v_t, 5)))3ULL))))1ULL)));
 f_sync_threads(__ctx);
-v_out[v_t] = (v_s[v_t] + v_other);
+SYMM_AT(__ctx, v_out, v_t, 7) = (SYMM_AT(__ctx, v_s, v_t, 7) + v_other);
 }
 
 // The extern "C" entry ($...$ are filled at instantiation):

@@ -5,7 +5,7 @@ static __device__ __forceinline__ __attribute__((unused)) void k_vectors(const s
 auto v_g = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_g < v_groups)) {
 auto v_v = symm_dsl_load_vec<4ULL>(v_x, (v_g * ((SYMM_TY(v_g))4ULL)));
-symm_array<float, 4ULL> v_r = symm_array<float, 4ULL>{{v_v[((symm_u64)3ULL)], v_v[((symm_u64)2ULL)], v_v[((symm_u64)1ULL)], v_v[((symm_u64)0ULL)]}};
+symm_array<float, 4ULL> v_r = symm_array<float, 4ULL>{{SYMM_AT(__ctx, v_v, ((symm_u64)3ULL), 4), SYMM_AT(__ctx, v_v, ((symm_u64)2ULL), 4), SYMM_AT(__ctx, v_v, ((symm_u64)1ULL), 4), SYMM_AT(__ctx, v_v, ((symm_u64)0ULL), 4)}};
 symm_dsl_store_vec(v_out, (v_g * ((SYMM_TY(v_g))4ULL)), v_r);
 auto v_w = symm_dsl_load_vec<8ULL>(v_h, (v_g * ((SYMM_TY(v_g))8ULL)));
 symm_array<symm_bf16, 8ULL> v_q = v_w;
@@ -13,7 +13,7 @@ symm_array<symm_bf16, 8ULL> v_q = v_w;
 const symm_u32 t_end1 = ((symm_u32)8ULL);
 #pragma unroll
 for (symm_u32 v_k = ((symm_u32)0ULL); v_k < t_end1; v_k += 1) {
-v_q[v_k] = v_w[(((symm_u32)7ULL) - v_k)];
+SYMM_AT(__ctx, v_q, v_k, 9) = SYMM_AT(__ctx, v_w, (((symm_u32)7ULL) - v_k), 9);
 }
 }
 symm_dsl_store_vec(v_hout, (v_g * ((SYMM_TY(v_g))8ULL)), v_q);

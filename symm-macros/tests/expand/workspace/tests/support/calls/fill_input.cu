@@ -8,7 +8,7 @@ auto v_mine = symm_local(v_buf);
 while ((v_i < v_n)) {
 auto v_h = (((symm_wrapping_mul(v_i, ((symm_u32)2654435761ULL)) ^ symm_wrapping_mul(v_k, ((symm_u32)40503ULL))) ^ symm_wrapping_mul(v_r, ((symm_u32)2246822519ULL))) ^ v_seed);
 auto v_x = (v_h ^ ((v_h >> 15)));
-v_mine[v_i] = (((symm_cast<float>((symm_rem(v_x, ((symm_u32)2001ULL)))) - 1000.0f)) / 1000.0f);
+SYMM_AT(__ctx, v_mine, v_i, 10) = (((symm_cast<float>((symm_rem(v_x, ((symm_u32)2001ULL)))) - 1000.0f)) / 1000.0f);
 v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 }

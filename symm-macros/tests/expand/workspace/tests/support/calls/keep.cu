@@ -4,7 +4,7 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_keep(const symm_kctx& __ctx, symm_slice<float> v_src, symm_slice<float> v_dst, symm_u32 v_offset, symm_u32 v_n) {
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_n)) {
-v_dst[(v_offset + v_i)] = v_src[v_i];
+SYMM_AT(__ctx, v_dst, (v_offset + v_i), 3) = SYMM_AT(__ctx, v_src, v_i, 3);
 v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 }

@@ -18,7 +18,7 @@ pub mod enter_call {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "enter_call" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&grid_dependency_wait :: DEVICE , &launch_dependents :: DEVICE] ,
+        name : "enter_call" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&grid_dependency_wait :: DEVICE , &launch_dependents :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

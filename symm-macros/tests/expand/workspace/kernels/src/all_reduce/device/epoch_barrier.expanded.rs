@@ -19,7 +19,7 @@ pub mod epoch_barrier {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "epoch_barrier" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&thread_idx_x :: DEVICE , &sync_threads :: DEVICE] ,
+        name : "epoch_barrier" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&thread_idx_x :: DEVICE , &sync_threads :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

@@ -14,7 +14,7 @@ const symm_u64 t_end1 = G_V;
 for (symm_u64 v_k = ((symm_u64)0ULL); v_k < t_end1; v_k += 1) {
 auto v_e = (v_at + symm_cast<symm_u32>(v_k));
 if ((v_e < v_n)) {
-v_v[v_k] = v_src[v_e];
+SYMM_AT(__ctx, v_v, v_k, 8) = SYMM_AT(__ctx, v_src, v_e, 8);
 }
 }
 }

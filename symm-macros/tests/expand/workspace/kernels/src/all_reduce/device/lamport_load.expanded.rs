@@ -29,7 +29,7 @@ pub mod lamport_load {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "lamport_load" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&lamport_scrub :: DEVICE] ,
+        name : "lamport_load" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&lamport_scrub :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

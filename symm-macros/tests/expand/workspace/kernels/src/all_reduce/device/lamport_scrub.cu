@@ -9,8 +9,8 @@ auto v_w = v_v;
 const symm_u64 t_end1 = G_V;
 #pragma unroll
 for (symm_u64 v_k = ((symm_u64)0ULL); v_k < t_end1; v_k += 1) {
-if ((symm_to_bits32(v_w[v_k]) == v_empty)) {
-v_w[v_k] = symm_from_bits32<G_T>((symm_u32)((v_empty >> 1)));
+if ((symm_to_bits32(SYMM_AT(__ctx, v_w, v_k, 4)) == v_empty)) {
+SYMM_AT(__ctx, v_w, v_k, 5) = symm_from_bits32<G_T>((symm_u32)((v_empty >> 1)));
 }
 }
 }

@@ -12,7 +12,7 @@ const symm_u64 t_end1 = G_V;
 #pragma unroll
 for (symm_u64 v_k = ((symm_u64)0ULL); v_k < t_end1; v_k += 1) {
 if (((v_at + (symm_cast<symm_u32>(v_k))) < v_n)) {
-v_out[(v_at + symm_cast<symm_u32>(v_k))] = v_v[v_k];
+SYMM_AT(__ctx, v_out, (v_at + symm_cast<symm_u32>(v_k)), 6) = SYMM_AT(__ctx, v_v, v_k, 6);
 }
 }
 }

@@ -18,7 +18,7 @@ pub mod lamport_sum {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "lamport_sum" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&lamport_take :: DEVICE , &sum_with_own :: DEVICE] ,
+        name : "lamport_sum" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&lamport_take :: DEVICE , &sum_with_own :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

@@ -25,7 +25,7 @@ pub mod lamport_take {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "lamport_take" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+        name : "lamport_take" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

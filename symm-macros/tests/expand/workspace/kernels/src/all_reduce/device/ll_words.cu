@@ -15,7 +15,7 @@ const symm_u32 t_end2 = v_per;
 for (symm_u32 v_k = ((symm_u32)0ULL); v_k < t_end2; v_k += 1) {
 auto v_e = (((((v_g * ((symm_u32)2ULL)) + v_h)) * v_per) + v_k);
 if ((v_e < v_n)) {
-v_words[v_h] |= (symm_to_bits32(v_src[v_e]) << ((v_k * v_width)));
+SYMM_AT(__ctx, v_words, v_h, 8) |= (symm_to_bits32(SYMM_AT(__ctx, v_src, v_e, 8)) << ((v_k * v_width)));
 }
 }
 }

@@ -32,7 +32,7 @@ pub mod ll_words {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "ll_words" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+        name : "ll_words" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

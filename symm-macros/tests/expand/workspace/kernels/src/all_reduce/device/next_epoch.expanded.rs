@@ -17,7 +17,7 @@ pub mod next_epoch {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "next_epoch" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&signal_slot :: DEVICE , &block_idx_x :: DEVICE] ,
+        name : "next_epoch" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&signal_slot :: DEVICE , &block_idx_x :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

@@ -23,10 +23,10 @@ float v_acc = 0.0f;
 {
 const SYMM_TY(v_world) t_end1 = v_world;
 for (SYMM_TY(v_world) v_r = ((SYMM_TY(v_world))0ULL); v_r < t_end1; v_r += 1) {
-v_acc += symm_to_f32(symm_peer(v_buf, v_r)[v_j]);
+v_acc += symm_to_f32(SYMM_AT(__ctx, symm_peer(v_buf, v_r), v_j, 26));
 }
 }
-v_out[v_j] = symm_from_f32<G_T>(v_acc);
+SYMM_AT(__ctx, v_out, v_j, 28) = symm_from_f32<G_T>(v_acc);
 v_j += v_stride;
 }
 f_sync_threads(__ctx);

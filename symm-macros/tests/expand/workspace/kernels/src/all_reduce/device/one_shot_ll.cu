@@ -21,7 +21,7 @@ auto v_parity = (v_epoch & ((SYMM_TY(v_epoch))1ULL));
 auto v_tag = ((symm_cast<symm_u64>(v_epoch)) << 32);
 auto v_g = v_first;
 while ((v_g < v_pairs)) {
-symm_array<symm_u64, 2ULL> v_pkt = symm_array<symm_u64, 2ULL>{{(v_tag | (symm_cast<symm_u64>(v_words[((symm_u64)0ULL)]))), (v_tag | (symm_cast<symm_u64>(v_words[((symm_u64)1ULL)])))}};
+symm_array<symm_u64, 2ULL> v_pkt = symm_array<symm_u64, 2ULL>{{(v_tag | (symm_cast<symm_u64>(SYMM_AT(__ctx, v_words, ((symm_u64)0ULL), 35)))), (v_tag | (symm_cast<symm_u64>(SYMM_AT(__ctx, v_words, ((symm_u64)1ULL), 35))))}};
 {
 const SYMM_TY(v_world) t_end1 = v_world;
 for (SYMM_TY(v_world) v_r = ((SYMM_TY(v_world))0ULL); v_r < t_end1; v_r += 1) {
@@ -40,16 +40,16 @@ symm_array<float, G_P> v_hi = symm_array_fill<float, G_P>(0.0f);
 {
 const SYMM_TY(v_world) t_end2 = v_world;
 for (SYMM_TY(v_world) v_r_2 = ((SYMM_TY(v_world))0ULL); v_r_2 < t_end2; v_r_2 += 1) {
-auto v_v = v_got[v_r_2];
-auto v_b0 = symm_cast<symm_u32>(v_v[((symm_u64)0ULL)]);
-auto v_b1 = symm_cast<symm_u32>(v_v[((symm_u64)1ULL)]);
+auto v_v = SYMM_AT(__ctx, v_got, v_r_2, 54);
+auto v_b0 = symm_cast<symm_u32>(SYMM_AT(__ctx, v_v, ((symm_u64)0ULL), 55));
+auto v_b1 = symm_cast<symm_u32>(SYMM_AT(__ctx, v_v, ((symm_u64)1ULL), 56));
 {
 const symm_u64 t_end3 = G_P;
 #pragma unroll
 for (symm_u64 v_k = ((symm_u64)0ULL); v_k < t_end3; v_k += 1) {
 auto v_s = (symm_cast<symm_u32>(v_k) * v_width);
-v_lo[v_k] += symm_to_f32(symm_from_bits32<G_T>((symm_u32)((((v_b0 >> v_s)) & v_mask))));
-v_hi[v_k] += symm_to_f32(symm_from_bits32<G_T>((symm_u32)((((v_b1 >> v_s)) & v_mask))));
+SYMM_AT(__ctx, v_lo, v_k, 59) += symm_to_f32(symm_from_bits32<G_T>((symm_u32)((((v_b0 >> v_s)) & v_mask))));
+SYMM_AT(__ctx, v_hi, v_k, 60) += symm_to_f32(symm_from_bits32<G_T>((symm_u32)((((v_b1 >> v_s)) & v_mask))));
 }
 }
 }
@@ -60,11 +60,11 @@ const symm_u64 t_end4 = G_P;
 for (symm_u64 v_k_2 = ((symm_u64)0ULL); v_k_2 < t_end4; v_k_2 += 1) {
 auto v_e0 = (((v_q * ((SYMM_TY(v_q))2ULL)) * v_per) + symm_cast<symm_u32>(v_k_2));
 if ((v_e0 < v_n)) {
-v_out[v_e0] = symm_from_f32<G_T>(v_lo[v_k_2]);
+SYMM_AT(__ctx, v_out, v_e0, 66) = symm_from_f32<G_T>(SYMM_AT(__ctx, v_lo, v_k_2, 66));
 }
 auto v_e1 = (v_e0 + v_per);
 if ((v_e1 < v_n)) {
-v_out[v_e1] = symm_from_f32<G_T>(v_hi[v_k_2]);
+SYMM_AT(__ctx, v_out, v_e1, 70) = symm_from_f32<G_T>(SYMM_AT(__ctx, v_hi, v_k_2, 70));
 }
 }
 }

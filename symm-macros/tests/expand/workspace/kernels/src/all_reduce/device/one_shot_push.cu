@@ -34,7 +34,7 @@ if ((v_first < v_tail)) {
 const SYMM_TY(v_world) t_end2 = v_world;
 for (SYMM_TY(v_world) v_r_2 = ((SYMM_TY(v_world))0ULL); v_r_2 < t_end2; v_r_2 += 1) {
 if ((v_r_2 != v_rank)) {
-symm_peer(v_stage, v_r_2)[(v_to + v_e)] = v_src[v_e];
+SYMM_AT(__ctx, symm_peer(v_stage, v_r_2), (v_to + v_e), 35) = SYMM_AT(__ctx, v_src, v_e, 35);
 }
 }
 }
@@ -52,11 +52,11 @@ float v_acc = 0.0f;
 {
 const SYMM_TY(v_world) t_end3 = v_world;
 for (SYMM_TY(v_world) v_r_3 = ((SYMM_TY(v_world))0ULL); v_r_3 < t_end3; v_r_3 += 1) {
-auto v_v_2 = (((v_r_3 == v_rank)) ? (v_src[v_e]) : (v_mine[((v_base + (v_r_3 * v_cap)) + v_e)]));
+auto v_v_2 = (((v_r_3 == v_rank)) ? (SYMM_AT(__ctx, v_src, v_e, 51)) : (SYMM_AT(__ctx, v_mine, ((v_base + (v_r_3 * v_cap)) + v_e), 53)));
 v_acc += symm_to_f32(v_v_2);
 }
 }
-v_out[v_e] = symm_from_f32<G_T>(v_acc);
+SYMM_AT(__ctx, v_out, v_e, 57) = symm_from_f32<G_T>(v_acc);
 }
 f_commit_epoch(__ctx, v_stage, v_epoch, v_ch);
 }

@@ -15,7 +15,7 @@ pub mod sum_in_rank_order {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "sum_in_rank_order" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&sum_with_own :: DEVICE] ,
+        name : "sum_in_rank_order" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&sum_with_own :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

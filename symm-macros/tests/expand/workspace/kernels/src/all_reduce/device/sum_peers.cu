@@ -8,7 +8,7 @@ symm_array<symm_array<G_T, G_V>, 8ULL> v_vals = symm_array_fill<symm_array<G_T, 
 {
 const symm_u32 t_end1 = v_world;
 for (symm_u32 v_r = ((symm_u32)0ULL); v_r < t_end1; v_r += 1) {
-v_vals[v_r] = symm_dsl_load_vec<G_V>(symm_peer(v_buf, v_r), v_i);
+SYMM_AT(__ctx, v_vals, v_r, 4) = symm_dsl_load_vec<G_V>(symm_peer(v_buf, v_r), v_i);
 }
 }
 return f_sum_in_rank_order<G_T, G_V>(__ctx, v_vals, v_world);

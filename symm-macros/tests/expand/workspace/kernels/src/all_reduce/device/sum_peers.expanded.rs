@@ -21,7 +21,7 @@ pub mod sum_peers {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "sum_peers" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&sum_in_rank_order :: DEVICE] ,
+        name : "sum_peers" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&sum_in_rank_order :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

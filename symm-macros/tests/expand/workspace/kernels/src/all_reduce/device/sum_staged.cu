@@ -8,7 +8,7 @@ symm_array<symm_array<G_T, G_V>, 8ULL> v_vals = symm_array_fill<symm_array<G_T, 
 {
 const symm_u32 t_end1 = v_world;
 for (symm_u32 v_r = ((symm_u32)0ULL); v_r < t_end1; v_r += 1) {
-v_vals[v_r] = (((v_r == v_rank)) ? (symm_dsl_load_vec<G_V>(v_own, v_i)) : (symm_dsl_load_vec<G_V>(v_stage, ((v_at + (v_r * v_region)) + v_j))));
+SYMM_AT(__ctx, v_vals, v_r, 13) = (((v_r == v_rank)) ? (symm_dsl_load_vec<G_V>(v_own, v_i)) : (symm_dsl_load_vec<G_V>(v_stage, ((v_at + (v_r * v_region)) + v_j))));
 }
 }
 return f_sum_in_rank_order<G_T, G_V>(__ctx, v_vals, v_world);

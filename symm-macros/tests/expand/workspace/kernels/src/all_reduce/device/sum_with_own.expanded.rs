@@ -39,7 +39,7 @@ pub mod sum_with_own {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "sum_with_own" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+        name : "sum_with_own" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

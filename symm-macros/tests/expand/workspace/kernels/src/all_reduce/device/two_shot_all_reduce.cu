@@ -31,7 +31,7 @@ if ((v_e < v_n)) {
 {
 const SYMM_TY(v_world) t_end2 = v_world;
 for (SYMM_TY(v_world) v_r_2 = ((SYMM_TY(v_world))0ULL); v_r_2 < t_end2; v_r_2 += 1) {
-v_tail += symm_to_f32(symm_peer(v_input, v_r_2)[v_e]);
+v_tail += symm_to_f32(SYMM_AT(__ctx, symm_peer(v_input, v_r_2), v_e, 34));
 }
 }
 }
@@ -50,7 +50,7 @@ v_j_2 += v_stride;
 }
 }
 if ((v_e < v_n)) {
-v_out[v_e] = symm_from_f32<G_T>(v_tail);
+SYMM_AT(__ctx, v_out, v_e, 49) = symm_from_f32<G_T>(v_tail);
 }
 f_commit_epoch(__ctx, v_input, v_epoch, v_ch);
 }

@@ -61,7 +61,7 @@ auto v_got = f_lamport_take<G_T, G_V>(__ctx, v_mine, (v_sums + (v_j_3 * symm_cas
 const SYMM_TY(v_world) t_end4 = v_world;
 for (SYMM_TY(v_world) v_c_3 = ((SYMM_TY(v_world))0ULL); v_c_3 < t_end4; v_c_3 += 1) {
 if ((((((v_owners >> v_c_3)) & ((symm_u32)1ULL))) == ((symm_u32)1ULL))) {
-f_lamport_store<G_T, G_V>(__ctx, v_out, ((((v_c_3 * v_chunk) + v_j_3)) * symm_cast<symm_u32>(G_V)), v_n, v_got[v_c_3]);
+f_lamport_store<G_T, G_V>(__ctx, v_out, ((((v_c_3 * v_chunk) + v_j_3)) * symm_cast<symm_u32>(G_V)), v_n, SYMM_AT(__ctx, v_got, v_c_3, 66));
 }
 }
 }

@@ -13,7 +13,7 @@ mod stage {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "stage" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&thread_idx_x :: DEVICE] ,
+        name : "stage" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&thread_idx_x :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

@@ -4,8 +4,8 @@
 static __device__ __forceinline__ __attribute__((unused)) void k_truncate(const symm_kctx& __ctx, symm_slice<float> v_x, symm_slice<symm_u32> v_out, symm_u32 v_n) {
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 if ((v_i < v_n)) {
-symm_u32 v_v = v_x[v_i];
-v_out[v_i] = v_v;
+symm_u32 v_v = SYMM_AT(__ctx, v_x, v_i, 3);
+SYMM_AT(__ctx, v_out, v_i, 4) = v_v;
 }
 }
 

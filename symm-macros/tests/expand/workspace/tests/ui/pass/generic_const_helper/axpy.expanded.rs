@@ -14,7 +14,7 @@ pub mod axpy {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "axpy" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+        name : "axpy" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

@@ -12,11 +12,11 @@ const symm_u64 t_end1 = G_W;
 #pragma unroll
 for (symm_u64 v_k = ((symm_u64)0ULL); v_k < t_end1; v_k += 1) {
 auto v_j = (v_base + symm_cast<symm_u32>(v_k));
-v_r[v_k] = f_axpy(__ctx, v_a, v_x[v_j], v_y[v_j]);
-v_y[v_j] = v_r[v_k];
+SYMM_AT(__ctx, v_r, v_k, 7) = f_axpy(__ctx, v_a, SYMM_AT(__ctx, v_x, v_j, 7), SYMM_AT(__ctx, v_y, v_j, 7));
+SYMM_AT(__ctx, v_y, v_j, 8) = SYMM_AT(__ctx, v_r, v_k, 8);
 }
 }
-v_peaks[v_t] = f_largest<G_T, G_W>(__ctx, v_r);
+SYMM_AT(__ctx, v_peaks, v_t, 10) = f_largest<G_T, G_W>(__ctx, v_r);
 }
 }
 

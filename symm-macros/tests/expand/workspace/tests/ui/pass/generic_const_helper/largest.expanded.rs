@@ -18,7 +18,7 @@ pub mod largest {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
     pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
-        name : "largest" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] ,
+        name : "largest" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
 }

@@ -10,7 +10,7 @@ auto v_src = symm_local(v_buf);
 auto v_dst = symm_peer(v_buf, v_next);
 auto v_i = ((f_block_idx_x(__ctx) * f_block_dim_x(__ctx)) + f_thread_idx_x(__ctx));
 while ((v_i < v_n)) {
-symm_dsl_store<SYMM_RELAXED, SYMM_SYS>(v_dst, (v_n + v_i), v_src[v_i]);
+symm_dsl_store<SYMM_RELAXED, SYMM_SYS>(v_dst, (v_n + v_i), SYMM_AT(__ctx, v_src, v_i, 9));
 v_i += (f_grid_dim_x(__ctx) * f_block_dim_x(__ctx));
 }
 symm_fence<SYMM_SYS>();
