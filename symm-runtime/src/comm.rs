@@ -77,6 +77,8 @@ impl CommOptions {
 struct RankState {
     /// See [`Comm::extension`].
     extensions: Mutex<HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
+    /// Held by whoever makes an extension of the type.
+    making: Mutex<HashMap<std::any::TypeId, Arc<Mutex<()>>>>,
     next_alloc: AtomicU64,
     /// See [`Comm::kernel_failed`].
     kernel_failed: AtomicBool,
@@ -173,6 +175,7 @@ impl Comm {
             backend,
             state: Arc::new(RankState {
                 extensions: Mutex::new(HashMap::new()),
+                making: Mutex::new(HashMap::new()),
                 next_alloc: AtomicU64::new(0),
                 kernel_failed: AtomicBool::new(false),
                 placement,
@@ -323,22 +326,37 @@ impl Comm {
     /// `Comm`, which would keep itself alive.
     pub fn extension<E: std::any::Any + Send + Sync>(
         &self,
-        keep: impl FnOnce(&E) -> bool,
+        keep: impl Fn(&E) -> bool,
         make: impl FnOnce(Option<Arc<E>>) -> Result<E>,
     ) -> Result<Arc<E>> {
         let id = std::any::TypeId::of::<E>();
-        let current = self
+        let current = || -> Option<Arc<E>> {
+            let map = self
+                .state
+                .extensions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            map.get(&id).cloned().and_then(|a| a.downcast::<E>().ok())
+        };
+        if let Some(e) = current().filter(|e| keep(e)) {
+            return Ok(e);
+        }
+        // One maker at a time per type: two handles of this rank must not
+        // both make one, and the second replace the first (whose users would
+        // then hold state the rank has forgotten). Per type, not one lock for
+        // all, because a maker may need another type's extension.
+        let gate = self
             .state
-            .extensions
+            .making
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .cloned();
-        let current = current.and_then(|a| a.downcast::<E>().ok());
-        if let Some(e) = &current {
-            if keep(e) {
-                return Ok(e.clone());
-            }
+            .entry(id)
+            .or_default()
+            .clone();
+        let _gate = gate.lock().unwrap_or_else(|p| p.into_inner());
+        let current = current();
+        if let Some(e) = current.as_ref().filter(|e| keep(e)) {
+            return Ok(e.clone());
         }
         let e = Arc::new(make(current)?);
         self.state
@@ -384,4 +402,45 @@ pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Handles of one rank that ask for an extension at once share the one
+    /// that is made, once: none is made twice and lost.
+    #[test]
+    fn an_extension_is_made_once_for_concurrent_askers() {
+        struct Slow(usize);
+        let comm = Comm::emulated(
+            0,
+            1,
+            Arc::new(crate::store::InProcessStore::new()),
+            CommOptions::default(),
+        )
+        .expect("an emulated rank");
+        let made = AtomicUsize::new(0);
+        let got: Vec<Arc<Slow>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    let (comm, made) = (comm.clone(), &made);
+                    s.spawn(move || {
+                        comm.extension::<Slow>(
+                            |_| true,
+                            |_| {
+                                std::thread::sleep(Duration::from_millis(20));
+                                Ok(Slow(made.fetch_add(1, Ordering::SeqCst)))
+                            },
+                        )
+                        .expect("made")
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("joined")).collect()
+        });
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(got.iter().all(|e| Arc::ptr_eq(e, &got[0]) && e.0 == 0));
+    }
 }

@@ -173,7 +173,8 @@ pub(crate) enum FunctionKey {
     /// (address of the kernel's definition, hash of its generic arguments,
     /// bounds-checked).
     Dsl(usize, u64, bool),
-    /// (entry name, hash of the source and options) of CUDA C source.
+    /// (entry name, hash of the source) of CUDA C source (compiled with no
+    /// extra options).
     Raw(String, u64),
 }
 
@@ -504,6 +505,11 @@ impl CudaDevice {
             return Ok(());
         }
         self.bind()?;
+        // The stream's work first: a copy from pageable memory waits for it
+        // inside the driver, where it keeps other threads of the context
+        // from launching, and a kernel of ours may be waiting for a launch
+        // of a rank that shares the GPU.
+        stream.synchronize().op("cuStreamSynchronize")?;
         // SAFETY: the caller checked that [dst, dst + len) lies in memory
         // mapped into this context; `src` stays borrowed until the sync below.
         check("cuMemcpyHtoDAsync", unsafe {
@@ -518,6 +524,8 @@ impl CudaDevice {
             return Ok(());
         }
         self.bind()?;
+        // As in `write`: the stream's work first.
+        stream.synchronize().op("cuStreamSynchronize")?;
         // SAFETY: as in `write`; `dst` stays borrowed until the sync below.
         check("cuMemcpyDtoHAsync", unsafe {
             sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr().cast(), src, dst.len(), stream.cu_stream())

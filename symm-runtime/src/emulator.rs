@@ -186,9 +186,6 @@ impl KernelThread for Thread {
     fn indices(&self) -> [[u32; 3]; 4] {
         self.idx
     }
-    fn rank(&self) -> u32 {
-        self.launch().rank
-    }
     fn sync_threads(&self, loc: &'static Location<'static>) {
         self.suspend(Event::Barrier(loc));
     }

@@ -4,7 +4,6 @@
 pub use crate::comm::Comm;
 pub use crate::dsl::device_fn::{device_sources, DeviceFn};
 pub use crate::dsl::memory::DslIndex;
-pub use crate::dsl::thread::{with_thread, KernelThread};
 pub use crate::dsl::{Remote, Scalar, Shared, Slice, SliceMut, SymmBuf};
 pub use crate::error::{Error, Result};
 pub use crate::jit::KERNEL_OPTIONS;
@@ -212,7 +211,12 @@ pub(crate) fn symm_buf_slots(a: SymmBufArg) -> [[u8; 8]; SYMM_BUF_SLOTS] {
 pub const SYMM_BUF_SLOTS: usize = symm_abi::SYMM_BUF.len();
 
 /// The CPU body's view of a symmetric-buffer argument.
-pub fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
+///
+/// # Safety
+///
+/// The handle must not be used after `s` is dropped (the launcher uses it
+/// only inside the launch, which borrows `s`).
+pub unsafe fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
     // SAFETY: a rendezvoused SymmetricMemory holds device-visible tables of
     // every rank's buffer and pad, mapped for as long as it lives, and the
     // launch that uses the handle borrows `s` until the kernel is over (the
@@ -246,6 +250,8 @@ pub struct KernelDef {
     /// The device functions it calls (directly or not), for the places of
     /// their indexing sites.
     deps: fn() -> Vec<&'static DeviceFn>,
+    /// Parameter slots of its CUDA entry: a launch must fill exactly these.
+    slots: usize,
 }
 
 /// Hash of an instantiation's generic arguments.
@@ -268,13 +274,15 @@ fn check_all() -> bool {
 
 impl KernelDef {
     /// Kernel `name`, which takes a `SymmBuf` if `peers`, defined in `file`
-    /// with its name at `line`, calling the device functions `deps` lists.
+    /// with its name at `line`, calling the device functions `deps` lists,
+    /// whose entry has `slots` parameter slots.
     pub const fn new(
         name: &'static str,
         peers: bool,
         file: &'static str,
         line: u32,
         deps: fn() -> Vec<&'static DeviceFn>,
+        slots: usize,
     ) -> KernelDef {
         KernelDef {
             name,
@@ -282,6 +290,7 @@ impl KernelDef {
             file,
             line,
             deps,
+            slots,
         }
     }
 
@@ -370,7 +379,15 @@ impl KernelDef {
     /// Launches the instantiation named by `key` (its generic arguments)
     /// with every index bounds-checked, compiling `source(entry)` the first
     /// time on each device; the emulator runs `cpu` instead.
-    pub fn launch(
+    ///
+    /// # Safety
+    ///
+    /// `source` must be this kernel's CUDA C, and `params` its entry's
+    /// parameters packed by the kernel ABI from arguments the launcher
+    /// checked (every address valid for its length, on this rank); `cpu`
+    /// must be its body over the same arguments.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch(
         &'static self,
         comm: &Comm,
         key: &[&str],
@@ -387,7 +404,8 @@ impl KernelDef {
     ///
     /// # Safety
     ///
-    /// Every index the kernel computes from `params` must be in bounds.
+    /// As for [`Self::launch`]; and every index the kernel computes from
+    /// `params` must be in bounds.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn launch_unchecked(
         &'static self,
@@ -413,6 +431,14 @@ impl KernelDef {
         cpu: &dyn Fn(),
     ) -> Result<()> {
         check_config(comm, &cfg)?;
+        if params.len() != self.slots {
+            return Err(comm.invalid(format!(
+                "kernel `{}`: {} parameter slots for an entry of {}",
+                self.name,
+                params.len(),
+                self.slots
+            )));
+        }
         let r = self.with_spec(key, checked, source, cpu, |spec| {
             comm.backend.launch(spec, &cfg, params, &comm.launch_ctx())
         });

@@ -129,35 +129,27 @@ impl SymmetricMemory {
         let (rank, world) = (self.rank(), self.world_size());
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let ch = channel.index();
-        // The kernels touch only the pads, the rank and the world size.
-        let pads = crate::__private::SymmBufArg {
-            ptrs: 0,
+        // The kernels touch only the pads, but get the whole buffer, as bytes.
+        let arg = crate::__private::SymmBufArg {
+            ptrs: self.buffer_ptrs_dev(),
             pads: self.signal_pad_ptrs_dev(),
             rank,
             world,
-            len: 0,
-            local: 0,
+            len: self.buffer_size(),
+            local: self.buffer_ptrs()[rank],
             local_pad: self.signal_pad_ptrs()[rank],
         };
-        let mut params = vec![[0u8; 8]; crate::__private::HIDDEN_SLOTS];
-        params.extend(crate::__private::symm_buf_slots(pads));
-        match op {
-            SignalOp::Put { dst } => params.push(crate::__private::slot(dst as u32)),
-            SignalOp::Wait { src } => params.push(crate::__private::slot(src as u32)),
-            SignalOp::Barrier => {}
-        }
-        params.push(crate::__private::slot(ch));
-        params.push(crate::__private::slot(timeout_ns));
-        // SAFETY: the pads' table and every pad stay mapped while `self`
-        // lives, which outlasts the launch (the emulator runs it to
-        // completion inside `launch`); the kernels read no buffer.
+        let mut params = signal_params(arg, op, ch, timeout_ns);
+        // SAFETY: the tables hold every rank's buffer (of `buffer_size`
+        // bytes) and pad, mapped while `self` lives, which outlasts the
+        // launch (the emulator runs it to completion inside `launch`).
         let buf = unsafe {
             crate::dsl::SymmBuf::<u8>::__new(
-                0,
+                self.buffer_ptrs_dev(),
                 self.signal_pad_ptrs_dev(),
                 rank as u32,
                 world as u32,
-                0,
+                self.buffer_size(),
             )
         };
         type Source<'a> = &'a dyn Fn(&str) -> String;
@@ -220,12 +212,77 @@ impl SymmetricMemory {
     }
 }
 
+/// The parameter slots of the signal kernel that runs `op` (its hidden
+/// slots left for the backend): the `SymmBuf<u8>`, the peer of a put or a
+/// wait, the channel and the timeout, in the kernels' order.
+fn signal_params(
+    buf: crate::__private::SymmBufArg,
+    op: SignalOp,
+    channel: u32,
+    timeout_ns: u64,
+) -> Vec<[u8; 8]> {
+    let mut params = vec![[0u8; 8]; crate::__private::HIDDEN_SLOTS];
+    params.extend(crate::__private::symm_buf_slots(buf));
+    match op {
+        SignalOp::Put { dst } => params.push(crate::__private::slot(dst as u32)),
+        SignalOp::Wait { src } => params.push(crate::__private::slot(src as u32)),
+        SignalOp::Barrier => {}
+    }
+    params.push(crate::__private::slot(channel));
+    params.push(crate::__private::slot(timeout_ns));
+    params
+}
+
 /// A signal operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SignalOp {
     Put { dst: usize },
     Wait { src: usize },
     Barrier,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The signal kernels are launched with hand-packed parameters: exactly
+    /// as many as the entries `#[symm_kernel]` wrote (a mismatch is an
+    /// invalid-value launch error that only a GPU would show), with the
+    /// peer, channel and timeout where the kernels take them.
+    #[test]
+    fn signal_launches_fill_every_parameter_slot() {
+        use kernels::{signal_barrier, signal_put, signal_wait};
+        let arg = || crate::__private::SymmBufArg {
+            ptrs: 0x10,
+            pads: 0x20,
+            rank: 1,
+            world: 3,
+            len: 64,
+            local: 0x30,
+            local_pad: 0x40,
+        };
+        let hidden = crate::__private::HIDDEN_SLOTS + crate::__private::SYMM_BUF_SLOTS;
+        for (op, slots, peer) in [
+            (
+                SignalOp::Put { dst: 2 },
+                signal_put::PARAM_SLOTS,
+                Some(2u32),
+            ),
+            (SignalOp::Wait { src: 0 }, signal_wait::PARAM_SLOTS, Some(0)),
+            (SignalOp::Barrier, signal_barrier::PARAM_SLOTS, None),
+        ] {
+            let p = signal_params(arg(), op, 5, 777);
+            assert_eq!(p.len(), slots, "{op:?}");
+            let mut rest = p[hidden..].iter();
+            if let Some(peer) = peer {
+                assert_eq!(rest.next(), Some(&crate::__private::slot(peer)), "{op:?}");
+            }
+            assert_eq!(rest.next(), Some(&crate::__private::slot(5u32)), "{op:?}");
+            assert_eq!(rest.next(), Some(&crate::__private::slot(777u64)), "{op:?}");
+            // This rank's own pad travels by value (the `lpad` slot).
+            assert!(p.contains(&0x40u64.to_le_bytes()), "{op:?}");
+        }
+    }
 }
 
 #[cfg(test)]

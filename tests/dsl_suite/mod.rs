@@ -527,12 +527,10 @@ pub fn warp_moves_ref(x: &[u64], delta: u32, s: u32) -> (Vec<u64>, Vec<u32>, Vec
     for (i, &v) in x.iter().enumerate() {
         let (lane, w) = ((i % 32) as u32, i - i % 32);
         let at = |l: u32| x[w + l as usize];
-        down.push(if lane + delta < 32 {
-            at(lane + delta)
-        } else {
-            v
-        });
-        up.push(if lane >= delta { at(lane - delta) } else { v } as u32);
+        // Only the offset's low 5 bits count, as in PTX.
+        let d = delta % 32;
+        down.push(if lane + d < 32 { at(lane + d) } else { v });
+        up.push(if lane >= d { at(lane - d) } else { v } as u32);
         let src = (lane * 7 + s) % 37 % 32;
         idx.push(bf16::from_bits((at(src) >> 16) as u16));
     }
@@ -546,7 +544,7 @@ pub fn run_warp_moves(c: &symm::Comm) -> symm::Result<()> {
     let n = blocks * 64;
     let x: Vec<u64> = (0..n).map(|_| rand::rng().random()).collect();
     let dx = c.device_buffer_from(&x)?;
-    for delta in [0u32, 1, 5, 16, 31, 32] {
+    for delta in [0u32, 1, 5, 16, 31, 32, 33, u32::MAX] {
         let s = rand::rng().random_range(0..37u32);
         let mut down = c.device_buffer_from(&vec![u64::MAX; n])?;
         let mut up = c.device_buffer_from(&vec![0xDEAD_BEEFu32; n])?;
@@ -556,10 +554,21 @@ pub fn run_warp_moves(c: &symm::Comm) -> symm::Result<()> {
         let (wd, wu, wi) = warp_moves_ref(&x, delta, s);
         let bits = |v: Vec<bf16>| v.iter().map(|b| b.to_bits()).collect::<Vec<_>>();
         let (gd, gu, gi) = (down.to_host()?, up.to_host()?, idx.to_host()?);
-        if gd != wd || gu != wu || bits(gi) != bits(wi) {
+        let first = |a: &[u64], b: &[u64]| a.iter().zip(b).position(|(x, y)| x != y);
+        let widen = |v: &[u32]| v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>();
+        let widen16 = |v: Vec<u16>| v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>();
+        let diffs = [
+            ("shfl_down", first(&gd, &wd)),
+            ("shfl_up", first(&widen(&gu), &widen(&wu))),
+            ("shfl_idx", first(&widen16(bits(gi)), &widen16(bits(wi)))),
+        ];
+        if let Some((what, Some(i))) = diffs.iter().find(|d| d.1.is_some()) {
             return Err(symm::Error::InvalidArgument {
                 rank: c.rank(),
-                message: format!("warp_moves: wrong shuffle results at delta {delta}, s {s}"),
+                message: format!(
+                    "warp_moves: {what} wrong at element {i} (lane {}), delta {delta}, s {s}",
+                    i % 32
+                ),
             });
         }
     }

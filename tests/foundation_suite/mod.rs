@@ -283,7 +283,7 @@ pub fn a_panicking_rank_is_reported(ranks: Ranks) {
 
 /// The last rank waits 200 ms on channel 3 for rank 0, which never signals:
 /// its synchronize reports a `SignalTimeout` naming rank, block, peer,
-/// channel and timeout within twice the timeout, and only once. The group
+/// channel and timeout, within a second of the timeout, and only once. The group
 /// still works afterwards: a kernel ([`write_slots`]) and host peer writes
 /// from every rank land in every rank's buffer.
 pub fn a_signal_timeout_is_named_and_recovered_from(ranks: Ranks) {
@@ -318,7 +318,9 @@ pub fn a_signal_timeout_is_named_and_recovered_from(ranks: Ranks) {
             check(c, named, || {
                 format!("expected a timeout naming rank {waiter}, block 0, peer 0, channel {} and 200 ms, got {err:?}", quiet.index())
             })?;
-            check(c, took < 2 * timeout, || {
+            // The kernel's own 200 ms, not the group's 10 s (with slack for
+            // a GPU that other ranks share).
+            check(c, took < timeout + Duration::from_secs(1), || {
                 format!("the timeout took {took:?}")
             })?;
             c.synchronize()?; // the error is reported once, then cleared

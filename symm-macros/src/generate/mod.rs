@@ -365,7 +365,9 @@ fn kernel(
                     let __s = ::symm::__private::symm_arg::<#e>(comm, #n_str, #n)?;
                     __p[__k..__k + ::symm::__private::SYMM_BUF_SLOTS].copy_from_slice(&__s);
                     __k += ::symm::__private::SYMM_BUF_SLOTS;
-                    let #a = ::symm::__private::symm_handle::<#e>(#n);
+                    // SAFETY: the handle lives only inside this launch, which
+                    // borrows the memory.
+                    let #a = unsafe { ::symm::__private::symm_handle::<#e>(#n) };
                 });
                 cpu_args.push(quote!(#a));
             }
@@ -479,7 +481,7 @@ fn kernel(
 
             /// The kernel as the runtime knows it.
             #[doc(hidden)]
-            pub static DEF: ::symm::__private::KernelDef = ::symm::__private::KernelDef::new(NAME, #peers, FILE, LINE, __deps);
+            pub static DEF: ::symm::__private::KernelDef = ::symm::__private::KernelDef::new(NAME, #peers, FILE, LINE, __deps, PARAM_SLOTS);
 
             /// The largest grid of this kernel, with `block` threads and
             /// `shared_mem` bytes of dynamic shared memory per block, that
@@ -543,7 +545,9 @@ fn kernel(
                 let __src = |__e: &str| __source #tf (__e);
                 let __cpu = || cpu #tf (#(#cpu_args),*);
                 if __checked {
-                    DEF.launch(comm, &__key, cfg, &mut __p, &__src, &__cpu)
+                    // SAFETY: the source and slots are this kernel's, packed
+                    // by the ABI from arguments checked above.
+                    unsafe { DEF.launch(comm, &__key, cfg, &mut __p, &__src, &__cpu) }
                 } else {
                     // SAFETY: the caller promises that every index is in bounds.
                     unsafe { DEF.launch_unchecked(comm, &__key, cfg, &mut __p, &__src, &__cpu) }

@@ -138,6 +138,7 @@ impl MethodDef {
 }
 
 const U32: Arg = Arg::Value(Some(CPrim::U32));
+const BOOL: Arg = Arg::Value(Some(CPrim::Bool));
 const U64: Arg = Arg::Value(Some(CPrim::U64));
 const ANY: Arg = Arg::Value(None);
 const RECV: Arg = Arg::LikeRecv;
@@ -163,13 +164,13 @@ pub const METHODS: &[MethodDef] = &[
     call(
         "put_signal_within",
         "symm_dsl_put_signal_within",
-        &[U32, U32, U64, U32],
+        &[U32, U32, U64, BOOL],
     )
     .ctx(),
     call(
         "wait_signal_within",
         "symm_dsl_wait_signal_within",
-        &[U32, U32, U64, U32],
+        &[U32, U32, U64, BOOL],
     )
     .ctx(),
     call("signal_flag", "symm_dsl_signal_flag", &[U32, U32, U32]).ctx(),

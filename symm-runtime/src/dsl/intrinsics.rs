@@ -152,22 +152,23 @@ macro_rules! shuffle_intrinsic {
 
 shuffle_intrinsic! {
     /// The value of `v` held by lane `lane_id() ^ lane_mask`, across the
-    /// full warp; every lane must call it. `shfl.sync.bfly`.
-    shfl_xor(lane_mask), "bfly", "0x1f", |l| l ^ lane_mask
+    /// full warp; every lane must call it. Only the mask's low 5 bits count,
+    /// as in PTX. `shfl.sync.bfly`.
+    shfl_xor(lane_mask), "bfly", "0x1f", |l| l ^ (lane_mask & 31)
 }
 
 shuffle_intrinsic! {
     /// The value of `v` held by lane `lane_id() + delta`, or this lane's own
     /// where that is past lane 31, across the full warp; every lane must
-    /// call it. `shfl.sync.down`.
-    shfl_down(delta), "down", "0x1f", |l| if l + delta < 32 { l + delta } else { l }
+    /// call it. Only `delta`'s low 5 bits count, as in PTX. `shfl.sync.down`.
+    shfl_down(delta), "down", "0x1f", |l| if l + (delta & 31) < 32 { l + (delta & 31) } else { l }
 }
 
 shuffle_intrinsic! {
     /// The value of `v` held by lane `lane_id() - delta`, or this lane's own
     /// where that is below lane 0, across the full warp; every lane must
-    /// call it. `shfl.sync.up`.
-    shfl_up(delta), "up", "0x0", |l| if l >= delta { l - delta } else { l }
+    /// call it. Only `delta`'s low 5 bits count, as in PTX. `shfl.sync.up`.
+    shfl_up(delta), "up", "0x0", |l| if l >= (delta & 31) { l - (delta & 31) } else { l }
 }
 
 shuffle_intrinsic! {

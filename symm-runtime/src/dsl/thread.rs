@@ -14,8 +14,6 @@ use std::panic::Location;
 pub trait KernelThread {
     /// `threadIdx`, `blockIdx`, `blockDim`, `gridDim`.
     fn indices(&self) -> [[u32; 3]; 4];
-    /// This thread's rank.
-    fn rank(&self) -> u32;
     /// Block barrier.
     fn sync_threads(&self, loc: &'static Location<'static>);
     /// Warp shuffle: every lane of the warp offers a 64-bit payload and
@@ -65,23 +63,6 @@ thread_local! {
 /// `t` must stay valid until it is replaced or cleared.
 pub(crate) unsafe fn set_current(t: Option<*const dyn KernelThread>) {
     CURRENT.with(|c| c.set(t));
-}
-
-/// Runs `f` with `t` installed as the current simulated thread.
-#[doc(hidden)]
-pub fn with_thread<R>(t: &dyn KernelThread, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<*const dyn KernelThread>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CURRENT.with(|c| c.set(self.0));
-        }
-    }
-    // SAFETY: only erases the lifetime for storage; the pointer is removed
-    // (restored) before `t`'s borrow ends, by the guard below, even on unwind.
-    let erased: *const dyn KernelThread =
-        unsafe { std::mem::transmute::<&dyn KernelThread, &'static dyn KernelThread>(t) };
-    let _restore = Restore(CURRENT.with(|c| c.replace(Some(erased))));
-    f()
 }
 
 /// Calls `f` with the current simulated thread.

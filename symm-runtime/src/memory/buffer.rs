@@ -294,8 +294,21 @@ pub(crate) fn read_elems<T: Element>(
     Ok(out)
 }
 
-/// Device memory a kernel can take as a `&[T]` or `&mut [T]` parameter.
-pub trait DeviceSlice<T: Element> {
+/// Keeps [`DeviceSlice`] to this crate's buffers: a launch passes their
+/// address and length to the kernel as valid memory, which another type
+/// could not vouch for.
+mod sealed {
+    pub trait Sealed {}
+}
+
+impl<T: Element> sealed::Sealed for SymmBuffer<T> {}
+impl<T: Element> sealed::Sealed for SymmView<'_, T> {}
+impl<T: Element> sealed::Sealed for DeviceBuffer<T> {}
+
+/// Device memory a kernel can take as a `&[T]` or `&mut [T]` parameter:
+/// symm's own buffers ([`SymmBuffer`], [`SymmView`], [`DeviceBuffer`]). The
+/// trait is sealed, because a launch trusts its address and length.
+pub trait DeviceSlice<T: Element>: sealed::Sealed {
     /// Device address of element 0.
     fn device_ptr(&self) -> u64;
     /// Number of elements.

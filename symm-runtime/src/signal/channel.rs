@@ -52,8 +52,12 @@ impl Channel {
     /// The lowest free channel of `comm`'s group, for the application.
     ///
     /// Every rank must make its requests in the same order (as with
-    /// [`Comm::alloc`]) to get the same channels. Fails when every channel
-    /// is taken, naming who holds them.
+    /// [`Comm::alloc`]) to get the same channels. A channel stays taken for
+    /// the group's life (a pad has 8, a few of them the built-ins'), so
+    /// request once and reuse it; code that runs many times (a library's
+    /// collective) reserves its channels with [`Channel::reserve`], which
+    /// gives the same ones on every call. Fails when every channel is
+    /// taken, naming who holds them.
     pub fn request(comm: &Comm) -> Result<Channel> {
         let table = table(comm)?;
         let mut owners = table.owners.lock().unwrap_or_else(|p| p.into_inner());

@@ -49,7 +49,7 @@ mod k {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -125,7 +125,9 @@ mod k {
         let __src = | __e : &str | __source (__e) ;
         let __cpu = || cpu (__a_x , __a_y) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

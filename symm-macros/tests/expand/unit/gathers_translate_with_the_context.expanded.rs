@@ -49,7 +49,7 @@ mod k {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -106,11 +106,17 @@ mod k {
         let __s = :: symm :: __private :: symm_arg :: < f32 > (comm , "st" , st) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_st = :: symm :: __private :: symm_handle :: < f32 > (st) ;
+        let __a_st = unsafe {
+            :: symm :: __private :: symm_handle :: < f32 > (st)
+        }
+        ;
         let __s = :: symm :: __private :: symm_arg :: < u64 > (comm , "ll" , ll) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_ll = :: symm :: __private :: symm_handle :: < u64 > (ll) ;
+        let __a_ll = unsafe {
+            :: symm :: __private :: symm_handle :: < u64 > (ll)
+        }
+        ;
         let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "x" , &* x) ? ;
         __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
         __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
@@ -133,7 +139,9 @@ mod k {
         let __src = | __e : &str | __source (__e) ;
         let __cpu = || cpu (__a_st , __a_ll , __a_x , __a_y) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

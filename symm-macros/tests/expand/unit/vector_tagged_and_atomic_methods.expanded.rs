@@ -49,7 +49,7 @@ mod k {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -106,7 +106,10 @@ mod k {
         let __s = :: symm :: __private :: symm_arg :: < u64 > (comm , "b" , b) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_b = :: symm :: __private :: symm_handle :: < u64 > (b) ;
+        let __a_b = unsafe {
+            :: symm :: __private :: symm_handle :: < u64 > (b)
+        }
+        ;
         let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u64 , _ > (comm , "x" , &* x) ? ;
         __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
         __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
@@ -121,7 +124,9 @@ mod k {
         let __src = | __e : &str | __source (__e) ;
         let __cpu = || cpu (__a_b , __a_x) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

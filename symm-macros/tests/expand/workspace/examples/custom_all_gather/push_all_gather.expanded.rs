@@ -54,7 +54,7 @@ pub (crate) mod push_all_gather {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -119,7 +119,10 @@ pub (crate) mod push_all_gather {
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "out" , out) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_out = :: symm :: __private :: symm_handle :: < T > (out) ;
+        let __a_out = unsafe {
+            :: symm :: __private :: symm_handle :: < T > (out)
+        }
+        ;
         __p [__k] = :: symm :: __private :: slot (chunk) ;
         __k += 1 ;
         __p [__k] = :: symm :: __private :: slot (entry) ;
@@ -132,7 +135,9 @@ pub (crate) mod push_all_gather {
         let __src = | __e : &str | __source :: < T > (__e) ;
         let __cpu = || cpu :: < T > (__a_input , __a_out , chunk , entry , exit) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

@@ -54,7 +54,7 @@ pub mod broadcast {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -111,7 +111,10 @@ pub mod broadcast {
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_buf = :: symm :: __private :: symm_handle :: < T > (buf) ;
+        let __a_buf = unsafe {
+            :: symm :: __private :: symm_handle :: < T > (buf)
+        }
+        ;
         __p [__k] = :: symm :: __private :: slot (root) ;
         __k += 1 ;
         __p [__k] = :: symm :: __private :: slot (n) ;
@@ -126,7 +129,9 @@ pub mod broadcast {
         let __src = | __e : &str | __source :: < T > (__e) ;
         let __cpu = || cpu :: < T > (__a_buf , root , n , ready , done) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

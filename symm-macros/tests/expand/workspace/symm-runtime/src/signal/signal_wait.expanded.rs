@@ -51,7 +51,7 @@ pub mod signal_wait {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -108,7 +108,10 @@ pub mod signal_wait {
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_buf = :: symm :: __private :: symm_handle :: < T > (buf) ;
+        let __a_buf = unsafe {
+            :: symm :: __private :: symm_handle :: < T > (buf)
+        }
+        ;
         __p [__k] = :: symm :: __private :: slot (src) ;
         __k += 1 ;
         __p [__k] = :: symm :: __private :: slot (channel) ;
@@ -121,7 +124,9 @@ pub mod signal_wait {
         let __src = | __e : &str | __source :: < T > (__e) ;
         let __cpu = || cpu :: < T > (__a_buf , src , channel , timeout_ns) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

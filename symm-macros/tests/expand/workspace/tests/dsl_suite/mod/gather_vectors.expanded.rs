@@ -56,7 +56,7 @@ pub mod gather_vectors {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -113,7 +113,10 @@ pub mod gather_vectors {
         let __s = :: symm :: __private :: symm_arg :: < T > (comm , "stage" , stage) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_stage = :: symm :: __private :: symm_handle :: < T > (stage) ;
+        let __a_stage = unsafe {
+            :: symm :: __private :: symm_handle :: < T > (stage)
+        }
+        ;
         let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "src" , &* src) ? ;
         __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
         __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
@@ -138,7 +141,9 @@ pub mod gather_vectors {
         let __src = | __e : &str | __source :: < T , N > (__e) ;
         let __cpu = || cpu :: < T , N > (__a_stage , __a_src , __a_out , silent) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

@@ -50,7 +50,7 @@ pub mod write_slots {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -107,7 +107,10 @@ pub mod write_slots {
         let __s = :: symm :: __private :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_buf = :: symm :: __private :: symm_handle :: < u32 > (buf) ;
+        let __a_buf = unsafe {
+            :: symm :: __private :: symm_handle :: < u32 > (buf)
+        }
+        ;
         __p [__k] = :: symm :: __private :: slot (value) ;
         __k += 1 ;
         let _ = __k ;
@@ -116,7 +119,9 @@ pub mod write_slots {
         let __src = | __e : &str | __source (__e) ;
         let __cpu = || cpu (__a_buf , value) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

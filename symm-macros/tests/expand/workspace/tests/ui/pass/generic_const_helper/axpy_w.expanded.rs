@@ -53,7 +53,7 @@ pub mod axpy_w {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -141,7 +141,9 @@ pub mod axpy_w {
         let __src = | __e : &str | __source :: < T , W > (__e) ;
         let __cpu = || cpu :: < T , W > (__a_x , __a_y , __a_peaks , a , n) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {

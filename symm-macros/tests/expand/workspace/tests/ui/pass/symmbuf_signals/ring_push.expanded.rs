@@ -51,7 +51,7 @@ pub mod ring_push {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps) ;
+    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -108,11 +108,17 @@ pub mod ring_push {
         let __s = :: symm :: __private :: symm_arg :: < f32 > (comm , "buf" , buf) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_buf = :: symm :: __private :: symm_handle :: < f32 > (buf) ;
+        let __a_buf = unsafe {
+            :: symm :: __private :: symm_handle :: < f32 > (buf)
+        }
+        ;
         let __s = :: symm :: __private :: symm_arg :: < u64 > (comm , "sums" , sums) ? ;
         __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
         __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
-        let __a_sums = :: symm :: __private :: symm_handle :: < u64 > (sums) ;
+        let __a_sums = unsafe {
+            :: symm :: __private :: symm_handle :: < u64 > (sums)
+        }
+        ;
         __p [__k] = :: symm :: __private :: slot (n) ;
         __k += 1 ;
         __p [__k] = :: symm :: __private :: slot (channel) ;
@@ -123,7 +129,9 @@ pub mod ring_push {
         let __src = | __e : &str | __source (__e) ;
         let __cpu = || cpu (__a_buf , __a_sums , n , channel) ;
         if __checked {
-            DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            unsafe {
+                DEF . launch (comm , &__key , cfg , &mut __p , &__src , &__cpu)
+            }
         }
         else {
             unsafe {
