@@ -47,7 +47,7 @@ def main():
                 files[os.path.relpath(p, ROOT)] = open(p).read()
     mods = {module_of(r) for r in files} - {"lib"}
     # `private.rs` is mounted as `__private`.
-    alias = {"__private": "private"}
+    alias = {"__private_0_1_0": "private"}
     graph = {m: set() for m in mods}
     for rel, text in files.items():
         m = module_of(rel)

@@ -441,7 +441,7 @@ fn compile_times() -> Outcome {
         ("arith<f32>", arith::cuda_source_for::<f32>()),
         ("message_passing", message_passing::cuda_source_for()),
     ];
-    let opts: Vec<String> = symm::__private::KERNEL_OPTIONS
+    let opts: Vec<String> = symm::__private_0_1_0::KERNEL_OPTIONS
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -486,7 +486,7 @@ fn launch_overhead() -> Outcome {
         let cfg = LaunchConfig::linear(1, 256);
         copy_n::launch(c, cfg, &x, &mut y, n as u32)?;
         let src = copy_n::cuda_source_for();
-        let opts: Vec<String> = symm::__private::KERNEL_OPTIONS
+        let opts: Vec<String> = symm::__private_0_1_0::KERNEL_OPTIONS
             .iter()
             .map(|s| s.to_string())
             .collect();

@@ -99,7 +99,7 @@ pub(crate) struct KernelSpec<'a> {
     /// The kernel's name, for diagnostics and its CUDA entry.
     pub name: &'static str,
     /// Identifies the instantiation: the kernel's definition (the address of
-    /// its [`KernelDef`](crate::__private::KernelDef), so that two kernels
+    /// its [`KernelDef`](crate::__private_0_1_0::KernelDef), so that two kernels
     /// of one name never share a compiled function) and a hash of its
     /// generic arguments.
     pub id: (usize, u64),

@@ -17,9 +17,11 @@ pub mod cuda;
 pub mod cuda_prelude;
 pub mod dsl;
 
+/// What generated code calls. Named after the version: the macro writes
+/// the same name from its own version, so mismatched crates fail to build.
 #[doc(hidden)]
 #[path = "private.rs"]
-pub mod __private;
+pub mod __private_0_1_0;
 mod dtype;
 mod emulator;
 mod error;

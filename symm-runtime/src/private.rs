@@ -1,5 +1,5 @@
 //! Items that `#[symm_kernel]` expansions use. Not a public API: generated
-//! code reaches the runtime only through `::symm::__private`.
+//! code reaches the runtime only through `::symm::__private_<version>`.
 
 pub use crate::comm::Comm;
 pub use crate::dsl::device_fn::{device_sources, DeviceFn};
@@ -504,4 +504,23 @@ fn check_config(comm: &Comm, cfg: &LaunchConfig) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod version_tests {
+    /// The module's name follows the crate's version, as the macro writes
+    /// it: bumping the version means renaming the module too.
+    #[test]
+    fn the_private_module_is_named_after_the_version() {
+        let want = format!(
+            "__private_{}",
+            env!("CARGO_PKG_VERSION").replace(['.', '-', '+'], "_")
+        );
+        assert_eq!(want, "__private_0_1_0");
+        assert!(
+            module_path!().contains(&format!("::{want}::")),
+            "{}",
+            module_path!()
+        );
+    }
 }

@@ -130,7 +130,7 @@ impl SymmetricMemory {
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let ch = channel.index();
         // The kernels touch only the pads, but get the whole buffer, as bytes.
-        let arg = crate::__private::SymmBufArg {
+        let arg = crate::__private_0_1_0::SymmBufArg {
             ptrs: self.buffer_ptrs_dev(),
             pads: self.signal_pad_ptrs_dev(),
             rank,
@@ -173,7 +173,7 @@ impl SymmetricMemory {
                 &move || signal_barrier::cpu::<u8>(buf, ch, timeout_ns),
             ),
         };
-        let spec = |def: &'static crate::__private::KernelDef, source, cpu| KernelSpec {
+        let spec = |def: &'static crate::__private_0_1_0::KernelDef, source, cpu| KernelSpec {
             name: def.name(),
             id: (def.id(), 0),
             // The signal kernels index nothing.
@@ -216,20 +216,20 @@ impl SymmetricMemory {
 /// slots left for the backend): the `SymmBuf<u8>`, the peer of a put or a
 /// wait, the channel and the timeout, in the kernels' order.
 fn signal_params(
-    buf: crate::__private::SymmBufArg,
+    buf: crate::__private_0_1_0::SymmBufArg,
     op: SignalOp,
     channel: u32,
     timeout_ns: u64,
 ) -> Vec<[u8; 8]> {
-    let mut params = vec![[0u8; 8]; crate::__private::HIDDEN_SLOTS];
-    params.extend(crate::__private::symm_buf_slots(buf));
+    let mut params = vec![[0u8; 8]; crate::__private_0_1_0::HIDDEN_SLOTS];
+    params.extend(crate::__private_0_1_0::symm_buf_slots(buf));
     match op {
-        SignalOp::Put { dst } => params.push(crate::__private::slot(dst as u32)),
-        SignalOp::Wait { src } => params.push(crate::__private::slot(src as u32)),
+        SignalOp::Put { dst } => params.push(crate::__private_0_1_0::slot(dst as u32)),
+        SignalOp::Wait { src } => params.push(crate::__private_0_1_0::slot(src as u32)),
         SignalOp::Barrier => {}
     }
-    params.push(crate::__private::slot(channel));
-    params.push(crate::__private::slot(timeout_ns));
+    params.push(crate::__private_0_1_0::slot(channel));
+    params.push(crate::__private_0_1_0::slot(timeout_ns));
     params
 }
 
@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn signal_launches_fill_every_parameter_slot() {
         use kernels::{signal_barrier, signal_put, signal_wait};
-        let arg = || crate::__private::SymmBufArg {
+        let arg = || crate::__private_0_1_0::SymmBufArg {
             ptrs: 0x10,
             pads: 0x20,
             rank: 1,
@@ -261,7 +261,7 @@ mod tests {
             local: 0x30,
             local_pad: 0x40,
         };
-        let hidden = crate::__private::HIDDEN_SLOTS + crate::__private::SYMM_BUF_SLOTS;
+        let hidden = crate::__private_0_1_0::HIDDEN_SLOTS + crate::__private_0_1_0::SYMM_BUF_SLOTS;
         for (op, slots, peer) in [
             (
                 SignalOp::Put { dst: 2 },
@@ -275,10 +275,22 @@ mod tests {
             assert_eq!(p.len(), slots, "{op:?}");
             let mut rest = p[hidden..].iter();
             if let Some(peer) = peer {
-                assert_eq!(rest.next(), Some(&crate::__private::slot(peer)), "{op:?}");
+                assert_eq!(
+                    rest.next(),
+                    Some(&crate::__private_0_1_0::slot(peer)),
+                    "{op:?}"
+                );
             }
-            assert_eq!(rest.next(), Some(&crate::__private::slot(5u32)), "{op:?}");
-            assert_eq!(rest.next(), Some(&crate::__private::slot(777u64)), "{op:?}");
+            assert_eq!(
+                rest.next(),
+                Some(&crate::__private_0_1_0::slot(5u32)),
+                "{op:?}"
+            );
+            assert_eq!(
+                rest.next(),
+                Some(&crate::__private_0_1_0::slot(777u64)),
+                "{op:?}"
+            );
             // This rank's own pad travels by value (the `lpad` slot).
             assert!(p.contains(&0x40u64.to_le_bytes()), "{op:?}");
         }

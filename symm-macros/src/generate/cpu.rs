@@ -105,8 +105,9 @@ impl VisitMut for Rewrite {
 
 /// The `use` that brings the index traits into a CPU body.
 pub fn prelude() -> TokenStream {
+    let private = crate::private_path();
     quote_spanned!(proc_macro2::Span::call_site()=>
         #[allow(unused_imports)]
-        use ::symm::__private::{ArrayIndex as _, HandleGet as _, HandleSet as _};
+        use #private::{ArrayIndex as _, HandleGet as _, HandleSet as _};
     )
 }

@@ -248,6 +248,7 @@ fn device(
     cuda_fn: &str,
     deps: &[TokenStream],
 ) -> TokenStream {
+    let private = crate::private_path();
     let (vis, name) = (&f.vis, &f.sig.ident);
     let attrs = &f.attrs;
     let generics = generics_with_scalar(f);
@@ -268,7 +269,7 @@ fn device(
         #vis mod #name {
             use super::*;
             /// This function's CUDA C, and the device functions it calls.
-            pub static DEVICE: ::symm::__private::DeviceFn = ::symm::__private::DeviceFn {
+            pub static DEVICE: #private::DeviceFn = #private::DeviceFn {
                 name: #name_str,
                 source: #cuda_fn,
                 deps: &[#(&#deps),*],
@@ -286,6 +287,7 @@ fn kernel(
     cuda_fn: &str,
     deps: &[TokenStream],
 ) -> TokenStream {
+    let private = crate::private_path();
     let (vis, name) = (&f.vis, &f.sig.ident);
     let docs: Vec<&syn::Attribute> = f
         .attrs
@@ -296,7 +298,7 @@ fn kernel(
     let generics = generics_with_scalar(f);
     let wc = &generics.where_clause;
     let (wrapper_src, slots) = wrapper(sig);
-    let hidden = quote!(::symm::__private::HIDDEN_SLOTS);
+    let hidden = quote!(#private::HIDDEN_SLOTS);
 
     // Instantiation: fill the generic placeholders, keyed by their values.
     let mut fills = Vec::new();
@@ -342,9 +344,9 @@ fn kernel(
                     quote!(Slice)
                 };
                 packs.push(quote! {
-                    let (__ptr, __len) = ::symm::__private::slice_arg::<#e, _>(comm, #n_str, &*#n)?;
-                    __p[__k] = ::symm::__private::slot_u64(__ptr);
-                    __p[__k + 1] = ::symm::__private::slot_u64(__len as u64);
+                    let (__ptr, __len) = #private::slice_arg::<#e, _>(comm, #n_str, &*#n)?;
+                    __p[__k] = #private::slot_u64(__ptr);
+                    __p[__k + 1] = #private::slot_u64(__len as u64);
                     __k += 2;
                     // SAFETY: `slice_arg` took `__ptr` and `__len` from a live
                     // slice of this rank, which the launch borrows until the
@@ -362,12 +364,12 @@ fn kernel(
                 fwd.push(quote!(#n));
                 let a = quote::format_ident!("__a_{}", n);
                 packs.push(quote! {
-                    let __s = ::symm::__private::symm_arg::<#e>(comm, #n_str, #n)?;
-                    __p[__k..__k + ::symm::__private::SYMM_BUF_SLOTS].copy_from_slice(&__s);
-                    __k += ::symm::__private::SYMM_BUF_SLOTS;
+                    let __s = #private::symm_arg::<#e>(comm, #n_str, #n)?;
+                    __p[__k..__k + #private::SYMM_BUF_SLOTS].copy_from_slice(&__s);
+                    __k += #private::SYMM_BUF_SLOTS;
                     // SAFETY: the handle lives only inside this launch, which
                     // borrows the memory.
-                    let #a = unsafe { ::symm::__private::symm_handle::<#e>(#n) };
+                    let #a = unsafe { #private::symm_handle::<#e>(#n) };
                 });
                 cpu_args.push(quote!(#a));
             }
@@ -375,12 +377,12 @@ fn kernel(
                 largs.push(quote!(#n: #t));
                 fwd.push(quote!(#n));
                 let slot = match s {
-                    Scalar::Prim("bool") => quote!(::symm::__private::slot_bool(#n)),
+                    Scalar::Prim("bool") => quote!(#private::slot_bool(#n)),
                     Scalar::Prim("usize") | Scalar::Prim("u16") => {
-                        quote!(::symm::__private::slot_u64(#n as u64))
+                        quote!(#private::slot_u64(#n as u64))
                     }
-                    Scalar::Prim("isize") => quote!(::symm::__private::slot_u64(#n as i64 as u64)),
-                    _ => quote!(::symm::__private::slot(#n)),
+                    Scalar::Prim("isize") => quote!(#private::slot_u64(#n as i64 as u64)),
+                    _ => quote!(#private::slot(#n)),
                 };
                 packs.push(quote! { __p[__k] = #slot; __k += 1; });
                 cpu_args.push(quote!(#n));
@@ -432,7 +434,7 @@ fn kernel(
                 CUDA_BODY
             }
 
-            fn __deps() -> ::std::vec::Vec<&'static ::symm::__private::DeviceFn> {
+            fn __deps() -> ::std::vec::Vec<&'static #private::DeviceFn> {
                 ::std::vec![#(&#deps),*]
             }
 
@@ -445,7 +447,7 @@ fn kernel(
             pub fn __source #generics (__entry: &str) -> ::std::string::String #wc {
                 let mut __w = WRAPPER.replace("$ENTRY$", __entry);
                 #(#fills)*
-                ::symm::__private::kernel_source(&__deps(), CUDA_BODY, &__w)
+                #private::kernel_source(&__deps(), CUDA_BODY, &__w)
             }
 
             /// The complete CUDA C that is compiled for these generic arguments.
@@ -481,7 +483,7 @@ fn kernel(
 
             /// The kernel as the runtime knows it.
             #[doc(hidden)]
-            pub static DEF: ::symm::__private::KernelDef = ::symm::__private::KernelDef::new(NAME, #peers, FILE, LINE, __deps, PARAM_SLOTS);
+            pub static DEF: #private::KernelDef = #private::KernelDef::new(NAME, #peers, FILE, LINE, __deps, PARAM_SLOTS);
 
             /// The largest grid of this kernel, with `block` threads and
             /// `shared_mem` bytes of dynamic shared memory per block, that

@@ -10,7 +10,7 @@ mod k {
     pub fn cuda_source () -> &'static str {
         CUDA_BODY
     }
-    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private_0_1_0 :: DeviceFn > {
         :: std :: vec![]
     }
     fn __key < T : DslFloat > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
@@ -21,7 +21,7 @@ mod k {
     pub fn __source < T : DslFloat > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
         __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
-        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+        :: symm :: __private_0_1_0 :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
     #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
     pub fn cuda_source_for < T : DslFloat > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
@@ -50,7 +50,7 @@ mod k {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false , FILE , LINE , __deps , PARAM_SLOTS) ;
+    pub static DEF : :: symm :: __private_0_1_0 :: KernelDef = :: symm :: __private_0_1_0 :: KernelDef :: new (NAME , false , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -103,42 +103,42 @@ mod k {
     #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
     unsafe fn __launch < T : DslFloat > (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , x : &mut (impl :: symm :: DeviceSlice < f32 > + ? Sized) , w : &mut (impl :: symm :: DeviceSlice < f64 > + ? Sized) , y : &mut (impl :: symm :: DeviceSlice < u64 > + ? Sized) , b : &mut (impl :: symm :: DeviceSlice < u32 > + ? Sized) , t : &mut (impl :: symm :: DeviceSlice < T > + ? Sized)) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
-        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "x" , &* x) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let mut __k : usize = :: symm :: __private_0_1_0 :: HIDDEN_SLOTS ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < f32 , _ > (comm , "x" , &* x) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_x = unsafe {
             :: symm :: dsl :: SliceMut :: < f32 > :: __new (__ptr , __len)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f64 , _ > (comm , "w" , &* w) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < f64 , _ > (comm , "w" , &* w) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_w = unsafe {
             :: symm :: dsl :: SliceMut :: < f64 > :: __new (__ptr , __len)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u64 , _ > (comm , "y" , &* y) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < u64 , _ > (comm , "y" , &* y) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_y = unsafe {
             :: symm :: dsl :: SliceMut :: < u64 > :: __new (__ptr , __len)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < u32 , _ > (comm , "b" , &* b) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < u32 , _ > (comm , "b" , &* b) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_b = unsafe {
             :: symm :: dsl :: SliceMut :: < u32 > :: __new (__ptr , __len)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "t" , &* t) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < T , _ > (comm , "t" , &* t) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_t = unsafe {
             :: symm :: dsl :: SliceMut :: < T > :: __new (__ptr , __len)
@@ -164,7 +164,7 @@ mod k {
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
     pub fn cpu < T : DslFloat > (x : :: symm :: dsl :: SliceMut < f32 > , w : :: symm :: dsl :: SliceMut < f64 > , y : :: symm :: dsl :: SliceMut < u64 > , b : :: symm :: dsl :: SliceMut < u32 > , t : :: symm :: dsl :: SliceMut < T >) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
-        use :: symm :: __private :: {
+        use :: symm :: __private_0_1_0 :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;

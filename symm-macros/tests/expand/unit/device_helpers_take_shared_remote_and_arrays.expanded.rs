@@ -1,7 +1,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 fn helper < const N : usize > (s : Shared < f32 , 256 > , r : Remote < f32 > , v : Slice < f32 > , a : [f32 ; N]) -> [f32 ; 4] {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -24,7 +24,7 @@ fn helper < const N : usize > (s : Shared < f32 , 256 > , r : Remote < f32 > , v
 mod helper {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "helper" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&inner :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

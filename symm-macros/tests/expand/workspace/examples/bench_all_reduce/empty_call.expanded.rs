@@ -13,7 +13,7 @@ mod empty_call {
     pub fn cuda_source () -> &'static str {
         CUDA_BODY
     }
-    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private_0_1_0 :: DeviceFn > {
         :: std :: vec![&grid_dependency_wait :: DEVICE , &launch_dependents :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
@@ -23,7 +23,7 @@ mod empty_call {
     #[doc (hidden)]
     pub fn __source (__entry : &str) -> :: std :: string :: String {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
-        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+        :: symm :: __private_0_1_0 :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
     #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
     pub fn cuda_source_for () -> :: std :: string :: String {
@@ -52,7 +52,7 @@ mod empty_call {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false , FILE , LINE , __deps , PARAM_SLOTS) ;
+    pub static DEF : :: symm :: __private_0_1_0 :: KernelDef = :: symm :: __private_0_1_0 :: KernelDef :: new (NAME , false , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -105,7 +105,7 @@ mod empty_call {
     #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
     unsafe fn __launch (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig ,) -> :: symm :: Result < () > {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
-        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
+        let mut __k : usize = :: symm :: __private_0_1_0 :: HIDDEN_SLOTS ;
         let _ = __k ;
         let __key = __key () ;
         let __key : :: std :: vec :: Vec < &str > = __key . iter () . map (| s | s . as_str ()) . collect () ;
@@ -126,7 +126,7 @@ mod empty_call {
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
     pub fn cpu () {
         #[allow (unused_imports)]
-        use :: symm :: __private :: {
+        use :: symm :: __private_0_1_0 :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;

@@ -10,7 +10,7 @@ mod wait_briefly {
     pub fn cuda_source () -> &'static str {
         CUDA_BODY
     }
-    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private_0_1_0 :: DeviceFn > {
         :: std :: vec![&thread_idx_x :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
@@ -20,7 +20,7 @@ mod wait_briefly {
     #[doc (hidden)]
     pub fn __source (__entry : &str) -> :: std :: string :: String {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
-        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+        :: symm :: __private_0_1_0 :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
     #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
     pub fn cuda_source_for () -> :: std :: string :: String {
@@ -49,7 +49,7 @@ mod wait_briefly {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
+    pub static DEF : :: symm :: __private_0_1_0 :: KernelDef = :: symm :: __private_0_1_0 :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -102,17 +102,17 @@ mod wait_briefly {
     #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
     unsafe fn __launch (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , src : u32 , channel : u32) -> :: symm :: Result < () > {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
-        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
-        let __s = :: symm :: __private :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
-        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
-        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let mut __k : usize = :: symm :: __private_0_1_0 :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private_0_1_0 :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
+        __p [__k .. __k + :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS ;
         let __a_buf = unsafe {
-            :: symm :: __private :: symm_handle :: < u32 > (buf)
+            :: symm :: __private_0_1_0 :: symm_handle :: < u32 > (buf)
         }
         ;
-        __p [__k] = :: symm :: __private :: slot (src) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (src) ;
         __k += 1 ;
-        __p [__k] = :: symm :: __private :: slot (channel) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (channel) ;
         __k += 1 ;
         let _ = __k ;
         let __key = __key () ;
@@ -134,7 +134,7 @@ mod wait_briefly {
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
     pub fn cpu (buf : SymmBuf < u32 > , src : u32 , channel : u32) {
         #[allow (unused_imports)]
-        use :: symm :: __private :: {
+        use :: symm :: __private_0_1_0 :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;

@@ -14,7 +14,7 @@ pub mod broadcast {
     pub fn cuda_source () -> &'static str {
         CUDA_BODY
     }
-    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private_0_1_0 :: DeviceFn > {
         :: std :: vec![&thread_idx_x :: DEVICE , &sync_threads :: DEVICE , &block_idx_x :: DEVICE , &block_dim_x :: DEVICE , &grid_dim_x :: DEVICE]
     }
     fn __key < T : Scalar > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
@@ -25,7 +25,7 @@ pub mod broadcast {
     pub fn __source < T : Scalar > (__entry : &str) -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
         __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
-        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+        :: symm :: __private_0_1_0 :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
     #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
     pub fn cuda_source_for < T : Scalar > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
@@ -54,7 +54,7 @@ pub mod broadcast {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
+    pub static DEF : :: symm :: __private_0_1_0 :: KernelDef = :: symm :: __private_0_1_0 :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -107,21 +107,21 @@ pub mod broadcast {
     #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
     unsafe fn __launch < T : Scalar > (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , root : u32 , n : u32 , ready : u32 , done : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
-        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
-        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "buf" , buf) ? ;
-        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
-        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let mut __k : usize = :: symm :: __private_0_1_0 :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private_0_1_0 :: symm_arg :: < T > (comm , "buf" , buf) ? ;
+        __p [__k .. __k + :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS ;
         let __a_buf = unsafe {
-            :: symm :: __private :: symm_handle :: < T > (buf)
+            :: symm :: __private_0_1_0 :: symm_handle :: < T > (buf)
         }
         ;
-        __p [__k] = :: symm :: __private :: slot (root) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (root) ;
         __k += 1 ;
-        __p [__k] = :: symm :: __private :: slot (n) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (n) ;
         __k += 1 ;
-        __p [__k] = :: symm :: __private :: slot (ready) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (ready) ;
         __k += 1 ;
-        __p [__k] = :: symm :: __private :: slot (done) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (done) ;
         __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T > () ;
@@ -143,7 +143,7 @@ pub mod broadcast {
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
     pub fn cpu < T : Scalar > (buf : SymmBuf < T > , root : u32 , n : u32 , ready : u32 , done : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
-        use :: symm :: __private :: {
+        use :: symm :: __private_0_1_0 :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;

@@ -14,7 +14,7 @@ pub mod all_arrive {
     pub fn cuda_source () -> &'static str {
         CUDA_BODY
     }
-    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private_0_1_0 :: DeviceFn > {
         :: std :: vec![&thread_idx_x :: DEVICE , &grid_dim_x :: DEVICE , &globaltimer :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
@@ -24,7 +24,7 @@ pub mod all_arrive {
     #[doc (hidden)]
     pub fn __source (__entry : &str) -> :: std :: string :: String {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
-        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+        :: symm :: __private_0_1_0 :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
     #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
     pub fn cuda_source_for () -> :: std :: string :: String {
@@ -53,7 +53,7 @@ pub mod all_arrive {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
+    pub static DEF : :: symm :: __private_0_1_0 :: KernelDef = :: symm :: __private_0_1_0 :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -106,15 +106,15 @@ pub mod all_arrive {
     #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
     unsafe fn __launch (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , buf : &:: symm :: SymmetricMemory , timeout_ns : u64) -> :: symm :: Result < () > {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
-        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
-        let __s = :: symm :: __private :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
-        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
-        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let mut __k : usize = :: symm :: __private_0_1_0 :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private_0_1_0 :: symm_arg :: < u32 > (comm , "buf" , buf) ? ;
+        __p [__k .. __k + :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS ;
         let __a_buf = unsafe {
-            :: symm :: __private :: symm_handle :: < u32 > (buf)
+            :: symm :: __private_0_1_0 :: symm_handle :: < u32 > (buf)
         }
         ;
-        __p [__k] = :: symm :: __private :: slot (timeout_ns) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (timeout_ns) ;
         __k += 1 ;
         let _ = __k ;
         let __key = __key () ;
@@ -136,7 +136,7 @@ pub mod all_arrive {
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
     pub fn cpu (buf : SymmBuf < u32 > , timeout_ns : u64) {
         #[allow (unused_imports)]
-        use :: symm :: __private :: {
+        use :: symm :: __private_0_1_0 :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;

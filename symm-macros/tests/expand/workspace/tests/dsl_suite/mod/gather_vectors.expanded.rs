@@ -15,7 +15,7 @@ pub mod gather_vectors {
     pub fn cuda_source () -> &'static str {
         CUDA_BODY
     }
-    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private_0_1_0 :: DeviceFn > {
         :: std :: vec![&thread_idx_x :: DEVICE , &block_idx_x :: DEVICE]
     }
     fn __key < T : Scalar , const N : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
@@ -27,7 +27,7 @@ pub mod gather_vectors {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
         __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
         __w = __w . replace ("$G_N$" , &:: std :: format!("{}" , N)) ;
-        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+        :: symm :: __private_0_1_0 :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
     #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
     pub fn cuda_source_for < T : Scalar , const N : usize > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
@@ -56,7 +56,7 @@ pub mod gather_vectors {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
+    pub static DEF : :: symm :: __private_0_1_0 :: KernelDef = :: symm :: __private_0_1_0 :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -109,31 +109,31 @@ pub mod gather_vectors {
     #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
     unsafe fn __launch < T : Scalar , const N : usize > (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , stage : &:: symm :: SymmetricMemory , src : &(impl :: symm :: DeviceSlice < T > + ? Sized) , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , silent : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
-        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
-        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "stage" , stage) ? ;
-        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
-        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let mut __k : usize = :: symm :: __private_0_1_0 :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private_0_1_0 :: symm_arg :: < T > (comm , "stage" , stage) ? ;
+        __p [__k .. __k + :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS ;
         let __a_stage = unsafe {
-            :: symm :: __private :: symm_handle :: < T > (stage)
+            :: symm :: __private_0_1_0 :: symm_handle :: < T > (stage)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "src" , &* src) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < T , _ > (comm , "src" , &* src) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_src = unsafe {
             :: symm :: dsl :: Slice :: < T > :: __new (__ptr , __len)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "out" , &* out) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < T , _ > (comm , "out" , &* out) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_out = unsafe {
             :: symm :: dsl :: SliceMut :: < T > :: __new (__ptr , __len)
         }
         ;
-        __p [__k] = :: symm :: __private :: slot (silent) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (silent) ;
         __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T , N > () ;
@@ -155,7 +155,7 @@ pub mod gather_vectors {
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
     pub fn cpu < T : Scalar , const N : usize > (stage : SymmBuf < T > , src : :: symm :: dsl :: Slice < T > , out : :: symm :: dsl :: SliceMut < T > , silent : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
-        use :: symm :: __private :: {
+        use :: symm :: __private_0_1_0 :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;

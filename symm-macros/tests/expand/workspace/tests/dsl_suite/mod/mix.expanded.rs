@@ -2,7 +2,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn mix < T : DslFloat > (a : T , b : T) -> T where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -14,7 +14,7 @@ pub fn mix < T : DslFloat > (a : T , b : T) -> T where T : :: symm :: dsl :: Sca
 pub mod mix {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "mix" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

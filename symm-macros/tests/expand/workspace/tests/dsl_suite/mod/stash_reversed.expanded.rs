@@ -2,7 +2,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn stash_reversed (v : u32) -> u32 {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -20,7 +20,7 @@ pub fn stash_reversed (v : u32) -> u32 {
 pub mod stash_reversed {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "stash_reversed" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&thread_idx_x :: DEVICE , &sync_threads :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -12,7 +12,7 @@ pub mod vectors {
     pub fn cuda_source () -> &'static str {
         CUDA_BODY
     }
-    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private_0_1_0 :: DeviceFn > {
         :: std :: vec![&block_idx_x :: DEVICE , &block_dim_x :: DEVICE , &thread_idx_x :: DEVICE]
     }
     fn __key () -> :: std :: vec :: Vec < :: std :: string :: String > {
@@ -22,7 +22,7 @@ pub mod vectors {
     #[doc (hidden)]
     pub fn __source (__entry : &str) -> :: std :: string :: String {
         let mut __w = WRAPPER . replace ("$ENTRY$" , __entry) ;
-        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+        :: symm :: __private_0_1_0 :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
     #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
     pub fn cuda_source_for () -> :: std :: string :: String {
@@ -51,7 +51,7 @@ pub mod vectors {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , false , FILE , LINE , __deps , PARAM_SLOTS) ;
+    pub static DEF : :: symm :: __private_0_1_0 :: KernelDef = :: symm :: __private_0_1_0 :: KernelDef :: new (NAME , false , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -104,40 +104,40 @@ pub mod vectors {
     #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
     unsafe fn __launch (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , x : &(impl :: symm :: DeviceSlice < f32 > + ? Sized) , out : &mut (impl :: symm :: DeviceSlice < f32 > + ? Sized) , h : &(impl :: symm :: DeviceSlice < bf16 > + ? Sized) , hout : &mut (impl :: symm :: DeviceSlice < bf16 > + ? Sized) , groups : u32) -> :: symm :: Result < () > {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
-        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "x" , &* x) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let mut __k : usize = :: symm :: __private_0_1_0 :: HIDDEN_SLOTS ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < f32 , _ > (comm , "x" , &* x) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_x = unsafe {
             :: symm :: dsl :: Slice :: < f32 > :: __new (__ptr , __len)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < f32 , _ > (comm , "out" , &* out) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < f32 , _ > (comm , "out" , &* out) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_out = unsafe {
             :: symm :: dsl :: SliceMut :: < f32 > :: __new (__ptr , __len)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < bf16 , _ > (comm , "h" , &* h) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < bf16 , _ > (comm , "h" , &* h) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_h = unsafe {
             :: symm :: dsl :: Slice :: < bf16 > :: __new (__ptr , __len)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < bf16 , _ > (comm , "hout" , &* hout) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < bf16 , _ > (comm , "hout" , &* hout) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_hout = unsafe {
             :: symm :: dsl :: SliceMut :: < bf16 > :: __new (__ptr , __len)
         }
         ;
-        __p [__k] = :: symm :: __private :: slot (groups) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (groups) ;
         __k += 1 ;
         let _ = __k ;
         let __key = __key () ;
@@ -159,7 +159,7 @@ pub mod vectors {
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
     pub fn cpu (x : :: symm :: dsl :: Slice < f32 > , out : :: symm :: dsl :: SliceMut < f32 > , h : :: symm :: dsl :: Slice < bf16 > , hout : :: symm :: dsl :: SliceMut < bf16 > , groups : u32) {
         #[allow (unused_imports)]
-        use :: symm :: __private :: {
+        use :: symm :: __private_0_1_0 :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;

@@ -2,7 +2,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn commit_epoch < T : Scalar > (buf : SymmBuf < T > , epoch : u32 , ch : u32) where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -17,7 +17,7 @@ pub fn commit_epoch < T : Scalar > (buf : SymmBuf < T > , epoch : u32 , ch : u32
 pub mod commit_epoch {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "commit_epoch" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&sync_threads :: DEVICE , &thread_idx_x :: DEVICE , &signal_slot :: DEVICE , &block_idx_x :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -5,7 +5,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn enter_call () {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -17,7 +17,7 @@ pub fn enter_call () {
 pub mod enter_call {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "enter_call" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&grid_dependency_wait :: DEVICE , &launch_dependents :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -4,7 +4,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn flag_exchange < T : Scalar > (buf : SymmBuf < T > , channel : u32 , epoch : u32) where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -21,7 +21,7 @@ pub fn flag_exchange < T : Scalar > (buf : SymmBuf < T > , channel : u32 , epoch
 pub mod flag_exchange {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "flag_exchange" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&sync_threads :: DEVICE , &thread_idx_x :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

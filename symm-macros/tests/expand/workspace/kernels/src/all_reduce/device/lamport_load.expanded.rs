@@ -5,7 +5,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn lamport_load < T : Scalar , const V : usize > (src : Remote < T > , at : u32 , n : u32) -> [T ; V] where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -28,7 +28,7 @@ pub fn lamport_load < T : Scalar , const V : usize > (src : Remote < T > , at : 
 pub mod lamport_load {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "lamport_load" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&lamport_scrub :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -4,7 +4,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn lamport_sum < T : Scalar , const V : usize > (own : [T ; V] , stage : Remote < T > , base : u32 , cap : u32 , j : u32 , rank : u32 , world : u32) -> [T ; V] where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -17,7 +17,7 @@ pub fn lamport_sum < T : Scalar , const V : usize > (own : [T ; V] , stage : Rem
 pub mod lamport_sum {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "lamport_sum" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&lamport_take :: DEVICE , &sum_with_own :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -4,7 +4,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn ll_words < T : Scalar , const P : usize > (src : Remote < T > , g : u32 , n : u32) -> [u32 ; 2] where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -31,7 +31,7 @@ pub fn ll_words < T : Scalar , const P : usize > (src : Remote < T > , g : u32 ,
 pub mod ll_words {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "ll_words" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

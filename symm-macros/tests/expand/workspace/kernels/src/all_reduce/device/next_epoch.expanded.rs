@@ -4,7 +4,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn next_epoch < T : Scalar > (buf : SymmBuf < T > , ch : u32) -> u32 where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -16,7 +16,7 @@ pub fn next_epoch < T : Scalar > (buf : SymmBuf < T > , ch : u32) -> u32 where T
 pub mod next_epoch {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "next_epoch" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&signal_slot :: DEVICE , &block_idx_x :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -21,7 +21,7 @@ pub mod one_shot_ll {
     pub fn cuda_source () -> &'static str {
         CUDA_BODY
     }
-    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private :: DeviceFn > {
+    fn __deps () -> :: std :: vec :: Vec < &'static :: symm :: __private_0_1_0 :: DeviceFn > {
         :: std :: vec![&enter_call :: DEVICE , &grid_dim_x :: DEVICE , &block_dim_x :: DEVICE , &spread_first :: DEVICE , &ll_words :: DEVICE , &next_epoch :: DEVICE , &commit_epoch :: DEVICE]
     }
     fn __key < T : Scalar , const P : usize , const W : usize > () -> :: std :: vec :: Vec < :: std :: string :: String > where T : :: symm :: dsl :: Scalar {
@@ -34,7 +34,7 @@ pub mod one_shot_ll {
         __w = __w . replace ("$G_T$" , < T as :: symm :: dsl :: Scalar > :: CUDA) ;
         __w = __w . replace ("$G_P$" , &:: std :: format!("{}" , P)) ;
         __w = __w . replace ("$G_W$" , &:: std :: format!("{}" , W)) ;
-        :: symm :: __private :: kernel_source (&__deps () , CUDA_BODY , &__w)
+        :: symm :: __private_0_1_0 :: kernel_source (&__deps () , CUDA_BODY , &__w)
     }
     #[doc = r" The complete CUDA C that is compiled for these generic arguments."]
     pub fn cuda_source_for < T : Scalar , const P : usize , const W : usize > () -> :: std :: string :: String where T : :: symm :: dsl :: Scalar {
@@ -63,7 +63,7 @@ pub mod one_shot_ll {
     pub const LINE : u32 = :: core :: line!() ;
     #[doc = r" The kernel as the runtime knows it."]
     #[doc (hidden)]
-    pub static DEF : :: symm :: __private :: KernelDef = :: symm :: __private :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
+    pub static DEF : :: symm :: __private_0_1_0 :: KernelDef = :: symm :: __private_0_1_0 :: KernelDef :: new (NAME , true , FILE , LINE , __deps , PARAM_SLOTS) ;
     #[doc = r" The largest grid of this kernel, with `block` threads and"]
     #[doc = r" `shared_mem` bytes of dynamic shared memory per block, that"]
     #[doc = r" `comm` may [`launch`] so that the kernels of ranks sharing a"]
@@ -116,34 +116,34 @@ pub mod one_shot_ll {
     #[doc = r" Unless `__checked`, as [`launch_unchecked`]."]
     unsafe fn __launch < T : Scalar , const P : usize , const W : usize > (__checked : bool , comm : &:: symm :: Comm , cfg : :: symm :: LaunchConfig , input : &:: symm :: SymmetricMemory , stage : &:: symm :: SymmetricMemory , out : &mut (impl :: symm :: DeviceSlice < T > + ? Sized) , n : u32 , cap : u32 , ch : u32) -> :: symm :: Result < () > where T : :: symm :: dsl :: Scalar {
         let mut __p = [[0u8 ; 8] ; PARAM_SLOTS] ;
-        let mut __k : usize = :: symm :: __private :: HIDDEN_SLOTS ;
-        let __s = :: symm :: __private :: symm_arg :: < T > (comm , "input" , input) ? ;
-        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
-        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let mut __k : usize = :: symm :: __private_0_1_0 :: HIDDEN_SLOTS ;
+        let __s = :: symm :: __private_0_1_0 :: symm_arg :: < T > (comm , "input" , input) ? ;
+        __p [__k .. __k + :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS ;
         let __a_input = unsafe {
-            :: symm :: __private :: symm_handle :: < T > (input)
+            :: symm :: __private_0_1_0 :: symm_handle :: < T > (input)
         }
         ;
-        let __s = :: symm :: __private :: symm_arg :: < u64 > (comm , "stage" , stage) ? ;
-        __p [__k .. __k + :: symm :: __private :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
-        __k += :: symm :: __private :: SYMM_BUF_SLOTS ;
+        let __s = :: symm :: __private_0_1_0 :: symm_arg :: < u64 > (comm , "stage" , stage) ? ;
+        __p [__k .. __k + :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS] . copy_from_slice (&__s) ;
+        __k += :: symm :: __private_0_1_0 :: SYMM_BUF_SLOTS ;
         let __a_stage = unsafe {
-            :: symm :: __private :: symm_handle :: < u64 > (stage)
+            :: symm :: __private_0_1_0 :: symm_handle :: < u64 > (stage)
         }
         ;
-        let (__ptr , __len) = :: symm :: __private :: slice_arg :: < T , _ > (comm , "out" , &* out) ? ;
-        __p [__k] = :: symm :: __private :: slot_u64 (__ptr) ;
-        __p [__k + 1] = :: symm :: __private :: slot_u64 (__len as u64) ;
+        let (__ptr , __len) = :: symm :: __private_0_1_0 :: slice_arg :: < T , _ > (comm , "out" , &* out) ? ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot_u64 (__ptr) ;
+        __p [__k + 1] = :: symm :: __private_0_1_0 :: slot_u64 (__len as u64) ;
         __k += 2 ;
         let __a_out = unsafe {
             :: symm :: dsl :: SliceMut :: < T > :: __new (__ptr , __len)
         }
         ;
-        __p [__k] = :: symm :: __private :: slot (n) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (n) ;
         __k += 1 ;
-        __p [__k] = :: symm :: __private :: slot (cap) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (cap) ;
         __k += 1 ;
-        __p [__k] = :: symm :: __private :: slot (ch) ;
+        __p [__k] = :: symm :: __private_0_1_0 :: slot (ch) ;
         __k += 1 ;
         let _ = __k ;
         let __key = __key :: < T , P , W > () ;
@@ -165,7 +165,7 @@ pub mod one_shot_ll {
     #[allow (unused_mut , unused_variables , unused_parens , unused_braces)]
     pub fn cpu < T : Scalar , const P : usize , const W : usize > (input : SymmBuf < T > , stage : SymmBuf < u64 > , out : :: symm :: dsl :: SliceMut < T > , n : u32 , cap : u32 , ch : u32) where T : :: symm :: dsl :: Scalar {
         #[allow (unused_imports)]
-        use :: symm :: __private :: {
+        use :: symm :: __private_0_1_0 :: {
             ArrayIndex as _ , HandleGet as _ , HandleSet as _
         }
         ;

@@ -6,7 +6,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn spread_first () -> u32 {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -18,7 +18,7 @@ pub fn spread_first () -> u32 {
 pub mod spread_first {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "spread_first" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&thread_idx_x :: DEVICE , &grid_dim_x :: DEVICE , &block_idx_x :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -3,7 +3,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn sum_in_rank_order < T : Scalar , const V : usize > (vals : [[T ; V] ; 8] , world : u32) -> [T ; V] where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -14,7 +14,7 @@ pub fn sum_in_rank_order < T : Scalar , const V : usize > (vals : [[T ; V] ; 8] 
 pub mod sum_in_rank_order {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "sum_in_rank_order" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&sum_with_own :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -5,7 +5,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn sum_staged < T : Scalar , const V : usize > (own : Remote < T > , i : u32 , stage : Remote < T > , at : u32 , region : u32 , j : u32 , rank : u32 , world : u32) -> [T ; V] where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -21,7 +21,7 @@ pub fn sum_staged < T : Scalar , const V : usize > (own : Remote < T > , i : u32
 pub mod sum_staged {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "sum_staged" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&sum_in_rank_order :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -5,7 +5,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 pub fn sum_with_own < T : Scalar , const V : usize > (vals : [[T ; V] ; 8] , own : [T ; V] , rank : u32 , world : u32) -> [T ; V] where T : :: symm :: dsl :: Scalar {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -38,7 +38,7 @@ pub fn sum_with_own < T : Scalar , const V : usize > (vals : [[T ; V] ; 8] , own
 pub mod sum_with_own {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "sum_with_own" , source : "(CUDA C: see the .cu snapshot)" , deps : &[] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;

@@ -1,7 +1,7 @@
 #[allow (clippy :: all , unused_mut , unused_variables , unused_parens , unused_braces)]
 fn stage (tile : Shared < f32 , 256 > , v : f32) {
     #[allow (unused_imports)]
-    use :: symm :: __private :: {
+    use :: symm :: __private_0_1_0 :: {
         ArrayIndex as _ , HandleGet as _ , HandleSet as _
     }
     ;
@@ -12,7 +12,7 @@ fn stage (tile : Shared < f32 , 256 > , v : f32) {
 mod stage {
     use super :: * ;
     #[doc = r" This function's CUDA C, and the device functions it calls."]
-    pub static DEVICE : :: symm :: __private :: DeviceFn = :: symm :: __private :: DeviceFn {
+    pub static DEVICE : :: symm :: __private_0_1_0 :: DeviceFn = :: symm :: __private_0_1_0 :: DeviceFn {
         name : "stage" , source : "(CUDA C: see the .cu snapshot)" , deps : &[&thread_idx_x :: DEVICE] , file : :: core :: file!() , line : :: core :: line!() ,
     }
     ;
