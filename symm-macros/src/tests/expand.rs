@@ -9,8 +9,10 @@ use syn::visit_mut::{self, VisitMut};
 
 use super::snapshot::{expansion, Snapshots};
 
-/// Records the snapshots of one expansion under `stem` (`.cu` and
-/// `.expanded.rs`, or `.errors` when the macro rejected the item).
+/// Records the snapshots of one expansion under `stem` (`.cu.snap` and
+/// `.expanded.rs.snap`, or `.errors` when the macro rejected the item). The
+/// `.snap` ending keeps generated code out of source tools' view (a copy
+/// finder would report every expansion against every other).
 fn record(snaps: &mut Snapshots, stem: &str, origin: &str, attr: TokenStream, item: TokenStream) {
     let x = expansion(attr, item);
     if !x.errors.is_empty() {
@@ -31,9 +33,9 @@ fn record(snaps: &mut Snapshots, stem: &str, origin: &str, attr: TokenStream, it
             cu += "\n// The extern \"C\" entry ($...$ are filled at instantiation):\n";
             cu += w;
         }
-        snaps.check(&format!("{stem}.cu"), &cu);
+        snaps.check(&format!("{stem}.cu.snap"), &cu);
     }
-    snaps.check(&format!("{stem}.expanded.rs"), &x.rust);
+    snaps.check(&format!("{stem}.expanded.rs.snap"), &x.rust);
 }
 
 /// Unit cases: (snapshot name, attribute, item).

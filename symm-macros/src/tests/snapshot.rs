@@ -1,5 +1,5 @@
-//! Golden snapshots of expansions: the generated CUDA C (`.cu`), the Rust
-//! expansion (`.expanded.rs`) and, for rejected items, the error messages
+//! Golden snapshots of expansions: the generated CUDA C (`.cu.snap`), the Rust
+//! expansion (`.expanded.rs.snap`) and, for rejected items, the error messages
 //! (`.errors`), under `symm-macros/tests/expand/`.
 //!
 //! A snapshot that differs, is missing or is no longer produced fails the
