@@ -1,16 +1,15 @@
 //! `SYMM_DUMP=<dir>` writes each compiled kernel's CUDA C and PTX.
 
-use symm::jit::{nvrtc_available, Arch};
+use symm::jit::Arch;
+
+#[path = "support/targets.rs"]
+mod targets;
+use targets::nvrtc;
 use symm::kernels::broadcast;
 
 #[test]
 fn symm_dump_writes_cuda_and_ptx() {
-    if !nvrtc_available() {
-        assert!(
-            std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
-            "NVRTC required but not found"
-        );
-        eprintln!("SKIPPED: NVRTC not found");
+    if !nvrtc("the dumped kernels") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
