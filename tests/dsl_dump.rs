@@ -4,8 +4,8 @@ use symm::jit::Arch;
 
 #[path = "support/targets.rs"]
 mod targets;
-use targets::nvrtc;
 use symm::kernels::broadcast;
+use targets::nvrtc;
 
 #[test]
 fn symm_dump_writes_cuda_and_ptx() {

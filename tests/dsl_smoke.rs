@@ -6,8 +6,8 @@ use symm::jit::Arch;
 
 #[path = "support/targets.rs"]
 mod targets;
-use targets::nvrtc;
 use symm::symm_kernel;
+use targets::nvrtc;
 
 #[symm_kernel(device)]
 fn twice<T: DslFloat>(x: T) -> T {

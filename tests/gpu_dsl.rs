@@ -41,14 +41,43 @@ mod oob {
             y[i] = x[i] * 2.0f32; // OOB-SITE
         }
     }
+
+    /// Counts `i` into `y[i]` for every `i <= n`, with an atomic method:
+    /// one past the end when `n` is the length.
+    #[symm_kernel]
+    pub fn count_past_end(y: &mut [u32], n: u32) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if i <= n {
+            let _ = y.atomic_add(i, 1u32, RmwOrder::Relaxed, Scope::Gpu); // OOB-METHOD
+        }
+    }
+
+    /// Writes one element of rank `r`'s buffer, and signals rank 0 on
+    /// `channel` (from thread 0 only): out of bounds when `r` is the world
+    /// size, or the channel past the pad's.
+    #[symm_kernel]
+    pub fn rank_past_world(buf: SymmBuf<u32>, r: u32, channel: u32) {
+        if thread_idx_x() == 0 {
+            let p = buf.peer(r);
+            p[0] = 5;
+            if channel < 1000 {
+                buf.put_signal(0, channel);
+            }
+        }
+    }
 }
-use oob::off_by_one;
+use oob::{count_past_end, off_by_one, rank_past_world};
 
 /// The line of this file that `off_by_one` indexes on.
 fn oob_line() -> usize {
+    marked_line("// OOB-SITE")
+}
+
+/// The line of this file that ends with `marker`.
+fn marked_line(marker: &str) -> usize {
     include_str!("gpu_dsl.rs")
         .lines()
-        .position(|l| l.ends_with("// OOB-SITE"))
+        .position(|l| l.ends_with(marker))
         .expect("the marked line")
         + 1
 }
@@ -320,7 +349,57 @@ fn out_of_bounds(world: usize) -> Outcome {
         check(c, got == twice, || {
             format!("rank {r}: unchecked z is {got:?}")
         })?;
-        Ok(err.to_string())
+        // A method that takes an index is checked alike.
+        let u = c.alloc::<u32>(101)?;
+        u.copy_from_host(&[7; 101])?;
+        count_past_end::launch(c, cfg, &mut u.slice(..100)?, 100)?;
+        let merr = match c.synchronize() {
+            Err(e) => e.to_string(),
+            Ok(()) => {
+                return check(c, false, || format!("rank {r}: no error from the method"))
+                    .map(|_| String::new())
+            }
+        };
+        let mline = marked_line("// OOB-METHOD");
+        let want = format!(
+            "kernel `count_past_end` on rank {r}, block 3, thread 4: index 100 is out of bounds \
+             for length 100 (at tests/gpu_dsl.rs:{mline})"
+        );
+        check(c, merr.contains(&want), || {
+            format!("rank {r}: expected {want:?}, got {merr:?}")
+        })?;
+        let got = u.to_host()?;
+        check(c, got[..100] == [8; 100] && got[100] == 7, || {
+            format!("rank {r}: u is {got:?}")
+        })?;
+        // So are ranks and signal channels of a symmetric buffer.
+        let w = c.world_size() as u32;
+        let s = c.alloc::<u32>(4)?;
+        s.copy_from_host(&[0; 4])?;
+        let sm = s.rendezvous()?;
+        rank_past_world::launch(c, LaunchConfig::linear(1, 32), &sm, w, 1000)?;
+        let rerr = c
+            .synchronize()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        check(
+            c,
+            rerr.contains(&format!("index {w} is out of bounds for length {w}")),
+            || format!("rank {r}: a peer rank past the world gave {rerr:?}"),
+        )?;
+        rank_past_world::launch(c, LaunchConfig::linear(1, 32), &sm, 0, 8)?;
+        let cerr = c
+            .synchronize()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        check(
+            c,
+            cerr.contains("index 8 is out of bounds for length 8"),
+            || format!("rank {r}: signal channel 8 gave {cerr:?}"),
+        )?;
+        Ok(format!("{err}; and for a method: {merr}; a rank: {rerr}"))
     })?;
     Ok(format!("every rank: {}", res[0]))
 }

@@ -124,15 +124,42 @@ static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, sy
 template<class B, class I>
 __device__ __forceinline__ auto symm_at(const symm_kctx& c, B&& base, I index, symm_u32 fn, symm_u32 line) -> decltype(base[(symm_u64)index]);
 
+/* The receiver and index of a method that takes an index (`load`, `store`,
+   the atomics, the vector and tagged loads), as generated code writes them:
+   `f(SYMM_SLICE_AT(ctx, s, i, elems, bytes, line), SYMM_SLICE_INDEX(i), ..)`,
+   where the method touches `elems` elements or `bytes` bytes (the larger)
+   at `i`. With SYMM_CHECKED 0 exactly `f(s, i, ..)`. With SYMM_CHECKED 1,
+   symm_slice_at returns `s` from element `i` on (the index becomes 0, so
+   that `i` is evaluated once) when all of it lies in `s`; otherwise it
+   records the index as out of bounds, as symm_at does, and returns 64
+   bytes of a dummy block, which the method touches instead. */
+#if SYMM_CHECKED
+#define SYMM_SLICE_AT(ctx, s, index, elems, bytes, line) (symm_slice_at(ctx, s, index, elems, bytes, SYMM_SITE_FN, line))
+#define SYMM_SLICE_INDEX(index) (0ull)
+#else
+#define SYMM_SLICE_AT(ctx, s, index, elems, bytes, line) (s)
+#define SYMM_SLICE_INDEX(index) (index)
+#endif
+template<class T, class I>
+__device__ __forceinline__ symm_slice<T> symm_slice_at(const symm_kctx& c, const symm_slice<T>& s, I index, symm_u64 elems, symm_u64 bytes, symm_u32 fn, symm_u32 line);
+
 /* Number of elements. */
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s);
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_buf<T>& b);
 template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(const symm_array<T, N>&);
-/* Rank r's buffer (`buf.peer(r)`), and this rank's (`buf.local()`). */
-template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r);
+/* Rank r's buffer (`buf.peer(r)`), and this rank's (`buf.local()`). In a
+   checked kernel a rank r >= world is recorded as out of bounds (with the
+   function's line) and gives an empty slice. */
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_kctx& c, const symm_buf<T>& b, symm_u32 r);
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b);
-/* Rank r's signal pad as SYMM_PAD_SLOTS u32 slots. */
-template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r);
+/* Rank r's signal pad as SYMM_PAD_SLOTS u32 slots (checked as symm_peer). */
+template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_kctx& c, const symm_buf<T>& b, symm_u32 r);
+/* In a checked kernel: whether a signal with `peer` of `world` on `channel`
+   from this block has a slot (peer < world, channel < SYMM_SIGNAL_CHANNELS,
+   block < SYMM_SIGNAL_BLOCKS); if not, the offending index is recorded as
+   out of bounds (with the function's line) and the signal op does nothing.
+   Always true in an unchecked one. */
+SYMM_DEVICE_FN bool symm_signal_ok(const symm_kctx& c, symm_u32 peer, symm_u32 world, symm_u32 channel);
 /* This rank, and the number of ranks. */
 template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b);
 template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b);

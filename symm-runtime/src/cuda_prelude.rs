@@ -61,6 +61,10 @@ pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
         ("SYMM_SIGNAL_BLOCKS", SIGNAL_BLOCKS as u64),
         ("SYMM_MAX_WORLD", MAX_WORLD_SIZE as u64),
         ("SYMM_PAD_SLOTS", SIGNAL_PAD_SLOTS as u64),
+        (
+            "SYMM_SIGNAL_CHANNELS",
+            crate::layout::SIGNAL_CHANNELS as u64,
+        ),
     ];
     v.extend(
         SignalKind::ALL
@@ -143,6 +147,10 @@ mod tests {
             ("SYMM_SIGNAL_BLOCKS", SIGNAL_BLOCKS as u64),
             ("SYMM_MAX_WORLD", MAX_WORLD_SIZE as u64),
             ("SYMM_PAD_SLOTS", SIGNAL_PAD_SLOTS as u64),
+            (
+                "SYMM_SIGNAL_CHANNELS",
+                crate::layout::SIGNAL_CHANNELS as u64,
+            ),
             ("SYMM_KIND_PUT", u64::from(SignalKind::Put.code())),
             ("SYMM_KIND_WAIT", u64::from(SignalKind::Wait.code())),
             (

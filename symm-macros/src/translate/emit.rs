@@ -6,7 +6,7 @@
 
 use std::fmt::{self, Display, Formatter, Write};
 
-use super::intrinsics::{self, Shape};
+use super::intrinsics::{self, Guard, Shape};
 use super::ir::{
     BinOp, Block, CPrim, CType, Callee, Expr, ExprKind, FloatConst, For, Function, LambdaElse, Len,
     Order, ScalarFn, Scope, Stmt, TemplateArg, TemplateParam,
@@ -272,6 +272,7 @@ impl Display for ExprKind {
                 recv,
                 targs,
                 args,
+                line,
             } => match def.shape {
                 Shape::LenIsZero => write!(f, "(symm_len({recv}) == 0)"),
                 Shape::Call(c) => {
@@ -279,8 +280,43 @@ impl Display for ExprKind {
                     if def.ctx {
                         f.write_str("__ctx, ")?;
                     }
-                    write!(f, "{recv}")?;
-                    args.iter().try_for_each(|a| write!(f, ", {a}"))?;
+                    // A method that takes an index: the receiver and the
+                    // index go through the bounds check of a safe launch
+                    // (exactly `recv` and `index` in an unchecked one; the
+                    // index is evaluated once either way).
+                    let extent = match def.guard {
+                        Guard::None => None,
+                        Guard::One => Some(("1".to_string(), "0".to_string())),
+                        Guard::Width => Some((
+                            targs
+                                .as_ref()
+                                .and_then(|t| t.first())
+                                .map_or("1".to_string(), |t| t.to_string()),
+                            "0".to_string(),
+                        )),
+                        Guard::SizeOfArg(k) => Some((
+                            "0".to_string(),
+                            args.get(k)
+                                .map_or("0".to_string(), |a| format!("sizeof({a})")),
+                        )),
+                        Guard::Bytes(b) => Some(("0".to_string(), b.to_string())),
+                    };
+                    match (extent, args.split_first()) {
+                        (Some((elems, bytes)), Some((index, rest))) => {
+                            write!(
+                                f,
+                                "SYMM_SLICE_AT(__ctx, {}, {}, {elems}, {bytes}, {line}), SYMM_SLICE_INDEX({})",
+                                MacroArg(recv),
+                                MacroArg(index),
+                                MacroArg(index)
+                            )?;
+                            rest.iter().try_for_each(|a| write!(f, ", {a}"))?;
+                        }
+                        _ => {
+                            write!(f, "{recv}")?;
+                            args.iter().try_for_each(|a| write!(f, ", {a}"))?;
+                        }
+                    }
                     f.write_str(")")
                 }
             },

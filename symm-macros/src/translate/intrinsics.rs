@@ -107,6 +107,24 @@ pub struct MethodDef {
     pub args: &'static [Arg],
     /// The type of the result, when it is fixed.
     pub ret: Option<CPrim>,
+    /// For a method that takes an index into its receiver first: how much
+    /// it touches there (bounds-checked in a safe launch).
+    pub guard: Guard,
+}
+
+/// What a method touches at the index it takes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// It takes no index.
+    None,
+    /// One element.
+    One,
+    /// As many elements as its vector width (its first template argument).
+    Width,
+    /// As many bytes as its argument `k` (counting from the index) has.
+    SizeOfArg(usize),
+    /// This many bytes.
+    Bytes(u32),
 }
 
 const fn call(name: &'static str, c: &'static str, args: &'static [Arg]) -> MethodDef {
@@ -117,6 +135,7 @@ const fn call(name: &'static str, c: &'static str, args: &'static [Arg]) -> Meth
         width: None,
         args,
         ret: None,
+        guard: Guard::None,
     }
 }
 
@@ -133,6 +152,11 @@ impl MethodDef {
 
     const fn ret(mut self, ty: CPrim) -> Self {
         self.ret = Some(ty);
+        self
+    }
+
+    const fn guard(mut self, g: Guard) -> Self {
+        self.guard = g;
         self
     }
 }
@@ -154,9 +178,9 @@ pub const METHODS: &[MethodDef] = &[
         shape: Shape::LenIsZero,
         ..call("is_empty", "", &[]).ret(CPrim::Bool)
     },
-    call("peer", "symm_peer", &[U32]),
+    call("peer", "symm_peer", &[U32]).ctx(),
     call("local", "symm_local", &[]),
-    call("pad", "symm_pad", &[U32]),
+    call("pad", "symm_pad", &[U32]).ctx(),
     call("rank", "symm_rank", &[]).ret(CPrim::U32),
     call("world_size", "symm_world", &[]).ret(CPrim::U32),
     call("put_signal", "symm_dsl_put_signal", &[U32, U32]).ctx(),
@@ -175,22 +199,27 @@ pub const METHODS: &[MethodDef] = &[
     .ctx(),
     call("signal_flag", "symm_dsl_signal_flag", &[U32, U32, U32]).ctx(),
     call("wait_flag", "symm_dsl_wait_flag", &[U32, U32, U32]).ctx(),
-    call("load", "symm_dsl_load", &[U64, LOAD, SCOPE]),
-    call("store", "symm_dsl_store", &[U64, ANY, STORE, SCOPE]),
-    call("atomic_add", "symm_dsl_add", &[U64, ANY, RMW, SCOPE]),
-    call("atomic_exch", "symm_dsl_exch", &[U64, ANY, RMW, SCOPE]),
-    call("atomic_max", "symm_dsl_max", &[U64, ANY, RMW, SCOPE]),
-    call("atomic_min", "symm_dsl_min", &[U64, ANY, RMW, SCOPE]),
-    call("atomic_cas", "symm_dsl_cas", &[U64, ANY, ANY, RMW, SCOPE]),
-    call("load_vec", "symm_dsl_load_vec", &[U64]).width("::<4>(i)"),
-    call("load_vec_volatile", "symm_dsl_load_vec_volatile", &[U64]).width("::<4>(i)"),
+    call("load", "symm_dsl_load", &[U64, LOAD, SCOPE]).guard(Guard::One),
+    call("store", "symm_dsl_store", &[U64, ANY, STORE, SCOPE]).guard(Guard::One),
+    call("atomic_add", "symm_dsl_add", &[U64, ANY, RMW, SCOPE]).guard(Guard::One),
+    call("atomic_exch", "symm_dsl_exch", &[U64, ANY, RMW, SCOPE]).guard(Guard::One),
+    call("atomic_max", "symm_dsl_max", &[U64, ANY, RMW, SCOPE]).guard(Guard::One),
+    call("atomic_min", "symm_dsl_min", &[U64, ANY, RMW, SCOPE]).guard(Guard::One),
+    call("atomic_cas", "symm_dsl_cas", &[U64, ANY, ANY, RMW, SCOPE]).guard(Guard::One),
+    call("load_vec", "symm_dsl_load_vec", &[U64])
+        .width("::<4>(i)")
+        .guard(Guard::Width),
+    call("load_vec_volatile", "symm_dsl_load_vec_volatile", &[U64])
+        .width("::<4>(i)")
+        .guard(Guard::Width),
     call(
         "load_vec_ready",
         "symm_dsl_load_vec_ready",
         &[U64, ANY, U32],
     )
     .ctx()
-    .width("::<8>(i, empty, from)"),
+    .width("::<8>(i, empty, from)")
+    .guard(Guard::Bytes(16)),
     call(
         "gather_ready",
         "symm_dsl_gather_ready",
@@ -204,16 +233,21 @@ pub const METHODS: &[MethodDef] = &[
         &[U64, U64, U32, U32],
     )
     .ctx(),
-    call("store_vec", "symm_dsl_store_vec", &[U64, ANY]),
+    call("store_vec", "symm_dsl_store_vec", &[U64, ANY]).guard(Guard::SizeOfArg(1)),
     call(
         "store_vec_volatile",
         "symm_dsl_store_vec_volatile",
         &[U64, ANY],
-    ),
+    )
+    .guard(Guard::SizeOfArg(1)),
     call("to_f32", "symm_to_f32", &[]).ret(CPrim::F32),
     call("to_bits32", "symm_to_bits32", &[]),
-    call("load_tagged2", "symm_dsl_load_tagged2", &[U64, U32, U32]).ctx(),
-    call("load_tagged", "symm_dsl_load_tagged", &[U64, U32, U32]).ctx(),
+    call("load_tagged2", "symm_dsl_load_tagged2", &[U64, U32, U32])
+        .ctx()
+        .guard(Guard::Bytes(16)),
+    call("load_tagged", "symm_dsl_load_tagged", &[U64, U32, U32])
+        .ctx()
+        .guard(Guard::Bytes(8)),
     call("to_bits", "symm_to_bits", &[]),
     call("min", "symm_min", &[RECV]),
     call("max", "symm_max", &[RECV]),

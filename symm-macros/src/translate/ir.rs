@@ -309,6 +309,9 @@ pub enum ExprKind {
         /// `<...>` (written even when empty, as in `f::<>()`).
         targs: Option<Vec<TemplateArg>>,
         args: Vec<Expr>,
+        /// The Rust line of the call, relative as an [`ExprKind::Index`]'s
+        /// (for the bounds check of a method that takes an index).
+        line: u32,
     },
     /// A call of a free function: an intrinsic or a device function.
     Call {

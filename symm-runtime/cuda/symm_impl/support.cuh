@@ -35,9 +35,64 @@ __device__ __forceinline__ auto symm_at(const symm_kctx& c, B&& base, I index, s
     symm_record_out_of_bounds(c.status, c.rank, i, negative, n, fn, line);
     return symm_detail::oob_sink<typename symm_rr<decltype(base[i])>::type>;
 }
-template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_buf<T>& b, symm_u32 r) { return symm_slice<T>{(T*)symm_table_at(b.ptrs, r), b.len}; }
+namespace symm_detail {
+/* A template, as oob_sink is, so that only kernels that use it (checked
+   ones) get it. */
+template<int Bytes> __device__ __align__(16) unsigned char oob_block[Bytes];
+} /* namespace symm_detail */
+template<class T, class I>
+__device__ __forceinline__ symm_slice<T> symm_slice_at(const symm_kctx& c, const symm_slice<T>& s, I index, symm_u64 elems, symm_u64 bytes, symm_u32 fn, symm_u32 line) {
+    const symm_u64 i = (symm_u64)index;
+    const symm_u64 need = elems * sizeof(T) > bytes ? elems * sizeof(T) : bytes;
+    if (i < s.len && (s.len - i) * sizeof(T) >= need) return symm_slice<T>{s.ptr + i, s.len - i};
+    bool negative = false;
+    if constexpr (symm_detail::is_signed_int<I>) negative = index < 0;
+    symm_record_out_of_bounds(c.status, c.rank, i, negative, s.len, fn, line);
+    return symm_slice<T>{(T*)symm_detail::oob_block<64>, 64 / sizeof(T)};
+}
+/* A rank index r of b checked in a checked kernel (see symm_peer). */
+template<typename T> __device__ __forceinline__ bool symm_rank_ok(const symm_kctx& c, const symm_buf<T>& b, symm_u32 r) {
+#if SYMM_CHECKED
+    if (r >= b.world) {
+        symm_record_out_of_bounds(c.status, c.rank, r, false, b.world, SYMM_SITE_FN, 0);
+        return false;
+    }
+#else
+    (void)c; (void)b; (void)r;
+#endif
+    return true;
+}
+SYMM_DEVICE_FN bool symm_signal_ok(const symm_kctx& c, symm_u32 peer, symm_u32 world, symm_u32 channel) {
+#if SYMM_CHECKED
+    symm_u64 index = 0, len = 0;
+    if (peer >= world) { index = peer; len = world; }
+    else if (channel >= SYMM_SIGNAL_CHANNELS) { index = channel; len = SYMM_SIGNAL_CHANNELS; }
+    else if (blockIdx.x >= SYMM_SIGNAL_BLOCKS) { index = blockIdx.x; len = SYMM_SIGNAL_BLOCKS; }
+    else return true;
+    symm_record_out_of_bounds(c.status, c.rank, index, false, len, SYMM_SITE_FN, 0);
+    return false;
+#else
+    (void)c; (void)peer; (void)world; (void)channel;
+    return true;
+#endif
+}
+template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_kctx& c, const symm_buf<T>& b, symm_u32 r) {
+#if SYMM_CHECKED
+    if (!symm_rank_ok(c, b, r)) return symm_slice<T>{(T*)symm_detail::oob_block<64>, 0};
+#else
+    (void)c;
+#endif
+    return symm_slice<T>{(T*)symm_table_at(b.ptrs, r), b.len};
+}
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b) { return symm_slice<T>{(T*)b.local, b.len}; }
-template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_buf<T>& b, symm_u32 r) { return symm_slice<symm_u32>{(symm_u32*)(r == b.rank ? b.lpad : symm_table_at(b.pads, r)), SYMM_PAD_SLOTS}; }
+template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_kctx& c, const symm_buf<T>& b, symm_u32 r) {
+#if SYMM_CHECKED
+    if (!symm_rank_ok(c, b, r)) return symm_slice<symm_u32>{(symm_u32*)symm_detail::oob_block<64>, 0};
+#else
+    (void)c;
+#endif
+    return symm_slice<symm_u32>{(symm_u32*)(r == b.rank ? b.lpad : symm_table_at(b.pads, r)), SYMM_PAD_SLOTS};
+}
 template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b) { return b.rank; }
 template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b) { return b.world; }
 
@@ -78,10 +133,15 @@ template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec
    slot reaches it (wrapping comparison, so epochs may wrap). No CAS round
    trips: the fast path of barriers that run every call. */
 template<class T> __device__ __forceinline__ void symm_dsl_signal_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u32 value) {
-    (void)c;
+#if SYMM_CHECKED
+    if (!symm_signal_ok(c, dst, b.world, channel)) return;
+#endif
     symm_st<SYMM_RELEASE, SYMM_SYS>(symm_slot(symm_table_at(b.pads, dst), channel, blockIdx.x, b.rank), value);
 }
 template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u32 value) {
+#if SYMM_CHECKED
+    if (!symm_signal_ok(c, src, b.world, channel)) return;
+#endif
     const symm_u32* slot = symm_slot(b.lpad, channel, blockIdx.x, src);
     if ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) >= 0) return;
     symm_u64 start = symm_globaltimer();
@@ -110,6 +170,9 @@ template<class T> __device__ __forceinline__ T symm_from_bits32(symm_u32 b) {
    `exit` (never `trap`, which would kill the context); the runtime reports
    the record at the next synchronize. */
 template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel) {
+#if SYMM_CHECKED
+    if (!symm_signal_ok(c, dst, b.world, channel)) return;
+#endif
     if (!symm_put(b.pads, b.rank, dst, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_PUT)) asm volatile("exit;");
 }
 /* Host-requested signal ops carry their own timeout and report their kind
@@ -117,12 +180,21 @@ template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm
    come from Rust); they return (leaving the record) instead of exiting, so
    the caller's thread can finish the barrier's other half. */
 template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, bool barrier) {
+#if SYMM_CHECKED
+    if (!symm_signal_ok(c, dst, b.world, channel)) return false;
+#endif
     return symm_put(b.pads, b.rank, dst, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, barrier ? SYMM_KIND_BARRIER_PUT : SYMM_KIND_PUT);
 }
 template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, bool barrier) {
+#if SYMM_CHECKED
+    if (!symm_signal_ok(c, src, b.world, channel)) return false;
+#endif
     return symm_wait(b.pads, b.rank, src, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, barrier ? SYMM_KIND_BARRIER_WAIT : SYMM_KIND_WAIT);
 }
 template<class T> __device__ __forceinline__ void symm_dsl_wait_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel) {
+#if SYMM_CHECKED
+    if (!symm_signal_ok(c, src, b.world, channel)) return;
+#endif
     if (!symm_wait(b.pads, b.rank, src, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_WAIT)) asm volatile("exit;");
 }
 

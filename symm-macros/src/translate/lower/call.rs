@@ -266,6 +266,7 @@ impl Lowerer<'_> {
             recv: Box::new(recv),
             targs,
             args,
+            line: self.line_of(m),
         }
     }
 }
