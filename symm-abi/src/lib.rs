@@ -9,6 +9,34 @@
 //! Every parameter takes one 8-byte slot (the driver reads as many bytes as
 //! the C type has).
 
+extern crate alloc;
+
+use alloc::string::String;
+
+/// The C++ definitions of the kernel context (`symm_kctx`, from [`HIDDEN`])
+/// and of a symmetric buffer (`symm_buf<T>`, from [`SYMM_BUF`]), on one
+/// line: the runtime defines `SYMM_ABI_STRUCTS` as this for the device
+/// headers.
+pub fn cuda_structs() -> String {
+    fn fields(fs: &[Field]) -> String {
+        let mut s = String::new();
+        for f in fs {
+            s.push(' ');
+            s.push_str(f.c_type);
+            s.push(' ');
+            s.push_str(f.name);
+            s.push(';');
+        }
+        s
+    }
+    let mut out = String::from("struct symm_kctx {");
+    out.push_str(&fields(&HIDDEN));
+    out.push_str(" }; template<typename T> struct symm_buf {");
+    out.push_str(&fields(&SYMM_BUF));
+    out.push_str(" };");
+    out
+}
+
 /// One parameter of a kernel entry, or one field of a handle struct.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field {
@@ -29,7 +57,7 @@ pub const HIDDEN: [Field; 3] = [
     // Where the kernel records a failure (a timeout, a bad index).
     field("symm_u32*", "status"),
     // How long its waits may take, in nanoseconds.
-    field("symm_u64", "timeout"),
+    field("symm_u64", "timeout_ns"),
     // The launching rank.
     field("symm_u32", "rank"),
 ];
@@ -72,8 +100,18 @@ mod tests {
     #[test]
     fn hidden_slots_are_in_order() {
         assert_eq!(HIDDEN[Hidden::Status as usize].name, "status");
-        assert_eq!(HIDDEN[Hidden::Timeout as usize].name, "timeout");
+        assert_eq!(HIDDEN[Hidden::Timeout as usize].name, "timeout_ns");
         assert_eq!(HIDDEN[Hidden::Rank as usize].name, "rank");
+    }
+
+    #[test]
+    fn the_structs_follow_the_fields_in_order() {
+        assert_eq!(
+            cuda_structs(),
+            "struct symm_kctx { symm_u32* status; symm_u64 timeout_ns; symm_u32 rank; }; \
+             template<typename T> struct symm_buf { const symm_u64* ptrs; const symm_u64* pads; \
+             symm_u32 rank; symm_u32 world; symm_u64 len; symm_u64 local; symm_u64 lpad; };"
+        );
     }
 
     #[test]

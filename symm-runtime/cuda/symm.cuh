@@ -56,19 +56,23 @@ template<class T> struct symm_rr<const T&> { typedef T type; };
 /* A non-deduced context: value arguments convert to the pointer's type. */
 template<class T> struct symm_nd { typedef T type; };
 
-/* Where a kernel records a failure, and how long its waits may take. */
-struct symm_kctx { symm_u32* status; symm_u64 timeout_ns; symm_u32 rank; };
+/* Where a kernel records a failure, how long its waits may take, and its
+   rank: `struct symm_kctx { symm_u32* status; symm_u64 timeout_ns;
+   symm_u32 rank; }`. And a symmetric buffer (`SymmBuf<T>`): device tables
+   of every rank's buffer and signal pad, its rank, the world size, the
+   elements per buffer, and this rank's own buffer and pad (ptrs[rank] and
+   pads[rank]) by value, so reaching them costs no table load:
+   `template<typename T> struct symm_buf { const symm_u64* ptrs;
+   const symm_u64* pads; symm_u32 rank; symm_u32 world; symm_u64 len;
+   symm_u64 local; symm_u64 lpad; }`. Both are the kernel ABI, defined once
+   in the symm-abi crate, whose definitions the runtime puts here: */
+SYMM_ABI_STRUCTS
 
 /* A slice of global memory (a kernel's `&[T]`, or one rank's buffer). */
 template<typename T> struct symm_slice {
     T* ptr; symm_u64 len;
     __device__ __forceinline__ T& operator[](symm_u64 i) const { return ptr[i]; }
 };
-/* A symmetric buffer (`SymmBuf<T>`): device tables of every rank's buffer
-   and signal pad. `local` and `lpad`, this rank's own buffer and pad
-   (ptrs[rank] and pads[rank]), come by value, so reaching them costs no
-   table load. */
-template<typename T> struct symm_buf { const symm_u64* ptrs; const symm_u64* pads; symm_u32 rank; symm_u32 world; symm_u64 len; symm_u64 local; symm_u64 lpad; };
 
 /* ======================================================================
    Signal protocol (symm_impl/signal.cuh)

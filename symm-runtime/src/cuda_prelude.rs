@@ -77,10 +77,16 @@ pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
 
 /// [`device_constants`] as the `#define` block that precedes `symm.cuh`.
 pub(crate) fn device_defines() -> String {
-    device_constants()
+    let mut d: String = device_constants()
         .iter()
         .map(|(name, value)| format!("#define {name} {value}u\n"))
-        .collect()
+        .collect();
+    // The kernel ABI's structs, as `symm.cuh` places them.
+    d.push_str(&format!(
+        "#define SYMM_ABI_STRUCTS {}\n",
+        symm_abi::cuda_structs()
+    ));
+    d
 }
 
 #[cfg(test)]
@@ -196,7 +202,8 @@ mod tests {
         for w in used {
             assert!(
                 all.contains(&format!("#define {w}"))
-                    || device_constants().iter().any(|(n, _)| *n == w),
+                    || device_constants().iter().any(|(n, _)| *n == w)
+                    || device_defines().contains(&format!("#define {w} ")),
                 "{w} is used by the headers but defined nowhere"
             );
         }
