@@ -56,16 +56,14 @@ template<class T> struct symm_rr<const T&> { typedef T type; };
 /* A non-deduced context: value arguments convert to the pointer's type. */
 template<class T> struct symm_nd { typedef T type; };
 
-/* Where a kernel records a failure, how long its waits may take, and its
-   rank: `struct symm_kctx { symm_u32* status; symm_u64 timeout_ns;
-   symm_u32 rank; }`. And a symmetric buffer (`SymmBuf<T>`): device tables
-   of every rank's buffer and signal pad, its rank, the world size, the
-   elements per buffer, and this rank's own buffer and pad (ptrs[rank] and
-   pads[rank]) by value, so reaching them costs no table load:
-   `template<typename T> struct symm_buf { const symm_u64* ptrs;
-   const symm_u64* pads; symm_u32 rank; symm_u32 world; symm_u64 len;
-   symm_u64 local; symm_u64 lpad; }`. Both are the kernel ABI, defined once
-   in the symm-abi crate, whose definitions the runtime puts here: */
+/* The kernel context `symm_kctx` (where a kernel records a failure
+   (`status`), how long its waits may take (`timeout_ns`), and its `rank`),
+   and a symmetric buffer `symm_buf<T>` (`SymmBuf<T>`: device tables of
+   every rank's buffer and signal pad, the rank, the world size, the
+   elements per buffer, and this rank's own buffer and pad by value, so
+   reaching them costs no table load). Both are the kernel ABI, described
+   once in the symm-abi crate (`HIDDEN`, `SYMM_BUF`), from which the runtime
+   generates these definitions: */
 SYMM_ABI_STRUCTS
 
 /* A slice of global memory (a kernel's `&[T]`, or one rank's buffer). */
