@@ -46,8 +46,7 @@ def main():
                 p = os.path.join(d, f)
                 files[os.path.relpath(p, ROOT)] = open(p).read()
     mods = {module_of(r) for r in files} - {"lib"}
-    # `private.rs` is mounted as `__private`.
-    alias = {"__private_0_1_0": "private"}
+    # `private.rs` is mounted as `__private_<version>`.
     graph = {m: set() for m in mods}
     for rel, text in files.items():
         m = module_of(rel)
@@ -55,7 +54,7 @@ def main():
             continue
         text = strip_tests(text)
         for u in uses(text):
-            u = alias.get(u, u)
+            u = "private" if u.startswith("__private") else u
             if u in mods and u != m:
                 graph[m].add(u)
     if "--dot" in sys.argv:

@@ -20,6 +20,38 @@ fn all_shuffles<T: Scalar>(x: &[T], y: &mut [T]) {
     y[i] = shfl_idx(c, 4);
 }
 
+/// A stored vector given as an `if` and as a block (C++ lambdas), which the
+/// bounds check must not copy into an unevaluated context.
+#[symm::symm_kernel]
+fn store_vec_values(y: &mut [f32], n: u32) {
+    let i = thread_idx_x() * 4;
+    y.store_vec(
+        i,
+        if n > 1 {
+            let t = [1.0f32; 4];
+            t
+        } else {
+            [0.0f32; 4]
+        },
+    );
+    y.store_vec(i, {
+        let t = [2.0f32; 4];
+        t
+    });
+}
+
+/// [`store_vec_values`] compiles with bounds checks and without.
+#[test]
+fn stored_vectors_of_any_expression_compile_checked() {
+    if !nvrtc("store_vec_values") {
+        return;
+    }
+    for a in ARCHES {
+        store_vec_values::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
+        store_vec_values::compile_checked_for(a).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 /// The shuffles compile for every element type (1, 2, 4 and 8 bytes).
 #[test]
 fn warp_shuffles_compile_for_every_element_type() {

@@ -62,7 +62,7 @@ template<class T> struct symm_nd { typedef T type; };
    every rank's buffer and signal pad, the rank, the world size, the
    elements per buffer, and this rank's own buffer and pad by value, so
    reaching them costs no table load). Both are the kernel ABI, described
-   once in the symm-abi crate (`HIDDEN`, `SYMM_BUF`), from which the runtime
+   once in the symm-abi crate (its hidden parameters and buffer fields), from which the runtime
    generates these definitions: */
 SYMM_ABI_STRUCTS
 
@@ -144,6 +144,14 @@ __device__ __forceinline__ auto symm_at(const symm_kctx& c, B&& base, I index, s
 #endif
 template<class T, class I>
 __device__ __forceinline__ symm_slice<T> symm_slice_at(const symm_kctx& c, const symm_slice<T>& s, I index, symm_u64 elems, symm_u64 bytes, symm_u32 fn, symm_u32 line);
+/* The gathers' slots (first + r * stride, `bytes` each) checked alike: the
+   bits of `ranks` whose slot lies in `s` (each other one recorded as out of
+   bounds, and read as zeros); `ranks` unchecked. */
+template<class X> __device__ __forceinline__ symm_u32 symm_slots_in(const symm_kctx& c, const symm_slice<X>& s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u64 bytes);
+/* Whether `s` is the dummy block of a failed check (the receives return
+   zeros at once from it rather than wait for their timeout); false
+   unchecked. */
+template<class X> __device__ __forceinline__ bool symm_is_dummy(const symm_slice<X>& s);
 
 /* Number of elements. */
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s);

@@ -81,6 +81,14 @@ fn uses(text: &str) -> BTreeSet<String> {
     found
 }
 
+/// The name `private.rs` is mounted under: `__private_<version>`.
+fn private_module() -> String {
+    format!(
+        "__private_{}",
+        env!("CARGO_PKG_VERSION").replace(['.', '-', '+'], "_")
+    )
+}
+
 #[test]
 fn the_runtime_modules_form_no_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -93,7 +101,7 @@ fn the_runtime_modules_form_no_cycle() {
         let m = top.trim_end_matches(".rs").to_string();
         // `private.rs` is mounted as `__private_<version>`.
         if m == "private" {
-            "__private_0_1_0".into()
+            private_module()
         } else {
             m
         }

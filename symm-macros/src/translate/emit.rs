@@ -294,11 +294,6 @@ impl Display for ExprKind {
                                 .map_or("1".to_string(), |t| t.to_string()),
                             "0".to_string(),
                         )),
-                        Guard::SizeOfArg(k) => Some((
-                            "0".to_string(),
-                            args.get(k)
-                                .map_or("0".to_string(), |a| format!("sizeof({a})")),
-                        )),
                         Guard::Bytes(b) => Some(("0".to_string(), b.to_string())),
                     };
                     match (extent, args.split_first()) {

@@ -121,8 +121,6 @@ pub enum Guard {
     One,
     /// As many elements as its vector width (its first template argument).
     Width,
-    /// As many bytes as its argument `k` (counting from the index) has.
-    SizeOfArg(usize),
     /// This many bytes.
     Bytes(u32),
 }
@@ -233,13 +231,13 @@ pub const METHODS: &[MethodDef] = &[
         &[U64, U64, U32, U32],
     )
     .ctx(),
-    call("store_vec", "symm_dsl_store_vec", &[U64, ANY]).guard(Guard::SizeOfArg(1)),
+    call("store_vec", "symm_dsl_store_vec", &[U64, ANY]).guard(Guard::Bytes(16)),
     call(
         "store_vec_volatile",
         "symm_dsl_store_vec_volatile",
         &[U64, ANY],
     )
-    .guard(Guard::SizeOfArg(1)),
+    .guard(Guard::Bytes(16)),
     call("to_f32", "symm_to_f32", &[]).ret(CPrim::F32),
     call("to_bits32", "symm_to_bits32", &[]),
     call("load_tagged2", "symm_dsl_load_tagged2", &[U64, U32, U32])

@@ -72,10 +72,43 @@ template<class T> __device__ __forceinline__ bool symm_words_ready(const symm_ar
     return true;
 }
 
+/* In a checked kernel: the bits of `ranks` whose slot (`bytes` bytes at
+   element first + r * stride of `s`) lies in `s`; every other bit is
+   recorded as out of bounds (the first failure wins) and dropped, so its
+   slot reads as zeros. `ranks` itself in an unchecked one. */
+template<class X> __device__ __forceinline__ symm_u32 symm_slots_in(const symm_kctx& c, const symm_slice<X>& s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u64 bytes) {
+#if SYMM_CHECKED
+    symm_u32 ok = 0;
+#pragma unroll
+    for (symm_u32 r = 0; r < 8; ++r) {
+        if (!((ranks >> r) & 1u)) continue;
+        const symm_u64 i = first + r * stride;
+        if (i < s.len && (s.len - i) * sizeof(X) >= bytes) ok |= 1u << r;
+        else symm_record_out_of_bounds(c.status, c.rank, i, false, s.len, SYMM_SITE_FN, 0);
+    }
+    return ok;
+#else
+    (void)c; (void)s; (void)first; (void)stride; (void)bytes;
+    return ranks;
+#endif
+}
+
+/* In a checked kernel: whether `s` is the dummy block a failed check gave
+   (a receive from it would wait for its timeout: it returns zeros now). */
+template<class X> __device__ __forceinline__ bool symm_is_dummy(const symm_slice<X>& s) {
+#if SYMM_CHECKED
+    return (const void*)s.ptr == (const void*)symm_detail::oob_block<64>;
+#else
+    (void)s;
+    return false;
+#endif
+}
+
 /* LL receive: 8-byte volatile loads polled until the high word is `tag`.
    Data and tag travel in one single-copy-atomic store, so no fence is
    needed. */
 template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
+    if (symm_is_dummy(s)) return 0;
     const symm_u64* p = (const symm_u64*)(s.ptr + i);
     symm_u64 v[8] = {};
     symm_wait_slots(c, 1u, v, [&](symm_u32) { return symm_ld<SYMM_VOLATILE, SYMM_SYS>(p); },
@@ -89,6 +122,7 @@ static __device__ __forceinline__ __attribute__((unused)) bool symm_tagged2_read
     return (symm_u32)(v[0] >> 32) == tag && (symm_u32)(v[1] >> 32) == tag;
 }
 template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
+    if (symm_is_dummy(s)) return symm_array<symm_u64, 2>{};
     const symm_u64* p = (const symm_u64*)(s.ptr + i);
     symm_array<symm_u64, 2> v[8] = {};
     symm_wait_slots(c, 1u, v, [&](symm_u32) { return symm_ld_vec_volatile<symm_u64, 2>(p); },
@@ -99,6 +133,7 @@ template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_lo
 /* Packet pairs of several ranks: slot r (for each bit r of `ranks`) at
    `first + r * stride`, all polled together; a timeout names rank r. */
 template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag) {
+    ranks = symm_slots_in(c, s, first, stride, ranks, 16);
     symm_array<symm_u64, 2> v[8] = {};
     symm_wait_slots(c, ranks, v, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u64, 2>((const symm_u64*)(s.ptr + first + r * stride)); },
                     [&](const symm_array<symm_u64, 2>& x) { return symm_tagged2_ready(x, tag); }, [](symm_u32 r) { return r; });
@@ -113,6 +148,7 @@ template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>,
    vector still shows the sentinel). */
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type empty, symm_u32 from) {
     static_assert(sizeof(T) * N == 16, "load_vec_ready: sizeof(T) * N must be 16");
+    if (symm_is_dummy(s)) return symm_array<T, N>{};
     const symm_u32* p = (const symm_u32*)(s.ptr + i);
     symm_array<symm_u32, 4> w[8] = {};
     symm_wait_slots(c, 1u, w, [&](symm_u32) { return symm_ld_vec_volatile<symm_u32, 4>(p); },
@@ -125,6 +161,7 @@ template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_d
    clear; a timeout names rank r. */
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<symm_array<T, N>, 8> symm_dsl_gather_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, typename symm_nd<T>::type empty) {
     static_assert(sizeof(T) * N == 16, "gather_ready: sizeof(T) * N must be 16");
+    ranks = symm_slots_in(c, s, first, stride, ranks, 16);
     symm_array<symm_u32, 4> w[8] = {};
     symm_wait_slots(c, ranks, w, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u32, 4>((const symm_u32*)(s.ptr + first + r * stride)); },
                     [&](const symm_array<symm_u32, 4>& x) { return symm_words_ready<T>(x, empty); }, [](symm_u32 r) { return r; });
