@@ -11,28 +11,37 @@ mod targets;
 use targets::{on_gpu, ranks};
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/data.rs"]
+mod data;
 use calls::{check_samples, fill_input, keep};
 
 use symm::dsl::*;
 use symm::kernels::all_reduce::{
     all_reduce, all_reduce_in_place, all_reduce_with, AllReduceElem, Path,
 };
-use symm::{run, CommOptions, LaunchConfig, Ranks};
+use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
 
-/// Fresh random inputs in [-1, 1): `n` elements for each of `world` ranks.
+/// Fresh random inputs in (-1, 1), full-mantissa and of mixed magnitudes
+/// (`data::mixed_f32`), so that a different summation order shows: `n`
+/// elements for each of `world` ranks.
 fn random_inputs<T: Scalar>(world: usize, n: usize) -> Vec<Vec<T>> {
     (0..world)
-        .map(|_| {
-            (0..n)
-                .map(|_| T::from_f32(rand::rng().random_range(-1.0..1.0)))
-                .collect()
-        })
+        .map(|_| data::mixed_f32s(n).into_iter().map(T::from_f32).collect())
         .collect()
 }
 
 /// The float64 sum of element `i` over every rank's input.
 fn reference<T: Scalar>(inputs: &[Vec<T>], i: usize) -> f64 {
     inputs.iter().map(|v| f64::from(v[i].to_f32())).sum()
+}
+
+/// Whether every rank's result (`outs`, rank 0 first) holds rank 0's bits;
+/// the first rank that does not, if any.
+fn ranks_agree<T: Scalar>(outs: &[Vec<T>]) -> Result<(), String> {
+    match outs.iter().position(|o| !same_bits(o, &outs[0])) {
+        None => Ok(()),
+        Some(r) => Err(format!("rank {r} differs from rank 0")),
+    }
 }
 
 /// Whether `a` and `b` hold the same bits.
@@ -99,11 +108,8 @@ fn check<T: AllReduceElem>(
         },
     )
     .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
-    for (r, o) in outs.iter().enumerate() {
-        assert!(
-            same_bits(o, &outs[0]),
-            "world {world}, n {n}: rank {r} differs from rank 0"
-        );
+    if let Err(e) = ranks_agree(&outs) {
+        panic!("world {world}, n {n}: {e}");
     }
     let (mut num, mut den) = (0.0f64, 0.0f64);
     for (i, got) in outs[0].iter().enumerate() {
@@ -127,6 +133,78 @@ fn check<T: AllReduceElem>(
         rel <= tol,
         "world {world}, n {n}: relative error {rel:e} > {tol:e}"
     );
+}
+
+/// A test-only mutant of a one-shot all-reduce: every rank sums element `i`
+/// of every rank's buffer, in rank order, or in the opposite order where
+/// `reversed` is 1.
+#[symm_kernel]
+fn sum_in_order(buf: SymmBuf<f32>, out: &mut [f32], n: u32, reversed: u32) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        let w = buf.world_size();
+        let mut s = 0.0f32;
+        let mut k: u32 = 0;
+        while k < w {
+            let r = if reversed == 1 { w - 1 - k } else { k };
+            let p = buf.peer(r);
+            s = s + p[i];
+            k += 1;
+        }
+        out[i] = s;
+    }
+}
+
+/// [`sum_in_order`] of `inputs` on `world` ranks, rank 1 in the opposite
+/// order: every rank's result.
+fn mutant_sums(world: usize, inputs: &[Vec<f32>]) -> Option<Vec<Vec<f32>>> {
+    let ranks = ranks(world)?;
+    let n = inputs[0].len();
+    let outs = run(
+        ranks,
+        CommOptions::default().with_timeout(Duration::from_secs(30)),
+        |c| {
+            let buf = c.alloc::<f32>(n)?;
+            buf.copy_from_host(&inputs[c.rank()])?;
+            let s = buf.rendezvous()?;
+            s.barrier(&symm::signal::Channel::request(c)?, Duration::from_secs(30))?;
+            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            let cfg = LaunchConfig::linear((n as u32).div_ceil(128), 128);
+            sum_in_order::launch(c, cfg, &s, &mut out, n as u32, u32::from(c.rank() == 1))?;
+            c.synchronize()?;
+            out.to_host()
+        },
+    );
+    Some(outs.unwrap_or_else(|e| panic!("world {world}: {e}")))
+}
+
+/// The bitwise check across ranks can fail on these inputs: a rank that
+/// sums in another order is caught. (On `random_range(-1.0..1.0)` draws,
+/// multiples of 2^-22 whose sums of up to 4 are exact in any order, the
+/// same mutant agrees bit for bit: those inputs could not catch it.)
+#[test]
+fn a_rank_that_sums_in_another_order_is_caught() {
+    for world in [3, 4, 8] {
+        let inputs: Vec<Vec<f32>> = random_inputs(world, 2048);
+        let Some(outs) = mutant_sums(world, &inputs) else {
+            continue;
+        };
+        assert!(
+            ranks_agree(&outs).is_err(),
+            "world {world}: the rank that sums backwards agreed bit for bit"
+        );
+        if world <= 4 {
+            let uniform: Vec<Vec<f32>> = (0..world)
+                .map(|_| {
+                    (0..2048)
+                        .map(|_| rand::rng().random_range(-1.0f32..1.0))
+                        .collect()
+                })
+                .collect();
+            let outs = mutant_sums(world, &uniform).expect("placed above");
+            assert_eq!(ranks_agree(&outs), Ok(()), "world {world}");
+        }
+    }
 }
 
 #[test]
@@ -564,7 +642,9 @@ fn a_rank_whose_kernel_failed_refuses_later_calls() {
     let inputs: Vec<Vec<f32>> = random_inputs(2, n);
     let options = CommOptions::default()
         .with_timeout(Duration::from_secs(30))
-        .with_kernel_timeout(Duration::from_millis(300));
+        // Long enough that a loaded machine (the emulator declares a hang
+        // after this long without progress) does not fail the healthy call.
+        .with_kernel_timeout(Duration::from_millis(1500));
     let outs = run(ranks, options, |c| {
         let buf = c.alloc::<f32>(n)?;
         buf.copy_from_host(&inputs[c.rank()])?;
