@@ -52,4 +52,9 @@ mod book {
         DslReference = "dsl-reference.md",
         ErrorsReference = "errors-reference.md",
     }
+
+    /// The README's Rust blocks.
+    #[doc = include_str!("../README.md")]
+    #[allow(dead_code)]
+    struct Readme;
 }
