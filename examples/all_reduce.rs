@@ -9,28 +9,20 @@
 //! launch overhead; `scripts/bench.sh` measures graphs against NCCL and
 //! torch.
 
+/// Full-mantissa inputs of mixed magnitudes (the tests' data): sums round,
+/// so the error column means something.
+#[path = "../tests/support/data.rs"]
+mod data;
 #[path = "support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use symm::kernels::all_reduce::{all_reduce, AllReduceElem, Path};
 use symm::{bf16, run, CommOptions, Ranks};
 
 /// Calls timed per size on a GPU.
 const CALLS: u32 = 200;
-
-/// A random f32 in (-1, 1) with a full 23-bit mantissa and a random
-/// exponent (|x| in [2^-12, 1)), so that sums round and the error column
-/// means something: `random_range(-1.0..1.0)` draws multiples of 2^-22,
-/// whose sums over a few ranks are exact in any order.
-fn mixed_f32() -> f32 {
-    let mut rng = rand::rng();
-    let sign = (rng.random::<u32>() & 1) << 31;
-    let exponent = rng.random_range(115u32..=126) << 23;
-    f32::from_bits(sign | exponent | (rng.random::<u32>() & 0x7f_ffff))
-}
 
 pub(crate) fn main() {
     let ranks = support::ranks_from_args(4);
@@ -71,7 +63,7 @@ fn row<T: AllReduceElem>(
 ) -> bool {
     let n = bytes / std::mem::size_of::<T>();
     let inputs: Vec<Vec<T>> = (0..world)
-        .map(|_| (0..n).map(|_| T::from_f32(mixed_f32())).collect())
+        .map(|_| data::mixed_f32s(n).into_iter().map(T::from_f32).collect())
         .collect();
     let calls = if gpu { CALLS } else { 2 };
     let res = run(

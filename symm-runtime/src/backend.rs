@@ -131,7 +131,7 @@ pub(crate) struct LaunchCtx<'a> {
     /// Which ranks share a device (co-residency of kernels that wait).
     pub placement: &'a crate::placement::Placement,
     /// The group, for the emulator's hang detection.
-    pub group: crate::emulator::GroupKey,
+    pub group: &'a crate::emulator::GroupKey,
 }
 
 impl LaunchCtx<'_> {

@@ -96,8 +96,10 @@ pub struct Comm {
     options: Arc<CommOptions>,
     pub(crate) backend: Arc<dyn Backend>,
     state: Arc<RankState>,
-    /// `<group>/<generation>`: every store key of this group starts with it.
-    prefix: Arc<str>,
+    /// Identifies the group in this process: the store's address, and
+    /// `<group>/<generation>`, which every store key of the group starts
+    /// with. Kept whole, so that a launch borrows it rather than build it.
+    group: crate::emulator::GroupKey,
 }
 
 impl fmt::Debug for Comm {
@@ -167,6 +169,7 @@ impl Comm {
             }
             None => Placement::alone(world_size),
         };
+        let group = (Arc::as_ptr(&store) as *const () as usize, prefix);
         Ok(Comm {
             rank,
             world_size,
@@ -180,22 +183,19 @@ impl Comm {
                 kernel_failed: AtomicBool::new(false),
                 placement,
             }),
-            prefix,
+            group,
         })
     }
 
     /// Prefix of this group's store keys.
     pub(crate) fn key_prefix(&self) -> &str {
-        &self.prefix
+        &self.group.1
     }
 
     /// Identifies the group in this process (the emulator keeps per-group
     /// state under it).
-    pub(crate) fn group_key(&self) -> crate::emulator::GroupKey {
-        (
-            Arc::as_ptr(&self.store) as *const () as usize,
-            self.prefix.clone(),
-        )
+    pub(crate) fn group_key(&self) -> &crate::emulator::GroupKey {
+        &self.group
     }
 
     /// Which ranks of the group share a device.
@@ -210,7 +210,7 @@ impl Comm {
             world: self.world_size,
             kernel_timeout: self.options.kernel_timeout,
             placement: &self.state.placement,
-            group: self.group_key(),
+            group: &self.group,
         }
     }
 

@@ -183,7 +183,7 @@ where
                             Ranks::Emulator(_) => Comm::emulated(rank, world, store, options)?,
                         };
                         let _finished = matches!(ranks, Ranks::Emulator(_)).then(|| {
-                            crate::emulator::FinishGuard(crate::emulator::group(&comm.group_key()))
+                            crate::emulator::FinishGuard(crate::emulator::group(comm.group_key()))
                         });
                         f(&comm)
                     })

@@ -205,7 +205,7 @@ impl SymmetricMemory {
             world,
             kernel_timeout: timeout,
             placement: self.placement(),
-            group: self.group_key().clone(),
+            group: self.group_key(),
         };
         let cfg = LaunchConfig::linear(1, threads.max(32));
         backend.launch(&spec, &cfg, &mut params, &ctx)

@@ -222,7 +222,7 @@ impl Backend for HostBackend {
         ctx: &LaunchCtx<'_>,
     ) -> Result<()> {
         crate::emulator::run(
-            (ctx.rank, ctx.world, &ctx.group),
+            (ctx.rank, ctx.world, ctx.group),
             ctx.kernel_timeout,
             kernel.name,
             cfg,

@@ -329,7 +329,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         signal_pad_ptrs,
         backend,
         owner: comm.owner_id(),
-        group: comm.group_key(),
+        group: comm.group_key().clone(),
         placement: comm.placement().clone(),
         signal_kernels: std::sync::OnceLock::new(),
         _peers: peers,

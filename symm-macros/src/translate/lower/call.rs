@@ -147,29 +147,21 @@ impl Lowerer<'_> {
 
     /// An ordering argument: a constant of `enum_name`.
     fn order_arg(&mut self, e: &SynExpr, enum_name: &str) -> Option<Order> {
-        if let SynExpr::Path(p) = strip(e) {
-            let segs: Vec<String> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
-            if segs.len() >= 2 && segs[segs.len() - 2] == enum_name {
-                let allowed: &[&str] = match enum_name {
-                    "LoadOrder" => &["Relaxed", "Acquire", "Volatile"],
-                    "StoreOrder" => &["Relaxed", "Release", "Volatile"],
-                    _ => &["Relaxed", "Acquire", "Release", "AcqRel"],
-                };
-                let v = segs[segs.len() - 1].as_str();
-                if allowed.contains(&v) {
-                    return Some(match v {
-                        "Relaxed" => Order::Relaxed,
-                        "Acquire" => Order::Acquire,
-                        "Release" => Order::Release,
-                        "AcqRel" => Order::AcqRel,
-                        _ => Order::Volatile,
-                    });
-                }
+        if let Some(v) = enum_const(e, enum_name) {
+            let allowed: &[&str] = match enum_name {
+                "LoadOrder" => &["Relaxed", "Acquire", "Volatile"],
+                "StoreOrder" => &["Relaxed", "Release", "Volatile"],
+                _ => &["Relaxed", "Acquire", "Release", "AcqRel"],
+            };
+            let v = v.as_str();
+            if allowed.contains(&v) {
+                return Some(match v {
+                    "Relaxed" => Order::Relaxed,
+                    "Acquire" => Order::Acquire,
+                    "Release" => Order::Release,
+                    "AcqRel" => Order::AcqRel,
+                    _ => Order::Volatile,
+                });
             }
         }
         self.err(
@@ -183,20 +175,12 @@ impl Lowerer<'_> {
 
     /// A scope argument: a constant of `Scope`.
     fn scope_arg(&mut self, e: &SynExpr) -> Option<Scope> {
-        if let SynExpr::Path(p) = strip(e) {
-            let segs: Vec<String> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
-            if segs.len() >= 2 && segs[segs.len() - 2] == "Scope" {
-                match segs[segs.len() - 1].as_str() {
-                    "Block" => return Some(Scope::Block),
-                    "Gpu" => return Some(Scope::Gpu),
-                    "System" => return Some(Scope::System),
-                    _ => {}
-                }
+        if let Some(v) = enum_const(e, "Scope") {
+            match v.as_str() {
+                "Block" => return Some(Scope::Block),
+                "Gpu" => return Some(Scope::Gpu),
+                "System" => return Some(Scope::System),
+                _ => {}
             }
         }
         self.err(e, "the scope must be written out as a constant: `Scope::Block`, `Scope::Gpu` or `Scope::System`");
@@ -268,5 +252,17 @@ impl Lowerer<'_> {
             args,
             line: self.line_of(m),
         }
+    }
+}
+
+/// The variant `V` of `e` when it is a path ending in `enum_name::V`.
+fn enum_const(e: &SynExpr, enum_name: &str) -> Option<String> {
+    let SynExpr::Path(p) = strip(e) else {
+        return None;
+    };
+    let segs: Vec<&syn::Ident> = p.path.segments.iter().map(|s| &s.ident).collect();
+    match segs[..] {
+        [.., ty, v] if ty == enum_name => Some(v.to_string()),
+        _ => None,
     }
 }

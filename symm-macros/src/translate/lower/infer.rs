@@ -62,12 +62,7 @@ impl Lowerer<'_> {
 /// macro can know).
 pub fn lit_only(e: &Expr) -> bool {
     match e {
-        Expr::Lit(ExprLit {
-            lit: Lit::Int(i), ..
-        }) => i.suffix().is_empty(),
-        Expr::Lit(ExprLit {
-            lit: Lit::Float(f), ..
-        }) => f.suffix().is_empty(),
+        Expr::Lit(_) => is_unsuffixed_lit(e),
         Expr::Paren(p) => lit_only(&p.expr),
         Expr::Group(g) => lit_only(&g.expr),
         Expr::Unary(u) => lit_only(&u.expr),
