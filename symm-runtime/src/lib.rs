@@ -35,6 +35,7 @@ mod placement;
 mod raw;
 mod run;
 pub mod signal;
+mod stage;
 mod status;
 pub mod store;
 
@@ -49,6 +50,7 @@ pub use memory::buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
 pub use memory::symmetric::{PeerBuffer, SymmetricMemory};
 pub use raw::RawKernel;
 pub use run::{run, run_local, Ranks, RunError};
+pub use stage::Stage;
 pub use store::{FileStore, InProcessStore, Store, StoreError, TcpStore};
 
 /// Re-exported so users can name the f16 and bf16 element types.

@@ -1,30 +1,24 @@
 //! The all-reduce kernels, in the DSL. Every kernel begins with
 //! [`enter_call`] (it is launched with programmatic dependent launch), sums
-//! in f32 in rank order 0, 1, … (so every rank gets the same bits), and
-//! keeps a per-block call counter (the epoch) in channel `ch + EPOCH` of one
-//! of its buffers' signal pads, so nothing needs resetting between calls and
-//! CUDA graphs can replay them. `ch` is the first of the [`CHANNELS`]
-//! adjacent channels that [`super::all_reduce`] reserves from the group
-//! (under [`CHANNEL_OWNER`]); every kernel takes it as an argument.
+//! in f32 in rank order 0, 1, … (so every rank gets the same bits), and is
+//! made safe to run back to back by the pieces of [`symm::dsl::sync`]: a
+//! per-block call counter on channel `ch` of one of its buffers' signal
+//! pads ([`call_begin`], [`call_end`]), barriers on the same channel that
+//! need no reset ([`enter_barrier`], [`exit_barrier`]), staging halves
+//! alternating by call parity ([`stage_at`]), and sentinel messages
+//! ([`sentinel_send`], [`sentinel_take`]). So nothing needs resetting
+//! between calls and CUDA graphs can replay them. `ch` is the channel that
+//! [`super::all_reduce`] reserves from the group (under
+//! [`CHANNEL_OWNER`]); every kernel takes it as an argument.
 
 use symm::dsl::*;
 use symm::symm_kernel;
 
-/// Channels the all-reduce reserves from the group, adjacent.
-pub const CHANNELS: usize = 3;
+/// Channels the all-reduce reserves from the group: one holds the call
+/// counters and both barriers of every kernel.
+pub const CHANNELS: usize = 1;
 /// The name the all-reduce reserves its channels under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::all_reduce";
-/// Offset from `ch` of the entry barrier's channel.
-pub const START: u32 = 0;
-/// Offset from `ch` of the exit barrier's channel.
-pub const END: u32 = 1;
-/// Offset from `ch` of the channel whose slots hold each block's call
-/// counter.
-pub const EPOCH: u32 = 2;
-
-// The kernels spell these offsets as literals (the DSL has no module
-// constants); keep them in step.
-const _: () = assert!(START == 0 && END == 1 && EPOCH == 2 && CHANNELS == 3);
 
 /// First thing in every all-reduce kernel, which is launched with
 /// programmatic dependent launch: wait for the previous kernel on the
@@ -45,20 +39,6 @@ pub fn enter_call() {
 pub fn spread_first() -> u32 {
     let t = thread_idx_x();
     ((t / 32) * grid_dim_x() + block_idx_x()) * 32 + t % 32
-}
-
-/// Exchanges this block's `epoch` flag with every peer on `channel` of
-/// `buf`'s pad: after it, every peer's block has done (and made visible)
-/// whatever it did before its own exchange.
-#[symm_kernel(device)]
-pub fn flag_exchange<T: Scalar>(buf: SymmBuf<T>, channel: u32, epoch: u32) {
-    sync_threads();
-    let t = thread_idx_x();
-    if t < buf.world_size() && t != buf.rank() {
-        buf.signal_flag(t, channel, epoch);
-        buf.wait_flag(t, channel, epoch);
-    }
-    sync_threads();
 }
 
 /// Elements `i..i + V` summed in f32 in rank order 0, 1, …, where rank
@@ -120,47 +100,6 @@ pub fn sum_with_own<T: Scalar, const V: usize>(
     res
 }
 
-/// This block's epoch for the call: its counter (channel `ch + EPOCH` of
-/// `buf`'s own pad) plus one. Every rank runs the same launches, so the
-/// counters agree.
-#[symm_kernel(device)]
-pub fn next_epoch<T: Scalar>(buf: SymmBuf<T>, ch: u32) -> u32 {
-    let rank = buf.rank();
-    buf.pad(rank)
-        .load(
-            signal_slot(ch + 2, block_idx_x(), rank),
-            LoadOrder::Relaxed,
-            Scope::Gpu,
-        )
-        .wrapping_add(1)
-}
-
-/// Stores this block's new epoch, once every thread has read the old one.
-#[symm_kernel(device)]
-pub fn commit_epoch<T: Scalar>(buf: SymmBuf<T>, epoch: u32, ch: u32) {
-    sync_threads();
-    if thread_idx_x() == 0 {
-        let rank = buf.rank();
-        buf.pad(rank).store(
-            signal_slot(ch + 2, block_idx_x(), rank),
-            epoch,
-            StoreOrder::Relaxed,
-            Scope::Gpu,
-        );
-    }
-}
-
-/// Block-wide epoch barrier with every rank on `channel`.
-#[symm_kernel(device)]
-pub fn epoch_barrier<T: Scalar>(buf: SymmBuf<T>, channel: u32, epoch: u32) {
-    let t = thread_idx_x();
-    if t < buf.world_size() && t != buf.rank() {
-        buf.signal_flag(t, channel, epoch);
-        buf.wait_flag(t, channel, epoch);
-    }
-    sync_threads();
-}
-
 /// Loads elements `i..i + V` (one 16-byte vector) from every rank's `buf`,
 /// all loads issued before any arithmetic, and sums them in f32 in rank
 /// order 0, 1, …: the same bits on every rank.
@@ -189,8 +128,8 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     enter_call();
     let rank = buf.rank();
     let world = if W > 0 { W as u32 } else { buf.world_size() };
-    let epoch = next_epoch(buf, ch);
-    epoch_barrier(buf, ch, epoch); // START
+    let call = call_begin(buf, ch);
+    enter_barrier(buf, ch, call);
 
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
@@ -212,9 +151,8 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
         j += stride;
     }
 
-    sync_threads();
-    epoch_barrier(buf, ch + 1, epoch); // END
-    commit_epoch(buf, epoch, ch);
+    exit_barrier(buf, ch, call);
+    call_end(buf, ch, call);
 }
 
 /// The data words of LL packet pair `g`: elements `(2g + h) * P ..` packed
@@ -268,7 +206,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // loads are in flight together (each is a memory round trip on the
     // path of every small call).
     let mut words = ll_words::<T, P>(src, first, n);
-    let epoch = next_epoch(stage, ch);
+    let epoch = call_begin(stage, ch);
     let per = P as u32;
     let width = 32 / per;
     let mask: u32 = if per == 1 { 0xFFFF_FFFFu32 } else { 0xFFFFu32 };
@@ -324,7 +262,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         }
         q += stride;
     }
-    commit_epoch(stage, epoch, ch);
+    call_end(stage, ch, epoch);
 }
 // ANCHOR_END: ll
 
@@ -347,8 +285,8 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    let epoch = next_epoch(input, ch);
-    epoch_barrier(input, ch, epoch); // START: every input is ready
+    let call = call_begin(input, ch);
+    enter_barrier(input, ch, call); // every input is ready
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
     let vecs = n / V as u32;
@@ -374,8 +312,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
             tail += input.peer(r)[e].to_f32();
         }
     }
-    sync_threads();
-    epoch_barrier(input, ch + 1, epoch); // END: every push landed, every input read
+    exit_barrier(input, ch, call); // every push landed, every input read
     let mine = scratch.local();
     for c in 0..world {
         let mut j = first;
@@ -388,7 +325,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     if e < n {
         out[e] = T::from_f32(tail);
     }
-    commit_epoch(input, epoch, ch);
+    call_end(input, ch, call);
 }
 
 /// One-shot all-reduce by pushing raw data: each rank stores its input
@@ -399,30 +336,30 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 /// double-buffered by epoch parity, like the LL kernel's: a rank pushes into
 /// parity p only after its previous call saw every peer's flag of the call
 /// in between, which those peers raised after finishing the last call of
-/// parity p. Region `(parity, r)` starts at `(parity * world + r) * cap`.
-/// Launch with one fixed grid every call (`PUSH_BLOCKS` × `THREADS` on a
-/// GPU), which keeps every block's epoch, and so its parity, in step.
+/// parity p ([`stage_at`]). Launch with one fixed grid every call
+/// (`PUSH_BLOCKS` × `THREADS` on a GPU), which keeps every block's call
+/// count, and so its parity, in step.
 #[symm_kernel]
 pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     input: SymmBuf<T>,
     stage: SymmBuf<T>,
     out: &mut [T],
     n: u32,
-    cap: u32,
     ch: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    let epoch = next_epoch(stage, ch);
-    let base = (epoch & 1) * world * cap;
+    let call = call_begin(stage, ch);
+    let base = stage_at(stage, call, 0);
+    let cap = stage_cap(stage);
     let src = input.local();
     let mine = stage.local();
     let stride = grid_dim_x() * block_dim_x();
     let first = spread_first();
     let vecs = n / V as u32;
     let tail = n - vecs * V as u32;
-    let to = base + rank * cap;
+    let to = stage_at(stage, call, rank);
     let mut i = first;
     while i < vecs {
         let v = src.load_vec::<V>(i * V as u32);
@@ -442,7 +379,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
             }
         }
     }
-    flag_exchange(stage, ch, epoch); // START
+    enter_barrier(stage, ch, call);
     let mut i = first;
     while i < vecs {
         let at = i * V as u32;
@@ -462,7 +399,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
         }
         out[e] = T::from_f32(acc);
     }
-    commit_epoch(stage, epoch, ch);
+    call_end(stage, ch, call);
 }
 
 /// Elements `at..at + V` of `src` (zeros past `n`), with any element that
@@ -470,7 +407,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
 /// NaN with its sign bit cleared: still a NaN, so the sum is unchanged in
 /// kind, but it can no longer read as "not arrived".
 #[symm_kernel(device)]
-pub fn lamport_load<T: Scalar, const V: usize>(src: Remote<T>, at: u32, n: u32) -> [T; V] {
+pub fn lamport_load<T: DslFloat, const V: usize>(src: Remote<T>, at: u32, n: u32) -> [T; V] {
     let mut v: [T; V] = [T::from_f32(0.0f32); V];
     if at + V as u32 <= n {
         v = src.load_vec::<V>(at);
@@ -482,21 +419,7 @@ pub fn lamport_load<T: Scalar, const V: usize>(src: Remote<T>, at: u32, n: u32) 
             }
         }
     }
-    lamport_scrub::<T, V>(v)
-}
-
-/// `v` with any element that has the Lamport stage's empty bits replaced
-/// by that NaN with its sign bit cleared (see [`lamport_load`]).
-#[symm_kernel(device)]
-pub fn lamport_scrub<T: Scalar, const V: usize>(v: [T; V]) -> [T; V] {
-    let empty = T::from_bits32(0xFFFF_FFFFu32).to_bits32();
-    let mut w = v;
-    for k in 0..V {
-        if w[k].to_bits32() == empty {
-            w[k] = T::from_bits32(empty >> 1);
-        }
-    }
-    w
+    sentinel_scrub::<T, V>(v)
 }
 
 /// Stores `v` at elements `at..at + V` of `out`, only those below `n`.
@@ -513,34 +436,11 @@ pub fn lamport_store<T: Scalar, const V: usize>(out: SliceMut<T>, at: u32, n: u3
     }
 }
 
-/// The slots `stage[first + r * stride..]` of every rank r in `ranks` (a
-/// bit each), once they have arrived (all polled together: one memory
-/// round trip after the last one lands), each marked empty again for the
-/// call after next. Zeros for ranks not in `ranks`.
-#[symm_kernel(device)]
-pub fn lamport_take<T: Scalar, const V: usize>(
-    stage: Remote<T>,
-    first: u32,
-    stride: u32,
-    ranks: u32,
-    world: u32,
-) -> [[T; V]; 8] {
-    let empty = T::from_bits32(0xFFFF_FFFFu32);
-    let cleared: [T; V] = [empty; V];
-    let got: [[T; V]; 8] = stage.gather_ready::<V>(first, stride, ranks, empty);
-    for r in 0..world {
-        if ((ranks >> r) & 1u32) == 1u32 {
-            stage.store_vec::<V>(first + r * stride, cleared);
-        }
-    }
-    got
-}
-
 /// `own` (this rank's part, as [`lamport_load`] reads it) summed in f32 in
 /// rank order with every other rank r's part, which arrives at
-/// `stage[base + r * cap + j..]` (see [`lamport_take`]).
+/// `stage[base + r * cap + j..]` (see [`sentinel_take_at`]).
 #[symm_kernel(device)]
-pub fn lamport_sum<T: Scalar, const V: usize>(
+pub fn lamport_sum<T: DslFloat, const V: usize>(
     own: [T; V],
     stage: Remote<T>,
     base: u32,
@@ -550,7 +450,7 @@ pub fn lamport_sum<T: Scalar, const V: usize>(
     world: u32,
 ) -> [T; V] {
     let peers = ((1u32 << world) - 1) & !(1u32 << rank);
-    let vals = lamport_take::<T, V>(stage, base + j, cap, peers, world);
+    let vals = sentinel_take_at::<T, V>(stage, base + j, cap, peers, world);
     sum_with_own::<T, V>(vals, own, rank, world)
 }
 
@@ -569,30 +469,26 @@ pub fn lamport_sum<T: Scalar, const V: usize>(
 /// on a stage that starts all ones.
 // ANCHOR: lamport
 #[symm_kernel]
-pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
+pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     input: SymmBuf<T>,
     stage: SymmBuf<T>,
     out: &mut [T],
     n: u32,
-    cap: u32,
     ch: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
     let src = input.local();
-    let mine = stage.local();
     let stride = grid_dim_x() * block_dim_x();
     let first = spread_first();
     let vecs = (n + V as u32 - 1) / V as u32;
-    // The epoch's load is issued first: the input's is followed at once by
-    // its unpacking (a branch join, and for 2-byte types a `PRMT` per
-    // element), which waits for it, so in the other order the two loads
-    // ran one after the other.
-    let epoch = next_epoch(stage, ch);
+    // The call counter's load is issued first: the input's is followed at
+    // once by its unpacking (a branch join, and for 2-byte types a `PRMT`
+    // per element), which waits for it, so in the other order the two
+    // loads ran one after the other.
+    let call = call_begin(stage, ch);
     let mut v = lamport_load::<T, V>(src, first * V as u32, n);
-    let base = (epoch & 1) * world * cap;
-    let to = base + rank * cap;
     // This thread's first vector stays in registers for its own part of the
     // sum (the common case at small sizes is one vector per thread).
     let mut own = v;
@@ -600,23 +496,25 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     while i < vecs {
         for r in 0..world {
             if r != rank {
-                stage.peer(r).store_vec_volatile::<V>(to + i * V as u32, v);
+                sentinel_send::<T, V>(stage, call, r, i * V as u32, v);
             }
         }
         i += stride;
         v = lamport_load::<T, V>(src, i * V as u32, n);
     }
+    let peers = all_ranks(stage) & !(1u32 << rank);
     let mut i = first;
     while i < vecs {
         let at = i * V as u32;
-        let res = lamport_sum::<T, V>(own, mine, base, cap, at, rank, world);
+        let got = sentinel_take::<T, V>(stage, call, peers, at);
+        let res = sum_with_own::<T, V>(got, own, rank, world);
         lamport_store::<T, V>(out, at, n, res);
         i += stride;
         if i < vecs {
             own = lamport_load::<T, V>(src, i * V as u32, n);
         }
     }
-    commit_epoch(stage, epoch, ch);
+    call_end(stage, ch, call);
 }
 // ANCHOR_END: lamport
 
@@ -638,7 +536,7 @@ pub fn one_shot_lamport<T: Scalar, const V: usize, const W: usize>(
 /// in step); the threads per block may change from call to call, as long
 /// as every rank launches the same grid.
 #[symm_kernel]
-pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
+pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     input: SymmBuf<T>,
     stage: SymmBuf<T>,
     out: &mut [T],
@@ -655,8 +553,8 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
     let first = spread_first();
     let vecs = (n + V as u32 - 1) / V as u32;
     let chunk = (vecs + world - 1) / world;
-    let epoch = next_epoch(stage, ch);
-    let parts = (epoch & 1) * 2 * world * cap;
+    let call = call_begin(stage, ch);
+    let parts = (call & 1) * 2 * world * cap;
     let sums = parts + world * cap;
     // Reduce-scatter: element j of every other chunk goes to its owner's
     // half-0 region for this rank.
@@ -680,7 +578,7 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
         let sum = lamport_sum::<T, V>(own, mine, parts, cap, j * V as u32, rank, world);
         // Sent as it is stored here, so every rank gets the same bits, and
         // never with the empty bits.
-        let res = lamport_scrub::<T, V>(sum);
+        let res = sentinel_scrub::<T, V>(sum);
         for r in 0..world {
             if r != rank {
                 stage
@@ -701,7 +599,7 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
                 owners |= 1u32 << c;
             }
         }
-        let got = lamport_take::<T, V>(mine, sums + j * V as u32, cap, owners, world);
+        let got = sentinel_take_at::<T, V>(mine, sums + j * V as u32, cap, owners, world);
         for c in 0..world {
             if ((owners >> c) & 1u32) == 1u32 {
                 lamport_store::<T, V>(out, (c * chunk + j) * V as u32, n, got[c]);
@@ -709,5 +607,5 @@ pub fn two_shot_lamport<T: Scalar, const V: usize, const W: usize>(
         }
         j += stride;
     }
-    commit_epoch(stage, epoch, ch);
+    call_end(stage, ch, call);
 }

@@ -227,8 +227,8 @@ macro_rules! elem {
                 unsafe {
                     match path {
                         Path::Ll => by_world!(comm, one_shot_ll::launch_unchecked::<$t, $p>(comm, cfg, input, aux, out, n, cap, ch)),
-                        Path::Push => by_world!(comm, one_shot_push::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
-                        Path::Lamport => by_world!(comm, one_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
+                        Path::Push => by_world!(comm, one_shot_push::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
+                        Path::Lamport => by_world!(comm, one_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
                         Path::Pull => by_world!(comm, one_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, ch)),
                         Path::TwoShot => by_world!(comm, two_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
                         Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),

@@ -81,6 +81,7 @@ mod intrinsics;
 pub(crate) mod memory;
 mod scalar;
 pub(crate) mod support;
+pub mod sync;
 pub(crate) mod thread;
 
 pub use device_fn::DeviceFn;
@@ -90,6 +91,7 @@ pub use intrinsics::*;
 pub use memory::__shared_array_at;
 pub use memory::{shared_array, DslIndex, Remote, Shared, Slice, SliceMut, SymmBuf};
 pub use scalar::{AtomicAdd, AtomicMinMax, AtomicScalar, DslFloat, DslInt, Num, Scalar};
+pub use sync::*;
 
 /// Memory ordering of a load. On the GPU: `ld.relaxed.<scope>`,
 /// `ld.acquire.<scope>` or `ld.volatile`.

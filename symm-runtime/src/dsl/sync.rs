@@ -1,0 +1,245 @@
+//! What makes a kernel safe to launch back to back and to replay in a CUDA
+//! graph, as device functions a kernel calls instead of writing by hand.
+//!
+//! A kernel that is launched again before its peers have finished the
+//! previous launch must tell one call's signals and data from the next
+//! one's, without the host resetting anything between calls (a CUDA graph
+//! replays launches with no host code in between). Four pieces do that:
+//!
+//! - **A call counter** per block, kept in the caller's slot of a signal
+//!   channel that the kernel requested from the group (a
+//!   [`Channel`](crate::signal::Channel), or the one a
+//!   [`Stage`](crate::Stage) holds): [`call_begin`] returns this call's
+//!   number, [`call_end`] stores it. Every rank runs the same launches, so
+//!   the numbers agree across ranks without any exchange.
+//! - **Barriers** that need no reset: [`enter_barrier`] and
+//!   [`exit_barrier`] exchange flags whose value is derived from the call
+//!   number, so each call waits for a value no earlier call wrote. Both
+//!   fit in the same channel as the counter (the counter uses the slot a
+//!   rank never signals itself on).
+//! - **Parity staging**: a stage holds two halves, and call `c` uses half
+//!   `c & 1` ([`stage_at`]), so a fast rank's next call never overwrites
+//!   data that a slow peer is still reading from this one.
+//! - **Sentinel messages** ([`sentinel_send`], [`sentinel_take`]): a
+//!   [`Stage`](crate::Stage) made with [`Stage::sentinel`](crate::Stage::sentinel)
+//!   reads as empty (all bits one, a NaN) until data lands, so a receiver
+//!   polls the data itself, no flag needed; taking a message marks its
+//!   slots empty again for the call after next.
+//!
+//! Every piece takes the kernel's grid as given: launch the same grid on
+//! every rank and on every call that shares a counter, and at most
+//! [`SIGNAL_BLOCKS`](crate::layout::SIGNAL_BLOCKS) blocks.
+
+use crate::dsl::*;
+use crate::symm_kernel;
+
+/// This block's number for the current call on channel `ch` of `buf`: 1
+/// on the first call, then one more on each (wrapping). Read by every
+/// thread; [`call_end`] stores it. A kernel launched with programmatic
+/// dependent launch calls [`grid_dependency_wait`] first, so the previous
+/// call's [`call_end`] is visible.
+#[symm_kernel(device)]
+pub fn call_begin<T: Scalar>(buf: SymmBuf<T>, ch: u32) -> u32 {
+    let rank = buf.rank();
+    buf.pad(rank)
+        .load(
+            signal_slot(ch, block_idx_x(), rank),
+            LoadOrder::Relaxed,
+            Scope::Gpu,
+        )
+        .wrapping_add(1)
+}
+
+/// Stores `call` as this block's last call on channel `ch` of `buf`, once
+/// every thread of the block has read the old one. The last thing a call
+/// does.
+#[symm_kernel(device)]
+pub fn call_end<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
+    sync_threads();
+    if thread_idx_x() == 0 {
+        let rank = buf.rank();
+        buf.pad(rank).store(
+            signal_slot(ch, block_idx_x(), rank),
+            call,
+            StoreOrder::Relaxed,
+            Scope::Gpu,
+        );
+    }
+}
+
+/// Waits until this block of every rank has entered call `call` (and made
+/// visible what it wrote before): the first of a call's two barriers on
+/// channel `ch`. Needs at least `world_size` threads per block.
+#[symm_kernel(device)]
+pub fn enter_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
+    flag_barrier(buf, ch, call.wrapping_mul(2));
+}
+
+/// Waits until this block of every rank has reached the end of call `call`
+/// (and made visible what it wrote before): the second of a call's two
+/// barriers on channel `ch`. Needs at least `world_size` threads per block.
+#[symm_kernel(device)]
+pub fn exit_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
+    flag_barrier(buf, ch, call.wrapping_mul(2).wrapping_add(1));
+}
+
+/// Block-wide barrier with the same block of every rank: thread `r` raises
+/// this rank's flag on rank `r` to `value` (a system-scope release) and
+/// waits for rank `r`'s to reach it. Flags only grow (wrapping), so no call
+/// resets them, and a peer already past this barrier satisfies it.
+#[symm_kernel(device)]
+pub fn flag_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, value: u32) {
+    sync_threads();
+    let t = thread_idx_x();
+    if t < buf.world_size() && t != buf.rank() {
+        buf.signal_flag(t, ch, value);
+        buf.wait_flag(t, ch, value);
+    }
+    sync_threads();
+}
+
+/// Elements per region of `stage` laid out as two parity halves of one
+/// region per rank: its length over `2 × world_size`.
+#[symm_kernel(device)]
+pub fn stage_cap<T: Scalar>(stage: SymmBuf<T>) -> u32 {
+    stage.len() as u32 / (2 * stage.world_size())
+}
+
+/// Where rank `from`'s region of call `call` starts in `stage` (two parity
+/// halves of [`stage_cap`] elements per rank): half `call & 1`, so calls
+/// alternate halves.
+#[symm_kernel(device)]
+pub fn stage_at<T: Scalar>(stage: SymmBuf<T>, call: u32, from: u32) -> u32 {
+    ((call & 1) * stage.world_size() + from) * stage_cap(stage)
+}
+
+/// The bits a sentinel stage's empty slots hold: all ones (a NaN).
+#[symm_kernel(device)]
+pub fn sentinel_empty<T: DslFloat>() -> T {
+    T::from_bits32(0xFFFF_FFFFu32)
+}
+
+/// `v` with every element that has the empty bits replaced by the same NaN
+/// with its sign bit cleared: still a NaN, so a sum stays a NaN, but it
+/// cannot read as "not arrived".
+#[symm_kernel(device)]
+pub fn sentinel_scrub<T: DslFloat, const V: usize>(v: [T; V]) -> [T; V] {
+    let empty = sentinel_empty::<T>().to_bits32();
+    let mut w = v;
+    for k in 0..V {
+        if w[k].to_bits32() == empty {
+            w[k] = T::from_bits32(empty >> 1);
+        }
+    }
+    w
+}
+
+/// Sends `v`, elements `at..at + V` of this rank's message of call `call`,
+/// to rank `to` (this rank too) through `stage`, a
+/// [`Stage::sentinel`](crate::Stage::sentinel): one volatile 16-byte store
+/// into this rank's region of the call's half. `V` elements make 16 bytes,
+/// `at` is a multiple of `V`, and `at + V` must not pass [`stage_cap`].
+#[symm_kernel(device)]
+pub fn sentinel_send<T: DslFloat, const V: usize>(
+    stage: SymmBuf<T>,
+    call: u32,
+    to: u32,
+    at: u32,
+    v: [T; V],
+) {
+    let region = stage_at(stage, call, stage.rank());
+    stage
+        .peer(to)
+        .store_vec_volatile::<V>(region + at, sentinel_scrub::<T, V>(v));
+}
+
+/// Elements `at..at + V` (16 bytes, `at` a multiple of `V`) of the
+/// call-`call` message of every rank whose
+/// bit is set in `from`, from this rank's `stage` once each has arrived
+/// (all polled together: one memory round trip after the last lands), and
+/// each slot marked empty again for the call after next. Entry `r` holds
+/// rank `r`'s; ranks not in `from` read as zeros.
+#[symm_kernel(device)]
+pub fn sentinel_take<T: DslFloat, const V: usize>(
+    stage: SymmBuf<T>,
+    call: u32,
+    from: u32,
+    at: u32,
+) -> [[T; V]; 8] {
+    let first = stage_at(stage, call, 0) + at;
+    let cap = stage_cap(stage);
+    sentinel_take_at::<T, V>(stage.local(), first, cap, from, stage.world_size())
+}
+
+/// [`sentinel_take`] at explicit positions: the slots `mine[first + r *
+/// stride..]` of every rank `r` in `from` (of `world`).
+#[symm_kernel(device)]
+pub fn sentinel_take_at<T: DslFloat, const V: usize>(
+    mine: Remote<T>,
+    first: u32,
+    stride: u32,
+    from: u32,
+    world: u32,
+) -> [[T; V]; 8] {
+    let empty = sentinel_empty::<T>();
+    let cleared: [T; V] = [empty; V];
+    let got: [[T; V]; 8] = mine.gather_ready::<V>(first, stride, from, empty);
+    for r in 0..world {
+        if ((from >> r) & 1u32) == 1u32 {
+            mine.store_vec::<V>(first + r * stride, cleared);
+        }
+    }
+    got
+}
+
+/// The bit mask of every rank of `buf`'s group: the `from` of a
+/// [`sentinel_take`] that hears from all.
+#[symm_kernel(device)]
+pub fn all_ranks<T: Scalar>(buf: SymmBuf<T>) -> u32 {
+    (1u32 << buf.world_size()) - 1
+}
+
+/// This thread's index in the whole grid (x only): the first element of a
+/// grid-stride loop.
+#[symm_kernel(device)]
+pub fn grid_thread() -> u32 {
+    block_idx_x() * block_dim_x() + thread_idx_x()
+}
+
+/// Threads in the whole grid (x only): the step of a grid-stride loop.
+#[symm_kernel(device)]
+pub fn grid_threads() -> u32 {
+    grid_dim_x() * block_dim_x()
+}
+
+/// Elements `at..at + V` of `src` (16 bytes, `at` a multiple of `V`), with
+/// zeros for those at or past `n`: one vector load when all are below `n`.
+#[symm_kernel(device)]
+pub fn load_padded<T: Scalar, const V: usize>(src: Slice<T>, at: u32, n: u32) -> [T; V] {
+    let mut v: [T; V] = [T::from_f32(0.0f32); V];
+    if at + V as u32 <= n {
+        v = src.load_vec::<V>(at);
+    } else {
+        for k in 0..V {
+            if at + (k as u32) < n {
+                v[k] = src[at + k as u32];
+            }
+        }
+    }
+    v
+}
+
+/// Stores `v` at elements `at..at + V` of `dst` (16 bytes, `at` a multiple
+/// of `V`), only those below `n`: one vector store when all are.
+#[symm_kernel(device)]
+pub fn store_padded<T: Scalar, const V: usize>(dst: SliceMut<T>, at: u32, n: u32, v: [T; V]) {
+    if at + V as u32 <= n {
+        dst.store_vec::<V>(at, v);
+    } else {
+        for k in 0..V {
+            if at + (k as u32) < n {
+                dst[at + k as u32] = v[k];
+            }
+        }
+    }
+}

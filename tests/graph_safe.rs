@@ -1,0 +1,450 @@
+//! The back-to-back pieces of `symm::dsl::sync` (call counters, barriers
+//! that need no reset, parity staging, sentinel messages) and a `Stage`
+//! from the group: kernels built on them, launched 1000 times back to back
+//! with no host synchronisation, are exact on every call at worlds 2–8.
+//! The same sentinel all-reduce written by hand runs beside the one built
+//! on the pieces, as the measure of what the pieces save.
+//!
+//! On the emulator by default; on GPU ranks (sharing GPUs where there are
+//! fewer) under `SYMM_KERNEL_TESTS_ON=gpu`.
+
+use rand::Rng;
+use symm::dsl::*;
+use symm::{run, symm_kernel, Comm, CommOptions, LaunchConfig, Stage};
+
+#[path = "support/targets.rs"]
+mod targets;
+use targets::ranks;
+#[macro_use]
+#[path = "support/testgen.rs"]
+mod testgen;
+#[path = "support/checks.rs"]
+mod checks;
+use checks::{check_bits, sized};
+#[path = "support/data.rs"]
+mod data;
+
+/// Launches of each kernel per test, back to back.
+const CALLS: usize = 1000;
+
+// ANCHOR: pieces
+/// The all-reduce (sum) of `x` into `y` through a sentinel stage, four
+/// elements (16 bytes) at a time, on the pieces: the data movement and
+/// nothing else.
+#[symm_kernel]
+fn sentinel_sum(x: &[f32], y: &mut [f32], n: u32, stage: SymmBuf<f32>, ch: u32) {
+    let call = call_begin(stage, ch);
+    let mut i = grid_thread() * 4;
+    while i < n {
+        let v = load_padded::<f32, 4>(x, i, n);
+        for r in 0..stage.world_size() {
+            sentinel_send::<f32, 4>(stage, call, r, i, v);
+        }
+        let got = sentinel_take::<f32, 4>(stage, call, all_ranks(stage), i);
+        let mut acc = [0.0f32; 4];
+        for r in 0..stage.world_size() {
+            for k in 0..4 {
+                acc[k] += got[r][k];
+            }
+        }
+        store_padded::<f32, 4>(y, i, n, acc);
+        i += grid_threads() * 4;
+    }
+    call_end(stage, ch, call);
+}
+// ANCHOR_END: pieces
+
+// ANCHOR: by_hand
+/// The same all-reduce as [`sentinel_sum`], written by hand as a user did
+/// before the pieces: the call counter, the parity halves, the ragged
+/// tail, the sentinel's scrub, poll and reset, all in the kernel.
+#[symm_kernel]
+fn hand_made_sentinel_sum(
+    x: &[f32],
+    y: &mut [f32],
+    n: u32,
+    stage: SymmBuf<f32>,
+    cap: u32,
+    ch: u32,
+) {
+    let rank = stage.rank();
+    let world = stage.world_size();
+    // This block's call counter lives in its own slot of channel `ch`.
+    let slot = signal_slot(ch, block_idx_x(), rank);
+    let call = stage
+        .pad(rank)
+        .load(slot, LoadOrder::Relaxed, Scope::Gpu)
+        .wrapping_add(1);
+    // Calls alternate halves, so a fast rank never overwrites what a slow
+    // one still reads.
+    let half = (call & 1) * world * cap;
+    let empty = f32::from_bits(0xFFFF_FFFFu32);
+    let mine = stage.local();
+    let mut i = (block_idx_x() * block_dim_x() + thread_idx_x()) * 4;
+    while i < n {
+        let mut v = [0.0f32; 4];
+        if i + 4 <= n {
+            v = x.load_vec::<4>(i);
+        } else {
+            for k in 0..4 {
+                if i + k < n {
+                    v[k] = x[i + k];
+                }
+            }
+        }
+        // All ones means "empty": send another NaN instead.
+        for k in 0..4 {
+            if v[k].to_bits() == 0xFFFF_FFFFu32 {
+                v[k] = f32::from_bits(0x7FFF_FFFFu32);
+            }
+        }
+        for r in 0..world {
+            stage
+                .peer(r)
+                .store_vec_volatile::<4>(half + rank * cap + i, v);
+        }
+        let got: [[f32; 4]; 8] = mine.gather_ready::<4>(half + i, cap, (1u32 << world) - 1, empty);
+        // Empty again for the call after next.
+        let cleared: [f32; 4] = [empty; 4];
+        for r in 0..world {
+            mine.store_vec::<4>(half + r * cap + i, cleared);
+        }
+        let mut acc = [0.0f32; 4];
+        for r in 0..world {
+            for k in 0..4 {
+                acc[k] += got[r][k];
+            }
+        }
+        if i + 4 <= n {
+            y.store_vec::<4>(i, acc);
+        } else {
+            for k in 0..4 {
+                if i + k < n {
+                    y[i + k] = acc[k];
+                }
+            }
+        }
+        i += grid_dim_x() * block_dim_x() * 4;
+    }
+    sync_threads();
+    if thread_idx_x() == 0 {
+        stage
+            .pad(rank)
+            .store(slot, call, StoreOrder::Relaxed, Scope::Gpu);
+    }
+}
+// ANCHOR_END: by_hand
+
+/// A mixed value of rank `rank`'s element `i` in call `call` (a hash, so
+/// that a value read from the wrong call or rank shows).
+#[symm_kernel(device)]
+fn value(seed: u32, call: u32, rank: u32, i: u32) -> u32 {
+    let mut h = seed ^ call.wrapping_mul(0x9E37_79B9u32);
+    h = (h ^ rank.wrapping_mul(0x85EB_CA6Bu32)).wrapping_mul(0xC2B2_AE35u32);
+    h = (h ^ i).wrapping_mul(0x27D4_EB2Fu32);
+    h ^ (h >> 15)
+}
+
+/// Each call overwrites this rank's `x` with the call's values, pulls every
+/// rank's after the entry barrier, and leaves after the exit barrier, so
+/// no rank overwrites `x` while a peer still reads it: the wrapping sum of
+/// every rank's values lands in `y[(call - 1) * n ..]`. A call counter and
+/// both barriers, on one channel.
+#[symm_kernel]
+fn overwrite_and_pull(x: SymmBuf<u32>, y: &mut [u32], n: u32, seed: u32, ch: u32) {
+    let call = call_begin(x, ch);
+    let rank = x.rank();
+    let mut i = grid_thread();
+    while i < n {
+        x.local()[i] = value(seed, call, rank, i);
+        i += grid_threads();
+    }
+    enter_barrier(x, ch, call);
+    let mut i = grid_thread();
+    while i < n {
+        let mut acc = 0u32;
+        for r in 0..x.world_size() {
+            acc = acc.wrapping_add(x.peer(r)[i]);
+        }
+        y[(call - 1) * n + i] = acc;
+        i += grid_threads();
+    }
+    exit_barrier(x, ch, call);
+    call_end(x, ch, call);
+}
+
+/// All-gather by pushing into every rank's parity half of a zeroed
+/// [`Stage`], then one barrier: call `c` writes half `c & 1`, which no
+/// peer reads any more (it passed this call's barrier after finishing the
+/// call that last read it).
+#[symm_kernel]
+fn push_all_gather(x: &[u32], y: &mut [u32], n: u32, stage: SymmBuf<u32>, ch: u32) {
+    let call = call_begin(stage, ch);
+    let rank = stage.rank();
+    let mut i = grid_thread();
+    while i < n {
+        for r in 0..stage.world_size() {
+            stage.peer(r)[stage_at(stage, call, rank) + i] = x[i];
+        }
+        i += grid_threads();
+    }
+    enter_barrier(stage, ch, call);
+    let mut i = grid_thread();
+    while i < n {
+        for r in 0..stage.world_size() {
+            y[r * n + i] = stage.local()[stage_at(stage, call, r) + i];
+        }
+        i += grid_threads();
+    }
+    call_end(stage, ch, call);
+}
+
+fn opts() -> CommOptions {
+    CommOptions::default().with_timeout(std::time::Duration::from_secs(60))
+}
+
+/// The grid and length of every test: small on the emulator, several
+/// blocks with a ragged tail on a GPU (all ranks' blocks fit at once even
+/// with eight ranks on one GPU).
+fn shape(c: &Comm) -> (LaunchConfig, usize) {
+    sized(
+        c,
+        (LaunchConfig::linear(2, 32), 37),
+        (LaunchConfig::linear(4, 128), 1021),
+    )
+}
+
+/// Runs `f` on `world` ranks (or says why not) and checks that every rank
+/// got the same bits.
+fn on_ranks(world: usize, f: impl Fn(&Comm) -> symm::Result<Vec<u32>> + Sync) {
+    let Some(r) = ranks(world) else { return };
+    let out = run(r, opts(), |c| {
+        let got = f(c)?;
+        c.synchronize()?;
+        Ok(got)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (k, o) in out.iter().enumerate() {
+        assert!(
+            o == &out[0],
+            "rank {k}'s results differ from rank 0's (first at {:?})",
+            o.iter().zip(&out[0]).position(|(a, b)| a != b)
+        );
+    }
+}
+
+/// Every call of a sentinel all-reduce (on the pieces, or by hand) gives
+/// the f32 sum in rank order of that call's inputs, on every rank.
+fn sentinel_all_reduce(world: usize, by_hand: bool) {
+    on_ranks(world, |c| {
+        let (cfg, n) = shape(c);
+        // Each call reads its own slice of fresh data and writes its own
+        // slice of a poisoned output, so every call's result survives.
+        // Call k's slices start at k * stride, 16-byte aligned.
+        let stride = n.next_multiple_of(4);
+        let x = comm_data(c, stride)?;
+        let xbuf = c.alloc::<f32>(CALLS * stride)?;
+        xbuf.copy_from_host(&x[c.rank()])?;
+        let y = c.alloc::<f32>(CALLS * stride)?;
+        y.fill_bytes(0xA5)?;
+        let stage = Stage::<f32>::sentinel(c, n)?;
+        for k in 0..CALLS {
+            let xs = xbuf.slice(k * stride..k * stride + n)?;
+            let mut ys = y.slice(k * stride..k * stride + n)?;
+            if by_hand {
+                hand_made_sentinel_sum::launch(
+                    c,
+                    cfg,
+                    &xs,
+                    &mut ys,
+                    n as u32,
+                    stage.memory(),
+                    stage.cap() as u32,
+                    stage.channel(),
+                )?;
+            } else {
+                sentinel_sum::launch(
+                    c,
+                    cfg,
+                    &xs,
+                    &mut ys,
+                    n as u32,
+                    stage.memory(),
+                    stage.channel(),
+                )?;
+            }
+        }
+        let all = y.to_host()?;
+        let got: Vec<f32> = (0..CALLS)
+            .flat_map(|k| all[k * stride..k * stride + n].to_vec())
+            .collect();
+        let want: Vec<f32> = (0..CALLS)
+            .flat_map(|k| k * stride..k * stride + n)
+            .map(|e| {
+                let mut acc = 0.0f32;
+                for xr in &x {
+                    acc += xr[e];
+                }
+                acc
+            })
+            .collect();
+        check_bits(c, "sentinel all-reduce", &got, &want)?;
+        Ok(got.iter().map(|v| v.to_bits()).collect())
+    });
+}
+
+/// Every rank's inputs for every call ([`data::mixed_f32`], which shows a
+/// wrong summation order), the same on every rank: drawn from one seed.
+fn comm_data(c: &Comm, n: usize) -> symm::Result<Vec<Vec<f32>>> {
+    let seed = shared_seed(c)?;
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
+    Ok((0..c.world_size())
+        .map(|_| (0..CALLS * n).map(|_| data::mixed_f32(&mut rng)).collect())
+        .collect())
+}
+
+/// A random seed that every rank of `c` agrees on: rank 0's, read by every
+/// rank from rank 0's part of a symmetric buffer (host copies only).
+fn shared_seed(c: &Comm) -> symm::Result<u64> {
+    let buf = c.alloc::<u64>(1)?;
+    if c.rank() == 0 {
+        buf.copy_from_host(&[rand::rng().random::<u64>()])?;
+    }
+    let smem = buf.rendezvous()?;
+    let ch = symm::signal::Channel::request(c)?;
+    smem.barrier(&ch, std::time::Duration::from_secs(30))?;
+    c.synchronize()?;
+    let seed = smem.peer_buffer::<u64>(0)?.read(0, 1)?[0];
+    smem.barrier(&ch, std::time::Duration::from_secs(30))?;
+    c.synchronize()?;
+    Ok(seed)
+}
+
+fn sentinel_on_pieces(world: usize) {
+    sentinel_all_reduce(world, false)
+}
+
+fn sentinel_by_hand(world: usize) {
+    sentinel_all_reduce(world, true)
+}
+
+/// Every call of [`overwrite_and_pull`] sees every rank's values of that
+/// call, never an earlier or later call's: the barriers hold back to back.
+fn barriers(world: usize) {
+    on_ranks(world, |c| {
+        let (cfg, n) = shape(c);
+        let seed = shared_seed(c)? as u32;
+        let x = c.alloc::<u32>(n)?;
+        let smem = x.rendezvous()?;
+        let y = c.alloc::<u32>(CALLS * n)?;
+        y.fill_bytes(0xA5)?;
+        let ch = symm::signal::Channel::request(c)?;
+        for _ in 0..CALLS {
+            overwrite_and_pull::launch(
+                c,
+                cfg,
+                &smem,
+                &mut y.slice(..)?,
+                n as u32,
+                seed,
+                ch.index(),
+            )?;
+        }
+        let got = y.to_host()?;
+        let want: Vec<u32> = (0..CALLS * n)
+            .map(|e| {
+                let (call, i) = ((e / n + 1) as u32, (e % n) as u32);
+                (0..world as u32).fold(0u32, |a, r| a.wrapping_add(value(seed, call, r, i)))
+            })
+            .collect();
+        check_bits(c, "overwrite and pull", &got, &want)?;
+        Ok(got)
+    });
+}
+
+/// Every call of [`push_all_gather`] gathers that call's inputs.
+fn parity_staging(world: usize) {
+    on_ranks(world, |c| {
+        let (cfg, n) = shape(c);
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(shared_seed(c)?);
+        let xs: Vec<Vec<u32>> = (0..world)
+            .map(|_| (0..CALLS * n).map(|_| rng.random()).collect())
+            .collect();
+        let x = c.alloc::<u32>(CALLS * n)?;
+        x.copy_from_host(&xs[c.rank()])?;
+        let y = c.alloc::<u32>(CALLS * world * n)?;
+        y.fill_bytes(0xA5)?;
+        let stage = Stage::<u32>::new(c, n)?;
+        for k in 0..CALLS {
+            let xk = x.slice(k * n..(k + 1) * n)?;
+            let mut yk = y.slice(k * world * n..(k + 1) * world * n)?;
+            push_all_gather::launch(
+                c,
+                cfg,
+                &xk,
+                &mut yk,
+                n as u32,
+                stage.memory(),
+                stage.channel(),
+            )?;
+        }
+        let got = y.to_host()?;
+        let want: Vec<u32> = (0..CALLS)
+            .flat_map(|k| {
+                xs.iter()
+                    .flat_map(move |xr| xr[k * n..(k + 1) * n].to_vec())
+            })
+            .collect();
+        check_bits(c, "push all-gather", &got, &want)?;
+        Ok(got)
+    });
+}
+
+per_world! {
+    sentinel_all_reduce_on_the_pieces_is_exact_back_to_back: sentinel_on_pieces =>
+        [world_1, world_2, world_3, world_4, world_5, world_6, world_7, world_8];
+    sentinel_all_reduce_by_hand_is_exact_back_to_back: sentinel_by_hand =>
+        [world_2, world_3, world_4, world_8];
+    barriers_hold_back_to_back: barriers =>
+        [world_1, world_2, world_3, world_4, world_5, world_6, world_7, world_8];
+    parity_staging_holds_back_to_back: parity_staging =>
+        [world_2, world_3, world_4, world_5, world_6, world_7, world_8];
+}
+
+/// A stage of no elements, or of more than kernels can index, is an error
+/// on every rank.
+#[test]
+fn a_stage_of_a_bad_size_is_an_error_on_every_rank() {
+    let Some(r) = ranks(2) else { return };
+    let err = run(r, opts(), |c| Stage::<f32>::sentinel(c, 0).map(|_| ()))
+        .expect_err("a stage of 0 elements per region");
+    assert_eq!(err.errors.len(), 2, "{err}");
+    assert!(err.to_string().contains("at least one element"), "{err}");
+    let err = run(ranks(2).unwrap(), opts(), |c| {
+        Stage::<u32>::new(c, 1 << 31).map(|_| ())
+    })
+    .expect_err("a stage past 2^32 elements");
+    assert_eq!(err.errors.len(), 2, "{err}");
+    assert!(err.to_string().contains("2^32"), "{err}");
+}
+
+/// Every kernel here, and so every piece, compiles with NVRTC, with bounds
+/// checks and without.
+#[test]
+fn the_pieces_compile_with_nvrtc() {
+    if !targets::nvrtc("the back-to-back pieces") {
+        return;
+    }
+    for a in targets::ARCHES {
+        for r in [
+            sentinel_sum::compile_for(a),
+            sentinel_sum::compile_checked_for(a),
+            hand_made_sentinel_sum::compile_for(a),
+            overwrite_and_pull::compile_checked_for(a),
+            push_all_gather::compile_for(a),
+            push_all_gather::compile_checked_for(a),
+        ] {
+            r.unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
