@@ -9,6 +9,9 @@
 //! launch overhead; `scripts/bench.sh` measures graphs against NCCL and
 //! torch.
 
+/// The verdict on each row's results.
+#[path = "support/check.rs"]
+mod check;
 /// Full-mantissa inputs of mixed magnitudes (the tests' data): sums round,
 /// so the error column means something.
 #[path = "../tests/support/data.rs"]
@@ -92,23 +95,8 @@ fn row<T: AllReduceElem>(
             return false;
         }
     };
-    let agree = outs.iter().all(|(o, _)| {
-        o.iter()
-            .map(|v| v.__to_bits64())
-            .eq(outs[0].0.iter().map(|v| v.__to_bits64()))
-    });
-    let (mut num, mut den) = (0.0f64, 0.0f64);
-    for i in 0..n {
-        let want: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
-        let got = f64::from(outs[0].0[i].to_f32());
-        num += (got - want).powi(2);
-        den += want.powi(2);
-    }
-    let rel = if num.is_finite() {
-        (num / den.max(f64::MIN_POSITIVE)).sqrt()
-    } else {
-        f64::INFINITY
-    };
+    let results: Vec<Vec<T>> = outs.iter().map(|(o, _)| o.clone()).collect();
+    let check::Verdict { rel, agree } = check::verdict(&inputs, &results);
     let us = outs.iter().map(|(_, t)| *t).fold(0.0, f64::max);
     let path = Path::choose(world, bytes);
     println!(

@@ -13,6 +13,9 @@ use targets::{on_gpu, ranks};
 mod calls;
 #[path = "support/data.rs"]
 mod data;
+/// The main job's verdict on a result (examples/all_reduce.rs).
+#[path = "../examples/support/check.rs"]
+mod example_check;
 use calls::{check_samples, fill_input, keep};
 
 use symm::dsl::*;
@@ -202,6 +205,11 @@ fn a_rank_that_sums_in_another_order_is_caught() {
             ranks_agree(&outs).is_err(),
             "world {world}: the rank that sums backwards agreed bit for bit"
         );
+        // The main job's own check (examples/all_reduce.rs) catches it too.
+        assert!(
+            !example_check::verdict(&inputs, &outs).ok(1e-6),
+            "world {world}: the example's check passed the rank that sums backwards"
+        );
         if world <= 4 {
             let uniform: Vec<Vec<f32>> = (0..world)
                 .map(|_| {
@@ -212,6 +220,10 @@ fn a_rank_that_sums_in_another_order_is_caught() {
                 .collect();
             let outs = mutant_sums(world, &uniform).expect("placed above");
             assert_eq!(ranks_agree(&outs), Ok(()), "world {world}");
+            assert!(
+                example_check::verdict(&uniform, &outs).ok(1e-6),
+                "world {world}: on uniform draws the example's check should pass it"
+            );
         }
     }
 }
