@@ -23,6 +23,7 @@ use crate::signal::Channel;
 /// its calls.
 ///
 /// ```
+/// # extern crate symm_runtime as symm;
 /// use symm::dsl::*;
 /// use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks, Stage};
 ///
@@ -50,27 +51,29 @@ use crate::signal::Channel;
 ///     call_end(stage, ch, call);
 /// }
 ///
-/// let sums = run(Ranks::Emulator(3), CommOptions::default(), |comm| {
-///     let n = 99;
-///     let stage = Stage::<f32>::sentinel(comm, n)?;
-///     let x = comm.device_buffer_from(&vec![comm.rank() as f32 + 1.0; n])?;
-///     let mut y = comm.device_buffer::<f32>(n)?;
-///     for _ in 0..3 {
-///         sentinel_sum::launch(
-///             comm,
-///             LaunchConfig::linear(2, 32),
-///             &x,
-///             &mut y,
-///             n as u32,
-///             stage.memory(),
-///             stage.channel(),
-///         )?;
-///     }
-///     comm.synchronize()?;
-///     y.to_host()
-/// })
-/// .unwrap();
-/// assert!(sums.iter().all(|y| y.iter().all(|&v| v == 6.0)));
+/// fn main() {
+///     let sums = run(Ranks::Emulator(3), CommOptions::default(), |comm| {
+///         let n = 99;
+///         let stage = Stage::<f32>::sentinel(comm, n)?;
+///         let x = comm.device_buffer_from(&vec![comm.rank() as f32 + 1.0; n])?;
+///         let mut y = comm.device_buffer::<f32>(n)?;
+///         for _ in 0..3 {
+///             sentinel_sum::launch(
+///                 comm,
+///                 LaunchConfig::linear(2, 32),
+///                 &x,
+///                 &mut y,
+///                 n as u32,
+///                 stage.memory(),
+///                 stage.channel(),
+///             )?;
+///         }
+///         comm.synchronize()?;
+///         y.to_host()
+///     })
+///     .unwrap();
+///     assert!(sums.iter().all(|y| y.iter().all(|&v| v == 6.0)));
+/// }
 /// ```
 pub struct Stage<T: Scalar> {
     buf: SymmBuffer<T>,
