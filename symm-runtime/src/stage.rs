@@ -20,7 +20,8 @@ use crate::signal::Channel;
 /// and writes only half `c & 1`, so back-to-back calls (and CUDA graph
 /// replays) need no host reset. One stage serves one kernel (or a family
 /// launched with the same grid, in one stream order): the counters count
-/// its calls.
+/// its calls. After a kernel that used it fails (a timeout, say), the
+/// ranks' counters and halves may be out of step: make a new stage.
 ///
 /// ```
 /// # extern crate symm_runtime as symm;
