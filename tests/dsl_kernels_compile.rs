@@ -198,6 +198,9 @@ fn test_suite_kernels_compile() {
         compile!(checked, a, gather_vectors[f32, 4]);
         compile!(checked, a, gather_vectors[symm::bf16, 8]);
         compile!(checked, a, gather_packets[]);
+        compile!(checked, a, reduce_scatter_w[4]);
+        compile!(checked, a, all_to_all_one[]);
+        compile!(checked, a, one_thread_asserts[]);
         compile!(checked, a, foundation_suite::write_slots[]);
     }
 }

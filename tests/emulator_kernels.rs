@@ -1,7 +1,8 @@
 //! `#[symm_kernel]` kernels on the CPU emulator: the DSL test suite and the
 //! built-in collectives at world sizes 1, 2, 3, 4 and 8 with odd lengths,
 //! against CPU references (bitwise, or float64 where floats are summed);
-//! hang diagnosis; bounds errors. The drivers live in `dsl_suite/mod.rs`.
+//! hang diagnosis; bounds errors; failed `kernel_assert!`s. The drivers
+//! live in `dsl_suite/mod.rs`.
 //!
 //! With `SYMM_KERNEL_TESTS_ON=gpu` the same tests run on GPU ranks instead,
 //! with GPU-sized data (world sizes that cannot be placed are skipped,
@@ -13,13 +14,13 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 #[path = "support/targets.rs"]
 mod targets;
-use targets::{emulator_only, ranks};
+use targets::{emulator_only, on_gpu, ranks};
 #[macro_use]
 #[path = "support/testgen.rs"]
 mod testgen;
 
 use symm::dsl::*;
-use symm::signal::Channel;
+use symm::signal::{Channel, SignalKind};
 use symm::{run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 #[path = "dsl_suite/mod.rs"]
@@ -423,4 +424,227 @@ fn every_block_of_every_rank_arrives() {
             assert_eq!(w[0], world as u32 * grid, "world {world}: arrivals");
         }
     }
+}
+
+/// Options of the assertion tests. The kernel timeout bounds how long GPU
+/// threads left waiting on a thread that stopped take to give up (short, to
+/// keep the tests quick); on the emulator it is long, so that such a wait
+/// is diagnosed as a hang (after 2 s without progress) rather than timing
+/// out, and the outcome does not depend on which comes first.
+fn assert_options() -> CommOptions {
+    let kernel = if on_gpu() { Duration::from_secs(2) } else { T };
+    CommOptions::default()
+        .with_timeout(T)
+        .with_kernel_timeout(kernel)
+}
+
+/// Checks that `e` is the failed assertion of `kernel` on `rank`, in
+/// `(block, thread)`, with `message`, at the `kernel_assert!` of
+/// `tests/dsl_suite/mod.rs` whose text contains `needle`: every field, and
+/// the whole message.
+fn check_assert(
+    e: Option<&Error>,
+    kernel: &str,
+    rank: usize,
+    (block, thread): (u32, u32),
+    message: &str,
+    needle: &str,
+) {
+    let location = assert_place(needle);
+    let Some(e) = e else {
+        panic!("rank {rank}: `{kernel}` returned Ok, but its assertion at {location} fails")
+    };
+    let Error::KernelAssert {
+        kernel: k,
+        rank: r,
+        block: b,
+        thread: t,
+        message: m,
+        location: l,
+    } = e
+    else {
+        panic!("rank {rank}: expected the failed assertion at {location}, got: {e}")
+    };
+    assert_eq!(
+        (k.as_str(), *r, *b, *t, m.as_str(), l.as_str()),
+        (kernel, rank, block, thread, message, location.as_str()),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "kernel `{kernel}` on rank {rank}, block {block}, thread {thread}: assertion failed: \
+             {message} (at {location})"
+        )
+    );
+}
+
+/// The host keeps each function's assertions (place and message) in the
+/// order the CUDA C numbers them; the device records only that number.
+#[test]
+fn kernel_asserts_are_listed_on_the_host_in_the_order_the_cuda_c_numbers_them() {
+    let place =
+        |a: &symm::dsl::AssertSite| format!("{}:{}:{}", one_thread_asserts::FILE, a.line, a.column);
+    let kernel = one_thread_asserts::ASSERTS;
+    assert_eq!(kernel.len(), 1);
+    assert_eq!(kernel[0].message, "i != bad");
+    assert_eq!(place(&kernel[0]), assert_place("kernel_assert!(i != bad);"));
+    assert!(
+        one_thread_asserts::CUDA_BODY
+            .contains("if (!((v_i != v_bad))) symm_assert_failed(__ctx, SYMM_SITE_FN, 0u);"),
+        "{}",
+        one_thread_asserts::CUDA_BODY
+    );
+    let helper = &not_the_bad_one::DEVICE;
+    assert_eq!(helper.asserts.len(), 1);
+    assert_eq!(
+        helper.asserts[0].message,
+        "not_the_bad_one reached the bad index"
+    );
+    assert_eq!(
+        place(&helper.asserts[0]),
+        assert_place("not_the_bad_one reached the bad index")
+    );
+    assert!(
+        helper
+            .source
+            .contains("symm_assert_failed(__ctx, SYMM_SITE_FN, 0u);"),
+        "{}",
+        helper.source
+    );
+    let rs = reduce_scatter_w::ASSERTS;
+    assert_eq!(rs.len(), 1);
+    assert_eq!(
+        place(&rs[0]),
+        assert_place("reduce_scatter_w was compiled for another world size")
+    );
+}
+
+/// On each rank one thread, at a different index per rank, fails an
+/// assertion: the kernel's own (safe `launch`), then a device function's
+/// (`launch_unchecked`: assertions hold in both). Each is reported with
+/// its rank, linear block and thread (of a 16 × 4 block), message and
+/// place; afterwards the same ranks launch again, and every thread writes.
+fn kernel_assert_names_rank_block_thread_message_and_line(world: usize) {
+    let Some(ranks) = ranks(world) else { return };
+    let cfg = LaunchConfig {
+        grid: (3, 1, 1),
+        block: (16, 4, 1),
+        ..LaunchConfig::linear(1, 1)
+    };
+    let bad = |r: usize| (37 * r as u32 + 50) % 192;
+    let got = run(ranks, assert_options(), |c| {
+        let mut out = c.device_buffer_from(&[u32::MAX; 192])?;
+        let in_kernel = one_thread_asserts::launch(c, cfg, &mut out, bad(c.rank()), false)
+            .and_then(|()| c.synchronize())
+            .err();
+        // SAFETY: every thread indexes `out` at its linear index in the
+        // grid, below 3 × 64 = 192 = `out.len()`.
+        let in_helper =
+            unsafe { one_thread_asserts::launch_unchecked(c, cfg, &mut out, bad(c.rank()), true) }
+                .and_then(|()| c.synchronize())
+                .err();
+        // The rank goes on: a launch in which no thread asserts.
+        one_thread_asserts::launch(c, cfg, &mut out, u32::MAX, true)?;
+        c.synchronize()?;
+        Ok((in_kernel, in_helper, out.to_host()?))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got.len(), world);
+    for (rank, (in_kernel, in_helper, out)) in got.iter().enumerate() {
+        let at = (bad(rank) / 64, bad(rank) % 64);
+        let kernel = "one_thread_asserts";
+        let needle = "kernel_assert!(i != bad);";
+        check_assert(in_kernel.as_ref(), kernel, rank, at, "i != bad", needle);
+        let message = "not_the_bad_one reached the bad index";
+        check_assert(in_helper.as_ref(), kernel, rank, at, message, message);
+        assert_eq!(out, &(0..192).collect::<Vec<u32>>(), "rank {rank}");
+    }
+}
+
+/// A reduce-scatter compiled for a world size `W`: right, it sums exactly;
+/// launched with `W` one more or one less than the world size on every
+/// rank, every rank reports the assertion that checks it (the issue's
+/// `Ok` with wrong data, and a hang, before); with a wrong `W` on the last
+/// rank only, that rank reports the assertion, and every other rank, left
+/// waiting for its signal, reports that wait: a timeout naming it on the
+/// GPU, a hang naming it on the emulator. Never `Ok`, never hung.
+fn kernel_assert_stops_a_reduce_scatter_of_another_world_size(world: usize) {
+    let Some(placed) = ranks(world) else { return };
+    let seed = rand::rng().random();
+    run(placed, assert_options(), |c| {
+        run_reduce_scatter(c, world, seed)
+    })
+    .unwrap_or_else(|e| panic!("W = world = {world}: {e}"));
+    let message = "reduce_scatter_w was compiled for another world size";
+    for w in [world + 1, world - 1].into_iter().filter(|&w| w >= 1) {
+        let again = ranks(world).expect("placed above");
+        let err = run(again, assert_options(), |c| run_reduce_scatter(c, w, seed))
+            .expect_err("W is not the world size");
+        assert_eq!(err.errors.len(), world, "W = {w}: {err}");
+        for (rank, e) in &err.errors {
+            check_assert(Some(e), "reduce_scatter_w", *rank, (0, 0), message, message);
+        }
+    }
+    if world < 2 {
+        return;
+    }
+    let odd = world - 1;
+    let again = ranks(world).expect("placed above");
+    let err = run(again, assert_options(), |c| {
+        let w = if c.rank() == odd { world + 1 } else { world };
+        run_reduce_scatter(c, w, seed)
+    })
+    .expect_err("rank `odd` asserts, and its peers wait for it");
+    assert_eq!(err.errors.len(), world, "{err}");
+    for (rank, e) in &err.errors {
+        let rank = *rank;
+        if rank == odd {
+            check_assert(Some(e), "reduce_scatter_w", rank, (0, 0), message, message);
+            continue;
+        }
+        let msg = e.to_string();
+        if on_gpu() {
+            assert!(
+                matches!(e, Error::SignalTimeout { rank: r, block: 0, thread: 0, peer, channel: 0, kind: SignalKind::Wait, .. }
+                    if *r == rank && *peer == odd),
+                "rank {rank}: {msg}"
+            );
+        } else {
+            assert!(
+                matches!(e, Error::KernelHang { rank: r, .. } if *r == rank),
+                "rank {rank}: {msg}"
+            );
+            let want =
+                format!("rank {rank}, block 0 thread 0: wait_signal from peer {odd} on channel 0");
+            assert!(msg.contains(&want), "rank {rank}: {msg:?} lacks {want:?}");
+        }
+    }
+}
+
+/// An all-to-all with a handshake per peer: with a thread per rank it
+/// delivers every word; with one thread too few, every rank reports thread
+/// 0's assertion (before, ranks whose partner thread did not exist hung).
+fn kernel_assert_stops_an_all_to_all_with_too_few_threads(world: usize) {
+    let Some(placed) = ranks(world) else { return };
+    run(placed, assert_options(), |c| run_all_to_all(c, 32)).unwrap_or_else(|e| panic!("{e}"));
+    let again = ranks(world).expect("placed above");
+    let err = run(again, assert_options(), |c| {
+        run_all_to_all(c, world as u32 - 1)
+    })
+    .expect_err("too few threads");
+    assert_eq!(err.errors.len(), world, "{err}");
+    for (rank, e) in &err.errors {
+        let message = "all_to_all_one needs a thread per rank";
+        check_assert(Some(e), "all_to_all_one", *rank, (0, 0), message, message);
+    }
+}
+
+per_world! {
+    kernel_assert_names_the_thread: kernel_assert_names_rank_block_thread_message_and_line
+        => [world_1, world_2, world_3, world_4];
+    kernel_assert_reduce_scatter: kernel_assert_stops_a_reduce_scatter_of_another_world_size
+        => [world_1, world_2, world_3, world_4];
+    kernel_assert_all_to_all: kernel_assert_stops_an_all_to_all_with_too_few_threads
+        => [world_2, world_3, world_4];
 }

@@ -12,21 +12,24 @@
  *   SYMM_SIGNAL_BLOCKS, SYMM_MAX_WORLD, SYMM_PAD_SLOTS   symm::layout
  *   SYMM_KIND_PUT, SYMM_KIND_WAIT,                       symm::signal::SignalKind
  *   SYMM_KIND_BARRIER_PUT, SYMM_KIND_BARRIER_WAIT
- *   SYMM_KIND_OUT_OF_BOUNDS                              symm::signal::OUT_OF_BOUNDS_KIND
+ *   SYMM_KIND_OUT_OF_BOUNDS, SYMM_KIND_ASSERT            symm::status (record kinds)
  *
  * And what the runtime #defines ahead of everything for each instantiation
  * it compiles (defaults below):
  *   SYMM_CHECKED     1: indexing is bounds-checked (a safe `launch`);
  *                    0: plain (`launch_unchecked`)
- *   SYMM_KERNEL_ID   the id a checked kernel records with a bad index
+ *   SYMM_KERNEL_ID   the id a kernel records with a bad index or a failed
+ *                    kernel_assert!
  * and ahead of each function of a kernel's source, SYMM_SITE_FN: which
- * function's indexing sites follow (0 the kernel, k its k-th device function).
+ * function's indexing sites and assertions follow (0 the kernel, k its k-th
+ * device function).
  *
  * Timeouts never trap (that would kill the CUDA context): the first failure
  * of a launch is recorded in the kernel's status record, which the runtime
  * reports at the next synchronize, and the waiting thread either returns
  * (the `_within` forms) or ends with `exit`. An index out of bounds in a
- * checked kernel is recorded the same way, and the thread goes on.
+ * checked kernel is recorded the same way, and the thread goes on; a failed
+ * kernel_assert! is recorded the same way, and the thread ends with `exit`.
  */
 #ifndef SYMM_CUH
 #define SYMM_CUH
@@ -94,6 +97,11 @@ static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* sta
    earlier failure already did. Block and thread are linear. */
 static __device__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u32* status, symm_u32 rank, symm_u64 index, bool negative,
                                                  symm_u64 len, symm_u32 fn, symm_u32 line);
+/* Records that assertion `index` (its position in the Rust list of function
+   `fn`'s kernel_assert!s) of kernel SYMM_KERNEL_ID failed in this thread
+   (see symm::status::AssertFailed for the layout), unless an earlier failure
+   already did. Block and thread are linear. */
+static __device__ __attribute__((unused)) void symm_record_assert(symm_u32* status, symm_u32 rank, symm_u32 fn, symm_u32 index);
 /* Signals rank `dst` on `channel` from this block: a system-scope fence,
    then CAS 0 -> 1 (release) on dst's slot for this rank, spinning while the
    previous signal is unconsumed. 1 on success; 0 after recording a timeout
@@ -173,6 +181,15 @@ SYMM_DEVICE_FN bool symm_signal_ok(const symm_kctx& c, symm_u32 peer, symm_u32 w
 /* This rank, and the number of ranks. */
 template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b);
 template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b);
+
+/* A failed kernel_assert!, as generated code writes each one:
+   `if (!(cond)) symm_assert_failed(__ctx, SYMM_SITE_FN, index);`. Records
+   it (symm_record_assert) and ends the thread with `exit`, in checked and
+   unchecked kernels alike: never `trap`, which would kill the context. An
+   exited thread no longer holds up sync_threads; a warp collective after
+   it is undefined, as for any exited lane. Not inlined: the passing path
+   is one compare and branch. */
+static __device__ __noinline__ __attribute__((unused)) void symm_assert_failed(const symm_kctx& c, symm_u32 fn, symm_u32 index);
 
 /* ======================================================================
    Rust operators (symm_impl/support.cuh)

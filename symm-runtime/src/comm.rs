@@ -285,14 +285,16 @@ impl Comm {
         })
     }
 
-    /// Waits for everything enqueued on this handle's stream, and reports a
-    /// signal timeout that a kernel recorded since the last call.
+    /// Waits for everything enqueued on this handle's stream, and reports
+    /// the first failure a kernel recorded since the last call (a signal
+    /// timeout, an index out of bounds, a failed `kernel_assert!`).
     pub fn synchronize(&self) -> Result<()> {
         self.note_kernel_result(self.backend.synchronize())
     }
 
     /// Whether a kernel of this rank has reported a failure (a timeout in
-    /// the kernel, or a fault or hang on the emulator). A wait that gave up
+    /// the kernel, a failed `kernel_assert!`, or a fault or hang on the
+    /// emulator). A wait that gave up
     /// may leave a peer's late data in staging that the next call would read
     /// as fresh, and call counters out of step with the peers', so the
     /// built-in all-reduce refuses to run on this rank afterwards (its peers
@@ -305,7 +307,10 @@ impl Comm {
     /// [`kernel_failed`](Self::kernel_failed).
     pub(crate) fn note_kernel_result(&self, r: Result<()>) -> Result<()> {
         if let Err(
-            Error::SignalTimeout { .. } | Error::KernelFault { .. } | Error::KernelHang { .. },
+            Error::SignalTimeout { .. }
+            | Error::KernelFault { .. }
+            | Error::KernelAssert { .. }
+            | Error::KernelHang { .. },
         ) = &r
         {
             self.state.kernel_failed.store(true, Ordering::Release);

@@ -16,7 +16,7 @@
 //! [`crate::signal::SignalKind`]) and prepends them.
 
 use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_PAD_SLOTS};
-use crate::status::{SignalKind, OUT_OF_BOUNDS_KIND};
+use crate::status::{SignalKind, ASSERT_KIND, OUT_OF_BOUNDS_KIND};
 
 /// CUDA C source that every kernel symm compiles starts with: the core
 /// device API declared in `cuda/symm_core.cuh` (integer typedefs,
@@ -54,7 +54,8 @@ pub(crate) const DSL_CONTRACT: &str = include_str!("../cuda/symm.cuh");
 
 /// Every value the device headers take from Rust, as (`#define` name,
 /// value): the signal-pad layout of [`crate::layout`], the codes of
-/// [`SignalKind`] and the status record's kind of an index out of bounds.
+/// [`SignalKind`] and the status record's kinds of an index out of bounds
+/// and a failed `kernel_assert!`.
 /// The headers use these names and never define them.
 pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
     let mut v = vec![
@@ -72,6 +73,7 @@ pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
             .map(|k| (k.device_name(), u64::from(k.code()))),
     );
     v.push(("SYMM_KIND_OUT_OF_BOUNDS", u64::from(OUT_OF_BOUNDS_KIND)));
+    v.push(("SYMM_KIND_ASSERT", u64::from(ASSERT_KIND)));
     v
 }
 
@@ -171,6 +173,7 @@ mod tests {
                 "SYMM_KIND_OUT_OF_BOUNDS",
                 u64::from(crate::status::OUT_OF_BOUNDS_KIND),
             ),
+            ("SYMM_KIND_ASSERT", u64::from(crate::status::ASSERT_KIND)),
         ];
         let defined = numeric_defines(&DSL_SUPPORT);
         for (name, value) in &want {

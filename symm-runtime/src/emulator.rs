@@ -132,6 +132,10 @@ type Wait = (*const dyn Fn() -> String, &'static Location<'static>);
 /// The panic payload of a fault raised by a simulated thread.
 struct Fault(String);
 
+/// The panic payload of a failed `kernel_assert!`: its message and
+/// `file:line:column` (the failing thread adds the rest).
+struct AssertFault(&'static str, String);
+
 struct Launch {
     name: &'static str,
     /// Where a thread's bounded wait that gave up records it (the rank's
@@ -245,6 +249,9 @@ impl KernelThread for Thread {
         // SAFETY: `run` keeps the sink alive while any thread of the launch runs.
         let record = unsafe { &*self.launch().record };
         record(rec)
+    }
+    fn assert_failed(&self, message: &'static str, location: String) -> ! {
+        std::panic::resume_unwind(Box::new(AssertFault(message, location)))
     }
     fn fail(&self, message: String, loc: &'static Location<'static>) -> ! {
         std::panic::resume_unwind(Box::new(Fault(format!(
@@ -588,6 +595,19 @@ fn divergent(launch: &Launch, t: &Thread, kinds: &[Collective]) -> Error {
 }
 
 fn fault(launch: &Launch, t: &Thread, payload: Box<dyn std::any::Any + Send>) -> Error {
+    let payload = match payload.downcast::<AssertFault>() {
+        Ok(a) => {
+            return Error::KernelAssert {
+                kernel: launch.name.to_string(),
+                rank: launch.rank as usize,
+                block: t.linear_block,
+                thread: t.linear_thread,
+                message: a.0.to_string(),
+                location: a.1,
+            }
+        }
+        Err(p) => p,
+    };
     let message = match payload.downcast::<Fault>() {
         Ok(f) => f.0,
         Err(p) => {

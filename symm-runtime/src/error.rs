@@ -143,6 +143,30 @@ pub enum Error {
         message: String,
     },
 
+    /// A `kernel_assert!` found its condition false. The thread that found it
+    /// recorded it (the first failure of a launch wins, as with timeouts) and
+    /// stopped: on the GPU the next synchronisation reports it, on the
+    /// emulator the launch fails with it. Both word it alike.
+    #[error(
+        "kernel `{kernel}` on rank {rank}, block {block}, thread {thread}: assertion failed: \
+         {message} (at {location})"
+    )]
+    KernelAssert {
+        /// The kernel.
+        kernel: String,
+        /// Rank whose kernel failed the assertion.
+        rank: usize,
+        /// Linear block index (x fastest).
+        block: u32,
+        /// Linear thread index in the block (x fastest).
+        thread: u32,
+        /// The assertion's message: its string literal, or its condition as
+        /// written.
+        message: String,
+        /// `file:line:column` of the `kernel_assert!`.
+        location: String,
+    },
+
     /// No simulated thread of any rank made progress: a deadlock, reported
     /// instead of hanging.
     #[error(

@@ -4,12 +4,14 @@
 pub use crate::comm::Comm;
 pub use crate::dsl::device_fn::{device_sources, DeviceFn};
 pub use crate::dsl::memory::DslIndex;
+pub use crate::dsl::thread::assert_failed;
 pub use crate::dsl::{Remote, Scalar, Shared, Slice, SliceMut, SymmBuf};
 pub use crate::error::{Error, Result};
 pub use crate::jit::KERNEL_OPTIONS;
 pub use crate::launch::LaunchConfig;
 pub use crate::memory::buffer::DeviceSlice;
 pub use crate::memory::symmetric::SymmetricMemory;
+pub use crate::status::AssertSite;
 
 use crate::dsl::support::DSL_SUPPORT;
 
@@ -247,6 +249,8 @@ pub struct KernelDef {
     /// the lines its indexing sites record are relative to).
     file: &'static str,
     line: u32,
+    /// Its `kernel_assert!`s, in the order its CUDA C numbers them.
+    asserts: &'static [AssertSite],
     /// The device functions it calls (directly or not), for the places of
     /// their indexing sites.
     deps: fn() -> Vec<&'static DeviceFn>,
@@ -274,13 +278,15 @@ fn check_all() -> bool {
 
 impl KernelDef {
     /// Kernel `name`, which takes a `SymmBuf` if `peers`, defined in `file`
-    /// with its name at `line`, calling the device functions `deps` lists,
-    /// whose entry has `slots` parameter slots.
+    /// with its name at `line` and the assertions `asserts`, calling the
+    /// device functions `deps` lists, whose entry has `slots` parameter
+    /// slots.
     pub const fn new(
         name: &'static str,
         peers: bool,
         file: &'static str,
         line: u32,
+        asserts: &'static [AssertSite],
         deps: fn() -> Vec<&'static DeviceFn>,
         slots: usize,
     ) -> KernelDef {
@@ -289,6 +295,7 @@ impl KernelDef {
             peers,
             file,
             line,
+            asserts,
             deps,
             slots,
         }
@@ -304,9 +311,11 @@ impl KernelDef {
         self as *const KernelDef as usize
     }
 
-    /// The id a checked instantiation records with an index out of bounds:
-    /// a hash of the kernel's name, file and generic arguments, so that its
-    /// source, and NVRTC's disk cache, are the same in every process.
+    /// The id an instantiation records with an index out of bounds or a
+    /// failed assertion: a hash of the kernel's name, file and generic
+    /// arguments, so that its source, and NVRTC's disk cache, are the same in
+    /// every process (and for its checked and unchecked forms, whose sites
+    /// are the same).
     fn fault_id(&self, key: &[&str]) -> u32 {
         let mut parts = vec![self.name, self.file];
         parts.extend_from_slice(key);
@@ -316,7 +325,8 @@ impl KernelDef {
 
     /// The complete CUDA C of instantiation `key`, with bounds checks if
     /// `checked`: what `source` gives, after the `#define`s that select
-    /// them. A checked one's id is registered, for the report of its faults.
+    /// them. Its id is registered, for the report of its faults and failed
+    /// assertions (which unchecked instantiations record too).
     fn instantiation(
         &self,
         key: &[&str],
@@ -325,29 +335,29 @@ impl KernelDef {
         entry: &str,
     ) -> String {
         let id = self.fault_id(key);
-        if checked {
-            let mut functions = vec![crate::status::SiteFunction {
-                name: self.name,
-                file: self.file,
-                line: self.line,
-            }];
-            functions.extend(
-                crate::dsl::device_fn::device_fns(&(self.deps)())
-                    .iter()
-                    .map(|f| crate::status::SiteFunction {
-                        name: f.name,
-                        file: f.file,
-                        line: f.line,
-                    }),
-            );
-            crate::status::register_kernel(
-                id,
-                crate::status::KernelSites {
-                    kernel: self.name,
-                    functions,
-                },
-            );
-        }
+        let mut functions = vec![crate::status::SiteFunction {
+            name: self.name,
+            file: self.file,
+            line: self.line,
+            asserts: self.asserts,
+        }];
+        functions.extend(
+            crate::dsl::device_fn::device_fns(&(self.deps)())
+                .iter()
+                .map(|f| crate::status::SiteFunction {
+                    name: f.name,
+                    file: f.file,
+                    line: f.line,
+                    asserts: f.asserts,
+                }),
+        );
+        crate::status::register_kernel(
+            id,
+            crate::status::KernelSites {
+                kernel: self.name,
+                functions,
+            },
+        );
         format!(
             "#define SYMM_CHECKED {}\n#define SYMM_KERNEL_ID {id}u\n{}",
             u8::from(checked),

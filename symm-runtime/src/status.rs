@@ -1,7 +1,7 @@
 //! What a kernel leaves behind when it gives up: the kinds of signal
-//! timeout and the status record, as the device writes it and the runtime
-//! reads it back. (The signal operations themselves are in
-//! [`crate::signal`].)
+//! timeout, an index out of bounds and a failed `kernel_assert!`, in the
+//! status record, as the device writes it and the runtime reads it back.
+//! (The signal operations themselves are in [`crate::signal`].)
 
 use std::fmt;
 
@@ -72,6 +72,10 @@ pub(crate) const STATUS_WORDS: usize = 16;
 /// (`SYMM_KIND_OUT_OF_BOUNDS` on the device); timeouts record a
 /// [`SignalKind`] code.
 pub(crate) const OUT_OF_BOUNDS_KIND: u32 = 16;
+
+/// The record kind of a failed `kernel_assert!` (`SYMM_KIND_ASSERT` on the
+/// device).
+pub(crate) const ASSERT_KIND: u32 = 17;
 
 /// The status record a timed-out kernel leaves behind.
 ///
@@ -172,6 +176,56 @@ impl OutOfBounds {
     }
 }
 
+/// The status record of a `kernel_assert!` that failed (kind
+/// [`ASSERT_KIND`]).
+///
+/// Word layout: `[flag, kind, rank, block, kernel, function, thread,
+/// assert, 0, ...]`: `block`, `thread`, `kernel` and `function` as in
+/// [`OutOfBounds`], and `assert` the position of the `kernel_assert!` in
+/// that function's [`AssertSite`] list, where its message and place are
+/// (the device has neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AssertFailed {
+    pub rank: usize,
+    pub block: u32,
+    pub thread: u32,
+    pub kernel: u32,
+    pub function: u32,
+    pub assert: u32,
+}
+
+impl AssertFailed {
+    /// The error, worded as the emulator words a failed `kernel_assert!`.
+    pub(crate) fn into_error(self) -> crate::Error {
+        let sites = kernel_sites(self.kernel);
+        let kernel = sites
+            .as_ref()
+            .map_or_else(|| format!("#{:08x}", self.kernel), |s| s.kernel.to_string());
+        let site = sites.as_ref().and_then(|s| {
+            let f = s.functions.get(self.function as usize)?;
+            Some((f.file, f.asserts.get(self.assert as usize)?))
+        });
+        let (message, location) = match site {
+            Some((file, a)) => (a.message.to_string(), a.location(file)),
+            None => (
+                format!(
+                    "assertion {} of function {} (not in any kernel this process compiled)",
+                    self.assert, self.function
+                ),
+                "an unknown place".to_string(),
+            ),
+        };
+        crate::Error::KernelAssert {
+            kernel,
+            rank: self.rank,
+            block: self.block,
+            thread: self.thread,
+            message,
+            location,
+        }
+    }
+}
+
 /// What a kernel recorded in its status record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DeviceRecord {
@@ -179,6 +233,8 @@ pub(crate) enum DeviceRecord {
     Timeout(StatusRecord),
     /// A checked kernel indexed out of bounds.
     OutOfBounds(OutOfBounds),
+    /// A `kernel_assert!` failed.
+    Assert(AssertFailed),
 }
 
 impl DeviceRecord {
@@ -201,6 +257,16 @@ impl DeviceRecord {
                 negative: w[12] != 0,
             }));
         }
+        if w[1] == ASSERT_KIND {
+            return Some(DeviceRecord::Assert(AssertFailed {
+                rank: w[2] as usize,
+                block: w[3],
+                kernel: w[4],
+                function: w[5],
+                thread: w[6],
+                assert: w[7],
+            }));
+        }
         Some(DeviceRecord::Timeout(StatusRecord {
             // An unknown kind can only come from a foreign writer; report it as
             // a wait, the most common case, rather than losing the record.
@@ -218,21 +284,49 @@ impl DeviceRecord {
         match self {
             DeviceRecord::Timeout(r) => r.into_error(),
             DeviceRecord::OutOfBounds(r) => r.into_error(),
+            DeviceRecord::Assert(r) => r.into_error(),
         }
     }
 }
 
-/// A function whose code a checked kernel's source contains (the kernel
-/// itself, or a device function it calls): its name, its file, and the line
-/// of its name, which its indexing sites' lines are relative to.
+/// A `kernel_assert!` of a kernel or device function: where it is and what
+/// it says, for the report of its failure. The device records only the
+/// assertion's position in its function's list, so messages take no device
+/// memory and the CUDA C does not change when the function moves in its
+/// file.
+///
+/// (Public because `#[symm_kernel]` expansions build these lists, and
+/// [`DeviceFn`](crate::dsl::DeviceFn) holds one.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AssertSite {
+    /// The line of the `kernel_assert!`.
+    pub line: u32,
+    /// Its column, counted from 1 (as `column!()` counts).
+    pub column: u32,
+    /// Its message: the string literal, or the condition as written.
+    pub message: &'static str,
+}
+
+impl AssertSite {
+    /// `file:line:column`, as both backends report it.
+    pub(crate) fn location(&self, file: &str) -> String {
+        format!("{file}:{}:{}", self.line, self.column)
+    }
+}
+
+/// A function whose code a kernel's source contains (the kernel itself, or
+/// a device function it calls): its name, its file, the line of its name,
+/// which its indexing sites' lines are relative to, and its
+/// `kernel_assert!`s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SiteFunction {
     pub name: &'static str,
     pub file: &'static str,
     pub line: u32,
+    pub asserts: &'static [AssertSite],
 }
 
-/// Where the indexing sites of a checked kernel instantiation are.
+/// Where the indexing sites and assertions of a kernel instantiation are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct KernelSites {
     /// The kernel's name.
@@ -242,15 +336,14 @@ pub(crate) struct KernelSites {
     pub functions: Vec<SiteFunction>,
 }
 
-/// Every checked instantiation this process compiled, by the id it records
+/// Every instantiation this process compiled, by the id it records
 /// (`SYMM_KERNEL_ID`).
 static KERNEL_SITES: std::sync::LazyLock<
     std::sync::Mutex<std::collections::HashMap<u32, std::sync::Arc<KernelSites>>>,
 > = std::sync::LazyLock::new(Default::default);
 
-/// Remembers that a checked instantiation compiled with `SYMM_KERNEL_ID`
-/// `id` has the indexing sites `sites` (the first registration of an id
-/// stays).
+/// Remembers that an instantiation compiled with `SYMM_KERNEL_ID` `id` has
+/// the sites `sites` (the first registration of an id stays).
 pub(crate) fn register_kernel(id: u32, sites: KernelSites) {
     KERNEL_SITES
         .lock()
@@ -329,11 +422,13 @@ mod tests {
                         name: "off_by_one",
                         file: "tests/gpu_dsl.rs",
                         line: 40,
+                        asserts: &[],
                     },
                     SiteFunction {
                         name: "helper",
                         file: "src/helpers.rs",
                         line: 7,
+                        asserts: &[],
                     },
                 ],
             },
@@ -410,6 +505,123 @@ mod tests {
     }
 
     #[test]
+    fn assert_record_decodes_to_its_message_and_place() {
+        const KERNEL: &[AssertSite] = &[AssertSite {
+            line: 12,
+            column: 5,
+            message: "never",
+        }];
+        const HELPER: &[AssertSite] = &[
+            AssertSite {
+                line: 30,
+                column: 9,
+                message: "first",
+            },
+            AssertSite {
+                line: 31,
+                column: 9,
+                message: "n <= buf.len()",
+            },
+        ];
+        register_kernel(
+            0x5eed_0002,
+            KernelSites {
+                kernel: "guarded",
+                functions: vec![
+                    SiteFunction {
+                        name: "guarded",
+                        file: "src/guarded.rs",
+                        line: 10,
+                        asserts: KERNEL,
+                    },
+                    SiteFunction {
+                        name: "helper",
+                        file: "src/helper.rs",
+                        line: 28,
+                        asserts: HELPER,
+                    },
+                ],
+            },
+        );
+        let words = |kernel: u32, function: u32, assert: u32| {
+            record(&[1, ASSERT_KIND, 2, 5, kernel, function, 7, assert])
+        };
+        let rec = DeviceRecord::decode(&words(0x5eed_0002, 1, 1)).unwrap();
+        assert_eq!(
+            rec,
+            DeviceRecord::Assert(AssertFailed {
+                rank: 2,
+                block: 5,
+                thread: 7,
+                kernel: 0x5eed_0002,
+                function: 1,
+                assert: 1,
+            })
+        );
+        let err = rec.into_error();
+        let crate::Error::KernelAssert {
+            kernel,
+            rank,
+            block,
+            thread,
+            message,
+            location,
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(
+            (kernel.as_str(), *rank, *block, *thread),
+            ("guarded", 2, 5, 7)
+        );
+        assert_eq!(
+            (message.as_str(), location.as_str()),
+            ("n <= buf.len()", "src/helper.rs:31:9")
+        );
+        assert_eq!(
+            err.to_string(),
+            "kernel `guarded` on rank 2, block 5, thread 7: assertion failed: n <= buf.len() \
+             (at src/helper.rs:31:9)"
+        );
+        let msg = DeviceRecord::decode(&words(0x5eed_0002, 0, 0))
+            .unwrap()
+            .into_error()
+            .to_string();
+        assert!(
+            msg.ends_with("assertion failed: never (at src/guarded.rs:12:5)"),
+            "{msg}"
+        );
+        // An assertion or kernel this process does not know still names the
+        // rest, and says what it does not know.
+        for (kernel, function, assert) in [
+            (0x5eed_0002, 0, 1),
+            (0x5eed_0002, 2, 0),
+            (0x0bad_0bad, 0, 0),
+        ] {
+            let err = DeviceRecord::decode(&words(kernel, function, assert))
+                .unwrap()
+                .into_error();
+            let msg = err.to_string();
+            assert!(matches!(
+                err,
+                crate::Error::KernelAssert {
+                    rank: 2,
+                    block: 5,
+                    thread: 7,
+                    ..
+                }
+            ));
+            assert!(
+                msg.contains(&format!(
+                    "assertion failed: assertion {assert} of function {function} (not in any \
+                     kernel this process compiled) (at an unknown place)"
+                )),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
     fn kinds_round_trip() {
         for k in [
             SignalKind::Put,
@@ -421,5 +633,6 @@ mod tests {
         }
         assert_eq!(SignalKind::from_code(0), None);
         assert_eq!(SignalKind::from_code(OUT_OF_BOUNDS_KIND), None);
+        assert_eq!(SignalKind::from_code(ASSERT_KIND), None);
     }
 }

@@ -349,6 +349,218 @@ pub fn one_shot_sum(buf: SymmBuf<f32>, out: &mut [f32], n: u32, entry: u32, exit
     }
 }
 
+/// A reduce-scatter whose world size is compiled in: rank r sums chunk r
+/// (`n` elements) of every rank's `W` chunks into `out`, in rank order,
+/// between barriers that thread 0 runs. Launched with `W` other than the
+/// world size, it would read chunks of ranks that do not exist or skip
+/// ranks that do, and wait for signals nobody sends (the issue's "`Ok`
+/// with wrong data on two ranks, the third hung"); its assertion stops it
+/// first. Thread 0 checks before the block's first barrier, so that no
+/// other thread records a failure before it.
+#[symm_kernel]
+pub fn reduce_scatter_w<const W: usize>(
+    buf: SymmBuf<f32>,
+    out: &mut [f32],
+    n: u32,
+    entry: u32,
+    exit: u32,
+) {
+    let rank = buf.rank();
+    let t = thread_idx_x();
+    if t == 0 {
+        kernel_assert!(
+            W as u32 == buf.world_size(),
+            "reduce_scatter_w was compiled for another world size"
+        );
+        for p in 0..W as u32 {
+            if p != rank {
+                buf.put_signal(p, entry);
+            }
+        }
+        for p in 0..W as u32 {
+            if p != rank {
+                buf.wait_signal(p, entry);
+            }
+        }
+    }
+    sync_threads();
+    let mut i = t;
+    while i < n {
+        let mut acc: f32 = 0.0;
+        for r in 0..W as u32 {
+            acc += buf.peer(r)[rank * n + i];
+        }
+        out[i] = acc;
+        i += block_dim_x();
+    }
+    sync_threads();
+    if t == 0 {
+        for p in 0..W as u32 {
+            if p != rank {
+                buf.put_signal(p, exit);
+                buf.wait_signal(p, exit);
+            }
+        }
+    }
+}
+
+/// An all-to-all of one `u32` per rank pair, with a handshake per peer:
+/// thread p writes this rank's word for p (`local()[p]`) into p's slot for
+/// this rank (`peer(p)[world + rank]`), signals p and waits for p's word.
+/// With fewer threads than ranks, some peers' words never come and their
+/// partners wait forever (the issue's second case); thread 0's assertion
+/// stops it first.
+#[symm_kernel]
+pub fn all_to_all_one(buf: SymmBuf<u32>, out: &mut [u32], ch: u32) {
+    let world = buf.world_size();
+    let rank = buf.rank();
+    let p = thread_idx_x();
+    if p == 0 {
+        kernel_assert!(
+            block_dim_x() >= world,
+            "all_to_all_one needs a thread per rank"
+        );
+    }
+    sync_threads();
+    if p < world {
+        let mine = buf.local();
+        buf.peer(p)[world + rank] = mine[p];
+        if p != rank {
+            buf.put_signal(p, ch);
+            buf.wait_signal(p, ch);
+        }
+        out[p] = mine[world + p];
+    }
+}
+
+/// The thread of linear index `bad` (over the grid, x fastest) stops at an
+/// assertion: the kernel's own (its message the condition), or with
+/// `in_helper` that of a device function (a message of its own). Every
+/// other thread writes its index.
+#[symm_kernel]
+pub fn one_thread_asserts(out: &mut [u32], bad: u32, in_helper: bool) {
+    let t = thread_idx_x() + block_dim_x() * thread_idx_y();
+    let i = block_idx_x() * block_dim_x() * block_dim_y() + t;
+    if in_helper {
+        out[i] = not_the_bad_one(i, bad);
+    } else {
+        kernel_assert!(i != bad);
+        out[i] = i;
+    }
+}
+
+/// `i`, after asserting that it is not `bad`.
+#[symm_kernel(device)]
+pub fn not_the_bad_one(i: u32, bad: u32) -> u32 {
+    kernel_assert!(i != bad, "not_the_bad_one reached the bad index");
+    i
+}
+
+/// Where the `kernel_assert!` whose text contains `needle` (found once in
+/// this file) starts, as a failure reports it: `file:line:column`, counted
+/// here in the source text, apart from the macro's spans.
+pub fn assert_place(needle: &str) -> String {
+    let src = include_str!("mod.rs");
+    let mut hits = src.match_indices(needle).map(|(at, _)| at);
+    let (Some(at), None) = (hits.next(), hits.next()) else {
+        panic!("tests/dsl_suite/mod.rs does not hold {needle:?} exactly once")
+    };
+    let start = src[..at + needle.len()]
+        .rfind("kernel_assert!")
+        .expect("a kernel_assert! before the needle");
+    let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line = src[..start].matches('\n').count() + 1;
+    format!("tests/dsl_suite/mod.rs:{line}:{}", start - line_start + 1)
+}
+
+/// [`reduce_scatter_w`] with `W = w` (1 to 9) over `buf` (`world × n`
+/// elements), on channels `entry` and `exit`, in one block of 64 threads.
+pub fn launch_reduce_scatter(
+    c: &Comm,
+    w: usize,
+    buf: &symm::SymmetricMemory,
+    out: &mut symm::DeviceBuffer<f32>,
+    n: u32,
+    (entry, exit): (u32, u32),
+) -> symm::Result<()> {
+    let cfg = LaunchConfig::linear(1, 64);
+    let k = match w {
+        1 => reduce_scatter_w::launch::<1>,
+        2 => reduce_scatter_w::launch::<2>,
+        3 => reduce_scatter_w::launch::<3>,
+        4 => reduce_scatter_w::launch::<4>,
+        5 => reduce_scatter_w::launch::<5>,
+        6 => reduce_scatter_w::launch::<6>,
+        7 => reduce_scatter_w::launch::<7>,
+        8 => reduce_scatter_w::launch::<8>,
+        9 => reduce_scatter_w::launch::<9>,
+        _ => {
+            return Err(symm::Error::InvalidArgument {
+                rank: c.rank(),
+                message: format!("no reduce_scatter_w for W = {w}"),
+            })
+        }
+    };
+    k(c, cfg, buf, out, n, entry, exit)
+}
+
+/// Rank `r`'s input to [`run_reduce_scatter`]: `world × n` small integers
+/// (so that every sum is exact), drawn from `seed`.
+pub fn reduce_scatter_input(seed: u64, r: usize, len: usize) -> Vec<f32> {
+    let mut g = StdRng::seed_from_u64(seed ^ (r as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    (0..len)
+        .map(|_| g.random_range(-1000i32..1000) as f32)
+        .collect()
+}
+
+/// [`reduce_scatter_w`] launched with `W = w` on every rank of `c`'s group
+/// over inputs from `seed`, then synchronised; with `w` the world size, its
+/// chunk is checked bit for bit against the sums in rank order.
+pub fn run_reduce_scatter(c: &Comm, w: usize, seed: u64) -> symm::Result<()> {
+    let (r, world) = (c.rank(), c.world_size());
+    let n = sized(c, 37, 4099);
+    let buf = c.alloc::<f32>(world * n)?;
+    buf.copy_from_host(&reduce_scatter_input(seed, r, world * n))?;
+    let s = buf.rendezvous()?;
+    let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+    let channels = (Channel::request(c)?.index(), Channel::request(c)?.index());
+    launch_reduce_scatter(c, w, &s, &mut out, n as u32, channels)?;
+    c.synchronize()?;
+    let inputs: Vec<Vec<f32>> = (0..world)
+        .map(|p| reduce_scatter_input(seed, p, world * n))
+        .collect();
+    let want: Vec<f32> = (0..n)
+        .map(|i| inputs.iter().fold(0.0f32, |acc, x| acc + x[r * n + i]))
+        .collect();
+    check_bits(c, "reduce_scatter_w", &out.to_host()?, &want)
+}
+
+/// [`all_to_all_one`] on every rank of `c`'s group in one block of
+/// `threads`; with enough threads, every word is checked.
+pub fn run_all_to_all(c: &Comm, threads: u32) -> symm::Result<()> {
+    let (r, world) = (c.rank() as u32, c.world_size() as u32);
+    let word = |from: u32, to: u32| 0x5700_0000 | (from << 8) | to;
+    let buf = c.alloc::<u32>(2 * world as usize)?;
+    let mut init: Vec<u32> = (0..world).map(|p| word(r, p)).collect();
+    init.extend(std::iter::repeat_n(u32::MAX, world as usize));
+    buf.copy_from_host(&init)?;
+    let s = buf.rendezvous()?;
+    let ch = Channel::request(c)?;
+    // Every rank's slots are poisoned before any peer writes them.
+    s.barrier(&ch, std::time::Duration::from_secs(20))?;
+    let mut out = c.device_buffer_from(&vec![u32::MAX; world as usize])?;
+    all_to_all_one::launch(
+        c,
+        LaunchConfig::linear(1, threads),
+        &s,
+        &mut out,
+        ch.index(),
+    )?;
+    c.synchronize()?;
+    let want: Vec<u32> = (0..world).map(|p| word(p, r)).collect();
+    check_bits(c, "all_to_all_one", &out.to_host()?, &want)
+}
+
 /// A device function's shared array: its own, apart from its caller's.
 #[symm_kernel(device)]
 pub fn stash_reversed(v: u32) -> u32 {

@@ -1,13 +1,14 @@
 //! The CPU body: the user's body as real Rust, with indexing rewritten into
-//! calls the emulator can check and make atomic.
+//! calls the emulator can check and make atomic, and each `kernel_assert!`
+//! into a test that reports to the emulator.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
-use syn::{BinOp, Expr};
+use syn::{BinOp, Expr, Stmt};
 
-use crate::translate::shared_array_call;
+use crate::translate::{kernel_assert, shared_array_call};
 
 /// Rewrites `block` of function `name` in place; returns the errors it found.
 pub fn rewrite(block: &mut syn::Block, name: &syn::Ident) -> Vec<syn::Error> {
@@ -61,6 +62,32 @@ impl Rewrite {
 }
 
 impl VisitMut for Rewrite {
+    fn visit_stmt_mut(&mut self, s: &mut Stmt) {
+        let mac = match s {
+            Stmt::Macro(m) => &m.mac,
+            Stmt::Expr(Expr::Macro(m), _) => &m.mac,
+            _ => return visit_mut::visit_stmt_mut(self, s),
+        };
+        // A malformed one is lowering's error to report.
+        let Some(Ok(a)) = kernel_assert(mac) else {
+            return;
+        };
+        let mut cond = a.cond.clone();
+        self.visit_expr_mut(&mut cond);
+        let message = a.message_tokens();
+        let private = crate::private_path();
+        // The place comes from the macro's span, as the host's list of the
+        // function's assertions takes it for the GPU: the same line and
+        // column on both backends. The `let` makes rustc report a condition
+        // that is not a `bool` at the condition rather than at the macro.
+        *s = syn::parse_quote_spanned!(a.span=> {
+            let __symm_assert: bool = #cond;
+            if !__symm_assert {
+                #private::assert_failed(#message, ::core::file!(), ::core::line!(), ::core::column!());
+            }
+        });
+    }
+
     fn visit_expr_mut(&mut self, e: &mut Expr) {
         let span = e.span();
         match e {

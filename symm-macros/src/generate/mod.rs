@@ -52,10 +52,47 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
     let deps = dep_paths(&lowered.deps);
     let cuda_fn = translate::emit(&lowered.function);
+    let asserts = assert_sites(&lowered.asserts);
+    let out = Out {
+        cpu_block,
+        cuda_fn: &cuda_fn,
+        deps: &deps,
+        asserts: &asserts,
+    };
     match kind {
-        Kind::Device => device(&f, &sig, cpu_block, &cuda_fn, &deps),
-        Kind::Kernel => kernel(&f, &sig, cpu_block, &cuda_fn, &deps),
+        Kind::Device => device(&f, &sig, out),
+        Kind::Kernel => kernel(&f, &sig, out),
     }
+}
+
+/// What translation leaves for the expansion of either kind.
+struct Out<'a> {
+    /// The CPU body.
+    cpu_block: syn::Block,
+    /// The translated CUDA C.
+    cuda_fn: &'a str,
+    /// Paths of the called device functions' `DEVICE` statics.
+    deps: &'a [TokenStream],
+    /// The `&[AssertSite]` of the function's assertions.
+    asserts: &'a TokenStream,
+}
+
+/// The function's `kernel_assert!`s as the host keeps them, in the order
+/// the CUDA C numbers them: `line!()` and `column!()` at each macro's span,
+/// as its CPU body reports them (see `cpu::rewrite`).
+fn assert_sites(asserts: &[translate::AssertInfo]) -> TokenStream {
+    let private = crate::private_path();
+    let sites = asserts.iter().map(|a| {
+        let (line, column) = (
+            quote::quote_spanned!(a.span=> ::core::line!()),
+            quote::quote_spanned!(a.span=> ::core::column!()),
+        );
+        let message = &a.message;
+        quote! {
+            #private::AssertSite { line: #line, column: #column, message: #message }
+        }
+    });
+    quote!(&[#(#sites),*])
 }
 
 /// The compile error, followed by the untouched item, so that the rest of
@@ -241,13 +278,13 @@ fn cpu_params(f: &ItemFn, sig: &Sig) -> Vec<TokenStream> {
         .collect()
 }
 
-fn device(
-    f: &ItemFn,
-    sig: &Sig,
-    mut cpu_block: syn::Block,
-    cuda_fn: &str,
-    deps: &[TokenStream],
-) -> TokenStream {
+fn device(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
+    let Out {
+        mut cpu_block,
+        cuda_fn,
+        deps,
+        asserts,
+    } = out;
     let private = crate::private_path();
     let (vis, name) = (&f.vis, &f.sig.ident);
     let attrs = &f.attrs;
@@ -275,18 +312,19 @@ fn device(
                 deps: &[#(&#deps),*],
                 file: ::core::file!(),
                 line: #line,
+                asserts: #asserts,
             };
         }
     }
 }
 
-fn kernel(
-    f: &ItemFn,
-    sig: &Sig,
-    mut cpu_block: syn::Block,
-    cuda_fn: &str,
-    deps: &[TokenStream],
-) -> TokenStream {
+fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
+    let Out {
+        mut cpu_block,
+        cuda_fn,
+        deps,
+        asserts,
+    } = out;
     let private = crate::private_path();
     let (vis, name) = (&f.vis, &f.sig.ident);
     let docs: Vec<&syn::Attribute> = f
@@ -481,9 +519,14 @@ fn kernel(
             /// The line of the kernel's name in [`FILE`].
             pub const LINE: u32 = #line;
 
+            /// The kernel's `kernel_assert!`s (not its device functions'), in
+            /// the order its CUDA C numbers them: where each is and what it
+            /// says, as a failure reports them.
+            pub const ASSERTS: &[#private::AssertSite] = #asserts;
+
             /// The kernel as the runtime knows it.
             #[doc(hidden)]
-            pub static DEF: #private::KernelDef = #private::KernelDef::new(NAME, #peers, FILE, LINE, __deps, PARAM_SLOTS);
+            pub static DEF: #private::KernelDef = #private::KernelDef::new(NAME, #peers, FILE, LINE, ASSERTS, __deps, PARAM_SLOTS);
 
             /// The largest grid of this kernel, with `block` threads and
             /// `shared_mem` bytes of dynamic shared memory per block, that
@@ -511,7 +554,9 @@ fn kernel(
             /// the first index out of bounds is reported by the next
             /// synchronisation as [`Error::KernelFault`](::symm::Error::KernelFault)
             /// (naming the rank, block, thread, index, length and source
-            /// line), and nothing out of bounds is read or written there.
+            /// line), and nothing out of bounds is read or written there. A
+            /// failed `kernel_assert!` stops its thread and is reported as
+            /// [`Error::KernelAssert`](::symm::Error::KernelAssert).
             pub fn launch #generics (comm: &::symm::Comm, cfg: ::symm::LaunchConfig, #(#largs),*) -> ::symm::Result<()> #wc {
                 // SAFETY: a checked launch has no precondition.
                 unsafe { __launch #tf (true, comm, cfg, #(#fwd),*) }
@@ -520,7 +565,7 @@ fn kernel(
             /// [`launch`] without bounds checks on the GPU: the kernel is
             /// compiled with plain indexing (unless the environment sets
             /// `SYMM_CHECK_ALL=1`). The CPU emulator checks every index
-            /// either way.
+            /// either way, and `kernel_assert!`s hold in both.
             ///
             /// # Safety
             ///

@@ -192,6 +192,41 @@ const CASES: &[(&str, &str, &str)] = &[
         }",
     ),
     (
+        "kernel_asserts_are_numbered_and_keep_their_messages_on_the_host",
+        "",
+        "fn k(x: &mut [f32], n: u32) {
+            kernel_assert!(n > 0, \"n must be positive\");
+            if n > 2 { kernel_assert!(x[1] < 1.0f32) }
+            let v = { kernel_assert!(x.len() as u32 >= n,); x[0] };
+            for i in 0..({ kernel_assert!(n < 9); n }) { x[i as usize] = v; }
+            symm::dsl::kernel_assert!(v == v);
+        }",
+    ),
+    (
+        "device_functions_list_their_kernel_asserts",
+        "device",
+        "fn half_of(v: u32) -> u32 { kernel_assert!(v % 2 == 0, \"odd\"); v / 2 }",
+    ),
+    (
+        "kernel_assert_forms_are_checked",
+        "",
+        "fn k(x: &mut [u32], n: u32) {
+            kernel_assert!();
+            kernel_assert!(n > 0, n);
+            kernel_assert!(n > 0, \"n = {}\", n);
+            kernel_assert!(n > 0, \"n is {n}\");
+            kernel_assert!(n > 0 \"a comma missing\");
+            let v = kernel_assert!(n > 1);
+            x[0] = if n > 2 { kernel_assert!(n > 3) } else { 1 };
+            x[1] = 1 + kernel_assert!(n > 3);
+            assert!(n > 0);
+            assert_eq!(n, 1);
+            debug_assert_ne!(n, 2);
+            panic!(\"no\");
+            println!(\"{}\", n);
+        }",
+    ),
+    (
         "cpu_body_rewrites_indexing",
         "",
         "fn k(x: &mut [f32], y: &[f32]) { x[0] += y[1]; x[2] = 3.0; }",

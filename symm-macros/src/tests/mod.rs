@@ -133,6 +133,9 @@ const VOCAB: &[&str] = &[
     "?",
     "@",
     "$",
+    "kernel_assert",
+    "assert",
+    "\"msg\"",
 ];
 
 fn soup() -> impl Strategy<Value = String> {

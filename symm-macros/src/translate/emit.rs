@@ -415,6 +415,10 @@ impl Display for Stmt {
                 }
             }
             Stmt::For(l) => write!(f, "{l}"),
+            Stmt::Assert { cond, index } => writeln!(
+                f,
+                "if (!({cond})) symm_assert_failed(__ctx, SYMM_SITE_FN, {index}u);"
+            ),
         }
     }
 }

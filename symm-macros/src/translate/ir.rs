@@ -409,6 +409,9 @@ pub enum Stmt {
     },
     /// `for i in a..b { ... }`.
     For(Box<For>),
+    /// `kernel_assert!(cond, ..)`: the function's assertion number `index`
+    /// (its message and place stay on the host).
+    Assert { cond: Expr, index: u32 },
 }
 
 /// A block of statements with its own scope.

@@ -17,7 +17,7 @@ pub mod ir;
 mod lower;
 
 pub use emit::function as emit;
-pub use lower::{lower, shared_array_call};
+pub use lower::{kernel_assert, lower, shared_array_call, AssertInfo};
 
 /// C++ name of a user identifier.
 pub fn var_name(id: &syn::Ident) -> String {

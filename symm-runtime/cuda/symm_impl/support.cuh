@@ -96,6 +96,11 @@ template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(co
 template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b) { return b.rank; }
 template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b) { return b.world; }
 
+static __device__ __noinline__ __attribute__((unused)) void symm_assert_failed(const symm_kctx& c, symm_u32 fn, symm_u32 index) {
+    symm_record_assert(c.status, c.rank, fn, index);
+    asm volatile("exit;");
+}
+
 /* Rust's `!`: logical on bool, bitwise on integers. */
 template<class T> __device__ __forceinline__ T symm_not(T x) { return ~x; }
 static __device__ __forceinline__ __attribute__((unused)) bool symm_not(bool x) { return !x; }

@@ -17,6 +17,8 @@ pub struct DeviceFn {
     /// to it, so that a checked launch can report where an index was out of
     /// bounds.
     pub line: u32,
+    /// Its `kernel_assert!`s, in the order its CUDA C numbers them.
+    pub asserts: &'static [crate::status::AssertSite],
 }
 
 /// `direct` and everything they call, callees first, once each: the order
@@ -41,7 +43,7 @@ pub(crate) fn device_fns(direct: &[&'static DeviceFn]) -> Vec<&'static DeviceFn>
 /// Definitions of `direct` and everything they call, callees first, once
 /// each (as `device_fns` orders them). Each is preceded by `SYMM_SITE_FN`, its position
 /// in that order counted from 1 (0 is the kernel), which its indexing sites
-/// record when they fail a bounds check.
+/// record when they fail a bounds check, and its assertions when they fail.
 pub fn device_sources(direct: &[&'static DeviceFn]) -> String {
     let mut out = String::new();
     for (k, f) in device_fns(direct).iter().enumerate() {

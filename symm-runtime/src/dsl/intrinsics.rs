@@ -35,6 +35,7 @@ macro_rules! intrinsic {
                 deps: &[$($($dep),*)?],
                 file: file!(),
                 line: line!(),
+                asserts: &[],
             };
         }
     };
@@ -66,6 +67,7 @@ template<typename T, typename F> __device__ __forceinline__ T symm_shfl_payload(
     deps: &[],
     file: file!(),
     line: line!(),
+    asserts: &[],
 };
 
 /// The emulator's side of every warp shuffle: this lane offers `v` and gets

@@ -45,10 +45,11 @@
 //! arrays `[T; N]` and shared arrays (`let s = shared_array::<T, N>();`).
 //! An unsuffixed literal whose type only later use decides (`let i = 0;`)
 //! must be annotated (`let i: u32 = 0;`): the macro says so at its span.
+//! [`kernel_assert!`] checks a condition the kernel relies on (see below).
 //! Not supported (each a compile error saying what to write instead):
-//! `match`, closures, references, tuples, structs, fields, macros, `unsafe`,
-//! labels, `if let`, sub-slicing, and names other than locals, parameters
-//! and const generics.
+//! `match`, closures, references, tuples, structs, fields, other macros
+//! (`assert!` among them), `unsafe`, labels, `if let`, sub-slicing, and
+//! names other than locals, parameters and const generics.
 //!
 //! # Intrinsics
 //! Thread geometry ([`thread_idx_x`], [`block_idx_x`], [`block_dim_x`],
@@ -64,6 +65,13 @@
 //! `peer(r)`, `local()`, `pad(r)`, `rank()`, `world_size()`, `len()`,
 //! `put_signal(dst, channel)` and `wait_signal(src, channel)`. Orderings and
 //! scopes must be written as constants (`LoadOrder::Acquire`).
+//!
+//! # Assertions
+//! `kernel_assert!(cond, "message")` (or `kernel_assert!(cond)`, whose
+//! message is the condition as written) stops the thread that finds `cond`
+//! false and reports the kernel, rank, block, thread, message and source
+//! line as [`Error::KernelAssert`](crate::Error::KernelAssert): at the next
+//! synchronisation on the GPU, as the launch's error on the emulator.
 //!
 //! # Semantics on the GPU
 //! Integer arithmetic wraps (Rust would panic on overflow in debug builds);
@@ -84,14 +92,78 @@ pub(crate) mod support;
 pub mod sync;
 pub(crate) mod thread;
 
+pub use crate::status::AssertSite;
 pub use device_fn::DeviceFn;
 pub use half::{bf16, f16};
 pub use intrinsics::*;
 #[doc(hidden)]
 pub use memory::__shared_array_at;
+#[doc(hidden)]
+pub use thread::assert_failed as __assert_failed;
+
+/// Checks a condition a kernel relies on: `kernel_assert!(cond, "message")`,
+/// or `kernel_assert!(cond)`, whose message is `cond` as written.
+///
+/// A statement of a `#[symm_kernel]` body or device function. The thread
+/// that finds `cond` false records the failure (the first failure of a
+/// launch wins, as with signal timeouts) and stops; the kernel, rank, block,
+/// thread, message and `file:line:column` are reported as
+/// [`Error::KernelAssert`](crate::Error::KernelAssert), in the same words
+/// on both backends. On the GPU the thread ends with `exit` (not `trap`,
+/// which would lose the CUDA context), in `launch` and `launch_unchecked`
+/// alike, and the next synchronisation reports it; only an index into a
+/// host-side table of messages is recorded, and a passing assertion costs a
+/// compare and a branch. On the emulator the launch fails with it at once.
+/// Ranks waiting on the stopped thread then report a timeout (GPU) or a
+/// hang (emulator) rather than wait forever.
+///
+/// The message must be a string literal: it is kept on the host, so there
+/// are no format arguments. Outside a kernel (host code) the macro behaves
+/// as `assert!`.
+///
+/// ```ignore
+/// #[symm_kernel]
+/// fn reduce_scatter<const W: usize>(buf: SymmBuf<f32>, out: &mut [f32], n: u32) {
+///     kernel_assert!(W as u32 == buf.world_size(), "launched for another world size");
+///     kernel_assert!(n as u64 * (W as u64) <= buf.len() as u64);
+///     // ...
+/// }
+/// ```
+#[doc(inline)]
+pub use crate::__kernel_assert as kernel_assert;
 pub use memory::{shared_array, DslIndex, Remote, Shared, Slice, SliceMut, SymmBuf};
 pub use scalar::{AtomicAdd, AtomicMinMax, AtomicScalar, DslFloat, DslInt, Num, Scalar};
 pub use sync::*;
+
+/// `kernel_assert!` for host code and name resolution: inside
+/// `#[symm_kernel]` functions the macro translates each one itself (checking
+/// its form, numbering it for the device, rewriting its condition as the
+/// rest of the body). Exported under this hidden name so that the DSL's
+/// glob import brings in only [`kernel_assert`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kernel_assert {
+    ($cond:expr $(,)?) => {
+        if !$cond {
+            $crate::dsl::__assert_failed(
+                ::core::stringify!($cond),
+                ::core::file!(),
+                ::core::line!(),
+                ::core::column!(),
+            )
+        }
+    };
+    ($cond:expr, $message:literal $(,)?) => {
+        if !$cond {
+            $crate::dsl::__assert_failed(
+                $message,
+                ::core::file!(),
+                ::core::line!(),
+                ::core::column!(),
+            )
+        }
+    };
+}
 
 /// Memory ordering of a load. On the GPU: `ld.relaxed.<scope>`,
 /// `ld.acquire.<scope>` or `ld.volatile`.

@@ -47,6 +47,9 @@ pub trait KernelThread {
     fn timeout_ns(&self) -> u64;
     /// Stops this thread's kernel with an error (out of bounds, timeout).
     fn fail(&self, message: String, loc: &'static Location<'static>) -> !;
+    /// Stops this thread's kernel: a `kernel_assert!` with `message` at
+    /// `location` (`file:line:column`) found its condition false.
+    fn assert_failed(&self, message: &'static str, location: String) -> !;
     /// Records a bounded wait that gave up, as a GPU kernel records it in
     /// its status word: reported at the rank's next synchronisation, while
     /// the thread goes on.
@@ -98,6 +101,21 @@ pub(crate) fn fault(message: String) -> ! {
         // SAFETY: as in `current`.
         Some(p) => unsafe { &*p }.fail(message, loc),
         None => panic!("{message} (at {loc})"),
+    }
+}
+
+/// A `kernel_assert!` with `message` at `file`, `line` and `column` found
+/// its condition false: through the emulator when one is running (the
+/// launch fails), as a panic otherwise (host code, where the macro behaves
+/// as `assert!`). Cold: a passing assertion never calls it.
+#[cold]
+#[inline(never)]
+pub fn assert_failed(message: &'static str, file: &'static str, line: u32, column: u32) -> ! {
+    let location = format!("{file}:{line}:{column}");
+    match CURRENT.with(|c| c.get()) {
+        // SAFETY: as in `current`.
+        Some(p) => unsafe { &*p }.assert_failed(message, location),
+        None => panic!("assertion failed: {message} (at {location})"),
     }
 }
 

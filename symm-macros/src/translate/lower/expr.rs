@@ -180,10 +180,7 @@ impl Lowerer<'_> {
             SynExpr::Field(f) => self.reject(f,
                 "field access is not supported in kernels; pass the field as its own parameter (DSL handles offer methods such as `len()` and `rank()`)",
             ),
-            SynExpr::Macro(m) => self.reject(
-                m,
-                "macros are not supported in kernels (no println!, assert!, ...)",
-            ),
+            SynExpr::Macro(m) => self.macro_expr(&m.mac),
             SynExpr::Range(r) => self.reject(r, "ranges are only supported as `for` loop bounds"),
             SynExpr::Unsafe(u) => self.reject(u, "`unsafe` blocks are not supported in kernels; the DSL has no unsafe operations, so write the code without `unsafe`"),
             SynExpr::Try(t) => self.reject(t, "`?` is not supported in kernels"),

@@ -6,6 +6,7 @@
 //! chosen here too (fresh names for shadowing and temporaries), which is
 //! why a type only C++ knows (`SYMM_TY(e)`) holds the lowered `e`.
 
+mod assert;
 mod call;
 mod expr;
 mod infer;
@@ -19,6 +20,7 @@ use syn::{Expr as SynExpr, ExprLit, ItemFn, Lit, Pat, Stmt as SynStmt};
 use super::ir::{BinOp, Block, CPrim, CType, For, Function, Len, Stmt, TemplateParam};
 use super::var_name;
 use crate::parse::{self, DslType, Generic, Kind, Scalar, Sig};
+pub use assert::{kernel_assert, AssertInfo};
 pub use infer::shared_array_call;
 use infer::{is_const, is_unsuffixed_lit, lit_only, strip};
 
@@ -28,6 +30,8 @@ pub struct Lowered {
     pub function: Function,
     /// Paths of the device functions it calls, for the dependency list.
     pub deps: Vec<syn::Path>,
+    /// Its `kernel_assert!`s, by the index the CUDA C records.
+    pub asserts: Vec<AssertInfo>,
     /// Every problem found, in source order.
     pub errors: Vec<syn::Error>,
 }
@@ -55,6 +59,7 @@ pub fn lower(sig: &Sig, f: &ItemFn) -> Lowered {
             body,
         },
         deps: l.deps,
+        asserts: l.asserts,
         errors: l.errors,
     }
 }
@@ -99,6 +104,9 @@ struct Lowerer<'a> {
     /// How often each C name was declared, for fresh names.
     used: HashMap<String, u32>,
     deps: Vec<syn::Path>,
+    /// The `kernel_assert!`s met so far (an assertion's index is its
+    /// position).
+    asserts: Vec<AssertInfo>,
     /// The counter of temporaries' names.
     tmp: u32,
     /// Lambda bodies (block and `if` values) being lowered: no
@@ -121,6 +129,7 @@ impl<'a> Lowerer<'a> {
             scopes: vec![HashMap::new()],
             used: HashMap::new(),
             deps: vec![],
+            asserts: vec![],
             tmp: 0,
             in_lambda: 0,
             params: vec![],
@@ -330,10 +339,7 @@ impl<'a> Lowerer<'a> {
                 self.err(i, "items (fn, struct, use, const, ...) cannot be declared inside a kernel; move them outside");
                 None
             }
-            SynStmt::Macro(m) => {
-                self.err(m, "macros are not supported in kernels (no println!, assert!, ...); write the code out");
-                None
-            }
+            SynStmt::Macro(m) => self.macro_stmt(m, &m.mac),
         }
     }
 
@@ -456,6 +462,7 @@ impl<'a> Lowerer<'a> {
                 Stmt::Loop(self.block(&l.body))
             }
             SynExpr::ForLoop(f) => return self.for_loop(f),
+            SynExpr::Macro(m) => return self.macro_stmt(m, &m.mac),
             SynExpr::Block(b) => {
                 if let Some(l) = &b.label {
                     self.err(
@@ -600,13 +607,14 @@ impl<'a> Lowerer<'a> {
         })))
     }
 
-    /// `SYMM_TY(e)`, lowering `e` aside: its errors and calls are those
-    /// of `e` itself, which is lowered again where it is used.
+    /// `SYMM_TY(e)`, lowering `e` aside: its errors, calls and assertions
+    /// are those of `e` itself, which is lowered again where it is used.
     fn type_of(&mut self, e: &SynExpr) -> CType {
-        let (n, deps) = (self.errors.len(), self.deps.len());
+        let (n, deps, asserts) = (self.errors.len(), self.deps.len(), self.asserts.len());
         let v = self.expr(e, None);
         self.errors.truncate(n);
         self.deps.truncate(deps);
+        self.asserts.truncate(asserts);
         CType::TypeOf(Box::new(v))
     }
 }
