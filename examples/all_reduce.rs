@@ -96,7 +96,8 @@ fn row<T: AllReduceElem>(
         }
     };
     let results: Vec<Vec<T>> = outs.iter().map(|(o, _)| o.clone()).collect();
-    let check::Verdict { rel, agree } = check::verdict(&inputs, &results);
+    let verdict = check::verdict(&inputs, &results);
+    let (rel, agree) = (verdict.rel, verdict.agree);
     let us = outs.iter().map(|(_, t)| *t).fold(0.0, f64::max);
     let path = Path::choose(world, bytes);
     println!(
@@ -104,7 +105,7 @@ fn row<T: AllReduceElem>(
         size(bytes),
         if agree { "yes" } else { "NO" }
     );
-    agree && rel <= tol
+    verdict.ok(tol)
 }
 
 fn size(b: usize) -> String {
