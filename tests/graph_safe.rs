@@ -448,3 +448,63 @@ fn the_pieces_compile_with_nvrtc() {
         }
     }
 }
+
+/// A message longer than the stage's regions, and a barrier in a block of
+/// fewer threads than ranks, stop the kernel with the pieces' assertion,
+/// on every rank (each rank's own threads find the condition false).
+fn misuse(world: usize) {
+    let Some(r) = ranks(world) else { return };
+    let err = run(
+        r.clone(),
+        opts().with_kernel_timeout(std::time::Duration::from_secs(2)),
+        |c| {
+            let stage = Stage::<f32>::sentinel(c, 8)?;
+            let x = c.device_buffer_from(&[1.0f32; 64])?;
+            let mut y = c.device_buffer::<f32>(64)?;
+            let cfg = LaunchConfig::linear(1, 32);
+            sentinel_sum::launch(c, cfg, &x, &mut y, 64, stage.memory(), stage.channel())?;
+            c.synchronize()
+        },
+    )
+    .expect_err("a message past the stage");
+    assert_eq!(err.errors.len(), world, "{err}");
+    for (_, e) in &err.errors {
+        let m = e.to_string();
+        assert!(matches!(e, symm::Error::KernelAssert { .. }), "{m}");
+        assert!(
+            m.contains("sentinel_send: elements at..at + V pass the stage's region"),
+            "{m}"
+        );
+        assert!(m.contains("symm-runtime/src/dsl/sync.rs:"), "{m}");
+    }
+    if world < 2 {
+        return;
+    }
+    let err = run(
+        r,
+        opts().with_kernel_timeout(std::time::Duration::from_secs(2)),
+        |c| {
+            let x = c.alloc::<u32>(64)?;
+            let smem = x.rendezvous()?;
+            let y = c.alloc::<u32>(64)?;
+            let ch = symm::signal::Channel::request(c)?;
+            let cfg = LaunchConfig::linear(1, world as u32 - 1);
+            overwrite_and_pull::launch(c, cfg, &smem, &mut y.slice(..)?, 8, 1, ch.index())?;
+            c.synchronize()
+        },
+    )
+    .expect_err("a barrier with too few threads");
+    assert_eq!(err.errors.len(), world, "{err}");
+    for (_, e) in &err.errors {
+        let m = e.to_string();
+        assert!(matches!(e, symm::Error::KernelAssert { .. }), "{m}");
+        assert!(
+            m.contains("a barrier needs at least world_size threads per block"),
+            "{m}"
+        );
+    }
+}
+
+per_world! {
+    misuse_stops_at_the_pieces_assertions: misuse => [world_1, world_2, world_3, world_4];
+}

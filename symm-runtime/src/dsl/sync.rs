@@ -40,6 +40,12 @@ use crate::symm_kernel;
 /// call's [`call_end`] is visible.
 #[symm_kernel(device)]
 pub fn call_begin<T: Scalar>(buf: SymmBuf<T>, ch: u32) -> u32 {
+    // Past the pad's blocks or channels the slot would be another's (an
+    // unchecked launch does not check indices).
+    kernel_assert!(
+        block_idx_x() < 128u32 && ch < 8u32,
+        "call_begin: at most 128 blocks (SIGNAL_BLOCKS) and a channel below 8 (SIGNAL_CHANNELS)"
+    );
     let rank = buf.rank();
     buf.pad(rank)
         .load(
@@ -89,6 +95,12 @@ pub fn exit_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
 /// resets them, and a peer already past this barrier satisfies it.
 #[symm_kernel(device)]
 pub fn flag_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, value: u32) {
+    // Thread r handshakes with rank r: with fewer threads some rank would
+    // never hear from this block, and wait until it timed out.
+    kernel_assert!(
+        block_dim_x() >= buf.world_size(),
+        "a barrier needs at least world_size threads per block"
+    );
     sync_threads();
     let t = thread_idx_x();
     if t < buf.world_size() && t != buf.rank() {
@@ -147,6 +159,10 @@ pub fn sentinel_send<T: DslFloat, const V: usize>(
     at: u32,
     v: [T; V],
 ) {
+    kernel_assert!(
+        at + V as u32 <= stage_cap(stage),
+        "sentinel_send: elements at..at + V pass the stage's region (Stage::cap)"
+    );
     let region = stage_at(stage, call, stage.rank());
     stage
         .peer(to)
@@ -166,8 +182,12 @@ pub fn sentinel_take<T: DslFloat, const V: usize>(
     from: u32,
     at: u32,
 ) -> [[T; V]; 8] {
-    let first = stage_at(stage, call, 0) + at;
     let cap = stage_cap(stage);
+    kernel_assert!(
+        at + V as u32 <= cap,
+        "sentinel_take: elements at..at + V pass the stage's region (Stage::cap)"
+    );
+    let first = stage_at(stage, call, 0) + at;
     sentinel_take_at::<T, V>(stage.local(), first, cap, from, stage.world_size())
 }
 
