@@ -187,6 +187,8 @@ static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a
 static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b);
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b);
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b);
+/* `%=`: `a = symm_rem(a, b)`, the place evaluated once. */
+template<class T> __device__ __forceinline__ T& symm_rem_assign(T& a, typename symm_nd<T>::type b);
 /* Half-precision square roots, through f32 like the Rust side. */
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_sqrt(symm_bf16 a);
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_sqrt(symm_f16 a);

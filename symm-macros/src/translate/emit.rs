@@ -255,6 +255,8 @@ impl Display for ExprKind {
                 _ => write!(f, "({lhs} {} {rhs})", op.c()),
             },
             ExprKind::Assign { place, op, value } => match op {
+                // C++ has no `%=` for floats: Rust's `%` is `symm_rem`.
+                Some(BinOp::Rem) => write!(f, "symm_rem_assign({place}, {value})"),
                 Some(op) => write!(f, "{place} {}= {value}", op.c()),
                 None => write!(f, "{place} = {value}"),
             },
