@@ -92,11 +92,9 @@ fn row<T: AllReduceElem>(
             return false;
         }
     };
-    let agree = outs.iter().all(|(o, _)| {
-        o.iter()
-            .map(|v| v.__to_bits64())
-            .eq(outs[0].0.iter().map(|v| v.__to_bits64()))
-    });
+    let agree = outs
+        .iter()
+        .all(|(o, _)| symm::compare_bits(o, &outs[0].0).is_ok());
     let (mut num, mut den) = (0.0f64, 0.0f64);
     for i in 0..n {
         let want: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();

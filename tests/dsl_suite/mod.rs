@@ -552,23 +552,19 @@ pub fn run_warp_moves(c: &symm::Comm) -> symm::Result<()> {
         let cfg = symm::LaunchConfig::linear(blocks as u32, 64);
         warp_moves::launch(c, cfg, &dx, &mut down, &mut up, &mut idx, delta, s)?;
         let (wd, wu, wi) = warp_moves_ref(&x, delta, s);
-        let bits = |v: Vec<bf16>| v.iter().map(|b| b.to_bits()).collect::<Vec<_>>();
-        let (gd, gu, gi) = (down.to_host()?, up.to_host()?, idx.to_host()?);
-        let first = |a: &[u64], b: &[u64]| a.iter().zip(b).position(|(x, y)| x != y);
-        let widen = |v: &[u32]| v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>();
-        let widen16 = |v: Vec<u16>| v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>();
         let diffs = [
-            ("shfl_down", first(&gd, &wd)),
-            ("shfl_up", first(&widen(&gu), &widen(&wu))),
-            ("shfl_idx", first(&widen16(bits(gi)), &widen16(bits(wi)))),
+            ("shfl_down", symm::compare_bits(&down.to_host()?, &wd)),
+            ("shfl_up", symm::compare_bits(&up.to_host()?, &wu)),
+            ("shfl_idx", symm::compare_bits(&idx.to_host()?, &wi)),
         ];
-        if let Some((what, Some(i))) = diffs.iter().find(|d| d.1.is_some()) {
+        if let Some((what, Err(e))) = diffs.iter().find(|d| d.1.is_err()) {
+            let lane = match e {
+                symm::BitMismatch::Element { index, .. } => format!(" (lane {})", index % 32),
+                _ => String::new(),
+            };
             return Err(symm::Error::InvalidArgument {
                 rank: c.rank(),
-                message: format!(
-                    "warp_moves: {what} wrong at element {i} (lane {}), delta {delta}, s {s}",
-                    i % 32
-                ),
+                message: format!("warp_moves: {what} wrong: {e}{lane}, delta {delta}, s {s}"),
             });
         }
     }
