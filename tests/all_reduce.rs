@@ -45,19 +45,18 @@ fn magnitude<T: Scalar>(inputs: &[Vec<T>], i: usize) -> f64 {
 }
 
 /// Whether every rank's result (`outs`, rank 0 first) holds rank 0's bits;
-/// the first rank that does not, if any.
+/// the first rank that does not, if any, and where.
 fn ranks_agree<T: Scalar>(outs: &[Vec<T>]) -> Result<(), String> {
-    match outs.iter().position(|o| !same_bits(o, &outs[0])) {
-        None => Ok(()),
-        Some(r) => Err(format!("rank {r} differs from rank 0")),
+    for (r, o) in outs.iter().enumerate() {
+        symm::compare_bits(o, &outs[0])
+            .map_err(|e| format!("rank {r} differs from rank 0: {e}"))?;
     }
+    Ok(())
 }
 
 /// Whether `a` and `b` hold the same bits.
 fn same_bits<T: Scalar>(a: &[T], b: &[T]) -> bool {
-    a.iter()
-        .map(|v| v.__to_bits64())
-        .eq(b.iter().map(|v| v.__to_bits64()))
+    symm::compare_bits(a, b).is_ok()
 }
 
 /// Asserts that every rank's f32 result (`per_rank`, rank 0 first) holds

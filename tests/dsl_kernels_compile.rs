@@ -201,6 +201,22 @@ fn test_suite_kernels_compile() {
         compile!(checked, a, reduce_scatter_w[4]);
         compile!(checked, a, all_to_all_one[]);
         compile!(checked, a, one_thread_asserts[]);
+        compile!(checked, a, receive64[f64, 1]);
+        compile!(checked, a, receive64[u64, 8]);
+        compile!(checked, a, receive64[i64, 3]);
+        compile!(checked, a, torn_packet[]);
+        compile!(checked, a, compound[f32]);
+        compile!(checked, a, compound[f64]);
+        compile!(checked, a, compound[symm::bf16]);
+        compile!(checked, a, compound[symm::f16]);
+        compile!(checked, a, compound[u8]);
+        compile!(checked, a, compound[u32]);
+        compile!(checked, a, compound[u64]);
+        compile!(checked, a, compound[i32]);
+        compile!(checked, a, compound[i64]);
+        compile!(checked, a, bit_compound[u8]);
+        compile!(checked, a, bit_compound[u32]);
+        compile!(checked, a, bit_compound[u64]);
         compile!(checked, a, foundation_suite::write_slots[]);
     }
 }
@@ -259,5 +275,35 @@ fn launchers_fill_every_parameter_of_their_entries() {
             })
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ptx_params(&ptx, name), slots, "{name}");
+    }
+}
+
+/// The 8-byte receives poll whole 8-byte words: a sentinel receive of
+/// 8-byte elements as 4-byte words could take an element of which only one
+/// half had arrived (it differs from `empty` already).
+#[test]
+fn eight_byte_receives_poll_whole_elements() {
+    use dsl_suite::receive64;
+    use symm::jit::{Arch, CompileRequest, JitEngine};
+    if !nvrtc("receive64") {
+        return;
+    }
+    for src in [
+        receive64::cuda_source_for::<f64, 4>(),
+        receive64::cuda_source_for::<i64, 2>(),
+    ] {
+        let ptx = JitEngine::new(None)
+            .compile_ptx(&CompileRequest {
+                kernel_name: receive64::NAME,
+                source: &src,
+                arch: Arch { major: 9, minor: 0 },
+                options: &[],
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(ptx.contains("ld.volatile.global.v2.b64"), "no 8-byte polls");
+        assert!(
+            !ptx.contains("ld.volatile.global.v4.b32"),
+            "8-byte elements polled as 4-byte words"
+        );
     }
 }

@@ -72,9 +72,30 @@ fn gathers(world: usize) {
     emu(world, |c| run_gathers(c, seed, T));
 }
 
+/// The 8-byte sentinel and LL receives, one rank and every rank at once.
+fn receives64(world: usize) {
+    let seed = rand::rng().random();
+    emu(world, |c| run_receives64(c, seed, T));
+}
+
 per_world! {
     collectives_match_the_reference: collectives => [world_1, world_2, world_3, world_4, world_8];
     gathers_receive_every_rank_at_once: gathers => [world_1, world_2, world_3, world_4, world_8];
+    eight_byte_receives_take_every_rank: receives64 => [world_1, world_2, world_3, world_4, world_5, world_6, world_7, world_8];
+}
+
+/// `+=` and the other compound assignments on generic `Num` and `DslInt`
+/// kernels, for every element type.
+#[test]
+fn generic_kernels_use_compound_assignment() {
+    emu(1, run_compounds);
+}
+
+/// An 8-byte LL packet whose words carry different tags is polled until
+/// it is whole.
+#[test]
+fn a_torn_eight_byte_packet_is_never_taken() {
+    emu(1, run_torn_packet);
 }
 
 #[test]
@@ -292,6 +313,59 @@ fn out_of_bounds_names_kernel_rank_block_thread_index_and_length() {
         ] {
             assert!(msg.contains(&needle), "{msg:?} lacks {needle:?}");
         }
+    }
+}
+
+/// One misplaced access per `which`, each a fault on the emulator.
+#[symm_kernel]
+fn misplaced(buf: SymmBuf<u64>, x: &mut [f32], which: u32) {
+    if which == 0 {
+        let v = x.load_vec_volatile::<4>(1u32); // misaligned
+        x[0] = v[0];
+    }
+    if which == 1 {
+        x.store_vec_volatile::<4>(2u32, [0.0f32; 4]); // misaligned
+    }
+    if which == 2 {
+        let p = buf.pad(9u32); // past the world
+        p.store(0u32, 1u32, StoreOrder::Relaxed, Scope::System);
+    }
+    if which == 3 {
+        buf.local().store_tagged64(1u32, 7u64, 1u32); // misaligned
+    }
+}
+
+/// The emulator's faults in the memory methods name the kernel's line of
+/// the call, not a line of the runtime.
+#[test]
+fn memory_method_faults_name_the_line_of_the_call() {
+    if !emulator_only() {
+        return;
+    }
+    let src = include_str!("emulator_kernels.rs");
+    let calls = [
+        "let v = x.load_vec_volatile::<4>(1u32);",
+        "x.store_vec_volatile::<4>(2u32, [0.0f32; 4]);",
+        "let p = buf.pad(9u32);",
+        "buf.local().store_tagged64(1u32, 7u64, 1u32);",
+    ];
+    for (which, call) in calls.into_iter().enumerate() {
+        let line = src
+            .lines()
+            .position(|l| l.trim_start().starts_with(call))
+            .expect("the call's line")
+            + 1;
+        let err = run(Ranks::Emulator(1), CommOptions::default(), |c| {
+            let buf = c.alloc::<u64>(4)?;
+            let s = buf.rendezvous()?;
+            let mut x = c.device_buffer_from(&[0.0f32; 8])?;
+            misplaced::launch(c, LaunchConfig::linear(1, 1), &s, &mut x, which as u32)?;
+            c.synchronize()
+        })
+        .expect_err("a fault");
+        let msg = err.to_string();
+        let want = format!("tests/emulator_kernels.rs:{line}");
+        assert!(msg.contains(&want), "{call}: {msg:?} lacks {want:?}");
     }
 }
 

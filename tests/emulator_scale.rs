@@ -43,12 +43,9 @@ fn one_shot_all_reduce_4_ranks() {
     .unwrap_or_else(|e| panic!("{e}"));
     let total = t.elapsed().as_secs_f64();
     for (r, (o, _)) in outs.iter().enumerate() {
-        assert!(
-            o.iter()
-                .map(|v| v.to_bits())
-                .eq(outs[0].0.iter().map(|v| v.to_bits())),
-            "rank {r} differs from rank 0"
-        );
+        if let Err(e) = symm::compare_bits(o, &outs[0].0) {
+            panic!("rank {r} differs from rank 0: {e}");
+        }
     }
     for i in 0..n {
         let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();

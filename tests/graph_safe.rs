@@ -28,27 +28,33 @@ mod data;
 const CALLS: usize = 1000;
 
 // ANCHOR: pieces
-/// The all-reduce (sum) of `x` into `y` through a sentinel stage, four
+/// The all-reduce (sum) of `x` into `y` through a sentinel stage, `V`
 /// elements (16 bytes) at a time, on the pieces: the data movement and
 /// nothing else.
 #[symm_kernel]
-fn sentinel_sum(x: &[f32], y: &mut [f32], n: u32, stage: SymmBuf<f32>, ch: u32) {
+fn sentinel_sum<T: DslFloat, const V: usize>(
+    x: &[T],
+    y: &mut [T],
+    n: u32,
+    stage: SymmBuf<T>,
+    ch: u32,
+) {
     let call = call_begin(stage, ch);
-    let mut i = grid_thread() * 4;
+    let mut i = grid_thread() * V as u32;
     while i < n {
-        let v = load_padded::<f32, 4>(x, i, n);
+        let v = load_padded::<T, V>(x, i, n);
         for r in 0..stage.world_size() {
-            sentinel_send::<f32, 4>(stage, call, r, i, v);
+            sentinel_send::<T, V>(stage, call, r, i, v);
         }
-        let got = sentinel_take::<f32, 4>(stage, call, all_ranks(stage), i);
-        let mut acc = [0.0f32; 4];
+        let got = sentinel_take::<T, V>(stage, call, all_ranks(stage), i);
+        let mut acc: [T; V] = [T::zero(); V];
         for r in 0..stage.world_size() {
-            for k in 0..4 {
+            for k in 0..V {
                 acc[k] += got[r][k];
             }
         }
-        store_padded::<f32, 4>(y, i, n, acc);
-        i += grid_threads() * 4;
+        store_padded::<T, V>(y, i, n, acc);
+        i += grid_threads() * V as u32;
     }
     call_end(stage, ch, call);
 }
@@ -233,55 +239,79 @@ fn on_ranks(world: usize, f: impl Fn(&Comm) -> symm::Result<Vec<u32>> + Sync) {
     }
 }
 
-/// Every call of a sentinel all-reduce (on the pieces, or by hand) gives
-/// the f32 sum in rank order of that call's inputs, on every rank.
-fn sentinel_all_reduce(world: usize, by_hand: bool) {
+/// Element types of [`sentinel_sum`], each with its 16-byte vector.
+trait SentinelElem: DslFloat {
+    /// Launches `sentinel_sum` for this type.
+    fn launch_sum(
+        c: &Comm,
+        cfg: LaunchConfig,
+        x: &symm::SymmView<'_, Self>,
+        y: &mut symm::SymmView<'_, Self>,
+        n: u32,
+        stage: &Stage<Self>,
+    ) -> symm::Result<()>;
+}
+
+macro_rules! sentinel_elem {
+    ($($t:ty => $v:literal),*) => {$(
+        impl SentinelElem for $t {
+            fn launch_sum(
+                c: &Comm,
+                cfg: LaunchConfig,
+                x: &symm::SymmView<'_, Self>,
+                y: &mut symm::SymmView<'_, Self>,
+                n: u32,
+                stage: &Stage<Self>,
+            ) -> symm::Result<()> {
+                sentinel_sum::launch::<$t, $v>(c, cfg, x, y, n, stage.memory(), stage.channel())
+            }
+        }
+    )*};
+}
+sentinel_elem!(f32 => 4, f64 => 2, symm::bf16 => 8);
+
+/// The launch of one call of a sentinel all-reduce.
+type Launch<T> = fn(
+    &Comm,
+    LaunchConfig,
+    &symm::SymmView<'_, T>,
+    &mut symm::SymmView<'_, T>,
+    u32,
+    &Stage<T>,
+) -> symm::Result<()>;
+
+/// Every call of a sentinel all-reduce (`launch`: on the pieces, or by
+/// hand) gives the sum in rank order of that call's inputs, in `T`, on
+/// every rank.
+fn sentinel_all_reduce<T: SentinelElem>(world: usize, launch: Launch<T>) {
     on_ranks(world, |c| {
         let (cfg, n) = shape(c);
         // Each call reads its own slice of fresh data and writes its own
         // slice of a poisoned output, so every call's result survives.
         // Call k's slices start at k * stride, 16-byte aligned.
-        let stride = n.next_multiple_of(4);
-        let x = comm_data(c, stride)?;
-        let xbuf = c.alloc::<f32>(CALLS * stride)?;
+        let stride = n.next_multiple_of(16);
+        let x: Vec<Vec<T>> = comm_data(c, stride)?
+            .into_iter()
+            .map(|v| v.into_iter().map(T::from_f32).collect())
+            .collect();
+        let xbuf = c.alloc::<T>(CALLS * stride)?;
         xbuf.copy_from_host(&x[c.rank()])?;
-        let y = c.alloc::<f32>(CALLS * stride)?;
+        let y = c.alloc::<T>(CALLS * stride)?;
         y.fill_bytes(0xA5)?;
-        let stage = Stage::<f32>::sentinel(c, n)?;
+        let stage = Stage::<T>::sentinel(c, n)?;
         for k in 0..CALLS {
             let xs = xbuf.slice(k * stride..k * stride + n)?;
             let mut ys = y.slice(k * stride..k * stride + n)?;
-            if by_hand {
-                hand_made_sentinel_sum::launch(
-                    c,
-                    cfg,
-                    &xs,
-                    &mut ys,
-                    n as u32,
-                    stage.memory(),
-                    stage.cap() as u32,
-                    stage.channel(),
-                )?;
-            } else {
-                sentinel_sum::launch(
-                    c,
-                    cfg,
-                    &xs,
-                    &mut ys,
-                    n as u32,
-                    stage.memory(),
-                    stage.channel(),
-                )?;
-            }
+            launch(c, cfg, &xs, &mut ys, n as u32, &stage)?;
         }
         let all = y.to_host()?;
-        let got: Vec<f32> = (0..CALLS)
+        let got: Vec<T> = (0..CALLS)
             .flat_map(|k| all[k * stride..k * stride + n].to_vec())
             .collect();
-        let want: Vec<f32> = (0..CALLS)
+        let want: Vec<T> = (0..CALLS)
             .flat_map(|k| k * stride..k * stride + n)
             .map(|e| {
-                let mut acc = 0.0f32;
+                let mut acc = T::zero();
                 for xr in &x {
                     acc += xr[e];
                 }
@@ -289,7 +319,7 @@ fn sentinel_all_reduce(world: usize, by_hand: bool) {
             })
             .collect();
         check_bits(c, "sentinel all-reduce", &got, &want)?;
-        Ok(got.iter().map(|v| v.to_bits()).collect())
+        Ok(got.iter().map(|v| v.to_bits64() as u32).collect())
     });
 }
 
@@ -321,11 +351,24 @@ fn shared_seed(c: &Comm) -> symm::Result<u64> {
 }
 
 fn sentinel_on_pieces(world: usize) {
-    sentinel_all_reduce(world, false)
+    sentinel_all_reduce::<f32>(world, f32::launch_sum);
+    sentinel_all_reduce::<f64>(world, f64::launch_sum);
+    sentinel_all_reduce::<symm::bf16>(world, symm::bf16::launch_sum);
 }
 
 fn sentinel_by_hand(world: usize) {
-    sentinel_all_reduce(world, true)
+    sentinel_all_reduce::<f32>(world, |c, cfg, x, y, n, stage| {
+        hand_made_sentinel_sum::launch(
+            c,
+            cfg,
+            x,
+            y,
+            n,
+            stage.memory(),
+            stage.cap() as u32,
+            stage.channel(),
+        )
+    })
 }
 
 /// Every call of [`overwrite_and_pull`] sees every rank's values of that
@@ -437,8 +480,9 @@ fn the_pieces_compile_with_nvrtc() {
     }
     for a in targets::ARCHES {
         for r in [
-            sentinel_sum::compile_for(a),
-            sentinel_sum::compile_checked_for(a),
+            sentinel_sum::compile_for::<f32, 4>(a),
+            sentinel_sum::compile_checked_for::<f64, 2>(a),
+            sentinel_sum::compile_checked_for::<symm::bf16, 8>(a),
             hand_made_sentinel_sum::compile_for(a),
             overwrite_and_pull::compile_checked_for(a),
             push_all_gather::compile_for(a),
@@ -462,7 +506,15 @@ fn misuse(world: usize) {
             let x = c.device_buffer_from(&[1.0f32; 64])?;
             let mut y = c.device_buffer::<f32>(64)?;
             let cfg = LaunchConfig::linear(1, 32);
-            sentinel_sum::launch(c, cfg, &x, &mut y, 64, stage.memory(), stage.channel())?;
+            sentinel_sum::launch::<f32, 4>(
+                c,
+                cfg,
+                &x,
+                &mut y,
+                64,
+                stage.memory(),
+                stage.channel(),
+            )?;
             c.synchronize()
         },
     )

@@ -457,7 +457,7 @@ fn check_sum<T: AllReduceElem>(
     }
     let bits: Vec<u8> = got
         .iter()
-        .flat_map(|v| v.__to_bits64().to_le_bytes())
+        .flat_map(|v| v.to_bits64().to_le_bytes())
         .collect();
     let digest = fnv(&bits).to_le_bytes();
     let all = all_values(comm, &format!("multiprocess/sum/{case}"), &digest)?;

@@ -204,6 +204,8 @@ static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a
 static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b);
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b);
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b);
+/* `%=`: `a = symm_rem(a, b)`, the place evaluated once. */
+template<class T> __device__ __forceinline__ T& symm_rem_assign(T& a, typename symm_nd<T>::type b);
 /* Half-precision square roots, through f32 like the Rust side. */
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_sqrt(symm_bf16 a);
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_sqrt(symm_f16 a);
@@ -246,7 +248,15 @@ template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const
 template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from);
 /* Packet pairs of every rank r in the bit set `ranks`, at first + r * stride. */
 template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag);
-/* Elements i..i+N (16 bytes) once none has `empty`'s bits. */
+/* 8-byte LL data at element i (16 bytes: two words of tag << 32 | 32 data
+   bits, low half first): sent in one volatile 16-byte store; received once
+   both words carry `tag`; and of every rank r in `ranks`, at
+   first + r * stride (0 for the others). */
+template<class X> __device__ __forceinline__ void symm_dsl_store_tagged64(symm_slice<X> s, symm_u64 i, symm_u64 data, symm_u32 tag);
+template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged64(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from);
+template<class X> __device__ __forceinline__ symm_array<symm_u64, 8> symm_dsl_gather_tagged64(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag);
+/* Elements i..i+N (16 bytes; elements of 1, 2, 4 or 8 bytes) once none has
+   `empty`'s bits, each element read by one single-copy-atomic access. */
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type empty, symm_u32 from);
 /* The same for every rank r in `ranks`, at first + r * stride; zeros for
    the others. */

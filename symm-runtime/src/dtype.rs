@@ -105,22 +105,182 @@ mod sealed {
 pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static + std::fmt::Debug {
     /// The run-time tag of this type.
     const DTYPE: DType;
+
+    /// The element's bits as they lie in memory, zero-extended to 64 (so
+    /// `-1i32` is `0xffff_ffff`). Results that must agree across ranks or
+    /// backends are compared by bits, not by `==`: `NaN != NaN`, and
+    /// `0.0 == -0.0` hides a sign. See [`compare_bits`].
+    fn to_bits64(self) -> u64;
 }
 
 macro_rules! element {
-    ($($t:ty => $d:ident),* $(,)?) => {$(
+    ($($t:ty => $d:ident, |$v:ident| $bits:expr);* $(;)?) => {$(
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: DType = DType::$d;
+            fn to_bits64(self) -> u64 {
+                let $v = self;
+                $bits
+            }
         }
     )*};
 }
 
-element!(f32 => F32, f64 => F64, f16 => F16, bf16 => BF16, u8 => U8, u32 => U32, i32 => I32, u64 => U64, i64 => I64);
+element! {
+    f32 => F32, |v| u64::from(v.to_bits());
+    f64 => F64, |v| v.to_bits();
+    f16 => F16, |v| u64::from(v.to_bits());
+    bf16 => BF16, |v| u64::from(v.to_bits());
+    u8 => U8, |v| u64::from(v);
+    u32 => U32, |v| u64::from(v);
+    i32 => I32, |v| u64::from(v as u32);
+    u64 => U64, |v| v;
+    i64 => I64, |v| v as u64;
+}
+
+/// Where two slices of elements first differ bit for bit, from
+/// [`compare_bits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BitMismatch {
+    /// The slices have different lengths (their elements are not compared).
+    Len {
+        /// `got`'s length.
+        got: usize,
+        /// `want`'s length.
+        want: usize,
+    },
+    /// Element `index` is the first whose bits differ.
+    Element {
+        /// Its index.
+        index: usize,
+        /// `got[index]`'s bits ([`Element::to_bits64`]).
+        got: u64,
+        /// `want[index]`'s bits.
+        want: u64,
+        /// The element type, for the message.
+        dtype: DType,
+    },
+}
+
+impl std::fmt::Display for BitMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BitMismatch::Len { got, want } => write!(f, "{got} elements, want {want}"),
+            BitMismatch::Element {
+                index,
+                got,
+                want,
+                dtype,
+            } => write!(
+                f,
+                "element {index} ({dtype}) holds bits {got:#x}, want {want:#x}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BitMismatch {}
+
+/// Compares `got` with `want` bit for bit ([`Element::to_bits64`]), naming
+/// the first element that differs: what a check of kernel results needs,
+/// where `==` would take `-0.0` for `0.0` and never match a NaN.
+///
+/// ```
+/// # use symm_runtime as symm;
+/// assert!(symm::compare_bits(&[1.0f32, f32::NAN], &[1.0, f32::NAN]).is_ok());
+/// let e = symm::compare_bits(&[1.0f32, 0.0], &[1.0, -0.0]).unwrap_err();
+/// assert_eq!(e.to_string(), "element 1 (f32) holds bits 0x0, want 0x80000000");
+/// ```
+pub fn compare_bits<T: Element>(got: &[T], want: &[T]) -> Result<(), BitMismatch> {
+    if got.len() != want.len() {
+        return Err(BitMismatch::Len {
+            got: got.len(),
+            want: want.len(),
+        });
+    }
+    match got
+        .iter()
+        .zip(want)
+        .position(|(a, b)| a.to_bits64() != b.to_bits64())
+    {
+        None => Ok(()),
+        Some(index) => Err(BitMismatch::Element {
+            index,
+            got: got[index].to_bits64(),
+            want: want[index].to_bits64(),
+            dtype: T::DTYPE,
+        }),
+    }
+}
 
 /// Views a slice of elements as bytes.
 pub(crate) fn as_bytes<T: Element>(s: &[T]) -> &[u8] {
     // SAFETY: `Element` is sealed to padding-free POD types, so every byte is
     // initialised; the length is exact and u8 has alignment 1.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    /// The bits are the bytes in memory, zero-extended, for every type.
+    #[test]
+    fn bits_are_the_bytes_in_memory() {
+        fn check<T: Element>(v: T) {
+            let mut b = [0u8; 8];
+            b[..T::DTYPE.size()].copy_from_slice(as_bytes(&[v]));
+            assert_eq!(v.to_bits64(), u64::from_le_bytes(b), "{v:?}");
+        }
+        let mut g = rand::rng();
+        for _ in 0..100 {
+            check(f32::from_bits(g.random()));
+            check(f64::from_bits(g.random()));
+            check(f16::from_bits(g.random()));
+            check(bf16::from_bits(g.random()));
+            check(g.random::<u8>());
+            check(g.random::<u32>());
+            check(g.random::<i32>());
+            check(g.random::<u64>());
+            check(g.random::<i64>());
+        }
+        assert_eq!((-1i32).to_bits64(), 0xffff_ffff);
+    }
+
+    /// The first differing element is named, NaNs match themselves and
+    /// signed zeros differ; lengths are compared first.
+    #[test]
+    fn compare_bits_names_the_first_difference() {
+        let mut g = rand::rng();
+        let n = g.random_range(2..500);
+        let a: Vec<f64> = (0..n).map(|_| f64::from_bits(g.random())).collect();
+        assert_eq!(compare_bits(&a, &a.clone()), Ok(()));
+        let mut b = a.clone();
+        let (i, j) = (g.random_range(0..n - 1), n - 1);
+        b[j] = f64::from_bits(!a[j].to_bits());
+        b[i] = f64::from_bits(a[i].to_bits() ^ 1 << g.random_range(0..64));
+        assert_eq!(
+            compare_bits(&b, &a),
+            Err(BitMismatch::Element {
+                index: i,
+                got: b[i].to_bits(),
+                want: a[i].to_bits(),
+                dtype: DType::F64,
+            })
+        );
+        assert_eq!(
+            compare_bits(&a[1..], &a),
+            Err(BitMismatch::Len {
+                got: n - 1,
+                want: n
+            })
+        );
+        assert!(compare_bits(&[f32::NAN], &[f32::NAN]).is_ok());
+        assert!(compare_bits(&[0.0f32], &[-0.0]).is_err());
+        assert_eq!(
+            compare_bits(&[-2i32], &[2]).unwrap_err().to_string(),
+            "element 0 (i32) holds bits 0xfffffffe, want 0x2"
+        );
+    }
 }

@@ -184,6 +184,11 @@ pub enum Error {
         report: String,
     },
 
+    /// A world size outside 1 to 8 was to become a const generic
+    /// ([`with_world!`](crate::with_world)).
+    #[error(transparent)]
+    WorldSize(#[from] crate::layout::WorldSizeError),
+
     /// A rank's closure panicked inside [`crate::run_local`] or [`crate::run`].
     #[error("rank {rank} panicked: {message}")]
     RankPanicked {

@@ -31,6 +31,27 @@ pub const SIGNAL_BLOCKS: usize = 128;
 /// Largest world size the signal pad has room for.
 pub const MAX_WORLD_SIZE: usize = 8;
 
+/// A world size outside `1..=`[`MAX_WORLD_SIZE`], where [`with_world!`]
+/// was to turn it into a const generic.
+///
+/// [`with_world!`]: crate::with_world
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("world size {world} is not supported; symm groups have 1 to {MAX_WORLD_SIZE} ranks")]
+pub struct WorldSizeError {
+    /// The world size given (`i128::MAX` for a `u128` beyond it).
+    pub world: i128,
+}
+
+/// The world size `with_world!` was given, widened so that negative and
+/// huge values are reported as written rather than wrapped into range.
+#[doc(hidden)]
+pub fn __world_size<W: TryInto<i128>>(world: W) -> i128 {
+    world.try_into().unwrap_or(i128::MAX)
+}
+
+// `with_world!` has one arm per world size.
+const _: () = assert!(MAX_WORLD_SIZE == 8);
+
 /// Number of `u32` slots in a signal pad.
 pub const SIGNAL_PAD_SLOTS: usize = SIGNAL_CHANNELS * SIGNAL_BLOCKS * MAX_WORLD_SIZE;
 

@@ -43,9 +43,10 @@ pub use backend::BackendKind;
 pub use bootstrap::{Handles, LaunchEnv, Launcher, StoreSpec};
 pub use comm::{Comm, CommOptions};
 pub use cuda::{cuda_available, cuda_device_count, prepare_shared_gpus};
-pub use dtype::{DType, Element};
+pub use dtype::{compare_bits, BitMismatch, DType, Element};
 pub use error::{Error, Result};
 pub use launch::{KernelArg, LaunchConfig};
+pub use layout::WorldSizeError;
 pub use memory::buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
 pub use memory::symmetric::{PeerBuffer, SymmetricMemory};
 pub use raw::RawKernel;
@@ -61,6 +62,69 @@ pub use cudarc;
 
 /// The kernel macro (see [`dsl`]).
 pub use symm_macros::symm_kernel;
+
+/// Runs `body` with the run-time world size `world` (any integer) as the
+/// const `W: usize`, so that a kernel unrolled over the world size
+/// (`k::launch::<W>(..)`) can be launched for the group at hand: one arm per
+/// size `1..=`[`MAX_WORLD_SIZE`](layout::MAX_WORLD_SIZE), each its own
+/// instantiation. Evaluates to `Ok(body)`, or to
+/// `Err(`[`WorldSizeError`](layout::WorldSizeError)`)` for any other size
+/// (never a panic); `?` turns that into [`Error::WorldSize`].
+///
+/// ```
+/// # use symm_runtime as symm;
+/// // What a kernel generic over the world size would get.
+/// fn peers<const W: usize>() -> [usize; W] {
+///     std::array::from_fn(|r| r)
+/// }
+///
+/// let world: u32 = 3; // from the command line, say
+/// let got = symm::with_world!(world, W => peers::<W>().len());
+/// assert_eq!(got, Ok(3));
+/// let err = symm::with_world!(-1i32, W => W).unwrap_err();
+/// assert_eq!(err.to_string(), "world size -1 is not supported; symm groups have 1 to 8 ranks");
+/// assert!(symm::with_world!(9usize, W => W).is_err());
+/// ```
+#[macro_export]
+macro_rules! with_world {
+    ($world:expr, $w:ident => $body:expr $(,)?) => {
+        match $crate::layout::__world_size($world) {
+            1 => ::core::result::Result::Ok({
+                const $w: usize = 1;
+                $body
+            }),
+            2 => ::core::result::Result::Ok({
+                const $w: usize = 2;
+                $body
+            }),
+            3 => ::core::result::Result::Ok({
+                const $w: usize = 3;
+                $body
+            }),
+            4 => ::core::result::Result::Ok({
+                const $w: usize = 4;
+                $body
+            }),
+            5 => ::core::result::Result::Ok({
+                const $w: usize = 5;
+                $body
+            }),
+            6 => ::core::result::Result::Ok({
+                const $w: usize = 6;
+                $body
+            }),
+            7 => ::core::result::Result::Ok({
+                const $w: usize = 7;
+                $body
+            }),
+            8 => ::core::result::Result::Ok({
+                const $w: usize = 8;
+                $body
+            }),
+            world => ::core::result::Result::Err($crate::layout::WorldSizeError { world }),
+        }
+    };
+}
 
 // Lets `::symm::` paths in expansions resolve inside this crate too.
 extern crate self as symm;

@@ -764,23 +764,19 @@ pub fn run_warp_moves(c: &symm::Comm) -> symm::Result<()> {
         let cfg = symm::LaunchConfig::linear(blocks as u32, 64);
         warp_moves::launch(c, cfg, &dx, &mut down, &mut up, &mut idx, delta, s)?;
         let (wd, wu, wi) = warp_moves_ref(&x, delta, s);
-        let bits = |v: Vec<bf16>| v.iter().map(|b| b.to_bits()).collect::<Vec<_>>();
-        let (gd, gu, gi) = (down.to_host()?, up.to_host()?, idx.to_host()?);
-        let first = |a: &[u64], b: &[u64]| a.iter().zip(b).position(|(x, y)| x != y);
-        let widen = |v: &[u32]| v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>();
-        let widen16 = |v: Vec<u16>| v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>();
         let diffs = [
-            ("shfl_down", first(&gd, &wd)),
-            ("shfl_up", first(&widen(&gu), &widen(&wu))),
-            ("shfl_idx", first(&widen16(bits(gi)), &widen16(bits(wi)))),
+            ("shfl_down", symm::compare_bits(&down.to_host()?, &wd)),
+            ("shfl_up", symm::compare_bits(&up.to_host()?, &wu)),
+            ("shfl_idx", symm::compare_bits(&idx.to_host()?, &wi)),
         ];
-        if let Some((what, Some(i))) = diffs.iter().find(|d| d.1.is_some()) {
+        if let Some((what, Err(e))) = diffs.iter().find(|d| d.1.is_err()) {
+            let lane = match e {
+                symm::BitMismatch::Element { index, .. } => format!(" (lane {})", index % 32),
+                _ => String::new(),
+            };
             return Err(symm::Error::InvalidArgument {
                 rank: c.rank(),
-                message: format!(
-                    "warp_moves: {what} wrong at element {i} (lane {}), delta {delta}, s {s}",
-                    i % 32
-                ),
+                message: format!("warp_moves: {what} wrong: {e}{lane}, delta {delta}, s {s}"),
             });
         }
     }
@@ -1139,4 +1135,330 @@ fn check_gathered<T: Scalar, const N: usize>(
     let mut want = all.to_vec();
     want[r * N..(r + 1) * N].fill(T::from_f32(f32::NAN));
     check_bits(c, &format!("gather_ready of {}×{N}", T::CUDA), &got, &want)
+}
+
+/// Compound assignment on a generic `T: Num`, written as on a concrete
+/// type: every arithmetic `op=` on a local and on an indexed element, from
+/// an array local of non-literals that has no type written.
+#[symm_kernel]
+pub fn compound<T: Num>(x: &[T], y: &[T], out: &mut [T], n: u32) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        let pair = [x[i], y[i]];
+        let mut acc = pair[0];
+        acc += pair[1];
+        acc *= y[i];
+        acc -= x[i];
+        acc /= y[i];
+        acc %= x[i];
+        out[i] = acc;
+        out[i] += x[i];
+        out[i] *= pair[1];
+        out[i] %= y[i] + y[i];
+    }
+}
+
+/// What [`compound`] writes for `x` and `y`.
+pub fn compound_ref<T: Num>(x: T, y: T) -> T {
+    let mut acc = x;
+    acc += y;
+    acc *= y;
+    acc -= x;
+    acc /= y;
+    acc %= x;
+    let mut out = acc;
+    out += x;
+    out *= y;
+    out %= y + y;
+    out
+}
+
+/// The bitwise compound assignments and shifts on a generic `T: DslInt`.
+#[symm_kernel]
+pub fn bit_compound<T: DslInt>(x: &[T], y: &[T], out: &mut [T], n: u32) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        let mut a = x[i];
+        a &= y[i] | x[i];
+        a |= y[i] ^ x[i];
+        a ^= !y[i];
+        a <<= 3u32;
+        a >>= 2u32;
+        out[i] = a;
+        out[i] ^= x[i] >> 1u32;
+        out[i] &= !(y[i] << 2u32);
+    }
+}
+
+/// What [`bit_compound`] writes for `x` and `y`.
+pub fn bit_compound_ref<T: DslInt>(x: T, y: T) -> T {
+    let mut a = x;
+    a &= y | x;
+    a |= y ^ x;
+    a ^= !y;
+    a <<= 3u32;
+    a >>= 2u32;
+    let mut out = a;
+    out ^= x >> 1u32;
+    out &= !(y << 2u32);
+    out
+}
+
+/// [`compound`] on `n` fresh elements drawn by `draw` (never zero: they
+/// divide), into a poisoned output: bitwise equal to [`compound_ref`].
+pub fn run_compound<T: Num>(
+    c: &Comm,
+    poison: T,
+    draw: impl Fn(&mut rand::rngs::ThreadRng) -> T,
+) -> symm::Result<()> {
+    let mut g = rand::rng();
+    let n: usize = sized(c, 500, 10_000) + g.random_range(0..sized(c, 99, 999));
+    let x: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
+    let y: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
+    let (dx, dy) = (c.device_buffer_from(&x)?, c.device_buffer_from(&y)?);
+    let mut out = c.device_buffer_from(&vec![poison; n])?;
+    compound::launch::<T>(c, lin(n, 64), &dx, &dy, &mut out, n as u32)?;
+    let want: Vec<T> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| compound_ref(a, b))
+        .collect();
+    check_bits(c, &format!("compound<{}>", T::CUDA), &out.to_host()?, &want)
+}
+
+/// [`bit_compound`] on `n` fresh elements drawn by `draw`, into a poisoned
+/// output: bitwise equal to [`bit_compound_ref`].
+pub fn run_bit_compound<T: DslInt>(
+    c: &Comm,
+    poison: T,
+    draw: impl Fn(&mut rand::rngs::ThreadRng) -> T,
+) -> symm::Result<()> {
+    let mut g = rand::rng();
+    let n: usize = sized(c, 500, 10_000) + g.random_range(0..sized(c, 99, 999));
+    let x: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
+    let y: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
+    let (dx, dy) = (c.device_buffer_from(&x)?, c.device_buffer_from(&y)?);
+    let mut out = c.device_buffer_from(&vec![poison; n])?;
+    bit_compound::launch::<T>(c, lin(n, 64), &dx, &dy, &mut out, n as u32)?;
+    let want: Vec<T> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| bit_compound_ref(a, b))
+        .collect();
+    check_bits(
+        c,
+        &format!("bit_compound<{}>", T::CUDA),
+        &out.to_host()?,
+        &want,
+    )
+}
+
+/// [`run_compound`] for every numeric element type (integers small enough
+/// not to overflow, of either sign where signed; floats of magnitude in
+/// [0.5, 2)), and [`run_bit_compound`] for the unsigned types (a signed
+/// left shift of a negative value is undefined in C++17).
+pub fn run_compounds(c: &Comm) -> symm::Result<()> {
+    use rand::rngs::ThreadRng;
+    let sign = |g: &mut ThreadRng| if g.random() { 1.0f32 } else { -1.0 };
+    let float = move |g: &mut ThreadRng| sign(g) * g.random_range(0.5f32..2.0);
+    run_compound(c, f32::NAN, float)?;
+    run_compound(c, f64::NAN, move |g| {
+        f64::from(float(g)) * (1.0 + g.random::<f64>())
+    })?;
+    run_compound(c, bf16::NAN, move |g| bf16::from_f32(float(g)))?;
+    run_compound(c, f16::NAN, move |g| f16::from_f32(float(g)))?;
+    run_compound(c, u8::MAX, |g| g.random_range(1u8..=10))?;
+    run_compound(c, u32::MAX, |g| g.random_range(1u32..=1000))?;
+    run_compound(c, u64::MAX, |g| g.random_range(1u64..=1_000_000))?;
+    let nonzero =
+        |g: &mut ThreadRng, m: i64| g.random_range(1..=m) * if g.random() { 1 } else { -1 };
+    run_compound(c, i32::MIN, move |g| nonzero(g, 1000) as i32)?;
+    run_compound(c, i64::MIN, move |g| nonzero(g, 1_000_000))?;
+    run_bit_compound(c, 0xA5u8, |g| g.random())?;
+    run_bit_compound(c, 0xDEAD_BEEFu32, |g| g.random())?;
+    run_bit_compound(c, u64::MAX, |g| g.random())
+}
+
+/// 8-byte receives from every rank at once, the world size unrolled as
+/// `W` (launched through `symm::with_world!`): each rank pushes its two
+/// elements `src[0..2]` into slot `rank` (elements `2 rank..`) of every
+/// other rank's `stage` (all `empty` before), and its 8 bytes `bits[0]`, as
+/// an LL packet tagged `tag`, into slot `rank` of every rank's `ll` (itself
+/// included). Then it takes every peer's elements one slot at a time
+/// (`load_vec_ready`, into `one[2 r..]`) and all at once (`gather_ready`,
+/// into `all[2 r..]`), and every rank's 8 bytes one at a time
+/// (`load_tagged64`, into `got[r]`) and all at once (`gather_tagged64`,
+/// into `got[W + r]`). Thread 0 of block 0.
+#[allow(clippy::too_many_arguments)]
+#[symm_kernel]
+pub fn receive64<T: Scalar, const W: usize>(
+    stage: SymmBuf<T>,
+    ll: SymmBuf<u64>,
+    src: &[T],
+    bits: &[u64],
+    one: &mut [T],
+    all: &mut [T],
+    got: &mut [u64],
+    empty: T,
+    tag: u32,
+) {
+    if thread_idx_x() != 0 || block_idx_x() != 0 {
+        return;
+    }
+    let rank = stage.rank();
+    let world = W as u32;
+    let mine = src.load_vec::<2>(0u32);
+    for r in 0..world {
+        if r != rank {
+            stage.peer(r).store_vec_volatile::<2>(rank * 2, mine);
+        }
+        ll.peer(r).store_tagged64(rank * 2, bits[0], tag);
+    }
+    for r in 0..world {
+        if r != rank {
+            let v = stage.local().load_vec_ready::<2>(r * 2, empty, r);
+            one[r * 2] = v[0];
+            one[r * 2 + 1] = v[1];
+        }
+        got[r] = ll.local().load_tagged64(r * 2, tag, r);
+    }
+    let peers = ((1u32 << world) - 1) & !(1u32 << rank);
+    let g: [[T; 2]; 8] = stage.local().gather_ready::<2>(0u32, 2u32, peers, empty);
+    let p: [u64; 8] = ll
+        .local()
+        .gather_tagged64(0u32, 2u32, (1u32 << world) - 1, tag);
+    for r in 0..world {
+        if r != rank {
+            let v = g[r];
+            all[r * 2] = v[0];
+            all[r * 2 + 1] = v[1];
+        }
+        got[world + r] = p[r];
+    }
+}
+
+/// [`receive64`] of `T` (made from random bits by `from_bits`) on every
+/// rank of `c`'s group, data drawn from `seed`, over two rounds on one LL
+/// stage (tags 1 and 2, ranks aligned before each: the second round must
+/// wait for its own tag, not take the first's packets): every peer's
+/// elements and every rank's 8 bytes arrive bit for bit, both ways, and
+/// this rank's own slots stay poisoned.
+pub fn run_receive64<T: Scalar>(
+    c: &Comm,
+    seed: u64,
+    from_bits: fn(u64) -> T,
+    timeout: std::time::Duration,
+) -> symm::Result<()> {
+    let mut g = StdRng::seed_from_u64(seed);
+    let (rank, world) = (c.rank(), c.world_size());
+    // All ones is the empty mark: data never has those bits.
+    let empty = from_bits(u64::MAX);
+    let poison = from_bits(0x5A5A_5A5A_5A5A_5A5A);
+    let mut draw = || match g.random::<u64>() {
+        u64::MAX | 0x5A5A_5A5A_5A5A_5A5A => 0,
+        b => b,
+    };
+    let stage = c.alloc::<T>(2 * world)?;
+    let ll = c.alloc::<u64>(2 * world)?;
+    ll.fill_bytes(0)?;
+    let (s, l) = (stage.rendezvous()?, ll.rendezvous()?);
+    let ch = Channel::request(c)?;
+    for tag in [1u32, 2] {
+        let elems: Vec<T> = (0..2 * world).map(|_| from_bits(draw())).collect();
+        let packets: Vec<u64> = (0..world).map(|_| draw()).collect();
+        stage.fill_bytes(0xFF)?;
+        let src = c.device_buffer_from(&elems[2 * rank..2 * rank + 2])?;
+        let bits = c.device_buffer_from(&packets[rank..=rank])?;
+        let mut one = c.device_buffer_from(&vec![poison; 2 * world])?;
+        let mut all = c.device_buffer_from(&vec![poison; 2 * world])?;
+        let mut got = c.device_buffer_from(&vec![0x5A5A_5A5A_5A5A_5A5Au64; 2 * world])?;
+        s.barrier(&ch, timeout)?;
+        let cfg = LaunchConfig::linear(1, 32);
+        symm::with_world!(world, W => receive64::launch::<T, W>(
+            c, cfg, &s, &l, &src, &bits, &mut one, &mut all, &mut got, empty, tag,
+        ))??;
+        c.synchronize()?;
+        let mut want = elems.clone();
+        want[2 * rank..2 * rank + 2].fill(poison);
+        let what = |how: &str| format!("{how} of {}×2, round {tag}", T::CUDA);
+        check_bits(c, &what("load_vec_ready"), &one.to_host()?, &want)?;
+        check_bits(c, &what("gather_ready"), &all.to_host()?, &want)?;
+        let want: Vec<u64> = packets.iter().chain(&packets).copied().collect();
+        check_bits(
+            c,
+            &format!("load_tagged64 then gather_tagged64, round {tag}"),
+            &got.to_host()?,
+            &want,
+        )?;
+    }
+    s.barrier(&ch, timeout)?;
+    c.synchronize()
+}
+
+/// [`run_receive64`] of f64, u64 and i64.
+pub fn run_receives64(c: &Comm, seed: u64, timeout: std::time::Duration) -> symm::Result<()> {
+    run_receive64(c, seed, f64::from_bits, timeout)?;
+    run_receive64(c, seed ^ 1, |b| b, timeout)?;
+    run_receive64(c, seed ^ 2, |b| b as i64, timeout)
+}
+
+/// A torn 8-byte LL packet is never taken: block 1 takes the packet at
+/// `ll[0..2]` with `tag`, whose low word the host wrote with `tag` and
+/// whose high word with `tag - 1` (what a read half before and half after
+/// the store sees); block 0 waits until block 1 is about to poll, lets it
+/// poll for `delay_ns`, then writes the high word, tagged, with `hi`.
+/// `out[0]`: what block 1 took. Thread 0 of blocks 0 and 1.
+#[symm_kernel]
+pub fn torn_packet(
+    ll: &mut [u64],
+    flag: &mut [u32],
+    out: &mut [u64],
+    hi: u32,
+    tag: u32,
+    delay_ns: u64,
+) {
+    if thread_idx_x() != 0 {
+        return;
+    }
+    if block_idx_x() == 1 {
+        flag.store(0u32, 1u32, StoreOrder::Release, Scope::Gpu);
+        out[0] = ll.load_tagged64(0u32, tag, 0u32);
+    } else if block_idx_x() == 0 {
+        while flag.load(0u32, LoadOrder::Acquire, Scope::Gpu) == 0u32 {}
+        let start = globaltimer();
+        while globaltimer() - start < delay_ns {
+            let _ = flag.load(0u32, LoadOrder::Volatile, Scope::Gpu);
+        }
+        ll.store(
+            1u32,
+            ((tag as u64) << 32) | hi as u64,
+            StoreOrder::Volatile,
+            Scope::Gpu,
+        );
+    }
+}
+
+/// [`torn_packet`] on fresh random words: block 1 must take the completed
+/// packet (the low word's data and the late high word's), never the torn
+/// one (whose high half is other data).
+pub fn run_torn_packet(c: &Comm) -> symm::Result<()> {
+    let mut g = rand::rng();
+    let (lo, hi, junk): (u32, u32, u32) = (g.random(), g.random(), g.random());
+    let tag: u32 = g.random_range(2..u32::MAX);
+    let packet = [
+        u64::from(tag) << 32 | u64::from(lo),
+        u64::from(tag - 1) << 32 | u64::from(junk ^ hi ^ 1),
+    ];
+    let mut ll = c.device_buffer_from(&packet)?;
+    let mut flag = c.device_buffer_from(&[0u32])?;
+    let mut out = c.device_buffer_from(&[u64::from(junk)])?;
+    let cfg = LaunchConfig::linear(2, 32);
+    torn_packet::launch(c, cfg, &mut ll, &mut flag, &mut out, hi, tag, 2_000_000)?;
+    let want = u64::from(hi) << 32 | u64::from(lo);
+    check_bits(
+        c,
+        "load_tagged64 of a packet completed late",
+        &out.to_host()?,
+        &[want],
+    )
 }

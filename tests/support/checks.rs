@@ -30,20 +30,9 @@ pub fn check(c: &Comm, ok: bool, what: impl FnOnce() -> String) -> symm::Result<
 /// Checks `got` against `want` bit for bit, naming the first element that
 /// differs.
 pub fn check_bits<T: Scalar>(c: &Comm, what: &str, got: &[T], want: &[T]) -> symm::Result<()> {
-    let diff = got
-        .iter()
-        .zip(want)
-        .position(|(a, b)| a.__to_bits64() != b.__to_bits64());
-    check(
-        c,
-        got.len() == want.len() && diff.is_none(),
-        || match diff {
-            Some(i) => format!(
-                "{what}: element {i} holds bits {:#x}, want {:#x}",
-                got[i].__to_bits64(),
-                want[i].__to_bits64()
-            ),
-            None => format!("{what}: {} elements, want {}", got.len(), want.len()),
-        },
-    )
+    let diff = symm::compare_bits(got, want);
+    check(c, diff.is_ok(), || match diff {
+        Err(e) => format!("{what}: {e}"),
+        Ok(()) => unreachable!("`check` calls this only on a mismatch"),
+    })
 }

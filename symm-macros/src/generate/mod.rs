@@ -434,6 +434,7 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
         .iter()
         .any(|p| matches!(p.ty, DslType::SymmBuf(_)));
     let params = cpu_params(f, sig);
+    let reify: Vec<TokenStream> = params.iter().map(|_| quote!(_)).collect();
     let prelude = cpu::prelude();
     cpu_block.stmts.insert(0, syn::parse_quote!(#prelude));
     let turbofish: Vec<TokenStream> = sig
@@ -483,6 +484,12 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
             /// The complete CUDA C of these generic arguments, exporting `__entry`.
             #[doc(hidden)]
             pub fn __source #generics (__entry: &str) -> ::std::string::String #wc {
+                // Instantiates the CPU body with these generic arguments
+                // too, so that what the DSL's Rust side rejects at compile
+                // time (a vector access that is not 16 bytes) is rustc's
+                // error naming the kernel's line, also for a kernel only
+                // compiled for a GPU, rather than NVRTC's on generated C.
+                let _ = ::core::hint::black_box(cpu #tf as fn(#(#reify),*));
                 let mut __w = WRAPPER.replace("$ENTRY$", __entry);
                 #(#fills)*
                 #private::kernel_source(&__deps(), CUDA_BODY, &__w)

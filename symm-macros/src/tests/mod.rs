@@ -192,3 +192,50 @@ proptest! {
         prop_assert!(out.contains("CUDA_BODY") || out.contains("compile_error"));
     }
 }
+
+#[test]
+fn standard_library_paths_name_the_dsl_form() {
+    let out = run(
+        "",
+        "fn k(x: &mut [u32], n: u32) { x[0] = cmp::min(x[1], n); }",
+    );
+    assert!(
+        out.contains("`cmp::min` is not available in kernels") && out.contains("write `min(a, b)`"),
+        "{out}"
+    );
+    let out = run(
+        "",
+        "fn k(x: &mut [u32]) { x[0] = ::core::mem::take(x[1]); }",
+    );
+    assert!(
+        out.contains("`::core::mem::take` is not available"),
+        "{out}"
+    );
+    // A module of the user's that shares a name with one of std's is not std.
+    let out = run("", "fn k(x: &mut [u32]) { x[0] = mem::load(x[1]); }");
+    assert!(!out.contains("compile_error"), "{out}");
+}
+
+#[test]
+fn arrays_take_the_type_of_their_first_typed_element() {
+    let out = run(
+        "",
+        "fn k(x: &[f32], y: &mut [f32]) { let v = [x[0], x[1]]; y[0] = v[1]; }",
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    let out = run(
+        "",
+        "fn k(x: &[f32], y: &mut [f32]) { let v = [1.0, x[1] as f32]; y[0] = v[0]; }",
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    for body in [
+        "let v = [if x[0] > 0.0f32 { 1.0f32 } else { 2.0f32 }, 3.0]; y[0] = v[0];",
+        "y.store_vec(0u32, [1.0, 2.0, 3.0, 4.0]);",
+    ] {
+        let out = run("", &format!("fn k(x: &[f32], y: &mut [f32]) {{ {body} }}"));
+        assert!(
+            out.contains("cannot infer this array's element type") && out.contains("let v: [f32; "),
+            "{body}: {out}"
+        );
+    }
+}

@@ -255,6 +255,8 @@ impl Display for ExprKind {
                 _ => write!(f, "({lhs} {} {rhs})", op.c()),
             },
             ExprKind::Assign { place, op, value } => match op {
+                // C++ has no `%=` for floats: Rust's `%` is `symm_rem`.
+                Some(BinOp::Rem) => write!(f, "symm_rem_assign({place}, {value})"),
                 Some(op) => write!(f, "{place} {}= {value}", op.c()),
                 None => write!(f, "{place} = {value}"),
             },
@@ -340,6 +342,7 @@ impl Display for ExprKind {
                 match func {
                     ScalarFn::FromF32 => write!(f, "symm_from_f32<{ty}>({a})"),
                     ScalarFn::FromBits32 => write!(f, "symm_from_bits32<{ty}>((symm_u32)({a}))"),
+                    ScalarFn::FromBits64 => write!(f, "symm_from_bits64<{ty}>((symm_u64)({a}))"),
                     ScalarFn::FromBits { ty, bits } => {
                         write!(f, "symm_{}_from_bits(({bits})({a}))", ty.rust_name())
                     }

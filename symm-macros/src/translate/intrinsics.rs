@@ -240,12 +240,29 @@ pub const METHODS: &[MethodDef] = &[
     .guard(Guard::Bytes(16)),
     call("to_f32", "symm_to_f32", &[]).ret(CPrim::F32),
     call("to_bits32", "symm_to_bits32", &[]),
+    call("to_bits64", "symm_to_bits64", &[]).ret(CPrim::U64),
     call("load_tagged2", "symm_dsl_load_tagged2", &[U64, U32, U32])
         .ctx()
         .guard(Guard::Bytes(16)),
     call("load_tagged", "symm_dsl_load_tagged", &[U64, U32, U32])
         .ctx()
         .guard(Guard::Bytes(8)),
+    call("load_tagged64", "symm_dsl_load_tagged64", &[U64, U32, U32])
+        .ctx()
+        .guard(Guard::Bytes(16))
+        .ret(CPrim::U64),
+    call(
+        "gather_tagged64",
+        "symm_dsl_gather_tagged64",
+        &[U64, U64, U32, U32],
+    )
+    .ctx(),
+    call(
+        "store_tagged64",
+        "symm_dsl_store_tagged64",
+        &[U64, U64, U32],
+    )
+    .guard(Guard::Bytes(16)),
     call("to_bits", "symm_to_bits", &[]),
     call("min", "symm_min", &[RECV]),
     call("max", "symm_max", &[RECV]),

@@ -236,6 +236,8 @@ pub enum ScalarFn {
     FromF32,
     /// `T::from_bits32(u)`.
     FromBits32,
+    /// `T::from_bits64(u)`.
+    FromBits64,
     /// `from_bits` of the float `ty`, whose bits are a `bits` integer.
     FromBits { ty: CPrim, bits: CPrim },
     /// `T::zero()`.

@@ -1,6 +1,7 @@
 /* Receives of data that marks its own arrival (LL packets, sentinel-filled
-   staging): one shared wait loop and its wrappers. Part of DSL_SUPPORT; see
-   symm.cuh. */
+   staging): one shared wait loop and its wrappers, and the send of 8-byte LL
+   packets, whose format is defined here beside its receive. Part of
+   DSL_SUPPORT; see symm.cuh. */
 #ifndef SYMM_IMPL_RECEIVE_CUH
 #define SYMM_IMPL_RECEIVE_CUH
 
@@ -53,23 +54,42 @@ __device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slo
     }
 }
 
+/* The words a sentinel receive polls for elements of type T: two 8-byte
+   words for 8-byte elements, four 4-byte words otherwise. Each word is one
+   single-copy-atomic access and holds whole elements, so an element is
+   never read half as sent and half as before (as an 8-byte element read as
+   two 4-byte words could be, and then differ from `empty` without having
+   arrived). */
+template<class T, bool Wide = sizeof(T) == 8> struct symm_sentinel_words { typedef symm_array<symm_u32, 4> type; };
+template<class T> struct symm_sentinel_words<T, true> { typedef symm_array<symm_u64, 2> type; };
+template<class T> __device__ __forceinline__ typename symm_sentinel_words<T>::type symm_sentinel_load(const T* p) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                  "sentinel receives take elements of 1, 2, 4 or 8 bytes");
+    if constexpr (sizeof(T) == 8) return symm_ld_vec_volatile<symm_u64, 2>((const symm_u64*)p);
+    else return symm_ld_vec_volatile<symm_u32, 4>((const symm_u32*)p);
+}
+
 /* Whether no element (of T's width) of the 16 bytes `w` has `empty`'s bits.
    Checked on the raw words, so nothing is unpacked between a slot's load
    and the next one. */
-template<class T> __device__ __forceinline__ bool symm_words_ready(const symm_array<symm_u32, 4>& w, T empty) {
-    static_assert(sizeof(T) <= 4, "sentinel receives take elements of at most 4 bytes");
-    const symm_u32 e = symm_to_bits32(empty);
+template<class T> __device__ __forceinline__ bool symm_words_ready(const typename symm_sentinel_words<T>::type& w, T empty) {
+    if constexpr (sizeof(T) == 8) {
+        const symm_u64 e = symm_bitcast<symm_u64>(empty);
+        return w[0] != e && w[1] != e;
+    } else {
+        const symm_u32 e = symm_to_bits32(empty);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        if constexpr (sizeof(T) == 4) {
-            if (w[k] == e) return false;
-        } else {
+        for (int k = 0; k < 4; ++k) {
+            if constexpr (sizeof(T) == 4) {
+                if (w[k] == e) return false;
+            } else {
 #pragma unroll
-            for (int h = 0; h < 4 / (int)sizeof(T); ++h)
-                if ((w[k] >> (h * 8 * sizeof(T)) & ((1u << (8 * sizeof(T))) - 1u)) == e) return false;
+                for (int h = 0; h < 4 / (int)sizeof(T); ++h)
+                    if ((w[k] >> (h * 8 * sizeof(T)) & ((1u << (8 * sizeof(T))) - 1u)) == e) return false;
+            }
         }
+        return true;
     }
-    return true;
 }
 
 /* In a checked kernel: the bits of `ranks` whose slot (`bytes` bytes at
@@ -143,16 +163,47 @@ template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>,
     return out;
 }
 
+/* 8-byte LL packets: the 8 data bytes as two 8-byte words, `tag << 32`
+   over 32 data bits each (low half first), sent in one 16-byte volatile
+   store. Only each word is single-copy atomic (the PTX memory model makes a
+   .v2.b64 access two 8-byte accesses; a 16-byte access is not guaranteed
+   atomic, on Hopper neither, least of all over NVLink), so each word
+   carries the tag and a packet is taken only when both words do: a word
+   with the tag was written by this round's one store to the slot, so a
+   torn read (one word from an older round) has an older tag and is polled
+   again. No fence: data and tag travel in the same atomic words. */
+static __device__ __forceinline__ __attribute__((unused)) symm_u64 symm_untag64(const symm_array<symm_u64, 2>& v) {
+    return (v[0] & 0xffffffffull) | (v[1] << 32);
+}
+template<class X> __device__ __forceinline__ void symm_dsl_store_tagged64(symm_slice<X> s, symm_u64 i, symm_u64 data, symm_u32 tag) {
+    const symm_u64 t = (symm_u64)tag << 32;
+    symm_array<symm_u64, 2> w;
+    w.v[0] = t | (data & 0xffffffffull);
+    w.v[1] = t | (data >> 32);
+    symm_st_vec_volatile<symm_u64, 2>((symm_u64*)(s.ptr + i), w);
+}
+template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged64(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from) {
+    return symm_untag64(symm_dsl_load_tagged2(c, s, i, tag, from));
+}
+template<class X> __device__ __forceinline__ symm_array<symm_u64, 8> symm_dsl_gather_tagged64(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag) {
+    const symm_array<symm_array<symm_u64, 2>, 8> v = symm_dsl_gather_tagged2(c, s, first, stride, ranks, tag);
+    symm_array<symm_u64, 8> out;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) out[r] = symm_untag64(v[r]);
+    return out;
+}
+
 /* Sentinel receive: a 16-byte volatile load polled until no element has
    `empty`'s bits (each element is single-copy atomic, so a partly arrived
    vector still shows the sentinel). */
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_dsl_load_vec_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 i, typename symm_nd<T>::type empty, symm_u32 from) {
     static_assert(sizeof(T) * N == 16, "load_vec_ready: sizeof(T) * N must be 16");
+    typedef typename symm_sentinel_words<T>::type W;
     if (symm_is_dummy(s)) return symm_array<T, N>{};
-    const symm_u32* p = (const symm_u32*)(s.ptr + i);
-    symm_array<symm_u32, 4> w[8] = {};
-    symm_wait_slots(c, 1u, w, [&](symm_u32) { return symm_ld_vec_volatile<symm_u32, 4>(p); },
-                    [&](const symm_array<symm_u32, 4>& x) { return symm_words_ready<T>(x, empty); }, [&](symm_u32) { return from; });
+    const T* p = s.ptr + i;
+    W w[8] = {};
+    symm_wait_slots(c, 1u, w, [&](symm_u32) { return symm_sentinel_load(p); },
+                    [&](const W& x) { return symm_words_ready<T>(x, empty); }, [&](symm_u32) { return from; });
     return symm_bitcast<symm_array<T, N>>(w[0]);
 }
 
@@ -161,10 +212,11 @@ template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_d
    clear; a timeout names rank r. */
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<symm_array<T, N>, 8> symm_dsl_gather_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, typename symm_nd<T>::type empty) {
     static_assert(sizeof(T) * N == 16, "gather_ready: sizeof(T) * N must be 16");
+    typedef typename symm_sentinel_words<T>::type W;
     ranks = symm_slots_in(c, s, first, stride, ranks, 16);
-    symm_array<symm_u32, 4> w[8] = {};
-    symm_wait_slots(c, ranks, w, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u32, 4>((const symm_u32*)(s.ptr + first + r * stride)); },
-                    [&](const symm_array<symm_u32, 4>& x) { return symm_words_ready<T>(x, empty); }, [](symm_u32 r) { return r; });
+    W w[8] = {};
+    symm_wait_slots(c, ranks, w, [&](symm_u32 r) { return symm_sentinel_load(s.ptr + first + r * stride); },
+                    [&](const W& x) { return symm_words_ready<T>(x, empty); }, [](symm_u32 r) { return r; });
     symm_array<symm_array<T, N>, 8> v;
 #pragma unroll
     for (int r = 0; r < 8; ++r) v[r] = symm_bitcast<symm_array<T, N>>(w[r]);

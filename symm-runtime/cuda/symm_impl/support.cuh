@@ -111,6 +111,9 @@ static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a
 static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b) { return fmod(a, b); }
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b) { return symm_f32_to_bf16(fmodf(symm_bf16_to_f32(a), symm_bf16_to_f32(b))); }
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b) { return symm_f32_to_f16(fmodf(symm_f16_to_f32(a), symm_f16_to_f32(b))); }
+/* Rust's `%=`, through symm_rem: C++ has no `%=` for floats or halves. The
+   place is evaluated once. */
+template<class T> __device__ __forceinline__ T& symm_rem_assign(T& a, typename symm_nd<T>::type b) { return a = symm_rem(a, b); }
 
 /* Half-precision square roots, through f32 like the Rust side. */
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_sqrt(symm_bf16 a) { return symm_f32_to_bf16(symm_sqrt(symm_bf16_to_f32(a))); }
@@ -169,6 +172,16 @@ template<class T> __device__ __forceinline__ T symm_from_bits32(symm_u32 b) {
     if constexpr (sizeof(T) == 4) return symm_bitcast<T>(b);
     else if constexpr (sizeof(T) == 2) return symm_bitcast<T>((symm_u16)b);
     else return symm_bitcast<T>((symm_u8)b);
+}
+
+/* Element bits zero-extended to 64 bits, and back (sentinels of any width). */
+template<class T> __device__ __forceinline__ symm_u64 symm_to_bits64(T x) {
+    if constexpr (sizeof(T) == 8) return symm_bitcast<symm_u64>(x);
+    else return (symm_u64)symm_to_bits32(x);
+}
+template<class T> __device__ __forceinline__ T symm_from_bits64(symm_u64 b) {
+    if constexpr (sizeof(T) == 8) return symm_bitcast<T>(b);
+    else return symm_from_bits32<T>((symm_u32)b);
 }
 
 /* In-kernel signals. A timeout records who failed and ends this thread with

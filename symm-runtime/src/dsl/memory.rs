@@ -48,6 +48,19 @@ fn fmt_index<I: DslIndex>(i: I) -> String {
     }
 }
 
+/// Rejects a vector access that does not move exactly 16 bytes. Each
+/// public vector method calls it in a `const` block of its own body, so
+/// that rustc's note on the failure ("encountered while instantiating
+/// `load_vec_ready::<4>`") names the kernel's call, not a line of this file.
+const fn sixteen_bytes<T>(n: usize) {
+    assert!(
+        n * std::mem::size_of::<T>() == 16,
+        "a vector access (load_vec, store_vec, load_vec_ready, gather_ready) moves exactly 16 bytes: \
+         write ::<N> with N * size_of::<T>() == 16 (16 for u8, 8 for bf16 and f16, 4 for f32, u32 and \
+         i32, 2 for f64, u64 and i64); the note below names the call"
+    )
+}
+
 /// Loads one element with `order`, through `hostmem` (see its docs).
 fn load_raw<T: Scalar>(addr: u64, order: Ordering) -> T {
     T::__from_bits64(hostmem::load(addr, std::mem::size_of::<T>(), order))
@@ -164,14 +177,16 @@ macro_rules! readable {
             /// 8-byte types, so each element is one single-copy-atomic access).
             #[track_caller]
             pub fn load_vec<const N: usize>(&self, i: impl DslIndex) -> [T; N] {
-                const { assert!(N * std::mem::size_of::<T>() == 16, "vector accesses move exactly 16 bytes") };
+                const { sixteen_bytes::<T>(N) };
                 load_vec_raw::<T, N>(self.vec_addr::<N>(i))
             }
 
             /// [`load_vec`](Self::load_vec) that always reads memory. `ld.volatile.global.v4.b32`.
+            #[track_caller]
             pub fn load_vec_volatile<const N: usize>(&self, i: impl DslIndex) -> [T; N] {
+                const { sixteen_bytes::<T>(N) };
                 tick();
-                self.load_vec::<N>(i)
+                load_vec_raw::<T, N>(self.vec_addr::<N>(i))
             }
 
             /// The addresses of the 16-byte slots `first + r * stride` for
@@ -293,6 +308,9 @@ fn gather<V: Copy>(
 
 /// The emulator's side of the sentinel receives (`load_vec_ready`,
 /// `gather_ready`): each slot is ready once no element has `empty`'s bits.
+/// Each element is loaded by one atomic access of its own width, as the GPU
+/// loads it (8-byte elements by `.v2.b64`), so an element reads either as
+/// it was stored or as it was before, never half of each.
 #[track_caller]
 fn sentinel_gather<T: Scalar, const N: usize>(
     name: &str,
@@ -300,23 +318,29 @@ fn sentinel_gather<T: Scalar, const N: usize>(
     addrs: [Option<u64>; MAX_WORLD_SIZE],
     empty: T,
 ) -> [[T; N]; MAX_WORLD_SIZE] {
-    const {
-        assert!(
-            N * std::mem::size_of::<T>() == 16 && std::mem::size_of::<T>() <= 4,
-            "sentinel receives move 16 bytes of elements of at most 4 bytes"
-        )
-    };
+    let empty = empty.__to_bits64();
     gather(
         name,
         what,
         addrs,
-        [T::from_bits32(0); N],
+        [T::__from_bits64(0); N],
         load_vec_raw::<T, N>,
-        |v: &[T; N]| v.iter().all(|x| x.to_bits32() != empty.to_bits32()),
+        |v: &[T; N]| v.iter().all(|x| x.__to_bits64() != empty),
     )
 }
 
-/// The LL receive, on handles of `u64` packets.
+/// The 8 data bytes of an 8-byte LL packet pair (see `load_tagged64`):
+/// the low 32 bits of each word, the first word's low.
+fn untag64([lo, hi]: [u64; 2]) -> u64 {
+    (lo & 0xFFFF_FFFF) | (hi << 32)
+}
+
+/// Whether both words of a packet pair carry `tag` in their high 32 bits.
+fn tagged_pair(v: &[u64; 2], tag: u32) -> bool {
+    v.iter().all(|w| (w >> 32) as u32 == tag)
+}
+
+/// The LL receives, and the 8-byte LL send, on handles of `u64` packets.
 macro_rules! tagged {
     ($name:ident, $what:literal) => {
         impl $name<u64> {
@@ -346,7 +370,7 @@ macro_rules! tagged {
                     one_slot(self.vec_addr::<2>(i)),
                     [0u64; 2],
                     load_pair,
-                    |v| v.iter().all(|w| (w >> 32) as u32 == tag),
+                    |v| tagged_pair(v, tag),
                 )[0]
             }
 
@@ -371,8 +395,75 @@ macro_rules! tagged {
                     addrs,
                     [0u64; 2],
                     load_pair,
-                    |v| v.iter().all(|w| (w >> 32) as u32 == tag),
+                    |v| tagged_pair(v, tag),
                 )
+            }
+
+            /// Sends the 8 bytes `data` as one LL packet of 16 bytes at `i`
+            /// (even): two words `tag << 32 | 32 bits of data`, low half
+            /// first, in one volatile 16-byte store. Each word is one
+            /// single-copy-atomic access but the 16 bytes together are not,
+            /// so each word carries the tag: [`load_tagged64`](Self::load_tagged64)
+            /// takes the packet only when both do. Other 8-byte types travel
+            /// as their bits (`x.to_bits()`, `f64::from_bits`, `as i64`).
+            /// `st.volatile.global.v2.b64`.
+            #[track_caller]
+            pub fn store_tagged64(&self, i: impl DslIndex, data: u64, tag: u32) {
+                let t = u64::from(tag) << 32;
+                let words = [t | (data & 0xFFFF_FFFF), t | (data >> 32)];
+                tick();
+                let base = self.vec_addr::<2>(i);
+                store_raw(base, words[0], Ordering::Relaxed);
+                store_raw(base + 8, words[1], Ordering::Relaxed);
+            }
+
+            /// Receives the 8 data bytes of the LL packet at `i` (even) that
+            /// [`store_tagged64`](Self::store_tagged64) sent with `tag`:
+            /// polls the 16 bytes (volatile 16-byte loads, two
+            /// single-copy-atomic words) until both words carry `tag`. A
+            /// torn read, one word of this packet and one of an older one,
+            /// has an older tag in a word and is polled again; so no fence
+            /// is needed, and a slot may be reused with a new tag each
+            /// round. Slots must not hold `tag` before the packet comes
+            /// (start tags at 1 on zeroed memory). `from` names the sending
+            /// rank in a timeout report. `ld.volatile.global.v2.b64` in a loop.
+            #[track_caller]
+            pub fn load_tagged64(&self, i: impl DslIndex, tag: u32, from: u32) -> u64 {
+                untag64(
+                    gather(
+                        "load_tagged64",
+                        &|_| format!("8-byte LL packet from rank {from} with tag {tag}"),
+                        one_slot(self.vec_addr::<2>(i)),
+                        [0u64; 2],
+                        load_pair,
+                        |v| tagged_pair(v, tag),
+                    )[0],
+                )
+            }
+
+            /// [`load_tagged64`](Self::load_tagged64) from several ranks at
+            /// once: for each rank r whose bit is set in `ranks`, the data of
+            /// the packet at `first + r * stride` (even) in `[r]`, 0 where the
+            /// bit is clear. Waits as [`gather_ready`](Self::gather_ready)
+            /// does. `ld.volatile.global.v2.b64` for each slot, in a loop.
+            #[track_caller]
+            pub fn gather_tagged64(
+                &self,
+                first: impl DslIndex,
+                stride: u32,
+                ranks: u32,
+                tag: u32,
+            ) -> [u64; MAX_WORLD_SIZE] {
+                let addrs = self.slot_addrs::<2>(first, stride, ranks);
+                gather(
+                    "gather_tagged64",
+                    &|r| format!("8-byte LL packet from rank {r} with tag {tag}"),
+                    addrs,
+                    [0u64; 2],
+                    load_pair,
+                    |v| tagged_pair(v, tag),
+                )
+                .map(untag64)
             }
         }
     };
@@ -386,10 +477,18 @@ macro_rules! ready {
         impl<T: Scalar> $name<T> {
             /// Polls the 16 bytes at elements `i..i + N` (volatile vector
             /// loads) until no element has `empty`'s bits, and returns them;
-            /// `from` names the sending rank in a timeout report. Each
-            /// element arrives in one single-copy-atomic store, so a vector
-            /// that arrived only in part still reads as not ready.
-            /// `ld.volatile.global.v4.b32` in a loop.
+            /// `from` names the sending rank in a timeout report. Elements
+            /// of 1, 2, 4 or 8 bytes. Arrival is per element: each is read
+            /// by one single-copy-atomic access of at least its width (8-byte
+            /// elements by `.v2.b64`, so never half of one), and has arrived
+            /// once its bits differ from `empty`'s; the vector is ready when
+            /// every element has. A 16-byte store is not atomic as a whole,
+            /// so a vector that arrived only in part reads as not ready, as
+            /// long as the sender writes each element in one access of its
+            /// width or wider (`store_vec`, `store`, never an f64 as two
+            /// u32 halves) and never sends `empty`'s bits as data.
+            /// `ld.volatile.global.v4.b32` (`.v2.b64` for 8-byte elements)
+            /// in a loop.
             #[track_caller]
             pub fn load_vec_ready<const N: usize>(
                 &self,
@@ -397,6 +496,7 @@ macro_rules! ready {
                 empty: T,
                 from: u32,
             ) -> [T; N] {
+                const { sixteen_bytes::<T>(N) };
                 sentinel_gather(
                     "load_vec_ready",
                     &|_| format!("pushed data from rank {from}"),
@@ -414,7 +514,10 @@ macro_rules! ready {
             /// and once it lands the others still missing are loaded again
             /// together, so waiting on several peers costs one round trip
             /// after the first wait, not one per peer. A timeout names the
-            /// rank polled. `ld.volatile.global.v4.b32` for each slot.
+            /// rank polled. Arrival is per element, as for
+            /// [`load_vec_ready`](Self::load_vec_ready).
+            /// `ld.volatile.global.v4.b32` (`.v2.b64` for 8-byte elements)
+            /// for each slot.
             #[track_caller]
             pub fn gather_ready<const N: usize>(
                 &self,
@@ -423,6 +526,7 @@ macro_rules! ready {
                 ranks: u32,
                 empty: T,
             ) -> [[T; N]; MAX_WORLD_SIZE] {
+                const { sixteen_bytes::<T>(N) };
                 sentinel_gather(
                     "gather_ready",
                     &|r| format!("pushed data from rank {r}"),
@@ -534,12 +638,12 @@ macro_rules! writable {
             /// types).
             #[track_caller]
             pub fn store_vec<const N: usize>(&self, i: impl DslIndex, v: [T; N]) {
-                const {
-                    assert!(
-                        N * std::mem::size_of::<T>() == 16,
-                        "vector accesses move exactly 16 bytes"
-                    )
-                };
+                const { sixteen_bytes::<T>(N) };
+                self.store_vec_raw(i, v)
+            }
+
+            #[track_caller]
+            fn store_vec_raw<const N: usize>(&self, i: impl DslIndex, v: [T; N]) {
                 let base = self.vec_addr::<N>(i);
                 for (k, x) in v.into_iter().enumerate() {
                     store_raw(
@@ -551,9 +655,11 @@ macro_rules! writable {
             }
 
             /// [`store_vec`](Self::store_vec) that always writes memory. `st.volatile.global.v4.b32`.
+            #[track_caller]
             pub fn store_vec_volatile<const N: usize>(&self, i: impl DslIndex, v: [T; N]) {
+                const { sixteen_bytes::<T>(N) };
                 tick();
-                self.store_vec::<N>(i, v)
+                self.store_vec_raw(i, v)
             }
         }
     };
@@ -651,11 +757,13 @@ impl<T: Scalar> SymmBuf<T> {
     }
 
     /// This rank's own buffer. `(T*)ptrs[rank]`.
+    #[track_caller]
     pub fn local(&self) -> Remote<T> {
         self.peer(self.rank)
     }
 
     /// Rank `r`'s signal pad as `u32` slots (see [`super::signal_slot`]).
+    #[track_caller]
     pub fn pad(&self, r: u32) -> Remote<u32> {
         let ptr = self.table(self.pads, r, "SymmBuf::pad");
         // SAFETY: rank `r`'s pad holds SIGNAL_PAD_SLOTS slots, and outlives
@@ -921,6 +1029,7 @@ impl<T: Scalar, const N: usize> Shared<T, N> {
     }
 
     #[doc(hidden)]
+    #[track_caller]
     pub fn __get<I: DslIndex>(&self, i: I) -> T {
         load_raw(
             self.ptr + (index("shared array", i, N) * std::mem::size_of::<T>()) as u64,
@@ -929,6 +1038,7 @@ impl<T: Scalar, const N: usize> Shared<T, N> {
     }
 
     #[doc(hidden)]
+    #[track_caller]
     pub fn __set<I: DslIndex>(&self, i: I, v: T) {
         store_raw(
             self.ptr + (index("shared array", i, N) * std::mem::size_of::<T>()) as u64,

@@ -45,11 +45,16 @@
 //! arrays `[T; N]` and shared arrays (`let s = shared_array::<T, N>();`).
 //! An unsuffixed literal whose type only later use decides (`let i = 0;`)
 //! must be annotated (`let i: u32 = 0;`): the macro says so at its span.
+//! So must an array of nothing but unsuffixed literals (or `if`/block
+//! values); any other array takes the type of its first typed element
+//! (`let v = [x[i], y[i]];`). Generic `T: Num` has the operators and their
+//! compound assignments (`acc += x`), `T: DslInt` also the bitwise ones.
 //! [`kernel_assert!`] checks a condition the kernel relies on (see below).
 //! Not supported (each a compile error saying what to write instead):
 //! `match`, closures, references, tuples, structs, fields, other macros
-//! (`assert!` among them), `unsafe`, labels, `if let`, sub-slicing, and
-//! names other than locals, parameters and const generics.
+//! (`assert!` among them), `unsafe`, labels, `if let`, sub-slicing, names
+//! other than locals, parameters and const generics, and standard-library
+//! paths (`std::cmp::min(a, b)`: the error names the DSL's `min(a, b)`).
 //!
 //! # Intrinsics
 //! Thread geometry ([`thread_idx_x`], [`block_idx_x`], [`block_dim_x`],
@@ -61,7 +66,11 @@
 //! `to_f32`, `wrapping_add/sub/mul`. On slices and [`Remote`] buffers:
 //! indexing, `load`/`store` with a [`LoadOrder`]/[`StoreOrder`] and a
 //! [`Scope`], `atomic_add`/`exch`/`cas`/`max`/`min` with a [`RmwOrder`], and
-//! 16-byte `load_vec::<N>`/`store_vec` (also `_volatile`). On [`SymmBuf`]:
+//! 16-byte `load_vec::<N>`/`store_vec` (also `_volatile`); receives of
+//! data that marks its own arrival: sentinel (`load_vec_ready`,
+//! `gather_ready`, elements of 1 to 8 bytes) and LL (`load_tagged`,
+//! `load_tagged2`, `gather_tagged2`, and 8-byte data with `store_tagged64`,
+//! `load_tagged64`, `gather_tagged64`). On [`SymmBuf`]:
 //! `peer(r)`, `local()`, `pad(r)`, `rank()`, `world_size()`, `len()`,
 //! `put_signal(dst, channel)` and `wait_signal(src, channel)`. Orderings and
 //! scopes must be written as constants (`LoadOrder::Acquire`).
@@ -131,6 +140,7 @@ pub use thread::assert_failed as __assert_failed;
 /// ```
 #[doc(inline)]
 pub use crate::__kernel_assert as kernel_assert;
+pub use crate::dtype::Element;
 pub use memory::{shared_array, DslIndex, Remote, Shared, Slice, SliceMut, SymmBuf};
 pub use scalar::{AtomicAdd, AtomicMinMax, AtomicScalar, DslFloat, DslInt, Num, Scalar};
 pub use sync::*;

@@ -1,6 +1,9 @@
 //! Element types and their arithmetic, as kernels see them.
 
-use std::ops::{Add, Div, Mul, Neg, Sub};
+use std::ops::{
+    Add, AddAssign, BitAnd, BitAndAssign, BitOr, BitOrAssign, BitXor, BitXorAssign, Div, DivAssign,
+    Mul, MulAssign, Neg, Not, Rem, RemAssign, Shl, ShlAssign, Shr, ShrAssign, Sub, SubAssign,
+};
 
 use half::{bf16, f16};
 
@@ -22,15 +25,33 @@ pub trait Scalar: Element + PartialEq + PartialOrd {
     fn from_bits32(bits: u32) -> Self {
         Self::__from_bits64(u64::from(bits))
     }
+    /// The element with these low bits, of any width (the inverse of
+    /// [`Element::to_bits64`]). `symm_from_bits64`.
+    fn from_bits64(bits: u64) -> Self {
+        Self::__from_bits64(bits)
+    }
     #[doc(hidden)]
     fn __to_bits64(self) -> u64;
     #[doc(hidden)]
     fn __from_bits64(b: u64) -> Self;
 }
 
-/// Arithmetic shared by every numeric element type.
+/// Arithmetic shared by every numeric element type: the operators and their
+/// compound assignments (`acc += x`), so that a generic kernel over
+/// `T: Num` is written as one over `f32` would be. `%` is Rust's (truncating
+/// for integers, `fmod` for floats), on both backends.
 pub trait Num:
-    Scalar + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self>
+    Scalar
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Rem<Output = Self>
+    + AddAssign
+    + SubAssign
+    + MulAssign
+    + DivAssign
+    + RemAssign
 {
     /// Zero.
     fn zero() -> Self;
@@ -52,8 +73,24 @@ pub trait DslFloat: Num + Neg<Output = Self> {
     fn sqrt(self) -> Self;
 }
 
-/// Integer element types.
-pub trait DslInt: Num + Ord {}
+/// Integer element types, with the bitwise operators and shifts by a `u32`
+/// (and their compound assignments).
+pub trait DslInt:
+    Num
+    + Ord
+    + Not<Output = Self>
+    + BitAnd<Output = Self>
+    + BitOr<Output = Self>
+    + BitXor<Output = Self>
+    + Shl<u32, Output = Self>
+    + Shr<u32, Output = Self>
+    + BitAndAssign
+    + BitOrAssign
+    + BitXorAssign
+    + ShlAssign<u32>
+    + ShrAssign<u32>
+{
+}
 
 /// 4- and 8-byte types that support ordered loads, stores, exchange and CAS.
 pub trait AtomicScalar: Scalar {}

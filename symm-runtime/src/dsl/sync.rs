@@ -128,7 +128,7 @@ pub fn stage_at<T: Scalar>(stage: SymmBuf<T>, call: u32, from: u32) -> u32 {
 /// The bits a sentinel stage's empty slots hold: all ones (a NaN).
 #[symm_kernel(device)]
 pub fn sentinel_empty<T: DslFloat>() -> T {
-    T::from_bits32(0xFFFF_FFFFu32)
+    T::from_bits64(0xFFFF_FFFF_FFFF_FFFFu64)
 }
 
 /// `v` with every element that has the empty bits replaced by the same NaN
@@ -136,11 +136,11 @@ pub fn sentinel_empty<T: DslFloat>() -> T {
 /// cannot read as "not arrived".
 #[symm_kernel(device)]
 pub fn sentinel_scrub<T: DslFloat, const V: usize>(v: [T; V]) -> [T; V] {
-    let empty = sentinel_empty::<T>().to_bits32();
+    let empty = sentinel_empty::<T>().to_bits64();
     let mut w = v;
     for k in 0..V {
-        if w[k].to_bits32() == empty {
-            w[k] = T::from_bits32(empty >> 1);
+        if w[k].to_bits64() == empty {
+            w[k] = T::from_bits64(empty >> 1);
         }
     }
     w

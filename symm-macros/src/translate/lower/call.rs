@@ -23,6 +23,38 @@ fn float_bits(ty: &CType) -> Option<(CPrim, CPrim)> {
     Some((*p, bits))
 }
 
+/// What a kernel writes instead of a standard-library function named
+/// `name` (`std::cmp::min`, `f32::sqrt`, ...), where the DSL has one.
+fn dsl_form(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "min" => "`min(a, b)` (or `a.min(b)`)",
+        "max" => "`max(a, b)` (or `a.max(b)`)",
+        "clamp" => "`min(max(x, lo), hi)`",
+        "abs" => "`abs(x)` (or `x.abs()`)",
+        "sqrt" => "`x.sqrt()`",
+        "mul_add" | "fma" => "`fma(a, b, c)` (or `a.mul_add(b, c)`)",
+        "fence" => "`fence(Scope::System)` (or `Scope::Gpu`, `Scope::Block`)",
+        "wrapping_add" => "`a.wrapping_add(b)`",
+        "wrapping_sub" => "`a.wrapping_sub(b)`",
+        "wrapping_mul" => "`a.wrapping_mul(b)`",
+        "to_bits" => "`x.to_bits()`",
+        "to_f32" => "`x.to_f32()`",
+        _ => return None,
+    })
+}
+
+/// Whether the path `segs` names a standard-library function, which
+/// kernels cannot call: any path from `std`, `core` or `alloc`, and
+/// `cmp::min`, `Ord::max` and the like (after `use std::cmp;`; a module of
+/// the user's named `cmp` may hold other functions).
+fn is_std_path(segs: &[&syn::PathSegment], name: &str) -> bool {
+    let root = segs[0].ident.to_string();
+    segs.len() > 1
+        && (["std", "core", "alloc"].contains(&root.as_str())
+            || (["cmp", "Ord", "PartialOrd"].contains(&root.as_str())
+                && ["min", "max", "clamp"].contains(&name)))
+}
+
 impl Lowerer<'_> {
     /// A call of a free or associated function.
     pub(super) fn call(&mut self, c: &syn::ExprCall, expect: Option<&CType>) -> ExprKind {
@@ -34,6 +66,21 @@ impl Lowerer<'_> {
             return self.reject(p, "empty path");
         };
         let name = last.ident.to_string();
+        // `std::cmp::min(a, b)` would reach rustc as a device function
+        // `std::cmp::min::DEVICE`, whose error ("cannot find `min` in
+        // `cmp`") says nothing about kernels.
+        if is_std_path(&segs, &name) {
+            let shown = path_text(&p.path);
+            let msg = match dsl_form(&name) {
+                Some(instead) => format!(
+                    "`{shown}` is not available in kernels (they run without the standard library); write {instead}, from `symm::dsl`"
+                ),
+                None => format!(
+                    "`{shown}` is not available in kernels (they run without the standard library); kernels call `symm::dsl` intrinsics and `#[symm_kernel(device)]` functions"
+                ),
+            };
+            return self.reject(p, msg);
+        }
         // `T::from_f32(x)`, `f32::from_bits(u)`, ...
         if segs.len() == 2 {
             let ty_seg = &segs[0].ident;
@@ -43,16 +90,21 @@ impl Lowerer<'_> {
                 let func = match (name.as_str(), args.len()) {
                     ("from_f32", 1) => ScalarFn::FromF32,
                     ("from_bits32", 1) => ScalarFn::FromBits32,
+                    ("from_bits64", 1) => ScalarFn::FromBits64,
                     ("from_bits", 1) => match float_bits(&ty) {
                         Some((ty, bits)) => ScalarFn::FromBits { ty, bits },
                         None => {
-                            return self
-                                .reject(c, "`from_bits` exists for f32, f64, bf16 and f16")
+                            return self.reject(c, "`from_bits` exists for f32, f64, bf16 and f16")
                         }
                     },
                     ("zero", 0) => ScalarFn::Zero,
                     ("one", 0) => ScalarFn::One,
-                    _ => return self.reject(c, format!("`{ty_seg}::{name}` is not supported in kernels; supported: from_f32, from_bits, zero, one")),
+                    _ => {
+                        let instead = dsl_form(&name)
+                            .map(|f| format!("; for `{name}` write {f}"))
+                            .unwrap_or_default();
+                        return self.reject(p, format!("`{ty_seg}::{name}` is not supported in kernels; supported: from_f32, from_bits, from_bits32, from_bits64, zero, one{instead}"));
+                    }
                 };
                 return ExprKind::ScalarFn { ty, func, args };
             }
@@ -210,6 +262,7 @@ impl Lowerer<'_> {
                 format!("method `{name}` with {} argument(s) is not supported in kernels; see the symm::dsl docs for the supported methods", m.args.len()),
             );
         };
+        self.check_width(m);
         let mut targs = None;
         if let Some(shown) = def.width {
             match turbofish {
@@ -255,6 +308,111 @@ impl Lowerer<'_> {
     }
 }
 
+/// The vector methods, whose width times the element size must be 16.
+const VECTOR_METHODS: &[&str] = &[
+    "load_vec",
+    "load_vec_volatile",
+    "load_vec_ready",
+    "gather_ready",
+    "store_vec",
+    "store_vec_volatile",
+];
+
+impl Lowerer<'_> {
+    /// A vector method whose width (a literal turbofish, or the length of
+    /// an array literal stored) and receiver's element type (a parameter's,
+    /// or a `SymmBuf` parameter's through `peer`/`local`) are both written
+    /// out must move 16 bytes: otherwise an error at the width, rather
+    /// than rustc's at the instantiation (which names the call only in a
+    /// note) or NVRTC's.
+    fn check_width(&mut self, m: &syn::ExprMethodCall) {
+        let name = m.method.to_string();
+        if !VECTOR_METHODS.contains(&name.as_str()) {
+            return;
+        }
+        let Some(elem) = self.handle_elem(&m.receiver) else {
+            return;
+        };
+        let int = |e: &SynExpr| match strip(e) {
+            SynExpr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => i.base10_parse::<u64>().ok(),
+            _ => None,
+        };
+        let from_turbofish = m.turbofish.as_ref().and_then(|t| {
+            let a = t.args.first()?;
+            let n = match a {
+                syn::GenericArgument::Const(e) => int(e),
+                _ => None,
+            }?;
+            Some((n, quote::quote!(#a)))
+        });
+        let from_value = || {
+            let v = m.args.iter().nth(1).filter(|_| name.starts_with("store"))?;
+            let n = match strip(v) {
+                SynExpr::Array(a) => Some(a.elems.len() as u64),
+                SynExpr::Repeat(r) => int(&r.len),
+                _ => None,
+            }?;
+            Some((n, quote::quote!(#v)))
+        };
+        let Some((n, at)) = from_turbofish.or_else(from_value) else {
+            return;
+        };
+        let size = elem_size(elem);
+        if n * size != 16 {
+            let ty = elem.rust_name();
+            self.err(
+                at,
+                format!(
+                    "`{name}::<{n}>` on `{ty}` elements moves {} bytes; vector accesses move exactly 16 bytes: write `{name}::<{}>`",
+                    n * size,
+                    16 / size
+                ),
+            );
+        }
+    }
+
+    /// The element type of a handle written as a parameter (`x`), or as a
+    /// `SymmBuf` parameter's `peer(r)` or `local()`, when it is a
+    /// primitive.
+    fn handle_elem(&self, e: &SynExpr) -> Option<CPrim> {
+        let local = |e: &SynExpr| match strip(e) {
+            SynExpr::Path(p) if p.path.segments.len() == 1 => self
+                .lookup(&p.path.segments[0].ident.to_string())
+                .and_then(|l| l.ty.clone()),
+            _ => None,
+        };
+        let ty = match strip(e) {
+            SynExpr::MethodCall(m) if m.method == "peer" || m.method == "local" => {
+                match local(&m.receiver)? {
+                    CType::Buf(t) => *t,
+                    _ => return None,
+                }
+            }
+            other => match local(other)? {
+                CType::Slice(t) => *t,
+                _ => return None,
+            },
+        };
+        match ty {
+            CType::Prim(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// The size of an element type, in bytes.
+fn elem_size(p: CPrim) -> u64 {
+    match p {
+        CPrim::U8 | CPrim::Bool => 1,
+        CPrim::U16 | CPrim::Bf16 | CPrim::F16 => 2,
+        CPrim::F32 | CPrim::U32 | CPrim::I32 => 4,
+        CPrim::F64 | CPrim::U64 | CPrim::I64 => 8,
+    }
+}
+
 /// The variant `V` of `e` when it is a path ending in `enum_name::V`.
 fn enum_const(e: &SynExpr, enum_name: &str) -> Option<String> {
     let SynExpr::Path(p) = strip(e) else {
@@ -265,4 +423,15 @@ fn enum_const(e: &SynExpr, enum_name: &str) -> Option<String> {
         [.., ty, v] if ty == enum_name => Some(v.to_string()),
         _ => None,
     }
+}
+
+/// `path` as written, `a::b::c` (without generic arguments).
+fn path_text(path: &syn::Path) -> String {
+    let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let lead = if path.leading_colon.is_some() {
+        "::"
+    } else {
+        ""
+    };
+    format!("{lead}{}", segs.join("::"))
 }

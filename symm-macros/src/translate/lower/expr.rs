@@ -43,8 +43,32 @@ fn bin_op(op: &syn::BinOp) -> Option<(BinOp, bool)> {
     })
 }
 
-const INFER_ARRAY: &str =
-    "cannot infer this array's element type; annotate the `let` or suffix a literal";
+/// The error of an array of `n` elements whose element type nothing tells.
+fn infer_array(n: String) -> String {
+    format!(
+        "cannot infer this array's element type: its elements are unsuffixed literals or `if`/block values; \
+         give the `let` a type (`let v: [f32; {n}] = ...;`) or suffix a literal (`1.0f32`)"
+    )
+}
+
+/// Whether lowering `e` writes a C++ lambda (an `if` or block used as a
+/// value), which C++17 does not allow inside `decltype`.
+fn makes_lambda(e: &SynExpr) -> bool {
+    match e {
+        SynExpr::Lit(_) | SynExpr::Path(_) => false,
+        SynExpr::Paren(p) => makes_lambda(&p.expr),
+        SynExpr::Group(g) => makes_lambda(&g.expr),
+        SynExpr::Unary(u) => makes_lambda(&u.expr),
+        SynExpr::Cast(c) => makes_lambda(&c.expr),
+        SynExpr::Binary(b) => makes_lambda(&b.left) || makes_lambda(&b.right),
+        SynExpr::Index(i) => makes_lambda(&i.expr) || makes_lambda(&i.index),
+        SynExpr::MethodCall(m) => makes_lambda(&m.receiver) || m.args.iter().any(makes_lambda),
+        SynExpr::Call(c) => c.args.iter().any(makes_lambda),
+        SynExpr::Array(a) => a.elems.iter().any(makes_lambda),
+        SynExpr::Repeat(r) => makes_lambda(&r.expr),
+        _ => true,
+    }
+}
 
 impl Lowerer<'_> {
     /// Lowers an expression; `expect` is the type an unsuffixed literal in
@@ -139,8 +163,7 @@ impl Lowerer<'_> {
                 self.lambda(&b.block, expect)
             }
             SynExpr::Array(a) => {
-                let sample = a.elems.iter().find(|x| !is_unsuffixed_lit(x));
-                let elem = self.array_elem(expect, sample);
+                let elem = self.array_elem(expect, a.elems.iter());
                 let elems = a
                     .elems
                     .iter()
@@ -148,17 +171,19 @@ impl Lowerer<'_> {
                     .collect();
                 match elem {
                     Some(elem) => ExprKind::Array { elem, elems },
-                    None => self.reject(a, INFER_ARRAY),
+                    None => self.reject(a, infer_array(a.elems.len().to_string())),
                 }
             }
             SynExpr::Repeat(r) => {
-                let sample = (!is_unsuffixed_lit(&r.expr)).then_some(&*r.expr);
-                let elem = self.array_elem(expect, sample);
+                let elem = self.array_elem(expect, std::iter::once(&*r.expr));
                 let value = Box::new(self.expr(&r.expr, elem.as_ref()));
                 let len = self.len(&r.len);
                 match elem {
                     Some(elem) => ExprKind::Repeat { elem, len, value },
-                    None => self.reject(r, INFER_ARRAY),
+                    None => {
+                        let n = &r.len;
+                        self.reject(r, infer_array(quote::quote!(#n).to_string()))
+                    }
                 }
             }
             SynExpr::Reference(r) => self.reject(
@@ -235,12 +260,27 @@ impl Lowerer<'_> {
         }
     }
 
-    /// The element type of an array value: `expect`'s, else `sample`'s.
-    fn array_elem(&self, expect: Option<&CType>, sample: Option<&SynExpr>) -> Option<CType> {
+    /// The element type of an array value of `elems`: `expect`'s, else the
+    /// first element type the macro can tell, else that of the first
+    /// element that is no unsuffixed literal, as C++ sees it (`SYMM_TY`,
+    /// as for any `let` without a type). `None` when every element is an
+    /// unsuffixed literal, or writes a lambda (an `if` or block used as a
+    /// value), which C++17 does not allow inside `decltype`.
+    fn array_elem<'e>(
+        &mut self,
+        expect: Option<&CType>,
+        elems: impl Iterator<Item = &'e SynExpr> + Clone,
+    ) -> Option<CType> {
         if let Some(elem) = expect.and_then(CType::array_elem) {
             return Some(elem.clone());
         }
-        sample.and_then(|s| self.static_ty(s))
+        if let Some(t) = elems.clone().find_map(|x| self.static_ty(x)) {
+            return Some(t);
+        }
+        let sample = elems
+            .into_iter()
+            .find(|x| !is_unsuffixed_lit(x) && !makes_lambda(x))?;
+        Some(self.type_of(sample))
     }
 
     /// An assignable place.
