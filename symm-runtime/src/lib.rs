@@ -60,5 +60,8 @@ pub use cudarc;
 /// The kernel macro (see [`dsl`]).
 pub use symm_macros::symm_kernel;
 
+/// A test that compiles kernels with NVRTC (see [`jit::require_nvrtc`]).
+pub use symm_macros::check_kernels;
+
 // Lets `::symm::` paths in expansions resolve inside this crate too.
 extern crate self as symm;
