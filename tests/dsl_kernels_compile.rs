@@ -1,13 +1,25 @@
-//! Every built-in kernel compiles to CUBIN with NVRTC on the CPU (sm_90 and
-//! sm_80), for every element type it is used with, with bounds checks (as
-//! `launch` runs it) and without (as `launch_unchecked` does).
+//! Every built-in kernel, and every kernel of the DSL's test suite, compiles
+//! to CUBIN with NVRTC on the CPU (sm_90 and sm_80), for every element type
+//! it is used with, with bounds checks (as `launch` runs it) and without (as
+//! `launch_unchecked` does): `symm::check_kernels!`, as users run it.
 
 use symm::dsl::*;
+use symm::kernels::all_reduce::{
+    one_shot_all_reduce, one_shot_lamport, one_shot_ll, one_shot_push, two_shot_all_reduce,
+    two_shot_lamport,
+};
+use symm::kernels::tutorial::{naive_all_reduce, vectorized_all_reduce};
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
+
+#[path = "dsl_suite/mod.rs"]
+mod dsl_suite;
+#[path = "foundation_suite/mod.rs"]
+mod foundation_suite;
+use dsl_suite::*;
 
 #[path = "support/targets.rs"]
 mod targets;
-use targets::{nvrtc, ARCHES};
+use targets::nvrtc;
 
 /// Every warp shuffle in a chain, for a type: each is an intrinsic with its
 /// own CUDA C, and literal lane arguments stay bare `u32`s.
@@ -40,186 +52,129 @@ fn store_vec_values(y: &mut [f32], n: u32) {
     });
 }
 
-/// [`store_vec_values`] compiles with bounds checks and without.
-#[test]
-fn stored_vectors_of_any_expression_compile_checked() {
-    if !nvrtc("store_vec_values") {
-        return;
-    }
-    for a in ARCHES {
-        store_vec_values::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        store_vec_values::compile_checked_for(a).unwrap_or_else(|e| panic!("{e}"));
-    }
-}
+symm::check_kernels!(
+    fn test_kernels_compile;
+    // Stored vectors of any expression: the bounds check must not copy
+    // them into an unevaluated context.
+    store_vec_values,
+    // The shuffles for every element type (1, 2, 4 and 8 bytes).
+    all_shuffles::<u8>,
+    all_shuffles::<u32>,
+    all_shuffles::<u64>,
+    all_shuffles::<i32>,
+    all_shuffles::<i64>,
+    all_shuffles::<f32>,
+    all_shuffles::<f64>,
+    all_shuffles::<symm::bf16>,
+    all_shuffles::<symm::f16>,
+    // The DSL's test suite.
+    arith::<f32>,
+    arith::<f64>,
+    arith::<symm::bf16>,
+    arith::<symm::f16>,
+    int_ops,
+    control::<8>,
+    atomics,
+    vectors,
+    shared_reduce,
+    shared_scopes,
+    lanes,
+    shuffles,
+    warp_moves,
+    message_passing,
+    copy_n,
+    wait_on,
+    all_arrive,
+    gather_vectors::<f32, 4>,
+    gather_vectors::<symm::bf16, 8>,
+    gather_packets,
+    reduce_scatter_w::<4>,
+    all_to_all_one,
+    one_thread_asserts,
+    receive64::<f64, 1>,
+    receive64::<u64, 8>,
+    receive64::<i64, 3>,
+    torn_packet,
+    compound::<f32>,
+    compound::<f64>,
+    compound::<symm::bf16>,
+    compound::<symm::f16>,
+    compound::<u8>,
+    compound::<u32>,
+    compound::<u64>,
+    compound::<i32>,
+    compound::<i64>,
+    bit_compound::<u8>,
+    bit_compound::<u32>,
+    bit_compound::<u64>,
+    foundation_suite::write_slots,
+);
 
-/// The shuffles compile for every element type (1, 2, 4 and 8 bytes).
-#[test]
-fn warp_shuffles_compile_for_every_element_type() {
-    if !nvrtc("shuffles") {
-        return;
-    }
-    for a in ARCHES {
-        for r in [
-            all_shuffles::compile_for::<u8>,
-            all_shuffles::compile_for::<u32>,
-            all_shuffles::compile_for::<u64>,
-            all_shuffles::compile_for::<i32>,
-            all_shuffles::compile_for::<i64>,
-            all_shuffles::compile_for::<f32>,
-            all_shuffles::compile_for::<f64>,
-            all_shuffles::compile_for::<symm::bf16>,
-            all_shuffles::compile_for::<symm::f16>,
-        ] {
-            r(a).unwrap_or_else(|e| panic!("{e}"));
-        }
-    }
-}
-
-/// Compiles the instantiation `$k::<$args>` for `$a`, with bounds checks
-/// (as `launch` runs it) or without (as `launch_unchecked` does).
-macro_rules! compile {
-    ($checked:expr, $a:expr, $($k:ident)::+ [$($t:tt)*]) => {{
-        let r = if $checked {
-            $($k)::+::compile_checked_for::<$($t)*>($a)
-        } else {
-            $($k)::+::compile_for::<$($t)*>($a)
-        };
-        r.unwrap_or_else(|e| panic!("{e}"))
-    }};
-}
-
-#[test]
-fn builtin_kernels_compile() {
-    if !nvrtc("kernels") {
-        return;
-    }
-    for (a, checked) in ARCHES.into_iter().flat_map(|a| [(a, false), (a, true)]) {
-        compile!(checked, a, ping_pong[]);
-        compile!(checked, a, ring_all_gather[f32]);
-        compile!(checked, a, ring_all_gather[symm::bf16]);
-        compile!(checked, a, ring_all_gather[u64]);
-        compile!(checked, a, broadcast[f32]);
-        compile!(checked, a, broadcast[symm::f16]);
-        use symm::kernels::all_reduce::one_shot_ll as ll;
-        compile!(checked, a, ll[f32, 1, 2]);
-        compile!(checked, a, ll[f32, 1, 4]);
-        compile!(checked, a, ll[f32, 1, 8]);
-        compile!(checked, a, ll[f32, 1, 0]);
-        compile!(checked, a, ll[symm::bf16, 2, 2]);
-        compile!(checked, a, ll[symm::bf16, 2, 4]);
-        compile!(checked, a, ll[symm::f16, 2, 8]);
-        compile!(checked, a, ll[symm::f16, 2, 0]);
-        use symm::kernels::all_reduce::two_shot_all_reduce as ts;
-        compile!(checked, a, ts[f32, 4, 2]);
-        compile!(checked, a, ts[f32, 4, 4]);
-        compile!(checked, a, ts[f32, 4, 8]);
-        compile!(checked, a, ts[f32, 4, 0]);
-        compile!(checked, a, ts[symm::bf16, 8, 2]);
-        compile!(checked, a, ts[symm::bf16, 8, 4]);
-        compile!(checked, a, ts[symm::f16, 8, 8]);
-        compile!(checked, a, ts[symm::f16, 8, 0]);
-        use symm::kernels::all_reduce::one_shot_push as op;
-        compile!(checked, a, op[f32, 4, 2]);
-        compile!(checked, a, op[f32, 4, 4]);
-        compile!(checked, a, op[f32, 4, 8]);
-        compile!(checked, a, op[f32, 4, 0]);
-        compile!(checked, a, op[symm::bf16, 8, 2]);
-        compile!(checked, a, op[symm::bf16, 8, 4]);
-        compile!(checked, a, op[symm::f16, 8, 8]);
-        compile!(checked, a, op[symm::f16, 8, 0]);
-        use symm::kernels::all_reduce::two_shot_lamport as tl;
-        compile!(checked, a, tl[f32, 4, 2]);
-        compile!(checked, a, tl[f32, 4, 4]);
-        compile!(checked, a, tl[f32, 4, 8]);
-        compile!(checked, a, tl[f32, 4, 0]);
-        compile!(checked, a, tl[symm::bf16, 8, 2]);
-        compile!(checked, a, tl[symm::bf16, 8, 4]);
-        compile!(checked, a, tl[symm::f16, 8, 8]);
-        compile!(checked, a, tl[symm::f16, 8, 0]);
-        use symm::kernels::all_reduce::one_shot_lamport as lp;
-        compile!(checked, a, lp[f32, 4, 2]);
-        compile!(checked, a, lp[f32, 4, 4]);
-        compile!(checked, a, lp[f32, 4, 8]);
-        compile!(checked, a, lp[f32, 4, 0]);
-        compile!(checked, a, lp[symm::bf16, 8, 2]);
-        compile!(checked, a, lp[symm::bf16, 8, 4]);
-        compile!(checked, a, lp[symm::f16, 8, 8]);
-        compile!(checked, a, lp[symm::f16, 8, 0]);
-        use symm::kernels::tutorial::{naive_all_reduce as na, vectorized_all_reduce as va};
-        compile!(checked, a, na[f32]);
-        compile!(checked, a, na[symm::bf16]);
-        compile!(checked, a, va[f32, 4]);
-        compile!(checked, a, va[symm::bf16, 8]);
-        use symm::kernels::one_shot_all_reduce_kernel as osar;
-        compile!(checked, a, osar[f32, 4, 2]);
-        compile!(checked, a, osar[f32, 4, 4]);
-        compile!(checked, a, osar[f32, 4, 8]);
-        compile!(checked, a, osar[f32, 4, 0]);
-        compile!(checked, a, osar[symm::bf16, 8, 2]);
-        compile!(checked, a, osar[symm::bf16, 8, 4]);
-        compile!(checked, a, osar[symm::bf16, 8, 8]);
-        compile!(checked, a, osar[symm::bf16, 8, 0]);
-        compile!(checked, a, osar[symm::f16, 8, 2]);
-        compile!(checked, a, osar[symm::f16, 8, 4]);
-        compile!(checked, a, osar[symm::f16, 8, 8]);
-        compile!(checked, a, osar[symm::f16, 8, 0]);
-    }
-}
-
-#[path = "dsl_suite/mod.rs"]
-mod dsl_suite;
-#[path = "foundation_suite/mod.rs"]
-mod foundation_suite;
-
-#[test]
-fn test_suite_kernels_compile() {
-    use dsl_suite::*;
-    if !nvrtc("kernels") {
-        return;
-    }
-    for (a, checked) in ARCHES.into_iter().flat_map(|a| [(a, false), (a, true)]) {
-        compile!(checked, a, arith[f32]);
-        compile!(checked, a, arith[f64]);
-        compile!(checked, a, arith[symm::bf16]);
-        compile!(checked, a, arith[symm::f16]);
-        compile!(checked, a, int_ops[]);
-        compile!(checked, a, control[8]);
-        compile!(checked, a, atomics[]);
-        compile!(checked, a, vectors[]);
-        compile!(checked, a, shared_reduce[]);
-        compile!(checked, a, shared_scopes[]);
-        compile!(checked, a, lanes[]);
-        compile!(checked, a, shuffles[]);
-        compile!(checked, a, warp_moves[]);
-        compile!(checked, a, message_passing[]);
-        compile!(checked, a, copy_n[]);
-        compile!(checked, a, wait_on[]);
-        compile!(checked, a, all_arrive[]);
-        compile!(checked, a, gather_vectors[f32, 4]);
-        compile!(checked, a, gather_vectors[symm::bf16, 8]);
-        compile!(checked, a, gather_packets[]);
-        compile!(checked, a, reduce_scatter_w[4]);
-        compile!(checked, a, all_to_all_one[]);
-        compile!(checked, a, one_thread_asserts[]);
-        compile!(checked, a, receive64[f64, 1]);
-        compile!(checked, a, receive64[u64, 8]);
-        compile!(checked, a, receive64[i64, 3]);
-        compile!(checked, a, torn_packet[]);
-        compile!(checked, a, compound[f32]);
-        compile!(checked, a, compound[f64]);
-        compile!(checked, a, compound[symm::bf16]);
-        compile!(checked, a, compound[symm::f16]);
-        compile!(checked, a, compound[u8]);
-        compile!(checked, a, compound[u32]);
-        compile!(checked, a, compound[u64]);
-        compile!(checked, a, compound[i32]);
-        compile!(checked, a, compound[i64]);
-        compile!(checked, a, bit_compound[u8]);
-        compile!(checked, a, bit_compound[u32]);
-        compile!(checked, a, bit_compound[u64]);
-        compile!(checked, a, foundation_suite::write_slots[]);
-    }
-}
+symm::check_kernels!(
+    fn builtin_kernels_compile;
+    ping_pong,
+    ring_all_gather::<f32>,
+    ring_all_gather::<symm::bf16>,
+    ring_all_gather::<u64>,
+    broadcast::<f32>,
+    broadcast::<symm::f16>,
+    one_shot_ll::<f32, 1, 2>,
+    one_shot_ll::<f32, 1, 4>,
+    one_shot_ll::<f32, 1, 8>,
+    one_shot_ll::<f32, 1, 0>,
+    one_shot_ll::<symm::bf16, 2, 2>,
+    one_shot_ll::<symm::bf16, 2, 4>,
+    one_shot_ll::<symm::f16, 2, 8>,
+    one_shot_ll::<symm::f16, 2, 0>,
+    two_shot_all_reduce::<f32, 4, 2>,
+    two_shot_all_reduce::<f32, 4, 4>,
+    two_shot_all_reduce::<f32, 4, 8>,
+    two_shot_all_reduce::<f32, 4, 0>,
+    two_shot_all_reduce::<symm::bf16, 8, 2>,
+    two_shot_all_reduce::<symm::bf16, 8, 4>,
+    two_shot_all_reduce::<symm::f16, 8, 8>,
+    two_shot_all_reduce::<symm::f16, 8, 0>,
+    one_shot_push::<f32, 4, 2>,
+    one_shot_push::<f32, 4, 4>,
+    one_shot_push::<f32, 4, 8>,
+    one_shot_push::<f32, 4, 0>,
+    one_shot_push::<symm::bf16, 8, 2>,
+    one_shot_push::<symm::bf16, 8, 4>,
+    one_shot_push::<symm::f16, 8, 8>,
+    one_shot_push::<symm::f16, 8, 0>,
+    two_shot_lamport::<f32, 4, 2>,
+    two_shot_lamport::<f32, 4, 4>,
+    two_shot_lamport::<f32, 4, 8>,
+    two_shot_lamport::<f32, 4, 0>,
+    two_shot_lamport::<symm::bf16, 8, 2>,
+    two_shot_lamport::<symm::bf16, 8, 4>,
+    two_shot_lamport::<symm::f16, 8, 8>,
+    two_shot_lamport::<symm::f16, 8, 0>,
+    one_shot_lamport::<f32, 4, 2>,
+    one_shot_lamport::<f32, 4, 4>,
+    one_shot_lamport::<f32, 4, 8>,
+    one_shot_lamport::<f32, 4, 0>,
+    one_shot_lamport::<symm::bf16, 8, 2>,
+    one_shot_lamport::<symm::bf16, 8, 4>,
+    one_shot_lamport::<symm::f16, 8, 8>,
+    one_shot_lamport::<symm::f16, 8, 0>,
+    naive_all_reduce::<f32>,
+    naive_all_reduce::<symm::bf16>,
+    vectorized_all_reduce::<f32, 4>,
+    vectorized_all_reduce::<symm::bf16, 8>,
+    one_shot_all_reduce::<f32, 4, 2>,
+    one_shot_all_reduce::<f32, 4, 4>,
+    one_shot_all_reduce::<f32, 4, 8>,
+    one_shot_all_reduce::<f32, 4, 0>,
+    one_shot_all_reduce::<symm::bf16, 8, 2>,
+    one_shot_all_reduce::<symm::bf16, 8, 4>,
+    one_shot_all_reduce::<symm::bf16, 8, 8>,
+    one_shot_all_reduce::<symm::bf16, 8, 0>,
+    one_shot_all_reduce::<symm::f16, 8, 2>,
+    one_shot_all_reduce::<symm::f16, 8, 4>,
+    one_shot_all_reduce::<symm::f16, 8, 8>,
+    one_shot_all_reduce::<symm::f16, 8, 0>,
+);
 
 /// The parameters of `entry` in `ptx` (its `.param` declarations).
 fn ptx_params(ptx: &str, entry: &str) -> usize {
@@ -232,10 +187,8 @@ fn ptx_params(ptx: &str, entry: &str) -> usize {
 
 #[test]
 fn launchers_fill_every_parameter_of_their_entries() {
-    use dsl_suite::{gather_packets, gather_vectors};
     use symm::jit::{Arch, CompileRequest, JitEngine};
-    use symm::kernels::all_reduce::{one_shot_lamport, one_shot_ll, two_shot_lamport};
-    if !nvrtc("kernels") {
+    if !nvrtc("the kernels whose entries' parameters are counted") {
         return;
     }
     let cases = [

@@ -2,12 +2,7 @@
 //! compile with NVRTC.
 
 use symm::dsl::*;
-use symm::jit::Arch;
-
-#[path = "support/targets.rs"]
-mod targets;
 use symm::symm_kernel;
-use targets::nvrtc;
 
 #[symm_kernel(device)]
 fn twice<T: DslFloat>(x: T) -> T {
@@ -33,14 +28,14 @@ fn ring_shift<T: Scalar>(buf: SymmBuf<T>, n: u32) {
     }
 }
 
+symm::check_kernels!(
+    fn examples_compile;
+    scale::<f32>,
+    scale::<symm::bf16>,
+    ring_shift::<f32>,
+);
+
 #[test]
-fn examples_compile() {
-    if !nvrtc("the examples") {
-        return;
-    }
-    let a = Arch { major: 9, minor: 0 };
-    scale::compile_for::<f32>(a).unwrap();
-    scale::compile_for::<symm::bf16>(a).unwrap();
-    ring_shift::compile_for::<f32>(a).unwrap();
+fn device_functions_are_called_with_the_context() {
     assert!(scale::cuda_source().contains("f_twice(__ctx"));
 }

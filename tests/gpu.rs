@@ -313,7 +313,7 @@ fn main() {
             "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead",
         );
         // The kernels still get compiled, so CI catches a broken test kernel.
-        if symm::jit::nvrtc_available() {
+        if symm::jit::require_nvrtc("the GPU tests' kernels") {
             h.run("test_kernels_compile", 0, &|| {
                 let src = kernels();
                 let req = CompileRequest {

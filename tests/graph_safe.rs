@@ -471,27 +471,17 @@ fn a_stage_of_a_bad_size_is_an_error_on_every_rank() {
     assert!(err.to_string().contains("2^32"), "{err}");
 }
 
-/// Every kernel here, and so every piece, compiles with NVRTC, with bounds
-/// checks and without.
-#[test]
-fn the_pieces_compile_with_nvrtc() {
-    if !targets::nvrtc("the back-to-back pieces") {
-        return;
-    }
-    for a in targets::ARCHES {
-        for r in [
-            sentinel_sum::compile_for::<f32, 4>(a),
-            sentinel_sum::compile_checked_for::<f64, 2>(a),
-            sentinel_sum::compile_checked_for::<symm::bf16, 8>(a),
-            hand_made_sentinel_sum::compile_for(a),
-            overwrite_and_pull::compile_checked_for(a),
-            push_all_gather::compile_for(a),
-            push_all_gather::compile_checked_for(a),
-        ] {
-            r.unwrap_or_else(|e| panic!("{e}"));
-        }
-    }
-}
+// Every kernel here, and so every piece, compiles with NVRTC, with bounds
+// checks and without.
+symm::check_kernels!(
+    fn the_pieces_compile_with_nvrtc;
+    sentinel_sum::<f32, 4>,
+    sentinel_sum::<f64, 2>,
+    sentinel_sum::<symm::bf16, 8>,
+    hand_made_sentinel_sum,
+    overwrite_and_pull,
+    push_all_gather,
+);
 
 /// A message longer than the stage's regions, and a barrier in a block of
 /// fewer threads than ranks, stop the kernel with the pieces' assertion,

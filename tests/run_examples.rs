@@ -19,10 +19,6 @@ mod peer_exchange;
 #[allow(dead_code)]
 mod ping_pong;
 
-#[path = "support/targets.rs"]
-mod targets;
-use targets::{nvrtc, ARCHES};
-
 #[test]
 fn the_main_job_runs() {
     all_reduce::main();
@@ -43,13 +39,8 @@ fn peer_exchange_runs() {
     peer_exchange::main();
 }
 
-#[test]
-fn example_kernels_compile_with_nvrtc() {
-    if !nvrtc("the examples' kernels") {
-        return;
-    }
-    for a in ARCHES {
-        ping_pong::ping_pong::compile_for(a).unwrap_or_else(|e| panic!("{e}"));
-        custom_all_gather::push_all_gather::compile_for::<f32>(a).unwrap_or_else(|e| panic!("{e}"));
-    }
-}
+symm::check_kernels!(
+    fn example_kernels_compile_with_nvrtc;
+    ping_pong::ping_pong,
+    custom_all_gather::push_all_gather::<f32>,
+);

@@ -9,6 +9,7 @@
 
 use proc_macro::TokenStream;
 
+mod check;
 mod generate;
 mod parse;
 mod translate;
@@ -44,4 +45,28 @@ pub(crate) fn private_path() -> proc_macro2::TokenStream {
 #[proc_macro_attribute]
 pub fn symm_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     generate::expand(attr.into(), item.into()).into()
+}
+
+/// A test that compiles kernel instantiations with NVRTC, without a GPU,
+/// for sm_90 and sm_80, each as `launch` runs it (bounds-checked) and as
+/// `launch_unchecked` does, and fails with one message naming every one
+/// NVRTC rejects. A missing NVRTC fails it too, saying how to install
+/// NVRTC, unless `SYMM_SKIP_NVRTC=1` (then it prints `SKIPPED`).
+///
+/// ```ignore
+/// symm::check_kernels!(scale, ring::<f32>, ring::<symm::bf16>, ar::<f32, 4, 2>);
+/// ```
+///
+/// defines `#[test] fn kernels_compile_with_nvrtc()`. Name the test (to
+/// have several in one module) and give it attributes with a prefix:
+/// `symm::check_kernels!(#[ignore] fn slow_kernels_compile; big::<f64>);`.
+/// Generic kernels are listed once per instantiation used; each entry is
+/// the kernel's path, with its generic arguments as in a call.
+///
+/// Outside `cfg(test)` the function is still defined (not run), so the
+/// list is type-checked by `cargo build` and a custom test harness can call
+/// it.
+#[proc_macro]
+pub fn check_kernels(input: TokenStream) -> TokenStream {
+    check::expand(input.into()).into()
 }

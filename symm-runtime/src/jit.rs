@@ -213,6 +213,84 @@ pub fn nvrtc_available() -> bool {
     })
 }
 
+/// Environment variable: `1` lets [`require_nvrtc`] (the tests that
+/// `check_kernels!` writes, and symm's own NVRTC tests) skip, with a
+/// `SKIPPED` line, where NVRTC cannot be loaded, instead of failing.
+pub const SKIP_NVRTC_ENV: &str = "SYMM_SKIP_NVRTC";
+
+/// Environment variable: `1` makes a missing NVRTC fail [`require_nvrtc`]
+/// even where [`SKIP_NVRTC_ENV`] is set (CI sets it, so nothing there can
+/// skip by accident).
+pub const REQUIRE_NVRTC_ENV: &str = "SYMM_REQUIRE_NVRTC";
+
+/// The architectures `check_kernels!` compiles every kernel for: sm_90
+/// (Hopper) and sm_80 (Ampere, the oldest that symm's device code targets).
+pub const CHECK_ARCHES: [Arch; 2] = [Arch::new(9, 0), Arch::new(8, 0)];
+
+/// For tests that need NVRTC: whether `what` (the things the test
+/// compiles, named in the messages) can be compiled here.
+///
+/// Returns `true` when NVRTC loads. When it does not, and `SYMM_SKIP_NVRTC=1`
+/// is set (and `SYMM_REQUIRE_NVRTC=1` is not), writes a `SKIPPED` line
+/// straight to the process's stderr, which the test harness does not
+/// capture, so it shows even when the test passes, and returns `false`.
+///
+/// # Panics
+///
+/// When NVRTC cannot be loaded and skipping was not asked for, with a
+/// message that says how to install NVRTC or skip.
+#[track_caller]
+pub fn require_nvrtc(what: &str) -> bool {
+    let available = nvrtc_available();
+    let flag = |name| std::env::var(name).is_ok_and(|v| v == "1");
+    match nvrtc_decision(
+        available,
+        flag(SKIP_NVRTC_ENV),
+        flag(REQUIRE_NVRTC_ENV),
+        what,
+        || {
+            ensure_nvrtc()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        },
+    ) {
+        Ok(None) => true,
+        Ok(Some(skipped)) => {
+            // Past libtest's capture of `eprint!`, so a passing test shows it.
+            let _ = io::stderr().lock().write_all(skipped.as_bytes());
+            false
+        }
+        Err(msg) => panic!("{msg}"),
+    }
+}
+
+/// [`require_nvrtc`]'s decision: `Ok(None)` to run, `Ok(Some(line))` to
+/// skip saying `line`, or the failure message; `missing` describes the load
+/// failure.
+fn nvrtc_decision(
+    available: bool,
+    skip: bool,
+    require: bool,
+    what: &str,
+    missing: impl FnOnce() -> String,
+) -> Result<Option<String>, String> {
+    if available {
+        return Ok(None);
+    }
+    if skip && !require {
+        return Ok(Some(format!(
+            "SKIPPED: NVRTC not found ({SKIP_NVRTC_ENV}=1); {what} not compiled with NVRTC\n"
+        )));
+    }
+    let why = if skip {
+        format!(" ({REQUIRE_NVRTC_ENV}=1 overrides {SKIP_NVRTC_ENV}=1)")
+    } else {
+        format!("; set {SKIP_NVRTC_ENV}=1 to skip these tests instead")
+    };
+    Err(format!("{what} cannot be compiled: {}{why}", missing()))
+}
+
 /// NVRTC's version as (major, minor). Never panics.
 pub fn nvrtc_version() -> Result<(i32, i32), JitError> {
     static VERSION: OnceLock<(i32, i32)> = OnceLock::new();
@@ -853,6 +931,34 @@ fn write_entry(dir: &Path, path: &Path, payload: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A missing NVRTC fails unless skipping was asked for, and CI's
+    /// `SYMM_REQUIRE_NVRTC=1` wins over a skip.
+    #[test]
+    fn a_missing_nvrtc_fails_unless_skipped() {
+        let missing = || "NVRTC is not available (…)".to_string();
+        assert_eq!(nvrtc_decision(true, false, false, "k", missing), Ok(None));
+        assert_eq!(nvrtc_decision(true, true, true, "k", missing), Ok(None));
+        let e = nvrtc_decision(false, false, false, "3 kernels", missing).unwrap_err();
+        assert_eq!(
+            e,
+            "3 kernels cannot be compiled: NVRTC is not available (…); \
+             set SYMM_SKIP_NVRTC=1 to skip these tests instead"
+        );
+        assert_eq!(
+            nvrtc_decision(false, true, false, "kernel `k`", missing),
+            Ok(Some(
+                "SKIPPED: NVRTC not found (SYMM_SKIP_NVRTC=1); kernel `k` not compiled with NVRTC\n"
+                    .to_string()
+            ))
+        );
+        let e = nvrtc_decision(false, true, true, "k", missing).unwrap_err();
+        assert!(
+            e.ends_with("(SYMM_REQUIRE_NVRTC=1 overrides SYMM_SKIP_NVRTC=1)"),
+            "{e}"
+        );
+        assert!(nvrtc_decision(false, false, true, "k", missing).is_err());
+    }
 
     #[test]
     fn entry_round_trip_and_corruption() {

@@ -126,5 +126,8 @@ macro_rules! with_world {
     };
 }
 
+/// A test that compiles kernels with NVRTC (see [`jit::require_nvrtc`]).
+pub use symm_macros::check_kernels;
+
 // Lets `::symm::` paths in expansions resolve inside this crate too.
 extern crate self as symm;

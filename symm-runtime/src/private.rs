@@ -516,6 +516,90 @@ fn check_config(comm: &Comm, cfg: &LaunchConfig) -> Result<()> {
     Ok(())
 }
 
+/// One kernel instantiation that a `check_kernels!` test compiles.
+pub struct KernelCheck {
+    /// The instantiation as the user wrote it (`ring::<f32>`).
+    pub name: &'static str,
+    /// Its `compile_for` (as `launch_unchecked` runs it).
+    pub unchecked: fn(crate::jit::Arch) -> Result<()>,
+    /// Its `compile_checked_for` (as `launch` runs it).
+    pub checked: fn(crate::jit::Arch) -> Result<()>,
+}
+
+/// The body of a `check_kernels!` test: compiles every instantiation for
+/// each of [`crate::jit::CHECK_ARCHES`], with bounds checks and without,
+/// and panics with one message that names each one NVRTC rejected. Without
+/// NVRTC it fails, or skips as [`crate::jit::require_nvrtc`] says; `test`
+/// names the test in that message.
+#[track_caller]
+pub fn check_kernels(test: &str, kernels: &[KernelCheck]) {
+    let what = match kernels {
+        [k] => format!("kernel `{}` (test `{test}`)", k.name),
+        _ => format!("{} kernel instantiations (test `{test}`)", kernels.len()),
+    };
+    if !crate::jit::require_nvrtc(&what) {
+        return;
+    }
+    if let Some(report) = kernel_failures(kernels) {
+        panic!("{report}");
+    }
+}
+
+/// The report of every instantiation of `kernels` that fails to compile,
+/// or `None` when all compile.
+fn kernel_failures(kernels: &[KernelCheck]) -> Option<String> {
+    let mut failed = Vec::new();
+    for k in kernels {
+        // The first error in full; the other failing variants by name (their
+        // logs differ only in the entry's name and the arch).
+        let mut first: Option<(String, Error)> = None;
+        let mut others = Vec::new();
+        for arch in crate::jit::CHECK_ARCHES {
+            for (checked, compile) in [(false, k.unchecked), (true, k.checked)] {
+                if let Err(e) = compile(arch) {
+                    let variant = format!("{arch}, {}", variant_name(checked));
+                    match first {
+                        None => first = Some((variant, e)),
+                        Some(_) => others.push(variant),
+                    }
+                }
+            }
+        }
+        if let Some((variant, e)) = first {
+            let also = if others.is_empty() {
+                String::new()
+            } else {
+                format!("; also {}", others.join(", "))
+            };
+            let log = e.to_string().replace('\n', "\n    ");
+            failed.push(format!("`{}` ({variant}{also}):\n    {log}", k.name));
+        }
+    }
+    if failed.is_empty() {
+        return None;
+    }
+    let arches: Vec<String> = crate::jit::CHECK_ARCHES
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    Some(format!(
+        "NVRTC rejected {} of {} kernel instantiation(s) (each compiled for {}, \
+         bounds-checked and unchecked):\n\n{}",
+        failed.len(),
+        kernels.len(),
+        arches.join(" and "),
+        failed.join("\n\n")
+    ))
+}
+
+fn variant_name(checked: bool) -> &'static str {
+    if checked {
+        "checked (launch)"
+    } else {
+        "unchecked (launch_unchecked)"
+    }
+}
+
 #[cfg(test)]
 mod version_tests {
     /// The module's name follows the crate's version, as the macro writes
@@ -531,6 +615,61 @@ mod version_tests {
             module_path!().contains(&format!("::{want}::")),
             "{}",
             module_path!()
+        );
+    }
+}
+
+#[cfg(test)]
+mod check_kernels_tests {
+    use super::*;
+    use crate::jit::{Arch, JitError};
+
+    fn ok(_: Arch) -> Result<()> {
+        Ok(())
+    }
+
+    /// Fails for sm_80 only, as NVRTC would, naming the arch.
+    fn sm80_fails(a: Arch) -> Result<()> {
+        if a.major == 8 {
+            return Err(Error::Jit(JitError::InvalidRequest(format!(
+                "no {a}\nsecond line"
+            ))));
+        }
+        Ok(())
+    }
+
+    /// The report names each failing instantiation once, with its first
+    /// error in full (indented) and its other failing variants.
+    #[test]
+    fn the_report_names_each_rejected_instantiation() {
+        let ks = [
+            KernelCheck {
+                name: "good",
+                unchecked: ok,
+                checked: ok,
+            },
+            KernelCheck {
+                name: "bad::<f32>",
+                unchecked: sm80_fails,
+                checked: sm80_fails,
+            },
+            KernelCheck {
+                name: "bad_checked",
+                unchecked: ok,
+                checked: sm80_fails,
+            },
+        ];
+        assert_eq!(kernel_failures(&ks[..1]), None);
+        assert_eq!(
+            kernel_failures(&ks).as_deref(),
+            Some(
+                "NVRTC rejected 2 of 3 kernel instantiation(s) (each compiled for sm_90 and \
+                 sm_80, bounds-checked and unchecked):\n\n\
+                 `bad::<f32>` (sm_80, unchecked (launch_unchecked); also sm_80, checked (launch)):\n    \
+                 invalid compile request: no sm_80\n    second line\n\n\
+                 `bad_checked` (sm_80, checked (launch)):\n    \
+                 invalid compile request: no sm_80\n    second line"
+            )
         );
     }
 }

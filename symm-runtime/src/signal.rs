@@ -300,18 +300,13 @@ mod tests {
 #[cfg(test)]
 mod nvrtc_tests {
     use super::*;
-    use crate::jit::{nvrtc_available, Arch, CompileRequest, JitEngine};
+    use crate::jit::{Arch, CompileRequest, JitEngine};
 
     /// The signal kernels compile with NVRTC for every arch the runtime
     /// targets (CI checks this without a GPU).
     #[test]
     fn signal_kernels_compile_to_cubin() {
-        if !nvrtc_available() {
-            assert!(
-                std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
-                "NVRTC required but not found"
-            );
-            eprintln!("SKIPPED: NVRTC not found; signal kernels were not compiled");
+        if !crate::jit::require_nvrtc("the signal kernels") {
             return;
         }
         for arch in [Arch { major: 9, minor: 0 }, Arch { major: 8, minor: 0 }] {

@@ -1,7 +1,8 @@
 //! Integration tests of the NVRTC JIT engine and the CUDA prelude.
 //!
-//! They need libnvrtc (no GPU): without it they are skipped loudly, or fail
-//! when SYMM_REQUIRE_NVRTC=1 so that CI cannot skip them by accident.
+//! They need libnvrtc (no GPU): without it they fail, saying how to install
+//! it, or skip loudly under SYMM_SKIP_NVRTC=1 (which CI's
+//! SYMM_REQUIRE_NVRTC=1 overrides, so that CI cannot skip them).
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,9 @@
 //! to CUBIN for sm_90 and sm_80 (so that a malformed inline-PTX string fails
 //! ptxas) and its PTX inspected.
 //!
-//! They need libnvrtc (no GPU): without it they are skipped loudly, or fail
-//! when SYMM_REQUIRE_NVRTC=1 so that CI cannot skip them by accident.
+//! They need libnvrtc (no GPU): without it they fail, saying how to install
+//! it, or skip loudly under SYMM_SKIP_NVRTC=1 (which CI's
+//! SYMM_REQUIRE_NVRTC=1 overrides, so that CI cannot skip them).
 
 use symm_runtime::cuda_prelude::PRELUDE;
 use symm_runtime::jit::{Arch, CompileRequest, JitEngine, JitError};

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use symm::jit::{nvrtc_available, Arch};
+use symm::jit::Arch;
 use symm::Ranks;
 
 /// Whether the tests target GPU ranks.
@@ -104,19 +104,11 @@ pub fn emulator_only() -> bool {
     true
 }
 
-/// Whether NVRTC can be used; without it, fails under
-/// `SYMM_REQUIRE_NVRTC=1` and otherwise says loudly that `what` was not
-/// compiled.
+/// Whether NVRTC can be used; without it, fails saying how to install it,
+/// or under `SYMM_SKIP_NVRTC=1` says `SKIPPED` past the harness's capture
+/// ([`symm::jit::require_nvrtc`]).
 pub fn nvrtc(what: &str) -> bool {
-    if nvrtc_available() {
-        return true;
-    }
-    assert!(
-        std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
-        "NVRTC required but not found"
-    );
-    eprintln!("SKIPPED: NVRTC not found; {what} were not compiled");
-    false
+    symm::jit::require_nvrtc(what)
 }
 
 /// The architectures the CPU tests compile kernels for.

@@ -239,3 +239,49 @@ fn arrays_take_the_type_of_their_first_typed_element() {
         );
     }
 }
+
+/// `check_kernels!` names each instantiation as written, moves its generic
+/// arguments onto `compile_for`, and defines a test that is also built
+/// outside `cfg(test)`.
+#[test]
+fn check_kernels_expands_to_one_test() {
+    let out = crate::check::expand(
+        "#[ignore] fn mine; a::ring::<symm::bf16, 8, 2>, plain, k<{ 1 << 20 }>,"
+            .parse()
+            .expect("tokens"),
+    )
+    .to_string();
+    for want in [
+        "# [ignore] # [cfg_attr (test , test)] # [allow (dead_code)] fn mine ()",
+        "check_kernels (\"mine\" , & [",
+        "name : \"a::ring::<symm::bf16, 8, 2>\"",
+        "unchecked : a :: ring :: compile_for :: < symm :: bf16 , 8 , 2 >",
+        "checked : a :: ring :: compile_checked_for :: < symm :: bf16 , 8 , 2 >",
+        "name : \"plain\" , unchecked : plain :: compile_for ,",
+        "name : \"k<{1<<20}>\" , unchecked : k :: compile_for :: < { 1 << 20 } >",
+    ] {
+        assert!(out.contains(want), "no {want:?} in {out}");
+    }
+    let default = crate::check::expand("k".parse().expect("tokens")).to_string();
+    assert!(
+        default.contains("fn kernels_compile_with_nvrtc ()"),
+        "{default}"
+    );
+}
+
+#[test]
+fn check_kernels_rejects_misplaced_generics_and_empty_lists() {
+    for (input, want) in [
+        (
+            "a::<f32>::k",
+            "only the kernel (the path's last name) takes generic arguments",
+        ),
+        ("", "list the kernels to compile"),
+        ("fn t;", "list the kernels to compile"),
+        ("#[ignore] k", "attributes go on a named test"),
+    ] {
+        let out = crate::check::expand(input.parse().expect("tokens")).to_string();
+        assert!(out.contains("compile_error"), "{input}: {out}");
+        assert!(out.contains(want), "{input}: no {want:?} in {out}");
+    }
+}

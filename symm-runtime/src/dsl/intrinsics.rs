@@ -262,18 +262,13 @@ intrinsic! {
 
 #[cfg(test)]
 mod tests {
-    use crate::jit::{nvrtc_available, Arch, CompileRequest, JitEngine};
+    use crate::jit::{Arch, CompileRequest, JitEngine};
 
     /// Each shuffle intrinsic's CUDA C is the PTX shuffle of its mode, with
     /// its clamp value, for 4- and 8-byte payloads.
     #[test]
     fn shuffles_compile_to_their_ptx_modes() {
-        if !nvrtc_available() {
-            assert!(
-                std::env::var("SYMM_REQUIRE_NVRTC").as_deref() != Ok("1"),
-                "NVRTC required but not found"
-            );
-            eprintln!("SKIPPED: NVRTC not found; the shuffles were not compiled");
+        if !crate::jit::require_nvrtc("the shuffles") {
             return;
         }
         let fns = [
