@@ -509,16 +509,11 @@ fn misuse(world: usize) {
         },
     )
     .expect_err("a message past the stage");
-    assert_eq!(err.errors.len(), world, "{err}");
-    for (_, e) in &err.errors {
-        let m = e.to_string();
-        assert!(matches!(e, symm::Error::KernelAssert { .. }), "{m}");
-        assert!(
-            m.contains("sentinel_send: elements at..at + V pass the stage's region"),
-            "{m}"
-        );
-        assert!(m.contains("symm-runtime/src/dsl/sync.rs:"), "{m}");
-    }
+    every_rank_asserts(
+        &err,
+        world,
+        "sentinel_send: elements at..at + V pass the stage's region",
+    );
     if world < 2 {
         return;
     }
@@ -536,14 +531,22 @@ fn misuse(world: usize) {
         },
     )
     .expect_err("a barrier with too few threads");
+    every_rank_asserts(
+        &err,
+        world,
+        "a barrier needs at least world_size threads per block",
+    );
+}
+
+/// Every one of the `world` ranks failed with a `kernel_assert!` of the
+/// pieces whose message contains `message`.
+fn every_rank_asserts(err: &symm::RunError, world: usize, message: &str) {
     assert_eq!(err.errors.len(), world, "{err}");
     for (_, e) in &err.errors {
         let m = e.to_string();
         assert!(matches!(e, symm::Error::KernelAssert { .. }), "{m}");
-        assert!(
-            m.contains("a barrier needs at least world_size threads per block"),
-            "{m}"
-        );
+        assert!(m.contains(message), "{m}");
+        assert!(m.contains("symm-runtime/src/dsl/sync.rs:"), "{m}");
     }
 }
 

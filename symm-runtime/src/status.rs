@@ -139,10 +139,7 @@ pub(crate) struct OutOfBounds {
 impl OutOfBounds {
     /// The error, worded as the emulator words an index out of bounds.
     pub(crate) fn into_error(self) -> crate::Error {
-        let sites = kernel_sites(self.kernel);
-        let kernel = sites
-            .as_ref()
-            .map_or_else(|| format!("#{:08x}", self.kernel), |s| s.kernel.to_string());
+        let (sites, kernel) = kernel_named(self.kernel);
         let place = match sites
             .as_ref()
             .and_then(|s| s.functions.get(self.function as usize))
@@ -197,10 +194,7 @@ pub(crate) struct AssertFailed {
 impl AssertFailed {
     /// The error, worded as the emulator words a failed `kernel_assert!`.
     pub(crate) fn into_error(self) -> crate::Error {
-        let sites = kernel_sites(self.kernel);
-        let kernel = sites
-            .as_ref()
-            .map_or_else(|| format!("#{:08x}", self.kernel), |s| s.kernel.to_string());
+        let (sites, kernel) = kernel_named(self.kernel);
         let site = sites.as_ref().and_then(|s| {
             let f = s.functions.get(self.function as usize)?;
             Some((f.file, f.asserts.get(self.assert as usize)?))
@@ -353,6 +347,16 @@ pub(crate) fn register_kernel(id: u32, sites: KernelSites) {
 }
 
 /// The sites of the instantiation registered as `id`.
+/// The sites of kernel `id`, and its name (its id in hex when this process
+/// never compiled it).
+fn kernel_named(id: u32) -> (Option<std::sync::Arc<KernelSites>>, String) {
+    let sites = kernel_sites(id);
+    let name = sites
+        .as_ref()
+        .map_or_else(|| format!("#{id:08x}"), |s| s.kernel.to_string());
+    (sites, name)
+}
+
 fn kernel_sites(id: u32) -> Option<std::sync::Arc<KernelSites>> {
     KERNEL_SITES
         .lock()

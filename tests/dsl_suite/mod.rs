@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use symm::dsl::*;
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
 use symm::signal::Channel;
-use symm::{symm_kernel, Comm, LaunchConfig};
+use symm::{symm_kernel, Comm, DeviceBuffer, LaunchConfig};
 
 // Each suite brings its own copy, so that a test file may include both.
 #[allow(clippy::duplicate_mod)]
@@ -1204,53 +1204,54 @@ pub fn bit_compound_ref<T: DslInt>(x: T, y: T) -> T {
     out
 }
 
-/// [`compound`] on `n` fresh elements drawn by `draw` (never zero: they
-/// divide), into a poisoned output: bitwise equal to [`compound_ref`].
+/// A kernel of the compound-assignment tests: `out = f(x, y)` element-wise.
+type Binary<T> = fn(
+    &Comm,
+    LaunchConfig,
+    &DeviceBuffer<T>,
+    &DeviceBuffer<T>,
+    &mut DeviceBuffer<T>,
+    u32,
+) -> symm::Result<()>;
+
+/// `kernel` on `n` fresh elements drawn by `draw` (never zero: they
+/// divide), into a poisoned output: bitwise equal to `reference`.
+fn run_binary<T: Scalar>(
+    c: &Comm,
+    name: &str,
+    (kernel, reference): (Binary<T>, fn(T, T) -> T),
+    poison: T,
+    draw: impl Fn(&mut rand::rngs::ThreadRng) -> T,
+) -> symm::Result<()> {
+    let mut g = rand::rng();
+    let n: usize = sized(c, 500, 10_000) + g.random_range(0..sized(c, 99, 999));
+    let x: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
+    let y: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
+    let (dx, dy) = (c.device_buffer_from(&x)?, c.device_buffer_from(&y)?);
+    let mut out = c.device_buffer_from(&vec![poison; n])?;
+    kernel(c, lin(n, 64), &dx, &dy, &mut out, n as u32)?;
+    let want: Vec<T> = x.iter().zip(&y).map(|(&a, &b)| reference(a, b)).collect();
+    check_bits(c, &format!("{name}<{}>", T::CUDA), &out.to_host()?, &want)
+}
+
+/// [`compound`] against [`compound_ref`] (see [`run_binary`]).
 pub fn run_compound<T: Num>(
     c: &Comm,
     poison: T,
     draw: impl Fn(&mut rand::rngs::ThreadRng) -> T,
 ) -> symm::Result<()> {
-    let mut g = rand::rng();
-    let n: usize = sized(c, 500, 10_000) + g.random_range(0..sized(c, 99, 999));
-    let x: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
-    let y: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
-    let (dx, dy) = (c.device_buffer_from(&x)?, c.device_buffer_from(&y)?);
-    let mut out = c.device_buffer_from(&vec![poison; n])?;
-    compound::launch::<T>(c, lin(n, 64), &dx, &dy, &mut out, n as u32)?;
-    let want: Vec<T> = x
-        .iter()
-        .zip(&y)
-        .map(|(&a, &b)| compound_ref(a, b))
-        .collect();
-    check_bits(c, &format!("compound<{}>", T::CUDA), &out.to_host()?, &want)
+    let k: Binary<T> = |c, cfg, x, y, out, n| compound::launch::<T>(c, cfg, x, y, out, n);
+    run_binary(c, "compound", (k, compound_ref::<T>), poison, draw)
 }
 
-/// [`bit_compound`] on `n` fresh elements drawn by `draw`, into a poisoned
-/// output: bitwise equal to [`bit_compound_ref`].
+/// [`bit_compound`] against [`bit_compound_ref`] (see [`run_binary`]).
 pub fn run_bit_compound<T: DslInt>(
     c: &Comm,
     poison: T,
     draw: impl Fn(&mut rand::rngs::ThreadRng) -> T,
 ) -> symm::Result<()> {
-    let mut g = rand::rng();
-    let n: usize = sized(c, 500, 10_000) + g.random_range(0..sized(c, 99, 999));
-    let x: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
-    let y: Vec<T> = (0..n).map(|_| draw(&mut g)).collect();
-    let (dx, dy) = (c.device_buffer_from(&x)?, c.device_buffer_from(&y)?);
-    let mut out = c.device_buffer_from(&vec![poison; n])?;
-    bit_compound::launch::<T>(c, lin(n, 64), &dx, &dy, &mut out, n as u32)?;
-    let want: Vec<T> = x
-        .iter()
-        .zip(&y)
-        .map(|(&a, &b)| bit_compound_ref(a, b))
-        .collect();
-    check_bits(
-        c,
-        &format!("bit_compound<{}>", T::CUDA),
-        &out.to_host()?,
-        &want,
-    )
+    let k: Binary<T> = |c, cfg, x, y, out, n| bit_compound::launch::<T>(c, cfg, x, y, out, n);
+    run_binary(c, "bit_compound", (k, bit_compound_ref::<T>), poison, draw)
 }
 
 /// [`run_compound`] for every numeric element type (integers small enough

@@ -422,20 +422,6 @@ pub fn lamport_load<T: DslFloat, const V: usize>(src: Remote<T>, at: u32, n: u32
     sentinel_scrub::<T, V>(v)
 }
 
-/// Stores `v` at elements `at..at + V` of `out`, only those below `n`.
-#[symm_kernel(device)]
-pub fn lamport_store<T: Scalar, const V: usize>(out: SliceMut<T>, at: u32, n: u32, v: [T; V]) {
-    if at + V as u32 <= n {
-        out.store_vec::<V>(at, v);
-    } else {
-        for k in 0..V {
-            if at + (k as u32) < n {
-                out[at + k as u32] = v[k];
-            }
-        }
-    }
-}
-
 /// `own` (this rank's part, as [`lamport_load`] reads it) summed in f32 in
 /// rank order with every other rank r's part, which arrives at
 /// `stage[base + r * cap + j..]` (see [`sentinel_take_at`]).
@@ -508,7 +494,7 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         let at = i * V as u32;
         let got = sentinel_take::<T, V>(stage, call, peers, at);
         let res = sum_with_own::<T, V>(got, own, rank, world);
-        lamport_store::<T, V>(out, at, n, res);
+        store_padded::<T, V>(out, at, n, res);
         i += stride;
         if i < vecs {
             own = lamport_load::<T, V>(src, i * V as u32, n);
@@ -586,7 +572,7 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
                     .store_vec_volatile::<V>(sums + rank * cap + j * V as u32, res);
             }
         }
-        lamport_store::<T, V>(out, at, n, res);
+        store_padded::<T, V>(out, at, n, res);
         j += stride;
     }
     // All-gather: copy out every other chunk's sum as it arrives (every
@@ -602,7 +588,7 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         let got = sentinel_take_at::<T, V>(mine, sums + j * V as u32, cap, owners, world);
         for c in 0..world {
             if ((owners >> c) & 1u32) == 1u32 {
-                lamport_store::<T, V>(out, (c * chunk + j) * V as u32, n, got[c]);
+                store_padded::<T, V>(out, (c * chunk + j) * V as u32, n, got[c]);
             }
         }
         j += stride;
