@@ -21,7 +21,20 @@ use crate::signal::Channel;
 /// replays) need no host reset. One stage serves one kernel (or a family
 /// launched with the same grid, in one stream order): the counters count
 /// its calls. After a kernel that used it fails (a timeout, say), the
-/// ranks' counters and halves may be out of step: make a new stage.
+/// ranks' counters and halves may be out of step: make a new group.
+///
+/// A stage holds its channel for the group's life, as every
+/// [`Channel::request`] does (a pad has 8, and the built-in all-reduce
+/// reserves one), so make a few stages and reuse them: keeping channels
+/// until the group ends is what keeps every rank's channel numbers the
+/// same whatever order the ranks drop their stages in.
+///
+/// The pieces are safe back to back under one rule: each call waits, before
+/// it ends, on every rank it sent to (it takes that rank's message, or
+/// passes a barrier with it), and takes every message sent to it. A rank
+/// that only sends could otherwise lap a peer that only receives, and
+/// overwrite a half the peer has not read. Launch one-dimensional grids of
+/// at most [`SIGNAL_BLOCKS`](crate::layout::SIGNAL_BLOCKS) blocks.
 ///
 /// ```
 /// # extern crate symm_runtime as symm;
@@ -99,9 +112,9 @@ impl<T: Scalar> Stage<T> {
         let channel = Channel::request(comm)?;
         let world = comm.world_size();
         let per_vector = (16 / std::mem::size_of::<T>()).max(1);
-        let cap = cap.div_ceil(per_vector) * per_vector;
         let len = cap
-            .checked_mul(2 * world)
+            .checked_next_multiple_of(per_vector)
+            .and_then(|cap| cap.checked_mul(2 * world))
             .filter(|&l| l <= u32::MAX as usize)
             .ok_or_else(|| {
                 comm.invalid(format!(
@@ -121,7 +134,7 @@ impl<T: Scalar> Stage<T> {
             buf,
             smem,
             channel,
-            cap,
+            cap: len / (2 * world),
         })
     }
 

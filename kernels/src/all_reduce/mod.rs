@@ -153,15 +153,17 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>>;
 
     /// Launches `path`'s kernel (with `aux` its staging or scratch buffer,
-    /// unused by [`Path::Pull`], and `ch` the first of its channels) on
-    /// checked arguments, without bounds checks on the GPU.
+    /// unused by [`Path::Pull`], and `ch` its channel) on checked
+    /// arguments, without bounds checks on the GPU.
     ///
     /// # Safety
     ///
     /// The arguments are as this module's `launch` makes them: `n` elements
     /// fit `input` and `out` (`check`), `aux` is the staging (or scratch)
     /// that `staging` sized for `n` on `path`, with `cap` elements per
-    /// region, and `cfg` is the path's grid.
+    /// region (the push and Lamport one-shots derive it from `aux`'s
+    /// length instead, which `staging` makes exactly `2 × world` regions),
+    /// and `cfg` is the path's grid.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn __launch(

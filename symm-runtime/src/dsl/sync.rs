@@ -26,12 +26,28 @@
 //!   polls the data itself, no flag needed; taking a message marks its
 //!   slots empty again for the call after next.
 //!
-//! Every piece takes the kernel's grid as given: launch the same grid on
-//! every rank and on every call that shares a counter, and at most
-//! [`SIGNAL_BLOCKS`](crate::layout::SIGNAL_BLOCKS) blocks.
+//! Every piece takes the kernel's grid as given: launch the same
+//! one-dimensional grid on every rank and on every call that shares a
+//! counter, of at most [`SIGNAL_BLOCKS`](crate::layout::SIGNAL_BLOCKS)
+//! blocks (`call_begin` asserts both).
+//!
+//! Parity staging and sentinel messages are safe back to back under one
+//! rule: each call waits, before it ends, on every rank it sent to (it
+//! takes that rank's message, or passes a barrier with it), and takes every
+//! message sent to it. Then a rank starts call `c + 2`, which writes half
+//! `c & 1` again, only after every peer it writes to finished call `c`,
+//! the last reader of that half. A rank that only sends could instead lap
+//! a peer that only receives, and overwrite what it has not read. Each
+//! barrier runs at most once per call (a second `enter_barrier` in the
+//! same call would wait for a value already reached); a kernel that needs
+//! more barriers takes another channel for them.
 
 use crate::dsl::*;
 use crate::symm_kernel;
+
+// The pieces spell the pad's sizes as literals (kernels have no module
+// constants); keep them in step.
+const _: () = assert!(crate::layout::SIGNAL_BLOCKS == 128 && crate::layout::SIGNAL_CHANNELS == 8);
 
 /// This block's number for the current call on channel `ch` of `buf`: 1
 /// on the first call, then one more on each (wrapping). Read by every
@@ -43,8 +59,8 @@ pub fn call_begin<T: Scalar>(buf: SymmBuf<T>, ch: u32) -> u32 {
     // Past the pad's blocks or channels the slot would be another's (an
     // unchecked launch does not check indices).
     kernel_assert!(
-        block_idx_x() < 128u32 && ch < 8u32,
-        "call_begin: at most 128 blocks (SIGNAL_BLOCKS) and a channel below 8 (SIGNAL_CHANNELS)"
+        grid_dim_x() <= 128u32 && grid_dim_y() == 1u32 && grid_dim_z() == 1u32 && ch < 8u32,
+        "call_begin: a one-dimensional grid of at most 128 blocks (SIGNAL_BLOCKS), and a channel below 8 (SIGNAL_CHANNELS)"
     );
     let rank = buf.rank();
     buf.pad(rank)
@@ -111,7 +127,10 @@ pub fn flag_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, value: u32) {
 }
 
 /// Elements per region of `stage` laid out as two parity halves of one
-/// region per rank: its length over `2 × world_size`.
+/// region per rank: its length over `2 × world_size` (a [`Stage`] is
+/// below 2^32 elements, which kernels index).
+///
+/// [`Stage`]: crate::Stage
 #[symm_kernel(device)]
 pub fn stage_cap<T: Scalar>(stage: SymmBuf<T>) -> u32 {
     stage.len() as u32 / (2 * stage.world_size())
