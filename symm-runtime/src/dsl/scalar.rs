@@ -30,6 +30,9 @@ pub trait Scalar: Element + PartialEq + PartialOrd {
     fn from_bits64(bits: u64) -> Self {
         Self::__from_bits64(bits)
     }
+    /// The bits as a kernel parameter slot holds them: integers
+    /// sign-extended (`as u64`), unlike [`Element::to_bits64`], which
+    /// zero-extends; only the low `size_of::<Self>()` bytes are ever read.
     #[doc(hidden)]
     fn __to_bits64(self) -> u64;
     #[doc(hidden)]
