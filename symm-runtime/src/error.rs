@@ -90,6 +90,17 @@ pub enum Error {
         detail: String,
     },
 
+    /// Ranks placed a pool tensor differently: their sequences of pool
+    /// allocations and frees differ. Found at the tensor's first
+    /// collective use; every rank reports the same text.
+    #[error("rank {rank}: pool allocations differ across ranks: {detail}")]
+    AllocationMismatch {
+        /// The reporting rank.
+        rank: usize,
+        /// Every rank's placement of the tensor, or which ranks never used it.
+        detail: String,
+    },
+
     /// A peer failed while mapping memory during rendezvous.
     #[error("rendezvous of allocation #{alloc} failed on rank {failed_rank}: {detail}")]
     RendezvousPeerFailed {

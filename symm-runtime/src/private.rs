@@ -144,6 +144,7 @@ pub fn symm_arg<T: Scalar>(
     name: &str,
     s: &SymmetricMemory,
 ) -> Result<[[u8; 8]; SYMM_BUF_SLOTS]> {
+    s.before_collective_use()?;
     if s.rank() != comm.rank() || s.world_size() != comm.world_size() {
         return Err(comm.invalid(format!(
             "argument `{name}` is rank {} of {}, but the launch is on rank {} of {}",

@@ -118,6 +118,7 @@ impl SymmetricMemory {
         timeout: Duration,
     ) -> Result<()> {
         use kernels::{signal_barrier, signal_put, signal_wait};
+        self.before_collective_use()?;
         if channel.owner() != self.owner() {
             return Err(self.invalid(format!(
                 "channel {} was requested on another rank or group (rank {}) than the one \

@@ -304,6 +304,19 @@ mod sealed {
 impl<T: Element> sealed::Sealed for SymmBuffer<T> {}
 impl<T: Element> sealed::Sealed for SymmView<'_, T> {}
 impl<T: Element> sealed::Sealed for DeviceBuffer<T> {}
+impl<T: Element> sealed::Sealed for crate::memory::pool::PoolTensor<T> {}
+
+impl<T: Element> DeviceSlice<T> for crate::memory::pool::PoolTensor<T> {
+    fn device_ptr(&self) -> u64 {
+        crate::memory::pool::PoolTensor::device_ptr(self)
+    }
+    fn len(&self) -> usize {
+        crate::memory::pool::PoolTensor::len(self)
+    }
+    fn __owner(&self) -> usize {
+        self.owner()
+    }
+}
 
 /// Device memory a kernel can take as a `&[T]` or `&mut [T]` parameter:
 /// symm's own buffers ([`SymmBuffer`], [`SymmView`], [`DeviceBuffer`]). The

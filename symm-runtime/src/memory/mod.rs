@@ -5,4 +5,5 @@
 //! rendezvous reads the buffer's allocation.
 
 pub(crate) mod buffer;
+pub(crate) mod pool;
 pub(crate) mod symmetric;

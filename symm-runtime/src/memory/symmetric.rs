@@ -54,7 +54,12 @@ pub struct SymmetricMemory {
     placement: crate::placement::Placement,
     /// Set once this memory's signal operations have loaded their kernels.
     signal_kernels: std::sync::OnceLock<()>,
-    // Dropped after the tables: peers' mappings, then our own allocation.
+    /// For a pool tensor: the check of every rank's placement that its
+    /// first collective use runs.
+    first_use: Option<Box<crate::memory::pool::FirstUse>>,
+    // Dropped after the tables: peers' mappings, then our own allocation
+    // (a view keeps its segment's mapping instead).
+    _parent: Option<Arc<SymmetricMemory>>,
     _peers: Vec<Mapped>,
     _local: Arc<dyn LocalAlloc>,
 }
@@ -332,6 +337,8 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         group: comm.group_key().clone(),
         placement: comm.placement().clone(),
         signal_kernels: std::sync::OnceLock::new(),
+        first_use: None,
+        _parent: None,
         _peers: peers,
         _local: buf.alloc.clone(),
     })
@@ -359,6 +366,61 @@ fn map_peers(
 }
 
 impl SymmetricMemory {
+    /// `bytes` of `parent` from byte `offset` on, on every rank, as memory
+    /// of its own (a pool tensor): its own pointer tables, `parent`'s signal
+    /// pads, and `parent`'s mapping kept alive. No collective; `first_use`
+    /// runs before its first collective use.
+    pub(crate) fn view(
+        parent: &Arc<SymmetricMemory>,
+        offset: usize,
+        bytes: usize,
+        dtype: DType,
+        first_use: Option<Box<crate::memory::pool::FirstUse>>,
+    ) -> Result<SymmetricMemory> {
+        if offset
+            .checked_add(bytes)
+            .is_none_or(|end| end > parent.buffer_size)
+        {
+            return Err(parent.invalid(format!(
+                "a view of bytes {offset}..{offset}+{bytes} is out of bounds for an allocation \
+                 of {} bytes",
+                parent.buffer_size
+            )));
+        }
+        let buffer_ptrs: Vec<u64> = parent
+            .buffer_ptrs
+            .iter()
+            .map(|p| p + offset as u64)
+            .collect();
+        Ok(SymmetricMemory {
+            rank: parent.rank,
+            world_size: parent.world_size,
+            alloc_id: parent.alloc_id,
+            dtype,
+            buffer_size: bytes,
+            buffer_ptrs_dev: parent.backend.table(&buffer_ptrs)?,
+            signal_pad_ptrs_dev: parent.backend.table(&parent.signal_pad_ptrs)?,
+            buffer_ptrs,
+            signal_pad_ptrs: parent.signal_pad_ptrs.clone(),
+            backend: parent.backend.clone(),
+            owner: parent.owner,
+            group: parent.group.clone(),
+            placement: parent.placement.clone(),
+            signal_kernels: std::sync::OnceLock::new(),
+            first_use,
+            _parent: Some(parent.clone()),
+            _peers: Vec::new(),
+            _local: parent._local.clone(),
+        })
+    }
+
+    /// Runs a pool tensor's check of every rank's placement, before its
+    /// first collective use (and repeats its outcome after); nothing for
+    /// other memory.
+    pub(crate) fn before_collective_use(&self) -> Result<()> {
+        self.first_use.as_ref().map_or(Ok(()), |f| f.run())
+    }
+
     /// This rank.
     pub fn rank(&self) -> usize {
         self.rank

@@ -1,0 +1,512 @@
+//! A caching pool of symmetric memory: tensors carved out of segments that
+//! are allocated and rendezvoused once.
+//!
+//! A plain [`Comm::alloc`] is one allocation (2 MiB granularity on a GPU)
+//! and one rendezvous (milliseconds) per buffer. A [`SymmPool`] allocates
+//! *segments* that way and hands out *tensors* inside them: an allocation
+//! is a search of the free blocks, and a tensor's rendezvous builds the
+//! tensor's pointer tables from its segment's, with no collective.
+//!
+//! **Determinism is the contract.** A tensor is the same memory on every
+//! rank only if every rank carves it at the same (segment, offset). The
+//! pool's placement depends on nothing but its own sequence of allocations
+//! and frees (first fit over segments in creation order, best fit inside
+//! one, never on timing), so ranks that allocate and free the same sequence
+//! agree. Ranks that do not are caught at a tensor's **first collective
+//! use** (the first kernel launch or signal operation that takes it as a
+//! symmetric buffer, the all-reduce included): every rank publishes what it
+//! placed there, and all ranks fail with the same error, naming every rank's
+//! (allocation, segment, offset, size), instead of reading each other's
+//! unrelated memory.
+//!
+//! **Reuse is in stream order.** A freed block is handed out again at once:
+//! every use of the new tensor is enqueued on the rank's stream after every
+//! kernel that used the old one (host copies synchronise with the stream
+//! first). Work of other streams must finish before the tensor is freed.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::comm::Comm;
+use crate::dtype::{as_bytes, DType, Element};
+use crate::error::{Error, Result};
+use crate::memory::buffer::{read_elems, SymmBuffer};
+use crate::memory::symmetric::SymmetricMemory;
+use crate::store::StoreError;
+
+/// Tensors start at multiples of this many bytes: 16-byte vectors and whole
+/// cache lines, as [`crate::layout::DATA_ALIGN`] for whole allocations.
+pub const POOL_ALIGN: usize = 128;
+
+/// Bytes of a segment for small tensors: one GPU allocation granule, which
+/// a plain allocation would spend on a single small buffer.
+pub const SMALL_SEGMENT: usize = 2 << 20;
+
+/// Tensors of at least this many bytes get a segment of their own size
+/// (rounded up to [`SMALL_SEGMENT`]): carving them out of shared segments
+/// would strand large holes, and their allocation cost is small against
+/// their use.
+pub const LARGE_TENSOR: usize = 1 << 20;
+
+/// A caching allocator of symmetric memory on one rank of a group (see the
+/// [module docs](self)). Cloning gives another handle to the same pool.
+///
+/// Collective like [`Comm::alloc`]: every rank makes its pools in the same
+/// order, and allocates and frees from each in the same sequence.
+#[derive(Clone)]
+pub struct SymmPool {
+    inner: Arc<PoolInner>,
+}
+
+pub(crate) struct PoolInner {
+    comm: Comm,
+    /// The pool's place in the group's collective allocation order: its
+    /// first-use records are kept under it.
+    id: u64,
+    state: Mutex<State>,
+    /// Tensors put to collective use so far on this rank: the index of the
+    /// next first-use record.
+    uses: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    /// In creation order; a trimmed segment leaves `None`, so indices (the
+    /// names errors give) never move.
+    segments: Vec<Option<Segment>>,
+    /// Allocations made so far on this rank (each tensor's number).
+    allocs: u64,
+    live: usize,
+    used: usize,
+}
+
+struct Segment {
+    smem: Arc<SymmetricMemory>,
+    /// Kept so that the rendezvous cache entry lives as long as the segment.
+    _buf: SymmBuffer<u8>,
+    bytes: usize,
+    /// Free blocks: offset to size, coalesced.
+    free: BTreeMap<usize, usize>,
+    live: usize,
+}
+
+/// How much a pool holds and hands out, on this rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Bytes of segments held (allocated from the backend).
+    pub held_bytes: usize,
+    /// Bytes in live tensors (each rounded up to [`POOL_ALIGN`]).
+    pub used_bytes: usize,
+    /// Segments held.
+    pub segments: usize,
+    /// Live tensors.
+    pub tensors: usize,
+    /// Tensors allocated so far.
+    pub allocations: u64,
+}
+
+impl Comm {
+    /// A new, empty [`SymmPool`] on this rank. Collective in order, like
+    /// [`alloc`](Comm::alloc): it takes the next allocation number.
+    pub fn pool(&self) -> SymmPool {
+        SymmPool {
+            inner: Arc::new(PoolInner {
+                id: self.next_alloc_id(),
+                comm: self.clone(),
+                state: Mutex::new(State::default()),
+                uses: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl SymmPool {
+    /// A tensor of `len` elements of `T`, carved out of the first segment
+    /// with room (the smallest free block that fits), or out of a new
+    /// segment, which is allocated and rendezvoused with every rank (so
+    /// every rank must reach the same allocations in the same order).
+    pub fn alloc<T: Element>(&self, len: usize) -> Result<PoolTensor<T>> {
+        let comm = &self.inner.comm;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .and_then(|b| b.max(1).checked_next_multiple_of(POOL_ALIGN))
+            .ok_or_else(|| {
+                comm.invalid(format!(
+                    "{len} elements of {} overflow the address space",
+                    T::DTYPE
+                ))
+            })?;
+        let mut st = self.inner.lock();
+        let found = st.segments.iter().enumerate().find_map(|(i, s)| {
+            let s = s.as_ref()?;
+            best_fit(&s.free, bytes).map(|off| (i, off))
+        });
+        let (segment, offset) = match found {
+            Some(f) => f,
+            None => {
+                let size = if bytes >= LARGE_TENSOR {
+                    bytes
+                        .checked_next_multiple_of(SMALL_SEGMENT)
+                        .ok_or_else(|| {
+                            comm.invalid(format!("a segment of {bytes} bytes overflows"))
+                        })?
+                } else {
+                    SMALL_SEGMENT
+                };
+                let buf = comm.alloc::<u8>(size)?;
+                let smem = buf.rendezvous()?;
+                let mut free = BTreeMap::new();
+                free.insert(0, size);
+                st.segments.push(Some(Segment {
+                    smem,
+                    _buf: buf,
+                    bytes: size,
+                    free,
+                    live: 0,
+                }));
+                (st.segments.len() - 1, 0)
+            }
+        };
+        let seg = st.segments[segment].as_mut().expect("just found or made");
+        let block = seg.free.remove(&offset).expect("a free block");
+        if block > bytes {
+            seg.free.insert(offset + bytes, block - bytes);
+        }
+        seg.live += 1;
+        let smem = seg.smem.clone();
+        st.live += 1;
+        st.used += bytes;
+        st.allocs += 1;
+        Ok(PoolTensor {
+            pool: self.inner.clone(),
+            seq: st.allocs - 1,
+            segment,
+            offset,
+            bytes,
+            len,
+            segment_smem: smem,
+            smem: OnceLock::new(),
+            _t: PhantomData,
+        })
+    }
+
+    /// Gives every segment that holds no live tensor back to the backend,
+    /// and returns how many bytes that freed on this rank. Collective in
+    /// order (every rank trims at the same point of its sequence), so the
+    /// ranks' segments stay the same.
+    pub fn trim(&self) -> usize {
+        let mut st = self.inner.lock();
+        let mut freed = 0;
+        for s in st.segments.iter_mut() {
+            if s.as_ref().is_some_and(|seg| seg.live == 0) {
+                freed += s.take().map_or(0, |seg| seg.bytes);
+            }
+        }
+        freed
+    }
+
+    /// What the pool holds and hands out on this rank.
+    pub fn stats(&self) -> PoolStats {
+        let st = self.inner.lock();
+        let held: Vec<&Segment> = st.segments.iter().flatten().collect();
+        PoolStats {
+            held_bytes: held.iter().map(|s| s.bytes).sum(),
+            used_bytes: st.used,
+            segments: held.len(),
+            tensors: st.live,
+            allocations: st.allocs,
+        }
+    }
+
+    /// The rank the pool allocates on.
+    pub fn comm(&self) -> &Comm {
+        &self.inner.comm
+    }
+}
+
+impl PoolInner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Returns a tensor's block, coalesced with its free neighbours.
+    fn free(&self, segment: usize, offset: usize, bytes: usize) {
+        let mut st = self.lock();
+        st.live -= 1;
+        st.used -= bytes;
+        let Some(seg) = st.segments[segment].as_mut() else {
+            return;
+        };
+        seg.live -= 1;
+        let (mut start, mut size) = (offset, bytes);
+        if let Some((&prev, &len)) = seg.free.range(..offset).next_back() {
+            if prev + len == offset {
+                seg.free.remove(&prev);
+                start = prev;
+                size += len;
+            }
+        }
+        if let Some(&len) = seg.free.get(&(offset + bytes)) {
+            seg.free.remove(&(offset + bytes));
+            size += len;
+        }
+        seg.free.insert(start, size);
+    }
+}
+
+/// The offset of the smallest free block of at least `bytes` (the lowest
+/// such offset among equals): deterministic, so every rank picks the same.
+fn best_fit(free: &BTreeMap<usize, usize>, bytes: usize) -> Option<usize> {
+    free.iter()
+        .filter(|(_, &len)| len >= bytes)
+        .min_by_key(|(&off, &len)| (len, off))
+        .map(|(&off, _)| off)
+}
+
+/// `len` elements of `T` in a [`SymmPool`]'s segment, at the same offset on
+/// every rank whose sequence of allocations matched. Dropping it gives the
+/// block back to the pool (see the [module docs](self) on stream order).
+///
+/// Kernels take it as `&[T]` / `&mut [T]` (it is a
+/// [`DeviceSlice`](crate::DeviceSlice)) and, through
+/// [`rendezvous`](Self::rendezvous), as a `SymmBuf<T>`.
+pub struct PoolTensor<T: Element> {
+    pool: Arc<PoolInner>,
+    seq: u64,
+    segment: usize,
+    offset: usize,
+    bytes: usize,
+    len: usize,
+    segment_smem: Arc<SymmetricMemory>,
+    smem: OnceLock<Arc<SymmetricMemory>>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element> std::fmt::Debug for PoolTensor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PoolTensor<{}>(#{}, segment {}, offset {}, len {}, rank {})",
+            T::DTYPE,
+            self.seq,
+            self.segment,
+            self.offset,
+            self.len,
+            self.pool.comm.rank()
+        )
+    }
+}
+
+impl<T: Element> Drop for PoolTensor<T> {
+    fn drop(&mut self) {
+        self.pool.free(self.segment, self.offset, self.bytes);
+    }
+}
+
+impl<T: Element> PoolTensor<T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where it lies: (the pool's allocation number of it, segment, byte
+    /// offset in the segment).
+    pub fn place(&self) -> (u64, usize, usize) {
+        (self.seq, self.segment, self.offset)
+    }
+
+    /// Device address of element 0 (a host address on the emulator).
+    pub fn device_ptr(&self) -> u64 {
+        self.segment_smem.buffer_ptrs()[self.segment_smem.rank()] + self.offset as u64
+    }
+
+    /// Copies `src` into elements `offset..offset + src.len()`.
+    pub fn write(&self, offset: usize, src: &[T]) -> Result<()> {
+        let ptr = self.checked(offset, src.len())?;
+        self.pool.comm.backend.write(ptr, as_bytes(src))
+    }
+
+    /// Copies elements `offset..offset + len` to the host.
+    pub fn read(&self, offset: usize, len: usize) -> Result<Vec<T>> {
+        let ptr = self.checked(offset, len)?;
+        read_elems(&*self.pool.comm.backend, ptr, len)
+    }
+
+    /// Copies the whole tensor to the host.
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        self.read(0, self.len)
+    }
+
+    /// Sets every byte of the tensor to `byte`.
+    pub fn fill_bytes(&self, byte: u8) -> Result<()> {
+        let bytes = self.len * std::mem::size_of::<T>();
+        self.pool.comm.backend.fill(self.device_ptr(), byte, bytes)
+    }
+
+    /// The tensor as every rank sees it, for a `SymmBuf<T>` parameter or
+    /// the all-reduce: its segment's mapping at the tensor's offset. No
+    /// collective (the segment was rendezvoused when it was made); cached.
+    /// The ranks' placements are compared at its first collective use.
+    pub fn rendezvous(&self) -> Result<Arc<SymmetricMemory>> {
+        if let Some(s) = self.smem.get() {
+            return Ok(s.clone());
+        }
+        let check = FirstUse {
+            pool: self.pool.clone(),
+            place: Place {
+                seq: self.seq,
+                segment: self.segment as u64,
+                offset: self.offset as u64,
+                bytes: (self.len * std::mem::size_of::<T>()) as u64,
+                dtype: T::DTYPE,
+            },
+            done: OnceLock::new(),
+        };
+        let view = SymmetricMemory::view(
+            &self.segment_smem,
+            self.offset,
+            self.len * std::mem::size_of::<T>(),
+            T::DTYPE,
+            Some(Box::new(check)),
+        )?;
+        Ok(self.smem.get_or_init(|| Arc::new(view)).clone())
+    }
+
+    fn checked(&self, offset: usize, len: usize) -> Result<u64> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => {
+                Ok(self.device_ptr() + (offset * std::mem::size_of::<T>()) as u64)
+            }
+            _ => Err(self.pool.comm.invalid(format!(
+                "elements {offset}..{offset}+{len} are out of bounds for a pool tensor of {}",
+                self.len
+            ))),
+        }
+    }
+
+    pub(crate) fn owner(&self) -> usize {
+        self.pool.comm.owner_id()
+    }
+}
+
+/// What a rank placed for one tensor: the record ranks compare at its first
+/// collective use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Place {
+    seq: u64,
+    segment: u64,
+    offset: u64,
+    bytes: u64,
+    dtype: DType,
+}
+
+impl Place {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(33);
+        for x in [self.seq, self.segment, self.offset, self.bytes] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.push(self.dtype.code());
+        v
+    }
+
+    fn decode(v: &[u8]) -> Option<Place> {
+        if v.len() != 33 {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        Some(Place {
+            seq: word(0),
+            segment: word(1),
+            offset: word(2),
+            bytes: word(3),
+            dtype: DType::from_code(v[32])?,
+        })
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "allocation #{} (segment {}, offset {}, {} bytes of {})",
+            self.seq, self.segment, self.offset, self.bytes, self.dtype
+        )
+    }
+}
+
+/// The check a pool tensor's mapping runs at its first collective use.
+pub(crate) struct FirstUse {
+    pool: Arc<PoolInner>,
+    place: Place,
+    done: OnceLock<std::result::Result<(), String>>,
+}
+
+impl FirstUse {
+    /// Publishes this rank's placement as its next collective use, waits for
+    /// every rank's, and fails (the same text on every rank) where they
+    /// differ. Once per tensor; later uses repeat the outcome.
+    pub(crate) fn run(&self) -> Result<()> {
+        let comm = &self.pool.comm;
+        let out = self.done.get_or_init(|| self.exchange());
+        out.clone().map_err(|detail| Error::AllocationMismatch {
+            rank: comm.rank(),
+            detail,
+        })
+    }
+
+    fn exchange(&self) -> std::result::Result<(), String> {
+        let comm = &self.pool.comm;
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let k = self.pool.uses.fetch_add(1, Ordering::Relaxed);
+        let key = |r: usize| format!("{}/pool/{}/use/{k}/{r}", comm.key_prefix(), self.pool.id);
+        let store = comm.store();
+        store
+            .set(&key(rank), &self.place.encode())
+            .map_err(|e| format!("publishing pool tensor {}: {e}", self.place))?;
+        let keys: Vec<String> = (0..world).map(key).collect();
+        store
+            .wait(&keys, comm.options().timeout)
+            .map_err(|e| match e {
+                StoreError::Timeout { missing, .. } => format!(
+                    "pool tensor {} is this rank's collective use #{k} of the pool, which \
+                     ranks {missing:?} never reached in {:?}; every rank must allocate from the \
+                     pool, and use its tensors collectively, in the same sequence",
+                    self.place,
+                    comm.options().timeout
+                ),
+                other => format!("reading the pool's use #{k}: {other}"),
+            })?;
+        let mut places = Vec::with_capacity(world);
+        for (r, key) in keys.iter().enumerate() {
+            let raw = store
+                .try_get(key)
+                .map_err(|e| format!("reading the pool's use #{k}: {e}"))?
+                .unwrap_or_default();
+            places.push(
+                Place::decode(&raw)
+                    .ok_or_else(|| format!("rank {r} published an unreadable pool record"))?,
+            );
+        }
+        if places.iter().all(|p| *p == places[0]) {
+            return Ok(());
+        }
+        let each: Vec<String> = places
+            .iter()
+            .enumerate()
+            .map(|(r, p)| format!("rank {r}: {p}"))
+            .collect();
+        Err(format!(
+            "the pool's collective use #{k} is a different tensor on different ranks ({}); \
+             every rank must allocate from the pool, and free, in the same sequence",
+            each.join("; ")
+        ))
+    }
+}

@@ -1,0 +1,214 @@
+//! The symmetric memory pool: a random sequence of allocations and frees
+//! interleaved with all-reduces on pool tensors, identical on every rank
+//! and checked against float64 and bit for bit across ranks; placement
+//! mismatches between ranks; trimming.
+//!
+//! On the emulator by default; on GPU ranks (sharing GPUs where there are
+//! fewer) under `SYMM_KERNEL_TESTS_ON=gpu`. The sequence follows from the
+//! seed it prints (`SYMM_POOL_SEED` replays one).
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use symm::kernels::all_reduce::all_reduce;
+use symm::{run, Comm, CommOptions, Error, PoolTensor};
+
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{on_gpu, ranks};
+#[macro_use]
+#[path = "support/testgen.rs"]
+mod testgen;
+#[path = "support/data.rs"]
+mod data;
+
+/// Pool operations (allocations and frees) per run.
+const OPS: usize = 10_000;
+/// An all-reduce on a live tensor every this many operations.
+const REDUCE_EVERY: usize = 50;
+/// Largest tensor, in bytes.
+const MAX_BYTES: f64 = (8 << 20) as f64;
+
+fn opts() -> CommOptions {
+    CommOptions::default().with_timeout(Duration::from_secs(60))
+}
+
+/// The seed of this run: `SYMM_POOL_SEED`, or a fresh one; printed.
+fn seed() -> u64 {
+    let seed = std::env::var("SYMM_POOL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::rng().random());
+    println!("SYMM_POOL_SEED={seed}");
+    seed
+}
+
+/// FNV-1a over the bits of `v`: what ranks compare.
+fn digest(v: &[f32]) -> u64 {
+    v.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
+        (h ^ u64::from(x.to_bits())).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// One rank's part of the random run: the digest of every all-reduce's
+/// result, in order.
+fn random_run(c: &Comm, seed: u64) -> symm::Result<Vec<u64>> {
+    let world = c.world_size();
+    // Every rank draws the same sequence, every rank's data included.
+    let mut rng = StdRng::seed_from_u64(seed);
+    let pool = c.pool();
+    let max_n = if on_gpu() { 1 << 16 } else { 2048 };
+    let mut live: Vec<PoolTensor<f32>> = Vec::new();
+    let mut digests = Vec::new();
+    let mut ops = 0;
+    while ops < OPS {
+        if live.is_empty() || (live.len() < 24 && rng.random_bool(0.5)) {
+            // Sizes log-uniform from 1 byte to 8 MiB.
+            let bytes = MAX_BYTES.powf(rng.random::<f64>()).ceil() as usize;
+            live.push(pool.alloc::<f32>(bytes.div_ceil(4))?);
+        } else {
+            let k = rng.random_range(0..live.len());
+            live.swap_remove(k);
+        }
+        ops += 1;
+        if ops % REDUCE_EVERY != 0 || live.is_empty() {
+            continue;
+        }
+        let k = rng.random_range(0..live.len());
+        let t = &mut live[k];
+        let n = t.len().min(rng.random_range(1..=max_n));
+        let inputs: Vec<Vec<f32>> = (0..world)
+            .map(|_| (0..n).map(|_| data::mixed_f32(&mut rng)).collect())
+            .collect();
+        t.fill_bytes(0xA5)?;
+        t.write(0, &inputs[c.rank()])?;
+        let smem = t.rendezvous()?;
+        all_reduce(c, &smem, t, n)?;
+        let got = t.read(0, n)?;
+        for (i, g) in got.iter().enumerate() {
+            let want: f64 = inputs.iter().map(|x| f64::from(x[i])).sum();
+            let mag: f64 = inputs.iter().map(|x| f64::from(x[i]).abs()).sum();
+            if (f64::from(*g) - want).abs() > 1e-6 * mag {
+                return Err(Error::InvalidArgument {
+                    rank: c.rank(),
+                    message: format!(
+                        "CHECK FAILED (seed {seed}, op {ops}): element {i} of {t:?} is {g}, \
+                         float64 says {want}"
+                    ),
+                });
+            }
+        }
+        digests.push(digest(&got));
+    }
+    let stats = pool.stats();
+    assert_eq!(stats.tensors, live.len());
+    drop(live);
+    let used = pool.stats();
+    assert_eq!((used.tensors, used.used_bytes), (0, 0), "{used:?}");
+    let freed = pool.trim();
+    assert_eq!(freed, used.held_bytes);
+    assert_eq!(pool.stats().segments, 0);
+    Ok(digests)
+}
+
+fn random_allocations(world: usize) {
+    let Some(r) = ranks(world) else { return };
+    let seed = seed();
+    let out = run(r, opts(), |c| random_run(c, seed))
+        .unwrap_or_else(|e| panic!("SYMM_POOL_SEED={seed}: {e}"));
+    // A point where no tensor is live skips its all-reduce.
+    assert!(
+        out[0].len() >= OPS / REDUCE_EVERY * 9 / 10,
+        "{}",
+        out[0].len()
+    );
+    for (k, o) in out.iter().enumerate() {
+        assert!(
+            o == &out[0],
+            "SYMM_POOL_SEED={seed}: rank {k}'s results differ from rank 0's"
+        );
+    }
+}
+
+per_world! {
+    random_allocations_interleaved_with_all_reduces: random_allocations =>
+        [world_2, world_3, world_4, world_8];
+}
+
+/// A rank that allocates one more tensor than the others places the next
+/// one elsewhere: the first all-reduce on it fails on every rank, naming
+/// every rank's placement, and nothing hangs.
+fn mismatch(world: usize) {
+    let Some(r) = ranks(world) else { return };
+    let err = run(r, opts(), |c| {
+        let pool = c.pool();
+        let _extra = if c.rank() == 1 {
+            Some(pool.alloc::<u8>(300)?)
+        } else {
+            None
+        };
+        let mut t = pool.alloc::<f32>(1000)?;
+        t.write(0, &vec![1.0f32; 1000])?;
+        let smem = t.rendezvous()?;
+        all_reduce(c, &smem, &mut t, 1000)?;
+        c.synchronize()
+    })
+    .expect_err("mismatched pools");
+    assert_eq!(err.errors.len(), world, "{err}");
+    let first = err.errors[0].1.to_string();
+    for (rank, e) in &err.errors {
+        assert!(matches!(e, Error::AllocationMismatch { .. }), "{e}");
+        let m = e.to_string();
+        assert!(
+            m.contains("rank 0: allocation #0 (segment 0, offset 0, 4000 bytes of f32)")
+                && m.contains("rank 1: allocation #1 (segment 0, offset 384, 4000 bytes of f32)"),
+            "{m}"
+        );
+        // The same text on every rank, but for the reporting rank.
+        assert_eq!(
+            m.replacen(&format!("rank {rank}:"), "", 1),
+            first.replacen("rank 0:", "", 1)
+        );
+    }
+}
+
+per_world! {
+    a_mismatched_allocation_sequence_is_an_error_on_every_rank: mismatch =>
+        [world_2, world_3, world_4];
+}
+
+/// Blocks are reused once freed, neighbours coalesce, large tensors get a
+/// segment of their own, and `trim` frees exactly the empty segments.
+#[test]
+fn blocks_are_reused_and_segments_trimmed() {
+    let Some(r) = ranks(2) else { return };
+    run(r, opts(), |c| {
+        let pool = c.pool();
+        let a = pool.alloc::<u8>(1)?;
+        let b = pool.alloc::<f32>(100)?;
+        let cc = pool.alloc::<u8>(129)?;
+        assert_eq!(
+            [a.place(), b.place(), cc.place()],
+            [(0, 0, 0), (1, 0, 128), (2, 0, 640)]
+        );
+        drop(a);
+        drop(b);
+        // The two freed blocks coalesced into one of 640 bytes.
+        let d = pool.alloc::<u8>(600)?;
+        assert_eq!(d.place(), (3, 0, 0));
+        let big = pool.alloc::<u8>(3 << 20)?;
+        assert_eq!(big.place(), (4, 1, 0));
+        let s = pool.stats();
+        assert_eq!((s.segments, s.held_bytes), (2, (2 << 20) + (4 << 20)));
+        assert_eq!((s.tensors, s.used_bytes), (3, 640 + 256 + (3 << 20)));
+        drop(big);
+        assert_eq!(pool.trim(), 4 << 20);
+        assert_eq!(pool.stats().segments, 1);
+        // Element 0 of every tensor is 128-byte aligned.
+        assert_eq!(d.device_ptr() % 128, 0);
+        assert_eq!(cc.device_ptr() % 128, 0);
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+}
