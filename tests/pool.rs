@@ -212,3 +212,85 @@ fn blocks_are_reused_and_segments_trimmed() {
     })
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A hook registered late first hears of every live segment (the
+/// snapshot), then of each new segment once it is ready, and of each
+/// segment about to be freed, by `trim` or by the pool's end; a removed
+/// hook hears nothing more.
+#[test]
+fn hooks_hear_the_snapshot_then_allocations_then_frees() {
+    use std::sync::{Arc, Mutex};
+    use symm::SegmentEvent;
+    let Some(r) = ranks(2) else { return };
+    let logs = run(r, opts(), |c| {
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let pool = c.pool();
+        let small = pool.alloc::<f32>(10)?;
+        let hook = {
+            let log = log.clone();
+            move |e: &SegmentEvent<'_>| {
+                let (what, s) = match e {
+                    SegmentEvent::Allocated(s) => ("allocated", s),
+                    SegmentEvent::Freeing(s) => ("freeing", s),
+                };
+                // The segment is mapped for every rank while the hook runs.
+                assert_eq!(s.memory.buffer_size(), s.bytes);
+                log.lock()
+                    .unwrap()
+                    .push(format!("{what} {} ({} bytes)", s.index, s.bytes));
+            }
+        };
+        let id = pool.add_hook(hook);
+        log.lock().unwrap().push("registered".into());
+        let big = pool.alloc::<u8>(5 << 20)?;
+        let other = pool.alloc::<u8>(100)?; // fits segment 0: no event
+        drop(big);
+        assert_eq!(pool.trim(), 6 << 20);
+        let extra = pool.add_hook(|_| {});
+        pool.remove_hook(extra);
+        // A second hook, kept to the end: it hears the pool's last frees.
+        let end: Arc<Mutex<Vec<String>>> = Arc::default();
+        let _kept = pool.add_hook({
+            let end = end.clone();
+            move |e: &SegmentEvent<'_>| {
+                let (what, s) = match e {
+                    SegmentEvent::Allocated(s) => ("allocated", s.index),
+                    SegmentEvent::Freeing(s) => ("freeing", s.index),
+                };
+                end.lock().unwrap().push(format!("{what} {s}"));
+            }
+        });
+        let more = pool.alloc::<u8>(2 << 20)?;
+        pool.remove_hook(id);
+        let after = pool.alloc::<u8>(2 << 20)?; // unheard by the first hook
+        drop((more, other, small, after, pool));
+        let l = log.lock().unwrap().clone();
+        let e = end.lock().unwrap().clone();
+        assert_eq!(
+            e,
+            [
+                "allocated 0",
+                "allocated 2",
+                "allocated 3",
+                "freeing 0",
+                "freeing 2",
+                "freeing 3"
+            ]
+        );
+        Ok(l)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    for l in &logs {
+        assert_eq!(
+            l,
+            &[
+                "allocated 0 (2097152 bytes)",
+                "registered",
+                "allocated 1 (6291456 bytes)",
+                "freeing 1 (6291456 bytes)",
+                "allocated 2 (2097152 bytes)",
+            ],
+            "{l:?}"
+        );
+    }
+}

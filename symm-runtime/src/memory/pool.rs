@@ -62,6 +62,9 @@ pub struct SymmPool {
 
 pub(crate) struct PoolInner {
     comm: Comm,
+    /// Segment hooks, in registration order (see [`SymmPool::add_hook`]).
+    hooks: Mutex<Vec<(u64, Hook)>>,
+    next_hook: AtomicU64,
     /// The pool's place in the group's collective allocation order: its
     /// first-use records are kept under it.
     id: u64,
@@ -117,6 +120,8 @@ impl Comm {
                 comm: self.clone(),
                 state: Mutex::new(State::default()),
                 uses: AtomicU64::new(0),
+                hooks: Mutex::new(Vec::new()),
+                next_hook: AtomicU64::new(0),
             }),
         }
     }
@@ -143,6 +148,7 @@ impl SymmPool {
             let s = s.as_ref()?;
             best_fit(&s.free, bytes).map(|off| (i, off))
         });
+        let mut made = None;
         let (segment, offset) = match found {
             Some(f) => f,
             None => {
@@ -159,6 +165,12 @@ impl SymmPool {
                 let smem = buf.rendezvous()?;
                 let mut free = BTreeMap::new();
                 free.insert(0, size);
+                made = Some(SegmentInfo {
+                    pool: self.inner.id,
+                    index: st.segments.len(),
+                    bytes: size,
+                    memory: smem.clone(),
+                });
                 st.segments.push(Some(Segment {
                     smem,
                     _buf: buf,
@@ -179,9 +191,17 @@ impl SymmPool {
         st.live += 1;
         st.used += bytes;
         st.allocs += 1;
+        let seq = st.allocs - 1;
+        // The hooks of this moment, read under the lock that `add_hook`
+        // takes: a hook added later has this segment in its snapshot.
+        let hooks = made.as_ref().map(|_| self.inner.hooks_now());
+        drop(st);
+        if let (Some(info), Some(hooks)) = (made, hooks) {
+            call(&hooks, &SegmentEvent::Allocated(&info));
+        }
         Ok(PoolTensor {
             pool: self.inner.clone(),
-            seq: st.allocs - 1,
+            seq,
             segment,
             offset,
             bytes,
@@ -198,13 +218,62 @@ impl SymmPool {
     /// ranks' segments stay the same.
     pub fn trim(&self) -> usize {
         let mut st = self.inner.lock();
-        let mut freed = 0;
-        for s in st.segments.iter_mut() {
+        let mut gone = Vec::new();
+        for (index, s) in st.segments.iter_mut().enumerate() {
             if s.as_ref().is_some_and(|seg| seg.live == 0) {
-                freed += s.take().map_or(0, |seg| seg.bytes);
+                gone.extend(s.take().map(|seg| (index, seg)));
             }
         }
+        let hooks = self.inner.hooks_now();
+        drop(st);
+        let mut freed = 0;
+        for (index, seg) in gone {
+            freed += seg.bytes;
+            self.inner.release(&hooks, index, seg);
+        }
         freed
+    }
+
+    /// Registers `hook` for this pool's segment events, and first calls it
+    /// with [`SegmentEvent::Allocated`] for every segment already held (the
+    /// snapshot), in creation order. Later, it hears of every new segment
+    /// after it is rendezvoused and before any tensor in it is handed out,
+    /// and of every segment about to be freed, before it is (freeing waits
+    /// for every hook to return). As NCCL's buffer registration needs: a
+    /// communicator registers each segment, and deregisters it before its
+    /// memory goes. Hooks run on the thread that allocates or trims, never
+    /// under the pool's lock, so they may use the pool.
+    pub fn add_hook(&self, hook: impl Fn(&SegmentEvent<'_>) + Send + Sync + 'static) -> HookId {
+        let hook: Hook = Arc::new(hook);
+        // Registered under the segments' lock, so no segment is made or
+        // freed between the snapshot and the registration.
+        let st = self.inner.lock();
+        let id = self.inner.next_hook.fetch_add(1, Ordering::Relaxed);
+        let snapshot: Vec<SegmentInfo> = st
+            .segments
+            .iter()
+            .enumerate()
+            .filter_map(|(index, s)| s.as_ref().map(|seg| self.inner.info(index, seg)))
+            .collect();
+        self.inner
+            .hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, hook.clone()));
+        drop(st);
+        for info in &snapshot {
+            hook(&SegmentEvent::Allocated(info));
+        }
+        HookId(id)
+    }
+
+    /// Unregisters a hook; it hears of nothing more.
+    pub fn remove_hook(&self, id: HookId) {
+        self.inner
+            .hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(h, _)| *h != id.0);
     }
 
     /// What the pool holds and hands out on this rank.
@@ -231,6 +300,31 @@ impl PoolInner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn info(&self, index: usize, seg: &Segment) -> SegmentInfo {
+        SegmentInfo {
+            pool: self.id,
+            index,
+            bytes: seg.bytes,
+            memory: seg.smem.clone(),
+        }
+    }
+
+    /// The hooks registered now, in order.
+    fn hooks_now(&self) -> Vec<Hook> {
+        self.hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, h)| h.clone())
+            .collect()
+    }
+
+    /// Tells `hooks` that `seg` is about to be freed, then frees it.
+    fn release(&self, hooks: &[Hook], index: usize, seg: Segment) {
+        call(hooks, &SegmentEvent::Freeing(&self.info(index, &seg)));
+        drop(seg);
+    }
+
     /// Returns a tensor's block, coalesced with its free neighbours.
     fn free(&self, segment: usize, offset: usize, bytes: usize) {
         let mut st = self.lock();
@@ -254,6 +348,56 @@ impl PoolInner {
         }
         seg.free.insert(start, size);
     }
+}
+
+impl Drop for PoolInner {
+    /// The last handle and the last tensor are gone: every segment left
+    /// goes, each announced to the hooks first.
+    fn drop(&mut self) {
+        let segments = std::mem::take(&mut self.lock().segments);
+        let hooks = self.hooks_now();
+        for (index, seg) in segments.into_iter().enumerate() {
+            if let Some(seg) = seg {
+                self.release(&hooks, index, seg);
+            }
+        }
+    }
+}
+
+type Hook = Arc<dyn Fn(&SegmentEvent<'_>) + Send + Sync>;
+
+fn call(hooks: &[Hook], event: &SegmentEvent<'_>) {
+    for h in hooks {
+        h(event);
+    }
+}
+
+/// Names a hook registered with [`SymmPool::add_hook`], to remove it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HookId(u64);
+
+/// A segment of a pool, as its hooks see it.
+#[derive(Clone, Debug)]
+pub struct SegmentInfo {
+    /// The pool's allocation number (the same on every rank).
+    pub pool: u64,
+    /// The segment's index in the pool (the same on every rank).
+    pub index: usize,
+    /// Bytes of data in the segment.
+    pub bytes: usize,
+    /// The segment on every rank: this rank's address is
+    /// `memory.buffer_ptrs()[memory.rank()]`.
+    pub memory: Arc<SymmetricMemory>,
+}
+
+/// What a segment hook hears.
+#[derive(Debug)]
+pub enum SegmentEvent<'a> {
+    /// A segment is ready: rendezvoused, no tensor in it handed out yet (or,
+    /// in the snapshot a new hook gets, held already).
+    Allocated(&'a SegmentInfo),
+    /// A segment is about to be freed; it is not until every hook returns.
+    Freeing(&'a SegmentInfo),
 }
 
 /// The offset of the smallest free block of at least `bytes` (the lowest
