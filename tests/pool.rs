@@ -294,3 +294,75 @@ fn hooks_hear_the_snapshot_then_allocations_then_frees() {
         );
     }
 }
+
+/// Segments from allocate and free functions of the user's (here: host
+/// memory from `std::alloc`, as the emulator's device memory): the pool
+/// works on them as on its own, and every segment goes back through the
+/// user's `free`, once, with the size `alloc` gave.
+#[test]
+fn segments_from_the_users_allocate_and_free_functions() {
+    use std::alloc::{alloc_zeroed, dealloc, Layout};
+    use std::sync::{Arc, Mutex};
+    if !targets::emulator_only() {
+        return; // on a GPU, the functions must return cuMemCreate memory
+    }
+    let log: Arc<Mutex<Vec<(char, u64, usize)>>> = Arc::default();
+    let world = 3;
+    let out = run(ranks(world).expect("emulator"), opts(), |c| {
+        let (la, lf) = (log.clone(), log.clone());
+        // SAFETY: the functions hand out 4096-aligned host memory (the
+        // emulator's device memory) of the size asked for, and free exactly
+        // what they allocated.
+        let segments = unsafe {
+            symm::FnSegments::new(
+                move |bytes| {
+                    let l = Layout::from_size_align(bytes, 4096).ok()?;
+                    // SAFETY: `bytes` is a whole segment, never 0.
+                    let p = unsafe { alloc_zeroed(l) } as u64;
+                    la.lock().unwrap().push(('a', p, bytes));
+                    (p != 0).then_some(p)
+                },
+                move |p, bytes| {
+                    lf.lock().unwrap().push(('f', p, bytes));
+                    let l = Layout::from_size_align(bytes, 4096).expect("as allocated");
+                    // SAFETY: allocated above with this layout.
+                    unsafe { dealloc(p as *mut u8, l) }
+                },
+            )
+        };
+        let pool = c.pool_with(Arc::new(segments));
+        let n = 3000;
+        let mut t = pool.alloc::<f32>(n)?;
+        let big = pool.alloc::<u8>(3 << 20)?;
+        let x: Vec<f32> = data::mixed_f32s(n);
+        t.write(0, &x)?;
+        let smem = t.rendezvous()?;
+        all_reduce(c, &smem, &mut t, n)?;
+        let got = t.read(0, n)?;
+        drop((big, t, smem));
+        assert_eq!(pool.trim(), (2 << 20) + (4 << 20));
+        Ok((x, got))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (_, got) in &out {
+        for (i, g) in got.iter().enumerate() {
+            let want: f64 = out.iter().map(|(x, _)| f64::from(x[i])).sum();
+            let mag: f64 = out.iter().map(|(x, _)| f64::from(x[i]).abs()).sum();
+            assert!(
+                (f64::from(*g) - want).abs() <= 1e-6 * mag,
+                "{i}: {g} vs {want}"
+            );
+        }
+        assert_eq!(digest(got), digest(&out[0].1));
+    }
+    let log = log.lock().unwrap().clone();
+    let allocs: Vec<_> = log.iter().filter(|e| e.0 == 'a').collect();
+    let frees: Vec<_> = log.iter().filter(|e| e.0 == 'f').collect();
+    // Two segments per rank, each freed once, with its size.
+    assert_eq!(allocs.len(), 2 * world, "{log:?}");
+    let mut a: Vec<(u64, usize)> = allocs.iter().map(|e| (e.1, e.2)).collect();
+    let mut f: Vec<(u64, usize)> = frees.iter().map(|e| (e.1, e.2)).collect();
+    a.sort();
+    f.sort();
+    assert_eq!(a, f, "{log:?}");
+}

@@ -158,6 +158,22 @@ pub(crate) trait Backend: Send + Sync {
     fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
     /// Allocates `size` bytes of plain (not symmetric) device memory.
     fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
+    /// `size` bytes at `ptr` that someone else allocated, as this rank's
+    /// symmetric-capable allocation; `free` runs once this rank's handle and
+    /// every peer's mapping of it are gone.
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr + size` is memory of this rank's device (host memory on the
+    /// emulator), valid until `free` runs and used by nothing else; on a GPU
+    /// it is `cuMemCreate` memory (what `ncclMemAlloc` returns), which peers
+    /// can map.
+    unsafe fn adopt(
+        &self,
+        ptr: u64,
+        size: usize,
+        free: Box<dyn FnOnce() + Send>,
+    ) -> Result<Arc<dyn LocalAlloc>>;
     /// What lets a peer map `alloc`; keep it until every peer has.
     fn export(&self, alloc: &dyn LocalAlloc) -> Result<Export>;
     /// Maps a peer's exported allocation of `size` bytes, waiting at most

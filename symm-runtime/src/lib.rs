@@ -48,7 +48,10 @@ pub use error::{Error, Result};
 pub use launch::{KernelArg, LaunchConfig};
 pub use layout::WorldSizeError;
 pub use memory::buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
-pub use memory::pool::{HookId, PoolStats, PoolTensor, SegmentEvent, SegmentInfo, SymmPool};
+pub use memory::pool::{
+    DeviceSegments, FnSegments, HookId, PoolStats, PoolTensor, SegmentAllocator, SegmentEvent,
+    SegmentInfo, SymmPool,
+};
 pub use memory::symmetric::{PeerBuffer, SymmetricMemory};
 pub use raw::RawKernel;
 pub use run::{run, run_local, Ranks, RunError};

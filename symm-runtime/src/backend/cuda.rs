@@ -157,6 +157,34 @@ struct CudaLocal(Mapping);
 
 struct CudaPlain(DeviceMem);
 
+/// Memory of the user's segment allocator, freed by the user's function.
+struct CudaForeign {
+    ptr: u64,
+    size: usize,
+    free: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Drop for CudaForeign {
+    fn drop(&mut self) {
+        let free = self.free.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(free) = free {
+            free();
+        }
+    }
+}
+
+impl LocalAlloc for CudaForeign {
+    fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 impl LocalAlloc for CudaPlain {
     fn ptr(&self) -> u64 {
         self.0.ptr
@@ -210,8 +238,30 @@ impl Backend for CudaBackend {
         Ok(Arc::new(CudaPlain(m)))
     }
 
+    unsafe fn adopt(
+        &self,
+        ptr: u64,
+        size: usize,
+        free: Box<dyn FnOnce() + Send>,
+    ) -> Result<Arc<dyn LocalAlloc>> {
+        Ok(Arc::new(CudaForeign {
+            ptr,
+            size,
+            free: std::sync::Mutex::new(Some(free)),
+        }))
+    }
+
     fn export(&self, alloc: &dyn LocalAlloc) -> Result<Export> {
         let ordinal = self.dev.ordinal as u32;
+        if self.sharing != Sharing::InProcess && alloc.as_any().is::<CudaForeign>() {
+            return Err(Error::InvalidArgument {
+                rank: self.rank,
+                message: "memory from a user's segment allocator can be shared only between \
+                          ranks of one process (each peer retains its cuMemCreate handle by \
+                          address); ranks in separate processes need symm's own segments"
+                    .into(),
+            });
+        }
         match self.sharing {
             Sharing::InProcess => Ok(Export::plain(encode_export(
                 EXPORT_CUDA_IN_PROCESS,

@@ -30,6 +30,9 @@ const HOST_ALIGN: usize = 4096;
 pub(crate) struct HostAlloc {
     ptr: *mut u8,
     layout: Layout,
+    /// For memory of a user's segment allocator: its free, run instead of
+    /// `dealloc`.
+    foreign: Option<Mutex<Option<Box<dyn FnOnce() + Send>>>>,
 }
 
 // SAFETY: the memory is only ever accessed through `hostmem` atomics, and the
@@ -45,7 +48,11 @@ impl HostAlloc {
             Layout::from_size_align(size.max(1).checked_next_multiple_of(8)?, HOST_ALIGN).ok()?;
         // SAFETY: the layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
-        (!ptr.is_null()).then_some(HostAlloc { ptr, layout })
+        (!ptr.is_null()).then_some(HostAlloc {
+            ptr,
+            layout,
+            foreign: None,
+        })
     }
 }
 
@@ -55,6 +62,12 @@ impl Drop for HostAlloc {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(self.ptr as u64));
+        if let Some(free) = &self.foreign {
+            if let Some(free) = free.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                free();
+            }
+            return;
+        }
         // SAFETY: allocated in `new` with this layout; freed only here.
         unsafe { dealloc(self.ptr, self.layout) }
     }
@@ -128,6 +141,34 @@ impl Backend for HostBackend {
 
     fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
         self.allocate(size)
+    }
+
+    unsafe fn adopt(
+        &self,
+        ptr: u64,
+        size: usize,
+        free: Box<dyn FnOnce() + Send>,
+    ) -> Result<Arc<dyn LocalAlloc>> {
+        // `hostmem` touches whole 8-byte words.
+        let layout = Layout::from_size_align(size, 8)
+            .ok()
+            .filter(|l| l.size() % 8 == 0 && ptr % 8 == 0 && ptr != 0)
+            .ok_or_else(|| Error::InvalidArgument {
+                rank: self.rank,
+                message: format!(
+                    "adopted memory at {ptr:#x} of {size} bytes is not whole 8-byte words"
+                ),
+            })?;
+        let a = Arc::new(HostAlloc {
+            ptr: ptr as *mut u8,
+            layout,
+            foreign: Some(Mutex::new(Some(free))),
+        });
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ptr, Arc::downgrade(&a));
+        Ok(Arc::new(HostLocal(a)))
     }
 
     fn export(&self, alloc: &dyn LocalAlloc) -> Result<Export> {

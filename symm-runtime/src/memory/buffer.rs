@@ -55,6 +55,18 @@ impl<T: Element> std::fmt::Debug for SymmBuffer<T> {
 
 impl<T: Element> SymmBuffer<T> {
     pub(crate) fn new(comm: Comm, id: u64, len: usize) -> Result<SymmBuffer<T>> {
+        let backend = comm.backend.clone();
+        SymmBuffer::new_in(comm, id, len, |bytes| backend.allocate(bytes))
+    }
+
+    /// [`SymmBuffer::new`] on memory from `allocate`, which gets the bytes
+    /// the allocation needs (data, pad and padding to the granularity).
+    pub(crate) fn new_in(
+        comm: Comm,
+        id: u64,
+        len: usize,
+        allocate: impl FnOnce(usize) -> Result<Arc<dyn LocalAlloc>>,
+    ) -> Result<SymmBuffer<T>> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             comm.invalid(format!(
                 "{len} elements of {} overflow the address space",
@@ -66,7 +78,7 @@ impl<T: Element> SymmBuffer<T> {
                 "{bytes} bytes plus a signal pad overflow the address space"
             ))
         })?;
-        let alloc = comm.backend.allocate(layout.total_bytes)?;
+        let alloc = allocate(layout.total_bytes)?;
         // Peers may signal as soon as rendezvous completes, so the pad must be
         // zero before this rank can publish it.
         comm.backend

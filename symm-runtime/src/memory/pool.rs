@@ -62,6 +62,7 @@ pub struct SymmPool {
 
 pub(crate) struct PoolInner {
     comm: Comm,
+    segments: Arc<dyn SegmentAllocator>,
     /// Segment hooks, in registration order (see [`SymmPool::add_hook`]).
     hooks: Mutex<Vec<(u64, Hook)>>,
     next_hook: AtomicU64,
@@ -111,11 +112,18 @@ pub struct PoolStats {
 }
 
 impl Comm {
-    /// A new, empty [`SymmPool`] on this rank. Collective in order, like
+    /// A new, empty [`SymmPool`] on this rank, whose segments are symm's own
+    /// allocations ([`DeviceSegments`]). Collective in order, like
     /// [`alloc`](Comm::alloc): it takes the next allocation number.
     pub fn pool(&self) -> SymmPool {
+        self.pool_with(Arc::new(DeviceSegments))
+    }
+
+    /// [`pool`](Comm::pool) with segments from `segments`.
+    pub fn pool_with(&self, segments: Arc<dyn SegmentAllocator>) -> SymmPool {
         SymmPool {
             inner: Arc::new(PoolInner {
+                segments,
                 id: self.next_alloc_id(),
                 comm: self.clone(),
                 state: Mutex::new(State::default()),
@@ -161,7 +169,13 @@ impl SymmPool {
                 } else {
                     SMALL_SEGMENT
                 };
-                let buf = comm.alloc::<u8>(size)?;
+                let buf = self.inner.segments.allocate(comm, size)?;
+                if buf.len() < size {
+                    return Err(comm.invalid(format!(
+                        "the segment allocator gave {} bytes for a segment of {size}",
+                        buf.len()
+                    )));
+                }
                 let smem = buf.rendezvous()?;
                 let mut free = BTreeMap::new();
                 free.insert(0, size);
@@ -398,6 +412,89 @@ pub enum SegmentEvent<'a> {
     Allocated(&'a SegmentInfo),
     /// A segment is about to be freed; it is not until every hook returns.
     Freeing(&'a SegmentInfo),
+}
+
+/// Where a pool's segments come from: each is a symmetric allocation,
+/// rendezvoused by the pool.
+pub trait SegmentAllocator: Send + Sync {
+    /// A symmetric allocation of `bytes` data bytes on `comm`. Called in the
+    /// same order on every rank (the pool grows at the same points), so it
+    /// may be collective, like [`Comm::alloc`].
+    fn allocate(&self, comm: &Comm, bytes: usize) -> Result<SymmBuffer<u8>>;
+}
+
+/// Segments that are symm's own allocations ([`Comm::alloc`]: `cuMemCreate`
+/// memory on a GPU, shareable in-process, by fabric handle or by file
+/// descriptor).
+pub struct DeviceSegments;
+
+impl SegmentAllocator for DeviceSegments {
+    fn allocate(&self, comm: &Comm, bytes: usize) -> Result<SymmBuffer<u8>> {
+        comm.alloc::<u8>(bytes)
+    }
+}
+
+/// Segments from the user's own allocate and free functions, as PyTorch's
+/// `MemPool` takes them (the RFC's `ncclMemAlloc` example).
+///
+/// `alloc(bytes)` returns the address of `bytes` bytes (or `None` when it
+/// cannot), and `free(address, bytes)` gives them back; the pool asks for
+/// the segment's data plus its signal pad, rounded up to the allocation
+/// granularity. `free` runs once this rank's segment and every peer's
+/// mapping of it are gone.
+pub struct FnSegments {
+    alloc: Box<dyn Fn(usize) -> Option<u64> + Send + Sync>,
+    free: Arc<dyn Fn(u64, usize) + Send + Sync>,
+}
+
+impl FnSegments {
+    /// Segments from `alloc` and `free`.
+    ///
+    /// # Safety
+    ///
+    /// Every address `alloc` returns must be memory of the rank's device
+    /// (host memory on the emulator) of at least the bytes asked for,
+    /// aligned to 128 bytes, valid and used by nothing else until `free`
+    /// gets it; on a GPU, `cuMemCreate` memory mapped on the rank's device
+    /// (what `ncclMemAlloc` returns), which peers map by its handle, so
+    /// ranks must be threads of one process.
+    pub unsafe fn new(
+        alloc: impl Fn(usize) -> Option<u64> + Send + Sync + 'static,
+        free: impl Fn(u64, usize) + Send + Sync + 'static,
+    ) -> FnSegments {
+        FnSegments {
+            alloc: Box::new(alloc),
+            free: Arc::new(free),
+        }
+    }
+}
+
+impl SegmentAllocator for FnSegments {
+    fn allocate(&self, comm: &Comm, bytes: usize) -> Result<SymmBuffer<u8>> {
+        let id = comm.next_alloc_id();
+        SymmBuffer::new_in(comm.clone(), id, bytes, |total| {
+            let ptr = (self.alloc)(total).ok_or_else(|| {
+                comm.invalid(format!(
+                    "the segment allocator could not allocate {total} bytes"
+                ))
+            })?;
+            if ptr == 0 || ptr % crate::layout::DATA_ALIGN as u64 != 0 {
+                return Err(comm.invalid(format!(
+                    "the segment allocator returned {ptr:#x}, which is not {}-byte aligned",
+                    crate::layout::DATA_ALIGN
+                )));
+            }
+            let free = self.free.clone();
+            // SAFETY: `FnSegments::new`'s contract: `ptr` is `total` bytes
+            // of this rank's device memory (cuMemCreate memory on a GPU),
+            // valid until `free` gets it, which runs once the last user
+            // of the allocation is gone.
+            unsafe {
+                comm.backend
+                    .adopt(ptr, total, Box::new(move || free(ptr, total)))
+            }
+        })
+    }
 }
 
 /// The offset of the smallest free block of at least `bytes` (the lowest
