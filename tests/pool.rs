@@ -57,6 +57,21 @@ fn random_run(c: &Comm, seed: u64) -> symm::Result<Vec<u64>> {
     let world = c.world_size();
     // Every rank draws the same sequence, every rank's data included.
     let mut rng = StdRng::seed_from_u64(seed);
+    // Free device memory is measured with every rank between the same two
+    // points (ranks may share a GPU): a barrier on a buffer of its own.
+    let probe = c.alloc::<u8>(8)?;
+    let probe = probe.rendezvous()?;
+    let ch = symm::signal::Channel::request(c)?;
+    let settle = || -> symm::Result<usize> {
+        probe.barrier(&ch, Duration::from_secs(30))?;
+        c.synchronize()?;
+        // The emulator has no device memory to report.
+        Ok(match c.backend_kind() {
+            symm::BackendKind::Cuda => c.mem_info()?.0,
+            _ => 0,
+        })
+    };
+    let free_before = settle()?;
     let pool = c.pool();
     let max_n = if on_gpu() { 1 << 16 } else { 2048 };
     let mut live: Vec<PoolTensor<f32>> = Vec::new();
@@ -109,6 +124,21 @@ fn random_run(c: &Comm, seed: u64) -> symm::Result<Vec<u64>> {
     let freed = pool.trim();
     assert_eq!(freed, used.held_bytes);
     assert_eq!(pool.stats().segments, 0);
+    let free_after = settle()?;
+    if c.backend_kind() == symm::BackendKind::Cuda {
+        let total = c.mem_info()?.1;
+        println!(
+            "rank {}: free device memory {free_before} before the pool, {free_after} after trim \
+             (of {total}; the pool held at most {} bytes here)",
+            c.rank(),
+            used.held_bytes
+        );
+        assert!(
+            free_after + total / 100 >= free_before,
+            "free memory {free_after} after trim, {free_before} before: more than 1% of {total} \
+             not returned"
+        );
+    }
     Ok(digests)
 }
 
