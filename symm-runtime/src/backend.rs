@@ -55,6 +55,9 @@ impl std::fmt::Display for BackendKind {
     }
 }
 
+/// What frees memory someone else allocated (see [`Backend::adopt`]), once.
+pub(crate) type ForeignFree = std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>;
+
 /// One rank's own physical allocation, mapped for itself.
 pub(crate) trait LocalAlloc: Send + Sync {
     /// Address of byte 0, valid for this rank's backend.

@@ -161,7 +161,7 @@ struct CudaPlain(DeviceMem);
 struct CudaForeign {
     ptr: u64,
     size: usize,
-    free: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    free: super::ForeignFree,
 }
 
 impl Drop for CudaForeign {

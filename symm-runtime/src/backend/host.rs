@@ -32,7 +32,7 @@ pub(crate) struct HostAlloc {
     layout: Layout,
     /// For memory of a user's segment allocator: its free, run instead of
     /// `dealloc`.
-    foreign: Option<Mutex<Option<Box<dyn FnOnce() + Send>>>>,
+    foreign: Option<super::ForeignFree>,
 }
 
 // SAFETY: the memory is only ever accessed through `hostmem` atomics, and the
@@ -152,7 +152,7 @@ impl Backend for HostBackend {
         // `hostmem` touches whole 8-byte words.
         let layout = Layout::from_size_align(size, 8)
             .ok()
-            .filter(|l| l.size() % 8 == 0 && ptr % 8 == 0 && ptr != 0)
+            .filter(|l| l.size().is_multiple_of(8) && ptr.is_multiple_of(8) && ptr != 0)
             .ok_or_else(|| Error::InvalidArgument {
                 rank: self.rank,
                 message: format!(
