@@ -340,26 +340,23 @@ fn segments_from_the_users_allocate_and_free_functions() {
     let world = 3;
     let out = run(ranks(world).expect("emulator"), opts(), |c| {
         let (la, lf) = (log.clone(), log.clone());
+        let alloc = move |bytes: usize| {
+            let l = Layout::from_size_align(bytes, 4096).ok()?;
+            // SAFETY: `bytes` is a whole segment, never 0.
+            let p = unsafe { alloc_zeroed(l) } as u64;
+            la.lock().unwrap().push(('a', p, bytes));
+            (p != 0).then_some(p)
+        };
+        let free = move |p: u64, bytes: usize| {
+            lf.lock().unwrap().push(('f', p, bytes));
+            let l = Layout::from_size_align(bytes, 4096).expect("as allocated");
+            // SAFETY: allocated by `alloc` with this layout.
+            unsafe { dealloc(p as *mut u8, l) }
+        };
         // SAFETY: the functions hand out 4096-aligned host memory (the
         // emulator's device memory) of the size asked for, and free exactly
         // what they allocated.
-        let segments = unsafe {
-            symm::FnSegments::new(
-                move |bytes| {
-                    let l = Layout::from_size_align(bytes, 4096).ok()?;
-                    // SAFETY: `bytes` is a whole segment, never 0.
-                    let p = unsafe { alloc_zeroed(l) } as u64;
-                    la.lock().unwrap().push(('a', p, bytes));
-                    (p != 0).then_some(p)
-                },
-                move |p, bytes| {
-                    lf.lock().unwrap().push(('f', p, bytes));
-                    let l = Layout::from_size_align(bytes, 4096).expect("as allocated");
-                    // SAFETY: allocated above with this layout.
-                    unsafe { dealloc(p as *mut u8, l) }
-                },
-            )
-        };
+        let segments = unsafe { symm::FnSegments::new(alloc, free) };
         let pool = c.pool_with(Arc::new(segments));
         let n = 3000;
         let mut t = pool.alloc::<f32>(n)?;
