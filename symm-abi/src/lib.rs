@@ -77,7 +77,7 @@ pub enum Hidden {
 pub const SLICE: [Field; 2] = [field("void*", "ptr"), field("symm_u64", "len")];
 
 /// A symmetric buffer argument (`SymmBuf<T>`): the C++ `symm_buf<T>`.
-pub const SYMM_BUF: [Field; 7] = [
+pub const SYMM_BUF: [Field; 8] = [
     // Device array of every rank's buffer address.
     field("const symm_u64*", "ptrs"),
     // Device array of every rank's signal-pad address.
@@ -91,6 +91,9 @@ pub const SYMM_BUF: [Field; 7] = [
     // start of every call).
     field("symm_u64", "local"),
     field("symm_u64", "lpad"),
+    // Bytes added to every `ptrs` entry: a pool tensor shares its segment's
+    // tables, at its offset in the segment (0 for a whole allocation).
+    field("symm_u64", "off"),
 ];
 
 #[cfg(test)]
@@ -110,7 +113,8 @@ mod tests {
             cuda_structs(),
             "struct symm_kctx { symm_u32* status; symm_u64 timeout_ns; symm_u32 rank; }; \
              template<typename T> struct symm_buf { const symm_u64* ptrs; const symm_u64* pads; \
-             symm_u32 rank; symm_u32 world; symm_u64 len; symm_u64 local; symm_u64 lpad; };"
+             symm_u32 rank; symm_u32 world; symm_u64 len; symm_u64 local; symm_u64 lpad; \
+             symm_u64 off; };"
         );
     }
 

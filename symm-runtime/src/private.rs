@@ -169,6 +169,7 @@ pub fn symm_arg<T: Scalar>(
         len: s.buffer_size() / std::mem::size_of::<T>(),
         local: s.buffer_ptrs()[s.rank()],
         local_pad: s.signal_pad_ptrs()[s.rank()],
+        off: s.buffer_offset(),
     }))
 }
 
@@ -187,6 +188,8 @@ pub(crate) struct SymmBufArg {
     /// start of every call).
     pub local: u64,
     pub local_pad: u64,
+    /// Bytes added to every `ptrs` entry (a pool tensor's offset).
+    pub off: u64,
 }
 
 impl SymmBufArg {
@@ -200,6 +203,7 @@ impl SymmBufArg {
             "len" => self.len as u64,
             "local" => self.local,
             "lpad" => self.local_pad,
+            "off" => self.off,
             other => unreachable!("the ABI's SymmBuf has no field `{other}` here"),
         }
     }
@@ -231,6 +235,7 @@ pub unsafe fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
             s.rank() as u32,
             s.world_size() as u32,
             s.buffer_size() / std::mem::size_of::<T>(),
+            s.buffer_offset(),
         )
     }
 }

@@ -139,6 +139,7 @@ impl SymmetricMemory {
             len: self.buffer_size(),
             local: self.buffer_ptrs()[rank],
             local_pad: self.signal_pad_ptrs()[rank],
+            off: self.buffer_offset(),
         };
         let mut params = signal_params(arg, op, ch, timeout_ns);
         // SAFETY: the tables hold every rank's buffer (of `buffer_size`
@@ -151,6 +152,7 @@ impl SymmetricMemory {
                 rank as u32,
                 world as u32,
                 self.buffer_size(),
+                self.buffer_offset(),
             )
         };
         type Source<'a> = &'a dyn Fn(&str) -> String;
@@ -261,6 +263,7 @@ mod tests {
             len: 64,
             local: 0x30,
             local_pad: 0x40,
+            off: 0x50,
         };
         let hidden = crate::__private_0_1_0::HIDDEN_SLOTS + crate::__private_0_1_0::SYMM_BUF_SLOTS;
         for (op, slots, peer) in [

@@ -82,7 +82,7 @@ template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const sy
 #else
     (void)c;
 #endif
-    return symm_slice<T>{(T*)symm_table_at(b.ptrs, r), b.len};
+    return symm_slice<T>{(T*)(symm_table_at(b.ptrs, r) + b.off), b.len};
 }
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b) { return symm_slice<T>{(T*)b.local, b.len}; }
 template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_kctx& c, const symm_buf<T>& b, symm_u32 r) {

@@ -706,6 +706,7 @@ pub struct SymmBuf<T> {
     rank: u32,
     world: u32,
     len: usize,
+    off: u64,
     _t: PhantomData<T>,
 }
 
@@ -721,17 +722,19 @@ impl<T: Scalar> SymmBuf<T> {
     ///
     /// # Safety
     /// `ptrs` and `pads` must each address `world` addresses of emulator
-    /// memory, rank `r`'s buffer of `len` elements and its signal pad of
+    /// memory: rank `r`'s buffer, whose `len` elements start `off` bytes
+    /// after its address, and its signal pad of
     /// [`SIGNAL_PAD_SLOTS`](crate::layout::SIGNAL_PAD_SLOTS) slots, all live
     /// for as long as any copy of the handle is used.
     #[doc(hidden)]
-    pub unsafe fn __new(ptrs: u64, pads: u64, rank: u32, world: u32, len: usize) -> Self {
+    pub unsafe fn __new(ptrs: u64, pads: u64, rank: u32, world: u32, len: usize, off: u64) -> Self {
         SymmBuf {
             ptrs,
             pads,
             rank,
             world,
             len,
+            off,
             _t: PhantomData,
         }
     }
@@ -747,16 +750,16 @@ impl<T: Scalar> SymmBuf<T> {
         load_raw::<u64>(table + 8 * u64::from(r), Ordering::Relaxed)
     }
 
-    /// Rank `r`'s buffer. `(T*)ptrs[r]`.
+    /// Rank `r`'s buffer. `(T*)(ptrs[r] + off)`.
     #[track_caller]
     pub fn peer(&self, r: u32) -> Remote<T> {
-        let ptr = self.table(self.ptrs, r, "SymmBuf::peer");
+        let ptr = self.table(self.ptrs, r, "SymmBuf::peer") + self.off;
         // SAFETY: rank `r`'s buffer holds `len` elements, and outlives this
         // handle (`__new`'s contract).
         unsafe { Remote::__new(ptr, self.len) }
     }
 
-    /// This rank's own buffer. `(T*)ptrs[rank]`.
+    /// This rank's own buffer. `(T*)local`.
     #[track_caller]
     pub fn local(&self) -> Remote<T> {
         self.peer(self.rank)

@@ -42,6 +42,9 @@ pub struct SymmetricMemory {
     signal_pad_ptrs: Vec<u64>,
     buffer_ptrs_dev: Table,
     signal_pad_ptrs_dev: Table,
+    /// Bytes from each `buffer_ptrs_dev` entry to this memory: a pool
+    /// tensor shares its segment's tables (0 for a whole allocation).
+    buffer_offset: u64,
     backend: Arc<dyn Backend>,
     /// Identifies the rank state of the `Comm` that made the allocation, to
     /// refuse channels of another rank or group. (Not the `Comm` itself:
@@ -330,6 +333,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         buffer_size: buf.layout.data_bytes,
         buffer_ptrs_dev,
         signal_pad_ptrs_dev,
+        buffer_offset: 0,
         buffer_ptrs,
         signal_pad_ptrs,
         backend,
@@ -367,9 +371,9 @@ fn map_peers(
 
 impl SymmetricMemory {
     /// `bytes` of `parent` from byte `offset` on, on every rank, as memory
-    /// of its own (a pool tensor): its own pointer tables, `parent`'s signal
-    /// pads, and `parent`'s mapping kept alive. No collective; `first_use`
-    /// runs before its first collective use.
+    /// of its own (a pool tensor): `parent`'s pointer tables at an offset,
+    /// its signal pads, and its mapping kept alive. No collective and no
+    /// device work; `first_use` runs before its first collective use.
     pub(crate) fn view(
         parent: &Arc<SymmetricMemory>,
         offset: usize,
@@ -398,8 +402,15 @@ impl SymmetricMemory {
             alloc_id: parent.alloc_id,
             dtype,
             buffer_size: bytes,
-            buffer_ptrs_dev: parent.backend.table(&buffer_ptrs)?,
-            signal_pad_ptrs_dev: parent.backend.table(&parent.signal_pad_ptrs)?,
+            buffer_ptrs_dev: Table {
+                ptr: parent.buffer_ptrs_dev.ptr,
+                _keep: Box::new(parent.clone()),
+            },
+            signal_pad_ptrs_dev: Table {
+                ptr: parent.signal_pad_ptrs_dev.ptr,
+                _keep: Box::new(()),
+            },
+            buffer_offset: parent.buffer_offset + offset as u64,
             buffer_ptrs,
             signal_pad_ptrs: parent.signal_pad_ptrs.clone(),
             backend: parent.backend.clone(),
@@ -461,9 +472,17 @@ impl SymmetricMemory {
         &self.signal_pad_ptrs
     }
 
-    /// Device address of a `u64[world_size]` array of [`buffer_ptrs`](Self::buffer_ptrs).
+    /// Device address of a `u64[world_size]` array of every rank's buffer
+    /// address, to which [`buffer_offset`](Self::buffer_offset) is added:
+    /// a pool tensor shares its segment's array.
     pub fn buffer_ptrs_dev(&self) -> u64 {
         self.buffer_ptrs_dev.ptr
+    }
+
+    /// Bytes to add to each entry of [`buffer_ptrs_dev`](Self::buffer_ptrs_dev)
+    /// to reach this memory: its offset in its pool segment, or 0.
+    pub fn buffer_offset(&self) -> u64 {
+        self.buffer_offset
     }
 
     /// Device address of a `u64[world_size]` array of [`signal_pad_ptrs`](Self::signal_pad_ptrs).
