@@ -57,6 +57,10 @@ per_world! {
         => [world_2];
     fill_bytes_sets_the_data_and_leaves_the_signal_pad: on(suite::fill_bytes_sets_the_data_and_leaves_the_signal_pad)
         => [world_2];
+    device_copies_on_the_rank_stream_are_exact: on(suite::device_copies)
+        => [world_1, world_2, world_3, world_4];
+    peer_copies_land_exactly_in_every_slot: on(suite::peer_copies)
+        => [world_1, world_2, world_3, world_4, world_8];
 }
 
 #[test]

@@ -195,6 +195,14 @@ pub(crate) trait Backend: Send + Sync {
     /// Sets `bytes` bytes at `dst` (bounds-checked by the caller) to `byte`,
     /// and waits.
     fn fill(&self, dst: u64, byte: u8, bytes: usize) -> Result<()>;
+    /// Copies `bytes` bytes from `src` to `dst`, ordered on the stream
+    /// without waiting (on the emulator, at once).
+    ///
+    /// # Safety
+    /// Both ranges must be memory this rank may use (its own, or a peer's
+    /// mapped for it) for `bytes` bytes, must not overlap, and must stay
+    /// mapped until the copy has run.
+    unsafe fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()>;
     /// Makes a device-visible copy of `values`.
     fn table(&self, values: &[u64]) -> Result<Table>;
     /// Waits for all enqueued work and reports any recorded failure (a
@@ -206,7 +214,11 @@ pub(crate) trait Backend: Send + Sync {
     /// [`crate::placement`]).
     fn device_id(&self) -> Option<crate::placement::DeviceId>;
     /// The CUDA stream work is enqueued on, if this is a CUDA backend.
-    fn cuda_stream(&self) -> Option<Arc<CudaStream>>;
+    fn cuda_stream(&self) -> Option<&Arc<CudaStream>>;
+    /// [`Self::cuda_stream`] as the device's own cudarc context object sees
+    /// it: what cudarc memory is bound on, so that cudarc's event tracking
+    /// records the rank's use of it (see `cuda::TrackedStream`).
+    fn tracked_stream(&self) -> Option<&CudaStream>;
     /// The same rank and device, enqueueing on `stream` instead.
     fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>>;
     /// Runs `kernel` with `params` (its hidden slots, status record, kernel

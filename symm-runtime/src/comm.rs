@@ -270,7 +270,7 @@ impl Comm {
 
     /// The CUDA stream this handle enqueues on, or `None` on the emulator.
     pub fn cuda_stream(&self) -> Option<Arc<CudaStream>> {
-        self.backend.cuda_stream()
+        self.backend.cuda_stream().cloned()
     }
 
     /// The same rank, enqueueing on the caller's `stream` instead of symm's

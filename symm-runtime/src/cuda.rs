@@ -9,7 +9,9 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemGenericAllocationHandle};
-use cudarc::driver::{result, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::driver::{
+    result, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError,
+};
 use cudarc::nvrtc::Ptx;
 
 use crate::jit::{Arch, CompileRequest, JitEngine};
@@ -549,6 +551,33 @@ impl CudaDevice {
         stream.synchronize().op("cuStreamSynchronize")
     }
 
+    /// Enqueues a copy of `bytes` bytes from device address `src` to `dst`
+    /// on `stream` and returns without waiting: the copy engines move it,
+    /// also between this device and a peer's memory mapped here, and a
+    /// stream being captured records it as a memcpy node.
+    ///
+    /// # Safety
+    /// `[src, src + bytes)` and `[dst, dst + bytes)` must be memory mapped
+    /// for this device in `stream`'s context, must not overlap, and must
+    /// stay mapped until the copy has run.
+    pub(crate) unsafe fn copy(
+        &self,
+        stream: &CudaStream,
+        dst: u64,
+        src: u64,
+        bytes: usize,
+    ) -> DrvResult<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: the caller's promise: both ranges are mapped here, apart,
+        // and outlive the enqueued copy.
+        check("cuMemcpyDtoDAsync", unsafe {
+            sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.cu_stream())
+        })
+    }
+
     /// Free and total device memory, in bytes.
     pub(crate) fn mem_info(&self) -> DrvResult<(usize, usize)> {
         self.bind()?;
@@ -1025,5 +1054,117 @@ fn map_handle(
 fn log_err(op: &str, r: sys::CUresult) {
     if let Err(e) = r.result() {
         tracing::warn!("{op} failed during cleanup: {e}");
+    }
+}
+
+/// A rank's stream as cudarc's event tracking sees it through the device's
+/// own context object (which symm made, with several streams, so it tracks
+/// events unless a user turned that off): the stream that cudarc memory of
+/// the rank's kernels and copies is bound on, so that cudarc records their
+/// use and the memory's frees wait for it, whatever context object the
+/// stream itself was handed in with (one with a single stream tracks
+/// nothing). Never handed out, so it never outlives `own`, which it does
+/// not keep alive.
+pub(crate) struct TrackedStream {
+    view: Arc<CudaStream>,
+    // Dropped after `view`, which borrows its stream.
+    _own: Arc<CudaStream>,
+}
+
+impl TrackedStream {
+    /// `own`, a stream of `dev`'s primary context, seen through `dev`'s
+    /// context object; `None` when `own` belongs to another context.
+    pub(crate) fn new(dev: &CudaDevice, own: &Arc<CudaStream>) -> Option<TrackedStream> {
+        if own.context().cu_ctx() != dev.ctx.cu_ctx() {
+            return None;
+        }
+        let view = if Arc::ptr_eq(own.context(), &dev.ctx) {
+            own.clone()
+        } else {
+            // SAFETY: `own` belongs to this context (checked above), and
+            // this value holds it for as long as the wrapper lives; the
+            // wrapper never destroys it. Ordering work through the wrapper
+            // is what it is for.
+            unsafe { dev.ctx.wrap_borrowed_stream(own.cu_stream()) }
+        };
+        Some(TrackedStream {
+            view,
+            _own: own.clone(),
+        })
+    }
+
+    /// The stream, through the device's context object.
+    pub(crate) fn get(&self) -> &CudaStream {
+        &self.view
+    }
+}
+
+/// Memory that cudarc sees as a [`CudaSlice`] living on a stream, but that
+/// belongs to someone else (a symm buffer): cudarc never frees it. Dropping
+/// this hands the pointer back with [`CudaSlice::leak`], which makes the
+/// stream wait for the slice's last recorded reads and writes (cudarc's
+/// event tracking) instead of freeing.
+pub(crate) struct Borrowed<T>(std::mem::ManuallyDrop<CudaSlice<T>>);
+
+impl<T> Borrowed<T> {
+    /// `len` elements at `ptr` as a slice on `stream`. Where `stream`'s
+    /// context tracks events (cudarc's default), the slice's write event is
+    /// recorded on `stream` now, so cudarc work on other streams waits for
+    /// what `stream` has queued (unless `stream` is being captured, where an
+    /// event recorded in the capture must not be waited for outside it).
+    ///
+    /// # Safety
+    /// `ptr` must address `len` elements of `T`, of memory mapped for
+    /// `stream`'s device and context, that stays mapped while this value
+    /// lives (and while work enqueued through it runs), and every bit
+    /// pattern must be a valid `T`.
+    pub(crate) unsafe fn new(
+        stream: &Arc<CudaStream>,
+        ptr: u64,
+        len: usize,
+    ) -> DrvResult<Borrowed<T>> {
+        use cudarc::driver::DevicePtrMut;
+        // cudarc unwraps a failed event creation; that is an error here.
+        let slice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: the caller's promise covers cudarc's conditions (a
+            // valid allocation of `len` elements, any bits valid); and the
+            // slice is never dropped, so never freed (see `Drop`).
+            unsafe { stream.upgrade_device_ptr::<T>(ptr, len) }
+        }))
+        .map_err(|_| DrvErr {
+            op: "cuEventCreate",
+            err: DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+        })?;
+        let mut b = Borrowed(std::mem::ManuallyDrop::new(slice));
+        let ctx = stream.context();
+        if ctx.is_managing_stream_synchronization() {
+            let capture = stream.capture_status().op("cuStreamIsCapturing")?;
+            if capture == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+                // The guard records the write event on `stream` as it drops.
+                drop(b.0.device_ptr_mut(stream));
+            }
+        }
+        Ok(b)
+    }
+
+    /// The slice, for shared use.
+    pub(crate) fn get(&self) -> &CudaSlice<T> {
+        &self.0
+    }
+
+    /// The slice, for views that write. Never moved out or replaced: a
+    /// `CudaSlice` in the caller's hands would free memory it does not own.
+    pub(crate) fn get_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.0
+    }
+}
+
+impl<T> Drop for Borrowed<T> {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; `self.0` is never used again.
+        let slice = unsafe { std::mem::ManuallyDrop::take(&mut self.0) };
+        // Waits (on the slice's stream) for its recorded uses and frees
+        // nothing.
+        let _ = slice.leak();
     }
 }

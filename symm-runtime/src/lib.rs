@@ -47,7 +47,8 @@ pub use dtype::{compare_bits, BitMismatch, DType, Element};
 pub use error::{Error, Result};
 pub use launch::{KernelArg, LaunchConfig};
 pub use layout::WorldSizeError;
-pub use memory::buffer::{DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
+pub use memory::buffer::{BoundSlice, DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
+pub use memory::interop::{CudaRef, CudaRefMut};
 pub use memory::pool::{
     DeviceSegments, FnSegments, HookId, PoolStats, PoolTensor, SegmentAllocator, SegmentEvent,
     SegmentInfo, SymmPool,

@@ -9,7 +9,7 @@ pub use crate::dsl::{Remote, Scalar, Shared, Slice, SliceMut, SymmBuf};
 pub use crate::error::{Error, Result};
 pub use crate::jit::KERNEL_OPTIONS;
 pub use crate::launch::LaunchConfig;
-pub use crate::memory::buffer::DeviceSlice;
+pub use crate::memory::buffer::{BoundSlice, DeviceSlice, Memory};
 pub use crate::memory::symmetric::SymmetricMemory;
 pub use crate::status::AssertSite;
 
@@ -124,18 +124,24 @@ pub fn slot_bool(v: bool) -> [u8; 8] {
     slot_u64(u64::from(v))
 }
 
-/// Checks that a slice argument lives on `comm`'s rank; returns (ptr, len).
-pub fn slice_arg<T: crate::Element, S: DeviceSlice<T> + ?Sized>(
-    comm: &Comm,
+/// Checks that a `&[T]` argument is memory `comm`'s rank may use, and
+/// binds it to `comm`'s stream (see [`Comm::bind`]); keep the result until
+/// the launch is enqueued.
+pub fn slice_arg<'a, T: crate::Element, S: DeviceSlice<T> + ?Sized>(
+    comm: &'a Comm,
     name: &str,
-    s: &S,
-) -> Result<(u64, usize)> {
-    if s.__owner() != comm.owner_id() {
-        return Err(comm.invalid(format!(
-            "argument `{name}` belongs to another rank or group than this launch"
-        )));
-    }
-    Ok((s.device_ptr(), s.len()))
+    s: &'a S,
+) -> Result<BoundSlice<'a, T>> {
+    comm.bind(name, s)
+}
+
+/// [`slice_arg`] for a `&mut [T]` argument, which the kernel may write.
+pub fn slice_arg_mut<'a, T: crate::Element, S: DeviceSlice<T> + ?Sized>(
+    comm: &'a Comm,
+    name: &str,
+    s: &'a mut S,
+) -> Result<BoundSlice<'a, T>> {
+    comm.bind_mut(name, s)
 }
 
 /// Checks a symmetric-buffer argument; returns its parameter slots.

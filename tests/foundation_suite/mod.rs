@@ -38,6 +38,10 @@ fn on_gpu(ranks: &Ranks) -> bool {
     matches!(ranks, Ranks::Cuda(_))
 }
 
+fn on_gpu_comm(c: &Comm) -> bool {
+    c.backend_kind() == symm::BackendKind::Cuda
+}
+
 /// `f` on every rank of `ranks`, in a group with the timeout `timeout`.
 fn group<R: Send>(
     ranks: Ranks,
@@ -589,4 +593,146 @@ pub fn fill_bytes_sets_the_data_and_leaves_the_signal_pad(ranks: Ranks) {
             &[symm::bf16::from_bits(0xFFFF); 7],
         )
     });
+}
+
+/// Fresh random f32s (any bits but NaN's, so a mismatch prints readably).
+fn random_f32s(n: usize) -> Vec<f32> {
+    let mut rng = rand::rng();
+    (0..n).map(|_| rng.random_range(-1e6f32..1e6)).collect()
+}
+
+/// `Comm::copy` device to device on the rank's stream, with no host
+/// synchronisation between the copies: user memory (a plain buffer) into
+/// a poisoned symmetric buffer and a range of it back, views of one buffer
+/// into another's, every length odd, fresh data per round; each
+/// destination holds exactly its source, and the poison around the ranges
+/// is untouched. Mismatched lengths and overlapping ranges are errors.
+pub fn device_copies(ranks: Ranks) {
+    let world = ranks.world_size();
+    for _round in 0..2 {
+        let n = rand::rng().random_range(1000..3000) | 1;
+        let (a, b) = (n / 3, n / 3 + n / 4);
+        let data: Vec<Vec<f32>> = (0..world).map(|_| random_f32s(n)).collect();
+        group_ok(ranks.clone(), |c| {
+            let r = c.rank();
+            let poison = f32::from_bits(0xDEAD_BEEF);
+            let src = c.device_buffer_from(&data[r])?;
+            let mut sym = c.alloc::<f32>(n)?;
+            sym.copy_from_host(&vec![poison; n])?;
+            let mut back = c.device_buffer_from(&vec![poison; n])?;
+            let other = c.alloc::<f32>(n)?;
+            other.copy_from_host(&vec![poison; n])?;
+            // Whole, then a view into a view, then a view back into plain
+            // memory: all enqueued before anything is read.
+            c.copy(&src, &mut sym)?;
+            c.copy(&sym.slice(a..b)?, &mut other.slice(b - a..2 * (b - a))?)?;
+            c.copy(&sym, &mut back)?;
+            c.synchronize()?;
+            check_bits(c, "symmetric copy of the source", &sym.to_host()?, &data[r])?;
+            check_bits(c, "plain copy back", &back.to_host()?, &data[r])?;
+            let mut want = vec![poison; n];
+            want[b - a..2 * (b - a)].copy_from_slice(&data[r][a..b]);
+            check_bits(c, "view into view", &other.to_host()?, &want)?;
+            let says = |e: Error, what: &str| {
+                let m = e.to_string();
+                check(c, m.contains(what), || format!("{m:?} lacks {what:?}"))
+            };
+            says(
+                c.copy(&sym.slice(..a)?, &mut back).unwrap_err(),
+                "the lengths differ",
+            )?;
+            says(
+                c.copy(&sym.slice(..b)?, &mut sym.slice(1..b + 1)?)
+                    .unwrap_err(),
+                "overlap",
+            )?;
+            c.copy(&sym.slice(..0)?, &mut other.slice(n..)?)?;
+            // cudarc views of symm memory exist on GPU ranks only.
+            if on_gpu_comm(c) {
+                let v = sym.slice(a..b)?.cuda_view()?;
+                check(c, v.len() == b - a, || {
+                    format!("a view of {} elements", v.len())
+                })?;
+                check(c, c.cuda_view(&back)?.len() == n, || {
+                    "a view of `back`".into()
+                })?;
+            } else {
+                says(sym.cuda_view().map(|_| ()).unwrap_err(), "is emulated")?;
+                says(c.cuda_view(&back).map(|_| ()).unwrap_err(), "is emulated")?;
+            }
+            c.synchronize()
+        });
+    }
+}
+
+/// The copy engines' peer copies: every rank copies its fresh data into
+/// its slot of every peer's poisoned buffer (`copy_to_peer`, odd offsets
+/// and lengths), and after a barrier copies each peer's whole buffer back
+/// (`copy_from_peer`) into its own plain memory, all on the rank's stream
+/// with no host synchronisation between copy and barrier. Every slot of
+/// every buffer holds its writer's data exactly, the poison between slots
+/// is untouched, and out-of-bounds or overlapping copies are errors.
+pub fn peer_copies(ranks: Ranks) {
+    let world = ranks.world_size();
+    for _round in 0..2 {
+        let chunk = rand::rng().random_range(200..700) | 1;
+        // Each slot starts one element past a chunk boundary and leaves one
+        // poisoned element at its end.
+        let len = world * (chunk + 2);
+        let at = |p: usize| p * (chunk + 2) + 1;
+        let data: Vec<Vec<f32>> = (0..world).map(|_| random_f32s(chunk)).collect();
+        let poison = f32::from_bits(0x7FBA_DBAD);
+        let mut want = vec![poison; len];
+        for (p, d) in data.iter().enumerate() {
+            want[at(p)..at(p) + chunk].copy_from_slice(d);
+        }
+        group_ok(ranks.clone(), |c| {
+            let r = c.rank();
+            let buf = c.alloc::<f32>(len)?;
+            buf.copy_from_host(&vec![poison; len])?;
+            let smem = buf.rendezvous()?;
+            let ch = Channel::request(c)?;
+            smem.barrier(&ch, T)?; // every buffer poisoned before any copy
+            let src = c.device_buffer_from(&data[r])?;
+            for p in 0..world {
+                smem.copy_to_peer(p, at(r), &src)?;
+            }
+            smem.barrier(&ch, T)?;
+            let mut back: Vec<_> = (0..world)
+                .map(|_| c.device_buffer::<f32>(len))
+                .collect::<symm::Result<_>>()?;
+            for (p, b) in back.iter_mut().enumerate() {
+                smem.copy_from_peer(p, 0, b)?;
+            }
+            c.synchronize()?;
+            check_bits(c, "own buffer", &buf.to_host()?, &want)?;
+            for (p, b) in back.iter().enumerate() {
+                check_bits(
+                    c,
+                    &format!("rank {p}'s buffer, copied back"),
+                    &b.to_host()?,
+                    &want,
+                )?;
+            }
+            let says = |e: Error, what: &str| {
+                let m = e.to_string();
+                check(c, m.contains(what), || format!("{m:?} lacks {what:?}"))
+            };
+            says(
+                smem.copy_to_peer(0, len - chunk + 1, &src).unwrap_err(),
+                "out of bounds",
+            )?;
+            says(
+                smem.copy_from_peer(world, 0, &mut back[0]).unwrap_err(),
+                &format!("peer rank {world}"),
+            )?;
+            // Into this rank's own buffer from a range of it that overlaps.
+            says(
+                smem.copy_to_peer(r, 1, &buf.slice(..chunk)?).unwrap_err(),
+                "overlap",
+            )?;
+            smem.barrier(&ch, T)?; // no rank frees while a peer still copies
+            c.synchronize()
+        });
+    }
 }

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use symm::dsl::{bf16, f16};
 use symm::signal::Channel;
-use symm::{Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
+use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
 
 /// Threads per block of every all-reduce kernel.
 pub const THREADS: u32 = 512;
@@ -258,7 +258,9 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// symmetric buffer) into this rank's `out`, on `comm`'s stream. Collective:
 /// every rank calls it with the same `n`. Back-to-back calls need no host
 /// synchronisation. `out` may be exactly this rank's part of `input` (in
-/// place).
+/// place). It may be symm memory of this rank or the user's cudarc memory
+/// on this rank's GPU (a `CudaSlice` or `CudaViewMut`, used in cudarc's
+/// stream order: see [`DeviceSlice`]).
 ///
 /// CUDA graphs: run the captured sequence once eagerly first. Each kernel
 /// family (LL up to 1 KiB, LL above, Lamport, push, Lamport two-shot,
@@ -276,7 +278,8 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// [`Channel::request`]s never get them.
 ///
 /// Errors (never a hang or a wrong result) for: `n` larger than the buffer
-/// or than `out`, an element type other than the buffer's, `out` not
+/// or than `out`, `out` of another rank, device or CUDA context (or cudarc
+/// memory on an emulated rank), an element type other than the buffer's, `out` not
 /// 16-byte aligned or overlapping `input` other than exactly, a world
 /// size above 8, no free channels left to reserve, and a rank where a
 /// kernel already failed ([`Comm::kernel_failed`]).
@@ -324,8 +327,12 @@ fn reduce<T: AllReduceElem>(
                 .into(),
         ));
     }
-    check(comm, input, &*out, n)?;
-    let overlap = overlap_of(input, &*out);
+    // Bound to the rank's stream once, here (cudarc memory waits there for
+    // its earlier uses, and records this call's as `out` drops, after the
+    // launch); the launch takes the bound slice as it is.
+    let mut out = comm.bind_mut("out", out)?;
+    check(comm, input, &out, n)?;
+    let overlap = overlap_of(input, &out);
     let path = path.unwrap_or_else(|| {
         let bytes = n * std::mem::size_of::<T>();
         Path::choose_for(comm.world_size(), bytes, overlap == Overlap::Exact)
@@ -353,7 +360,7 @@ fn reduce<T: AllReduceElem>(
     if n == 0 {
         return Ok(());
     }
-    launch(path, comm, input, out, n, ch)
+    launch(path, comm, input, &mut out, n, ch)
 }
 
 /// The first of the all-reduce's [`CHANNELS`] channels on `comm`'s group,
@@ -666,10 +673,7 @@ enum Overlap {
     Partial,
 }
 
-fn overlap_of<T: AllReduceElem>(
-    input: &SymmetricMemory,
-    out: &(impl DeviceSlice<T> + ?Sized),
-) -> Overlap {
+fn overlap_of<T: AllReduceElem>(input: &SymmetricMemory, out: &BoundSlice<'_, T>) -> Overlap {
     let base = input.buffer_ptrs()[input.rank()];
     let end = base + input.buffer_size() as u64;
     let o = out.device_ptr();
@@ -686,7 +690,7 @@ fn overlap_of<T: AllReduceElem>(
 fn check<T: AllReduceElem>(
     comm: &Comm,
     input: &SymmetricMemory,
-    out: &(impl DeviceSlice<T> + ?Sized),
+    out: &BoundSlice<'_, T>,
     n: usize,
 ) -> Result<()> {
     let cap = input.buffer_size() / std::mem::size_of::<T>();
@@ -705,7 +709,7 @@ fn check<T: AllReduceElem>(
             format!("all_reduce of {n} elements is more than 2^32 - 1"),
         ));
     }
-    if out.device_ptr() % 16 != 0 {
+    if !out.device_ptr().is_multiple_of(16) {
         return Err(invalid(
             comm,
             format!(

@@ -381,14 +381,24 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                 } else {
                     quote!(Slice)
                 };
+                let b = quote::format_ident!("__b_{}", n);
+                let bind = if r.mutability.is_some() {
+                    quote!(let #b = #private::slice_arg_mut::<#e, _>(comm, #n_str, &mut *#n)?;)
+                } else {
+                    quote!(let #b = #private::slice_arg::<#e, _>(comm, #n_str, &*#n)?;)
+                };
                 packs.push(quote! {
-                    let (__ptr, __len) = #private::slice_arg::<#e, _>(comm, #n_str, &*#n)?;
+                    // Lives until the launch is enqueued: for cudarc memory,
+                    // its drop records the kernel's use (cudarc's stream order).
+                    #bind
+                    let (__ptr, __len) = (#b.device_ptr(), #b.len());
                     __p[__k] = #private::slot_u64(__ptr);
                     __p[__k + 1] = #private::slot_u64(__len as u64);
                     __k += 2;
                     // SAFETY: `slice_arg` took `__ptr` and `__len` from a live
                     // slice of this rank, which the launch borrows until the
-                    // kernel is over (the emulator runs it to completion).
+                    // kernel is enqueued (the emulator runs it to completion);
+                    // the memory's frees wait for the kernel after that.
                     let #a = unsafe { ::symm::dsl::#handle::<#e>::__new(__ptr, __len) };
                 });
                 cpu_args.push(quote!(#a));

@@ -10,7 +10,9 @@ use super::{
     LocalAlloc, Mapped, RawFunction, Table,
 };
 use super::{EXPORT_CUDA_FABRIC, EXPORT_CUDA_FD, EXPORT_CUDA_IN_PROCESS};
-use crate::cuda::{device, CudaDevice, DeviceMem, DrvErr, FunctionKey, Mapping, RankStreams};
+use crate::cuda::{
+    device, CudaDevice, DeviceMem, DrvErr, FunctionKey, Mapping, RankStreams, TrackedStream,
+};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use crate::placement::DeviceId;
@@ -23,6 +25,9 @@ pub(crate) struct CudaBackend {
     sharing: Sharing,
     pub(crate) dev: Arc<CudaDevice>,
     pub(crate) stream: Arc<CudaStream>,
+    /// `stream` as the device's context object sees it, for cudarc's
+    /// event tracking of the user's memory.
+    tracked: TrackedStream,
     /// Where this stream's kernels record a timeout. One per stream of the
     /// rank (shared by every handle on that stream), so `synchronize`
     /// reports exactly the failures of the work it waited for.
@@ -103,6 +108,18 @@ impl CudaBackend {
         sharing: Sharing,
         streams: Arc<RankStreams>,
     ) -> Result<CudaBackend> {
+        // Kernels are loaded in the device's primary context, and memory
+        // (symm's, and the cudarc memory that launches check) belongs to
+        // it: a stream of another context is refused before it is
+        // registered.
+        let tracked = TrackedStream::new(&dev, &stream).ok_or_else(|| Error::InvalidArgument {
+            rank,
+            message: format!(
+                "the stream belongs to another CUDA context on cuda:{} than the device's \
+                 primary one, which this rank uses; make it from `CudaContext::new({})`",
+                dev.ordinal, dev.ordinal
+            ),
+        })?;
         let status = streams
             .status_for(&stream)
             .map_err(|e| dev.error(rank, e))?;
@@ -111,6 +128,7 @@ impl CudaBackend {
             sharing,
             dev,
             stream,
+            tracked,
             status,
             streams,
         })
@@ -374,6 +392,12 @@ impl Backend for CudaBackend {
             .map_err(|e| self.err(e))
     }
 
+    unsafe fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        // SAFETY: the caller's promise is `CudaDevice::copy`'s; both ranges
+        // are mapped in this device's context, which `self.stream` is of.
+        unsafe { self.dev.copy(&self.stream, dst, src, bytes) }.map_err(|e| self.err(e))
+    }
+
     fn table(&self, values: &[u64]) -> Result<Table> {
         let m = DeviceMem::from_u64s(&self.dev, self.owner(), values).map_err(|e| self.err(e))?;
         Ok(Table {
@@ -418,8 +442,12 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn cuda_stream(&self) -> Option<Arc<CudaStream>> {
-        Some(self.stream.clone())
+    fn cuda_stream(&self) -> Option<&Arc<CudaStream>> {
+        Some(&self.stream)
+    }
+
+    fn tracked_stream(&self) -> Option<&CudaStream> {
+        Some(self.tracked.get())
     }
 
     fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {

@@ -218,6 +218,19 @@ impl Backend for HostBackend {
         Ok(())
     }
 
+    unsafe fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        // In pieces, through `hostmem` (peers may touch either range at
+        // once), so a large copy needs no buffer of its size.
+        const PIECE: usize = 1 << 16;
+        let mut piece = vec![0u8; bytes.min(PIECE)];
+        for at in (0..bytes).step_by(PIECE) {
+            let n = (bytes - at).min(PIECE);
+            hostmem::read(src + at as u64, &mut piece[..n]);
+            hostmem::write(dst + at as u64, &piece[..n]);
+        }
+        Ok(())
+    }
+
     fn table(&self, values: &[u64]) -> Result<Table> {
         let v: Box<[u64]> = values.into();
         Ok(Table {
@@ -244,7 +257,11 @@ impl Backend for HostBackend {
         })
     }
 
-    fn cuda_stream(&self) -> Option<Arc<CudaStream>> {
+    fn cuda_stream(&self) -> Option<&Arc<CudaStream>> {
+        None
+    }
+
+    fn tracked_stream(&self) -> Option<&CudaStream> {
         None
     }
 

@@ -25,7 +25,7 @@
 //! # Signatures
 //! - Kernel parameters: `&[T]` and `&mut [T]` (launch passes any
 //!   [`DeviceSlice`](crate::DeviceSlice): a `SymmBuffer`, a view, a
-//!   `DeviceBuffer`), [`SymmBuf<T>`] (launch passes a `&SymmetricMemory`, whose
+//!   `DeviceBuffer`, or cudarc's `CudaSlice`, `CudaView`, `CudaViewMut`), [`SymmBuf<T>`] (launch passes a `&SymmetricMemory`, whose
 //!   element type is checked), and scalars: `u32`, `u64`, `usize`, `i32`,
 //!   `i64`, `f32`, `f64`, `bool`, `bf16`, `f16` or a generic `T`.
 //! - Generics: type parameters bounded by [`Scalar`] (or [`Num`],

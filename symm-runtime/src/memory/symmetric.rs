@@ -24,7 +24,7 @@ use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, Table};
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::{Error, Result};
 use crate::layout::{SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
-use crate::memory::buffer::{read_elems, BufInner};
+use crate::memory::buffer::{read_elems, Binder, BufInner, DeviceSlice};
 use crate::store::StoreError;
 
 /// One symmetric allocation as every rank sees it: peer buffer and signal
@@ -500,6 +500,90 @@ impl SymmetricMemory {
             len: self.buffer_size / std::mem::size_of::<T>(),
             _t: std::marker::PhantomData,
         })
+    }
+
+    /// Copies `src` into elements `offset..offset + src.len()` of rank
+    /// `peer`'s buffer (counted in `T`s, as [`peer_buffer`](Self::peer_buffer)
+    /// views it), on the stream of the handle that rendezvoused this memory,
+    /// where the signal operations run: enqueued in stream order, not waited
+    /// for, and capturable into a CUDA graph. On a GPU the copy engines move
+    /// the data (over NVLink or PCIe from this GPU's mapping of the peer's
+    /// memory), leaving the SMs to kernels; on the emulator it is copied at
+    /// once. `src` is symm or cudarc memory of this rank (see
+    /// [`DeviceSlice`]). The peer learns of the data from a signal sent
+    /// after it, on the same stream ([`put_signal`](Self::put_signal)).
+    pub fn copy_to_peer<T: Element>(
+        &self,
+        peer: usize,
+        offset: usize,
+        src: &(impl DeviceSlice<T> + ?Sized),
+    ) -> Result<()> {
+        let b = self.binder();
+        let s = b.bind("src", src)?;
+        let at = self.peer_range::<T>(peer, offset, s.len())?;
+        self.copy_checked(at, s.device_ptr(), s.len() * std::mem::size_of::<T>())
+    }
+
+    /// Copies elements `offset..offset + dst.len()` of rank `peer`'s buffer
+    /// into `dst`, as [`copy_to_peer`](Self::copy_to_peer) does the other
+    /// way. Ordered after this rank's earlier work on the stream only: wait
+    /// for the peer's signal (on the same stream) before copying what it
+    /// wrote.
+    pub fn copy_from_peer<T: Element>(
+        &self,
+        peer: usize,
+        offset: usize,
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+    ) -> Result<()> {
+        let b = self.binder();
+        let d = b.bind_mut("dst", dst)?;
+        let at = self.peer_range::<T>(peer, offset, d.len())?;
+        self.copy_checked(d.device_ptr(), at, d.len() * std::mem::size_of::<T>())
+    }
+
+    /// Binds memory for this rank, on this memory's stream.
+    fn binder(&self) -> Binder<'_> {
+        Binder {
+            owner: self.owner,
+            rank: self.rank,
+            backend: &*self.backend,
+        }
+    }
+
+    /// The address of elements `offset..offset + len` of `peer`'s buffer, as
+    /// mapped here, or an error when they are out of its bounds.
+    fn peer_range<T: Element>(&self, peer: usize, offset: usize, len: usize) -> Result<u64> {
+        self.check_rank("peer", peer)?;
+        let cap = self.buffer_size / std::mem::size_of::<T>();
+        match offset.checked_add(len) {
+            Some(end) if end <= cap => {
+                Ok(self.buffer_ptrs[peer] + (offset * std::mem::size_of::<T>()) as u64)
+            }
+            _ => Err(self.invalid(format!(
+                "elements {offset}..{} are out of bounds for rank {peer}'s buffer of {cap} {}",
+                offset.saturating_add(len),
+                T::DTYPE
+            ))),
+        }
+    }
+
+    /// Copies `bytes` from `src` to `dst`, one of them in bounds of a peer's
+    /// buffer mapped here and the other bound for this rank, unless they
+    /// overlap.
+    fn copy_checked(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if dst < src + bytes as u64 && src < dst + bytes as u64 {
+            return Err(self.invalid(format!(
+                "copy of {bytes} bytes from {src:#x} to {dst:#x}: source and destination overlap"
+            )));
+        }
+        // SAFETY: one range lies in a peer's buffer, mapped here for as
+        // long as this memory lives (and unmapped only after the rank's
+        // streams are idle); the other is memory bound for this rank, kept
+        // alive likewise or by cudarc's tracking; they do not overlap.
+        unsafe { self.backend.copy(dst, src, bytes) }
     }
 
     /// Reads rank `peer`'s whole signal pad (for diagnostics and tests).
