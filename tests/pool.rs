@@ -238,6 +238,15 @@ fn blocks_are_reused_and_segments_trimmed() {
         // Element 0 of every tensor is 128-byte aligned.
         assert_eq!(d.device_ptr() % 128, 0);
         assert_eq!(cc.device_ptr() % 128, 0);
+        // A mapping made of a tensor keeps its block: freed only once both
+        // are gone (the all-reduce keeps mappings of its staging, say).
+        let t = pool.alloc::<f32>(10)?;
+        let view = t.rendezvous()?;
+        let live = pool.stats().tensors;
+        drop(t);
+        assert_eq!(pool.stats().tensors, live);
+        drop(view);
+        assert_eq!(pool.stats().tensors, live - 1);
         Ok(())
     })
     .unwrap_or_else(|e| panic!("{e}"));
@@ -392,4 +401,64 @@ fn segments_from_the_users_allocate_and_free_functions() {
     a.sort();
     f.sort();
     assert_eq!(a, f, "{log:?}");
+}
+
+/// Under `use_pool`, `comm.alloc` takes its memory from the pool, the
+/// all-reduce's staging included: no allocation of its own, the same
+/// results, and every buffer given back when it goes. Guards nest.
+fn allocations_into_the_pool(world: usize) {
+    let Some(r) = ranks(world) else { return };
+    run(r, opts(), |c| {
+        let pool = c.pool();
+        let outer = c.pool();
+        let n = 5000;
+        let x: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(n)).collect();
+        // Every rank's inputs, from rank 0's draw: a plain buffer shares them.
+        let all = c.alloc::<f32>(world * n)?;
+        if c.rank() == 0 {
+            all.copy_from_host(&x.concat())?;
+        }
+        let all_s = all.rendezvous()?;
+        let ch = symm::signal::Channel::request(c)?;
+        all_s.barrier(&ch, Duration::from_secs(30))?;
+        c.synchronize()?;
+        let x: Vec<f32> = all_s.peer_buffer::<f32>(0)?.read(0, world * n)?;
+        let _o = c.use_pool(&outer)?;
+        let g = c.use_pool(&pool)?;
+        let buf = c.alloc::<f32>(n)?;
+        assert!(pool.stats().tensors == 1 && outer.stats().tensors == 0);
+        buf.copy_from_host(&x[c.rank() * n..(c.rank() + 1) * n])?;
+        let smem = buf.rendezvous()?;
+        let mut out = c.alloc::<f32>(n)?;
+        out.fill_bytes(0xA5)?;
+        for _ in 0..3 {
+            all_reduce(c, &smem, &mut out, n)?;
+        }
+        // The staging the all-reduce made lives in the pool too.
+        let tensors = pool.stats().tensors;
+        assert!(tensors > 2, "{:?}", pool.stats());
+        let got = out.to_host()?;
+        for (i, g) in got.iter().enumerate() {
+            let want: f64 = (0..world).map(|r| f64::from(x[r * n + i])).sum();
+            let mag: f64 = (0..world).map(|r| f64::from(x[r * n + i]).abs()).sum();
+            assert!(
+                (f64::from(*g) - want).abs() <= 1e-6 * mag,
+                "{i}: {g} vs {want}"
+            );
+        }
+        drop(g);
+        // The outer pool is current again.
+        let b2 = c.alloc::<u8>(10)?;
+        assert_eq!(outer.stats().tensors, 1);
+        drop((b2, buf, out, smem));
+        assert_eq!(pool.stats().tensors, tensors - 2);
+        Ok(digest(&got))
+    })
+    .map(|d| assert!(d.iter().all(|x| *x == d[0]), "ranks differ"))
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+per_world! {
+    allocations_go_into_the_current_pool: allocations_into_the_pool =>
+        [world_1, world_2, world_3, world_4, world_8];
 }

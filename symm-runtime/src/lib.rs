@@ -50,8 +50,8 @@ pub use layout::WorldSizeError;
 pub use memory::buffer::{BoundSlice, DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
 pub use memory::interop::{CudaRef, CudaRefMut};
 pub use memory::pool::{
-    DeviceSegments, FnSegments, HookId, PoolStats, PoolTensor, SegmentAllocator, SegmentEvent,
-    SegmentInfo, SymmPool,
+    DeviceSegments, FnSegments, HookId, PoolGuard, PoolStats, PoolTensor, SegmentAllocator,
+    SegmentEvent, SegmentInfo, SymmPool,
 };
 pub use memory::symmetric::{PeerBuffer, SymmetricMemory};
 pub use raw::RawKernel;

@@ -25,6 +25,28 @@ pub(crate) struct BufInner {
     /// The per-allocation rendezvous cache. It lives and dies with the
     /// allocation, so a freed allocation can never be found again.
     smem: Mutex<Option<Arc<SymmetricMemory>>>,
+    /// Where the memory is a pool's tensor ([`Comm::use_pool`]): its block,
+    /// given back when the buffer goes, and its rendezvous.
+    pooled: Option<crate::memory::pool::PoolTensor<u8>>,
+}
+
+/// A pool tensor's memory as a [`LocalAlloc`]: its address and size, for
+/// the buffer's accessors (it is never exported; its segment is).
+struct PooledAlloc {
+    ptr: u64,
+    size: usize,
+}
+
+impl LocalAlloc for PooledAlloc {
+    fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 impl Drop for BufInner {
@@ -95,6 +117,44 @@ impl<T: Element> SymmBuffer<T> {
                 dtype: T::DTYPE,
                 len,
                 smem: Mutex::new(None),
+                pooled: None,
+            }),
+            _t: PhantomData,
+        })
+    }
+
+    /// A buffer of `len` elements in `pool`'s next tensor (see
+    /// [`Comm::use_pool`]): its signal pad is the segment's.
+    pub(crate) fn pooled(
+        comm: Comm,
+        id: u64,
+        len: usize,
+        pool: &crate::memory::pool::SymmPool,
+    ) -> Result<SymmBuffer<T>> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            comm.invalid(format!(
+                "{len} elements of {} overflow the address space",
+                T::DTYPE
+            ))
+        })?;
+        let tensor = pool.alloc::<u8>(bytes)?;
+        let ptr = tensor.device_ptr();
+        let pad = tensor.segment_pad_ptr();
+        let layout = AllocLayout {
+            data_bytes: bytes,
+            pad_offset: (pad - ptr) as usize,
+            total_bytes: (pad - ptr) as usize + SIGNAL_PAD_BYTES,
+        };
+        Ok(SymmBuffer {
+            inner: Arc::new(BufInner {
+                comm,
+                id,
+                alloc: Arc::new(PooledAlloc { ptr, size: bytes }),
+                layout,
+                dtype: T::DTYPE,
+                len,
+                smem: Mutex::new(None),
+                pooled: Some(tensor),
             }),
             _t: PhantomData,
         })
@@ -224,7 +284,12 @@ impl<T: Element> SymmBuffer<T> {
         if let Some(s) = &*slot {
             return Ok(s.clone());
         }
-        let s = Arc::new(symmetric::rendezvous(&self.inner)?);
+        let s = match &self.inner.pooled {
+            // Its segment's mapping at its offset: no collective (see
+            // `PoolTensor::rendezvous`), typed as this buffer.
+            Some(t) => t.rendezvous_as(T::DTYPE)?,
+            None => Arc::new(symmetric::rendezvous(&self.inner)?),
+        };
         self.inner.comm.register(
             self.inner.id,
             self.device_ptr(),
@@ -795,6 +860,9 @@ impl Comm {
     /// initialised.
     pub fn alloc<T: Element>(&self, len: usize) -> Result<SymmBuffer<T>> {
         let id = self.next_alloc_id();
+        if let Some(pool) = crate::memory::pool::current_pool(self) {
+            return SymmBuffer::pooled(self.clone(), id, len, &pool);
+        }
         SymmBuffer::new(self.clone(), id, len)
     }
 

@@ -214,11 +214,13 @@ impl SymmPool {
             call(&hooks, &SegmentEvent::Allocated(&info));
         }
         Ok(PoolTensor {
-            pool: self.inner.clone(),
+            block: Arc::new(Block {
+                pool: self.inner.clone(),
+                segment,
+                offset,
+                bytes,
+            }),
             seq,
-            segment,
-            offset,
-            bytes,
             len,
             segment_smem: smem,
             smem: OnceLock::new(),
@@ -423,14 +425,16 @@ pub trait SegmentAllocator: Send + Sync {
     fn allocate(&self, comm: &Comm, bytes: usize) -> Result<SymmBuffer<u8>>;
 }
 
-/// Segments that are symm's own allocations ([`Comm::alloc`]: `cuMemCreate`
-/// memory on a GPU, shareable in-process, by fabric handle or by file
-/// descriptor).
+/// Segments that are symm's own allocations (as [`Comm::alloc`] makes them
+/// outside [`Comm::use_pool`]: `cuMemCreate` memory on a GPU, shareable
+/// in-process, by fabric handle or by file descriptor).
 pub struct DeviceSegments;
 
 impl SegmentAllocator for DeviceSegments {
     fn allocate(&self, comm: &Comm, bytes: usize) -> Result<SymmBuffer<u8>> {
-        comm.alloc::<u8>(bytes)
+        // Not `comm.alloc`, which a current pool (this one, say) would
+        // serve.
+        SymmBuffer::new(comm.clone(), comm.next_alloc_id(), bytes)
     }
 }
 
@@ -507,18 +511,17 @@ fn best_fit(free: &BTreeMap<usize, usize>, bytes: usize) -> Option<usize> {
 }
 
 /// `len` elements of `T` in a [`SymmPool`]'s segment, at the same offset on
-/// every rank whose sequence of allocations matched. Dropping it gives the
-/// block back to the pool (see the [module docs](self) on stream order).
+/// every rank whose sequence of allocations matched. Its block goes back to
+/// the pool once it and every mapping made of it
+/// ([`rendezvous`](Self::rendezvous)) are dropped (see the
+/// [module docs](self) on stream order).
 ///
 /// Kernels take it as `&[T]` / `&mut [T]` (it is a
 /// [`DeviceSlice`](crate::DeviceSlice)) and, through
 /// [`rendezvous`](Self::rendezvous), as a `SymmBuf<T>`.
 pub struct PoolTensor<T: Element> {
-    pool: Arc<PoolInner>,
+    block: Arc<Block>,
     seq: u64,
-    segment: usize,
-    offset: usize,
-    bytes: usize,
     len: usize,
     segment_smem: Arc<SymmetricMemory>,
     smem: OnceLock<Arc<SymmetricMemory>>,
@@ -532,15 +535,24 @@ impl<T: Element> std::fmt::Debug for PoolTensor<T> {
             "PoolTensor<{}>(#{}, segment {}, offset {}, len {}, rank {})",
             T::DTYPE,
             self.seq,
-            self.segment,
-            self.offset,
+            self.block.segment,
+            self.block.offset,
             self.len,
-            self.pool.comm.rank()
+            self.block.pool.comm.rank()
         )
     }
 }
 
-impl<T: Element> Drop for PoolTensor<T> {
+/// A tensor's block of its segment, given back to the pool when the tensor
+/// and every mapping made of it ([`PoolTensor::rendezvous`]) are gone.
+struct Block {
+    pool: Arc<PoolInner>,
+    segment: usize,
+    offset: usize,
+    bytes: usize,
+}
+
+impl Drop for Block {
     fn drop(&mut self) {
         self.pool.free(self.segment, self.offset, self.bytes);
     }
@@ -560,24 +572,24 @@ impl<T: Element> PoolTensor<T> {
     /// Where it lies: (the pool's allocation number of it, segment, byte
     /// offset in the segment).
     pub fn place(&self) -> (u64, usize, usize) {
-        (self.seq, self.segment, self.offset)
+        (self.seq, self.block.segment, self.block.offset)
     }
 
     /// Device address of element 0 (a host address on the emulator).
     pub fn device_ptr(&self) -> u64 {
-        self.segment_smem.buffer_ptrs()[self.segment_smem.rank()] + self.offset as u64
+        self.segment_smem.buffer_ptrs()[self.segment_smem.rank()] + self.block.offset as u64
     }
 
     /// Copies `src` into elements `offset..offset + src.len()`.
     pub fn write(&self, offset: usize, src: &[T]) -> Result<()> {
         let ptr = self.checked(offset, src.len())?;
-        self.pool.comm.backend.write(ptr, as_bytes(src))
+        self.block.pool.comm.backend.write(ptr, as_bytes(src))
     }
 
     /// Copies elements `offset..offset + len` to the host.
     pub fn read(&self, offset: usize, len: usize) -> Result<Vec<T>> {
         let ptr = self.checked(offset, len)?;
-        read_elems(&*self.pool.comm.backend, ptr, len)
+        read_elems(&*self.block.pool.comm.backend, ptr, len)
     }
 
     /// Copies the whole tensor to the host.
@@ -588,7 +600,11 @@ impl<T: Element> PoolTensor<T> {
     /// Sets every byte of the tensor to `byte`.
     pub fn fill_bytes(&self, byte: u8) -> Result<()> {
         let bytes = self.len * std::mem::size_of::<T>();
-        self.pool.comm.backend.fill(self.device_ptr(), byte, bytes)
+        self.block
+            .pool
+            .comm
+            .backend
+            .fill(self.device_ptr(), byte, bytes)
     }
 
     /// The tensor as every rank sees it, for a `SymmBuf<T>` parameter or
@@ -596,26 +612,38 @@ impl<T: Element> PoolTensor<T> {
     /// collective (the segment was rendezvoused when it was made); cached.
     /// The ranks' placements are compared at its first collective use.
     pub fn rendezvous(&self) -> Result<Arc<SymmetricMemory>> {
+        self.rendezvous_as(T::DTYPE)
+    }
+
+    /// Address of this rank's signal pad of the tensor's segment.
+    pub(crate) fn segment_pad_ptr(&self) -> u64 {
+        self.segment_smem.signal_pad_ptrs()[self.segment_smem.rank()]
+    }
+
+    /// [`rendezvous`](Self::rendezvous), typed as `dtype` (a `SymmBuffer`
+    /// of any element type may live in a byte tensor).
+    pub(crate) fn rendezvous_as(&self, dtype: DType) -> Result<Arc<SymmetricMemory>> {
         if let Some(s) = self.smem.get() {
             return Ok(s.clone());
         }
         let check = FirstUse {
-            pool: self.pool.clone(),
+            pool: self.block.pool.clone(),
             place: Place {
                 seq: self.seq,
-                segment: self.segment as u64,
-                offset: self.offset as u64,
+                segment: self.block.segment as u64,
+                offset: self.block.offset as u64,
                 bytes: (self.len * std::mem::size_of::<T>()) as u64,
-                dtype: T::DTYPE,
+                dtype,
             },
             done: OnceLock::new(),
         };
         let view = SymmetricMemory::view(
             &self.segment_smem,
-            self.offset,
+            self.block.offset,
             self.len * std::mem::size_of::<T>(),
-            T::DTYPE,
+            dtype,
             Some(Box::new(check)),
+            Box::new(self.block.clone()),
         )?;
         Ok(self.smem.get_or_init(|| Arc::new(view)).clone())
     }
@@ -625,7 +653,7 @@ impl<T: Element> PoolTensor<T> {
             Some(end) if end <= self.len => {
                 Ok(self.device_ptr() + (offset * std::mem::size_of::<T>()) as u64)
             }
-            _ => Err(self.pool.comm.invalid(format!(
+            _ => Err(self.block.pool.comm.invalid(format!(
                 "elements {offset}..{offset}+{len} are out of bounds for a pool tensor of {}",
                 self.len
             ))),
@@ -633,7 +661,70 @@ impl<T: Element> PoolTensor<T> {
     }
 
     pub(crate) fn owner(&self) -> usize {
-        self.pool.comm.owner_id()
+        self.block.pool.comm.owner_id()
+    }
+}
+
+/// The pools that [`Comm::use_pool`] made current on a rank, innermost last
+/// (weak: the guards keep them alive, and a `Comm` extension must not hold
+/// a `Comm`).
+#[derive(Default)]
+struct PoolStack(Mutex<Vec<std::sync::Weak<PoolInner>>>);
+
+fn pool_stack(comm: &Comm) -> Result<Arc<PoolStack>> {
+    comm.extension(|_: &PoolStack| true, |_| Ok(PoolStack::default()))
+}
+
+/// The pool `comm.alloc` allocates from now, if a [`PoolGuard`] is alive.
+pub(crate) fn current_pool(comm: &Comm) -> Option<SymmPool> {
+    let stack = pool_stack(comm).ok()?;
+    let s = stack.0.lock().unwrap_or_else(|p| p.into_inner());
+    let inner = s.last()?.upgrade()?;
+    Some(SymmPool { inner })
+}
+
+/// While alive, [`Comm::alloc`] on the rank (and so every symm allocation
+/// made through it, the built-in all-reduce's staging included) takes its
+/// memory from a pool, as PyTorch's `use_mem_pool` does. From
+/// [`Comm::use_pool`]; guards nest, and dropping one restores the pool
+/// before it.
+#[must_use = "the pool is current only while the guard lives"]
+pub struct PoolGuard {
+    comm: Comm,
+    pool: SymmPool,
+}
+
+impl Comm {
+    /// Makes `pool` the one [`alloc`](Comm::alloc) takes memory from on this
+    /// rank (every clone of this `Comm` included), until the guard drops.
+    /// Buffers allocated meanwhile are pool tensors: no rendezvous of their
+    /// own (their segment's), their signal pad their segment's, and
+    /// placement compared across ranks at first collective use. Every rank
+    /// must enter and leave the same scopes at the same points.
+    pub fn use_pool(&self, pool: &SymmPool) -> Result<PoolGuard> {
+        pool_stack(self)?
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::downgrade(&pool.inner));
+        Ok(PoolGuard {
+            comm: self.clone(),
+            pool: pool.clone(),
+        })
+    }
+}
+
+impl Drop for PoolGuard {
+    fn drop(&mut self) {
+        if let Ok(stack) = pool_stack(&self.comm) {
+            let mut s = stack.0.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = s
+                .iter()
+                .rposition(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.pool.inner)))
+            {
+                s.remove(i);
+            }
+        }
     }
 }
 

@@ -61,8 +61,8 @@ pub struct SymmetricMemory {
     /// first collective use runs.
     first_use: Option<Box<crate::memory::pool::FirstUse>>,
     // Dropped after the tables: peers' mappings, then our own allocation
-    // (a view keeps its segment's mapping instead).
-    _parent: Option<Arc<SymmetricMemory>>,
+    // (a view keeps its segment's mapping, and its block of it, instead).
+    _parent: Option<(Arc<SymmetricMemory>, Box<dyn std::any::Any + Send + Sync>)>,
     _peers: Vec<Mapped>,
     _local: Arc<dyn LocalAlloc>,
 }
@@ -372,14 +372,16 @@ fn map_peers(
 impl SymmetricMemory {
     /// `bytes` of `parent` from byte `offset` on, on every rank, as memory
     /// of its own (a pool tensor): `parent`'s pointer tables at an offset,
-    /// its signal pads, and its mapping kept alive. No collective and no
-    /// device work; `first_use` runs before its first collective use.
+    /// its signal pads, and its mapping kept alive, with `keep` (the
+    /// tensor's block). No collective and no device work; `first_use` runs
+    /// before its first collective use.
     pub(crate) fn view(
         parent: &Arc<SymmetricMemory>,
         offset: usize,
         bytes: usize,
         dtype: DType,
         first_use: Option<Box<crate::memory::pool::FirstUse>>,
+        keep: Box<dyn std::any::Any + Send + Sync>,
     ) -> Result<SymmetricMemory> {
         if offset
             .checked_add(bytes)
@@ -419,7 +421,7 @@ impl SymmetricMemory {
             placement: parent.placement.clone(),
             signal_kernels: std::sync::OnceLock::new(),
             first_use,
-            _parent: Some(parent.clone()),
+            _parent: Some((parent.clone(), keep)),
             _peers: Vec::new(),
             _local: parent._local.clone(),
         })
