@@ -764,11 +764,118 @@ fn ce_peer_copies_in_a_graph(world: usize) -> Outcome {
     ))
 }
 
+/// Every rank's input for one call: rank `r`'s element `i` of call `k`
+/// (the same on every rank, so each can check the sum).
+fn pool_input(k: usize, r: usize, i: usize) -> f32 {
+    let h = (k as u32).wrapping_mul(0x9E37_79B9) ^ (r as u32).wrapping_mul(0x85EB_CA6B) ^ i as u32;
+    // A full mantissa: sums round, so a wrong order would show.
+    f32::from_bits(0x3e00_0000 | (h.wrapping_mul(0x27D4_EB2F) >> 9))
+        * if h & 1 == 0 { 1.0 } else { -1.0 }
+}
+
+/// The all-reduce under `use_pool` (its staging a pool tensor), captured
+/// once in a graph and replayed with new inputs: every replay exact, and
+/// the pool makes nothing after the capture (the staging stays at its
+/// offset).
+fn pool_staging_in_a_graph(world: usize) -> Outcome {
+    const REPLAYS: usize = 20;
+    let n = 65_537;
+    gpus(world, T, |comm| {
+        let r = comm.rank();
+        let pool = comm.pool();
+        let _g = comm.use_pool(&pool)?;
+        let buf = comm.alloc::<f32>(n)?;
+        let mut out = comm.alloc::<f32>(n)?;
+        let smem = buf.rendezvous()?;
+        let input = |k: usize| (0..n).map(|i| pool_input(k, r, i)).collect::<Vec<f32>>();
+        buf.copy_from_host(&input(0))?;
+        all_reduce(comm, &smem, &mut out, n)?; // warm-up: staging, first use
+        comm.synchronize()?;
+        let made = pool.stats();
+        let stream = comm.cuda_stream().expect("GPU rank");
+        let drv = |op: &'static str| {
+            move |source| Error::Driver {
+                rank: r,
+                device: comm.device(),
+                op,
+                source,
+            }
+        };
+        stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(drv("begin_capture"))?;
+        all_reduce(comm, &smem, &mut out, n)?;
+        let graph = stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .map_err(drv("end_capture"))?
+            .expect("non-empty graph");
+        for k in 1..=REPLAYS {
+            buf.copy_from_host(&input(k))?;
+            graph.launch().map_err(drv("cuGraphLaunch"))?;
+            comm.synchronize()?;
+            let got = out.to_host()?;
+            for (i, g) in got.iter().enumerate() {
+                let want: f64 = (0..world).map(|q| f64::from(pool_input(k, q, i))).sum();
+                let mag: f64 = (0..world)
+                    .map(|q| f64::from(pool_input(k, q, i)).abs())
+                    .sum();
+                check(comm, (f64::from(*g) - want).abs() <= 1e-6 * mag, || {
+                    format!("replay {k}, element {i}: {g}, float64 {want}")
+                })?;
+            }
+        }
+        check(comm, pool.stats() == made, || {
+            format!(
+                "the pool changed over the replays: {made:?} then {:?}",
+                pool.stats()
+            )
+        })
+    })
+    .map_err(fail)?;
+    Ok(format!(
+        "all-reduce of {n} f32 with pool staging, captured, replayed {REPLAYS}x with new inputs: exact; the pool unchanged"
+    ))
+}
+
+/// A pool whose segments are host memory of NUMA node 0, mapped for the
+/// GPU: pool tensors all-reduce exactly from there too.
+fn pool_on_host_numa(world: usize) -> Outcome {
+    let n = 4099;
+    gpus(world, T, |comm| {
+        let r = comm.rank();
+        let pool = comm.pool_with(Arc::new(symm::DeviceSegments::on_host_numa(0)));
+        let mut t = pool.alloc::<f32>(n)?;
+        t.write(
+            0,
+            &(0..n).map(|i| pool_input(7, r, i)).collect::<Vec<f32>>(),
+        )?;
+        let smem = t.rendezvous()?;
+        all_reduce(comm, &smem, &mut t, n)?;
+        let got = t.to_host()?;
+        for (i, g) in got.iter().enumerate() {
+            let want: f64 = (0..world).map(|q| f64::from(pool_input(7, q, i))).sum();
+            let mag: f64 = (0..world)
+                .map(|q| f64::from(pool_input(7, q, i)).abs())
+                .sum();
+            check(comm, (f64::from(*g) - want).abs() <= 1e-6 * mag, || {
+                format!("element {i}: {g}, float64 {want}")
+            })?;
+        }
+        Ok(())
+    })
+    .map_err(fail)?;
+    Ok(format!(
+        "pool segments on host NUMA node 0: all-reduce of {n} f32 in place exact"
+    ))
+}
+
 type WorldTest = fn(usize) -> Outcome;
 
 fn main() {
-    let tests: [(&str, WorldTest, usize); 8] = [
+    let tests: [(&str, WorldTest, usize); 10] = [
         ("leaks_1000_cycles", leaks, 1),
+        ("pool_staging_in_a_graph", pool_staging_in_a_graph, 1),
+        ("pool_on_host_numa", pool_on_host_numa, 1),
         ("graph_replay_1000", graphs, 1),
         ("frees_while_a_peer_waits", frees_while_a_peer_waits, TWO),
         ("rendezvous_time", rendezvous_time, 1),

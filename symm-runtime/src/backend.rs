@@ -158,7 +158,12 @@ pub(crate) trait Backend: Send + Sync {
     /// Allocation sizes are rounded up to this power of two.
     fn granularity(&self) -> usize;
     /// Creates and maps `size` bytes of symmetric-capable memory.
-    fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
+    fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
+        self.allocate_at(size, None)
+    }
+    /// [`allocate`](Backend::allocate), with the physical memory on host
+    /// NUMA node `numa` where given (still mapped for the device).
+    fn allocate_at(&self, size: usize, numa: Option<u32>) -> Result<Arc<dyn LocalAlloc>>;
     /// Allocates `size` bytes of plain (not symmetric) device memory.
     fn allocate_plain(&self, size: usize) -> Result<Arc<dyn LocalAlloc>>;
     /// `size` bytes at `ptr` that someone else allocated, as this rank's

@@ -194,12 +194,26 @@ pub(crate) fn device(ordinal: usize) -> DrvResult<Arc<CudaDevice>> {
 }
 
 fn allocation_prop(ordinal: usize, fabric: bool) -> sys::CUmemAllocationProp {
+    allocation_prop_at(ordinal, fabric, None)
+}
+
+/// [`allocation_prop`] with the physical memory on host NUMA node `numa`
+/// where given (mapped for, and accessed from, device `ordinal` alike).
+fn allocation_prop_at(ordinal: usize, fabric: bool, numa: Option<u32>) -> sys::CUmemAllocationProp {
     // SAFETY: CUmemAllocationProp is a plain C struct for which all-zero is
     // the documented "no flags" value of every field.
     let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
     prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = ordinal as i32;
+    match numa {
+        None => {
+            prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+            prop.location.id = ordinal as i32;
+        }
+        Some(node) => {
+            prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST_NUMA;
+            prop.location.id = node as i32;
+        }
+    }
     // Exportable as a file descriptor so that one process per GPU can share
     // it, and as a fabric handle (only where asked: not every device can)
     // for processes on other nodes of one NVLink domain.
@@ -854,9 +868,10 @@ impl Mapping {
         owner: Weak<RankStreams>,
         size: usize,
         fabric: bool,
+        numa: Option<u32>,
     ) -> DrvResult<Mapping> {
         dev.bind()?;
-        let prop = allocation_prop(dev.ordinal, fabric);
+        let prop = allocation_prop_at(dev.ordinal, fabric, numa);
         let mut handle: CUmemGenericAllocationHandle = 0;
         // SAFETY: `prop` is initialised; `handle` is a valid out-pointer.
         check("cuMemCreate", unsafe {

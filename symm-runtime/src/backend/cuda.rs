@@ -240,12 +240,13 @@ impl Backend for CudaBackend {
         self.dev.granularity
     }
 
-    fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
+    fn allocate_at(&self, size: usize, numa: Option<u32>) -> Result<Arc<dyn LocalAlloc>> {
         let a = Mapping::create(
             &self.dev,
             self.owner(),
             size,
             self.sharing == Sharing::Fabric,
+            numa,
         )
         .map_err(|e| self.err(e))?;
         Ok(Arc::new(CudaLocal(a)))

@@ -127,7 +127,9 @@ impl Backend for HostBackend {
         HOST_ALIGN
     }
 
-    fn allocate(&self, size: usize) -> Result<Arc<dyn LocalAlloc>> {
+    /// Emulated memory is host memory wherever asked for: the node is not
+    /// modelled.
+    fn allocate_at(&self, size: usize, _numa: Option<u32>) -> Result<Arc<dyn LocalAlloc>> {
         let a = Arc::new(HostAlloc::new(size).ok_or_else(|| Error::InvalidArgument {
             rank: self.rank,
             message: format!("cannot allocate {size} bytes of host memory for the emulator"),

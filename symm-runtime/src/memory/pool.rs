@@ -116,7 +116,7 @@ impl Comm {
     /// allocations ([`DeviceSegments`]). Collective in order, like
     /// [`alloc`](Comm::alloc): it takes the next allocation number.
     pub fn pool(&self) -> SymmPool {
-        self.pool_with(Arc::new(DeviceSegments))
+        self.pool_with(Arc::new(DeviceSegments::default()))
     }
 
     /// [`pool`](Comm::pool) with segments from `segments`.
@@ -427,14 +427,32 @@ pub trait SegmentAllocator: Send + Sync {
 
 /// Segments that are symm's own allocations (as [`Comm::alloc`] makes them
 /// outside [`Comm::use_pool`]: `cuMemCreate` memory on a GPU, shareable
-/// in-process, by fabric handle or by file descriptor).
-pub struct DeviceSegments;
+/// in-process, by fabric handle or by file descriptor), on the rank's
+/// device or, from [`DeviceSegments::on_host_numa`], in host memory.
+#[derive(Default)]
+pub struct DeviceSegments {
+    numa: Option<u32>,
+}
+
+impl DeviceSegments {
+    /// Segments whose physical memory is on host NUMA node `node`, mapped
+    /// for the rank's device as device memory is (`cuMemCreate` with a host
+    /// NUMA location: CUDA 12.2 or later, where the driver supports it;
+    /// otherwise the first allocation fails with the driver's error). The
+    /// emulator's memory is host memory anyway.
+    pub fn on_host_numa(node: u32) -> DeviceSegments {
+        DeviceSegments { numa: Some(node) }
+    }
+}
 
 impl SegmentAllocator for DeviceSegments {
     fn allocate(&self, comm: &Comm, bytes: usize) -> Result<SymmBuffer<u8>> {
         // Not `comm.alloc`, which a current pool (this one, say) would
         // serve.
-        SymmBuffer::new(comm.clone(), comm.next_alloc_id(), bytes)
+        let backend = comm.backend.clone();
+        SymmBuffer::new_in(comm.clone(), comm.next_alloc_id(), bytes, |total| {
+            backend.allocate_at(total, self.numa)
+        })
     }
 }
 
