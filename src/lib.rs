@@ -46,6 +46,7 @@ mod book {
         TutorialAllReduce = "tutorial-all-reduce.md",
         CustomCollectives = "custom-collectives.md",
         Launching = "launching.md",
+        Memory = "memory.md",
         CudaGraphs = "cuda-graphs.md",
         Debugging = "debugging.md",
         Performance = "performance.md",
