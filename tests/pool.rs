@@ -34,14 +34,38 @@ fn opts() -> CommOptions {
     CommOptions::default().with_timeout(Duration::from_secs(60))
 }
 
-/// The seed of this run: `SYMM_POOL_SEED`, or a fresh one; printed.
-fn seed() -> u64 {
-    let seed = std::env::var("SYMM_POOL_SEED")
+/// The fixed seed every run replays.
+const FIXED_SEED: u64 = 0x5EED_2026_1126;
+
+/// The seeds of this run: the fixed one, then `SYMM_POOL_SEED` or a fresh
+/// one; printed, with the start of the sequence each draws.
+fn seeds() -> [u64; 2] {
+    let other = std::env::var("SYMM_POOL_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::rng().random());
-    println!("SYMM_POOL_SEED={seed}");
-    seed
+    for seed in [FIXED_SEED, other] {
+        // The first operations, drawn as `random_run` draws them.
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut live = 0usize;
+        let start: Vec<String> = (0..8)
+            .map(|_| {
+                if live == 0 || (live < 24 && rng.random_bool(0.5)) {
+                    live += 1;
+                    format!("alloc {}B", MAX_BYTES.powf(rng.random::<f64>()).ceil())
+                } else {
+                    let k = rng.random_range(0..live);
+                    live -= 1;
+                    format!("free #{k} of the live")
+                }
+            })
+            .collect();
+        println!(
+            "SYMM_POOL_SEED={seed}: the first draws are {}",
+            start.join(", ")
+        );
+    }
+    [FIXED_SEED, other]
 }
 
 /// FNV-1a over the bits of `v`: what ranks compare.
@@ -144,7 +168,12 @@ fn random_run(c: &Comm, seed: u64) -> symm::Result<Vec<u64>> {
 
 fn random_allocations(world: usize) {
     let Some(r) = ranks(world) else { return };
-    let seed = seed();
+    for seed in seeds() {
+        random_allocations_with(r.clone(), seed);
+    }
+}
+
+fn random_allocations_with(r: symm::Ranks, seed: u64) {
     let out = run(r, opts(), |c| random_run(c, seed))
         .unwrap_or_else(|e| panic!("SYMM_POOL_SEED={seed}: {e}"));
     // A point where no tensor is live skips its all-reduce.
