@@ -793,25 +793,17 @@ fn pool_staging_in_a_graph(world: usize) -> Outcome {
         comm.synchronize()?;
         let made = pool.stats();
         let stream = comm.cuda_stream().expect("GPU rank");
-        let drv = |op: &'static str| {
-            move |source| Error::Driver {
-                rank: r,
-                device: comm.device(),
-                op,
-                source,
-            }
-        };
         stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(drv("begin_capture"))?;
+            .map_err(drv(comm, "begin_capture"))?;
         all_reduce(comm, &smem, &mut out, n)?;
         let graph = stream
             .end_capture(CUgraphInstantiate_flags(0))
-            .map_err(drv("end_capture"))?
+            .map_err(drv(comm, "end_capture"))?
             .expect("non-empty graph");
         for k in 1..=REPLAYS {
             buf.copy_from_host(&input(k))?;
-            graph.launch().map_err(drv("cuGraphLaunch"))?;
+            graph.launch().map_err(drv(comm, "cuGraphLaunch"))?;
             comm.synchronize()?;
             let got = out.to_host()?;
             for (i, g) in got.iter().enumerate() {

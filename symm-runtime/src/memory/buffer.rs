@@ -30,6 +30,16 @@ pub(crate) struct BufInner {
     pooled: Option<crate::memory::pool::PoolTensor<u8>>,
 }
 
+/// Bytes of `len` elements of `T`, or an error on `comm`'s rank.
+fn byte_len<T: Element>(comm: &Comm, len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+        comm.invalid(format!(
+            "{len} elements of {} overflow the address space",
+            T::DTYPE
+        ))
+    })
+}
+
 /// A pool tensor's memory as a [`LocalAlloc`]: its address and size, for
 /// the buffer's accessors (it is never exported; its segment is).
 struct PooledAlloc {
@@ -92,12 +102,7 @@ impl<T: Element> SymmBuffer<T> {
         len: usize,
         allocate: impl FnOnce(usize) -> Result<Arc<dyn LocalAlloc>>,
     ) -> Result<SymmBuffer<T>> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            comm.invalid(format!(
-                "{len} elements of {} overflow the address space",
-                T::DTYPE
-            ))
-        })?;
+        let bytes = byte_len::<T>(&comm, len)?;
         let layout = AllocLayout::new(bytes, comm.backend.granularity()).ok_or_else(|| {
             comm.invalid(format!(
                 "{bytes} bytes plus a signal pad overflow the address space"
@@ -131,12 +136,7 @@ impl<T: Element> SymmBuffer<T> {
         len: usize,
         pool: &crate::memory::pool::SymmPool,
     ) -> Result<SymmBuffer<T>> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            comm.invalid(format!(
-                "{len} elements of {} overflow the address space",
-                T::DTYPE
-            ))
-        })?;
+        let bytes = byte_len::<T>(&comm, len)?;
         let tensor = pool.alloc::<u8>(bytes)?;
         let ptr = tensor.device_ptr();
         let pad = tensor.segment_pad_ptr();
