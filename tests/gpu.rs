@@ -156,7 +156,7 @@ fn graphs(world: usize) -> Outcome {
         comm.synchronize()?;
         let stream = comm.cuda_stream().expect("GPU rank");
         let bump_args = [
-            KernelArg::U64(smem.buffer_ptrs_dev()),
+            KernelArg::U64(smem.buffer_ptrs_dev()?),
             KernelArg::U32(r as u32),
             KernelArg::U32(n as u32),
         ];

@@ -23,6 +23,9 @@ mod testgen;
 #[path = "support/data.rs"]
 mod data;
 
+/// A segment's signal pad, which shares its 2 MiB granules with its data.
+const PAD: usize = symm::layout::SIGNAL_PAD_BYTES;
+
 /// Pool operations (allocations and frees) per run.
 const OPS: usize = 10_000;
 /// An all-reduce on a live tensor every this many operations.
@@ -259,10 +262,14 @@ fn blocks_are_reused_and_segments_trimmed() {
         let big = pool.alloc::<u8>(3 << 20)?;
         assert_eq!(big.place(), (4, 1, 0));
         let s = pool.stats();
-        assert_eq!((s.segments, s.held_bytes), (2, (2 << 20) + (4 << 20)));
+        // Data and signal pad fill whole 2 MiB granules.
+        assert_eq!(
+            (s.segments, s.held_bytes),
+            (2, (2 << 20) + (4 << 20) - 2 * PAD)
+        );
         assert_eq!((s.tensors, s.used_bytes), (3, 640 + 256 + (3 << 20)));
         drop(big);
-        assert_eq!(pool.trim(), 4 << 20);
+        assert_eq!(pool.trim(), (4 << 20) - PAD);
         assert_eq!(pool.stats().segments, 1);
         // Element 0 of every tensor is 128-byte aligned.
         assert_eq!(d.device_ptr() % 128, 0);
@@ -313,7 +320,7 @@ fn hooks_hear_the_snapshot_then_allocations_then_frees() {
         let big = pool.alloc::<u8>(5 << 20)?;
         let other = pool.alloc::<u8>(100)?; // fits segment 0: no event
         drop(big);
-        assert_eq!(pool.trim(), 6 << 20);
+        assert_eq!(pool.trim(), (6 << 20) - PAD);
         let extra = pool.add_hook(|_| {});
         pool.remove_hook(extra);
         // A second hook, kept to the end: it hears the pool's last frees.
@@ -352,11 +359,11 @@ fn hooks_hear_the_snapshot_then_allocations_then_frees() {
         assert_eq!(
             l,
             &[
-                "allocated 0 (2097152 bytes)",
+                "allocated 0 (2064384 bytes)",
                 "registered",
-                "allocated 1 (6291456 bytes)",
-                "freeing 1 (6291456 bytes)",
-                "allocated 2 (2097152 bytes)",
+                "allocated 1 (6258688 bytes)",
+                "freeing 1 (6258688 bytes)",
+                "allocated 2 (4161536 bytes)",
             ],
             "{l:?}"
         );
@@ -405,7 +412,7 @@ fn segments_from_the_users_allocate_and_free_functions() {
         all_reduce(c, &smem, &mut t, n)?;
         let got = t.read(0, n)?;
         drop((big, t, smem));
-        assert_eq!(pool.trim(), (2 << 20) + (4 << 20));
+        assert_eq!(pool.trim(), (2 << 20) + (4 << 20) - 2 * PAD);
         Ok((x, got))
     })
     .unwrap_or_else(|e| panic!("{e}"));
@@ -490,4 +497,118 @@ fn allocations_into_the_pool(world: usize) {
 per_world! {
     allocations_go_into_the_current_pool: allocations_into_the_pool =>
         [world_1, world_2, world_3, world_4, world_8];
+}
+
+/// What the review of the pool found, each now an error or fixed: the
+/// all-reduce's staging in a pool does not keep the rank alive (every
+/// segment is freed once the group ends); a peer copy on a mismatched
+/// tensor is refused; `lookup` never mistakes a segment for a tensor; a
+/// segment allocator that allocates from its own pool is an error, not a
+/// deadlock; nested guards of one pool restore in order.
+#[test]
+fn review_cases() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use symm::{SegmentAllocator, SegmentEvent, SymmBuffer};
+    if !targets::emulator_only() {
+        return;
+    }
+    // The staging under `use_pool`: every segment made is freed with the group.
+    let (made, freed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    run(ranks(2).expect("emulator"), opts(), |c| {
+        let pool = c.pool();
+        let (m, f) = (made.clone(), freed.clone());
+        pool.add_hook(move |e: &SegmentEvent<'_>| {
+            match e {
+                SegmentEvent::Allocated(_) => m.fetch_add(1, Ordering::SeqCst),
+                SegmentEvent::Freeing(_) => f.fetch_add(1, Ordering::SeqCst),
+            };
+        });
+        let _g = c.use_pool(&pool)?;
+        let buf = c.alloc::<f32>(300)?;
+        buf.copy_from_host(&[1.0; 300])?;
+        let smem = buf.rendezvous()?;
+        let mut out = c.alloc::<f32>(300)?;
+        all_reduce(c, &smem, &mut out, 300)?;
+        assert_eq!(out.read(0, 1)?, [2.0]);
+        // `lookup` finds the buffer itself, never its whole segment.
+        let found = c.lookup(buf.device_ptr()).expect("rendezvoused");
+        assert_eq!(found.buffer_size(), 1200);
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let m = made.load(Ordering::SeqCst);
+    assert!(m > 0);
+    assert_eq!(
+        freed.load(Ordering::SeqCst),
+        m,
+        "segments left alive after the group"
+    );
+
+    // A peer copy on a mismatched tensor fails on every rank.
+    let err = run(ranks(2).expect("emulator"), opts(), |c| {
+        let pool = c.pool();
+        let _extra = if c.rank() == 1 {
+            Some(pool.alloc::<u8>(1)?)
+        } else {
+            None
+        };
+        let t = pool.alloc::<f32>(64)?;
+        let smem = t.rendezvous()?;
+        let src = c.device_buffer_from(&[3.0f32; 8])?;
+        smem.copy_to_peer(1 - c.rank(), 0, &src)
+    })
+    .expect_err("mismatched placements");
+    assert_eq!(err.errors.len(), 2, "{err}");
+    assert!(
+        err.errors
+            .iter()
+            .all(|(_, e)| matches!(e, Error::AllocationMismatch { .. })),
+        "{err}"
+    );
+
+    // A pool tensor is not an allocation `lookup` knows.
+    run(ranks(1).expect("emulator"), opts(), |c| {
+        let pool = c.pool();
+        let t = pool.alloc::<f32>(64)?;
+        let _m = t.rendezvous()?;
+        assert!(c.lookup(t.device_ptr()).is_none());
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // A segment allocator that allocates from the pool it serves.
+    struct Reentrant;
+    impl SegmentAllocator for Reentrant {
+        fn allocate(&self, comm: &Comm, bytes: usize) -> symm::Result<SymmBuffer<u8>> {
+            comm.alloc::<u8>(bytes)
+        }
+    }
+    let err = run(ranks(1).expect("emulator"), opts(), |c| {
+        let pool = c.pool_with(Arc::new(Reentrant));
+        let _g = c.use_pool(&pool)?;
+        c.alloc::<u8>(10).map(|_| ())
+    })
+    .expect_err("re-entry");
+    assert!(
+        err.to_string().contains("allocated from that same pool"),
+        "{err}"
+    );
+
+    // Guards [a, b, a]: dropping the outer `a` keeps the inner `a` current.
+    run(ranks(1).expect("emulator"), opts(), |c| {
+        let (a, b) = (c.pool(), c.pool());
+        let ga = c.use_pool(&a)?;
+        let gb = c.use_pool(&b)?;
+        let ga2 = c.use_pool(&a)?;
+        drop(ga);
+        let x = c.alloc::<u8>(1)?;
+        assert_eq!((a.stats().tensors, b.stats().tensors), (1, 0));
+        drop((ga2, x));
+        let y = c.alloc::<u8>(1)?;
+        assert_eq!(b.stats().tensors, 1);
+        drop((gb, y));
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
 }

@@ -168,7 +168,7 @@ pub fn symm_arg<T: Scalar>(
         )));
     }
     Ok(symm_buf_slots(SymmBufArg {
-        ptrs: s.buffer_ptrs_dev(),
+        ptrs: s.shared_ptrs_dev(),
         pads: s.signal_pad_ptrs_dev(),
         rank: s.rank(),
         world: s.world_size(),
@@ -236,7 +236,7 @@ pub unsafe fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
     // emulator runs it to completion inside the launch).
     unsafe {
         SymmBuf::__new(
-            s.buffer_ptrs_dev(),
+            s.shared_ptrs_dev(),
             s.signal_pad_ptrs_dev(),
             s.rank() as u32,
             s.world_size() as u32,

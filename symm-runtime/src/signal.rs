@@ -132,7 +132,7 @@ impl SymmetricMemory {
         let ch = channel.index();
         // The kernels touch only the pads, but get the whole buffer, as bytes.
         let arg = crate::__private_0_1_0::SymmBufArg {
-            ptrs: self.buffer_ptrs_dev(),
+            ptrs: self.shared_ptrs_dev(),
             pads: self.signal_pad_ptrs_dev(),
             rank,
             world,
@@ -147,7 +147,7 @@ impl SymmetricMemory {
         // launch (the emulator runs it to completion inside `launch`).
         let buf = unsafe {
             crate::dsl::SymmBuf::<u8>::__new(
-                self.buffer_ptrs_dev(),
+                self.shared_ptrs_dev(),
                 self.signal_pad_ptrs_dev(),
                 rank as u32,
                 world as u32,

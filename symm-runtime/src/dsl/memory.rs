@@ -759,7 +759,8 @@ impl<T: Scalar> SymmBuf<T> {
         unsafe { Remote::__new(ptr, self.len) }
     }
 
-    /// This rank's own buffer. `(T*)local`.
+    /// This rank's own buffer. `(T*)local` on the GPU (the table's entry
+    /// for this rank plus `off` here, the same address).
     #[track_caller]
     pub fn local(&self) -> Remote<T> {
         self.peer(self.rank)

@@ -21,8 +21,16 @@
 //!
 //! **Reuse is in stream order.** A freed block is handed out again at once:
 //! every use of the new tensor is enqueued on the rank's stream after every
-//! kernel that used the old one (host copies synchronise with the stream
-//! first). Work of other streams must finish before the tensor is freed.
+//! kernel that used the old one (host copies synchronise with that stream
+//! first). Work of other streams must finish before the tensor is freed,
+//! and so must the **peers'** accesses to it: the last collective use of a
+//! tensor must end with every peer done with this rank's memory (an exit
+//! barrier, as the built-in all-reduce has), or a peer may read the next
+//! tensor's data.
+//!
+//! **Tensors of a segment share its signal pad.** Kernels that keep state
+//! in a `SymmBuf`'s pad slots key it by channel: channels requested from
+//! the group keep protocols apart, on a shared pad as on any other.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -40,18 +48,20 @@ use crate::store::StoreError;
 /// cache lines, as [`crate::layout::DATA_ALIGN`] for whole allocations.
 pub const POOL_ALIGN: usize = 128;
 
-/// Bytes of a segment for small tensors: one GPU allocation granule, which
-/// a plain allocation would spend on a single small buffer.
+/// Bytes of a segment for small tensors, its signal pad included: one GPU
+/// allocation granule, which a plain allocation would spend on a single
+/// small buffer.
 pub const SMALL_SEGMENT: usize = 2 << 20;
 
-/// Tensors of at least this many bytes get a segment of their own size
-/// (rounded up to [`SMALL_SEGMENT`]): carving them out of shared segments
-/// would strand large holes, and their allocation cost is small against
-/// their use.
+/// A tensor of at least this many bytes that no segment has room for gets
+/// a new segment of its own size (its data and the segment's signal pad
+/// rounded up to [`SMALL_SEGMENT`]); smaller ones a new segment of
+/// [`SMALL_SEGMENT`]. Either way, existing segments are searched first.
 pub const LARGE_TENSOR: usize = 1 << 20;
 
-/// A caching allocator of symmetric memory on one rank of a group (see the
-/// [module docs](self)). Cloning gives another handle to the same pool.
+/// A caching allocator of symmetric memory on one rank of a group (the
+/// book's Memory chapter explains its placement rule, stream order and
+/// first-use check). Cloning gives another handle to the same pool.
 ///
 /// Collective like [`Comm::alloc`]: every rank makes its pools in the same
 /// order, and allocates and frees from each in the same sequence.
@@ -70,9 +80,11 @@ pub(crate) struct PoolInner {
     /// first-use records are kept under it.
     id: u64,
     state: Mutex<State>,
+    /// Held while the pool grows, one segment at a time.
+    growing: Mutex<()>,
     /// Tensors put to collective use so far on this rank: the index of the
     /// next first-use record.
-    uses: AtomicU64,
+    uses: Arc<AtomicU64>,
 }
 
 #[derive(Default)]
@@ -88,8 +100,6 @@ struct State {
 
 struct Segment {
     smem: Arc<SymmetricMemory>,
-    /// Kept so that the rendezvous cache entry lives as long as the segment.
-    _buf: SymmBuffer<u8>,
     bytes: usize,
     /// Free blocks: offset to size, coalesced.
     free: BTreeMap<usize, usize>,
@@ -99,9 +109,10 @@ struct Segment {
 /// How much a pool holds and hands out, on this rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolStats {
-    /// Bytes of segments held (allocated from the backend).
+    /// Bytes of segment data held (each segment also holds its signal pad,
+    /// so that data and pad fill whole 2 MiB granules).
     pub held_bytes: usize,
-    /// Bytes in live tensors (each rounded up to [`POOL_ALIGN`]).
+    /// Bytes in live tensors (each rounded up to 128 bytes).
     pub used_bytes: usize,
     /// Segments held.
     pub segments: usize,
@@ -127,7 +138,8 @@ impl Comm {
                 id: self.next_alloc_id(),
                 comm: self.clone(),
                 state: Mutex::new(State::default()),
-                uses: AtomicU64::new(0),
+                growing: Mutex::new(()),
+                uses: Arc::new(AtomicU64::new(0)),
                 hooks: Mutex::new(Vec::new()),
                 next_hook: AtomicU64::new(0),
             }),
@@ -151,48 +163,25 @@ impl SymmPool {
                     T::DTYPE
                 ))
             })?;
+        let fit = |st: &State| {
+            st.segments.iter().enumerate().find_map(|(i, s)| {
+                let s = s.as_ref()?;
+                best_fit(&s.free, bytes).map(|off| (i, off))
+            })
+        };
         let mut st = self.inner.lock();
-        let found = st.segments.iter().enumerate().find_map(|(i, s)| {
-            let s = s.as_ref()?;
-            best_fit(&s.free, bytes).map(|off| (i, off))
-        });
         let mut made = None;
-        let (segment, offset) = match found {
+        let (segment, offset) = match fit(&st) {
             Some(f) => f,
             None => {
-                let size = if bytes >= LARGE_TENSOR {
-                    bytes
-                        .checked_next_multiple_of(SMALL_SEGMENT)
-                        .ok_or_else(|| {
-                            comm.invalid(format!("a segment of {bytes} bytes overflows"))
-                        })?
-                } else {
-                    SMALL_SEGMENT
-                };
-                let buf = self.inner.segments.allocate(comm, size)?;
-                if buf.len() < size {
-                    return Err(comm.invalid(format!(
-                        "the segment allocator gave {} bytes for a segment of {size}",
-                        buf.len()
-                    )));
-                }
-                let smem = buf.rendezvous()?;
-                let mut free = BTreeMap::new();
-                free.insert(0, size);
-                made = Some(SegmentInfo {
-                    pool: self.inner.id,
-                    index: st.segments.len(),
-                    bytes: size,
-                    memory: smem.clone(),
-                });
-                st.segments.push(Some(Segment {
-                    smem,
-                    _buf: buf,
-                    bytes: size,
-                    free,
-                    live: 0,
-                }));
-                (st.segments.len() - 1, 0)
+                // Grown outside the segments' lock: the rendezvous may wait
+                // for peers up to the timeout, and tensor drops, stats and
+                // hooks must not wait with it.
+                drop(st);
+                let (index, info) = self.grow(bytes)?;
+                st = self.inner.lock();
+                made = Some(info);
+                (index, 0)
             }
         };
         let seg = st.segments[segment].as_mut().expect("just found or made");
@@ -206,20 +195,19 @@ impl SymmPool {
         st.used += bytes;
         st.allocs += 1;
         let seq = st.allocs - 1;
-        // The hooks of this moment, read under the lock that `add_hook`
-        // takes: a hook added later has this segment in its snapshot.
-        let hooks = made.as_ref().map(|_| self.inner.hooks_now());
         drop(st);
-        if let (Some(info), Some(hooks)) = (made, hooks) {
+        let block = Arc::new(Block {
+            pool: Arc::downgrade(&self.inner),
+            segment,
+            offset,
+            bytes,
+        });
+        if let Some((info, hooks)) = made {
             call(&hooks, &SegmentEvent::Allocated(&info));
         }
         Ok(PoolTensor {
-            block: Arc::new(Block {
-                pool: self.inner.clone(),
-                segment,
-                offset,
-                bytes,
-            }),
+            pool: self.inner.clone(),
+            block,
             seq,
             len,
             segment_smem: smem,
@@ -228,10 +216,80 @@ impl SymmPool {
         })
     }
 
+    /// A new segment with room for `bytes`, rendezvoused, pushed last and
+    /// wholly free; with the hooks to tell of it (read under the segments'
+    /// lock that `add_hook` takes, so a hook added later has it in its
+    /// snapshot instead). One growth at a time per pool.
+    fn grow(&self, bytes: usize) -> Result<(usize, (SegmentInfo, Vec<Hook>))> {
+        let comm = &self.inner.comm;
+        // A segment allocator that allocates from the pool it serves (through
+        // `comm.alloc` while the pool is current) would wait for itself.
+        let me = Arc::as_ptr(&self.inner) as usize;
+        if GROWING.with(|g| g.borrow().contains(&me)) {
+            return Err(comm.invalid(
+                "a pool's segment allocator allocated from that same pool (comm.alloc while \
+                 it is current): allocate segments with symm's own allocator or outside \
+                 use_pool"
+                    .to_string(),
+            ));
+        }
+        let _one = self.inner.growing.lock().unwrap_or_else(|p| p.into_inner());
+        GROWING.with(|g| g.borrow_mut().push(me));
+        let made = (|| {
+            // The data plus its signal pad fill whole 2 MiB granules.
+            let pad = crate::layout::SIGNAL_PAD_BYTES;
+            let size = if bytes >= LARGE_TENSOR {
+                bytes
+                    .checked_add(pad)
+                    .and_then(|b| b.checked_next_multiple_of(SMALL_SEGMENT))
+                    .ok_or_else(|| comm.invalid(format!("a segment of {bytes} bytes overflows")))?
+                    - pad
+            } else {
+                SMALL_SEGMENT - pad
+            };
+            let buf = self.inner.segments.allocate(comm, size)?;
+            if buf.len() < size {
+                return Err(comm.invalid(format!(
+                    "the segment allocator gave {} bytes for a segment of {size}",
+                    buf.len()
+                )));
+            }
+            if buf.comm().owner_id() != comm.owner_id() {
+                return Err(comm.invalid(
+                    "the segment allocator returned memory of another rank or group".to_string(),
+                ));
+            }
+            // The mapping keeps the memory; the buffer itself goes, so the
+            // segment is never found by `Comm::lookup` as one allocation.
+            let smem = buf.rendezvous()?;
+            Ok((size, smem))
+        })();
+        GROWING.with(|g| g.borrow_mut().retain(|&p| p != me));
+        let (size, smem) = made?;
+        let mut st = self.inner.lock();
+        let mut free = BTreeMap::new();
+        free.insert(0, size);
+        let info = SegmentInfo {
+            pool: self.inner.id,
+            index: st.segments.len(),
+            bytes: size,
+            memory: smem.clone(),
+        };
+        st.segments.push(Some(Segment {
+            smem,
+            bytes: size,
+            free,
+            live: 0,
+        }));
+        let hooks = self.inner.hooks_now();
+        Ok((st.segments.len() - 1, (info, hooks)))
+    }
+
     /// Gives every segment that holds no live tensor back to the backend,
-    /// and returns how many bytes that freed on this rank. Collective in
-    /// order (every rank trims at the same point of its sequence), so the
-    /// ranks' segments stay the same.
+    /// and returns how many bytes of segment data that freed on this rank.
+    /// No communication, but part of the sequence every rank must share:
+    /// trim at the same points on every rank, so the ranks' segments stay
+    /// the same.
     pub fn trim(&self) -> usize {
         let mut st = self.inner.lock();
         let mut gone = Vec::new();
@@ -283,7 +341,8 @@ impl SymmPool {
         HookId(id)
     }
 
-    /// Unregisters a hook; it hears of nothing more.
+    /// Unregisters a hook; it hears of nothing that starts after this
+    /// returns.
     pub fn remove_hook(&self, id: HookId) {
         self.inner
             .hooks
@@ -495,12 +554,14 @@ impl SegmentAllocator for FnSegments {
     fn allocate(&self, comm: &Comm, bytes: usize) -> Result<SymmBuffer<u8>> {
         let id = comm.next_alloc_id();
         SymmBuffer::new_in(comm.clone(), id, bytes, |total| {
-            let ptr = (self.alloc)(total).ok_or_else(|| {
+            let ptr = (self.alloc)(total).filter(|&p| p != 0).ok_or_else(|| {
                 comm.invalid(format!(
                     "the segment allocator could not allocate {total} bytes"
                 ))
             })?;
-            if ptr == 0 || ptr % crate::layout::DATA_ALIGN as u64 != 0 {
+            if ptr % crate::layout::DATA_ALIGN as u64 != 0 {
+                // Not ours to keep, but the user's to free.
+                (self.free)(ptr, total);
                 return Err(comm.invalid(format!(
                     "the segment allocator returned {ptr:#x}, which is not {}-byte aligned",
                     crate::layout::DATA_ALIGN
@@ -532,12 +593,14 @@ fn best_fit(free: &BTreeMap<usize, usize>, bytes: usize) -> Option<usize> {
 /// every rank whose sequence of allocations matched. Its block goes back to
 /// the pool once it and every mapping made of it
 /// ([`rendezvous`](Self::rendezvous)) are dropped (see the
-/// [module docs](self) on stream order).
+/// book's Memory chapter on stream order).
 ///
 /// Kernels take it as `&[T]` / `&mut [T]` (it is a
 /// [`DeviceSlice`](crate::DeviceSlice)) and, through
 /// [`rendezvous`](Self::rendezvous), as a `SymmBuf<T>`.
 pub struct PoolTensor<T: Element> {
+    /// Keeps the pool (and its segments) while the tensor lives.
+    pool: Arc<PoolInner>,
     block: Arc<Block>,
     seq: u64,
     len: usize,
@@ -556,7 +619,7 @@ impl<T: Element> std::fmt::Debug for PoolTensor<T> {
             self.block.segment,
             self.block.offset,
             self.len,
-            self.block.pool.comm.rank()
+            self.pool.comm.rank()
         )
     }
 }
@@ -564,7 +627,11 @@ impl<T: Element> std::fmt::Debug for PoolTensor<T> {
 /// A tensor's block of its segment, given back to the pool when the tensor
 /// and every mapping made of it ([`PoolTensor::rendezvous`]) are gone.
 struct Block {
-    pool: Arc<PoolInner>,
+    /// Weak: the all-reduce keeps mappings of its staging in the rank's
+    /// `Comm`, and a strong pool here (which holds the `Comm`) would keep
+    /// the rank alive for ever. A pool already gone has nothing to free
+    /// into; the segment's memory lives on in the mapping.
+    pool: std::sync::Weak<PoolInner>,
     segment: usize,
     offset: usize,
     bytes: usize,
@@ -572,8 +639,15 @@ struct Block {
 
 impl Drop for Block {
     fn drop(&mut self) {
-        self.pool.free(self.segment, self.offset, self.bytes);
+        if let Some(pool) = self.pool.upgrade() {
+            pool.free(self.segment, self.offset, self.bytes);
+        }
     }
+}
+
+thread_local! {
+    /// The pools this thread is growing (see `SymmPool::grow`).
+    static GROWING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl<T: Element> PoolTensor<T> {
@@ -601,13 +675,13 @@ impl<T: Element> PoolTensor<T> {
     /// Copies `src` into elements `offset..offset + src.len()`.
     pub fn write(&self, offset: usize, src: &[T]) -> Result<()> {
         let ptr = self.checked(offset, src.len())?;
-        self.block.pool.comm.backend.write(ptr, as_bytes(src))
+        self.pool.comm.backend.write(ptr, as_bytes(src))
     }
 
     /// Copies elements `offset..offset + len` to the host.
     pub fn read(&self, offset: usize, len: usize) -> Result<Vec<T>> {
         let ptr = self.checked(offset, len)?;
-        read_elems(&*self.block.pool.comm.backend, ptr, len)
+        read_elems(&*self.pool.comm.backend, ptr, len)
     }
 
     /// Copies the whole tensor to the host.
@@ -618,11 +692,7 @@ impl<T: Element> PoolTensor<T> {
     /// Sets every byte of the tensor to `byte`.
     pub fn fill_bytes(&self, byte: u8) -> Result<()> {
         let bytes = self.len * std::mem::size_of::<T>();
-        self.block
-            .pool
-            .comm
-            .backend
-            .fill(self.device_ptr(), byte, bytes)
+        self.pool.comm.backend.fill(self.device_ptr(), byte, bytes)
     }
 
     /// The tensor as every rank sees it, for a `SymmBuf<T>` parameter or
@@ -644,8 +714,14 @@ impl<T: Element> PoolTensor<T> {
         if let Some(s) = self.smem.get() {
             return Ok(s.clone());
         }
+        let comm = &self.pool.comm;
         let check = FirstUse {
-            pool: self.block.pool.clone(),
+            rank: comm.rank(),
+            world: comm.world_size(),
+            prefix: format!("{}/pool/{}", comm.key_prefix(), self.pool.id),
+            store: comm.store().clone(),
+            timeout: comm.options().timeout,
+            uses: self.pool.uses.clone(),
             place: Place {
                 seq: self.seq,
                 segment: self.block.segment as u64,
@@ -671,7 +747,7 @@ impl<T: Element> PoolTensor<T> {
             Some(end) if end <= self.len => {
                 Ok(self.device_ptr() + (offset * std::mem::size_of::<T>()) as u64)
             }
-            _ => Err(self.block.pool.comm.invalid(format!(
+            _ => Err(self.pool.comm.invalid(format!(
                 "elements {offset}..{offset}+{len} are out of bounds for a pool tensor of {}",
                 self.len
             ))),
@@ -679,7 +755,7 @@ impl<T: Element> PoolTensor<T> {
     }
 
     pub(crate) fn owner(&self) -> usize {
-        self.block.pool.comm.owner_id()
+        self.pool.comm.owner_id()
     }
 }
 
@@ -687,7 +763,7 @@ impl<T: Element> PoolTensor<T> {
 /// (weak: the guards keep them alive, and a `Comm` extension must not hold
 /// a `Comm`).
 #[derive(Default)]
-struct PoolStack(Mutex<Vec<std::sync::Weak<PoolInner>>>);
+struct PoolStack(Mutex<Vec<(u64, std::sync::Weak<PoolInner>)>>);
 
 fn pool_stack(comm: &Comm) -> Result<Arc<PoolStack>> {
     comm.extension(|_: &PoolStack| true, |_| Ok(PoolStack::default()))
@@ -697,7 +773,7 @@ fn pool_stack(comm: &Comm) -> Result<Arc<PoolStack>> {
 pub(crate) fn current_pool(comm: &Comm) -> Option<SymmPool> {
     let stack = pool_stack(comm).ok()?;
     let s = stack.0.lock().unwrap_or_else(|p| p.into_inner());
-    let inner = s.last()?.upgrade()?;
+    let inner = s.last()?.1.upgrade()?;
     Some(SymmPool { inner })
 }
 
@@ -709,7 +785,10 @@ pub(crate) fn current_pool(comm: &Comm) -> Option<SymmPool> {
 #[must_use = "the pool is current only while the guard lives"]
 pub struct PoolGuard {
     comm: Comm,
-    pool: SymmPool,
+    /// Keeps the pool while it is current.
+    _pool: SymmPool,
+    /// This guard's entry in the rank's stack (a pool may be current twice).
+    token: u64,
 }
 
 impl Comm {
@@ -720,14 +799,22 @@ impl Comm {
     /// placement compared across ranks at first collective use. Every rank
     /// must enter and leave the same scopes at the same points.
     pub fn use_pool(&self, pool: &SymmPool) -> Result<PoolGuard> {
+        if pool.inner.comm.owner_id() != self.owner_id() {
+            return Err(self.invalid(
+                "use_pool got a pool of another rank or group; make pools from this rank's Comm",
+            ));
+        }
+        static TOKENS: AtomicU64 = AtomicU64::new(0);
+        let token = TOKENS.fetch_add(1, Ordering::Relaxed);
         pool_stack(self)?
             .0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(Arc::downgrade(&pool.inner));
+            .push((token, Arc::downgrade(&pool.inner)));
         Ok(PoolGuard {
             comm: self.clone(),
-            pool: pool.clone(),
+            _pool: pool.clone(),
+            token,
         })
     }
 }
@@ -736,12 +823,7 @@ impl Drop for PoolGuard {
     fn drop(&mut self) {
         if let Ok(stack) = pool_stack(&self.comm) {
             let mut s = stack.0.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(i) = s
-                .iter()
-                .rposition(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.pool.inner)))
-            {
-                s.remove(i);
-            }
+            s.retain(|(t, _)| *t != self.token);
         }
     }
 }
@@ -794,7 +876,17 @@ impl std::fmt::Display for Place {
 
 /// The check a pool tensor's mapping runs at its first collective use.
 pub(crate) struct FirstUse {
-    pool: Arc<PoolInner>,
+    /// What the check needs of the pool, without the pool itself (which
+    /// holds the rank's `Comm`: the all-reduce keeps mappings of its
+    /// staging in that `Comm`, and would keep the rank alive through it).
+    rank: usize,
+    world: usize,
+    /// The store key of the pool's records, and the group's timeout.
+    prefix: String,
+    store: Arc<dyn crate::store::Store>,
+    timeout: std::time::Duration,
+    /// The pool's count of first uses so far.
+    uses: Arc<AtomicU64>,
     place: Place,
     done: OnceLock<std::result::Result<(), String>>,
 }
@@ -804,36 +896,31 @@ impl FirstUse {
     /// every rank's, and fails (the same text on every rank) where they
     /// differ. Once per tensor; later uses repeat the outcome.
     pub(crate) fn run(&self) -> Result<()> {
-        let comm = &self.pool.comm;
         let out = self.done.get_or_init(|| self.exchange());
         out.clone().map_err(|detail| Error::AllocationMismatch {
-            rank: comm.rank(),
+            rank: self.rank,
             detail,
         })
     }
 
     fn exchange(&self) -> std::result::Result<(), String> {
-        let comm = &self.pool.comm;
-        let (rank, world) = (comm.rank(), comm.world_size());
-        let k = self.pool.uses.fetch_add(1, Ordering::Relaxed);
-        let key = |r: usize| format!("{}/pool/{}/use/{k}/{r}", comm.key_prefix(), self.pool.id);
-        let store = comm.store();
+        let (rank, world) = (self.rank, self.world);
+        let k = self.uses.fetch_add(1, Ordering::Relaxed);
+        let key = |r: usize| format!("{}/use/{k}/{r}", self.prefix);
+        let store = &self.store;
         store
             .set(&key(rank), &self.place.encode())
             .map_err(|e| format!("publishing pool tensor {}: {e}", self.place))?;
         let keys: Vec<String> = (0..world).map(key).collect();
-        store
-            .wait(&keys, comm.options().timeout)
-            .map_err(|e| match e {
-                StoreError::Timeout { missing, .. } => format!(
-                    "pool tensor {} is this rank's collective use #{k} of the pool, which \
+        store.wait(&keys, self.timeout).map_err(|e| match e {
+            StoreError::Timeout { missing, .. } => format!(
+                "pool tensor {} is this rank's collective use #{k} of the pool, which \
                      ranks {missing:?} never reached in {:?}; every rank must allocate from the \
                      pool, and use its tensors collectively, in the same sequence",
-                    self.place,
-                    comm.options().timeout
-                ),
-                other => format!("reading the pool's use #{k}: {other}"),
-            })?;
+                self.place, self.timeout
+            ),
+            other => format!("reading the pool's use #{k}: {other}"),
+        })?;
         let mut places = Vec::with_capacity(world);
         for (r, key) in keys.iter().enumerate() {
             let raw = store
@@ -855,7 +942,8 @@ impl FirstUse {
             .collect();
         Err(format!(
             "the pool's collective use #{k} is a different tensor on different ranks ({}); \
-             every rank must allocate from the pool, and free, in the same sequence",
+             every rank must allocate from the pool, free, and first use its tensors \
+             collectively, in the same sequence (from one thread)",
             each.join("; ")
         ))
     }

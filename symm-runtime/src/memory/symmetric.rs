@@ -17,7 +17,7 @@
 //! Keys are never deleted: a group leaves two small entries per rank per
 //! allocation in its store.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, Table};
@@ -45,6 +45,9 @@ pub struct SymmetricMemory {
     /// Bytes from each `buffer_ptrs_dev` entry to this memory: a pool
     /// tensor shares its segment's tables (0 for a whole allocation).
     buffer_offset: u64,
+    /// A pool tensor's own table of `buffer_ptrs`, made when a raw-kernel
+    /// user asks for it ([`buffer_ptrs_dev`](Self::buffer_ptrs_dev)).
+    own_table: Mutex<Option<Table>>,
     backend: Arc<dyn Backend>,
     /// Identifies the rank state of the `Comm` that made the allocation, to
     /// refuse channels of another rank or group. (Not the `Comm` itself:
@@ -334,6 +337,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
         buffer_ptrs_dev,
         signal_pad_ptrs_dev,
         buffer_offset: 0,
+        own_table: Mutex::new(None),
         buffer_ptrs,
         signal_pad_ptrs,
         backend,
@@ -413,6 +417,7 @@ impl SymmetricMemory {
                 _keep: Box::new(()),
             },
             buffer_offset: parent.buffer_offset + offset as u64,
+            own_table: Mutex::new(None),
             buffer_ptrs,
             signal_pad_ptrs: parent.signal_pad_ptrs.clone(),
             backend: parent.backend.clone(),
@@ -474,15 +479,31 @@ impl SymmetricMemory {
         &self.signal_pad_ptrs
     }
 
-    /// Device address of a `u64[world_size]` array of every rank's buffer
-    /// address, to which [`buffer_offset`](Self::buffer_offset) is added:
-    /// a pool tensor shares its segment's array.
-    pub fn buffer_ptrs_dev(&self) -> u64 {
+    /// Device address of a `u64[world_size]` array of
+    /// [`buffer_ptrs`](Self::buffer_ptrs), for raw kernels. A pool tensor's
+    /// is made (once) on first call, and its placement is checked against
+    /// every rank's first (the call is its first collective use).
+    pub fn buffer_ptrs_dev(&self) -> Result<u64> {
+        self.before_collective_use()?;
+        if self.buffer_offset == 0 {
+            return Ok(self.buffer_ptrs_dev.ptr);
+        }
+        let mut own = self.own_table.lock().unwrap_or_else(|p| p.into_inner());
+        if own.is_none() {
+            *own = Some(self.backend.table(&self.buffer_ptrs)?);
+        }
+        Ok(own.as_ref().map_or(0, |t| t.ptr))
+    }
+
+    /// The device table kernels' `SymmBuf` carries: every rank's address
+    /// of the allocation this memory lies in (its pool segment, for a
+    /// tensor), to which [`buffer_offset`](Self::buffer_offset) is added.
+    pub(crate) fn shared_ptrs_dev(&self) -> u64 {
         self.buffer_ptrs_dev.ptr
     }
 
-    /// Bytes to add to each entry of [`buffer_ptrs_dev`](Self::buffer_ptrs_dev)
-    /// to reach this memory: its offset in its pool segment, or 0.
+    /// This memory's offset in its pool segment (0 for a whole allocation):
+    /// what kernels' `SymmBuf` adds to its segment's addresses.
     pub fn buffer_offset(&self) -> u64 {
         self.buffer_offset
     }
@@ -495,6 +516,7 @@ impl SymmetricMemory {
     /// A typed view of rank `peer`'s buffer. `T` need not be the allocation's
     /// element type: the bytes are reinterpreted, as torch's `get_buffer` does.
     pub fn peer_buffer<T: Element>(&self, peer: usize) -> Result<PeerBuffer<'_, T>> {
+        self.before_collective_use()?;
         self.check_rank("peer", peer)?;
         Ok(PeerBuffer {
             smem: self,
@@ -520,6 +542,7 @@ impl SymmetricMemory {
         offset: usize,
         src: &(impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
+        self.before_collective_use()?;
         let b = self.binder();
         let s = b.bind("src", src)?;
         let at = self.peer_range::<T>(peer, offset, s.len())?;
@@ -537,6 +560,7 @@ impl SymmetricMemory {
         offset: usize,
         dst: &mut (impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
+        self.before_collective_use()?;
         let b = self.binder();
         let d = b.bind_mut("dst", dst)?;
         let at = self.peer_range::<T>(peer, offset, d.len())?;
