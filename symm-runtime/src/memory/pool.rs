@@ -536,9 +536,12 @@ impl FnSegments {
     /// Every address `alloc` returns must be memory of the rank's device
     /// (host memory on the emulator) of at least the bytes asked for,
     /// aligned to 128 bytes, valid and used by nothing else until `free`
-    /// gets it; on a GPU, `cuMemCreate` memory mapped on the rank's device
-    /// (what `ncclMemAlloc` returns), which peers map by its handle, so
-    /// ranks must be threads of one process.
+    /// gets it. On a GPU it must be the start of one `cuMemCreate`
+    /// allocation of at least that size, mapped on the rank's device (what
+    /// `ncclMemAlloc` returns; never an address inside a larger one, since
+    /// peers map the whole allocation from its handle), and `free` must
+    /// release it with `cuMemUnmap` and `cuMemRelease`, which leaves it to
+    /// the peers that still map it; ranks must be threads of one process.
     pub unsafe fn new(
         alloc: impl Fn(usize) -> Option<u64> + Send + Sync + 'static,
         free: impl Fn(u64, usize) + Send + Sync + 'static,
@@ -793,7 +796,9 @@ pub struct PoolGuard {
 
 impl Comm {
     /// Makes `pool` the one [`alloc`](Comm::alloc) takes memory from on this
-    /// rank (every clone of this `Comm` included), until the guard drops.
+    /// rank, until the guard drops: for every thread that allocates through
+    /// this `Comm` or a clone of it (unlike PyTorch's `use_mem_pool`, which
+    /// is per thread), so allocate from one thread while a guard lives.
     /// Buffers allocated meanwhile are pool tensors: no rendezvous of their
     /// own (their segment's), their signal pad their segment's, and
     /// placement compared across ranks at first collective use. Every rank
