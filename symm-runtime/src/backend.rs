@@ -55,8 +55,24 @@ impl std::fmt::Display for BackendKind {
     }
 }
 
-/// What frees memory someone else allocated (see [`Backend::adopt`]), once.
-pub(crate) type ForeignFree = std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>;
+/// What frees memory someone else allocated (see [`Backend::adopt`]): run
+/// once, when this is dropped.
+pub(crate) struct ForeignFree(std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl ForeignFree {
+    pub(crate) fn new(free: Box<dyn FnOnce() + Send>) -> ForeignFree {
+        ForeignFree(std::sync::Mutex::new(Some(free)))
+    }
+}
+
+impl Drop for ForeignFree {
+    fn drop(&mut self) {
+        let free = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(free) = free {
+            free();
+        }
+    }
+}
 
 /// One rank's own physical allocation, mapped for itself.
 pub(crate) trait LocalAlloc: Send + Sync {

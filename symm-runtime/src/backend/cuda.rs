@@ -175,20 +175,12 @@ struct CudaLocal(Mapping);
 
 struct CudaPlain(DeviceMem);
 
-/// Memory of the user's segment allocator, freed by the user's function.
+/// Memory of the user's segment allocator, freed by the user's function
+/// when this is dropped.
 struct CudaForeign {
     ptr: u64,
     size: usize,
-    free: super::ForeignFree,
-}
-
-impl Drop for CudaForeign {
-    fn drop(&mut self) {
-        let free = self.free.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(free) = free {
-            free();
-        }
-    }
+    _free: super::ForeignFree,
 }
 
 impl LocalAlloc for CudaForeign {
@@ -266,7 +258,7 @@ impl Backend for CudaBackend {
         Ok(Arc::new(CudaForeign {
             ptr,
             size,
-            free: std::sync::Mutex::new(Some(free)),
+            _free: super::ForeignFree::new(free),
         }))
     }
 

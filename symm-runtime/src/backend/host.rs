@@ -62,10 +62,8 @@ impl Drop for HostAlloc {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(self.ptr as u64));
-        if let Some(free) = &self.foreign {
-            if let Some(free) = free.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                free();
-            }
+        if self.foreign.is_some() {
+            // The user's free runs as the field drops.
             return;
         }
         // SAFETY: allocated in `new` with this layout; freed only here.
@@ -164,7 +162,7 @@ impl Backend for HostBackend {
         let a = Arc::new(HostAlloc {
             ptr: ptr as *mut u8,
             layout,
-            foreign: Some(Mutex::new(Some(free))),
+            foreign: Some(super::ForeignFree::new(free)),
         });
         registry()
             .lock()

@@ -1007,7 +1007,7 @@ impl<T: Element> DeviceSlice<T> for DeviceBuffer<T> {
 
 /// Address of elements `offset..offset + n` of a `len`-element buffer at
 /// `base`, or an error naming `what`.
-fn checked<T: Element>(
+pub(crate) fn checked<T: Element>(
     comm: &Comm,
     base: u64,
     len: usize,

@@ -746,15 +746,14 @@ impl<T: Element> PoolTensor<T> {
     }
 
     fn checked(&self, offset: usize, len: usize) -> Result<u64> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len => {
-                Ok(self.device_ptr() + (offset * std::mem::size_of::<T>()) as u64)
-            }
-            _ => Err(self.pool.comm.invalid(format!(
-                "elements {offset}..{offset}+{len} are out of bounds for a pool tensor of {}",
-                self.len
-            ))),
-        }
+        crate::memory::buffer::checked::<T>(
+            &self.pool.comm,
+            self.device_ptr(),
+            self.len,
+            offset,
+            len,
+            "pool tensor",
+        )
     }
 
     pub(crate) fn owner(&self) -> usize {
