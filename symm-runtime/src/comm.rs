@@ -96,9 +96,8 @@ pub struct Comm {
     options: Arc<CommOptions>,
     pub(crate) backend: Arc<dyn Backend>,
     state: Arc<RankState>,
-    /// Identifies the group in this process: the store's address, and
-    /// `<group>/<generation>`, which every store key of the group starts
-    /// with. Kept whole, so that a launch borrows it rather than build it.
+    /// The group in this process: `<group>/<generation>`, which every store
+    /// key of the group starts with, and the emulator's state of it.
     group: crate::emulator::GroupKey,
 }
 
@@ -169,7 +168,7 @@ impl Comm {
             }
             None => Placement::alone(world_size),
         };
-        let group = (Arc::as_ptr(&store) as *const () as usize, prefix);
+        let group = crate::emulator::GroupKey::of(&store, prefix);
         Ok(Comm {
             rank,
             world_size,
@@ -189,7 +188,7 @@ impl Comm {
 
     /// Prefix of this group's store keys.
     pub(crate) fn key_prefix(&self) -> &str {
-        &self.group.1
+        &self.group.prefix
     }
 
     /// Identifies the group in this process (the emulator keeps per-group

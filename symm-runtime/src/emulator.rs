@@ -60,22 +60,41 @@ impl Group {
     }
 }
 
-/// Identifies a group of ranks in this process: (address of its store, its
-/// key prefix).
-pub(crate) type GroupKey = (usize, Arc<str>);
+/// A group of ranks in this process, as the emulator knows it: the key
+/// prefix every store key of the group starts with, and the group's state.
+#[derive(Clone)]
+pub(crate) struct GroupKey {
+    pub(crate) prefix: Arc<str>,
+    pub(crate) state: Arc<Group>,
+}
 
-/// The state of the group `key`.
-pub(crate) fn group(key: &GroupKey) -> Arc<Group> {
-    type Groups = Mutex<HashMap<GroupKey, Arc<Group>>>;
-    static GROUPS: OnceLock<Groups> = OnceLock::new();
-    let mut map = GROUPS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if let Some(g) = map.get(key) {
-        return g.clone();
+impl GroupKey {
+    /// The group of ranks that joined `store` under `prefix`: the same
+    /// state for every rank of it, and fresh state for any other group.
+    pub(crate) fn of(store: &Arc<dyn crate::store::Store>, prefix: Arc<str>) -> GroupKey {
+        // Keyed by the store's address, and holding a weak reference to it:
+        // a weak reference keeps the address from being reused, so a later
+        // store at the same address (the next test's, once this one is
+        // freed) cannot inherit this group's counts, which would make its
+        // ranks look settled and a busy rank's peers look hung. Entries of
+        // freed stores go on the next lookup.
+        type Groups = Mutex<
+            HashMap<(usize, Arc<str>), (std::sync::Weak<dyn crate::store::Store>, Arc<Group>)>,
+        >;
+        static GROUPS: OnceLock<Groups> = OnceLock::new();
+        let mut map = GROUPS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, (store, _)| store.strong_count() > 0);
+        let addr = Arc::as_ptr(store) as *const () as usize;
+        let state = map
+            .entry((addr, prefix.clone()))
+            .or_insert_with(|| (Arc::downgrade(store), Arc::default()))
+            .1
+            .clone();
+        GroupKey { prefix, state }
     }
-    map.entry(key.clone()).or_default().clone()
 }
 
 /// Marks a rank's work over when dropped (also by unwinding), so peers
@@ -312,7 +331,7 @@ pub(crate) fn run(
         block,
         stall: stall(kernel_timeout),
         world,
-        group: group(group_key),
+        group: group_key.state.clone(),
     };
     // Entering a launch is progress: a peer that has waited longer than the
     // stall window while this rank was busy on the host must not take the
@@ -700,4 +719,30 @@ fn ranges(v: &[u32]) -> String {
         i = j + 1;
     }
     out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{InProcessStore, Store};
+
+    /// A group on a new store never inherits a finished group's counts,
+    /// even where the allocator hands the new store the old one's address
+    /// (which, keyed by address alone, made every later group look settled).
+    #[test]
+    fn a_new_store_starts_a_new_group() {
+        let prefix: Arc<str> = "default/1".into();
+        for _ in 0..100 {
+            let old: Arc<dyn Store> = Arc::new(InProcessStore::new());
+            let a = GroupKey::of(&old, prefix.clone());
+            let b = GroupKey::of(&old, prefix.clone());
+            assert!(Arc::ptr_eq(&a.state, &b.state), "one group, one state");
+            a.state.finished.fetch_add(3, Ordering::AcqRel);
+            drop((a, b, old));
+            let new: Arc<dyn Store> = Arc::new(InProcessStore::new());
+            let c = GroupKey::of(&new, prefix.clone());
+            assert_eq!(c.state.finished.load(Ordering::Acquire), 0);
+            assert!(!c.state.all_settled(2));
+        }
+    }
 }

@@ -182,9 +182,8 @@ where
                             }
                             Ranks::Emulator(_) => Comm::emulated(rank, world, store, options)?,
                         };
-                        let _finished = matches!(ranks, Ranks::Emulator(_)).then(|| {
-                            crate::emulator::FinishGuard(crate::emulator::group(comm.group_key()))
-                        });
+                        let _finished = matches!(ranks, Ranks::Emulator(_))
+                            .then(|| crate::emulator::FinishGuard(comm.group_key().state.clone()));
                         f(&comm)
                     })
             })
