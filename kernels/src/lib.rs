@@ -7,10 +7,11 @@
 extern crate symm_runtime as symm;
 
 pub mod all_reduce;
-mod collectives;
+pub mod collectives;
+mod samples;
 pub mod tutorial;
 
 pub use all_reduce::{
     all_reduce as one_shot_all_reduce, one_shot_all_reduce as one_shot_all_reduce_kernel,
 };
-pub use collectives::{broadcast, ping_pong, ring_all_gather};
+pub use samples::{broadcast, ping_pong, ring_all_gather};

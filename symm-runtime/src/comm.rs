@@ -191,6 +191,13 @@ impl Comm {
         &self.group.prefix
     }
 
+    /// A store key of this group's own: `suffix` under the prefix that
+    /// every key of the group starts with, so that a library exchanging
+    /// through the store never meets another group's keys on a shared store.
+    pub fn store_key(&self, suffix: &str) -> String {
+        format!("{}/{suffix}", self.key_prefix())
+    }
+
     /// Identifies the group in this process (the emulator keeps per-group
     /// state under it).
     pub(crate) fn group_key(&self) -> &crate::emulator::GroupKey {

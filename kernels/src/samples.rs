@@ -1,4 +1,6 @@
-//! Small collectives over symmetric memory.
+//! Small sample collectives over symmetric memory: the kernels the book's
+//! custom-collectives chapter reads. The host-level collectives are in
+//! [`crate::collectives`].
 
 use symm::dsl::*;
 use symm::symm_kernel;

@@ -1,0 +1,487 @@
+//! The kernels of the collective set, in the DSL. Each is a pull: every
+//! rank passes an entry barrier (every input is ready), loads what it needs
+//! from its peers' symmetric inputs, and passes an exit barrier (no peer
+//! still reads its input) before it ends, so the caller may overwrite the
+//! input as soon as the call is over, and calls may run back to back with
+//! no host synchronisation. The counter and both barriers live on channel
+//! `ch` of the input's signal pad ([`symm::dsl::sync`]); `ch` is the one
+//! channel the collectives reserve from the group.
+//!
+//! Copies move elements bit for bit, in 16-byte vectors (`V` elements)
+//! where a span's source and destination offsets allow, so any element
+//! type works. Reductions load every rank's elements, combine them in f32
+//! in rank order 0, 1, … (every rank gets the same bits) and round once.
+
+use symm::dsl::*;
+use symm::symm_kernel;
+
+use crate::all_reduce::enter_call;
+
+/// Copies elements `src[src_off..src_off + len]` to `dst[dst_off..]`, this
+/// thread's share of a grid-stride loop starting at `first` with step
+/// `stride`: 16-byte vectors where both offsets are multiples of `V`, else
+/// element by element.
+#[symm_kernel(device)]
+pub fn copy_span<T: Scalar, const V: usize>(
+    src: Remote<T>,
+    src_off: u32,
+    dst: SliceMut<T>,
+    dst_off: u32,
+    len: u32,
+    first: u32,
+    stride: u32,
+) {
+    let v = V as u32;
+    let mut done: u32 = 0;
+    if src_off % v == 0 && dst_off % v == 0 {
+        let vecs = len / v;
+        let mut i = first;
+        while i < vecs {
+            let x: [T; V] = src.load_vec::<V>(src_off + i * v);
+            dst.store_vec::<V>(dst_off + i * v, x);
+            i += stride;
+        }
+        done = vecs * v;
+    }
+    let mut j = done + first;
+    while j < len {
+        dst[dst_off + j] = src[src_off + j];
+        j += stride;
+    }
+}
+
+/// All-gather: rank p's `n` elements land at `out[p * n..]` on every rank.
+/// They are read from `input[0..n]` of rank p, or from `input[p * n..]`
+/// where `in_place` is 1 (then `out` is this rank's `input` itself, and its
+/// own chunk is already in place).
+#[symm_kernel]
+pub fn all_gather_pull<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    in_place: u32,
+    ch: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let call = call_begin(input, ch);
+    enter_barrier(input, ch, call);
+    for k in 0..world {
+        // Every rank starts with a different peer, so the peers' links
+        // share the load.
+        let p = (rank + k) % world;
+        if in_place == 0u32 || p != rank {
+            let src_off = if in_place == 1u32 { p * n } else { 0u32 };
+            copy_span::<T, V>(
+                input.peer(p),
+                src_off,
+                out,
+                p * n,
+                n,
+                grid_thread(),
+                grid_threads(),
+            );
+        }
+    }
+    exit_barrier(input, ch, call);
+    call_end(input, ch, call);
+}
+
+/// Broadcast: rank `root`'s `input[0..n]` lands in `out[0..n]` on every
+/// rank, except where `skip` is 1 (the root's `out` is its input).
+#[symm_kernel]
+pub fn broadcast_pull<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    root: u32,
+    skip: u32,
+    ch: u32,
+) {
+    enter_call();
+    let call = call_begin(input, ch);
+    enter_barrier(input, ch, call);
+    if skip == 0u32 {
+        copy_span::<T, V>(
+            input.peer(root),
+            0u32,
+            out,
+            0u32,
+            n,
+            grid_thread(),
+            grid_threads(),
+        );
+    }
+    exit_barrier(input, ch, call);
+    call_end(input, ch, call);
+}
+
+/// All-to-all with equal splits: rank p's `input[r * m..(r + 1) * m]`
+/// lands at `out[p * m..]` of rank r.
+#[symm_kernel]
+pub fn all_to_all_pull<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    out: &mut [T],
+    m: u32,
+    ch: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let call = call_begin(input, ch);
+    enter_barrier(input, ch, call);
+    for k in 0..world {
+        let p = (rank + k) % world;
+        copy_span::<T, V>(
+            input.peer(p),
+            rank * m,
+            out,
+            p * m,
+            m,
+            grid_thread(),
+            grid_threads(),
+        );
+    }
+    exit_barrier(input, ch, call);
+    call_end(input, ch, call);
+}
+
+/// Entries per block in a rank's all-to-all `meta` buffer: the rank's send
+/// splits (`0..8`), the splits it expects to receive or all ones where the
+/// kernel reports them instead (`8..16`), its output's capacity (`16`) and
+/// its input's length (`17`).
+/// Each block publishes and reads its own copy, because each block's
+/// barriers order only that block: a block's next call may rewrite its
+/// copy only after the same block of every rank passed this call's exit.
+#[symm_kernel(device)]
+pub fn meta_entries() -> u32 {
+    32u32
+}
+
+/// All-to-all with split sizes: rank p sends `input[off..off + s]` to rank
+/// r, where `s` is p's split r and `off` the sum of p's splits before r; it
+/// lands after everything from lower ranks in r's `out`. Each rank's splits
+/// come from `splits[0..world]` (device memory, where `dev` is 1) or from
+/// the packed parameters `s0..s7` (split in the low 32 bits, the split
+/// expected back in the high 32); every rank publishes them in its `meta`
+/// before the entry barrier, so each reads every rank's (the same data on
+/// every rank) and checks the whole exchange: a split that another rank
+/// does not expect, or a rank whose output is too small, fails the kernel
+/// on every rank alike. `report[0..world]` gets the sizes received and
+/// `report[world..2 × world]` their offsets in `out`.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    meta: SymmBuf<u64>,
+    out: &mut [T],
+    out_cap: u32,
+    splits: &[u64],
+    dev: u32,
+    report: &mut [u64],
+    s0: u64,
+    s1: u64,
+    s2: u64,
+    s3: u64,
+    s4: u64,
+    s5: u64,
+    s6: u64,
+    s7: u64,
+    ch: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let call = call_begin(input, ch);
+    let m = meta_entries();
+    let base = block_idx_x() * m;
+    let mine = meta.local();
+    if thread_idx_x() == 0u32 {
+        let packed: [u64; 8] = [s0, s1, s2, s3, s4, s5, s6, s7];
+        for q in 0..8u32 {
+            let mut send: u64 = 0;
+            let mut expect: u64 = 0xFFFF_FFFFu64;
+            if q < world {
+                if dev == 1u32 {
+                    send = splits[q];
+                } else {
+                    send = packed[q] & 0xFFFF_FFFFu64;
+                    expect = packed[q] >> 32u32;
+                }
+            }
+            mine.store(base + q, send, StoreOrder::Relaxed, Scope::System);
+            mine.store(base + 8u32 + q, expect, StoreOrder::Relaxed, Scope::System);
+        }
+        mine.store(
+            base + 16u32,
+            out_cap as u64,
+            StoreOrder::Relaxed,
+            Scope::System,
+        );
+        mine.store(
+            base + 17u32,
+            input.len() as u64,
+            StoreOrder::Relaxed,
+            Scope::System,
+        );
+    }
+    // The barrier's release (after a block-wide sync) publishes the meta
+    // that thread 0 wrote.
+    enter_barrier(input, ch, call);
+    // Every rank's send splits, as this rank sees them (from each rank's
+    // own meta, so the same values on every rank).
+    let mut sends: [u64; 64] = [0u64; 64];
+    for p in 0..world {
+        let theirs = meta.peer(p);
+        for q in 0..world {
+            sends[p * 8u32 + q] = theirs.load(base + q, LoadOrder::Relaxed, Scope::System);
+        }
+    }
+    // The whole exchange, checked identically on every rank: what each
+    // rank sends fits its input, what each receives fits its output, and
+    // each receives what it expects.
+    let mut ok = true;
+    for p in 0..world {
+        let mut sent: u64 = 0;
+        for q in 0..world {
+            sent += sends[p * 8u32 + q];
+        }
+        let len = meta
+            .peer(p)
+            .load(base + 17u32, LoadOrder::Relaxed, Scope::System);
+        if sent > len {
+            ok = false;
+        }
+    }
+    for q in 0..world {
+        let theirs = meta.peer(q);
+        let mut total: u64 = 0;
+        for p in 0..world {
+            let s = sends[p * 8u32 + q];
+            let want = theirs.load(base + 8u32 + p, LoadOrder::Relaxed, Scope::System);
+            if want != 0xFFFF_FFFFu64 && want != s {
+                ok = false;
+            }
+            if s >= 0xFFFF_FFFFu64 {
+                ok = false;
+            }
+            total += s;
+        }
+        let cap = theirs.load(base + 16u32, LoadOrder::Relaxed, Scope::System);
+        if total > cap {
+            ok = false;
+        }
+    }
+    kernel_assert!(
+        ok,
+        "all_to_all: the ranks' split sizes disagree (a rank sends a size that its receiver does not expect), or a rank's output is too small for what it receives"
+    );
+    let mut at: u32 = 0;
+    for p in 0..world {
+        let mut off: u32 = 0;
+        for q in 0..rank {
+            off += sends[p * 8u32 + q] as u32;
+        }
+        let len = sends[p * 8u32 + rank] as u32;
+        copy_span::<T, V>(
+            input.peer(p),
+            off,
+            out,
+            at,
+            len,
+            grid_thread(),
+            grid_threads(),
+        );
+        if dev == 1u32 && grid_thread() == 0u32 {
+            report[p] = len as u64;
+            report[world + p] = at as u64;
+        }
+        at += len;
+    }
+    exit_barrier(input, ch, call);
+    call_end(input, ch, call);
+}
+
+/// `a` combined with `b` by reduce op `OP` (0 sum and 1 avg, which adds
+/// and divides at the end, 2 min, 3 max, 4 product), in f32. Min and max
+/// follow IEEE 754-2019 `minimum`/`maximum`: a NaN operand gives that NaN
+/// (the first in rank order), and −0 is below +0.
+#[symm_kernel(device)]
+pub fn combine<const OP: usize>(a: f32, b: f32) -> f32 {
+    let mut r = a + b;
+    if OP == 4 {
+        r = a * b;
+    } else if OP == 2 || OP == 3 {
+        if a != a {
+            r = a;
+        } else if b != b {
+            r = b;
+        } else if a == b {
+            // Equal: only zeros differ in bits (their signs); OR keeps a
+            // minus sign for min, AND drops it for max.
+            let x = a.to_bits32();
+            let y = b.to_bits32();
+            r = f32::from_bits32(if OP == 2 { x | y } else { x & y });
+        } else if OP == 2 {
+            r = if b < a { b } else { a };
+        } else {
+            r = if b > a { b } else { a };
+        }
+    }
+    r
+}
+
+/// Reduce-scatter: rank r gets, in `out[0..len]`, the reduction by `OP`
+/// of elements `r * chunk..r * chunk + len` of every rank's `input`, where
+/// `len` is `chunk` but for the last ranks (the rest of `n`, maybe none).
+#[symm_kernel]
+pub fn reduce_scatter_pull<T: Scalar, const V: usize, const OP: usize>(
+    input: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    chunk: u32,
+    ch: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let call = call_begin(input, ch);
+    enter_barrier(input, ch, call);
+    let start = rank * chunk;
+    let mut len: u32 = 0;
+    if start < n {
+        len = n - start;
+        if len > chunk {
+            len = chunk;
+        }
+    }
+    let v = V as u32;
+    let mut done: u32 = 0;
+    if start % v == 0u32 {
+        let vecs = len / v;
+        let mut i = grid_thread();
+        while i < vecs {
+            let res = reduce_vec::<T, V, OP>(input, start + i * v, world);
+            out.store_vec::<V>(i * v, res);
+            i += grid_threads();
+        }
+        done = vecs * v;
+    }
+    let mut j = done + grid_thread();
+    while j < len {
+        out[j] = reduce_one::<T, OP>(input, start + j, world);
+        j += grid_threads();
+    }
+    exit_barrier(input, ch, call);
+    call_end(input, ch, call);
+}
+
+/// The reduction `acc` of `world` ranks' elements, rounded once to `T`:
+/// divided by `world` first for avg.
+#[symm_kernel(device)]
+pub fn finish<T: Scalar, const OP: usize>(acc: f32, world: u32) -> T {
+    let mut r = acc;
+    if OP == 1 {
+        r = acc / world as f32;
+    }
+    T::from_f32(r)
+}
+
+/// Elements `i..i + V` (one 16-byte vector) of every rank's `input`,
+/// reduced by `OP` in f32 in rank order and rounded once: all loads issued
+/// before any arithmetic.
+#[symm_kernel(device)]
+pub fn reduce_vec<T: Scalar, const V: usize, const OP: usize>(
+    input: SymmBuf<T>,
+    i: u32,
+    world: u32,
+) -> [T; V] {
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut vals: [[T; V]; 8] = [zero; 8];
+    for p in 0..world {
+        vals[p] = input.peer(p).load_vec::<V>(i);
+    }
+    let mut acc: [f32; V] = [0.0f32; V];
+    for k in 0..V {
+        acc[k] = vals[0][k].to_f32();
+    }
+    for p in 1..world {
+        for k in 0..V {
+            acc[k] = combine::<OP>(acc[k], vals[p][k].to_f32());
+        }
+    }
+    let mut res: [T; V] = zero;
+    for k in 0..V {
+        res[k] = finish::<T, OP>(acc[k], world);
+    }
+    res
+}
+
+/// Element `i` of every rank's `input`, reduced as [`reduce_vec`] does.
+#[symm_kernel(device)]
+pub fn reduce_one<T: Scalar, const OP: usize>(input: SymmBuf<T>, i: u32, world: u32) -> T {
+    let mut acc = input.peer(0)[i].to_f32();
+    for p in 1..world {
+        acc = combine::<OP>(acc, input.peer(p)[i].to_f32());
+    }
+    finish::<T, OP>(acc, world)
+}
+
+/// All-reduce by `OP`, two-shot: rank r reduces chunk r of the 16-byte
+/// vectors of every rank's `input` and pushes the result into every
+/// rank's `scratch` at the same place; after the exit barrier each rank
+/// copies the whole result to `out`. Every phase walks chunk-local indices
+/// with the same (block, thread) stride, so what block b copies out was
+/// pushed by block b of each rank, which block b's barriers order (a
+/// rank's next call pushes there only after this block of every rank
+/// entered it, so finished copying). `out` may be this rank's `input`: it
+/// is written only after every rank finished reading.
+#[symm_kernel]
+pub fn all_reduce_op_two_shot<T: Scalar, const V: usize, const OP: usize>(
+    input: SymmBuf<T>,
+    scratch: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    ch: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let call = call_begin(input, ch);
+    enter_barrier(input, ch, call);
+    let v = V as u32;
+    let vecs = n / v;
+    let chunk = (vecs + world - 1) / world;
+    let mut j = grid_thread();
+    while j < chunk && rank * chunk + j < vecs {
+        let i = (rank * chunk + j) * v;
+        let res = reduce_vec::<T, V, OP>(input, i, world);
+        for r in 0..world {
+            scratch.peer(r).store_vec::<V>(i, res);
+        }
+        j += grid_threads();
+    }
+    // The tail that does not fill a vector (fewer than V elements, so at
+    // most one per thread): every rank reduces it itself, in rank order,
+    // before the exit barrier (`out` may be the input).
+    let e = vecs * v + grid_thread();
+    let mut tail = T::from_f32(0.0f32);
+    if e < n {
+        tail = reduce_one::<T, OP>(input, e, world);
+    }
+    exit_barrier(input, ch, call);
+    let mine = scratch.local();
+    for c in 0..world {
+        let mut k = grid_thread();
+        while k < chunk && c * chunk + k < vecs {
+            let i = (c * chunk + k) * v;
+            out.store_vec::<V>(i, mine.load_vec::<V>(i));
+            k += grid_threads();
+        }
+    }
+    if e < n {
+        out[e] = tail;
+    }
+    call_end(input, ch, call);
+}

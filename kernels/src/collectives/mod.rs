@@ -1,0 +1,1034 @@
+//! The collective set beyond the all-reduce: [`all_gather`],
+//! [`reduce_scatter`] (with [`ReduceOp`]s sum, avg, min, max and product),
+//! [`all_to_all`] with equal splits, [`all_to_all_single`] with split sizes
+//! given on the host, [`all_to_all_v`] with split sizes in device memory
+//! (no host synchronisation, for MoE dispatch and combine), and
+//! [`broadcast`] from any root, plus in-place forms.
+//!
+//! Every call is a collective on a [`Comm`]: every rank makes it, with the
+//! same sizes, op and root, in the same order. It is enqueued on the
+//! rank's stream, may run back to back with others with no host
+//! synchronisation, and can be captured in a CUDA graph once the same
+//! call has run eagerly (its first call of a shape checks the arguments
+//! across ranks through the store, which capture cannot do). Copies take
+//! any element type and move it bit for bit; reductions take f32, bf16
+//! and f16, combine in f32 in rank order 0, 1, … and round once, so every
+//! rank gets the same bits.
+//!
+//! Inputs are rendezvoused symmetric memory ([`SymmetricMemory`]); every
+//! kernel pulls from the peers' inputs between an entry and an exit
+//! barrier (`device.rs`), so an input may be rewritten as soon as the call
+//! is over in stream order. Outputs are this rank's device memory: symm
+//! memory or the user's cudarc memory ([`DeviceSlice`]), 16-byte aligned.
+
+mod agree;
+mod device;
+pub use device::*;
+
+use symm::signal::Channel;
+use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
+
+use agree::agree;
+
+/// Threads per block of every collective kernel.
+pub const THREADS: u32 = 512;
+/// Largest grid (the signal pad has slots for 128 blocks).
+pub const MAX_BLOCKS: u32 = 128;
+/// The name the collectives reserve their channel under.
+pub const CHANNEL_OWNER: &str = "symm_kernels::collectives";
+
+/// How [`reduce_scatter`] combines the ranks' elements. All combine in f32
+/// in rank order 0, 1, … and round once to the element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// The sum.
+    Sum,
+    /// The sum divided by the world size (once, at the end).
+    Avg,
+    /// The least, by IEEE 754-2019 `minimum`: a NaN from any rank gives a
+    /// NaN (the first in rank order), and −0 counts below +0.
+    Min,
+    /// The greatest, by IEEE 754-2019 `maximum`: NaN as for `Min`, and +0
+    /// counts above −0.
+    Max,
+    /// The product.
+    Prod,
+}
+
+impl ReduceOp {
+    /// Every op, for tests and benchmarks.
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Avg,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Prod,
+    ];
+
+    /// The kernels' code for the op (their `OP` parameter).
+    fn code(self) -> u64 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Avg => 1,
+            ReduceOp::Min => 2,
+            ReduceOp::Max => 3,
+            ReduceOp::Prod => 4,
+        }
+    }
+
+    fn from_code(c: u64) -> Option<ReduceOp> {
+        ReduceOp::ALL.into_iter().find(|o| o.code() == c)
+    }
+
+    /// The op applied to `a` and `b` as the kernels do, in f32: a
+    /// reference for tests.
+    pub fn combine(self, a: f32, b: f32) -> f32 {
+        match self {
+            ReduceOp::Sum | ReduceOp::Avg => a + b,
+            ReduceOp::Prod => a * b,
+            ReduceOp::Min | ReduceOp::Max if a.is_nan() => a,
+            ReduceOp::Min | ReduceOp::Max if b.is_nan() => b,
+            ReduceOp::Min if a == b => f32::from_bits(a.to_bits() | b.to_bits()),
+            ReduceOp::Max if a == b => f32::from_bits(a.to_bits() & b.to_bits()),
+            ReduceOp::Min => a.min(b),
+            ReduceOp::Max => a.max(b),
+        }
+    }
+}
+
+/// Element types of the copies ([`all_gather`], [`all_to_all`] and its
+/// split forms, [`broadcast`]): every element type, moved bit for bit.
+pub trait CopyElem: symm::dsl::Scalar {
+    #[doc(hidden)]
+    fn __grid(kernel: Kernel, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    /// Launches a copy kernel on checked arguments.
+    ///
+    /// # Safety
+    ///
+    /// The arguments are as this module's calls make them: every index the
+    /// kernel computes from them is in bounds of the buffers.
+    #[doc(hidden)]
+    unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: Copy<'_, '_, Self>) -> Result<()>;
+}
+
+/// Element types of [`reduce_scatter`]: f32, bf16 and f16.
+pub trait ReduceElem: CopyElem {
+    #[doc(hidden)]
+    fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    #[doc(hidden)]
+    fn __ar_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    /// Launches the two-shot all-reduce kernel of `op`.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`]; `scratch` holds `n` elements.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn __all_reduce(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        op: ReduceOp,
+        input: &SymmetricMemory,
+        scratch: &SymmetricMemory,
+        out: &mut BoundSlice<'_, Self>,
+        n: u32,
+        ch: u32,
+    ) -> Result<()>;
+
+    /// Launches the reduce-scatter kernel of `op`.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`].
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn __reduce_scatter(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        op: ReduceOp,
+        input: &SymmetricMemory,
+        out: &mut BoundSlice<'_, Self>,
+        n: u32,
+        chunk: u32,
+        ch: u32,
+    ) -> Result<()>;
+}
+
+/// The collectives' kernels, to ask for a co-resident grid.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    AllGather,
+    Broadcast,
+    AllToAll,
+    AllToAllV,
+}
+
+/// One copy kernel's arguments.
+#[doc(hidden)]
+pub enum Copy<'a, 'b, T: symm::dsl::Scalar> {
+    AllGather {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        n: u32,
+        in_place: u32,
+        ch: u32,
+    },
+    Broadcast {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        n: u32,
+        root: u32,
+        skip: u32,
+        ch: u32,
+    },
+    AllToAll {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        m: u32,
+        ch: u32,
+    },
+    AllToAllV {
+        input: &'a SymmetricMemory,
+        meta: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        out_cap: u32,
+        splits: &'a BoundSlice<'b, u64>,
+        dev: u32,
+        report: &'a mut BoundSlice<'b, u64>,
+        packed: [u64; 8],
+        ch: u32,
+    },
+}
+
+macro_rules! copy_elem {
+    ($($t:ty => $v:literal),* $(,)?) => {$(
+        impl CopyElem for $t {
+            fn __grid(kernel: Kernel, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                match kernel {
+                    Kernel::AllGather => all_gather_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0),
+                    Kernel::Broadcast => broadcast_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0),
+                    Kernel::AllToAll => all_to_all_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0),
+                    Kernel::AllToAllV => all_to_all_v_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0),
+                }
+            }
+
+            unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: Copy<'_, '_, Self>) -> Result<()> {
+                // SAFETY: the caller's arguments are this module's, with
+                // which every index of these kernels is in bounds (the
+                // split sizes of `AllToAllV` are checked by the kernel
+                // itself against every rank's input and output before any
+                // copy): the emulator checks each index in
+                // tests/collectives.rs at worlds 1-8, odd sizes and uneven
+                // and zero splits.
+                unsafe {
+                    match call {
+                        Copy::AllGather { input, out, n, in_place, ch } =>
+                            all_gather_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, in_place, ch),
+                        Copy::Broadcast { input, out, n, root, skip, ch } =>
+                            broadcast_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, root, skip, ch),
+                        Copy::AllToAll { input, out, m, ch } =>
+                            all_to_all_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, m, ch),
+                        Copy::AllToAllV { input, meta, out, out_cap, splits, dev, report, packed: p, ch } =>
+                            all_to_all_v_pull::launch_unchecked::<$t, $v>(
+                                comm, cfg, input, meta, out, out_cap, splits, dev, report,
+                                p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], ch,
+                            ),
+                    }
+                }
+            }
+        }
+    )*};
+}
+copy_elem!(
+    f32 => 4, f64 => 2, symm::dsl::bf16 => 8, symm::dsl::f16 => 8,
+    u8 => 16, u32 => 4, u64 => 2, i32 => 4, i64 => 2,
+);
+
+macro_rules! reduce_elem {
+    ($($t:ty => $v:literal),* $(,)?) => {$(
+        impl ReduceElem for $t {
+            fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                match op {
+                    ReduceOp::Sum => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 0>(comm, threads, 0),
+                    ReduceOp::Avg => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 1>(comm, threads, 0),
+                    ReduceOp::Min => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 2>(comm, threads, 0),
+                    ReduceOp::Max => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 3>(comm, threads, 0),
+                    ReduceOp::Prod => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 4>(comm, threads, 0),
+                }
+            }
+
+            fn __ar_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                match op {
+                    ReduceOp::Sum => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 0>(comm, threads, 0),
+                    ReduceOp::Avg => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 1>(comm, threads, 0),
+                    ReduceOp::Min => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 2>(comm, threads, 0),
+                    ReduceOp::Max => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 3>(comm, threads, 0),
+                    ReduceOp::Prod => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 4>(comm, threads, 0),
+                }
+            }
+
+            unsafe fn __all_reduce(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                op: ReduceOp,
+                input: &SymmetricMemory,
+                scratch: &SymmetricMemory,
+                out: &mut BoundSlice<'_, Self>,
+                n: u32,
+                ch: u32,
+            ) -> Result<()> {
+                // SAFETY: as `__copy`: `all_reduce_op` checked `n` against
+                // the input and `out`, and `scratch` holds `n` elements.
+                unsafe {
+                    match op {
+                        ReduceOp::Sum => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 0>(comm, cfg, input, scratch, out, n, ch),
+                        ReduceOp::Avg => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 1>(comm, cfg, input, scratch, out, n, ch),
+                        ReduceOp::Min => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 2>(comm, cfg, input, scratch, out, n, ch),
+                        ReduceOp::Max => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 3>(comm, cfg, input, scratch, out, n, ch),
+                        ReduceOp::Prod => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 4>(comm, cfg, input, scratch, out, n, ch),
+                    }
+                }
+            }
+
+            unsafe fn __reduce_scatter(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                op: ReduceOp,
+                input: &SymmetricMemory,
+                out: &mut BoundSlice<'_, Self>,
+                n: u32,
+                chunk: u32,
+                ch: u32,
+            ) -> Result<()> {
+                // SAFETY: as `__copy`: `reduce_scatter` checked `n`
+                // against the input and this rank's chunk against `out`.
+                unsafe {
+                    match op {
+                        ReduceOp::Sum => reduce_scatter_pull::launch_unchecked::<$t, $v, 0>(comm, cfg, input, out, n, chunk, ch),
+                        ReduceOp::Avg => reduce_scatter_pull::launch_unchecked::<$t, $v, 1>(comm, cfg, input, out, n, chunk, ch),
+                        ReduceOp::Min => reduce_scatter_pull::launch_unchecked::<$t, $v, 2>(comm, cfg, input, out, n, chunk, ch),
+                        ReduceOp::Max => reduce_scatter_pull::launch_unchecked::<$t, $v, 3>(comm, cfg, input, out, n, chunk, ch),
+                        ReduceOp::Prod => reduce_scatter_pull::launch_unchecked::<$t, $v, 4>(comm, cfg, input, out, n, chunk, ch),
+                    }
+                }
+            }
+        }
+    )*};
+}
+reduce_elem!(f32 => 4, symm::dsl::bf16 => 8, symm::dsl::f16 => 8);
+
+/// The elements of a [`reduce_scatter`] of `n` that rank `rank` of `world`
+/// gets: chunks of `ceil(n / world)` in rank order, so the last ranks get
+/// less (the rest of `n`), or none.
+pub fn reduce_scatter_chunk(n: usize, world: usize, rank: usize) -> std::ops::Range<usize> {
+    let chunk = n.div_ceil(world.max(1));
+    let start = (rank * chunk).min(n);
+    start..(start + chunk).min(n)
+}
+
+/// Every rank's `n` elements of `input` (a rendezvoused symmetric buffer),
+/// in rank order, into this rank's `out[0..world × n]`. `out` must not
+/// overlap the input (for that, [`all_gather_in_place`]).
+pub fn all_gather<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    let ch = channel(comm)?;
+    let mut out = comm.bind_mut("out", out)?;
+    let world = comm.world_size();
+    let problem = usable(comm)
+        .and_then(|()| fits::<T>(input, n, "the input"))
+        .and_then(|()| out_fits(&out, n.checked_mul(world), "world × n"))
+        .and_then(|()| disjoint(input, &out))
+        .err();
+    let shape = [1, dtype::<T>(), n as u64];
+    agree(comm, "all_gather", &shape, problem, |s| {
+        format!("all_gather of {} elements of {}", arg(s, 2), type_name(s))
+    })?;
+    if n == 0 {
+        return Ok(());
+    }
+    let cfg = grid::<T>(comm, (n * world) as u64, || {
+        T::__grid(Kernel::AllGather, comm, THREADS)
+    })?;
+    // SAFETY: `n` fits the input on every rank (checked on each, agreed
+    // by all) and `world × n` fits `out`.
+    unsafe {
+        T::__copy(
+            comm,
+            cfg,
+            Copy::AllGather {
+                input,
+                out: &mut out,
+                n: n as u32,
+                in_place: 0,
+                ch,
+            },
+        )
+    }
+}
+
+/// All-gather in place: rank r's `n` elements at `buf[r × n..]` reach the
+/// same place in every rank's `buf`.
+pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usize) -> Result<()> {
+    let ch = channel(comm)?;
+    let smem = buf.rendezvous()?;
+    let world = comm.world_size();
+    let problem = usable(comm)
+        .and_then(|()| match n.checked_mul(world) {
+            Some(t) if t <= buf.len() && t <= u32::MAX as usize => Ok(()),
+            _ => Err(format!(
+                "an in-place all_gather of {n} elements per rank needs {world} × {n}, and \
+                 the buffer holds {}",
+                buf.len()
+            )),
+        })
+        .err();
+    let shape = [2, dtype::<T>(), n as u64];
+    agree(comm, "all_gather_in_place", &shape, problem, |s| {
+        format!(
+            "all_gather_in_place of {} elements of {}",
+            arg(s, 2),
+            type_name(s)
+        )
+    })?;
+    if n == 0 {
+        return Ok(());
+    }
+    let cfg = grid::<T>(comm, (n * world) as u64, || {
+        T::__grid(Kernel::AllGather, comm, THREADS)
+    })?;
+    let mut out = buf.slice(..)?;
+    let mut out = comm.bind_mut("buf", &mut out)?;
+    // SAFETY: `world × n` fits the buffer on every rank.
+    unsafe {
+        T::__copy(
+            comm,
+            cfg,
+            Copy::AllGather {
+                input: &smem,
+                out: &mut out,
+                n: n as u32,
+                in_place: 1,
+                ch,
+            },
+        )
+    }
+}
+
+/// Rank `root`'s first `n` elements of `input` into every rank's `out`
+/// (the root's too, unless `out` is its input itself).
+pub fn broadcast<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    root: usize,
+) -> Result<()> {
+    let ch = channel(comm)?;
+    let mut out = comm.bind_mut("out", out)?;
+    let world = comm.world_size();
+    let own = input.buffer_ptrs()[input.rank()];
+    let skip = out.device_ptr() == own && comm.rank() == root;
+    let problem = usable(comm)
+        .and_then(|()| {
+            if root < world {
+                Ok(())
+            } else {
+                Err(format!("root {root} is not a rank of {world}"))
+            }
+        })
+        .and_then(|()| fits::<T>(input, n, "the input"))
+        .and_then(|()| out_fits(&out, Some(n), "n"))
+        .and_then(|()| {
+            // An output may be exactly the input: another rank writes only
+            // its own buffer, which no peer reads, and the root skips the
+            // copy. Any other overlap is refused.
+            if out.device_ptr() == own {
+                Ok(())
+            } else {
+                disjoint(input, &out)
+            }
+        })
+        .err();
+    let shape = [3, dtype::<T>(), n as u64, root as u64];
+    agree(comm, "broadcast", &shape, problem, |s| {
+        format!(
+            "broadcast of {} elements of {} from root {}",
+            arg(s, 2),
+            type_name(s),
+            arg(s, 3)
+        )
+    })?;
+    if n == 0 {
+        return Ok(());
+    }
+    let cfg = grid::<T>(comm, n as u64, || {
+        T::__grid(Kernel::Broadcast, comm, THREADS)
+    })?;
+    // SAFETY: `n` fits every rank's input and this rank's `out`.
+    unsafe {
+        T::__copy(
+            comm,
+            cfg,
+            Copy::Broadcast {
+                input,
+                out: &mut out,
+                n: n as u32,
+                root: root as u32,
+                skip: u32::from(skip),
+                ch,
+            },
+        )
+    }
+}
+
+/// Broadcast in place: rank `root`'s first `n` elements of `buf` replace
+/// every other rank's.
+pub fn broadcast_in_place<T: CopyElem>(
+    comm: &Comm,
+    buf: &SymmBuffer<T>,
+    n: usize,
+    root: usize,
+) -> Result<()> {
+    let smem = buf.rendezvous()?;
+    broadcast(comm, &smem, &mut buf.slice(..)?, n, root)
+}
+
+/// Reduce-scatter: rank r gets, in `out`, the reduction by `op` of its
+/// chunk ([`reduce_scatter_chunk`]) of every rank's first `n` elements of
+/// `input`. `n` need not divide by the world size.
+pub fn reduce_scatter<T: ReduceElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    op: ReduceOp,
+) -> Result<()> {
+    let ch = channel(comm)?;
+    let mut out = comm.bind_mut("out", out)?;
+    let world = comm.world_size();
+    let mine = reduce_scatter_chunk(n, world, comm.rank());
+    let problem = usable(comm)
+        .and_then(|()| fits::<T>(input, n, "the input"))
+        .and_then(|()| out_fits(&out, Some(mine.len()), "this rank's chunk"))
+        .and_then(|()| disjoint(input, &out))
+        .err();
+    let shape = [4, dtype::<T>(), n as u64, op.code()];
+    agree(comm, "reduce_scatter", &shape, problem, |s| {
+        format!(
+            "reduce_scatter of {} elements of {} by {}",
+            arg(s, 2),
+            type_name(s),
+            s.get(3)
+                .and_then(|&c| ReduceOp::from_code(c))
+                .map_or("?".into(), |o| format!("{o:?}"))
+        )
+    })?;
+    if n == 0 {
+        return Ok(());
+    }
+    let chunk = n.div_ceil(world);
+    let cfg = grid::<T>(comm, chunk as u64, || T::__rs_grid(op, comm, THREADS))?;
+    // SAFETY: `n` fits every rank's input, and this rank's chunk `out`.
+    unsafe { T::__reduce_scatter(comm, cfg, op, input, &mut out, n as u32, chunk as u32, ch) }
+}
+
+/// All-reduce by `op`: every rank's `out[0..n]` gets the reduction of
+/// every rank's first `n` elements of `input`. [`ReduceOp::Sum`] runs the
+/// built-in [`all_reduce`](crate::all_reduce::all_reduce) (its kernels
+/// and measured dispatch); the other ops run a two-shot kernel
+/// ([`all_reduce_op_two_shot`]) through a scratch buffer that the first
+/// call (or a larger one) allocates and later growth keeps alive, as the
+/// all-reduce's staging. `out` may be exactly this rank's `input` (in
+/// place) but may not overlap it otherwise.
+pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    op: ReduceOp,
+) -> Result<()> {
+    if op == ReduceOp::Sum {
+        return crate::all_reduce::all_reduce(comm, input, out, n);
+    }
+    let ch = channel(comm)?;
+    let mut out = comm.bind_mut("out", out)?;
+    let in_place = out.device_ptr() == input.buffer_ptrs()[input.rank()];
+    let problem = usable(comm)
+        .and_then(|()| fits::<T>(input, n, "the input"))
+        .and_then(|()| out_fits(&out, Some(n), "n"))
+        .and_then(|()| {
+            if in_place {
+                Ok(())
+            } else {
+                disjoint(input, &out)
+            }
+        })
+        .err();
+    let shape = [8, dtype::<T>(), n as u64, op.code()];
+    agree(comm, "all_reduce_op", &shape, problem, |s| {
+        format!(
+            "all_reduce of {} elements of {} by {}",
+            arg(s, 2),
+            type_name(s),
+            s.get(3)
+                .and_then(|&c| ReduceOp::from_code(c))
+                .map_or("?".into(), |o| format!("{o:?}"))
+        )
+    })?;
+    if n == 0 {
+        return Ok(());
+    }
+    let scratch = scratch::<T>(comm, n)?;
+    let world = comm.world_size();
+    let cfg = grid::<T>(comm, n.div_ceil(world) as u64, || {
+        T::__ar_grid(op, comm, THREADS)
+    })?;
+    // SAFETY: `n` fits every rank's input and this rank's `out`, and the
+    // scratch holds at least `n` elements.
+    unsafe { T::__all_reduce(comm, cfg, op, input, &scratch, &mut out, n as u32, ch) }
+}
+
+/// A rank's scratch of at least `n` elements of `T` for
+/// [`all_reduce_op`], kept in its extensions; a larger call replaces it
+/// (keeping the older alive: CUDA graphs captured with it still use it).
+fn scratch<T: ReduceElem>(comm: &Comm, n: usize) -> Result<std::sync::Arc<SymmetricMemory>> {
+    struct Scratch<T> {
+        smem: std::sync::Arc<SymmetricMemory>,
+        len: usize,
+        _older: Option<std::sync::Arc<Scratch<T>>>,
+        _t: std::marker::PhantomData<T>,
+    }
+    let s = comm.extension(
+        |s: &Scratch<T>| s.len >= n,
+        |older| {
+            let len = n.next_power_of_two().max(4096);
+            let buf = comm.alloc::<T>(len)?;
+            Ok(Scratch::<T> {
+                smem: buf.rendezvous()?,
+                len,
+                _older: older,
+                _t: std::marker::PhantomData,
+            })
+        },
+    )?;
+    Ok(s.smem.clone())
+}
+
+/// All-to-all with equal splits: rank p's `input[r × m..(r + 1) × m]`
+/// lands at `out[p × m..]` of rank r, for every pair (p, r).
+pub fn all_to_all<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    m: usize,
+) -> Result<()> {
+    let ch = channel(comm)?;
+    let mut out = comm.bind_mut("out", out)?;
+    let world = comm.world_size();
+    let total = m.checked_mul(world);
+    let problem = usable(comm)
+        .and_then(|()| match total {
+            Some(t) => fits::<T>(input, t, "the input"),
+            None => Err(format!("{world} × {m} elements overflow")),
+        })
+        .and_then(|()| out_fits(&out, total, "world × m"))
+        .and_then(|()| disjoint(input, &out))
+        .err();
+    let shape = [5, dtype::<T>(), m as u64];
+    agree(comm, "all_to_all", &shape, problem, |s| {
+        format!(
+            "all_to_all of {} elements per peer of {}",
+            arg(s, 2),
+            type_name(s)
+        )
+    })?;
+    if m == 0 {
+        return Ok(());
+    }
+    let cfg = grid::<T>(comm, (m * world) as u64, || {
+        T::__grid(Kernel::AllToAll, comm, THREADS)
+    })?;
+    // SAFETY: `world × m` fits every rank's input and this rank's `out`.
+    unsafe {
+        T::__copy(
+            comm,
+            cfg,
+            Copy::AllToAll {
+                input,
+                out: &mut out,
+                m: m as u32,
+                ch,
+            },
+        )
+    }
+}
+
+/// All-to-all with split sizes given on the host, as PyTorch's
+/// `all_to_all_single`: this rank sends `input[off..off + in_splits[r]]`
+/// to rank r (`off` the sum of the splits before r), and receives
+/// `out_splits[p]` elements from rank p, placed in rank order in `out`.
+/// Every rank's `out_splits[p]` must be rank p's `in_splits` entry for it:
+/// the kernel checks the whole exchange, and a mismatch fails it on every
+/// rank alike ([`symm::Error::KernelAssert`]; the group then refuses
+/// further collectives, as after any failed kernel).
+pub fn all_to_all_single<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    in_splits: &[usize],
+    out_splits: &[usize],
+) -> Result<()> {
+    let world = comm.world_size();
+    let mut packed = [0u64; 8];
+    let mut problem = None;
+    if in_splits.len() != world || out_splits.len() != world {
+        problem = Some(format!(
+            "all_to_all_single takes one split per rank ({world}), and got {} send and {} \
+             receive splits",
+            in_splits.len(),
+            out_splits.len()
+        ));
+    } else if let Some(bad) = in_splits
+        .iter()
+        .chain(out_splits)
+        .find(|&&s| s >= u32::MAX as usize)
+    {
+        problem = Some(format!("a split of {bad} elements is 2^32 - 1 or more"));
+    } else {
+        for r in 0..world {
+            packed[r] = in_splits[r] as u64 | ((out_splits[r] as u64) << 32);
+        }
+    }
+    let sent: usize = in_splits.iter().sum();
+    let received: usize = out_splits.iter().sum();
+    split_call(
+        comm,
+        input,
+        out,
+        Splits::Host {
+            packed,
+            problem,
+            sent,
+            received,
+        },
+    )
+}
+
+/// All-to-all with split sizes in device memory, read by the kernel, so
+/// that MoE dispatch and combine need no host synchronisation (PyTorch's
+/// `all_to_all_vdev`): this rank sends `in_splits[r]` elements (u64) to
+/// rank r, from consecutive spans of `input`; what it receives lands in
+/// rank order in `out`, and `out_splits_offsets[r]` and
+/// `out_splits_offsets[world + r]` get the size received from rank r and
+/// its offset in `out`. The kernel checks every rank's splits against
+/// every rank's input and output sizes before it copies; a split that does
+/// not fit fails it on every rank alike ([`symm::Error::KernelAssert`]).
+pub fn all_to_all_v<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    in_splits: &(impl DeviceSlice<u64> + ?Sized),
+    out_splits_offsets: &mut (impl DeviceSlice<u64> + ?Sized),
+) -> Result<()> {
+    split_call(
+        comm,
+        input,
+        out,
+        Splits::Device {
+            in_splits: comm.bind("in_splits", in_splits)?,
+            report: comm.bind_mut("out_splits_offsets", out_splits_offsets)?,
+        },
+    )
+}
+
+/// Where an all-to-all's split sizes come from.
+enum Splits<'a> {
+    Host {
+        packed: [u64; 8],
+        problem: Option<String>,
+        sent: usize,
+        received: usize,
+    },
+    Device {
+        in_splits: BoundSlice<'a, u64>,
+        report: BoundSlice<'a, u64>,
+    },
+}
+
+/// [`all_to_all_single`] and [`all_to_all_v`]: one kernel, which takes the
+/// splits from its parameters or from device memory.
+fn split_call<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    splits: Splits<'_>,
+) -> Result<()> {
+    let ch = channel(comm)?;
+    let holders = placeholders(comm)?;
+    let mut holders = holders.0.lock().unwrap_or_else(|p| p.into_inner());
+    let (empty, report_host) = &mut *holders;
+    let mut out = comm.bind_mut("out", out)?;
+    let world = comm.world_size();
+    let dev = matches!(splits, Splits::Device { .. });
+    let mut problem = usable(comm).and_then(|()| disjoint(input, &out)).err();
+    if problem.is_none() {
+        problem = match &splits {
+            Splits::Host {
+                problem: Some(p), ..
+            } => Some(p.clone()),
+            Splits::Host { sent, received, .. } => fits::<T>(input, *sent, "the input")
+                .and_then(|()| out_fits(&out, Some(*received), "the received splits"))
+                .err(),
+            Splits::Device { in_splits, report } => {
+                if in_splits.len() < world || report.len() < 2 * world {
+                    Some(format!(
+                        "all_to_all_v needs {world} send splits and room for {} sizes and \
+                         offsets, and got {} and {}",
+                        2 * world,
+                        in_splits.len(),
+                        report.len()
+                    ))
+                } else {
+                    None
+                }
+            }
+        };
+    }
+    if problem.is_none() && (out.len() > u32::MAX as usize) {
+        problem = Some("the output holds 2^32 elements or more".into());
+    }
+    let what = if dev {
+        "all_to_all_v"
+    } else {
+        "all_to_all_single"
+    };
+    let shape = [6 + u64::from(dev), dtype::<T>()];
+    agree(comm, what, &shape, problem, |s| {
+        format!("{what} of {}", type_name(s))
+    })?;
+    let meta = meta(comm)?;
+    // A grid of at most what the largest of the splits needs is not known
+    // before the kernel reads them (device splits), so the grid follows
+    // the output's capacity, which every rank's kernel bounds the copy by.
+    let cap = out.len().min(u32::MAX as usize);
+    let cfg = grid::<T>(comm, (cap as u64).max(1), || {
+        T::__grid(Kernel::AllToAllV, comm, THREADS)
+    })?;
+    let (in_splits, report, packed) = match splits {
+        Splits::Host { packed, .. } => (
+            comm.bind("in_splits", &*empty)?,
+            comm.bind_mut("report", &mut *report_host)?,
+            packed,
+        ),
+        Splits::Device { in_splits, report } => (in_splits, report, [0u64; 8]),
+    };
+    let mut report = report;
+    // SAFETY: the kernel checks every rank's splits against every rank's
+    // input length and output capacity (`out_cap`) before it copies, on
+    // every rank alike, and reads `in_splits` only where `dev` is 1 (then
+    // it holds `world` entries), and writes `report` only there too.
+    unsafe {
+        T::__copy(
+            comm,
+            cfg,
+            Copy::AllToAllV {
+                input,
+                meta: &meta,
+                out: &mut out,
+                out_cap: cap as u32,
+                splits: &in_splits,
+                dev: u32::from(dev),
+                report: &mut report,
+                packed,
+                ch,
+            },
+        )
+    }
+}
+
+/// The all-to-all's meta area ([`meta_entries`] u64 per block, for every
+/// block), rendezvoused once per rank and kept in its extensions.
+fn meta(comm: &Comm) -> Result<std::sync::Arc<SymmetricMemory>> {
+    struct Meta(std::sync::Arc<SymmetricMemory>);
+    let m = comm.extension(
+        |_: &Meta| true,
+        |_| {
+            let buf = comm.alloc::<u64>(32 * MAX_BLOCKS as usize)?;
+            Ok(Meta(buf.rendezvous()?))
+        },
+    )?;
+    Ok(m.0.clone())
+}
+
+/// Stand-ins for the device splits and report of a call with host splits
+/// (the kernel never touches them there; one element each, since a slice
+/// needs memory), made once per rank: an allocation per call would cost
+/// time and could not be captured in a CUDA graph.
+struct Placeholders(std::sync::Mutex<(symm::DeviceBuffer<u64>, symm::DeviceBuffer<u64>)>);
+
+fn placeholders(comm: &Comm) -> Result<std::sync::Arc<Placeholders>> {
+    comm.extension(
+        |_: &Placeholders| true,
+        |_| {
+            Ok(Placeholders(std::sync::Mutex::new((
+                comm.device_buffer::<u64>(1)?,
+                comm.device_buffer::<u64>(1)?,
+            ))))
+        },
+    )
+}
+
+/// The collectives' channel, reserved on the first call (before any check
+/// that could fail on one rank alone, so every rank reserves at the same
+/// point of its sequence of requests) and remembered in the rank's
+/// extensions.
+fn channel(comm: &Comm) -> Result<u32> {
+    struct Reserved(u32);
+    let r = comm.extension(
+        |_: &Reserved| true,
+        |_| {
+            let [c] = Channel::reserve::<1>(comm, CHANNEL_OWNER)?;
+            Ok(Reserved(c.index()))
+        },
+    )?;
+    Ok(r.0)
+}
+
+/// An error unless the rank may still run collectives.
+fn usable(comm: &Comm) -> std::result::Result<(), String> {
+    if comm.kernel_failed() {
+        Err(
+            "a kernel on this rank failed earlier (see the error it reported); its call \
+             counters may be out of step with its peers', so collectives no longer run on \
+             this group; make a new group"
+                .into(),
+        )
+    } else {
+        Ok(())
+    }
+}
+
+fn fits<T: CopyElem>(
+    input: &SymmetricMemory,
+    n: usize,
+    what: &str,
+) -> std::result::Result<(), String> {
+    let cap = input.buffer_size() / std::mem::size_of::<T>();
+    if n > cap || n > u32::MAX as usize {
+        Err(format!(
+            "{n} elements, and {what} holds {cap} (and at most 2^32 - 1 can move)"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn out_fits<T: CopyElem>(
+    out: &BoundSlice<'_, T>,
+    need: Option<usize>,
+    what: &str,
+) -> std::result::Result<(), String> {
+    if !out.device_ptr().is_multiple_of(16) {
+        return Err(format!(
+            "the output at {:#x} is not 16-byte aligned",
+            out.device_ptr()
+        ));
+    }
+    match need {
+        Some(k) if k <= out.len() && k <= u32::MAX as usize => Ok(()),
+        _ => Err(format!(
+            "the output holds {} elements, fewer than {what} ({})",
+            out.len(),
+            need.map_or("more than 2^64".into(), |k| k.to_string())
+        )),
+    }
+}
+
+/// An error if `out` overlaps this rank's buffer of `input`: peers read the
+/// input while this rank writes its output.
+fn disjoint<T: CopyElem>(
+    input: &SymmetricMemory,
+    out: &BoundSlice<'_, T>,
+) -> std::result::Result<(), String> {
+    let base = input.buffer_ptrs()[input.rank()];
+    let end = base + input.buffer_size() as u64;
+    let o = out.device_ptr();
+    let o_end = o + (out.len() * std::mem::size_of::<T>()) as u64;
+    if o < end && base < o_end {
+        Err(
+            "the output overlaps the symmetric input, which peers read while this rank \
+             writes (use the in-place form)"
+                .into(),
+        )
+    } else {
+        Ok(())
+    }
+}
+
+/// A grid for a kernel moving `elems` elements of `T` per rank: one
+/// 16-byte vector per thread, 1 to [`MAX_BLOCKS`] blocks of [`THREADS`],
+/// fewer where ranks share a GPU (all must be resident at once, since
+/// blocks wait for their peers: `limit` asks the driver), with
+/// programmatic dependent launch unless the comm turned it off. The same
+/// on every rank for one call.
+fn grid<T: CopyElem>(
+    comm: &Comm,
+    elems: u64,
+    limit: impl FnOnce() -> Result<Option<u32>>,
+) -> Result<LaunchConfig> {
+    let per_vec = (16 / std::mem::size_of::<T>()).max(1) as u64;
+    let mut blocks = elems
+        .div_ceil(per_vec)
+        .div_ceil(u64::from(THREADS))
+        .clamp(1, u64::from(MAX_BLOCKS)) as u32;
+    if comm.max_ranks_on_device() > 1 {
+        if let Some(l) = limit()? {
+            blocks = blocks.min(l);
+        }
+        if blocks == 0 {
+            return Err(symm::Error::InvalidArgument {
+                rank: comm.rank(),
+                message: format!(
+                    "no block of a collective kernel fits beside the others on a GPU that {} \
+                     ranks share (run fewer ranks per GPU)",
+                    comm.max_ranks_on_device()
+                ),
+            });
+        }
+    }
+    let cfg = LaunchConfig::linear(blocks, THREADS);
+    Ok(if comm.options().pdl {
+        cfg.with_pdl()
+    } else {
+        cfg
+    })
+}
+
+/// The element type in a shape: its name's bytes (at most 8).
+fn dtype<T: symm::Element>() -> u64 {
+    let mut b = [0u8; 8];
+    let name = T::DTYPE.name().as_bytes();
+    let k = name.len().min(8);
+    b[..k].copy_from_slice(&name[..k]);
+    u64::from_le_bytes(b)
+}
+
+fn arg(s: &[u64], i: usize) -> String {
+    s.get(i).map_or("?".into(), |v| v.to_string())
+}
+
+fn type_name(s: &[u64]) -> String {
+    s.get(1).map_or("?".into(), |v| {
+        String::from_utf8_lossy(&v.to_le_bytes())
+            .trim_end_matches('\0')
+            .to_string()
+    })
+}

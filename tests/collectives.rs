@@ -1,0 +1,837 @@
+//! The collective set (all_gather, broadcast, reduce_scatter with every
+//! op, all_to_all in its three forms): exact references, bitwise agreement
+//! across ranks, odd sizes, uneven and zero splits, mismatched calls, and
+//! back-to-back mixed calls with changing data and no host
+//! synchronisation. On the emulator by default (CI); on GPU ranks with
+//! `SYMM_KERNEL_TESTS_ON=gpu`.
+
+use std::time::Duration;
+
+use rand::Rng;
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{on_gpu, ranks};
+#[path = "support/calls.rs"]
+mod calls;
+#[path = "support/data.rs"]
+mod data;
+use calls::{fill_input, fill_ref, keep};
+
+use symm::dsl::*;
+use symm::kernels::collectives::{
+    all_gather, all_gather_in_place, all_reduce_op, all_to_all, all_to_all_single, all_to_all_v,
+    broadcast, broadcast_in_place, reduce_scatter, reduce_scatter_chunk, CopyElem, ReduceElem,
+    ReduceOp,
+};
+use symm::{compare_bits, run, Comm, CommOptions, LaunchConfig, RunError};
+
+const WORLDS: [usize; 5] = [1, 2, 3, 4, 8];
+
+fn options() -> CommOptions {
+    CommOptions::default().with_timeout(Duration::from_secs(30))
+}
+
+/// The sizes a world runs: odd ones, and one above 64 Ki but on the
+/// emulator only for small worlds and 4-byte types (time).
+fn sizes<T: Scalar>(world: usize) -> Vec<usize> {
+    let mut v = vec![1, 7, 4095];
+    if on_gpu() || (world <= 4 && std::mem::size_of::<T>() == 4) {
+        v.push(65536 + 3);
+    }
+    v
+}
+
+/// `n` elements of random bits (NaNs with payloads, infinities and
+/// subnormals included for float types): copies must move them exactly.
+fn random_bits<T: Scalar>(n: usize) -> Vec<T> {
+    let mut rng = rand::rng();
+    (0..n)
+        .map(|_| T::__from_bits64(rng.random::<u64>()))
+        .collect()
+}
+
+/// `n` finite values for reductions, full-mantissa and of mixed magnitude
+/// (so a different order of operations shows), as `T`.
+fn random_values<T: Scalar>(n: usize) -> Vec<T> {
+    data::mixed_f32s(n).into_iter().map(T::from_f32).collect()
+}
+
+/// A value no result should hold: all bits set.
+fn poison<T: Scalar>() -> T {
+    T::__from_bits64(u64::MAX)
+}
+
+fn assert_bits<T: Scalar>(what: &str, got: &[T], want: &[T]) {
+    if let Err(m) = compare_bits(got, want) {
+        panic!("{what}: {m:?}");
+    }
+}
+
+/// Every rank's result, or a panic naming `what`.
+fn on_ranks<R: Send>(
+    world: usize,
+    what: &str,
+    f: impl Fn(&Comm) -> symm::Result<R> + Sync,
+) -> Option<Vec<R>> {
+    let ranks = ranks(world)?;
+    Some(run(ranks, options(), f).unwrap_or_else(|e| panic!("{what}: {e}")))
+}
+
+fn all_gather_case<T: CopyElem>(world: usize, n: usize, in_place: bool) {
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| random_bits::<T>(n)).collect();
+    let want: Vec<T> = inputs.concat();
+    let what = format!(
+        "all_gather {} world {world} n {n} in_place {in_place}",
+        T::DTYPE
+    );
+    let Some(outs) = on_ranks(world, &what, |c| {
+        if in_place {
+            let buf = c.alloc::<T>(world * n)?;
+            let mut init = vec![poison::<T>(); world * n];
+            init[c.rank() * n..(c.rank() + 1) * n].copy_from_slice(&inputs[c.rank()]);
+            buf.copy_from_host(&init)?;
+            all_gather_in_place(c, &buf, n)?;
+            c.synchronize()?;
+            return buf.to_host();
+        }
+        let buf = c.alloc::<T>(n)?;
+        buf.copy_from_host(&inputs[c.rank()])?;
+        let s = buf.rendezvous()?;
+        // One more element than needed: it must stay poisoned.
+        let mut out = c.device_buffer_from(&vec![poison::<T>(); world * n + 1])?;
+        all_gather(c, &s, &mut out, n)?;
+        c.synchronize()?;
+        out.to_host()
+    }) else {
+        return;
+    };
+    for (r, o) in outs.iter().enumerate() {
+        assert_bits(&format!("{what}, rank {r}"), &o[..world * n], &want);
+        if !in_place {
+            assert_bits(
+                &format!("{what}, rank {r}, past the end"),
+                &o[world * n..],
+                &[poison::<T>()],
+            );
+        }
+    }
+}
+
+fn all_gather_every_size<T: CopyElem>() {
+    for world in WORLDS {
+        for n in sizes::<T>(world) {
+            all_gather_case::<T>(world, n, false);
+        }
+        all_gather_case::<T>(world, 7, true);
+    }
+}
+
+#[test]
+fn all_gather_moves_every_type_bit_for_bit() {
+    all_gather_every_size::<f32>();
+    all_gather_every_size::<f64>();
+    all_gather_every_size::<bf16>();
+    all_gather_every_size::<f16>();
+    all_gather_every_size::<u8>();
+    all_gather_every_size::<u32>();
+    all_gather_every_size::<u64>();
+    all_gather_every_size::<i32>();
+    all_gather_every_size::<i64>();
+    for world in WORLDS {
+        all_gather_case::<f32>(world, 4095, true);
+    }
+}
+
+fn broadcast_case<T: CopyElem>(world: usize, n: usize, root: usize, in_place: bool) {
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| random_bits::<T>(n)).collect();
+    let what = format!(
+        "broadcast {} world {world} n {n} root {root} in_place {in_place}",
+        T::DTYPE
+    );
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let buf = c.alloc::<T>(n)?;
+        buf.copy_from_host(&inputs[c.rank()])?;
+        if in_place {
+            broadcast_in_place(c, &buf, n, root)?;
+            c.synchronize()?;
+            return buf.to_host();
+        }
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer_from(&vec![poison::<T>(); n + 1])?;
+        broadcast(c, &s, &mut out, n, root)?;
+        c.synchronize()?;
+        let mut o = out.to_host()?;
+        // The root's input must be untouched.
+        o.extend(buf.to_host()?);
+        Ok(o)
+    }) else {
+        return;
+    };
+    for (r, o) in outs.iter().enumerate() {
+        assert_bits(&format!("{what}, rank {r}"), &o[..n], &inputs[root]);
+        if !in_place {
+            assert_bits(
+                &format!("{what}, rank {r}, past the end"),
+                &o[n..n + 1],
+                &[poison::<T>()],
+            );
+            assert_bits(
+                &format!("{what}, rank {r}'s input"),
+                &o[n + 1..],
+                &inputs[r],
+            );
+        }
+    }
+}
+
+#[test]
+fn broadcast_from_every_root() {
+    for world in WORLDS {
+        for root in 0..world {
+            broadcast_case::<f32>(world, 4095, root, false);
+            broadcast_case::<u8>(world, 7, root, true);
+        }
+        for n in sizes::<f32>(world) {
+            broadcast_case::<bf16>(world, n, world - 1, false);
+            broadcast_case::<i64>(world, n, 0, true);
+        }
+    }
+}
+
+/// The reduce-scatter result of rank `rank`, computed as the kernels
+/// compute it (f32, rank order, one rounding), so compared bit for bit.
+fn rs_reference<T: Scalar>(inputs: &[Vec<T>], n: usize, rank: usize, op: ReduceOp) -> Vec<T> {
+    let world = inputs.len();
+    reduce_scatter_chunk(n, world, rank)
+        .map(|i| {
+            let mut acc = inputs[0][i].to_f32();
+            for inp in &inputs[1..] {
+                acc = op.combine(acc, inp[i].to_f32());
+            }
+            if op == ReduceOp::Avg {
+                acc /= world as f32;
+            }
+            T::from_f32(acc)
+        })
+        .collect()
+}
+
+fn reduce_scatter_case<T: ReduceElem>(world: usize, n: usize, op: ReduceOp, inputs: &[Vec<T>]) {
+    let what = format!("reduce_scatter {} {op:?} world {world} n {n}", T::DTYPE);
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let buf = c.alloc::<T>(n)?;
+        buf.copy_from_host(&inputs[c.rank()])?;
+        let s = buf.rendezvous()?;
+        let len = reduce_scatter_chunk(n, world, c.rank()).len();
+        let mut out = c.device_buffer_from(&vec![poison::<T>(); len + 1])?;
+        reduce_scatter(c, &s, &mut out, n, op)?;
+        c.synchronize()?;
+        out.to_host()
+    }) else {
+        return;
+    };
+    for (r, o) in outs.iter().enumerate() {
+        let want = rs_reference(inputs, n, r, op);
+        assert_bits(&format!("{what}, rank {r}"), &o[..want.len()], &want);
+        assert_bits(
+            &format!("{what}, rank {r}, past its chunk"),
+            &o[want.len()..],
+            &[poison::<T>()],
+        );
+        // Against float64 too, for the sum: the reference above shares the
+        // kernels' arithmetic, so it cannot catch a wrong formula alone.
+        if op == ReduceOp::Sum && std::mem::size_of::<T>() == 4 {
+            for (k, i) in reduce_scatter_chunk(n, world, r).enumerate() {
+                let exact: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
+                let got = f64::from(o[k].to_f32());
+                // Only where f32 cannot overflow: with infinities or
+                // values near f32::MAX the two differ by design (the
+                // bitwise reference above covers those).
+                let tame = inputs.iter().all(|v| v[i].to_f32().abs() < 1e30);
+                let close = !tame || (got - exact).abs() <= 1e-5 * exact.abs().max(1.0);
+                assert!(close, "{what}, rank {r}, element {i}: {got} vs {exact}");
+            }
+        }
+    }
+}
+
+fn reduce_scatter_every_op<T: ReduceElem>() {
+    for world in WORLDS {
+        for n in sizes::<T>(world) {
+            let inputs: Vec<Vec<T>> = (0..world).map(|_| random_values::<T>(n)).collect();
+            for op in ReduceOp::ALL {
+                reduce_scatter_case::<T>(world, n, op, &inputs);
+            }
+        }
+    }
+}
+
+#[test]
+fn reduce_scatter_every_op_and_type() {
+    reduce_scatter_every_op::<f32>();
+    reduce_scatter_every_op::<bf16>();
+    reduce_scatter_every_op::<f16>();
+}
+
+fn all_reduce_op_case<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>(
+    world: usize,
+    n: usize,
+    op: ReduceOp,
+    in_place: bool,
+    inputs: &[Vec<T>],
+) {
+    let what = format!(
+        "all_reduce_op {} {op:?} world {world} n {n} in_place {in_place}",
+        T::DTYPE
+    );
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let buf = c.alloc::<T>(n)?;
+        buf.copy_from_host(&inputs[c.rank()])?;
+        let s = buf.rendezvous()?;
+        if in_place {
+            all_reduce_op(c, &s, &mut buf.slice(..)?, n, op)?;
+            c.synchronize()?;
+            return buf.to_host();
+        }
+        let mut out = c.device_buffer_from(&vec![poison::<T>(); n + 1])?;
+        all_reduce_op(c, &s, &mut out, n, op)?;
+        c.synchronize()?;
+        out.to_host()
+    }) else {
+        return;
+    };
+    for (r, o) in outs.iter().enumerate() {
+        assert_bits(
+            &format!("{what}: rank {r} against rank 0"),
+            &o[..n],
+            &outs[0][..n],
+        );
+        if !in_place {
+            assert_bits(
+                &format!("{what}, rank {r}, past the end"),
+                &o[n..],
+                &[poison::<T>()],
+            );
+        }
+    }
+    if op == ReduceOp::Sum {
+        // The built-in all-reduce's own order (tests/all_reduce.rs covers
+        // it bit for bit); here against float64.
+        for i in 0..n {
+            let exact: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
+            let got = f64::from(outs[0][i].to_f32());
+            let tol = if std::mem::size_of::<T>() == 4 {
+                1e-5
+            } else {
+                2e-2
+            };
+            assert!(
+                (got - exact).abs() <= tol,
+                "{what}, element {i}: {got} vs {exact}"
+            );
+        }
+    } else {
+        let want: Vec<T> = (0..n)
+            .map(|i| {
+                let mut acc = inputs[0][i].to_f32();
+                for inp in &inputs[1..] {
+                    acc = op.combine(acc, inp[i].to_f32());
+                }
+                if op == ReduceOp::Avg {
+                    acc /= world as f32;
+                }
+                T::from_f32(acc)
+            })
+            .collect();
+        assert_bits(&what, &outs[0][..n], &want);
+    }
+}
+
+fn all_reduce_every_op<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>() {
+    for world in WORLDS {
+        for n in sizes::<T>(world) {
+            let inputs: Vec<Vec<T>> = (0..world).map(|_| random_values::<T>(n)).collect();
+            for op in ReduceOp::ALL {
+                all_reduce_op_case::<T>(world, n, op, false, &inputs);
+            }
+            all_reduce_op_case::<T>(world, n, ReduceOp::Max, true, &inputs);
+        }
+    }
+}
+
+#[test]
+fn all_reduce_every_op_and_type() {
+    all_reduce_every_op::<f32>();
+    all_reduce_every_op::<bf16>();
+    all_reduce_every_op::<f16>();
+}
+
+/// NaN, infinities and signed zeros follow IEEE (min and max as
+/// `minimum`/`maximum`), and every rank gets the same bits.
+#[test]
+fn reduce_scatter_special_values() {
+    let specials = [
+        f32::NAN,
+        f32::from_bits(0x7fc0_1234),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.5,
+        -2.25,
+        f32::MAX,
+        f32::MIN_POSITIVE / 4.0,
+    ];
+    for world in [2, 3, 4] {
+        let n = 4096;
+        let mut rng = rand::rng();
+        let inputs: Vec<Vec<f32>> = (0..world)
+            .map(|_| {
+                (0..n)
+                    .map(|_| specials[rng.random_range(0..specials.len())])
+                    .collect()
+            })
+            .collect();
+        for op in ReduceOp::ALL {
+            reduce_scatter_case::<f32>(world, n, op, &inputs);
+        }
+        // The NaN rule, spelled out: any NaN operand gives a NaN.
+        assert!(ReduceOp::Min.combine(1.0, f32::NAN).is_nan());
+        assert!(ReduceOp::Max.combine(f32::NAN, 1.0).is_nan());
+        assert_eq!(
+            ReduceOp::Min.combine(0.0, -0.0).to_bits(),
+            (-0.0f32).to_bits()
+        );
+        assert_eq!(ReduceOp::Max.combine(-0.0, 0.0).to_bits(), 0.0f32.to_bits());
+    }
+}
+
+fn all_to_all_case<T: CopyElem>(world: usize, m: usize) {
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| random_bits::<T>(world * m)).collect();
+    let what = format!("all_to_all {} world {world} m {m}", T::DTYPE);
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let buf = c.alloc::<T>(world * m)?;
+        buf.copy_from_host(&inputs[c.rank()])?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer_from(&vec![poison::<T>(); world * m + 1])?;
+        all_to_all(c, &s, &mut out, m)?;
+        c.synchronize()?;
+        out.to_host()
+    }) else {
+        return;
+    };
+    for (r, o) in outs.iter().enumerate() {
+        let want: Vec<T> = (0..world)
+            .flat_map(|p| inputs[p][r * m..(r + 1) * m].iter().copied())
+            .collect();
+        assert_bits(&format!("{what}, rank {r}"), &o[..world * m], &want);
+        assert_bits(
+            &format!("{what}, rank {r}, past the end"),
+            &o[world * m..],
+            &[poison::<T>()],
+        );
+    }
+}
+
+#[test]
+fn all_to_all_with_equal_splits() {
+    for world in WORLDS {
+        for m in [1, 7, 1000] {
+            all_to_all_case::<f32>(world, m);
+            all_to_all_case::<bf16>(world, m);
+            all_to_all_case::<u8>(world, m);
+            all_to_all_case::<i64>(world, m);
+        }
+    }
+}
+
+/// Random splits, zeros included (a whole row or column of zeros now and
+/// then): `splits[p][r]` is what rank p sends to rank r.
+fn random_splits(world: usize, max: usize) -> Vec<Vec<usize>> {
+    let mut rng = rand::rng();
+    let silent = rng.random_range(0..world + 2);
+    (0..world)
+        .map(|p| {
+            (0..world)
+                .map(|_| {
+                    if p == silent || rng.random_range(0..4) == 0 {
+                        0
+                    } else {
+                        rng.random_range(0..=max)
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// What rank r receives from a split all-to-all: each rank's span for it,
+/// in rank order.
+fn split_reference<T: Scalar>(inputs: &[Vec<T>], splits: &[Vec<usize>], r: usize) -> Vec<T> {
+    let mut want = Vec::new();
+    for (p, input) in inputs.iter().enumerate() {
+        let off: usize = splits[p][..r].iter().sum();
+        want.extend_from_slice(&input[off..off + splits[p][r]]);
+    }
+    want
+}
+
+fn all_to_all_split_case<T: CopyElem>(world: usize, splits: &[Vec<usize>], on_device: bool) {
+    let sent: Vec<usize> = splits.iter().map(|s| s.iter().sum()).collect();
+    let received: Vec<usize> = (0..world)
+        .map(|r| splits.iter().map(|s| s[r]).sum())
+        .collect();
+    // Symmetric allocations are the same size on every rank: the largest.
+    let len = sent.iter().max().copied().unwrap_or(0).max(1);
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| random_bits::<T>(len)).collect();
+    let cap = received.iter().max().copied().unwrap_or(0) + 3;
+    let what = format!(
+        "all_to_all_{} {} world {world} splits {splits:?}",
+        if on_device { "v" } else { "single" },
+        T::DTYPE
+    );
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let r = c.rank();
+        let buf = c.alloc::<T>(len)?;
+        buf.copy_from_host(&inputs[r])?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer_from(&vec![poison::<T>(); cap])?;
+        let mut report = vec![u64::MAX; 2 * world];
+        if on_device {
+            let mine: Vec<u64> = splits[r].iter().map(|&k| k as u64).collect();
+            let dev_splits = c.device_buffer_from(&mine)?;
+            let mut dev_report = c.device_buffer_from(&report)?;
+            all_to_all_v(c, &s, &mut out, &dev_splits, &mut dev_report)?;
+            c.synchronize()?;
+            report = dev_report.to_host()?;
+        } else {
+            let expect: Vec<usize> = splits.iter().map(|s| s[r]).collect();
+            all_to_all_single(c, &s, &mut out, &splits[r], &expect)?;
+            c.synchronize()?;
+        }
+        Ok((out.to_host()?, report))
+    }) else {
+        return;
+    };
+    for (r, (o, report)) in outs.iter().enumerate() {
+        let want = split_reference(&inputs, splits, r);
+        assert_bits(&format!("{what}, rank {r}"), &o[..want.len()], &want);
+        assert!(
+            o[want.len()..]
+                .iter()
+                .all(|x| x.to_bits64() == poison::<T>().to_bits64()),
+            "{what}, rank {r}: wrote past what it received"
+        );
+        if on_device {
+            let mut at = 0u64;
+            for p in 0..world {
+                assert_eq!(
+                    report[p], splits[p][r] as u64,
+                    "{what}, rank {r}: size from {p}"
+                );
+                assert_eq!(report[world + p], at, "{what}, rank {r}: offset of {p}");
+                at += splits[p][r] as u64;
+            }
+        }
+    }
+}
+
+#[test]
+fn all_to_all_with_uneven_and_zero_splits() {
+    for world in WORLDS {
+        for max in [0, 1, 9, 3000] {
+            for _ in 0..2 {
+                let splits = random_splits(world, max);
+                all_to_all_split_case::<f32>(world, &splits, false);
+                all_to_all_split_case::<f32>(world, &splits, true);
+                all_to_all_split_case::<bf16>(world, &splits, true);
+                all_to_all_split_case::<u8>(world, &splits, false);
+            }
+        }
+    }
+}
+
+/// The error every rank of a failed group run returned.
+fn errors(e: &RunError) -> Vec<(usize, String)> {
+    e.errors.iter().map(|(r, e)| (*r, e.to_string())).collect()
+}
+
+/// Runs `f` on `world` ranks, expects every rank to fail, and returns each
+/// rank's message.
+fn every_rank_fails(
+    world: usize,
+    f: impl Fn(&Comm) -> symm::Result<()> + Sync,
+) -> Option<Vec<String>> {
+    let ranks = ranks(world)?;
+    let options = options()
+        .with_timeout(Duration::from_secs(10))
+        .with_kernel_timeout(Duration::from_secs(10));
+    let e = run(ranks, options, f).expect_err("the call must fail");
+    let errs = errors(&e);
+    assert_eq!(errs.len(), world, "every rank fails: {errs:?}");
+    Some(errs.into_iter().map(|(_, m)| m).collect())
+}
+
+#[test]
+fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
+    let world = 3;
+    // Lengths.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64 * world)?;
+        all_gather(c, &s, &mut out, 10 + c.rank())
+    }) {
+        for m in &msgs {
+            assert!(
+                m.contains("differ") && m.contains("rank 2: all_gather of 12"),
+                "{m}"
+            );
+        }
+    }
+    // Ops.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        let op = if c.rank() == 1 {
+            ReduceOp::Max
+        } else {
+            ReduceOp::Sum
+        };
+        reduce_scatter(c, &s, &mut out, 64, op)
+    }) {
+        for m in &msgs {
+            assert!(
+                m.contains("differ")
+                    && m.contains("rank 1: reduce_scatter of 64 elements of f32 by Max"),
+                "{m}"
+            );
+        }
+    }
+    // Roots.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<u32>(8)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<u32>(8)?;
+        broadcast(c, &s, &mut out, 8, c.rank() % 2)
+    }) {
+        for m in &msgs {
+            assert!(m.contains("differ") && m.contains("root 1"), "{m}");
+        }
+    }
+    // A root outside the group, on one rank: its problem, named on all.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<u32>(8)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<u32>(8)?;
+        broadcast(c, &s, &mut out, 8, if c.rank() == 0 { 5 } else { 0 })
+    }) {
+        for m in &msgs {
+            assert!(m.contains("rank 0: root 5 is not a rank of 3"), "{m}");
+        }
+    }
+    // An output too small on one rank.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(24)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(if c.rank() == 2 { 20 } else { 24 })?;
+        all_to_all(c, &s, &mut out, 8)
+    }) {
+        for m in &msgs {
+            assert!(m.contains("rank 2: the output holds 20 elements"), "{m}");
+        }
+    }
+}
+
+#[test]
+fn mismatched_splits_fail_every_rank() {
+    let world = 3;
+    // Rank 1 expects 5 from rank 0, which sends 4.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        let send = [4, 4, 4];
+        let mut expect = [4, 4, 4];
+        if c.rank() == 1 {
+            expect[0] = 5;
+        }
+        all_to_all_single(c, &s, &mut out, &send, &expect)
+    }) {
+        for m in &msgs {
+            assert!(m.contains("split sizes disagree"), "{m}");
+        }
+    }
+    // Device splits that overflow rank 2's output.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(if c.rank() == 2 { 10 } else { 64 })?;
+        let splits = c.device_buffer_from(&[6u64, 6, 6])?;
+        let mut report = c.device_buffer::<u64>(6)?;
+        all_to_all_v(c, &s, &mut out, &splits, &mut report)
+    }) {
+        for m in &msgs {
+            assert!(m.contains("too small"), "{m}");
+        }
+    }
+    // Device splits that pass a rank's input.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(8)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        let splits = c.device_buffer_from(&[3u64, 3, 3])?;
+        let mut report = c.device_buffer::<u64>(6)?;
+        all_to_all_v(c, &s, &mut out, &splits, &mut report)
+    }) {
+        for m in &msgs {
+            assert!(m.contains("all_to_all"), "{m}");
+        }
+    }
+}
+
+/// 1000 back-to-back calls of mixed collectives (all six kinds) on one stream, with inputs
+/// rewritten on the stream before each call and no host synchronisation:
+/// sampled calls' outputs are checked against their exact references.
+#[test]
+fn back_to_back_mixed_collectives() {
+    let calls: u32 = 1000;
+    // Not a multiple of the six kinds, so the samples cover every kind.
+    let every = if on_gpu() { 97 } else { 61 };
+    for world in [1, 3, 4] {
+        let n: u32 = 37 * world as u32;
+        let m = n / world as u32;
+        let seed: u32 = rand::random();
+        let samples: Vec<u32> = (0..calls).filter(|k| k % every == 5).collect();
+        let Some(outs) = on_ranks(world, "back to back", |c| {
+            let buf = c.alloc::<f32>(n as usize)?;
+            let s = buf.rendezvous()?;
+            let splits: Vec<u64> = (0..world).map(|r| u64::from(m) - r as u64).collect();
+            let dev_splits = c.device_buffer_from(&splits)?;
+            let mut report = c.device_buffer::<u64>(2 * world)?;
+            let width = n as usize * world;
+            let mut out = c.device_buffer::<f32>(width)?;
+            let mut hist = c.device_buffer_from(&vec![f32::NAN; samples.len() * width])?;
+            let cfg = LaunchConfig::linear(2, 128);
+            for k in 0..calls {
+                fill_input::launch(c, cfg, &s, n, k, seed)?;
+                match k % 6 {
+                    5 => all_reduce_op(c, &s, &mut out, n as usize, ReduceOp::Min)?,
+                    0 => all_gather(c, &s, &mut out, n as usize)?,
+                    1 => reduce_scatter(c, &s, &mut out, n as usize, ReduceOp::Sum)?,
+                    2 => broadcast(c, &s, &mut out, n as usize, k as usize % world)?,
+                    3 => all_to_all(c, &s, &mut out, m as usize)?,
+                    _ => all_to_all_v(c, &s, &mut out, &dev_splits, &mut report)?,
+                }
+                if let Ok(slot) = samples.binary_search(&k) {
+                    keep::launch(
+                        c,
+                        cfg,
+                        &out,
+                        &mut hist,
+                        slot as u32 * width as u32,
+                        width as u32,
+                    )?;
+                }
+            }
+            c.synchronize()?;
+            hist.to_host()
+        }) else {
+            continue;
+        };
+        let width = n as usize * world;
+        for (r, hist) in outs.iter().enumerate() {
+            for (si, &k) in samples.iter().enumerate() {
+                let got = &hist[si * width..(si + 1) * width];
+                let input = |p: usize, i: usize| fill_ref(seed, p as u32, k, i as u32);
+                let want: Vec<f32> = match k % 6 {
+                    5 => (0..n as usize)
+                        .map(|i| (1..world).fold(input(0, i), |a, p| a.min(input(p, i))))
+                        .collect(),
+                    0 => (0..world * n as usize)
+                        .map(|j| input(j / n as usize, j % n as usize))
+                        .collect(),
+                    1 => reduce_scatter_chunk(n as usize, world, r)
+                        .map(|i| (1..world).fold(input(0, i), |a, p| a + input(p, i)))
+                        .collect(),
+                    2 => (0..n as usize)
+                        .map(|i| input(k as usize % world, i))
+                        .collect(),
+                    3 => (0..world * m as usize)
+                        .map(|j| input(j / m as usize, r * m as usize + j % m as usize))
+                        .collect(),
+                    4 => {
+                        let mut v = Vec::new();
+                        for p in 0..world {
+                            let off: usize = (0..r).map(|q| m as usize - q).sum();
+                            let len = m as usize - r;
+                            v.extend((off..off + len).map(|i| input(p, i)));
+                        }
+                        v
+                    }
+                    _ => unreachable!(),
+                };
+                assert_bits(
+                    &format!("world {world}, call {k}, rank {r}"),
+                    &got[..want.len()],
+                    &want,
+                );
+            }
+        }
+        // Every rank agrees bit for bit where the result is the same on
+        // every rank (all_gather, broadcast, all_reduce).
+        for (si, k) in samples.iter().enumerate() {
+            if [0, 2, 5].contains(&(k % 6)) {
+                let len = if k % 6 == 0 { width } else { n as usize };
+                let at = si * width;
+                for o in &outs[1..] {
+                    assert_bits("all ranks agree", &o[at..at + len], &outs[0][at..at + len]);
+                }
+            }
+        }
+    }
+}
+
+use symm::kernels::collectives::{
+    all_gather_pull, all_reduce_op_two_shot, all_to_all_pull, all_to_all_v_pull, broadcast_pull,
+    reduce_scatter_pull,
+};
+
+symm::check_kernels!(
+    fn collective_kernels_compile;
+    all_gather_pull::<f32, 4>,
+    all_gather_pull::<f64, 2>,
+    all_gather_pull::<bf16, 8>,
+    all_gather_pull::<f16, 8>,
+    all_gather_pull::<u8, 16>,
+    all_gather_pull::<u32, 4>,
+    all_gather_pull::<u64, 2>,
+    all_gather_pull::<i32, 4>,
+    all_gather_pull::<i64, 2>,
+    broadcast_pull::<f32, 4>,
+    broadcast_pull::<bf16, 8>,
+    broadcast_pull::<u8, 16>,
+    broadcast_pull::<i64, 2>,
+    all_to_all_pull::<f32, 4>,
+    all_to_all_pull::<bf16, 8>,
+    all_to_all_pull::<u8, 16>,
+    all_to_all_pull::<i64, 2>,
+    all_to_all_v_pull::<f32, 4>,
+    all_to_all_v_pull::<bf16, 8>,
+    all_to_all_v_pull::<u8, 16>,
+    all_to_all_v_pull::<i64, 2>,
+    reduce_scatter_pull::<f32, 4, 0>,
+    reduce_scatter_pull::<f32, 4, 1>,
+    reduce_scatter_pull::<f32, 4, 2>,
+    reduce_scatter_pull::<f32, 4, 3>,
+    reduce_scatter_pull::<f32, 4, 4>,
+    reduce_scatter_pull::<bf16, 8, 0>,
+    reduce_scatter_pull::<f16, 8, 3>,
+    all_reduce_op_two_shot::<f32, 4, 1>,
+    all_reduce_op_two_shot::<f32, 4, 2>,
+    all_reduce_op_two_shot::<f32, 4, 3>,
+    all_reduce_op_two_shot::<f32, 4, 4>,
+    all_reduce_op_two_shot::<bf16, 8, 2>,
+    all_reduce_op_two_shot::<f16, 8, 4>,
+);
