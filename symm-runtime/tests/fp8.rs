@@ -2,11 +2,18 @@
 //! every bit pattern widened (by formula), every round trip, every midpoint
 //! between neighbours and its f32 neighbours, the overflow, infinity and NaN
 //! rules of c10 (`torch.float8_e4m3fn`, `torch.float8_e5m2`), and random
-//! f32s against a nearest-by-search reference.
+//! f32s against a nearest-by-search reference. Then the prelude's CUDA C
+//! conversions against the Rust ones, bit for bit, as `static_assert`s that
+//! NVRTC evaluates (no GPU needed; it needs NVRTC, see `common`).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use symm_runtime::cuda_prelude::PRELUDE;
 use symm_runtime::dsl::{f8e4m3, f8e5m2, DslFloat, Num, Scalar};
+use symm_runtime::jit::{Arch, CompileRequest, JitEngine};
+
+mod common;
+use common::nvrtc_or_skip;
 
 /// A format as the references see it.
 struct Fmt {
@@ -329,4 +336,84 @@ fn values_compare_and_compute_through_f32() {
     assert_eq!(<f8e4m3 as Scalar>::from_bits32(0x38).to_f32(), 1.0);
     assert_eq!(f8e5m2::from_f32(1.0).to_bits32(), 0x3c);
     assert_eq!(format!("{:?} {}", f8e4m3::MAX, f8e5m2::MIN), "448.0 -57344");
+}
+
+/// The CUDA C conversions of the prelude against the Rust ones, bit for bit:
+/// every pattern widened, and rounded from every value, every midpoint and
+/// its neighbours, the specials and random f32s. Each pair is a
+/// `static_assert` that NVRTC evaluates, so a difference fails the compile
+/// and the log names its input.
+#[test]
+fn cuda_conversions_equal_the_rust_ones_under_nvrtc() {
+    if !nvrtc_or_skip("cuda_conversions_equal_the_rust_ones_under_nvrtc") {
+        return;
+    }
+    let seed = rand::rng().random();
+    let mut g = StdRng::seed_from_u64(seed);
+    let mut body = String::from("namespace symm_fp8_check {\nusing namespace symm_detail;\n");
+    assertions::<f8e4m3>(&mut body, "4, 3, false", &mut g);
+    assertions::<f8e5m2>(&mut body, "5, 2, true", &mut g);
+    body.push_str(
+        "}\nextern \"C\" __global__ void fp8_check(symm_f8e4m3* a, symm_f8e5m2* b, float* f) {\n\
+         a[0] = symm_f32_to_f8e4m3(f[0]); b[0] = symm_f32_to_f8e5m2(f[1]);\n\
+         f[2] = symm_f8e4m3_to_f32(a[1]); f[3] = symm_f8e5m2_to_f32(b[1]);\n}\n",
+    );
+    let source = format!("{PRELUDE}\n{body}");
+    for arch in [Arch::new(9, 0), Arch::new(8, 0)] {
+        let req = CompileRequest {
+            kernel_name: "fp8_check",
+            source: &source,
+            arch,
+            options: &[],
+        };
+        let (compiled, _) = JitEngine::new(None)
+            .compile(&req)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(compiled.log.trim().is_empty(), "{}", compiled.log);
+    }
+}
+
+/// Appends the `static_assert`s of one format (template arguments `targs`).
+fn assertions<T: Fp8>(out: &mut String, targs: &str, g: &mut StdRng) {
+    use std::fmt::Write;
+    let name = T::FMT.name;
+    for b in 0..=255u8 {
+        let want = T::of_bits(b).f32().to_bits();
+        writeln!(
+            out,
+            "static_assert(f8_to_f32_bits<{targs}>({b}) == {want}u, \"{name} {b:#04x} widened\");"
+        )
+        .unwrap();
+    }
+    let mut xs: Vec<f32> = vec![f32::INFINITY, f32::MAX, 1e30, f32::from_bits(1), 0.0];
+    xs.extend([
+        f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0x7fbf_ffff),
+    ]);
+    for b in 0..0x80u8 {
+        let v = T::of_bits(b).f32();
+        if v.is_finite() {
+            xs.extend([v, next_up(v)]);
+            if b > 0 {
+                xs.push(next_down(v));
+            }
+            let w = T::of_bits(b + 1).f32();
+            if w.is_finite() {
+                let mid = ((f64::from(v) + f64::from(w)) / 2.0) as f32;
+                xs.extend([mid, next_up(mid), next_down(mid)]);
+            }
+        }
+    }
+    xs.extend([464.0, next_up(464.0), 61440.0, next_down(61440.0)]);
+    xs.extend((0..2000).map(|_| f32::from_bits(g.random())));
+    for x in xs.iter().flat_map(|&x| [x, -x]) {
+        let u = x.to_bits();
+        let want = T::of_f32(x).bits();
+        writeln!(
+            out,
+            "static_assert(f8_from_f32_bits<{targs}>({u}u) == {want}, \"{name} from {u:#010x}\");"
+        )
+        .unwrap();
+    }
 }
