@@ -52,11 +52,29 @@ fn store_vec_values(y: &mut [f32], n: u32) {
     });
 }
 
+/// The fp8 types written out (not as a generic `T`): parameters, slices,
+/// `from_bits`, arithmetic, negation, min/max/abs, bits and vectors.
+#[symm::symm_kernel]
+fn fp8_concrete(x: &mut [f8e4m3], y: &[f8e5m2], a: f8e4m3, b: &mut [u32], f: &mut [f32]) {
+    let p = f8e4m3::from_bits(0x38u8);
+    let q = f8e5m2::from_bits(b[0] as u8);
+    x[0] = p + a * x[1];
+    x[2] = -max(x[3], abs(x[4]));
+    f[0] = q.to_f32() + y[1].to_f32() + x[5].to_f32();
+    b[1] = x[6].to_bits() as u32 + y[2].to_bits32();
+    x[7] = f8e4m3::from_f32(f[1]);
+    let v = y.load_vec::<16>(16u32);
+    let w: [f8e4m3; 16] = x.load_vec::<16>(32u32);
+    x.store_vec(48u32, w);
+    f[2] = v[15].to_f32() + f8e5m2::from_f32(f[3]).to_f32();
+}
+
 symm::check_kernels!(
     fn test_kernels_compile;
     // Stored vectors of any expression: the bounds check must not copy
     // them into an unevaluated context.
     store_vec_values,
+    fp8_concrete,
     // The shuffles for every element type (1, 2, 4 and 8 bytes).
     all_shuffles::<u8>,
     all_shuffles::<u32>,
@@ -67,11 +85,22 @@ symm::check_kernels!(
     all_shuffles::<f64>,
     all_shuffles::<symm::bf16>,
     all_shuffles::<symm::f16>,
+    all_shuffles::<symm::f8e4m3>,
+    all_shuffles::<symm::f8e5m2>,
     // The DSL's test suite.
     arith::<f32>,
     arith::<f64>,
     arith::<symm::bf16>,
     arith::<symm::f16>,
+    arith::<symm::f8e4m3>,
+    arith::<symm::f8e5m2>,
+    // The fp8 conversions both ways, and 16-element vectors of them.
+    fp8_convert::<symm::f8e4m3>,
+    fp8_convert::<symm::f8e5m2>,
+    copy_vec16::<symm::f8e4m3>,
+    copy_vec16::<symm::f8e5m2>,
+    copy_vec16::<u8>,
+    gather_vectors::<symm::f8e4m3, 16>,
     int_ops,
     control::<8>,
     atomics,
@@ -99,6 +128,8 @@ symm::check_kernels!(
     compound::<f64>,
     compound::<symm::bf16>,
     compound::<symm::f16>,
+    compound::<symm::f8e4m3>,
+    compound::<symm::f8e5m2>,
     compound::<u8>,
     compound::<u32>,
     compound::<u64>,
@@ -116,8 +147,10 @@ symm::check_kernels!(
     ring_all_gather::<f32>,
     ring_all_gather::<symm::bf16>,
     ring_all_gather::<u64>,
+    ring_all_gather::<symm::f8e4m3>,
     broadcast::<f32>,
     broadcast::<symm::f16>,
+    broadcast::<symm::f8e5m2>,
     one_shot_ll::<f32, 1, 2>,
     one_shot_ll::<f32, 1, 4>,
     one_shot_ll::<f32, 1, 8>,

@@ -51,7 +51,29 @@ fn arithmetic_matches_the_reference_bitwise() {
         run_arith::<f32>(c, 128)?;
         run_arith::<f64>(c, 256)?;
         run_arith::<bf16>(c, 96)?;
-        run_arith::<f16>(c, 64)
+        run_arith::<f16>(c, 64)?;
+        run_arith::<f8e4m3>(c, 64)?;
+        run_arith::<f8e5m2>(c, 32)
+    });
+}
+
+/// Every fp8 bit pattern widened, and every probe of `fp8_probes` rounded,
+/// by a kernel: bit for bit the Rust conversions.
+#[test]
+fn fp8_conversions_in_kernels_match_the_rust_ones_bitwise() {
+    emu(1, |c| {
+        run_fp8_convert::<f8e4m3>(c)?;
+        run_fp8_convert::<f8e5m2>(c)
+    });
+}
+
+/// Symmetric buffers of fp8 filled from the host, read back, and copied
+/// from the next rank with 16-element vectors, bit for bit.
+fn fp8_copies(world: usize) {
+    let seed = rand::rng().random();
+    emu(world, |c| {
+        run_fp8_copies::<f8e4m3>(c, seed, T)?;
+        run_fp8_copies::<f8e5m2>(c, seed ^ 1, T)
     });
 }
 
@@ -82,6 +104,7 @@ per_world! {
     collectives_match_the_reference: collectives => [world_1, world_2, world_3, world_4, world_8];
     gathers_receive_every_rank_at_once: gathers => [world_1, world_2, world_3, world_4, world_8];
     eight_byte_receives_take_every_rank: receives64 => [world_1, world_2, world_3, world_4, world_5, world_6, world_7, world_8];
+    fp8_symmetric_buffers_copy_bit_for_bit: fp8_copies => [world_1, world_2, world_3];
 }
 
 /// `+=` and the other compound assignments on generic `Num` and `DslInt`

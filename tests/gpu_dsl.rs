@@ -1,7 +1,8 @@
 //! The DSL on real GPUs, where only a GPU can tell: CUDA graph capture and
 //! replay, in-kernel timeouts, bounds checks of safe launches, co-residency
 //! of ranks that share a GPU, bad launches, compile times, launch overhead
-//! against raw cudarc, and what the bounds checks cost.
+//! against raw cudarc, what the bounds checks cost, and the fp8 conversions
+//! as the GPU runs them.
 //! A custom harness (see `support/harness.rs`).
 //!
 //! The DSL test kernels against their CPU references and the collectives
@@ -648,12 +649,31 @@ fn launch_overhead() -> Outcome {
     ))
 }
 
+/// The prelude's fp8 conversions as a GPU runs them, bit for bit against
+/// the Rust ones (the emulator's): every pattern widened, and every value,
+/// midpoint, neighbour, special and 4M random f32s rounded, per format.
+/// Without a GPU, `tests/fp8.rs` of symm-runtime checks the same CUDA C
+/// with NVRTC at compile time, on fewer inputs.
+fn fp8_conversions() -> Outcome {
+    let n = gpus(1, |c| {
+        Ok((
+            run_fp8_convert::<symm::f8e4m3>(c)?,
+            run_fp8_convert::<symm::f8e5m2>(c)?,
+        ))
+    })?;
+    let (e4m3, e5m2) = n[0];
+    Ok(format!(
+        "256 patterns widened, {e4m3} (f8e4m3) and {e5m2} (f8e5m2) f32s rounded"
+    ))
+}
+
 fn main() {
     let mut h = Harness::new("gpu_dsl");
     if h.gpus == 0 {
-        h.skip(6 + 3 * h.worlds.len(), "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead (the CPU tests compile every kernel)");
+        h.skip(7 + 3 * h.worlds.len(), "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead (the CPU tests compile every kernel)");
         h.finish();
     }
+    h.run("dsl_fp8_conversions", 1, &fp8_conversions);
     h.run("dsl_compile_times", 1, &compile_times);
     h.run("dsl_launch_overhead", 1, &launch_overhead);
     h.run("dsl_checked_launch_cost", 1, &checked_launch_cost);

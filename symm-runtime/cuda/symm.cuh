@@ -204,11 +204,15 @@ static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a
 static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b);
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b);
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b);
+static __device__ __forceinline__ __attribute__((unused)) symm_f8e4m3 symm_rem(symm_f8e4m3 a, symm_f8e4m3 b);
+static __device__ __forceinline__ __attribute__((unused)) symm_f8e5m2 symm_rem(symm_f8e5m2 a, symm_f8e5m2 b);
 /* `%=`: `a = symm_rem(a, b)`, the place evaluated once. */
 template<class T> __device__ __forceinline__ T& symm_rem_assign(T& a, typename symm_nd<T>::type b);
-/* Half-precision square roots, through f32 like the Rust side. */
+/* Half-precision and fp8 square roots, through f32 like the Rust side. */
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_sqrt(symm_bf16 a);
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_sqrt(symm_f16 a);
+static __device__ __forceinline__ __attribute__((unused)) symm_f8e4m3 symm_sqrt(symm_f8e4m3 a);
+static __device__ __forceinline__ __attribute__((unused)) symm_f8e5m2 symm_sqrt(symm_f8e5m2 a);
 /* wrapping_add / _sub / _mul: wrap exactly as Rust's. */
 template<class T> __device__ __forceinline__ T symm_wrapping_add(T a, typename symm_nd<T>::type b);
 template<class T> __device__ __forceinline__ T symm_wrapping_sub(T a, typename symm_nd<T>::type b);

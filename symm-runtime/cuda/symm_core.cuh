@@ -18,7 +18,8 @@
  *
  * Where results can differ from Rust on the CPU: NaN payloads and signs
  * (GPU arithmetic and PTX conversions may give the canonical NaN where the
- * CPU and `half` keep the payload), and casts to bf16/f16 from f64 or from
+ * CPU and `half` keep the payload; an f8e4m3/f8e5m2 NaN keeps only the
+ * sign of such an f32 NaN), and casts to bf16/f16 from f64 or from
  * integers wider than 24 bits, which round twice (through f32) where
  * `half`'s from_f64 rounds once.
  */
@@ -46,6 +47,9 @@ typedef short symm_i16;
    that no cuda_bf16.h / cuda_fp16.h is needed. */
 struct symm_bf16 { symm_u16 bits; };
 struct symm_f16 { symm_u16 bits; };
+/* Storage-only 8-bit floats, PyTorch's float8_e4m3fn and float8_e5m2. */
+struct symm_f8e4m3 { symm_u8 bits; };
+struct symm_f8e5m2 { symm_u8 bits; };
 
 /* Memory orders and scopes: template arguments of symm_ld, symm_st,
    symm_atom_* and symm_fence. SYMM_VOLATILE ignores the scope. */
@@ -85,20 +89,36 @@ SYMM_DEVICE_FN symm_f16 symm_f32_to_f16(float x);
 /* The bf16 / f16 with these bits. */
 SYMM_DEVICE_FN symm_bf16 symm_bf16_from_bits(symm_u16 bits);
 SYMM_DEVICE_FN symm_f16 symm_f16_from_bits(symm_u16 bits);
+/* f8e4m3 / f8e5m2 to f32: exact (a NaN keeps its payload, as in c10). */
+SYMM_DEVICE_FN float symm_f8e4m3_to_f32(symm_f8e4m3 x);
+SYMM_DEVICE_FN float symm_f8e5m2_to_f32(symm_f8e5m2 x);
+/* f32 to f8e4m3 / f8e5m2: rounded to nearest even, not saturated, as c10's
+   fp8e4m3fn_from_fp32_value / fp8e5m2_from_fp32_value: past the largest
+   finite value e4m3 gives NaN and e5m2 infinity; NaN gives 0x7F with the
+   sign. */
+SYMM_DEVICE_FN symm_f8e4m3 symm_f32_to_f8e4m3(float x);
+SYMM_DEVICE_FN symm_f8e5m2 symm_f32_to_f8e5m2(float x);
+/* The f8e4m3 / f8e5m2 with these bits. */
+SYMM_DEVICE_FN symm_f8e4m3 symm_f8e4m3_from_bits(symm_u8 bits);
+SYMM_DEVICE_FN symm_f8e5m2 symm_f8e5m2_from_bits(symm_u8 bits);
 
 /* The bytes of x as a To of the same size (both trivially copyable). */
 template<typename To, typename From> __device__ __forceinline__ To symm_bitcast(From x);
-/* The bits of a float, double, bf16 or f16, and floats from their bits. */
+/* The bits of a float, double, bf16, f16, f8e4m3 or f8e5m2, and floats
+   from their bits. */
 SYMM_DEVICE_FN symm_u32 symm_to_bits(float x);
 SYMM_DEVICE_FN symm_u64 symm_to_bits(double x);
 SYMM_DEVICE_FN symm_u16 symm_to_bits(symm_bf16 x);
 SYMM_DEVICE_FN symm_u16 symm_to_bits(symm_f16 x);
+SYMM_DEVICE_FN symm_u8 symm_to_bits(symm_f8e4m3 x);
+SYMM_DEVICE_FN symm_u8 symm_to_bits(symm_f8e5m2 x);
 SYMM_DEVICE_FN float symm_f32_from_bits(symm_u32 bits);
 SYMM_DEVICE_FN double symm_f64_from_bits(symm_u64 bits);
 
 /* x converted to To as Rust's `as` converts (floats to integers truncate,
-   saturate, NaN to 0), for bool, the integer types, float, double, bf16
-   and f16; to bf16/f16 through f32. A cast to bool does not compile. */
+   saturate, NaN to 0), for bool, the integer types, float, double, bf16,
+   f16, f8e4m3 and f8e5m2; to the last four through f32. A cast to bool
+   does not compile. */
 template<typename To, typename From> __device__ __forceinline__ To symm_cast(From x);
 /* symm_cast<float>(x). */
 template<typename T> __device__ __forceinline__ float symm_to_f32(T x);
@@ -109,9 +129,10 @@ template<typename T> __device__ __forceinline__ T symm_from_f32(float x);
    Arithmetic (symm_impl/math.cuh): rounds as Rust does on the CPU
    ====================================================================== */
 
-/* bf16 / f16 + - * / (and their compound assignments), negation and
-   comparisons, as Rust's `half` defines them: computed in f32 and rounded
-   to nearest even once; comparisons are f32 comparisons. */
+/* bf16 / f16 / f8e4m3 / f8e5m2 + - * / (and their compound assignments),
+   negation and comparisons, as Rust's `half` defines them (and symm's fp8
+   types): computed in f32 and rounded to nearest even once; comparisons are
+   f32 comparisons. */
 #define SYMM_DECLARE_HALF_OPERATORS(H)                                         \
     SYMM_DEVICE_FN H operator+(H a, H b);                                      \
     SYMM_DEVICE_FN H& operator+=(H& a, H b);                                   \
@@ -130,10 +151,13 @@ template<typename T> __device__ __forceinline__ T symm_from_f32(float x);
     SYMM_DEVICE_FN bool operator>=(H a, H b);
 SYMM_DECLARE_HALF_OPERATORS(symm_bf16)
 SYMM_DECLARE_HALF_OPERATORS(symm_f16)
+SYMM_DECLARE_HALF_OPERATORS(symm_f8e4m3)
+SYMM_DECLARE_HALF_OPERATORS(symm_f8e5m2)
 #undef SYMM_DECLARE_HALF_OPERATORS
 
 /* min / max as Rust's: floats are IEEE minNum/maxNum (a NaN operand yields
-   the other), bf16/f16 return one operand unchanged as `half` does. */
+   the other), bf16/f16 (and f8e4m3/f8e5m2) return one operand unchanged as
+   `half` does. */
 #define SYMM_DECLARE_MINMAX(T)                                                 \
     SYMM_DEVICE_FN T symm_min(T a, T b);                                       \
     SYMM_DEVICE_FN T symm_max(T a, T b);
@@ -141,6 +165,8 @@ SYMM_DECLARE_MINMAX(float)
 SYMM_DECLARE_MINMAX(double)
 SYMM_DECLARE_MINMAX(symm_bf16)
 SYMM_DECLARE_MINMAX(symm_f16)
+SYMM_DECLARE_MINMAX(symm_f8e4m3)
+SYMM_DECLARE_MINMAX(symm_f8e5m2)
 SYMM_DECLARE_MINMAX(symm_u8)
 SYMM_DECLARE_MINMAX(symm_u16)
 SYMM_DECLARE_MINMAX(symm_u32)
@@ -157,19 +183,23 @@ SYMM_DEVICE_FN float symm_abs(float x);
 SYMM_DEVICE_FN double symm_abs(double x);
 SYMM_DEVICE_FN symm_bf16 symm_abs(symm_bf16 x);
 SYMM_DEVICE_FN symm_f16 symm_abs(symm_f16 x);
+SYMM_DEVICE_FN symm_f8e4m3 symm_abs(symm_f8e4m3 x);
+SYMM_DEVICE_FN symm_f8e5m2 symm_abs(symm_f8e5m2 x);
 SYMM_DEVICE_FN symm_i8 symm_abs(symm_i8 x);
 SYMM_DEVICE_FN symm_i16 symm_abs(symm_i16 x);
 SYMM_DEVICE_FN symm_i32 symm_abs(symm_i32 x);
 SYMM_DEVICE_FN symm_i64 symm_abs(symm_i64 x);
 
-/* a * b + c with one rounding (Rust's mul_add); bf16/f16 fuse in f32 and
-   round that result once more. */
+/* a * b + c with one rounding (Rust's mul_add); bf16/f16/f8e4m3/f8e5m2
+   fuse in f32 and round that result once more. */
 SYMM_DEVICE_FN float symm_fma(float a, float b, float c);
 SYMM_DEVICE_FN double symm_fma(double a, double b, double c);
 SYMM_DEVICE_FN symm_bf16 symm_fma(symm_bf16 a, symm_bf16 b, symm_bf16 c);
 SYMM_DEVICE_FN symm_f16 symm_fma(symm_f16 a, symm_f16 b, symm_f16 c);
+SYMM_DEVICE_FN symm_f8e4m3 symm_fma(symm_f8e4m3 a, symm_f8e4m3 b, symm_f8e4m3 c);
+SYMM_DEVICE_FN symm_f8e5m2 symm_fma(symm_f8e5m2 a, symm_f8e5m2 b, symm_f8e5m2 c);
 
-/* Correctly rounded square root (bf16/f16: symm.cuh). */
+/* Correctly rounded square root (bf16/f16/f8e4m3/f8e5m2: symm.cuh). */
 SYMM_DEVICE_FN float symm_sqrt(float x);
 SYMM_DEVICE_FN double symm_sqrt(double x);
 

@@ -8,7 +8,8 @@
 //! include nothing: this module concatenates them (with `include_str!`)
 //! into one self-contained string, and implements what kernels need
 //! (fixed-width integers, bf16/f16 storage types, scoped memory operations)
-//! directly with inline PTX. Every operation used exists on sm_80 and later.
+//! directly with inline PTX, and the fp8 storage types' conversions as
+//! integer code. Every operation used exists on sm_80 and later.
 //!
 //! Values that the device code shares with Rust (the signal-pad layout, the
 //! signal kinds) are never written in the headers: this module generates
@@ -20,9 +21,10 @@ use crate::status::{SignalKind, ASSERT_KIND, OUT_OF_BOUNDS_KIND};
 
 /// CUDA C source that every kernel symm compiles starts with: the core
 /// device API declared in `cuda/symm_core.cuh` (integer typedefs,
-/// `symm_bf16`/`symm_f16` with conversions, casts and arithmetic that round
-/// as Rust does on the CPU, memory operations with explicit order and scope,
-/// timers, warp primitives), then its implementations from
+/// `symm_bf16`/`symm_f16`/`symm_f8e4m3`/`symm_f8e5m2` with conversions,
+/// casts and arithmetic that round as Rust does on the CPU, memory
+/// operations with explicit order and scope, timers, warp primitives), then
+/// its implementations from
 /// `cuda/symm_impl/`. Hand-written kernels may use all of it. It contains no
 /// `#include`.
 ///

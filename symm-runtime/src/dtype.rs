@@ -2,6 +2,8 @@
 
 use half::{bf16, f16};
 
+use crate::fp8::{f8e4m3, f8e5m2};
+
 /// Run-time tag of an element type; rendezvous compares it across ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -24,13 +26,17 @@ pub enum DType {
     U64,
     /// 64-bit signed.
     I64,
+    /// 8-bit float e4m3fn (PyTorch's `float8_e4m3fn`).
+    F8E4M3,
+    /// 8-bit float e5m2 (PyTorch's `float8_e5m2`).
+    F8E5M2,
 }
 
 impl DType {
     /// Size of one element in bytes.
     pub const fn size(self) -> usize {
         match self {
-            DType::U8 => 1,
+            DType::U8 | DType::F8E4M3 | DType::F8E5M2 => 1,
             DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::U32 | DType::I32 => 4,
             DType::F64 | DType::U64 | DType::I64 => 8,
@@ -49,12 +55,17 @@ impl DType {
             DType::I32 => "i32",
             DType::U64 => "u64",
             DType::I64 => "i64",
+            DType::F8E4M3 => "f8e4m3",
+            DType::F8E5M2 => "f8e5m2",
         }
     }
 
     /// Whether this is a floating-point type.
     pub const fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+        matches!(
+            self,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2
+        )
     }
 
     /// Stable numeric code, used on the wire during rendezvous.
@@ -69,6 +80,8 @@ impl DType {
             DType::I32 => 7,
             DType::U64 => 8,
             DType::I64 => 9,
+            DType::F8E4M3 => 10,
+            DType::F8E5M2 => 11,
         }
     }
 
@@ -83,6 +96,8 @@ impl DType {
             7 => DType::I32,
             8 => DType::U64,
             9 => DType::I64,
+            10 => DType::F8E4M3,
+            11 => DType::F8E5M2,
             _ => return None,
         })
     }
@@ -136,6 +151,8 @@ element! {
     i32 => I32, |v| u64::from(v as u32);
     u64 => U64, |v| v;
     i64 => I64, |v| v as u64;
+    f8e4m3 => F8E4M3, |v| u64::from(v.to_bits());
+    f8e5m2 => F8E5M2, |v| u64::from(v.to_bits());
 }
 
 /// Where two slices of elements first differ bit for bit, from
@@ -239,6 +256,8 @@ mod tests {
             check(f64::from_bits(g.random()));
             check(f16::from_bits(g.random()));
             check(bf16::from_bits(g.random()));
+            check(f8e4m3::from_bits(g.random()));
+            check(f8e5m2::from_bits(g.random()));
             check(g.random::<u8>());
             check(g.random::<u32>());
             check(g.random::<i32>());
@@ -246,6 +265,34 @@ mod tests {
             check(g.random::<i64>());
         }
         assert_eq!((-1i32).to_bits64(), 0xffff_ffff);
+    }
+
+    /// Each element type's tag has its size and a code that rendezvous
+    /// and the pool's records carry back to it; codes and names are unique.
+    #[test]
+    fn every_type_has_its_size_and_a_code_that_comes_back() {
+        fn check<T: Element>() {
+            let d = T::DTYPE;
+            assert_eq!(d.size(), std::mem::size_of::<T>(), "{d}");
+            assert_eq!(DType::from_code(d.code()), Some(d), "{d}");
+        }
+        check::<f32>();
+        check::<f64>();
+        check::<f16>();
+        check::<bf16>();
+        check::<u8>();
+        check::<u32>();
+        check::<i32>();
+        check::<u64>();
+        check::<i64>();
+        check::<f8e4m3>();
+        check::<f8e5m2>();
+        let all: Vec<DType> = (0..=255).filter_map(DType::from_code).collect();
+        let mut names: Vec<&str> = all.iter().map(|d| d.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!((all.len(), names.len()), (11, 11));
+        assert!(DType::F8E4M3.is_float() && DType::F8E5M2.is_float());
     }
 
     /// The first differing element is named, NaNs match themselves and

@@ -25,6 +25,7 @@ pub mod __private_0_1_0;
 mod dtype;
 mod emulator;
 mod error;
+mod fp8;
 mod hostmem;
 mod ipc;
 pub mod jit;
@@ -61,6 +62,8 @@ pub use store::{FileStore, InProcessStore, Store, StoreError, TcpStore};
 
 /// Re-exported so users can name the f16 and bf16 element types.
 pub use half::{bf16, f16};
+
+pub use fp8::{f8e4m3, f8e5m2};
 
 /// Re-exported so users can pass their own streams and capture graphs.
 pub use cudarc;

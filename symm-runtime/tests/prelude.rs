@@ -54,7 +54,7 @@ fn ptx(name: &str, body: &str, arch: Arch) -> String {
 /// and scope it supports.
 const EXERCISE_ALL: &str = r#"
 #define SYMM_ALL_TYPES bool, symm_u8, symm_u16, symm_u32, symm_u64, symm_i8, symm_i16, symm_i32, \
-    symm_i64, float, double, symm_bf16, symm_f16
+    symm_i64, float, double, symm_bf16, symm_f16, symm_f8e4m3, symm_f8e5m2
 
 /* Stores symm_cast<To>(From) for every From of the list, 16 bytes apart. */
 template<typename To, typename... Froms>
@@ -176,7 +176,8 @@ template<typename T, symm_u64 N> __device__ __forceinline__ void vec(T* p) {
 
 extern "C" __global__ void prelude_all(unsigned char* bytes, symm_u32* u32, symm_i32* i32, symm_u64* u64,
                                        symm_i64* i64, float* f32, double* f64, symm_bf16* bf, symm_f16* hf,
-                                       symm_u8* u8, symm_u16* u16, symm_i8* i8, symm_i16* i16, bool* b) {
+                                       symm_u8* u8, symm_u16* u16, symm_i8* i8, symm_i16* i16, bool* b,
+                                       symm_f8e4m3* f8a, symm_f8e5m2* f8b) {
     /* Conversions: every (To, From) pair Rust allows. */
     cast_row<bool, bool>(bytes, bytes + 4096);
     cast_row<symm_u8, SYMM_ALL_TYPES>(bytes, bytes + 4096 + 256 * 1);
@@ -192,13 +193,17 @@ extern "C" __global__ void prelude_all(unsigned char* bytes, symm_u32* u32, symm
     cast_row<symm_bf16, SYMM_ALL_TYPES>(bytes, bytes + 4096 + 256 * 11);
     cast_row<symm_f16, SYMM_ALL_TYPES>(bytes, bytes + 4096 + 256 * 12);
     cast_row<symm_u64, unsigned long, long, char>(bytes, bytes + 4096 + 256 * 13);
+    cast_row<symm_f8e4m3, SYMM_ALL_TYPES>(bytes, bytes + 4096 + 256 * 14);
+    cast_row<symm_f8e5m2, SYMM_ALL_TYPES>(bytes, bytes + 4096 + 256 * 15);
     from_to_f32<symm_u8, symm_u16, symm_u32, symm_u64, symm_i8, symm_i16, symm_i32, symm_i64, float, double,
-                symm_bf16, symm_f16>(bytes, bytes + 8192);
+                symm_bf16, symm_f16, symm_f8e4m3, symm_f8e5m2>(bytes, bytes + 8192);
     f32[100] = symm_to_f32(b[0]);
 
-    /* bf16 / f16 arithmetic and math. */
+    /* bf16 / f16 / fp8 arithmetic and math. */
     half_ops(bf);
     half_ops(hf);
+    half_ops(f8a);
+    half_ops(f8b);
     float_math(f32 + 16);
     float_math(f64 + 16);
     int_math(u8);
@@ -222,6 +227,9 @@ extern "C" __global__ void prelude_all(unsigned char* bytes, symm_u32* u32, symm
     f64[31] = symm_f64_from_bits(u64[31]);
     bf[11] = symm_bf16_from_bits(u16[11]);
     hf[11] = symm_f16_from_bits(u16[12]);
+    u8[10] = symm_to_bits(f8a[10]) ^ symm_to_bits(f8b[10]);
+    f8a[11] = symm_f8e4m3_from_bits(u8[11]);
+    f8b[11] = symm_f8e5m2_from_bits(u8[12]);
 
     /* Arrays. */
     __shared__ symm_array<float, 64> tile;
@@ -249,6 +257,8 @@ extern "C" __global__ void prelude_all(unsigned char* bytes, symm_u32* u32, symm
     vec<double, 2>(f64 + 128);
     vec<symm_u8, 16>(u8 + 128);
     vec<symm_u16, 8>(u16 + 128);
+    vec<symm_f8e4m3, 16>(f8a + 128);
+    vec<symm_f8e5m2, 16>(f8b + 128);
 
     /* Warp (the shuffles are intrinsics: tests/dsl_kernels_compile.rs). */
     u32[210] = symm_ballot(f32[210] > 0.0f) + symm_lane_id();

@@ -1268,6 +1268,8 @@ pub fn run_compounds(c: &Comm) -> symm::Result<()> {
     })?;
     run_compound(c, bf16::NAN, move |g| bf16::from_f32(float(g)))?;
     run_compound(c, f16::NAN, move |g| f16::from_f32(float(g)))?;
+    run_compound(c, f8e4m3::NAN, move |g| f8e4m3::from_f32(float(g)))?;
+    run_compound(c, f8e5m2::NAN, move |g| f8e5m2::from_f32(float(g)))?;
     run_compound(c, u8::MAX, |g| g.random_range(1u8..=10))?;
     run_compound(c, u32::MAX, |g| g.random_range(1u32..=1000))?;
     run_compound(c, u64::MAX, |g| g.random_range(1u64..=1_000_000))?;
@@ -1462,4 +1464,154 @@ pub fn run_torn_packet(c: &Comm) -> symm::Result<()> {
         &out.to_host()?,
         &[want],
     )
+}
+
+/// The fp8 conversions both ways, for `T` = f8e4m3 or f8e5m2: `bits[i]`
+/// (its low byte) as a `T`, widened by `to_f32`; and `x[i]` rounded to `T`
+/// by `T::from_f32`, stored both as a `T` and as its `to_bits32`.
+#[symm_kernel]
+pub fn fp8_convert<T: Scalar>(
+    bits: &[u32],
+    x: &[f32],
+    wide: &mut [f32],
+    narrow: &mut [T],
+    narrow_bits: &mut [u32],
+    n: u32,
+) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        wide[i] = T::from_bits32(bits[i]).to_f32();
+        let v = T::from_f32(x[i]);
+        narrow[i] = v;
+        narrow_bits[i] = v.to_bits32();
+    }
+}
+
+/// f32s that probe a conversion to `T`: every value of `T` and, between
+/// every two neighbours, the midpoint and the f32s beside it (in both
+/// signs), the specials, then `random` random f32s, half any bit pattern
+/// and half near `T`'s range.
+pub fn fp8_probes<T: Scalar>(random: usize, g: &mut impl Rng) -> Vec<f32> {
+    let beside = |x: f32| {
+        [
+            f32::from_bits(x.to_bits() - 1),
+            x,
+            f32::from_bits(x.to_bits() + 1),
+        ]
+    };
+    let mut xs = vec![
+        f32::INFINITY,
+        f32::MAX,
+        f32::NAN,
+        f32::from_bits(0x7f80_0001),
+    ];
+    for b in 0..0x80u32 {
+        let (v, w) = (T::from_bits32(b).to_f32(), T::from_bits32(b + 1).to_f32());
+        xs.push(v);
+        if v.is_finite() && w.is_finite() && b + 1 < 0x80 {
+            xs.extend(beside(((f64::from(v) + f64::from(w)) / 2.0) as f32));
+        }
+    }
+    // The midpoints past the largest finite values (of e4m3fn, of e5m2).
+    xs.extend(beside(464.0));
+    xs.extend(beside(61440.0));
+    xs.extend((0..random).map(|k| {
+        if k % 2 == 0 {
+            f32::from_bits(g.random())
+        } else {
+            let e = g.random_range(127 - 30..=127 + 18u32);
+            f32::from_bits((g.random::<u32>() & 0x807f_ffff) | (e << 23))
+        }
+    }));
+    xs.iter().flat_map(|&x| [x, -x]).collect()
+}
+
+/// [`fp8_convert`] on `c`'s rank for every bit pattern and every probe of
+/// [`fp8_probes`] (5000 random ones on the emulator, 4M on a GPU), bit for
+/// bit against the Rust conversions; returns how many f32s it rounded.
+pub fn run_fp8_convert<T: Scalar>(c: &Comm) -> symm::Result<usize> {
+    let x = fp8_probes::<T>(sized(c, 5000, 1 << 22), &mut rand::rng());
+    let n = x.len();
+    let bits: Vec<u32> = (0..n as u32).map(|i| i % 256).collect();
+    let (db, dx) = (c.device_buffer_from(&bits)?, c.device_buffer_from(&x)?);
+    let mut wide = c.device_buffer_from(&vec![f32::from_bits(0xDEAD_BEEF); n])?;
+    let mut narrow = c.device_buffer_from(&vec![T::from_bits32(0x55); n])?;
+    let mut narrow_bits = c.device_buffer_from(&vec![0xDEAD_BEEFu32; n])?;
+    let cfg = lin(n, 128);
+    fp8_convert::launch::<T>(
+        c,
+        cfg,
+        &db,
+        &dx,
+        &mut wide,
+        &mut narrow,
+        &mut narrow_bits,
+        n as u32,
+    )?;
+    c.synchronize()?;
+    let want_wide: Vec<f32> = bits.iter().map(|&b| T::from_bits32(b).to_f32()).collect();
+    let want: Vec<T> = x.iter().map(|&v| T::from_f32(v)).collect();
+    let want_bits: Vec<u32> = want.iter().map(|v| v.to_bits32()).collect();
+    let name = T::CUDA;
+    check_bits(c, &format!("{name} to f32"), &wide.to_host()?, &want_wide)?;
+    check_bits(c, &format!("{name} from f32"), &narrow.to_host()?, &want)?;
+    check_bits(
+        c,
+        &format!("{name} bits"),
+        &narrow_bits.to_host()?,
+        &want_bits,
+    )?;
+    Ok(n)
+}
+
+/// Copies rank `src`'s symmetric buffer into `out`, 16 one-byte elements a
+/// thread, with one `load_vec::<16>` and one `store_vec` each (`n` a
+/// multiple of 16).
+#[symm_kernel]
+pub fn copy_vec16<T: Scalar>(buf: SymmBuf<T>, out: &mut [T], src: u32, n: u32) {
+    let i = (block_idx_x() * block_dim_x() + thread_idx_x()) * 16;
+    if i < n {
+        let v = buf.peer(src).load_vec::<16>(i);
+        out.store_vec(i, v);
+    }
+}
+
+/// A symmetric buffer of a one-byte `T` on every rank of `c`'s group: each
+/// fills its own from the host (every bit pattern, then random bytes, drawn
+/// from `seed` and the rank) and reads it back; then copies its next rank's
+/// with [`copy_vec16`] into a poisoned buffer. Both bit for bit.
+pub fn run_fp8_copies<T: Scalar>(
+    c: &Comm,
+    seed: u64,
+    timeout: std::time::Duration,
+) -> symm::Result<()> {
+    let n = 256 * sized(c, 4, 4096);
+    let data = |r: usize| -> Vec<T> {
+        let mut g = StdRng::seed_from_u64(seed ^ r as u64);
+        (0..n)
+            .map(|k| match k {
+                0..256 => T::from_bits32((k as u32 ^ (r as u32 * 0x5b)) & 0xff),
+                _ => T::from_bits32(u32::from(g.random::<u8>())),
+            })
+            .collect()
+    };
+    let (rank, world) = (c.rank(), c.world_size());
+    let buf = c.alloc::<T>(n)?;
+    buf.copy_from_host(&data(rank))?;
+    check_bits(c, "the host's round trip", &buf.to_host()?, &data(rank))?;
+    let s = buf.rendezvous()?;
+    let ch = Channel::request(c)?;
+    s.barrier(&ch, timeout)?;
+    let mut out = c.device_buffer_from(&vec![T::from_bits32(0x7f); n])?;
+    let src = (rank + 1) % world;
+    copy_vec16::launch::<T>(c, lin(n / 16, 64), &s, &mut out, src as u32, n as u32)?;
+    c.synchronize()?;
+    check_bits(
+        c,
+        &format!("rank {src}'s {}", T::CUDA),
+        &out.to_host()?,
+        &data(src),
+    )?;
+    // No rank frees its buffer while a peer may still read it.
+    s.barrier(&ch, timeout)
 }

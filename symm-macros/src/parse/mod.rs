@@ -95,6 +95,7 @@ pub struct Sig {
 
 pub const PRIMS: &[&str] = &[
     "f32", "f64", "u8", "u16", "u32", "u64", "usize", "i32", "i64", "isize", "bool", "bf16", "f16",
+    "f8e4m3", "f8e5m2",
 ];
 
 /// The C++ spelling of a primitive (`void` for anything else).
@@ -107,8 +108,8 @@ fn err(span: Span, msg: impl std::fmt::Display) -> syn::Error {
 }
 
 const TYPE_HELP: &str =
-    "kernel values are f32, f64, u8, u16, u32, u64, usize, i32, i64, bool, bf16, f16, a generic \
-                         type parameter, or arrays [T; N] of those";
+    "kernel values are f32, f64, u8, u16, u32, u64, usize, i32, i64, bool, bf16, f16, f8e4m3, \
+                         f8e5m2, a generic type parameter, or arrays [T; N] of those";
 
 /// Parses a scalar type: a primitive or one of `generics`.
 pub fn scalar(ty: &Type, generics: &[Generic]) -> syn::Result<Scalar> {

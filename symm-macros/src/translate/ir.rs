@@ -23,6 +23,8 @@ pub enum CPrim {
     Bool,
     Bf16,
     F16,
+    F8e4m3,
+    F8e5m2,
 }
 
 impl CPrim {
@@ -40,6 +42,8 @@ impl CPrim {
             "bool" => CPrim::Bool,
             "bf16" => CPrim::Bf16,
             "f16" => CPrim::F16,
+            "f8e4m3" => CPrim::F8e4m3,
+            "f8e5m2" => CPrim::F8e5m2,
             _ => return None,
         })
     }
@@ -58,6 +62,8 @@ impl CPrim {
             CPrim::Bool => "bool",
             CPrim::Bf16 => "symm_bf16",
             CPrim::F16 => "symm_f16",
+            CPrim::F8e4m3 => "symm_f8e4m3",
+            CPrim::F8e5m2 => "symm_f8e5m2",
         }
     }
 
@@ -90,6 +96,8 @@ impl CPrim {
             CPrim::Bool => "bool",
             CPrim::Bf16 => "bf16",
             CPrim::F16 => "f16",
+            CPrim::F8e4m3 => "f8e4m3",
+            CPrim::F8e5m2 => "f8e5m2",
         }
     }
 }

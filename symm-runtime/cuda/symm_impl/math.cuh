@@ -1,6 +1,6 @@
 /* Arithmetic that must round exactly as Rust does on the CPU: IEEE f32
-   operations in inline PTX, bf16/f16 operators, min/max/abs/fma/sqrt. Part
-   of PRELUDE; see symm_core.cuh. */
+   operations in inline PTX, bf16/f16/f8e4m3/f8e5m2 operators,
+   min/max/abs/fma/sqrt. Part of PRELUDE; see symm_core.cuh. */
 #ifndef SYMM_IMPL_MATH_CUH
 #define SYMM_IMPL_MATH_CUH
 
@@ -32,9 +32,10 @@ SYMM_DEVICE_FN float div_rn(float a, float b) {
 }
 } /* namespace symm_detail */
 
-/* ---- bf16 / f16 operators, as Rust's `half` crate defines them: widen to
-   f32 (exact), compute in f32, round to nearest even. Negation flips the
-   sign bit; comparisons are f32 comparisons (NaN unordered, -0 == +0). ---- */
+/* ---- bf16 / f16 operators, as Rust's `half` crate defines them (and the
+   fp8 ones as symm's Rust types do): widen to f32 (exact), compute in f32,
+   round to nearest even. Negation flips the sign bit (SIGN, of the bits'
+   type U); comparisons are f32 comparisons (NaN unordered, -0 == +0). ---- */
 
 #define SYMM_HALF_ARITH(H, FROM_F32, OP, F32_OP)                                         \
     SYMM_DEVICE_FN H operator OP(H a, H b) {                                             \
@@ -45,14 +46,14 @@ SYMM_DEVICE_FN float div_rn(float a, float b) {
     SYMM_DEVICE_FN bool operator OP(H a, H b) {                                          \
         return symm_detail::to_f32(a) OP symm_detail::to_f32(b);                         \
     }
-#define SYMM_HALF_OPERATORS(H, FROM_F32)                                                 \
+#define SYMM_HALF_OPERATORS(H, FROM_F32, U, SIGN)                                        \
     SYMM_HALF_ARITH(H, FROM_F32, +, add_rn)                                              \
     SYMM_HALF_ARITH(H, FROM_F32, -, sub_rn)                                              \
     SYMM_HALF_ARITH(H, FROM_F32, *, mul_rn)                                              \
     SYMM_HALF_ARITH(H, FROM_F32, /, div_rn)                                              \
     SYMM_DEVICE_FN H operator-(H a) {                                                    \
         H r;                                                                             \
-        r.bits = (symm_u16)(a.bits ^ 0x8000u);                                           \
+        r.bits = (U)(a.bits ^ SIGN);                                                     \
         return r;                                                                        \
     }                                                                                    \
     SYMM_HALF_CMP(H, ==)                                                                 \
@@ -62,8 +63,10 @@ SYMM_DEVICE_FN float div_rn(float a, float b) {
     SYMM_HALF_CMP(H, >)                                                                  \
     SYMM_HALF_CMP(H, >=)
 
-SYMM_HALF_OPERATORS(symm_bf16, symm_f32_to_bf16)
-SYMM_HALF_OPERATORS(symm_f16, symm_f32_to_f16)
+SYMM_HALF_OPERATORS(symm_bf16, symm_f32_to_bf16, symm_u16, 0x8000u)
+SYMM_HALF_OPERATORS(symm_f16, symm_f32_to_f16, symm_u16, 0x8000u)
+SYMM_HALF_OPERATORS(symm_f8e4m3, symm_f32_to_f8e4m3, symm_u8, 0x80u)
+SYMM_HALF_OPERATORS(symm_f8e5m2, symm_f32_to_f8e5m2, symm_u8, 0x80u)
 #undef SYMM_HALF_OPERATORS
 #undef SYMM_HALF_CMP
 #undef SYMM_HALF_ARITH
@@ -93,8 +96,9 @@ SYMM_DEVICE_FN double symm_max(double a, double b) {
     return r;
 }
 
-/* bf16/f16 min and max return one operand unchanged, exactly as `half`
-   does: max(a, b) = (a is NaN || b > a) ? b : a, and min likewise with <. */
+/* bf16/f16 (and fp8) min and max return one operand unchanged, exactly as
+   `half` does: max(a, b) = (a is NaN || b > a) ? b : a, and min likewise
+   with <. */
 #define SYMM_HALF_MINMAX(H)                                                    \
     SYMM_DEVICE_FN H symm_min(H a, H b) {                                      \
         float x = symm_detail::to_f32(a), y = symm_detail::to_f32(b);          \
@@ -106,6 +110,8 @@ SYMM_DEVICE_FN double symm_max(double a, double b) {
     }
 SYMM_HALF_MINMAX(symm_bf16)
 SYMM_HALF_MINMAX(symm_f16)
+SYMM_HALF_MINMAX(symm_f8e4m3)
+SYMM_HALF_MINMAX(symm_f8e5m2)
 #undef SYMM_HALF_MINMAX
 
 #define SYMM_INT_MINMAX(T)                                                     \
@@ -133,6 +139,12 @@ SYMM_DEVICE_FN symm_bf16 symm_abs(symm_bf16 x) {
 SYMM_DEVICE_FN symm_f16 symm_abs(symm_f16 x) {
     return symm_f16_from_bits((symm_u16)(x.bits & 0x7fffu));
 }
+SYMM_DEVICE_FN symm_f8e4m3 symm_abs(symm_f8e4m3 x) {
+    return symm_f8e4m3_from_bits((symm_u8)(x.bits & 0x7fu));
+}
+SYMM_DEVICE_FN symm_f8e5m2 symm_abs(symm_f8e5m2 x) {
+    return symm_f8e5m2_from_bits((symm_u8)(x.bits & 0x7fu));
+}
 #define SYMM_INT_ABS(T, U)                                                     \
     SYMM_DEVICE_FN T symm_abs(T x) { return x < 0 ? (T)(U)(0u - (U)x) : x; }
 SYMM_INT_ABS(symm_i8, symm_u8)
@@ -142,7 +154,7 @@ SYMM_INT_ABS(symm_i64, symm_u64)
 #undef SYMM_INT_ABS
 
 /* Fused multiply-add a * b + c with one rounding (Rust mul_add); bf16/f16
-   fuse in f32 and round the f32 result once more. */
+   and fp8 fuse in f32 and round the f32 result once more. */
 SYMM_DEVICE_FN float symm_fma(float a, float b, float c) {
     float r;
     asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
@@ -158,6 +170,14 @@ SYMM_DEVICE_FN symm_bf16 symm_fma(symm_bf16 a, symm_bf16 b, symm_bf16 c) {
 }
 SYMM_DEVICE_FN symm_f16 symm_fma(symm_f16 a, symm_f16 b, symm_f16 c) {
     return symm_f32_to_f16(symm_fma(symm_f16_to_f32(a), symm_f16_to_f32(b), symm_f16_to_f32(c)));
+}
+SYMM_DEVICE_FN symm_f8e4m3 symm_fma(symm_f8e4m3 a, symm_f8e4m3 b, symm_f8e4m3 c) {
+    return symm_f32_to_f8e4m3(
+        symm_fma(symm_f8e4m3_to_f32(a), symm_f8e4m3_to_f32(b), symm_f8e4m3_to_f32(c)));
+}
+SYMM_DEVICE_FN symm_f8e5m2 symm_fma(symm_f8e5m2 a, symm_f8e5m2 b, symm_f8e5m2 c) {
+    return symm_f32_to_f8e5m2(
+        symm_fma(symm_f8e5m2_to_f32(a), symm_f8e5m2_to_f32(b), symm_f8e5m2_to_f32(c)));
 }
 
 /* Correctly rounded square roots, like Rust's sqrt. */

@@ -111,13 +111,17 @@ static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a
 static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b) { return fmod(a, b); }
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b) { return symm_f32_to_bf16(fmodf(symm_bf16_to_f32(a), symm_bf16_to_f32(b))); }
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_rem(symm_f16 a, symm_f16 b) { return symm_f32_to_f16(fmodf(symm_f16_to_f32(a), symm_f16_to_f32(b))); }
+static __device__ __forceinline__ __attribute__((unused)) symm_f8e4m3 symm_rem(symm_f8e4m3 a, symm_f8e4m3 b) { return symm_f32_to_f8e4m3(fmodf(symm_f8e4m3_to_f32(a), symm_f8e4m3_to_f32(b))); }
+static __device__ __forceinline__ __attribute__((unused)) symm_f8e5m2 symm_rem(symm_f8e5m2 a, symm_f8e5m2 b) { return symm_f32_to_f8e5m2(fmodf(symm_f8e5m2_to_f32(a), symm_f8e5m2_to_f32(b))); }
 /* Rust's `%=`, through symm_rem: C++ has no `%=` for floats or halves. The
    place is evaluated once. */
 template<class T> __device__ __forceinline__ T& symm_rem_assign(T& a, typename symm_nd<T>::type b) { return a = symm_rem(a, b); }
 
-/* Half-precision square roots, through f32 like the Rust side. */
+/* Half-precision and fp8 square roots, through f32 like the Rust side. */
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_sqrt(symm_bf16 a) { return symm_f32_to_bf16(symm_sqrt(symm_bf16_to_f32(a))); }
 static __device__ __forceinline__ __attribute__((unused)) symm_f16 symm_sqrt(symm_f16 a) { return symm_f32_to_f16(symm_sqrt(symm_f16_to_f32(a))); }
+static __device__ __forceinline__ __attribute__((unused)) symm_f8e4m3 symm_sqrt(symm_f8e4m3 a) { return symm_f32_to_f8e4m3(symm_sqrt(symm_f8e4m3_to_f32(a))); }
+static __device__ __forceinline__ __attribute__((unused)) symm_f8e5m2 symm_sqrt(symm_f8e5m2 a) { return symm_f32_to_f8e5m2(symm_sqrt(symm_f8e5m2_to_f32(a))); }
 
 /* Rust's wrapping_*: computed on 64-bit unsigned values, so signed overflow
    (undefined in C++) wraps exactly as in Rust. */

@@ -30,8 +30,9 @@ template<typename T> struct signed_t<T, true> { static constexpr bool value = (T
 template<typename T> inline constexpr bool is_signed_int = signed_t<T>::value;
 template<typename T> inline constexpr bool is_float = same<T, float> || same<T, double>;
 template<typename T> inline constexpr bool is_half = same<T, symm_bf16> || same<T, symm_f16>;
+template<typename T> inline constexpr bool is_f8 = same<T, symm_f8e4m3> || same<T, symm_f8e5m2>;
 template<typename T> inline constexpr bool is_numeric =
-    same<T, bool> || is_int<T> || is_float<T> || is_half<T>;
+    same<T, bool> || is_int<T> || is_float<T> || is_half<T> || is_f8<T>;
 /* For static_assert in an `if constexpr` branch that must not be taken. */
 template<typename T> inline constexpr bool always_false = false;
 } /* namespace symm_detail */

@@ -56,8 +56,8 @@ const fn sixteen_bytes<T>(n: usize) {
     assert!(
         n * std::mem::size_of::<T>() == 16,
         "a vector access (load_vec, store_vec, load_vec_ready, gather_ready) moves exactly 16 bytes: \
-         write ::<N> with N * size_of::<T>() == 16 (16 for u8, 8 for bf16 and f16, 4 for f32, u32 and \
-         i32, 2 for f64, u64 and i64); the note below names the call"
+         write ::<N> with N * size_of::<T>() == 16 (16 for u8, f8e4m3 and f8e5m2, 8 for bf16 and f16, \
+         4 for f32, u32 and i32, 2 for f64, u64 and i64); the note below names the call"
     )
 }
 

@@ -27,7 +27,8 @@
 //!   [`DeviceSlice`](crate::DeviceSlice): a `SymmBuffer`, a view, a
 //!   `DeviceBuffer`, or cudarc's `CudaSlice`, `CudaView`, `CudaViewMut`), [`SymmBuf<T>`] (launch passes a `&SymmetricMemory`, whose
 //!   element type is checked), and scalars: `u32`, `u64`, `usize`, `i32`,
-//!   `i64`, `f32`, `f64`, `bool`, `bf16`, `f16` or a generic `T`.
+//!   `i64`, `f32`, `f64`, `bool`, `bf16`, `f16`, `f8e4m3`, `f8e5m2` or a
+//!   generic `T`.
 //! - Generics: type parameters bounded by [`Scalar`] (or [`Num`],
 //!   [`DslFloat`]) become C++ template parameters; const generics (`usize`,
 //!   `u32`, `u64`, `i32`, `bool`) become template constants. Each
@@ -86,9 +87,10 @@
 //! Integer arithmetic wraps (Rust would panic on overflow in debug builds);
 //! there are no bounds checks (the emulator has them); kernels are compiled
 //! with `--fmad=false`, so `a * b + c` rounds twice exactly as in Rust, and
-//! f32/f64/bf16/f16 results match the CPU body bit for bit. An in-kernel
-//! signal wait that exceeds `CommOptions::kernel_timeout` records the rank,
-//! block, peer and channel and ends the thread; `synchronize` reports it.
+//! f32/f64/bf16/f16/f8e4m3/f8e5m2 results match the CPU body bit for bit.
+//! An in-kernel signal wait that exceeds `CommOptions::kernel_timeout`
+//! records the rank, block, peer and channel and ends the thread;
+//! `synchronize` reports it.
 //! Known gap: a literal passed straight to a *generic* device helper whose
 //! other argument fixes the type (`helper(x, 1)`) can fail C++ template
 //! deduction; give the literal a suffix.
@@ -101,6 +103,7 @@ pub(crate) mod support;
 pub mod sync;
 pub(crate) mod thread;
 
+pub use crate::fp8::{f8e4m3, f8e5m2};
 pub use crate::status::AssertSite;
 pub use device_fn::DeviceFn;
 pub use half::{bf16, f16};

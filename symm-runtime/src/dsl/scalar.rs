@@ -8,6 +8,7 @@ use std::ops::{
 use half::{bf16, f16};
 
 use crate::dtype::Element;
+use crate::fp8::{f8e4m3, f8e5m2};
 
 /// A numeric type kernels can use, with its CUDA C spelling.
 pub trait Scalar: Element + PartialEq + PartialOrd {
@@ -70,7 +71,7 @@ pub trait Num:
     fn fma(self, b: Self, c: Self) -> Self;
 }
 
-/// Floating-point element types: f32, f64, bf16, f16.
+/// Floating-point element types: f32, f64, bf16, f16, f8e4m3, f8e5m2.
 pub trait DslFloat: Num + Neg<Output = Self> {
     /// Correctly rounded square root. `symm_sqrt`.
     fn sqrt(self) -> Self;
@@ -173,18 +174,23 @@ impl Scalar for f64 {
 }
 
 macro_rules! half_scalar {
-    ($($t:ident => $cuda:literal),*) => {$(
+    ($($t:ident => $cuda:literal, $bits:ty),*) => {$(
         impl Scalar for $t {
             const CUDA: &'static str = $cuda;
             fn to_f32(self) -> f32 { $t::to_f32(self) }
             fn from_f32(v: f32) -> Self { $t::from_f32(v) }
             fn __to_bits64(self) -> u64 { u64::from(self.to_bits()) }
-            fn __from_bits64(b: u64) -> Self { $t::from_bits(b as u16) }
+            fn __from_bits64(b: u64) -> Self { $t::from_bits(b as $bits) }
         }
     )*};
 }
 
-half_scalar!(bf16 => "symm_bf16", f16 => "symm_f16");
+half_scalar!(
+    bf16 => "symm_bf16", u16,
+    f16 => "symm_f16", u16,
+    f8e4m3 => "symm_f8e4m3", u8,
+    f8e5m2 => "symm_f8e5m2", u8
+);
 
 macro_rules! float_num {
     ($($t:ident),*) => {$(
@@ -203,7 +209,7 @@ macro_rules! float_num {
     )*};
 }
 
-float_num!(f32, f64, bf16, f16);
+float_num!(f32, f64, bf16, f16, f8e4m3, f8e5m2);
 
 fn sign_bit<T: Scalar>() -> u64 {
     1u64 << (std::mem::size_of::<T>() * 8 - 1)
@@ -238,7 +244,7 @@ macro_rules! half_float_impl {
         }
     )*};
 }
-half_float_impl!(bf16, f16);
+half_float_impl!(bf16, f16, f8e4m3, f8e5m2);
 
 fn fma_impl<T: FloatImpl>(a: T, b: T, c: T) -> T {
     T::fma_i(a, b, c)

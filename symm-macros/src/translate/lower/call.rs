@@ -18,6 +18,7 @@ fn float_bits(ty: &CType) -> Option<(CPrim, CPrim)> {
         CPrim::F32 => CPrim::U32,
         CPrim::F64 => CPrim::U64,
         CPrim::Bf16 | CPrim::F16 => CPrim::U16,
+        CPrim::F8e4m3 | CPrim::F8e5m2 => CPrim::U8,
         _ => return None,
     };
     Some((*p, bits))
@@ -94,7 +95,10 @@ impl Lowerer<'_> {
                     ("from_bits", 1) => match float_bits(&ty) {
                         Some((ty, bits)) => ScalarFn::FromBits { ty, bits },
                         None => {
-                            return self.reject(c, "`from_bits` exists for f32, f64, bf16 and f16")
+                            return self.reject(
+                                c,
+                                "`from_bits` exists for f32, f64, bf16, f16, f8e4m3 and f8e5m2",
+                            )
                         }
                     },
                     ("zero", 0) => ScalarFn::Zero,
@@ -406,7 +410,7 @@ impl Lowerer<'_> {
 /// The size of an element type, in bytes.
 fn elem_size(p: CPrim) -> u64 {
     match p {
-        CPrim::U8 | CPrim::Bool => 1,
+        CPrim::U8 | CPrim::Bool | CPrim::F8e4m3 | CPrim::F8e5m2 => 1,
         CPrim::U16 | CPrim::Bf16 | CPrim::F16 => 2,
         CPrim::F32 | CPrim::U32 | CPrim::I32 => 4,
         CPrim::F64 | CPrim::U64 | CPrim::I64 => 8,
