@@ -368,6 +368,14 @@ fn every_path_is_exact_at_odd_sizes() {
             // off by at most 8 × 2^-24 × 8 absolute.
             if on_gpu() || n <= 4097 {
                 every_path::<bf16>(&ranks, world, n, |want| want.abs() * 2f64.powi(-8) + 1e-5);
+                // fp8: 3 (e4m3) and 2 (e5m2) bits of mantissa, rounded
+                // once; near zero, half the smallest subnormal.
+                every_path::<f8e4m3>(&ranks, world, n, |want| {
+                    want.abs() * 2f64.powi(-4) + 2f64.powi(-10) + 1e-6
+                });
+                every_path::<f8e5m2>(&ranks, world, n, |want| {
+                    want.abs() * 2f64.powi(-3) + 2f64.powi(-17) + 1e-6
+                });
             }
         }
     }

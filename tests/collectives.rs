@@ -137,6 +137,8 @@ fn all_gather_moves_every_type_bit_for_bit() {
     all_gather_every_size::<u64>();
     all_gather_every_size::<i32>();
     all_gather_every_size::<i64>();
+    all_gather_every_size::<f8e4m3>();
+    all_gather_every_size::<f8e5m2>();
     for world in WORLDS {
         all_gather_case::<f32>(world, 4095, true);
     }
@@ -271,6 +273,8 @@ fn reduce_scatter_every_op_and_type() {
     reduce_scatter_every_op::<f32>();
     reduce_scatter_every_op::<bf16>();
     reduce_scatter_every_op::<f16>();
+    reduce_scatter_every_op::<f8e4m3>();
+    reduce_scatter_every_op::<f8e5m2>();
 }
 
 fn all_reduce_op_case<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>(
@@ -320,13 +324,8 @@ fn all_reduce_op_case<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>(
         for i in 0..n {
             let exact: f64 = inputs.iter().map(|v| f64::from(v[i].to_f32())).sum();
             let got = f64::from(outs[0][i].to_f32());
-            let tol = if std::mem::size_of::<T>() == 4 {
-                1e-5
-            } else {
-                2e-2
-            };
             assert!(
-                (got - exact).abs() <= tol,
+                (got - exact).abs() <= tolerance(T::DTYPE, exact),
                 "{what}, element {i}: {got} vs {exact}"
             );
         }
@@ -347,6 +346,20 @@ fn all_reduce_op_case<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>(
     }
 }
 
+/// How far a sum of a few values in (-1, 1), exact in f32 and rounded once
+/// to `dtype`, may be from the float64 sum: half an ulp of the type's
+/// mantissa, and its smallest subnormal's half near zero.
+fn tolerance(dtype: symm::DType, want: f64) -> f64 {
+    let (mantissa, tiny) = match dtype {
+        symm::DType::BF16 => (7, 2f64.powi(-133)),
+        symm::DType::F16 => (10, 2f64.powi(-24)),
+        symm::DType::F8E4M3 => (3, 2f64.powi(-9)),
+        symm::DType::F8E5M2 => (2, 2f64.powi(-16)),
+        _ => return 1e-5,
+    };
+    want.abs() * 2f64.powi(-mantissa - 1) + tiny / 2.0 + 1e-6
+}
+
 fn all_reduce_every_op<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>() {
     for world in WORLDS {
         for n in sizes::<T>(world) {
@@ -364,6 +377,8 @@ fn all_reduce_every_op_and_type() {
     all_reduce_every_op::<f32>();
     all_reduce_every_op::<bf16>();
     all_reduce_every_op::<f16>();
+    all_reduce_every_op::<f8e4m3>();
+    all_reduce_every_op::<f8e5m2>();
 }
 
 /// NaN, infinities and signed zeros follow IEEE (min and max as
@@ -834,4 +849,9 @@ symm::check_kernels!(
     all_reduce_op_two_shot::<f32, 4, 4>,
     all_reduce_op_two_shot::<bf16, 8, 2>,
     all_reduce_op_two_shot::<f16, 8, 4>,
+    all_gather_pull::<f8e4m3, 16>,
+    reduce_scatter_pull::<f8e4m3, 16, 0>,
+    reduce_scatter_pull::<f8e5m2, 16, 3>,
+    all_reduce_op_two_shot::<f8e4m3, 16, 2>,
+    all_reduce_op_two_shot::<f8e5m2, 16, 1>,
 );

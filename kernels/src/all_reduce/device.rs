@@ -209,7 +209,12 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     let epoch = call_begin(stage, ch);
     let per = P as u32;
     let width = 32 / per;
-    let mask: u32 = if per == 1 { 0xFFFF_FFFFu32 } else { 0xFFFFu32 };
+    // The low `width` bits (all 32 for one element per word).
+    let mask: u32 = if per == 1 {
+        0xFFFF_FFFFu32
+    } else {
+        (1u32 << width) - 1u32
+    };
     let packets = (n + per - 1) / per;
     // Packets travel in pairs: one 16-byte volatile store of two 8-byte
     // (epoch, bits) elements, each single-copy atomic, so each half still

@@ -1,5 +1,5 @@
-//! All-reduce (sum) over symmetric memory, for f32, bf16 and f16 with f32
-//! accumulation. [`all_reduce`] picks one of six kernels by world size and
+//! All-reduce (sum) over symmetric memory, for f32, bf16, f16 and the fp8
+//! types f8e4m3 and f8e5m2, with f32 accumulation. [`all_reduce`] picks one of six kernels by world size and
 //! message size ([`Path::choose`], from crossovers measured on H200s and
 //! recorded in `bench/NOTES.md`):
 //!
@@ -33,7 +33,7 @@ pub use device::*;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use symm::dsl::{bf16, f16};
+use symm::dsl::{bf16, f16, f8e4m3, f8e5m2};
 use symm::signal::Channel;
 use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
 
@@ -240,7 +240,7 @@ macro_rules! elem {
         }
     )*};
 }
-elem!(f32 => 4, 1, bf16 => 8, 2, f16 => 8, 2);
+elem!(f32 => 4, 1, bf16 => 8, 2, f16 => 8, 2, f8e4m3 => 16, 4, f8e5m2 => 16, 4);
 
 /// The grid the barrier kernels use for `n` elements of `T`: one 16-byte
 /// vector per thread (measured faster than four: more SMs issue loads),

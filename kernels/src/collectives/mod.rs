@@ -11,9 +11,9 @@
 //! synchronisation, and can be captured in a CUDA graph once the same
 //! call has run eagerly (its first call of a shape checks the arguments
 //! across ranks through the store, which capture cannot do). Copies take
-//! any element type and move it bit for bit; reductions take f32, bf16
-//! and f16, combine in f32 in rank order 0, 1, … and round once, so every
-//! rank gets the same bits.
+//! any element type and move it bit for bit; reductions take f32, bf16,
+//! f16, f8e4m3 and f8e5m2, combine in f32 in rank order 0, 1, … and round
+//! once, so every rank gets the same bits.
 //!
 //! Inputs are rendezvoused symmetric memory ([`SymmetricMemory`]); every
 //! kernel pulls from the peers' inputs between an entry and an exit
@@ -112,7 +112,9 @@ pub trait CopyElem: symm::dsl::Scalar {
     unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: Copy<'_, '_, Self>) -> Result<()>;
 }
 
-/// Element types of [`reduce_scatter`]: f32, bf16 and f16.
+/// Element types of the reductions ([`reduce_scatter`], [`all_reduce_op`]):
+/// f32, bf16, f16, and the fp8 types f8e4m3 and f8e5m2 (accumulating in
+/// f32, as NCCL does).
 pub trait ReduceElem: CopyElem {
     #[doc(hidden)]
     fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
@@ -246,6 +248,7 @@ macro_rules! copy_elem {
 copy_elem!(
     f32 => 4, f64 => 2, symm::dsl::bf16 => 8, symm::dsl::f16 => 8,
     u8 => 16, u32 => 4, u64 => 2, i32 => 4, i64 => 2,
+    symm::dsl::f8e4m3 => 16, symm::dsl::f8e5m2 => 16,
 );
 
 macro_rules! reduce_elem {
@@ -319,7 +322,10 @@ macro_rules! reduce_elem {
         }
     )*};
 }
-reduce_elem!(f32 => 4, symm::dsl::bf16 => 8, symm::dsl::f16 => 8);
+reduce_elem!(
+    f32 => 4, symm::dsl::bf16 => 8, symm::dsl::f16 => 8,
+    symm::dsl::f8e4m3 => 16, symm::dsl::f8e5m2 => 16,
+);
 
 /// The elements of a [`reduce_scatter`] of `n` that rank `rank` of `world`
 /// gets: chunks of `ceil(n / world)` in rank order, so the last ranks get
