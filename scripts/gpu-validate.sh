@@ -14,7 +14,7 @@
 # machine runs every world size; SYMM_RANKS_PER_GPU=k forces k per GPU.
 # Suite names:
 #   gpu, gpu_dsl, multiprocess   custom-harness binaries, run once
-#   kernels:NAME                 a libtest binary (all_reduce, foundation, graph_safe, pool,
+#   kernels:NAME                 a libtest binary (all_reduce, collectives, foundation, graph_safe, pool,
 #                                emulator_kernels) on GPU ranks
 #                                (SYMM_KERNEL_TESTS_ON=gpu), once per world;
 #                                of the tests generated per world size
@@ -39,7 +39,7 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$O
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then
-  suites=(gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:foundation kernels:emulator_kernels kernels:graph_safe kernels:pool)
+  suites=(gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:collectives kernels:foundation kernels:emulator_kernels kernels:graph_safe kernels:pool)
 fi
 LOG="$OUT/log.txt"
 rc=0
