@@ -249,9 +249,22 @@ elem!(f32 => 4, 1, bf16 => 8, 2, f16 => 8, 2, f8e4m3 => 16, 4, f8e5m2 => 16, 4);
 pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
     let vecs = n.div_ceil(16 / std::mem::size_of::<T>()) as u64;
     let blocks = vecs
-        .div_ceil(u64::from(THREADS))
+        .div_ceil(u64::from(threads_for::<T>(THREADS)))
         .clamp(1, u64::from(MAX_BLOCKS)) as u32;
-    LaunchConfig::linear(blocks, THREADS)
+    LaunchConfig::linear(blocks, threads_for::<T>(THREADS))
+}
+
+/// `threads` per block for elements of `T`: at most 256 for one-byte
+/// types, whose 16-element vectors (one per rank in flight) need more
+/// registers than a 512-thread block may have on sm_90 (the push kernel
+/// failed to launch with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on an H100).
+/// The block count, which the per-block epochs depend on, is unchanged.
+fn threads_for<T>(threads: u32) -> u32 {
+    if std::mem::size_of::<T>() == 1 {
+        threads.min(256)
+    } else {
+        threads
+    }
 }
 
 /// Sums the first `n` elements of every rank's `input` (a rendezvoused
@@ -404,6 +417,7 @@ fn launch<T: AllReduceElem>(
     let bytes = n * std::mem::size_of::<T>();
     let fixed = || -> Result<LaunchConfig> {
         let (blocks, threads) = fixed_shape(path, world, bytes);
+        let threads = threads_for::<T>(threads);
         let blocks = fit::<T>(comm, path, fixed_grid(comm, blocks), world, bytes)?;
         Ok(overlap(comm, LaunchConfig::linear(blocks, threads)))
     };
@@ -492,6 +506,7 @@ fn fit<T: AllReduceElem>(
     }
     let mut fitted = blocks;
     for &threads in family_threads(path, world, bytes) {
+        let threads = threads_for::<T>(threads);
         if let Some(limit) = T::__co_resident_grid(path, comm, threads)? {
             fitted = fitted.min(limit);
         }

@@ -485,3 +485,109 @@ pub fn all_reduce_op_two_shot<T: Scalar, const V: usize, const OP: usize>(
     }
     call_end(input, ch, call);
 }
+
+/// Coalesced all-gather: for each of `count` tensors t, whose entries in
+/// `table` are (start, length, out offset) `table[3t..3t + 3]`, rank p's
+/// `input[start..start + length]` lands at `out[offset + p × length..]`
+/// on every rank. One launch for all of them.
+#[symm_kernel]
+pub fn all_gather_coalesced_pull<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    out: &mut [T],
+    table: &[u32],
+    count: u32,
+    ch: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let call = call_begin(input, ch);
+    enter_barrier(input, ch, call);
+    for t in 0..count {
+        let start = table[3 * t];
+        let len = table[3 * t + 1];
+        let at = table[3 * t + 2];
+        for k in 0..world {
+            let p = (rank + k) % world;
+            copy_span::<T, V>(
+                input.peer(p),
+                start,
+                out,
+                at + p * len,
+                len,
+                grid_thread(),
+                grid_threads(),
+            );
+        }
+    }
+    exit_barrier(input, ch, call);
+    call_end(input, ch, call);
+}
+
+/// Coalesced all-reduce by `OP`, in place: for each of `count` tensors t,
+/// whose entries in `table` are (start, length, scratch offset)
+/// `table[3t..3t + 3]`, every rank's `buf[start..start + length]` is
+/// replaced by the reduction over ranks. One shot: each rank reduces
+/// every tensor from every peer into its own `scratch`, and copies the
+/// results into `buf` after the exit barrier (when no peer reads its
+/// `buf` any more). `scratch` is this rank's alone, and a call writes it
+/// only after the previous call on the stream ended, so it needs no
+/// parity.
+#[symm_kernel]
+pub fn all_reduce_coalesced_pull<T: Scalar, const V: usize, const OP: usize>(
+    buf: SymmBuf<T>,
+    scratch: &mut [T],
+    table: &[u32],
+    count: u32,
+    ch: u32,
+) {
+    enter_call();
+    let world = buf.world_size();
+    let call = call_begin(buf, ch);
+    enter_barrier(buf, ch, call);
+    let v = V as u32;
+    for t in 0..count {
+        let start = table[3 * t];
+        let len = table[3 * t + 1];
+        let at = table[3 * t + 2];
+        let mut done: u32 = 0;
+        if start % v == 0u32 && at % v == 0u32 {
+            let vecs = len / v;
+            let mut i = grid_thread();
+            while i < vecs {
+                let res = reduce_vec::<T, V, OP>(buf, start + i * v, world);
+                scratch.store_vec::<V>(at + i * v, res);
+                i += grid_threads();
+            }
+            done = vecs * v;
+        }
+        let mut j = done + grid_thread();
+        while j < len {
+            scratch[at + j] = reduce_one::<T, OP>(buf, start + j, world);
+            j += grid_threads();
+        }
+    }
+    exit_barrier(buf, ch, call);
+    let mine = buf.local();
+    for t in 0..count {
+        let start = table[3 * t];
+        let len = table[3 * t + 1];
+        let at = table[3 * t + 2];
+        let mut done: u32 = 0;
+        if start % v == 0u32 && at % v == 0u32 {
+            let vecs = len / v;
+            let mut i = grid_thread();
+            while i < vecs {
+                mine.store_vec::<V>(start + i * v, scratch.load_vec::<V>(at + i * v));
+                i += grid_threads();
+            }
+            done = vecs * v;
+        }
+        let mut j = done + grid_thread();
+        while j < len {
+            mine[start + j] = scratch[at + j];
+            j += grid_threads();
+        }
+    }
+    call_end(buf, ch, call);
+}

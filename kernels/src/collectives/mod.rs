@@ -140,6 +140,28 @@ pub trait ReduceElem: CopyElem {
         ch: u32,
     ) -> Result<()>;
 
+    #[doc(hidden)]
+    fn __arc_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    /// Launches the coalesced all-reduce kernel of `op`.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`]; `table` holds `count` entries that fit
+    /// `buf` and `scratch`.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn __all_reduce_coalesced(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        op: ReduceOp,
+        buf: &SymmetricMemory,
+        scratch: &mut BoundSlice<'_, Self>,
+        table: &BoundSlice<'_, u32>,
+        count: u32,
+        ch: u32,
+    ) -> Result<()>;
+
     /// Launches the reduce-scatter kernel of `op`.
     ///
     /// # Safety
@@ -167,6 +189,7 @@ pub enum Kernel {
     Broadcast,
     AllToAll,
     AllToAllV,
+    AllGatherCoalesced,
 }
 
 /// One copy kernel's arguments.
@@ -193,6 +216,13 @@ pub enum Copy<'a, 'b, T: symm::dsl::Scalar> {
         m: u32,
         ch: u32,
     },
+    AllGatherCoalesced {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        table: &'a BoundSlice<'b, u32>,
+        count: u32,
+        ch: u32,
+    },
     AllToAllV {
         input: &'a SymmetricMemory,
         meta: &'a SymmetricMemory,
@@ -215,6 +245,7 @@ macro_rules! copy_elem {
                     Kernel::Broadcast => broadcast_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0),
                     Kernel::AllToAll => all_to_all_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0),
                     Kernel::AllToAllV => all_to_all_v_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0),
+                    Kernel::AllGatherCoalesced => all_gather_coalesced_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0),
                 }
             }
 
@@ -232,6 +263,8 @@ macro_rules! copy_elem {
                             all_gather_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, in_place, ch),
                         Copy::Broadcast { input, out, n, root, skip, ch } =>
                             broadcast_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, root, skip, ch),
+                        Copy::AllGatherCoalesced { input, out, table, count, ch } =>
+                            all_gather_coalesced_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, table, count, ch),
                         Copy::AllToAll { input, out, m, ch } =>
                             all_to_all_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, m, ch),
                         Copy::AllToAllV { input, meta, out, out_cap, splits, dev, report, packed: p, ch } =>
@@ -293,6 +326,39 @@ macro_rules! reduce_elem {
                         ReduceOp::Min => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 2>(comm, cfg, input, scratch, out, n, ch),
                         ReduceOp::Max => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 3>(comm, cfg, input, scratch, out, n, ch),
                         ReduceOp::Prod => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 4>(comm, cfg, input, scratch, out, n, ch),
+                    }
+                }
+            }
+
+            fn __arc_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                match op {
+                    ReduceOp::Sum => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 0>(comm, threads, 0),
+                    ReduceOp::Avg => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 1>(comm, threads, 0),
+                    ReduceOp::Min => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 2>(comm, threads, 0),
+                    ReduceOp::Max => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 3>(comm, threads, 0),
+                    ReduceOp::Prod => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 4>(comm, threads, 0),
+                }
+            }
+
+            unsafe fn __all_reduce_coalesced(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                op: ReduceOp,
+                buf: &SymmetricMemory,
+                scratch: &mut BoundSlice<'_, Self>,
+                table: &BoundSlice<'_, u32>,
+                count: u32,
+                ch: u32,
+            ) -> Result<()> {
+                // SAFETY: as `__copy`: `all_reduce_coalesced` checked every
+                // range against the buffer and sized the scratch for them.
+                unsafe {
+                    match op {
+                        ReduceOp::Sum => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 0>(comm, cfg, buf, scratch, table, count, ch),
+                        ReduceOp::Avg => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 1>(comm, cfg, buf, scratch, table, count, ch),
+                        ReduceOp::Min => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 2>(comm, cfg, buf, scratch, table, count, ch),
+                        ReduceOp::Max => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 3>(comm, cfg, buf, scratch, table, count, ch),
+                        ReduceOp::Prod => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 4>(comm, cfg, buf, scratch, table, count, ch),
                     }
                 }
             }
@@ -626,6 +692,214 @@ fn scratch<T: ReduceElem>(comm: &Comm, n: usize) -> Result<std::sync::Arc<Symmet
         },
     )?;
     Ok(s.smem.clone())
+}
+
+/// Coalesced all-gather: one launch for several tensors, each a range of
+/// the symmetric `input` (the same ranges on every rank). Tensor t's
+/// gathered result, every rank's range in rank order, lands in `out` after
+/// those of the tensors before it: at `world × (sum of the earlier
+/// lengths)`. The first call with a set of ranges uploads their table
+/// (kept for later calls with the same set), so capture a CUDA graph after
+/// an eager call with the same ranges.
+pub fn all_gather_coalesced<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    ranges: &[std::ops::Range<usize>],
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+) -> Result<()> {
+    let ch = channel(comm)?;
+    // Declared before `out`, whose binding borrows for as long as it.
+    let table_buf;
+    let mut out = comm.bind_mut("out", out)?;
+    let world = comm.world_size();
+    let cap = input.buffer_size() / std::mem::size_of::<T>();
+    let mut rows = Vec::with_capacity(ranges.len());
+    let mut at = 0usize;
+    let mut problem = usable(comm).err();
+    for r in ranges {
+        if r.start > r.end || r.end > cap || r.end > u32::MAX as usize {
+            problem.get_or_insert(format!(
+                "the range {r:?} is not within the input's {cap} elements"
+            ));
+        }
+        rows.push([r.start, r.len(), at]);
+        at = at.saturating_add(r.len().saturating_mul(world));
+    }
+    if problem.is_none() {
+        problem = out_fits(&out, Some(at), "world × the ranges' lengths")
+            .and_then(|()| disjoint(input, &out))
+            .err();
+    }
+    let shape = coalesced_shape(10, dtype::<T>(), 0, ranges);
+    agree(comm, "all_gather_coalesced", &shape, problem, |s| {
+        format!(
+            "all_gather_coalesced of {} tensors of {} (ranges digest {})",
+            arg(s, 3),
+            type_name(s),
+            arg(s, 4)
+        )
+    })?;
+    if at == 0 {
+        return Ok(());
+    }
+    table_buf = table(comm, &rows)?;
+    let table = comm.bind("table", &*table_buf)?;
+    let cfg = grid::<T>(comm, at as u64, || {
+        T::__grid(Kernel::AllGatherCoalesced, comm, THREADS)
+    })?;
+    // SAFETY: every range fits every rank's input (the same ranges on
+    // every rank, agreed), and `out` holds world × their lengths.
+    unsafe {
+        T::__copy(
+            comm,
+            cfg,
+            Copy::AllGatherCoalesced {
+                input,
+                out: &mut out,
+                table: &table,
+                count: rows.len() as u32,
+                ch,
+            },
+        )
+    }
+}
+
+/// Coalesced all-reduce by `op`, in place: one launch reduces several
+/// tensors, each a range of the symmetric `buf` (the same ranges on every
+/// rank). A one-shot kernel: each rank reads every tensor from every peer
+/// (suited to many small tensors), reduces into a scratch of its own and
+/// writes the results back once no peer reads its buffer. Tables and
+/// scratch are made on first use, as for [`all_gather_coalesced`].
+pub fn all_reduce_coalesced<T: ReduceElem>(
+    comm: &Comm,
+    buf: &SymmBuffer<T>,
+    ranges: &[std::ops::Range<usize>],
+    op: ReduceOp,
+) -> Result<()> {
+    let ch = channel(comm)?;
+    let smem = buf.rendezvous()?;
+    let mut rows = Vec::with_capacity(ranges.len());
+    let mut at = 0usize;
+    let mut problem = usable(comm).err();
+    let per_vec = (16 / std::mem::size_of::<T>()).max(1);
+    for r in ranges {
+        if r.start > r.end || r.end > buf.len() || r.end > u32::MAX as usize {
+            problem.get_or_insert(format!(
+                "the range {r:?} is not within the buffer's {} elements",
+                buf.len()
+            ));
+        }
+        // Each tensor's scratch starts where the buffer's range does
+        // modulo a vector, so an aligned tensor moves in vectors.
+        at = at.next_multiple_of(per_vec) + r.start % per_vec;
+        rows.push([r.start, r.len(), at]);
+        at = at.saturating_add(r.len());
+    }
+    let mut sorted: Vec<_> = ranges.iter().filter(|r| !r.is_empty()).collect();
+    sorted.sort_by_key(|r| r.start);
+    if sorted.windows(2).any(|w| w[1].start < w[0].end) {
+        problem.get_or_insert("the ranges overlap".into());
+    }
+    if at > u32::MAX as usize {
+        problem.get_or_insert("the ranges hold 2^32 elements or more".into());
+    }
+    let shape = coalesced_shape(11, dtype::<T>(), op.code(), ranges);
+    agree(comm, "all_reduce_coalesced", &shape, problem, |s| {
+        format!(
+            "all_reduce_coalesced of {} tensors of {} by {} (ranges digest {})",
+            arg(s, 3),
+            type_name(s),
+            s.get(2)
+                .and_then(|&c| ReduceOp::from_code(c))
+                .map_or("?".into(), |o| format!("{o:?}")),
+            arg(s, 4)
+        )
+    })?;
+    if at == 0 {
+        return Ok(());
+    }
+    let table = table(comm, &rows)?;
+    let table = comm.bind("table", &*table)?;
+    let scratch = local_scratch::<T>(comm, at)?;
+    let mut scratch = scratch.buf.lock().unwrap_or_else(|p| p.into_inner());
+    let mut scratch = comm.bind_mut("scratch", &mut *scratch)?;
+    let cfg = grid::<T>(comm, at as u64, || T::__arc_grid(op, comm, THREADS))?;
+    // SAFETY: every range fits every rank's buffer (the same ranges on
+    // every rank, agreed), and the scratch holds `at` elements, past every
+    // entry's offset plus its length.
+    unsafe {
+        T::__all_reduce_coalesced(
+            comm,
+            cfg,
+            op,
+            &smem,
+            &mut scratch,
+            &table,
+            rows.len() as u32,
+            ch,
+        )
+    }
+}
+
+/// A coalesced call's shape: its kind, element type, op, the number of
+/// tensors and a digest of their ranges (equal ranges give equal digests
+/// on every rank; a mismatch shows as different digests).
+fn coalesced_shape(kind: u64, dtype: u64, op: u64, ranges: &[std::ops::Range<usize>]) -> [u64; 5] {
+    use std::hash::{Hash, Hasher};
+    // A fixed hasher (the same on every rank and process), not a random one.
+    let mut h = std::hash::DefaultHasher::new();
+    for r in ranges {
+        (r.start, r.end).hash(&mut h);
+    }
+    [kind, dtype, op, ranges.len() as u64, h.finish()]
+}
+
+/// The device table of `rows` (three u32 each), uploaded on first use and
+/// kept for later calls with the same rows (at most 64 tables per rank).
+fn table(comm: &Comm, rows: &[[usize; 3]]) -> Result<std::sync::Arc<symm::DeviceBuffer<u32>>> {
+    type Tables = Vec<(Vec<u32>, std::sync::Arc<symm::DeviceBuffer<u32>>)>;
+    struct Cache(std::sync::Mutex<Tables>);
+    let flat: Vec<u32> = rows.iter().flatten().map(|&x| x as u32).collect();
+    let cache = comm.extension(|_: &Cache| true, |_| Ok(Cache(Default::default())))?;
+    let mut tables = cache.0.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, t)) = tables.iter().find(|(k, _)| *k == flat) {
+        return Ok(t.clone());
+    }
+    let t = std::sync::Arc::new(comm.device_buffer_from(&flat)?);
+    if tables.len() == 64 {
+        // The oldest goes; a graph captured with it keeps its own memory
+        // only while someone holds it, so capture with sets in use.
+        tables.remove(0);
+    }
+    tables.push((flat, t.clone()));
+    Ok(t)
+}
+
+/// This rank's scratch of at least `len` elements of `T` (not symmetric:
+/// only the rank itself touches it), kept in its extensions; a larger
+/// call makes a new one and keeps the older alive (CUDA graphs captured
+/// with it still use it).
+struct LocalScratch<T: symm::Element> {
+    buf: std::sync::Mutex<symm::DeviceBuffer<T>>,
+    len: usize,
+    _older: Option<std::sync::Arc<LocalScratch<T>>>,
+}
+
+fn local_scratch<T: ReduceElem>(
+    comm: &Comm,
+    len: usize,
+) -> Result<std::sync::Arc<LocalScratch<T>>> {
+    comm.extension(
+        |s: &LocalScratch<T>| s.len >= len,
+        |older| {
+            let len = len.next_power_of_two().max(4096);
+            Ok(LocalScratch {
+                buf: std::sync::Mutex::new(comm.device_buffer::<T>(len)?),
+                len,
+                _older: older,
+            })
+        },
+    )
 }
 
 /// All-to-all with equal splits: rank p's `input[r × m..(r + 1) × m]`
