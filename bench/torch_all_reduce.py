@@ -1,7 +1,7 @@
 """Torch baseline for the all-reduce benchmark, timed exactly like
-examples/bench_all_reduce.rs: a CUDA graph of 32 back-to-back calls,
-11 replays (2 warm-up), ranks aligned by a barrier before each, CUDA
-events; median replay / 32 = µs per call.
+examples/bench_all_reduce.rs (bench/torch_timing.py): a CUDA graph of 32
+back-to-back calls, 11 replays (2 warm-up), ranks aligned by a barrier
+before each, CUDA events; median replay / 32 = µs per call.
 
 Run under torchrun (one process per GPU):
     torchrun --nproc-per-node 2 bench/torch_all_reduce.py out.csv [LEAD_IN]
@@ -13,52 +13,15 @@ stays out of the numbers.
 """
 
 import os
-import statistics
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
 
-CALLS = 32
-REPLAYS = 9
+from torch_timing import time_graph
+
 LEAD_IN = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-
-
-def time_graph(fn):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()  # warm-up outside the graph
-    torch.cuda.synchronize()
-    # External events become timing nodes of the graph when recorded
-    # during capture (the keyword only where needed: older torch lacks it).
-    ext = {"external": True} if LEAD_IN else {}
-    start = torch.cuda.Event(enable_timing=True, **ext)
-    end = torch.cuda.Event(enable_timing=True, **ext)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(LEAD_IN):
-            fn()
-        if LEAD_IN:
-            start.record()
-        for _ in range(CALLS):
-            fn()
-        if LEAD_IN:
-            end.record()
-    times = []
-    for rep in range(REPLAYS + 2):
-        dist.barrier()
-        torch.cuda.synchronize()
-        if not LEAD_IN:
-            start.record()
-        graph.replay()
-        if not LEAD_IN:
-            end.record()
-        torch.cuda.synchronize()
-        if rep >= 2:
-            times.append(start.elapsed_time(end) * 1e3 / CALLS)
-    return statistics.median(times)
 
 
 def main():
@@ -92,7 +55,7 @@ def main():
 
             for impl, fn in [("torch_one_shot", one_shot), ("torch_two_shot", two_shot), ("torch_nccl", nccl)]:
                 try:
-                    us = time_graph(fn)
+                    us = time_graph(fn, LEAD_IN)
                 except Exception as e:  # report, keep going
                     if rank == 0:
                         print(f"{impl} {name} {nbytes}: {e}", file=sys.stderr)

@@ -23,12 +23,9 @@
 //! `scripts/bench.sh` runs this and the torch baseline and prints one table.
 
 use std::io::Write;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use rand::Rng;
-use symm::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
-use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
+use symm::cudarc::nccl::sys as nccl_sys;
 use symm::dsl::{
     block_idx_x, grid_dependency_wait, launch_dependents, thread_idx_x, Scope, StoreOrder, SymmBuf,
 };
@@ -36,140 +33,32 @@ use symm::kernels::all_reduce::{
     all_reduce, all_reduce_with, AllReduceElem, Path, LL_BLOCKS, THREADS,
 };
 use symm::signal::Channel;
-use symm::{
-    bf16, run, symm_kernel, Comm, CommOptions, Error, LaunchConfig, Ranks, SymmetricMemory,
-};
+use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
 
-const CALLS: usize = 32;
-const REPLAYS: usize = 9;
-const T: Duration = Duration::from_secs(60);
-/// `--lead-in`: untimed calls in each graph before the timed ones.
-static LEAD_IN: OnceLock<usize> = OnceLock::new();
+#[path = "support/bench.rs"]
+mod bench;
+use bench::{sizes, time_graph, Barrier, Nccl, Window, LEAD_IN, T};
 
-/// 1 KiB to 64 MiB in powers of 4, up to `max` bytes.
-fn sizes(max: usize) -> Vec<usize> {
-    (0..9)
-        .map(|k| 1024usize << (2 * k))
-        .filter(|&b| b <= max)
-        .collect()
-}
-
-fn drv<'a>(
-    c: &'a Comm,
-    op: &'static str,
-) -> impl Fn(symm::cudarc::driver::DriverError) -> Error + 'a {
-    move |source| Error::Driver {
-        rank: c.rank(),
-        device: c.device(),
-        op,
-        source,
-    }
-}
-
-fn other(c: &Comm, what: impl std::fmt::Display) -> Error {
-    Error::InvalidArgument {
-        rank: c.rank(),
-        message: what.to_string(),
-    }
-}
-
-/// A rank's signal channels (requested once: a group has few) and the
-/// buffer whose pads align the ranks before each replay.
+/// A rank's signal channels (requested once: a group has few): the
+/// barrier that aligns the ranks before each replay, and the tutorial
+/// kernels' entry and exit barriers.
 struct Signals {
-    sync: Arc<SymmetricMemory>,
-    /// The host barrier before each replay.
-    barrier: Channel,
-    /// The tutorial kernels' entry and exit barriers.
+    sync: Barrier,
     entry: u32,
     exit: u32,
 }
 
 impl Signals {
     fn new(c: &Comm) -> symm::Result<Signals> {
-        let [a, b, e] = [(); 3].map(|_| Channel::request(c));
+        // The same channels in the same order as ever: the barrier's first.
+        let sync = Barrier::new(c)?;
+        let [b, e] = [(); 2].map(|_| Channel::request(c));
         Ok(Signals {
-            sync: c.alloc::<u8>(1)?.rendezvous()?,
-            barrier: a?,
+            sync,
             entry: b?.index(),
             exit: e?.index(),
         })
     }
-}
-
-/// Captures `body` (CALLS back-to-back calls) in a graph and returns the
-/// median µs per call over REPLAYS replays.
-fn time_graph(
-    c: &Comm,
-    sync: &Signals,
-    body: &mut dyn FnMut() -> symm::Result<()>,
-) -> symm::Result<f64> {
-    let stream = c
-        .cuda_stream()
-        .ok_or_else(|| other(c, "benchmarks need GPU ranks"))?;
-    body()?; // warm-up outside the graph (module loads, NCCL setup)
-    c.synchronize()?;
-    let ctx = stream.context().clone();
-    let (start, end) = (
-        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(drv(c, "event"))?,
-        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(drv(c, "event"))?,
-    );
-    // An event recorded during capture becomes a timing node of the graph
-    // only when recorded as external.
-    let record_in_graph = |e: &symm::cudarc::driver::CudaEvent| {
-        // SAFETY: a live event and stream of this rank's context; the stream
-        // is capturing, which is what CU_EVENT_RECORD_EXTERNAL is for.
-        unsafe {
-            symm::cudarc::driver::sys::cuEventRecordWithFlags(
-                e.cu_event(),
-                stream.cu_stream(),
-                symm::cudarc::driver::sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32,
-            )
-        }
-        .result()
-        .map_err(drv(c, "cuEventRecordWithFlags"))
-    };
-    let lead_in = *LEAD_IN.get().unwrap_or(&0);
-    stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .map_err(drv(c, "begin_capture"))?;
-    for _ in 0..lead_in {
-        body()?;
-    }
-    if lead_in > 0 {
-        record_in_graph(&start)?;
-    }
-    for _ in 0..CALLS {
-        body()?;
-    }
-    if lead_in > 0 {
-        record_in_graph(&end)?;
-    }
-    let graph = stream
-        .end_capture(CUgraphInstantiate_flags(0))
-        .map_err(drv(c, "end_capture"))?
-        .ok_or_else(|| other(c, "empty graph"))?;
-    let mut us = Vec::new();
-    for rep in 0..REPLAYS + 2 {
-        sync.sync.barrier(&sync.barrier, T)?;
-        c.synchronize()?;
-        if lead_in == 0 {
-            start.record(&stream).map_err(drv(c, "record"))?;
-        }
-        graph.launch().map_err(drv(c, "graph launch"))?;
-        if lead_in == 0 {
-            end.record(&stream).map_err(drv(c, "record"))?;
-        }
-        c.synchronize()?;
-        if rep >= 2 {
-            us.push(
-                f64::from(start.elapsed_ms(&end).map_err(drv(c, "elapsed"))?) * 1e3 / CALLS as f64,
-            );
-        }
-    }
-    us.sort_by(f64::total_cmp);
-    Ok(us[us.len() / 2])
 }
 
 /// The fixed cost of a kernel in a graph of back-to-back calls: the
@@ -202,15 +91,17 @@ fn floors(c: &Comm, sync: &Signals, rows: &mut Vec<String>) -> symm::Result<()> 
     let world = c.world_size();
     let cfg = LaunchConfig::linear(LL_BLOCKS, THREADS);
     let cfg = if c.options().pdl { cfg.with_pdl() } else { cfg };
-    let empty_us = time_graph(c, sync, &mut || empty_call::launch(c, cfg))?;
+    let empty_us = time_graph(c, &sync.sync, &mut || empty_call::launch(c, cfg))?;
     let target = c.alloc::<u32>(1)?.rendezvous()?;
-    let store_us = time_graph(c, sync, &mut || one_remote_store::launch(c, cfg, &target))?;
+    let store_us = time_graph(c, &sync.sync, &mut || {
+        one_remote_store::launch(c, cfg, &target)
+    })?;
     let n = 4;
     let buf = c.alloc::<f32>(n)?;
     buf.copy_from_host(&[1.0, 2.0, 3.0, 4.0])?;
     let smem = buf.rendezvous()?;
     let mut out = c.device_buffer::<f32>(n)?;
-    let signal_us = time_graph(c, sync, &mut || {
+    let signal_us = time_graph(c, &sync.sync, &mut || {
         all_reduce_with(Path::Ll, c, &smem, &mut out, n)
     })?;
     if c.rank() == 0 {
@@ -254,100 +145,7 @@ macro_rules! tutorial {
 }
 tutorial!(f32 => 4, bf16 => 8);
 
-struct Nccl {
-    comm: nccl_sys::ncclComm_t,
-}
-
-impl Nccl {
-    fn new(c: &Comm) -> symm::Result<Nccl> {
-        let key = "bench/nccl-id";
-        if c.rank() == 0 {
-            let id =
-                nccl::get_uniqueid().map_err(|e| other(c, format!("ncclGetUniqueId: {e:?}")))?;
-            let bytes: Vec<u8> = id.internal.iter().map(|&b| b as u8).collect();
-            c.store()
-                .set(key, &bytes)
-                .map_err(|source| Error::Store { rank: 0, source })?;
-        }
-        let bytes = c.store().get(key, T).map_err(|source| Error::Store {
-            rank: c.rank(),
-            source,
-        })?;
-        let mut id = nccl_sys::ncclUniqueId { internal: [0; 128] };
-        for (d, s) in id.internal.iter_mut().zip(bytes) {
-            *d = s as _;
-        }
-        let mut comm = std::ptr::null_mut();
-        c.cuda_stream()
-            .ok_or_else(|| other(c, "GPU"))?
-            .context()
-            .bind_to_thread()
-            .map_err(drv(c, "bind"))?;
-        // SAFETY: `comm` is a valid out-pointer; every rank calls this with
-        // the same id, concurrently, from its own thread.
-        unsafe { nccl::comm_init_rank(&mut comm, c.world_size() as i32, id, c.rank() as i32) }
-            .map_err(|e| other(c, format!("ncclCommInitRank: {e:?}")))?;
-        Ok(Nccl { comm })
-    }
-
-    fn all_reduce(
-        &self,
-        c: &Comm,
-        src: u64,
-        dst: u64,
-        n: usize,
-        dtype: nccl_sys::ncclDataType_t,
-    ) -> symm::Result<()> {
-        let stream = c.cuda_stream().ok_or_else(|| other(c, "GPU"))?;
-        // SAFETY: src and dst are device buffers of n elements on this rank's
-        // device, alive until the benchmark synchronises.
-        unsafe {
-            nccl::all_reduce(
-                src as _,
-                dst as _,
-                n,
-                dtype,
-                nccl_sys::ncclRedOp_t::ncclSum,
-                self.comm,
-                stream.cu_stream() as _,
-            )
-        }
-        .map(|_| ())
-        .map_err(|e| other(c, format!("ncclAllReduce: {e:?}")))
-    }
-}
-
-/// NCCL buffers from ncclMemAlloc, registered as symmetric windows.
-struct Window {
-    ptr: *mut std::ffi::c_void,
-    win: nccl_sys::ncclWindow_t,
-}
-
-impl Window {
-    fn new(c: &Comm, n: &Nccl, bytes: usize) -> symm::Result<Window> {
-        let mut ptr = std::ptr::null_mut();
-        let mut win = std::ptr::null_mut();
-        // SAFETY: valid out-pointers; the registration is collective and every
-        // rank registers the same size in the same order.
-        unsafe {
-            nccl_sys::ncclMemAlloc(&mut ptr, bytes)
-                .result()
-                .map_err(|e| other(c, format!("ncclMemAlloc: {e:?}")))?;
-            nccl_sys::ncclCommWindowRegister(n.comm, ptr, bytes, &mut win, 1)
-                .result()
-                .map_err(|e| other(c, format!("ncclCommWindowRegister: {e:?}")))?;
-        }
-        Ok(Window { ptr, win })
-    }
-
-    fn free(self, n: &Nccl) {
-        // SAFETY: registered and allocated above; no work uses them any more.
-        unsafe {
-            let _ = nccl_sys::ncclCommWindowDeregister(n.comm, self.win);
-            let _ = nccl_sys::ncclMemFree(self.ptr);
-        }
-    }
-}
+const SUM: nccl_sys::ncclRedOp_t = nccl_sys::ncclRedOp_t::ncclSum;
 
 fn bench_dtype<T: Tutorial>(
     c: &Comm,
@@ -369,36 +167,38 @@ fn bench_dtype<T: Tutorial>(
         buf.copy_from_host(&data)?;
         let smem = buf.rendezvous()?;
         let mut out = c.device_buffer::<T>(n)?;
-        let symm_us = time_graph(c, sync, &mut || all_reduce(c, &smem, &mut out, n))?;
+        let symm_us = time_graph(c, &sync.sync, &mut || all_reduce(c, &smem, &mut out, n))?;
         // Each kernel on its own, where its staging fits (else no row).
         let mut paths = Vec::new();
         for p in Path::ALL {
-            if let Ok(us) = time_graph(c, sync, &mut || all_reduce_with(p, c, &smem, &mut out, n)) {
+            if let Ok(us) = time_graph(c, &sync.sync, &mut || {
+                all_reduce_with(p, c, &smem, &mut out, n)
+            }) {
                 paths.push((p, us));
             }
         }
         // The book's tutorial steps (one vector per thread, as the built-in
         // barrier kernels), on the same buffers.
         let cfg = symm::kernels::all_reduce::config::<T>(n);
-        let naive_us = time_graph(c, sync, &mut || {
+        let naive_us = time_graph(c, &sync.sync, &mut || {
             symm::kernels::tutorial::naive_all_reduce::launch::<T>(
                 c, cfg, &smem, &mut out, n as u32, sync.entry, sync.exit,
             )
         })?;
-        let vec_us = time_graph(c, sync, &mut || {
+        let vec_us = time_graph(c, &sync.sync, &mut || {
             T::vectorized(c, cfg, &smem, &mut out, n as u32, (sync.entry, sync.exit))
         })?;
         // NCCL, plain buffers
         let src = c.device_buffer_from(&data)?;
         let dst = c.device_buffer::<T>(n)?;
-        let nccl_us = time_graph(c, sync, &mut || {
-            nc.all_reduce(c, src.device_ptr(), dst.device_ptr(), n, dtype)
+        let nccl_us = time_graph(c, &sync.sync, &mut || {
+            nc.all_reduce(c, (src.device_ptr(), dst.device_ptr()), n, dtype, SUM)
         })?;
         // NCCL, symmetric windows
         let win_us = match (Window::new(c, nc, bytes), Window::new(c, nc, bytes)) {
             (Ok(a), Ok(b)) => {
-                let r = time_graph(c, sync, &mut || {
-                    nc.all_reduce(c, a.ptr as u64, b.ptr as u64, n, dtype)
+                let r = time_graph(c, &sync.sync, &mut || {
+                    nc.all_reduce(c, (a.ptr as u64, b.ptr as u64), n, dtype, SUM)
                 })
                 .ok();
                 a.free(nc);
@@ -467,14 +267,7 @@ fn main() {
     } = clap::Parser::parse();
     let pdl = !no_pdl;
     LEAD_IN.set(lead_in).expect("set once");
-    eprintln!(
-        "method: CUDA graph of {CALLS} back-to-back calls{}, median of {REPLAYS} replays",
-        if lead_in > 0 {
-            format!(" after {lead_in} untimed ones in the same graph, timed inside it")
-        } else {
-            ", timed around the replay".into()
-        }
-    );
+    eprintln!("{}", bench::method_line());
     let gpus = symm::cuda_device_count();
     if gpus == 0 || !worlds.iter().any(|&w| w <= gpus) {
         eprintln!(
