@@ -44,6 +44,7 @@ mod book {
         Concepts = "concepts.md",
         FirstKernel = "first-kernel.md",
         TutorialAllReduce = "tutorial-all-reduce.md",
+        Collectives = "collectives.md",
         CustomCollectives = "custom-collectives.md",
         Launching = "launching.md",
         Memory = "memory.md",

@@ -795,6 +795,97 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
     }
 }
 
+/// Shapes that every rank agreed on before (so no store exchange runs),
+/// then called differently: the kernels' digest check fails every rank.
+#[test]
+fn mismatches_of_agreed_shapes_still_fail_every_rank() {
+    let world = 2;
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(128)?;
+        all_gather(c, &s, &mut out, 10)?;
+        all_gather(c, &s, &mut out, 12)?;
+        all_gather(c, &s, &mut out, 10 + 2 * c.rank())?;
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            assert!(m.contains("different calls"), "{m}");
+        }
+    }
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        for op in [ReduceOp::Sum, ReduceOp::Max] {
+            reduce_scatter(c, &s, &mut out, 64, op)?;
+        }
+        let op = if c.rank() == 0 {
+            ReduceOp::Sum
+        } else {
+            ReduceOp::Max
+        };
+        reduce_scatter(c, &s, &mut out, 64, op)?;
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            assert!(m.contains("different calls"), "{m}");
+        }
+    }
+    // Sum on one rank and Max on the other, first call: the store check
+    // names both (Sum must not bypass it for the built-in all-reduce).
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        let op = if c.rank() == 0 {
+            ReduceOp::Sum
+        } else {
+            ReduceOp::Max
+        };
+        all_reduce_op(c, &s, &mut out, 64, op)?;
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            assert!(m.contains("differ") && m.contains("by Max"), "{m}");
+        }
+    }
+}
+
+/// Outputs sized to what each rank receives (different on every rank):
+/// the grid must not follow them.
+#[test]
+fn all_to_all_v_with_outputs_of_different_sizes() {
+    let world = 2;
+    let Some(outs) = on_ranks(world, "all_to_all_v, outputs 2 and 6000", |c| {
+        let buf = c.alloc::<f32>(6000)?;
+        buf.copy_from_host(&vec![c.rank() as f32 + 1.0; 6000])?;
+        let s = buf.rendezvous()?;
+        // Rank 0 sends 1 to each rank; rank 1 sends 1 to rank 0 and 5000
+        // to itself.
+        let splits: Vec<u64> = if c.rank() == 0 {
+            vec![1, 1]
+        } else {
+            vec![1, 5000]
+        };
+        let splits = c.device_buffer_from(&splits)?;
+        let mut out = c.device_buffer::<f32>(if c.rank() == 0 { 2 } else { 6000 })?;
+        let mut report = c.device_buffer::<u64>(4)?;
+        all_to_all_v(c, &s, &mut out, &splits, &mut report)?;
+        c.synchronize()?;
+        Ok((out.to_host()?, report.to_host()?))
+    }) else {
+        return;
+    };
+    assert_eq!(outs[0].0, [1.0, 2.0]);
+    assert_eq!(outs[0].1, [1, 1, 0, 1]);
+    assert_eq!(
+        outs[1].0[..5001],
+        [[1.0][..].to_vec(), vec![2.0; 5000]].concat()
+    );
+    assert_eq!(outs[1].1, [1, 5000, 0, 1]);
+}
+
 #[test]
 fn mismatched_splits_fail_every_rank() {
     let world = 3;
@@ -841,7 +932,7 @@ fn mismatched_splits_fail_every_rank() {
         c.synchronize()
     }) {
         for m in &msgs {
-            assert!(m.contains("all_to_all"), "{m}");
+            assert!(m.contains("more than its input holds"), "{m}");
         }
     }
 }
@@ -855,21 +946,32 @@ fn back_to_back_mixed_collectives() {
     // Not a multiple of the six kinds, so the samples cover every kind.
     let every = if on_gpu() { 97 } else { 61 };
     for world in [1, 3, 4] {
-        let n: u32 = 37 * world as u32;
-        let m = n / world as u32;
+        // Most calls small (one block), a quarter large (up to eight
+        // blocks): the grids, and so the blocks that count calls on the
+        // shared counter, change from call to call.
+        let small: u32 = 37 * world as u32;
+        let big: u32 = 1000 * world as u32;
+        let size = move |k: u32| if k % 8 == 3 || k % 8 == 6 { big } else { small };
+        let m_small = small / world as u32;
         let seed: u32 = rand::random();
-        let samples: Vec<u32> = (0..calls).filter(|k| k % every == 5).collect();
+        // Large calls of every kind are sampled too (k % 56 runs through
+        // every residue mod 6 among them).
+        let samples: Vec<u32> = (0..calls)
+            .filter(|&k| k % every == 5 || (size(k) == big && k % 7 == 0))
+            .collect();
         let Some(outs) = on_ranks(world, "back to back", |c| {
-            let buf = c.alloc::<f32>(n as usize)?;
+            let buf = c.alloc::<f32>(big as usize)?;
             let s = buf.rendezvous()?;
-            let splits: Vec<u64> = (0..world).map(|r| u64::from(m) - r as u64).collect();
+            let splits: Vec<u64> = (0..world).map(|r| u64::from(m_small) - r as u64).collect();
             let dev_splits = c.device_buffer_from(&splits)?;
             let mut report = c.device_buffer::<u64>(2 * world)?;
-            let width = n as usize * world;
+            let width = big as usize * world;
             let mut out = c.device_buffer::<f32>(width)?;
             let mut hist = c.device_buffer_from(&vec![f32::NAN; samples.len() * width])?;
             let cfg = LaunchConfig::linear(2, 128);
             for k in 0..calls {
+                let n = size(k);
+                let m = n / world as u32;
                 fill_input::launch(c, cfg, &s, n, k, seed)?;
                 match k % 6 {
                     5 => all_reduce_op(c, &s, &mut out, n as usize, ReduceOp::Min)?,
@@ -895,9 +997,11 @@ fn back_to_back_mixed_collectives() {
         }) else {
             continue;
         };
-        let width = n as usize * world;
+        let width = big as usize * world;
         for (r, hist) in outs.iter().enumerate() {
             for (si, &k) in samples.iter().enumerate() {
+                let n = size(k);
+                let m = n / world as u32;
                 let got = &hist[si * width..(si + 1) * width];
                 let input = |p: usize, i: usize| fill_ref(seed, p as u32, k, i as u32);
                 let want: Vec<f32> = match k % 6 {
@@ -919,8 +1023,8 @@ fn back_to_back_mixed_collectives() {
                     4 => {
                         let mut v = Vec::new();
                         for p in 0..world {
-                            let off: usize = (0..r).map(|q| m as usize - q).sum();
-                            let len = m as usize - r;
+                            let off: usize = (0..r).map(|q| m_small as usize - q).sum();
+                            let len = m_small as usize - r;
                             v.extend((off..off + len).map(|i| input(p, i)));
                         }
                         v
@@ -938,7 +1042,8 @@ fn back_to_back_mixed_collectives() {
         // every rank (all_gather, broadcast, all_reduce).
         for (si, k) in samples.iter().enumerate() {
             if [0, 2, 5].contains(&(k % 6)) {
-                let len = if k % 6 == 0 { width } else { n as usize };
+                let n = size(*k) as usize;
+                let len = if k % 6 == 0 { n * world } else { n };
                 let at = si * width;
                 for o in &outs[1..] {
                     assert_bits("all ranks agree", &o[at..at + len], &outs[0][at..at + len]);

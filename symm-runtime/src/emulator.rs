@@ -18,7 +18,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, Location};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use crate::dsl::thread::{set_current, KernelThread};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
+use crate::layout::MAX_WORLD_SIZE;
 use crate::status::StatusRecord;
 
 /// Most simulated threads alive at once on one rank. Each has its own stack
@@ -46,17 +47,70 @@ const PREEMPT_EVERY: u32 = 32;
 pub(crate) struct Group {
     /// Bumped whenever a simulated thread of any rank makes progress.
     progress: AtomicU64,
-    /// Ranks inside a launch now.
-    in_launch: AtomicUsize,
-    /// Ranks whose work is over (their `run` closure returned or unwound).
-    finished: AtomicUsize,
+    /// Per rank: [`ON_HOST`], [`IN_LAUNCH`] or [`FINISHED`].
+    status: [AtomicU8; MAX_WORLD_SIZE],
+    /// Per rank: one more than the `progress` count at which the rank last
+    /// resumed every thread of its launch and none progressed (0: never).
+    quiet: [AtomicU64; MAX_WORLD_SIZE],
 }
+
+const ON_HOST: u8 = 0;
+const IN_LAUNCH: u8 = 1;
+const FINISHED: u8 = 2;
 
 impl Group {
     /// Whether every rank is in a launch or done: only then can a stall be
     /// a deadlock, since a rank busy on the host may still reach its launch.
     fn all_settled(&self, world: usize) -> bool {
-        self.in_launch.load(Ordering::Acquire) + self.finished.load(Ordering::Acquire) >= world
+        self.status[..world]
+            .iter()
+            .all(|s| s.load(Ordering::Acquire) != ON_HOST)
+    }
+
+    /// Whether every rank is done, or in a launch whose every thread it has
+    /// resumed since progress count `g` without any progressing. Time alone
+    /// does not prove a deadlock: a rank that entered its launch but whose
+    /// OS thread has not run since (a loaded machine can stall a thread for
+    /// seconds) has not yet sent what its peers wait for.
+    fn all_quiet(&self, world: usize, g: u64) -> bool {
+        (0..world).all(|r| match self.status[r].load(Ordering::Acquire) {
+            FINISHED => true,
+            IN_LAUNCH => self.quiet[r].load(Ordering::Acquire) == g + 1,
+            _ => false,
+        })
+    }
+}
+
+/// Marks a rank's work over when dropped (also by unwinding), so peers
+/// still waiting on it are diagnosed as hung without waiting for the
+/// kernel timeout.
+pub(crate) struct FinishGuard(pub(crate) Arc<Group>, pub(crate) usize);
+
+impl Drop for FinishGuard {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.status.get(self.1) {
+            s.store(FINISHED, Ordering::Release);
+        }
+    }
+}
+
+/// Counts a rank as in a launch while alive.
+struct InLaunch<'a>(&'a Group, usize);
+
+impl<'a> InLaunch<'a> {
+    fn new(g: &'a Group, rank: usize) -> Self {
+        if let Some(s) = g.status.get(rank) {
+            s.store(IN_LAUNCH, Ordering::Release);
+        }
+        InLaunch(g, rank)
+    }
+}
+
+impl Drop for InLaunch<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.status.get(self.1) {
+            s.store(ON_HOST, Ordering::Release);
+        }
     }
 }
 
@@ -94,33 +148,6 @@ impl GroupKey {
             .1
             .clone();
         GroupKey { prefix, state }
-    }
-}
-
-/// Marks a rank's work over when dropped (also by unwinding), so peers
-/// still waiting on it are diagnosed as hung without waiting for the
-/// kernel timeout.
-pub(crate) struct FinishGuard(pub(crate) Arc<Group>);
-
-impl Drop for FinishGuard {
-    fn drop(&mut self) {
-        self.0.finished.fetch_add(1, Ordering::AcqRel);
-    }
-}
-
-/// Counts a rank as in a launch while alive.
-struct InLaunch<'a>(&'a Group);
-
-impl<'a> InLaunch<'a> {
-    fn new(g: &'a Group) -> Self {
-        g.in_launch.fetch_add(1, Ordering::AcqRel);
-        InLaunch(g)
-    }
-}
-
-impl Drop for InLaunch<'_> {
-    fn drop(&mut self) {
-        self.0.in_launch.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -339,7 +366,7 @@ pub(crate) fn run(
     // (Before `InLaunch`, so that whoever sees this rank in its launch also
     // sees the progress.)
     launch.group.progress.fetch_add(1, Ordering::Release);
-    let _in_launch = InLaunch::new(&launch.group);
+    let _in_launch = InLaunch::new(&launch.group, launch.rank as usize);
     let blocks = grid.iter().product::<u32>();
     let per_block = block.iter().product::<u32>();
     let window = (WINDOW_THREADS / per_block as usize).max(1) as u32;
@@ -482,9 +509,13 @@ fn run_window(
                 seen = g;
                 last_progress = now;
                 suspect = false;
-            } else if now - last_progress >= stall
-                && (launch.group.all_settled(launch.world)
-                    || now - last_progress >= Duration::from_nanos(launch.timeout_ns))
+            } else if {
+                // This rank resumed every thread and none progressed.
+                launch.group.quiet[launch.rank as usize].store(g + 1, Ordering::Release);
+                now - last_progress >= stall
+            } && ((launch.group.all_settled(launch.world)
+                && launch.group.all_quiet(launch.world, g))
+                || now - last_progress >= Duration::from_nanos(launch.timeout_ns))
             {
                 if suspect {
                     return Err(hang(launch, &threads, &state, now - last_progress));
@@ -726,6 +757,32 @@ mod tests {
     use super::*;
     use crate::store::{InProcessStore, Store};
 
+    /// A stall is a deadlock only once every rank in a launch has polled
+    /// all its threads since the last progress: a rank whose OS thread has
+    /// not run since it entered its launch (seen under load: 2 s late, while
+    /// its peers declared a hang it was about to resolve) holds it off.
+    #[test]
+    fn a_rank_that_has_not_polled_since_progress_holds_off_a_hang() {
+        let g = Group::default();
+        for r in 0..3 {
+            g.status[r].store(IN_LAUNCH, Ordering::Release);
+        }
+        let p = 7;
+        g.quiet[0].store(p + 1, Ordering::Release);
+        g.quiet[1].store(p + 1, Ordering::Release);
+        assert!(g.all_settled(3));
+        assert!(!g.all_quiet(3, p), "rank 2 has not polled since progress 7");
+        g.quiet[2].store(p, Ordering::Release);
+        assert!(!g.all_quiet(3, p), "rank 2 polled before progress 7 only");
+        g.status[2].store(FINISHED, Ordering::Release);
+        assert!(g.all_quiet(3, p), "a finished rank never progresses");
+        g.status[1].store(ON_HOST, Ordering::Release);
+        assert!(
+            !g.all_settled(3) && !g.all_quiet(3, p),
+            "rank 1 is on the host"
+        );
+    }
+
     /// A group on a new store never inherits a finished group's counts,
     /// even where the allocator hands the new store the old one's address
     /// (which, keyed by address alone, made every later group look settled).
@@ -737,11 +794,12 @@ mod tests {
             let a = GroupKey::of(&old, prefix.clone());
             let b = GroupKey::of(&old, prefix.clone());
             assert!(Arc::ptr_eq(&a.state, &b.state), "one group, one state");
-            a.state.finished.fetch_add(3, Ordering::AcqRel);
+            for r in 0..3 {
+                a.state.status[r].store(FINISHED, Ordering::Release);
+            }
             drop((a, b, old));
             let new: Arc<dyn Store> = Arc::new(InProcessStore::new());
             let c = GroupKey::of(&new, prefix.clone());
-            assert_eq!(c.state.finished.load(Ordering::Acquire), 0);
             assert!(!c.state.all_settled(2));
         }
     }

@@ -182,8 +182,9 @@ where
                             }
                             Ranks::Emulator(_) => Comm::emulated(rank, world, store, options)?,
                         };
-                        let _finished = matches!(ranks, Ranks::Emulator(_))
-                            .then(|| crate::emulator::FinishGuard(comm.group_key().state.clone()));
+                        let _finished = matches!(ranks, Ranks::Emulator(_)).then(|| {
+                            crate::emulator::FinishGuard(comm.group_key().state.clone(), rank)
+                        });
                         f(&comm)
                     })
             })

@@ -47,7 +47,8 @@ fn decode(raw: &[u8]) -> Option<(Vec<u64>, String)> {
 /// `shape` (the collective, element type, sizes, op, root, …, as numbers)
 /// must be equal on every rank, and no rank may have a `problem` with its
 /// own arguments. `describe` spells a shape for the error. Returns at once
-/// for a shape the group agreed on before when this rank has no problem.
+/// for a shape the group agreed on before (with this rank's problem, if
+/// any: the kernels' own signature check catches what differs later).
 /// Otherwise it waits (at most the group's timeout) for every rank's
 /// entry; every rank then returns the same verdict.
 pub(crate) fn agree(
@@ -60,8 +61,19 @@ pub(crate) fn agree(
     let agreed = comm.extension(|_: &Agreed| true, |_| Ok(Agreed::default()))?;
     let seq = {
         let mut s = agreed.shapes.lock().unwrap_or_else(|p| p.into_inner());
-        if problem.is_none() && s.0.contains(shape) {
-            return Ok(());
+        if s.0.contains(shape) {
+            // The peers, with nothing to report, run the call without an
+            // exchange; this rank's problem stays its own (and its peers'
+            // kernels time out waiting for it, naming it). Joining an
+            // exchange here would leave this rank's sequence one ahead of
+            // theirs for good.
+            return match problem {
+                None => Ok(()),
+                Some(p) => Err(Error::InvalidArgument {
+                    rank: comm.rank(),
+                    message: format!("{what}: {p}"),
+                }),
+            };
         }
         s.1 += 1;
         s.1
@@ -76,14 +88,20 @@ pub(crate) fn agree(
     let keys: Vec<String> = (0..world).map(key).collect();
     let timeout = comm.options().timeout;
     store.wait(&keys, timeout).map_err(|e| match e {
-        symm::StoreError::Timeout { missing, .. } => Error::InvalidArgument {
-            rank,
-            message: format!(
-                "{what}: ranks {missing:?} did not make this call within {timeout:?} (a rank \
-                 that skipped it, or made another collective, or an argument error on a shape \
-                 its peers had already checked)"
-            ),
-        },
+        symm::StoreError::Timeout { missing, .. } => {
+            let ranks: Vec<usize> = (0..world).filter(|&r| missing.contains(&key(r))).collect();
+            let mine = problem
+                .as_deref()
+                .map_or(String::new(), |p| format!("; this rank's own problem: {p}"));
+            Error::InvalidArgument {
+                rank,
+                message: format!(
+                    "{what}: ranks {ranks:?} did not make this call within {timeout:?} (a rank \
+                     that skipped it or made another collective, or had an argument error on \
+                     a shape its peers had already checked){mine}"
+                ),
+            }
+        }
         other => store_err(other),
     })?;
     let mut entries = Vec::with_capacity(world);

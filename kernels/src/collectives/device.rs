@@ -17,6 +17,47 @@ use symm::symm_kernel;
 
 use crate::all_reduce::enter_call;
 
+/// The start of every collective kernel, after [`enter_call`]: this call's
+/// number ([`call_begin`] on channel `ch` of `buf`) once the entry barrier
+/// passed, with every rank's `sig` (a digest of its call: kind, element
+/// type, sizes, op, root) checked equal to this rank's, so ranks that make
+/// different calls fail alike instead of exchanging mismatched data. The
+/// digests travel on channel `ch + 1` (the collectives reserve two
+/// adjacent channels): thread `t` stores this rank's into rank `t`'s slot
+/// before its barrier flag (the flag's release publishes it) and reads
+/// rank `t`'s after the barrier. A call rewrites its digests only after
+/// the previous call's exit barrier, when every peer has read them.
+#[symm_kernel(device)]
+pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
+    let call = call_begin(buf, ch);
+    let t = thread_idx_x();
+    let rank = buf.rank();
+    let world = buf.world_size();
+    if t < world && t != rank {
+        buf.pad(t).store(
+            signal_slot(ch + 1u32, block_idx_x(), rank),
+            sig,
+            StoreOrder::Relaxed,
+            Scope::System,
+        );
+    }
+    enter_barrier(buf, ch, call);
+    let mut same = true;
+    if t < world && t != rank {
+        let theirs = buf.pad(rank).load(
+            signal_slot(ch + 1u32, block_idx_x(), t),
+            LoadOrder::Relaxed,
+            Scope::System,
+        );
+        same = theirs == sig;
+    }
+    kernel_assert!(
+        same,
+        "collective: the ranks made different calls (kind, element type, sizes, op, root or ranges differ); every rank must make the same calls in the same order"
+    );
+    call
+}
+
 /// Copies elements `src[src_off..src_off + len]` to `dst[dst_off..]`, this
 /// thread's share of a grid-stride loop starting at `first` with step
 /// `stride`: 16-byte vectors where both offsets are multiples of `V`, else
@@ -61,12 +102,12 @@ pub fn all_gather_pull<T: Scalar, const V: usize>(
     n: u32,
     in_place: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = call_begin(input, ch);
-    enter_barrier(input, ch, call);
+    let call = enter_checked(input, ch, sig);
     for k in 0..world {
         // Every rank starts with a different peer, so the peers' links
         // share the load.
@@ -98,10 +139,10 @@ pub fn broadcast_pull<T: Scalar, const V: usize>(
     root: u32,
     skip: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
-    let call = call_begin(input, ch);
-    enter_barrier(input, ch, call);
+    let call = enter_checked(input, ch, sig);
     if skip == 0u32 {
         copy_span::<T, V>(
             input.peer(root),
@@ -125,12 +166,12 @@ pub fn all_to_all_pull<T: Scalar, const V: usize>(
     out: &mut [T],
     m: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = call_begin(input, ch);
-    enter_barrier(input, ch, call);
+    let call = enter_checked(input, ch, sig);
     for k in 0..world {
         let p = (rank + k) % world;
         copy_span::<T, V>(
@@ -189,11 +230,20 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
     s6: u64,
     s7: u64,
     ch: u32,
+    sig: u32,
 ) {
+    let sends = shared_array::<u64, 64>();
+    let expects = shared_array::<u64, 64>();
+    let caps = shared_array::<u64, 8>();
+    let lens = shared_array::<u64, 8>();
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = call_begin(input, ch);
+    // Up to world² threads load the splits into shared memory.
+    kernel_assert!(
+        block_dim_x() >= 64u32,
+        "all_to_all_v_pull: launch at least 64 threads per block"
+    );
     let m = meta_entries();
     let base = block_idx_x() * m;
     let mine = meta.local();
@@ -219,63 +269,66 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
             StoreOrder::Relaxed,
             Scope::System,
         );
-        mine.store(
-            base + 17u32,
-            input.len() as u64,
-            StoreOrder::Relaxed,
-            Scope::System,
-        );
+        // At most 2^32 - 1: offsets are u32, and a longer input cannot
+        // send more than that anyway (the host keeps splits below it).
+        let mut in_len: u64 = input.len() as u64;
+        if in_len > 0xFFFF_FFFFu64 {
+            in_len = 0xFFFF_FFFFu64;
+        }
+        mine.store(base + 17u32, in_len, StoreOrder::Relaxed, Scope::System);
     }
     // The barrier's release (after a block-wide sync) publishes the meta
     // that thread 0 wrote.
-    enter_barrier(input, ch, call);
-    // Every rank's send splits, as this rank sees them (from each rank's
-    // own meta, so the same values on every rank).
-    let mut sends: [u64; 64] = [0u64; 64];
-    for p in 0..world {
-        let theirs = meta.peer(p);
-        for q in 0..world {
-            sends[p * 8u32 + q] = theirs.load(base + q, LoadOrder::Relaxed, Scope::System);
-        }
+    let call = enter_checked(input, ch, sig);
+    // Every rank's send splits (entry p × 8 + q: p to q), read once per
+    // block from each rank's own meta (so the same values on every rank)
+    // into shared memory, with each rank's capacity and input length.
+    let t = thread_idx_x();
+    if t < world * world {
+        let p = t / world;
+        let q = t % world;
+        sends[p * 8u32 + q] = meta
+            .peer(p)
+            .load(base + q, LoadOrder::Relaxed, Scope::System);
+        expects[p * 8u32 + q] =
+            meta.peer(p)
+                .load(base + 8u32 + q, LoadOrder::Relaxed, Scope::System);
     }
+    if t < world {
+        caps[t] = meta
+            .peer(t)
+            .load(base + 16u32, LoadOrder::Relaxed, Scope::System);
+        lens[t] = meta
+            .peer(t)
+            .load(base + 17u32, LoadOrder::Relaxed, Scope::System);
+    }
+    sync_threads();
     // The whole exchange, checked identically on every rank: what each
     // rank sends fits its input, what each receives fits its output, and
-    // each receives what it expects.
+    // each receives what it expects (`expects[q × 8 + p]`: q from p).
     let mut ok = true;
     for p in 0..world {
         let mut sent: u64 = 0;
+        let mut received: u64 = 0;
         for q in 0..world {
-            sent += sends[p * 8u32 + q];
-        }
-        let len = meta
-            .peer(p)
-            .load(base + 17u32, LoadOrder::Relaxed, Scope::System);
-        if sent > len {
-            ok = false;
-        }
-    }
-    for q in 0..world {
-        let theirs = meta.peer(q);
-        let mut total: u64 = 0;
-        for p in 0..world {
             let s = sends[p * 8u32 + q];
-            let want = theirs.load(base + 8u32 + p, LoadOrder::Relaxed, Scope::System);
-            if want != 0xFFFF_FFFFu64 && want != s {
-                ok = false;
-            }
             if s >= 0xFFFF_FFFFu64 {
                 ok = false;
             }
-            total += s;
+            sent += s;
+            received += sends[q * 8u32 + p];
+            let want = expects[p * 8u32 + q];
+            if want != 0xFFFF_FFFFu64 && want != sends[q * 8u32 + p] {
+                ok = false;
+            }
         }
-        let cap = theirs.load(base + 16u32, LoadOrder::Relaxed, Scope::System);
-        if total > cap {
+        if sent > lens[p] || received > caps[p] {
             ok = false;
         }
     }
     kernel_assert!(
         ok,
-        "all_to_all: the ranks' split sizes disagree (a rank sends a size that its receiver does not expect), or a rank's output is too small for what it receives"
+        "all_to_all: the ranks' split sizes disagree (a rank sends a size that its receiver does not expect), or a rank's output is too small for what it receives, or a rank sends more than its input holds"
     );
     let mut at: u32 = 0;
     for p in 0..world {
@@ -342,12 +395,12 @@ pub fn reduce_scatter_pull<T: Scalar, const V: usize, const OP: usize>(
     n: u32,
     chunk: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = call_begin(input, ch);
-    enter_barrier(input, ch, call);
+    let call = enter_checked(input, ch, sig);
     let start = rank * chunk;
     let mut len: u32 = 0;
     if start < n {
@@ -397,18 +450,25 @@ pub fn reduce_vec<T: Scalar, const V: usize, const OP: usize>(
     i: u32,
     world: u32,
 ) -> [T; V] {
+    // Loops to the constant 8, guarded: unrolled, they index `vals` with
+    // constants, which keeps it in registers (a run-time index would move
+    // it to local memory, several times slower).
     let zero: [T; V] = [T::from_f32(0.0f32); V];
     let mut vals: [[T; V]; 8] = [zero; 8];
-    for p in 0..world {
-        vals[p] = input.peer(p).load_vec::<V>(i);
+    for p in 0..8u32 {
+        if p < world {
+            vals[p] = input.peer(p).load_vec::<V>(i);
+        }
     }
     let mut acc: [f32; V] = [0.0f32; V];
     for k in 0..V {
         acc[k] = vals[0][k].to_f32();
     }
-    for p in 1..world {
-        for k in 0..V {
-            acc[k] = combine::<OP>(acc[k], vals[p][k].to_f32());
+    for p in 1..8u32 {
+        if p < world {
+            for k in 0..V {
+                acc[k] = combine::<OP>(acc[k], vals[p][k].to_f32());
+            }
         }
     }
     let mut res: [T; V] = zero;
@@ -444,12 +504,12 @@ pub fn all_reduce_op_two_shot<T: Scalar, const V: usize, const OP: usize>(
     out: &mut [T],
     n: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = call_begin(input, ch);
-    enter_barrier(input, ch, call);
+    let call = enter_checked(input, ch, sig);
     let v = V as u32;
     let vecs = n / v;
     let chunk = (vecs + world - 1) / world;
@@ -497,12 +557,12 @@ pub fn all_gather_coalesced_pull<T: Scalar, const V: usize>(
     table: &[u32],
     count: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = call_begin(input, ch);
-    enter_barrier(input, ch, call);
+    let call = enter_checked(input, ch, sig);
     for t in 0..count {
         let start = table[3 * t];
         let len = table[3 * t + 1];
@@ -540,11 +600,11 @@ pub fn all_reduce_coalesced_pull<T: Scalar, const V: usize, const OP: usize>(
     table: &[u32],
     count: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let world = buf.world_size();
-    let call = call_begin(buf, ch);
-    enter_barrier(buf, ch, call);
+    let call = enter_checked(buf, ch, sig);
     let v = V as u32;
     for t in 0..count {
         let start = table[3 * t];

@@ -15,6 +15,14 @@
 //! f16, f8e4m3 and f8e5m2, combine in f32 in rank order 0, 1, … and round
 //! once, so every rank gets the same bits.
 //!
+//! Every kernel also checks, at its entry barrier, that every rank made the
+//! same call (a digest of kind, element type, sizes, op, root and ranges),
+//! so a mismatch that the store check cannot see (shapes each agreed on
+//! before, CUDA graph replays) fails every rank with
+//! [`symm::Error::KernelAssert`]. A rank's calls share their counters,
+//! scratch and tables: run them in order on one stream (concurrent
+//! streams need separate groups).
+//!
 //! Inputs are rendezvoused symmetric memory ([`SymmetricMemory`]); every
 //! kernel pulls from the peers' inputs between an entry and an exit
 //! barrier (`device.rs`), so an input may be rewritten as soon as the call
@@ -36,6 +44,28 @@ pub const THREADS: u32 = 512;
 pub const MAX_BLOCKS: u32 = 128;
 /// The name the collectives reserve their channel under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::collectives";
+
+/// A call's channel and its digest (see `enter_checked` in `device.rs`).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Ch {
+    index: u32,
+    sig: u32,
+}
+
+impl Ch {
+    /// The collectives' first channel with the digest of `shape` (FNV-1a
+    /// over its words: the same on every rank and build).
+    fn of(index: u32, shape: &[u64]) -> Ch {
+        let mut h: u32 = 0x811c_9dc5;
+        for w in shape {
+            for b in w.to_le_bytes() {
+                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+            }
+        }
+        Ch { index, sig: h }
+    }
+}
 
 /// How [`reduce_scatter`] combines the ranks' elements. All combine in f32
 /// in rank order 0, 1, … and round once to the element type.
@@ -109,7 +139,7 @@ pub trait CopyElem: symm::dsl::Scalar {
     /// The arguments are as this module's calls make them: every index the
     /// kernel computes from them is in bounds of the buffers.
     #[doc(hidden)]
-    unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: Copy<'_, '_, Self>) -> Result<()>;
+    unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: CopyCall<'_, '_, Self>) -> Result<()>;
 }
 
 /// Element types of the reductions ([`reduce_scatter`], [`all_reduce_op`]):
@@ -137,7 +167,7 @@ pub trait ReduceElem: CopyElem {
         scratch: &SymmetricMemory,
         out: &mut BoundSlice<'_, Self>,
         n: u32,
-        ch: u32,
+        ch: Ch,
     ) -> Result<()>;
 
     #[doc(hidden)]
@@ -159,7 +189,7 @@ pub trait ReduceElem: CopyElem {
         scratch: &mut BoundSlice<'_, Self>,
         table: &BoundSlice<'_, u32>,
         count: u32,
-        ch: u32,
+        ch: Ch,
     ) -> Result<()>;
 
     /// Launches the reduce-scatter kernel of `op`.
@@ -177,7 +207,7 @@ pub trait ReduceElem: CopyElem {
         out: &mut BoundSlice<'_, Self>,
         n: u32,
         chunk: u32,
-        ch: u32,
+        ch: Ch,
     ) -> Result<()>;
 }
 
@@ -194,13 +224,13 @@ pub enum Kernel {
 
 /// One copy kernel's arguments.
 #[doc(hidden)]
-pub enum Copy<'a, 'b, T: symm::dsl::Scalar> {
+pub enum CopyCall<'a, 'b, T: symm::dsl::Scalar> {
     AllGather {
         input: &'a SymmetricMemory,
         out: &'a mut BoundSlice<'b, T>,
         n: u32,
         in_place: u32,
-        ch: u32,
+        ch: Ch,
     },
     Broadcast {
         input: &'a SymmetricMemory,
@@ -208,20 +238,20 @@ pub enum Copy<'a, 'b, T: symm::dsl::Scalar> {
         n: u32,
         root: u32,
         skip: u32,
-        ch: u32,
+        ch: Ch,
     },
     AllToAll {
         input: &'a SymmetricMemory,
         out: &'a mut BoundSlice<'b, T>,
         m: u32,
-        ch: u32,
+        ch: Ch,
     },
     AllGatherCoalesced {
         input: &'a SymmetricMemory,
         out: &'a mut BoundSlice<'b, T>,
         table: &'a BoundSlice<'b, u32>,
         count: u32,
-        ch: u32,
+        ch: Ch,
     },
     AllToAllV {
         input: &'a SymmetricMemory,
@@ -232,7 +262,7 @@ pub enum Copy<'a, 'b, T: symm::dsl::Scalar> {
         dev: u32,
         report: &'a mut BoundSlice<'b, u64>,
         packed: [u64; 8],
-        ch: u32,
+        ch: Ch,
     },
 }
 
@@ -249,7 +279,7 @@ macro_rules! copy_elem {
                 }
             }
 
-            unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: Copy<'_, '_, Self>) -> Result<()> {
+            unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: CopyCall<'_, '_, Self>) -> Result<()> {
                 // SAFETY: the caller's arguments are this module's, with
                 // which every index of these kernels is in bounds (the
                 // split sizes of `AllToAllV` are checked by the kernel
@@ -259,18 +289,18 @@ macro_rules! copy_elem {
                 // and zero splits.
                 unsafe {
                     match call {
-                        Copy::AllGather { input, out, n, in_place, ch } =>
-                            all_gather_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, in_place, ch),
-                        Copy::Broadcast { input, out, n, root, skip, ch } =>
-                            broadcast_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, root, skip, ch),
-                        Copy::AllGatherCoalesced { input, out, table, count, ch } =>
-                            all_gather_coalesced_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, table, count, ch),
-                        Copy::AllToAll { input, out, m, ch } =>
-                            all_to_all_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, m, ch),
-                        Copy::AllToAllV { input, meta, out, out_cap, splits, dev, report, packed: p, ch } =>
+                        CopyCall::AllGather { input, out, n, in_place, ch } =>
+                            all_gather_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, in_place, ch.index, ch.sig),
+                        CopyCall::Broadcast { input, out, n, root, skip, ch } =>
+                            broadcast_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, root, skip, ch.index, ch.sig),
+                        CopyCall::AllGatherCoalesced { input, out, table, count, ch } =>
+                            all_gather_coalesced_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, table, count, ch.index, ch.sig),
+                        CopyCall::AllToAll { input, out, m, ch } =>
+                            all_to_all_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, m, ch.index, ch.sig),
+                        CopyCall::AllToAllV { input, meta, out, out_cap, splits, dev, report, packed: p, ch } =>
                             all_to_all_v_pull::launch_unchecked::<$t, $v>(
                                 comm, cfg, input, meta, out, out_cap, splits, dev, report,
-                                p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], ch,
+                                p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], ch.index, ch.sig,
                             ),
                     }
                 }
@@ -315,17 +345,17 @@ macro_rules! reduce_elem {
                 scratch: &SymmetricMemory,
                 out: &mut BoundSlice<'_, Self>,
                 n: u32,
-                ch: u32,
+                ch: Ch,
             ) -> Result<()> {
                 // SAFETY: as `__copy`: `all_reduce_op` checked `n` against
                 // the input and `out`, and `scratch` holds `n` elements.
                 unsafe {
                     match op {
-                        ReduceOp::Sum => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 0>(comm, cfg, input, scratch, out, n, ch),
-                        ReduceOp::Avg => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 1>(comm, cfg, input, scratch, out, n, ch),
-                        ReduceOp::Min => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 2>(comm, cfg, input, scratch, out, n, ch),
-                        ReduceOp::Max => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 3>(comm, cfg, input, scratch, out, n, ch),
-                        ReduceOp::Prod => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 4>(comm, cfg, input, scratch, out, n, ch),
+                        ReduceOp::Sum => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 0>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
+                        ReduceOp::Avg => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 1>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
+                        ReduceOp::Min => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 2>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
+                        ReduceOp::Max => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 3>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
+                        ReduceOp::Prod => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 4>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
                     }
                 }
             }
@@ -348,17 +378,17 @@ macro_rules! reduce_elem {
                 scratch: &mut BoundSlice<'_, Self>,
                 table: &BoundSlice<'_, u32>,
                 count: u32,
-                ch: u32,
+                ch: Ch,
             ) -> Result<()> {
                 // SAFETY: as `__copy`: `all_reduce_coalesced` checked every
                 // range against the buffer and sized the scratch for them.
                 unsafe {
                     match op {
-                        ReduceOp::Sum => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 0>(comm, cfg, buf, scratch, table, count, ch),
-                        ReduceOp::Avg => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 1>(comm, cfg, buf, scratch, table, count, ch),
-                        ReduceOp::Min => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 2>(comm, cfg, buf, scratch, table, count, ch),
-                        ReduceOp::Max => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 3>(comm, cfg, buf, scratch, table, count, ch),
-                        ReduceOp::Prod => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 4>(comm, cfg, buf, scratch, table, count, ch),
+                        ReduceOp::Sum => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 0>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
+                        ReduceOp::Avg => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 1>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
+                        ReduceOp::Min => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 2>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
+                        ReduceOp::Max => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 3>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
+                        ReduceOp::Prod => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 4>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
                     }
                 }
             }
@@ -371,17 +401,17 @@ macro_rules! reduce_elem {
                 out: &mut BoundSlice<'_, Self>,
                 n: u32,
                 chunk: u32,
-                ch: u32,
+                ch: Ch,
             ) -> Result<()> {
                 // SAFETY: as `__copy`: `reduce_scatter` checked `n`
                 // against the input and this rank's chunk against `out`.
                 unsafe {
                     match op {
-                        ReduceOp::Sum => reduce_scatter_pull::launch_unchecked::<$t, $v, 0>(comm, cfg, input, out, n, chunk, ch),
-                        ReduceOp::Avg => reduce_scatter_pull::launch_unchecked::<$t, $v, 1>(comm, cfg, input, out, n, chunk, ch),
-                        ReduceOp::Min => reduce_scatter_pull::launch_unchecked::<$t, $v, 2>(comm, cfg, input, out, n, chunk, ch),
-                        ReduceOp::Max => reduce_scatter_pull::launch_unchecked::<$t, $v, 3>(comm, cfg, input, out, n, chunk, ch),
-                        ReduceOp::Prod => reduce_scatter_pull::launch_unchecked::<$t, $v, 4>(comm, cfg, input, out, n, chunk, ch),
+                        ReduceOp::Sum => reduce_scatter_pull::launch_unchecked::<$t, $v, 0>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
+                        ReduceOp::Avg => reduce_scatter_pull::launch_unchecked::<$t, $v, 1>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
+                        ReduceOp::Min => reduce_scatter_pull::launch_unchecked::<$t, $v, 2>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
+                        ReduceOp::Max => reduce_scatter_pull::launch_unchecked::<$t, $v, 3>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
+                        ReduceOp::Prod => reduce_scatter_pull::launch_unchecked::<$t, $v, 4>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
                     }
                 }
             }
@@ -423,11 +453,12 @@ pub fn all_gather<T: CopyElem>(
     agree(comm, "all_gather", &shape, problem, |s| {
         format!("all_gather of {} elements of {}", arg(s, 2), type_name(s))
     })?;
+    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
     let cfg = grid::<T>(comm, (n * world) as u64, || {
-        T::__grid(Kernel::AllGather, comm, THREADS)
+        T::__grid(Kernel::AllGather, comm, threads::<T>())
     })?;
     // SAFETY: `n` fits the input on every rank (checked on each, agreed
     // by all) and `world × n` fits `out`.
@@ -435,7 +466,7 @@ pub fn all_gather<T: CopyElem>(
         T::__copy(
             comm,
             cfg,
-            Copy::AllGather {
+            CopyCall::AllGather {
                 input,
                 out: &mut out,
                 n: n as u32,
@@ -470,11 +501,12 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
             type_name(s)
         )
     })?;
+    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
     let cfg = grid::<T>(comm, (n * world) as u64, || {
-        T::__grid(Kernel::AllGather, comm, THREADS)
+        T::__grid(Kernel::AllGather, comm, threads::<T>())
     })?;
     let mut out = buf.slice(..)?;
     let mut out = comm.bind_mut("buf", &mut out)?;
@@ -483,7 +515,7 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
         T::__copy(
             comm,
             cfg,
-            Copy::AllGather {
+            CopyCall::AllGather {
                 input: &smem,
                 out: &mut out,
                 n: n as u32,
@@ -538,18 +570,19 @@ pub fn broadcast<T: CopyElem>(
             arg(s, 3)
         )
     })?;
+    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
     let cfg = grid::<T>(comm, n as u64, || {
-        T::__grid(Kernel::Broadcast, comm, THREADS)
+        T::__grid(Kernel::Broadcast, comm, threads::<T>())
     })?;
     // SAFETY: `n` fits every rank's input and this rank's `out`.
     unsafe {
         T::__copy(
             comm,
             cfg,
-            Copy::Broadcast {
+            CopyCall::Broadcast {
                 input,
                 out: &mut out,
                 n: n as u32,
@@ -603,11 +636,14 @@ pub fn reduce_scatter<T: ReduceElem>(
                 .map_or("?".into(), |o| format!("{o:?}"))
         )
     })?;
+    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
     let chunk = n.div_ceil(world);
-    let cfg = grid::<T>(comm, chunk as u64, || T::__rs_grid(op, comm, THREADS))?;
+    let cfg = grid::<T>(comm, chunk as u64, || {
+        T::__rs_grid(op, comm, threads::<T>())
+    })?;
     // SAFETY: `n` fits every rank's input, and this rank's chunk `out`.
     unsafe { T::__reduce_scatter(comm, cfg, op, input, &mut out, n as u32, chunk as u32, ch) }
 }
@@ -627,20 +663,17 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
     n: usize,
     op: ReduceOp,
 ) -> Result<()> {
-    if op == ReduceOp::Sum {
-        return crate::all_reduce::all_reduce(comm, input, out, n);
-    }
     let ch = channel(comm)?;
-    let mut out = comm.bind_mut("out", out)?;
-    let in_place = out.device_ptr() == input.buffer_ptrs()[input.rank()];
+    let mut bound = comm.bind_mut("out", out)?;
+    let in_place = bound.device_ptr() == input.buffer_ptrs()[input.rank()];
     let problem = usable(comm)
         .and_then(|()| fits::<T>(input, n, "the input"))
-        .and_then(|()| out_fits(&out, Some(n), "n"))
+        .and_then(|()| out_fits(&bound, Some(n), "n"))
         .and_then(|()| {
             if in_place {
                 Ok(())
             } else {
-                disjoint(input, &out)
+                disjoint(input, &bound)
             }
         })
         .err();
@@ -655,17 +688,25 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
                 .map_or("?".into(), |o| format!("{o:?}"))
         )
     })?;
+    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
+    }
+    if op == ReduceOp::Sum {
+        // Agreed like every op (a rank calling Sum where another calls Max
+        // would otherwise run another kernel, and allocate staging its
+        // peers do not); then the built-in's own kernels and dispatch.
+        drop(bound);
+        return crate::all_reduce::all_reduce(comm, input, out, n);
     }
     let scratch = scratch::<T>(comm, n)?;
     let world = comm.world_size();
     let cfg = grid::<T>(comm, n.div_ceil(world) as u64, || {
-        T::__ar_grid(op, comm, THREADS)
+        T::__ar_grid(op, comm, threads::<T>())
     })?;
     // SAFETY: `n` fits every rank's input and this rank's `out`, and the
     // scratch holds at least `n` elements.
-    unsafe { T::__all_reduce(comm, cfg, op, input, &scratch, &mut out, n as u32, ch) }
+    unsafe { T::__all_reduce(comm, cfg, op, input, &scratch, &mut bound, n as u32, ch) }
 }
 
 /// A rank's scratch of at least `n` elements of `T` for
@@ -739,13 +780,14 @@ pub fn all_gather_coalesced<T: CopyElem>(
             arg(s, 4)
         )
     })?;
+    let ch = Ch::of(ch, &shape);
     if at == 0 {
         return Ok(());
     }
     table_buf = table(comm, &rows)?;
     let table = comm.bind("table", &*table_buf)?;
     let cfg = grid::<T>(comm, at as u64, || {
-        T::__grid(Kernel::AllGatherCoalesced, comm, THREADS)
+        T::__grid(Kernel::AllGatherCoalesced, comm, threads::<T>())
     })?;
     // SAFETY: every range fits every rank's input (the same ranges on
     // every rank, agreed), and `out` holds world × their lengths.
@@ -753,7 +795,7 @@ pub fn all_gather_coalesced<T: CopyElem>(
         T::__copy(
             comm,
             cfg,
-            Copy::AllGatherCoalesced {
+            CopyCall::AllGatherCoalesced {
                 input,
                 out: &mut out,
                 table: &table,
@@ -815,6 +857,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
             arg(s, 4)
         )
     })?;
+    let ch = Ch::of(ch, &shape);
     if at == 0 {
         return Ok(());
     }
@@ -823,7 +866,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
     let scratch = local_scratch::<T>(comm, at)?;
     let mut scratch = scratch.buf.lock().unwrap_or_else(|p| p.into_inner());
     let mut scratch = comm.bind_mut("scratch", &mut *scratch)?;
-    let cfg = grid::<T>(comm, at as u64, || T::__arc_grid(op, comm, THREADS))?;
+    let cfg = grid::<T>(comm, at as u64, || T::__arc_grid(op, comm, threads::<T>()))?;
     // SAFETY: every range fits every rank's buffer (the same ranges on
     // every rank, agreed), and the scratch holds `at` elements, past every
     // entry's offset plus its length.
@@ -855,7 +898,7 @@ fn coalesced_shape(kind: u64, dtype: u64, op: u64, ranges: &[std::ops::Range<usi
 }
 
 /// The device table of `rows` (three u32 each), uploaded on first use and
-/// kept for later calls with the same rows (at most 64 tables per rank).
+/// kept for later calls with the same rows.
 fn table(comm: &Comm, rows: &[[usize; 3]]) -> Result<std::sync::Arc<symm::DeviceBuffer<u32>>> {
     type Tables = Vec<(Vec<u32>, std::sync::Arc<symm::DeviceBuffer<u32>>)>;
     struct Cache(std::sync::Mutex<Tables>);
@@ -865,12 +908,9 @@ fn table(comm: &Comm, rows: &[[usize; 3]]) -> Result<std::sync::Arc<symm::Device
     if let Some((_, t)) = tables.iter().find(|(k, _)| *k == flat) {
         return Ok(t.clone());
     }
+    // Kept for the rank's life (a few bytes each): a CUDA graph captured
+    // with a table reads it at every replay.
     let t = std::sync::Arc::new(comm.device_buffer_from(&flat)?);
-    if tables.len() == 64 {
-        // The oldest goes; a graph captured with it keeps its own memory
-        // only while someone holds it, so capture with sets in use.
-        tables.remove(0);
-    }
     tables.push((flat, t.clone()));
     Ok(t)
 }
@@ -930,18 +970,19 @@ pub fn all_to_all<T: CopyElem>(
             type_name(s)
         )
     })?;
+    let ch = Ch::of(ch, &shape);
     if m == 0 {
         return Ok(());
     }
     let cfg = grid::<T>(comm, (m * world) as u64, || {
-        T::__grid(Kernel::AllToAll, comm, THREADS)
+        T::__grid(Kernel::AllToAll, comm, threads::<T>())
     })?;
     // SAFETY: `world × m` fits every rank's input and this rank's `out`.
     unsafe {
         T::__copy(
             comm,
             cfg,
-            Copy::AllToAll {
+            CopyCall::AllToAll {
                 input,
                 out: &mut out,
                 m: m as u32,
@@ -987,8 +1028,10 @@ pub fn all_to_all_single<T: CopyElem>(
             packed[r] = in_splits[r] as u64 | ((out_splits[r] as u64) << 32);
         }
     }
-    let sent: usize = in_splits.iter().sum();
-    let received: usize = out_splits.iter().sum();
+    // Saturating: a huge split is this rank's problem to report, not a
+    // panic on this rank alone.
+    let sent = in_splits.iter().fold(0usize, |a, &b| a.saturating_add(b));
+    let received = out_splits.iter().fold(0usize, |a, &b| a.saturating_add(b));
     split_call(
         comm,
         input,
@@ -1068,7 +1111,9 @@ fn split_call<T: CopyElem>(
                 .and_then(|()| out_fits(&out, Some(*received), "the received splits"))
                 .err(),
             Splits::Device { in_splits, report } => {
-                if in_splits.len() < world || report.len() < 2 * world {
+                if let Err(p) = out_fits(&out, Some(0), "nothing") {
+                    Some(p)
+                } else if in_splits.len() < world || report.len() < 2 * world {
                     Some(format!(
                         "all_to_all_v needs {world} send splits and room for {} sizes and \
                          offsets, and got {} and {}",
@@ -1094,13 +1139,17 @@ fn split_call<T: CopyElem>(
     agree(comm, what, &shape, problem, |s| {
         format!("{what} of {}", type_name(s))
     })?;
+    let ch = Ch::of(ch, &shape);
     let meta = meta(comm)?;
-    // A grid of at most what the largest of the splits needs is not known
-    // before the kernel reads them (device splits), so the grid follows
-    // the output's capacity, which every rank's kernel bounds the copy by.
+    // The grid must be the same on every rank (each block waits for the
+    // same block of every peer), and the splits are not known before the
+    // kernel reads them (device splits): so it follows the input's length,
+    // the same on every rank (rendezvous checks it), which bounds what any
+    // rank sends to one peer.
     let cap = out.len().min(u32::MAX as usize);
-    let cfg = grid::<T>(comm, (cap as u64).max(1), || {
-        T::__grid(Kernel::AllToAllV, comm, THREADS)
+    let in_len = input.buffer_size() / std::mem::size_of::<T>();
+    let cfg = grid::<T>(comm, (in_len as u64).max(1), || {
+        T::__grid(Kernel::AllToAllV, comm, threads::<T>())
     })?;
     let (in_splits, report, packed) = match splits {
         Splits::Host { packed, .. } => (
@@ -1119,7 +1168,7 @@ fn split_call<T: CopyElem>(
         T::__copy(
             comm,
             cfg,
-            Copy::AllToAllV {
+            CopyCall::AllToAllV {
                 input,
                 meta: &meta,
                 out: &mut out,
@@ -1166,7 +1215,8 @@ fn placeholders(comm: &Comm) -> Result<std::sync::Arc<Placeholders>> {
     )
 }
 
-/// The collectives' channel, reserved on the first call (before any check
+/// The collectives' two adjacent channels (counters and barriers on the
+/// first, the calls' digests on the second), reserved on the first call (before any check
 /// that could fail on one rank alone, so every rank reserves at the same
 /// point of its sequence of requests) and remembered in the rank's
 /// extensions.
@@ -1175,7 +1225,7 @@ fn channel(comm: &Comm) -> Result<u32> {
     let r = comm.extension(
         |_: &Reserved| true,
         |_| {
-            let [c] = Channel::reserve::<1>(comm, CHANNEL_OWNER)?;
+            let [c, _digests] = Channel::reserve::<2>(comm, CHANNEL_OWNER)?;
             Ok(Reserved(c.index()))
         },
     )?;
@@ -1267,7 +1317,7 @@ fn grid<T: CopyElem>(
     let per_vec = (16 / std::mem::size_of::<T>()).max(1) as u64;
     let mut blocks = elems
         .div_ceil(per_vec)
-        .div_ceil(u64::from(THREADS))
+        .div_ceil(u64::from(threads::<T>()))
         .clamp(1, u64::from(MAX_BLOCKS)) as u32;
     if comm.max_ranks_on_device() > 1 {
         if let Some(l) = limit()? {
@@ -1284,12 +1334,24 @@ fn grid<T: CopyElem>(
             });
         }
     }
-    let cfg = LaunchConfig::linear(blocks, THREADS);
+    let cfg = LaunchConfig::linear(blocks, threads::<T>());
     Ok(if comm.options().pdl {
         cfg.with_pdl()
     } else {
         cfg
     })
+}
+
+/// Threads per block for elements of `T`: [`THREADS`], but 256 for
+/// one-byte types, whose reductions hold 16 elements per rank in
+/// registers (141 to 167 on sm_80 and sm_90: 512 threads would pass the
+/// 65,536 registers a block may use, and the launch would fail).
+fn threads<T>() -> u32 {
+    if std::mem::size_of::<T>() == 1 {
+        256
+    } else {
+        THREADS
+    }
 }
 
 /// The element type in a shape: its name's bytes (at most 8).

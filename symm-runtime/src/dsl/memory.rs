@@ -955,8 +955,16 @@ impl<T: Scalar> SymmBuf<T> {
         let slot = self.slot("wait_flag", channel, src);
         let pad = self.pad(self.rank);
         let rank = self.rank;
+        // The pad addresses in the report let a hang from mismatched
+        // pointer tables (a rank signalling where its peer does not look)
+        // be told from one where a peer never signalled.
+        let (own, theirs) = (
+            self.table(self.pads, rank, "wait_flag"),
+            self.table(self.pads, src, "wait_flag"),
+        );
         let what = || {
-            format!("wait_flag from peer {src} on channel {channel} (slot {slot} of rank {rank}'s pad; expects {value} or later)")
+            let holds = pad.load(slot, LoadOrder::Relaxed, Scope::System);
+            format!("wait_flag from peer {src} on channel {channel} (slot {slot} of rank {rank}'s pad at {own:#x}, holding {holds}; expects {value} or later; this rank signals peer {src}'s pad at {theirs:#x})")
         };
         self.spin_until("wait_flag", (src, channel), None, loc, &what, || {
             (pad.load(slot, LoadOrder::Acquire, Scope::System)

@@ -26,10 +26,13 @@
 //!   polls the data itself, no flag needed; taking a message marks its
 //!   slots empty again for the call after next.
 //!
-//! Every piece takes the kernel's grid as given: launch the same
-//! one-dimensional grid on every rank and on every call that shares a
-//! counter, of at most [`SIGNAL_BLOCKS`](crate::layout::SIGNAL_BLOCKS)
-//! blocks (`call_begin` asserts both).
+//! Every piece takes the kernel's grid as given: a one-dimensional grid of
+//! at most [`SIGNAL_BLOCKS`](crate::layout::SIGNAL_BLOCKS) blocks
+//! (`call_begin` asserts it), and the same sequence of grids on every rank
+//! among the calls that share a counter, so that each block's counter
+//! counts the same calls everywhere. Barrier kernels may change their grid
+//! from call to call that way; kernels whose staging halves or sentinel
+//! slots carry per-block state from one call to the next keep one grid.
 //!
 //! Parity staging and sentinel messages are safe back to back under one
 //! rule: each call waits, before it ends, on every rank it sent to (it
