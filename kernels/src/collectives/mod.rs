@@ -45,6 +45,20 @@ pub const MAX_BLOCKS: u32 = 128;
 /// The name the collectives reserve their channel under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::collectives";
 
+/// [`agree`] on a call, then the call's channel with its digest: every
+/// host call's first step after its local checks.
+fn agreed(
+    comm: &Comm,
+    ch: u32,
+    what: &str,
+    shape: &[u64],
+    problem: Option<String>,
+    describe: impl Fn(&[u64]) -> String,
+) -> Result<Ch> {
+    agree(comm, what, shape, problem, describe)?;
+    Ok(Ch::of(ch, shape))
+}
+
 /// A call's channel and its digest (see `enter_checked` in `device.rs`).
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
@@ -450,10 +464,9 @@ pub fn all_gather<T: CopyElem>(
         .and_then(|()| disjoint(input, &out))
         .err();
     let shape = [1, dtype::<T>(), n as u64];
-    agree(comm, "all_gather", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_gather", &shape, problem, |s| {
         format!("all_gather of {} elements of {}", arg(s, 2), type_name(s))
     })?;
-    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
@@ -494,14 +507,13 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
         })
         .err();
     let shape = [2, dtype::<T>(), n as u64];
-    agree(comm, "all_gather_in_place", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_gather_in_place", &shape, problem, |s| {
         format!(
             "all_gather_in_place of {} elements of {}",
             arg(s, 2),
             type_name(s)
         )
     })?;
-    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
@@ -562,7 +574,7 @@ pub fn broadcast<T: CopyElem>(
         })
         .err();
     let shape = [3, dtype::<T>(), n as u64, root as u64];
-    agree(comm, "broadcast", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "broadcast", &shape, problem, |s| {
         format!(
             "broadcast of {} elements of {} from root {}",
             arg(s, 2),
@@ -570,7 +582,6 @@ pub fn broadcast<T: CopyElem>(
             arg(s, 3)
         )
     })?;
-    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
@@ -626,7 +637,7 @@ pub fn reduce_scatter<T: ReduceElem>(
         .and_then(|()| disjoint(input, &out))
         .err();
     let shape = [4, dtype::<T>(), n as u64, op.code()];
-    agree(comm, "reduce_scatter", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "reduce_scatter", &shape, problem, |s| {
         format!(
             "reduce_scatter of {} elements of {} by {}",
             arg(s, 2),
@@ -636,7 +647,6 @@ pub fn reduce_scatter<T: ReduceElem>(
                 .map_or("?".into(), |o| format!("{o:?}"))
         )
     })?;
-    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
@@ -678,7 +688,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
         })
         .err();
     let shape = [8, dtype::<T>(), n as u64, op.code()];
-    agree(comm, "all_reduce_op", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_reduce_op", &shape, problem, |s| {
         format!(
             "all_reduce of {} elements of {} by {}",
             arg(s, 2),
@@ -688,7 +698,6 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
                 .map_or("?".into(), |o| format!("{o:?}"))
         )
     })?;
-    let ch = Ch::of(ch, &shape);
     if n == 0 {
         return Ok(());
     }
@@ -772,7 +781,7 @@ pub fn all_gather_coalesced<T: CopyElem>(
             .err();
     }
     let shape = coalesced_shape(10, dtype::<T>(), 0, ranges);
-    agree(comm, "all_gather_coalesced", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_gather_coalesced", &shape, problem, |s| {
         format!(
             "all_gather_coalesced of {} tensors of {} (ranges digest {})",
             arg(s, 3),
@@ -780,7 +789,6 @@ pub fn all_gather_coalesced<T: CopyElem>(
             arg(s, 4)
         )
     })?;
-    let ch = Ch::of(ch, &shape);
     if at == 0 {
         return Ok(());
     }
@@ -846,7 +854,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
         problem.get_or_insert("the ranges hold 2^32 elements or more".into());
     }
     let shape = coalesced_shape(11, dtype::<T>(), op.code(), ranges);
-    agree(comm, "all_reduce_coalesced", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_reduce_coalesced", &shape, problem, |s| {
         format!(
             "all_reduce_coalesced of {} tensors of {} by {} (ranges digest {})",
             arg(s, 3),
@@ -857,7 +865,6 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
             arg(s, 4)
         )
     })?;
-    let ch = Ch::of(ch, &shape);
     if at == 0 {
         return Ok(());
     }
@@ -963,14 +970,13 @@ pub fn all_to_all<T: CopyElem>(
         .and_then(|()| disjoint(input, &out))
         .err();
     let shape = [5, dtype::<T>(), m as u64];
-    agree(comm, "all_to_all", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_to_all", &shape, problem, |s| {
         format!(
             "all_to_all of {} elements per peer of {}",
             arg(s, 2),
             type_name(s)
         )
     })?;
-    let ch = Ch::of(ch, &shape);
     if m == 0 {
         return Ok(());
     }
@@ -1136,10 +1142,9 @@ fn split_call<T: CopyElem>(
         "all_to_all_single"
     };
     let shape = [6 + u64::from(dev), dtype::<T>()];
-    agree(comm, what, &shape, problem, |s| {
+    let ch = agreed(comm, ch, what, &shape, problem, |s| {
         format!("{what} of {}", type_name(s))
     })?;
-    let ch = Ch::of(ch, &shape);
     let meta = meta(comm)?;
     // The grid must be the same on every rank (each block waits for the
     // same block of every peer), and the splits are not known before the
