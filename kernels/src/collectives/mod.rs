@@ -456,17 +456,23 @@ pub fn all_gather<T: CopyElem>(
     n: usize,
 ) -> Result<()> {
     let ch = channel(comm)?;
-    let mut out = comm.bind_mut("out", out)?;
+    let bound_out = comm.bind_mut("out", out);
     let world = comm.world_size();
-    let problem = usable(comm)
-        .and_then(|()| fits::<T>(input, n, "the input"))
-        .and_then(|()| out_fits(&out, n.checked_mul(world), "world × n"))
-        .and_then(|()| disjoint(input, &out))
+    let problem = bound_out
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|out| {
+            usable(comm)
+                .and_then(|()| fits::<T>(input, n, "the input"))
+                .and_then(|()| out_fits(out, n.checked_mul(world), "world × n"))
+                .and_then(|()| disjoint(input, out))
+        })
         .err();
     let shape = [1, dtype::<T>(), n as u64];
     let ch = agreed(comm, ch, "all_gather", &shape, problem, |s| {
         format!("all_gather of {} elements of {}", arg(s, 2), type_name(s))
     })?;
+    let mut out = bound_out?;
     if n == 0 {
         return Ok(());
     }
@@ -548,29 +554,33 @@ pub fn broadcast<T: CopyElem>(
     root: usize,
 ) -> Result<()> {
     let ch = channel(comm)?;
-    let mut out = comm.bind_mut("out", out)?;
+    let bound_out = comm.bind_mut("out", out);
     let world = comm.world_size();
     let own = input.buffer_ptrs()[input.rank()];
-    let skip = out.device_ptr() == own && comm.rank() == root;
-    let problem = usable(comm)
-        .and_then(|()| {
-            if root < world {
-                Ok(())
-            } else {
-                Err(format!("root {root} is not a rank of {world}"))
-            }
-        })
-        .and_then(|()| fits::<T>(input, n, "the input"))
-        .and_then(|()| out_fits(&out, Some(n), "n"))
-        .and_then(|()| {
-            // An output may be exactly the input: another rank writes only
-            // its own buffer, which no peer reads, and the root skips the
-            // copy. Any other overlap is refused.
-            if out.device_ptr() == own {
-                Ok(())
-            } else {
-                disjoint(input, &out)
-            }
+    let problem = bound_out
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|out| {
+            usable(comm)
+                .and_then(|()| {
+                    if root < world {
+                        Ok(())
+                    } else {
+                        Err(format!("root {root} is not a rank of {world}"))
+                    }
+                })
+                .and_then(|()| fits::<T>(input, n, "the input"))
+                .and_then(|()| out_fits(out, Some(n), "n"))
+                .and_then(|()| {
+                    // An output may be exactly the input: another rank writes only
+                    // its own buffer, which no peer reads, and the root skips the
+                    // copy. Any other overlap is refused.
+                    if out.device_ptr() == own {
+                        Ok(())
+                    } else {
+                        disjoint(input, out)
+                    }
+                })
         })
         .err();
     let shape = [3, dtype::<T>(), n as u64, root as u64];
@@ -582,6 +592,8 @@ pub fn broadcast<T: CopyElem>(
             arg(s, 3)
         )
     })?;
+    let mut out = bound_out?;
+    let skip = out.device_ptr() == own && comm.rank() == root;
     if n == 0 {
         return Ok(());
     }
@@ -628,13 +640,18 @@ pub fn reduce_scatter<T: ReduceElem>(
     op: ReduceOp,
 ) -> Result<()> {
     let ch = channel(comm)?;
-    let mut out = comm.bind_mut("out", out)?;
+    let bound_out = comm.bind_mut("out", out);
     let world = comm.world_size();
     let mine = reduce_scatter_chunk(n, world, comm.rank());
-    let problem = usable(comm)
-        .and_then(|()| fits::<T>(input, n, "the input"))
-        .and_then(|()| out_fits(&out, Some(mine.len()), "this rank's chunk"))
-        .and_then(|()| disjoint(input, &out))
+    let problem = bound_out
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|out| {
+            usable(comm)
+                .and_then(|()| fits::<T>(input, n, "the input"))
+                .and_then(|()| out_fits(out, Some(mine.len()), "this rank's chunk"))
+                .and_then(|()| disjoint(input, out))
+        })
         .err();
     let shape = [4, dtype::<T>(), n as u64, op.code()];
     let ch = agreed(comm, ch, "reduce_scatter", &shape, problem, |s| {
@@ -647,6 +664,7 @@ pub fn reduce_scatter<T: ReduceElem>(
                 .map_or("?".into(), |o| format!("{o:?}"))
         )
     })?;
+    let mut out = bound_out?;
     if n == 0 {
         return Ok(());
     }
@@ -674,17 +692,22 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
     op: ReduceOp,
 ) -> Result<()> {
     let ch = channel(comm)?;
-    let mut bound = comm.bind_mut("out", out)?;
-    let in_place = bound.device_ptr() == input.buffer_ptrs()[input.rank()];
-    let problem = usable(comm)
-        .and_then(|()| fits::<T>(input, n, "the input"))
-        .and_then(|()| out_fits(&bound, Some(n), "n"))
-        .and_then(|()| {
-            if in_place {
-                Ok(())
-            } else {
-                disjoint(input, &bound)
-            }
+    let binding = comm.bind_mut("out", out);
+    let own = input.buffer_ptrs()[input.rank()];
+    let problem = binding
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|bound| {
+            usable(comm)
+                .and_then(|()| fits::<T>(input, n, "the input"))
+                .and_then(|()| out_fits(bound, Some(n), "n"))
+                .and_then(|()| {
+                    if bound.device_ptr() == own {
+                        Ok(())
+                    } else {
+                        disjoint(input, bound)
+                    }
+                })
         })
         .err();
     let shape = [8, dtype::<T>(), n as u64, op.code()];
@@ -698,6 +721,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
                 .map_or("?".into(), |o| format!("{o:?}"))
         )
     })?;
+    let mut bound = binding?;
     if n == 0 {
         return Ok(());
     }
@@ -760,12 +784,15 @@ pub fn all_gather_coalesced<T: CopyElem>(
     let ch = channel(comm)?;
     // Declared before `out`, whose binding borrows for as long as it.
     let table_buf;
-    let mut out = comm.bind_mut("out", out)?;
+    let binding = comm.bind_mut("out", out);
     let world = comm.world_size();
     let cap = input.buffer_size() / std::mem::size_of::<T>();
     let mut rows = Vec::with_capacity(ranges.len());
     let mut at = 0usize;
-    let mut problem = usable(comm).err();
+    let mut problem = binding.as_ref().err().map(|e| e.to_string());
+    if problem.is_none() {
+        problem = usable(comm).err();
+    }
     for r in ranges {
         if r.start > r.end || r.end > cap || r.end > u32::MAX as usize {
             problem.get_or_insert(format!(
@@ -775,9 +802,9 @@ pub fn all_gather_coalesced<T: CopyElem>(
         rows.push([r.start, r.len(), at]);
         at = at.saturating_add(r.len().saturating_mul(world));
     }
-    if problem.is_none() {
-        problem = out_fits(&out, Some(at), "world × the ranges' lengths")
-            .and_then(|()| disjoint(input, &out))
+    if let (None, Ok(out)) = (&problem, &binding) {
+        problem = out_fits(out, Some(at), "world × the ranges' lengths")
+            .and_then(|()| disjoint(input, out))
             .err();
     }
     let shape = coalesced_shape(10, dtype::<T>(), 0, ranges);
@@ -789,6 +816,7 @@ pub fn all_gather_coalesced<T: CopyElem>(
             arg(s, 4)
         )
     })?;
+    let mut out = binding?;
     if at == 0 {
         return Ok(());
     }
@@ -958,16 +986,21 @@ pub fn all_to_all<T: CopyElem>(
     m: usize,
 ) -> Result<()> {
     let ch = channel(comm)?;
-    let mut out = comm.bind_mut("out", out)?;
+    let bound_out = comm.bind_mut("out", out);
     let world = comm.world_size();
     let total = m.checked_mul(world);
-    let problem = usable(comm)
-        .and_then(|()| match total {
-            Some(t) => fits::<T>(input, t, "the input"),
-            None => Err(format!("{world} × {m} elements overflow")),
+    let problem = bound_out
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|out| {
+            usable(comm)
+                .and_then(|()| match total {
+                    Some(t) => fits::<T>(input, t, "the input"),
+                    None => Err(format!("{world} × {m} elements overflow")),
+                })
+                .and_then(|()| out_fits(out, total, "world × m"))
+                .and_then(|()| disjoint(input, out))
         })
-        .and_then(|()| out_fits(&out, total, "world × m"))
-        .and_then(|()| disjoint(input, &out))
         .err();
     let shape = [5, dtype::<T>(), m as u64];
     let ch = agreed(comm, ch, "all_to_all", &shape, problem, |s| {
@@ -977,6 +1010,7 @@ pub fn all_to_all<T: CopyElem>(
             type_name(s)
         )
     })?;
+    let mut out = bound_out?;
     if m == 0 {
         return Ok(());
     }
@@ -1104,20 +1138,23 @@ fn split_call<T: CopyElem>(
     let holders = placeholders(comm)?;
     let mut holders = holders.0.lock().unwrap_or_else(|p| p.into_inner());
     let (empty, report_host) = &mut *holders;
-    let mut out = comm.bind_mut("out", out)?;
+    let binding = comm.bind_mut("out", out);
     let world = comm.world_size();
     let dev = matches!(splits, Splits::Device { .. });
-    let mut problem = usable(comm).and_then(|()| disjoint(input, &out)).err();
-    if problem.is_none() {
+    let mut problem = match &binding {
+        Err(e) => Some(e.to_string()),
+        Ok(out) => usable(comm).and_then(|()| disjoint(input, out)).err(),
+    };
+    if let (None, Ok(out)) = (&problem, &binding) {
         problem = match &splits {
             Splits::Host {
                 problem: Some(p), ..
             } => Some(p.clone()),
             Splits::Host { sent, received, .. } => fits::<T>(input, *sent, "the input")
-                .and_then(|()| out_fits(&out, Some(*received), "the received splits"))
+                .and_then(|()| out_fits(out, Some(*received), "the received splits"))
                 .err(),
             Splits::Device { in_splits, report } => {
-                if let Err(p) = out_fits(&out, Some(0), "nothing") {
+                if let Err(p) = out_fits(out, Some(0), "nothing") {
                     Some(p)
                 } else if in_splits.len() < world || report.len() < 2 * world {
                     Some(format!(
@@ -1132,9 +1169,9 @@ fn split_call<T: CopyElem>(
                 }
             }
         };
-    }
-    if problem.is_none() && (out.len() > u32::MAX as usize) {
-        problem = Some("the output holds 2^32 elements or more".into());
+        if problem.is_none() && out.len() > u32::MAX as usize {
+            problem = Some("the output holds 2^32 elements or more".into());
+        }
     }
     let what = if dev {
         "all_to_all_v"
@@ -1145,6 +1182,7 @@ fn split_call<T: CopyElem>(
     let ch = agreed(comm, ch, what, &shape, problem, |s| {
         format!("{what} of {}", type_name(s))
     })?;
+    let mut out = binding?;
     let meta = meta(comm)?;
     // The grid must be the same on every rank (each block waits for the
     // same block of every peer), and the splits are not known before the
