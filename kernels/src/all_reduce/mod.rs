@@ -259,7 +259,9 @@ pub fn config<T: AllReduceElem>(n: usize) -> LaunchConfig {
 /// registers than a 512-thread block may have on sm_90 (the push kernel
 /// failed to launch with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on an H100).
 /// The block count, which the per-block epochs depend on, is unchanged.
-fn threads_for<T>(threads: u32) -> u32 {
+/// The collectives' reductions follow the same rule (141 to 167 registers
+/// per thread for one-byte types on sm_80 and sm_90).
+pub(crate) fn threads_for<T>(threads: u32) -> u32 {
     if std::mem::size_of::<T>() == 1 {
         threads.min(256)
     } else {
@@ -645,7 +647,11 @@ fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
     }
 }
 
-fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
+/// The staging of family `K` on `comm`'s rank: `regions` regions of at
+/// least `per_region` elements of `E` (rounded up to a power of two, at
+/// least 1024), every byte `fill`, rendezvoused; a larger request replaces
+/// it and keeps the older alive (graphs captured with it still use it).
+pub(crate) fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
     comm: &Comm,
     per_region: usize,
     regions: usize,

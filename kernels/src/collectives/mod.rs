@@ -328,27 +328,29 @@ copy_elem!(
     symm::dsl::f8e4m3 => 16, symm::dsl::f8e5m2 => 16,
 );
 
+/// Calls `kernel::f::<T, V, OP>` with `OP` the kernels' code of `op`
+/// (its `OP` parameter is a constant, so each op is its own instantiation).
+macro_rules! by_op {
+    ($op:expr, $k:ident::$f:ident::<$t:ty, $v:tt>($($arg:expr),*)) => {
+        match $op {
+            ReduceOp::Sum => $k::$f::<$t, $v, 0>($($arg),*),
+            ReduceOp::Avg => $k::$f::<$t, $v, 1>($($arg),*),
+            ReduceOp::Min => $k::$f::<$t, $v, 2>($($arg),*),
+            ReduceOp::Max => $k::$f::<$t, $v, 3>($($arg),*),
+            ReduceOp::Prod => $k::$f::<$t, $v, 4>($($arg),*),
+        }
+    };
+}
+
 macro_rules! reduce_elem {
     ($($t:ty => $v:literal),* $(,)?) => {$(
         impl ReduceElem for $t {
             fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
-                match op {
-                    ReduceOp::Sum => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 0>(comm, threads, 0),
-                    ReduceOp::Avg => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 1>(comm, threads, 0),
-                    ReduceOp::Min => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 2>(comm, threads, 0),
-                    ReduceOp::Max => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 3>(comm, threads, 0),
-                    ReduceOp::Prod => reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v, 4>(comm, threads, 0),
-                }
+                by_op!(op, reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0))
             }
 
             fn __ar_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
-                match op {
-                    ReduceOp::Sum => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 0>(comm, threads, 0),
-                    ReduceOp::Avg => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 1>(comm, threads, 0),
-                    ReduceOp::Min => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 2>(comm, threads, 0),
-                    ReduceOp::Max => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 3>(comm, threads, 0),
-                    ReduceOp::Prod => all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v, 4>(comm, threads, 0),
-                }
+                by_op!(op, all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0))
             }
 
             unsafe fn __all_reduce(
@@ -364,24 +366,12 @@ macro_rules! reduce_elem {
                 // SAFETY: as `__copy`: `all_reduce_op` checked `n` against
                 // the input and `out`, and `scratch` holds `n` elements.
                 unsafe {
-                    match op {
-                        ReduceOp::Sum => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 0>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
-                        ReduceOp::Avg => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 1>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
-                        ReduceOp::Min => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 2>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
-                        ReduceOp::Max => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 3>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
-                        ReduceOp::Prod => all_reduce_op_two_shot::launch_unchecked::<$t, $v, 4>(comm, cfg, input, scratch, out, n, ch.index, ch.sig),
-                    }
+                    by_op!(op, all_reduce_op_two_shot::launch_unchecked::<$t, $v>(comm, cfg, input, scratch, out, n, ch.index, ch.sig))
                 }
             }
 
             fn __arc_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
-                match op {
-                    ReduceOp::Sum => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 0>(comm, threads, 0),
-                    ReduceOp::Avg => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 1>(comm, threads, 0),
-                    ReduceOp::Min => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 2>(comm, threads, 0),
-                    ReduceOp::Max => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 3>(comm, threads, 0),
-                    ReduceOp::Prod => all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v, 4>(comm, threads, 0),
-                }
+                by_op!(op, all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0))
             }
 
             unsafe fn __all_reduce_coalesced(
@@ -397,13 +387,7 @@ macro_rules! reduce_elem {
                 // SAFETY: as `__copy`: `all_reduce_coalesced` checked every
                 // range against the buffer and sized the scratch for them.
                 unsafe {
-                    match op {
-                        ReduceOp::Sum => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 0>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
-                        ReduceOp::Avg => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 1>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
-                        ReduceOp::Min => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 2>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
-                        ReduceOp::Max => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 3>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
-                        ReduceOp::Prod => all_reduce_coalesced_pull::launch_unchecked::<$t, $v, 4>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig),
-                    }
+                    by_op!(op, all_reduce_coalesced_pull::launch_unchecked::<$t, $v>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig))
                 }
             }
 
@@ -420,13 +404,7 @@ macro_rules! reduce_elem {
                 // SAFETY: as `__copy`: `reduce_scatter` checked `n`
                 // against the input and this rank's chunk against `out`.
                 unsafe {
-                    match op {
-                        ReduceOp::Sum => reduce_scatter_pull::launch_unchecked::<$t, $v, 0>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
-                        ReduceOp::Avg => reduce_scatter_pull::launch_unchecked::<$t, $v, 1>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
-                        ReduceOp::Min => reduce_scatter_pull::launch_unchecked::<$t, $v, 2>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
-                        ReduceOp::Max => reduce_scatter_pull::launch_unchecked::<$t, $v, 3>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
-                        ReduceOp::Prod => reduce_scatter_pull::launch_unchecked::<$t, $v, 4>(comm, cfg, input, out, n, chunk, ch.index, ch.sig),
-                    }
+                    by_op!(op, reduce_scatter_pull::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, chunk, ch.index, ch.sig))
                 }
             }
         }
@@ -743,29 +721,14 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
 }
 
 /// A rank's scratch of at least `n` elements of `T` for
-/// [`all_reduce_op`], kept in its extensions; a larger call replaces it
-/// (keeping the older alive: CUDA graphs captured with it still use it).
+/// [`all_reduce_op`]: the all-reduce's growing staging
+/// ([`grow`](crate::all_reduce::grow)), which keeps older areas alive for
+/// captured CUDA graphs, as a family of its own (no other kernel's calls
+/// are ordered with these by a shared barrier, so none may share it).
 fn scratch<T: ReduceElem>(comm: &Comm, n: usize) -> Result<std::sync::Arc<SymmetricMemory>> {
-    struct Scratch<T> {
-        smem: std::sync::Arc<SymmetricMemory>,
-        len: usize,
-        _older: Option<std::sync::Arc<Scratch<T>>>,
-        _t: std::marker::PhantomData<T>,
-    }
-    let s = comm.extension(
-        |s: &Scratch<T>| s.len >= n,
-        |older| {
-            let len = n.next_power_of_two().max(4096);
-            let buf = comm.alloc::<T>(len)?;
-            Ok(Scratch::<T> {
-                smem: buf.rendezvous()?,
-                len,
-                _older: older,
-                _t: std::marker::PhantomData,
-            })
-        },
-    )?;
-    Ok(s.smem.clone())
+    struct OpScratch;
+    let (smem, _) = crate::all_reduce::grow::<T, OpScratch>(comm, n, 1, 0)?;
+    Ok(smem)
 }
 
 /// Coalesced all-gather: one launch for several tensors, each a range of
@@ -1385,16 +1348,11 @@ fn grid<T: CopyElem>(
     })
 }
 
-/// Threads per block for elements of `T`: [`THREADS`], but 256 for
-/// one-byte types, whose reductions hold 16 elements per rank in
-/// registers (141 to 167 on sm_80 and sm_90: 512 threads would pass the
-/// 65,536 registers a block may use, and the launch would fail).
+/// Threads per block for elements of `T`: [`THREADS`], limited for
+/// one-byte types as the all-reduce's are
+/// ([`threads_for`](crate::all_reduce::threads_for)).
 fn threads<T>() -> u32 {
-    if std::mem::size_of::<T>() == 1 {
-        256
-    } else {
-        THREADS
-    }
+    crate::all_reduce::threads_for::<T>(THREADS)
 }
 
 /// The element type in a shape: its name's bytes (at most 8).

@@ -26,56 +26,37 @@ fn cuda_memory(stream: &CudaStream) -> Memory {
     }
 }
 
-impl<T: Element> DeviceSlice<T> for CudaSlice<T> {
-    fn len(&self) -> usize {
-        CudaSlice::len(self)
-    }
-    fn __memory(&self) -> Memory {
-        cuda_memory(self.stream())
-    }
-    fn __home(&self) -> Option<&Arc<CudaStream>> {
-        Some(self.stream())
-    }
-    fn __bind<'a>(&'a self, stream: &'a CudaStream) -> Option<(u64, SyncOnDrop<'a>)> {
-        Some(self.device_ptr(stream))
-    }
-    fn __bind_mut<'a>(&'a mut self, stream: &'a CudaStream) -> Option<(u64, SyncOnDrop<'a>)> {
-        Some(self.device_ptr_mut(stream))
-    }
+/// The [`DeviceSlice`] impl of a cudarc slice type, which knows its own
+/// stream (`cudarc::driver::DeviceSlice::stream`), with `mut` when it may be
+/// written.
+macro_rules! cuda_slice {
+    ($ty:ty $(, $mutable:ident)?) => {
+        impl<T: Element> DeviceSlice<T> for $ty {
+            fn len(&self) -> usize {
+                cudarc::driver::DeviceSlice::len(self)
+            }
+            fn __memory(&self) -> Memory {
+                cuda_memory(cudarc::driver::DeviceSlice::stream(self))
+            }
+            fn __home(&self) -> Option<&Arc<CudaStream>> {
+                Some(cudarc::driver::DeviceSlice::stream(self))
+            }
+            fn __bind<'a>(&'a self, stream: &'a CudaStream) -> Option<(u64, SyncOnDrop<'a>)> {
+                Some(self.device_ptr(stream))
+            }
+            $(cuda_slice!(@$mutable);)?
+        }
+    };
+    (@mutable) => {
+        fn __bind_mut<'a>(&'a mut self, stream: &'a CudaStream) -> Option<(u64, SyncOnDrop<'a>)> {
+            Some(self.device_ptr_mut(stream))
+        }
+    };
 }
 
-impl<T: Element> DeviceSlice<T> for CudaView<'_, T> {
-    fn len(&self) -> usize {
-        CudaView::len(self)
-    }
-    fn __memory(&self) -> Memory {
-        cuda_memory(cudarc::driver::DeviceSlice::stream(self))
-    }
-    fn __home(&self) -> Option<&Arc<CudaStream>> {
-        Some(cudarc::driver::DeviceSlice::stream(self))
-    }
-    fn __bind<'a>(&'a self, stream: &'a CudaStream) -> Option<(u64, SyncOnDrop<'a>)> {
-        Some(self.device_ptr(stream))
-    }
-}
-
-impl<T: Element> DeviceSlice<T> for CudaViewMut<'_, T> {
-    fn len(&self) -> usize {
-        CudaViewMut::len(self)
-    }
-    fn __memory(&self) -> Memory {
-        cuda_memory(cudarc::driver::DeviceSlice::stream(self))
-    }
-    fn __home(&self) -> Option<&Arc<CudaStream>> {
-        Some(cudarc::driver::DeviceSlice::stream(self))
-    }
-    fn __bind<'a>(&'a self, stream: &'a CudaStream) -> Option<(u64, SyncOnDrop<'a>)> {
-        Some(self.device_ptr(stream))
-    }
-    fn __bind_mut<'a>(&'a mut self, stream: &'a CudaStream) -> Option<(u64, SyncOnDrop<'a>)> {
-        Some(self.device_ptr_mut(stream))
-    }
-}
+cuda_slice!(CudaSlice<T>, mutable);
+cuda_slice!(CudaView<'_, T>);
+cuda_slice!(CudaViewMut<'_, T>, mutable);
 
 /// A cudarc view of symm memory, to read it with cuBLAS or the user's own
 /// kernels in place: a [`CudaSlice`] (through `Deref`: `as_view`, `slice`,
