@@ -637,9 +637,7 @@ pub fn reduce_scatter<T: ReduceElem>(
             "reduce_scatter of {} elements of {} by {}",
             arg(s, 2),
             type_name(s),
-            s.get(3)
-                .and_then(|&c| ReduceOp::from_code(c))
-                .map_or("?".into(), |o| format!("{o:?}"))
+            op_name(s, 3)
         )
     })?;
     let mut out = bound_out?;
@@ -694,9 +692,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
             "all_reduce of {} elements of {} by {}",
             arg(s, 2),
             type_name(s),
-            s.get(3)
-                .and_then(|&c| ReduceOp::from_code(c))
-                .map_or("?".into(), |o| format!("{o:?}"))
+            op_name(s, 3)
         )
     })?;
     let mut bound = binding?;
@@ -850,9 +846,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
             "all_reduce_coalesced of {} tensors of {} by {} (ranges digest {})",
             arg(s, 3),
             type_name(s),
-            s.get(2)
-                .and_then(|&c| ReduceOp::from_code(c))
-                .map_or("?".into(), |o| format!("{o:?}")),
+            op_name(s, 2),
             arg(s, 4)
         )
     })?;
@@ -1362,6 +1356,13 @@ fn dtype<T: symm::Element>() -> u64 {
     let k = name.len().min(8);
     b[..k].copy_from_slice(&name[..k]);
     u64::from_le_bytes(b)
+}
+
+/// The op of a shape's entry `i`, by name.
+fn op_name(s: &[u64], i: usize) -> String {
+    s.get(i)
+        .and_then(|&c| ReduceOp::from_code(c))
+        .map_or("?".into(), |o| format!("{o:?}"))
 }
 
 fn arg(s: &[u64], i: usize) -> String {
