@@ -289,6 +289,7 @@ struct Out {
 }
 
 /// Names a measurement.
+#[derive(Clone)]
 struct Id {
     coll: Coll,
     imp: String,
@@ -319,6 +320,8 @@ struct Bench<'a> {
     alltoall: bool,
     /// False on the emulator (`--emulator`): checks only.
     timed: bool,
+    /// Also time symm's calls forced onto each path (`--paths`).
+    paths: bool,
 }
 
 impl Bench<'_> {
@@ -378,6 +381,7 @@ impl Bench<'_> {
             }
             return Ok(());
         }
+        let saved = id.clone();
         match time_graph(c, self.barrier, &mut || call(s)) {
             Ok(us) => {
                 if c.rank() == 0 {
@@ -397,6 +401,20 @@ impl Bench<'_> {
                 self.note(format!("{id}: not timed: {e}"));
             }
             Err(e) => return Err(e),
+        }
+        // The sum all-reduce (fp8 here) is the built-in's, with its own
+        // paths (bench_all_reduce times them).
+        if self.paths && saved.imp == "symm" && saved.coll != Coll::AllReduceFp8 {
+            for (path, tag) in [(coll::Path::Ll, "symm_ll"), (coll::Path::Pull, "symm_pull")] {
+                coll::force_path(c, Some(path))?;
+                let forced = Id {
+                    imp: tag.into(),
+                    ..saved.clone()
+                };
+                let r = self.measure(forced, s, call, check);
+                coll::force_path(c, None)?;
+                r?;
+            }
         }
         Ok(())
     }
@@ -955,6 +973,10 @@ struct Args {
     /// bench_all_reduce).
     #[arg(long, default_value_t = 0)]
     lead_in: usize,
+    /// Also time symm's calls forced onto each of its paths (LL and pull)
+    /// where the call has both: the crossovers of their dispatch.
+    #[arg(long)]
+    paths: bool,
     /// Only check symm's outputs against this program's references, on N
     /// ranks of the CPU emulator: no GPU, no NCCL, nothing timed (keep
     /// --max-bytes small: the emulator runs every GPU thread).
@@ -964,7 +986,7 @@ struct Args {
 
 /// `--emulator`: symm's outputs against the references on `n` emulated
 /// ranks; the exit status.
-fn check_on_emulator(n: usize, which: &[Coll], max_bytes: usize) -> i32 {
+fn check_on_emulator(n: usize, which: &[Coll], max_bytes: usize, paths: bool) -> i32 {
     let out = Out::default();
     let res = run(Ranks::Emulator(n), CommOptions::default(), |c| {
         let barrier = Barrier::new(c)?;
@@ -976,6 +998,7 @@ fn check_on_emulator(n: usize, which: &[Coll], max_bytes: usize) -> i32 {
             windows: false,
             alltoall: false,
             timed: false,
+            paths,
         };
         for &k in which {
             for bytes in sizes(max_bytes) {
@@ -1003,6 +1026,7 @@ fn main() {
         max_bytes,
         no_pdl,
         lead_in,
+        paths,
         emulator,
     } = clap::Parser::parse();
     let which: Vec<Coll> = if collectives.is_empty() {
@@ -1012,7 +1036,7 @@ fn main() {
     };
     LEAD_IN.set(lead_in).expect("set once");
     if let Some(n) = emulator {
-        std::process::exit(check_on_emulator(n, &which, max_bytes));
+        std::process::exit(check_on_emulator(n, &which, max_bytes, paths));
     }
     eprintln!("{}", bench::method_line());
     let gpus = symm::cuda_device_count();
@@ -1070,6 +1094,7 @@ fn main() {
                     windows: have_nccl && windows,
                     alltoall: have_nccl && alltoall,
                     timed: true,
+                    paths,
                 };
                 for &k in &which {
                     for bytes in sizes(max_bytes) {

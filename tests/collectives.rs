@@ -20,8 +20,8 @@ use calls::{fill_input, fill_ref, keep};
 use symm::dsl::*;
 use symm::kernels::collectives::{
     all_gather, all_gather_coalesced, all_gather_in_place, all_reduce_coalesced, all_reduce_op,
-    all_to_all, all_to_all_single, all_to_all_v, broadcast, broadcast_in_place, reduce_scatter,
-    reduce_scatter_chunk, CopyElem, ReduceElem, ReduceOp,
+    all_to_all, all_to_all_single, all_to_all_v, broadcast, broadcast_in_place, force_path,
+    reduce_scatter, reduce_scatter_chunk, CopyElem, Path, ReduceElem, ReduceOp,
 };
 use symm::{compare_bits, run, Comm, CommOptions, LaunchConfig, RunError};
 
@@ -86,14 +86,35 @@ fn assert_values<T: Scalar>(what: &str, got: &[T], want: &[T]) {
     }
 }
 
-/// Every rank's result, or a panic naming `what`.
+std::thread_local! {
+    /// The path the calls of this test thread's cases are forced onto
+    /// (`None`: each call's own dispatch).
+    static FORCED: std::cell::Cell<Option<Path>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every case in it forced onto `path`.
+fn on_path(path: Option<Path>, f: impl FnOnce()) {
+    FORCED.set(path);
+    f();
+    FORCED.set(None);
+}
+
+/// Every rank's result (each rank's calls forced onto this thread's
+/// [`FORCED`] path), or a panic naming `what` and the path.
 fn on_ranks<R: Send>(
     world: usize,
     what: &str,
     f: impl Fn(&Comm) -> symm::Result<R> + Sync,
 ) -> Option<Vec<R>> {
     let ranks = ranks(world)?;
-    Some(run(ranks, options(), f).unwrap_or_else(|e| panic!("{what}: {e}")))
+    let path = FORCED.get();
+    Some(
+        run(ranks, options(), |c| {
+            force_path(c, path)?;
+            f(c)
+        })
+        .unwrap_or_else(|e| panic!("{what} (path {path:?}): {e}")),
+    )
 }
 
 fn all_gather_case<T: CopyElem>(world: usize, n: usize, in_place: bool) {
@@ -479,6 +500,48 @@ fn all_to_all_with_equal_splits() {
     }
 }
 
+/// Each collective with an LL form on the path its size would not take:
+/// pull at small sizes, LL above [`LL_MAX_BYTES`](symm::kernels::collectives::LL_MAX_BYTES)
+/// (the other tests run each size on its own dispatch).
+#[test]
+fn every_collective_on_the_other_path() {
+    for world in WORLDS {
+        on_path(Some(Path::Pull), || {
+            for n in [1, 7, 4095] {
+                all_gather_case::<f32>(world, n, false);
+                all_gather_case::<u8>(world, n, n == 7);
+                broadcast_case::<bf16>(world, n, world - 1, n == 1);
+                all_to_all_case::<i64>(world, n.min(1000));
+                let inputs: Vec<Vec<bf16>> = (0..world).map(|_| random_values(n)).collect();
+                for op in ReduceOp::ALL {
+                    reduce_scatter_case::<bf16>(world, n, op, &inputs);
+                    if op != ReduceOp::Sum {
+                        all_reduce_op_case::<bf16>(world, n, op, op == ReduceOp::Min, &inputs);
+                    }
+                }
+            }
+        });
+        if world > 4 && !on_gpu() {
+            continue; // time: worlds 1-4 cover the large LL loops on the emulator
+        }
+        on_path(Some(Path::Ll), || {
+            let n = 65536 + 3;
+            all_gather_case::<f32>(world, n, false);
+            all_gather_case::<u8>(world, n, true);
+            broadcast_case::<f16>(world, n, 0, false);
+            all_to_all_case::<u32>(world, 20000 + 1);
+            let inputs: Vec<Vec<f32>> = (0..world).map(|_| random_values(n)).collect();
+            // Chunks of 20001 f32, above LL_MAX_BYTES too.
+            let rs_n = world * 20001 - 2;
+            let rs_inputs: Vec<Vec<f32>> = (0..world).map(|_| random_values(rs_n)).collect();
+            for op in [ReduceOp::Avg, ReduceOp::Max] {
+                reduce_scatter_case::<f32>(world, rs_n, op, &rs_inputs);
+                all_reduce_op_case::<f32>(world, n, op, op == ReduceOp::Max, &inputs);
+            }
+        });
+    }
+}
+
 /// Random splits, zeros included (a whole row or column of zeros now and
 /// then): `splits[p][r]` is what rank p sends to rank r.
 fn random_splits(world: usize, max: usize) -> Vec<Vec<usize>> {
@@ -832,6 +895,47 @@ fn mismatches_of_agreed_shapes_still_fail_every_rank() {
             assert!(m.contains("different calls"), "{m}");
         }
     }
+    // Different kinds and types, each agreed before, both on the LL path:
+    // the LL headers carry the digest, and every LL call shares them.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(128)?;
+        let buf8 = c.alloc::<u8>(64)?;
+        let s8 = buf8.rendezvous()?;
+        let mut out8 = c.device_buffer::<u8>(128)?;
+        all_gather::<f32>(c, &s, &mut out, 16)?;
+        all_gather::<u8>(c, &s8, &mut out8, 16)?;
+        reduce_scatter(c, &s, &mut out, 32, ReduceOp::Min)?;
+        match c.rank() {
+            0 => all_gather::<u8>(c, &s8, &mut out8, 16)?,
+            _ => reduce_scatter(c, &s, &mut out, 32, ReduceOp::Min)?,
+        }
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            assert!(m.contains("different calls"), "{m}");
+        }
+    }
+    // One rank on LL and the other on pull (a cached shape of each): they
+    // meet at no common signal, so each times out, naming the peer it
+    // waited for, instead of hanging.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(128)?;
+        for path in Path::ALL {
+            force_path(c, Some(path))?;
+            all_gather(c, &s, &mut out, 16)?;
+        }
+        force_path(c, Some(Path::ALL[c.rank() % 2]))?;
+        all_gather(c, &s, &mut out, 16)?;
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            assert!(m.contains("rank"), "{m}");
+        }
+    }
     // Sum on one rank and Max on the other, first call: the store check
     // names both (Sum must not bypass it for the built-in all-reduce).
     if let Some(msgs) = every_rank_fails(world, |c| {
@@ -937,7 +1041,8 @@ fn mismatched_splits_fail_every_rank() {
     }
 }
 
-/// 1000 back-to-back calls of mixed collectives (all six kinds) on one stream, with inputs
+/// 1000 back-to-back calls of mixed collectives (all six kinds, on both
+/// paths) on one stream, with inputs
 /// rewritten on the stream before each call and no host synchronisation:
 /// sampled calls' outputs are checked against their exact references.
 #[test]
@@ -973,6 +1078,9 @@ fn back_to_back_mixed_collectives() {
                 let n = size(k);
                 let m = n / world as u32;
                 fill_input::launch(c, cfg, &s, n, k, seed)?;
+                // Both paths, interleaved (every kind meets both, as
+                // 4 and 6 share only the factor 2 with k % 4 odd).
+                force_path(c, Some(if k % 4 == 1 { Path::Pull } else { Path::Ll }))?;
                 match k % 6 {
                     5 => all_reduce_op(c, &s, &mut out, n as usize, ReduceOp::Min)?,
                     0 => all_gather(c, &s, &mut out, n as usize)?,
@@ -1055,7 +1163,7 @@ fn back_to_back_mixed_collectives() {
 
 use symm::kernels::collectives::{
     all_gather_coalesced_pull, all_gather_pull, all_reduce_coalesced_pull, all_reduce_op_two_shot,
-    all_to_all_pull, all_to_all_v_pull, broadcast_pull, reduce_scatter_pull,
+    all_to_all_pull, all_to_all_v_pull, broadcast_pull, copy_ll, reduce_ll, reduce_scatter_pull,
 };
 
 symm::check_kernels!(
@@ -1104,4 +1212,19 @@ symm::check_kernels!(
     all_reduce_coalesced_pull::<f32, 4, 0>,
     all_reduce_coalesced_pull::<bf16, 8, 3>,
     all_reduce_coalesced_pull::<f8e4m3, 16, 0>,
+    copy_ll::<f32, 4, 2>,
+    copy_ll::<f64, 2, 1>,
+    copy_ll::<bf16, 8, 4>,
+    copy_ll::<u8, 16, 8>,
+    copy_ll::<i64, 2, 1>,
+    copy_ll::<f8e5m2, 16, 8>,
+    reduce_ll::<f32, 2, 0>,
+    reduce_ll::<f32, 2, 1>,
+    reduce_ll::<f32, 2, 2>,
+    reduce_ll::<f32, 2, 3>,
+    reduce_ll::<f32, 2, 4>,
+    reduce_ll::<bf16, 4, 2>,
+    reduce_ll::<f16, 4, 4>,
+    reduce_ll::<f8e4m3, 8, 0>,
+    reduce_ll::<f8e5m2, 8, 3>,
 );

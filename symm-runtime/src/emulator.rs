@@ -448,6 +448,11 @@ fn run_window(
     // settles the group) between this round's polls and its check, and
     // only a poll after that check is sure to see the signal.
     let mut suspect = false;
+    // The first failed `kernel_assert!`: as on a GPU, it ends its own thread
+    // only, and the others run on (a peer may be waiting for what they
+    // send before they check the same thing); it is reported once every
+    // thread is done or none progresses any more.
+    let mut asserted: Option<Error> = None;
     loop {
         let mut progressed = false;
         for i in 0..threads.len() {
@@ -466,7 +471,18 @@ fn run_window(
             unsafe { set_current(None) };
             let was_blocked = matches!(state[i], State::Blocked);
             match r {
-                Err(payload) => return Err(fault(launch, &threads[i], payload)),
+                Err(payload) => {
+                    let e = fault(launch, &threads[i], payload);
+                    if !matches!(e, Error::KernelAssert { .. }) {
+                        // The first failure is the one reported, as a
+                        // GPU's status record keeps the first.
+                        return Err(asserted.unwrap_or(e));
+                    }
+                    asserted.get_or_insert(e);
+                    state[i] = State::Done;
+                    cos[i] = None;
+                    progressed = true;
+                }
                 Ok(CoroutineResult::Return(())) => {
                     state[i] = State::Done;
                     if let Some(co) = cos[i].take() {
@@ -496,7 +512,12 @@ fn run_window(
         progressed |= resolve_barriers(&mut state, per_block);
         progressed |= resolve_warps(launch, &threads, &mut state, per_block)?;
         if state.iter().all(|s| *s == State::Done) {
-            return Ok(());
+            return asserted.map_or(Ok(()), Err);
+        }
+        if !progressed {
+            if let Some(e) = asserted {
+                return Err(e);
+            }
         }
         let now = Instant::now();
         if progressed {

@@ -559,7 +559,7 @@ fn fixed_shape(path: Path, world: usize, bytes: usize) -> (u32, u32) {
 /// `EMULATED_BLOCKS` on the emulator, where every thread is a CPU thread
 /// (the kernels work with any fixed grid; fewer blocks only mean more
 /// grid-stride steps per thread, which tests those loops harder).
-fn fixed_grid(comm: &Comm, blocks: u32) -> u32 {
+pub(crate) fn fixed_grid(comm: &Comm, blocks: u32) -> u32 {
     match comm.backend_kind() {
         symm::BackendKind::Emulator => EMULATED_BLOCKS,
         _ => blocks,

@@ -45,6 +45,215 @@ pub const MAX_BLOCKS: u32 = 128;
 /// The name the collectives reserve their channel under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::collectives";
 
+/// Blocks of every LL launch on a GPU (a fixed grid keeps the per-block
+/// epochs of a stage in step): 8192 threads, one packet each per peer at
+/// 64 KiB.
+pub const LL_BLOCKS: u32 = 16;
+
+/// The largest message per peer that [`Path::choose`] sends by LL.
+pub const LL_MAX_BYTES: usize = 64 << 10;
+
+/// The largest message per peer that LL takes even when forced: its
+/// stage holds twice the bytes for each of `2 × world` regions.
+pub const LL_LIMIT_BYTES: usize = 16 << 20;
+
+/// The kernel a collective runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// LL packets pushed into each receiver's stage: 8 bytes of data and
+    /// the call's epoch in each 16-byte store, so data crosses NVLink once
+    /// and no barrier is needed ([`copy_ll`], [`reduce_ll`]). For small
+    /// messages: it moves twice the bytes.
+    Ll,
+    /// Barrier, pull from every peer's symmetric input, barrier
+    /// (`*_pull`, and the two-shot [`all_reduce_op_two_shot`]).
+    Pull,
+}
+
+impl Path {
+    /// Both paths, for tests and benchmarks.
+    pub const ALL: [Path; 2] = [Path::Ll, Path::Pull];
+
+    /// The path for a call that sends `bytes` to each peer: LL up to
+    /// [`LL_MAX_BYTES`], then pull.
+    pub fn choose(bytes: usize) -> Path {
+        if bytes <= LL_MAX_BYTES {
+            Path::Ll
+        } else {
+            Path::Pull
+        }
+    }
+
+    fn code(self) -> u64 {
+        match self {
+            Path::Ll => 1,
+            Path::Pull => 2,
+        }
+    }
+
+    fn name(code: u64) -> &'static str {
+        match code {
+            1 => "LL",
+            2 => "pull",
+            _ => "?",
+        }
+    }
+}
+
+/// Forces every later collective of this rank that has an LL form
+/// ([`all_gather`], [`broadcast`], [`all_to_all`], [`reduce_scatter`],
+/// [`all_reduce_op`] but for sum) onto `path` (`None`: [`Path::choose`]),
+/// for tests and benchmarks; LL still stops at [`LL_LIMIT_BYTES`]. Every
+/// rank must force the same: a call's path is part of what the ranks
+/// agree on, so a mismatch fails the call on every rank. The environment
+/// variable `SYMM_COLLECTIVES_PATH` (`ll` or `pull`) sets the default.
+pub fn force_path(comm: &Comm, path: Option<Path>) -> Result<()> {
+    *forced(comm)?.0.lock().unwrap_or_else(|p| p.into_inner()) = Ok(path);
+    Ok(())
+}
+
+/// The forced path, or the problem with `SYMM_COLLECTIVES_PATH`.
+struct Forced(std::sync::Mutex<std::result::Result<Option<Path>, String>>);
+
+fn forced(comm: &Comm) -> Result<std::sync::Arc<Forced>> {
+    comm.extension(
+        |_: &Forced| true,
+        |_| {
+            let env = std::env::var("SYMM_COLLECTIVES_PATH").ok();
+            let path = match env.as_deref().map(str::to_ascii_lowercase).as_deref() {
+                None | Some("") | Some("auto") => Ok(None),
+                Some("ll") => Ok(Some(Path::Ll)),
+                Some("pull") => Ok(Some(Path::Pull)),
+                Some(other) => Err(format!(
+                    "SYMM_COLLECTIVES_PATH={other}: expected ll, pull or auto"
+                )),
+            };
+            Ok(Forced(std::sync::Mutex::new(path)))
+        },
+    )
+}
+
+/// The path of a call that sends `elems` elements of `T` to each peer,
+/// and a problem to agree on where `SYMM_COLLECTIVES_PATH` is invalid.
+fn path_for<T>(comm: &Comm, elems: usize) -> Result<(Path, Option<String>)> {
+    let bytes = elems.saturating_mul(std::mem::size_of::<T>());
+    let forced = forced(comm)?
+        .0
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    Ok(match forced {
+        Err(problem) => (Path::Pull, Some(problem)),
+        Ok(Some(Path::Ll)) if bytes > LL_LIMIT_BYTES => (Path::Pull, None),
+        Ok(Some(p)) => (p, None),
+        Ok(None) => (Path::choose(bytes), None),
+    })
+}
+
+/// The LL stage: `2 × world` regions (parity, sender) of at least
+/// `packets` data packets after `blocks` headers, zeroed (no stale bits
+/// read as a packet of epoch 1); grown as [`grow`](crate::all_reduce::grow)
+/// does. One for every LL call of the rank, whatever its kind, type and
+/// op, so that ranks making different calls meet at the same headers and
+/// fail alike. Returns the area and its packets per region.
+fn ll_stage(
+    comm: &Comm,
+    blocks: u32,
+    packets: usize,
+) -> Result<(std::sync::Arc<SymmetricMemory>, u32)> {
+    struct LlStage;
+    let words = 2 * (blocks as usize + packets);
+    let (smem, per_region) =
+        crate::all_reduce::grow::<u64, LlStage>(comm, words, 2 * comm.world_size(), 0)?;
+    Ok((smem, (per_region / 2) as u32))
+}
+
+/// The LL grid: [`LL_BLOCKS`] blocks (fewer on the emulator) of
+/// [`threads`], the same for every LL call of a group (the stage's
+/// per-block epochs stay in step; the threads per block may differ). Where
+/// ranks share a GPU, at most one block per multiprocessor for each rank
+/// ([`Comm::co_resident_blocks`] of 1), which any kernel that launches at
+/// all fits, so every rank's blocks are resident at once without asking
+/// the driver about each kernel.
+fn ll_grid<T: CopyElem>(comm: &Comm) -> Result<LaunchConfig> {
+    let blocks = crate::all_reduce::fixed_grid(comm, LL_BLOCKS);
+    fitted::<T>(comm, blocks, || Ok(comm.co_resident_blocks(1)))
+}
+
+/// Runs [`copy_ll`] (`kind` as it documents) for `n` elements per peer.
+#[allow(clippy::too_many_arguments)]
+fn run_copy_ll<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut BoundSlice<'_, T>,
+    kind: u32,
+    n: usize,
+    root: u32,
+    flag: u32,
+    ch: Ch,
+) -> Result<()> {
+    let cfg = ll_grid::<T>(comm)?;
+    let packets = n.div_ceil(8 / std::mem::size_of::<T>());
+    let (stage, cap) = ll_stage(comm, cfg.grid.0, packets)?;
+    // SAFETY: `n` was checked against every rank's input and this rank's
+    // `out` by the caller, as for the pull kernel of the same call, and
+    // the stage holds the headers and `packets` per region.
+    unsafe {
+        T::__copy_ll(
+            comm,
+            cfg,
+            LlCall {
+                input,
+                stage: &stage,
+                out,
+                op: ReduceOp::Sum,
+                kind,
+                n: n as u32,
+                root,
+                flag,
+                cap,
+                ch,
+            },
+        )
+    }
+}
+
+/// Runs [`reduce_ll`]: a reduce-scatter (`chunk` per rank) or, where
+/// `chunk` is `None`, an all-reduce of `n`.
+fn run_reduce_ll<T: ReduceElem>(
+    comm: &Comm,
+    op: ReduceOp,
+    input: &SymmetricMemory,
+    out: &mut BoundSlice<'_, T>,
+    n: usize,
+    chunk: Option<usize>,
+    ch: Ch,
+) -> Result<()> {
+    let cfg = ll_grid::<T>(comm)?;
+    let packets = chunk.unwrap_or(n).div_ceil(8 / std::mem::size_of::<T>());
+    let (stage, cap) = ll_stage(comm, cfg.grid.0, packets)?;
+    // SAFETY: as `run_copy_ll`: `n` fits every rank's input, this rank's
+    // part fits `out`, and the stage holds what every peer sends.
+    unsafe {
+        T::__reduce_ll(
+            comm,
+            cfg,
+            LlCall {
+                input,
+                stage: &stage,
+                out,
+                op,
+                kind: 0,
+                n: n as u32,
+                root: chunk.unwrap_or(0) as u32,
+                flag: u32::from(chunk.is_some()),
+                cap,
+                ch,
+            },
+        )
+    }
+}
+
 /// [`agree`] on a call, then the call's channel with its digest: every
 /// host call's first step after its local checks.
 fn agreed(
@@ -154,6 +363,32 @@ pub trait CopyElem: symm::dsl::Scalar {
     /// kernel computes from them is in bounds of the buffers.
     #[doc(hidden)]
     unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: CopyCall<'_, '_, Self>) -> Result<()>;
+
+    /// Launches [`copy_ll`] on checked arguments.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`]; `stage` holds `2 × world` regions of `cap`
+    /// packets, each at least the grid's headers and the call's packets.
+    #[doc(hidden)]
+    unsafe fn __copy_ll(comm: &Comm, cfg: LaunchConfig, call: LlCall<'_, '_, Self>) -> Result<()>;
+}
+
+/// One LL kernel's arguments: [`copy_ll`]'s (`op` unused) or
+/// [`reduce_ll`]'s (`kind` unused; `root` is its `chunk`, `flag` its
+/// `scatter`).
+#[doc(hidden)]
+pub struct LlCall<'a, 'b, T: symm::dsl::Scalar> {
+    input: &'a SymmetricMemory,
+    stage: &'a SymmetricMemory,
+    out: &'a mut BoundSlice<'b, T>,
+    op: ReduceOp,
+    kind: u32,
+    n: u32,
+    root: u32,
+    flag: u32,
+    cap: u32,
+    ch: Ch,
 }
 
 /// Element types of the reductions ([`reduce_scatter`], [`all_reduce_op`]):
@@ -205,6 +440,15 @@ pub trait ReduceElem: CopyElem {
         count: u32,
         ch: Ch,
     ) -> Result<()>;
+
+    /// Launches [`reduce_ll`] of `call.op` on checked arguments.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy_ll`].
+    #[doc(hidden)]
+    unsafe fn __reduce_ll(comm: &Comm, cfg: LaunchConfig, call: LlCall<'_, '_, Self>)
+        -> Result<()>;
 
     /// Launches the reduce-scatter kernel of `op`.
     ///
@@ -319,6 +563,16 @@ macro_rules! copy_elem {
                     }
                 }
             }
+
+            unsafe fn __copy_ll(comm: &Comm, cfg: LaunchConfig, c: LlCall<'_, '_, Self>) -> Result<()> {
+                // SAFETY: as `__copy`, with the stage sized by `run_ll`.
+                unsafe {
+                    copy_ll::launch_unchecked::<$t, $v, { $v / 2 }>(
+                        comm, cfg, c.input, c.stage, c.out, c.kind, c.n, c.root, c.flag, c.cap,
+                        c.ch.index, c.ch.sig,
+                    )
+                }
+            }
         }
     )*};
 }
@@ -331,13 +585,13 @@ copy_elem!(
 /// Calls `kernel::f::<T, V, OP>` with `OP` the kernels' code of `op`
 /// (its `OP` parameter is a constant, so each op is its own instantiation).
 macro_rules! by_op {
-    ($op:expr, $k:ident::$f:ident::<$t:ty, $v:tt>($($arg:expr),*)) => {
+    ($op:expr, $k:ident::$f:ident::<$t:ty, $($v:tt),+>($($arg:expr),*)) => {
         match $op {
-            ReduceOp::Sum => $k::$f::<$t, $v, 0>($($arg),*),
-            ReduceOp::Avg => $k::$f::<$t, $v, 1>($($arg),*),
-            ReduceOp::Min => $k::$f::<$t, $v, 2>($($arg),*),
-            ReduceOp::Max => $k::$f::<$t, $v, 3>($($arg),*),
-            ReduceOp::Prod => $k::$f::<$t, $v, 4>($($arg),*),
+            ReduceOp::Sum => $k::$f::<$t, $($v),+, 0>($($arg),*),
+            ReduceOp::Avg => $k::$f::<$t, $($v),+, 1>($($arg),*),
+            ReduceOp::Min => $k::$f::<$t, $($v),+, 2>($($arg),*),
+            ReduceOp::Max => $k::$f::<$t, $($v),+, 3>($($arg),*),
+            ReduceOp::Prod => $k::$f::<$t, $($v),+, 4>($($arg),*),
         }
     };
 }
@@ -347,6 +601,16 @@ macro_rules! reduce_elem {
         impl ReduceElem for $t {
             fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
                 by_op!(op, reduce_scatter_pull::co_resident_grid_unchecked::<$t, $v>(comm, threads, 0))
+            }
+
+            unsafe fn __reduce_ll(comm: &Comm, cfg: LaunchConfig, c: LlCall<'_, '_, Self>) -> Result<()> {
+                // SAFETY: as `__copy`, with the stage sized by `run_ll`.
+                unsafe {
+                    by_op!(c.op, reduce_ll::launch_unchecked::<$t, { $v / 2 }>(
+                        comm, cfg, c.input, c.stage, c.out, c.n, c.root, c.flag, c.cap,
+                        c.ch.index, c.ch.sig
+                    ))
+                }
             }
 
             fn __ar_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
@@ -434,6 +698,7 @@ pub fn all_gather<T: CopyElem>(
     n: usize,
 ) -> Result<()> {
     let ch = channel(comm)?;
+    let (path, path_problem) = path_for::<T>(comm, n)?;
     let bound_out = comm.bind_mut("out", out);
     let world = comm.world_size();
     let problem = bound_out
@@ -445,14 +710,23 @@ pub fn all_gather<T: CopyElem>(
                 .and_then(|()| out_fits(out, n.checked_mul(world), "world × n"))
                 .and_then(|()| disjoint(input, out))
         })
-        .err();
-    let shape = [1, dtype::<T>(), n as u64];
+        .err()
+        .or(path_problem);
+    let shape = [1, dtype::<T>(), n as u64, path.code()];
     let ch = agreed(comm, ch, "all_gather", &shape, problem, |s| {
-        format!("all_gather of {} elements of {}", arg(s, 2), type_name(s))
+        format!(
+            "all_gather of {} elements of {} ({})",
+            arg(s, 2),
+            type_name(s),
+            path_name(s, 3)
+        )
     })?;
     let mut out = bound_out?;
     if n == 0 {
         return Ok(());
+    }
+    if path == Path::Ll {
+        return run_copy_ll(comm, input, &mut out, 0, n, 0, 0, ch);
     }
     let cfg = grid::<T>(comm, (n * world) as u64, || {
         T::__grid(Kernel::AllGather, comm, threads::<T>())
@@ -478,6 +752,7 @@ pub fn all_gather<T: CopyElem>(
 /// same place in every rank's `buf`.
 pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usize) -> Result<()> {
     let ch = channel(comm)?;
+    let (path, path_problem) = path_for::<T>(comm, n)?;
     let smem = buf.rendezvous()?;
     let world = comm.world_size();
     let problem = usable(comm)
@@ -489,17 +764,24 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
                 buf.len()
             )),
         })
-        .err();
-    let shape = [2, dtype::<T>(), n as u64];
+        .err()
+        .or(path_problem);
+    let shape = [2, dtype::<T>(), n as u64, path.code()];
     let ch = agreed(comm, ch, "all_gather_in_place", &shape, problem, |s| {
         format!(
-            "all_gather_in_place of {} elements of {}",
+            "all_gather_in_place of {} elements of {} ({})",
             arg(s, 2),
-            type_name(s)
+            type_name(s),
+            path_name(s, 3)
         )
     })?;
     if n == 0 {
         return Ok(());
+    }
+    if path == Path::Ll {
+        let mut out = buf.slice(..)?;
+        let mut out = comm.bind_mut("buf", &mut out)?;
+        return run_copy_ll(comm, &smem, &mut out, 0, n, 0, 1, ch);
     }
     let cfg = grid::<T>(comm, (n * world) as u64, || {
         T::__grid(Kernel::AllGather, comm, threads::<T>())
@@ -532,6 +814,7 @@ pub fn broadcast<T: CopyElem>(
     root: usize,
 ) -> Result<()> {
     let ch = channel(comm)?;
+    let (path, path_problem) = path_for::<T>(comm, n)?;
     let bound_out = comm.bind_mut("out", out);
     let world = comm.world_size();
     let own = input.buffer_ptrs()[input.rank()];
@@ -560,20 +843,34 @@ pub fn broadcast<T: CopyElem>(
                     }
                 })
         })
-        .err();
-    let shape = [3, dtype::<T>(), n as u64, root as u64];
+        .err()
+        .or(path_problem);
+    let shape = [3, dtype::<T>(), n as u64, root as u64, path.code()];
     let ch = agreed(comm, ch, "broadcast", &shape, problem, |s| {
         format!(
-            "broadcast of {} elements of {} from root {}",
+            "broadcast of {} elements of {} from root {} ({})",
             arg(s, 2),
             type_name(s),
-            arg(s, 3)
+            arg(s, 3),
+            path_name(s, 4)
         )
     })?;
     let mut out = bound_out?;
     let skip = out.device_ptr() == own && comm.rank() == root;
     if n == 0 {
         return Ok(());
+    }
+    if path == Path::Ll {
+        return run_copy_ll(
+            comm,
+            input,
+            &mut out,
+            1,
+            n,
+            root as u32,
+            u32::from(skip),
+            ch,
+        );
     }
     let cfg = grid::<T>(comm, n as u64, || {
         T::__grid(Kernel::Broadcast, comm, threads::<T>())
@@ -618,8 +915,9 @@ pub fn reduce_scatter<T: ReduceElem>(
     op: ReduceOp,
 ) -> Result<()> {
     let ch = channel(comm)?;
-    let bound_out = comm.bind_mut("out", out);
     let world = comm.world_size();
+    let (path, path_problem) = path_for::<T>(comm, n.div_ceil(world))?;
+    let bound_out = comm.bind_mut("out", out);
     let mine = reduce_scatter_chunk(n, world, comm.rank());
     let problem = bound_out
         .as_ref()
@@ -630,14 +928,16 @@ pub fn reduce_scatter<T: ReduceElem>(
                 .and_then(|()| out_fits(out, Some(mine.len()), "this rank's chunk"))
                 .and_then(|()| disjoint(input, out))
         })
-        .err();
-    let shape = [4, dtype::<T>(), n as u64, op.code()];
+        .err()
+        .or(path_problem);
+    let shape = [4, dtype::<T>(), n as u64, op.code(), path.code()];
     let ch = agreed(comm, ch, "reduce_scatter", &shape, problem, |s| {
         format!(
-            "reduce_scatter of {} elements of {} by {}",
+            "reduce_scatter of {} elements of {} by {} ({})",
             arg(s, 2),
             type_name(s),
-            op_name(s, 3)
+            op_name(s, 3),
+            path_name(s, 4)
         )
     })?;
     let mut out = bound_out?;
@@ -645,6 +945,9 @@ pub fn reduce_scatter<T: ReduceElem>(
         return Ok(());
     }
     let chunk = n.div_ceil(world);
+    if path == Path::Ll {
+        return run_reduce_ll(comm, op, input, &mut out, n, Some(chunk), ch);
+    }
     let cfg = grid::<T>(comm, chunk as u64, || {
         T::__rs_grid(op, comm, threads::<T>())
     })?;
@@ -668,6 +971,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
     op: ReduceOp,
 ) -> Result<()> {
     let ch = channel(comm)?;
+    let (path, path_problem) = path_for::<T>(comm, n)?;
     let binding = comm.bind_mut("out", out);
     let own = input.buffer_ptrs()[input.rank()];
     let problem = binding
@@ -685,14 +989,18 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
                     }
                 })
         })
-        .err();
-    let shape = [8, dtype::<T>(), n as u64, op.code()];
+        .err()
+        .or(path_problem);
+    // Sum runs the built-in all-reduce, which chooses its own kernel.
+    let path_code = if op == ReduceOp::Sum { 0 } else { path.code() };
+    let shape = [8, dtype::<T>(), n as u64, op.code(), path_code];
     let ch = agreed(comm, ch, "all_reduce_op", &shape, problem, |s| {
         format!(
-            "all_reduce of {} elements of {} by {}",
+            "all_reduce of {} elements of {} by {} ({})",
             arg(s, 2),
             type_name(s),
-            op_name(s, 3)
+            op_name(s, 3),
+            path_name(s, 4)
         )
     })?;
     let mut bound = binding?;
@@ -705,6 +1013,9 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
         // peers do not); then the built-in's own kernels and dispatch.
         drop(bound);
         return crate::all_reduce::all_reduce(comm, input, out, n);
+    }
+    if path == Path::Ll {
+        return run_reduce_ll(comm, op, input, &mut bound, n, None, ch);
     }
     let scratch = scratch::<T>(comm, n)?;
     let world = comm.world_size();
@@ -943,6 +1254,7 @@ pub fn all_to_all<T: CopyElem>(
     m: usize,
 ) -> Result<()> {
     let ch = channel(comm)?;
+    let (path, path_problem) = path_for::<T>(comm, m)?;
     let bound_out = comm.bind_mut("out", out);
     let world = comm.world_size();
     let total = m.checked_mul(world);
@@ -958,18 +1270,23 @@ pub fn all_to_all<T: CopyElem>(
                 .and_then(|()| out_fits(out, total, "world × m"))
                 .and_then(|()| disjoint(input, out))
         })
-        .err();
-    let shape = [5, dtype::<T>(), m as u64];
+        .err()
+        .or(path_problem);
+    let shape = [5, dtype::<T>(), m as u64, path.code()];
     let ch = agreed(comm, ch, "all_to_all", &shape, problem, |s| {
         format!(
-            "all_to_all of {} elements per peer of {}",
+            "all_to_all of {} elements per peer of {} ({})",
             arg(s, 2),
-            type_name(s)
+            type_name(s),
+            path_name(s, 3)
         )
     })?;
     let mut out = bound_out?;
     if m == 0 {
         return Ok(());
+    }
+    if path == Path::Ll {
+        return run_copy_ll(comm, input, &mut out, 2, m, 0, 0, ch);
     }
     let cfg = grid::<T>(comm, (m * world) as u64, || {
         T::__grid(Kernel::AllToAll, comm, threads::<T>())
@@ -1315,10 +1632,22 @@ fn grid<T: CopyElem>(
     limit: impl FnOnce() -> Result<Option<u32>>,
 ) -> Result<LaunchConfig> {
     let per_vec = (16 / std::mem::size_of::<T>()).max(1) as u64;
-    let mut blocks = elems
+    let blocks = elems
         .div_ceil(per_vec)
         .div_ceil(u64::from(threads::<T>()))
         .clamp(1, u64::from(MAX_BLOCKS)) as u32;
+    fitted::<T>(comm, blocks, limit)
+}
+
+/// `blocks` blocks of [`threads`], or fewer where ranks share a GPU (all
+/// must be resident at once, since blocks wait for their peers: `limit`
+/// asks the driver), with programmatic dependent launch unless the comm
+/// turned it off.
+fn fitted<T: CopyElem>(
+    comm: &Comm,
+    mut blocks: u32,
+    limit: impl FnOnce() -> Result<Option<u32>>,
+) -> Result<LaunchConfig> {
     if comm.max_ranks_on_device() > 1 {
         if let Some(l) = limit()? {
             blocks = blocks.min(l);
@@ -1363,6 +1692,15 @@ fn op_name(s: &[u64], i: usize) -> String {
     s.get(i)
         .and_then(|&c| ReduceOp::from_code(c))
         .map_or("?".into(), |o| format!("{o:?}"))
+}
+
+/// The path of a shape's entry `i`, by name.
+fn path_name(s: &[u64], i: usize) -> &'static str {
+    match s.get(i) {
+        Some(0) => "its own dispatch",
+        Some(&c) => Path::name(c),
+        None => "?",
+    }
 }
 
 fn arg(s: &[u64], i: usize) -> String {

@@ -46,11 +46,11 @@ SYMM_DEVICE_FN symm_f16 symm_f16_from_bits(symm_u16 bits) {
 }
 
 /* ---- f8e4m3 / f8e5m2 storage conversions ----
-   Integer code, line for line symm-runtime/src/fp8.rs (which the emulator
-   runs), so that both agree bit for bit: PTX's cvt to e4m3x2/e5m2x2 needs
-   sm_89 and only saturates, where c10 (and so symm) overflows to NaN or
-   infinity. constexpr, so that a test can check every result against the
-   Rust side with static_assert in NVRTC alone, no GPU needed.
+   The reference: integer code, line for line symm-runtime/src/fp8.rs
+   (which the emulator runs), so that both agree bit for bit. constexpr, so
+   that a test can check every result against the Rust side with
+   static_assert in NVRTC alone, no GPU needed. The conversions kernels
+   call (below) use it where they need to and faster code elsewhere.
    EXP, MAN: field widths; IEEE: the all-ones exponent holds infinities and
    NaNs (e5m2), else only S.1111.111 is NaN (e4m3fn). */
 
@@ -133,23 +133,65 @@ __device__ __forceinline__ constexpr symm_u8 f8_from_f32_bits(symm_u32 u) {
 }
 } /* namespace symm_detail */
 
+/* The conversions kernels call: the functions above where they are cheap
+   (NaN, infinity), and faster code that gives the same bits elsewhere,
+   which tests/gpu_dsl.rs checks against the Rust side on every fp8 value
+   and 4M probes of f32. Widening: a normal's magnitude bits shifted into
+   an f32's and rebiased by one integer add; a subnormal (mantissa m) is
+   m * 2^-9 (e4m3) or m * 2^-16 (e5m2), exact in f32 without relying on
+   f32 subnormals (which --use_fast_math would flush). */
 SYMM_DEVICE_FN float symm_f8e4m3_to_f32(symm_f8e4m3 x) {
-    return symm_f32_from_bits(symm_detail::f8_to_f32_bits<4, 3, false>(x.bits));
+    const symm_u32 mag = x.bits & 0x7fu;
+    if (mag == 0x7fu) {
+        return symm_f32_from_bits(symm_detail::f8_to_f32_bits<4, 3, false>(x.bits));
+    }
+    const float v = mag >= 8u ? symm_f32_from_bits((mag << 20) + (120u << 23))
+                              : (float)mag * 0.001953125f;
+    return symm_f32_from_bits(symm_to_bits(v) | ((symm_u32)(x.bits & 0x80u) << 24));
 }
 
 SYMM_DEVICE_FN float symm_f8e5m2_to_f32(symm_f8e5m2 x) {
-    return symm_f32_from_bits(symm_detail::f8_to_f32_bits<5, 2, true>(x.bits));
+    const symm_u32 mag = x.bits & 0x7fu;
+    if (mag >= 0x7cu) {
+        return symm_f32_from_bits(symm_detail::f8_to_f32_bits<5, 2, true>(x.bits));
+    }
+    const float v = mag >= 4u ? symm_f32_from_bits((mag << 21) + (112u << 23))
+                              : (float)mag * 0.0000152587890625f;
+    return symm_f32_from_bits(symm_to_bits(v) | ((symm_u32)(x.bits & 0x80u) << 24));
 }
 
+/* Narrowing: on sm_89 and later PTX's cvt (round to nearest even, as c10),
+   which saturates where c10 overflows, so magnitudes past the last
+   rounding boundary (464 for e4m3fn, 61440 for e5m2, where a tie rounds
+   to infinity) and NaNs are set as c10 sets them. */
 SYMM_DEVICE_FN symm_f8e4m3 symm_f32_to_f8e4m3(float x) {
     symm_f8e4m3 r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    const symm_u32 u = symm_to_bits(x);
+    unsigned short d;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(0.0f), "f"(x));
+    r.bits = (u & 0x7fffffffu) > 0x43e80000u ? (symm_u8)(((u >> 24) & 0x80u) | 0x7fu)
+                                              : (symm_u8)(d & 0xffu);
+#else
     r.bits = symm_detail::f8_from_f32_bits<4, 3, false>(symm_to_bits(x));
+#endif
     return r;
 }
 
 SYMM_DEVICE_FN symm_f8e5m2 symm_f32_to_f8e5m2(float x) {
     symm_f8e5m2 r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    const symm_u32 u = symm_to_bits(x);
+    const symm_u32 a = u & 0x7fffffffu;
+    const symm_u8 sign = (symm_u8)((u >> 24) & 0x80u);
+    unsigned short d;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(0.0f), "f"(x));
+    r.bits = a > 0x7f800000u ? (symm_u8)(sign | 0x7fu)
+           : a >= 0x47700000u ? (symm_u8)(sign | 0x7cu)
+           : (symm_u8)(d & 0xffu);
+#else
     r.bits = symm_detail::f8_from_f32_bits<5, 2, true>(symm_to_bits(x));
+#endif
     return r;
 }
 
