@@ -973,6 +973,10 @@ struct Args {
     /// bench_all_reduce).
     #[arg(long, default_value_t = 0)]
     lead_in: usize,
+    /// Per-rank message sizes in bytes, comma-separated (default: 1 KiB
+    /// to --max-bytes in steps of 4×).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
     /// Also time symm's calls forced onto each of its paths (LL and pull)
     /// where the call has both: the crossovers of their dispatch.
     #[arg(long)]
@@ -986,7 +990,7 @@ struct Args {
 
 /// `--emulator`: symm's outputs against the references on `n` emulated
 /// ranks; the exit status.
-fn check_on_emulator(n: usize, which: &[Coll], max_bytes: usize, paths: bool) -> i32 {
+fn check_on_emulator(n: usize, which: &[Coll], sizes: &[usize], paths: bool) -> i32 {
     let out = Out::default();
     let res = run(Ranks::Emulator(n), CommOptions::default(), |c| {
         let barrier = Barrier::new(c)?;
@@ -1001,7 +1005,7 @@ fn check_on_emulator(n: usize, which: &[Coll], max_bytes: usize, paths: bool) ->
             paths,
         };
         for &k in which {
-            for bytes in sizes(max_bytes) {
+            for &bytes in sizes {
                 b.run(k, bytes)?;
             }
         }
@@ -1026,9 +1030,17 @@ fn main() {
         max_bytes,
         no_pdl,
         lead_in,
+        sizes: picked,
         paths,
         emulator,
     } = clap::Parser::parse();
+    let sizes = |max: usize| -> Vec<usize> {
+        if picked.is_empty() {
+            sizes(max)
+        } else {
+            picked.iter().copied().filter(|&b| b <= max).collect()
+        }
+    };
     let which: Vec<Coll> = if collectives.is_empty() {
         Coll::ALL.to_vec()
     } else {
@@ -1036,7 +1048,7 @@ fn main() {
     };
     LEAD_IN.set(lead_in).expect("set once");
     if let Some(n) = emulator {
-        std::process::exit(check_on_emulator(n, &which, max_bytes, paths));
+        std::process::exit(check_on_emulator(n, &which, &sizes(max_bytes), paths));
     }
     eprintln!("{}", bench::method_line());
     let gpus = symm::cuda_device_count();
