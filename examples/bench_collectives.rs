@@ -375,32 +375,32 @@ impl Bench<'_> {
             self.note(format!("{id}: not timed, wrong or failed: {p}"));
             return Ok(());
         }
+        let saved = id.clone();
         if !self.timed {
             if c.rank() == 0 {
                 eprintln!("world {} {id}: right", c.world_size());
             }
-            return Ok(());
-        }
-        let saved = id.clone();
-        match time_graph(c, self.barrier, &mut || call(s)) {
-            Ok(us) => {
-                if c.rank() == 0 {
-                    eprintln!("world {} {id}: {us:.2} µs", c.world_size());
-                    let mut rows = self.out.rows.lock().unwrap_or_else(|p| p.into_inner());
-                    rows.push(Row {
-                        coll: id.coll,
-                        imp: id.imp,
-                        world: c.world_size(),
-                        dtype: id.dtype,
-                        bytes: id.bytes,
-                        us,
-                    });
+        } else {
+            match time_graph(c, self.barrier, &mut || call(s)) {
+                Ok(us) => {
+                    if c.rank() == 0 {
+                        eprintln!("world {} {id}: {us:.2} µs", c.world_size());
+                        let mut rows = self.out.rows.lock().unwrap_or_else(|p| p.into_inner());
+                        rows.push(Row {
+                            coll: id.coll,
+                            imp: id.imp,
+                            world: c.world_size(),
+                            dtype: id.dtype,
+                            bytes: id.bytes,
+                            us,
+                        });
+                    }
                 }
+                Err(e) if id.imp.starts_with("nccl") => {
+                    self.note(format!("{id}: not timed: {e}"));
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) if id.imp.starts_with("nccl") => {
-                self.note(format!("{id}: not timed: {e}"));
-            }
-            Err(e) => return Err(e),
         }
         // The sum all-reduce (fp8 here) is the built-in's, with its own
         // paths (bench_all_reduce times them).
