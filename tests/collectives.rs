@@ -502,6 +502,7 @@ fn all_to_all_with_equal_splits() {
 
 /// Each collective with an LL form on the path its size would not take:
 /// pull at small sizes, LL above [`LL_MAX_BYTES`](symm::kernels::collectives::LL_MAX_BYTES)
+/// on more than 2 ranks
 /// (the other tests run each size on its own dispatch).
 #[test]
 fn every_collective_on_the_other_path() {
@@ -531,7 +532,7 @@ fn every_collective_on_the_other_path() {
             broadcast_case::<f16>(world, n, 0, false);
             all_to_all_case::<u32>(world, 20000 + 1);
             let inputs: Vec<Vec<f32>> = (0..world).map(|_| random_values(n)).collect();
-            // Chunks of 20001 f32, above LL_MAX_BYTES too.
+            // Chunks of 20001 f32, as large.
             let rs_n = world * 20001 - 2;
             let rs_inputs: Vec<Vec<f32>> = (0..world).map(|_| random_values(rs_n)).collect();
             for op in [ReduceOp::Avg, ReduceOp::Max] {
@@ -1212,12 +1213,12 @@ symm::check_kernels!(
     all_reduce_coalesced_pull::<f32, 4, 0>,
     all_reduce_coalesced_pull::<bf16, 8, 3>,
     all_reduce_coalesced_pull::<f8e4m3, 16, 0>,
-    copy_ll::<f32, 4, 2>,
-    copy_ll::<f64, 2, 1>,
-    copy_ll::<bf16, 8, 4>,
-    copy_ll::<u8, 16, 8>,
-    copy_ll::<i64, 2, 1>,
-    copy_ll::<f8e5m2, 16, 8>,
+    copy_ll::<f32, 2>,
+    copy_ll::<f64, 1>,
+    copy_ll::<bf16, 4>,
+    copy_ll::<u8, 8>,
+    copy_ll::<i64, 1>,
+    copy_ll::<f8e5m2, 8>,
     reduce_ll::<f32, 2, 0>,
     reduce_ll::<f32, 2, 1>,
     reduce_ll::<f32, 2, 2>,

@@ -734,7 +734,7 @@ pub fn ll_headers(stage: SymmBuf<u64>, epoch: u32, cap: u32, sig: u32) {
 }
 
 /// The low-latency copies (all-gather, broadcast, all-to-all with equal
-/// splits) by LL packets (`E` elements make 8 bytes, `V` 16): each rank pushes 8 bytes of data with their
+/// splits) by LL packets (`E` elements make 8 bytes): each rank pushes 8 bytes of data with their
 /// call's epoch as one 16-byte store ([`Remote::store_tagged64`]) into its
 /// region of every receiver's `stage`, and each receiver polls its own
 /// stage, so data crosses NVLink once, with no barrier. `kind` 0 is the
@@ -750,7 +750,7 @@ pub fn ll_headers(stage: SymmBuf<u64>, epoch: u32, cap: u32, sig: u32) {
 /// rewrite it as soon as the call is over.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn copy_ll<T: Scalar, const V: usize, const E: usize>(
+pub fn copy_ll<T: Scalar, const E: usize>(
     input: SymmBuf<T>,
     stage: SymmBuf<u64>,
     out: &mut [T],
@@ -766,46 +766,40 @@ pub fn copy_ll<T: Scalar, const V: usize, const E: usize>(
     let rank = input.rank();
     let world = input.world_size();
     let src = input.local();
-    let epoch = call_begin(stage, ch);
-    let par = epoch & 1u32;
-    let hdrs = grid_dim_x();
     let first = spread_first();
     let stride = grid_threads();
     let packets = (n + E as u32 - 1) / E as u32;
-    // What this rank sends to each peer: all-gather and broadcast send one
-    // span to all (the broadcast's root only), the all-to-all peer r's.
+    // Only the broadcast's root sends among the broadcast's ranks.
     let sends = kind != 1u32 || rank == root;
-    let mut own_off = 0u32;
-    if kind == 0u32 && flag == 1u32 {
-        own_off = rank * n;
-    }
-    let to = (par * world + rank) * cap + hdrs;
-    if sends {
-        let mut q = first;
-        while q < packets {
-            let mut data: u64 = 0;
-            if kind != 2u32 {
-                data = ll_pack::<T, E>(src, own_off, n, q);
-            }
-            for k in 1..world {
+    // This thread's first packets are read before the epoch, so the loads
+    // are in flight together (each is a memory round trip on the path of
+    // every small call).
+    let mut data = ll_packets::<T, E>(src, kind, n, flag, rank, world, first, packets, sends);
+    let epoch = call_begin(stage, ch);
+    let par = epoch & 1u32;
+    let to = (par * world + rank) * cap + grid_dim_x();
+    let mut q = first;
+    while q < packets && sends {
+        for k in 1..8u32 {
+            if k < world {
                 let r = (rank + k) % world;
-                if kind == 2u32 {
-                    data = ll_pack::<T, E>(src, r * n, n, q);
-                }
-                stage.peer(r).store_tagged64((to + q) * 2u32, data, epoch);
+                stage
+                    .peer(r)
+                    .store_tagged64((to + q) * 2u32, data[k], epoch);
             }
-            q += stride;
         }
-    }
-    // This rank's own part, copied locally while the packets fly.
-    if kind == 0u32 && flag == 0u32 {
-        copy_span::<T, V>(src, 0u32, out, rank * n, n, grid_thread(), stride);
-    }
-    if kind == 1u32 && rank == root && flag == 0u32 {
-        copy_span::<T, V>(src, 0u32, out, 0u32, n, grid_thread(), stride);
-    }
-    if kind == 2u32 {
-        copy_span::<T, V>(src, rank * n, out, rank * n, n, grid_thread(), stride);
+        // This rank's own part, from the packet already in registers
+        // (none where it is in place: the in-place all-gather's chunk and
+        // the root's own broadcast).
+        if flag == 0u32 || kind == 2u32 {
+            let mut at = rank * n;
+            if kind == 1u32 {
+                at = 0u32;
+            }
+            ll_unpack::<T, E>(out, at, n, q, data[0]);
+        }
+        q += stride;
+        data = ll_packets::<T, E>(src, kind, n, flag, rank, world, q, packets, sends);
     }
     ll_headers(stage, epoch, cap, sig);
     let mut from = all_ranks(stage) & !(1u32 << rank);
@@ -819,13 +813,13 @@ pub fn copy_ll<T: Scalar, const V: usize, const E: usize>(
     let mut q = first;
     while q < packets {
         let got = mine.gather_tagged64(
-            (par * world * cap + hdrs + q) * 2u32,
+            (par * world * cap + grid_dim_x() + q) * 2u32,
             cap * 2u32,
             from,
             epoch,
         );
-        for p in 0..world {
-            if ((from >> p) & 1u32) == 1u32 {
+        for p in 0..8u32 {
+            if p < world && ((from >> p) & 1u32) == 1u32 {
                 let mut at = p * n;
                 if kind == 1u32 {
                     at = 0u32;
@@ -836,6 +830,47 @@ pub fn copy_ll<T: Scalar, const V: usize, const E: usize>(
         q += stride;
     }
     call_end(stage, ch, epoch);
+}
+
+/// Packet `q` (if below `packets` and this rank `sends`) of what
+/// [`copy_ll`] sends to each rank, by distance: `[k]` for rank
+/// `rank + k` (mod `world`), `[0]` this rank's own. Every load issued
+/// before any is used.
+#[symm_kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub fn ll_packets<T: Scalar, const E: usize>(
+    src: Remote<T>,
+    kind: u32,
+    n: u32,
+    flag: u32,
+    rank: u32,
+    world: u32,
+    q: u32,
+    packets: u32,
+    sends: bool,
+) -> [u64; 8] {
+    let mut data: [u64; 8] = [0u64; 8];
+    if q < packets && sends {
+        if kind == 2u32 {
+            // Loops to the constant 8, guarded, so `data` is indexed by
+            // constants and stays in registers.
+            for k in 0..8u32 {
+                if k < world {
+                    data[k] = ll_pack::<T, E>(src, ((rank + k) % world) * n, n, q);
+                }
+            }
+        } else {
+            let mut off = 0u32;
+            if kind == 0u32 && flag == 1u32 {
+                off = rank * n;
+            }
+            let own = ll_pack::<T, E>(src, off, n, q);
+            for k in 0..8u32 {
+                data[k] = own;
+            }
+        }
+    }
+    data
 }
 
 /// Reduce-scatter (`scatter` 1: rank r gets its chunk, `chunk` elements
@@ -870,16 +905,30 @@ pub fn reduce_ll<T: Scalar, const E: usize, const OP: usize>(
     let first = spread_first();
     let stride = grid_threads();
     let to = (par * world + rank) * cap + hdrs;
-    for k in 1..world {
-        let r = (rank + k) % world;
-        let span = reduce_span(n, chunk, scatter, r);
-        let packets = (span[1] + E as u32 - 1) / E as u32;
-        let mut q = first;
-        while q < packets {
-            let data = ll_pack::<T, E>(src, span[0], span[1], q);
-            stage.peer(r).store_tagged64((to + q) * 2u32, data, epoch);
-            q += stride;
+    // Every peer's packet q loaded before any is sent, so the loads are in
+    // flight together.
+    let most = (reduce_span(n, chunk, scatter, 0u32)[1] + E as u32 - 1) / E as u32;
+    let mut q = first;
+    while q < most {
+        let mut data: [u64; 8] = [0u64; 8];
+        for k in 1..8u32 {
+            if k < world {
+                let span = reduce_span(n, chunk, scatter, (rank + k) % world);
+                data[k] = ll_pack::<T, E>(src, span[0], span[1], q);
+            }
         }
+        for k in 1..8u32 {
+            if k < world {
+                let r = (rank + k) % world;
+                let span = reduce_span(n, chunk, scatter, r);
+                if q * (E as u32) < span[1] {
+                    stage
+                        .peer(r)
+                        .store_tagged64((to + q) * 2u32, data[k], epoch);
+                }
+            }
+        }
+        q += stride;
     }
     ll_headers(stage, epoch, cap, sig);
     let span = reduce_span(n, chunk, scatter, rank);

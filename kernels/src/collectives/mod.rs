@@ -50,8 +50,9 @@ pub const CHANNEL_OWNER: &str = "symm_kernels::collectives";
 /// 64 KiB.
 pub const LL_BLOCKS: u32 = 16;
 
-/// The largest message per peer that [`Path::choose`] sends by LL.
-pub const LL_MAX_BYTES: usize = 64 << 10;
+/// The largest message per peer that [`Path::choose`] sends by LL on 2
+/// ranks, and on more (`bench/NOTES.md`, v20).
+pub const LL_MAX_BYTES: (usize, usize) = (256 << 10, 64 << 10);
 
 /// The largest message per peer that LL takes even when forced: its
 /// stage holds twice the bytes for each of `2 × world` regions.
@@ -74,10 +75,15 @@ impl Path {
     /// Both paths, for tests and benchmarks.
     pub const ALL: [Path; 2] = [Path::Ll, Path::Pull];
 
-    /// The path for a call that sends `bytes` to each peer: LL up to
-    /// [`LL_MAX_BYTES`], then pull.
-    pub fn choose(bytes: usize) -> Path {
-        if bytes <= LL_MAX_BYTES {
+    /// The path for a call on `world` ranks that sends `bytes` to each
+    /// peer: LL up to [`LL_MAX_BYTES`], then pull.
+    pub fn choose(world: usize, bytes: usize) -> Path {
+        let max = if world <= 2 {
+            LL_MAX_BYTES.0
+        } else {
+            LL_MAX_BYTES.1
+        };
+        if bytes <= max {
             Path::Ll
         } else {
             Path::Pull
@@ -146,7 +152,7 @@ fn path_for<T>(comm: &Comm, elems: usize) -> Result<(Path, Option<String>)> {
         Err(problem) => (Path::Pull, Some(problem)),
         Ok(Some(Path::Ll)) if bytes > LL_LIMIT_BYTES => (Path::Pull, None),
         Ok(Some(p)) => (p, None),
-        Ok(None) => (Path::choose(bytes), None),
+        Ok(None) => (Path::choose(comm.world_size(), bytes), None),
     })
 }
 
@@ -168,16 +174,21 @@ fn ll_stage(
     Ok((smem, (per_region / 2) as u32))
 }
 
-/// The LL grid: [`LL_BLOCKS`] blocks (fewer on the emulator) of
-/// [`threads`], the same for every LL call of a group (the stage's
-/// per-block epochs stay in step; the threads per block may differ). Where
-/// ranks share a GPU, at most one block per multiprocessor for each rank
+/// The LL grid for `packets` packets per peer: [`LL_BLOCKS`] blocks
+/// (fewer on the emulator), the same for every LL call of a group (the
+/// stage's per-block epochs stay in step), of one thread per packet, from
+/// 64 to [`threads`] (the threads per block may change from call to call:
+/// fewer make a small call's blocks cheaper to start and end). Where ranks
+/// share a GPU, at most one block per multiprocessor for each rank
 /// ([`Comm::co_resident_blocks`] of 1), which any kernel that launches at
 /// all fits, so every rank's blocks are resident at once without asking
 /// the driver about each kernel.
-fn ll_grid<T: CopyElem>(comm: &Comm) -> Result<LaunchConfig> {
+fn ll_grid<T: CopyElem>(comm: &Comm, packets: usize) -> Result<LaunchConfig> {
     let blocks = crate::all_reduce::fixed_grid(comm, LL_BLOCKS);
-    fitted::<T>(comm, blocks, || Ok(comm.co_resident_blocks(1)))
+    let mut cfg = fitted::<T>(comm, blocks, || Ok(comm.co_resident_blocks(1)))?;
+    let per_block = packets.div_ceil(cfg.grid.0 as usize).next_multiple_of(32);
+    cfg.block.0 = (per_block as u32).clamp(64, threads::<T>());
+    Ok(cfg)
 }
 
 /// Runs [`copy_ll`] (`kind` as it documents) for `n` elements per peer.
@@ -192,8 +203,8 @@ fn run_copy_ll<T: CopyElem>(
     flag: u32,
     ch: Ch,
 ) -> Result<()> {
-    let cfg = ll_grid::<T>(comm)?;
     let packets = n.div_ceil(8 / std::mem::size_of::<T>());
+    let cfg = ll_grid::<T>(comm, packets)?;
     let (stage, cap) = ll_stage(comm, cfg.grid.0, packets)?;
     // SAFETY: `n` was checked against every rank's input and this rank's
     // `out` by the caller, as for the pull kernel of the same call, and
@@ -229,8 +240,8 @@ fn run_reduce_ll<T: ReduceElem>(
     chunk: Option<usize>,
     ch: Ch,
 ) -> Result<()> {
-    let cfg = ll_grid::<T>(comm)?;
     let packets = chunk.unwrap_or(n).div_ceil(8 / std::mem::size_of::<T>());
+    let cfg = ll_grid::<T>(comm, packets)?;
     let (stage, cap) = ll_stage(comm, cfg.grid.0, packets)?;
     // SAFETY: as `run_copy_ll`: `n` fits every rank's input, this rank's
     // part fits `out`, and the stage holds what every peer sends.
@@ -567,7 +578,7 @@ macro_rules! copy_elem {
             unsafe fn __copy_ll(comm: &Comm, cfg: LaunchConfig, c: LlCall<'_, '_, Self>) -> Result<()> {
                 // SAFETY: as `__copy`, with the stage sized by `run_ll`.
                 unsafe {
-                    copy_ll::launch_unchecked::<$t, $v, { $v / 2 }>(
+                    copy_ll::launch_unchecked::<$t, { $v / 2 }>(
                         comm, cfg, c.input, c.stage, c.out, c.kind, c.n, c.root, c.flag, c.cap,
                         c.ch.index, c.ch.sig,
                     )
