@@ -58,12 +58,18 @@ pub fn sum_staged<T: Scalar, const V: usize>(
 ) -> [T; V] {
     let zero: [T; V] = [T::from_f32(0.0f32); V];
     let mut vals: [[T; V]; 8] = [zero; 8];
-    for r in 0..world {
-        vals[r] = if r == rank {
-            own.load_vec::<V>(i)
-        } else {
-            stage.load_vec::<V>(at + r * region + j)
-        };
+    // Loops to the constant 8, guarded: unrolled, they index `vals` with
+    // constants, which keeps it in registers (with a run-time world, or a
+    // body too large to unroll, as fp8's 16 elements made it, a run-time
+    // index would move it to local memory, several times slower).
+    for r in 0..8u32 {
+        if r < world {
+            vals[r] = if r == rank {
+                own.load_vec::<V>(i)
+            } else {
+                stage.load_vec::<V>(at + r * region + j)
+            };
+        }
     }
     sum_in_rank_order::<T, V>(vals, world)
 }
@@ -87,10 +93,13 @@ pub fn sum_with_own<T: Scalar, const V: usize>(
     world: u32,
 ) -> [T; V] {
     let mut acc: [f32; V] = [0.0f32; V];
-    for r in 0..world {
-        let v = if r == rank { own } else { vals[r] };
-        for k in 0..V {
-            acc[k] += v[k].to_f32();
+    // Guarded constant loops, as in [`sum_staged`].
+    for r in 0..8u32 {
+        if r < world {
+            let v = if r == rank { own } else { vals[r] };
+            for k in 0..V {
+                acc[k] += v[k].to_f32();
+            }
         }
     }
     let mut res: [T; V] = [T::from_f32(0.0f32); V];
@@ -107,8 +116,10 @@ pub fn sum_with_own<T: Scalar, const V: usize>(
 pub fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [T; V] {
     let zero: [T; V] = [T::from_f32(0.0f32); V];
     let mut vals: [[T; V]; 8] = [zero; 8];
-    for r in 0..world {
-        vals[r] = buf.peer(r).load_vec::<V>(i);
+    for r in 0..8u32 {
+        if r < world {
+            vals[r] = buf.peer(r).load_vec::<V>(i);
+        }
     }
     sum_in_rank_order::<T, V>(vals, world)
 }
@@ -245,14 +256,16 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
             mine.gather_tagged2((parity * world * cap + q) * 2, cap * 2, ranks, epoch);
         let mut lo: [f32; P] = [0.0f32; P];
         let mut hi: [f32; P] = [0.0f32; P];
-        for r in 0..world {
-            let v = got[r];
-            let b0 = v[0] as u32;
-            let b1 = v[1] as u32;
-            for k in 0..P {
-                let s = k as u32 * width;
-                lo[k] += T::from_bits32((b0 >> s) & mask).to_f32();
-                hi[k] += T::from_bits32((b1 >> s) & mask).to_f32();
+        for r in 0..8u32 {
+            if r < world {
+                let v = got[r];
+                let b0 = v[0] as u32;
+                let b1 = v[1] as u32;
+                for k in 0..P {
+                    let s = k as u32 * width;
+                    lo[k] += T::from_bits32((b0 >> s) & mask).to_f32();
+                    hi[k] += T::from_bits32((b1 >> s) & mask).to_f32();
+                }
             }
         }
         for k in 0..P {
@@ -591,8 +604,8 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
             }
         }
         let got = sentinel_take_at::<T, V>(mine, sums + j * V as u32, cap, owners, world);
-        for c in 0..world {
-            if ((owners >> c) & 1u32) == 1u32 {
+        for c in 0..8u32 {
+            if c < world && ((owners >> c) & 1u32) == 1u32 {
                 store_padded::<T, V>(out, (c * chunk + j) * V as u32, n, got[c]);
             }
         }

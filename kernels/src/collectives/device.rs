@@ -722,8 +722,9 @@ pub fn ll_headers(stage: SymmBuf<u64>, epoch: u32, cap: u32, sig: u32) {
         epoch,
     );
     let mut same = true;
-    for p in 0..world {
-        if p != rank && got[p] as u32 != sig {
+    // To the constant 8, guarded, so `got` stays in registers.
+    for p in 0..8u32 {
+        if p < world && p != rank && got[p] as u32 != sig {
             same = false;
         }
     }
