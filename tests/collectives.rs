@@ -502,7 +502,6 @@ fn all_to_all_with_equal_splits() {
 
 /// Each collective with an LL form on the path its size would not take:
 /// pull at small sizes, LL above [`LL_MAX_BYTES`](symm::kernels::collectives::LL_MAX_BYTES)
-/// on more than 2 ranks
 /// (the other tests run each size on its own dispatch).
 #[test]
 fn every_collective_on_the_other_path() {
@@ -530,10 +529,10 @@ fn every_collective_on_the_other_path() {
             all_gather_case::<f32>(world, n, false);
             all_gather_case::<u8>(world, n, true);
             broadcast_case::<f16>(world, n, 0, false);
-            all_to_all_case::<u32>(world, 20000 + 1);
+            all_to_all_case::<u32>(world, 40001);
             let inputs: Vec<Vec<f32>> = (0..world).map(|_| random_values(n)).collect();
-            // Chunks of 20001 f32, as large.
-            let rs_n = world * 20001 - 2;
+            // Chunks of 40001 f32, past LL_MAX_BYTES too.
+            let rs_n = world * 40001 - 2;
             let rs_inputs: Vec<Vec<f32>> = (0..world).map(|_| random_values(rs_n)).collect();
             for op in [ReduceOp::Avg, ReduceOp::Max] {
                 reduce_scatter_case::<f32>(world, rs_n, op, &rs_inputs);

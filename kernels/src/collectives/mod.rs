@@ -50,9 +50,11 @@ pub const CHANNEL_OWNER: &str = "symm_kernels::collectives";
 /// 64 KiB.
 pub const LL_BLOCKS: u32 = 16;
 
-/// The largest message per peer that [`Path::choose`] sends by LL on 2
-/// ranks, and on more (`bench/NOTES.md`, v20).
-pub const LL_MAX_BYTES: (usize, usize) = (256 << 10, 64 << 10);
+/// The largest message per peer that [`Path::choose`] sends by LL:
+/// measured on 2, 3 and 4 H100s (`bench/NOTES.md`, v20), where LL is
+/// faster than pull for every collective up to 128 KiB per peer, and
+/// either is at most ~10 % ahead at 256 KiB.
+pub const LL_MAX_BYTES: usize = 128 << 10;
 
 /// The largest message per peer that LL takes even when forced: its
 /// stage holds twice the bytes for each of `2 × world` regions.
@@ -75,15 +77,10 @@ impl Path {
     /// Both paths, for tests and benchmarks.
     pub const ALL: [Path; 2] = [Path::Ll, Path::Pull];
 
-    /// The path for a call on `world` ranks that sends `bytes` to each
-    /// peer: LL up to [`LL_MAX_BYTES`], then pull.
-    pub fn choose(world: usize, bytes: usize) -> Path {
-        let max = if world <= 2 {
-            LL_MAX_BYTES.0
-        } else {
-            LL_MAX_BYTES.1
-        };
-        if bytes <= max {
+    /// The path for a call that sends `bytes` to each peer: LL up to
+    /// [`LL_MAX_BYTES`], then pull (the same crossover on 2, 3 and 4 ranks).
+    pub fn choose(bytes: usize) -> Path {
+        if bytes <= LL_MAX_BYTES {
             Path::Ll
         } else {
             Path::Pull
@@ -152,7 +149,7 @@ fn path_for<T>(comm: &Comm, elems: usize) -> Result<(Path, Option<String>)> {
         Err(problem) => (Path::Pull, Some(problem)),
         Ok(Some(Path::Ll)) if bytes > LL_LIMIT_BYTES => (Path::Pull, None),
         Ok(Some(p)) => (p, None),
-        Ok(None) => (Path::choose(comm.world_size(), bytes), None),
+        Ok(None) => (Path::choose(bytes), None),
     })
 }
 
