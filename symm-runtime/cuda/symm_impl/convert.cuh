@@ -133,31 +133,33 @@ __device__ __forceinline__ constexpr symm_u8 f8_from_f32_bits(symm_u32 u) {
 }
 } /* namespace symm_detail */
 
-/* The conversions kernels call: the functions above where they are cheap
-   (NaN, infinity), and faster code that gives the same bits elsewhere,
-   which tests/gpu_dsl.rs checks against the Rust side on every fp8 value
-   and 4M probes of f32. Widening: a normal's magnitude bits shifted into
+/* The conversions kernels call: faster code than the functions above that
+   gives the same bits, which tests/gpu_dsl.rs checks against the Rust side
+   on every fp8 value and 4M probes of f32 (and the emulator's fp8 tests
+   check the Rust side). Widening: a normal's magnitude bits shifted into
    an f32's and rebiased by one integer add; a subnormal (mantissa m) is
    m * 2^-9 (e4m3) or m * 2^-16 (e5m2), exact in f32 without relying on
    f32 subnormals (which --use_fast_math would flush). */
 SYMM_DEVICE_FN float symm_f8e4m3_to_f32(symm_f8e4m3 x) {
     const symm_u32 mag = x.bits & 0x7fu;
-    if (mag == 0x7fu) {
-        return symm_f32_from_bits(symm_detail::f8_to_f32_bits<4, 3, false>(x.bits));
-    }
+    const symm_u32 sign = (symm_u32)(x.bits & 0x80u) << 24;
     const float v = mag >= 8u ? symm_f32_from_bits((mag << 20) + (120u << 23))
                               : (float)mag * 0.001953125f;
-    return symm_f32_from_bits(symm_to_bits(v) | ((symm_u32)(x.bits & 0x80u) << 24));
+    /* The one NaN, S.1111.111: c10's bits (the payload 111 at the top of
+       the f32 mantissa), by select, not a call: this is inlined for every
+       element of every rank in a reduction, and its code size counts. */
+    return symm_f32_from_bits(mag == 0x7fu ? (sign | 0x7ff00000u) : (symm_to_bits(v) | sign));
 }
 
 SYMM_DEVICE_FN float symm_f8e5m2_to_f32(symm_f8e5m2 x) {
     const symm_u32 mag = x.bits & 0x7fu;
-    if (mag >= 0x7cu) {
-        return symm_f32_from_bits(symm_detail::f8_to_f32_bits<5, 2, true>(x.bits));
-    }
+    const symm_u32 sign = (symm_u32)(x.bits & 0x80u) << 24;
     const float v = mag >= 4u ? symm_f32_from_bits((mag << 21) + (112u << 23))
                               : (float)mag * 0.0000152587890625f;
-    return symm_f32_from_bits(symm_to_bits(v) | ((symm_u32)(x.bits & 0x80u) << 24));
+    /* Infinities and NaNs (exponent all ones): the f32 ones with the same
+       mantissa bits at the top, as c10 gives. */
+    return symm_f32_from_bits(mag >= 0x7cu ? (sign | 0x7f800000u | ((mag & 3u) << 21))
+                                           : (symm_to_bits(v) | sign));
 }
 
 /* Narrowing: on sm_89 and later PTX's cvt (round to nearest even, as c10),
