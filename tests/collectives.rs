@@ -542,6 +542,16 @@ fn every_collective_on_the_other_path() {
     }
 }
 
+/// The dispatch follows the crossover measured in `bench/NOTES.md` v20 (LL
+/// to 128 KiB per peer, on 2, 3 and 4 GPUs alike).
+#[test]
+fn dispatch_takes_ll_to_the_measured_crossover() {
+    assert_eq!(Path::choose(1), Path::Ll);
+    assert_eq!(Path::choose(128 << 10), Path::Ll);
+    assert_eq!(Path::choose((128 << 10) + 1), Path::Pull);
+    assert_eq!(Path::choose(64 << 20), Path::Pull);
+}
+
 /// Random splits, zeros included (a whole row or column of zeros now and
 /// then): `splits[p][r]` is what rank p sends to rank r.
 fn random_splits(world: usize, max: usize) -> Vec<Vec<usize>> {
