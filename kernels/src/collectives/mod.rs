@@ -188,78 +188,45 @@ fn ll_grid<T: CopyElem>(comm: &Comm, packets: usize) -> Result<LaunchConfig> {
     Ok(cfg)
 }
 
-/// Runs [`copy_ll`] (`kind` as it documents) for `n` elements per peer.
+/// Runs an LL kernel, `launch` ([`CopyElem::__copy_ll`] or
+/// [`ReduceElem::__reduce_ll`]), on the LL grid and stage for `per_peer`
+/// elements sent to each peer, with `call`'s other arguments as
+/// [`LlCall`] describes.
+///
+/// # Safety
+///
+/// As `launch`'s: the caller checked `n` against every rank's input and
+/// this rank's part against `out`, as for the pull kernel of the same
+/// call; the stage is sized here for the headers and `per_peer`.
 #[allow(clippy::too_many_arguments)]
-fn run_copy_ll<T: CopyElem>(
+unsafe fn run_ll<T: CopyElem>(
     comm: &Comm,
     input: &SymmetricMemory,
     out: &mut BoundSlice<'_, T>,
-    kind: u32,
     n: usize,
-    root: u32,
-    flag: u32,
+    per_peer: usize,
+    (op, kind, root, flag): (ReduceOp, u32, u32, u32),
     ch: Ch,
+    launch: unsafe fn(&Comm, LaunchConfig, LlCall<'_, '_, T>) -> Result<()>,
 ) -> Result<()> {
-    let packets = n.div_ceil(8 / std::mem::size_of::<T>());
+    let packets = per_peer.div_ceil(8 / std::mem::size_of::<T>());
     let cfg = ll_grid::<T>(comm, packets)?;
     let (stage, cap) = ll_stage(comm, cfg.grid.0, packets)?;
-    // SAFETY: `n` was checked against every rank's input and this rank's
-    // `out` by the caller, as for the pull kernel of the same call, and
-    // the stage holds the headers and `packets` per region.
-    unsafe {
-        T::__copy_ll(
-            comm,
-            cfg,
-            LlCall {
-                input,
-                stage: &stage,
-                out,
-                op: ReduceOp::Sum,
-                kind,
-                n: n as u32,
-                root,
-                flag,
-                cap,
-                ch,
-            },
-        )
-    }
-}
-
-/// Runs [`reduce_ll`]: a reduce-scatter (`chunk` per rank) or, where
-/// `chunk` is `None`, an all-reduce of `n`.
-fn run_reduce_ll<T: ReduceElem>(
-    comm: &Comm,
-    op: ReduceOp,
-    input: &SymmetricMemory,
-    out: &mut BoundSlice<'_, T>,
-    n: usize,
-    chunk: Option<usize>,
-    ch: Ch,
-) -> Result<()> {
-    let packets = chunk.unwrap_or(n).div_ceil(8 / std::mem::size_of::<T>());
-    let cfg = ll_grid::<T>(comm, packets)?;
-    let (stage, cap) = ll_stage(comm, cfg.grid.0, packets)?;
-    // SAFETY: as `run_copy_ll`: `n` fits every rank's input, this rank's
-    // part fits `out`, and the stage holds what every peer sends.
-    unsafe {
-        T::__reduce_ll(
-            comm,
-            cfg,
-            LlCall {
-                input,
-                stage: &stage,
-                out,
-                op,
-                kind: 0,
-                n: n as u32,
-                root: chunk.unwrap_or(0) as u32,
-                flag: u32::from(chunk.is_some()),
-                cap,
-                ch,
-            },
-        )
-    }
+    let call = LlCall {
+        input,
+        stage: &stage,
+        out,
+        op,
+        kind,
+        n: n as u32,
+        root,
+        flag,
+        cap,
+        ch,
+    };
+    // SAFETY: the caller's promise, and the stage holds `cap` packets per
+    // region: the grid's headers and `per_peer`'s packets.
+    unsafe { launch(comm, cfg, call) }
 }
 
 /// [`agree`] on a call, then the call's channel with its digest: every
@@ -734,7 +701,20 @@ pub fn all_gather<T: CopyElem>(
         return Ok(());
     }
     if path == Path::Ll {
-        return run_copy_ll(comm, input, &mut out, 0, n, 0, 0, ch);
+        // SAFETY: `n` fits every rank's input and `world × n` this rank's
+        // `out` (checked and agreed above).
+        return unsafe {
+            run_ll(
+                comm,
+                input,
+                &mut out,
+                n,
+                n,
+                (ReduceOp::Sum, 0, 0, 0),
+                ch,
+                T::__copy_ll,
+            )
+        };
     }
     let cfg = grid::<T>(comm, (n * world) as u64, || {
         T::__grid(Kernel::AllGather, comm, threads::<T>())
@@ -789,7 +769,19 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
     if path == Path::Ll {
         let mut out = buf.slice(..)?;
         let mut out = comm.bind_mut("buf", &mut out)?;
-        return run_copy_ll(comm, &smem, &mut out, 0, n, 0, 1, ch);
+        // SAFETY: `world × n` fits the buffer on every rank.
+        return unsafe {
+            run_ll(
+                comm,
+                &smem,
+                &mut out,
+                n,
+                n,
+                (ReduceOp::Sum, 0, 0, 1),
+                ch,
+                T::__copy_ll,
+            )
+        };
     }
     let cfg = grid::<T>(comm, (n * world) as u64, || {
         T::__grid(Kernel::AllGather, comm, threads::<T>())
@@ -869,16 +861,9 @@ pub fn broadcast<T: CopyElem>(
         return Ok(());
     }
     if path == Path::Ll {
-        return run_copy_ll(
-            comm,
-            input,
-            &mut out,
-            1,
-            n,
-            root as u32,
-            u32::from(skip),
-            ch,
-        );
+        let what = (ReduceOp::Sum, 1, root as u32, u32::from(skip));
+        // SAFETY: `n` fits every rank's input and this rank's `out`.
+        return unsafe { run_ll(comm, input, &mut out, n, n, what, ch, T::__copy_ll) };
     }
     let cfg = grid::<T>(comm, n as u64, || {
         T::__grid(Kernel::Broadcast, comm, threads::<T>())
@@ -954,7 +939,9 @@ pub fn reduce_scatter<T: ReduceElem>(
     }
     let chunk = n.div_ceil(world);
     if path == Path::Ll {
-        return run_reduce_ll(comm, op, input, &mut out, n, Some(chunk), ch);
+        let what = (op, 0, chunk as u32, 1);
+        // SAFETY: `n` fits every rank's input, and this rank's chunk `out`.
+        return unsafe { run_ll(comm, input, &mut out, n, chunk, what, ch, T::__reduce_ll) };
     }
     let cfg = grid::<T>(comm, chunk as u64, || {
         T::__rs_grid(op, comm, threads::<T>())
@@ -1023,7 +1010,19 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
         return crate::all_reduce::all_reduce(comm, input, out, n);
     }
     if path == Path::Ll {
-        return run_reduce_ll(comm, op, input, &mut bound, n, None, ch);
+        // SAFETY: `n` fits every rank's input and this rank's `out`.
+        return unsafe {
+            run_ll(
+                comm,
+                input,
+                &mut bound,
+                n,
+                n,
+                (op, 0, 0, 0),
+                ch,
+                T::__reduce_ll,
+            )
+        };
     }
     let scratch = scratch::<T>(comm, n)?;
     let world = comm.world_size();
@@ -1294,7 +1293,19 @@ pub fn all_to_all<T: CopyElem>(
         return Ok(());
     }
     if path == Path::Ll {
-        return run_copy_ll(comm, input, &mut out, 2, m, 0, 0, ch);
+        // SAFETY: `world × m` fits every rank's input and this rank's `out`.
+        return unsafe {
+            run_ll(
+                comm,
+                input,
+                &mut out,
+                m,
+                m,
+                (ReduceOp::Sum, 2, 0, 0),
+                ch,
+                T::__copy_ll,
+            )
+        };
     }
     let cfg = grid::<T>(comm, (m * world) as u64, || {
         T::__grid(Kernel::AllToAll, comm, threads::<T>())
