@@ -978,7 +978,9 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
     /// Also time symm's calls forced onto each of its paths (LL and pull)
-    /// where the call has both: the crossovers of their dispatch.
+    /// where the call has both: the crossovers of their dispatch. (Above
+    /// `LL_LIMIT_BYTES` per peer a forced LL call pulls, so its `symm_ll`
+    /// column is the pull path there.)
     #[arg(long)]
     paths: bool,
     /// Only check symm's outputs against this program's references, on N
@@ -1034,6 +1036,9 @@ fn main() {
         paths,
         emulator,
     } = clap::Parser::parse();
+    if let Some(b) = picked.iter().find(|&&b| b > max_bytes) {
+        eprintln!("note: sizes above --max-bytes ({max_bytes}) are skipped, {b} among them");
+    }
     let sizes = |max: usize| -> Vec<usize> {
         if picked.is_empty() {
             sizes(max)

@@ -40,6 +40,12 @@ const STACK_BYTES: usize = 64 * 1024;
 /// Ordered memory operations between forced yields.
 const PREEMPT_EVERY: u32 = 32;
 
+/// How long a launch whose thread failed a `kernel_assert!` waits, with
+/// the whole group settled and idle, before it reports the assertion: a
+/// few polling rounds of every rank, so a thread that was about to send
+/// something a peer waits for has run.
+const ASSERT_SETTLE: Duration = Duration::from_millis(20);
+
 /// What the emulator knows of one group of ranks. Per group, so that
 /// unrelated emulations in the same process (concurrent tests) cannot hide
 /// a deadlock.
@@ -451,7 +457,8 @@ fn run_window(
     // The first failed `kernel_assert!`: as on a GPU, it ends its own thread
     // only, and the others run on (a peer may be waiting for what they
     // send before they check the same thing); it is reported once every
-    // thread is done or none progresses any more.
+    // thread is done, or the group has settled with nothing left to run
+    // (`ASSERT_SETTLE`), or where a hang would be.
     let mut asserted: Option<Error> = None;
     loop {
         let mut progressed = false;
@@ -510,14 +517,12 @@ fn run_window(
             }
         }
         progressed |= resolve_barriers(&mut state, per_block);
-        progressed |= resolve_warps(launch, &threads, &mut state, per_block)?;
+        progressed |= match resolve_warps(launch, &threads, &mut state, per_block) {
+            Ok(p) => p,
+            Err(e) => return Err(asserted.unwrap_or(e)),
+        };
         if state.iter().all(|s| *s == State::Done) {
             return asserted.map_or(Ok(()), Err);
-        }
-        if !progressed {
-            if let Some(e) = asserted {
-                return Err(e);
-            }
         }
         let now = Instant::now();
         if progressed {
@@ -530,19 +535,30 @@ fn run_window(
                 seen = g;
                 last_progress = now;
                 suspect = false;
-            } else if {
+            } else {
                 // This rank resumed every thread and none progressed.
                 launch.group.quiet[launch.rank as usize].store(g + 1, Ordering::Release);
-                now - last_progress >= stall
-            } && ((launch.group.all_settled(launch.world)
-                && launch.group.all_quiet(launch.world, g))
-                || now - last_progress >= Duration::from_nanos(launch.timeout_ns))
-            {
-                if suspect {
-                    return Err(hang(launch, &threads, &state, now - last_progress));
+                let idle = now - last_progress;
+                let settled = launch.group.all_settled(launch.world)
+                    && launch.group.all_quiet(launch.world, g);
+                // After a failed assertion, the launch ends as soon as the
+                // whole group has settled with nothing left to do (its
+                // other threads ran what they could, and what they wait
+                // for will not come): the assertion is its error.
+                if settled && idle >= ASSERT_SETTLE {
+                    if let Some(e) = asserted {
+                        return Err(e);
+                    }
                 }
-                suspect = true;
-                continue;
+                if idle >= stall && (settled || idle >= Duration::from_nanos(launch.timeout_ns)) {
+                    if suspect {
+                        return Err(asserted.unwrap_or_else(|| {
+                            hang(launch, &threads, &state, now - last_progress)
+                        }));
+                    }
+                    suspect = true;
+                    continue;
+                }
             }
             std::thread::yield_now();
         }

@@ -4,9 +4,13 @@
 //! Like `half`'s bf16 and f16 they are storage types: arithmetic widens to
 //! f32 (exactly), computes there and rounds once back, as c10 does. The
 //! conversions are integer code, two `const fn`s shared by both formats,
-//! which `cuda/symm_impl/convert.cuh` mirrors line for line: the GPU and the
-//! emulator must agree bit for bit, and PTX's own fp8 conversions (sm_89 and
-//! later) only saturate, where c10 overflows to NaN or infinity.
+//! the reference: `cuda/symm_impl/convert.cuh` mirrors them line for line
+//! (NVRTC checks that copy against these with `static_assert`, no GPU
+//! needed), and its conversions that kernels call are faster code that
+//! gives the same bits (PTX's `cvt` on sm_89 and later, which saturates,
+//! with c10's overflow to NaN or infinity set after it), checked against
+//! these on every fp8 value and millions of f32s by `tests/gpu_dsl.rs` on
+//! a GPU. The GPU and the emulator must agree bit for bit.
 
 use std::cmp::Ordering;
 use std::fmt;

@@ -1,16 +1,24 @@
-//! The kernels of the collective set, in the DSL. Each is a pull: every
-//! rank passes an entry barrier (every input is ready), loads what it needs
-//! from its peers' symmetric inputs, and passes an exit barrier (no peer
-//! still reads its input) before it ends, so the caller may overwrite the
-//! input as soon as the call is over, and calls may run back to back with
-//! no host synchronisation. The counter and both barriers live on channel
-//! `ch` of the input's signal pad ([`symm::dsl::sync`]); `ch` is the one
-//! channel the collectives reserve from the group.
+//! The kernels of the collective set, in the DSL, on two paths.
 //!
-//! Copies move elements bit for bit, in 16-byte vectors (`V` elements)
-//! where a span's source and destination offsets allow, so any element
-//! type works. Reductions load every rank's elements, combine them in f32
-//! in rank order 0, 1, … (every rank gets the same bits) and round once.
+//! **Pull** (`*_pull`): every rank passes an entry barrier (every input is
+//! ready), loads what it needs from its peers' symmetric inputs, and passes
+//! an exit barrier (no peer still reads its input) before it ends. The
+//! counter, both barriers and the calls' digests live on channels `ch` and
+//! `ch + 1` of the input's signal pad ([`symm::dsl::sync`]).
+//!
+//! **LL** ([`copy_ll`], [`reduce_ll`]): every rank pushes what each peer
+//! needs into that peer's stage as LL packets (8 data bytes and the call's
+//! epoch in one 16-byte store), and every block trades a header (the
+//! call's digest) with the same block of every peer ([`ll_headers`]); the
+//! counter lives on channel `ch` of the stage's pad. No barrier, and no
+//! peer ever reads this rank's input.
+//!
+//! Either way the caller may overwrite the input as soon as the call is
+//! over, and calls may run back to back with no host synchronisation.
+//! Copies move elements bit for bit (16-byte vectors where a span's
+//! offsets allow, or 8-byte packets), so any element type works.
+//! Reductions combine every rank's elements in f32 in rank order 0, 1, …
+//! (every rank gets the same bits) and round once.
 
 use symm::dsl::*;
 use symm::symm_kernel;
@@ -691,6 +699,17 @@ pub fn ll_unpack<T: Scalar, const E: usize>(
     }
 }
 
+/// The LL kernels' launch rule: whole warps per block (a packet's sender
+/// and receiver threads share a block only so: [`spread_first`]), and at
+/// least `world` threads (thread `t` trades the header with rank `t`).
+#[symm_kernel(device)]
+pub fn ll_launch_check(world: u32) {
+    kernel_assert!(
+        block_dim_x() % 32u32 == 0u32 && block_dim_x() >= world,
+        "LL collectives: launch whole warps per block, and at least world_size threads"
+    );
+}
+
 /// The start of every LL collective, after [`enter_call`] and
 /// [`call_begin`]: thread `t` sends this block's header, this call's digest
 /// `sig`, into rank `t`'s stage (packet `block` of this rank's region of
@@ -766,6 +785,7 @@ pub fn copy_ll<T: Scalar, const E: usize>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
+    ll_launch_check(world);
     let src = input.local();
     let first = spread_first();
     let stride = grid_threads();
@@ -812,7 +832,8 @@ pub fn copy_ll<T: Scalar, const E: usize>(
     }
     let mine = stage.local();
     let mut q = first;
-    while q < packets {
+    // (The broadcast's root hears nothing.)
+    while q < packets && from != 0u32 {
         let got = mine.gather_tagged64(
             (par * world * cap + grid_dim_x() + q) * 2u32,
             cap * 2u32,
@@ -899,6 +920,7 @@ pub fn reduce_ll<T: Scalar, const E: usize, const OP: usize>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
+    ll_launch_check(world);
     let src = input.local();
     let epoch = call_begin(stage, ch);
     let par = epoch & 1u32;

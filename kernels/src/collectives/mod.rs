@@ -15,19 +15,23 @@
 //! f16, f8e4m3 and f8e5m2, combine in f32 in rank order 0, 1, … and round
 //! once, so every rank gets the same bits.
 //!
-//! Every kernel also checks, at its entry barrier, that every rank made the
-//! same call (a digest of kind, element type, sizes, op, root and ranges),
-//! so a mismatch that the store check cannot see (shapes each agreed on
-//! before, CUDA graph replays) fails every rank with
-//! [`symm::Error::KernelAssert`]. A rank's calls share their counters,
-//! scratch and tables: run them in order on one stream (concurrent
-//! streams need separate groups).
+//! Every kernel also checks, before it uses any peer's data, that every
+//! rank made the same call (a digest of kind, element type, sizes, op,
+//! root, ranges and path), so a mismatch that the store check cannot see
+//! (shapes each agreed on before, CUDA graph replays) fails every rank
+//! with [`symm::Error::KernelAssert`]. A rank's calls share their
+//! counters, scratch, stage and tables: run them in order on one stream
+//! (concurrent streams need separate groups).
 //!
-//! Inputs are rendezvoused symmetric memory ([`SymmetricMemory`]); every
-//! kernel pulls from the peers' inputs between an entry and an exit
-//! barrier (`device.rs`), so an input may be rewritten as soon as the call
-//! is over in stream order. Outputs are this rank's device memory: symm
-//! memory or the user's cudarc memory ([`DeviceSlice`]), 16-byte aligned.
+//! Each call runs one kernel on one of two [`Path`]s, by the bytes each
+//! rank sends to each peer ([`Path::choose`]): LL packets pushed into
+//! every receiver's stage, with no barrier (`copy_ll`, `reduce_ll`; up to
+//! [`LL_MAX_BYTES`]), or a pull from the peers' symmetric inputs between
+//! an entry and an exit barrier. Either way an input may be rewritten as
+//! soon as the call is over in stream order. Inputs are rendezvoused
+//! symmetric memory ([`SymmetricMemory`]); outputs are this rank's device
+//! memory: symm memory or the user's cudarc memory ([`DeviceSlice`]),
+//! 16-byte aligned.
 
 mod agree;
 mod device;
@@ -38,16 +42,17 @@ use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, Symm
 
 use agree::agree;
 
-/// Threads per block of every collective kernel.
+/// Threads per block of the pull kernels, and the most an LL launch takes
+/// (256 for one-byte types, as the all-reduce's).
 pub const THREADS: u32 = 512;
 /// Largest grid (the signal pad has slots for 128 blocks).
 pub const MAX_BLOCKS: u32 = 128;
 /// The name the collectives reserve their channel under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::collectives";
 
-/// Blocks of every LL launch on a GPU (a fixed grid keeps the per-block
-/// epochs of a stage in step): 8192 threads, one packet each per peer at
-/// 64 KiB.
+/// Blocks of every LL launch on a GPU (a fixed block count keeps the
+/// per-block epochs of the stage in step): at most 8192 threads (4096 for
+/// one-byte types), one packet of 8 bytes each per peer at 64 KiB.
 pub const LL_BLOCKS: u32 = 16;
 
 /// The largest message per peer that [`Path::choose`] sends by LL:
@@ -56,9 +61,12 @@ pub const LL_BLOCKS: u32 = 16;
 /// either is at most ~10 % ahead at 256 KiB.
 pub const LL_MAX_BYTES: usize = 128 << 10;
 
-/// The largest message per peer that LL takes even when forced: its
-/// stage holds twice the bytes for each of `2 × world` regions.
-pub const LL_LIMIT_BYTES: usize = 16 << 20;
+/// The largest message per peer that LL takes even when forced (larger
+/// forced calls pull): the stage holds `2 × world` regions of twice the
+/// message, rounded up to a power of two, and keeps every smaller stage it
+/// replaced alive for captured CUDA graphs, so at this limit the stages
+/// take up to 64 MiB of symmetric memory per rank on 8 ranks.
+pub const LL_LIMIT_BYTES: usize = 1 << 20;
 
 /// The kernel a collective runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -106,7 +114,8 @@ impl Path {
 /// Forces every later collective of this rank that has an LL form
 /// ([`all_gather`], [`broadcast`], [`all_to_all`], [`reduce_scatter`],
 /// [`all_reduce_op`] but for sum) onto `path` (`None`: [`Path::choose`]),
-/// for tests and benchmarks; LL still stops at [`LL_LIMIT_BYTES`]. Every
+/// for tests and benchmarks; LL still stops at [`LL_LIMIT_BYTES`] (such a
+/// call pulls). Every
 /// rank must force the same: a call's path is part of what the ranks
 /// agree on, so a mismatch fails the call on every rank. The environment
 /// variable `SYMM_COLLECTIVES_PATH` (`ll` or `pull`) sets the default.
@@ -225,7 +234,10 @@ unsafe fn run_ll<T: CopyElem>(
         ch,
     };
     // SAFETY: the caller's promise, and the stage holds `cap` packets per
-    // region: the grid's headers and `per_peer`'s packets.
+    // region: the grid's headers and `per_peer`'s packets. Every rank's
+    // stage has the same size (each grows it in the same call, the first
+    // of a larger agreed shape), so the pushes into peers' stages, which
+    // happen before the headers are checked, stay in bounds too.
     unsafe { launch(comm, cfg, call) }
 }
 
@@ -985,7 +997,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
                 })
         })
         .err()
-        .or(path_problem);
+        .or(path_problem.filter(|_| op != ReduceOp::Sum));
     // Sum runs the built-in all-reduce, which chooses its own kernel.
     let path_code = if op == ReduceOp::Sum { 0 } else { path.code() };
     let shape = [8, dtype::<T>(), n as u64, op.code(), path_code];

@@ -164,8 +164,9 @@ SYMM_DEVICE_FN float symm_f8e5m2_to_f32(symm_f8e5m2 x) {
 
 /* Narrowing: on sm_89 and later PTX's cvt (round to nearest even, as c10),
    which saturates where c10 overflows, so magnitudes past the last
-   rounding boundary (464 for e4m3fn, 61440 for e5m2, where a tie rounds
-   to infinity) and NaNs are set as c10 sets them. */
+   rounding boundary and NaNs are set as c10 sets them. e4m3fn: above 464
+   is NaN (`>`: 464 itself is a tie that rounds to even, 448); e5m2: from
+   61440 on is infinity (`>=`: that tie rounds to even, the infinity). */
 SYMM_DEVICE_FN symm_f8e4m3 symm_f32_to_f8e4m3(float x) {
     symm_f8e4m3 r;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
