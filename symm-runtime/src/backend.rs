@@ -242,6 +242,10 @@ pub(crate) trait Backend: Send + Sync {
     fn tracked_stream(&self) -> Option<&CudaStream>;
     /// The same rank and device, enqueueing on `stream` instead.
     fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>>;
+    /// A new backend on the same device with a stream (on a GPU) and a
+    /// status record of its own: a subgroup's ([`crate::Comm::split`]), so
+    /// its work runs beside this one's and its failures are its own.
+    fn fork(&self) -> Result<Arc<dyn Backend>>;
     /// Runs `kernel` with `params` (its hidden slots, status record, kernel
     /// timeout and rank, are filled here), compiling it on first use: enqueued
     /// on the stream on a GPU, run to completion on the emulator. `cfg` has

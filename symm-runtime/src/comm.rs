@@ -82,6 +82,8 @@ struct RankState {
     next_alloc: AtomicU64,
     /// See [`Comm::kernel_failed`].
     kernel_failed: AtomicBool,
+    /// How many times this rank has split the group ([`Comm::split`]).
+    splits: AtomicU64,
     /// Which ranks of the group share a device.
     placement: Placement,
 }
@@ -152,6 +154,20 @@ impl Comm {
         options: CommOptions,
         backend: Arc<dyn Backend>,
     ) -> Result<Comm> {
+        Comm::sharing_devices(rank, world_size, store, options, backend, 1)
+    }
+
+    /// [`Comm::with_backend`] for a group whose ranks share their devices
+    /// with at least `min_share` ranks of another group (a subgroup's
+    /// parent's), which its kernels' co-resident grids must leave room for.
+    fn sharing_devices(
+        rank: usize,
+        world_size: usize,
+        store: Arc<dyn Store>,
+        options: CommOptions,
+        backend: Arc<dyn Backend>,
+        min_share: usize,
+    ) -> Result<Comm> {
         // The n-th rank `r` to join a group on this store belongs to its n-th
         // generation. Ranks of one group (each joining once) agree on n without
         // waiting for each other, and a later group on the same store never
@@ -167,7 +183,8 @@ impl Comm {
                 crate::placement::join(rank, world_size, &*store, &prefix, options.timeout, &id)?
             }
             None => Placement::alone(world_size),
-        };
+        }
+        .with_min_share(min_share);
         let group = crate::emulator::GroupKey::of(&store, prefix);
         Ok(Comm {
             rank,
@@ -180,10 +197,115 @@ impl Comm {
                 making: Mutex::new(HashMap::new()),
                 next_alloc: AtomicU64::new(0),
                 kernel_failed: AtomicBool::new(false),
+                splits: AtomicU64::new(0),
                 placement,
             }),
             group,
         })
+    }
+
+    /// The subgroup of the ranks that pass the same `color`, as MPI's
+    /// `MPI_Comm_split` and NCCL's `ncclCommSplit`: its ranks are numbered
+    /// by `key`, ties by their rank here. `None` joins no subgroup (the
+    /// call returns `None`). Collective: every rank of this group calls it,
+    /// and makes its splits in the same order.
+    ///
+    /// A subgroup is a group of its own: its own store namespace (under
+    /// this group's), device stream (on a GPU) and failure record, and so
+    /// its own allocations, rendezvous, staging, call counters and signal
+    /// channels; memory from one group is not symmetric memory of another.
+    /// On the emulator a rank may drive several subgroups from different
+    /// threads at once. On GPUs not yet: kernels that wait for their peers,
+    /// of two groups in flight at once, can hold every multiprocessor a
+    /// peer's kernel needs, and grids are sized for one group at a time; so
+    /// a rank runs one group's call at a time (each synchronised before the
+    /// next group's). A subgroup's grids leave room for every rank of this
+    /// group on its device ([`max_ranks_on_device`](Self::max_ranks_on_device)
+    /// is at least this group's), so its members' kernels and those of
+    /// the other subgroups' ranks on that device fit together.
+    pub fn split(&self, color: Option<u32>, key: u32) -> Result<Option<Comm>> {
+        let n = self.state.splits.fetch_add(1, Ordering::Relaxed);
+        let store_err = |source| Error::Store {
+            rank: self.rank,
+            source,
+        };
+        let entry = |r: usize| self.store_key(&format!("split/{n}/{r}"));
+        let mine = match color {
+            Some(c) => format!("{c} {key}"),
+            None => "none".into(),
+        };
+        self.store
+            .set(&entry(self.rank), mine.as_bytes())
+            .map_err(store_err)?;
+        let mut members = Vec::new();
+        for r in 0..self.world_size {
+            let v = self
+                .store
+                .get(&entry(r), self.options.timeout)
+                .map_err(store_err)?;
+            let v = String::from_utf8_lossy(&v);
+            if v == "none" {
+                continue;
+            }
+            let parsed = v
+                .split_once(' ')
+                .and_then(|(c, k)| Some((c.parse::<u32>().ok()?, k.parse::<u32>().ok()?)));
+            let Some((c, k)) = parsed else {
+                return Err(self.invalid(format!(
+                    "split: rank {r} published {v:?}, not a color and a key (a rank that \
+                     makes its splits in another order?)"
+                )));
+            };
+            if Some(c) == color {
+                members.push((k, r));
+            }
+        }
+        let Some(color) = color else {
+            return Ok(None);
+        };
+        members.sort_unstable();
+        let Some(rank) = members.iter().position(|&(_, r)| r == self.rank) else {
+            return Err(self.invalid(format!(
+                "split: the store did not return this rank's own color {color}"
+            )));
+        };
+        let options = (*self.options)
+            .clone()
+            .with_group(format!("{}/split/{n}/{color}", self.key_prefix()));
+        // Its kernels' grids leave room for every rank of this group on the
+        // same device, which may run its own group's kernels meanwhile.
+        Comm::sharing_devices(
+            rank,
+            members.len(),
+            self.store.clone(),
+            options,
+            self.backend.fork()?,
+            self.max_ranks_on_device(),
+        )
+        .map(Some)
+    }
+
+    /// This group as a `rows × (world / rows)` mesh, rank `r` at row
+    /// `r / cols` and column `r % cols`: this rank's row group (the `cols`
+    /// consecutive ranks of its row, numbered by column; tensor
+    /// parallelism) and column group (the `rows` ranks of its column,
+    /// numbered by row; data parallelism), made by two [`split`](Self::split)s.
+    /// Collective, as `split`.
+    pub fn mesh(&self, rows: usize) -> Result<(Comm, Comm)> {
+        if rows == 0 || !self.world_size.is_multiple_of(rows) {
+            return Err(self.invalid(format!(
+                "a mesh of {rows} rows needs a world size that they divide, not {}",
+                self.world_size
+            )));
+        }
+        let cols = self.world_size / rows;
+        let (row, col) = (self.rank / cols, self.rank % cols);
+        let row_group = self.split(Some(row as u32), col as u32)?;
+        let col_group = self.split(Some(col as u32), row as u32)?;
+        match (row_group, col_group) {
+            (Some(r), Some(c)) => Ok((r, c)),
+            _ => unreachable!("every rank passes a color"),
+        }
     }
 
     /// Prefix of this group's store keys.

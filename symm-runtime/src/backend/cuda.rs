@@ -443,6 +443,14 @@ impl Backend for CudaBackend {
         Some(self.tracked.get())
     }
 
+    fn fork(&self) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(CudaBackend::new(
+            self.rank,
+            self.dev.ordinal,
+            self.sharing,
+        )?))
+    }
+
     fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
         if stream.context().ordinal() != self.dev.ordinal {
             return Err(Error::InvalidArgument {

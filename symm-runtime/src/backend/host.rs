@@ -265,6 +265,10 @@ impl Backend for HostBackend {
         None
     }
 
+    fn fork(&self) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(HostBackend::new(self.rank)))
+    }
+
     fn with_cuda_stream(&self, _stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
         Err(Error::InvalidArgument {
             rank: self.rank,

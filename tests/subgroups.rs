@@ -1,0 +1,173 @@
+//! Subgroups (`Comm::split`, `Comm::mesh`): numbering by color and key,
+//! and a tensor-parallel and a data-parallel group driven from two threads
+//! of every rank at once, with exact results every round. On the emulator
+//! by default (CI); on GPU ranks with `SYMM_KERNEL_TESTS_ON=gpu`, where
+//! the two groups take turns from one thread (GPUs cannot yet run two
+//! groups' waiting kernels at once: `Comm::split`).
+
+use std::time::Duration;
+
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{on_gpu, ranks};
+
+use symm::kernels::all_reduce::all_reduce;
+use symm::kernels::collectives::all_gather;
+use symm::{run, CommOptions};
+
+fn options() -> CommOptions {
+    CommOptions::default().with_timeout(Duration::from_secs(30))
+}
+
+/// Colors `rank % 3` (none for the last rank) and keys that reverse the
+/// order: each subgroup numbers its ranks by key, and an all-gather of
+/// every member's rank in this group comes back in that order.
+#[test]
+fn split_numbers_by_key_then_rank() {
+    let world = 8;
+    let Some(ranks) = ranks(world) else { return };
+    let got = run(ranks, options(), |c| {
+        let color = (c.rank() + 1 < world).then_some(c.rank() as u32 % 3);
+        // Keys tie in pairs, so ties fall back to the rank.
+        let key = (world - c.rank()) as u32 / 2;
+        let Some(sub) = c.split(color, key)? else {
+            return Ok(None);
+        };
+        let buf = sub.alloc::<u32>(1)?;
+        buf.copy_from_host(&[c.rank() as u32])?;
+        let s = buf.rendezvous()?;
+        let mut out = sub.device_buffer::<u32>(sub.world_size())?;
+        all_gather(&sub, &s, &mut out, 1)?;
+        sub.synchronize()?;
+        Ok(Some((sub.rank(), sub.world_size(), out.to_host()?)))
+    })
+    .unwrap();
+    for (r, g) in got.iter().enumerate() {
+        if r + 1 == world {
+            assert!(g.is_none(), "rank {r} passed no color");
+            continue;
+        }
+        let mut members: Vec<usize> = (0..world - 1).filter(|p| p % 3 == r % 3).collect();
+        members.sort_by_key(|&p| ((world - p) / 2, p));
+        let (sub_rank, sub_world, gathered) = g.as_ref().expect("rank {r} has a subgroup");
+        assert_eq!(*sub_world, members.len(), "rank {r}'s subgroup size");
+        assert_eq!(members[*sub_rank], r, "rank {r}'s number in its subgroup");
+        let want: Vec<u32> = members.iter().map(|&p| p as u32).collect();
+        assert_eq!(gathered[..], want[..], "rank {r}'s all-gather");
+    }
+}
+
+/// The value rank `global` contributes at element `i` of round `k`: small
+/// integers, so every sum is exact in f32.
+fn value(k: usize, global: usize, i: usize) -> f32 {
+    ((k * 7 + global * 13 + i * 3) % 97) as f32
+}
+
+/// `rounds` all-reduces on the row group (tensor parallel) in one thread
+/// and as many all-gathers on the column group (data parallel) in another,
+/// on every rank at once, each result checked exactly, every round.
+fn mesh_case(world: usize, rows: usize, rounds: usize) {
+    let Some(ranks) = ranks(world) else { return };
+    let cols = world / rows;
+    let n = 37;
+    run(ranks, options(), |c| {
+        let (tp, dp) = c.mesh(rows)?;
+        let me = c.rank();
+        let (row, col) = (me / cols, me % cols);
+        assert_eq!((tp.rank(), tp.world_size()), (col, cols));
+        assert_eq!((dp.rank(), dp.world_size()), (row, rows));
+        let tp_round = |buf: &symm::SymmBuffer<f32>,
+                        s: &symm::SymmetricMemory,
+                        out: &mut symm::DeviceBuffer<f32>,
+                        k: usize|
+         -> symm::Result<()> {
+            let mine: Vec<f32> = (0..n).map(|i| value(k, me, i)).collect();
+            buf.copy_from_host(&mine)?;
+            all_reduce(&tp, s, out, n)?;
+            let got = out.to_host()?;
+            for (i, g) in got.iter().enumerate() {
+                let want: f32 = (0..cols).map(|p| value(k, row * cols + p, i)).sum();
+                assert_eq!(
+                    *g, want,
+                    "world {world}, rank {me}, TP round {k}, element {i}"
+                );
+            }
+            Ok(())
+        };
+        let dp_round = |buf: &symm::SymmBuffer<f32>,
+                        s: &symm::SymmetricMemory,
+                        out: &mut symm::DeviceBuffer<f32>,
+                        k: usize|
+         -> symm::Result<()> {
+            let mine: Vec<f32> = (0..n).map(|i| -value(k, me, i)).collect();
+            buf.copy_from_host(&mine)?;
+            all_gather(&dp, s, out, n)?;
+            let got = out.to_host()?;
+            for (j, g) in got.iter().enumerate() {
+                let want = -value(k, (j / n) * cols + col, j % n);
+                assert_eq!(
+                    *g, want,
+                    "world {world}, rank {me}, DP round {k}, element {j}"
+                );
+            }
+            Ok(())
+        };
+        let (tp_buf, dp_buf) = (tp.alloc::<f32>(n)?, dp.alloc::<f32>(n)?);
+        let (tp_s, dp_s) = (tp_buf.rendezvous()?, dp_buf.rendezvous()?);
+        let mut tp_out = tp.device_buffer::<f32>(n)?;
+        let mut dp_out = dp.device_buffer::<f32>(rows * n)?;
+        if on_gpu() {
+            for k in 0..rounds {
+                tp_round(&tp_buf, &tp_s, &mut tp_out, k)?;
+                dp_round(&dp_buf, &dp_s, &mut dp_out, k)?;
+            }
+            return Ok(());
+        }
+        std::thread::scope(|scope| {
+            let tp_thread = scope.spawn(|| -> symm::Result<()> {
+                for k in 0..rounds {
+                    tp_round(&tp_buf, &tp_s, &mut tp_out, k)?;
+                }
+                Ok(())
+            });
+            let dp_thread = scope.spawn(|| -> symm::Result<()> {
+                for k in 0..rounds {
+                    dp_round(&dp_buf, &dp_s, &mut dp_out, k)?;
+                }
+                Ok(())
+            });
+            tp_thread.join().expect("the TP thread")?;
+            dp_thread.join().expect("the DP thread")
+        })
+    })
+    .unwrap_or_else(|e| panic!("world {world}, {rows} rows: {e}"));
+}
+
+#[test]
+fn meshes_run_tp_and_dp_at_once() {
+    let rounds = 1000;
+    mesh_case(8, 2, rounds);
+    mesh_case(8, 4, rounds);
+    mesh_case(4, 2, rounds);
+}
+
+/// A rank that never calls `split`: the others fail with a store timeout
+/// naming its entry, instead of hanging.
+#[test]
+fn a_rank_missing_from_a_split_is_a_timeout() {
+    let world = 4;
+    let Some(ranks) = ranks(world) else { return };
+    let short = CommOptions::default().with_timeout(Duration::from_secs(1));
+    let e = run(ranks, short, |c| {
+        if c.rank() == 1 {
+            return Ok(());
+        }
+        c.split(Some(0), 0).map(|_| ())
+    })
+    .expect_err("the split must fail");
+    assert_eq!(e.errors.len(), world - 1, "{e}");
+    for (r, m) in &e.errors {
+        let m = m.to_string();
+        assert!(*r != 1 && m.contains("split/0/1"), "rank {r}: {m}");
+    }
+}
