@@ -778,9 +778,9 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
     if n == 0 {
         return Ok(());
     }
+    let mut out = buf.slice(..)?;
+    let mut out = comm.bind_mut("buf", &mut out)?;
     if path == Path::Ll {
-        let mut out = buf.slice(..)?;
-        let mut out = comm.bind_mut("buf", &mut out)?;
         // SAFETY: `world × n` fits the buffer on every rank.
         return unsafe {
             run_ll(
@@ -798,8 +798,6 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
     let cfg = grid::<T>(comm, (n * world) as u64, || {
         T::__grid(Kernel::AllGather, comm, threads::<T>())
     })?;
-    let mut out = buf.slice(..)?;
-    let mut out = comm.bind_mut("buf", &mut out)?;
     // SAFETY: `world × n` fits the buffer on every rank.
     unsafe {
         T::__copy(
@@ -844,16 +842,9 @@ pub fn broadcast<T: CopyElem>(
                 })
                 .and_then(|()| fits::<T>(input, n, "the input"))
                 .and_then(|()| out_fits(out, Some(n), "n"))
-                .and_then(|()| {
-                    // An output may be exactly the input: another rank writes only
-                    // its own buffer, which no peer reads, and the root skips the
-                    // copy. Any other overlap is refused.
-                    if out.device_ptr() == own {
-                        Ok(())
-                    } else {
-                        disjoint(input, out)
-                    }
-                })
+                // Exactly the input is fine: another rank writes only its
+                // own buffer, which no peer reads, and the root skips the copy.
+                .and_then(|()| same_or_disjoint(input, out))
         })
         .err()
         .or(path_problem);
@@ -980,7 +971,6 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
     let ch = channel(comm)?;
     let (path, path_problem) = path_for::<T>(comm, n)?;
     let binding = comm.bind_mut("out", out);
-    let own = input.buffer_ptrs()[input.rank()];
     let problem = binding
         .as_ref()
         .map_err(|e| e.to_string())
@@ -988,13 +978,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
             usable(comm)
                 .and_then(|()| fits::<T>(input, n, "the input"))
                 .and_then(|()| out_fits(bound, Some(n), "n"))
-                .and_then(|()| {
-                    if bound.device_ptr() == own {
-                        Ok(())
-                    } else {
-                        disjoint(input, bound)
-                    }
-                })
+                .and_then(|()| same_or_disjoint(input, bound))
         })
         .err()
         .or(path_problem.filter(|_| op != ReduceOp::Sum));
@@ -1627,6 +1611,19 @@ fn out_fits<T: CopyElem>(
             out.len(),
             need.map_or("more than 2^64".into(), |k| k.to_string())
         )),
+    }
+}
+
+/// [`disjoint`], but `out` may also be exactly this rank's buffer of
+/// `input` (in place, where the call's kernels allow it).
+fn same_or_disjoint<T: CopyElem>(
+    input: &SymmetricMemory,
+    out: &BoundSlice<'_, T>,
+) -> std::result::Result<(), String> {
+    if out.device_ptr() == input.buffer_ptrs()[input.rank()] {
+        Ok(())
+    } else {
+        disjoint(input, out)
     }
 }
 
