@@ -27,6 +27,10 @@ pub use symm_runtime::*;
 /// The built-in kernels.
 pub use symm_kernels as kernels;
 
+/// Functional collectives: one entry point per collective for tensors
+/// anywhere, async results, and the choice between symm's kernels and NCCL.
+pub use symm_kernels::functional;
+
 /// Every chapter of the book (`book/src`) as a doctest, so each Rust block
 /// in it compiles, and runs unless marked `no_run`.
 #[cfg(doctest)]

@@ -234,13 +234,14 @@ fn rank_main() -> i32 {
             return 1;
         }
     };
-    let checks: [(&str, Check); 7] = [
+    let checks: [(&str, Check); 8] = [
         ("rendezvous_cache", rendezvous_cache),
         ("peer_writes", peer_writes),
         ("signals", signals),
         ("mismatch_same_error", mismatch),
         ("all_reduce", all_reduce_checks),
         ("back_to_back", back_to_back),
+        ("functional_subgroups", functional_subgroups),
         ("rendezvous_time", |c, _| {
             median_rendezvous_us(c)
                 .map(|us| format!("rendezvous_median_us={us:.0}"))
@@ -285,6 +286,76 @@ fn rank_main() -> i32 {
         println!("rank {r}: {failed} checks failed");
         1
     }
+}
+
+/// The functional collectives on a TP × DP mesh of the processes: an
+/// all-reduce on the row group and an all-gather on the column group, on
+/// symm's kernels and then on NCCL (one process per GPU, so NCCL may run;
+/// its communicators come from each subgroup's store namespace), with
+/// pool inputs registered with NCCL. Small integers: exact in any order.
+fn functional_subgroups(comm: &Comm, seed: u64) -> Result<String, String> {
+    use symm::functional::{Collectives, Options, Prefer};
+    use symm::kernels::collectives::ReduceOp;
+    let e = |e: Error| e.to_string();
+    let (world, me) = (comm.world_size(), comm.rank());
+    let rows = if world % 2 == 0 { 2 } else { 1 };
+    let cols = world / rows;
+    let (tp, dp) = comm.mesh(rows).map_err(e)?;
+    let (row, col) = (me / cols, me % cols);
+    let tp_members: Vec<usize> = (0..cols).map(|p| row * cols + p).collect();
+    let dp_members: Vec<usize> = (0..rows).map(|p| p * cols + col).collect();
+    let n = 4099;
+    let val = |r: usize, i: usize| ((seed as usize % 1000 + r * 31 + i * 7) % 101) as f32;
+    let mut said = Vec::new();
+    for prefer in [Prefer::Symm, Prefer::Nccl] {
+        for (g, members, name) in [(&tp, &tp_members, "tp"), (&dp, &dp_members, "dp")] {
+            let coll =
+                Collectives::with_options(g, Options::default().with_backend(prefer)).map_err(e)?;
+            if prefer == Prefer::Nccl && coll.group_facts().no_nccl.is_some() {
+                said.push(format!(
+                    "{name} NCCL skipped: {:?}",
+                    coll.group_facts().no_nccl
+                ));
+                continue;
+            }
+            let pool = g.pool();
+            coll.register_pool(&pool);
+            let x = pool.alloc::<f32>(n).map_err(e)?;
+            x.write(0, &(0..n).map(|i| val(me, i)).collect::<Vec<_>>())
+                .map_err(e)?;
+            let sum = g.device_buffer::<f32>(n).map_err(e)?;
+            let sum = coll
+                .all_reduce(&x, sum, ReduceOp::Sum)
+                .map_err(e)?
+                .wait_host()
+                .map_err(e)?;
+            let want: Vec<f32> = (0..n)
+                .map(|i| members.iter().map(|&r| val(r, i)).sum())
+                .collect();
+            if sum.to_host().map_err(e)? != want {
+                return Err(format!(
+                    "{name} all_reduce on {prefer:?} differs from the reference"
+                ));
+            }
+            let all = g.device_buffer::<f32>(n * members.len()).map_err(e)?;
+            let all = coll
+                .all_gather(&x, all)
+                .map_err(e)?
+                .wait_host()
+                .map_err(e)?;
+            let want: Vec<f32> = members
+                .iter()
+                .flat_map(|&r| (0..n).map(move |i| val(r, i)))
+                .collect();
+            if all.to_host().map_err(e)? != want {
+                return Err(format!(
+                    "{name} all_gather on {prefer:?} differs from the reference"
+                ));
+            }
+            said.push(format!("{name} {prefer:?} ok"));
+        }
+    }
+    Ok(said.join(", "))
 }
 
 fn shared_seed(comm: &Comm) -> Result<u64, String> {

@@ -8,6 +8,7 @@ extern crate symm_runtime as symm;
 
 pub mod all_reduce;
 pub mod collectives;
+pub mod functional;
 mod samples;
 pub mod tutorial;
 

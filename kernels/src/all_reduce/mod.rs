@@ -135,6 +135,18 @@ impl Path {
         self != Path::Pull
     }
 
+    /// Its name in explanations and tables.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Path::Ll => "LL",
+            Path::Push => "push",
+            Path::Lamport => "Lamport",
+            Path::Pull => "pull",
+            Path::TwoShot => "two-shot",
+            Path::LamportTwoShot => "Lamport two-shot",
+        }
+    }
+
     /// [`Path::choose`] for a call whose output is (`in_place`) or is not
     /// exactly its input: the pull path becomes two-shot in place.
     pub fn choose_for(world: usize, bytes: usize, in_place: bool) -> Path {

@@ -41,6 +41,7 @@ use symm::signal::Channel;
 use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
 
 use agree::agree;
+pub(crate) use agree::agree as agree_call;
 
 /// Threads per block of the pull kernels, and the most an LL launch takes
 /// (256 for one-byte types, as the all-reduce's).
@@ -248,11 +249,17 @@ fn agreed(
     ch: u32,
     what: &str,
     shape: &[u64],
+    input: &SymmetricMemory,
     problem: Option<String>,
     describe: impl Fn(&[u64]) -> String,
 ) -> Result<Ch> {
     agree(comm, what, shape, problem, describe)?;
-    Ok(Ch::of(ch, shape))
+    // The input's identity joins the kernels' digest, not the store's key:
+    // ranks that pass different symmetric buffers (or tensors at different
+    // offsets) would read each other's wrong memory, and fail instead,
+    // with no exchange per new buffer.
+    let ident = [input.alloc_id(), input.buffer_offset()];
+    Ok(Ch::of(ch, &[shape, &ident].concat()))
 }
 
 /// A call's channel and its digest (see `enter_checked` in `device.rs`).
@@ -700,7 +707,7 @@ pub fn all_gather<T: CopyElem>(
         .err()
         .or(path_problem);
     let shape = [1, dtype::<T>(), n as u64, path.code()];
-    let ch = agreed(comm, ch, "all_gather", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_gather", &shape, input, problem, |s| {
         format!(
             "all_gather of {} elements of {} ({})",
             arg(s, 2),
@@ -767,14 +774,22 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
         .err()
         .or(path_problem);
     let shape = [2, dtype::<T>(), n as u64, path.code()];
-    let ch = agreed(comm, ch, "all_gather_in_place", &shape, problem, |s| {
-        format!(
-            "all_gather_in_place of {} elements of {} ({})",
-            arg(s, 2),
-            type_name(s),
-            path_name(s, 3)
-        )
-    })?;
+    let ch = agreed(
+        comm,
+        ch,
+        "all_gather_in_place",
+        &shape,
+        &smem,
+        problem,
+        |s| {
+            format!(
+                "all_gather_in_place of {} elements of {} ({})",
+                arg(s, 2),
+                type_name(s),
+                path_name(s, 3)
+            )
+        },
+    )?;
     if n == 0 {
         return Ok(());
     }
@@ -849,7 +864,7 @@ pub fn broadcast<T: CopyElem>(
         .err()
         .or(path_problem);
     let shape = [3, dtype::<T>(), n as u64, root as u64, path.code()];
-    let ch = agreed(comm, ch, "broadcast", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "broadcast", &shape, input, problem, |s| {
         format!(
             "broadcast of {} elements of {} from root {} ({})",
             arg(s, 2),
@@ -927,7 +942,7 @@ pub fn reduce_scatter<T: ReduceElem>(
         .err()
         .or(path_problem);
     let shape = [4, dtype::<T>(), n as u64, op.code(), path.code()];
-    let ch = agreed(comm, ch, "reduce_scatter", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "reduce_scatter", &shape, input, problem, |s| {
         format!(
             "reduce_scatter of {} elements of {} by {} ({})",
             arg(s, 2),
@@ -985,7 +1000,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
     // Sum runs the built-in all-reduce, which chooses its own kernel.
     let path_code = if op == ReduceOp::Sum { 0 } else { path.code() };
     let shape = [8, dtype::<T>(), n as u64, op.code(), path_code];
-    let ch = agreed(comm, ch, "all_reduce_op", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_reduce_op", &shape, input, problem, |s| {
         format!(
             "all_reduce of {} elements of {} by {} ({})",
             arg(s, 2),
@@ -1081,14 +1096,22 @@ pub fn all_gather_coalesced<T: CopyElem>(
             .err();
     }
     let shape = coalesced_shape(10, dtype::<T>(), 0, ranges);
-    let ch = agreed(comm, ch, "all_gather_coalesced", &shape, problem, |s| {
-        format!(
-            "all_gather_coalesced of {} tensors of {} (ranges digest {})",
-            arg(s, 3),
-            type_name(s),
-            arg(s, 4)
-        )
-    })?;
+    let ch = agreed(
+        comm,
+        ch,
+        "all_gather_coalesced",
+        &shape,
+        input,
+        problem,
+        |s| {
+            format!(
+                "all_gather_coalesced of {} tensors of {} (ranges digest {})",
+                arg(s, 3),
+                type_name(s),
+                arg(s, 4)
+            )
+        },
+    )?;
     let mut out = binding?;
     if at == 0 {
         return Ok(());
@@ -1155,15 +1178,23 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
         problem.get_or_insert("the ranges hold 2^32 elements or more".into());
     }
     let shape = coalesced_shape(11, dtype::<T>(), op.code(), ranges);
-    let ch = agreed(comm, ch, "all_reduce_coalesced", &shape, problem, |s| {
-        format!(
-            "all_reduce_coalesced of {} tensors of {} by {} (ranges digest {})",
-            arg(s, 3),
-            type_name(s),
-            op_name(s, 2),
-            arg(s, 4)
-        )
-    })?;
+    let ch = agreed(
+        comm,
+        ch,
+        "all_reduce_coalesced",
+        &shape,
+        &smem,
+        problem,
+        |s| {
+            format!(
+                "all_reduce_coalesced of {} tensors of {} by {} (ranges digest {})",
+                arg(s, 3),
+                type_name(s),
+                op_name(s, 2),
+                arg(s, 4)
+            )
+        },
+    )?;
     if at == 0 {
         return Ok(());
     }
@@ -1276,7 +1307,7 @@ pub fn all_to_all<T: CopyElem>(
         .err()
         .or(path_problem);
     let shape = [5, dtype::<T>(), m as u64, path.code()];
-    let ch = agreed(comm, ch, "all_to_all", &shape, problem, |s| {
+    let ch = agreed(comm, ch, "all_to_all", &shape, input, problem, |s| {
         format!(
             "all_to_all of {} elements per peer of {} ({})",
             arg(s, 2),
@@ -1468,7 +1499,7 @@ fn split_call<T: CopyElem>(
         "all_to_all_single"
     };
     let shape = [6 + u64::from(dev), dtype::<T>()];
-    let ch = agreed(comm, ch, what, &shape, problem, |s| {
+    let ch = agreed(comm, ch, what, &shape, input, problem, |s| {
         format!("{what} of {}", type_name(s))
     })?;
     let mut out = binding?;

@@ -351,6 +351,12 @@ impl SymmPool {
             .retain(|(h, _)| *h != id.0);
     }
 
+    /// The pool's allocation number: the same on every rank, and the
+    /// `pool` of its [`SegmentInfo`]s.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
     /// What the pool holds and hands out on this rank.
     pub fn stats(&self) -> PoolStats {
         let st = self.inner.lock();

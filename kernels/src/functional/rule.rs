@@ -1,0 +1,484 @@
+//! The choice between symm's kernels and NCCL: a pure function of a
+//! call's facts, so that it is tested on the CPU table by table and
+//! explained in words.
+//!
+//! Every fact the choice reads is the same on every rank (the collective,
+//! element type, op, sizes, world, the group's devices and its NCCL, all
+//! agreed), so every rank takes the same backend with no exchange per
+//! call. Where this rank's input lies (symmetric memory or not) is the one
+//! fact that differs between ranks, and it decides only whether the symm
+//! kernel reads the input in place or from the group's staging buffer,
+//! never the backend: a rank whose backend differed from its peers' would
+//! wait in NCCL forever.
+
+use std::fmt;
+
+use symm::DType;
+
+use crate::collectives::{self, ReduceOp};
+
+/// The collectives of [`Collectives`](super::Collectives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// All-reduce by an op.
+    AllReduce,
+    /// All-gather.
+    AllGather,
+    /// Reduce-scatter by an op.
+    ReduceScatter,
+    /// Broadcast from a root.
+    Broadcast,
+    /// All-to-all with equal splits.
+    AllToAll,
+    /// All-to-all with split sizes on the host.
+    AllToAllSingle,
+    /// All-to-all with split sizes in device memory.
+    AllToAllV,
+    /// Several all-gathers in one call.
+    AllGatherCoalesced,
+    /// Several all-reduces in one call.
+    AllReduceCoalesced,
+}
+
+impl Collective {
+    /// Every collective, for tests and tables.
+    pub const ALL: [Collective; 9] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Broadcast,
+        Collective::AllToAll,
+        Collective::AllToAllSingle,
+        Collective::AllToAllV,
+        Collective::AllGatherCoalesced,
+        Collective::AllReduceCoalesced,
+    ];
+
+    /// Its name, as options and the environment spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::Broadcast => "broadcast",
+            Collective::AllToAll => "all_to_all",
+            Collective::AllToAllSingle => "all_to_all_single",
+            Collective::AllToAllV => "all_to_all_v",
+            Collective::AllGatherCoalesced => "all_gather_coalesced",
+            Collective::AllReduceCoalesced => "all_reduce_coalesced",
+        }
+    }
+
+    fn index(self) -> usize {
+        Collective::ALL
+            .iter()
+            .position(|&c| c == self)
+            .unwrap_or_default()
+    }
+
+    /// The largest per-rank input (bytes) that runs on symm's kernels
+    /// when NCCL can run it too, from the v20 tables (H100, NVLink 4, 2–4
+    /// GPUs, `bench/results_v20_collectives_ll.md`): symm's LL kernels
+    /// beat NCCL (plain or on registered windows) up to 64 KiB for the
+    /// copies and the reduce-scatter; from 128 KiB to 1 MiB NCCL is ahead
+    /// by up to 1.3×. The all-reduce's own kernels stay ahead of NCCL
+    /// through 16 MiB, the largest size measured (0.4–0.9×, 2 and 4 GPUs,
+    /// `bench/results_latest.md`). Larger messages are NCCL's, which then
+    /// reads pool tensors from its registered windows.
+    pub const fn default_max_symm_bytes(self) -> usize {
+        match self {
+            Collective::AllReduce | Collective::AllReduceCoalesced => 16 << 20,
+            _ => 64 << 10,
+        }
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which backend a group's calls take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Prefer {
+    /// By the rule: symm up to each collective's threshold, NCCL above it
+    /// where NCCL can run the call.
+    #[default]
+    Auto,
+    /// symm's kernels for every call.
+    Symm,
+    /// NCCL for every call; a call NCCL cannot run is an error.
+    Nccl,
+}
+
+/// How a [`Collectives`](super::Collectives) chooses, as options (which
+/// every rank must set alike: the choice is part of what the ranks agree
+/// on, so a difference fails the call on every rank).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    prefer: Prefer,
+    max_symm_bytes: [usize; Collective::ALL.len()],
+    own_stream: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            prefer: Prefer::Auto,
+            max_symm_bytes: Collective::ALL.map(Collective::default_max_symm_bytes),
+            own_stream: false,
+        }
+    }
+}
+
+/// The environment variable that forces a backend: `symm`, `nccl` or
+/// `auto`.
+pub const ENV_BACKEND: &str = "SYMM_FUNCTIONAL_BACKEND";
+
+/// The environment variable that sets thresholds: a comma-separated list of
+/// `collective=size` (a size in bytes, with an optional `K`, `M` or `G`
+/// suffix), and `*=size` for every collective.
+pub const ENV_MAX_SYMM_BYTES: &str = "SYMM_FUNCTIONAL_MAX_SYMM_BYTES";
+
+impl Options {
+    /// The defaults, then [`ENV_BACKEND`] and [`ENV_MAX_SYMM_BYTES`] where
+    /// set. A malformed value is an error naming the variable.
+    pub fn from_env() -> Result<Options, String> {
+        let backend = std::env::var(ENV_BACKEND).ok();
+        let thresholds = std::env::var(ENV_MAX_SYMM_BYTES).ok();
+        Options::from_vars(backend.as_deref(), thresholds.as_deref())
+    }
+
+    /// [`from_env`](Self::from_env) with the two variables' values given.
+    pub fn from_vars(backend: Option<&str>, thresholds: Option<&str>) -> Result<Options, String> {
+        let mut o = Options::default();
+        if let Some(v) = backend {
+            o.prefer = match v.trim().to_ascii_lowercase().as_str() {
+                "" | "auto" => Prefer::Auto,
+                "symm" => Prefer::Symm,
+                "nccl" => Prefer::Nccl,
+                other => {
+                    return Err(format!(
+                        "{ENV_BACKEND}={other}: expected symm, nccl or auto"
+                    ))
+                }
+            };
+        }
+        if let Some(v) = thresholds {
+            o.apply_thresholds(v)
+                .map_err(|e| format!("{ENV_MAX_SYMM_BYTES}={v}: {e}"))?;
+        }
+        Ok(o)
+    }
+
+    /// Whether calls run on a communication stream of their own, which
+    /// the user's stream overlaps at the cost of an event fork and join
+    /// per call (measured on an H100: 1.0–1.9 µs of host time, and about
+    /// 1 µs per call in a CUDA graph of back-to-back calls, whose kernels
+    /// then lose programmatic dependent launch), or on the user's stream
+    /// itself (the default: no overlap, and within 0.5 µs of calling the
+    /// kernels directly; what latency-bound calls, as a decode step's,
+    /// want).
+    pub fn with_own_stream(mut self, own: bool) -> Self {
+        self.own_stream = own;
+        self
+    }
+
+    /// Whether calls run on a communication stream of their own.
+    pub fn own_stream(&self) -> bool {
+        self.own_stream
+    }
+
+    /// Forces a backend (or lets the rule choose again).
+    pub fn with_backend(mut self, prefer: Prefer) -> Self {
+        self.prefer = prefer;
+        self
+    }
+
+    /// Sets the largest per-rank input that `collective` runs on symm's
+    /// kernels when NCCL could run it.
+    pub fn with_max_symm_bytes(mut self, collective: Collective, bytes: usize) -> Self {
+        self.max_symm_bytes[collective.index()] = bytes;
+        self
+    }
+
+    /// The forced backend, if any.
+    pub fn backend(&self) -> Prefer {
+        self.prefer
+    }
+
+    /// The threshold of `collective`.
+    pub fn max_symm_bytes(&self, collective: Collective) -> usize {
+        self.max_symm_bytes[collective.index()]
+    }
+
+    /// Applies a `collective=size,...` list.
+    pub fn apply_thresholds(&mut self, list: &str) -> Result<(), String> {
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, size) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not collective=size"))?;
+            let bytes = parse_size(size.trim())?;
+            let name = name.trim();
+            if name == "*" {
+                self.max_symm_bytes = [bytes; Collective::ALL.len()];
+            } else {
+                let c = Collective::ALL
+                    .into_iter()
+                    .find(|c| c.name() == name)
+                    .ok_or_else(|| {
+                        format!(
+                            "no collective `{name}` (expected one of {} or *)",
+                            Collective::ALL.map(Collective::name).join(", ")
+                        )
+                    })?;
+                self.max_symm_bytes[c.index()] = bytes;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes from `123`, `64K`, `1M` or `2G` (binary units).
+fn parse_size(s: &str) -> Result<usize, String> {
+    let (digits, shift) = match s.as_bytes().last() {
+        Some(b'k' | b'K') => (&s[..s.len() - 1], 10),
+        Some(b'm' | b'M') => (&s[..s.len() - 1], 20),
+        Some(b'g' | b'G') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    digits
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|v| v.checked_mul(1usize << shift))
+        .ok_or_else(|| format!("`{s}` is not a size (bytes, or a number with K, M or G)"))
+}
+
+/// Where this rank's input lies, as the rule and its explanation see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placed {
+    /// A tensor of a symm pool, in segment `segment`.
+    Pool {
+        /// The segment's index in its pool.
+        segment: usize,
+    },
+    /// A symmetric allocation of its own ([`symm::SymmBuffer`] or a view).
+    Symmetric,
+    /// Device memory that no peer can read ([`symm::DeviceBuffer`], cudarc
+    /// memory, the output of a plain buffer's earlier call).
+    Plain,
+}
+
+impl Placed {
+    /// Every kind, for tests.
+    pub const ALL: [Placed; 3] = [
+        Placed::Pool { segment: 0 },
+        Placed::Symmetric,
+        Placed::Plain,
+    ];
+
+    /// Whether peers can read it where it is.
+    pub fn is_symmetric(self) -> bool {
+        !matches!(self, Placed::Plain)
+    }
+}
+
+/// What the rule knows of the group: the same on every rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupFacts {
+    /// Ranks in the group.
+    pub world: usize,
+    /// Why NCCL cannot run this group's calls (the emulator, ranks
+    /// sharing a GPU, no libnccl on some rank), or `None` where it can.
+    pub no_nccl: Option<String>,
+    /// Whether NCCL takes fp8 (NCCL 2.24 or later on compute capability
+    /// 9.0 or later, on every rank).
+    pub nccl_fp8: bool,
+}
+
+/// One call, as the rule sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallFacts {
+    /// The collective.
+    pub collective: Collective,
+    /// The element type.
+    pub dtype: DType,
+    /// The op of a reduction.
+    pub op: Option<ReduceOp>,
+    /// Bytes of this rank's input (every rank's, for the equal-size
+    /// collectives; the largest a split call may send, for the others).
+    pub bytes: usize,
+    /// Bytes sent to each peer (the symm kernels' own LL-or-pull choice).
+    pub bytes_per_peer: usize,
+    /// A shape NCCL cannot express, and why (a reduce-scatter whose `n` is
+    /// not a multiple of the world size, splits in device memory).
+    pub nccl_shape: Option<&'static str>,
+    /// Where this rank's input lies.
+    pub placed: Placed,
+}
+
+/// The backend a call takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// symm's kernel, reading the input in place or from the group's
+    /// staging buffer.
+    Symm {
+        /// The kernel family ("LL", "pull", the all-reduce's own path).
+        kernel: &'static str,
+        /// Whether the input is first copied into the staging buffer.
+        staged: bool,
+    },
+    /// NCCL, on the group's communicator.
+    Nccl,
+}
+
+/// A call's route and the reason for it, in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// The route.
+    pub route: Route,
+    /// Why, as one line ("8 KiB ≤ 64 KiB threshold, input in pool segment 3").
+    pub reason: String,
+}
+
+impl Choice {
+    /// Whether it runs on symm's kernels.
+    pub fn is_symm(&self) -> bool {
+        matches!(self.route, Route::Symm { .. })
+    }
+}
+
+impl fmt::Display for Choice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.route {
+            Route::Symm { kernel, .. } => write!(f, "symm {kernel} kernel: {}", self.reason),
+            Route::Nccl => write!(f, "NCCL: {}", self.reason),
+        }
+    }
+}
+
+/// Sizes in the explanations: bytes, KiB, MiB, as exact as they are.
+pub fn size_name(b: usize) -> String {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// Why NCCL cannot run this call (with this group), or `None` if it can.
+fn nccl_refuses<'a>(group: &'a GroupFacts, call: &CallFacts) -> Option<&'a str> {
+    if let Some(why) = &group.no_nccl {
+        return Some(why);
+    }
+    if let Some(why) = call.nccl_shape {
+        return Some(why);
+    }
+    if matches!(call.op, Some(ReduceOp::Min | ReduceOp::Max)) {
+        return Some(
+            "NCCL's min and max do not carry NaNs and signed zeros as symm's do \
+             (IEEE 754-2019 minimum and maximum)",
+        );
+    }
+    let reduces = call.op.is_some();
+    if reduces && matches!(call.dtype, DType::F8E4M3 | DType::F8E5M2) && !group.nccl_fp8 {
+        return Some("this NCCL or GPU reduces no fp8 (NCCL 2.24+ on sm_90+)");
+    }
+    None
+}
+
+/// The symm kernel family that runs the call.
+fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
+    match (call.collective, call.op) {
+        (Collective::AllReduce, Some(ReduceOp::Sum)) => {
+            crate::all_reduce::Path::choose_for(group.world, call.bytes, false).name()
+        }
+        (
+            Collective::AllReduce
+            | Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::Broadcast
+            | Collective::AllToAll,
+            _,
+        ) => match collectives::Path::choose(call.bytes_per_peer) {
+            collectives::Path::Ll => "LL",
+            collectives::Path::Pull => "pull",
+        },
+        (Collective::AllReduceCoalesced, _) => "coalesced one-shot",
+        _ => "pull",
+    }
+}
+
+/// Which branch of the rule a call takes.
+enum Branch<'a> {
+    SymmForced,
+    NcclForced,
+    NcclRefused(&'a str),
+    SplitsDiffer,
+    Small,
+    Large,
+    Fallback(&'a str),
+}
+
+fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Branch<'a> {
+    let refusal = nccl_refuses(group, call);
+    match (options.prefer, refusal) {
+        (Prefer::Symm, _) => Branch::SymmForced,
+        (Prefer::Nccl, None) => Branch::NcclForced,
+        (Prefer::Nccl, Some(why)) => Branch::NcclRefused(why),
+        (Prefer::Auto, _) if call.collective == Collective::AllToAllSingle => Branch::SplitsDiffer,
+        (Prefer::Auto, _) if call.bytes <= options.max_symm_bytes(call.collective) => Branch::Small,
+        (Prefer::Auto, None) => Branch::Large,
+        (Prefer::Auto, Some(why)) => Branch::Fallback(why),
+    }
+}
+
+/// The route of `call` on `group` under `options` (what every call
+/// computes: no text is made unless it fails), or the error (the same on
+/// every rank) where the options force NCCL and NCCL cannot run the call.
+pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<Route, String> {
+    let symm = || Route::Symm {
+        kernel: symm_kernel(group, call),
+        staged: !call.placed.is_symmetric(),
+    };
+    match branch(options, group, call) {
+        Branch::NcclForced | Branch::Large => Ok(Route::Nccl),
+        Branch::NcclRefused(why) => Err(format!(
+            "NCCL is forced, but it cannot run this {} of {}: {why}",
+            call.collective,
+            size_name(call.bytes)
+        )),
+        _ => Ok(symm()),
+    }
+}
+
+/// [`route`], with the reason in words.
+pub fn choose(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<Choice, String> {
+    let route = route(options, group, call)?;
+    let size = size_name(call.bytes);
+    let limit = size_name(options.max_symm_bytes(call.collective));
+    let place = match call.placed {
+        Placed::Pool { segment } => format!("input in pool segment {segment}"),
+        Placed::Symmetric => "input in symmetric memory".into(),
+        Placed::Plain => "input staged into the group's symmetric buffer".into(),
+    };
+    let reason = match branch(options, group, call) {
+        Branch::SymmForced => format!("symm forced, {size}, {place}"),
+        Branch::NcclForced => format!("NCCL forced, {size}"),
+        Branch::NcclRefused(_) => unreachable!("`route` failed"),
+        Branch::SplitsDiffer => format!(
+            "{size} here, but the ranks' splits differ, so no size chooses alike on every \
+             rank (force NCCL to take it); {place}"
+        ),
+        Branch::Small => format!("{size} ≤ {limit} threshold, {place}"),
+        Branch::Large => format!("{size} > {limit} threshold"),
+        Branch::Fallback(why) => {
+            format!("{size} > {limit} threshold, but NCCL cannot run it ({why}); {place}")
+        }
+    };
+    Ok(Choice { route, reason })
+}

@@ -1,0 +1,777 @@
+//! Functional collectives (`symm::functional`): the choice rule as a table,
+//! every collective through the entry point from every kind of input
+//! (pool tensor, symmetric buffer, plain device buffer) against exact
+//! references with bitwise agreement across ranks, handles (chained,
+//! dropped unwaited, waited on the host), mismatches across ranks, and a
+//! TP × DP mesh driven through two `Collectives` per rank. On the emulator
+//! by default (CI); on GPU ranks with `SYMM_KERNEL_TESTS_ON=gpu`, where the
+//! NCCL route also runs at world 1 (NCCL allows one rank per GPU).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{on_gpu, ranks};
+#[path = "support/data.rs"]
+mod data;
+
+use symm::functional::{
+    rule, CallFacts, Collective, Collectives, GroupFacts, Operand, Options, Placed, Prefer, Route,
+};
+use symm::kernels::collectives::{reduce_scatter_chunk, ReduceOp};
+use symm::{compare_bits, run, Comm, CommOptions, DType};
+
+fn options() -> CommOptions {
+    CommOptions::default().with_timeout(Duration::from_secs(30))
+}
+
+// ---------------------------------------------------------------- the rule
+
+/// The expected route, written as the rule's documentation states it
+/// (independently of `rule::choose`'s code): forced symm is symm; forced
+/// NCCL is NCCL where NCCL can run the call and an error otherwise; auto
+/// is symm up to the threshold, then NCCL where it can run the call.
+fn expected(prefer: Prefer, limit: usize, group: &GroupFacts, call: &CallFacts) -> Option<bool> {
+    let fp8 = matches!(call.dtype, DType::F8E4M3 | DType::F8E5M2);
+    let nccl_can = group.no_nccl.is_none()
+        && call.nccl_shape.is_none()
+        && !matches!(call.op, Some(ReduceOp::Min) | Some(ReduceOp::Max))
+        && !(call.op.is_some() && fp8 && !group.nccl_fp8);
+    match prefer {
+        Prefer::Symm => Some(true),
+        Prefer::Nccl => nccl_can.then_some(false),
+        // Split sizes differ by rank: no size can choose alike everywhere.
+        Prefer::Auto if call.collective == Collective::AllToAllSingle => Some(true),
+        Prefer::Auto => Some(call.bytes <= limit || !nccl_can),
+    }
+}
+
+/// Every collective, input kind, size around the thresholds, op, type,
+/// world size, group (NCCL or not, fp8 or not) and forced backend: the
+/// route is the expected one, the staging follows the input kind, and the
+/// explanation names the size, the threshold and where the input lies.
+#[test]
+fn choice_rule_table() {
+    let sizes = [
+        0usize,
+        1,
+        8 << 10,
+        64 << 10,
+        (64 << 10) + 1,
+        1 << 20,
+        16 << 20,
+        (16 << 20) + 1,
+        1 << 30,
+    ];
+    let groups = |world: usize| {
+        [
+            GroupFacts {
+                world,
+                no_nccl: None,
+                nccl_fp8: true,
+            },
+            GroupFacts {
+                world,
+                no_nccl: None,
+                nccl_fp8: false,
+            },
+            GroupFacts {
+                world,
+                no_nccl: Some("ranks share a GPU".into()),
+                nccl_fp8: false,
+            },
+        ]
+    };
+    let ops: Vec<Option<ReduceOp>> = std::iter::once(None)
+        .chain(ReduceOp::ALL.map(Some))
+        .collect();
+    let mut cases = 0;
+    for prefer in [Prefer::Auto, Prefer::Symm, Prefer::Nccl] {
+        let options = Options::default()
+            .with_backend(prefer)
+            .with_max_symm_bytes(Collective::Broadcast, 4 << 10);
+        for world in 1..=8 {
+            for group in groups(world) {
+                for c in Collective::ALL {
+                    let reduces = matches!(
+                        c,
+                        Collective::AllReduce
+                            | Collective::ReduceScatter
+                            | Collective::AllReduceCoalesced
+                    );
+                    for &op in ops.iter().filter(|o| o.is_some() == reduces) {
+                        for dtype in [DType::F32, DType::BF16, DType::F8E4M3, DType::I64] {
+                            if reduces && dtype == DType::I64 {
+                                continue;
+                            }
+                            for placed in [
+                                Placed::Pool { segment: 3 },
+                                Placed::Symmetric,
+                                Placed::Plain,
+                            ] {
+                                for &bytes in &sizes {
+                                    for nccl_shape in [None, Some("a shape NCCL lacks")] {
+                                        let call = CallFacts {
+                                            collective: c,
+                                            dtype,
+                                            op,
+                                            bytes,
+                                            bytes_per_peer: bytes / world,
+                                            nccl_shape,
+                                            placed,
+                                        };
+                                        let limit = options.max_symm_bytes(c);
+                                        let got = rule::choose(&options, &group, &call);
+                                        let want = expected(prefer, limit, &group, &call);
+                                        cases += 1;
+                                        match (want, &got) {
+                                            (None, Err(e)) => {
+                                                assert!(e.contains("NCCL is forced"), "{e}")
+                                            }
+                                            (Some(symm), Ok(choice)) => {
+                                                assert_eq!(choice.is_symm(), symm, "{call:?} {group:?} {prefer:?}: {choice}");
+                                                let text = choice.to_string();
+                                                assert!(text.contains(&rule::size_name(bytes)), "{text}");
+                                                if let Route::Symm { staged, .. } = choice.route {
+                                                    assert_eq!(staged, placed == Placed::Plain, "{text}");
+                                                    let place = match placed {
+                                                        Placed::Pool { .. } => "pool segment 3",
+                                                        Placed::Symmetric => "input in symmetric memory",
+                                                        Placed::Plain => "staged",
+                                                    };
+                                                    assert!(text.contains(place), "{text}");
+                                                }
+                                                if prefer == Prefer::Auto && c != Collective::AllToAllSingle {
+                                                    assert!(text.contains(&rule::size_name(limit)), "{text}");
+                                                }
+                                            }
+                                            _ => panic!("{call:?} {group:?} {prefer:?}: want {want:?}, got {got:?}"),
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases > 100_000, "{cases} cases");
+    // The words of the example.
+    let choice = rule::choose(
+        &Options::default().with_max_symm_bytes(Collective::AllGather, 64 << 10),
+        &GroupFacts {
+            world: 4,
+            no_nccl: None,
+            nccl_fp8: true,
+        },
+        &CallFacts {
+            collective: Collective::AllGather,
+            dtype: DType::BF16,
+            op: None,
+            bytes: 8 << 10,
+            bytes_per_peer: 8 << 10,
+            nccl_shape: None,
+            placed: Placed::Pool { segment: 3 },
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        choice.to_string(),
+        "symm LL kernel: 8 KiB ≤ 64 KiB threshold, input in pool segment 3"
+    );
+}
+
+/// Thresholds and the backend from their text forms, and clear errors for
+/// malformed ones.
+#[test]
+fn options_parse_and_refuse() {
+    let o = Options::from_vars(Some("nccl"), Some("all_reduce=1M, *=0,broadcast=12k")).unwrap();
+    assert_eq!(o.backend(), Prefer::Nccl);
+    assert_eq!(
+        o.max_symm_bytes(Collective::AllReduce),
+        0,
+        "`*` comes after it"
+    );
+    assert_eq!(o.max_symm_bytes(Collective::Broadcast), 12 << 10);
+    assert_eq!(o.max_symm_bytes(Collective::AllGather), 0);
+    let d = Options::from_vars(None, None).unwrap();
+    assert_eq!(d, Options::default());
+    assert_eq!(d.max_symm_bytes(Collective::AllReduce), 16 << 20);
+    for (b, t, needle) in [
+        (Some("fast"), None, "expected symm, nccl or auto"),
+        (None, Some("all_reduce"), "is not collective=size"),
+        (None, Some("all_reduce=lots"), "is not a size"),
+        (None, Some("gather=1K"), "no collective `gather`"),
+    ] {
+        let e = Options::from_vars(b, t).unwrap_err();
+        assert!(e.contains(needle), "{e}");
+        assert!(e.contains("SYMM_FUNCTIONAL_"), "names the variable: {e}");
+    }
+}
+
+// ---------------------------------------------------------------- data
+
+/// A value no result should hold.
+fn poison() -> f32 {
+    f32::from_bits(u32::MAX)
+}
+
+fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
+    if let Err(m) = compare_bits(got, want) {
+        panic!("{what}: {m}");
+    }
+}
+
+/// The reduction of element `i` over every rank as the kernels compute it
+/// (f32, rank order, one rounding); NCCL's order may differ (`exact`
+/// false: compared within a tolerance).
+fn reduce_at(inputs: &[Vec<f32>], i: usize, op: ReduceOp) -> f32 {
+    let mut acc = inputs[0][i];
+    for inp in &inputs[1..] {
+        acc = op.combine(acc, inp[i]);
+    }
+    if op == ReduceOp::Avg {
+        acc /= inputs.len() as f32;
+    }
+    acc
+}
+
+fn close(what: &str, got: &[f32], want: &[f32], exact: bool) {
+    if exact {
+        return assert_bits(what, got, want);
+    }
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let tol = 1e-5 * w.abs().max(1.0);
+        assert!((g - w).abs() <= tol, "{what}: element {i}: {g} vs {w}");
+    }
+}
+
+/// How a rank holds its inputs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Pool,
+    Symm,
+    Plain,
+}
+
+/// `data` as an input of `kind` on `c` (from `pool` for a pool tensor).
+fn input(
+    c: &Comm,
+    pool: &symm::SymmPool,
+    kind: Kind,
+    data: &[f32],
+) -> symm::Result<Box<dyn Operand<f32>>> {
+    Ok(match kind {
+        Kind::Pool => {
+            let t = pool.alloc::<f32>(data.len())?;
+            t.write(0, data)?;
+            Box::new(t)
+        }
+        Kind::Symm => {
+            let b = c.alloc::<f32>(data.len())?;
+            b.copy_from_host(data)?;
+            Box::new(b)
+        }
+        Kind::Plain => Box::new(c.device_buffer_from(data)?),
+    })
+}
+
+// ---------------------------------------------------------------- calls
+
+/// Every collective through `Collectives` on `world` ranks from inputs of
+/// `kind`, with `prefer`: each result exact (NCCL: within rounding) and
+/// equal on every rank.
+fn every_collective(world: usize, kind: Kind, prefer: Prefer, n: usize) {
+    let Some(ranks) = ranks(world) else { return };
+    let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(world * n)).collect();
+    let what = format!("world {world}, {kind:?} inputs, {prefer:?}, n {n}");
+    let exact = prefer != Prefer::Nccl;
+    let results = run(ranks, options(), |c| {
+        let me = c.rank();
+        let coll = Collectives::with_options(c, Options::default().with_backend(prefer))?;
+        let pool = c.pool();
+        coll.register_pool(&pool);
+        let mine = &inputs[me];
+        let mut seen: Vec<Vec<f32>> = Vec::new();
+
+        // all_reduce, every op NCCL or symm can run here.
+        for op in ReduceOp::ALL {
+            if prefer == Prefer::Nccl && matches!(op, ReduceOp::Min | ReduceOp::Max) {
+                continue;
+            }
+            let x = input(c, &pool, kind, mine)?;
+            let out = c.device_buffer_from(&vec![poison(); world * n])?;
+            let out = coll.all_reduce(&*x, out, op)?.wait_host()?;
+            let got = out.to_host()?;
+            let want: Vec<f32> = (0..world * n).map(|i| reduce_at(&inputs, i, op)).collect();
+            close(&format!("{what}: all_reduce {op:?}"), &got, &want, exact);
+            seen.push(got);
+        }
+
+        // all_gather into a borrowed output.
+        let x = input(c, &pool, kind, &mine[..n])?;
+        let mut out = c.device_buffer_from(&vec![poison(); world * n])?;
+        coll.all_gather(&*x, &mut out)?.wait_host()?;
+        let want: Vec<f32> = inputs.iter().flat_map(|v| v[..n].to_vec()).collect();
+        let got = out.to_host()?;
+        assert_bits(&format!("{what}: all_gather"), &got, &want);
+        seen.push(got);
+
+        // reduce_scatter (sum; n × world divides).
+        let x = input(c, &pool, kind, mine)?;
+        let chunk = reduce_scatter_chunk(world * n, world, me);
+        let mut out = c.device_buffer_from(&vec![poison(); chunk.len()])?;
+        coll.reduce_scatter(&*x, &mut out, ReduceOp::Sum)?
+            .wait_host()?;
+        let want: Vec<f32> = chunk
+            .clone()
+            .map(|i| reduce_at(&inputs, i, ReduceOp::Sum))
+            .collect();
+        close(
+            &format!("{what}: reduce_scatter"),
+            &out.to_host()?,
+            &want,
+            exact,
+        );
+
+        // broadcast from the last rank.
+        let root = world - 1;
+        let x = input(c, &pool, kind, &mine[..n])?;
+        let mut out = c.device_buffer_from(&vec![poison(); n])?;
+        coll.broadcast(&*x, &mut out, root)?.wait_host()?;
+        let got = out.to_host()?;
+        assert_bits(&format!("{what}: broadcast"), &got, &inputs[root][..n]);
+        seen.push(got);
+
+        // all_to_all with equal splits of n.
+        let x = input(c, &pool, kind, mine)?;
+        let mut out = c.device_buffer_from(&vec![poison(); world * n])?;
+        coll.all_to_all(&*x, &mut out)?.wait_host()?;
+        let want: Vec<f32> = (0..world)
+            .flat_map(|p| inputs[p][me * n..(me + 1) * n].to_vec())
+            .collect();
+        assert_bits(&format!("{what}: all_to_all"), &out.to_host()?, &want);
+
+        // all_to_all_single with uneven splits: p sends (p + r) % 3 to r.
+        let split = |p: usize, r: usize| ((p + r) % 3).min(n);
+        let ins: Vec<usize> = (0..world).map(|r| split(me, r)).collect();
+        let outs: Vec<usize> = (0..world).map(|p| split(p, me)).collect();
+        let x = input(c, &pool, kind, mine)?;
+        let mut out = c.device_buffer_from(&vec![poison(); outs.iter().sum::<usize>() + 1])?;
+        coll.all_to_all_single(&*x, &mut out, &ins, &outs)?
+            .wait_host()?;
+        let mut want = Vec::new();
+        for p in 0..world {
+            let off: usize = (0..me).map(|r| split(p, r)).sum();
+            want.extend_from_slice(&inputs[p][off..off + split(p, me)]);
+        }
+        want.push(poison());
+        assert_bits(
+            &format!("{what}: all_to_all_single"),
+            &out.to_host()?,
+            &want,
+        );
+
+        // Coalesced: two ranges.
+        let ranges = [0..n.min(3), n..(n + 5).min(world * n)];
+        let x = input(c, &pool, kind, mine)?;
+        let total: usize = ranges.iter().map(|r| r.len()).sum();
+        let mut out = c.device_buffer_from(&vec![poison(); world * total])?;
+        coll.all_gather_coalesced(&*x, &ranges, &mut out)?
+            .wait_host()?;
+        let mut want = Vec::new();
+        for r in &ranges {
+            for inp in &inputs {
+                want.extend_from_slice(&inp[r.clone()]);
+            }
+        }
+        assert_bits(
+            &format!("{what}: all_gather_coalesced"),
+            &out.to_host()?,
+            &want,
+        );
+        let x = input(c, &pool, kind, mine)?;
+        let mut out = c.device_buffer_from(&vec![poison(); world * n])?;
+        coll.all_reduce_coalesced(&*x, &ranges, &mut out, ReduceOp::Sum)?
+            .wait_host()?;
+        let mut want = mine.clone();
+        for r in &ranges {
+            for i in r.clone() {
+                want[i] = reduce_at(&inputs, i, ReduceOp::Sum);
+            }
+        }
+        close(
+            &format!("{what}: all_reduce_coalesced"),
+            &out.to_host()?,
+            &want,
+            exact,
+        );
+        Ok(seen)
+    })
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (r, s) in results.iter().enumerate() {
+        for (k, v) in s.iter().enumerate() {
+            assert_bits(
+                &format!("{what}: rank {r} vs rank 0, result {k}"),
+                v,
+                &results[0][k],
+            );
+        }
+    }
+}
+
+#[test]
+fn every_collective_from_every_input_kind() {
+    for world in [1, 2, 3, 4, 8] {
+        for kind in [Kind::Pool, Kind::Symm, Kind::Plain] {
+            every_collective(world, kind, Prefer::Auto, 37);
+        }
+    }
+    // Above the copies' 64 KiB threshold, where NCCL would take them: on
+    // the emulator (and on ranks sharing a GPU) symm's kernels still run.
+    every_collective(2, Kind::Plain, Prefer::Auto, 20_000);
+}
+
+/// The device splits' all-to-all (symm's kernel only).
+#[test]
+fn all_to_all_v_through_the_entry_point() {
+    let world = 4;
+    let Some(ranks) = ranks(world) else { return };
+    let n = 9;
+    let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(world * n)).collect();
+    run(ranks, options(), |c| {
+        let me = c.rank();
+        let coll = Collectives::new(c)?;
+        let split = |p: usize, r: usize| (p * 2 + r) % 4;
+        let ins: Vec<u64> = (0..world).map(|r| split(me, r) as u64).collect();
+        let x = c.device_buffer_from(&inputs[me])?;
+        let dev_splits = c.device_buffer_from(&ins)?;
+        let mut report = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
+        let mut out = c.device_buffer_from(&vec![poison(); world * n])?;
+        coll.all_to_all_v(&x, &mut out, &dev_splits, &mut report)?
+            .wait_host()?;
+        let mut want = Vec::new();
+        for p in 0..world {
+            let off: usize = (0..me).map(|r| split(p, r)).sum();
+            want.extend_from_slice(&inputs[p][off..off + split(p, me)]);
+        }
+        let got = out.to_host()?;
+        assert_bits("all_to_all_v", &got[..want.len()], &want);
+        let rep = report.to_host()?;
+        assert_eq!(
+            rep[..world],
+            (0..world).map(|p| split(p, me) as u64).collect::<Vec<_>>()[..]
+        );
+        Ok(())
+    })
+    .unwrap();
+}
+
+// ---------------------------------------------------------------- handles
+
+/// Counts debug events that say a result was dropped unwaited.
+struct DropCounter;
+static DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+impl tracing::Subscriber for DropCounter {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        struct Msg(bool);
+        impl tracing::field::Visit for Msg {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                if f.name() == "message" && format!("{v:?}").contains("dropped unwaited") {
+                    self.0 = true;
+                }
+            }
+        }
+        let mut m = Msg(false);
+        e.record(&mut m);
+        if m.0 && *e.metadata().level() == tracing::Level::DEBUG {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// A handle passed to the next call is its input in stream order; a
+/// handle dropped unwaited is waited for and says so at debug level; an
+/// owned output comes back from `wait`.
+#[test]
+fn handles_chain_drop_and_wait() {
+    let _ = tracing::subscriber::set_global_default(DropCounter);
+    for (world, own) in [(2, false), (2, true), (4, false), (4, true)] {
+        let Some(ranks) = ranks(world) else { continue };
+        let n = 301;
+        let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(n)).collect();
+        let before = DROPPED.load(Ordering::Relaxed);
+        run(ranks, options(), |c| {
+            let me = c.rank();
+            let coll = Collectives::with_options(c, Options::default().with_own_stream(own))?;
+            let pool = c.pool();
+            let x = pool.alloc::<f32>(n)?;
+            x.write(0, &inputs[me])?;
+            let sum: Vec<f32> = (0..n)
+                .map(|i| reduce_at(&inputs, i, ReduceOp::Sum))
+                .collect();
+            for round in 0..20 {
+                // Chained: the all-gather reads the all-reduce's result
+                // (still in flight) in stream order.
+                let mut y = c.device_buffer_from(&vec![poison(); n])?;
+                let mut z = c.device_buffer_from(&vec![poison(); world * n])?;
+                let h1 = coll.all_reduce(&x, &mut y, ReduceOp::Sum)?;
+                let h2 = coll.all_gather(&h1, &mut z)?;
+                h2.wait()?;
+                h1.wait()?;
+                coll.synchronize()?;
+                c.synchronize()?;
+                let want: Vec<f32> = (0..world).flat_map(|_| sum.clone()).collect();
+                assert_bits(&format!("round {round}: chained"), &z.to_host()?, &want);
+                assert_bits(&format!("round {round}: first result"), &y.to_host()?, &sum);
+
+                // Dropped unwaited: the next user of `out` sees the result.
+                let mut out = c.device_buffer_from(&vec![poison(); n])?;
+                drop(coll.broadcast(&x, &mut out, round % world)?);
+                coll.synchronize()?;
+                c.synchronize()?;
+                assert_bits(
+                    &format!("round {round}: dropped"),
+                    &out.to_host()?,
+                    &inputs[round % world],
+                );
+
+                // Owned output, waited device-side, then read after the
+                // user's stream.
+                let owned = c.device_buffer_from(&vec![poison(); n])?;
+                let owned = coll.all_reduce(&x, owned, ReduceOp::Max)?.wait()?;
+                coll.synchronize()?;
+                c.synchronize()?;
+                let want: Vec<f32> = (0..n)
+                    .map(|i| reduce_at(&inputs, i, ReduceOp::Max))
+                    .collect();
+                assert_bits(&format!("round {round}: owned"), &owned.to_host()?, &want);
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("world {world}, own stream {own}: {e}"));
+        let dropped = DROPPED.load(Ordering::Relaxed) - before;
+        assert!(dropped >= 20 * world, "{dropped} drops said at debug level");
+    }
+}
+
+// ---------------------------------------------------------------- errors
+
+/// Ranks whose inputs lie differently (symmetric on one, plain on the
+/// other), whose options differ, or that force NCCL where it cannot run:
+/// the same clear error on every rank.
+#[test]
+fn mismatches_fail_on_every_rank() {
+    let world = 2;
+    let Some(r) = ranks(world) else { return };
+    let short = || CommOptions::default().with_timeout(Duration::from_secs(5));
+    let e = run(r, short(), |c| {
+        let coll = Collectives::new(c)?;
+        let data = vec![1.0f32; 64];
+        let x: Box<dyn Operand<f32>> = if c.rank() == 0 {
+            let b = c.alloc::<f32>(64)?;
+            b.copy_from_host(&data)?;
+            Box::new(b)
+        } else {
+            Box::new(c.device_buffer_from(&data)?)
+        };
+        let mut out = c.device_buffer::<f32>(64 * world)?;
+        coll.all_gather(&*x, &mut out)?.wait_host()?;
+        Ok(())
+    })
+    .expect_err("inputs of different kinds");
+    assert_eq!(e.errors.len(), world, "{e}");
+    for (_, m) in &e.errors {
+        let m = m.to_string();
+        assert!(
+            m.contains("staged (non-symmetric)") && m.contains("calls differ"),
+            "{m}"
+        );
+    }
+
+    let Some(r) = ranks(world) else { return };
+    let e = run(r, short(), |c| {
+        let prefer = if c.rank() == 0 {
+            Prefer::Symm
+        } else {
+            Prefer::Auto
+        };
+        Collectives::with_options(c, Options::default().with_backend(prefer)).map(|_| ())
+    })
+    .expect_err("options differ");
+    assert_eq!(e.errors.len(), world, "{e}");
+    for (_, m) in &e.errors {
+        assert!(m.to_string().contains("options differ"), "{m}");
+    }
+
+    if !on_gpu() {
+        let Some(r) = ranks(world) else { return };
+        let e = run(r, short(), |c| {
+            let coll = Collectives::with_options(c, Options::default().with_backend(Prefer::Nccl))?;
+            let x = c.device_buffer_from(&[1.0f32; 8])?;
+            let mut out = c.device_buffer::<f32>(8)?;
+            coll.all_reduce(&x, &mut out, ReduceOp::Sum)?.wait_host()?;
+            Ok(())
+        })
+        .expect_err("NCCL on the emulator");
+        assert_eq!(e.errors.len(), world, "{e}");
+        for (_, m) in &e.errors {
+            let m = m.to_string();
+            assert!(
+                m.contains("NCCL is forced") && m.contains("emulator"),
+                "{m}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- subgroups
+
+/// A TP × DP mesh through two `Collectives` per rank: sums on the row
+/// group and gathers on the column group, from two threads at once (one
+/// after the other on GPU ranks, as `tests/subgroups.rs` explains), every
+/// round exact, from pool tensors of each subgroup.
+fn mesh_case(world: usize, rows: usize, rounds: usize) {
+    let Some(ranks) = ranks(world) else { return };
+    let cols = world / rows;
+    let n = 29;
+    let value = |k: usize, g: usize, i: usize| ((k * 5 + g * 11 + i * 7) % 89) as f32;
+    run(ranks, options(), |c| {
+        let (tp, dp) = c.mesh(rows)?;
+        // The TP group's calls on a communication stream of their own, the
+        // DP group's on its user stream.
+        let tpc = Collectives::with_options(&tp, Options::default().with_own_stream(true))?;
+        let dpc = Collectives::new(&dp)?;
+        let (tp_pool, dp_pool) = (tp.pool(), dp.pool());
+        let me = c.rank();
+        let (row, col) = (me / cols, me % cols);
+        let tp_round = |k: usize| -> symm::Result<()> {
+            let x = tp_pool.alloc::<f32>(n)?;
+            x.write(0, &(0..n).map(|i| value(k, me, i)).collect::<Vec<_>>())?;
+            let out = tp.device_buffer::<f32>(n)?;
+            let out = tpc.all_reduce(&x, out, ReduceOp::Sum)?.wait_host()?;
+            let want: Vec<f32> = (0..n)
+                .map(|i| (0..cols).map(|p| value(k, row * cols + p, i)).sum())
+                .collect();
+            assert_eq!(
+                out.to_host()?,
+                want,
+                "world {world}, rank {me}, TP round {k}"
+            );
+            Ok(())
+        };
+        let dp_round = |k: usize| -> symm::Result<()> {
+            let x = dp_pool.alloc::<f32>(n)?;
+            x.write(0, &(0..n).map(|i| -value(k, me, i)).collect::<Vec<_>>())?;
+            let out = dp.device_buffer::<f32>(rows * n)?;
+            let out = dpc.all_gather(&x, out)?.wait_host()?;
+            let want: Vec<f32> = (0..rows * n)
+                .map(|j| -value(k, (j / n) * cols + col, j % n))
+                .collect();
+            assert_eq!(
+                out.to_host()?,
+                want,
+                "world {world}, rank {me}, DP round {k}"
+            );
+            Ok(())
+        };
+        if on_gpu() {
+            for k in 0..rounds {
+                tp_round(k)?;
+                dp_round(k)?;
+            }
+            return Ok(());
+        }
+        std::thread::scope(|s| {
+            let a = s.spawn(|| (0..rounds).try_for_each(&tp_round));
+            let b = s.spawn(|| (0..rounds).try_for_each(&dp_round));
+            a.join().expect("the TP thread")?;
+            b.join().expect("the DP thread")
+        })
+    })
+    .unwrap_or_else(|e| panic!("world {world}, {rows} rows: {e}"));
+}
+
+#[test]
+fn meshes_through_functional_collectives() {
+    let rounds = if on_gpu() { 200 } else { 1000 };
+    mesh_case(8, 2, rounds);
+    mesh_case(8, 4, rounds);
+    mesh_case(4, 2, rounds);
+    mesh_case(2, 2, rounds);
+}
+
+// ---------------------------------------------------------------- NCCL
+
+/// NCCL at world 1 on a GPU (it allows one rank per GPU): every collective
+/// forced onto NCCL, and pool segments registered at the next NCCL call,
+/// deferred while a CUDA graph is captured.
+#[test]
+fn nccl_route_at_world_one() {
+    if !on_gpu() {
+        eprintln!("SKIPPED: nccl_route_at_world_one needs a GPU (SYMM_KERNEL_TESTS_ON=gpu)");
+        return;
+    }
+    if !symm::functional::nccl_available() {
+        eprintln!("SKIPPED: nccl_route_at_world_one: libnccl is not loadable");
+        return;
+    }
+    for kind in [Kind::Pool, Kind::Symm, Kind::Plain] {
+        every_collective(1, kind, Prefer::Nccl, 4099);
+    }
+    let Some(r) = ranks(1) else { return };
+    run(r, options(), |c| {
+        let coll = Collectives::with_options(c, Options::default().with_backend(Prefer::Nccl))?;
+        let pool = c.pool();
+        let a = pool.alloc::<f32>(1 << 20)?;
+        a.write(0, &vec![2.0; 1 << 20])?;
+        coll.register_pool(&pool);
+        let mut out = c.device_buffer::<f32>(1 << 20)?;
+        coll.all_reduce(&a, &mut out, ReduceOp::Sum)?.wait_host()?;
+        let (w, b, failed, pending) = coll.nccl_registrations();
+        assert_eq!((w + b, failed, pending), (1, 0, 0), "one segment registered");
+        // A new segment appears, then a call is captured: registration
+        // waits for the next call outside capture.
+        let big = pool.alloc::<f32>(8 << 20)?;
+        big.write(0, &vec![1.0; 8 << 20])?;
+        let user = c.cuda_stream().expect("GPU rank");
+        user.begin_capture(symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(|e| symm::Error::InvalidArgument { rank: 0, message: format!("{e:?}") })?;
+        let h = coll.all_reduce(&a, &mut out, ReduceOp::Sum)?;
+        h.wait()?;
+        let graph = user
+            .end_capture(symm::cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+            .map_err(|e| symm::Error::InvalidArgument { rank: 0, message: format!("{e:?}") })?;
+        assert_eq!(coll.nccl_registrations().3, 1, "deferred during capture");
+        if let Some(g) = graph {
+            g.launch().map_err(|e| symm::Error::InvalidArgument { rank: 0, message: format!("{e:?}") })?;
+        }
+        c.synchronize()?;
+        let mut out2 = c.device_buffer::<f32>(8 << 20)?;
+        coll.all_reduce(&big, &mut out2, ReduceOp::Sum)?.wait_host()?;
+        let (w, b, failed, pending) = coll.nccl_registrations();
+        assert_eq!((w + b, failed, pending), (2, 0, 0), "both segments registered");
+        assert!(out2.read(0, 4)?.iter().all(|&v| v == 1.0));
+        drop(a);
+        pool.trim();
+        let (w, b, _, _) = coll.nccl_registrations();
+        assert_eq!(w + b, 1, "a trimmed segment is deregistered first");
+        eprintln!("nccl registrations: {:?}", coll.nccl_registrations());
+        Ok(())
+    })
+    .unwrap();
+}
