@@ -1,11 +1,14 @@
 //! Functional collectives benchmark: each collective through
 //! `symm::functional::Collectives` (the communication stream, its events,
 //! the choice, the handle) against the same kernel called directly on the
-//! user's stream, from the same pool tensor into the same output.
+//! user's stream, from the same pool tensor into the same output, with the
+//! functional call on the user's stream (the default) and on its own
+//! communication stream.
 //!
-//! Two numbers per call: the **host** time to enqueue one call (the median
-//! over 9 batches of 200 back-to-back calls, host clock, no synchronisation
-//! inside a batch) and the **graph** time (a CUDA graph of 32 back-to-back
+//! Two numbers per call: the **host** time to enqueue one call (batches of
+//! 200 back-to-back calls, host clock, no synchronisation inside a batch,
+//! the variants in turn for 15 rounds: medians, and the median of each
+//! round's difference from the direct call) and the **graph** time (a CUDA graph of 32 back-to-back
 //! calls, the median of 9 replays, as every benchmark here times): the
 //! functional call is captured whole, fork to the communication stream and
 //! join back included. Then a timeline (CUDA events) of a collective on

@@ -361,19 +361,27 @@ fn every_collective(world: usize, kind: Kind, prefer: Prefer, n: usize) {
         let outs: Vec<usize> = (0..world).map(|p| split(p, me)).collect();
         let x = input(c, &pool, kind, mine)?;
         let mut out = c.device_buffer_from(&vec![poison(); outs.iter().sum::<usize>() + 1])?;
-        coll.all_to_all_single(&*x, &mut out, &ins, &outs)?
-            .wait_host()?;
-        let mut want = Vec::new();
-        for p in 0..world {
-            let off: usize = (0..me).map(|r| split(p, r)).sum();
-            want.extend_from_slice(&inputs[p][off..off + split(p, me)]);
+        // symm's kernel only: its splits differ by rank, and NCCL would
+        // wait forever on a mismatch, so forced NCCL refuses it.
+        match coll.all_to_all_single(&*x, &mut out, &ins, &outs) {
+            Err(e) if prefer == Prefer::Nccl => {
+                assert!(e.to_string().contains("NCCL is forced"), "{e}")
+            }
+            r => {
+                r?.wait_host()?;
+                let mut want = Vec::new();
+                for p in 0..world {
+                    let off: usize = (0..me).map(|r| split(p, r)).sum();
+                    want.extend_from_slice(&inputs[p][off..off + split(p, me)]);
+                }
+                want.push(poison());
+                assert_bits(
+                    &format!("{what}: all_to_all_single"),
+                    &out.to_host()?,
+                    &want,
+                );
+            }
         }
-        want.push(poison());
-        assert_bits(
-            &format!("{what}: all_to_all_single"),
-            &out.to_host()?,
-            &want,
-        );
 
         // Coalesced: two ranges.
         let ranges = [0..n.min(3), n..(n + 5).min(world * n)];
@@ -447,7 +455,9 @@ fn all_to_all_v_through_the_entry_point() {
         let coll = Collectives::new(c)?;
         let split = |p: usize, r: usize| (p * 2 + r) % 4;
         let ins: Vec<u64> = (0..world).map(|r| split(me, r) as u64).collect();
-        let x = c.device_buffer_from(&inputs[me])?;
+        let pool = c.pool();
+        let x = pool.alloc::<f32>(world * n)?;
+        x.write(0, &inputs[me])?;
         let dev_splits = c.device_buffer_from(&ins)?;
         let mut report = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
         let mut out = c.device_buffer_from(&vec![poison(); world * n])?;
@@ -465,6 +475,62 @@ fn all_to_all_v_through_the_entry_point() {
             rep[..world],
             (0..world).map(|p| split(p, me) as u64).collect::<Vec<_>>()[..]
         );
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// `all_to_all_single` from plain inputs whose lengths differ by rank:
+/// staged (every rank's staging stays the same size), exact.
+#[test]
+fn all_to_all_single_with_inputs_of_different_lengths() {
+    let world = 3;
+    let Some(ranks) = ranks(world) else { return };
+    let split = |p: usize, r: usize| (p * 5 + r * 3) % 7 + p;
+    let inputs: Vec<Vec<f32>> = (0..world)
+        .map(|p| data::mixed_f32s((0..world).map(|r| split(p, r)).sum()))
+        .collect();
+    run(ranks, options(), |c| {
+        let me = c.rank();
+        let coll = Collectives::new(c)?;
+        let x = c.device_buffer_from(&inputs[me])?;
+        let ins: Vec<usize> = (0..world).map(|r| split(me, r)).collect();
+        let outs: Vec<usize> = (0..world).map(|p| split(p, me)).collect();
+        let mut out = c.device_buffer_from(&vec![poison(); outs.iter().sum::<usize>()])?;
+        coll.all_to_all_single(&x, &mut out, &ins, &outs)?
+            .wait_host()?;
+        let mut want = Vec::new();
+        for p in 0..world {
+            let off: usize = (0..me).map(|r| split(p, r)).sum();
+            want.extend_from_slice(&inputs[p][off..off + split(p, me)]);
+        }
+        assert_bits("all_to_all_single of uneven inputs", &out.to_host()?, &want);
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A view that does not start its buffer is staged (a symmetric input is
+/// read from its start), so the call reads the view's own elements.
+#[test]
+fn a_view_inside_its_buffer_is_read_where_it_is() {
+    let world = 2;
+    let Some(ranks) = ranks(world) else { return };
+    let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(64)).collect();
+    run(ranks, options(), |c| {
+        let coll = Collectives::new(c)?;
+        let b = c.alloc::<f32>(64)?;
+        b.copy_from_host(&inputs[c.rank()])?;
+        for range in [0..16, 8..12, 33..64] {
+            let view = b.slice(range.clone())?;
+            let mut out = c.device_buffer_from(&vec![poison(); world * range.len()])?;
+            coll.all_gather(&view, &mut out)?.wait_host()?;
+            let want: Vec<f32> = inputs
+                .iter()
+                .flat_map(|v| v[range.clone()].to_vec())
+                .collect();
+            assert_bits(&format!("view {range:?}"), &out.to_host()?, &want);
+        }
         Ok(())
     })
     .unwrap();
@@ -533,7 +599,8 @@ fn handles_chain_drop_and_wait() {
                 let h2 = coll.all_gather(&h1, &mut z)?;
                 h2.wait()?;
                 h1.wait()?;
-                coll.synchronize()?;
+                // Only the user's stream is waited for: the device-side
+                // waits must have ordered it after the calls.
                 c.synchronize()?;
                 let want: Vec<f32> = (0..world).flat_map(|_| sum.clone()).collect();
                 assert_bits(&format!("round {round}: chained"), &z.to_host()?, &want);
@@ -542,7 +609,6 @@ fn handles_chain_drop_and_wait() {
                 // Dropped unwaited: the next user of `out` sees the result.
                 let mut out = c.device_buffer_from(&vec![poison(); n])?;
                 drop(coll.broadcast(&x, &mut out, round % world)?);
-                coll.synchronize()?;
                 c.synchronize()?;
                 assert_bits(
                     &format!("round {round}: dropped"),
@@ -554,12 +620,13 @@ fn handles_chain_drop_and_wait() {
                 // user's stream.
                 let owned = c.device_buffer_from(&vec![poison(); n])?;
                 let owned = coll.all_reduce(&x, owned, ReduceOp::Max)?.wait()?;
-                coll.synchronize()?;
                 c.synchronize()?;
                 let want: Vec<f32> = (0..n)
                     .map(|i| reduce_at(&inputs, i, ReduceOp::Max))
                     .collect();
                 assert_bits(&format!("round {round}: owned"), &owned.to_host()?, &want);
+                // Failures a kernel on the communication stream recorded.
+                coll.synchronize()?;
             }
             Ok(())
         })
@@ -579,27 +646,96 @@ fn mismatches_fail_on_every_rank() {
     let world = 2;
     let Some(r) = ranks(world) else { return };
     let short = || CommOptions::default().with_timeout(Duration::from_secs(5));
+    let every_rank = |e: &symm::RunError, needles: &[&str]| {
+        assert_eq!(e.errors.len(), world, "{e}");
+        for (_, m) in &e.errors {
+            let m = m.to_string();
+            assert!(needles.iter().any(|n| m.contains(n)), "{m}");
+        }
+    };
+    // A symmetric input on rank 0, a plain one on rank 1: the kernels read
+    // peers' inputs at symmetric addresses, and their digest (which holds
+    // the input's identity) fails every rank.
     let e = run(r, short(), |c| {
         let coll = Collectives::new(c)?;
         let data = vec![1.0f32; 64];
-        let x: Box<dyn Operand<f32>> = if c.rank() == 0 {
-            let b = c.alloc::<f32>(64)?;
-            b.copy_from_host(&data)?;
-            Box::new(b)
-        } else {
-            Box::new(c.device_buffer_from(&data)?)
-        };
+        let b = c.alloc::<f32>(64)?;
+        b.copy_from_host(&data)?;
+        // Rendezvoused on every rank (a first rendezvous is collective:
+        // otherwise rank 0's would time out naming rank 1).
+        b.rendezvous()?;
+        let plain = c.device_buffer_from(&data)?;
+        let x: &dyn Operand<f32> = if c.rank() == 0 { &b } else { &plain };
         let mut out = c.device_buffer::<f32>(64 * world)?;
-        coll.all_gather(&*x, &mut out)?.wait_host()?;
+        coll.all_gather(x, &mut out)?.wait_host()?;
         Ok(())
     })
     .expect_err("inputs of different kinds");
-    assert_eq!(e.errors.len(), world, "{e}");
-    for (_, m) in &e.errors {
-        let m = m.to_string();
-        assert!(
-            m.contains("staged (non-symmetric)") && m.contains("calls differ"),
-            "{m}"
+    eprintln!("kinds: {e}");
+    every_rank(&e, &["different calls", "differ"]);
+
+    // Different symmetric buffers once the shape was agreed: the digest.
+    let Some(r) = ranks(world) else { return };
+    let e = run(r, short(), |c| {
+        let coll = Collectives::new(c)?;
+        let (b1, b2) = (c.alloc::<f32>(64)?, c.alloc::<f32>(64)?);
+        b1.rendezvous()?;
+        b2.rendezvous()?;
+        b1.copy_from_host(&[1.0; 64])?;
+        b2.copy_from_host(&[2.0; 64])?;
+        let mut out = c.device_buffer::<f32>(64 * world)?;
+        coll.all_gather(&b1, &mut out)?.wait_host()?;
+        let x = if c.rank() == 0 { &b1 } else { &b2 };
+        coll.all_gather(x, &mut out)?.wait_host()?;
+        Ok(())
+    })
+    .expect_err("different buffers");
+    eprintln!("buffers: {e}");
+    every_rank(&e, &["different calls", "differ"]);
+
+    // Host splits past one rank's input; device splits from a plain
+    // input; ranges past the input; an output too small: the same error
+    // on every rank, before any kernel.
+    for case in 0..4 {
+        let Some(r) = ranks(world) else { return };
+        let e = run(r, short(), |c| {
+            let coll = Collectives::new(c)?;
+            let x = c.device_buffer_from(&[1.0f32; 8])?;
+            let mut out = c.device_buffer::<f32>(64)?;
+            match case {
+                0 => {
+                    let ins = if c.rank() == 0 { [100, 100] } else { [1, 1] };
+                    let outs = [100, 1];
+                    coll.all_to_all_single(&x, &mut out, &ins, &outs)?
+                        .wait_host()?;
+                }
+                1 => {
+                    let splits = c.device_buffer_from(&[1u64, 1])?;
+                    let mut report = c.device_buffer::<u64>(4)?;
+                    coll.all_to_all_v(&x, &mut out, &splits, &mut report)?
+                        .wait_host()?;
+                }
+                2 => {
+                    coll.all_gather_coalesced(&x, &[0..4, 6..16], &mut out)?
+                        .wait_host()?;
+                }
+                _ => {
+                    let mut small = c.device_buffer::<f32>(8 * world - 1)?;
+                    coll.all_gather(&x, &mut small)?.wait_host()?;
+                }
+            }
+            Ok(())
+        })
+        .expect_err("a bad argument");
+        eprintln!("case {case}: {e}");
+        every_rank(
+            &e,
+            &[[
+                "send splits total 200",
+                "takes its input in symmetric memory",
+                "is not inside the input",
+                "the output holds 15 elements",
+            ][case]],
         );
     }
 
@@ -771,6 +907,12 @@ fn nccl_route_at_world_one() {
         let (w, b, _, _) = coll.nccl_registrations();
         assert_eq!(w + b, 1, "a trimmed segment is deregistered first");
         eprintln!("nccl registrations: {:?}", coll.nccl_registrations());
+        // A subgroup's own communicator, from the subgroup's store namespace.
+        let sub = c.split(Some(0), 0)?.expect("a color was given");
+        let sc = Collectives::with_options(&sub, Options::default().with_backend(Prefer::Nccl))?;
+        let x = sub.device_buffer_from(&[3.0f32; 1000])?;
+        let got = sc.all_reduce(&x, sub.device_buffer::<f32>(1000)?, ReduceOp::Sum)?.wait_host()?;
+        assert_eq!(got.to_host()?, vec![3.0; 1000], "a subgroup's NCCL all-reduce");
         Ok(())
     })
     .unwrap();

@@ -207,8 +207,6 @@ impl Placement {
         self.device_of.iter().filter(|&&x| x == d).count()
     }
 
-    /// The most ranks of the group on any one device (1 when every rank has
-    /// its own). The same on every rank, so grids derived from it agree.
     /// This placement, counting at least `share` ranks on the busiest
     /// device (a subgroup's, whose parent has more ranks there).
     pub(crate) fn with_min_share(mut self, share: usize) -> Placement {
@@ -216,6 +214,8 @@ impl Placement {
         self
     }
 
+    /// The most ranks of the group on any one device (1 when every rank has
+    /// its own). The same on every rank, so grids derived from it agree.
     pub(crate) fn share(&self) -> usize {
         self.share
     }

@@ -30,7 +30,15 @@
 //! `Pending` dropped unwaited is waited for (device-side), and says so at
 //! debug level, so that no result is left dangling. The output cannot be
 //! touched while its `Pending` lives: the `Pending` holds it (by value or
-//! by `&mut`), so reading it first is a compile error.
+//! by `&mut`), so reading it first is a compile error; it also borrows the
+//! input, which the call may still read.
+//!
+//! A group's calls share call counters and staging: one order per group.
+//! Every `Collectives` of a group with its own stream shares the group's
+//! one communication stream; a call on the user's stream must not run
+//! while calls of the same group are in flight there (wait first). Two
+//! groups (subgroups) may be in flight at once, with the caveat of
+//! [`Comm::split`] on GPUs.
 //!
 //! Every rank makes the same calls in the same order, as for the kernels
 //! themselves; sizes, ops and roots are checked across ranks (a mismatch
@@ -48,8 +56,8 @@ use std::sync::{Arc, Mutex};
 
 use symm::cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
 use symm::{
-    Comm, DType, DeviceBuffer, DeviceSlice, Element, Error, PoolTensor, Result, SymmBuffer,
-    SymmPool, SymmView, SymmetricMemory,
+    BoundSlice, Comm, DType, DeviceBuffer, DeviceSlice, Element, Error, PoolTensor, Result,
+    SymmBuffer, SymmPool, SymmView, SymmetricMemory,
 };
 
 use crate::all_reduce::AllReduceElem;
@@ -67,60 +75,78 @@ pub fn nccl_available() -> bool {
 /// An input of a functional collective: this rank's device memory, with
 /// where it lies (symmetric or not). Implemented for symm's buffers and
 /// tensors, cudarc's memory, references to them, and [`Pending`] results.
+/// Its methods are the layer's own (hidden): a call reads the input
+/// through them.
 pub trait Operand<T: Element> {
-    /// The memory.
-    fn memory(&self) -> &dyn DeviceSlice<T>;
-    /// Where it lies.
-    fn placed(&self) -> Placed {
+    #[doc(hidden)]
+    fn __memory(&self) -> &dyn DeviceSlice<T>;
+    #[doc(hidden)]
+    fn __placed(&self) -> Placed {
         Placed::Plain
     }
     /// Every rank's view of it, where it is symmetric.
-    fn symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+    #[doc(hidden)]
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
         None
+    }
+    /// Orders `stream` after the work that makes this input, where that
+    /// work is in flight on another stream (a [`Pending`] of another
+    /// `Collectives`).
+    #[doc(hidden)]
+    fn __order(&self, _stream: &Arc<CudaStream>) -> Result<()> {
+        Ok(())
     }
 }
 
 /// An output of a functional collective: this rank's device memory,
-/// owned (returned by [`Pending::wait`]) or borrowed (`&mut`).
+/// owned (returned by [`Pending::wait`]) or borrowed exclusively (`&mut`
+/// of a buffer, a tensor or a cudarc slice; not a [`SymmView`], which is
+/// `Copy` and would leave its buffer readable meanwhile).
 pub trait Output<T: Element> {
-    /// The memory, to write.
-    fn memory_mut(&mut self) -> &mut dyn DeviceSlice<T>;
+    #[doc(hidden)]
+    fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T>;
 }
 
 impl<T: Element> Operand<T> for SymmBuffer<T> {
-    fn memory(&self) -> &dyn DeviceSlice<T> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
         self
     }
-    fn placed(&self) -> Placed {
+    fn __placed(&self) -> Placed {
         Placed::Symmetric
     }
-    fn symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
         Some(self.rendezvous())
     }
 }
 
+/// A view is read in place only where it starts its buffer (the kernels
+/// read a symmetric input from its start); elsewhere it is staged.
 impl<T: Element> Operand<T> for SymmView<'_, T> {
-    fn memory(&self) -> &dyn DeviceSlice<T> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
         self
     }
-    fn placed(&self) -> Placed {
-        Placed::Symmetric
+    fn __placed(&self) -> Placed {
+        if self.offset() == 0 {
+            Placed::Symmetric
+        } else {
+            Placed::Plain
+        }
     }
-    fn symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        Some(self.rendezvous())
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+        (self.offset() == 0).then(|| self.rendezvous())
     }
 }
 
 impl<T: Element> Operand<T> for PoolTensor<T> {
-    fn memory(&self) -> &dyn DeviceSlice<T> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
         self
     }
-    fn placed(&self) -> Placed {
+    fn __placed(&self) -> Placed {
         Placed::Pool {
             segment: self.place().1,
         }
     }
-    fn symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
         Some(self.rendezvous())
     }
 }
@@ -128,7 +154,7 @@ impl<T: Element> Operand<T> for PoolTensor<T> {
 macro_rules! plain_operand {
     ($($ty:ty),*) => {$(
         impl<T: Element> Operand<T> for $ty {
-            fn memory(&self) -> &dyn DeviceSlice<T> {
+            fn __memory(&self) -> &dyn DeviceSlice<T> {
                 self
             }
         }
@@ -141,60 +167,83 @@ plain_operand!(
     CudaViewMut<'_, T>
 );
 
-impl<T: Element, X: Operand<T> + ?Sized> Operand<T> for &X {
-    fn memory(&self) -> &dyn DeviceSlice<T> {
-        (**self).memory()
-    }
-    fn placed(&self) -> Placed {
-        (**self).placed()
-    }
-    fn symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        (**self).symmetric()
-    }
-}
-
-impl<T: Element, X: Operand<T> + ?Sized> Operand<T> for &mut X {
-    fn memory(&self) -> &dyn DeviceSlice<T> {
-        (**self).memory()
-    }
-    fn placed(&self) -> Placed {
-        (**self).placed()
-    }
-    fn symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        (**self).symmetric()
-    }
-}
-
-/// A result still in flight is the next call's input in stream order (both
-/// run on the group's communication stream), with no wait.
-impl<T: Element, O: Operand<T>> Operand<T> for Pending<'_, O> {
-    fn memory(&self) -> &dyn DeviceSlice<T> {
-        self.out().memory()
-    }
-    fn placed(&self) -> Placed {
-        self.out().placed()
-    }
-    fn symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        self.out().symmetric()
-    }
-}
-
-impl<T: Element, X: DeviceSlice<T>> Output<T> for &mut X {
-    fn memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
-        *self
-    }
-}
-
-macro_rules! owned_output {
+macro_rules! forward_operand {
     ($($ty:ty),*) => {$(
-        impl<T: Element> Output<T> for $ty {
-            fn memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
-                self
+        impl<T: Element, X: Operand<T> + ?Sized> Operand<T> for $ty {
+            fn __memory(&self) -> &dyn DeviceSlice<T> {
+                (**self).__memory()
+            }
+            fn __placed(&self) -> Placed {
+                (**self).__placed()
+            }
+            fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+                (**self).__symmetric()
+            }
+            fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
+                (**self).__order(stream)
             }
         }
     )*};
 }
-owned_output!(DeviceBuffer<T>, PoolTensor<T>, SymmBuffer<T>, CudaSlice<T>);
+forward_operand!(&X, &mut X);
+
+/// A result still in flight is the next call's input in stream order, with
+/// no wait: on the same stream as it is, or, from another `Collectives`
+/// (another group's stream), after an event of its stream.
+impl<T: Element, O: Operand<T>> Operand<T> for Pending<'_, O> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
+        self.out().__memory()
+    }
+    fn __placed(&self) -> Placed {
+        self.out().__placed()
+    }
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+        self.out().__symmetric()
+    }
+    fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        self.out().__order(stream)?;
+        let Some(mine) = &self.coll.stream else {
+            return Ok(());
+        };
+        if Arc::ptr_eq(mine, stream) {
+            return Ok(());
+        }
+        let wait = |e: &CudaEvent| {
+            wait_on(stream, e).map_err(|err| self.coll.driver("cuStreamWaitEvent", err))
+        };
+        match &self.done {
+            Some(e) => wait(e),
+            None => {
+                let e = self.coll.record(mine)?;
+                let r = wait(&e);
+                self.coll.give_event(e);
+                r
+            }
+        }
+    }
+}
+
+macro_rules! outputs {
+    ($($ty:ty),*) => {$(
+        impl<T: Element> Output<T> for $ty {
+            fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
+                self
+            }
+        }
+        impl<T: Element> Output<T> for &mut $ty {
+            fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
+                *self
+            }
+        }
+    )*};
+}
+outputs!(DeviceBuffer<T>, PoolTensor<T>, SymmBuffer<T>, CudaSlice<T>);
+
+impl<T: Element> Output<T> for &mut CudaViewMut<'_, T> {
+    fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
+        *self
+    }
+}
 
 /// The result of a functional collective, in flight: it holds the output
 /// until [`wait`](Self::wait) (device-side) or
@@ -313,6 +362,10 @@ pub struct Collectives {
     seq: u64,
 }
 
+/// A group's communication stream (kept by the rank, not a `Comm`, which
+/// would keep its own rank alive).
+struct CommStream(Arc<CudaStream>);
+
 /// Counts the `Collectives` made on a group (their store keys' sequence).
 #[derive(Default)]
 struct Made(std::sync::atomic::AtomicU64);
@@ -336,12 +389,19 @@ impl Collectives {
         let (stream, on_stream) = match &user_stream {
             Some(s) if !options.own_stream() => (Some(s.clone()), comm.clone()),
             Some(s) => {
-                let c = s
-                    .context()
-                    .new_stream()
-                    .map_err(|e| driver(comm, "cuStreamCreate", e))?;
-                let on = comm.with_cuda_stream(c.clone())?;
-                (Some(c), on)
+                // One communication stream per group (this handle's rank),
+                // shared by its `Collectives`: a group's calls share call
+                // counters and staging, so they must stay in one order.
+                let cs = comm.extension(
+                    |_: &CommStream| true,
+                    |_| {
+                        s.context()
+                            .new_stream()
+                            .map(CommStream)
+                            .map_err(|e| driver(comm, "cuStreamCreate", e))
+                    },
+                )?;
+                (Some(cs.0.clone()), comm.with_cuda_stream(cs.0.clone())?)
             }
             None => (None, comm.clone()),
         };
@@ -530,10 +590,11 @@ impl Collectives {
     }
 
     /// This rank's staging for `T`, holding at least `len` elements: made
-    /// or grown on every rank alike (every rank asks for the same `len` on
-    /// every symm call, whatever its input), so the collective allocation
-    /// meets its peers'.
-    fn staging<T: Element>(&self, len: usize) -> Result<Arc<SymmetricMemory>> {
+    /// or grown on every rank alike (every rank asks for the same agreed
+    /// `len` on every symm call, whatever its input, so the collective
+    /// allocation meets its peers'). Returns its symmetric memory and its
+    /// length.
+    fn staging<T: Element>(&self, len: usize) -> Result<(Arc<SymmetricMemory>, usize)> {
         let mut map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
         let slot = map.entry(TypeId::of::<T>());
         let entry = match slot {
@@ -541,7 +602,7 @@ impl Collectives {
             std::collections::hash_map::Entry::Vacant(v) => {
                 let buf = self
                     .cs
-                    .alloc::<T>(len.max(1).next_power_of_two().max(4096))?;
+                    .alloc::<T>(len.max(MIN_STAGING).next_power_of_two())?;
                 let smem = buf.rendezvous()?;
                 v.insert(Box::new(Staging {
                     buf,
@@ -550,9 +611,9 @@ impl Collectives {
                 }))
             }
         };
-        let st = entry
-            .downcast_mut::<Staging<T>>()
-            .expect("staging of T is kept under T's TypeId");
+        let Some(st) = entry.downcast_mut::<Staging<T>>() else {
+            return Err(invalid(&self.cs, "staging kept under another type".into()));
+        };
         if st.buf.len() < len {
             let buf = self.cs.alloc::<T>(len.next_power_of_two())?;
             let smem = buf.rendezvous()?;
@@ -560,46 +621,98 @@ impl Collectives {
             st._older.push(old);
             st.smem = smem;
         }
-        Ok(st.smem.clone())
+        Ok((st.smem.clone(), st.buf.len()))
+    }
+
+    /// Elements the staging of `T` holds now (what it will hold when first
+    /// made, before that): no allocation.
+    fn staging_len<T: Element>(&self) -> usize {
+        let map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&TypeId::of::<T>())
+            .and_then(|b| b.downcast_ref::<Staging<T>>())
+            .map_or(MIN_STAGING, |st| st.buf.len())
     }
 
     /// The symmetric memory a symm kernel reads `input` from: the input
     /// itself where it is symmetric, otherwise the staging buffer, with
-    /// `input` copied into it on the communication stream.
+    /// `input` copied into it on the communication stream. `grow` is the
+    /// agreed length the staging must hold (the same on every rank).
     fn symm_input<T: Element>(
         &self,
         input: &(impl Operand<T> + ?Sized),
         staged: bool,
+        grow: usize,
     ) -> Result<Arc<SymmetricMemory>> {
-        let len = input.memory().len();
-        let stage = self.staging::<T>(len)?;
+        let len = input.__memory().len();
+        let (stage, _) = self.staging::<T>(grow)?;
         if !staged {
-            if let Some(s) = input.symmetric() {
+            if let Some(s) = input.__symmetric() {
                 return s;
             }
         }
-        let mut st = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        let buf = &st
-            .get_mut(&TypeId::of::<T>())
-            .and_then(|b| b.downcast_mut::<Staging<T>>())
-            .expect("made above")
-            .buf;
-        let mut dst = buf.slice(..len)?;
-        self.cs.copy(input.memory(), &mut dst)?;
+        let map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(st) = map
+            .get(&TypeId::of::<T>())
+            .and_then(|b| b.downcast_ref::<Staging<T>>())
+        else {
+            return Err(invalid(&self.cs, "no staging for this type".into()));
+        };
+        let mut dst = st.buf.slice(..len)?;
+        self.cs.copy(input.__memory(), &mut dst)?;
         Ok(stage)
     }
 
+    /// What this rank finds wrong with a call before any peer is waited
+    /// for: the call's own `extra` problem, an output too small for what
+    /// the call writes, and, for NCCL (which waits for a peer that returned
+    /// early forever), memory it may not use. Published in the agreement,
+    /// so that every rank fails alike. (symm's kernels check their memory
+    /// in their own agreement, and time out rather than hang.)
+    fn local_problem<T: Element>(
+        &self,
+        route: Route,
+        input: &(impl Operand<T> + ?Sized),
+        out: &mut dyn DeviceSlice<T>,
+        need_out: usize,
+        extra: Option<String>,
+    ) -> Option<String> {
+        if extra.is_some() {
+            return extra;
+        }
+        if out.len() < need_out {
+            return Some(format!(
+                "the output holds {} elements, and the call writes {need_out}",
+                out.len()
+            ));
+        }
+        if route != Route::Nccl {
+            return None;
+        }
+        if let Err(e) = self.cs.bind("input", input.__memory()) {
+            return Some(e.to_string());
+        }
+        self.cs.bind_mut("out", out).err().map(|e| e.to_string())
+    }
+
     /// Checks the call across ranks (on the first call of its shape, as the
-    /// kernels do) and returns its route; the choice in words goes to the
-    /// debug log when that is on.
-    fn decide(&self, facts: &CallFacts, shape: &[u64]) -> Result<Route> {
-        let route =
-            rule::route(&self.options, &self.group, facts).map_err(|e| invalid(&self.cs, e))?;
-        let (code, staged) = match route {
-            Route::Symm { staged, .. } => (1, u64::from(staged)),
-            Route::Nccl => (2, 0),
+    /// kernels do: the route, the element type, the shape, and every rank's
+    /// local problem); the choice in words goes to the debug log when that
+    /// is on.
+    fn decide(
+        &self,
+        facts: &CallFacts,
+        route: Route,
+        shape: &[u64],
+        problem: Option<String>,
+    ) -> Result<()> {
+        // Where each rank's input lies is not in the key: it may differ
+        // between ranks only as an error, which the kernels' digest (the
+        // input's identity) reports on every rank.
+        let code = match route {
+            Route::Symm { .. } => 1,
+            Route::Nccl => 2,
         };
-        let head = [0x46_554e_4300, code, staged, dtype_code(facts.dtype)];
+        let head = [0x46_554e_4300, code, dtype_code(facts.dtype)];
         let mut buf = [0u64; 16];
         let key_vec;
         let key: &[u64] = if shape.len() + head.len() <= buf.len() {
@@ -611,18 +724,15 @@ impl Collectives {
             &key_vec
         };
         let name = facts.collective.name();
-        collectives::agree_call(&self.cs, name, key, None, |s| {
+        collectives::agree_call(&self.cs, name, key, problem, |s| {
+            let backend = match s.get(1) {
+                Some(2) => "NCCL",
+                Some(1) => "symm",
+                _ => "?",
+            };
             format!(
-                "{name} of shape {:?} on {}{}",
-                &s[4..],
-                if s[1] == 2 { "NCCL" } else { "symm" },
-                if s[1] == 1 && s[2] == 1 {
-                    " from a staged (non-symmetric) input"
-                } else if s[1] == 1 {
-                    " from a symmetric input"
-                } else {
-                    ""
-                }
+                "{name} of shape {:?} on {backend}",
+                s.get(3..).unwrap_or(&[])
             )
         })?;
         if tracing::enabled!(tracing::Level::DEBUG) {
@@ -630,7 +740,7 @@ impl Collectives {
                 tracing::debug!(rank = self.cs.rank(), call = name, "{choice}");
             }
         }
-        Ok(route)
+        Ok(())
     }
 
     fn facts<T: Element>(
@@ -645,31 +755,83 @@ impl Collectives {
             collective,
             dtype: T::DTYPE,
             op,
-            bytes: input.memory().len() * std::mem::size_of::<T>(),
+            bytes: input.__memory().len() * std::mem::size_of::<T>(),
             bytes_per_peer,
             nccl_shape,
-            placed: input.placed(),
+            placed: input.__placed(),
         }
+    }
+
+    /// The route of `facts`, or the rule's error (the same on every rank).
+    fn route(&self, facts: &CallFacts) -> Result<Route> {
+        rule::route(&self.options, &self.group, facts).map_err(|e| invalid(&self.cs, e))
+    }
+
+    /// One call: its route, checked across ranks with every rank's local
+    /// problem (`extra`, and an output shorter than `need_out`); the
+    /// communication stream ordered after the user's work and the input's
+    /// producer; then `symm` (the kernel on the input's symmetric memory,
+    /// in place or staged into a staging of at least `grow` elements) or
+    /// `nccl` (on the input and output bound to the communication
+    /// stream); and the handle, which borrows the input (it may not change
+    /// before the wait).
+    #[allow(clippy::too_many_arguments)]
+    fn run<'c, T: Element, I: Operand<T> + ?Sized, O: Output<T>>(
+        &'c self,
+        facts: CallFacts,
+        shape: &[u64],
+        input: &'c I,
+        mut out: O,
+        (need_out, grow, extra): (usize, usize, Option<String>),
+        what: &'static str,
+        symm: impl FnOnce(&Comm, &SymmetricMemory, &mut dyn DeviceSlice<T>) -> Result<()>,
+        nccl: impl FnOnce(
+            &nccl::Nccl,
+            &BoundSlice<'_, T>,
+            &mut BoundSlice<'_, T>,
+            &CudaStream,
+        ) -> Result<()>,
+    ) -> Result<Pending<'c, O>> {
+        let route = self.route(&facts)?;
+        let problem = self.local_problem(route, input, out.__memory_mut(), need_out, extra);
+        self.decide(&facts, route, shape, problem)?;
+        self.enter()?;
+        if let Some(s) = &self.stream {
+            input.__order(s)?;
+        }
+        match route {
+            Route::Symm { staged, .. } => {
+                let smem = self.symm_input(input, staged, grow)?;
+                symm(&self.cs, &smem, out.__memory_mut())?;
+            }
+            Route::Nccl => {
+                let n = self.nccl()?;
+                let src = self.cs.bind("input", input.__memory())?;
+                let mut dst = self.cs.bind_mut("out", out.__memory_mut())?;
+                nccl(&n, &src, &mut dst, self.stream()?)?;
+            }
+        }
+        self.pending(out, what)
     }
 
     /// All-reduce by `op`: every rank's `input` reduced into this rank's
     /// `out` (at least as long as `input`).
     pub fn all_reduce<'c, T, O>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
-        mut out: O,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
         op: ReduceOp,
     ) -> Result<Pending<'c, O>>
     where
         T: ReduceElem + AllReduceElem,
         O: Output<T>,
     {
-        let n = input.memory().len();
+        let n = input.__memory().len();
         let bytes = n * std::mem::size_of::<T>();
         let mut facts = self.facts(Collective::AllReduce, Some(op), input, bytes, None);
         // The sum's pull and two-shot kernels read peers' inputs at their
-        // symmetric addresses; they always stage, so a rank's input kind
-        // cannot differ from its peers'.
+        // symmetric addresses and carry no digest of them: they always
+        // stage, so no rank's input kind can differ from its peers'.
         if op == ReduceOp::Sum
             && matches!(
                 crate::all_reduce::Path::choose_for(self.cs.world_size(), bytes, false),
@@ -678,108 +840,90 @@ impl Collectives {
         {
             facts.placed = Placed::Plain;
         }
-        let choice = self.decide(&facts, &[n as u64, op_code(op)])?;
-        self.enter()?;
-        match choice {
-            Route::Symm { staged, .. } => {
-                let smem = self.symm_input(input, staged)?;
-                if op == ReduceOp::Sum {
-                    crate::all_reduce::all_reduce(&self.cs, &smem, out.memory_mut(), n)?;
-                } else {
-                    collectives::all_reduce_op(&self.cs, &smem, out.memory_mut(), n, op)?;
-                }
-            }
-            Route::Nccl => {
-                let (nccl, ty) = self.nccl_typed::<T>()?;
-                let src = self.cs.bind("input", input.memory())?;
-                let dst = self.cs.bind_mut("out", out.memory_mut())?;
-                self.fits(&dst, n)?;
-                // SAFETY: `src` and `dst` hold `n` elements of this rank,
-                // bound to the communication stream (NCCL's), and every rank
-                // agreed on this call.
-                unsafe {
-                    nccl.all_reduce(
-                        src.device_ptr(),
-                        dst.device_ptr(),
-                        n,
-                        ty,
-                        op,
-                        self.stream()?,
-                    )
-                }?;
-            }
-        }
-        self.pending(out, "all_reduce")
+        self.run(
+            facts,
+            &[n as u64, op_code(op)],
+            input,
+            out,
+            (n, n, None),
+            "all_reduce",
+            |c, smem, out| match op {
+                ReduceOp::Sum => crate::all_reduce::all_reduce(c, smem, out, n),
+                _ => collectives::all_reduce_op(c, smem, out, n, op),
+            },
+            |nccl, src, dst, stream| {
+                let ty = self.nccl_type::<T>(nccl)?;
+                // SAFETY: `src` and `dst` hold `n` elements of this rank
+                // (checked before the agreement), bound to the
+                // communication stream (NCCL's); every rank agreed on this
+                // call.
+                unsafe { nccl.all_reduce(src.device_ptr(), dst.device_ptr(), n, ty, op, stream) }
+            },
+        )
     }
 
     /// All-gather: every rank's `input` in rank order into this rank's
     /// `out` (at least `world ×` as long).
     pub fn all_gather<'c, T: CopyElem, O: Output<T>>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
-        mut out: O,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
     ) -> Result<Pending<'c, O>> {
-        let n = input.memory().len();
+        let n = input.__memory().len();
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllGather, None, input, bytes, None);
-        let choice = self.decide(&facts, &[n as u64])?;
-        self.enter()?;
-        match choice {
-            Route::Symm { staged, .. } => {
-                let smem = self.symm_input(input, staged)?;
-                collectives::all_gather(&self.cs, &smem, out.memory_mut(), n)?;
-            }
-            Route::Nccl => {
-                let nccl = self.nccl()?;
-                let src = self.cs.bind("input", input.memory())?;
-                let dst = self.cs.bind_mut("out", out.memory_mut())?;
-                self.fits(&dst, n * self.cs.world_size())?;
-                // SAFETY: `src` holds `n` elements and `dst` `world × n`,
-                // bound to the communication stream; agreed by every rank.
-                unsafe {
-                    nccl.all_gather(src.device_ptr(), dst.device_ptr(), bytes, self.stream()?)
-                }?;
-            }
-        }
-        self.pending(out, "all_gather")
+        let world = self.cs.world_size();
+        self.run(
+            facts,
+            &[n as u64],
+            input,
+            out,
+            (n.saturating_mul(world), n, None),
+            "all_gather",
+            |c, smem, out| collectives::all_gather(c, smem, out, n),
+            |nccl, src, dst, stream| {
+                // SAFETY: `src` holds `n` elements and `dst` `world × n`
+                // (checked before the agreement), bound to the
+                // communication stream; agreed by every rank.
+                unsafe { nccl.all_gather(src.device_ptr(), dst.device_ptr(), bytes, stream) }
+            },
+        )
     }
 
     /// Reduce-scatter by `op`: rank r's `out` gets the reduction of its
     /// chunk ([`collectives::reduce_scatter_chunk`]) of every rank's
-    /// `input`.
+    /// `input`. The rule weighs the chunk's bytes (what each rank gets, as
+    /// the measured tables give the size).
     pub fn reduce_scatter<'c, T: ReduceElem, O: Output<T>>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
-        mut out: O,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
         op: ReduceOp,
     ) -> Result<Pending<'c, O>> {
-        let n = input.memory().len();
+        let n = input.__memory().len();
         let world = self.cs.world_size();
         let chunk = n.div_ceil(world);
-        let shape = (!n.is_multiple_of(world)).then_some(
+        let uneven = (!n.is_multiple_of(world)).then_some(
             "NCCL's reduce-scatter takes equal chunks, and n is no multiple of the world size",
         );
-        let facts = self.facts(
-            Collective::ReduceScatter,
-            Some(op),
+        let bytes = chunk * std::mem::size_of::<T>();
+        let mut facts = self.facts(Collective::ReduceScatter, Some(op), input, bytes, uneven);
+        facts.bytes = bytes;
+        let mine = collectives::reduce_scatter_chunk(n, world, self.cs.rank()).len();
+        self.run(
+            facts,
+            &[n as u64, op_code(op)],
             input,
-            chunk * std::mem::size_of::<T>(),
-            shape,
-        );
-        let choice = self.decide(&facts, &[n as u64, op_code(op)])?;
-        self.enter()?;
-        match choice {
-            Route::Symm { staged, .. } => {
-                let smem = self.symm_input(input, staged)?;
-                collectives::reduce_scatter(&self.cs, &smem, out.memory_mut(), n, op)?;
-            }
-            Route::Nccl => {
-                let (nccl, ty) = self.nccl_typed::<T>()?;
-                let src = self.cs.bind("input", input.memory())?;
-                let dst = self.cs.bind_mut("out", out.memory_mut())?;
-                self.fits(&dst, n / world)?;
-                // SAFETY: `src` holds `n` and `dst` `n / world` elements,
-                // bound to the communication stream; agreed by every rank.
+            out,
+            (mine, n, None),
+            "reduce_scatter",
+            |c, smem, out| collectives::reduce_scatter(c, smem, out, n, op),
+            |nccl, src, dst, stream| {
+                let ty = self.nccl_type::<T>(nccl)?;
+                // SAFETY: `src` holds `n` and `dst` `n / world` elements
+                // (checked before the agreement; NCCL's route has equal
+                // chunks), bound to the communication stream; agreed by
+                // every rank.
                 unsafe {
                     nccl.reduce_scatter(
                         src.device_ptr(),
@@ -787,57 +931,41 @@ impl Collectives {
                         n / world,
                         ty,
                         op,
-                        self.stream()?,
+                        stream,
                     )
-                }?;
-            }
-        }
-        self.pending(out, "reduce_scatter")
+                }
+            },
+        )
     }
 
     /// Broadcast: rank `root`'s `input` into every rank's `out` (every
     /// rank passes an input of the same length; only the root's is read).
     pub fn broadcast<'c, T: CopyElem, O: Output<T>>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
-        mut out: O,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
         root: usize,
     ) -> Result<Pending<'c, O>> {
-        let n = input.memory().len();
+        let n = input.__memory().len();
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::Broadcast, None, input, bytes, None);
-        let choice = self.decide(&facts, &[n as u64, root as u64])?;
-        self.enter()?;
-        match choice {
-            Route::Symm { staged, .. } => {
-                let smem = self.symm_input(input, staged)?;
-                collectives::broadcast(&self.cs, &smem, out.memory_mut(), n, root)?;
-            }
-            Route::Nccl => {
-                let nccl = self.nccl()?;
-                if root >= self.cs.world_size() {
-                    return Err(invalid(
-                        &self.cs,
-                        format!("root {root} is not a rank of {}", self.cs.world_size()),
-                    ));
-                }
-                let src = self.cs.bind("input", input.memory())?;
-                let dst = self.cs.bind_mut("out", out.memory_mut())?;
-                self.fits(&dst, n)?;
-                // SAFETY: `src` and `dst` hold `n` elements, bound to the
-                // communication stream; agreed by every rank.
-                unsafe {
-                    nccl.broadcast(
-                        src.device_ptr(),
-                        dst.device_ptr(),
-                        bytes,
-                        root,
-                        self.stream()?,
-                    )
-                }?;
-            }
-        }
-        self.pending(out, "broadcast")
+        let world = self.cs.world_size();
+        let bad_root = (root >= world).then(|| format!("root {root} is not a rank of {world}"));
+        self.run(
+            facts,
+            &[n as u64, root as u64],
+            input,
+            out,
+            (n, n, bad_root),
+            "broadcast",
+            |c, smem, out| collectives::broadcast(c, smem, out, n, root),
+            |nccl, src, dst, stream| {
+                // SAFETY: `src` and `dst` hold `n` elements (checked before
+                // the agreement), bound to the communication stream; root
+                // is a rank; agreed by every rank.
+                unsafe { nccl.broadcast(src.device_ptr(), dst.device_ptr(), bytes, root, stream) }
+            },
+        )
     }
 
     /// All-to-all with equal splits: rank p's `input[r × m..(r + 1) × m]`
@@ -845,93 +973,108 @@ impl Collectives {
     /// the world size, which must divide it).
     pub fn all_to_all<'c, T: CopyElem, O: Output<T>>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
-        mut out: O,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
     ) -> Result<Pending<'c, O>> {
-        let len = input.memory().len();
+        let len = input.__memory().len();
         let world = self.cs.world_size();
+        let uneven = (!len.is_multiple_of(world)).then(|| {
+            format!("all_to_all of {len} elements on {world} ranks: the world size must divide the input")
+        });
         let m = len / world;
-        let facts = self.facts(
-            Collective::AllToAll,
-            None,
+        let bytes = m * std::mem::size_of::<T>();
+        let facts = self.facts(Collective::AllToAll, None, input, bytes, None);
+        self.run(
+            facts,
+            &[len as u64],
             input,
-            m * std::mem::size_of::<T>(),
-            None,
-        );
-        let choice = self.decide(&facts, &[len as u64])?;
-        if !len.is_multiple_of(world) {
-            return Err(invalid(&self.cs, format!("all_to_all of {len} elements on {world} ranks: the world size must divide the input")));
-        }
-        self.enter()?;
-        match choice {
-            Route::Symm { staged, .. } => {
-                let smem = self.symm_input(input, staged)?;
-                collectives::all_to_all(&self.cs, &smem, out.memory_mut(), m)?;
-            }
-            Route::Nccl => {
-                let bytes = m * std::mem::size_of::<T>();
-                self.nccl_exchange(input, &mut out, &vec![bytes; world], &vec![bytes; world])?;
-            }
-        }
-        self.pending(out, "all_to_all")
+            out,
+            (len, len, uneven),
+            "all_to_all",
+            |c, smem, out| collectives::all_to_all(c, smem, out, m),
+            |nccl, src, dst, stream| {
+                let each = vec![bytes; world];
+                self.nccl_exchange(nccl, src, dst, &each, &each, stream)
+            },
+        )
     }
 
     /// All-to-all with split sizes on the host (PyTorch's
-    /// `all_to_all_single`), as [`collectives::all_to_all_single`].
+    /// `all_to_all_single`), as [`collectives::all_to_all_single`]: symm's
+    /// kernel only, which checks every rank's splits against its peers' on
+    /// the device (NCCL would wait forever on a mismatch). The ranks'
+    /// inputs may differ in length, so a non-symmetric input is staged only
+    /// up to the staging's present length (at least 4096 elements); a
+    /// longer one must be a pool tensor or a `SymmBuffer`.
     pub fn all_to_all_single<'c, T: CopyElem, O: Output<T>>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
-        mut out: O,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
         in_splits: &[usize],
         out_splits: &[usize],
     ) -> Result<Pending<'c, O>> {
         let world = self.cs.world_size();
+        let len = input.__memory().len();
+        let size = std::mem::size_of::<T>();
         let biggest = in_splits.iter().copied().max().unwrap_or(0);
         let facts = self.facts(
             Collective::AllToAllSingle,
             None,
             input,
-            biggest * std::mem::size_of::<T>(),
-            None,
+            biggest * size,
+            Some("its splits differ by rank and NCCL would wait forever on a mismatch"),
         );
+        let sent = in_splits.iter().fold(0usize, |a, &b| a.saturating_add(b));
+        let received = out_splits.iter().fold(0usize, |a, &b| a.saturating_add(b));
+        let problem = if in_splits.len() != world || out_splits.len() != world {
+            Some(format!(
+                "all_to_all_single takes one split per rank ({world}), and got {} send and {} \
+                 receive splits",
+                in_splits.len(),
+                out_splits.len()
+            ))
+        } else if sent > len {
+            Some(format!(
+                "the send splits total {sent} elements, and the input holds {len}"
+            ))
+        } else if !facts.placed.is_symmetric() && len > self.staging_len::<T>() {
+            Some(format!(
+                "a non-symmetric input of {len} elements is longer than the group's staging \
+                 ({}): the ranks' inputs differ in length, so it cannot grow for one; pass a \
+                 pool tensor or a SymmBuffer",
+                self.staging_len::<T>()
+            ))
+        } else {
+            None
+        };
         // Splits and input sizes differ between ranks: the kernel checks
         // the whole exchange on the device.
-        let choice = self.decide(&facts, &[world as u64])?;
-        self.enter()?;
-        match choice {
-            Route::Symm { staged, .. } => {
-                let smem = self.symm_input(input, staged)?;
-                collectives::all_to_all_single(
+        self.run(
+            facts,
+            &[world as u64],
+            input,
+            out,
+            (received, 0, problem),
+            "all_to_all_single",
+            |c, smem, out| collectives::all_to_all_single(c, smem, out, in_splits, out_splits),
+            |_, _, _, _| {
+                Err(invalid(
                     &self.cs,
-                    &smem,
-                    out.memory_mut(),
-                    in_splits,
-                    out_splits,
-                )?;
-            }
-            Route::Nccl => {
-                if in_splits.len() != world || out_splits.len() != world {
-                    return Err(invalid(
-                        &self.cs,
-                        format!("all_to_all_single takes one split per rank ({world})"),
-                    ));
-                }
-                let size = std::mem::size_of::<T>();
-                let sb: Vec<usize> = in_splits.iter().map(|s| s * size).collect();
-                let rb: Vec<usize> = out_splits.iter().map(|s| s * size).collect();
-                self.nccl_exchange(input, &mut out, &sb, &rb)?;
-            }
-        }
-        self.pending(out, "all_to_all_single")
+                    "all_to_all_single runs on symm only".into(),
+                ))
+            },
+        )
     }
 
     /// All-to-all with split sizes in device memory, as
     /// [`collectives::all_to_all_v`]: symm's kernel only (NCCL needs its
-    /// splits on the host).
+    /// splits on the host), from a symmetric input on every rank (a pool
+    /// tensor or a `SymmBuffer`: the kernel checks the device splits
+    /// against the input's size, which staging would hide).
     pub fn all_to_all_v<'c, T: CopyElem, O: Output<T>>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
-        mut out: O,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
         in_splits: &(impl DeviceSlice<u64> + ?Sized),
         out_splits_offsets: &mut (impl DeviceSlice<u64> + ?Sized),
     ) -> Result<Pending<'c, O>> {
@@ -939,23 +1082,24 @@ impl Collectives {
             Collective::AllToAllV,
             None,
             input,
-            input.memory().len() * std::mem::size_of::<T>(),
+            input.__memory().len() * std::mem::size_of::<T>(),
             Some("its splits are in device memory, and NCCL needs them on the host"),
         );
-        let choice = self.decide(&facts, &[self.cs.world_size() as u64])?;
-        self.enter()?;
-        let Route::Symm { staged, .. } = choice else {
-            unreachable!("NCCL refuses device splits")
-        };
-        let smem = self.symm_input(input, staged)?;
-        collectives::all_to_all_v(
-            &self.cs,
-            &smem,
-            out.memory_mut(),
-            in_splits,
-            out_splits_offsets,
-        )?;
-        self.pending(out, "all_to_all_v")
+        let problem = (!facts.placed.is_symmetric()).then(|| {
+            "all_to_all_v takes its input in symmetric memory (a pool tensor or a \
+             SymmBuffer): the kernel checks the device splits against the input's size"
+                .to_string()
+        });
+        self.run(
+            facts,
+            &[self.cs.world_size() as u64],
+            input,
+            out,
+            (0, 0, problem),
+            "all_to_all_v",
+            |c, smem, out| collectives::all_to_all_v(c, smem, out, in_splits, out_splits_offsets),
+            |_, _, _, _| Err(invalid(&self.cs, "NCCL takes no device splits".into())),
+        )
     }
 
     /// Coalesced all-gather: each of `ranges` of `input` (the same on every
@@ -963,57 +1107,52 @@ impl Collectives {
     /// out in `out`.
     pub fn all_gather_coalesced<'c, T: CopyElem, O: Output<T>>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
+        input: &'c (impl Operand<T> + ?Sized),
         ranges: &[std::ops::Range<usize>],
-        mut out: O,
+        out: O,
     ) -> Result<Pending<'c, O>> {
+        let size = std::mem::size_of::<T>();
+        let len = input.__memory().len();
         let total: usize = ranges.iter().map(|r| r.len()).sum();
         let facts = self.facts(
             Collective::AllGatherCoalesced,
             None,
             input,
-            total * std::mem::size_of::<T>(),
+            total * size,
             None,
         );
-        let mut shape = vec![input.memory().len() as u64];
+        let mut shape = vec![len as u64];
         shape.extend(ranges.iter().flat_map(|r| [r.start as u64, r.end as u64]));
-        let choice = self.decide(&facts, &shape)?;
-        self.enter()?;
-        match choice {
-            Route::Symm { staged, .. } => {
-                let smem = self.symm_input(input, staged)?;
-                collectives::all_gather_coalesced(&self.cs, &smem, ranges, out.memory_mut())?;
-            }
-            Route::Nccl => {
-                let nccl = self.nccl()?;
-                let world = self.cs.world_size();
-                let size = std::mem::size_of::<T>();
-                let src = self.cs.bind("input", input.memory())?;
-                let dst = self.cs.bind_mut("out", out.memory_mut())?;
-                self.ranges_fit(ranges, src.len())?;
-                self.fits(&dst, total * world)?;
-                let stream = self.stream()?;
+        let world = self.cs.world_size();
+        self.run(
+            facts,
+            &shape,
+            input,
+            out,
+            (
+                total.saturating_mul(world),
+                len,
+                ranges_problem(ranges, len),
+            ),
+            "all_gather_coalesced",
+            |c, smem, out| collectives::all_gather_coalesced(c, smem, ranges, out),
+            |nccl, src, dst, stream| {
+                let mut at = 0;
+                let mut ops = Vec::with_capacity(ranges.len());
+                for r in ranges {
+                    ops.push((
+                        src.device_ptr() + (r.start * size) as u64,
+                        dst.device_ptr() + (at * world * size) as u64,
+                        r.len() * size,
+                    ));
+                    at += r.len();
+                }
                 // SAFETY: every range is inside `src` and its gathered span
-                // inside `dst` (checked), bound to the communication stream;
-                // agreed by every rank.
-                unsafe {
-                    nccl.grouped(|| {
-                        let mut at = 0;
-                        for r in ranges {
-                            nccl.all_gather(
-                                src.device_ptr() + (r.start * size) as u64,
-                                dst.device_ptr() + (at * world * size) as u64,
-                                r.len() * size,
-                                stream,
-                            )?;
-                            at += r.len();
-                        }
-                        Ok(())
-                    })
-                }?;
-            }
-        }
-        self.pending(out, "all_gather_coalesced")
+                // inside `dst` (checked before the agreement), bound to the
+                // communication stream; agreed by every rank.
+                unsafe { nccl.all_gathers(&ops, stream) }
+            },
+        )
     }
 
     /// Coalesced all-reduce by `op`: `out` (as long as `input`) gets
@@ -1022,74 +1161,81 @@ impl Collectives {
     /// always staged and copied back out.
     pub fn all_reduce_coalesced<'c, T: ReduceElem, O: Output<T>>(
         &'c self,
-        input: &(impl Operand<T> + ?Sized),
+        input: &'c (impl Operand<T> + ?Sized),
         ranges: &[std::ops::Range<usize>],
         mut out: O,
         op: ReduceOp,
     ) -> Result<Pending<'c, O>> {
-        let len = input.memory().len();
+        let len = input.__memory().len();
+        let out_len = out.__memory_mut().len();
+        let problem = ranges_problem(ranges, len).or_else(|| {
+            (out_len != len).then(|| {
+                format!("the output holds {out_len} elements, and the input {len}: they must match")
+            })
+        });
+        let size = std::mem::size_of::<T>();
         let total: usize = ranges.iter().map(|r| r.len()).sum();
         let mut facts = self.facts(
             Collective::AllReduceCoalesced,
             Some(op),
             input,
-            total * std::mem::size_of::<T>(),
+            total * size,
             None,
         );
         facts.placed = Placed::Plain;
         let mut shape = vec![len as u64, op_code(op)];
         shape.extend(ranges.iter().flat_map(|r| [r.start as u64, r.end as u64]));
-        let choice = self.decide(&facts, &shape)?;
-        self.enter()?;
-        match choice {
-            Route::Symm { .. } => {
-                self.symm_input(input, true)?;
-                let st = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-                let buf = &st
+        self.run(
+            facts,
+            &shape,
+            input,
+            out,
+            (len, len, problem),
+            "all_reduce_coalesced",
+            |c, _, out| {
+                // Staged (placed as plain above): the staging holds the input.
+                let map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(st) = map
                     .get(&TypeId::of::<T>())
                     .and_then(|b| b.downcast_ref::<Staging<T>>())
-                    .expect("made by symm_input")
-                    .buf;
-                collectives::all_reduce_coalesced(&self.cs, buf, ranges, op)?;
-                self.cs.copy(&buf.slice(..len)?, out.memory_mut())?;
-            }
-            Route::Nccl => {
-                let (nccl, ty) = self.nccl_typed::<T>()?;
-                let size = std::mem::size_of::<T>();
-                self.ranges_fit(ranges, len)?;
-                // The input first, then each range reduced in place: the
-                // output is the input with its ranges reduced, as on symm.
-                self.cs.copy(input.memory(), out.memory_mut())?;
-                let dst = self.cs.bind_mut("out", out.memory_mut())?;
-                let stream = self.stream()?;
-                // SAFETY: every range is inside `dst` (checked, and `dst`
-                // has the input's length), bound to the communication
-                // stream; agreed by every rank.
-                unsafe {
-                    nccl.grouped(|| {
-                        for r in ranges {
-                            let at = dst.device_ptr() + (r.start * size) as u64;
-                            nccl.all_reduce(at, at, r.len(), ty, op, stream)?;
-                        }
-                        Ok(())
+                else {
+                    return Err(invalid(c, "no staging for this type".into()));
+                };
+                collectives::all_reduce_coalesced(c, &st.buf, ranges, op)?;
+                c.copy(&st.buf.slice(..len)?, out)
+            },
+            |nccl, src, dst, stream| {
+                let ty = self.nccl_type::<T>(nccl)?;
+                let ops: Vec<(u64, u64, usize)> = ranges
+                    .iter()
+                    .map(|r| {
+                        let off = (r.start * size) as u64;
+                        (src.device_ptr() + off, dst.device_ptr() + off, r.len())
                     })
-                }?;
-            }
-        }
-        self.pending(out, "all_reduce_coalesced")
+                    .collect();
+                // The input first, then each range reduced into the same
+                // place of `out`: the output is the input with its ranges
+                // reduced, as on symm.
+                self.cs.copy(src, dst)?;
+                // SAFETY: every range is inside `src` and `dst`, both the
+                // input's length (checked before the agreement), bound to
+                // the communication stream; agreed by every rank.
+                unsafe { nccl.all_reduces(&ops, ty, op, stream) }
+            },
+        )
     }
 
-    fn nccl_typed<T: Element>(
+    /// NCCL's name for `T`.
+    fn nccl_type<T: Element>(
         &self,
-    ) -> Result<(Arc<nccl::Nccl>, symm::cudarc::nccl::sys::ncclDataType_t)> {
-        let n = self.nccl()?;
-        let ty = nccl::dtype(T::DTYPE, n.version()).ok_or_else(|| {
+        n: &nccl::Nccl,
+    ) -> Result<symm::cudarc::nccl::sys::ncclDataType_t> {
+        nccl::dtype(T::DTYPE, n.version()).ok_or_else(|| {
             invalid(
                 &self.cs,
                 format!("NCCL {} has no {}", n.version(), T::DTYPE),
             )
-        })?;
-        Ok((n, ty))
+        })
     }
 
     fn stream(&self) -> Result<&CudaStream> {
@@ -1098,66 +1244,41 @@ impl Collectives {
             .ok_or_else(|| invalid(&self.cs, "NCCL needs a GPU rank".into()))
     }
 
-    fn fits<T: Element>(&self, out: &symm::BoundSlice<'_, T>, need: usize) -> Result<()> {
-        if out.len() < need {
-            return Err(invalid(
-                &self.cs,
-                format!(
-                    "the output holds {} elements, and the call writes {need}",
-                    out.len()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn ranges_fit(&self, ranges: &[std::ops::Range<usize>], len: usize) -> Result<()> {
-        match ranges.iter().find(|r| r.start > r.end || r.end > len) {
-            Some(r) => Err(invalid(
-                &self.cs,
-                format!("the range {r:?} is not inside the input of {len} elements"),
-            )),
-            None => Ok(()),
-        }
-    }
-
-    /// An NCCL point-to-point exchange of `sends[r]` bytes from `input`
-    /// (consecutive, in rank order) and `recvs[r]` bytes into `out`.
-    fn nccl_exchange<T: Element, O: Output<T>>(
+    /// An NCCL point-to-point exchange of `sends[r]` bytes from `src`
+    /// (consecutive, in rank order) and `recvs[r]` bytes into `dst`.
+    fn nccl_exchange<T: Element>(
         &self,
-        input: &(impl Operand<T> + ?Sized),
-        out: &mut O,
+        nccl: &nccl::Nccl,
+        src: &BoundSlice<'_, T>,
+        dst: &BoundSlice<'_, T>,
         sends: &[usize],
         recvs: &[usize],
+        stream: &CudaStream,
     ) -> Result<()> {
-        let nccl = self.nccl()?;
-        let src = self.cs.bind("input", input.memory())?;
-        let dst = self.cs.bind_mut("out", out.memory_mut())?;
         let size = std::mem::size_of::<T>();
-        let spans =
-            |base: u64, sizes: &[usize], cap: usize, what: &str| -> Result<Vec<(u64, usize)>> {
-                let mut at = 0usize;
-                let mut v = Vec::with_capacity(sizes.len());
-                for &b in sizes {
-                    v.push((base + at as u64, b));
-                    at = at.saturating_add(b);
-                }
-                if at > cap * size {
-                    return Err(invalid(
-                        &self.cs,
-                        format!(
-                            "the {what} splits total {at} bytes, and it holds {}",
-                            cap * size
-                        ),
-                    ));
-                }
-                Ok(v)
-            };
+        let spans = |base: u64, sizes: &[usize], cap: usize, what: &str| {
+            let mut at = 0usize;
+            let mut v = Vec::with_capacity(sizes.len());
+            for &b in sizes {
+                v.push((base + at as u64, b));
+                at = at.saturating_add(b);
+            }
+            if at > cap * size {
+                return Err(invalid(
+                    &self.cs,
+                    format!(
+                        "the {what} splits total {at} bytes, and it holds {}",
+                        cap * size
+                    ),
+                ));
+            }
+            Ok(v)
+        };
         let s = spans(src.device_ptr(), sends, src.len(), "send")?;
         let r = spans(dst.device_ptr(), recvs, dst.len(), "receive")?;
         // SAFETY: every span is inside `src` or `dst` (checked), bound to
         // the communication stream; every rank agreed on the splits.
-        unsafe { nccl.exchange(&s, &r, self.stream()?) }
+        unsafe { nccl.exchange(&s, &r, stream) }
     }
 }
 
@@ -1198,6 +1319,18 @@ fn invalid(comm: &Comm, message: String) -> Error {
 
 fn driver(comm: &Comm, op: &str, e: symm::cudarc::driver::DriverError) -> Error {
     invalid(comm, format!("{op}: {e:?}"))
+}
+
+/// Elements a staging buffer holds at least (so that small calls of
+/// different sizes share one).
+const MIN_STAGING: usize = 4096;
+
+/// A range that is not inside an input of `len` elements, as a problem.
+fn ranges_problem(ranges: &[std::ops::Range<usize>], len: usize) -> Option<String> {
+    ranges
+        .iter()
+        .find(|r| r.start > r.end || r.end > len)
+        .map(|r| format!("the range {r:?} is not inside the input of {len} elements"))
 }
 
 fn op_code(op: ReduceOp) -> u64 {

@@ -5,7 +5,7 @@
 //! on a missing library or symbol), so a machine without it builds, runs
 //! the emulator, and runs every call on symm's kernels.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 
 use symm::cudarc::driver::CudaStream;
@@ -92,12 +92,22 @@ struct Segments {
     /// waits for the next NCCL call (made at the same point on every rank),
     /// never runs in a hook, and never during CUDA-graph capture.
     pending: Vec<((u64, usize), u64, usize)>,
-    done: HashMap<(u64, usize), Registered>,
+    /// In registration order (pool, then segment), so that every rank
+    /// deregisters at exit in the same order (window deregistration is
+    /// collective).
+    done: BTreeMap<(u64, usize), Registered>,
 }
 
 /// One rank's NCCL communicator over its group.
 pub(crate) struct Nccl {
     comm: sys::ncclComm_t,
+    /// Held across every call into NCCL with `comm`: a communicator takes
+    /// one call at a time, and calls come from the `Collectives`' callers
+    /// and from pool hooks on whatever thread trims.
+    calls: Mutex<()>,
+    /// The communication stream, drained before a segment is deregistered
+    /// (NCCL work on it may still read the segment).
+    stream: Arc<CudaStream>,
     rank: usize,
     version: i32,
     windows: bool,
@@ -108,9 +118,7 @@ pub(crate) struct Nccl {
 }
 
 // SAFETY: an NCCL communicator may be used from any thread, one call at a
-// time; every call through `comm` is made while the caller holds the
-// `Collectives`' NCCL lock (the functional layer's calls on one group are
-// serialised anyway: they share its communication stream).
+// time; every call through `comm` holds `calls`.
 unsafe impl Send for Nccl {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Nccl {}
@@ -168,6 +176,8 @@ impl Nccl {
         );
         Ok(Arc::new(Nccl {
             comm: raw,
+            calls: Mutex::new(()),
+            stream: stream.clone(),
             rank,
             version,
             windows: has("ncclCommWindowRegister") && has("ncclCommWindowDeregister"),
@@ -175,6 +185,10 @@ impl Nccl {
             pools: Mutex::default(),
             pooled: Mutex::default(),
         }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// NCCL's version code.
@@ -220,7 +234,10 @@ impl Nccl {
                 if let Some(r) = s.done.remove(&key) {
                     // Trims run at the same points on every rank (the pool's
                     // contract), so this collective deregistration meets its
-                    // peers'.
+                    // peers'; NCCL work still queued may read the segment.
+                    if let Err(e) = self.stream.synchronize() {
+                        tracing::warn!(rank = self.rank, "draining the NCCL stream: {e:?}");
+                    }
                     self.deregister(r);
                 }
             }
@@ -228,6 +245,7 @@ impl Nccl {
     }
 
     fn deregister(&self, r: Registered) {
+        let _one = self.lock();
         // SAFETY: each handle came from a registration on this communicator
         // and is deregistered once (it was removed from `done`).
         let res = unsafe {
@@ -265,6 +283,7 @@ impl Nccl {
     }
 
     fn register(&self, base: u64, bytes: usize) -> Registered {
+        let _one = self.lock();
         let ptr = base as *mut std::ffi::c_void;
         if self.windows {
             let mut win = std::ptr::null_mut();
@@ -339,6 +358,7 @@ impl Nccl {
         o: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
+        let _one = self.lock();
         // SAFETY: the caller's contract.
         let r = unsafe {
             nccl::all_reduce(
@@ -369,6 +389,7 @@ impl Nccl {
         o: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
+        let _one = self.lock();
         // SAFETY: the caller's contract.
         let r = unsafe {
             nccl::reduce_scatter(
@@ -396,6 +417,7 @@ impl Nccl {
         bytes: usize,
         stream: &CudaStream,
     ) -> Result<()> {
+        let _one = self.lock();
         // SAFETY: the caller's contract.
         let r = unsafe {
             nccl::all_gather(
@@ -423,6 +445,7 @@ impl Nccl {
         root: usize,
         stream: &CudaStream,
     ) -> Result<()> {
+        let _one = self.lock();
         // SAFETY: the caller's contract.
         let r = unsafe {
             nccl::broadcast(
@@ -452,6 +475,7 @@ impl Nccl {
         stream: &CudaStream,
     ) -> Result<()> {
         let s = stream.cu_stream() as sys::cudaStream_t;
+        let _one = self.lock();
         self.check("ncclGroupStart", nccl::group_start())?;
         let mut first_err = Ok(());
         for (peer, (&(sp, sb), &(rp, rb))) in sends.iter().zip(recvs).enumerate() {
@@ -473,15 +497,64 @@ impl Nccl {
         first_err.and(end)
     }
 
-    /// Several all-reduces (`(src, dst, count)`) or all-gathers in one
-    /// NCCL group.
+    /// Several all-gathers (`(src, dst, bytes per rank)`) in one NCCL
+    /// group.
     ///
     /// # Safety
     ///
-    /// As [`Nccl::all_reduce`] and [`Nccl::all_gather`] for each.
-    pub(crate) unsafe fn grouped(&self, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    /// As [`Nccl::all_gather`] for each.
+    pub(crate) unsafe fn all_gathers(
+        &self,
+        ops: &[(u64, u64, usize)],
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let s = stream.cu_stream() as sys::cudaStream_t;
+        let _one = self.lock();
         self.check("ncclGroupStart", nccl::group_start())?;
-        let r = f();
+        let mut r = Ok(());
+        for &(src, dst, bytes) in ops {
+            if r.is_ok() {
+                // SAFETY: the caller's contract.
+                r = self.check("ncclAllGather", unsafe {
+                    nccl::all_gather(
+                        src as _,
+                        dst as _,
+                        bytes,
+                        sys::ncclDataType_t::ncclUint8,
+                        self.comm,
+                        s,
+                    )
+                });
+            }
+        }
+        let end = self.check("ncclGroupEnd", nccl::group_end());
+        r.and(end)
+    }
+
+    /// Several all-reduces (`(src, dst, count)`) in one NCCL group.
+    ///
+    /// # Safety
+    ///
+    /// As [`Nccl::all_reduce`] for each.
+    pub(crate) unsafe fn all_reduces(
+        &self,
+        ops: &[(u64, u64, usize)],
+        ty: sys::ncclDataType_t,
+        o: ReduceOp,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let s = stream.cu_stream() as sys::cudaStream_t;
+        let _one = self.lock();
+        self.check("ncclGroupStart", nccl::group_start())?;
+        let mut r = Ok(());
+        for &(src, dst, count) in ops {
+            if r.is_ok() {
+                // SAFETY: the caller's contract.
+                r = self.check("ncclAllReduce", unsafe {
+                    nccl::all_reduce(src as _, dst as _, count, ty, op(o), self.comm, s)
+                });
+            }
+        }
         let end = self.check("ncclGroupEnd", nccl::group_end());
         r.and(end)
     }
@@ -502,12 +575,13 @@ impl Drop for Nccl {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .done
-            .drain()
-            .map(|(_, r)| r)
+            .split_off(&(0, 0))
+            .into_values()
             .collect();
         for r in done {
             self.deregister(r);
         }
+        let _one = self.lock();
         // SAFETY: the communicator is ours and no call uses it any more;
         // the `Collectives` waited for its communication stream first.
         if let Err(e) = unsafe { nccl::comm_destroy(self.comm) } {

@@ -174,8 +174,8 @@ impl Options {
 
     /// Whether calls run on a communication stream of their own, which
     /// the user's stream overlaps at the cost of an event fork and join
-    /// per call (measured on an H100: 1.0–1.9 µs of host time, and about
-    /// 1 µs per call in a CUDA graph of back-to-back calls, whose kernels
+    /// per call (measured on an H100: 0.9–1.7 µs of host time, and 0.8–1.1
+    /// µs per call in a CUDA graph of back-to-back calls, whose kernels
     /// then lose programmatic dependent launch), or on the user's stream
     /// itself (the default: no overlap, and within 0.5 µs of calling the
     /// kernels directly; what latency-bound calls, as a decode step's,

@@ -444,11 +444,19 @@ impl Backend for CudaBackend {
     }
 
     fn fork(&self) -> Result<Arc<dyn Backend>> {
-        Ok(Arc::new(CudaBackend::new(
-            self.rank,
-            self.dev.ordinal,
-            self.sharing,
-        )?))
+        // A new stream of this rank (its status record is the stream's
+        // own), not a new rank: the device still counts one rank here, so
+        // frees wait as they did before the subgroup existed.
+        let stream = self.dev.ctx.new_stream().map_err(|err| {
+            self.dev.error(
+                self.rank,
+                DrvErr {
+                    op: "cuStreamCreate",
+                    err,
+                },
+            )
+        })?;
+        self.with_cuda_stream(stream)
     }
 
     fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
