@@ -857,7 +857,9 @@ impl Collectives {
                 // (checked before the agreement), bound to the
                 // communication stream (NCCL's); every rank agreed on this
                 // call.
-                unsafe { nccl.all_reduce(src.device_ptr(), dst.device_ptr(), n, ty, op, stream) }
+                unsafe {
+                    nccl.all_reduces(&[(src.device_ptr(), dst.device_ptr(), n)], ty, op, stream)
+                }
             },
         )
     }
@@ -885,7 +887,7 @@ impl Collectives {
                 // SAFETY: `src` holds `n` elements and `dst` `world × n`
                 // (checked before the agreement), bound to the
                 // communication stream; agreed by every rank.
-                unsafe { nccl.all_gather(src.device_ptr(), dst.device_ptr(), bytes, stream) }
+                unsafe { nccl.all_gathers(&[(src.device_ptr(), dst.device_ptr(), bytes)], stream) }
             },
         )
     }

@@ -341,44 +341,13 @@ impl Nccl {
             .map_err(|e| fail(self.rank, format!("{what}: {e:?}")))
     }
 
-    /// `ncclAllReduce` of `count` elements.
-    ///
-    /// # Safety
-    ///
-    /// `src` and `dst` hold `count` elements of `ty` on this rank's device,
-    /// alive until the work on `stream` is done; every rank makes the same
-    /// call.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) unsafe fn all_reduce(
-        &self,
-        src: u64,
-        dst: u64,
-        count: usize,
-        ty: sys::ncclDataType_t,
-        o: ReduceOp,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        let _one = self.lock();
-        // SAFETY: the caller's contract.
-        let r = unsafe {
-            nccl::all_reduce(
-                src as _,
-                dst as _,
-                count,
-                ty,
-                op(o),
-                self.comm,
-                stream.cu_stream() as _,
-            )
-        };
-        self.check("ncclAllReduce", r)
-    }
-
     /// `ncclReduceScatter`: `recv` elements into `dst` of `world × recv` in `src`.
     ///
     /// # Safety
     ///
-    /// As [`Nccl::all_reduce`].
+    /// `src` and `dst` hold those elements of `ty` on this rank's device,
+    /// alive until the work on `stream` is done; every rank makes the same
+    /// call.
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn reduce_scatter(
         &self,
@@ -405,38 +374,12 @@ impl Nccl {
         self.check("ncclReduceScatter", r)
     }
 
-    /// `ncclAllGather` of `bytes` per rank.
-    ///
-    /// # Safety
-    ///
-    /// `src` holds `bytes`, `dst` `world × bytes`, as [`Nccl::all_reduce`].
-    pub(crate) unsafe fn all_gather(
-        &self,
-        src: u64,
-        dst: u64,
-        bytes: usize,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        let _one = self.lock();
-        // SAFETY: the caller's contract.
-        let r = unsafe {
-            nccl::all_gather(
-                src as _,
-                dst as _,
-                bytes,
-                sys::ncclDataType_t::ncclUint8,
-                self.comm,
-                stream.cu_stream() as _,
-            )
-        };
-        self.check("ncclAllGather", r)
-    }
-
     /// `ncclBroadcast` of `bytes` from `root`.
     ///
     /// # Safety
     ///
-    /// As [`Nccl::all_reduce`] (`src` is read on the root only).
+    /// As [`Nccl::reduce_scatter`], for `bytes` in both (`src` is read on
+    /// the root only).
     pub(crate) unsafe fn broadcast(
         &self,
         src: u64,
@@ -474,68 +417,59 @@ impl Nccl {
         recvs: &[(u64, usize)],
         stream: &CudaStream,
     ) -> Result<()> {
-        let s = stream.cu_stream() as sys::cudaStream_t;
-        let _one = self.lock();
-        self.check("ncclGroupStart", nccl::group_start())?;
-        let mut first_err = Ok(());
-        for (peer, (&(sp, sb), &(rp, rb))) in sends.iter().zip(recvs).enumerate() {
-            let ty = sys::ncclDataType_t::ncclUint8;
-            if sb > 0 && first_err.is_ok() {
-                // SAFETY: the caller's contract.
-                first_err = self.check("ncclSend", unsafe {
-                    nccl::send(sp as _, sb, ty, peer as i32, self.comm, s)
-                });
+        let ty = sys::ncclDataType_t::ncclUint8;
+        let ops: Vec<(usize, bool, u64, usize)> = sends
+            .iter()
+            .zip(recvs)
+            .enumerate()
+            .flat_map(|(peer, (&(sp, sb), &(rp, rb)))| {
+                [(peer, true, sp, sb), (peer, false, rp, rb)]
+            })
+            .filter(|op| op.3 > 0)
+            .collect();
+        self.group(stream, &ops, |(peer, send, at, bytes), s| {
+            // SAFETY: the caller's contract.
+            unsafe {
+                if send {
+                    (
+                        "ncclSend",
+                        nccl::send(at as _, bytes, ty, peer as i32, self.comm, s),
+                    )
+                } else {
+                    (
+                        "ncclRecv",
+                        nccl::recv(at as _, bytes, ty, peer as i32, self.comm, s),
+                    )
+                }
             }
-            if rb > 0 && first_err.is_ok() {
-                // SAFETY: the caller's contract.
-                first_err = self.check("ncclRecv", unsafe {
-                    nccl::recv(rp as _, rb, ty, peer as i32, self.comm, s)
-                });
-            }
-        }
-        let end = self.check("ncclGroupEnd", nccl::group_end());
-        first_err.and(end)
+        })
     }
 
-    /// Several all-gathers (`(src, dst, bytes per rank)`) in one NCCL
-    /// group.
+    /// All-gathers (`(src, dst, bytes per rank)`) in one NCCL group.
     ///
     /// # Safety
     ///
-    /// As [`Nccl::all_gather`] for each.
+    /// As [`Nccl::reduce_scatter`], for each `src` of `bytes` and `dst` of
+    /// `world × bytes`.
     pub(crate) unsafe fn all_gathers(
         &self,
         ops: &[(u64, u64, usize)],
         stream: &CudaStream,
     ) -> Result<()> {
-        let s = stream.cu_stream() as sys::cudaStream_t;
-        let _one = self.lock();
-        self.check("ncclGroupStart", nccl::group_start())?;
-        let mut r = Ok(());
-        for &(src, dst, bytes) in ops {
-            if r.is_ok() {
-                // SAFETY: the caller's contract.
-                r = self.check("ncclAllGather", unsafe {
-                    nccl::all_gather(
-                        src as _,
-                        dst as _,
-                        bytes,
-                        sys::ncclDataType_t::ncclUint8,
-                        self.comm,
-                        s,
-                    )
-                });
-            }
-        }
-        let end = self.check("ncclGroupEnd", nccl::group_end());
-        r.and(end)
+        let ty = sys::ncclDataType_t::ncclUint8;
+        self.group(stream, ops, |(src, dst, bytes), s| {
+            // SAFETY: the caller's contract.
+            ("ncclAllGather", unsafe {
+                nccl::all_gather(src as _, dst as _, bytes, ty, self.comm, s)
+            })
+        })
     }
 
-    /// Several all-reduces (`(src, dst, count)`) in one NCCL group.
+    /// All-reduces (`(src, dst, count)`) in one NCCL group.
     ///
     /// # Safety
     ///
-    /// As [`Nccl::all_reduce`] for each.
+    /// As [`Nccl::reduce_scatter`], for each `src` and `dst` of `count`.
     pub(crate) unsafe fn all_reduces(
         &self,
         ops: &[(u64, u64, usize)],
@@ -543,16 +477,38 @@ impl Nccl {
         o: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
+        self.group(stream, ops, |(src, dst, count), s| {
+            // SAFETY: the caller's contract.
+            ("ncclAllReduce", unsafe {
+                nccl::all_reduce(src as _, dst as _, count, ty, op(o), self.comm, s)
+            })
+        })
+    }
+
+    /// `call` for each of `ops` in one NCCL group on `stream`, under the
+    /// communicator's lock; the first failure stops the rest, and the group
+    /// is closed whatever happened.
+    fn group<X: Copy>(
+        &self,
+        stream: &CudaStream,
+        ops: &[X],
+        call: impl Fn(
+            X,
+            sys::cudaStream_t,
+        ) -> (
+            &'static str,
+            std::result::Result<nccl::NcclStatus, nccl::NcclError>,
+        ),
+    ) -> Result<()> {
         let s = stream.cu_stream() as sys::cudaStream_t;
         let _one = self.lock();
         self.check("ncclGroupStart", nccl::group_start())?;
         let mut r = Ok(());
-        for &(src, dst, count) in ops {
-            if r.is_ok() {
-                // SAFETY: the caller's contract.
-                r = self.check("ncclAllReduce", unsafe {
-                    nccl::all_reduce(src as _, dst as _, count, ty, op(o), self.comm, s)
-                });
+        for &x in ops {
+            let (what, res) = call(x, s);
+            r = self.check(what, res);
+            if r.is_err() {
+                break;
             }
         }
         let end = self.check("ncclGroupEnd", nccl::group_end());
