@@ -9,6 +9,7 @@ extern crate symm_runtime as symm;
 pub mod all_reduce;
 pub mod collectives;
 pub mod functional;
+pub mod fused;
 mod samples;
 pub mod tutorial;
 

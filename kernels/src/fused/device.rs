@@ -1,0 +1,128 @@
+//! The fused kernel, in the DSL.
+
+use symm::dsl::*;
+use symm::symm_kernel;
+
+use crate::all_reduce::enter_call;
+
+/// Loads elements `i..i + V` from every rank's `buf` and sums them in f32
+/// in rank order 0, 1, … (no rounding: the residual is added first).
+#[symm_kernel(device)]
+pub fn sum_peers_f32<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [f32; V] {
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut vals: [[T; V]; 8] = [zero; 8];
+    for r in 0..8u32 {
+        if r < world {
+            vals[r] = buf.peer(r).load_vec::<V>(i);
+        }
+    }
+    let mut acc: [f32; V] = [0.0f32; V];
+    for r in 0..8u32 {
+        if r < world {
+            for k in 0..V {
+                acc[k] += vals[r][k].to_f32();
+            }
+        }
+    }
+    acc
+}
+
+/// The sum of `v` over the block, the same on every thread: a butterfly
+/// within each warp, then warp 0 over the warps' sums (through `partial`,
+/// one slot per warp), in a fixed order.
+#[symm_kernel(device)]
+pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
+    let mut s = v;
+    let mut m = 16u32;
+    while m > 0 {
+        s += shfl_xor(s, m);
+        m /= 2;
+    }
+    let warp = thread_idx_x() / 32;
+    let warps = (block_dim_x() + 31) / 32;
+    if lane_id() == 0 {
+        partial[warp] = s;
+    }
+    sync_threads();
+    if warp == 0 {
+        let mut t = if lane_id() < warps {
+            partial[lane_id()]
+        } else {
+            0.0f32
+        };
+        let mut m = 16u32;
+        while m > 0 {
+            t += shfl_xor(t, m);
+            m /= 2;
+        }
+        if lane_id() == 0 {
+            partial[0] = t;
+        }
+    }
+    sync_threads();
+    let total = partial[0];
+    // Every thread has read it before a later call overwrites `partial`.
+    sync_threads();
+    total
+}
+
+/// For each of `rows` rows of `hidden` elements: `residual` becomes
+/// `T(Σ_ranks input + residual)` (f32, rank order, one rounding) and `out`
+/// that row times `weight` over its root mean square,
+/// `T(r · (1 / sqrt(mean(r²) + eps)) · w)` in f32. `hidden` is a multiple of
+/// `V` (16 bytes); launch with at least `world_size` threads per block,
+/// at most [`MAX_BLOCKS`] blocks, the same grid on every rank.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn all_reduce_rms_norm<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    residual: &mut [T],
+    weight: &[T],
+    out: &mut [T],
+    rows: u32,
+    hidden: u32,
+    eps: f32,
+    ch: u32,
+) {
+    enter_call();
+    let world = input.world_size();
+    let call = call_begin(input, ch);
+    enter_barrier(input, ch, call);
+    let partial = shared_array::<f32, 32>();
+    let step = block_dim_x() * V as u32;
+    let mut row = block_idx_x();
+    while row < rows {
+        let base = row * hidden;
+        let mut ss: f32 = 0.0;
+        let mut i = thread_idx_x() * V as u32;
+        while i < hidden {
+            let s = sum_peers_f32::<T, V>(input, base + i, world);
+            let r = residual.load_vec::<V>(base + i);
+            let mut nr: [T; V] = r;
+            for k in 0..V {
+                nr[k] = T::from_f32(s[k] + r[k].to_f32());
+                let f = nr[k].to_f32();
+                ss += f * f;
+            }
+            residual.store_vec::<V>(base + i, nr);
+            i += step;
+        }
+        let total = block_sum(ss, partial);
+        let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
+        let mut j = thread_idx_x() * V as u32;
+        while j < hidden {
+            // This thread's own stores of the new residual.
+            let nr = residual.load_vec::<V>(base + j);
+            let w = weight.load_vec::<V>(j);
+            let mut o: [T; V] = nr;
+            for k in 0..V {
+                o[k] = T::from_f32(nr[k].to_f32() * inv * w[k].to_f32());
+            }
+            out.store_vec::<V>(base + j, o);
+            j += step;
+        }
+        row += grid_dim_x();
+    }
+    exit_barrier(input, ch, call);
+    call_end(input, ch, call);
+}

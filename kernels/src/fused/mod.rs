@@ -1,0 +1,251 @@
+//! All-reduce fused with the residual add and RMSNorm that follow it in a
+//! tensor-parallel transformer layer (TensorRT-LLM's `RESIDUAL_RMS_NORM`
+//! fusion): one kernel reads every rank's partial sums of a row, adds them
+//! in f32 in rank order, adds the residual, rounds once to the element
+//! type (the new residual), and normalises that row by its root mean
+//! square times a weight. Every rank computes every row the same way, so
+//! both outputs are bitwise identical on every rank.
+//!
+//! One block per row (a decode step has a few rows of a few thousand
+//! elements): the row's sum of squares is a block reduction, in a fixed
+//! order, so it too is the same on every rank and every launch.
+
+mod device;
+pub use device::*;
+
+use symm::dsl::Scalar;
+use symm::signal::Channel;
+use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
+
+/// Threads per block (one row per block at a time).
+pub const THREADS: u32 = 512;
+
+/// The most blocks (rows at once); more rows loop.
+pub const MAX_BLOCKS: u32 = 64;
+
+/// The owner of the fused kernel's signal channel.
+pub const CHANNEL_OWNER: &str = "symm_kernels::fused";
+
+/// Element types of the fused kernel: bf16, f16 and f32.
+pub trait FusedElem: Scalar {
+    /// Elements per 16-byte vector.
+    #[doc(hidden)]
+    const V: usize;
+
+    /// Launches [`all_reduce_rms_norm`] on checked arguments.
+    ///
+    /// # Safety
+    ///
+    /// Every rank's `input` holds `rows × hidden` elements, `residual` and
+    /// `out` too, `weight` holds `hidden`, and `hidden` is a multiple of
+    /// `V`.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn __launch(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        input: &SymmetricMemory,
+        residual: &mut BoundSlice<'_, Self>,
+        weight: &BoundSlice<'_, Self>,
+        out: &mut BoundSlice<'_, Self>,
+        rows: u32,
+        hidden: u32,
+        eps: f32,
+        ch: u32,
+    ) -> Result<()>;
+}
+
+macro_rules! fused_elem {
+    ($($t:ty => $v:literal),* $(,)?) => {$(
+        impl FusedElem for $t {
+            const V: usize = $v;
+
+            unsafe fn __launch(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                input: &SymmetricMemory,
+                residual: &mut BoundSlice<'_, Self>,
+                weight: &BoundSlice<'_, Self>,
+                out: &mut BoundSlice<'_, Self>,
+                rows: u32,
+                hidden: u32,
+                eps: f32,
+                ch: u32,
+            ) -> Result<()> {
+                // SAFETY: the caller's arguments, with which every index is
+                // in bounds: tests/fused.rs checks each on the emulator
+                // (worlds 1-8, every type, rows above the grid, small and
+                // large rows), and `SYMM_CHECK_ALL=1` on a GPU.
+                unsafe {
+                    all_reduce_rms_norm::launch_unchecked::<$t, $v>(
+                        comm, cfg, input, residual, weight, out, rows, hidden, eps, ch,
+                    )
+                }
+            }
+        }
+    )*};
+}
+fused_elem!(symm::dsl::bf16 => 8, symm::dsl::f16 => 8, f32 => 4);
+
+/// The fused all-reduce, residual add and RMSNorm of `rows × hidden`
+/// elements: `input` is this rank's partial sums (a rendezvoused
+/// symmetric buffer), `residual` the residual stream (the same on every
+/// rank; replaced by the new one), `weight` the norm's `hidden` weights,
+/// `out` the normalised rows. A collective: every rank makes the same call
+/// (checked through the store on the first call of a shape), ordered on its
+/// stream, CUDA-graph capturable after one eager call.
+///
+/// Errors (the same on every rank) for: `hidden` not a multiple of 16
+/// bytes, an input, residual or output of fewer than `rows × hidden`
+/// elements or a weight of fewer than `hidden`, misaligned memory, sizes
+/// past 2^32 - 1, a world above 8, and a rank whose kernel failed before.
+#[allow(clippy::too_many_arguments)]
+pub fn all_reduce_residual_rms_norm<T: FusedElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    residual: &mut (impl DeviceSlice<T> + ?Sized),
+    weight: &(impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    rows: usize,
+    hidden: usize,
+    eps: f32,
+) -> Result<()> {
+    let ch = channel(comm)?;
+    let b_res = comm.bind_mut("residual", residual);
+    let b_w = comm.bind("weight", weight);
+    let b_out = comm.bind_mut("out", out);
+    let n = rows.checked_mul(hidden);
+    let problem = (|| -> std::result::Result<(), String> {
+        let (res, w, o) = (
+            b_res.as_ref().map_err(|e| e.to_string())?,
+            b_w.as_ref().map_err(|e| e.to_string())?,
+            b_out.as_ref().map_err(|e| e.to_string())?,
+        );
+        if comm.kernel_failed() {
+            return Err("a kernel on this rank failed earlier; make a new group".into());
+        }
+        if hidden == 0 || !hidden.is_multiple_of(T::V) {
+            return Err(format!(
+                "hidden {hidden} is not a positive multiple of {} (16 bytes of {})",
+                T::V,
+                T::DTYPE
+            ));
+        }
+        let n = n
+            .filter(|&n| n <= u32::MAX as usize)
+            .ok_or_else(|| format!("{rows} rows of {hidden} is more than 2^32 - 1 elements"))?;
+        let cap = input.buffer_size() / std::mem::size_of::<T>();
+        if cap < n || res.len() < n || o.len() < n || w.len() < hidden {
+            return Err(format!(
+                "{rows} rows of {hidden}: the input holds {cap}, the residual {}, the output {} \
+                 and the weight {}",
+                res.len(),
+                o.len(),
+                w.len()
+            ));
+        }
+        for (name, ptr) in [
+            ("residual", res.device_ptr()),
+            ("weight", w.device_ptr()),
+            ("out", o.device_ptr()),
+        ] {
+            if !ptr.is_multiple_of(16) {
+                return Err(format!("{name} at {ptr:#x} is not 16-byte aligned"));
+            }
+        }
+        Ok(())
+    })()
+    .err();
+    let shape = [
+        u64::from(T::DTYPE.size() as u32),
+        rows as u64,
+        hidden as u64,
+        u64::from(eps.to_bits()),
+    ];
+    crate::collectives::agree_call(comm, "all_reduce_residual_rms_norm", &shape, problem, |s| {
+        format!("{:?} (element bytes, rows, hidden, eps bits)", s)
+    })?;
+    let (mut res, w, mut o) = (b_res?, b_w?, b_out?);
+    if rows == 0 {
+        return Ok(());
+    }
+    let blocks = (rows as u32).min(MAX_BLOCKS);
+    let blocks = comm
+        .co_resident_blocks(1)
+        .map_or(blocks, |limit| blocks.min(limit.max(1)));
+    let threads = THREADS
+        .min((hidden / T::V) as u32)
+        .max(comm.world_size() as u32)
+        .max(32);
+    let threads = threads.div_ceil(32) * 32;
+    let cfg = LaunchConfig::linear(blocks, threads);
+    let cfg = if comm.options().pdl {
+        cfg.with_pdl()
+    } else {
+        cfg
+    };
+    // SAFETY: checked above on this rank and agreed by every rank: each
+    // buffer holds `rows × hidden` elements (the weight `hidden`), and
+    // `hidden` is a multiple of `V`.
+    unsafe {
+        T::__launch(
+            comm,
+            cfg,
+            input,
+            &mut res,
+            &w,
+            &mut o,
+            rows as u32,
+            hidden as u32,
+            eps,
+            ch,
+        )
+    }
+}
+
+/// The fused kernel's channel on `comm`'s group, reserved on first use.
+fn channel(comm: &Comm) -> Result<u32> {
+    struct Reserved(u32);
+    let r = comm.extension(
+        |_: &Reserved| true,
+        |_| {
+            let [c] = Channel::reserve::<1>(comm, CHANNEL_OWNER)?;
+            Ok(Reserved(c.index()))
+        },
+    )?;
+    Ok(r.0)
+}
+
+/// The fused kernel's result for one row, as the kernel computes it (f32,
+/// rank order, one rounding per output; the sum of squares in the kernel's
+/// block order is not reproduced, so compare the normalised row within its
+/// rounding): (new residual, normalised row). A reference for tests.
+pub fn reference<T: FusedElem>(
+    partials: &[&[T]],
+    residual: &[T],
+    weight: &[T],
+    eps: f32,
+) -> (Vec<T>, Vec<f64>) {
+    let h = residual.len();
+    let new: Vec<T> = (0..h)
+        .map(|i| {
+            let mut acc = 0.0f32;
+            for p in partials {
+                acc += p[i].to_f32();
+            }
+            T::from_f32(acc + residual[i].to_f32())
+        })
+        .collect();
+    let ms = new
+        .iter()
+        .map(|v| f64::from(v.to_f32()).powi(2))
+        .sum::<f64>()
+        / h as f64;
+    let inv = 1.0 / (ms + f64::from(eps)).sqrt();
+    let normed = new
+        .iter()
+        .zip(weight)
+        .map(|(v, w)| f64::from(v.to_f32()) * inv * f64::from(w.to_f32()))
+        .collect();
+    (new, normed)
+}
