@@ -89,6 +89,7 @@ symm::check_kernels!(
     all_shuffles::<symm::f8e5m2>,
     // The DSL's test suite.
     arith::<f32>,
+    exps,
     arith::<f64>,
     arith::<symm::bf16>,
     arith::<symm::f16>,

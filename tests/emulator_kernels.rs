@@ -57,6 +57,11 @@ fn arithmetic_matches_the_reference_bitwise() {
     });
 }
 
+#[test]
+fn exp_is_within_two_ulp() {
+    emu(1, run_exp);
+}
+
 /// Every fp8 bit pattern widened, and every probe of `fp8_probes` rounded,
 /// by a kernel: bit for bit the Rust conversions.
 #[test]

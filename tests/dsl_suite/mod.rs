@@ -53,6 +53,15 @@ pub fn arith_ref<T: DslFloat>(a: T, b: T) -> T {
     }
 }
 
+/// `exp` (the one intrinsic that is not exact).
+#[symm_kernel]
+pub fn exps(x: &[f32], out: &mut [f32], n: u32) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        out[i] = exp(x[i]);
+    }
+}
+
 /// Integer operators, shifts, remainders, wrapping, casts and `!`.
 #[symm_kernel]
 pub fn int_ops(x: &[u32], out: &mut [u32], n: u32) {
@@ -804,6 +813,27 @@ pub fn run_arith<T: DslFloat>(c: &Comm, block: u32) -> symm::Result<()> {
     c.synchronize()?;
     let want: Vec<T> = x.iter().zip(&y).map(|(&a, &b)| arith_ref(a, b)).collect();
     check_bits(c, &format!("arith<{}>", T::CUDA), &out.to_host()?, &want)
+}
+
+/// [`exps`] on fresh random arguments (−80 to 80, subnormal and huge
+/// results included), against f64's `exp`: within 2 ulp (CUDA's `expf`
+/// bound; the emulator's is Rust's `f32::exp`).
+pub fn run_exp(c: &Comm) -> symm::Result<()> {
+    let n: usize = sized(c, 1000, 100_000);
+    let x: Vec<f32> = (0..n).map(|_| rand::rng().random_range(-80.0f32..80.0)).collect();
+    let dx = c.device_buffer_from(&x)?;
+    let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+    exps::launch(c, lin(n, 128), &dx, &mut out, n as u32)?;
+    c.synchronize()?;
+    let got = out.to_host()?;
+    for (i, (&a, &g)) in x.iter().zip(&got).enumerate() {
+        let want = f64::from(a).exp();
+        let ulp = f64::from(f32::from_bits((want as f32).to_bits() + 1) - want as f32).max(1e-45);
+        check(c, (f64::from(g) - want).abs() <= 2.0 * ulp, || {
+            format!("exp({a}) at {i}: {g}, want {want}")
+        })?;
+    }
+    Ok(())
 }
 
 /// The one-rank kernels on fresh random data (3000+ elements on the

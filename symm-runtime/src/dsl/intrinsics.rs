@@ -251,6 +251,16 @@ pub fn fma<T: Num>(a: T, b: T, c: T) -> T {
 }
 
 intrinsic! {
+    /// `e` to the power `x`, in f32 (softmax, SiLU). Not correctly
+    /// rounded: the emulator's is Rust's `f32::exp` and the GPU's CUDA's
+    /// `expf` (within 2 ulp), so the two may differ in the last bits. `expf`.
+    pub fn exp(x: f32) -> f32 {
+        x.exp()
+    }
+    cuda: "static __device__ __forceinline__ __attribute__((unused)) float f_exp(const symm_kctx&, float x) { return expf(x); }\n";
+}
+
+intrinsic! {
     /// Index of the signal-pad slot through which rank `peer` signals on
     /// `channel` from block `block` (see [`crate::layout`]). Pure arithmetic.
     pub fn signal_slot(channel: u32, block: u32, peer: u32) -> u32 {
