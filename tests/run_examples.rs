@@ -19,6 +19,10 @@ mod peer_exchange;
 #[allow(dead_code)]
 mod ping_pong;
 
+#[path = "../examples/tp_decode/main.rs"]
+#[allow(dead_code)]
+mod tp_decode;
+
 #[test]
 fn the_main_job_runs() {
     all_reduce::main();
@@ -39,8 +43,32 @@ fn peer_exchange_runs() {
     peer_exchange::main();
 }
 
+/// The tensor-parallel decode step on the emulator at toy sizes (hidden
+/// 256, 2 layers, batch 2, context 16) at worlds 2 and 4, every variant
+/// checked against the world-1 reference and across ranks.
+#[test]
+fn tp_decode_matches_its_world_one_reference() {
+    let args = tp_decode::Args {
+        shape: "toy".into(),
+        layers: 2,
+        batch: 2,
+        ctx: 16,
+        worlds: vec![2, 4],
+        emulator: true,
+        replays: 0,
+    };
+    assert_eq!(tp_decode::run_main(args), 0, "tp_decode's checks failed");
+}
+
 symm::check_kernels!(
     fn example_kernels_compile_with_nvrtc;
+    tp_decode::kernels::fill::<symm::bf16>,
+    tp_decode::kernels::rms_norm::<symm::bf16>,
+    tp_decode::kernels::add::<symm::bf16>,
+    tp_decode::kernels::kv_write::<symm::bf16>,
+    tp_decode::kernels::attention::<symm::bf16>,
+    tp_decode::kernels::swiglu::<symm::bf16>,
+    tp_decode::kernels::gemm_xwt::<symm::bf16>,
     ping_pong::ping_pong,
     custom_all_gather::push_all_gather::<f32>,
 );

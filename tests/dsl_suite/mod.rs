@@ -820,7 +820,9 @@ pub fn run_arith<T: DslFloat>(c: &Comm, block: u32) -> symm::Result<()> {
 /// bound; the emulator's is Rust's `f32::exp`).
 pub fn run_exp(c: &Comm) -> symm::Result<()> {
     let n: usize = sized(c, 1000, 100_000);
-    let x: Vec<f32> = (0..n).map(|_| rand::rng().random_range(-80.0f32..80.0)).collect();
+    let x: Vec<f32> = (0..n)
+        .map(|_| rand::rng().random_range(-80.0f32..80.0))
+        .collect();
     let dx = c.device_buffer_from(&x)?;
     let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
     exps::launch(c, lin(n, 128), &dx, &mut out, n as u32)?;

@@ -1,0 +1,237 @@
+//! The decode step's own kernels, in the DSL: weight and cache fill (a
+//! hash of each element's place in the full, unsplit matrix, so every
+//! rank's slice and the world-1 reference's whole agree), RMSNorm,
+//! residual add, the KV-cache append, single-query attention with grouped
+//! KV heads, SwiGLU, and the GEMM the emulator runs where a GPU runs
+//! cuBLAS.
+
+use symm::dsl::*;
+use symm::kernels::fused::block_sum;
+use symm::symm_kernel;
+
+/// A value in `[-scale, scale)` from the element's place `g` in its full
+/// matrix and the matrix's `seed`.
+#[symm_kernel(device)]
+pub fn hashed(seed: u32, g: u32, scale: f32) -> f32 {
+    let mut h = g.wrapping_mul(0x9E37_79B1u32) ^ seed;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85EB_CA6Bu32);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xC2B2_AE35u32);
+    h ^= h >> 16;
+    ((h >> 8) as f32 / 8_388_608.0f32 - 1.0f32) * scale
+}
+
+/// Rows `dst_row0..dst_row0 + rows` of `out` (`cols` wide) get the full
+/// matrix's rows from `src_row0` and columns from `src_col0` (`full_cols`
+/// wide): a rank's slice of a column- or row-parallel weight.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn fill<T: Scalar>(
+    out: &mut [T],
+    rows: u32,
+    cols: u32,
+    dst_row0: u32,
+    src_row0: u32,
+    src_col0: u32,
+    full_cols: u32,
+    seed: u32,
+    scale: f32,
+) {
+    let n = rows * cols;
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    while i < n {
+        let r = i / cols;
+        let c = i % cols;
+        let g = (src_row0 + r) * full_cols + src_col0 + c;
+        out[(dst_row0 + r) * cols + c] = T::from_f32(hashed(seed, g, scale));
+        i += grid_dim_x() * block_dim_x();
+    }
+}
+
+/// One block per row: `out = T(x · (1 / sqrt(mean(x²) + eps)) · w)` in
+/// f32.
+#[symm_kernel]
+pub fn rms_norm<T: Scalar>(x: &[T], w: &[T], out: &mut [T], hidden: u32, eps: f32) {
+    let partial = shared_array::<f32, 32>();
+    let base = block_idx_x() * hidden;
+    let mut ss: f32 = 0.0;
+    let mut i = thread_idx_x();
+    while i < hidden {
+        let f = x[base + i].to_f32();
+        ss += f * f;
+        i += block_dim_x();
+    }
+    let total = block_sum(ss, partial);
+    let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
+    let mut j = thread_idx_x();
+    while j < hidden {
+        out[base + j] = T::from_f32(x[base + j].to_f32() * inv * w[j].to_f32());
+        j += block_dim_x();
+    }
+}
+
+/// `x = T(x + y)`.
+#[symm_kernel]
+pub fn add<T: Scalar>(x: &mut [T], y: &[T], n: u32) {
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    while i < n {
+        x[i] = T::from_f32(x[i].to_f32() + y[i].to_f32());
+        i += grid_dim_x() * block_dim_x();
+    }
+}
+
+/// Appends each row's K and V (after its `q_width` query columns of the
+/// `stride`-wide QKV row) to the caches at position `pos` of `ctx`.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn kv_write<T: Scalar>(
+    qkv: &[T],
+    kc: &mut [T],
+    vc: &mut [T],
+    rows: u32,
+    stride: u32,
+    q_width: u32,
+    kv_width: u32,
+    ctx: u32,
+    pos: u32,
+) {
+    let n = rows * kv_width;
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    while i < n {
+        let b = i / kv_width;
+        let j = i % kv_width;
+        let at = (b * ctx + pos) * kv_width + j;
+        kc[at] = qkv[b * stride + q_width + j];
+        vc[at] = qkv[b * stride + q_width + kv_width + j];
+        i += grid_dim_x() * block_dim_x();
+    }
+}
+
+/// The largest of `v` over the block, on every thread (as [`block_sum`]).
+#[symm_kernel(device)]
+pub fn block_max(v: f32, partial: Shared<f32, 32>) -> f32 {
+    let mut s = v;
+    let mut m = 16u32;
+    while m > 0 {
+        s = max(s, shfl_xor(s, m));
+        m /= 2;
+    }
+    let warp = thread_idx_x() / 32;
+    let warps = (block_dim_x() + 31) / 32;
+    if lane_id() == 0 {
+        partial[warp] = s;
+    }
+    sync_threads();
+    if warp == 0 {
+        let mut t = if lane_id() < warps {
+            partial[lane_id()]
+        } else {
+            partial[0]
+        };
+        let mut m = 16u32;
+        while m > 0 {
+            t = max(t, shfl_xor(t, m));
+            m /= 2;
+        }
+        if lane_id() == 0 {
+            partial[0] = t;
+        }
+    }
+    sync_threads();
+    let total = partial[0];
+    sync_threads();
+    total
+}
+
+/// Single-query attention, one block per (row, query head): scores of the
+/// row's query against every cached key of its KV head (`heads /
+/// kv_heads` query heads share one), softmax, and the weighted sum of the
+/// cached values. At most 4096 positions.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention<T: Scalar>(
+    qkv: &[T],
+    kc: &[T],
+    vc: &[T],
+    out: &mut [T],
+    stride: u32,
+    heads: u32,
+    kv_heads: u32,
+    dim: u32,
+    ctx: u32,
+    scale: f32,
+) {
+    let scores = shared_array::<f32, 4096>();
+    let partial = shared_array::<f32, 32>();
+    let b = block_idx_x() / heads;
+    let h = block_idx_x() % heads;
+    let g = h / (heads / kv_heads);
+    let q = b * stride + h * dim;
+    let mut best: f32 = -3.0e38;
+    let mut t = thread_idx_x();
+    while t < ctx {
+        let k = ((b * ctx + t) * kv_heads + g) * dim;
+        let mut s: f32 = 0.0;
+        for d in 0..dim {
+            s += qkv[q + d].to_f32() * kc[k + d].to_f32();
+        }
+        s *= scale;
+        scores[t] = s;
+        best = max(best, s);
+        t += block_dim_x();
+    }
+    let top = block_max(best, partial);
+    let mut sum: f32 = 0.0;
+    let mut u = thread_idx_x();
+    while u < ctx {
+        let e = exp(scores[u] - top);
+        scores[u] = e;
+        sum += e;
+        u += block_dim_x();
+    }
+    let total = block_sum(sum, partial);
+    let mut d = thread_idx_x();
+    while d < dim {
+        let mut acc: f32 = 0.0;
+        for p in 0..ctx {
+            acc += scores[p] * vc[((b * ctx + p) * kv_heads + g) * dim + d].to_f32();
+        }
+        out[(b * heads + h) * dim + d] = T::from_f32(acc / total);
+        d += block_dim_x();
+    }
+}
+
+/// `out[r, i] = T(silu(gate) · up)` for the `inter` gate and up columns of
+/// each row of `gu` (gate first).
+#[symm_kernel]
+pub fn swiglu<T: Scalar>(gu: &[T], out: &mut [T], rows: u32, inter: u32) {
+    let n = rows * inter;
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    while i < n {
+        let r = i / inter;
+        let c = i % inter;
+        let g = gu[r * 2 * inter + c].to_f32();
+        let u = gu[r * 2 * inter + inter + c].to_f32();
+        out[i] = T::from_f32(g / (1.0f32 + exp(-g)) * u);
+        i += grid_dim_x() * block_dim_x();
+    }
+}
+
+/// `y[m, n] = T(Σ_k x[m, k] · w[n, k])` in f32: the emulator's GEMM
+/// (`y = x · wᵀ`, as the GPU runs it through cuBLAS).
+#[symm_kernel]
+pub fn gemm_xwt<T: Scalar>(x: &[T], w: &[T], y: &mut [T], m: u32, n: u32, k: u32) {
+    let total = m * n;
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    while i < total {
+        let r = i / n;
+        let c = i % n;
+        let mut acc: f32 = 0.0;
+        for j in 0..k {
+            acc += x[r * k + j].to_f32() * w[c * k + j].to_f32();
+        }
+        y[i] = T::from_f32(acc);
+        i += grid_dim_x() * block_dim_x();
+    }
+}

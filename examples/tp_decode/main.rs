@@ -1,0 +1,810 @@
+//! A tensor-parallel decode step of a Llama-style decoder stack, with its
+//! two all-reduces per layer done three ways: NCCL, symm's all-reduce
+//! (both through `symm::functional`), and symm's fused all-reduce +
+//! residual add + RMSNorm (`symm::kernels::fused`), plus a control with
+//! the all-reduces left out (the step's compute alone).
+//!
+//! Per layer: RMSNorm, column-parallel QKV projection, the new token's K
+//! and V appended to the KV cache, single-query attention over the cache
+//! (grouped KV heads), row-parallel output projection, **all-reduce**,
+//! residual add and RMSNorm, column-parallel gate/up projection, SwiGLU,
+//! row-parallel down projection, **all-reduce**, residual add. Weights,
+//! cache and input are random bf16 (a hash of each element's place in the
+//! full matrix, so every rank's slice and a world-1 model's whole agree).
+//! GEMMs run through cuBLAS on GPUs (loaded at run time) and through a DSL
+//! kernel on the emulator.
+//!
+//! Every variant's step is checked against a world-1 reference that holds
+//! the full weights, and every rank's final hidden state must equal rank
+//! 0's bit for bit. Then each step is captured in one CUDA graph and
+//! replayed: µs per step, tokens per second, the share spent in
+//! communication (against the control), and the speedup over NCCL.
+//!
+//! ```text
+//! cargo run --release --example tp_decode -- --shape 8b --layers 4 --worlds 1,2
+//! cargo run --example tp_decode -- --emulator --worlds 2,4     # toy sizes
+//! ```
+
+#[path = "kernels.rs"]
+pub mod kernels;
+
+use std::time::Duration;
+
+use symm::functional::{Collectives, Options, Prefer};
+use symm::kernels::collectives::ReduceOp;
+use symm::kernels::fused::all_reduce_residual_rms_norm;
+use symm::{
+    bf16, run, Comm, CommOptions, DeviceBuffer, DeviceSlice, Error, LaunchConfig, PoolTensor,
+    Ranks, Result,
+};
+
+use kernels::*;
+
+/// The model's sizes.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    hidden: usize,
+    inter: usize,
+    heads: usize,
+    kv_heads: usize,
+    layers: usize,
+    batch: usize,
+    ctx: usize,
+}
+
+impl Shape {
+    fn dim(&self) -> usize {
+        self.hidden / self.heads
+    }
+}
+
+/// The flags (also what `tests/run_examples.rs` passes).
+#[derive(clap::Parser)]
+pub struct Args {
+    /// Model shape: 8b (hidden 4096, intermediate 14336, 32 heads, 8 KV
+    /// heads), 70b (8192, 28672, 64, 8) or toy (256, 512, 8, 4).
+    #[arg(long, default_value = "8b")]
+    pub shape: String,
+    /// Decoder layers.
+    #[arg(long, default_value_t = 4)]
+    pub layers: usize,
+    /// Tokens per step (1-8).
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Context length (positions in the KV cache, at most 4096).
+    #[arg(long, default_value_t = 2048)]
+    pub ctx: usize,
+    /// TP world sizes (ranks share GPUs where there are fewer).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub worlds: Vec<usize>,
+    /// Run on the CPU emulator (toy shape, 2 layers, context 16, batch 2
+    /// unless given).
+    #[arg(long)]
+    pub emulator: bool,
+    /// Graph replays timed per variant.
+    #[arg(long, default_value_t = 9)]
+    pub replays: usize,
+}
+
+/// How a step does its all-reduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    /// None: the compute alone (each rank's partial sums taken as the sum).
+    Control,
+    Nccl,
+    Symm,
+    Fused,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Control => "control (no all-reduce)",
+            Variant::Nccl => "NCCL all-reduce",
+            Variant::Symm => "symm all-reduce",
+            Variant::Fused => "symm fused all-reduce + residual + RMSNorm",
+        }
+    }
+}
+
+type T = bf16;
+
+/// One layer's weights and KV cache on one rank (its slices).
+struct Layer {
+    attn_w: DeviceBuffer<T>,
+    ffn_w: DeviceBuffer<T>,
+    wqkv: DeviceBuffer<T>,
+    wo: DeviceBuffer<T>,
+    wgu: DeviceBuffer<T>,
+    wdown: DeviceBuffer<T>,
+    kc: DeviceBuffer<T>,
+    vc: DeviceBuffer<T>,
+}
+
+/// How GEMMs run: cuBLAS on a GPU, the DSL kernel on the emulator.
+enum Gemm {
+    Cublas(symm::cudarc::cublas::CudaBlas),
+    Dsl,
+}
+
+/// One rank's model: its slices of every layer and the step's buffers.
+struct Model {
+    s: Shape,
+    world: usize,
+    layers: Vec<Layer>,
+    final_w: DeviceBuffer<T>,
+    x: DeviceBuffer<T>,
+    a: DeviceBuffer<T>,
+    qkv: DeviceBuffer<T>,
+    att: DeviceBuffer<T>,
+    /// The row-parallel projections' partial sums: symmetric, the
+    /// all-reduces' input.
+    p: PoolTensor<T>,
+    y: DeviceBuffer<T>,
+    gu: DeviceBuffer<T>,
+    act: DeviceBuffer<T>,
+    gemm: Gemm,
+    _pool: symm::SymmPool,
+}
+
+fn other(c: &Comm, m: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument {
+        rank: c.rank(),
+        message: m.to_string(),
+    }
+}
+
+/// A grid-stride launch over `n` elements.
+fn lin(n: usize) -> LaunchConfig {
+    LaunchConfig::linear((n.div_ceil(256) as u32).clamp(1, 1024), 256)
+}
+
+/// Fills `rows × cols` of `out` from row `dst_row0` with the full matrix
+/// (`seed`, `full_cols` wide) from (`src_row0`, `src_col0`).
+#[allow(clippy::too_many_arguments)]
+fn fill_slice(
+    c: &Comm,
+    out: &mut DeviceBuffer<T>,
+    rows: usize,
+    cols: usize,
+    dst_row0: usize,
+    (src_row0, src_col0, full_cols): (usize, usize, usize),
+    seed: u32,
+    scale: f32,
+) -> Result<()> {
+    fill::launch::<T>(
+        c,
+        lin(rows * cols),
+        out,
+        rows as u32,
+        cols as u32,
+        dst_row0 as u32,
+        src_row0 as u32,
+        src_col0 as u32,
+        full_cols as u32,
+        seed,
+        scale,
+    )
+}
+
+impl Model {
+    /// Rank `c.rank()` of `world`'s slices (`world` 1: the whole model).
+    fn new(c: &Comm, s: Shape) -> Result<Model> {
+        let (w, r) = (c.world_size(), c.rank());
+        let (d, h) = (s.dim(), s.hidden);
+        let (nh, nkv, il) = (s.heads / w, s.kv_heads / w, s.inter / w);
+        let qkv_rows = (nh + 2 * nkv) * d;
+        let mut layers = Vec::with_capacity(s.layers);
+        for l in 0..s.layers {
+            let seed = |m: u32| 0x5eed_0000 ^ ((l as u32) << 8) ^ m;
+            let buf = |n: usize| c.device_buffer::<T>(n);
+            let mut lay = Layer {
+                attn_w: buf(h)?,
+                ffn_w: buf(h)?,
+                wqkv: buf(qkv_rows * h)?,
+                wo: buf(h * nh * d)?,
+                wgu: buf(2 * il * h)?,
+                wdown: buf(h * il)?,
+                kc: buf(s.batch * s.ctx * nkv * d)?,
+                vc: buf(s.batch * s.ctx * nkv * d)?,
+            };
+            // Norm weights near 1; projections scaled by 1/sqrt(fan-in).
+            fill_slice(c, &mut lay.attn_w, 1, h, 0, (0, 0, h), seed(1), 0.2)?;
+            fill_slice(c, &mut lay.ffn_w, 1, h, 0, (0, 0, h), seed(2), 0.2)?;
+            let one = c.device_buffer_from(&vec![T::from_f32(1.0); h])?;
+            add::launch::<T>(c, lin(h), &mut lay.attn_w, &one, h as u32)?;
+            add::launch::<T>(c, lin(h), &mut lay.ffn_w, &one, h as u32)?;
+            let sc = 1.0 / (h as f32).sqrt();
+            // QKV: this rank's query heads, then its K heads, then its V
+            // heads, of the full [(heads + 2 kv_heads) × dim, hidden].
+            fill_slice(
+                c,
+                &mut lay.wqkv,
+                nh * d,
+                h,
+                0,
+                (r * nh * d, 0, h),
+                seed(3),
+                sc,
+            )?;
+            fill_slice(
+                c,
+                &mut lay.wqkv,
+                nkv * d,
+                h,
+                nh * d,
+                (s.heads * d + r * nkv * d, 0, h),
+                seed(3),
+                sc,
+            )?;
+            fill_slice(
+                c,
+                &mut lay.wqkv,
+                nkv * d,
+                h,
+                (nh + nkv) * d,
+                ((s.heads + s.kv_heads) * d + r * nkv * d, 0, h),
+                seed(3),
+                sc,
+            )?;
+            // Row-parallel: this rank's columns of the full matrices.
+            let sco = 1.0 / ((s.heads * d) as f32).sqrt();
+            fill_slice(
+                c,
+                &mut lay.wo,
+                h,
+                nh * d,
+                0,
+                (0, r * nh * d, s.heads * d),
+                seed(4),
+                sco,
+            )?;
+            fill_slice(c, &mut lay.wgu, il, h, 0, (r * il, 0, h), seed(5), sc)?;
+            fill_slice(
+                c,
+                &mut lay.wgu,
+                il,
+                h,
+                il,
+                (s.inter + r * il, 0, h),
+                seed(5),
+                sc,
+            )?;
+            let scd = 1.0 / (s.inter as f32).sqrt();
+            fill_slice(
+                c,
+                &mut lay.wdown,
+                h,
+                il,
+                0,
+                (0, r * il, s.inter),
+                seed(6),
+                scd,
+            )?;
+            // The cache: [batch × ctx, kv_heads × dim], this rank's heads.
+            let rows = s.batch * s.ctx;
+            fill_slice(
+                c,
+                &mut lay.kc,
+                rows,
+                nkv * d,
+                0,
+                (0, r * nkv * d, s.kv_heads * d),
+                seed(7),
+                1.0,
+            )?;
+            fill_slice(
+                c,
+                &mut lay.vc,
+                rows,
+                nkv * d,
+                0,
+                (0, r * nkv * d, s.kv_heads * d),
+                seed(8),
+                1.0,
+            )?;
+            layers.push(lay);
+        }
+        let mut final_w = c.device_buffer::<T>(h)?;
+        fill_slice(c, &mut final_w, 1, h, 0, (0, 0, h), 0xf1a1, 0.2)?;
+        let gemm = match c.cuda_stream() {
+            Some(stream) => Gemm::Cublas(
+                symm::cudarc::cublas::CudaBlas::new(stream)
+                    .map_err(|e| other(c, format!("cuBLAS: {e:?}")))?,
+            ),
+            None => Gemm::Dsl,
+        };
+        let pool = c.pool();
+        let b = s.batch;
+        Ok(Model {
+            s,
+            world: w,
+            layers,
+            final_w,
+            x: c.device_buffer(b * h)?,
+            a: c.device_buffer(b * h)?,
+            qkv: c.device_buffer(b * qkv_rows)?,
+            att: c.device_buffer(b * nh * d)?,
+            p: pool.alloc(b * h)?,
+            y: c.device_buffer(b * h)?,
+            gu: c.device_buffer(b * 2 * il)?,
+            act: c.device_buffer(b * il)?,
+            gemm,
+            _pool: pool,
+        })
+    }
+
+    /// The step's input: the same random embedding on every rank.
+    fn reset(&mut self, c: &Comm) -> Result<()> {
+        let (b, h) = (self.s.batch, self.s.hidden);
+        fill_slice(c, &mut self.x, b, h, 0, (0, 0, h), 0xe111, 1.0)
+    }
+}
+
+/// `y[m × n] = x[m × k] · w[n × k]ᵀ`, rounded to bf16 from f32.
+fn gemm(
+    g: &Gemm,
+    c: &Comm,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    w: &DeviceBuffer<T>,
+    y: &mut (impl DeviceSlice<T> + ?Sized),
+    (m, n, k): (usize, usize, usize),
+) -> Result<()> {
+    match g {
+        Gemm::Dsl => gemm_xwt::launch::<T>(c, lin(m * n), x, w, y, m as u32, n as u32, k as u32),
+        Gemm::Cublas(blas) => {
+            use symm::cudarc::cublas::{result, sys};
+            let (bx, bw, by) = (c.bind("x", x)?, c.bind("w", w)?, c.bind_mut("y", y)?);
+            if bx.len() < m * k || bw.len() < n * k || by.len() < m * n {
+                return Err(other(
+                    c,
+                    format!(
+                        "gemm {m}×{n}×{k} on buffers of {}, {} and {}",
+                        bx.len(),
+                        bw.len(),
+                        by.len()
+                    ),
+                ));
+            }
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            // SAFETY: x, w and y are this rank's device memory of at least
+            // m × k, n × k and m × n bf16 elements (checked above), bound to
+            // the rank's stream, which cuBLAS runs on; alpha and beta are
+            // f32, as CUBLAS_COMPUTE_32F takes them.
+            unsafe {
+                result::gemm_ex(
+                    *blas.handle(),
+                    sys::cublasOperation_t::CUBLAS_OP_T,
+                    sys::cublasOperation_t::CUBLAS_OP_N,
+                    n as i32,
+                    m as i32,
+                    k as i32,
+                    (&alpha) as *const f32 as *const _,
+                    bw.device_ptr() as *const _,
+                    sys::cudaDataType::CUDA_R_16BF,
+                    k as i32,
+                    bx.device_ptr() as *const _,
+                    sys::cudaDataType::CUDA_R_16BF,
+                    k as i32,
+                    (&beta) as *const f32 as *const _,
+                    by.device_ptr() as *mut _,
+                    sys::cudaDataType::CUDA_R_16BF,
+                    n as i32,
+                    sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+            .map_err(|e| other(c, format!("cublasGemmEx: {e:?}")))
+        }
+    }
+}
+
+impl Model {
+    /// One decode step of every layer, its all-reduces done as `v` says
+    /// (`coll` for NCCL and symm's all-reduce). Leaves the final hidden
+    /// state (the residual stream) in `x` and its final norm in `a`.
+    fn step(&mut self, c: &Comm, v: Variant, coll: &Collectives) -> Result<()> {
+        let s = self.s;
+        let (b, h, d) = (s.batch, s.hidden, s.dim());
+        let (nh, nkv, il) = (
+            s.heads / self.world,
+            s.kv_heads / self.world,
+            s.inter / self.world,
+        );
+        let stride = (nh + 2 * nkv) * d;
+        let eps = 1e-5f32;
+        let n = b * h;
+        let rows = LaunchConfig::linear(b as u32, 256);
+        rms_norm::launch::<T>(
+            c,
+            rows,
+            &self.x,
+            &self.layers[0].attn_w,
+            &mut self.a,
+            h as u32,
+            eps,
+        )?;
+        for l in 0..s.layers {
+            let lay = &mut self.layers[l];
+            gemm(
+                &self.gemm,
+                c,
+                &self.a,
+                &lay.wqkv,
+                &mut self.qkv,
+                (b, stride, h),
+            )?;
+            kv_write::launch::<T>(
+                c,
+                lin(b * nkv * d),
+                &self.qkv,
+                &mut lay.kc,
+                &mut lay.vc,
+                b as u32,
+                stride as u32,
+                (nh * d) as u32,
+                (nkv * d) as u32,
+                s.ctx as u32,
+                (s.ctx - 1) as u32,
+            )?;
+            let att_cfg = LaunchConfig::linear((b * nh) as u32, 128);
+            attention::launch::<T>(
+                c,
+                att_cfg,
+                &self.qkv,
+                &lay.kc,
+                &lay.vc,
+                &mut self.att,
+                stride as u32,
+                nh as u32,
+                nkv as u32,
+                d as u32,
+                s.ctx as u32,
+                1.0 / (d as f32).sqrt(),
+            )?;
+            gemm(
+                &self.gemm,
+                c,
+                &self.att,
+                &lay.wo,
+                &mut self.p,
+                (b, h, nh * d),
+            )?;
+            // First all-reduce, residual add, the FFN's norm.
+            match v {
+                Variant::Fused => all_reduce_residual_rms_norm(
+                    c,
+                    &*self.p.rendezvous()?,
+                    &mut self.x,
+                    &lay.ffn_w,
+                    &mut self.a,
+                    b,
+                    h,
+                    eps,
+                )?,
+                _ => {
+                    if v == Variant::Control {
+                        add::launch::<T>(c, lin(n), &mut self.x, &self.p, n as u32)?;
+                    } else {
+                        coll.all_reduce(&self.p, &mut self.y, ReduceOp::Sum)?
+                            .wait()?;
+                        add::launch::<T>(c, lin(n), &mut self.x, &self.y, n as u32)?;
+                    }
+                    rms_norm::launch::<T>(
+                        c,
+                        rows,
+                        &self.x,
+                        &lay.ffn_w,
+                        &mut self.a,
+                        h as u32,
+                        eps,
+                    )?;
+                }
+            }
+            gemm(
+                &self.gemm,
+                c,
+                &self.a,
+                &lay.wgu,
+                &mut self.gu,
+                (b, 2 * il, h),
+            )?;
+            swiglu::launch::<T>(c, lin(b * il), &self.gu, &mut self.act, b as u32, il as u32)?;
+            gemm(
+                &self.gemm,
+                c,
+                &self.act,
+                &lay.wdown,
+                &mut self.p,
+                (b, h, il),
+            )?;
+            // Second all-reduce and residual add; the fused variant also
+            // makes the next layer's attention norm (or the final norm).
+            let next_w = match self.layers.get(l + 1) {
+                Some(next) => &next.attn_w,
+                None => &self.final_w,
+            };
+            match v {
+                Variant::Fused => all_reduce_residual_rms_norm(
+                    c,
+                    &*self.p.rendezvous()?,
+                    &mut self.x,
+                    next_w,
+                    &mut self.a,
+                    b,
+                    h,
+                    eps,
+                )?,
+                _ => {
+                    if v == Variant::Control {
+                        add::launch::<T>(c, lin(n), &mut self.x, &self.p, n as u32)?;
+                    } else {
+                        coll.all_reduce(&self.p, &mut self.y, ReduceOp::Sum)?
+                            .wait()?;
+                        add::launch::<T>(c, lin(n), &mut self.x, &self.y, n as u32)?;
+                    }
+                    rms_norm::launch::<T>(c, rows, &self.x, next_w, &mut self.a, h as u32, eps)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[path = "../support/bench.rs"]
+#[allow(dead_code)] // the NCCL baselines of the other benchmarks
+mod bench;
+
+/// The shape the flags ask for.
+fn shape(args: &Args) -> std::result::Result<Shape, String> {
+    let (hidden, inter, heads, kv_heads) = match args.shape.as_str() {
+        "8b" if !args.emulator => (4096, 14336, 32, 8),
+        "70b" if !args.emulator => (8192, 28672, 64, 8),
+        "toy" | "8b" => (256, 512, 8, 4),
+        other => return Err(format!("--shape {other}: expected 8b, 70b or toy")),
+    };
+    let s = Shape {
+        hidden,
+        inter,
+        heads,
+        kv_heads,
+        layers: if args.emulator {
+            args.layers.min(2)
+        } else {
+            args.layers
+        },
+        batch: if args.emulator {
+            args.batch.max(2)
+        } else {
+            args.batch
+        },
+        ctx: if args.emulator {
+            args.ctx.min(16)
+        } else {
+            args.ctx
+        },
+    };
+    if !(1..=8).contains(&s.batch) || s.ctx == 0 || s.ctx > 4096 || s.layers == 0 {
+        return Err(format!("batch 1-8, context 1-4096 and a layer: got {s:?}"));
+    }
+    Ok(s)
+}
+
+/// One variant's outcome on one rank: final hidden state, final norm, and
+/// µs per step (GPU only).
+type Outcome = (Vec<f32>, Vec<f32>, Option<f64>);
+
+/// Runs the model on `ranks` (one variant after another), each step
+/// checked afterwards against the reference by the caller.
+fn run_variants(
+    ranks: Ranks,
+    s: Shape,
+    variants: &[Variant],
+    replays: usize,
+) -> std::result::Result<Vec<Vec<Option<Outcome>>>, symm::RunError> {
+    let variants = variants.to_vec();
+    run(
+        ranks,
+        CommOptions::default().with_timeout(Duration::from_secs(120)),
+        move |c| {
+            let mut m = Model::new(c, s)?;
+            let symm_coll =
+                Collectives::with_options(c, Options::default().with_backend(Prefer::Symm))?;
+            let nccl_coll =
+                Collectives::with_options(c, Options::default().with_backend(Prefer::Auto))?;
+            let nccl_ok = nccl_coll.group_facts().no_nccl.is_none();
+            let nccl_coll = if nccl_ok {
+                Some(Collectives::with_options(
+                    c,
+                    Options::default().with_backend(Prefer::Nccl),
+                )?)
+            } else {
+                None
+            };
+            m.p.rendezvous()?;
+            let barrier = if c.cuda_stream().is_some() {
+                Some(bench::Barrier::new(c)?)
+            } else {
+                None
+            };
+            let mut out = Vec::new();
+            for &v in &variants {
+                let coll = match v {
+                    Variant::Nccl => match &nccl_coll {
+                        Some(n) => n,
+                        None => {
+                            out.push(None);
+                            continue;
+                        }
+                    },
+                    _ => &symm_coll,
+                };
+                m.reset(c)?;
+                m.step(c, v, coll)?;
+                c.synchronize()?;
+                let x: Vec<f32> = m.x.to_host()?.iter().map(|v| v.to_f32()).collect();
+                let a: Vec<f32> = m.a.to_host()?.iter().map(|v| v.to_f32()).collect();
+                let us = match &barrier {
+                    Some(bar) => {
+                        let mut med = Vec::new();
+                        for _ in 0..replays.max(1).div_ceil(9) {
+                            med.push(bench::time_graph(c, bar, &mut || m.step(c, v, coll))?);
+                        }
+                        med.sort_by(f64::total_cmp);
+                        Some(med[med.len() / 2])
+                    }
+                    None => None,
+                };
+                out.push(Some((x, a, us)));
+            }
+            Ok(out)
+        },
+    )
+}
+
+fn main() {
+    std::process::exit(run_main(clap::Parser::parse()));
+}
+
+/// Runs what `args` asks for and prints the table; the exit status (0:
+/// every check passed).
+pub fn run_main(args: Args) -> i32 {
+    let s = match shape(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    let on_gpu = !args.emulator && symm::cuda_available();
+    if !args.emulator && !on_gpu {
+        eprintln!("no GPU: running on the emulator at toy sizes (--emulator)");
+    }
+    let s = if on_gpu {
+        s
+    } else {
+        let toy = Args {
+            emulator: true,
+            shape: "toy".into(),
+            worlds: Vec::new(),
+            ..args
+        };
+        shape(&toy).expect("the toy shape")
+    };
+    let worlds = args.worlds.clone();
+    let place = |w: usize| {
+        if on_gpu {
+            Ranks::gpus(w)
+        } else {
+            Some(Ranks::Emulator(w))
+        }
+    };
+    println!(
+        "# tp_decode: hidden {}, intermediate {}, heads {}/{} KV, {} layers, batch {}, context {} ({})",
+        s.hidden,
+        s.inter,
+        s.heads,
+        s.kv_heads,
+        s.layers,
+        s.batch,
+        s.ctx,
+        if on_gpu { "GPU" } else { "emulator" }
+    );
+    let variants = [
+        Variant::Control,
+        Variant::Nccl,
+        Variant::Symm,
+        Variant::Fused,
+    ];
+    // The world-1 reference: the full weights on one device.
+    let reference = match run_variants(place(1).expect("one rank"), s, &[Variant::Control], 0) {
+        Ok(r) => r[0][0].clone().expect("the control runs"),
+        Err(e) => {
+            eprintln!("reference: {e}");
+            return 1;
+        }
+    };
+    let scale = reference.0.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let mut failed = false;
+    for &w in &worlds {
+        if s.heads % w != 0 || s.kv_heads % w != 0 || s.inter % w != 0 {
+            eprintln!("world {w}: the heads, KV heads and intermediate size must divide by it");
+            failed = true;
+            continue;
+        }
+        let Some(ranks) = place(w) else {
+            eprintln!("SKIPPED: world {w}: no GPUs to place it on");
+            continue;
+        };
+        let placement = ranks.describe();
+        let got = match run_variants(ranks, s, &variants, args.replays) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("world {w}: {e}");
+                failed = true;
+                continue;
+            }
+        };
+        // Each all-reduce sums `w` partials rounded to bf16 where the
+        // reference rounds the whole sum once: up to (w + 1) / 2 bf16 ulps
+        // (2^-8 of the value each) more per all-reduce, two per layer, and
+        // a layer carries the relative error it receives on (its norms
+        // rescale, its weights are scaled by 1 / sqrt(fan-in)).
+        let tol =
+            (2 * s.layers * (w + 1)) as f32 / 2.0 * 2f32.powi(-8) * scale + 2f32.powi(-8) * scale;
+        println!("\n## world {w}: {placement}\n");
+        println!("| variant | µs per step | tokens/s | communication share | speedup over NCCL | max error vs world 1 (tolerance {tol:.3}) | ranks agree |");
+        println!("|---|---|---|---|---|---|---|");
+        let us = |k: usize| got[0][k].as_ref().and_then(|o| o.2);
+        for (k, v) in variants.iter().enumerate() {
+            let Some((x, _, t)) = &got[0][k] else {
+                println!("| {} | skipped: no NCCL here (the emulator, or ranks sharing a GPU) | | | | | |", v.name());
+                continue;
+            };
+            let err = x
+                .iter()
+                .zip(&reference.0)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            let agree = *v == Variant::Control
+                || got.iter().all(|r| {
+                    r[k].as_ref().is_some_and(|o| {
+                        o.0.iter()
+                            .map(|f| f.to_bits())
+                            .eq(x.iter().map(|f| f.to_bits()))
+                    })
+                });
+            let ok = agree && (*v == Variant::Control || err <= tol);
+            failed |= !ok && (*v != Variant::Control || w == 1);
+            let (step, tps, share, speed) = match t {
+                Some(t) => (
+                    format!("{t:.1}"),
+                    format!("{:.0}", s.batch as f64 * 1e6 / t),
+                    us(0).map_or("".into(), |c| {
+                        format!("{:.0} %", (1.0 - c / t).max(0.0) * 100.0)
+                    }),
+                    us(1).map_or("".into(), |n| format!("{:.2}×", n / t)),
+                ),
+                None => ("".into(), "".into(), "".into(), "".into()),
+            };
+            let agree_s = if *v == Variant::Control {
+                "n/a".into()
+            } else {
+                agree.to_string()
+            };
+            println!(
+                "| {} | {step} | {tps} | {share} | {speed} | {err:.4}{} | {agree_s} |",
+                v.name(),
+                if ok || *v == Variant::Control {
+                    ""
+                } else {
+                    " FAIL"
+                }
+            );
+        }
+    }
+    if failed {
+        eprintln!("tp_decode: a check failed");
+        return 1;
+    }
+    0
+}
