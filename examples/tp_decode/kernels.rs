@@ -144,60 +144,143 @@ pub fn block_max(v: f32, partial: Shared<f32, 32>) -> f32 {
     total
 }
 
-/// Single-query attention, one block per (row, query head): scores of the
-/// row's query against every cached key of its KV head (`heads /
-/// kv_heads` query heads share one), softmax, and the weighted sum of the
-/// cached values. At most 4096 positions.
+/// Single-query attention, split over the context (flash-decoding): block
+/// (row, query head, split) scores the row's query against the cached keys
+/// of its KV head (`heads / kv_heads` query heads share one) at positions
+/// `split × chunk ..`, and leaves in `part` its softmax partials: the
+/// scores' maximum, the sum of their exponentials, and the
+/// exponential-weighted sum of the values (`dim + 2` floats).
+/// [`attention_combine`] merges the splits. Each warp takes every
+/// `warps`-th position, its lanes `dim / 32` dimensions each, so a warp
+/// reads a whole key or value row at once. `chunk` at most 2048, `dim` a
+/// multiple of 32 up to 256; at most 256 threads, a multiple of 32.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn attention<T: Scalar>(
+pub fn attention_split<T: Scalar>(
     qkv: &[T],
     kc: &[T],
     vc: &[T],
-    out: &mut [T],
+    part: &mut [f32],
     stride: u32,
     heads: u32,
     kv_heads: u32,
     dim: u32,
     ctx: u32,
+    chunk: u32,
     scale: f32,
 ) {
-    let scores = shared_array::<f32, 4096>();
+    let scores = shared_array::<f32, 2048>();
     let partial = shared_array::<f32, 32>();
-    let b = block_idx_x() / heads;
-    let h = block_idx_x() % heads;
+    let acc_s = shared_array::<f32, 2048>();
+    let splits = (ctx + chunk - 1) / chunk;
+    let bh = block_idx_x() / splits;
+    let split = block_idx_x() % splits;
+    let b = bh / heads;
+    let h = bh % heads;
     let g = h / (heads / kv_heads);
     let q = b * stride + h * dim;
+    let warp = thread_idx_x() / 32;
+    let warps = block_dim_x() / 32;
+    let lane = lane_id();
+    let per = dim / 32;
+    let first = split * chunk;
+    let end = min(ctx, first + chunk);
+    let mut qv: [f32; 8] = [0.0f32; 8];
+    for j in 0..8u32 {
+        if j < per {
+            qv[j] = qkv[q + j * 32 + lane].to_f32();
+        }
+    }
     let mut best: f32 = -3.0e38;
-    let mut t = thread_idx_x();
-    while t < ctx {
+    let mut t = first + warp;
+    while t < end {
         let k = ((b * ctx + t) * kv_heads + g) * dim;
         let mut s: f32 = 0.0;
-        for d in 0..dim {
-            s += qkv[q + d].to_f32() * kc[k + d].to_f32();
+        for j in 0..8u32 {
+            if j < per {
+                s += qv[j] * kc[k + j * 32 + lane].to_f32();
+            }
+        }
+        let mut m = 16u32;
+        while m > 0 {
+            s += shfl_xor(s, m);
+            m /= 2;
         }
         s *= scale;
-        scores[t] = s;
+        if lane == 0 {
+            scores[t - first] = s;
+        }
         best = max(best, s);
-        t += block_dim_x();
+        t += warps;
     }
     let top = block_max(best, partial);
     let mut sum: f32 = 0.0;
     let mut u = thread_idx_x();
-    while u < ctx {
+    while u < end - first {
         let e = exp(scores[u] - top);
         scores[u] = e;
         sum += e;
         u += block_dim_x();
     }
     let total = block_sum(sum, partial);
+    let mut acc: [f32; 8] = [0.0f32; 8];
+    let mut p = first + warp;
+    while p < end {
+        let w = scores[p - first];
+        let v = ((b * ctx + p) * kv_heads + g) * dim;
+        for j in 0..8u32 {
+            if j < per {
+                acc[j] += w * vc[v + j * 32 + lane].to_f32();
+            }
+        }
+        p += warps;
+    }
+    for j in 0..8u32 {
+        if j < per {
+            acc_s[warp * dim + j * 32 + lane] = acc[j];
+        }
+    }
+    sync_threads();
+    let at = block_idx_x() * (dim + 2);
+    if thread_idx_x() == 0 {
+        part[at] = top;
+        part[at + 1] = total;
+    }
     let mut d = thread_idx_x();
     while d < dim {
-        let mut acc: f32 = 0.0;
-        for p in 0..ctx {
-            acc += scores[p] * vc[((b * ctx + p) * kv_heads + g) * dim + d].to_f32();
+        let mut o: f32 = 0.0;
+        for w in 0..warps {
+            o += acc_s[w * dim + d];
         }
-        out[(b * heads + h) * dim + d] = T::from_f32(acc / total);
+        part[at + 2 + d] = o;
+        d += block_dim_x();
+    }
+}
+
+/// Merges [`attention_split`]'s `splits` partials of each (row, query
+/// head), one block each, a thread per dimension: rescaled to the largest
+/// maximum, summed, divided by the summed exponentials.
+#[symm_kernel]
+pub fn attention_combine<T: Scalar>(part: &[f32], out: &mut [T], dim: u32, splits: u32) {
+    let bh = block_idx_x();
+    let base = bh * splits * (dim + 2);
+    let mut top: f32 = -3.0e38;
+    for s in 0..splits {
+        top = max(top, part[base + s * (dim + 2)]);
+    }
+    let mut total: f32 = 0.0;
+    for s in 0..splits {
+        let at = base + s * (dim + 2);
+        total += part[at + 1] * exp(part[at] - top);
+    }
+    let mut d = thread_idx_x();
+    while d < dim {
+        let mut o: f32 = 0.0;
+        for s in 0..splits {
+            let at = base + s * (dim + 2);
+            o += part[at + 2 + d] * exp(part[at] - top);
+        }
+        out[bh * dim + d] = T::from_f32(o / total);
         d += block_dim_x();
     }
 }

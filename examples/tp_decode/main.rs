@@ -81,7 +81,7 @@ pub struct Args {
     /// unless given).
     #[arg(long)]
     pub emulator: bool,
-    /// Graph replays timed per variant.
+    /// Graph replays timed per variant (0: check only, no timing).
     #[arg(long, default_value_t = 9)]
     pub replays: usize,
 }
@@ -143,6 +143,11 @@ struct Model {
     y: DeviceBuffer<T>,
     gu: DeviceBuffer<T>,
     act: DeviceBuffer<T>,
+    /// Attention's per-split softmax partials.
+    part: DeviceBuffer<f32>,
+    /// Attention's (splits, positions per split): enough blocks to fill
+    /// a GPU's multiprocessors (about 264 for an H100's 132).
+    splits: (usize, usize),
     gemm: Gemm,
     _pool: symm::SymmPool,
 }
@@ -316,6 +321,9 @@ impl Model {
         };
         let pool = c.pool();
         let b = s.batch;
+        let want = 264usize.div_ceil(b * nh).clamp(1, 64);
+        let chunk = s.ctx.div_ceil(want).clamp(4, 2048).min(s.ctx);
+        let splits = s.ctx.div_ceil(chunk);
         Ok(Model {
             s,
             world: w,
@@ -329,6 +337,8 @@ impl Model {
             y: c.device_buffer(b * h)?,
             gu: c.device_buffer(b * 2 * il)?,
             act: c.device_buffer(b * il)?,
+            part: c.device_buffer(b * nh * splits * (d + 2))?,
+            splits: (splits, chunk),
             gemm,
             _pool: pool,
         })
@@ -447,20 +457,29 @@ impl Model {
                 s.ctx as u32,
                 (s.ctx - 1) as u32,
             )?;
-            let att_cfg = LaunchConfig::linear((b * nh) as u32, 128);
-            attention::launch::<T>(
+            let (splits, chunk) = self.splits;
+            attention_split::launch::<T>(
                 c,
-                att_cfg,
+                LaunchConfig::linear((b * nh * splits) as u32, 128),
                 &self.qkv,
                 &lay.kc,
                 &lay.vc,
-                &mut self.att,
+                &mut self.part,
                 stride as u32,
                 nh as u32,
                 nkv as u32,
                 d as u32,
                 s.ctx as u32,
+                chunk as u32,
                 1.0 / (d as f32).sqrt(),
+            )?;
+            attention_combine::launch::<T>(
+                c,
+                LaunchConfig::linear((b * nh) as u32, d.min(256) as u32),
+                &self.part,
+                &mut self.att,
+                d as u32,
+                splits as u32,
             )?;
             gemm(
                 &self.gemm,
@@ -587,6 +606,12 @@ fn shape(args: &Args) -> std::result::Result<Shape, String> {
     if !(1..=8).contains(&s.batch) || s.ctx == 0 || s.ctx > 4096 || s.layers == 0 {
         return Err(format!("batch 1-8, context 1-4096 and a layer: got {s:?}"));
     }
+    if !s.dim().is_multiple_of(32) || s.dim() > 256 {
+        return Err(format!(
+            "the head size {} is not a multiple of 32 up to 256",
+            s.dim()
+        ));
+    }
     Ok(s)
 }
 
@@ -608,6 +633,9 @@ fn run_variants(
         CommOptions::default().with_timeout(Duration::from_secs(120)),
         move |c| {
             let mut m = Model::new(c, s)?;
+            if c.rank() == 0 {
+                eprintln!("world {}: model ready", c.world_size());
+            }
             let symm_coll =
                 Collectives::with_options(c, Options::default().with_backend(Prefer::Symm))?;
             let nccl_coll =
@@ -629,6 +657,9 @@ fn run_variants(
             };
             let mut out = Vec::new();
             for &v in &variants {
+                if c.rank() == 0 {
+                    eprintln!("world {}: {}", c.world_size(), v.name());
+                }
                 let coll = match v {
                     Variant::Nccl => match &nccl_coll {
                         Some(n) => n,
@@ -642,18 +673,21 @@ fn run_variants(
                 m.reset(c)?;
                 m.step(c, v, coll)?;
                 c.synchronize()?;
+                if c.rank() == 0 {
+                    eprintln!("world {}: {}: step checked", c.world_size(), v.name());
+                }
                 let x: Vec<f32> = m.x.to_host()?.iter().map(|v| v.to_f32()).collect();
                 let a: Vec<f32> = m.a.to_host()?.iter().map(|v| v.to_f32()).collect();
                 let us = match &barrier {
-                    Some(bar) => {
+                    Some(bar) if replays > 0 => {
                         let mut med = Vec::new();
-                        for _ in 0..replays.max(1).div_ceil(9) {
+                        for _ in 0..replays.div_ceil(9) {
                             med.push(bench::time_graph(c, bar, &mut || m.step(c, v, coll))?);
                         }
                         med.sort_by(f64::total_cmp);
                         Some(med[med.len() / 2])
                     }
-                    None => None,
+                    _ => None,
                 };
                 out.push(Some((x, a, us)));
             }
