@@ -50,6 +50,7 @@ mod book {
         TutorialAllReduce = "tutorial-all-reduce.md",
         Collectives = "collectives.md",
         CustomCollectives = "custom-collectives.md",
+        TpDecode = "tp-decode.md",
         Launching = "launching.md",
         Memory = "memory.md",
         CudaGraphs = "cuda-graphs.md",
