@@ -77,6 +77,33 @@ fn case<T: FusedElem>(world: usize, rows: usize, hidden: usize, calls: usize) {
             if let Err(m) = compare_bits(&res[at.clone()], &new) {
                 panic!("{what}: call {k}, row {row}: new residual: {m}");
             }
+            // And against float64: one rounding to T, plus f32's rounding
+            // of the sum (the partials' magnitude, 2^-23 per addition).
+            for (i, g) in res[at.clone()].iter().enumerate() {
+                let exact: f64 = partials
+                    .iter()
+                    .map(|p| f64::from(p[row * hidden + i].to_f32()))
+                    .sum::<f64>()
+                    + f64::from(residual[row * hidden + i].to_f32());
+                let mag: f64 = partials
+                    .iter()
+                    .map(|p| f64::from(p[row * hidden + i].to_f32()).abs())
+                    .sum::<f64>()
+                    + f64::from(residual[row * hidden + i].to_f32()).abs();
+                let floor = if T::DTYPE == symm::DType::F16 {
+                    2f64.powi(-25)
+                } else {
+                    1e-38
+                };
+                let tol = rounding::<T>() * exact.abs()
+                    + (world + 1) as f64 * 2f64.powi(-23) * mag
+                    + floor;
+                let g = f64::from(g.to_f32());
+                assert!(
+                    (g - exact).abs() <= tol,
+                    "{what}: call {k}, row {row}, element {i}: residual {g} vs {exact}"
+                );
+            }
             for (i, (g, w)) in out[at.clone()].iter().zip(&normed).enumerate() {
                 let g = f64::from(g.to_f32());
                 // One rounding: relative, or half the subnormal spacing
@@ -108,26 +135,31 @@ fn case<T: FusedElem>(world: usize, rows: usize, hidden: usize, calls: usize) {
 
 #[test]
 fn matches_its_reference_bitwise_on_every_rank() {
+    // Rows of one vector per thread and one warp, several warps, and more
+    // vectors than threads (the block reduction's every path), and more
+    // rows than blocks.
     let shapes: &[(usize, usize)] = if on_gpu() {
-        &[(1, 4096), (8, 8192), (3, 64), (130, 512)]
+        &[(1, 4096), (8, 8192), (3, 64), (130, 512), (2, 8256)]
     } else {
-        &[(1, 256), (3, 40), (70, 16)]
+        &[(1, 256), (3, 40), (70, 16), (2, 1032)]
     };
-    for world in [1, 2, 3, 4, 8] {
+    for world in 1..=8 {
         for &(rows, hidden) in shapes {
             case::<bf16>(world, rows, hidden, 2);
         }
         case::<f16>(world, 2, 64, 2);
         case::<f32>(world, 3, 36, 2);
     }
+    case::<bf16>(2, 2, 8256, 2);
 }
 
 /// A hidden size that is no multiple of 16 bytes, rows that differ
-/// between ranks, and a short residual: the same error on every rank.
+/// between ranks, a short residual, an output that is the input, and an
+/// element type other than the input's: the same error on every rank.
 #[test]
 fn bad_arguments_fail_on_every_rank() {
     let world = 2;
-    for bad in 0..3 {
+    for bad in 0..5 {
         let Some(r) = ranks(world) else { return };
         let e = run(r, options(), |c| {
             let buf = c.alloc::<bf16>(4096)?;
@@ -135,12 +167,35 @@ fn bad_arguments_fail_on_every_rank() {
             let (rows, hidden, res_len) = match bad {
                 0 => (2, 12, 24),
                 1 => (1 + c.rank(), 64, 128),
-                _ => (2, 64, if c.rank() == 1 { 100 } else { 128 }),
+                2 => (2, 64, if c.rank() == 1 { 100 } else { 128 }),
+                _ => (2, 64, 128),
             };
             let mut res = c.device_buffer::<bf16>(res_len)?;
             let w = c.device_buffer::<bf16>(64)?;
             let mut out = c.device_buffer::<bf16>(128)?;
-            all_reduce_residual_rms_norm(c, &smem, &mut res, &w, &mut out, rows, hidden, 1e-5)
+            match bad {
+                3 => all_reduce_residual_rms_norm(
+                    c,
+                    &smem,
+                    &mut res,
+                    &w,
+                    &mut buf.slice(..)?,
+                    rows,
+                    hidden,
+                    1e-5,
+                ),
+                4 if c.rank() == 1 => {
+                    let mut res16 = c.device_buffer::<f16>(128)?;
+                    let w16 = c.device_buffer::<f16>(64)?;
+                    let mut out16 = c.device_buffer::<f16>(128)?;
+                    all_reduce_residual_rms_norm(
+                        c, &smem, &mut res16, &w16, &mut out16, rows, hidden, 1e-5,
+                    )
+                }
+                _ => all_reduce_residual_rms_norm(
+                    c, &smem, &mut res, &w, &mut out, rows, hidden, 1e-5,
+                ),
+            }
         })
         .expect_err("bad arguments");
         assert_eq!(e.errors.len(), world, "case {bad}: {e}");
@@ -148,6 +203,8 @@ fn bad_arguments_fail_on_every_rank() {
             "is not a positive multiple",
             "calls differ",
             "the residual 100",
+            "overlaps the symmetric input",
+            "the input holds bf16, and the call is of f16",
         ][bad];
         for (_, m) in &e.errors {
             assert!(m.to_string().contains(needle), "case {bad}: {m}");

@@ -29,7 +29,9 @@ pub fn sum_peers_f32<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: 
 
 /// The sum of `v` over the block, the same on every thread: a butterfly
 /// within each warp, then warp 0 over the warps' sums (through `partial`,
-/// one slot per warp), in a fixed order.
+/// one slot per warp), in a fixed order. Every thread of the block calls
+/// it, and the block is whole warps (a multiple of 32 threads, at most
+/// 1024).
 #[symm_kernel(device)]
 pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
     let mut s = v;
@@ -70,8 +72,9 @@ pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
 /// `T(Σ_ranks input + residual)` (f32, rank order, one rounding) and `out`
 /// that row times `weight` over its root mean square,
 /// `T(r · (1 / sqrt(mean(r²) + eps)) · w)` in f32. `hidden` is a multiple of
-/// `V` (16 bytes); launch with at least `world_size` threads per block,
-/// at most [`MAX_BLOCKS`] blocks, the same grid on every rank.
+/// `V` (16 bytes); launch with whole warps, at least `world_size`
+/// threads per block, at most [`MAX_BLOCKS`] blocks, the same grid on
+/// every rank.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn all_reduce_rms_norm<T: Scalar, const V: usize>(

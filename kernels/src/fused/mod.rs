@@ -73,9 +73,14 @@ macro_rules! fused_elem {
                 ch: u32,
             ) -> Result<()> {
                 // SAFETY: the caller's arguments, with which every index is
-                // in bounds: tests/fused.rs checks each on the emulator
-                // (worlds 1-8, every type, rows above the grid, small and
-                // large rows), and `SYMM_CHECK_ALL=1` on a GPU.
+                // in bounds: a block reads and writes `base + i .. + V`
+                // with `row < rows`, `i < hidden` and `hidden % V == 0`, so
+                // below `rows × hidden`, which every buffer holds (the
+                // weight: `i + V <= hidden`); peers' inputs hold as much
+                // (agreed). tests/fused.rs runs it bounds-checked on the
+                // emulator (worlds 1-8, every type, rows beyond the grid,
+                // rows of one to many vectors per thread), and
+                // `SYMM_CHECK_ALL=1` on a GPU.
                 unsafe {
                     all_reduce_rms_norm::launch_unchecked::<$t, $v>(
                         comm, cfg, input, residual, weight, out, rows, hidden, eps, ch,
@@ -95,10 +100,15 @@ fused_elem!(symm::dsl::bf16 => 8, symm::dsl::f16 => 8, f32 => 4);
 /// (checked through the store on the first call of a shape), ordered on its
 /// stream, CUDA-graph capturable after one eager call.
 ///
-/// Errors (the same on every rank) for: `hidden` not a multiple of 16
-/// bytes, an input, residual or output of fewer than `rows × hidden`
-/// elements or a weight of fewer than `hidden`, misaligned memory, sizes
-/// past 2^32 - 1, a world above 8, and a rank whose kernel failed before.
+/// `residual` and `out` must not overlap this rank's input (peers read it
+/// while this rank writes them). Errors, the same on every rank on a
+/// shape's first call, for: `hidden` not a multiple of 16 bytes, an input,
+/// residual or output of fewer than `rows × hidden` elements or a weight of
+/// fewer than `hidden`, an input of another element type or group, an
+/// output or residual overlapping the input, misaligned memory, sizes past
+/// 2^32 - 4096, and a rank whose kernel failed before. (A later call whose
+/// local check fails errs on that rank, and its peers' kernels time out
+/// naming it.)
 #[allow(clippy::too_many_arguments)]
 pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     comm: &Comm,
@@ -131,9 +141,43 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
                 T::DTYPE
             ));
         }
+        // Headroom for the kernel's index steps, which may pass `n` by a
+        // block's width before they stop.
         let n = n
-            .filter(|&n| n <= u32::MAX as usize)
-            .ok_or_else(|| format!("{rows} rows of {hidden} is more than 2^32 - 1 elements"))?;
+            .filter(|&n| n <= (u32::MAX - THREADS * T::V as u32) as usize)
+            .ok_or_else(|| format!("{rows} rows of {hidden} is more than 2^32 - 4096 elements"))?;
+        if input.dtype() != T::DTYPE {
+            return Err(format!(
+                "the input holds {}, and the call is of {}",
+                input.dtype(),
+                T::DTYPE
+            ));
+        }
+        if input.rank() != comm.rank() || input.world_size() != comm.world_size() {
+            return Err(format!(
+                "the input is rank {} of {}, and the call is on rank {} of {}",
+                input.rank(),
+                input.world_size(),
+                comm.rank(),
+                comm.world_size()
+            ));
+        }
+        let (lo, hi) = (
+            input.buffer_ptrs()[input.rank()],
+            input.buffer_ptrs()[input.rank()] + input.buffer_size() as u64,
+        );
+        for (name, b) in [("residual", res), ("out", o)] {
+            let (p, e) = (
+                b.device_ptr(),
+                b.device_ptr() + (b.len() * std::mem::size_of::<T>()) as u64,
+            );
+            if p < hi && lo < e {
+                return Err(format!(
+                    "{name} overlaps the symmetric input, which peers read while this rank \
+                     writes it"
+                ));
+            }
+        }
         let cap = input.buffer_size() / std::mem::size_of::<T>();
         if cap < n || res.len() < n || o.len() < n || w.len() < hidden {
             return Err(format!(
@@ -156,14 +200,26 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
         Ok(())
     })()
     .err();
+    // Tagged, so no other collective's shape can equal it.
+    let code = T::DTYPE
+        .name()
+        .bytes()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
     let shape = [
-        u64::from(T::DTYPE.size() as u32),
+        0x0046_5553_4544,
+        code,
         rows as u64,
         hidden as u64,
         u64::from(eps.to_bits()),
     ];
     crate::collectives::agree_call(comm, "all_reduce_residual_rms_norm", &shape, problem, |s| {
-        format!("{:?} (element bytes, rows, hidden, eps bits)", s)
+        format!(
+            "{} rows of {} (element type code {}, eps bits {:#x})",
+            s.get(2).copied().unwrap_or_default(),
+            s.get(3).copied().unwrap_or_default(),
+            s.get(1).copied().unwrap_or_default(),
+            s.get(4).copied().unwrap_or_default()
+        )
     })?;
     let (mut res, w, mut o) = (b_res?, b_w?, b_out?);
     if rows == 0 {
