@@ -73,7 +73,7 @@ pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
 /// that row times `weight` over its root mean square,
 /// `T(r · (1 / sqrt(mean(r²) + eps)) · w)` in f32. `hidden` is a multiple of
 /// `V` (16 bytes); launch with whole warps, at least `world_size`
-/// threads per block, at most [`MAX_BLOCKS`] blocks, the same grid on
+/// threads per block, at most [`super::MAX_BLOCKS`] blocks, the same grid on
 /// every rank.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
