@@ -6,7 +6,7 @@
 //! cuBLAS.
 
 use symm::dsl::*;
-use symm::kernels::fused::block_sum;
+use symm::kernels::fused::{block_reduce, block_sum};
 use symm::symm_kernel;
 
 /// A value in `[-scale, scale)` from the element's place `g` in its full
@@ -108,42 +108,6 @@ pub fn kv_write<T: Scalar>(
     }
 }
 
-/// The largest of `v` over the block, on every thread (as [`block_sum`]).
-#[symm_kernel(device)]
-pub fn block_max(v: f32, partial: Shared<f32, 32>) -> f32 {
-    let mut s = v;
-    let mut m = 16u32;
-    while m > 0 {
-        s = max(s, shfl_xor(s, m));
-        m /= 2;
-    }
-    let warp = thread_idx_x() / 32;
-    let warps = (block_dim_x() + 31) / 32;
-    if lane_id() == 0 {
-        partial[warp] = s;
-    }
-    sync_threads();
-    if warp == 0 {
-        let mut t = if lane_id() < warps {
-            partial[lane_id()]
-        } else {
-            partial[0]
-        };
-        let mut m = 16u32;
-        while m > 0 {
-            t = max(t, shfl_xor(t, m));
-            m /= 2;
-        }
-        if lane_id() == 0 {
-            partial[0] = t;
-        }
-    }
-    sync_threads();
-    let total = partial[0];
-    sync_threads();
-    total
-}
-
 /// Single-query attention, split over the context (flash-decoding): block
 /// (row, query head, split) scores the row's query against the cached keys
 /// of its KV head (`heads / kv_heads` query heads share one) at positions
@@ -213,7 +177,7 @@ pub fn attention_split<T: Scalar>(
         best = max(best, s);
         t += warps;
     }
-    let top = block_max(best, partial);
+    let top = block_reduce::<1>(best, partial);
     let mut sum: f32 = 0.0;
     let mut u = thread_idx_x();
     while u < end - first {

@@ -428,7 +428,6 @@ impl Model {
         );
         let stride = (nh + 2 * nkv) * d;
         let eps = 1e-5f32;
-        let n = b * h;
         let rows = LaunchConfig::linear(b as u32, 256);
         rms_norm::launch::<T>(
             c,
@@ -495,41 +494,12 @@ impl Model {
                 (b, h, nh * d),
             )?;
             // First all-reduce, residual add, the FFN's norm.
-            match v {
-                Variant::Fused => all_reduce_residual_rms_norm(
-                    c,
-                    &*self.p.rendezvous()?,
-                    &mut self.x,
-                    &lay.ffn_w,
-                    &mut self.a,
-                    b,
-                    h,
-                    eps,
-                )?,
-                _ => {
-                    if v == Variant::Control {
-                        add::launch::<T>(c, lin(n), &mut self.x, &self.p, n as u32)?;
-                    } else {
-                        coll.all_reduce(&self.p, &mut self.y, ReduceOp::Sum)?
-                            .wait()?;
-                        add::launch::<T>(c, lin(n), &mut self.x, &self.y, n as u32)?;
-                    }
-                    rms_norm::launch::<T>(
-                        c,
-                        rows,
-                        &self.x,
-                        &lay.ffn_w,
-                        &mut self.a,
-                        h as u32,
-                        eps,
-                    )?;
-                }
-            }
+            self.reduce_add_norm(c, v, coll, Norm::Ffn(l))?;
             gemm(
                 &self.gemm,
                 c,
                 &self.a,
-                &lay.wgu,
+                &self.layers[l].wgu,
                 &mut self.gu,
                 (b, 2 * il, h),
             )?;
@@ -538,40 +508,60 @@ impl Model {
                 &self.gemm,
                 c,
                 &self.act,
-                &lay.wdown,
+                &self.layers[l].wdown,
                 &mut self.p,
                 (b, h, il),
             )?;
-            // Second all-reduce and residual add; the fused variant also
-            // makes the next layer's attention norm (or the final norm).
-            let next_w = match self.layers.get(l + 1) {
-                Some(next) => &next.attn_w,
-                None => &self.final_w,
-            };
-            match v {
-                Variant::Fused => all_reduce_residual_rms_norm(
-                    c,
-                    &*self.p.rendezvous()?,
-                    &mut self.x,
-                    next_w,
-                    &mut self.a,
-                    b,
-                    h,
-                    eps,
-                )?,
-                _ => {
-                    if v == Variant::Control {
-                        add::launch::<T>(c, lin(n), &mut self.x, &self.p, n as u32)?;
-                    } else {
-                        coll.all_reduce(&self.p, &mut self.y, ReduceOp::Sum)?
-                            .wait()?;
-                        add::launch::<T>(c, lin(n), &mut self.x, &self.y, n as u32)?;
-                    }
-                    rms_norm::launch::<T>(c, rows, &self.x, next_w, &mut self.a, h as u32, eps)?;
-                }
-            }
+            // Second all-reduce and residual add, then the next layer's
+            // attention norm (or the final norm).
+            self.reduce_add_norm(c, v, coll, Norm::Next(l))?;
         }
         Ok(())
+    }
+}
+
+/// Which norm follows an all-reduce: layer `l`'s FFN norm, or the one
+/// after layer `l` (the next layer's attention norm, or the final norm).
+#[derive(Clone, Copy)]
+enum Norm {
+    Ffn(usize),
+    Next(usize),
+}
+
+impl Model {
+    /// The row-parallel partial sums `p` all-reduced as `v` says, added to
+    /// the residual `x`, and `x` normalised by `norm` into `a`: one fused
+    /// kernel, or the all-reduce (none for the control), an add and a norm.
+    fn reduce_add_norm(
+        &mut self,
+        c: &Comm,
+        v: Variant,
+        coll: &Collectives,
+        norm: Norm,
+    ) -> Result<()> {
+        let s = self.s;
+        let (b, h, eps) = (s.batch, s.hidden, 1e-5f32);
+        let n = b * h;
+        let w = match norm {
+            Norm::Ffn(l) => &self.layers[l].ffn_w,
+            Norm::Next(l) => self
+                .layers
+                .get(l + 1)
+                .map_or(&self.final_w, |next| &next.attn_w),
+        };
+        if v == Variant::Fused {
+            let p = self.p.rendezvous()?;
+            return all_reduce_residual_rms_norm(c, &p, &mut self.x, w, &mut self.a, b, h, eps);
+        }
+        if v == Variant::Control {
+            add::launch::<T>(c, lin(n), &mut self.x, &self.p, n as u32)?;
+        } else {
+            coll.all_reduce(&self.p, &mut self.y, ReduceOp::Sum)?
+                .wait()?;
+            add::launch::<T>(c, lin(n), &mut self.x, &self.y, n as u32)?;
+        }
+        let rows = LaunchConfig::linear(b as u32, 256);
+        rms_norm::launch::<T>(c, rows, &self.x, w, &mut self.a, h as u32, eps)
     }
 }
 

@@ -27,17 +27,27 @@ pub fn sum_peers_f32<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: 
     acc
 }
 
-/// The sum of `v` over the block, the same on every thread: a butterfly
-/// within each warp, then warp 0 over the warps' sums (through `partial`,
-/// one slot per warp), in a fixed order. Every thread of the block calls
-/// it, and the block is whole warps (a multiple of 32 threads, at most
-/// 1024).
+/// `a + b`, or the larger where `MAX` is 1: [`block_reduce`]'s combine.
 #[symm_kernel(device)]
-pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
+pub fn combine<const MAX: usize>(a: f32, b: f32) -> f32 {
+    if MAX == 1 {
+        max(a, b)
+    } else {
+        a + b
+    }
+}
+
+/// The sum (`MAX` 0) or the largest (`MAX` 1) of `v` over the block, the
+/// same on every thread: a butterfly within each warp, then warp 0 over the
+/// warps' results (through `partial`, one slot per warp), in a fixed order.
+/// Every thread of the block calls it, and the block is whole warps (a
+/// multiple of 32 threads, at most 1024).
+#[symm_kernel(device)]
+pub fn block_reduce<const MAX: usize>(v: f32, partial: Shared<f32, 32>) -> f32 {
     let mut s = v;
     let mut m = 16u32;
     while m > 0 {
-        s += shfl_xor(s, m);
+        s = combine::<MAX>(s, shfl_xor(s, m));
         m /= 2;
     }
     let warp = thread_idx_x() / 32;
@@ -47,14 +57,18 @@ pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
     }
     sync_threads();
     if warp == 0 {
+        // Lanes past the last warp hold the combine's identity: 0 for the
+        // sum, warp 0's own result for the maximum.
         let mut t = if lane_id() < warps {
             partial[lane_id()]
+        } else if MAX == 1 {
+            partial[0]
         } else {
             0.0f32
         };
         let mut m = 16u32;
         while m > 0 {
-            t += shfl_xor(t, m);
+            t = combine::<MAX>(t, shfl_xor(t, m));
             m /= 2;
         }
         if lane_id() == 0 {
@@ -66,6 +80,12 @@ pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
     // Every thread has read it before a later call overwrites `partial`.
     sync_threads();
     total
+}
+
+/// [`block_reduce`]'s sum.
+#[symm_kernel(device)]
+pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
+    block_reduce::<0>(v, partial)
 }
 
 /// For each of `rows` rows of `hidden` elements: `residual` becomes
