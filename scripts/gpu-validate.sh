@@ -15,7 +15,7 @@
 # Suite names:
 #   gpu, gpu_dsl, multiprocess   custom-harness binaries, run once
 #   kernels:NAME                 a libtest binary (all_reduce, collectives, foundation, graph_safe, pool,
-#                                emulator_kernels) on GPU ranks
+#                                emulator_kernels, functional, subgroups, fused) on GPU ranks
 #                                (SYMM_KERNEL_TESTS_ON=gpu), once per world;
 #                                of the tests generated per world size
 #                                (NAME::world_W), only those of that world
@@ -39,7 +39,7 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$O
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then
-  suites=(gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:collectives kernels:foundation kernels:emulator_kernels kernels:graph_safe kernels:pool)
+  suites=(gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:collectives kernels:foundation kernels:emulator_kernels kernels:graph_safe kernels:pool kernels:functional kernels:subgroups kernels:fused)
 fi
 LOG="$OUT/log.txt"
 rc=0
