@@ -633,9 +633,8 @@ fn run_variants(
             }
             let symm_coll =
                 Collectives::with_options(c, Options::default().with_backend(Prefer::Symm))?;
-            let nccl_coll =
-                Collectives::with_options(c, Options::default().with_backend(Prefer::Auto))?;
-            let nccl_ok = nccl_coll.group_facts().no_nccl.is_none();
+            // The group's facts say whether NCCL can run here at all.
+            let nccl_ok = symm_coll.group_facts().no_nccl.is_none();
             let nccl =
                 || Collectives::with_options(c, Options::default().with_backend(Prefer::Nccl));
             let (nccl_coll, window_coll) = if nccl_ok {

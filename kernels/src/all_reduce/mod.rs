@@ -34,7 +34,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use symm::dsl::{bf16, f16, f8e4m3, f8e5m2};
-use symm::signal::Channel;
 use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
 
 /// Threads per block of every all-reduce kernel.
@@ -300,9 +299,9 @@ pub(crate) fn threads_for<T>(threads: u32) -> u32 {
 /// separate groups).
 ///
 /// Signal channels: the first call reserves [`CHANNELS`] adjacent ones of
-/// the group ([`Channel::reserve`], from the top of the pad), which every
+/// the group ([`Channel::reserve`](symm::signal::Channel::reserve), from the top of the pad), which every
 /// later call reuses on whatever buffers it is given; the application's
-/// [`Channel::request`]s never get them.
+/// [`Channel::request`](symm::signal::Channel::request)s never get them.
 ///
 /// Errors (never a hang or a wrong result) for: `n` larger than the buffer
 /// or than `out`, `out` of another rank, device or CUDA context (or cudarc
@@ -393,15 +392,8 @@ fn reduce<T: AllReduceElem>(
 /// The first of the all-reduce's [`CHANNELS`] channels on `comm`'s group,
 /// reserved on the first call and remembered in the rank's extensions.
 fn channels(comm: &Comm) -> Result<u32> {
-    struct Reserved(u32);
-    let r = comm.extension(
-        |_: &Reserved| true,
-        |_| {
-            let [first, ..] = Channel::reserve::<CHANNELS>(comm, CHANNEL_OWNER)?;
-            Ok(Reserved(first.index()))
-        },
-    )?;
-    Ok(r.0)
+    struct AllReduce;
+    crate::reserved_channels::<AllReduce, CHANNELS>(comm, CHANNEL_OWNER)
 }
 
 /// In-place all-reduce: the sum of every rank's first `n` elements of

@@ -37,7 +37,6 @@ mod agree;
 mod device;
 pub use device::*;
 
-use symm::signal::Channel;
 use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
 
 use agree::agree;
@@ -259,7 +258,7 @@ fn agreed(
     // offsets) would read each other's wrong memory, and fail instead,
     // with no exchange per new buffer.
     let ident = [input.alloc_id(), input.buffer_offset()];
-    Ok(Ch::of(ch, &[shape, &ident].concat()))
+    Ok(Ch::of(ch, shape.iter().chain(&ident)))
 }
 
 /// A call's channel and its digest (see `enter_checked` in `device.rs`).
@@ -271,11 +270,11 @@ pub struct Ch {
 }
 
 impl Ch {
-    /// The collectives' first channel with the digest of `shape` (FNV-1a
-    /// over its words: the same on every rank and build).
-    fn of(index: u32, shape: &[u64]) -> Ch {
+    /// The collectives' first channel with the digest of `words` (FNV-1a
+    /// over them: the same on every rank and build).
+    fn of<'a>(index: u32, words: impl IntoIterator<Item = &'a u64>) -> Ch {
         let mut h: u32 = 0x811c_9dc5;
-        for w in shape {
+        for w in words {
             for b in w.to_le_bytes() {
                 h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
             }
@@ -1584,15 +1583,9 @@ fn placeholders(comm: &Comm) -> Result<std::sync::Arc<Placeholders>> {
 /// point of its sequence of requests) and remembered in the rank's
 /// extensions.
 fn channel(comm: &Comm) -> Result<u32> {
-    struct Reserved(u32);
-    let r = comm.extension(
-        |_: &Reserved| true,
-        |_| {
-            let [c, _digests] = Channel::reserve::<2>(comm, CHANNEL_OWNER)?;
-            Ok(Reserved(c.index()))
-        },
-    )?;
-    Ok(r.0)
+    // Two: the call's own, and the one after it for the digests.
+    struct Collectives;
+    crate::reserved_channels::<Collectives, 2>(comm, CHANNEL_OWNER)
 }
 
 /// An error unless the rank may still run collectives.
@@ -1739,8 +1732,14 @@ fn threads<T>() -> u32 {
 
 /// The element type in a shape: its name's bytes (at most 8).
 fn dtype<T: symm::Element>() -> u64 {
+    dtype_word(T::DTYPE)
+}
+
+/// `d`'s name as a shape word (its first 8 bytes), which [`type_name`]
+/// reads back.
+pub(crate) fn dtype_word(d: symm::DType) -> u64 {
     let mut b = [0u8; 8];
-    let name = T::DTYPE.name().as_bytes();
+    let name = d.name().as_bytes();
     let k = name.len().min(8);
     b[..k].copy_from_slice(&name[..k]);
     u64::from_le_bytes(b)
@@ -1766,7 +1765,7 @@ fn arg(s: &[u64], i: usize) -> String {
     s.get(i).map_or("?".into(), |v| v.to_string())
 }
 
-fn type_name(s: &[u64]) -> String {
+pub(crate) fn type_name(s: &[u64]) -> String {
     s.get(1).map_or("?".into(), |v| {
         String::from_utf8_lossy(&v.to_le_bytes())
             .trim_end_matches('\0')

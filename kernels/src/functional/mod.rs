@@ -56,8 +56,8 @@ use std::sync::{Arc, Mutex};
 
 use symm::cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
 use symm::{
-    BoundSlice, Comm, DType, DeviceBuffer, DeviceSlice, Element, Error, PoolTensor, Result,
-    SymmBuffer, SymmPool, SymmView, SymmetricMemory,
+    BoundSlice, Comm, DeviceBuffer, DeviceSlice, Element, Error, PoolTensor, Result, SymmBuffer,
+    SymmPool, SymmView, SymmetricMemory,
 };
 
 use crate::all_reduce::AllReduceElem;
@@ -335,12 +335,13 @@ enum NcclState {
     Failed(String),
 }
 
-/// One element type's staging: a persistent symmetric buffer and every
-/// older (smaller) one, kept for CUDA graphs captured with them.
+/// One element type's staging: a persistent symmetric buffer, rendezvoused,
+/// and the one it grew from (which keeps its own predecessor), kept for
+/// CUDA graphs captured with them.
 struct Staging<T: Element> {
     buf: SymmBuffer<T>,
     smem: Arc<SymmetricMemory>,
-    _older: Vec<SymmBuffer<T>>,
+    _older: Option<Arc<Staging<T>>>,
 }
 
 /// The functional collectives of one group, on a communication stream of
@@ -356,6 +357,7 @@ pub struct Collectives {
     options: Options,
     group: GroupFacts,
     events: Mutex<Vec<CudaEvent>>,
+    /// Per element type, an `Arc<Staging<T>>`.
     staging: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
     nccl: Mutex<NcclState>,
     pools: Mutex<Vec<SymmPool>>,
@@ -592,36 +594,29 @@ impl Collectives {
     /// This rank's staging for `T`, holding at least `len` elements: made
     /// or grown on every rank alike (every rank asks for the same agreed
     /// `len` on every symm call, whatever its input, so the collective
-    /// allocation meets its peers'). Returns its symmetric memory and its
-    /// length.
-    fn staging<T: Element>(&self, len: usize) -> Result<(Arc<SymmetricMemory>, usize)> {
+    /// allocation meets its peers').
+    fn staging<T: Element>(&self, len: usize) -> Result<Arc<Staging<T>>> {
         let mut map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = map.entry(TypeId::of::<T>());
-        let entry = match slot {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                let buf = self
-                    .cs
-                    .alloc::<T>(len.max(MIN_STAGING).next_power_of_two())?;
-                let smem = buf.rendezvous()?;
-                v.insert(Box::new(Staging {
-                    buf,
-                    smem,
-                    _older: Vec::new(),
-                }))
-            }
-        };
-        let Some(st) = entry.downcast_mut::<Staging<T>>() else {
-            return Err(invalid(&self.cs, "staging kept under another type".into()));
-        };
-        if st.buf.len() < len {
-            let buf = self.cs.alloc::<T>(len.next_power_of_two())?;
-            let smem = buf.rendezvous()?;
-            let old = std::mem::replace(&mut st.buf, buf);
-            st._older.push(old);
-            st.smem = smem;
+        let now = map
+            .get(&TypeId::of::<T>())
+            .and_then(|b| b.downcast_ref::<Arc<Staging<T>>>())
+            .cloned();
+        if let Some(st) = now.as_ref().filter(|st| st.buf.len() >= len) {
+            return Ok(st.clone());
         }
-        Ok((st.smem.clone(), st.buf.len()))
+        let min = if now.is_some() {
+            len
+        } else {
+            len.max(MIN_STAGING)
+        };
+        let buf = self.cs.alloc::<T>(min.next_power_of_two())?;
+        let st = Arc::new(Staging {
+            smem: buf.rendezvous()?,
+            buf,
+            _older: now,
+        });
+        map.insert(TypeId::of::<T>(), Box::new(st.clone()));
+        Ok(st)
     }
 
     /// Elements the staging of `T` holds now (what it will hold when first
@@ -629,7 +624,7 @@ impl Collectives {
     fn staging_len<T: Element>(&self) -> usize {
         let map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
         map.get(&TypeId::of::<T>())
-            .and_then(|b| b.downcast_ref::<Staging<T>>())
+            .and_then(|b| b.downcast_ref::<Arc<Staging<T>>>())
             .map_or(MIN_STAGING, |st| st.buf.len())
     }
 
@@ -643,23 +638,15 @@ impl Collectives {
         staged: bool,
         grow: usize,
     ) -> Result<Arc<SymmetricMemory>> {
-        let len = input.__memory().len();
-        let (stage, _) = self.staging::<T>(grow)?;
+        let st = self.staging::<T>(grow)?;
         if !staged {
             if let Some(s) = input.__symmetric() {
                 return s;
             }
         }
-        let map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(st) = map
-            .get(&TypeId::of::<T>())
-            .and_then(|b| b.downcast_ref::<Staging<T>>())
-        else {
-            return Err(invalid(&self.cs, "no staging for this type".into()));
-        };
-        let mut dst = st.buf.slice(..len)?;
+        let mut dst = st.buf.slice(..input.__memory().len())?;
         self.cs.copy(input.__memory(), &mut dst)?;
-        Ok(stage)
+        Ok(st.smem.clone())
     }
 
     /// What this rank finds wrong with a call before any peer is waited
@@ -712,7 +699,7 @@ impl Collectives {
             Route::Symm { .. } => 1,
             Route::Nccl => 2,
         };
-        let head = [0x46_554e_4300, code, dtype_code(facts.dtype)];
+        let head = [0x46_554e_4300, code, collectives::dtype_word(facts.dtype)];
         let mut buf = [0u64; 16];
         let key_vec;
         let key: &[u64] = if shape.len() + head.len() <= buf.len() {
@@ -1196,13 +1183,7 @@ impl Collectives {
             "all_reduce_coalesced",
             |c, _, out| {
                 // Staged (placed as plain above): the staging holds the input.
-                let map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-                let Some(st) = map
-                    .get(&TypeId::of::<T>())
-                    .and_then(|b| b.downcast_ref::<Staging<T>>())
-                else {
-                    return Err(invalid(c, "no staging for this type".into()));
-                };
+                let st = self.staging::<T>(len)?;
                 collectives::all_reduce_coalesced(c, &st.buf, ranges, op)?;
                 c.copy(&st.buf.slice(..len)?, out)
             },
@@ -1340,12 +1321,6 @@ fn op_code(op: ReduceOp) -> u64 {
         .iter()
         .position(|&o| o == op)
         .unwrap_or_default() as u64
-}
-
-fn dtype_code(d: DType) -> u64 {
-    d.name()
-        .bytes()
-        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
 }
 
 /// Every rank's NCCL support and options, compared: the same facts on

@@ -5,7 +5,7 @@
 //! on a missing library or symbol), so a machine without it builds, runs
 //! the emulator, and runs every call on symm's kernels.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use symm::cudarc::driver::CudaStream;
@@ -114,7 +114,6 @@ pub(crate) struct Nccl {
     segments: Mutex<Segments>,
     /// Pools whose hooks report to this communicator.
     pools: Mutex<Vec<(SymmPool, symm::HookId)>>,
-    pooled: Mutex<HashSet<u64>>,
 }
 
 // SAFETY: an NCCL communicator may be used from any thread, one call at a
@@ -183,7 +182,6 @@ impl Nccl {
             windows: has("ncclCommWindowRegister") && has("ncclCommWindowDeregister"),
             segments: Mutex::default(),
             pools: Mutex::default(),
-            pooled: Mutex::default(),
         }))
     }
 
@@ -200,13 +198,10 @@ impl Nccl {
     /// now (the hook's snapshot) and those it makes later, at the next
     /// NCCL call after each; and deregisters each before it is freed.
     pub(crate) fn watch(self: &Arc<Self>, pool: &SymmPool) {
-        let key = pool_key(pool);
-        if !self
-            .pooled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key)
-        {
+        // The list is held across the hook's registration, whose snapshot
+        // reports to `hear` (which takes only the segments' lock).
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        if pools.iter().any(|(p, _)| p.id() == pool.id()) {
             return;
         }
         let me: Weak<Nccl> = Arc::downgrade(self);
@@ -215,10 +210,7 @@ impl Nccl {
                 n.hear(event);
             }
         });
-        self.pools
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((pool.clone(), id));
+        pools.push((pool.clone(), id));
     }
 
     fn hear(&self, event: &SegmentEvent<'_>) {
@@ -544,9 +536,4 @@ impl Drop for Nccl {
             tracing::warn!(rank = self.rank, "ncclCommDestroy failed: {e:?}");
         }
     }
-}
-
-/// A pool's identity, to register its hook once.
-fn pool_key(pool: &SymmPool) -> u64 {
-    pool.id()
 }

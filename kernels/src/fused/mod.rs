@@ -14,7 +14,6 @@ mod device;
 pub use device::*;
 
 use symm::dsl::Scalar;
-use symm::signal::Channel;
 use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
 /// Threads per block (one row per block at a time).
@@ -201,10 +200,7 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     })()
     .err();
     // Tagged, so no other collective's shape can equal it.
-    let code = T::DTYPE
-        .name()
-        .bytes()
-        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    let code = crate::collectives::dtype_word(T::DTYPE);
     let shape = [
         0x0046_5553_4544,
         code,
@@ -214,10 +210,10 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     ];
     crate::collectives::agree_call(comm, "all_reduce_residual_rms_norm", &shape, problem, |s| {
         format!(
-            "{} rows of {} (element type code {}, eps bits {:#x})",
+            "{} rows of {} of {} (eps bits {:#x})",
             s.get(2).copied().unwrap_or_default(),
             s.get(3).copied().unwrap_or_default(),
-            s.get(1).copied().unwrap_or_default(),
+            crate::collectives::type_name(s),
             s.get(4).copied().unwrap_or_default()
         )
     })?;
@@ -261,15 +257,8 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
 
 /// The fused kernel's channel on `comm`'s group, reserved on first use.
 fn channel(comm: &Comm) -> Result<u32> {
-    struct Reserved(u32);
-    let r = comm.extension(
-        |_: &Reserved| true,
-        |_| {
-            let [c] = Channel::reserve::<1>(comm, CHANNEL_OWNER)?;
-            Ok(Reserved(c.index()))
-        },
-    )?;
-    Ok(r.0)
+    struct Fused;
+    crate::reserved_channels::<Fused, 1>(comm, CHANNEL_OWNER)
 }
 
 /// The fused kernel's result for one row, as the kernel computes it (f32,
