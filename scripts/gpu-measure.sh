@@ -15,7 +15,8 @@
 #   scripts/gpu-measure.sh all_reduce@200 lead_in@150 decode:8b@100
 #
 # Correctness runs every world up to the GPU count (one rank per GPU, never
-# shared); the benchmarks run worlds 2 and 4 where they fit (BENCH_WORLDS).
+# shared; VALIDATE_WORLDS, VALIDATE_SUITES narrow it); the benchmarks run
+# worlds 2 and 4 where they fit (BENCH_WORLDS).
 # NVLink multicast stays off in every step (NCCL_NVLS_ENABLE=0,
 # TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1).
 set -uo pipefail
@@ -50,13 +51,14 @@ run_step() {
   mkdir -p "$dir"
   case "$step" in
     validate)
-      STEP_TIMEOUT=${STEP_TIMEOUT:-200} SYMM_CHECK_ALL=1 SYMM_GPU_WORLDS=$worlds OUT=$dir \
-        scripts/gpu-validate.sh gpu gpu_dsl examples/all_reduce kernels:all_reduce \
+      # shellcheck disable=SC2086
+      STEP_TIMEOUT=${STEP_TIMEOUT:-200} SYMM_CHECK_ALL=1 SYMM_GPU_WORLDS=${VALIDATE_WORLDS:-$worlds} OUT=$dir \
+        scripts/gpu-validate.sh ${VALIDATE_SUITES:-gpu gpu_dsl examples/all_reduce kernels:all_reduce \
         kernels:collectives kernels:foundation kernels:emulator_kernels kernels:graph_safe \
-        kernels:pool kernels:functional kernels:subgroups kernels:fused
+        kernels:pool kernels:functional kernels:subgroups kernels:fused}
       ;;
     multiprocess)
-      SYMM_GPU_WORLDS=$worlds OUT=$dir scripts/gpu-validate.sh multiprocess
+      SYMM_GPU_WORLDS=${VALIDATE_WORLDS:-$worlds} OUT=$dir scripts/gpu-validate.sh multiprocess
       ;;
     all_reduce)
       WHAT=all_reduce WORLDS=$bench_worlds OUT=$dir scripts/bench.sh > "$dir/log.txt" 2>&1
