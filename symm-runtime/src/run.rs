@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::backend::{CudaBackend, Sharing};
 use crate::comm::{check_world, Comm, CommOptions};
 use crate::error::{Error, Result};
 use crate::layout::MAX_WORLD_SIZE;
@@ -169,16 +170,34 @@ where
         });
     }
     let store: Arc<dyn Store> = Arc::new(InProcessStore::new());
+    // Every GPU rank's device is set up before any rank starts its join's
+    // clock: one process's context creations take turns (0.5-1 s each on
+    // multi-GPU H100 hosts), which would otherwise use up a short timeout
+    // and blame ranks that are merely slow to start.
+    let devices_ready = SetupGate::new(world, options.timeout);
     let outcomes: Vec<Result<R>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..world)
             .map(|rank| {
                 let (store, options, ranks, f) = (store.clone(), options.clone(), &ranks, &f);
+                let devices_ready = &devices_ready;
                 std::thread::Builder::new()
                     .name(format!("symm-rank-{rank}"))
                     .spawn_scoped(s, move || {
                         let comm = match ranks {
                             Ranks::Cuda(devs) => {
-                                Comm::cuda(rank, world, devs[rank], store, options)?
+                                // Caught so that a panicking rank still
+                                // reaches the gate (no hang), then
+                                // resumed as its own panic.
+                                let backend =
+                                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                        CudaBackend::new(rank, devs[rank], Sharing::InProcess)
+                                    }));
+                                devices_ready.arrive_and_wait();
+                                let backend = match backend {
+                                    Ok(backend) => Arc::new(backend?),
+                                    Err(panic) => std::panic::resume_unwind(panic),
+                                };
+                                Comm::with_backend(rank, world, store, options, backend)?
                             }
                             Ranks::Emulator(_) => Comm::emulated(rank, world, store, options)?,
                         };
@@ -221,6 +240,37 @@ where
     }
 }
 
+/// Where a process's ranks wait for each other's device setup: every rank
+/// arrives once, and waits until all have or `limit` passes. Bounded, so a
+/// rank whose thread never started cannot hang the others: they go on to
+/// the join, which names it.
+struct SetupGate {
+    arrived: std::sync::Mutex<usize>,
+    all: std::sync::Condvar,
+    world: usize,
+    limit: std::time::Duration,
+}
+
+impl SetupGate {
+    fn new(world: usize, limit: std::time::Duration) -> SetupGate {
+        SetupGate {
+            arrived: std::sync::Mutex::new(0),
+            all: std::sync::Condvar::new(),
+            world,
+            limit,
+        }
+    }
+
+    fn arrive_and_wait(&self) {
+        let mut arrived = self.arrived.lock().unwrap_or_else(|p| p.into_inner());
+        *arrived += 1;
+        self.all.notify_all();
+        let _ = self
+            .all
+            .wait_timeout_while(arrived, self.limit, |n| *n < self.world);
+    }
+}
+
 /// [`run`] with one rank per listed CUDA device and default options.
 pub fn run_local<R, F>(devices: &[usize], f: F) -> Result<Vec<R>, RunError>
 where
@@ -239,7 +289,31 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::Ranks;
+    use super::{Ranks, SetupGate};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_setup_gate_opens_when_all_arrive_and_never_hangs() {
+        // Three arrivals of three: nobody waits for the limit.
+        let gate = SetupGate::new(3, Duration::from_secs(30));
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| gate.arrive_and_wait());
+            }
+        });
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        // One arrival of two (a rank whose thread never started): it waits
+        // out the limit, then goes on.
+        let gate = SetupGate::new(2, Duration::from_millis(200));
+        let t = Instant::now();
+        gate.arrive_and_wait();
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(200) && took < Duration::from_secs(10),
+            "{took:?}"
+        );
+    }
 
     #[test]
     fn packed_placements_share_gpus_only_when_asked_or_needed() {

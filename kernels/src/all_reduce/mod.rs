@@ -103,17 +103,19 @@ impl Path {
         Path::LamportTwoShot,
     ];
 
-    /// The fastest path measured for `bytes` on `world` ranks (H200,
-    /// `bench/NOTES.md`, v11). Two ranks: LL to 64 KiB, Lamport to 1 MiB,
-    /// Lamport two-shot to 16 MiB, then pull (a 2-rank pull reads only 2n).
-    /// More: LL to 2 KiB, Lamport to 128 KiB, Lamport two-shot to 64 MiB
-    /// (the largest size measured; its staging takes 4n to 8n bytes, as
-    /// regions round up to a power of two), then two-shot.
+    /// The fastest path measured for `bytes` on `world` ranks
+    /// (`bench/NOTES.md`: H200, v11; 4 H100s, v23). Two ranks: LL to
+    /// 64 KiB, Lamport to 1 MiB, Lamport two-shot to 16 MiB, then pull (a
+    /// 2-rank pull reads only 2n). Three and four: LL to 16 KiB (since v15's
+    /// gather, LL beats Lamport there by 0.1–0.45 µs on 4 GPUs), then as
+    /// more. More: LL to 2 KiB, Lamport to 128 KiB, Lamport two-shot to
+    /// 64 MiB (the largest size measured; its staging takes 4n to 8n bytes,
+    /// as regions round up to a power of two), then two-shot.
     pub fn choose(world: usize, bytes: usize) -> Path {
-        let (ll, lamport, two_shot, large) = if world <= 2 {
-            (64 << 10, 1 << 20, 16 << 20, Path::Pull)
-        } else {
-            (2 << 10, 128 << 10, 64 << 20, Path::TwoShot)
+        let (ll, lamport, two_shot, large) = match world {
+            0..=2 => (64 << 10, 1 << 20, 16 << 20, Path::Pull),
+            3 | 4 => (16 << 10, 128 << 10, 64 << 20, Path::TwoShot),
+            _ => (2 << 10, 128 << 10, 64 << 20, Path::TwoShot),
         };
         if bytes <= ll {
             Path::Ll
@@ -819,9 +821,12 @@ mod tests {
         assert_eq!(Path::choose(2, (1 << 20) + 1), Path::LamportTwoShot);
         assert_eq!(Path::choose(2, 16 << 20), Path::LamportTwoShot);
         assert_eq!(Path::choose(2, (16 << 20) + 1), Path::Pull);
-        assert_eq!(Path::choose(4, 2 << 10), Path::Ll);
-        assert_eq!(Path::choose(4, (2 << 10) + 1), Path::Lamport);
-        assert_eq!(Path::choose(3, 16 << 10), Path::Lamport);
+        assert_eq!(Path::choose(4, 16 << 10), Path::Ll);
+        assert_eq!(Path::choose(4, (16 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(3, 16 << 10), Path::Ll);
+        assert_eq!(Path::choose(3, 32 << 10), Path::Lamport);
+        assert_eq!(Path::choose(8, 2 << 10), Path::Ll);
+        assert_eq!(Path::choose(8, (2 << 10) + 1), Path::Lamport);
         assert_eq!(Path::choose(4, 128 << 10), Path::Lamport);
         assert_eq!(Path::choose(4, (128 << 10) + 1), Path::LamportTwoShot);
         assert_eq!(Path::choose(4, 64 << 20), Path::LamportTwoShot);
