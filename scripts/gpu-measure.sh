@@ -25,7 +25,20 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 export SYMM_CACHE_DIR=${SYMM_CACHE_DIR:-/tmp/symm-jit-cache}
 OUT=${OUT:-/tmp/symm-measure}
-[ $# -gt 0 ] || { echo "steps: validate, multiprocess, all_reduce, lead_in, collectives, functional, decode:8b, decode:70b" >&2; exit 2; }
+usage="steps (each NAME or NAME@SECONDS): validate, multiprocess, all_reduce, lead_in, collectives, functional, decode:8b, decode:70b"
+[ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
+# Every step checked before the first one runs.
+for spec in "$@"; do
+  name=${spec%@*}
+  case "$name" in
+    validate|multiprocess|all_reduce|lead_in|collectives|functional|decode:8b|decode:70b) ;;
+    *) echo "unknown step '$name'; $usage" >&2; exit 2 ;;
+  esac
+  if [ "$name" != "$spec" ] && ! [[ ${spec##*@} =~ ^[0-9]+$ ]]; then
+    echo "step '$spec': the limit after @ must be whole seconds" >&2
+    exit 2
+  fi
+done
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${GPUS:-0}" -lt 2 ]; then
   echo "SKIPPED: $* needs 2 or more GPUs; this machine has ${GPUS:-0}" >&2
@@ -74,18 +87,13 @@ run_step() {
         > "$dir/table.md" 2> "$dir/log.txt"
       ;;
     decode)
-      # The TP sizes the heads divide: 2, and 4 where it fits.
-      tp=2
-      [ "$GPUS" -ge 4 ] && tp=2,4
-      shape=${arg:-8b}
+      # TP sizes: the benchmark worlds (the heads divide 2 and 4).
+      local shape=${arg:-8b} rc=0
       for batch in 1 8; do
         .gpu-bin/examples/tp_decode --shape "$shape" --layers 4 --batch "$batch" --ctx 2048 \
-          --worlds "$tp" > "$dir/${shape}_b$batch.md" 2>> "$dir/log.txt"
+          --worlds "$bench_worlds" > "$dir/${shape}_b$batch.md" 2>> "$dir/log.txt" || rc=$?
       done
-      ;;
-    *)
-      echo "unknown step '$step'" >&2
-      exit 2
+      return $rc
       ;;
   esac
 }
@@ -98,7 +106,7 @@ for spec in "$@"; do
   echo "=== $s (limit $limit s) $(date -u +%T)" | tee -a "$OUT/steps.txt"
   start=$SECONDS
   OUT=$OUT GPUS=$GPUS worlds=$worlds bench_worlds=$bench_worlds \
-    timeout -k 10 "$limit" bash -c 'run_step "$1"' _ "$s"
+    timeout -k 10 "$limit" bash -uo pipefail -c 'run_step "$1"' _ "$s"
   r=$?
   echo "=== $s exited $r after $((SECONDS - start)) s" | tee -a "$OUT/steps.txt"
   [ $r = 0 ] || rc=$r

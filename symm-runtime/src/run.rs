@@ -155,7 +155,9 @@ impl std::error::Error for RunError {}
 /// (a panic is reported as [`Error::RankPanicked`]). A rank that fails early
 /// does not hang the others: their collectives (or, for a GPU rank that
 /// fails before its `Comm` exists, their joining the group) time out naming
-/// it. `Ranks::Cuda` may list a GPU more than once: those ranks share it
+/// it. GPU ranks first wait for each other's device setup (which takes
+/// turns in one process), so that `CommOptions::timeout` counts from when
+/// every device is ready, not from the first. `Ranks::Cuda` may list a GPU more than once: those ranks share it
 /// (see [`prepare_shared_gpus`](crate::prepare_shared_gpus) and the book's
 /// launching chapter).
 pub fn run<R, F>(ranks: Ranks, options: CommOptions, f: F) -> Result<Vec<R>, RunError>
@@ -171,16 +173,17 @@ where
     }
     let store: Arc<dyn Store> = Arc::new(InProcessStore::new());
     // Every GPU rank's device is set up before any rank starts its join's
-    // clock: one process's context creations take turns (0.5-1 s each on
-    // multi-GPU H100 hosts), which would otherwise use up a short timeout
-    // and blame ranks that are merely slow to start.
-    let devices_ready = SetupGate::new(world, options.timeout);
+    // clock: one process's context creations take turns (3 s in all for 4
+    // H100s), which would otherwise use up a short timeout and blame ranks
+    // that are merely slow to start. The gate's own limit only bounds a
+    // setup that never returns.
+    let devices_ready = SetupGate::new(world, options.timeout.max(SETUP_LIMIT));
     let outcomes: Vec<Result<R>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..world)
             .map(|rank| {
                 let (store, options, ranks, f) = (store.clone(), options.clone(), &ranks, &f);
                 let devices_ready = &devices_ready;
-                std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name(format!("symm-rank-{rank}"))
                     .spawn_scoped(s, move || {
                         let comm = match ranks {
@@ -205,7 +208,13 @@ where
                             crate::emulator::FinishGuard(comm.group_key().state.clone(), rank)
                         });
                         f(&comm)
-                    })
+                    });
+                if spawned.is_err() && matches!(ranks, Ranks::Cuda(_)) {
+                    // Its thread will never arrive: the others need not wait
+                    // for it (their join names it).
+                    devices_ready.arrive();
+                }
+                spawned
             })
             .collect();
         handles
@@ -240,10 +249,15 @@ where
     }
 }
 
+/// The least time [`run`]'s GPU ranks wait for each other's device setup
+/// before they join anyway: context creation takes turns in one process,
+/// about 0.75 s a GPU.
+const SETUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Where a process's ranks wait for each other's device setup: every rank
 /// arrives once, and waits until all have or `limit` passes. Bounded, so a
-/// rank whose thread never started cannot hang the others: they go on to
-/// the join, which names it.
+/// setup that never returns cannot hang the others: they go on to the
+/// join, which names its rank.
 struct SetupGate {
     arrived: std::sync::Mutex<usize>,
     all: std::sync::Condvar,
@@ -261,8 +275,18 @@ impl SetupGate {
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.arrived.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts one rank as set up, without waiting.
+    fn arrive(&self) {
+        *self.lock() += 1;
+        self.all.notify_all();
+    }
+
     fn arrive_and_wait(&self) {
-        let mut arrived = self.arrived.lock().unwrap_or_else(|p| p.into_inner());
+        let mut arrived = self.lock();
         *arrived += 1;
         self.all.notify_all();
         let _ = self

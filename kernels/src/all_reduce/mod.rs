@@ -1,7 +1,7 @@
 //! All-reduce (sum) over symmetric memory, for f32, bf16, f16 and the fp8
 //! types f8e4m3 and f8e5m2, with f32 accumulation. [`all_reduce`] picks one of six kernels by world size and
 //! message size ([`Path::choose`], from crossovers measured on H200s and
-//! recorded in `bench/NOTES.md`):
+//! H100s and recorded in `bench/NOTES.md`):
 //!
 //! - [`Path::Ll`]: LL packets, each 4 bytes of data tagged with the call's
 //!   epoch and pushed into every peer's staging area; one NVLink one-way
@@ -106,9 +106,11 @@ impl Path {
     /// The fastest path measured for `bytes` on `world` ranks
     /// (`bench/NOTES.md`: H200, v11; 4 H100s, v23). Two ranks: LL to
     /// 64 KiB, Lamport to 1 MiB, Lamport two-shot to 16 MiB, then pull (a
-    /// 2-rank pull reads only 2n). Three and four: LL to 16 KiB (since v15's
-    /// gather, LL beats Lamport there by 0.1–0.45 µs on 4 GPUs), then as
-    /// more. More: LL to 2 KiB, Lamport to 128 KiB, Lamport two-shot to
+    /// 2-rank pull reads only 2n). Three and four: LL to 16 KiB (on 4 H100s
+    /// LL beat Lamport there by 0.1–0.45 µs, where v11 had Lamport ahead on
+    /// H200s: Lamport's times rose since, and whether the machine or the
+    /// code did that is not yet known; 3 ranks follow 4, unmeasured), then
+    /// as more. More: LL to 2 KiB, Lamport to 128 KiB, Lamport two-shot to
     /// 64 MiB (the largest size measured; its staging takes 4n to 8n bytes,
     /// as regions round up to a power of two), then two-shot.
     pub fn choose(world: usize, bytes: usize) -> Path {
