@@ -43,7 +43,7 @@ use symm::{bf16, f8e4m3, run, Comm, CommOptions, DeviceBuffer, Ranks, Result};
 
 #[path = "support/bench.rs"]
 mod bench;
-use bench::{drv, nccl_has, other, sizes, time_graph, Barrier, Nccl, Window, LEAD_IN, T};
+use bench::{drv, other, sizes, time_graph, Barrier, Nccl, Window, LEAD_IN, T};
 
 /// The collectives this program times.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -1073,7 +1073,10 @@ fn main() {
     }
     // SAFETY: only probes whether the library can be opened.
     let have_nccl = unsafe { nccl_sys::is_culib_present() };
-    let (windows, alltoall) = (Window::available(), nccl_has("ncclAlltoAll"));
+    let (windows, alltoall) = (
+        Window::available(),
+        symm::functional::nccl_exports("ncclAlltoAll"),
+    );
     if have_nccl {
         let version = nccl::get_nccl_version().map_or("?".into(), |v| v.to_string());
         eprintln!(

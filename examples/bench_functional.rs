@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use symm::cudarc::driver::sys::CUevent_flags;
 use symm::dsl::*;
-use symm::functional::{Collectives, Options, Prefer};
+use symm::functional::{Collective, Collectives, Options, Prefer};
 use symm::kernels::all_reduce::all_reduce;
 use symm::kernels::collectives::{self as coll, ReduceOp};
 use symm::{run, symm_kernel, Comm, CommOptions, DeviceBuffer, LaunchConfig, Ranks, Result};
@@ -31,7 +31,7 @@ use symm::{run, symm_kernel, Comm, CommOptions, DeviceBuffer, LaunchConfig, Rank
 #[path = "support/bench.rs"]
 #[allow(dead_code)] // the NCCL baselines are other programs'
 mod bench;
-use bench::{drv, other, time_graph, Barrier};
+use bench::{drv, other, time_graph, Barrier, CALLS, REPLAYS};
 
 /// Calls per host-timed batch.
 const BATCH: usize = 200;
@@ -64,13 +64,14 @@ fn spin(x: &mut [f32], iters: u32) {
     }
 }
 
-/// The collectives timed.
-const CALLS: [&str; 5] = [
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "broadcast",
-    "all_to_all",
+/// The collectives timed: those with a direct kernel call of the same
+/// shape.
+const TIMED: [Collective; 5] = [
+    Collective::AllReduce,
+    Collective::AllGather,
+    Collective::ReduceScatter,
+    Collective::Broadcast,
+    Collective::AllToAll,
 ];
 
 /// Host µs to enqueue one call of each variant (`call(v)`), from batches
@@ -132,29 +133,30 @@ fn rows(c: &Comm, sizes: &[usize]) -> Result<Vec<Row>> {
         x.write(0, &vec![1.0; n])?;
         let smem = x.rendezvous()?;
         let mut y: DeviceBuffer<f32> = c.device_buffer(world * n)?;
-        for call in CALLS {
+        for call in TIMED {
             // Variant 0 calls the kernel directly; 1 and 2 the functional
             // entry point on the user's stream and on its own.
             let mut one = |v: usize| -> Result<()> {
                 let fc = if v == 1 { &same } else { &own };
-                let r = match (v, call) {
-                    (0, "all_reduce") => all_reduce(c, &smem, &mut y, n),
-                    (0, "all_gather") => coll::all_gather(c, &smem, &mut y, n),
-                    (0, "reduce_scatter") => {
+                match (v, call) {
+                    (0, Collective::AllReduce) => all_reduce(c, &smem, &mut y, n),
+                    (0, Collective::AllGather) => coll::all_gather(c, &smem, &mut y, n),
+                    (0, Collective::ReduceScatter) => {
                         coll::reduce_scatter(c, &smem, &mut y, n, ReduceOp::Sum)
                     }
-                    (0, "broadcast") => coll::broadcast(c, &smem, &mut y, n, 0),
+                    (0, Collective::Broadcast) => coll::broadcast(c, &smem, &mut y, n, 0),
                     (0, _) => coll::all_to_all(c, &smem, &mut y, n / world),
-                    (_, "all_reduce") => fc.all_reduce(&x, &mut y, ReduceOp::Sum)?.wait().map(drop),
-                    (_, "all_gather") => fc.all_gather(&x, &mut y)?.wait().map(drop),
-                    (_, "reduce_scatter") => fc
+                    (_, Collective::AllReduce) => {
+                        fc.all_reduce(&x, &mut y, ReduceOp::Sum)?.wait().map(drop)
+                    }
+                    (_, Collective::AllGather) => fc.all_gather(&x, &mut y)?.wait().map(drop),
+                    (_, Collective::ReduceScatter) => fc
                         .reduce_scatter(&x, &mut y, ReduceOp::Sum)?
                         .wait()
                         .map(drop),
-                    (_, "broadcast") => fc.broadcast(&x, &mut y, 0)?.wait().map(drop),
+                    (_, Collective::Broadcast) => fc.broadcast(&x, &mut y, 0)?.wait().map(drop),
                     (_, _) => fc.all_to_all(&x, &mut y)?.wait().map(drop),
-                };
-                r
+                }
             };
             eprintln!("rank {}: {call} {bytes} B", c.rank());
             let host = host_us(c, 3, &mut one)?;
@@ -165,18 +167,12 @@ fn rows(c: &Comm, sizes: &[usize]) -> Result<Vec<Row>> {
                 own.synchronize()?;
                 timed.push((h, dh, g));
             }
-            let fc = &own;
-            let choice = fc
+            let choice = own
                 .explain(&symm::functional::CallFacts {
-                    collective: match call {
-                        "all_reduce" => symm::functional::Collective::AllReduce,
-                        "all_gather" => symm::functional::Collective::AllGather,
-                        "reduce_scatter" => symm::functional::Collective::ReduceScatter,
-                        "broadcast" => symm::functional::Collective::Broadcast,
-                        _ => symm::functional::Collective::AllToAll,
-                    },
+                    collective: call,
                     dtype: symm::DType::F32,
-                    op: (call == "all_reduce" || call == "reduce_scatter").then_some(ReduceOp::Sum),
+                    op: matches!(call, Collective::AllReduce | Collective::ReduceScatter)
+                        .then_some(ReduceOp::Sum),
                     bytes: n * 4,
                     bytes_per_peer: n * 4,
                     nccl_shape: None,
@@ -185,7 +181,7 @@ fn rows(c: &Comm, sizes: &[usize]) -> Result<Vec<Row>> {
                     },
                 })?
                 .to_string();
-            out.push((call, n * 4, timed, choice));
+            out.push((call.name(), n * 4, timed, choice));
         }
     }
     Ok(out)
@@ -285,7 +281,7 @@ fn main() {
             }
         };
         println!("\n### world {world} ({placement})\n");
-        println!("host: µs to enqueue one call (batches of {BATCH}, the three variants in turn, 15 rounds: medians; in brackets the median of the per-round differences from the direct call); graph: µs per call in a CUDA graph of 32 back-to-back calls (median of 9 replays); rank 0. user: the functional call on the user's stream (the default); own: on its own communication stream (`Options::with_own_stream(true)`: an event fork and join per call)\n");
+        println!("host: µs to enqueue one call (batches of {BATCH}, the three variants in turn, 15 rounds: medians; in brackets the median of the per-round differences from the direct call); graph: µs per call in a CUDA graph of {CALLS} back-to-back calls (median of {REPLAYS} replays); rank 0. user: the functional call on the user's stream (the default); own: on its own communication stream (`Options::with_own_stream(true)`: an event fork and join per call)\n");
         println!("| call | bytes | direct host | user host | own host | direct graph | user graph | own graph | choice |");
         println!("|---|---|---|---|---|---|---|---|---|");
         for (call, bytes, t, choice) in &got[0].0 {

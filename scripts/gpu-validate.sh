@@ -5,6 +5,7 @@
 #
 #   scripts/gpu-validate.sh                 # the whole suite
 #   scripts/gpu-validate.sh gpu gpu_dsl     # some binaries
+#   SKIP_SUITES="multiprocess" scripts/gpu-validate.sh   # all but some
 #
 # Each binary (per world size) is stopped after STEP_TIMEOUT seconds (500).
 # SYMM_CHECK_ALL=1 bounds-checks the built-in kernels' launches too (their
@@ -39,7 +40,9 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$O
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then
-  suites=(gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:collectives kernels:foundation kernels:emulator_kernels kernels:graph_safe kernels:pool kernels:functional kernels:subgroups kernels:fused)
+  for s in gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:collectives kernels:foundation kernels:emulator_kernels kernels:graph_safe kernels:pool kernels:functional kernels:subgroups kernels:fused; do
+    [[ " ${SKIP_SUITES:-} " == *" $s "* ]] || suites+=("$s")
+  done
 fi
 LOG="$OUT/log.txt"
 rc=0

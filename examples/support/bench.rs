@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use symm::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
+use symm::functional::nccl_exports;
 use symm::signal::Channel;
 use symm::{Comm, Error, SymmetricMemory};
 
@@ -167,20 +168,6 @@ pub(crate) fn time_graph(
     Ok(us[us.len() / 2])
 }
 
-/// Whether the loaded NCCL exports `name` (symbols newer than the oldest
-/// NCCL we meet are probed, never assumed: cudarc panics on a missing one).
-/// False when no NCCL loads at all.
-pub(crate) fn nccl_has(name: &str) -> bool {
-    // SAFETY: only opens the library and looks a symbol up; nothing is
-    // called through it.
-    unsafe {
-        nccl_sys::is_culib_present()
-            && nccl_sys::culib()
-                .get::<unsafe extern "C" fn()>(name.as_bytes())
-                .is_ok()
-    }
-}
-
 /// One rank's NCCL communicator, over the same GPUs as the symm group.
 pub(crate) struct Nccl {
     pub(crate) comm: nccl_sys::ncclComm_t,
@@ -257,7 +244,7 @@ impl Window {
             "ncclCommWindowDeregister",
         ]
         .iter()
-        .all(|s| nccl_has(s))
+        .all(|s| nccl_exports(s))
     }
 
     pub(crate) fn new(c: &Comm, n: &Nccl, bytes: usize) -> symm::Result<Window> {

@@ -6,7 +6,7 @@
 //! cuBLAS.
 
 use symm::dsl::*;
-use symm::kernels::fused::{block_reduce, block_sum};
+use symm::kernels::fused::{block_reduce, block_sum, warp_reduce};
 use symm::symm_kernel;
 
 /// A value in `[-scale, scale)` from the element's place `g` in its full
@@ -165,12 +165,7 @@ pub fn attention_split<T: Scalar>(
                 s += qv[j] * kc[k + j * 32 + lane].to_f32();
             }
         }
-        let mut m = 16u32;
-        while m > 0 {
-            s += shfl_xor(s, m);
-            m /= 2;
-        }
-        s *= scale;
+        s = warp_reduce::<0>(s) * scale;
         if lane == 0 {
             scores[t - first] = s;
         }

@@ -34,10 +34,11 @@ use symm::functional::{Collectives, Options, Prefer};
 use symm::kernels::collectives::ReduceOp;
 use symm::kernels::fused::all_reduce_residual_rms_norm;
 use symm::{
-    bf16, run, Comm, CommOptions, DeviceBuffer, DeviceSlice, Error, LaunchConfig, PoolTensor,
-    Ranks, Result,
+    bf16, run, Comm, CommOptions, DeviceBuffer, DeviceSlice, LaunchConfig, PoolTensor, Ranks,
+    Result,
 };
 
+use bench::other;
 use kernels::*;
 
 /// The model's sizes.
@@ -155,13 +156,6 @@ struct Model {
     splits: (usize, usize),
     gemm: Gemm,
     _pool: symm::SymmPool,
-}
-
-fn other(c: &Comm, m: impl std::fmt::Display) -> Error {
-    Error::InvalidArgument {
-        rank: c.rank(),
-        message: m.to_string(),
-    }
 }
 
 /// A grid-stride launch over `n` elements.
@@ -610,9 +604,9 @@ fn shape(args: &Args) -> std::result::Result<Shape, String> {
     Ok(s)
 }
 
-/// One variant's outcome on one rank: final hidden state, final norm, and
-/// µs per step (GPU only).
-type Outcome = (Vec<f32>, Vec<f32>, Option<f64>);
+/// One variant's outcome on one rank: final hidden state and µs per step
+/// (GPU only).
+type Outcome = (Vec<f32>, Option<f64>);
 
 /// Runs the model on `ranks` (one variant after another), each step
 /// checked afterwards against the reference by the caller.
@@ -656,21 +650,13 @@ fn run_variants(
                     eprintln!("world {}: {}", c.world_size(), v.name());
                 }
                 let coll = match v {
-                    Variant::Nccl | Variant::NcclWindow => {
-                        let which = if v == Variant::Nccl {
-                            &nccl_coll
-                        } else {
-                            &window_coll
-                        };
-                        match which {
-                            Some(n) => n,
-                            None => {
-                                out.push(None);
-                                continue;
-                            }
-                        }
-                    }
-                    _ => &symm_coll,
+                    Variant::Nccl => nccl_coll.as_ref(),
+                    Variant::NcclWindow => window_coll.as_ref(),
+                    _ => Some(&symm_coll),
+                };
+                let Some(coll) = coll else {
+                    out.push(None);
+                    continue;
                 };
                 m.reset(c)?;
                 m.step(c, v, coll)?;
@@ -679,7 +665,6 @@ fn run_variants(
                     eprintln!("world {}: {}: step checked", c.world_size(), v.name());
                 }
                 let x: Vec<f32> = m.x.to_host()?.iter().map(|v| v.to_f32()).collect();
-                let a: Vec<f32> = m.a.to_host()?.iter().map(|v| v.to_f32()).collect();
                 let us = match &barrier {
                     Some(bar) if replays > 0 => {
                         let mut med = Vec::new();
@@ -691,7 +676,7 @@ fn run_variants(
                     }
                     _ => None,
                 };
-                out.push(Some((x, a, us)));
+                out.push(Some((x, us)));
             }
             Ok(out)
         },
@@ -797,14 +782,14 @@ pub fn run_main(args: Args) -> i32 {
         println!("\n## world {w}: {placement}\n");
         println!("| variant | µs per step | µs per token | tokens/s | communication share (against the control) | speedup over the best NCCL | max error vs world 1 (tolerance {tol:.3}) | ranks agree |");
         println!("|---|---|---|---|---|---|---|---|");
-        let us = |k: usize| got[0][k].as_ref().and_then(|o| o.2);
+        let us = |k: usize| got[0][k].as_ref().and_then(|o| o.1);
         // The faster of NCCL's two variants.
         let best_nccl = match (us(1), us(2)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
         for (k, v) in variants.iter().enumerate() {
-            let Some((x, _, t)) = &got[0][k] else {
+            let Some((x, t)) = &got[0][k] else {
                 println!("| {} | skipped: no NCCL here (the emulator, or ranks sharing a GPU) | | | | | | |", v.name());
                 continue;
             };

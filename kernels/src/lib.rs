@@ -40,3 +40,33 @@ pub(crate) fn reserved_channels<M: 'static, const N: usize>(
     )?;
     Ok(r.0)
 }
+
+/// An invalid-argument error on `comm`'s rank.
+pub(crate) fn invalid(comm: &symm::Comm, message: String) -> symm::Error {
+    symm::Error::InvalidArgument {
+        rank: comm.rank(),
+        message,
+    }
+}
+
+/// `cfg` with programmatic dependent launch, unless the comm turned it off.
+pub(crate) fn with_pdl(comm: &symm::Comm, cfg: symm::LaunchConfig) -> symm::LaunchConfig {
+    if comm.options().pdl {
+        cfg.with_pdl()
+    } else {
+        cfg
+    }
+}
+
+/// Whether `b` overlaps this rank's buffer of `input`, which peers read
+/// while this rank writes.
+pub(crate) fn overlaps_input<T: symm::Element>(
+    input: &symm::SymmetricMemory,
+    b: &symm::BoundSlice<'_, T>,
+) -> bool {
+    let base = input.buffer_ptrs()[input.rank()];
+    let end = base + input.buffer_size() as u64;
+    let p = b.device_ptr();
+    let p_end = p + (b.len() * std::mem::size_of::<T>()) as u64;
+    p < end && base < p_end
+}

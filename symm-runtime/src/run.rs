@@ -256,8 +256,8 @@ const SETUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Where a process's ranks wait for each other's device setup: every rank
 /// arrives once, and waits until all have or `limit` passes. Bounded, so a
-/// setup that never returns cannot hang the others: they go on to the
-/// join, which names its rank.
+/// setup that never returns does not hold the other ranks: they go on to
+/// the join, which names its rank (`run` still waits for that thread).
 struct SetupGate {
     arrived: std::sync::Mutex<usize>,
     all: std::sync::Condvar,

@@ -30,6 +30,7 @@
 mod device;
 pub use device::*;
 
+use crate::invalid;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -429,7 +430,7 @@ fn launch<T: AllReduceElem>(
         let (blocks, threads) = fixed_shape(path, world, bytes);
         let threads = threads_for::<T>(threads);
         let blocks = fit::<T>(comm, path, fixed_grid(comm, blocks), world, bytes)?;
-        Ok(overlap(comm, LaunchConfig::linear(blocks, threads)))
+        Ok(crate::with_pdl(comm, LaunchConfig::linear(blocks, threads)))
     };
     match path {
         Path::Ll => {
@@ -495,7 +496,10 @@ fn fitted<T: AllReduceElem>(
     bytes: usize,
 ) -> Result<LaunchConfig> {
     let blocks = fit::<T>(comm, path, cfg.grid.0, comm.world_size(), bytes)?;
-    Ok(overlap(comm, LaunchConfig::linear(blocks, cfg.block.0)))
+    Ok(crate::with_pdl(
+        comm,
+        LaunchConfig::linear(blocks, cfg.block.0),
+    ))
 }
 
 /// `blocks`, or fewer where ranks share a GPU: as many as every launch of
@@ -576,15 +580,6 @@ pub(crate) fn fixed_grid(comm: &Comm, blocks: u32) -> u32 {
 
 /// Blocks of the fixed-grid kernels on the emulator.
 const EMULATED_BLOCKS: u32 = 4;
-
-/// `cfg` with programmatic dependent launch, unless the comm turned it off.
-fn overlap(comm: &Comm, cfg: LaunchConfig) -> LaunchConfig {
-    if comm.options().pdl {
-        cfg.with_pdl()
-    } else {
-        cfg
-    }
-}
 
 /// A rank's staging (or two-shot scratch) area of element type `E` for one
 /// family of kernels, kept in the rank's [`Comm::extension`] (rendezvoused
@@ -684,13 +679,6 @@ pub(crate) fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
     Ok((s.smem.clone(), s.per_region))
 }
 
-fn invalid(comm: &Comm, message: String) -> symm::Error {
-    symm::Error::InvalidArgument {
-        rank: comm.rank(),
-        message,
-    }
-}
-
 /// How `out` lies against this rank's buffer of `input`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Overlap {
@@ -703,13 +691,9 @@ enum Overlap {
 }
 
 fn overlap_of<T: AllReduceElem>(input: &SymmetricMemory, out: &BoundSlice<'_, T>) -> Overlap {
-    let base = input.buffer_ptrs()[input.rank()];
-    let end = base + input.buffer_size() as u64;
-    let o = out.device_ptr();
-    let o_end = o + (out.len() * std::mem::size_of::<T>()) as u64;
-    if o == base {
+    if out.device_ptr() == input.buffer_ptrs()[input.rank()] {
         Overlap::Exact
-    } else if o < end && base < o_end {
+    } else if crate::overlaps_input(input, out) {
         Overlap::Partial
     } else {
         Overlap::None

@@ -312,7 +312,7 @@ impl ReduceOp {
     ];
 
     /// The kernels' code for the op (their `OP` parameter).
-    fn code(self) -> u64 {
+    pub(crate) fn code(self) -> u64 {
         match self {
             ReduceOp::Sum => 0,
             ReduceOp::Avg => 1,
@@ -1589,7 +1589,7 @@ fn channel(comm: &Comm) -> Result<u32> {
 }
 
 /// An error unless the rank may still run collectives.
-fn usable(comm: &Comm) -> std::result::Result<(), String> {
+pub(crate) fn usable(comm: &Comm) -> std::result::Result<(), String> {
     if comm.kernel_failed() {
         Err(
             "a kernel on this rank failed earlier (see the error it reported); its call \
@@ -1657,11 +1657,7 @@ fn disjoint<T: CopyElem>(
     input: &SymmetricMemory,
     out: &BoundSlice<'_, T>,
 ) -> std::result::Result<(), String> {
-    let base = input.buffer_ptrs()[input.rank()];
-    let end = base + input.buffer_size() as u64;
-    let o = out.device_ptr();
-    let o_end = o + (out.len() * std::mem::size_of::<T>()) as u64;
-    if o < end && base < o_end {
+    if crate::overlaps_input(input, out) {
         Err(
             "the output overlaps the symmetric input, which peers read while this rank \
              writes (use the in-place form)"
@@ -1715,12 +1711,10 @@ fn fitted<T: CopyElem>(
             });
         }
     }
-    let cfg = LaunchConfig::linear(blocks, threads::<T>());
-    Ok(if comm.options().pdl {
-        cfg.with_pdl()
-    } else {
-        cfg
-    })
+    Ok(crate::with_pdl(
+        comm,
+        LaunchConfig::linear(blocks, threads::<T>()),
+    ))
 }
 
 /// Threads per block for elements of `T`: [`THREADS`], limited for
@@ -1761,7 +1755,7 @@ fn path_name(s: &[u64], i: usize) -> &'static str {
     }
 }
 
-fn arg(s: &[u64], i: usize) -> String {
+pub(crate) fn arg(s: &[u64], i: usize) -> String {
     s.get(i).map_or("?".into(), |v| v.to_string())
 }
 

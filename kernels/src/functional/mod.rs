@@ -50,6 +50,7 @@
 mod nccl;
 pub mod rule;
 
+use crate::invalid;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -70,6 +71,13 @@ pub use rule::{
 /// Whether libnccl loads here (and exports what the NCCL route calls).
 pub fn nccl_available() -> bool {
     nccl::version().is_ok()
+}
+
+/// Whether libnccl loads here and exports `symbol` (for example
+/// `"ncclCommWindowRegister"`): symbols newer than the oldest NCCL you may
+/// meet need probing before a call, as cudarc panics on a missing one.
+pub fn nccl_exports(symbol: &str) -> bool {
+    nccl::has(symbol)
 }
 
 /// An input of a functional collective: this rank's device memory, with
@@ -481,7 +489,7 @@ impl Collectives {
         rule::choose(&self.options, &self.group, call).map_err(|e| invalid(&self.cs, e))
     }
 
-    fn driver(&self, op: &str, e: symm::cudarc::driver::DriverError) -> Error {
+    fn driver(&self, op: &'static str, e: symm::cudarc::driver::DriverError) -> Error {
         driver(&self.cs, op, e)
     }
 
@@ -718,7 +726,8 @@ impl Collectives {
                 _ => "?",
             };
             format!(
-                "{name} of shape {:?} on {backend}",
+                "{name} of {} of shape {:?} on {backend}",
+                collectives::type_name(s.get(1..).unwrap_or(&[])),
                 s.get(3..).unwrap_or(&[])
             )
         })?;
@@ -829,7 +838,7 @@ impl Collectives {
         }
         self.run(
             facts,
-            &[n as u64, op_code(op)],
+            &[n as u64, op.code()],
             input,
             out,
             (n, n, None),
@@ -901,7 +910,7 @@ impl Collectives {
         let mine = collectives::reduce_scatter_chunk(n, world, self.cs.rank()).len();
         self.run(
             facts,
-            &[n as u64, op_code(op)],
+            &[n as u64, op.code()],
             input,
             out,
             (mine, n, None),
@@ -1172,7 +1181,7 @@ impl Collectives {
             None,
         );
         facts.placed = Placed::Plain;
-        let mut shape = vec![len as u64, op_code(op)];
+        let mut shape = vec![len as u64, op.code()];
         shape.extend(ranges.iter().flat_map(|r| [r.start as u64, r.end as u64]));
         self.run(
             facts,
@@ -1293,15 +1302,13 @@ fn wait_on(
     })
 }
 
-fn invalid(comm: &Comm, message: String) -> Error {
-    Error::InvalidArgument {
+fn driver(comm: &Comm, op: &'static str, source: symm::cudarc::driver::DriverError) -> Error {
+    Error::Driver {
         rank: comm.rank(),
-        message,
+        device: comm.device(),
+        op,
+        source,
     }
-}
-
-fn driver(comm: &Comm, op: &str, e: symm::cudarc::driver::DriverError) -> Error {
-    invalid(comm, format!("{op}: {e:?}"))
 }
 
 /// Elements a staging buffer holds at least (so that small calls of
@@ -1314,13 +1321,6 @@ fn ranges_problem(ranges: &[std::ops::Range<usize>], len: usize) -> Option<Strin
         .iter()
         .find(|r| r.start > r.end || r.end > len)
         .map(|r| format!("the range {r:?} is not inside the input of {len} elements"))
-}
-
-fn op_code(op: ReduceOp) -> u64 {
-    ReduceOp::ALL
-        .iter()
-        .position(|&o| o == op)
-        .unwrap_or_default() as u64
 }
 
 /// Every rank's NCCL support and options, compared: the same facts on

@@ -37,19 +37,28 @@ pub fn combine<const MAX: usize>(a: f32, b: f32) -> f32 {
     }
 }
 
-/// The sum (`MAX` 0) or the largest (`MAX` 1) of `v` over the block, the
-/// same on every thread: a butterfly within each warp, then warp 0 over the
-/// warps' results (through `partial`, one slot per warp), in a fixed order.
-/// Every thread of the block calls it, and the block is whole warps (a
-/// multiple of 32 threads, at most 1024).
+/// The sum (`MAX` 0) or the largest (`MAX` 1) of `v` over the warp, the
+/// same on every lane: a butterfly, in a fixed order. Every lane of the
+/// warp calls it.
 #[symm_kernel(device)]
-pub fn block_reduce<const MAX: usize>(v: f32, partial: Shared<f32, 32>) -> f32 {
+pub fn warp_reduce<const MAX: usize>(v: f32) -> f32 {
     let mut s = v;
     let mut m = 16u32;
     while m > 0 {
         s = combine::<MAX>(s, shfl_xor(s, m));
         m /= 2;
     }
+    s
+}
+
+/// The sum (`MAX` 0) or the largest (`MAX` 1) of `v` over the block, the
+/// same on every thread: [`warp_reduce`] within each warp, then warp 0 over
+/// the warps' results (through `partial`, one slot per warp), in a fixed
+/// order. Every thread of the block calls it, and the block is whole warps
+/// (a multiple of 32 threads, at most 1024).
+#[symm_kernel(device)]
+pub fn block_reduce<const MAX: usize>(v: f32, partial: Shared<f32, 32>) -> f32 {
+    let s = warp_reduce::<MAX>(v);
     let warp = thread_idx_x() / 32;
     let warps = (block_dim_x() + 31) / 32;
     if lane_id() == 0 {
@@ -59,18 +68,14 @@ pub fn block_reduce<const MAX: usize>(v: f32, partial: Shared<f32, 32>) -> f32 {
     if warp == 0 {
         // Lanes past the last warp hold the combine's identity: 0 for the
         // sum, warp 0's own result for the maximum.
-        let mut t = if lane_id() < warps {
+        let t = if lane_id() < warps {
             partial[lane_id()]
         } else if MAX == 1 {
             partial[0]
         } else {
             0.0f32
         };
-        let mut m = 16u32;
-        while m > 0 {
-            t = combine::<MAX>(t, shfl_xor(t, m));
-            m /= 2;
-        }
+        let t = warp_reduce::<MAX>(t);
         if lane_id() == 0 {
             partial[0] = t;
         }

@@ -130,9 +130,7 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
             b_w.as_ref().map_err(|e| e.to_string())?,
             b_out.as_ref().map_err(|e| e.to_string())?,
         );
-        if comm.kernel_failed() {
-            return Err("a kernel on this rank failed earlier; make a new group".into());
-        }
+        crate::collectives::usable(comm)?;
         if hidden == 0 || !hidden.is_multiple_of(T::V) {
             return Err(format!(
                 "hidden {hidden} is not a positive multiple of {} (16 bytes of {})",
@@ -161,16 +159,8 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
                 comm.world_size()
             ));
         }
-        let (lo, hi) = (
-            input.buffer_ptrs()[input.rank()],
-            input.buffer_ptrs()[input.rank()] + input.buffer_size() as u64,
-        );
         for (name, b) in [("residual", res), ("out", o)] {
-            let (p, e) = (
-                b.device_ptr(),
-                b.device_ptr() + (b.len() * std::mem::size_of::<T>()) as u64,
-            );
-            if p < hi && lo < e {
+            if crate::overlaps_input(input, b) {
                 return Err(format!(
                     "{name} overlaps the symmetric input, which peers read while this rank \
                      writes it"
@@ -210,11 +200,11 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     ];
     crate::collectives::agree_call(comm, "all_reduce_residual_rms_norm", &shape, problem, |s| {
         format!(
-            "{} rows of {} of {} (eps bits {:#x})",
-            s.get(2).copied().unwrap_or_default(),
-            s.get(3).copied().unwrap_or_default(),
+            "{} rows of {} of {} (eps bits {})",
+            crate::collectives::arg(s, 2),
+            crate::collectives::arg(s, 3),
             crate::collectives::type_name(s),
-            s.get(4).copied().unwrap_or_default()
+            s.get(4).map_or("?".into(), |v| format!("{v:#x}"))
         )
     })?;
     let (mut res, w, mut o) = (b_res?, b_w?, b_out?);
@@ -225,17 +215,11 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     let blocks = comm
         .co_resident_blocks(1)
         .map_or(blocks, |limit| blocks.min(limit.max(1)));
-    let threads = THREADS
-        .min((hidden / T::V) as u32)
-        .max(comm.world_size() as u32)
-        .max(32);
+    // At least a warp, which is also at least every rank.
+    const _: () = assert!(symm::layout::MAX_WORLD_SIZE <= 32);
+    let threads = THREADS.min((hidden / T::V) as u32).max(32);
     let threads = threads.div_ceil(32) * 32;
-    let cfg = LaunchConfig::linear(blocks, threads);
-    let cfg = if comm.options().pdl {
-        cfg.with_pdl()
-    } else {
-        cfg
-    };
+    let cfg = crate::with_pdl(comm, LaunchConfig::linear(blocks, threads));
     // SAFETY: checked above on this rank and agreed by every rank: each
     // buffer holds `rows × hidden` elements (the weight `hidden`), and
     // `hidden` is a multiple of `V`.
