@@ -44,7 +44,18 @@ pub(crate) fn private_path() -> proc_macro2::TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn symm_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    generate::expand(attr.into(), item.into()).into()
+    on_big_stack(|| generate::expand(attr.into(), item.into()).into())
+}
+
+/// Runs `f` on a stack of its own of `STACK` bytes. Every walk over a body (parsing, lowering, emitting, the CPU
+/// rewrite, dropping the tree) recurses once per level of nesting, and a
+/// long `+` chain or `else if` chain is that deep, so on rustc's own stack
+/// a body that plain Rust compiles would crash the compiler. The new stack
+/// is reserved, not touched, so shallow bodies cost nothing; bodies deeper
+/// than [`translate::MAX_DEPTH`] get a spanned error instead.
+fn on_big_stack<R>(f: impl FnOnce() -> R) -> R {
+    const STACK: usize = 1 << 30;
+    stacker::grow(STACK, f)
 }
 
 /// A test that compiles kernel instantiations with NVRTC, without a GPU,
@@ -68,5 +79,5 @@ pub fn symm_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// it.
 #[proc_macro]
 pub fn check_kernels(input: TokenStream) -> TokenStream {
-    check::expand(input.into()).into()
+    on_big_stack(|| check::expand(input.into()).into())
 }

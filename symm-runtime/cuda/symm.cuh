@@ -195,6 +195,22 @@ static __device__ __noinline__ __attribute__((unused)) void symm_assert_failed(c
    Rust operators (symm_impl/support.cuh)
    ====================================================================== */
 
+/* Rust's operators on integers: `symm_add`, `symm_sub`, `symm_mul` (wrap),
+   `symm_div` (`MIN / -1` wraps; division by zero is undefined: the emulator
+   reports it, as Rust panics), `symm_and`, `symm_or`, `symm_xor`,
+   `symm_shl`, `symm_shr` (amount modulo the width), `symm_neg` (wraps),
+   and `symm_<op>_assign`; each returns the left operand's type, never a
+   promoted `int`. Floats and halves use their own operators. */
+template<class A, class B> __device__ __forceinline__ A symm_add(A a, B b);
+template<class A, class B> __device__ __forceinline__ A symm_sub(A a, B b);
+template<class A, class B> __device__ __forceinline__ A symm_mul(A a, B b);
+template<class A, class B> __device__ __forceinline__ A symm_div(A a, B b);
+template<class A, class B> __device__ __forceinline__ A symm_and(A a, B b);
+template<class A, class B> __device__ __forceinline__ A symm_or(A a, B b);
+template<class A, class B> __device__ __forceinline__ A symm_xor(A a, B b);
+template<class A, class S> __device__ __forceinline__ A symm_shl(A a, S s);
+template<class A, class S> __device__ __forceinline__ A symm_shr(A a, S s);
+template<class A> __device__ __forceinline__ A symm_neg(A a);
 /* `!`: logical on bool, bitwise on integers. */
 template<class T> __device__ __forceinline__ T symm_not(T x);
 static __device__ __forceinline__ __attribute__((unused)) bool symm_not(bool x);

@@ -8,7 +8,7 @@ use quote::quote;
 use syn::{FnArg, GenericParam, ItemFn, Type};
 
 use crate::parse::{self, DslType, Generic, Kind, Scalar, Sig};
-use crate::translate::{self, generic_name, var_name};
+use crate::translate::{self, generic_name};
 
 /// Expands `#[symm_kernel(attr)] item`.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -25,6 +25,9 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             )
         }
     };
+    if let Some(e) = translate::check_depth(&f) {
+        return with_item(e, item);
+    }
     let sig = match parse::sig(&f, kind) {
         Ok(s) => s,
         Err(e) => return with_item(e, item),
@@ -157,7 +160,9 @@ fn wrapper(sig: &Sig) -> (String, usize) {
         .map(|f| format!("__{}", f.name))
         .collect();
     let mut args = vec!["__ctx".to_string()];
-    // The parameters `<arg>_<field>` of `fields`, and the handle made of them.
+    // The entry's parameters are `p<j>_<field>` for the `j`th argument, never
+    // the user's names: a `p` spelling cannot equal a user name's (`v_..`),
+    // so an argument `x_len` cannot meet the length of a slice `x`.
     let handle = |params: &mut Vec<String>, n: &str, ty: String, fields: &[symm_abi::Field]| {
         for f in fields {
             params.push(format!("{} {n}_{}", f.c_type, f.name));
@@ -166,8 +171,8 @@ fn wrapper(sig: &Sig) -> (String, usize) {
         format!("{ty}{{{}}}", init.join(", "))
     };
     let mut slots = symm_abi::HIDDEN.len();
-    for p in &sig.params {
-        let n = var_name(&p.name);
+    for (j, p) in sig.params.iter().enumerate() {
+        let n = format!("p{j}");
         match &p.ty {
             DslType::Slice(e) | DslType::SliceMut(e) => {
                 let e = placeholder(e);
@@ -210,10 +215,10 @@ fn wrapper(sig: &Sig) -> (String, usize) {
         format!("<{}>", targs.join(", "))
     };
     let src = format!(
-        "extern \"C\" __global__ void $ENTRY$({}) {{\n    symm_kctx __ctx = {{{}}};\n    k_{}{targs}({});\n}}\n",
+        "extern \"C\" __global__ void $ENTRY$({}) {{\n    symm_kctx __ctx = {{{}}};\n    {}{targs}({});\n}}\n",
         params.join(", "),
         ctx.join(", "),
-        sig.name,
+        translate::kernel_name(&sig.name),
         args.join(", ")
     );
     (src, slots)
@@ -296,6 +301,10 @@ fn device(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
     let line = name_line(name);
     let prelude = cpu::prelude();
     cpu_block.stmts.insert(0, syn::parse_quote!(#prelude));
+    // Spanned at the name, so a cycle of calls underlines this function.
+    let no_recursion = quote::quote_spanned! {name.span()=>
+        const _: () = DEVICE.assert_not_recursive();
+    };
     quote! {
         #(#attrs)*
         #[allow(clippy::all, unused_mut, unused_variables, unused_parens, unused_braces)]
@@ -305,15 +314,23 @@ fn device(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
         #[allow(non_snake_case, unused_imports, dead_code)]
         #vis mod #name {
             use super::*;
+            /// This function's CUDA C, as translated by `#[symm_kernel]`.
+            pub const SOURCE: &str = #cuda_fn;
             /// This function's CUDA C, and the device functions it calls.
-            pub static DEVICE: #private::DeviceFn = #private::DeviceFn {
-                name: #name_str,
-                source: #cuda_fn,
-                deps: &[#(&#deps),*],
-                file: ::core::file!(),
-                line: #line,
-                asserts: #asserts,
+            // SAFETY: the macro translated `source` from this function's
+            // body, which the DSL checked, and listed every device function
+            // it calls (recursion is refused just below).
+            pub static DEVICE: #private::DeviceFn = unsafe {
+                #private::DeviceFn::new(
+                    #name_str,
+                    SOURCE,
+                    &[#(&#deps),*],
+                    ::core::file!(),
+                    #line,
+                    #asserts,
+                )
             };
+            #no_recursion
         }
     }
 }

@@ -247,6 +247,16 @@ pub fn sig(f: &ItemFn, kind: Kind) -> syn::Result<Sig> {
             "kernels cannot declare an ABI; the macro chooses it",
         ));
     }
+    if kind == Kind::Device {
+        let name = s.ident.to_string();
+        let name = name.trim_start_matches("r#");
+        if crate::translate::grammar_name(name) {
+            errors.push(err(
+                s.ident.span(),
+                format!("a device function cannot be named `{name}`: kernels resolve `{name}(..)` as the DSL's own (`symm::dsl::{name}`, typed and translated by the macro), so yours would run on the emulator and the DSL's on the GPU; rename it"),
+            ));
+        }
+    }
     let mut generics = Vec::new();
     for g in &s.generics.params {
         match g {

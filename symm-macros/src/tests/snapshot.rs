@@ -39,7 +39,7 @@ pub struct Expansion {
 pub fn expansion(attr: TokenStream, item: TokenStream) -> Expansion {
     let out = expand(attr, item);
     let mut x = Expansion {
-        cuda: string_after(&out, &["CUDA_BODY"]).or_else(|| string_after(&out, &["source"])),
+        cuda: string_after(&out, &["CUDA_BODY"]).or_else(|| string_after(&out, &["SOURCE"])),
         wrapper: string_after(&out, &["WRAPPER"]),
         errors: vec![],
         rust: String::new(),

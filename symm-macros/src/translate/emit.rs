@@ -8,10 +8,10 @@ use std::fmt::{self, Display, Formatter, Write};
 
 use super::intrinsics::{self, Guard, Shape};
 use super::ir::{
-    BinOp, Block, CPrim, CType, Callee, Expr, ExprKind, FloatConst, For, Function, LambdaElse, Len,
-    Order, ScalarFn, Scope, Stmt, TemplateArg, TemplateParam,
+    Block, CPrim, CType, Callee, Expr, ExprKind, FloatConst, For, Function, LambdaElse, Len, Order,
+    ScalarFn, Scope, Stmt, TemplateArg, TemplateParam,
 };
-use super::{fn_name, generic_name};
+use super::{fn_name, generic_name, kernel_name};
 use crate::parse::Kind;
 
 /// The C++ definition of a translated function (a template when generic).
@@ -29,7 +29,7 @@ pub fn function(f: &Function) -> String {
         let _ = writeln!(out, "template<{}>", ps.join(", "));
     }
     let name = match f.kind {
-        Kind::Kernel => format!("k_{}", f.name),
+        Kind::Kernel => kernel_name(&f.name),
         Kind::Device => fn_name(&f.name),
     };
     // A template is emitted only where used; a plain function may not be.
@@ -248,16 +248,16 @@ impl Display for ExprKind {
                 write!(f, "symm_{}_from_bits({bits}{suffix})", ty.rust_name())
             }
             ExprKind::Paren(e) => write!(f, "({e})"),
-            ExprKind::Neg(e) => write!(f, "(-{e})"),
+            ExprKind::Neg(e) => write!(f, "symm_neg({e})"),
             ExprKind::Not(e) => write!(f, "symm_not({e})"),
-            ExprKind::Binary { op, lhs, rhs } => match op {
-                BinOp::Rem => write!(f, "symm_rem({lhs}, {rhs})"),
-                _ => write!(f, "({lhs} {} {rhs})", op.c()),
+            // Arithmetic goes through the prelude's functions, which keep
+            // Rust's types and wrapping where C++ would promote to `int`.
+            ExprKind::Binary { op, lhs, rhs } => match op.c_fn() {
+                Some(func) => write!(f, "symm_{func}({lhs}, {rhs})"),
+                None => write!(f, "({lhs} {} {rhs})", op.c()),
             },
-            ExprKind::Assign { place, op, value } => match op {
-                // C++ has no `%=` for floats: Rust's `%` is `symm_rem`.
-                Some(BinOp::Rem) => write!(f, "symm_rem_assign({place}, {value})"),
-                Some(op) => write!(f, "{place} {}= {value}", op.c()),
+            ExprKind::Assign { place, op, value } => match op.and_then(|o| o.c_fn()) {
+                Some(func) => write!(f, "symm_{func}_assign({place}, {value})"),
                 None => write!(f, "{place} = {value}"),
             },
             ExprKind::Cast { ty, expr } => write!(f, "symm_cast<{ty}>({expr})"),

@@ -170,7 +170,26 @@ pub enum BinOp {
 }
 
 impl BinOp {
-    /// The C spelling (`%` too, though expressions emit it as `symm_rem`).
+    /// The prelude function (`symm_<name>`, and `symm_<name>_assign` for
+    /// the compound form) of an arithmetic or bitwise operator; `None` for
+    /// comparisons and `&&`/`||`, which C++ computes as Rust does.
+    pub fn c_fn(self) -> Option<&'static str> {
+        Some(match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::Rem => "rem",
+            BinOp::BitXor => "xor",
+            BinOp::BitAnd => "and",
+            BinOp::BitOr => "or",
+            BinOp::Shl => "shl",
+            BinOp::Shr => "shr",
+            _ => return None,
+        })
+    }
+
+    /// The C spelling (expressions emit arithmetic through [`Self::c_fn`]).
     pub fn c(self) -> &'static str {
         match self {
             BinOp::Add => "+",

@@ -105,6 +105,93 @@ static __device__ __noinline__ __attribute__((unused)) void symm_assert_failed(c
 template<class T> __device__ __forceinline__ T symm_not(T x) { return ~x; }
 static __device__ __forceinline__ __attribute__((unused)) bool symm_not(bool x) { return !x; }
 
+/* Rust's arithmetic on integers, whatever C++'s promotions: the result
+   has the operands' type (a u8 sum is a u8, never an int), `+ - *` wrap as
+   a release build of Rust does (computed unsigned, so signed overflow is no
+   undefined behaviour), shifts take their amount modulo the width (Rust's
+   release behaviour; a debug emulator reports the overflow instead), `>>`
+   is arithmetic on signed types, and `MIN / -1` wraps (Rust: a panic).
+   Floats and halves use their own operators. The right operand converts to
+   the left's type: the macro types literals that way, and Rust allows no
+   other mix. */
+template<class T> struct symm_intop { static constexpr bool yes = false; };
+#define SYMM_INTOP(T, U, B, S) template<> struct symm_intop<T> { static constexpr bool yes = true; typedef U u; static constexpr unsigned bits = B; static constexpr bool is_signed = S; };
+SYMM_INTOP(symm_u8, symm_u32, 8, false)
+SYMM_INTOP(symm_u16, symm_u32, 16, false)
+SYMM_INTOP(symm_u32, symm_u32, 32, false)
+SYMM_INTOP(symm_u64, symm_u64, 64, false)
+SYMM_INTOP(symm_i8, symm_u32, 8, true)
+SYMM_INTOP(symm_i16, symm_u32, 16, true)
+SYMM_INTOP(symm_i32, symm_u32, 32, true)
+SYMM_INTOP(symm_i64, symm_u64, 64, true)
+#undef SYMM_INTOP
+#define SYMM_WRAPOP(name, op) \
+template<class A, class B> __device__ __forceinline__ A name(A a, B b) { \
+    if constexpr (symm_intop<A>::yes) { \
+        typedef typename symm_intop<A>::u U; \
+        return (A)(U)((U)a op (U)(A)b); \
+    } else { \
+        return a op (A)b; \
+    } \
+}
+SYMM_WRAPOP(symm_add, +)
+SYMM_WRAPOP(symm_sub, -)
+SYMM_WRAPOP(symm_mul, *)
+#undef SYMM_WRAPOP
+#define SYMM_BITOP(name, op) \
+template<class A, class B> __device__ __forceinline__ A name(A a, B b) { return (A)(a op (A)b); }
+SYMM_BITOP(symm_and, &)
+SYMM_BITOP(symm_or, |)
+SYMM_BITOP(symm_xor, ^)
+#undef SYMM_BITOP
+template<class A, class B> __device__ __forceinline__ A symm_div(A a, B b) {
+    if constexpr (symm_intop<A>::yes) {
+        if constexpr (symm_intop<A>::is_signed) {
+            if ((A)b == (A)-1) return (A)(typename symm_intop<A>::u)(0u - (typename symm_intop<A>::u)a);
+        }
+        return (A)(a / (A)b);
+    } else {
+        return a / (A)b;
+    }
+}
+template<class A, class S> __device__ __forceinline__ A symm_shl(A a, S s) {
+    if constexpr (symm_intop<A>::yes) {
+        typedef typename symm_intop<A>::u U;
+        return (A)(U)((U)a << ((unsigned)s & (symm_intop<A>::bits - 1)));
+    } else {
+        return a << s;
+    }
+}
+template<class A, class S> __device__ __forceinline__ A symm_shr(A a, S s) {
+    if constexpr (symm_intop<A>::yes) {
+        return (A)(a >> ((unsigned)s & (symm_intop<A>::bits - 1)));
+    } else {
+        return a >> s;
+    }
+}
+template<class A> __device__ __forceinline__ A symm_neg(A a) {
+    if constexpr (symm_intop<A>::yes) {
+        typedef typename symm_intop<A>::u U;
+        return (A)(U)((U)0 - (U)a);
+    } else {
+        return -a;
+    }
+}
+/* The compound assignments, through the operators above; the place is
+   evaluated once. */
+#define SYMM_ASSIGNOP(name, fn) \
+template<class A, class B> __device__ __forceinline__ A& name(A& a, B b) { return a = fn(a, b); }
+SYMM_ASSIGNOP(symm_add_assign, symm_add)
+SYMM_ASSIGNOP(symm_sub_assign, symm_sub)
+SYMM_ASSIGNOP(symm_mul_assign, symm_mul)
+SYMM_ASSIGNOP(symm_div_assign, symm_div)
+SYMM_ASSIGNOP(symm_and_assign, symm_and)
+SYMM_ASSIGNOP(symm_or_assign, symm_or)
+SYMM_ASSIGNOP(symm_xor_assign, symm_xor)
+SYMM_ASSIGNOP(symm_shl_assign, symm_shl)
+SYMM_ASSIGNOP(symm_shr_assign, symm_shr)
+#undef SYMM_ASSIGNOP
+
 /* Rust's `%`: truncating for integers, fmod for floats (exact, like Rust). */
 template<class T> __device__ __forceinline__ T symm_rem(T a, T b) { return a % b; }
 static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a, float b) { return fmodf(a, b); }

@@ -154,6 +154,13 @@ impl Lowerer<'_> {
         }
         // A device function: its expansion left a module of the same name
         // holding `DEVICE`, which the kernel's source list refers to.
+        let own = segs.len() == 1 || (segs.len() == 2 && segs[0].ident == "self");
+        if own && last.ident == self.sig.name {
+            return self.reject(
+                c,
+                "device functions cannot call themselves: recursion is not supported in kernels (a GPU thread's stack is small and fixed); write a loop",
+            );
+        }
         let mut dep = p.path.clone();
         if let Some(l) = dep.segments.last_mut() {
             l.arguments = syn::PathArguments::None;

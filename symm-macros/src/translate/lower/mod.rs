@@ -242,10 +242,9 @@ impl<'a> Lowerer<'a> {
 
     /// Declares `id` in the innermost scope: its C name, fresh if shadowing.
     fn declare(&mut self, id: &syn::Ident, ty: Option<CType>) -> String {
-        let base = var_name(id);
-        let n = self.used.entry(base.clone()).or_insert(0);
+        let n = self.used.entry(var_name(id)).or_insert(0);
         *n += 1;
-        let cpp = if *n == 1 { base } else { format!("{base}_{n}") };
+        let cpp = super::mangle('v', id, *n);
         if let Some(s) = self.scopes.last_mut() {
             s.insert(
                 id.to_string(),
