@@ -103,6 +103,8 @@ symm::check_kernels!(
     copy_vec16::<u8>,
     gather_vectors::<symm::f8e4m3, 16>,
     int_ops,
+    names_and_narrow,
+    same_names,
     control::<8>,
     atomics,
     vectors,

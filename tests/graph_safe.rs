@@ -602,28 +602,23 @@ fn two_flag_barriers(buf: SymmBuf<u32>, ch: u32) {
     flag_barrier(buf, ch, 7);
 }
 
-/// Two device functions that CUDA C would name alike are refused on both
-/// backends, naming both places, before anything runs: on the GPU the
-/// user's would silently replace the pieces' (C++ prefers the
-/// non-template), while the emulator ran the pieces'.
+/// Two device functions of one name, the user's and the one the pieces'
+/// barrier calls, each keep a C name of their own (the runtime's
+/// `symm_fn<k>_`), so the kernel compiles and runs on both backends, each
+/// call reaching the function Rust resolved (before, the GPU's C++ picked
+/// the user's for both; then the launch was refused).
 #[test]
-fn device_functions_named_alike_are_refused() {
+fn device_functions_named_alike_both_run() {
     let Some(r) = ranks(2) else { return };
-    let err = run(r, opts(), |c| {
+    run(r, opts(), |c| {
         let buf = c.alloc::<u32>(8)?;
         let smem = buf.rendezvous()?;
         let ch = symm::signal::Channel::request(c)?;
-        two_flag_barriers::launch(c, LaunchConfig::linear(1, 32), &smem, ch.index())
+        two_flag_barriers::launch(c, LaunchConfig::linear(1, 32), &smem, ch.index())?;
+        c.synchronize()
     })
-    .expect_err("two device functions named flag_barrier");
-    assert_eq!(err.errors.len(), 2, "{err}");
-    let m = err.to_string();
-    assert!(
-        m.contains("calls two device functions named `flag_barrier`")
-            && m.contains("symm-runtime/src/dsl/sync.rs:")
-            && m.contains("tests/graph_safe.rs:"),
-        "{m}"
-    );
-    let e = two_flag_barriers::compile_for(targets::ARCHES[0]).expect_err("refused too");
-    assert!(e.to_string().contains("named `flag_barrier`"), "{e}");
+    .expect("two device functions named flag_barrier");
+    if symm::jit::require_nvrtc("two_flag_barriers") {
+        two_flag_barriers::compile_for(targets::ARCHES[0]).expect("compiles with NVRTC");
+    }
 }

@@ -53,7 +53,7 @@ pub fn symm_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// a body that plain Rust compiles would crash the compiler. The new stack
 /// is reserved, not touched, so shallow bodies cost nothing; bodies deeper
 /// than [`translate::MAX_DEPTH`] get a spanned error instead.
-fn on_big_stack<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn on_big_stack<R>(f: impl FnOnce() -> R) -> R {
     const STACK: usize = 1 << 30;
     stacker::grow(STACK, f)
 }

@@ -35,8 +35,24 @@ use crate::status::StatusRecord;
 /// mapping (plus a guard page), and the kernel limits mappings per process
 /// (65530 by default), so 8 ranks × 1024 threads stay well inside it.
 pub const WINDOW_THREADS: usize = 1024;
-/// Stack of one simulated thread.
-const STACK_BYTES: usize = 64 * 1024;
+/// Stack of one simulated thread, unless `SYMM_EMULATOR_STACK_KIB` says
+/// otherwise. A GPU thread may hold up to 512 KiB of local memory, and a
+/// debug build of a kernel's body needs about twice its arrays' bytes, so a
+/// simulated thread gets that much again. The mapping is reserved, not
+/// touched: a thread's stack costs memory only as deep as it runs.
+const STACK_BYTES: usize = 1024 * 1024;
+
+/// The stack of each simulated thread, read once.
+fn stack_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        std::env::var("SYMM_EMULATOR_STACK_KIB")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&k| k >= 64)
+            .map_or(STACK_BYTES, |k| k * 1024)
+    })
+}
 /// Ordered memory operations between forced yields.
 const PREEMPT_EVERY: u32 = 32;
 
@@ -429,7 +445,7 @@ fn run_window(
     for th in &threads {
         let stack = match stacks.pop() {
             Some(s) => s,
-            None => DefaultStack::new(STACK_BYTES).map_err(|e| Error::InvalidArgument {
+            None => DefaultStack::new(stack_bytes()).map_err(|e| Error::InvalidArgument {
                 rank: launch.rank as usize,
                 message: format!("the emulator could not allocate a thread stack: {e}"),
             })?,

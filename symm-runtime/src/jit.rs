@@ -685,67 +685,76 @@ fn run_nvrtc(
         context
     };
 
-    guard_panics(|| {
-        let mut raw: sys::nvrtcProgram = std::ptr::null_mut();
-        // SAFETY: source and name are NUL-terminated and outlive the program
-        // (they live until the end of this function, after `program` drops);
-        // zero headers are passed, so the header arrays may be null.
-        let status = unsafe {
-            sys::nvrtcCreateProgram(
-                &mut raw,
-                c_source.as_ptr(),
-                c_name.as_ptr(),
-                0,
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        check(status, "nvrtcCreateProgram", || context(""))?;
-        let program = Program(raw);
+    // NVRTC's front end recurses once per level of an expression, and the
+    // DSL's bodies may nest hundreds deep: on a test thread's 2 MiB stack a
+    // 500-link chain overflowed it. It runs on a stack of its own, reserved
+    // and touched only as deep as it goes.
+    stacker::grow(NVRTC_STACK_BYTES, || {
+        guard_panics(|| {
+            let mut raw: sys::nvrtcProgram = std::ptr::null_mut();
+            // SAFETY: source and name are NUL-terminated and outlive the program
+            // (they live until the end of this function, after `program` drops);
+            // zero headers are passed, so the header arrays may be null.
+            let status = unsafe {
+                sys::nvrtcCreateProgram(
+                    &mut raw,
+                    c_source.as_ptr(),
+                    c_name.as_ptr(),
+                    0,
+                    std::ptr::null(),
+                    std::ptr::null(),
+                )
+            };
+            check(status, "nvrtcCreateProgram", || context(""))?;
+            let program = Program(raw);
 
-        // SAFETY: program is live; option_ptrs holds num_options pointers to
-        // NUL-terminated strings owned by c_options, alive for this call.
-        let status =
-            unsafe { sys::nvrtcCompileProgram(program.0, num_options, option_ptrs.as_ptr()) };
-        let log = program_log(&program);
-        if status == sys::nvrtcResult::NVRTC_ERROR_COMPILATION {
-            return Err(JitError::Compile {
-                kernel_name: req.kernel_name.to_string(),
-                arch: req.arch,
-                excerpt: error_excerpt(&program_name, req.source, &log),
-                log,
-            });
-        }
-        check(status, "nvrtcCompileProgram", || context(&log))?;
+            // SAFETY: program is live; option_ptrs holds num_options pointers to
+            // NUL-terminated strings owned by c_options, alive for this call.
+            let status =
+                unsafe { sys::nvrtcCompileProgram(program.0, num_options, option_ptrs.as_ptr()) };
+            let log = program_log(&program);
+            if status == sys::nvrtcResult::NVRTC_ERROR_COMPILATION {
+                return Err(JitError::Compile {
+                    kernel_name: req.kernel_name.to_string(),
+                    arch: req.arch,
+                    excerpt: error_excerpt(&program_name, req.source, &log),
+                    log,
+                });
+            }
+            check(status, "nvrtcCompileProgram", || context(&log))?;
 
-        let code = match output {
-            Output::Cubin => read_program_output(
-                &program,
-                "nvrtcGetCUBIN",
-                sys::nvrtcGetCUBINSize,
-                sys::nvrtcGetCUBIN,
-            ),
-            Output::Ptx => read_program_output(
-                &program,
-                "nvrtcGetPTX",
-                sys::nvrtcGetPTXSize,
-                sys::nvrtcGetPTX,
-            ),
-        }
-        .map_err(|err| match err {
-            JitError::Nvrtc { call, code, .. } => JitError::Nvrtc {
-                call,
-                code,
-                context: context(&log),
-            },
-            other => other,
-        })?;
-        if !log.is_empty() {
-            tracing::debug!(kernel = req.kernel_name, arch = %req.arch, %log, "NVRTC log");
-        }
-        Ok(NvrtcOutput { code, log })
+            let code = match output {
+                Output::Cubin => read_program_output(
+                    &program,
+                    "nvrtcGetCUBIN",
+                    sys::nvrtcGetCUBINSize,
+                    sys::nvrtcGetCUBIN,
+                ),
+                Output::Ptx => read_program_output(
+                    &program,
+                    "nvrtcGetPTX",
+                    sys::nvrtcGetPTXSize,
+                    sys::nvrtcGetPTX,
+                ),
+            }
+            .map_err(|err| match err {
+                JitError::Nvrtc { call, code, .. } => JitError::Nvrtc {
+                    call,
+                    code,
+                    context: context(&log),
+                },
+                other => other,
+            })?;
+            if !log.is_empty() {
+                tracing::debug!(kernel = req.kernel_name, arch = %req.arch, %log, "NVRTC log");
+            }
+            Ok(NvrtcOutput { code, log })
+        })
     })
 }
+
+/// The stack NVRTC compiles on (see `run_nvrtc`).
+const NVRTC_STACK_BYTES: usize = 256 << 20;
 
 type SizeFn = unsafe fn(sys::nvrtcProgram, *mut usize) -> sys::nvrtcResult;
 type ReadFn = unsafe fn(sys::nvrtcProgram, *mut c_char) -> sys::nvrtcResult;

@@ -335,25 +335,6 @@ impl KernelDef {
         (h ^ (h >> 32)) as u32
     }
 
-    /// Two device functions of this kernel that CUDA C would name alike, as
-    /// an error message. Device functions are named by their Rust name
-    /// alone, so a user's `flag_barrier` beside the one the barriers of
-    /// [`crate::dsl::sync`] call would replace it on the GPU only (C++ picks
-    /// the non-template overload), or fail to compile: either way refused
-    /// on both backends, before anything runs.
-    fn name_clash(&self) -> Option<String> {
-        let fns = crate::dsl::device_fn::device_fns(&(self.deps)());
-        fns.iter().enumerate().find_map(|(i, a)| {
-            let b = fns[..i].iter().find(|b| b.name == a.name)?;
-            Some(format!(
-                "kernel `{}` calls two device functions named `{}` ({}:{} and {}:{}); \
-                 their CUDA C would share that name, so one would replace the other on the \
-                 GPU: rename one",
-                self.name, a.name, b.file, b.line, a.file, a.line
-            ))
-        })
-    }
-
     /// The complete CUDA C of instantiation `key`, with bounds checks if
     /// `checked`: what `source` gives, after the `#define`s that select
     /// them. Its id is registered, for the report of its faults and failed
@@ -472,9 +453,6 @@ impl KernelDef {
         cpu: &dyn Fn(),
     ) -> Result<()> {
         check_config(comm, &cfg)?;
-        if let Some(clash) = self.name_clash() {
-            return Err(comm.invalid(clash));
-        }
         if params.len() != self.slots {
             return Err(comm.invalid(format!(
                 "kernel `{}`: {} parameter slots for an entry of {}",
@@ -503,9 +481,6 @@ impl KernelDef {
         shared_mem: u32,
         source: &dyn Fn(&str) -> String,
     ) -> Result<Option<u32>> {
-        if let Some(clash) = self.name_clash() {
-            return Err(comm.invalid(clash));
-        }
         let checked = checked || check_all();
         self.with_spec(key, checked, source, &|| {}, |spec| {
             comm.backend
@@ -522,9 +497,6 @@ impl KernelDef {
         source: &dyn Fn(&str) -> String,
         arch: crate::jit::Arch,
     ) -> Result<()> {
-        if let Some(clash) = self.name_clash() {
-            return Err(crate::jit::JitError::InvalidRequest(clash).into());
-        }
         let entry = crate::backend::entry_name(self.name, fnv(key), checked);
         let src = self.instantiation(key, checked, source, &entry);
         let opts = crate::jit::kernel_options();

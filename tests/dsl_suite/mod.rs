@@ -86,6 +86,100 @@ pub fn int_ops_ref(a: u32) -> u32 {
     r ^ (s as u32) ^ (f as u32) ^ ((a as u64 * 3) >> 33) as u32
 }
 
+/// Names the generated C must keep apart, and narrow integers that C++
+/// would promote to `int` (the misuse pass's cases): a slice `x` beside a
+/// scalar `x_len`, shadowed `x`s beside a parameter `x_2` and a local `x_3`,
+/// a non-ASCII name, C++ keywords as names, and `u8`/`u16` shifts whose
+/// bits must fall off at the type's width.
+#[symm_kernel]
+pub fn names_and_narrow(x: &[u32], x_len: u32, x_2: u32, out: &mut [u32], n: u32) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        let v = x[i];
+        let x_3 = v ^ x_2;
+        let x = v;
+        let x = x.wrapping_add(x_2);
+        let größe = x ^ x_len;
+        let int = größe >> 1;
+        let b = (v & 0xff) as u8;
+        let s = b << 4;
+        let t = s >> 4;
+        let h = (v >> 8) as u16;
+        let hs = h << 9;
+        let hr = hs >> 9;
+        let auto = (b << 7) >> 7;
+        out[i] = int ^ x_3 ^ ((t as u32) << 8) ^ ((hr as u32) << 16) ^ ((auto as u32) << 24);
+    }
+}
+
+pub fn names_and_narrow_ref(v: u32, x_len: u32, x_2: u32) -> u32 {
+    let x_3 = v ^ x_2;
+    let x = v.wrapping_add(x_2);
+    let int = (x ^ x_len) >> 1;
+    let b = (v & 0xff) as u8;
+    let t = (b << 4) >> 4;
+    let h = (v >> 8) as u16;
+    let hr = (h << 9) >> 9;
+    let auto = (b << 7) >> 7;
+    int ^ x_3 ^ ((t as u32) << 8) ^ ((hr as u32) << 16) ^ ((auto as u32) << 24)
+}
+
+/// Device functions of one name: `helper` from two modules (one of them
+/// called through a renamed import), and a `lane_id` of this module's that
+/// shadows the intrinsic while a callee elsewhere calls the intrinsic. Each
+/// keeps a C name of its own in the kernel (the C calls dependencies by
+/// index), so the GPU runs what Rust's name resolution picked.
+pub mod one_name {
+    use symm::dsl::*;
+    use symm::symm_kernel;
+
+    pub mod a {
+        use symm::dsl::*;
+        use symm::symm_kernel;
+
+        #[symm_kernel(device)]
+        pub fn helper(v: u32) -> u32 {
+            v.wrapping_mul(3)
+        }
+
+        #[symm_kernel(device)]
+        pub fn real_lane() -> u32 {
+            lane_id()
+        }
+    }
+
+    pub mod b {
+        use symm::symm_kernel;
+
+        #[symm_kernel(device)]
+        pub fn helper(v: u32) -> u32 {
+            v ^ 0x5a5a
+        }
+    }
+
+    use b::helper as other;
+
+    /// Not the intrinsic: this module's own.
+    #[symm_kernel(device)]
+    fn lane_id() -> u32 {
+        7
+    }
+
+    #[symm_kernel]
+    pub fn same_names(x: &[u32], out: &mut [u32], n: u32) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if i < n {
+            out[i] = a::helper(x[i]) ^ other(x[i]) ^ lane_id() ^ (a::real_lane() << 8);
+        }
+    }
+
+    /// What `same_names` writes at `i` (blocks of whole warps).
+    pub fn same_names_ref(v: u32, i: usize) -> u32 {
+        v.wrapping_mul(3) ^ (v ^ 0x5a5a) ^ 7 ^ (((i % 32) as u32) << 8)
+    }
+}
+pub use one_name::{same_names, same_names_ref};
+
 /// Loops (unrolled over a const generic, stepped, `loop` with break and
 /// continue, `while`), register arrays, `if` as a value, early return.
 #[symm_kernel]
@@ -844,7 +938,7 @@ pub fn run_exp(c: &Comm) -> symm::Result<()> {
 
 /// The one-rank kernels on fresh random data (3000+ elements on the
 /// emulator, 20 000+ on a GPU), every output poisoned first and checked
-/// whole and exactly: [`int_ops`], [`control`], [`vectors`] (f32×4 and
+/// whole and exactly: [`int_ops`], [`names_and_narrow`], [`same_names`], [`control`], [`vectors`] (f32×4 and
 /// bf16×8, the last group left alone), [`shared_reduce`] (tree sums and
 /// reversal), [`shuffles`] (butterfly sums and ballots), and [`atomics`]
 /// (every add, max and min counter, the CAS maximum, the exchanges and both
@@ -862,6 +956,24 @@ pub fn run_local_suite(c: &Comm) -> symm::Result<()> {
     int_ops::launch(c, lin(n, 128), &dx, &mut out, n as u32)?;
     let want: Vec<u32> = xs.iter().map(|&a| int_ops_ref(a)).collect();
     check_bits(c, "int_ops", &out.to_host()?, &want)?;
+
+    // Names and narrow integers.
+    let (x_len, x_2) = (g.random::<u32>(), g.random::<u32>());
+    names_and_narrow::launch(c, lin(n, 128), &dx, x_len, x_2, &mut out, n as u32)?;
+    let want: Vec<u32> = xs
+        .iter()
+        .map(|&a| names_and_narrow_ref(a, x_len, x_2))
+        .collect();
+    check_bits(c, "names_and_narrow", &out.to_host()?, &want)?;
+
+    // Device functions of one name.
+    same_names::launch(c, lin(n, 128), &dx, &mut out, n as u32)?;
+    let want: Vec<u32> = xs
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| same_names_ref(a, i))
+        .collect();
+    check_bits(c, "same_names", &out.to_host()?, &want)?;
 
     // Control flow.
     let xi: Vec<i32> = (0..n).map(|_| g.random_range(-100_000..100_000)).collect();

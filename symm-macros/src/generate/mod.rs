@@ -125,9 +125,8 @@ fn dep_paths(deps: &[syn::Path]) -> Vec<TokenStream> {
                 quote!(#lead #(#segs)::* :: DEVICE)
             }
         };
-        if !out.iter().any(|o| o.to_string() == path.to_string()) {
-            out.push(path);
-        }
+        // Kept in order, one for one: the C calls the `i`th as `d<i>`.
+        out.push(path);
     }
     out
 }

@@ -326,13 +326,18 @@ impl Display for ExprKind {
                     let args: Vec<String> = args.iter().map(Expr::to_string).collect();
                     f.write_str(&intrinsics::emit(i, &args))
                 }
-                Callee::Device { targs } => {
+                Callee::Device { index, targs } => {
+                    // The runtime defines `d<i>` as the unique C name it gave
+                    // the function (see `symm::dsl::DeviceFn`); the comment
+                    // names it for the reader.
                     let name = callee
                         .segments
                         .last()
-                        .map(|s| fn_name(&s.ident))
+                        .map(|s| s.ident.to_string())
                         .unwrap_or_default();
-                    write!(f, "{name}{}(__ctx", Targs(targs))?;
+                    let name = name.trim_start_matches("r#");
+                    let name = if name.is_ascii() { name } else { "" };
+                    write!(f, "d{index}/*{name}*/{}(__ctx", Targs(targs))?;
                     args.iter().try_for_each(|a| write!(f, ", {a}"))?;
                     f.write_str(")")
                 }

@@ -28,6 +28,16 @@ pub enum CPrim {
 }
 
 impl CPrim {
+    /// Its size in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            CPrim::U8 | CPrim::Bool | CPrim::F8e4m3 | CPrim::F8e5m2 => 1,
+            CPrim::U16 | CPrim::Bf16 | CPrim::F16 => 2,
+            CPrim::U32 | CPrim::I32 | CPrim::F32 => 4,
+            CPrim::U64 | CPrim::I64 | CPrim::F64 => 8,
+        }
+    }
+
     /// The primitive a Rust type name stands for (`usize` is `u64`).
     pub fn from_rust(name: &str) -> Option<CPrim> {
         Some(match name {
@@ -396,9 +406,13 @@ pub enum LambdaElse {
 pub enum Callee {
     /// A DSL intrinsic.
     Intrinsic(Intrinsic),
-    /// A `#[symm_kernel(device)]` function, with its template arguments
+    /// A `#[symm_kernel(device)]` function or path-resolved intrinsic: the
+    /// `index`th of the caller's dependencies, with its template arguments
     /// when the call names them.
-    Device { targs: Option<Vec<TemplateArg>> },
+    Device {
+        index: usize,
+        targs: Option<Vec<TemplateArg>>,
+    },
 }
 
 /// A statement.

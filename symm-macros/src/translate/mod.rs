@@ -48,7 +48,7 @@ pub fn mangle(role: char, id: &syn::Ident, version: u32) -> String {
 /// are an error at the expression that passes it: the macro itself copes
 /// (it runs on a large stack of its own), but the C++ compiler's limits
 /// are not ours to test.
-pub const MAX_DEPTH: usize = 1500;
+pub const MAX_DEPTH: usize = 512;
 
 /// An error at the first expression of `f` nested deeper than
 /// [`MAX_DEPTH`].
@@ -63,7 +63,9 @@ pub fn check_depth(f: &syn::ItemFn) -> Option<syn::Error> {
             if self.error.is_some() {
                 return;
             }
-            self.depth += 1;
+            // Parentheses nest no operation.
+            let level = usize::from(!matches!(e, syn::Expr::Paren(_) | syn::Expr::Group(_)));
+            self.depth += level;
             if self.depth > MAX_DEPTH {
                 self.error = Some(syn::Error::new_spanned(
                     e,
@@ -72,7 +74,7 @@ pub fn check_depth(f: &syn::ItemFn) -> Option<syn::Error> {
             } else {
                 syn::visit::visit_expr(self, e);
             }
-            self.depth -= 1;
+            self.depth -= level;
         }
     }
     let mut d = Depth {

@@ -75,6 +75,21 @@ impl DeviceFn {
         self.deps
     }
 
+    /// The file that defines it.
+    pub const fn file(&self) -> &'static str {
+        self.file
+    }
+
+    /// The line of its name in [`file`](Self::file).
+    pub const fn line(&self) -> u32 {
+        self.line
+    }
+
+    /// Its `kernel_assert!`s, in the order its CUDA C numbers them.
+    pub const fn asserts(&self) -> &'static [crate::status::AssertSite] {
+        self.asserts
+    }
+
     /// Fails to compile (const evaluation panics) where this function
     /// reaches itself through the functions it calls: a GPU thread's stack
     /// is small and fixed, so the DSL has no recursion (a direct call of
@@ -152,18 +167,59 @@ pub(crate) fn device_fns(direct: &[&'static DeviceFn]) -> Vec<&'static DeviceFn>
     out
 }
 
+/// The C name the macro gives a definition named `name` (`f_<name>`, the
+/// UTF-8 bytes in hex for a non-ASCII name), as `symm-macros` spells it.
+fn definition_name(name: &str) -> String {
+    let name = name.trim_start_matches("r#");
+    if name.is_ascii() {
+        format!("f_{name}")
+    } else {
+        let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+        format!("fx_{hex}")
+    }
+}
+
+/// The unique C name of the `k`th function of a kernel's source: two
+/// functions of one name (from two modules, or a user's beside an
+/// intrinsic it shadows) never meet in C.
+fn unique_name(k: usize, f: &DeviceFn) -> String {
+    format!("symm_fn{k}_{}", definition_name(f.name))
+}
+
+/// `#define`s of `d<i>`, the name a function's C calls its `i`th
+/// dependency by, as the unique name of that dependency in `order`.
+fn dep_defines(deps: &[&'static DeviceFn], order: &[&'static DeviceFn]) -> (String, String) {
+    let (mut define, mut undef) = (String::new(), String::new());
+    for (i, d) in deps.iter().enumerate() {
+        if let Some(k) = order.iter().position(|g| std::ptr::eq(*g, *d)) {
+            define.push_str(&format!("#define d{i} {}\n", unique_name(k, d)));
+            undef.push_str(&format!("#undef d{i}\n"));
+        }
+    }
+    (define, undef)
+}
+
 /// Definitions of `direct` and everything they call, callees first, once
-/// each (as `device_fns` orders them). Each is preceded by `SYMM_SITE_FN`, its position
-/// in that order counted from 1 (0 is the kernel), which its indexing sites
-/// record when they fail a bounds check, and its assertions when they fail.
+/// each (as `device_fns` orders them), then the `#define`s through which
+/// the code after them calls `direct` (`d<i>` for the `i`th). Each
+/// definition is preceded by `SYMM_SITE_FN`, its position in that order
+/// counted from 1 (0 is the kernel), which its indexing sites record when
+/// they fail a bounds check, and its assertions when they fail, and by the
+/// `#define`s of its own name and its callees' (`d<i>`), which give every
+/// function a name of its own in the kernel's C.
 pub fn device_sources(direct: &[&'static DeviceFn]) -> String {
+    let order = device_fns(direct);
     let mut out = String::new();
-    for (k, f) in device_fns(direct).iter().enumerate() {
+    for (k, f) in order.iter().enumerate() {
+        let own = definition_name(f.name);
+        let (define, undef) = dep_defines(f.deps, &order);
         out.push_str(&format!(
-            "#undef SYMM_SITE_FN\n#define SYMM_SITE_FN {}u\n{}\n",
+            "#undef SYMM_SITE_FN\n#define SYMM_SITE_FN {}u\n#define {own} {}\n{define}{}\n#undef {own}\n{undef}",
             k + 1,
+            unique_name(k, f),
             f.source
         ));
     }
+    out.push_str(&dep_defines(direct, &order).0);
     out
 }

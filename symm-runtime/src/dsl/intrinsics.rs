@@ -294,8 +294,8 @@ mod tests {
             r#"extern "C" __global__ void shuffles(symm_u32* s, double* d, symm_u32* status) {
     symm_kctx c = {status, 0, 0};
     symm_u32 i = threadIdx.x;
-    s[i] = f_shfl_xor(c, f_shfl_down(c, f_shfl_up(c, f_shfl_idx(c, s[i], 7u), 3u), 2u), 1u);
-    d[i] = f_shfl_xor(c, f_shfl_down(c, f_shfl_up(c, f_shfl_idx(c, d[i], 7u), 3u), 2u), 1u);
+    s[i] = d0(c, d1(c, d2(c, d3(c, s[i], 7u), 3u), 2u), 1u);
+    d[i] = d0(c, d1(c, d2(c, d3(c, d[i], 7u), 3u), 2u), 1u);
 }
 "#
         );

@@ -165,7 +165,18 @@ impl Lowerer<'_> {
         if let Some(l) = dep.segments.last_mut() {
             l.arguments = syn::PathArguments::None;
         }
-        self.deps.push(dep);
+        let key = quote::quote!(#dep).to_string();
+        let index = match self
+            .deps
+            .iter()
+            .position(|d| quote::quote!(#d).to_string() == key)
+        {
+            Some(i) => i,
+            None => {
+                self.deps.push(dep);
+                self.deps.len() - 1
+            }
+        };
         let targs = match &last.arguments {
             syn::PathArguments::AngleBracketed(a) => Some(
                 a.args
@@ -178,7 +189,7 @@ impl Lowerer<'_> {
         let args = c.args.iter().map(|a| self.expr(a, None)).collect();
         ExprKind::Call {
             callee: p.path.clone(),
-            target: Callee::Device { targs },
+            target: Callee::Device { index, targs },
             args,
         }
     }

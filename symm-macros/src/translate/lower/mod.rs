@@ -28,7 +28,8 @@ use infer::{is_const, is_unsuffixed_lit, lit_only, strip};
 pub struct Lowered {
     /// The function, meaningful only when `errors` is empty.
     pub function: Function,
-    /// Paths of the device functions it calls, for the dependency list.
+    /// Paths of the device functions it calls, for the dependency list,
+    /// once each: the C calls the `i`th as `d<i>`.
     pub deps: Vec<syn::Path>,
     /// Its `kernel_assert!`s, by the index the CUDA C records.
     pub asserts: Vec<AssertInfo>,
@@ -118,6 +119,10 @@ struct Lowerer<'a> {
     base_line: usize,
 }
 
+/// Largest register array: a GPU thread's local memory (the emulator's
+/// thread stacks are sized from it).
+const MAX_ARRAY_BYTES: u128 = 512 * 1024;
+
 const LEN_HELP: &str = "array lengths must be integer literals or const generic parameters";
 
 impl<'a> Lowerer<'a> {
@@ -177,7 +182,19 @@ impl<'a> Lowerer<'a> {
             }
             DslType::Array(e, n) => {
                 let et = self.ty(e, span);
-                CType::Array(Box::new(et), self.len(n))
+                let len = self.len(n);
+                if let (CType::Prim(p), Len::Lit(digits)) = (&et, &len) {
+                    let bytes = digits
+                        .parse::<u128>()
+                        .map_or(u128::MAX, |n| n.saturating_mul(p.size() as u128));
+                    if bytes > MAX_ARRAY_BYTES {
+                        self.errors.push(syn::Error::new(
+                            span,
+                            format!("this array takes {bytes} bytes, more than a GPU thread's {} KiB of local memory; keep large data in a buffer or `shared_array`", MAX_ARRAY_BYTES / 1024),
+                        ));
+                    }
+                }
+                CType::Array(Box::new(et), len)
             }
             DslType::Unit => CType::Void,
         }
@@ -606,13 +623,14 @@ impl<'a> Lowerer<'a> {
         })))
     }
 
-    /// `SYMM_TY(e)`, lowering `e` aside: its errors, calls and assertions
-    /// are those of `e` itself, which is lowered again where it is used.
+    /// `SYMM_TY(e)`, lowering `e` aside: its errors and assertions are
+    /// those of `e` itself, which is lowered again where it is used. Its
+    /// calls stay listed: a dependency's index must mean one function
+    /// wherever the C names it (a call in `e` is a call of the body anyway).
     fn type_of(&mut self, e: &SynExpr) -> CType {
-        let (n, deps, asserts) = (self.errors.len(), self.deps.len(), self.asserts.len());
+        let (n, asserts) = (self.errors.len(), self.asserts.len());
         let v = self.expr(e, None);
         self.errors.truncate(n);
-        self.deps.truncate(deps);
         self.asserts.truncate(asserts);
         CType::TypeOf(Box::new(v))
     }
