@@ -242,13 +242,17 @@ impl<T: Element> SymmBuffer<T> {
     /// read it in place with cuBLAS or a kernel of the user's (see
     /// [`CudaRef`] for stream ordering). GPU ranks only.
     pub fn cuda_view(&self) -> Result<CudaRef<'_, T>> {
-        let mem = interop::view_of(&self.inner.comm, self.device_ptr(), self.len())?;
+        // SAFETY: this rank's own allocation, which the result borrows
+        // (through `self`) for its whole life.
+        let mem = unsafe { interop::view_of(&self.inner.comm, self.device_ptr(), self.len()) }?;
         Ok(CudaRef::new(mem))
     }
 
     /// [`cuda_view`](Self::cuda_view), writable ([`CudaRefMut`]).
     pub fn cuda_view_mut(&mut self) -> Result<CudaRefMut<'_, T>> {
-        let mem = interop::view_of(&self.inner.comm, self.device_ptr(), self.len())?;
+        // SAFETY: this rank's own allocation, which the result borrows
+        // (through `self`) for its whole life.
+        let mem = unsafe { interop::view_of(&self.inner.comm, self.device_ptr(), self.len()) }?;
         Ok(CudaRefMut::new(mem))
     }
 
@@ -371,13 +375,17 @@ impl<'a, T: Element> SymmView<'a, T> {
     /// A cudarc view of this range, as [`SymmBuffer::cuda_view`]; it
     /// borrows the buffer, not this (copyable) view.
     pub fn cuda_view(&self) -> Result<CudaRef<'a, T>> {
-        let mem = interop::view_of(&self.buf.inner.comm, self.device_ptr(), self.len)?;
+        // SAFETY: this rank's own allocation, which the result borrows
+        // (through `self`) for its whole life.
+        let mem = unsafe { interop::view_of(&self.buf.inner.comm, self.device_ptr(), self.len) }?;
         Ok(CudaRef::new(mem))
     }
 
     /// [`cuda_view`](Self::cuda_view), writable ([`CudaRefMut`]).
     pub fn cuda_view_mut(&mut self) -> Result<CudaRefMut<'_, T>> {
-        let mem = interop::view_of(&self.buf.inner.comm, self.device_ptr(), self.len)?;
+        // SAFETY: this rank's own allocation, which the result borrows
+        // (through `self`) for its whole life.
+        let mem = unsafe { interop::view_of(&self.buf.inner.comm, self.device_ptr(), self.len) }?;
         Ok(CudaRefMut::new(mem))
     }
 }
@@ -982,13 +990,17 @@ impl<T: Element> DeviceBuffer<T> {
 
     /// A cudarc view of the buffer, as [`SymmBuffer::cuda_view`].
     pub fn cuda_view(&self) -> Result<CudaRef<'_, T>> {
-        let mem = interop::view_of(&self.comm, self.alloc.ptr(), self.len)?;
+        // SAFETY: this rank's own allocation, which the result borrows
+        // (through `self`) for its whole life.
+        let mem = unsafe { interop::view_of(&self.comm, self.alloc.ptr(), self.len) }?;
         Ok(CudaRef::new(mem))
     }
 
     /// [`cuda_view`](Self::cuda_view), writable ([`CudaRefMut`]).
     pub fn cuda_view_mut(&mut self) -> Result<CudaRefMut<'_, T>> {
-        let mem = interop::view_of(&self.comm, self.alloc.ptr(), self.len)?;
+        // SAFETY: this rank's own allocation, which the result borrows
+        // (through `self`) for its whole life.
+        let mem = unsafe { interop::view_of(&self.comm, self.alloc.ptr(), self.len) }?;
         Ok(CudaRefMut::new(mem))
     }
 }

@@ -128,10 +128,12 @@ impl<T> std::fmt::Debug for CudaRefMut<'_, T> {
 /// `len` elements at `ptr` of the memory of the rank whose backend `comm`
 /// has, as a cudarc slice on its stream.
 ///
-/// The caller guarantees that `ptr` is memory symm allocated for that rank
-/// (so mapped in its device's context) for `len` elements, and borrows it
-/// for as long as the result lives.
-pub(crate) fn view_of<T: Element>(comm: &Comm, ptr: u64, len: usize) -> Result<Borrowed<T>> {
+/// # Safety
+///
+/// `ptr` must be memory symm allocated for that rank (so mapped in its
+/// device's context) for `len` elements, and the caller must borrow that
+/// memory for as long as the result lives.
+pub(crate) unsafe fn view_of<T: Element>(comm: &Comm, ptr: u64, len: usize) -> Result<Borrowed<T>> {
     let Some(stream) = comm.backend.cuda_stream() else {
         return Err(comm.invalid(format!(
             "rank {} is emulated ({}): its memory is host memory, which cudarc cannot view",
@@ -230,7 +232,9 @@ impl Comm {
         s: &'a S,
     ) -> Result<CudaRef<'a, T>> {
         let ptr = self.symm_address(s)?;
-        Ok(CudaRef::new(view_of(self, ptr, s.len())?))
+        // SAFETY: `symm_address` found `s` in this rank's symm memory, and
+        // the result borrows `s`.
+        Ok(CudaRef::new(unsafe { view_of(self, ptr, s.len()) }?))
     }
 
     /// [`cuda_view`](Self::cuda_view), writable.
@@ -239,7 +243,9 @@ impl Comm {
         s: &'a mut S,
     ) -> Result<CudaRefMut<'a, T>> {
         let ptr = self.symm_address(s)?;
-        Ok(CudaRefMut::new(view_of(self, ptr, s.len())?))
+        // SAFETY: `symm_address` found `s` in this rank's symm memory, and
+        // the result borrows `s` exclusively.
+        Ok(CudaRefMut::new(unsafe { view_of(self, ptr, s.len()) }?))
     }
 
     /// The address of `s`, this rank's symm memory.
