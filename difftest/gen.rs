@@ -45,11 +45,16 @@ pub enum Class {
     /// which NVRTC rejects ("a lambda is not allowed in an unevaluated
     /// expression").
     NestedBlockValues,
+    /// `x.to_bits()` of a float that may be a NaN, into an integer: Rust
+    /// leaves a computed NaN's payload unspecified, the CPU propagates an
+    /// operand's, PTX gives the canonical one, so the integer differs.
+    /// Off, `to_bits` of a float value maps a NaN to one fixed NaN first.
+    NanPayloadBits,
 }
 
 impl Class {
     /// Every class, with its switch name and whether it is on by default.
-    pub const ALL: [(Class, &'static str, bool); 10] = [
+    pub const ALL: [(Class, &'static str, bool); 11] = [
         (Class::GeneratedNames, "generated_names", false),
         (Class::IntrinsicFnNames, "intrinsic_fn_names", false),
         (Class::NarrowInt, "narrow_int", false),
@@ -60,6 +65,7 @@ impl Class {
         (Class::IntrinsicLocals, "intrinsic_locals", true),
         (Class::IntFmaAbs, "int_fma_unsigned_abs", false),
         (Class::NestedBlockValues, "block_values_in_exprs", false),
+        (Class::NanPayloadBits, "nan_payload_bits", false),
     ];
 
     /// The classes on: the defaults plus those `list` names (`all`: every
@@ -551,7 +557,16 @@ impl Gen<'_> {
                     _ => *self.rng.pick(&[Bf16, F16]),
                 };
                 let e = self.expr(f, d);
-                format!("{e}.to_bits()")
+                if self.has(Class::NanPayloadBits) {
+                    self.mark(Class::NanPayloadBits);
+                    format!("{e}.to_bits()")
+                } else {
+                    let nan = match f {
+                        F32 | F64 => format!("{}::NAN", f.rust()),
+                        _ => format!("{}::from_bits(0x7fc0u16)", f.rust()),
+                    };
+                    format!("(if {e} != {e} {{ {nan} }} else {{ {e} }}).to_bits()")
+                }
             }
             _ => format!("{a}.wrapping_add({b})"),
         }
