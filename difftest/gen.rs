@@ -280,6 +280,23 @@ impl Gen<'_> {
     }
 
     fn name(&mut self) -> String {
+        let visible = self.visible();
+        if !visible.is_empty() && self.rng.chance(30) {
+            let v = self.rng.pick(&visible).name.clone();
+            if self.has(Class::GeneratedNames) && self.rng.chance(50) {
+                // A name the macro may make from `v` when it shadows `v`
+                // (`v_2`), or from a slice `v` (`v_len`).
+                self.mark(Class::GeneratedNames);
+                let suffix = *self.rng.pick(&["_2", "_3", "_1", "_len", "_ptr"]);
+                let n = format!("{v}{suffix}");
+                if !self.reserved.contains(&n) {
+                    return n;
+                }
+            } else if !self.reserved.contains(&v) {
+                // Shadow a visible name.
+                return v;
+            }
+        }
         let mut pools: Vec<(&[&str], Option<Class>)> = vec![(BASE_NAMES, None)];
         for (c, p) in [
             (Class::Keywords, KEYWORD_NAMES),
@@ -646,7 +663,22 @@ impl Gen<'_> {
                 let free = self.intrinsic_ok(m) && self.rng.chance(50);
                 let (a, b) = if self.has(Class::SignedZeroMinMax) {
                     self.mark(Class::SignedZeroMinMax);
-                    (a, b)
+                    if self.rng.chance(50) {
+                        // Zeros of both signs, in either order.
+                        let (z, nz) = if ty.is_half() {
+                            (format!("{}::from_f32(0.0f32)", ty.rust()), format!("{}::from_f32(-0.0f32)", ty.rust()))
+                        } else {
+                            (format!("0.0{}", ty.rust()), format!("(-0.0{})", ty.rust()))
+                        };
+                        let x = format!("({z} * {a})");
+                        if self.rng.chance(50) {
+                            (x, nz)
+                        } else {
+                            (nz, x)
+                        }
+                    } else {
+                        (a, b)
+                    }
                 } else {
                     // `+ 0.0` turns -0.0 into +0.0 (and keeps every other
                     // value), so a tie between zeros is always +0 vs +0.
@@ -873,7 +905,9 @@ impl Gen<'_> {
         let ret = *self.rng.pick(&NUMERIC);
         let mut name = format!("h{idx}");
         let mut params: Vec<Ty> = (0..1 + self.rng.below(3)).map(|_| *self.rng.pick(&ALL_TYS)).collect();
-        if self.has(Class::IntrinsicFnNames) && self.rng.chance(50) {
+        // First, so that no earlier function calls the intrinsic that this
+        // one hides in the whole module.
+        if idx == 0 && self.has(Class::IntrinsicFnNames) && self.rng.chance(70) {
             let which = *self.rng.pick(&["min", "max", "abs", "fma"]);
             if !self.funcs.iter().any(|f| f.name == which) {
                 name = which.to_string();
@@ -1041,7 +1075,7 @@ pub fn corpus(seed: u64, count: usize, on: &[Class]) -> String {
         let e = kernel(rng.next(), i, on);
         let _ = writeln!(
             out,
-            "#[allow(unused, non_snake_case, unused_parens, unused_braces, unused_comparisons, clippy::all)]\npub mod m_{} {{\n    use symm::dsl::*;\n    use symm::symm_kernel;\n\n{}}}\n",
+            "#[allow(unused, non_snake_case, unused_parens, unused_braces, unused_comparisons, invalid_nan_comparisons, clippy::all)]\npub mod m_{} {{\n    use symm::dsl::*;\n    use symm::symm_kernel;\n\n{}}}\n",
             e.name, e.source
         );
         entries.push(e);

@@ -18,7 +18,6 @@
 //! `SYMM_DIFFTEST_KEEP=dir` keeps the host program there. The corpus's
 //! own switches are in `build.rs`.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -803,6 +802,58 @@ fn nvrtc_all() -> (usize, Vec<String>) {
     (KERNELS.len(), fails)
 }
 
+/// Says a step's result as `scripts/gpu-summary.py` counts it.
+fn verdict(step: &str, ok: bool) {
+    println!("{} difftest_{step} world=1", if ok { "PASS" } else { "FAIL" });
+}
+
+/// Checks that the comparison can fail at all: a flipped bit in a written
+/// slot, a NaN against a number, and a poisoned slot against a written one
+/// must each be a divergence, and some kernel must have written its slots.
+fn self_check(cases: &[Case], emu: &[Outputs]) {
+    let written = emu
+        .iter()
+        .flatten()
+        .flat_map(|v| v.iter())
+        .filter(|x| **x != POISON)
+        .count();
+    assert!(written > cases.len(), "the kernels wrote only {written} slots");
+    let Some(i) = emu.iter().position(|r| r.is_ok()) else {
+        panic!("every emulator launch failed")
+    };
+    let one = std::slice::from_ref(&cases[i]);
+    let base = emu[i].clone().unwrap();
+    for slot in 0..OUT_SLOTS {
+        let ty = Ty::from_code(KERNELS[cases[i].kernel].outputs[slot]);
+        // An exponent bit for floats (a NaN stays no NaN), the low bit else.
+        let bit = match ty {
+            Ty::F32 => 30,
+            Ty::F64 => 62,
+            Ty::Bf16 | Ty::F16 => 14,
+            _ => 0,
+        };
+        let mut flipped = base.clone();
+        flipped[slot] ^= 1 << bit;
+        let nan = match ty {
+            Ty::F32 => 0x7fc0_0000,
+            Ty::F64 => 0x7ff8_0000_0000_0000,
+            _ => 0x7fc0,
+        };
+        let mut poisoned = base.clone();
+        poisoned[slot] = if base[slot] == POISON { 0 } else { POISON };
+        for other in [flipped, poisoned] {
+            let (bad, _) = compare(one, "a", &[Ok(base.clone())], "b", &[Ok(other)]);
+            assert_eq!(bad.len(), 1, "the comparison misses a change in slot {slot}");
+        }
+        if matches!(ty, Ty::F32 | Ty::F64 | Ty::Bf16 | Ty::F16) && !same(ty, base[slot], nan) {
+            let mut n = base.clone();
+            n[slot] = nan;
+            let (bad, _) = compare(one, "a", &[Ok(base.clone())], "b", &[Ok(n)]);
+            assert_eq!(bad.len(), 1, "the comparison takes a NaN for {:#x}", base[slot]);
+        }
+    }
+}
+
 fn main() {
     let t0 = Instant::now();
     let input_seed = match std::env::var("SYMM_DIFFTEST_INPUT_SEED") {
@@ -811,6 +862,10 @@ fn main() {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64),
     };
+    // On a GPU machine (scripts/gpu-validate.sh sets SYMM_REQUIRE_GPU).
+    let want_gpu = std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu")
+        || std::env::var("SYMM_DIFFTEST_GPU").as_deref() == Ok("1")
+        || std::env::var("SYMM_REQUIRE_GPU").as_deref() == Ok("1");
     println!(
         "difftest: {} kernels from corpus seed {SEED} (SYMM_DIFFTEST_SEED), inputs seed {input_seed} \
          (SYMM_DIFFTEST_INPUT_SEED), classes on: {CLASSES_ON:?}",
@@ -827,7 +882,7 @@ fn main() {
     }
     let mut failed = false;
 
-    // The emulator.
+    // The emulator: the reference every other side is compared with.
     let t = Instant::now();
     let emu = match run_cases(Ranks::Emulator(1), &cases) {
         Ok(v) => v,
@@ -835,67 +890,80 @@ fn main() {
     };
     let emu_errors = emu.iter().filter(|r| r.is_err()).count();
     println!("emulator: {} launches in {:.1?} ({emu_errors} failed)", cases.len(), t.elapsed());
+    for (c, r) in cases.iter().zip(&emu) {
+        if let Err(e) = r {
+            // The generator writes only defined operations: an emulator
+            // failure is a bug of the emulator or of the generator.
+            println!("=== the emulator fails `{}` (case {}): {e}\n{}", KERNELS[c.kernel].name, c.case, KERNELS[c.kernel].source);
+            failed = true;
+        }
+    }
+    self_check(&cases, &emu);
 
-    // The host.
+    // The host: the generated CUDA C under the shim.
     let t = Instant::now();
     let keep = std::env::var_os("SYMM_DIFFTEST_KEEP").map(PathBuf::from);
     let tmp = std::env::temp_dir().join(format!("symm-difftest-{}", std::process::id()));
     let dir = keep.clone().unwrap_or(tmp);
     std::fs::create_dir_all(&dir).expect("host program directory");
-    // Kernels the host compiler rejects are divergences too (NVRTC, on the
-    // same code, would reject them as well: the NVRTC step below says);
-    // the program is built again without them.
-    let mut kernels: Vec<usize> = (0..KERNELS.len()).collect();
-    let mut rejected: Vec<(usize, String)> = Vec::new();
-    let exe = loop {
-        match build_host(&dir, &kernels) {
-            Ok(e) => break e,
-            Err((e, blamed)) if !blamed.is_empty() && rejected.len() < 50 => {
-                for ki in &blamed {
-                    let errs: Vec<&str> = e
-                        .lines()
-                        .filter(|l| l.contains("error"))
-                        .take(3)
-                        .collect();
-                    rejected.push((*ki, errs.join("\n")));
+    let have_cxx = Command::new(cxx()).arg("--version").output().is_ok();
+    if !have_cxx {
+        // Only a GPU machine may lack it (CI has g++): say so loudly there,
+        // fail everywhere else.
+        println!("SKIPPED (1): world=1: difftest host step: no C++ compiler `{}` (set CXX)", cxx());
+        failed |= !want_gpu;
+    } else {
+        // Kernels the host compiler rejects are divergences too (the NVRTC
+        // step says whether NVRTC rejects them as well); the program is
+        // built again without them.
+        let mut kernels: Vec<usize> = (0..KERNELS.len()).collect();
+        let mut rejected: Vec<(usize, String)> = Vec::new();
+        let exe = loop {
+            match build_host(&dir, &kernels) {
+                Ok(e) => break e,
+                Err((e, blamed)) if !blamed.is_empty() && rejected.len() < KERNELS.len() => {
+                    for ki in &blamed {
+                        let errs: Vec<&str> = e.lines().filter(|l| l.contains("error")).take(3).collect();
+                        rejected.push((*ki, errs.join("\n")));
+                    }
+                    kernels.retain(|k| !blamed.contains(k));
                 }
-                kernels.retain(|k| !blamed.contains(k));
+                Err((e, _)) => panic!("{e}\n(the program is in {})", dir.display()),
             }
-            Err((e, _)) => panic!("{e}\n(the program is in {})", dir.display()),
+        };
+        for (ki, e) in &rejected {
+            let k = &KERNELS[*ki];
+            println!(
+                "=== DIVERGENCE in `{}`: the host compiler rejects its CUDA C\nclasses used: {:?}\n{e}\nkernel source:\n{}",
+                k.name, k.classes, k.source
+            );
         }
-    };
-    for (ki, e) in &rejected {
-        let k = &KERNELS[*ki];
-        println!(
-            "=== DIVERGENCE in `{}`: the host compiler rejects its CUDA C\nclasses used: {:?}\n{e}\nkernel source:\n{}",
-            k.name, k.classes, k.source
-        );
-        failed = true;
-    }
-    let built = t.elapsed();
-    let host_cases: Vec<Case> = cases.iter().filter(|c| kernels.contains(&c.kernel)).cloned().collect();
-    let host_out = run_host(&exe, &host_cases);
-    let mut host: Vec<Outputs> = Vec::with_capacity(cases.len());
-    let mut it = host_out.into_iter();
-    for c in &cases {
-        host.push(if kernels.contains(&c.kernel) {
-            it.next().unwrap_or_else(|| Err("not run".into()))
-        } else {
-            Err(REJECTED.into())
-        });
-    }
-    println!("host C++: built in {built:.1?}, ran in {:.1?}", t.elapsed() - built);
-    let (bad, report) = compare(&cases, "emulator", &emu, "host", &host);
-    if !bad.is_empty() {
-        failed = true;
+        let built = t.elapsed();
+        let host_cases: Vec<Case> = cases.iter().filter(|c| kernels.contains(&c.kernel)).cloned().collect();
+        let mut it = run_host(&exe, &host_cases).into_iter();
+        let host: Vec<Outputs> = cases
+            .iter()
+            .map(|c| {
+                if kernels.contains(&c.kernel) {
+                    it.next().unwrap_or_else(|| Err("not run".into()))
+                } else {
+                    Err(REJECTED.into())
+                }
+            })
+            .collect();
+        println!("host C++: built in {built:.1?}, ran in {:.1?}", t.elapsed() - built);
+        let (bad, report) = compare(&cases, "emulator", &emu, "host", &host);
         println!("{report}");
+        println!(
+            "emulator vs host C++: {} of {} kernels diverge ({} of them rejected by the host compiler)",
+            bad.len() + rejected.len(),
+            KERNELS.len(),
+            rejected.len()
+        );
+        let ok = bad.is_empty() && rejected.is_empty();
+        verdict("host", ok);
+        failed |= !ok;
     }
-    println!(
-        "emulator vs host C++: {} of {} kernels diverge ({} of them rejected by the host compiler)",
-        bad.len() + rejected.len(),
-        KERNELS.len(),
-        rejected.len()
-    );
     if keep.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -908,51 +976,58 @@ fn main() {
             println!("{f}");
         }
         println!("NVRTC (sm_90): {} of {n} kernels compile, in {:.1?}", n - fails.len(), t.elapsed());
+        verdict("nvrtc", fails.is_empty());
         failed |= !fails.is_empty();
     }
 
     // A GPU.
-    let want_gpu = std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu")
-        || std::env::var("SYMM_DIFFTEST_GPU").as_deref() == Ok("1");
     if want_gpu {
         if symm::cuda_device_count() == 0 {
-            println!("SKIPPED: difftest GPU run: no CUDA device");
+            println!("SKIPPED (1): world=1: difftest GPU run: no CUDA device");
+            failed |= std::env::var("SYMM_REQUIRE_GPU").as_deref() == Ok("1");
         } else {
             let t = Instant::now();
-            match run_cases(Ranks::Cuda(vec![0]), &cases) {
+            let ok = match run_cases(Ranks::Cuda(vec![0]), &cases) {
                 Ok(gpu) => {
                     let (bad, report) = compare(&cases, "emulator", &emu, "gpu", &gpu);
-                    if !bad.is_empty() {
-                        failed = true;
-                        println!("{report}");
-                    }
+                    println!("{report}");
                     println!(
-                        "emulator vs GPU: {} of {} kernels diverge ({:.1?})",
+                        "emulator vs GPU: {} of {} kernels diverge ({} launches in {:.1?})",
                         bad.len(),
                         KERNELS.len(),
+                        cases.len(),
                         t.elapsed()
                     );
+                    bad.is_empty()
                 }
                 Err(e) => {
-                    failed = true;
                     println!("the GPU run failed: {e}");
+                    false
                 }
-            }
+            };
+            verdict("gpu", ok);
+            failed |= !ok;
         }
     } else {
-        println!("SKIPPED: difftest GPU run (set SYMM_KERNEL_TESTS_ON=gpu or SYMM_DIFFTEST_GPU=1 on a GPU machine)");
+        println!(
+            "SKIPPED: difftest GPU run (no GPU asked for: SYMM_KERNEL_TESTS_ON=gpu, \
+             SYMM_DIFFTEST_GPU=1 or SYMM_REQUIRE_GPU=1 on a GPU machine)"
+        );
     }
 
-    let mut by_class: HashMap<&str, usize> = HashMap::new();
+    let mut by_class: Vec<(&str, usize)> = Vec::new();
     for k in KERNELS {
         for c in k.classes {
-            *by_class.entry(c).or_default() += 1;
+            match by_class.iter_mut().find(|(n, _)| n == c) {
+                Some(e) => e.1 += 1,
+                None => by_class.push((c, 1)),
+            }
         }
     }
     println!("kernels per class: {by_class:?}");
     println!("difftest: {} kernels checked in {:.1?}", KERNELS.len(), t0.elapsed());
     if failed {
-        eprintln!("difftest FAILED (corpus seed {SEED}, inputs seed {input_seed})");
+        println!("difftest FAILED (rerun: SYMM_DIFFTEST_SEED={SEED} SYMM_DIFFTEST_INPUT_SEED={input_seed}, and the same SYMM_DIFFTEST_KERNELS/SYMM_DIFFTEST_INCLUDE)");
         std::process::exit(1);
     }
 }
