@@ -20,12 +20,10 @@ fn main() {
     println!("cargo:rerun-if-changed=gen.rs");
     let seed = match std::env::var("SYMM_DIFFTEST_SEED") {
         Ok(s) => parse_u64(&s).unwrap_or_else(|| panic!("SYMM_DIFFTEST_SEED={s}: not an integer")),
-        Err(_) => {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs() / 86_400)
-                .unwrap_or(0)
-        }
+        Err(_) => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() / 86_400)
+            .unwrap_or(0),
     };
     let count = match std::env::var("SYMM_DIFFTEST_KERNELS") {
         Ok(s) => s

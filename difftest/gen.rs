@@ -71,11 +71,7 @@ impl Class {
     /// The classes on: the defaults plus those `list` names (`all`: every
     /// one; `-name` switches a default off).
     pub fn parse_list(list: &str) -> Result<Vec<Class>, String> {
-        let mut on: Vec<Class> = Class::ALL
-            .iter()
-            .filter(|c| c.2)
-            .map(|c| c.0)
-            .collect();
+        let mut on: Vec<Class> = Class::ALL.iter().filter(|c| c.2).map(|c| c.0).collect();
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if item == "all" {
                 on = Class::ALL.iter().map(|c| c.0).collect();
@@ -210,20 +206,101 @@ const BASE_NAMES: &[&str] = &[
     "t", "u", "w", "m", "lo", "hi", "idx", "cnt",
 ];
 const KEYWORD_NAMES: &[&str] = &[
-    "int", "float", "double", "char", "auto", "register", "new", "this", "class", "template",
-    "typename", "namespace", "delete", "private", "public", "protected", "volatile", "signed",
-    "unsigned", "long", "short", "switch", "case", "default", "goto", "sizeof", "inline",
-    "friend", "operator", "explicit", "mutable", "export", "extern_", "threadIdx", "blockIdx",
-    "blockDim", "warpSize", "NULL", "nullptr", "asm", "restrict", "main", "printf", "std",
-    "not", "and", "or", "xor", "bitand", "compl", "half", "dim3", "uint", "size_t",
+    "int",
+    "float",
+    "double",
+    "char",
+    "auto",
+    "register",
+    "new",
+    "this",
+    "class",
+    "template",
+    "typename",
+    "namespace",
+    "delete",
+    "private",
+    "public",
+    "protected",
+    "volatile",
+    "signed",
+    "unsigned",
+    "long",
+    "short",
+    "switch",
+    "case",
+    "default",
+    "goto",
+    "sizeof",
+    "inline",
+    "friend",
+    "operator",
+    "explicit",
+    "mutable",
+    "export",
+    "extern_",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "warpSize",
+    "NULL",
+    "nullptr",
+    "asm",
+    "restrict",
+    "main",
+    "printf",
+    "std",
+    "not",
+    "and",
+    "or",
+    "xor",
+    "bitand",
+    "compl",
+    "half",
+    "dim3",
+    "uint",
+    "size_t",
 ];
 const INTRINSIC_LOCAL_NAMES: &[&str] = &[
-    "min", "max", "abs", "fma", "exp", "sqrt", "fence", "ballot", "lane_id", "shfl_xor",
-    "symm_cast", "symm_min", "symm_u32", "symm_slice", "symm_at", "fmodf",
+    "min",
+    "max",
+    "abs",
+    "fma",
+    "exp",
+    "sqrt",
+    "fence",
+    "ballot",
+    "lane_id",
+    "shfl_xor",
+    "symm_cast",
+    "symm_min",
+    "symm_u32",
+    "symm_slice",
+    "symm_at",
+    "fmodf",
 ];
 const GENERATED_NAMES: &[&str] = &[
-    "x_2", "x_3", "x_1", "a_2", "t_i1", "t_i2", "t_1", "v_x", "v_a", "f_h0", "x_ptr", "x_len",
-    "inp_len", "out_len", "inp_ptr", "g_t", "k_x", "ctx", "status", "rank", "timeout_ns",
+    "x_2",
+    "x_3",
+    "x_1",
+    "a_2",
+    "t_i1",
+    "t_i2",
+    "t_1",
+    "v_x",
+    "v_a",
+    "f_h0",
+    "x_ptr",
+    "x_len",
+    "inp_len",
+    "out_len",
+    "inp_ptr",
+    "g_t",
+    "k_x",
+    "ctx",
+    "status",
+    "rank",
+    "timeout_ns",
 ];
 const NON_ASCII_NAMES: &[&str] = &["é", "naïve", "ñ", "größe", "変数", "δ"];
 
@@ -385,7 +462,9 @@ impl Gen<'_> {
             Bf16 | F16 => {
                 let t = ty.rust();
                 if self.rng.chance(30) {
-                    let bits = *self.rng.pick(&[0x7fc1u16, 0x8000, 0x0001, 0x7f80, 0xff80, 0x7c00, 0x3c00, 0x7e00]);
+                    let bits = *self.rng.pick(&[
+                        0x7fc1u16, 0x8000, 0x0001, 0x7f80, 0xff80, 0x7c00, 0x3c00, 0x7e00,
+                    ]);
                     format!("{t}::from_bits({bits:#06x}u16)")
                 } else {
                     let f = self.literal(F32);
@@ -400,10 +479,18 @@ impl Gen<'_> {
                     2 => ty.lit(0),
                     3 => ty.lit(1),
                     _ => {
-                        let max: u128 = if ty.bits() == 64 { u64::MAX as u128 } else { (1u128 << ty.bits()) - 1 };
+                        let max: u128 = if ty.bits() == 64 {
+                            u64::MAX as u128
+                        } else {
+                            (1u128 << ty.bits()) - 1
+                        };
                         let raw = (self.rng.next() as u128) & max;
                         let small = self.rng.chance(60);
-                        let v = if small { (raw % 300) as i128 } else { raw as i128 };
+                        let v = if small {
+                            (raw % 300) as i128
+                        } else {
+                            raw as i128
+                        };
                         if ty.signed() {
                             let half = (max >> 1) as i128;
                             let v = if small { v - 150 } else { v.min(half) };
@@ -457,7 +544,11 @@ impl Gen<'_> {
                 let init = self.expr(inner_ty, d);
                 self.scopes.push(Vec::new());
                 let name = self.name();
-                self.declare(Var { name: name.clone(), ty: inner_ty, assignable: false });
+                self.declare(Var {
+                    name: name.clone(),
+                    ty: inner_ty,
+                    assignable: false,
+                });
                 self.value_depth += 1;
                 let body = self.expr(ty, d);
                 self.value_depth -= 1;
@@ -497,7 +588,11 @@ impl Gen<'_> {
             (f, t) if f.is_half() && t.is_half() => format!("{}::from_f32({e}.to_f32())", t.rust()),
             (f, t) if f.is_half() => format!("({e}.to_f32() as {})", t.rust()),
             (_, t) if t.is_half() => {
-                let f32e = if from == F32 { e } else { format!("({e} as f32)") };
+                let f32e = if from == F32 {
+                    e
+                } else {
+                    format!("({e} as f32)")
+                };
                 format!("{}::from_f32({f32e})", t.rust())
             }
             (_, t) => format!("({e} as {})", t.rust()),
@@ -513,7 +608,11 @@ impl Gen<'_> {
         let narrow = ty.narrow();
         if narrow && !self.has(Class::NarrowInt) {
             // Without the class, narrow values are only made and converted.
-            return if self.rng.chance(50) { self.cast_to(ty, d) } else { self.leaf(ty) };
+            return if self.rng.chance(50) {
+                self.cast_to(ty, d)
+            } else {
+                self.leaf(ty)
+            };
         }
         if narrow {
             self.mark(Class::NarrowInt);
@@ -602,7 +701,10 @@ impl Gen<'_> {
             }
         }
         if !self.intrinsic_ok(which) {
-            return format!("{a}.wrapping_add({b})").replace(".wrapping_add", if ty.is_int() { ".wrapping_add" } else { " + " });
+            return format!("{a}.wrapping_add({b})").replace(
+                ".wrapping_add",
+                if ty.is_int() { ".wrapping_add" } else { " + " },
+            );
         }
         match which {
             "abs" => format!("abs({a})"),
@@ -666,7 +768,10 @@ impl Gen<'_> {
                     if self.rng.chance(50) {
                         // Zeros of both signs, in either order.
                         let (z, nz) = if ty.is_half() {
-                            (format!("{}::from_f32(0.0f32)", ty.rust()), format!("{}::from_f32(-0.0f32)", ty.rust()))
+                            (
+                                format!("{}::from_f32(0.0f32)", ty.rust()),
+                                format!("{}::from_f32(-0.0f32)", ty.rust()),
+                            )
                         } else {
                             (format!("0.0{}", ty.rust()), format!("(-0.0{})", ty.rust()))
                         };
@@ -783,10 +888,18 @@ impl Gen<'_> {
                 } else {
                     let _ = writeln!(out, "{ind}let {m}{name} = {e};");
                 }
-                self.declare(Var { name, ty, assignable: mutable });
+                self.declare(Var {
+                    name,
+                    ty,
+                    assignable: mutable,
+                });
             }
             5..=7 => {
-                let vs: Vec<Var> = self.visible().into_iter().filter(|v| v.assignable).collect();
+                let vs: Vec<Var> = self
+                    .visible()
+                    .into_iter()
+                    .filter(|v| v.assignable)
+                    .collect();
                 if vs.is_empty() {
                     return;
                 }
@@ -840,12 +953,20 @@ impl Gen<'_> {
                 let k = 1 + self.rng.below(4);
                 let name = self.name();
                 let _ = writeln!(out, "{ind}for {name} in 0u32..{k}u32 {{");
-                self.scopes.push(vec![Var { name, ty: U32, assignable: false }]);
+                self.scopes.push(vec![Var {
+                    name,
+                    ty: U32,
+                    assignable: false,
+                }]);
                 let n = 1 + self.rng.below(4);
                 self.stmts(out, level + 1, n, true, in_kernel);
                 if self.rng.chance(25) {
                     let c = self.expr(Bool, 1);
-                    let kw = if self.rng.chance(50) { "break" } else { "continue" };
+                    let kw = if self.rng.chance(50) {
+                        "break"
+                    } else {
+                        "continue"
+                    };
                     let _ = writeln!(out, "{}if {c} {{ {kw}; }}", Gen::indent(level + 1));
                 }
                 self.scopes.pop();
@@ -857,11 +978,19 @@ impl Gen<'_> {
                 let k = 1 + self.rng.below(4);
                 let cnt = format!("n{}", self.rng.below(1000));
                 let _ = writeln!(out, "{ind}let mut {cnt}: u32 = 0u32;");
-                self.declare(Var { name: cnt.clone(), ty: U32, assignable: false });
+                self.declare(Var {
+                    name: cnt.clone(),
+                    ty: U32,
+                    assignable: false,
+                });
                 let is_loop = self.rng.chance(40);
                 if is_loop {
                     let _ = writeln!(out, "{ind}loop {{");
-                    let _ = writeln!(out, "{}if {cnt} >= {k}u32 {{ break; }}", Gen::indent(level + 1));
+                    let _ = writeln!(
+                        out,
+                        "{}if {cnt} >= {k}u32 {{ break; }}",
+                        Gen::indent(level + 1)
+                    );
                 } else {
                     let _ = writeln!(out, "{ind}while {cnt} < {k}u32 {{");
                 }
@@ -889,7 +1018,11 @@ impl Gen<'_> {
                 let e = self.expr(ty, 3);
                 let name = self.name();
                 let _ = writeln!(out, "{ind}let {name} = {e};");
-                self.declare(Var { name, ty, assignable: false });
+                self.declare(Var {
+                    name,
+                    ty,
+                    assignable: false,
+                });
             }
         }
     }
@@ -904,7 +1037,9 @@ impl Gen<'_> {
     fn device_fn(&mut self, out: &mut String, idx: usize) -> Func {
         let ret = *self.rng.pick(&NUMERIC);
         let mut name = format!("h{idx}");
-        let mut params: Vec<Ty> = (0..1 + self.rng.below(3)).map(|_| *self.rng.pick(&ALL_TYS)).collect();
+        let mut params: Vec<Ty> = (0..1 + self.rng.below(3))
+            .map(|_| *self.rng.pick(&ALL_TYS))
+            .collect();
         // First, so that no earlier function calls the intrinsic that this
         // one hides in the whole module.
         if idx == 0 && self.has(Class::IntrinsicFnNames) && self.rng.chance(70) {
@@ -912,22 +1047,41 @@ impl Gen<'_> {
             if !self.funcs.iter().any(|f| f.name == which) {
                 name = which.to_string();
                 let ty = *self.rng.pick(&[U32, I64, F32]);
-                params = vec![ty; if which == "abs" { 1 } else if which == "fma" { 3 } else { 2 }];
+                params = vec![
+                    ty;
+                    if which == "abs" {
+                        1
+                    } else if which == "fma" {
+                        3
+                    } else {
+                        2
+                    }
+                ];
                 self.mark(Class::IntrinsicFnNames);
                 let body = match which {
                     "abs" => "p0".to_string(),
                     _ if ty == F32 => "p0 - p1".to_string(),
                     _ => "p0.wrapping_sub(p1)".to_string(),
                 };
-                let ps: Vec<String> = params.iter().enumerate().map(|(i, t)| format!("p{i}: {}", t.rust())).collect();
+                let ps: Vec<String> = params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| format!("p{i}: {}", t.rust()))
+                    .collect();
                 let _ = writeln!(out, "    #[symm_kernel(device)]\n    pub fn {name}({}) -> {} {{\n        {body}\n    }}\n", ps.join(", "), ty.rust());
-                return Func { name, params, ret: ty };
+                return Func {
+                    name,
+                    params,
+                    ret: ty,
+                };
             }
         } else if self.has(Class::Keywords) && self.rng.chance(30) {
             let kw = (*self.rng.pick(KEYWORD_NAMES)).to_string();
             // Not `std` (a module of that name would hide the crate) nor the
             // names the kernel's slices may take.
-            if !self.funcs.iter().any(|f| f.name == kw) && !["std", "int", "float"].contains(&kw.as_str()) {
+            if !self.funcs.iter().any(|f| f.name == kw)
+                && !["std", "int", "float"].contains(&kw.as_str())
+            {
                 name = kw;
                 self.mark(Class::Keywords);
             }
@@ -940,7 +1094,11 @@ impl Gen<'_> {
                 n = format!("{n}_p");
             }
             ps.push(format!("{n}: {}", t.rust()));
-            self.declare(Var { name: n, ty: *t, assignable: false });
+            self.declare(Var {
+                name: n,
+                ty: *t,
+                assignable: false,
+            });
         }
         let mut body = String::new();
         self.budget = 6;
@@ -1019,7 +1177,11 @@ fn kernel(rng_seed: u64, idx: usize, on: &[Class]) -> Entry {
             n
         };
         params.push(format!("{pname}: {}", ty.rust()));
-        g.declare(Var { name: pname, ty, assignable: false });
+        g.declare(Var {
+            name: pname,
+            ty,
+            assignable: false,
+        });
         scalars.push(ty);
     }
     let mut body = String::new();
@@ -1042,7 +1204,11 @@ fn kernel(rng_seed: u64, idx: usize, on: &[Class]) -> Entry {
         }
         let m = if g.rng.chance(40) { "mut " } else { "" };
         let _ = writeln!(body, "        let {m}{n}: {} = {e};", ty.rust());
-        g.declare(Var { name: n, ty, assignable: !m.is_empty() });
+        g.declare(Var {
+            name: n,
+            ty,
+            assignable: !m.is_empty(),
+        });
         inputs.push(ty);
     }
     g.budget = 10 + g.rng.below(14);
@@ -1059,7 +1225,14 @@ fn kernel(rng_seed: u64, idx: usize, on: &[Class]) -> Entry {
         "    #[symm_kernel]\n    pub fn {name}({}) {{\n{body}    }}",
         params.join(", ")
     );
-    Entry { name, outputs: g.slot_tys.to_vec(), inputs, scalars, classes: g.used, source: src }
+    Entry {
+        name,
+        outputs: g.slot_tys.to_vec(),
+        inputs,
+        scalars,
+        classes: g.used,
+        source: src,
+    }
 }
 
 /// The corpus as Rust source: a module per kernel and the table
@@ -1068,8 +1241,14 @@ pub fn corpus(seed: u64, count: usize, on: &[Class]) -> String {
     let mut rng = Rng(seed ^ 0x5eed_d1ff_7e57);
     let mut out = String::new();
     let on_names: Vec<&str> = on.iter().map(|c| c.name()).collect();
-    let _ = writeln!(out, "/// The seed the corpus was generated from.\npub const SEED: u64 = {seed};");
-    let _ = writeln!(out, "/// The classes switched on.\npub const CLASSES_ON: &[&str] = &{on_names:?};");
+    let _ = writeln!(
+        out,
+        "/// The seed the corpus was generated from.\npub const SEED: u64 = {seed};"
+    );
+    let _ = writeln!(
+        out,
+        "/// The classes switched on.\npub const CLASSES_ON: &[&str] = &{on_names:?};"
+    );
     let mut entries = Vec::new();
     for i in 0..count {
         let e = kernel(rng.next(), i, on);
@@ -1080,7 +1259,10 @@ pub fn corpus(seed: u64, count: usize, on: &[Class]) -> String {
         );
         entries.push(e);
     }
-    let _ = writeln!(out, "/// Every kernel of the corpus.\npub static KERNELS: &[Kernel] = &[");
+    let _ = writeln!(
+        out,
+        "/// Every kernel of the corpus.\npub static KERNELS: &[Kernel] = &["
+    );
     for e in &entries {
         let ins: Vec<u8> = e.inputs.iter().map(|t| t.code()).collect();
         let scs: Vec<u8> = e.scalars.iter().map(|t| t.code()).collect();
@@ -1093,6 +1275,7 @@ pub fn corpus(seed: u64, count: usize, on: &[Class]) -> String {
             .enumerate()
             .map(|(i, t)| match t {
                 F32 => format!(", f32::from_bits(s[{i}] as u32)"),
+                U64 => format!(", s[{i}]"),
                 _ => format!(", s[{i}] as {}", t.rust()),
             })
             .collect();

@@ -14,6 +14,11 @@ use symm::{Comm, DeviceBuffer};
 /// Slots of `out` every kernel may write.
 pub const OUT_SLOTS: usize = 8;
 
+/// How the test launches a kernel: on `comm`, with one thread, `inp`,
+/// `out` and the scalars' bits.
+pub type LaunchFn =
+    fn(&Comm, &DeviceBuffer<u64>, &mut DeviceBuffer<u64>, &[u64]) -> symm::Result<()>;
+
 /// One generated kernel.
 pub struct Kernel {
     /// Its name (the CUDA entry's too).
@@ -30,7 +35,7 @@ pub struct Kernel {
     pub classes: &'static [&'static str],
     /// Launches it on `comm` with one thread: `inp`, `out` and the
     /// scalars' bits.
-    pub launch: fn(&Comm, &DeviceBuffer<u64>, &mut DeviceBuffer<u64>, &[u64]) -> symm::Result<()>,
+    pub launch: LaunchFn,
     /// Its complete CUDA C (unchecked).
     pub cuda: fn() -> String,
     /// Compiles it with NVRTC for an arch (no GPU needed).

@@ -56,7 +56,7 @@ impl Rng {
 /// Raw bits for a value of `ty`: special values (zeros, extremes, NaNs
 /// with payloads, infinities, subnormals) often, random bits otherwise.
 fn draw(rng: &mut Rng, ty: Ty) -> u64 {
-    let special = rng.next() % 3 == 0;
+    let special = rng.next().is_multiple_of(3);
     let r = rng.next();
     match ty {
         Ty::Bool => r & 1,
@@ -75,7 +75,9 @@ fn draw(rng: &mut Rng, ty: Ty) -> u64 {
             0x7f7f_ffff,
             0x4b00_0001,
         ]),
-        Ty::F32 if r % 2 == 0 => u64::from((((r >> 8) as i32 % 2000) as f32 / 8.0f32).to_bits()),
+        Ty::F32 if r.is_multiple_of(2) => {
+            u64::from((((r >> 8) as i32 % 2000) as f32 / 8.0f32).to_bits())
+        }
         Ty::F32 => r & 0xffff_ffff,
         Ty::F64 if special => rng.pick(&[
             0,
@@ -90,7 +92,7 @@ fn draw(rng: &mut Rng, ty: Ty) -> u64 {
             0x7fef_ffff_ffff_ffff,
             0x43e0_0000_0000_0000,
         ]),
-        Ty::F64 if r % 2 == 0 => (((r >> 8) as i64 % 100_000) as f64 / 16.0).to_bits(),
+        Ty::F64 if r.is_multiple_of(2) => (((r >> 8) as i64 % 100_000) as f64 / 16.0).to_bits(),
         Ty::F64 => r,
         Ty::Bf16 | Ty::F16 if special => rng.pick(&[
             0, 0x8000, 0x7fc0, 0x7e00, 0xffc1, 0x7f81, 0x7f80, 0x7c00, 0xfc00, 0x0001, 0x3f80,
@@ -104,11 +106,20 @@ fn draw(rng: &mut Rng, ty: Ty) -> u64 {
                 Ty::U32 | Ty::I32 => 32,
                 _ => 64,
             };
-            let max = if bits == 64 { u64::MAX } else { (1 << bits) - 1 };
+            let max = if bits == 64 {
+                u64::MAX
+            } else {
+                (1 << bits) - 1
+            };
             let smax = max >> 1;
-            rng.pick(&[0, 1, max, smax, smax + 1, 2, max - 1]) | if matches!(ty, Ty::I32) && r % 2 == 0 { 0xffff_ffff_0000_0000 } else { 0 }
+            rng.pick(&[0, 1, max, smax, smax + 1, 2, max - 1])
+                | if matches!(ty, Ty::I32) && r.is_multiple_of(2) {
+                    0xffff_ffff_0000_0000
+                } else {
+                    0
+                }
         }
-        _ if r % 2 == 0 => (r >> 40) % 300,
+        _ if r.is_multiple_of(2) => (r >> 40) % 300,
         _ => r,
     }
 }
@@ -161,9 +172,21 @@ fn same(ty: Ty, a: u64, b: u64) -> bool {
 }
 
 /// A divergence, written as a repro.
-fn repro(k: &Kernel, c: &Case, what: &str, a_name: &str, a: &Outputs, b_name: &str, b: &Outputs) -> String {
+fn repro(
+    k: &Kernel,
+    c: &Case,
+    what: &str,
+    a_name: &str,
+    a: &Outputs,
+    b_name: &str,
+    b: &Outputs,
+) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "=== DIVERGENCE in `{}` (case {}): {what}", k.name, c.case);
+    let _ = writeln!(
+        s,
+        "=== DIVERGENCE in `{}` (case {}): {what}",
+        k.name, c.case
+    );
     let _ = writeln!(s, "classes used: {:?}", k.classes);
     let _ = writeln!(s, "kernel source:\n{}", k.source);
     let tys: Vec<String> = k
@@ -486,7 +509,11 @@ fn host_asm(inner: &str) -> String {
         "mov.b32" if t.contains('{') => format!("{o0} = symm_host_pack_f32({i0}, {i1})"),
         "mov.u32" if t.contains("%laneid") => format!("{o0} = 0"),
         _ if t.contains("setp.nan") && t.contains("cvt.rzi.") => {
-            let ty = t.split("cvt.rzi.").nth(1).and_then(|r| r.split('.').next()).unwrap_or("");
+            let ty = t
+                .split("cvt.rzi.")
+                .nth(1)
+                .and_then(|r| r.split('.').next())
+                .unwrap_or("");
             let c = match ty {
                 "s32" => "int",
                 "u32" => "unsigned",
@@ -495,7 +522,10 @@ fn host_asm(inner: &str) -> String {
             };
             format!("{o0} = symm_host_f2i<{c}>({i0})")
         }
-        _ => format!("symm_host_unsupported(\"{}\")", t.replace('"', "'").replace('\\', "/")),
+        _ => format!(
+            "symm_host_unsupported(\"{}\")",
+            t.replace('"', "'").replace('\\', "/")
+        ),
     };
     format!("do {{ {body}; }} while (0)")
 }
@@ -526,7 +556,10 @@ fn batch(kernels: &[usize]) -> Result<(String, Vec<(usize, usize)>), String> {
                 line = head.lines().count();
             }
             Some(c) if c.trim_end() != head.trim_end() => {
-                return Err(format!("`{}`: its support code differs from the first kernel's", k.name))
+                return Err(format!(
+                    "`{}`: its support code differs from the first kernel's",
+                    k.name
+                ))
             }
             Some(_) => {}
         }
@@ -616,7 +649,11 @@ fn build_host(dir: &Path, kernels: &[usize]) -> Result<PathBuf, (String, Vec<usi
     let exe = dir.join("difftest_host");
     std::fs::write(&cpp, prog).map_err(|e| plain(e.to_string()))?;
     run_cmd(
-        Command::new(cxx()).args(["-std=c++20", "-E", "-P", "-x", "c++"]).arg(&cpp).arg("-o").arg(&ii),
+        Command::new(cxx())
+            .args(["-std=c++20", "-E", "-P", "-x", "c++"])
+            .arg(&cpp)
+            .arg("-o")
+            .arg(&ii),
         "preprocessing the host program",
     )
     .map_err(plain)?;
@@ -637,7 +674,15 @@ fn build_host(dir: &Path, kernels: &[usize]) -> Result<PathBuf, (String, Vec<usi
     // before C++20 (NVRTC accepts the ones the macro writes).
     // -ffp-contract=off: as NVRTC's --fmad=false, a * b + c rounds twice.
     let out = Command::new(cxx())
-        .args(["-std=c++20", "-O1", "-w", "-ffp-contract=off", "-fno-fast-math", "-x", "c++"])
+        .args([
+            "-std=c++20",
+            "-O1",
+            "-w",
+            "-ffp-contract=off",
+            "-fno-fast-math",
+            "-x",
+            "c++",
+        ])
         .arg(&host)
         .arg("-o")
         .arg(&exe)
@@ -650,7 +695,9 @@ fn build_host(dir: &Path, kernels: &[usize]) -> Result<PathBuf, (String, Vec<usi
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     let mut blamed = Vec::new();
     for line in err.lines() {
-        let Some(rest) = line.split("difftest_host.cpp:").nth(1) else { continue };
+        let Some(rest) = line.split("difftest_host.cpp:").nth(1) else {
+            continue;
+        };
         let Some(n) = rest.split(':').next().and_then(|n| n.parse::<usize>().ok()) else {
             continue;
         };
@@ -708,7 +755,10 @@ fn run_host(exe: &Path, cases: &[Case]) -> Vec<Outputs> {
         for line in text.lines() {
             let w: Vec<&str> = line.split_whitespace().collect();
             if w.first() == Some(&"R") && w.len() == 3 + OUT_SLOTS {
-                let v: Vec<u64> = w[3..].iter().map(|x| u64::from_str_radix(x, 16).unwrap_or(0)).collect();
+                let v: Vec<u64> = w[3..]
+                    .iter()
+                    .map(|x| u64::from_str_radix(x, 16).unwrap_or(0))
+                    .collect();
                 res[done] = Some(Ok(v));
                 done += 1;
             } else if w.first() != Some(&"B") {
@@ -728,7 +778,9 @@ fn run_host(exe: &Path, cases: &[Case]) -> Vec<Outputs> {
         }
         start = done;
     }
-    res.into_iter().map(|r| r.unwrap_or_else(|| Err("not run".into()))).collect()
+    res.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("not run".into())))
+        .collect()
 }
 
 /// Compiles every kernel with NVRTC for sm_90, with the options the
@@ -768,7 +820,12 @@ fn nvrtc_all() -> (usize, Vec<String>) {
                 }
             }
             if b.is_empty() {
-                return (KERNELS.len(), vec![format!("NVRTC rejects the corpus, no kernel blamed:\n{text}")]);
+                return (
+                    KERNELS.len(),
+                    vec![format!(
+                        "NVRTC rejects the corpus, no kernel blamed:\n{text}"
+                    )],
+                );
             }
             b
         }
@@ -804,7 +861,10 @@ fn nvrtc_all() -> (usize, Vec<String>) {
 
 /// Says a step's result as `scripts/gpu-summary.py` counts it.
 fn verdict(step: &str, ok: bool) {
-    println!("{} difftest_{step} world=1", if ok { "PASS" } else { "FAIL" });
+    println!(
+        "{} difftest_{step} world=1",
+        if ok { "PASS" } else { "FAIL" }
+    );
 }
 
 /// Checks that the comparison can fail at all: a flipped bit in a written
@@ -817,7 +877,10 @@ fn self_check(cases: &[Case], emu: &[Outputs]) {
         .flat_map(|v| v.iter())
         .filter(|x| **x != POISON)
         .count();
-    assert!(written > cases.len(), "the kernels wrote only {written} slots");
+    assert!(
+        written > cases.len(),
+        "the kernels wrote only {written} slots"
+    );
     let Some(i) = emu.iter().position(|r| r.is_ok()) else {
         panic!("every emulator launch failed")
     };
@@ -843,13 +906,22 @@ fn self_check(cases: &[Case], emu: &[Outputs]) {
         poisoned[slot] = if base[slot] == POISON { 0 } else { POISON };
         for other in [flipped, poisoned] {
             let (bad, _) = compare(one, "a", &[Ok(base.clone())], "b", &[Ok(other)]);
-            assert_eq!(bad.len(), 1, "the comparison misses a change in slot {slot}");
+            assert_eq!(
+                bad.len(),
+                1,
+                "the comparison misses a change in slot {slot}"
+            );
         }
         if matches!(ty, Ty::F32 | Ty::F64 | Ty::Bf16 | Ty::F16) && !same(ty, base[slot], nan) {
             let mut n = base.clone();
             n[slot] = nan;
             let (bad, _) = compare(one, "a", &[Ok(base.clone())], "b", &[Ok(n)]);
-            assert_eq!(bad.len(), 1, "the comparison takes a NaN for {:#x}", base[slot]);
+            assert_eq!(
+                bad.len(),
+                1,
+                "the comparison takes a NaN for {:#x}",
+                base[slot]
+            );
         }
     }
 }
@@ -857,7 +929,10 @@ fn self_check(cases: &[Case], emu: &[Outputs]) {
 fn main() {
     let t0 = Instant::now();
     let input_seed = match std::env::var("SYMM_DIFFTEST_INPUT_SEED") {
-        Ok(s) => s.trim().parse().expect("SYMM_DIFFTEST_INPUT_SEED: an integer"),
+        Ok(s) => s
+            .trim()
+            .parse()
+            .expect("SYMM_DIFFTEST_INPUT_SEED: an integer"),
         Err(_) => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64),
@@ -875,9 +950,22 @@ fn main() {
     let mut cases = Vec::new();
     for (ki, k) in KERNELS.iter().enumerate() {
         for case in 0..CASES {
-            let inputs = k.inputs.iter().map(|t| draw(&mut rng, Ty::from_code(*t))).collect();
-            let scalars = k.scalars.iter().map(|t| draw(&mut rng, Ty::from_code(*t))).collect();
-            cases.push(Case { kernel: ki, case, inputs, scalars });
+            let inputs = k
+                .inputs
+                .iter()
+                .map(|t| draw(&mut rng, Ty::from_code(*t)))
+                .collect();
+            let scalars = k
+                .scalars
+                .iter()
+                .map(|t| draw(&mut rng, Ty::from_code(*t)))
+                .collect();
+            cases.push(Case {
+                kernel: ki,
+                case,
+                inputs,
+                scalars,
+            });
         }
     }
     let mut failed = false;
@@ -889,12 +977,19 @@ fn main() {
         Err(e) => panic!("the emulator run failed: {e}"),
     };
     let emu_errors = emu.iter().filter(|r| r.is_err()).count();
-    println!("emulator: {} launches in {:.1?} ({emu_errors} failed)", cases.len(), t.elapsed());
+    println!(
+        "emulator: {} launches in {:.1?} ({emu_errors} failed)",
+        cases.len(),
+        t.elapsed()
+    );
     for (c, r) in cases.iter().zip(&emu) {
         if let Err(e) = r {
             // The generator writes only defined operations: an emulator
             // failure is a bug of the emulator or of the generator.
-            println!("=== the emulator fails `{}` (case {}): {e}\n{}", KERNELS[c.kernel].name, c.case, KERNELS[c.kernel].source);
+            println!(
+                "=== the emulator fails `{}` (case {}): {e}\n{}",
+                KERNELS[c.kernel].name, c.case, KERNELS[c.kernel].source
+            );
             failed = true;
         }
     }
@@ -910,7 +1005,10 @@ fn main() {
     if !have_cxx {
         // Only a GPU machine may lack it (CI has g++): say so loudly there,
         // fail everywhere else.
-        println!("SKIPPED (1): world=1: difftest host step: no C++ compiler `{}` (set CXX)", cxx());
+        println!(
+            "SKIPPED (1): world=1: difftest host step: no C++ compiler `{}` (set CXX)",
+            cxx()
+        );
         failed |= !want_gpu;
     } else {
         // Kernels the host compiler rejects are divergences too (the NVRTC
@@ -923,7 +1021,8 @@ fn main() {
                 Ok(e) => break e,
                 Err((e, blamed)) if !blamed.is_empty() && rejected.len() < KERNELS.len() => {
                     for ki in &blamed {
-                        let errs: Vec<&str> = e.lines().filter(|l| l.contains("error")).take(3).collect();
+                        let errs: Vec<&str> =
+                            e.lines().filter(|l| l.contains("error")).take(3).collect();
                         rejected.push((*ki, errs.join("\n")));
                     }
                     kernels.retain(|k| !blamed.contains(k));
@@ -939,7 +1038,11 @@ fn main() {
             );
         }
         let built = t.elapsed();
-        let host_cases: Vec<Case> = cases.iter().filter(|c| kernels.contains(&c.kernel)).cloned().collect();
+        let host_cases: Vec<Case> = cases
+            .iter()
+            .filter(|c| kernels.contains(&c.kernel))
+            .cloned()
+            .collect();
         let mut it = run_host(&exe, &host_cases).into_iter();
         let host: Vec<Outputs> = cases
             .iter()
@@ -951,7 +1054,10 @@ fn main() {
                 }
             })
             .collect();
-        println!("host C++: built in {built:.1?}, ran in {:.1?}", t.elapsed() - built);
+        println!(
+            "host C++: built in {built:.1?}, ran in {:.1?}",
+            t.elapsed() - built
+        );
         let (bad, report) = compare(&cases, "emulator", &emu, "host", &host);
         println!("{report}");
         println!(
@@ -975,7 +1081,11 @@ fn main() {
         for f in &fails {
             println!("{f}");
         }
-        println!("NVRTC (sm_90): {} of {n} kernels compile, in {:.1?}", n - fails.len(), t.elapsed());
+        println!(
+            "NVRTC (sm_90): {} of {n} kernels compile, in {:.1?}",
+            n - fails.len(),
+            t.elapsed()
+        );
         verdict("nvrtc", fails.is_empty());
         failed |= !fails.is_empty();
     }
@@ -1025,7 +1135,11 @@ fn main() {
         }
     }
     println!("kernels per class: {by_class:?}");
-    println!("difftest: {} kernels checked in {:.1?}", KERNELS.len(), t0.elapsed());
+    println!(
+        "difftest: {} kernels checked in {:.1?}",
+        KERNELS.len(),
+        t0.elapsed()
+    );
     if failed {
         println!("difftest FAILED (rerun: SYMM_DIFFTEST_SEED={SEED} SYMM_DIFFTEST_INPUT_SEED={input_seed}, and the same SYMM_DIFFTEST_KERNELS/SYMM_DIFFTEST_INCLUDE)");
         std::process::exit(1);
