@@ -50,11 +50,15 @@ pub enum Class {
     /// operand's, PTX gives the canonical one, so the integer differs.
     /// Off, `to_bits` of a float value maps a NaN to one fixed NaN first.
     NanPayloadBits,
+    /// Very long expressions: a `^` chain of 2000 operands and an `else
+    /// if` chain of 300 arms, which plain rustc compiles (the macro has
+    /// crashed rustc on such chains; the build then fails).
+    DeepExprs,
 }
 
 impl Class {
     /// Every class, with its switch name and whether it is on by default.
-    pub const ALL: [(Class, &'static str, bool); 11] = [
+    pub const ALL: [(Class, &'static str, bool); 12] = [
         (Class::GeneratedNames, "generated_names", false),
         (Class::IntrinsicFnNames, "intrinsic_fn_names", false),
         (Class::NarrowInt, "narrow_int", false),
@@ -66,6 +70,7 @@ impl Class {
         (Class::IntFmaAbs, "int_fma_unsigned_abs", false),
         (Class::NestedBlockValues, "block_values_in_exprs", false),
         (Class::NanPayloadBits, "nan_payload_bits", false),
+        (Class::DeepExprs, "deep_exprs", false),
     ];
 
     /// The classes on: the defaults plus those `list` names (`all`: every
@@ -775,11 +780,10 @@ impl Gen<'_> {
                         } else {
                             (format!("0.0{}", ty.rust()), format!("(-0.0{})", ty.rust()))
                         };
-                        let x = format!("({z} * {a})");
                         if self.rng.chance(50) {
-                            (x, nz)
+                            (z, nz)
                         } else {
-                            (nz, x)
+                            (nz, z)
                         }
                     } else {
                         (a, b)
@@ -1006,7 +1010,7 @@ impl Gen<'_> {
                 self.block(out, level + 1, in_loop, in_kernel);
                 let _ = writeln!(out, "{ind}}}");
             }
-            12 | 13 if in_kernel && level > 1 => {
+            12 | 13 if in_kernel && level > 1 && !self.inner_slots.is_empty() => {
                 let slot = self.inner_slots.start + self.rng.below(self.inner_slots.len());
                 let ty = self.slot_tys[slot];
                 let e = self.expr(ty, 2);
@@ -1210,6 +1214,22 @@ fn kernel(rng_seed: u64, idx: usize, on: &[Class]) -> Entry {
             assignable: !m.is_empty(),
         });
         inputs.push(ty);
+    }
+    if g.has(Class::DeepExprs) && g.rng.chance(20) {
+        g.mark(Class::DeepExprs);
+        let v = g.leaf(U32);
+        let chain: Vec<String> = (0..2000)
+            .map(|i| format!("({v} >> {}u32)", i % 32))
+            .collect();
+        let _ = writeln!(body, "        {outp}[6] = ({} as u64);", chain.join(" ^ "));
+        let mut arms = String::new();
+        for i in 0..300 {
+            let _ = write!(arms, "if {v} == {i}u32 {{ {i}u64 }} else ");
+        }
+        let _ = writeln!(body, "        {outp}[7] = {arms}{{ 7u64 }};");
+        g.slot_tys[6] = U64;
+        g.slot_tys[7] = U64;
+        g.inner_slots = 6..6;
     }
     g.budget = 10 + g.rng.below(14);
     let n = g.budget;
