@@ -1255,6 +1255,127 @@ fn kernel(rng_seed: u64, idx: usize, on: &[Class]) -> Entry {
     }
 }
 
+/// The minimal repro of each class that is on and has one: a fixed kernel
+/// (`dr_<class>`) that diverges as long as the class's bug is there, so
+/// switching a class on always tests its known case, besides the random
+/// ones. All inputs and outputs are `u64`s (the slots' bits).
+fn repros(on: &[Class]) -> Vec<Entry> {
+    let all: &[(Class, &str, usize, &[Ty], &str)] = &[
+        (
+            Class::GeneratedNames,
+            "dr_generated_names",
+            1,
+            &[],
+            // The inner `x` becomes `v_x_2`, the C name of the user's `x_2`,
+            // which it hides: out[0] is 2 on the GPU.
+            "let x_2: u64 = inp[0];\n        let x: u64 = 1u64;\n        {\n            let x: u64 = x + 1u64;\n            out[0] = x_2;\n            out[1] = x;\n        }",
+        ),
+        (
+            Class::IntrinsicFnNames,
+            "dr_intrinsic_fn_names",
+            2,
+            &[],
+            // The call becomes symm_max, not the user's function.
+            "out[0] = max(inp[0] as u32, inp[1] as u32) as u64;",
+        ),
+        (
+            Class::NarrowInt,
+            "dr_narrow_int",
+            3,
+            &[],
+            // C++ promotes u8/u16 to int: the shift and `!` are not cut back.
+            "let a: u8 = inp[0] as u8;\n        let b: u16 = inp[1] as u16;\n        out[0] = (a << ((inp[2] as u32) & 7u32)) as u64;\n        out[1] = (!a) as u64;\n        out[2] = ((b << 8u32) >> 8u32) as u64;",
+        ),
+        (
+            Class::NarrowInt,
+            "dr_narrow_int_rem",
+            2,
+            &[],
+            // `a % (b | 1)` on u8: no symm_rem overload takes (u8, int).
+            "let a: u8 = inp[0] as u8;\n        let b: u8 = inp[1] as u8;\n        out[0] = (a % (b | 1u8)) as u64;",
+        ),
+        (
+            Class::LenNames,
+            "dr_len_names",
+            1,
+            &[U32],
+            // The entry's parameters: v_inp_ptr, v_inp_len, .., v_inp_len.
+            "out[0] = inp[0].wrapping_add(inp_len as u64);",
+        ),
+        (
+            Class::NonAscii,
+            "dr_non_ascii",
+            1,
+            &[],
+            "let é: u64 = inp[0];\n        out[0] = é;",
+        ),
+        (
+            Class::SignedZeroMinMax,
+            "dr_signed_zero_minmax",
+            0,
+            &[],
+            // Emulator: the first operand on a tie; PTX: -0 below +0.
+            "out[0] = min(0.0f32, -0.0f32).to_bits() as u64;\n        out[1] = max(-0.0f32, 0.0f32).to_bits() as u64;",
+        ),
+        (
+            Class::IntFmaAbs,
+            "dr_int_fma_unsigned_abs",
+            3,
+            &[],
+            "let a = inp[0] as u32;\n        out[0] = fma(a, inp[1] as u32, inp[2] as u32) as u64;\n        out[1] = abs(a) as u64;",
+        ),
+        (
+            Class::NestedBlockValues,
+            "dr_block_values_in_exprs",
+            1,
+            &[],
+            "let w = bf16::from_bits(inp[0] as u16);\n        let v = max(({ let t: i64 = 0i64; bf16::from_bits(0x3f80u16) }) + bf16::from_f32(0.0f32), w);\n        out[0] = v.to_bits() as u64;",
+        ),
+        (
+            Class::NanPayloadBits,
+            "dr_nan_payload_bits",
+            0,
+            &[],
+            // half keeps the payload (0x7fc1); PTX's cvt gives 0x7fff.
+            "out[0] = bf16::from_f32(f32::from_bits(0x7fc12345u32)).to_bits() as u64;",
+        ),
+    ];
+    let mut v = Vec::new();
+    for (class, name, ninputs, scalars, body) in all {
+        if !on.contains(class) {
+            continue;
+        }
+        let params: String = scalars
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if *class == Class::LenNames && i == 0 {
+                    format!(", inp_len: {}", t.rust())
+                } else {
+                    format!(", s{i}: {}", t.rust())
+                }
+            })
+            .collect();
+        let source = format!(
+            "    #[symm_kernel]\n    pub fn {name}(inp: &[u64], out: &mut [u64]{params}) {{\n        {body}\n    }}\n"
+        );
+        let source = if *class == Class::IntrinsicFnNames {
+            format!("    #[symm_kernel(device)]\n    pub fn max(a: u32, b: u32) -> u32 {{\n        a.wrapping_sub(b)\n    }}\n\n{source}")
+        } else {
+            source
+        };
+        v.push(Entry {
+            name: name.to_string(),
+            outputs: vec![U64; OUT_SLOTS],
+            inputs: vec![U64; *ninputs],
+            scalars: scalars.to_vec(),
+            classes: vec![*class],
+            source,
+        });
+    }
+    v
+}
+
 /// The corpus as Rust source: a module per kernel and the table
 /// `KERNELS` of `difftest::Kernel`s.
 pub fn corpus(seed: u64, count: usize, on: &[Class]) -> String {
@@ -1269,7 +1390,14 @@ pub fn corpus(seed: u64, count: usize, on: &[Class]) -> String {
         out,
         "/// The classes switched on.\npub const CLASSES_ON: &[&str] = &{on_names:?};"
     );
-    let mut entries = Vec::new();
+    let mut entries = repros(on);
+    for e in &entries {
+        let _ = writeln!(
+            out,
+            "#[allow(unused, non_snake_case, clippy::all)]\npub mod m_{} {{\n    use symm::dsl::*;\n    use symm::symm_kernel;\n\n{}}}\n",
+            e.name, e.source
+        );
+    }
     for i in 0..count {
         let e = kernel(rng.next(), i, on);
         let _ = writeln!(
