@@ -17,17 +17,27 @@ use std::fmt::Write;
 pub enum Class {
     /// Names shaped like the macro's own generated ones (`x_2` beside a
     /// shadowed `x`, `v_x`, `t_i1`, `x_ptr`), reused so that they shadow.
+    /// A shadowing `x` becomes `v_x_2`, the C name of a user's `x_2`: in
+    /// a nested scope it hides it (a wrong value), in the same one C++
+    /// rejects the redeclaration.
     GeneratedNames,
-    /// User device functions named `min`, `max`, `abs`, `fma`.
+    /// User device functions named `min`, `max`, `abs`, `fma`: the CUDA C
+    /// calls the intrinsic (`symm_max`), the emulator the user's function.
     IntrinsicFnNames,
-    /// Arithmetic, `!` and shifts on `u8`/`u16` (C++ promotes them to int).
+    /// Arithmetic, `!` and shifts on `u8`/`u16`: C++ promotes them to int,
+    /// so `a << s` keeps the high bits, and `a % (b | 1)` matches no
+    /// `symm_rem` overload (NVRTC rejects it).
     NarrowInt,
-    /// A slice parameter `x` beside a scalar parameter `x_len`.
+    /// A slice parameter `x` beside a scalar parameter `x_len`: the entry
+    /// gets two parameters `v_x_len` (NVRTC: duplicate parameter name).
     LenNames,
-    /// Non-ASCII identifiers.
+    /// Non-ASCII identifiers (`é`): NVRTC rejects them ("unrecognized
+    /// token"; g++ takes them).
     NonAscii,
     /// Float `min`/`max` with `+0.0` against `-0.0`: the emulator returns
-    /// the first operand on a tie, PTX `min`/`max` order -0 below +0.
+    /// the first operand on a tie, PTX `min`/`max` order -0 below +0 (as
+    /// the host shim models them; to be confirmed on a GPU). Off, a `+ 0.0`
+    /// on each operand makes every zero +0.
     SignedZeroMinMax,
     /// C/C++/CUDA keywords and builtins as names (`int`, `auto`, `this`).
     Keywords,
