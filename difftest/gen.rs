@@ -64,11 +64,18 @@ pub enum Class {
     /// if` chain of 300 arms, which plain rustc compiles (the macro has
     /// crashed rustc on such chains; the build then fails).
     DeepExprs,
+    /// A block value whose tail names a local that the block itself
+    /// shadows (`let q: i64 = ..; let t = { let q: f32 = 1.5; q };`): the
+    /// macro types the block by the outer `q` (a lambda returning
+    /// `symm_i64`), so `t` is 1, not 1.5: a wrong value, or an NVRTC error
+    /// where the type matters (`symm_to_bits` of an integer). Off, a block
+    /// value's local takes a name no visible local has.
+    BlockTailShadow,
 }
 
 impl Class {
     /// Every class, with its switch name and whether it is on by default.
-    pub const ALL: [(Class, &'static str, bool); 12] = [
+    pub const ALL: [(Class, &'static str, bool); 13] = [
         (Class::GeneratedNames, "generated_names", false),
         (Class::IntrinsicFnNames, "intrinsic_fn_names", false),
         (Class::NarrowInt, "narrow_int", false),
@@ -81,6 +88,7 @@ impl Class {
         (Class::NestedBlockValues, "block_values_in_exprs", false),
         (Class::NanPayloadBits, "nan_payload_bits", false),
         (Class::DeepExprs, "deep_exprs", false),
+        (Class::BlockTailShadow, "block_tail_shadow", false),
     ];
 
     /// The classes on: the defaults plus those `list` names (`all`: every
@@ -275,6 +283,10 @@ const KEYWORD_NAMES: &[&str] = &[
     "dim3",
     "uint",
     "size_t",
+    "usize",
+    "f32",
+    "u64",
+    "bf16",
 ];
 const INTRINSIC_LOCAL_NAMES: &[&str] = &[
     "min",
@@ -294,6 +306,7 @@ const INTRINSIC_LOCAL_NAMES: &[&str] = &[
     "symm_at",
     "fmodf",
 ];
+// Not `__ctx` and the like: the macro refuses names starting with `__`.
 const GENERATED_NAMES: &[&str] = &[
     "x_2",
     "x_3",
@@ -558,7 +571,16 @@ impl Gen<'_> {
                 let inner_ty = *self.rng.pick(&NUMERIC);
                 let init = self.expr(inner_ty, d);
                 self.scopes.push(Vec::new());
-                let name = self.name();
+                let mut name = self.name();
+                if self.name_visible(&name) {
+                    if self.has(Class::BlockTailShadow) {
+                        self.mark(Class::BlockTailShadow);
+                    } else {
+                        while self.name_visible(&name) || self.reserved.contains(&name) {
+                            name.push_str("_b");
+                        }
+                    }
+                }
                 self.declare(Var {
                     name: name.clone(),
                     ty: inner_ty,
@@ -1340,6 +1362,14 @@ fn repros(on: &[Class]) -> Vec<Entry> {
             1,
             &[],
             "let w = bf16::from_bits(inp[0] as u16);\n        let v = max(({ let t: i64 = 0i64; bf16::from_bits(0x3f80u16) }) + bf16::from_f32(0.0f32), w);\n        out[0] = v.to_bits() as u64;",
+        ),
+        (
+            Class::BlockTailShadow,
+            "dr_block_tail_shadow",
+            1,
+            &[],
+            // C++: the block returns symm_i64 (the outer q's type), so t is 1.
+            "let q: i64 = inp[0] as i64;\n        let t = ({ let q: f32 = 1.5f32; q });\n        out[0] = (t * 2.0f32).to_bits() as u64;\n        out[1] = q as u64;",
         ),
         (
             Class::NanPayloadBits,
