@@ -1113,10 +1113,11 @@ impl Gen<'_> {
             }
         } else if self.has(Class::Keywords) && self.rng.chance(30) {
             let kw = (*self.rng.pick(KEYWORD_NAMES)).to_string();
-            // Not `std` (a module of that name would hide the crate) nor the
-            // names the kernel's slices may take.
+            // Not `std` or a type's name (the macro leaves a module of the
+            // function's name, which would hide the crate or the type), nor
+            // the names the kernel's slices may take.
             if !self.funcs.iter().any(|f| f.name == kw)
-                && !["std", "int", "float"].contains(&kw.as_str())
+                && !["std", "int", "float", "usize", "f32", "u64", "bf16"].contains(&kw.as_str())
             {
                 name = kw;
                 self.mark(Class::Keywords);
