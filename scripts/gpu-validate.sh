@@ -21,6 +21,8 @@
 #                                of the tests generated per world size
 #                                (NAME::world_W), only those of that world
 #   examples/NAME                an example, once per world (--ranks W)
+#   difftest                     the differential tester's corpus on GPU rank 0
+#                                (run after the others when no suite is named)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/symm-out}
@@ -85,5 +87,19 @@ for s in "${suites[@]}"; do
       step "$s" ".gpu-bin/$s" --nocapture ;;
   esac
 done
+# The differential tester's corpus (difftest/): the same random kernels the
+# CI checks against their host-compiled CUDA C run here through the CUDA
+# backend too, and must equal the emulator bit for bit. Run by default (name
+# it, `scripts/gpu-validate.sh difftest`, to run it alone; SKIP_SUITES=difftest
+# to leave it out). Its binary: `cargo test --release --no-run -p
+# symm-difftest`, the `difftest-*` executable copied to .gpu-bin/difftest.
+if [ $# -eq 0 ] && [[ " ${SKIP_SUITES:-} " != *" difftest "* ]]; then
+  if [ -x .gpu-bin/difftest ]; then
+    SYMM_DIFFTEST_GPU=1 step "difftest" .gpu-bin/difftest
+  else
+    echo "=== difftest" | tee -a "$LOG"
+    echo "SKIPPED (1): world=1: .gpu-bin/difftest is missing (cargo test --release --no-run -p symm-difftest)" | tee -a "$LOG"
+  fi
+fi
 python3 "$(dirname "$0")/gpu-summary.py" "$LOG" | tee "$OUT/summary.md"
 exit $rc
