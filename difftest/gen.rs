@@ -1078,27 +1078,20 @@ impl Gen<'_> {
             .collect();
         // First, so that no earlier function calls the intrinsic that this
         // one hides in the whole module.
-        if idx == 0 && self.has(Class::IntrinsicFnNames) && self.rng.chance(70) {
-            let which = *self.rng.pick(&["min", "max", "abs", "fma"]);
+        if idx == 0 && self.has(Class::IntrinsicFnNames) {
+            // A device function of the user's named like a path-resolved
+            // intrinsic: Rust calls the user's in this module, so the C must
+            // too. (`min`, `max`, `abs`, `fma` are the macro's own and a
+            // device function of those names is a compile error.)
+            // Always, when the class is on: the repro calls `exp`, whose
+            // intrinsic's GPU result may differ in the last place.
+            let which = "exp";
             if !self.funcs.iter().any(|f| f.name == which) {
                 name = which.to_string();
-                let ty = *self.rng.pick(&[U32, I64, F32]);
-                params = vec![
-                    ty;
-                    if which == "abs" {
-                        1
-                    } else if which == "fma" {
-                        3
-                    } else {
-                        2
-                    }
-                ];
+                let ty = F32;
+                params = vec![F32];
                 self.mark(Class::IntrinsicFnNames);
-                let body = match which {
-                    "abs" => "p0".to_string(),
-                    _ if ty == F32 => "p0 - p1".to_string(),
-                    _ => "p0.wrapping_sub(p1)".to_string(),
-                };
+                let body = "p0 - 1.0f32".to_string();
                 let ps: Vec<String> = params
                     .iter()
                     .enumerate()
@@ -1308,8 +1301,9 @@ fn repros(on: &[Class]) -> Vec<Entry> {
             "dr_intrinsic_fn_names",
             2,
             &[],
-            // The call becomes symm_max, not the user's function.
-            "out[0] = max(inp[0] as u32, inp[1] as u32) as u64;",
+            // The module's own `lane_id`, not the intrinsic: the C must
+            // call it, as Rust does.
+            "out[0] = lane_id() as u64;\n        out[1] = (lane_id() + inp[0] as u32) as u64;",
         ),
         (
             Class::NarrowInt,
@@ -1401,7 +1395,7 @@ fn repros(on: &[Class]) -> Vec<Entry> {
             "    #[symm_kernel]\n    pub fn {name}(inp: &[u64], out: &mut [u64]{params}) {{\n        {body}\n    }}\n"
         );
         let source = if *class == Class::IntrinsicFnNames {
-            format!("    #[symm_kernel(device)]\n    pub fn max(a: u32, b: u32) -> u32 {{\n        a.wrapping_sub(b)\n    }}\n\n{source}")
+            format!("    #[symm_kernel(device)]\n    pub fn lane_id() -> u32 {{\n        7u32\n    }}\n\n{source}")
         } else {
             source
         };

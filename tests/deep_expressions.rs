@@ -1170,3 +1170,49 @@ fn deep_expressions_run_on_the_emulator() {
         .collect();
     symm::compare_bits(&got[0], &want).unwrap();
 }
+
+/// A register array of 256 KiB (four times the emulator's old thread
+/// stack, which killed the process with no message) runs on the emulator.
+#[symm_kernel]
+fn big_array<const N: usize>(x: &[u32], out: &mut [u32], n: u32) {
+    let i = thread_idx_x();
+    if i < n {
+        let mut a = [0u32; N];
+        for k in 0..N {
+            a[k] = x[i].wrapping_add(k as u32);
+        }
+        let mut s = 0u32;
+        for k in 0..N {
+            s = s.wrapping_add(a[N - 1 - k] ^ (k as u32));
+        }
+        out[i] = s;
+    }
+}
+
+#[test]
+fn a_large_register_array_runs_on_the_emulator() {
+    const N: usize = 64 * 1024;
+    let x: Vec<u32> = (0..64).map(|_| rand::random::<u32>()).collect();
+    let got = run(Ranks::Emulator(1), CommOptions::default(), |comm| {
+        let dx = comm.device_buffer_from(&x)?;
+        let mut out = comm.device_buffer_from(&vec![0xDEAD_BEEFu32; x.len()])?;
+        big_array::launch::<N>(
+            comm,
+            LaunchConfig::linear(1, 64),
+            &dx,
+            &mut out,
+            x.len() as u32,
+        )?;
+        out.to_host()
+    })
+    .unwrap();
+    let want: Vec<u32> = x
+        .iter()
+        .map(|&v| {
+            (0..N).fold(0u32, |s, k| {
+                s.wrapping_add(v.wrapping_add((N - 1 - k) as u32) ^ k as u32)
+            })
+        })
+        .collect();
+    symm::compare_bits(&got[0], &want).unwrap();
+}

@@ -37,10 +37,11 @@ use crate::status::StatusRecord;
 pub const WINDOW_THREADS: usize = 1024;
 /// Stack of one simulated thread, unless `SYMM_EMULATOR_STACK_KIB` says
 /// otherwise. A GPU thread may hold up to 512 KiB of local memory, and a
-/// debug build of a kernel's body needs about twice its arrays' bytes, so a
-/// simulated thread gets that much again. The mapping is reserved, not
+/// debug build of a kernel's body copies an array a few times over (into a
+/// `let`, out of a block), so a simulated thread gets four times that. The
+/// mapping is reserved, not
 /// touched: a thread's stack costs memory only as deep as it runs.
-const STACK_BYTES: usize = 1024 * 1024;
+const STACK_BYTES: usize = 2 * 1024 * 1024;
 
 /// The stack of each simulated thread, read once.
 fn stack_bytes() -> usize {

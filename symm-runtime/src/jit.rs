@@ -199,7 +199,9 @@ pub enum JitError {
 pub fn base_options(target: &str) -> Vec<String> {
     vec![
         format!("--gpu-architecture={target}"),
-        "--std=c++17".to_string(),
+        // C++20: the macro writes `SYMM_TY(e)` of block and `if` values,
+        // lambdas, which C++17 forbids in `decltype`.
+        "--std=c++20".to_string(),
     ]
 }
 

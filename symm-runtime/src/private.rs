@@ -99,6 +99,21 @@ fn array_index<I: DslIndex>(i: I, n: usize) -> usize {
     }
 }
 
+/// Largest register array a kernel may hold: a GPU thread's local memory.
+pub const MAX_REGISTER_ARRAY_BYTES: usize = 512 * 1024;
+
+/// Fails to compile, where a kernel or device function is instantiated,
+/// if an array of its body is larger than [`MAX_REGISTER_ARRAY_BYTES`].
+#[inline(always)]
+pub fn register_array_fits<T, const N: usize>(_: &[T; N]) {
+    const {
+        assert!(
+            std::mem::size_of::<[T; N]>() <= MAX_REGISTER_ARRAY_BYTES,
+            "a register array of this kernel is larger than a GPU thread's 512 KiB of local memory; keep large data in a buffer or `shared_array`"
+        )
+    }
+}
+
 /// The complete CUDA C of one kernel instantiation: support code, device
 /// functions, the kernel body and its `extern "C"` entry.
 pub fn kernel_source(deps: &[&'static DeviceFn], body: &str, entry: &str) -> String {

@@ -125,6 +125,21 @@ impl VisitMut for Rewrite {
                         ::core::concat!(::core::module_path!(), "::", #name), #site));
                 }
             }
+            // A register array of a const-generic length is checked where
+            // the function is instantiated: past a GPU thread's local
+            // memory it is a compile error (a literal length is the
+            // macro's own error), never an emulated thread's overflowed
+            // stack.
+            Expr::Repeat(_) => {
+                visit_mut::visit_expr_mut(self, e);
+                let private = crate::private_path();
+                let inner = e.clone();
+                *e = syn::parse_quote_spanned!(span=> {
+                    let __symm_a = #inner;
+                    #private::register_array_fits(&__symm_a);
+                    __symm_a
+                });
+            }
             _ => visit_mut::visit_expr_mut(self, e),
         }
     }

@@ -134,6 +134,12 @@ pub enum CType {
 }
 
 impl CType {
+    /// Whether its C holds a lambda (a `SYMM_TY` of a block or `if`
+    /// value), which C++17 allows in no `decltype`.
+    pub fn has_lambda(&self) -> bool {
+        self.to_string().contains("[&]")
+    }
+
     /// The element type of an array type (also of a shared array).
     pub fn array_elem(&self) -> Option<&CType> {
         match self {

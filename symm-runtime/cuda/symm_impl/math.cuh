@@ -74,39 +74,48 @@ SYMM_HALF_OPERATORS(symm_f8e5m2, symm_f32_to_f8e5m2, symm_u8, 0x80u)
 /* ---- Math ---- */
 
 /* f32/f64 min and max are IEEE minNum/maxNum like Rust's f32::min/max: a
-   NaN operand yields the other operand (PTX min/max without .NaN). */
+   NaN operand yields the other operand (PTX min/max without .NaN). Of two
+   zeros, min is -0.0 and max +0.0, whatever their order (Rust leaves this
+   open; the emulator does the same): PTX's choice is not relied on. */
 SYMM_DEVICE_FN float symm_min(float a, float b) {
     float r;
     asm("min.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    if (a == b) r = symm_f32_from_bits(symm_to_bits(a) | symm_to_bits(b));
     return r;
 }
 SYMM_DEVICE_FN float symm_max(float a, float b) {
     float r;
     asm("max.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    if (a == b) r = symm_f32_from_bits(symm_to_bits(a) & symm_to_bits(b));
     return r;
 }
 SYMM_DEVICE_FN double symm_min(double a, double b) {
     double r;
     asm("min.f64 %0, %1, %2;" : "=d"(r) : "d"(a), "d"(b));
+    if (a == b) r = symm_f64_from_bits(symm_to_bits(a) | symm_to_bits(b));
     return r;
 }
 SYMM_DEVICE_FN double symm_max(double a, double b) {
     double r;
     asm("max.f64 %0, %1, %2;" : "=d"(r) : "d"(a), "d"(b));
+    if (a == b) r = symm_f64_from_bits(symm_to_bits(a) & symm_to_bits(b));
     return r;
 }
 
-/* bf16/f16 (and fp8) min and max return one operand unchanged, exactly as
-   `half` does: max(a, b) = (a is NaN || b > a) ? b : a, and min likewise
-   with <. */
+/* The sign bit of an f32, for min and max of zeros. */
+SYMM_DEVICE_FN bool symm_signbit(float x) { return (symm_to_bits(x) >> 31) != 0u; }
+/* bf16/f16 (and fp8) min and max return one operand unchanged:
+   max(a, b) = (a is NaN || b > a || (b == a && a is -0.0)) ? b : a, and min
+   likewise with < and +0.0, so that of two zeros min is -0.0 and max +0.0,
+   as for f32 (the emulator does the same). */
 #define SYMM_HALF_MINMAX(H)                                                    \
     SYMM_DEVICE_FN H symm_min(H a, H b) {                                      \
         float x = symm_detail::to_f32(a), y = symm_detail::to_f32(b);          \
-        return (x != x || y < x) ? b : a;                                      \
+        return (x != x || y < x || (y == x && !symm_signbit(x))) ? b : a;      \
     }                                                                          \
     SYMM_DEVICE_FN H symm_max(H a, H b) {                                      \
         float x = symm_detail::to_f32(a), y = symm_detail::to_f32(b);          \
-        return (x != x || y > x) ? b : a;                                      \
+        return (x != x || y > x || (y == x && symm_signbit(x))) ? b : a;       \
     }
 SYMM_HALF_MINMAX(symm_bf16)
 SYMM_HALF_MINMAX(symm_f16)
@@ -145,6 +154,13 @@ SYMM_DEVICE_FN symm_f8e4m3 symm_abs(symm_f8e4m3 x) {
 SYMM_DEVICE_FN symm_f8e5m2 symm_abs(symm_f8e5m2 x) {
     return symm_f8e5m2_from_bits((symm_u8)(x.bits & 0x7fu));
 }
+/* Unsigned integers are their own absolute value. */
+#define SYMM_UINT_ABS(T) SYMM_DEVICE_FN T symm_abs(T x) { return x; }
+SYMM_UINT_ABS(symm_u8)
+SYMM_UINT_ABS(symm_u16)
+SYMM_UINT_ABS(symm_u32)
+SYMM_UINT_ABS(symm_u64)
+#undef SYMM_UINT_ABS
 #define SYMM_INT_ABS(T, U)                                                     \
     SYMM_DEVICE_FN T symm_abs(T x) { return x < 0 ? (T)(U)(0u - (U)x) : x; }
 SYMM_INT_ABS(symm_i8, symm_u8)
@@ -153,6 +169,16 @@ SYMM_INT_ABS(symm_i32, symm_u32)
 SYMM_INT_ABS(symm_i64, symm_u64)
 #undef SYMM_INT_ABS
 
+/* Integer fma: a * b + c, wrapping (Num::fma of the integers). */
+#define SYMM_INT_FMA(T, U)                                                     \
+    SYMM_DEVICE_FN T symm_fma(T a, T b, T c) { return (T)(U)((U)a * (U)b + (U)c); }
+SYMM_INT_FMA(symm_u8, symm_u32)
+SYMM_INT_FMA(symm_u16, symm_u32)
+SYMM_INT_FMA(symm_u32, symm_u32)
+SYMM_INT_FMA(symm_u64, symm_u64)
+SYMM_INT_FMA(symm_i32, symm_u32)
+SYMM_INT_FMA(symm_i64, symm_u64)
+#undef SYMM_INT_FMA
 /* Fused multiply-add a * b + c with one rounding (Rust mul_add); bf16/f16
    and fp8 fuse in f32 and round the f32 result once more. */
 SYMM_DEVICE_FN float symm_fma(float a, float b, float c) {

@@ -197,9 +197,16 @@ macro_rules! float_num {
         impl Num for $t {
             fn zero() -> Self { Self::from_f32(0.0) }
             fn one() -> Self { Self::from_f32(1.0) }
-            // The operand the prelude's symm_min/symm_max pick, also on ties.
-            fn min(self, o: Self) -> Self { if self.is_nan() || o < self { o } else { self } }
-            fn max(self, o: Self) -> Self { if self.is_nan() || o > self { o } else { self } }
+            // The operand the prelude's symm_min/symm_max pick, also on ties:
+            // a NaN loses, and of two zeros min is -0.0 and max +0.0.
+            fn min(self, o: Self) -> Self {
+                let neg = self.__to_bits64() & sign_bit::<$t>() != 0;
+                if self.is_nan() || o < self || (o == self && !neg) { o } else { self }
+            }
+            fn max(self, o: Self) -> Self {
+                let neg = self.__to_bits64() & sign_bit::<$t>() != 0;
+                if self.is_nan() || o > self || (o == self && neg) { o } else { self }
+            }
             fn abs(self) -> Self { Self::__from_bits64(self.__to_bits64() & !sign_bit::<$t>()) }
             fn fma(self, b: Self, c: Self) -> Self { fma_impl(self, b, c) }
         }

@@ -447,14 +447,13 @@ impl Lowerer<'_> {
             let els = Box::new(self.expr(b, t.as_ref()));
             return ExprKind::Ternary { cond, then, els };
         }
-        // The general form: an immediately-invoked lambda returning the value.
-        let ret = expect
-            .cloned()
-            .or_else(|| block_tail(&i.then_branch).and_then(|t| self.static_ty(t)));
+        // The general form: an immediately-invoked lambda returning the value,
+        // typed by the expected type or by the then-branch's tail where it
+        // stands (its `let`s may shadow outer names).
         self.in_lambda += 1;
-        let then = self.lambda_body(&i.then_branch, ret.as_ref());
+        let (then, ret) = self.lambda_body(&i.then_branch, lambda_type(expect).as_ref());
         let els = match &**else_e {
-            SynExpr::Block(b) => LambdaElse::Body(self.lambda_body(&b.block, ret.as_ref())),
+            SynExpr::Block(b) => LambdaElse::Body(self.lambda_body(&b.block, ret.as_ref()).0),
             other => LambdaElse::Value(Box::new(self.expr(other, ret.as_ref()))),
         };
         self.in_lambda -= 1;
@@ -468,12 +467,15 @@ impl Lowerer<'_> {
 
     /// A block used as a value.
     fn lambda(&mut self, b: &syn::Block, expect: Option<&CType>) -> ExprKind {
-        let ret = expect
-            .cloned()
-            .or_else(|| block_tail(b).and_then(|t| self.static_ty(t)));
         self.in_lambda += 1;
-        let body = self.lambda_body(b, ret.as_ref());
+        let (body, ret) = self.lambda_body(b, lambda_type(expect).as_ref());
         self.in_lambda -= 1;
         ExprKind::BlockLambda { ret, body }
     }
+}
+
+/// The expected type as a lambda's return type, unless it holds a lambda
+/// itself, which C++17 forbids in `decltype` (C++ deduces the type then).
+fn lambda_type(expect: Option<&CType>) -> Option<CType> {
+    expect.filter(|t| !t.has_lambda()).cloned()
 }

@@ -326,15 +326,21 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The body of a lambda (a block or `if` used as a value), whose tail
-    /// is returned as `rt`.
-    fn lambda_body(&mut self, b: &syn::Block, rt: Option<&CType>) -> Vec<Stmt> {
+    /// is returned as `rt`, or, without one, as the type the tail shows
+    /// where it stands (inside the block, whose `let`s may shadow outer
+    /// names), which is returned too.
+    fn lambda_body(&mut self, b: &syn::Block, rt: Option<&CType>) -> (Vec<Stmt>, Option<CType>) {
         self.scopes.push(HashMap::new());
         let mut out = Vec::new();
+        let mut ret = rt.cloned();
         let n = b.stmts.len();
         for (i, s) in b.stmts.iter().enumerate() {
             match s {
                 SynStmt::Expr(e, None) if i + 1 == n => {
-                    out.push(Stmt::Return(Some(self.expr(e, rt))));
+                    if ret.is_none() {
+                        ret = self.static_ty(e);
+                    }
+                    out.push(Stmt::Return(Some(self.expr(e, ret.as_ref()))));
                 }
                 _ => out.extend(self.stmt(s)),
             }
@@ -343,7 +349,7 @@ impl<'a> Lowerer<'a> {
             self.err(b, "a block used as a value must end with an expression");
         }
         self.scopes.pop();
-        out
+        (out, ret)
     }
 
     /// A statement (`None`: nothing to emit, after an error).
