@@ -5,7 +5,8 @@
 //! (rank 0 hosts a [`TcpStore`] at `MASTER_ADDR:MASTER_PORT` and the others
 //! connect, or every rank opens a [`FileStore`] in `SYMM_STORE_DIR`; under
 //! torchrun, whose agent already listens on `MASTER_PORT`, the port is
-//! `MASTER_PORT + 1`, and `SYMM_STORE_PORT` overrides either), opens
+//! `MASTER_PORT + 1`, and `SYMM_STORE_PORT` overrides either; every rank
+//! presents the token in `SYMM_STORE_TOKEN`, which `symm-run` sets), opens
 //! GPU `LOCAL_RANK`, and shares allocations between processes as POSIX file
 //! descriptors passed over unix sockets (as fabric handles for a job that
 //! spans nodes, or with `SYMM_HANDLES=fabric`). From there everything works
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use crate::backend::{CudaBackend, Sharing};
 use crate::comm::{Comm, CommOptions};
 use crate::error::{Error, Result};
-use crate::store::{FileStore, Store, TcpStore};
+use crate::store::{FileStore, Store, TcpStore, TcpStoreLimits};
 
 /// Which launcher's variables described this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +83,10 @@ pub struct LaunchEnv {
     pub local_world_size: Option<usize>,
     /// The group's store.
     pub store: StoreSpec,
-    /// Shared secret the TCP store checks (`SYMM_STORE_TOKEN`), if any.
+    /// Shared secret the TCP store checks (`SYMM_STORE_TOKEN`), if any:
+    /// without one, anyone who reaches the store's port can forge the
+    /// rendezvous records, and the store logs a warning. `symm-run` sets a
+    /// random one per job.
     pub token: Option<String>,
     /// How allocations cross processes: `SYMM_HANDLES=fd|fabric`, else
     /// fabric when the launcher says the job spans nodes (fewer local
@@ -259,7 +263,13 @@ impl LaunchEnv {
                 let addr = resolve(host, *port)?;
                 let token = self.token.as_deref();
                 let store = if rank == 0 {
-                    TcpStore::host(addr, token)
+                    // Room for every rank and a few connections more each,
+                    // however large the job.
+                    let mut limits = TcpStoreLimits::default();
+                    limits.max_connections = limits
+                        .max_connections
+                        .max(self.world_size.saturating_mul(4));
+                    TcpStore::host_with(addr, token, limits)
                 } else {
                     TcpStore::connect(addr, token, timeout)
                 };

@@ -9,7 +9,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use symm_runtime::store::MAX_KEY_LEN;
+use symm_runtime::store::{TcpStoreLimits, MAX_KEY_LEN};
 use symm_runtime::{InProcessStore, Store, StoreError, TcpStore};
 
 const T: Duration = Duration::from_secs(10);
@@ -65,7 +65,11 @@ static ALLOCATOR: Spy = Spy;
 
 /// A host with a short linger and frame timeout, for shutdown tests.
 fn host_with(linger: Duration, max_connections: usize, frame_timeout: Duration) -> TcpStore {
-    TcpStore::host_with_limits(localhost0(), None, linger, max_connections, frame_timeout).unwrap()
+    let mut limits = TcpStoreLimits::default();
+    limits.linger = linger;
+    limits.max_connections = max_connections;
+    limits.frame_timeout = frame_timeout;
+    TcpStore::host_with(localhost0(), None, limits).unwrap()
 }
 
 fn localhost0() -> SocketAddr {
@@ -496,7 +500,7 @@ fn connections_beyond_the_limit_are_closed_at_once() {
     assert!(conn_threads <= CAP, "{conn_threads} connection threads");
     // Loose: other tests start and end threads meanwhile.
     assert!(grown < FLOOD / 2, "{grown} more threads");
-    // All but the slots left were closed by the server.
+    // All but the slots left were refused by the server.
     let closed = flood
         .iter()
         .filter(|s| {
@@ -514,6 +518,7 @@ fn connections_beyond_the_limit_are_closed_at_once() {
     good.set("k2", b"v2").unwrap();
     // Those that took slots without a hello are dropped after the handshake
     // timeout, and a new client gets in.
+    std::thread::sleep(Duration::from_millis(800));
     let fresh = TcpStore::connect(addr, None, T).unwrap();
     assert_eq!(fresh.try_get("k2").unwrap().unwrap(), b"v2");
     drop(flood);
@@ -540,17 +545,41 @@ fn frame(payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// The protocol version these tests speak.
+const VERSION: u16 = 2;
+
+/// A hello frame with `token`.
+fn hello(token: &[u8]) -> Vec<u8> {
+    let mut hello = MAGIC.to_vec();
+    hello.extend_from_slice(&VERSION.to_le_bytes());
+    hello.extend_from_slice(&(token.len() as u32).to_le_bytes());
+    hello.extend_from_slice(token);
+    frame(&hello)
+}
+
+/// A fake host's reply accepting a hello, with this idle timeout in ms.
+fn hello_ok(idle_ms: Option<u64>) -> Vec<u8> {
+    let mut reply = vec![0u8];
+    reply.extend_from_slice(&VERSION.to_le_bytes());
+    reply.extend_from_slice(&idle_ms.unwrap_or(u64::MAX).to_le_bytes());
+    frame(&reply)
+}
+
+/// A raw connection past a valid handshake with `token`; returns it and
+/// the idle timeout the host announced.
+fn raw_after_hello_with(addr: SocketAddr, token: &[u8]) -> (TcpStream, u64) {
+    let mut s = raw(addr);
+    s.write_all(&hello(token)).unwrap();
+    let mut reply = [0u8; 15];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(reply[..7], [11, 0, 0, 0, 0, 2, 0], "hello accepted");
+    let idle_ms = u64::from_le_bytes(reply[7..].try_into().unwrap());
+    (s, idle_ms)
+}
+
 /// A raw connection past a valid, tokenless handshake.
 fn raw_after_hello(addr: SocketAddr) -> TcpStream {
-    let mut s = raw(addr);
-    let mut hello = MAGIC.to_vec();
-    hello.extend_from_slice(&1u16.to_le_bytes());
-    hello.extend_from_slice(&0u32.to_le_bytes());
-    s.write_all(&frame(&hello)).unwrap();
-    let mut reply = [0u8; 7];
-    s.read_exact(&mut reply).unwrap();
-    assert_eq!(reply[..5], [3, 0, 0, 0, 0], "hello accepted");
-    s
+    raw_after_hello_with(addr, b"").0
 }
 
 /// Asserts the server closes `s` within a second (reads drain whatever it
@@ -773,7 +802,7 @@ fn a_frame_header_alone_costs_the_client_no_memory() {
             s.read_exact(&mut body).unwrap();
         }
         read_frame(&s);
-        s.write_all(&frame(&[0, 1, 0])).unwrap();
+        s.write_all(&hello_ok(None)).unwrap();
         read_frame(&s);
         s.write_all(&(ODD_LEN as u32).to_le_bytes()).unwrap();
         s.write_all(&[1, 0, 0, 0, 0]).unwrap();
