@@ -1190,3 +1190,50 @@ fn value_memory_limits_per_connection_and_in_all() {
     a.set("a/0", b"").unwrap();
     fresh.set("c/0", &random(50 << 10)).unwrap();
 }
+
+#[test]
+fn a_client_replaces_a_connection_idle_for_half_the_hosts_timeout() {
+    // A fake host that announces a 400 ms idle timeout and answers every
+    // request, on whichever connection, with "none", noting the connection.
+    let listener = TcpListener::bind(localhost0()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let end = Instant::now() + Duration::from_secs(3);
+        for conn in 0..2 {
+            // Bounded: a client that never comes back ends the test.
+            let mut s = loop {
+                match listener.accept() {
+                    Ok((s, _)) => break s,
+                    Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+                    Err(_) => return seen,
+                }
+            };
+            s.set_nonblocking(false).unwrap();
+            read_raw_frame(&s);
+            s.write_all(&hello_ok(Some(400))).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut len = [0u8; 4];
+            while s.read_exact(&mut len).is_ok() {
+                let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+                s.read_exact(&mut body).unwrap();
+                seen.push(conn);
+                s.write_all(&frame(&[2])).unwrap();
+            }
+        }
+        seen
+    });
+    let c = TcpStore::connect(addr, None, T).unwrap();
+    // Busy: the same connection.
+    for _ in 0..3 {
+        assert_eq!(c.try_get("k").unwrap(), None);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Idle for more than half the timeout: a fresh connection, before the
+    // host could close the old one under the request.
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(c.try_get("k").unwrap(), None);
+    drop(c);
+    assert_eq!(server.join().unwrap(), [0, 0, 0, 1]);
+}
