@@ -432,6 +432,43 @@ mod tests {
     }
 
     #[test]
+    fn ranks_present_the_token_from_the_environment() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let rank = |r: &str, token: Option<&str>| {
+            let mut vars = vec![
+                ("RANK", r),
+                ("WORLD_SIZE", "2"),
+                ("LOCAL_RANK", r),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", port.as_str()),
+            ];
+            vars.extend(token.map(|t| ("SYMM_STORE_TOKEN", t)));
+            env(&vars).unwrap()
+        };
+        let t = std::time::Duration::from_secs(10);
+        let host = rank("0", Some("job-token")).open_store(t).unwrap();
+        let peer = rank("1", Some("job-token")).open_store(t).unwrap();
+        peer.set("k", b"v").unwrap();
+        assert_eq!(host.get("k", t).unwrap(), b"v");
+        for (token, says) in [
+            (None, "requires a token"),
+            (Some("other-job"), "refused the token"),
+        ] {
+            let Err(e) = rank("1", token).open_store(t) else {
+                panic!("rank 1 joined with token {token:?}");
+            };
+            let e = e.to_string();
+            assert!(e.contains("rank 1") && e.contains(says), "{e}");
+        }
+        drop(peer);
+    }
+
+    #[test]
     fn missing_and_malformed_variables_are_listed() {
         let e = env(&[]).unwrap_err();
         assert!(
