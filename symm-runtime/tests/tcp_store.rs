@@ -1245,3 +1245,44 @@ fn a_client_replaces_a_connection_idle_for_half_the_hosts_timeout() {
     drop(c);
     assert_eq!(server.join().unwrap(), [0, 0, 0, 1]);
 }
+
+#[test]
+fn connections_that_never_say_hello_cannot_keep_ranks_out() {
+    const CAP: usize = 8;
+    let token = random_token(&mut rand::rng());
+    // The default 10 s for the hello: the squatters would hold their slots
+    // that long.
+    let host = host_limited(Some(&token), |l| l.max_connections = CAP);
+    let addr = host.local_addr();
+    let rank = TcpStore::connect(addr, Some(&token), T).unwrap();
+    rank.set("k", b"v").unwrap();
+    // The other slots, and then some, taken by connections that say nothing.
+    let squatters: Vec<TcpStream> = (0..3 * CAP).map(|_| raw(addr)).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    // Ranks still get in at once, each in place of the oldest squatter.
+    let t = Instant::now();
+    let ranks: Vec<TcpStore> = (0..CAP - 1)
+        .map(|_| TcpStore::connect(addr, Some(&token), T).unwrap())
+        .collect();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    for r in &ranks {
+        assert_eq!(r.get("k", T).unwrap(), b"v");
+    }
+    // Now every slot holds a rank: the store is full, and says so, while
+    // the squatters are all gone.
+    let e = TcpStore::connect(addr, Some(&token), T).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::Full {
+                connections: CAP,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    for s in squatters {
+        assert_closed_by_server(s, "squatter");
+    }
+    assert_eq!(rank.get("k", T).unwrap(), b"v");
+}

@@ -34,7 +34,7 @@
 
 use super::values::{Values, Writer};
 use super::{check_key, time_left, Store, StoreError, MAX_KEY_LEN};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -171,11 +171,14 @@ const REFUSAL_WARN_INTERVAL: Duration = Duration::from_secs(1);
 /// [`TcpStoreLimits`] holds them, with these defaults:
 ///
 /// * The host serves at most [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS)
-///   (512) connections at once, with one thread each. A connection beyond
-///   the limit is refused as soon as it is accepted, with a "store full"
-///   reply to its hello (and a warning on the host, logged at most once a
-///   second): the client fails at once with [`StoreError::Full`], whatever
-///   its timeout.
+///   (512) connections at once, with one thread each. At the limit, a new
+///   connection takes the place of the oldest one still without an
+///   accepted hello, so connections that never say hello (without the
+///   token, say) cannot keep ranks out. When every connection has said
+///   hello, a new one is refused as soon as it is accepted, with a "store
+///   full" reply to its hello (and a warning on the host, logged at most
+///   once a second): the client fails at once with [`StoreError::Full`],
+///   whatever its timeout.
 /// * A connection must complete its hello within 10 s of connecting, and a
 ///   frame, once begun, must arrive within 10 s. Frame bodies are read as
 ///   they arrive, so a header announcing a large frame makes neither side
@@ -220,11 +223,20 @@ struct Shared {
     values: Values,
 }
 
-/// A clone of every live connection's socket, by connection number, so the
-/// host can shut them all down however their threads are blocked.
+/// A clone of every live connection's socket, by connection number (which
+/// grows with time), so the host can shut them all down however their
+/// threads are blocked.
 struct Conns {
     next_id: u64,
-    live: HashMap<u64, TcpStream>,
+    live: BTreeMap<u64, Live>,
+}
+
+/// One live connection.
+struct Live {
+    stream: TcpStream,
+    /// Whether its hello was accepted: only connections still without one
+    /// may be closed to make room for a new one.
+    greeted: bool,
 }
 
 impl Shared {
@@ -285,8 +297,9 @@ pub struct TcpStoreLimits {
     /// [Shutdown](TcpStore#shutdown).
     pub linger: Duration,
     /// Most connections served at once (default
-    /// [`TcpStore::MAX_CONNECTIONS`], 512); one more is refused with
-    /// [`StoreError::Full`].
+    /// [`TcpStore::MAX_CONNECTIONS`], 512). One more replaces the oldest
+    /// connection still without an accepted hello, or, when every one has
+    /// said hello, is refused with [`StoreError::Full`].
     pub max_connections: usize,
     /// Time a new connection has to send its hello, and a frame, once
     /// begun, to arrive whole (default 10 s).
@@ -373,8 +386,8 @@ impl TcpStore {
     /// [Shutdown](TcpStore#shutdown).
     pub const DROP_LINGER: Duration = Duration::from_secs(10);
 
-    /// Most connections the host serves at once by default (512); one more
-    /// is refused with [`StoreError::Full`].
+    /// Most connections the host serves at once by default (512); see
+    /// [`TcpStoreLimits::max_connections`].
     pub const MAX_CONNECTIONS: usize = 512;
 
     /// Binds `addr` and serves the store from background threads (rank 0),
@@ -424,7 +437,7 @@ impl TcpStore {
             shutdown: AtomicBool::new(false),
             conns: Mutex::new(Conns {
                 next_id: 0,
-                live: HashMap::new(),
+                live: BTreeMap::new(),
             }),
             ended: Condvar::new(),
             values: Values::new(limits.max_bytes_per_connection, limits.max_bytes),
@@ -524,8 +537,8 @@ impl Drop for Host {
                 self.linger
             );
         }
-        for s in conns.live.values() {
-            let _ = s.shutdown(Shutdown::Both);
+        for c in conns.live.values() {
+            let _ = c.stream.shutdown(Shutdown::Both);
         }
         let conns = self
             .shared
@@ -1104,17 +1117,38 @@ impl Server {
         threads
     }
 
-    /// Records a new connection's socket, unless the host already serves as
-    /// many as it may (`Err(None)`).
+    /// Records a new connection's socket. When the host already serves as
+    /// many as it may, it makes room by closing the oldest connection still
+    /// without an accepted hello, and refuses (`Err(None)`) only when every
+    /// connection has one: someone without the token can then hold a slot
+    /// for no longer than it takes the next connection to arrive, while a
+    /// client that says hello at once, as ours do, is past it long before.
     fn register(&self, stream: &TcpStream) -> Result<u64, Option<io::Error>> {
         let mut conns = self.shared.conns();
         if conns.live.len() >= self.limits.max_connections {
-            return Err(None);
+            let oldest = conns
+                .live
+                .iter()
+                .find(|(_, c)| !c.greeted)
+                .map(|(&id, _)| id);
+            let Some(oldest) = oldest else {
+                return Err(None);
+            };
+            // Its thread sees the socket end at once, and leaves.
+            if let Some(c) = conns.live.remove(&oldest) {
+                let _ = c.stream.shutdown(Shutdown::Both);
+            }
         }
         let clone = stream.try_clone().map_err(Some)?;
         let id = conns.next_id;
         conns.next_id += 1;
-        conns.live.insert(id, clone);
+        conns.live.insert(
+            id,
+            Live {
+                stream: clone,
+                greeted: false,
+            },
+        );
         Ok(id)
     }
 }
@@ -1176,8 +1210,8 @@ fn serve(
 ) -> Result<(), End> {
     let mut conn = ServerConn {
         stream,
-        shutdown: &registration.shared.shutdown,
-        values: &registration.shared.values,
+        shared: &registration.shared,
+        id: registration.id,
         writer: Writer::Conn(registration.id),
         frame_timeout: limits.frame_timeout,
         idle_timeout: limits.idle_timeout,
@@ -1208,8 +1242,9 @@ fn duration_ms(d: Duration) -> u64 {
 
 struct ServerConn<'a> {
     stream: TcpStream,
-    shutdown: &'a AtomicBool,
-    values: &'a Values,
+    shared: &'a Shared,
+    /// This connection's number.
+    id: u64,
     /// Whom this connection's writes are charged to.
     writer: Writer,
     frame_timeout: Duration,
@@ -1254,6 +1289,14 @@ impl ServerConn<'_> {
                 _ => HELLO_OK,
             }
         };
+        // Greeted before the reply: a connection told it is in is never
+        // closed to make room. One closed meanwhile hears nothing.
+        if code == HELLO_OK {
+            match self.shared.conns().live.get_mut(&self.id) {
+                Some(c) => c.greeted = true,
+                None => return Err(End::Bad("closed to make room before its hello".into())),
+            }
+        }
         let mut reply = Frame::new(code);
         reply.raw(&VERSION.to_le_bytes());
         if code == HELLO_OK {
@@ -1276,7 +1319,7 @@ impl ServerConn<'_> {
 
     /// Answers one request. Errors close the connection.
     fn handle(&mut self, frame: &[u8]) -> Result<Frame, End> {
-        let (values, writer) = (self.values, self.writer);
+        let (values, writer) = (&self.shared.values, self.writer);
         let mut r = Reader::new(frame);
         let op = r.u8()?;
         let result = match op {
@@ -1375,7 +1418,7 @@ impl ServerConn<'_> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let slice = time_left(deadline).min(POLL);
-            match self.values.wait(keys, slice) {
+            match self.shared.values.wait(keys, slice) {
                 Ok(()) => return Ok(Ok(())),
                 Err(StoreError::Timeout { missing, .. }) => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -1387,7 +1430,7 @@ impl ServerConn<'_> {
                 }
                 Err(e) => return Ok(Err(e)),
             }
-            if self.shutdown.load(Ordering::Acquire) {
+            if self.shared.shutdown.load(Ordering::Acquire) {
                 return Err(End::Shutdown);
             }
             self.check_client_idle()?;
@@ -1456,7 +1499,7 @@ impl ServerConn<'_> {
 
     /// Fails once the host shuts down or `deadline` has passed.
     fn check_progress(&self, deadline: Option<Instant>) -> Result<(), End> {
-        if self.shutdown.load(Ordering::Acquire) {
+        if self.shared.shutdown.load(Ordering::Acquire) {
             return Err(End::Shutdown);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
