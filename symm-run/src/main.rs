@@ -19,7 +19,14 @@
 //! | `GROUP_RANK`       | `0` (this host's index; there is only one host)       |
 //! | `MASTER_ADDR`      | `--master-addr`, default `127.0.0.1`                  |
 //! | `MASTER_PORT`      | `--master-port`, default a port that was free at start |
+//! | `SYMM_STORE_TOKEN` | a random token for this job (32 hex digits), unless already set |
 //! | `SYMM_RUN`         | `1`                                                   |
+//!
+//! Every rank presents `SYMM_STORE_TOKEN` to the store rank 0 hosts, which
+//! refuses clients without it, so that nobody else who reaches the port can
+//! read or forge the rendezvous records. symm-run draws a fresh one from the
+//! OS's random source for every job; a `SYMM_STORE_TOKEN` already in
+//! symm-run's environment is passed on unchanged instead.
 //!
 //! The rest of the environment is inherited. Without `--tag-output` the ranks
 //! share symm-run's stdin, stdout and stderr; with it, every line a rank writes
@@ -78,6 +85,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
+use rand::TryRngCore;
 use signal_hook::iterator::Signals;
 
 /// Signals that symm-run forwards to the ranks.
@@ -89,6 +97,9 @@ const OUTPUT_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Exit status when the program cannot be started, as in a shell.
 const EXIT_SPAWN_FAILED: i32 = 127;
+
+/// The variable through which every rank gets the store's token.
+const TOKEN_VAR: &str = "SYMM_STORE_TOKEN";
 
 /// Prints a line to stderr, ignoring write errors (stderr may be a closed
 /// terminal after SIGHUP; `eprintln!` would panic).
@@ -105,7 +116,8 @@ macro_rules! note {
     about = "Launch one process per GPU for a symm program, torchrun-style",
     override_usage = "symm-run [OPTIONS] -n <N> [--] <PROGRAM> [ARGS]...",
     after_help = "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK=0, \
-                  MASTER_ADDR, MASTER_PORT and SYMM_RUN=1 in its environment.\n\
+                  MASTER_ADDR, MASTER_PORT, SYMM_STORE_TOKEN (random per job, unless already \
+                  set) and SYMM_RUN=1 in its environment.\n\
                   Exit status: 0 if every rank exits 0; else the first failing rank's exit code \
                   (128+S if killed by signal S); 128+S if symm-run got signal S; 127 if the \
                   program cannot be started."
@@ -336,6 +348,13 @@ fn run(cli: &Cli) -> i32 {
         note!("cannot set up signal handling: {e}");
         return 1;
     }
+    let token = match store_token() {
+        Ok(token) => token,
+        Err(e) => {
+            note!("cannot draw a random {TOKEN_VAR}: {e}");
+            return 1;
+        }
+    };
     let port = match cli.master_port {
         Some(port) => port,
         None => match free_port() {
@@ -357,7 +376,7 @@ fn run(cli: &Cli) -> i32 {
     let (done_tx, done_rx) = mpsc::channel();
     let mut pumps = 0;
     for rank in 0..cli.nproc {
-        let mut child = match spawn_rank(cli, rank, port) {
+        let mut child = match spawn_rank(cli, rank, port, &token) {
             Ok(child) => child,
             Err(e) => {
                 note!(
@@ -445,6 +464,21 @@ fn receive_signals(tx: Sender<Event>) -> io::Result<()> {
     Ok(())
 }
 
+/// The job's store token: the one in our environment, else 128 fresh
+/// random bits from the OS, in hex.
+fn store_token() -> Result<OsString, rand::rand_core::OsError> {
+    if let Some(t) = std::env::var_os(TOKEN_VAR).filter(|t| !t.is_empty()) {
+        return Ok(t);
+    }
+    let mut bytes = [0u8; 16];
+    rand::rngs::OsRng.try_fill_bytes(&mut bytes)?;
+    Ok(bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .into())
+}
+
 /// Asks the OS for a free TCP port on 127.0.0.1 and releases it.
 fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
@@ -453,7 +487,7 @@ fn free_port() -> io::Result<u16> {
 }
 
 /// Spawns rank `rank` in a process group of its own.
-fn spawn_rank(cli: &Cli, rank: u32, port: u16) -> io::Result<Child> {
+fn spawn_rank(cli: &Cli, rank: u32, port: u16, token: &OsString) -> io::Result<Child> {
     let mut cmd = Command::new(&cli.program);
     cmd.args(&cli.args)
         .env("RANK", rank.to_string())
@@ -463,6 +497,7 @@ fn spawn_rank(cli: &Cli, rank: u32, port: u16) -> io::Result<Child> {
         .env("GROUP_RANK", "0")
         .env("MASTER_ADDR", &cli.master_addr)
         .env("MASTER_PORT", port.to_string())
+        .env(TOKEN_VAR, token)
         .env("SYMM_RUN", "1")
         .process_group(0);
     let supervisor = nix::unistd::getpid();

@@ -335,3 +335,41 @@ fn ranks_get_sigterm_when_symm_run_is_killed() {
         assert_stops(read_pid(dir.path(), &format!("sh{rank}")));
     }
 }
+
+/// Runs `-n 3` ranks that each write their `SYMM_STORE_TOKEN` to a file,
+/// with `token` (if any) in symm-run's environment; returns the three.
+fn tokens_of_a_run(token: Option<&str>) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["-n", "3", "--", "sh", "-c"])
+        .arg("printf '%s' \"${SYMM_STORE_TOKEN-unset}\" > $DIR/token$RANK")
+        .env("DIR", dir.path())
+        .env_remove("SYMM_STORE_TOKEN")
+        .stdin(Stdio::null());
+    if let Some(t) = token {
+        cmd.env("SYMM_STORE_TOKEN", t);
+    }
+    let out = cmd.output().expect("run symm-run");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    (0..3)
+        .map(|r| fs::read_to_string(dir.path().join(format!("token{r}"))).unwrap())
+        .collect()
+}
+
+#[test]
+fn ranks_share_a_fresh_random_store_token() {
+    let first = tokens_of_a_run(None);
+    // Every rank holds the same token: 128 random bits in hex.
+    assert!(first.iter().all(|t| *t == first[0]), "{first:?}");
+    let token = &first[0];
+    assert_eq!(token.len(), 32, "{token:?}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token:?}");
+    // A fresh one for every job.
+    let second = tokens_of_a_run(None);
+    assert!(second.iter().all(|t| *t == second[0]), "{second:?}");
+    assert_ne!(second[0], *token);
+    // One the user set is passed on unchanged; an empty one counts as none.
+    assert_eq!(tokens_of_a_run(Some("mine")), ["mine"; 3]);
+    let drawn = tokens_of_a_run(Some(""));
+    assert_eq!(drawn[0].len(), 32, "{drawn:?}");
+}

@@ -5,7 +5,8 @@
 //! (rank 0 hosts a [`TcpStore`] at `MASTER_ADDR:MASTER_PORT` and the others
 //! connect, or every rank opens a [`FileStore`] in `SYMM_STORE_DIR`; under
 //! torchrun, whose agent already listens on `MASTER_PORT`, the port is
-//! `MASTER_PORT + 1`, and `SYMM_STORE_PORT` overrides either), opens
+//! `MASTER_PORT + 1`, and `SYMM_STORE_PORT` overrides either; every rank
+//! presents the token in `SYMM_STORE_TOKEN`, which `symm-run` sets), opens
 //! GPU `LOCAL_RANK`, and shares allocations between processes as POSIX file
 //! descriptors passed over unix sockets (as fabric handles for a job that
 //! spans nodes, or with `SYMM_HANDLES=fabric`). From there everything works
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use crate::backend::{CudaBackend, Sharing};
 use crate::comm::{Comm, CommOptions};
 use crate::error::{Error, Result};
-use crate::store::{FileStore, Store, TcpStore};
+use crate::store::{FileStore, Store, TcpStore, TcpStoreLimits};
 
 /// Which launcher's variables described this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +83,10 @@ pub struct LaunchEnv {
     pub local_world_size: Option<usize>,
     /// The group's store.
     pub store: StoreSpec,
-    /// Shared secret the TCP store checks (`SYMM_STORE_TOKEN`), if any.
+    /// Shared secret the TCP store checks (`SYMM_STORE_TOKEN`), if any:
+    /// without one, anyone who reaches the store's port can forge the
+    /// rendezvous records, and the store logs a warning. `symm-run` sets a
+    /// random one per job.
     pub token: Option<String>,
     /// How allocations cross processes: `SYMM_HANDLES=fd|fabric`, else
     /// fabric when the launcher says the job spans nodes (fewer local
@@ -259,7 +263,13 @@ impl LaunchEnv {
                 let addr = resolve(host, *port)?;
                 let token = self.token.as_deref();
                 let store = if rank == 0 {
-                    TcpStore::host(addr, token)
+                    // Room for every rank and a few connections more each,
+                    // however large the job.
+                    let mut limits = TcpStoreLimits::default();
+                    limits.max_connections = limits
+                        .max_connections
+                        .max(self.world_size.saturating_mul(4));
+                    TcpStore::host_with(addr, token, limits)
                 } else {
                     TcpStore::connect(addr, token, timeout)
                 };
@@ -419,6 +429,43 @@ mod tests {
             e.contains("SYMM_HANDLES=\"ipc\" is not fd or fabric"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn ranks_present_the_token_from_the_environment() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let rank = |r: &str, token: Option<&str>| {
+            let mut vars = vec![
+                ("RANK", r),
+                ("WORLD_SIZE", "2"),
+                ("LOCAL_RANK", r),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", port.as_str()),
+            ];
+            vars.extend(token.map(|t| ("SYMM_STORE_TOKEN", t)));
+            env(&vars).unwrap()
+        };
+        let t = std::time::Duration::from_secs(10);
+        let host = rank("0", Some("job-token")).open_store(t).unwrap();
+        let peer = rank("1", Some("job-token")).open_store(t).unwrap();
+        peer.set("k", b"v").unwrap();
+        assert_eq!(host.get("k", t).unwrap(), b"v");
+        for (token, says) in [
+            (None, "requires a token"),
+            (Some("other-job"), "refused the token"),
+        ] {
+            let Err(e) = rank("1", token).open_store(t) else {
+                panic!("rank 1 joined with token {token:?}");
+            };
+            let e = e.to_string();
+            assert!(e.contains("rank 1") && e.contains(says), "{e}");
+        }
+        drop(peer);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use symm_runtime::store::MAX_KEY_LEN;
+use symm_runtime::store::{TcpStoreLimits, MAX_KEY_LEN};
 use symm_runtime::{InProcessStore, Store, StoreError, TcpStore};
 
 const T: Duration = Duration::from_secs(10);
@@ -65,7 +65,11 @@ static ALLOCATOR: Spy = Spy;
 
 /// A host with a short linger and frame timeout, for shutdown tests.
 fn host_with(linger: Duration, max_connections: usize, frame_timeout: Duration) -> TcpStore {
-    TcpStore::host_with_limits(localhost0(), None, linger, max_connections, frame_timeout).unwrap()
+    let mut limits = TcpStoreLimits::default();
+    limits.linger = linger;
+    limits.max_connections = max_connections;
+    limits.frame_timeout = frame_timeout;
+    TcpStore::host_with(localhost0(), None, limits).unwrap()
 }
 
 fn localhost0() -> SocketAddr {
@@ -496,7 +500,7 @@ fn connections_beyond_the_limit_are_closed_at_once() {
     assert!(conn_threads <= CAP, "{conn_threads} connection threads");
     // Loose: other tests start and end threads meanwhile.
     assert!(grown < FLOOD / 2, "{grown} more threads");
-    // All but the slots left were closed by the server.
+    // All but the slots left were refused by the server.
     let closed = flood
         .iter()
         .filter(|s| {
@@ -514,7 +518,16 @@ fn connections_beyond_the_limit_are_closed_at_once() {
     good.set("k2", b"v2").unwrap();
     // Those that took slots without a hello are dropped after the handshake
     // timeout, and a new client gets in.
-    let fresh = TcpStore::connect(addr, None, T).unwrap();
+    let t = Instant::now();
+    let fresh = loop {
+        match TcpStore::connect(addr, None, T) {
+            Ok(c) => break c,
+            Err(StoreError::Full { .. }) if t.elapsed() < Duration::from_secs(3) => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("{e:?} after {:?}", t.elapsed()),
+        }
+    };
     assert_eq!(fresh.try_get("k2").unwrap().unwrap(), b"v2");
     drop(flood);
     drop((good, fresh));
@@ -540,17 +553,41 @@ fn frame(payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// The protocol version these tests speak.
+const VERSION: u16 = 2;
+
+/// A hello frame with `token`.
+fn hello(token: &[u8]) -> Vec<u8> {
+    let mut hello = MAGIC.to_vec();
+    hello.extend_from_slice(&VERSION.to_le_bytes());
+    hello.extend_from_slice(&(token.len() as u32).to_le_bytes());
+    hello.extend_from_slice(token);
+    frame(&hello)
+}
+
+/// A fake host's reply accepting a hello, with this idle timeout in ms.
+fn hello_ok(idle_ms: Option<u64>) -> Vec<u8> {
+    let mut reply = vec![0u8];
+    reply.extend_from_slice(&VERSION.to_le_bytes());
+    reply.extend_from_slice(&idle_ms.unwrap_or(u64::MAX).to_le_bytes());
+    frame(&reply)
+}
+
+/// A raw connection past a valid handshake with `token`; returns it and
+/// the idle timeout the host announced.
+fn raw_after_hello_with(addr: SocketAddr, token: &[u8]) -> (TcpStream, u64) {
+    let mut s = raw(addr);
+    s.write_all(&hello(token)).unwrap();
+    let mut reply = [0u8; 15];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(reply[..7], [11, 0, 0, 0, 0, 2, 0], "hello accepted");
+    let idle_ms = u64::from_le_bytes(reply[7..].try_into().unwrap());
+    (s, idle_ms)
+}
+
 /// A raw connection past a valid, tokenless handshake.
 fn raw_after_hello(addr: SocketAddr) -> TcpStream {
-    let mut s = raw(addr);
-    let mut hello = MAGIC.to_vec();
-    hello.extend_from_slice(&1u16.to_le_bytes());
-    hello.extend_from_slice(&0u32.to_le_bytes());
-    s.write_all(&frame(&hello)).unwrap();
-    let mut reply = [0u8; 7];
-    s.read_exact(&mut reply).unwrap();
-    assert_eq!(reply[..5], [3, 0, 0, 0, 0], "hello accepted");
-    s
+    raw_after_hello_with(addr, b"").0
 }
 
 /// Asserts the server closes `s` within a second (reads drain whatever it
@@ -773,7 +810,7 @@ fn a_frame_header_alone_costs_the_client_no_memory() {
             s.read_exact(&mut body).unwrap();
         }
         read_frame(&s);
-        s.write_all(&frame(&[0, 1, 0])).unwrap();
+        s.write_all(&hello_ok(None)).unwrap();
         read_frame(&s);
         s.write_all(&(ODD_LEN as u32).to_le_bytes()).unwrap();
         s.write_all(&[1, 0, 0, 0, 0]).unwrap();
@@ -785,4 +822,467 @@ fn a_frame_header_alone_costs_the_client_no_memory() {
     assert!(msg.contains("closed"), "{msg}");
     server.join().unwrap();
     assert_eq!(NEAR_ODD_LEN.load(Ordering::Relaxed), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Attacks: no token, idle connections, a full store, memory.
+
+/// A random token, as symm-run draws one.
+fn random_token(rng: &mut impl Rng) -> String {
+    (0..16)
+        .map(|_| format!("{:02x}", rng.random::<u8>()))
+        .collect()
+}
+
+/// A host with `token` and these limits changed from the defaults.
+fn host_limited(token: Option<&str>, change: impl FnOnce(&mut TcpStoreLimits)) -> TcpStore {
+    let mut limits = TcpStoreLimits::default();
+    change(&mut limits);
+    TcpStore::host_with(localhost0(), token, limits).unwrap()
+}
+
+/// Reads one whole frame from a raw connection.
+fn read_raw_frame(mut s: &TcpStream) -> Vec<u8> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    body
+}
+
+/// A raw set request's frame.
+fn set_frame(key: &str, value: &[u8]) -> Vec<u8> {
+    let mut payload = vec![1u8];
+    payload.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    payload.extend_from_slice(key.as_bytes());
+    payload.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    payload.extend_from_slice(value);
+    frame(&payload)
+}
+
+#[test]
+fn clients_without_the_token_are_refused_while_ranks_holding_it_rendezvous() {
+    const RANKS: usize = 8;
+    let mut rng = rand::rng();
+    let token = random_token(&mut rng);
+    let host = Arc::new(TcpStore::host(localhost0(), Some(&token)).unwrap());
+    let addr = host.local_addr();
+    let values: Vec<Vec<u8>> = (0..RANKS)
+        .map(|_| {
+            let mut v = vec![0u8; rng.random_range(1..512)];
+            rng.fill(&mut v[..]);
+            v
+        })
+        .collect();
+    let values = Arc::new(values);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Attackers: the real client without a token or with a wrong one, and
+    // raw connections that try to forge rank 0's record after a refused
+    // hello. All of them, all the time, while the ranks meet.
+    let attackers: Vec<_> = (0..2)
+        .map(|i| {
+            let (stop, token) = (stop.clone(), token.clone());
+            std::thread::spawn(move || {
+                let mut rng = rand::rng();
+                let mut tries = 0;
+                while !stop.load(Ordering::Relaxed) || tries < 5 {
+                    tries += 1;
+                    let wrong = random_token(&mut rng);
+                    let t = Instant::now();
+                    let msg = unavailable(TcpStore::connect(addr, None, T).unwrap_err());
+                    assert!(msg.contains("requires a token"), "{msg}");
+                    assert!(msg.contains("SYMM_STORE_TOKEN"), "{msg}");
+                    let msg = unavailable(TcpStore::connect(addr, Some(&wrong), T).unwrap_err());
+                    assert!(msg.contains("refused the token"), "{msg}");
+                    // One byte off is as wrong as any other guess.
+                    let mut near = token.clone().into_bytes();
+                    near[i] ^= 1;
+                    let near = String::from_utf8(near).unwrap();
+                    let msg = unavailable(TcpStore::connect(addr, Some(&near), T).unwrap_err());
+                    assert!(msg.contains("refused the token"), "{msg}");
+                    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+                    for (theirs, code) in [(&b""[..], 2u8), (wrong.as_bytes(), 1)] {
+                        let mut s = raw(addr);
+                        let mut bytes = hello(theirs);
+                        bytes.extend(set_frame("rank/0", b"forged"));
+                        let _ = s.write_all(&bytes);
+                        let reply = read_raw_frame(&s);
+                        assert_eq!(reply, [code, 2, 0], "refusal code");
+                        assert_closed_by_server(s, "refused hello");
+                    }
+                }
+            })
+        })
+        .collect();
+    let ranks: Vec<_> = (0..RANKS)
+        .map(|r| {
+            let (values, token) = (values.clone(), token.clone());
+            std::thread::spawn(move || {
+                let c = TcpStore::connect(addr, Some(&token), T).unwrap();
+                c.set(&format!("rank/{r}"), &values[r]).unwrap();
+                let keys: Vec<String> = (0..RANKS).map(|j| format!("rank/{j}")).collect();
+                c.wait(&keys, T).unwrap();
+                (0..RANKS)
+                    .map(|j| c.get(&keys[j], T).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let seen: Vec<Vec<Vec<u8>>> = ranks.into_iter().map(|t| t.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    for a in attackers {
+        a.join().unwrap();
+    }
+    // Every rank read every rank's own record, bit for bit: nothing forged.
+    for s in &seen {
+        assert_eq!(s, &*values);
+    }
+    assert_eq!(host.try_get("rank/0").unwrap().unwrap(), values[0]);
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_hello_but_waits_and_clients_go_on() {
+    let idle = Duration::from_millis(300);
+    const CAP: usize = 4;
+    let host = host_limited(None, |l| {
+        l.idle_timeout = idle;
+        l.max_connections = CAP;
+    });
+    let addr = host.local_addr();
+    // A raw connection says hello, then nothing: the host announces its
+    // idle timeout, then sends its notice and closes after it.
+    let t = Instant::now();
+    let (s, idle_ms) = raw_after_hello_with(addr, b"");
+    assert_eq!(idle_ms, 300);
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let notice = read_raw_frame(&s);
+    let waited = t.elapsed();
+    let mut expected = vec![7u8];
+    expected.extend_from_slice(&300u64.to_le_bytes());
+    assert_eq!(notice, expected);
+    assert!(waited >= idle, "{waited:?}");
+    assert!(waited < idle + Duration::from_secs(1), "{waited:?}");
+    assert_closed_by_server(s, "idle");
+
+    // Idle connections cannot hold the slots: CAP of them fill the store,
+    // and are gone after the idle timeout.
+    let squatters: Vec<TcpStream> = (0..CAP).map(|_| raw_after_hello(addr)).collect();
+    let e = TcpStore::connect(addr, None, T).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::Full {
+                connections: CAP,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    std::thread::sleep(idle + Duration::from_millis(300));
+    let waiter = TcpStore::connect(addr, None, T).unwrap();
+    let setter = TcpStore::connect(addr, None, T).unwrap();
+    drop(squatters);
+
+    // A blocking wait three idle timeouts long is not idle: it is served
+    // to its end.
+    let t = Instant::now();
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(900));
+        setter.set("late", b"v").unwrap();
+        setter
+    });
+    waiter.wait(&["late".into()], T).unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(850),
+        "{:?}",
+        t.elapsed()
+    );
+    let setter = late.join().unwrap();
+    // Clients idle past the timeout go on as if nothing happened: they
+    // replace their connection before it is closed under them.
+    for round in 0..3 {
+        std::thread::sleep(idle + Duration::from_millis(100));
+        let key = format!("after/{round}");
+        setter.set(&key, b"x").unwrap();
+        assert_eq!(waiter.get(&key, T).unwrap(), b"x");
+        assert_eq!(waiter.add("count", 1).unwrap(), round + 1);
+    }
+    drop((waiter, setter));
+    let t = Instant::now();
+    drop(host);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_request_the_host_closed_as_idle_is_sent_again() {
+    // A fake host that never lets the client see an idle timeout coming:
+    // its first connection answers the first request with the idle notice
+    // (as when the notice and the request cross), its second serves that
+    // request, then sends the notice unasked, and its third serves.
+    let listener = TcpListener::bind(localhost0()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut notice = vec![7u8];
+    notice.extend_from_slice(&60_000u64.to_le_bytes());
+    let notice = frame(&notice);
+    let server = std::thread::spawn(move || {
+        let mut requests = Vec::new();
+        for conn in 0..3 {
+            let (mut s, _) = listener.accept().unwrap();
+            read_raw_frame(&s);
+            s.write_all(&hello_ok(None)).unwrap();
+            requests.push(read_raw_frame(&s));
+            if conn == 0 {
+                s.write_all(&notice).unwrap();
+                continue;
+            }
+            s.write_all(&frame(&[1, 1, 0, 0, 0, b'v'])).unwrap();
+            if conn == 1 {
+                s.write_all(&notice).unwrap();
+            }
+        }
+        requests
+    });
+    let c = TcpStore::connect(addr, None, T).unwrap();
+    assert_eq!(c.try_get("k").unwrap().unwrap(), b"v");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(c.try_get("k").unwrap().unwrap(), b"v");
+    let requests = server.join().unwrap();
+    // The request was sent again, whole, on the fresh connection.
+    assert_eq!(requests.len(), 3);
+    assert!(requests.iter().all(|r| *r == requests[0]), "{requests:?}");
+}
+
+#[test]
+fn a_full_store_says_so_at_once_and_admits_clients_once_slots_free() {
+    const CAP: usize = 4;
+    let token = random_token(&mut rand::rng());
+    let host = host_limited(Some(&token), |l| l.max_connections = CAP);
+    let addr = host.local_addr();
+    let mut clients: Vec<TcpStore> = (0..CAP)
+        .map(|i| {
+            let c = TcpStore::connect(addr, Some(&token), T).unwrap();
+            c.set(&format!("k{i}"), b"v").unwrap();
+            c
+        })
+        .collect();
+    // One more: refused at once, whatever its timeout, saying why.
+    for _ in 0..3 {
+        let t = Instant::now();
+        let e = TcpStore::connect(addr, Some(&token), Duration::from_secs(60)).unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        assert_eq!(
+            e,
+            StoreError::Full {
+                addr,
+                connections: CAP
+            }
+        );
+        assert!(e.to_string().contains("store full (4 connections)"), "{e}");
+    }
+    // On the wire: the refusal comes without waiting for a hello.
+    let s = raw(addr);
+    assert_eq!(read_raw_frame(&s), [5, 2, 0, 4, 0, 0, 0]);
+    assert_closed_by_server(s, "over the limit");
+    // The connected ranks are served throughout.
+    for (i, c) in clients.iter().enumerate() {
+        assert_eq!(c.get(&format!("k{}", (i + 1) % CAP), T).unwrap(), b"v");
+    }
+    // Once one leaves, a new rank gets in (after the host notices).
+    drop(clients.pop());
+    let t = Instant::now();
+    let fresh = loop {
+        match TcpStore::connect(addr, Some(&token), T) {
+            Ok(c) => break c,
+            Err(StoreError::Full { .. }) if t.elapsed() < Duration::from_secs(2) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("{e:?} after {:?}", t.elapsed()),
+        }
+    };
+    assert_eq!(fresh.get("k0", T).unwrap(), b"v");
+}
+
+#[test]
+fn value_memory_limits_per_connection_and_in_all() {
+    const PER_CONN: usize = 64 << 10;
+    const TOTAL: usize = 160 << 10;
+    let host = host_limited(None, |l| {
+        l.max_bytes_per_connection = PER_CONN;
+        l.max_bytes = TOTAL;
+    });
+    let addr = host.local_addr();
+    let mut rng = rand::rng();
+    let mut random = |n: usize| {
+        let mut v = vec![0u8; n];
+        rng.fill(&mut v[..]);
+        v
+    };
+    // Each key costs its bytes, its value's, and 64.
+    let cost = |key: &str, n: usize| key.len() + n + 64;
+    let a = TcpStore::connect(addr, None, T).unwrap();
+    let a0 = random(40 << 10);
+    a.set("a/0", &a0).unwrap();
+    let e = a.set("a/1", &random(30 << 10)).unwrap_err();
+    assert_eq!(
+        e,
+        StoreError::OverLimit {
+            limit: "per-connection value memory",
+            max: PER_CONN,
+            would_be: cost("a/0", 40 << 10) + cost("a/1", 30 << 10),
+        }
+    );
+    assert!(
+        e.to_string()
+            .contains("per-connection value memory limit of 65536 bytes"),
+        "{e}"
+    );
+    // Nothing was written, and the connection goes on: replacing its own
+    // key frees what the old value cost.
+    assert_eq!(a.try_get("a/1").unwrap(), None);
+    let a0 = random(60 << 10);
+    a.set("a/0", &a0).unwrap();
+    // Other connections have their own allowance, up to the total.
+    let b = TcpStore::connect(addr, None, T).unwrap();
+    let b0 = random(60 << 10);
+    b.set("b/0", &b0).unwrap();
+    let c = TcpStore::connect(addr, None, T).unwrap();
+    let used = cost("a/0", 60 << 10) + cost("b/0", 60 << 10);
+    let e = c.set("c/0", &random(60 << 10)).unwrap_err();
+    assert_eq!(
+        e,
+        StoreError::OverLimit {
+            limit: "total value memory",
+            max: TOTAL,
+            would_be: used + cost("c/0", 60 << 10),
+        }
+    );
+    assert!(
+        e.to_string()
+            .contains("total value memory limit of 163840 bytes"),
+        "{e}"
+    );
+    // Counters count too: new ones fill what is left, then are refused.
+    let mut counters = 0;
+    let e = loop {
+        match c.add(&format!("n/{counters}"), 1) {
+            Ok(1) => counters += 1,
+            Ok(n) => panic!("counter at {n}"),
+            Err(e) => break e,
+        }
+        assert!(counters < 1000, "no limit reached");
+    };
+    assert!(
+        matches!(
+            e,
+            StoreError::OverLimit {
+                limit: "total value memory",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(counters > 0);
+    // The host's own writes are held to the total as well.
+    assert!(matches!(
+        host.set("h", &random(1024)),
+        Err(StoreError::OverLimit { .. })
+    ));
+    // Everyone is still served, and reads what was written, exactly.
+    assert_eq!(b.get("a/0", T).unwrap(), a0);
+    assert_eq!(a.get("b/0", T).unwrap(), b0);
+    assert_eq!(c.try_get("c/0").unwrap(), None);
+    assert_eq!(c.add("n/0", 1).unwrap(), 2);
+    let fresh = TcpStore::connect(addr, None, T).unwrap();
+    assert_eq!(fresh.try_get("n/0").unwrap().unwrap(), b"2");
+    // Freeing memory makes room again.
+    a.set("a/0", b"").unwrap();
+    fresh.set("c/0", &random(50 << 10)).unwrap();
+}
+
+#[test]
+fn a_client_replaces_a_connection_idle_for_half_the_hosts_timeout() {
+    // A fake host that announces a 400 ms idle timeout and answers every
+    // request, on whichever connection, with "none", noting the connection.
+    let listener = TcpListener::bind(localhost0()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let end = Instant::now() + Duration::from_secs(3);
+        for conn in 0..2 {
+            // Bounded: a client that never comes back ends the test.
+            let mut s = loop {
+                match listener.accept() {
+                    Ok((s, _)) => break s,
+                    Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+                    Err(_) => return seen,
+                }
+            };
+            s.set_nonblocking(false).unwrap();
+            read_raw_frame(&s);
+            s.write_all(&hello_ok(Some(400))).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut len = [0u8; 4];
+            while s.read_exact(&mut len).is_ok() {
+                let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+                s.read_exact(&mut body).unwrap();
+                seen.push(conn);
+                s.write_all(&frame(&[2])).unwrap();
+            }
+        }
+        seen
+    });
+    let c = TcpStore::connect(addr, None, T).unwrap();
+    // Busy: the same connection.
+    for _ in 0..3 {
+        assert_eq!(c.try_get("k").unwrap(), None);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Idle for more than half the timeout: a fresh connection, before the
+    // host could close the old one under the request.
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(c.try_get("k").unwrap(), None);
+    drop(c);
+    assert_eq!(server.join().unwrap(), [0, 0, 0, 1]);
+}
+
+#[test]
+fn connections_that_never_say_hello_cannot_keep_ranks_out() {
+    const CAP: usize = 8;
+    let token = random_token(&mut rand::rng());
+    // The default 10 s for the hello: the squatters would hold their slots
+    // that long.
+    let host = host_limited(Some(&token), |l| l.max_connections = CAP);
+    let addr = host.local_addr();
+    let rank = TcpStore::connect(addr, Some(&token), T).unwrap();
+    rank.set("k", b"v").unwrap();
+    // The other slots, and then some, taken by connections that say nothing.
+    let squatters: Vec<TcpStream> = (0..3 * CAP).map(|_| raw(addr)).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    // Ranks still get in at once, each in place of the oldest squatter.
+    let t = Instant::now();
+    let ranks: Vec<TcpStore> = (0..CAP - 1)
+        .map(|_| TcpStore::connect(addr, Some(&token), T).unwrap())
+        .collect();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    for r in &ranks {
+        assert_eq!(r.get("k", T).unwrap(), b"v");
+    }
+    // Now every slot holds a rank: the store is full, and says so, while
+    // the squatters are all gone.
+    let e = TcpStore::connect(addr, Some(&token), T).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::Full {
+                connections: CAP,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    for s in squatters {
+        assert_closed_by_server(s, "squatter");
+    }
+    assert_eq!(rank.get("k", T).unwrap(), b"v");
 }

@@ -7,9 +7,10 @@
 
 mod file;
 mod tcp;
+mod values;
 
 pub use file::FileStore;
-pub use tcp::TcpStore;
+pub use tcp::{TcpStore, TcpStoreLimits};
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -46,6 +47,34 @@ pub enum StoreError {
         len: usize,
         /// The limit in bytes.
         max: usize,
+    },
+    /// The write would take the values a store holds past one of its
+    /// memory limits ([`TcpStoreLimits`]), so nothing was written. Other
+    /// clients are unaffected, and the connection stays usable.
+    #[error(
+        "the store's {limit} limit of {max} bytes would be exceeded (this write would make \
+         it {would_be} bytes); nothing was written"
+    )]
+    OverLimit {
+        /// Which limit: "per-connection value memory" or "total value memory".
+        limit: &'static str,
+        /// The limit, in bytes.
+        max: usize,
+        /// What the write would have made it, in bytes.
+        would_be: usize,
+    },
+    /// The TCP store already serves as many connections as it may, and
+    /// refused this one at once rather than let it wait.
+    #[error(
+        "store full ({connections} connections): the store at {addr} refused a new \
+         connection; retry once some close, or raise TcpStoreLimits::max_connections \
+         on the host"
+    )]
+    Full {
+        /// The store's address.
+        addr: std::net::SocketAddr,
+        /// Its connection limit.
+        connections: usize,
     },
 }
 

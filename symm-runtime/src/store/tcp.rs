@@ -9,20 +9,32 @@
 //!
 //! * Hello (client, first frame): `b"SYMMSTOR"`, `u16` version, token string
 //!   (empty for none). Reply: one status byte (`0` accepted, else refused:
-//!   wrong token, token required, token unexpected, bad version) and the
-//!   server's `u16` version; a refused connection is then closed.
+//!   `1` wrong token, `2` token required, `3` token unexpected, `4` bad
+//!   version, `5` store full) and the server's `u16` version; then, when
+//!   accepted, the `u64` idle timeout in ms (`u64::MAX` for none), and when
+//!   full, the `u32` connection limit. A refused connection is then closed.
+//!   A connection over the limit is refused before its hello is read.
 //! * Requests, one op byte then fields: `1` set (key, value), `2` try_get
 //!   (key), `3` wait (`u64` timeout in ms, `u64::MAX` for none; `u32` count;
 //!   keys), `4` add (key, `i64` delta).
 //! * Replies, one status byte then fields: `0` ok, `1` value (string), `2`
 //!   none, `3` timeout (`u32` count, missing keys), `4` not a counter, `5`
-//!   counter (`i64`), `6` error (UTF-8 message).
+//!   counter (`i64`), `6` error (UTF-8 message), `8` over a memory limit
+//!   (`u8` which: `0` per connection, `1` total; `u64` limit; `u64` what the
+//!   write would have made it).
+//! * Idle notice, `7` (`u64` idle timeout in ms): the host sends it, unasked,
+//!   when a connection has sent no request for the idle timeout since its
+//!   last reply (or its hello), then closes the connection. The host decides
+//!   only while no byte of a next request has arrived, and reads nothing
+//!   after, so a client that gets the notice as the reply to a request knows
+//!   the request was not served and may send it again elsewhere.
 //!
 //! A malformed frame closes that connection only. Frame bodies are read as
 //! their bytes arrive, so a header alone costs its reader no memory.
 
-use super::{check_key, time_left, InProcessStore, Store, StoreError, MAX_KEY_LEN};
-use std::collections::HashMap;
+use super::values::{Values, Writer};
+use super::{check_key, time_left, Store, StoreError, MAX_KEY_LEN};
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,7 +43,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const MAGIC: &[u8; 8] = b"SYMMSTOR";
-const VERSION: u16 = 1;
+/// 2: the store-full refusal, the idle timeout and its notice, the memory
+/// limits' reply.
+const VERSION: u16 = 2;
 /// Longest token accepted, in bytes.
 const MAX_TOKEN_LEN: usize = 1024;
 /// Longest hello frame: magic, version, token length and token.
@@ -49,12 +63,18 @@ const ST_TIMEOUT: u8 = 3;
 const ST_NOT_A_COUNTER: u8 = 4;
 const ST_COUNTER: u8 = 5;
 const ST_ERROR: u8 = 6;
+const ST_IDLE: u8 = 7;
+const ST_OVER_LIMIT: u8 = 8;
+
+const LIMIT_PER_CONNECTION: u8 = 0;
+const LIMIT_TOTAL: u8 = 1;
 
 const HELLO_OK: u8 = 0;
 const HELLO_WRONG_TOKEN: u8 = 1;
 const HELLO_TOKEN_REQUIRED: u8 = 2;
 const HELLO_TOKEN_UNEXPECTED: u8 = 3;
 const HELLO_BAD_VERSION: u8 = 4;
+const HELLO_FULL: u8 = 5;
 
 /// How often idle server threads look at the shutdown flag (and, while
 /// serving a `wait`, whether their client is still there).
@@ -64,6 +84,12 @@ const ACCEPT_POLL: Duration = Duration::from_millis(20);
 /// A frame, once begun, must arrive whole within this time, and a new
 /// connection must send its hello within it.
 const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection that sends no request for this long after its last reply
+/// is closed by the host; see [`TcpStoreLimits::idle_timeout`].
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a client that must replace its idle connection tries: the host
+/// was listening moments ago, so a longer failure means it is gone.
+const RECONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The server gives up writing a reply to a client that does not read.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client waits for the reply to a set, try_get or add (and, on
@@ -90,16 +116,20 @@ const REFUSAL_WARN_INTERVAL: Duration = Duration::from_secs(1);
 ///
 /// [`TcpStore::host`] binds and serves in background threads; the host is
 /// itself a store with direct in-memory access. [`TcpStore::connect`] gives a
-/// client. Counters are stored as decimal text, as in [`InProcessStore`], so
+/// client. Counters are stored as decimal text, as in [`InProcessStore`](super::InProcessStore), so
 /// `add` and `try_get` agree across store kinds.
 ///
 /// # Security
 ///
-/// The store has **no authentication** beyond the optional shared token,
-/// which only guards against connecting to the wrong job by mistake: the
-/// token and all data travel in **clear text**, and anyone who can reach the
-/// port and knows the token can read and write every key. Bind it to a
-/// trusted interface only (the bootstrap binds `MASTER_ADDR`).
+/// With a token, the host serves only clients that present the same token:
+/// anyone else is refused at the hello, before they can read or write a
+/// key. Without one, anyone who reaches the port can read and forge the
+/// rendezvous records, so hosting or joining a store without a token logs a
+/// warning (once per process). `symm-run` gives every job a random token
+/// (`SYMM_STORE_TOKEN`); under other launchers, set one. The token and all
+/// data still travel in **clear text**: whoever can watch the network can
+/// read the token. Bind the store to a trusted interface only (the
+/// bootstrap binds `MASTER_ADDR`).
 ///
 /// # Concurrency
 ///
@@ -109,7 +139,17 @@ const REFUSAL_WARN_INTERVAL: Duration = Duration::from_secs(1);
 /// progress while another waits should each [`connect`](TcpStore::connect)
 /// their own client. After an I/O error the connection is considered lost and
 /// every later call fails with [`StoreError::Unavailable`]; there is no
-/// reconnection, since a lost request may or may not have been applied.
+/// reconnection then, since a lost request may or may not have been applied.
+///
+/// The host closes connections that sit idle (see
+/// [`TcpStoreLimits::idle_timeout`]); a client replaces such a connection
+/// by itself, transparently. It learns the host's idle timeout in the hello
+/// and opens a fresh connection before a request once its connection has
+/// been idle for half of it, so the host never closes a connection under a
+/// request. Should it happen anyway (a process stopped for a while), the
+/// host's idle notice tells the client that the request was not served, and
+/// the client sends it again on a fresh connection. A blocking
+/// [`wait`](Store::wait) is never idle, however long it lasts.
 ///
 /// # Shutdown
 ///
@@ -128,13 +168,29 @@ const REFUSAL_WARN_INTERVAL: Duration = Duration::from_secs(1);
 ///
 /// # Limits
 ///
-/// The host serves at most [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS)
-/// connections at once, with one thread each; connections beyond the limit
-/// are closed as soon as they are accepted (with a warning, logged at most
-/// once a second). A connection must complete its hello within 10 s of
-/// connecting, and a frame, once begun, must arrive within 10 s. Frame
-/// bodies are read as they arrive, so a header announcing a large frame makes
-/// neither side allocate for bytes that never come.
+/// [`TcpStoreLimits`] holds them, with these defaults:
+///
+/// * The host serves at most [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS)
+///   (512) connections at once, with one thread each. At the limit, a new
+///   connection takes the place of the oldest one still without an
+///   accepted hello, so connections that never say hello (without the
+///   token, say) cannot keep ranks out. When every connection has said
+///   hello, a new one is refused as soon as it is accepted, with a "store
+///   full" reply to its hello (and a warning on the host, logged at most
+///   once a second): the client fails at once with [`StoreError::Full`],
+///   whatever its timeout.
+/// * A connection must complete its hello within 10 s of connecting, and a
+///   frame, once begun, must arrive within 10 s. Frame bodies are read as
+///   they arrive, so a header announcing a large frame makes neither side
+///   allocate for bytes that never come.
+/// * A connection that sends no request for 60 s after its hello or its last
+///   reply is closed (clients reconnect by themselves; see
+///   [Concurrency](TcpStore#concurrency)).
+/// * The keys a connection wrote last may hold 256 MiB, and all keys 1 GiB,
+///   counting each key's bytes, its value's and 64 bytes of bookkeeping. A
+///   `set` or `add` past either fails with [`StoreError::OverLimit`] naming
+///   the limit, writes nothing, and leaves the connection and every other
+///   client as they were. The host's own writes count toward the total.
 pub struct TcpStore {
     inner: Inner,
 }
@@ -145,7 +201,6 @@ enum Inner {
 }
 
 struct Host {
-    store: Arc<InProcessStore>,
     addr: SocketAddr,
     shared: Arc<Shared>,
     linger: Duration,
@@ -164,13 +219,24 @@ struct Shared {
     conns: Mutex<Conns>,
     /// Notified whenever a connection ends.
     ended: Condvar,
+    /// The keys and values, with what each connection's writes cost.
+    values: Values,
 }
 
-/// A clone of every live connection's socket, by connection number, so the
-/// host can shut them all down however their threads are blocked.
+/// A clone of every live connection's socket, by connection number (which
+/// grows with time), so the host can shut them all down however their
+/// threads are blocked.
 struct Conns {
     next_id: u64,
-    live: HashMap<u64, TcpStream>,
+    live: BTreeMap<u64, Live>,
+}
+
+/// One live connection.
+struct Live {
+    stream: TcpStream,
+    /// Whether its hello was accepted: only connections still without one
+    /// may be closed to make room for a new one.
+    greeted: bool,
 }
 
 impl Shared {
@@ -208,31 +274,67 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        self.shared.values.release(self.id);
         self.shared.conns().live.remove(&self.id);
         self.shared.ended.notify_all();
     }
 }
 
-/// The host's limits; tests shorten them.
-#[derive(Clone, Copy, Debug)]
-struct Limits {
-    linger: Duration,
-    max_connections: usize,
-    frame_timeout: Duration,
+/// The limits a [`TcpStore`] host enforces; [`TcpStore::host_with`] takes
+/// them. Start from [`Default`] and change the fields that matter:
+///
+/// ```
+/// # use symm_runtime::store::TcpStoreLimits;
+/// let mut limits = TcpStoreLimits::default();
+/// limits.max_connections = 2048;
+/// limits.max_bytes = 4 << 30;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpStoreLimits {
+    /// Longest time dropping the host waits for connected clients to leave
+    /// (default [`TcpStore::DROP_LINGER`], 10 s); see
+    /// [Shutdown](TcpStore#shutdown).
+    pub linger: Duration,
+    /// Most connections served at once (default
+    /// [`TcpStore::MAX_CONNECTIONS`], 512). One more replaces the oldest
+    /// connection still without an accepted hello, or, when every one has
+    /// said hello, is refused with [`StoreError::Full`].
+    pub max_connections: usize,
+    /// Time a new connection has to send its hello, and a frame, once
+    /// begun, to arrive whole (default 10 s).
+    pub frame_timeout: Duration,
+    /// A connection that sends nothing for this long after its hello or its
+    /// last reply is closed, so idle connections cannot hold the slots
+    /// (default 60 s; [`Duration::MAX`] never closes). Never while the host
+    /// serves a request, a blocking wait included; clients reconnect by
+    /// themselves.
+    pub idle_timeout: Duration,
+    /// Most bytes the keys one connection wrote last may hold: each key's
+    /// bytes, its value's, and 64 of bookkeeping (default 256 MiB).
+    pub max_bytes_per_connection: usize,
+    /// Most bytes all keys together may hold, counted the same way, the
+    /// host's own writes included (default 1 GiB).
+    pub max_bytes: usize,
 }
 
-impl Default for Limits {
+impl Default for TcpStoreLimits {
     fn default() -> Self {
-        Limits {
+        TcpStoreLimits {
             linger: TcpStore::DROP_LINGER,
             max_connections: TcpStore::MAX_CONNECTIONS,
             frame_timeout: FRAME_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+            max_bytes_per_connection: 256 << 20,
+            max_bytes: 1 << 30,
         }
     }
 }
 
 struct Client {
     addr: SocketAddr,
+    /// Kept to open a fresh connection in place of an idle one.
+    token: Vec<u8>,
     conn: Mutex<Conn>,
 }
 
@@ -240,6 +342,21 @@ struct Conn {
     stream: Option<TcpStream>,
     /// Why the connection was given up, once it has been.
     lost: Option<String>,
+    /// The host's idle timeout, as its hello reply said (`None`: never).
+    idle_timeout: Option<Duration>,
+    /// When the last reply came (or the hello's).
+    last_reply: Instant,
+}
+
+impl Conn {
+    fn new((stream, idle_timeout): (TcpStream, Option<Duration>)) -> Conn {
+        Conn {
+            stream: Some(stream),
+            lost: None,
+            idle_timeout,
+            last_reply: Instant::now(),
+        }
+    }
 }
 
 impl std::fmt::Debug for TcpStore {
@@ -269,47 +386,32 @@ impl TcpStore {
     /// [Shutdown](TcpStore#shutdown).
     pub const DROP_LINGER: Duration = Duration::from_secs(10);
 
-    /// Most connections the host serves at once (512); connections beyond
-    /// are closed as soon as they are accepted.
+    /// Most connections the host serves at once by default (512); see
+    /// [`TcpStoreLimits::max_connections`].
     pub const MAX_CONNECTIONS: usize = 512;
 
-    /// Binds `addr` and serves the store from background threads (rank 0).
+    /// Binds `addr` and serves the store from background threads (rank 0),
+    /// with the default [`TcpStoreLimits`].
     ///
     /// With a `token` (an empty one counts as none), clients must present the
-    /// same token; without, clients must present none. Port 0 binds any free
-    /// port; see [`local_addr`](Self::local_addr).
+    /// same token; without, clients must present none, anyone who reaches
+    /// the port can read and write every key, and a warning is logged (once
+    /// per process). Port 0 binds any free port; see
+    /// [`local_addr`](Self::local_addr).
     ///
     /// Dropping the host stops accepting connections at once, waits up to
     /// [`DROP_LINGER`](Self::DROP_LINGER) for the connected clients to
     /// disconnect, then closes the connections left and returns within a
     /// fraction of a second; see [Shutdown](TcpStore#shutdown).
     pub fn host(addr: SocketAddr, token: Option<&str>) -> Result<TcpStore, StoreError> {
-        Self::host_with(addr, token, Limits::default())
+        Self::host_with(addr, token, TcpStoreLimits::default())
     }
 
-    /// [`host`](Self::host) with other limits: the linger on drop, the most
-    /// connections served at once, and the time a client has for its hello
-    /// and for each frame once begun. For tests; not a stable interface.
-    #[doc(hidden)]
-    pub fn host_with_limits(
+    /// [`host`](Self::host) with other [`TcpStoreLimits`].
+    pub fn host_with(
         addr: SocketAddr,
         token: Option<&str>,
-        linger: Duration,
-        max_connections: usize,
-        frame_timeout: Duration,
-    ) -> Result<TcpStore, StoreError> {
-        let limits = Limits {
-            linger,
-            max_connections,
-            frame_timeout,
-        };
-        Self::host_with(addr, token, limits)
-    }
-
-    fn host_with(
-        addr: SocketAddr,
-        token: Option<&str>,
-        limits: Limits,
+        limits: TcpStoreLimits,
     ) -> Result<TcpStore, StoreError> {
         let token = token
             .filter(|t| !t.is_empty())
@@ -327,19 +429,21 @@ impl TcpStore {
         listener.set_nonblocking(true).map_err(|e| {
             StoreError::Unavailable(format!("could not configure the store at {local}: {e}"))
         })?;
-        let store = Arc::new(InProcessStore::new());
+        if token.is_none() {
+            warn_no_token(&format!("hosting the TCP store at {local}"));
+        }
         let shared = Arc::new(Shared {
             closing: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             conns: Mutex::new(Conns {
                 next_id: 0,
-                live: HashMap::new(),
+                live: BTreeMap::new(),
             }),
             ended: Condvar::new(),
+            values: Values::new(limits.max_bytes_per_connection, limits.max_bytes),
         });
         let acceptor = {
             let server = Server {
-                store: store.clone(),
                 token: token.map(Arc::new),
                 shared: shared.clone(),
                 limits,
@@ -356,7 +460,6 @@ impl TcpStore {
         };
         Ok(TcpStore {
             inner: Inner::Host(Host {
-                store,
                 addr: local,
                 shared,
                 linger: limits.linger,
@@ -370,7 +473,9 @@ impl TcpStore {
     /// be listening yet.
     ///
     /// A refused token (or a token sent to a tokenless store, or none sent
-    /// to one that requires it) fails at once: retrying cannot fix it.
+    /// to one that requires it) fails at once: retrying cannot fix it. So
+    /// does a full store ([`StoreError::Full`]). Joining without a token
+    /// logs a warning (once per process).
     pub fn connect(
         addr: SocketAddr,
         token: Option<&str>,
@@ -378,39 +483,17 @@ impl TcpStore {
     ) -> Result<TcpStore, StoreError> {
         let token = token.unwrap_or("").as_bytes();
         check_token(token)?;
-        let start = Instant::now();
-        let deadline = start.checked_add(timeout);
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            let left = time_left(deadline);
-            let err = match try_connect(addr, token, left) {
-                Ok(stream) => {
-                    return Ok(TcpStore {
-                        inner: Inner::Client(Client {
-                            addr,
-                            conn: Mutex::new(Conn {
-                                stream: Some(stream),
-                                lost: None,
-                            }),
-                        }),
-                    })
-                }
-                Err(Attempt::Refused(msg)) => return Err(StoreError::Unavailable(msg)),
-                Err(Attempt::Retry(e)) => e,
-            };
-            let left = time_left(deadline);
-            if left.is_zero() {
-                return Err(StoreError::Unavailable(format!(
-                    "could not connect to the store at {addr} within {timeout:?} \
-                     ({attempts} attempts over {:?}; last error: {err})",
-                    start.elapsed()
-                )));
-            }
-            std::thread::sleep(backoff.min(left));
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+        if token.is_empty() {
+            warn_no_token(&format!("joining the TCP store at {addr}"));
         }
+        let conn = connect_within(addr, token, timeout)?;
+        Ok(TcpStore {
+            inner: Inner::Client(Client {
+                addr,
+                token: token.to_vec(),
+                conn: Mutex::new(Conn::new(conn)),
+            }),
+        })
     }
 
     /// The address the host is bound to, or the address a client connected
@@ -454,8 +537,8 @@ impl Drop for Host {
                 self.linger
             );
         }
-        for s in conns.live.values() {
-            let _ = s.shutdown(Shutdown::Both);
+        for c in conns.live.values() {
+            let _ = c.stream.shutdown(Shutdown::Both);
         }
         let conns = self
             .shared
@@ -503,7 +586,7 @@ impl Store for TcpStore {
         check_key(key)?;
         check_value(value)?;
         match &self.inner {
-            Inner::Host(h) => h.store.set(key, value),
+            Inner::Host(h) => h.shared.values.set(Writer::Host, key, value),
             Inner::Client(c) => {
                 let mut req = Frame::new(OP_SET);
                 req.bytes(key.as_bytes());
@@ -519,7 +602,7 @@ impl Store for TcpStore {
     fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         check_key(key)?;
         match &self.inner {
-            Inner::Host(h) => h.store.try_get(key),
+            Inner::Host(h) => h.shared.values.try_get(key),
             Inner::Client(c) => {
                 let mut req = Frame::new(OP_TRY_GET);
                 req.bytes(key.as_bytes());
@@ -537,7 +620,7 @@ impl Store for TcpStore {
             check_key(k)?;
         }
         match &self.inner {
-            Inner::Host(h) => h.store.wait(keys, timeout),
+            Inner::Host(h) => h.shared.values.wait(keys, timeout),
             Inner::Client(c) => {
                 let mut req = Frame::new(OP_WAIT);
                 // Round up so the server waits at least `timeout`.
@@ -576,7 +659,7 @@ impl Store for TcpStore {
     fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
         check_key(key)?;
         match &self.inner {
-            Inner::Host(h) => h.store.add(key, delta),
+            Inner::Host(h) => h.shared.values.add(Writer::Host, key, delta),
             Inner::Client(c) => {
                 let mut req = Frame::new(OP_ADD);
                 req.bytes(key.as_bytes());
@@ -593,12 +676,28 @@ impl Store for TcpStore {
     }
 }
 
-/// Replies any request may get: an error from the server, or nonsense.
+/// Replies any request may get: an error from the server, a memory limit,
+/// or nonsense.
 fn other_status<T>(st: u8, r: &mut Reader<'_>) -> Result<Result<T, StoreError>, String> {
     match st {
         ST_ERROR => {
             let msg = String::from_utf8_lossy(r.rest()).into_owned();
             Ok(Err(StoreError::Unavailable(msg)))
+        }
+        ST_OVER_LIMIT => {
+            let limit = match r.u8()? {
+                LIMIT_PER_CONNECTION => "per-connection value memory",
+                LIMIT_TOTAL => "total value memory",
+                w => return Err(format!("unknown memory limit {w}")),
+            };
+            let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+            let max = size(r.u64()?);
+            let would_be = size(r.u64()?);
+            Ok(Err(StoreError::OverLimit {
+                limit,
+                max,
+                would_be,
+            }))
         }
         _ => Err(format!("unexpected reply status {st}")),
     }
@@ -607,14 +706,64 @@ fn other_status<T>(st: u8, r: &mut Reader<'_>) -> Result<Result<T, StoreError>, 
 // ---------------------------------------------------------------------------
 // Client side.
 
+/// Logs, once per process, that a store runs without a token (`doing`
+/// says which and where) and how to set one.
+fn warn_no_token(doing: &str) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            "{doing} without a token: anyone who can reach the port can read the \
+             rendezvous records and forge them. Give every rank the same random \
+             SYMM_STORE_TOKEN (e.g. `export SYMM_STORE_TOKEN=$(openssl rand -hex 16)` \
+             before launching; symm-run sets one by itself)"
+        );
+    });
+}
+
+/// Connects and says hello, retrying with backoff until `timeout`; a
+/// refusal ends it at once.
+fn connect_within(
+    addr: SocketAddr,
+    token: &[u8],
+    timeout: Duration,
+) -> Result<(TcpStream, Option<Duration>), StoreError> {
+    let start = Instant::now();
+    let deadline = start.checked_add(timeout);
+    let mut backoff = FIRST_BACKOFF;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let left = time_left(deadline);
+        let err = match try_connect(addr, token, left) {
+            Ok(conn) => return Ok(conn),
+            Err(Attempt::Refused(e)) => return Err(e),
+            Err(Attempt::Retry(e)) => e,
+        };
+        let left = time_left(deadline);
+        if left.is_zero() {
+            return Err(StoreError::Unavailable(format!(
+                "could not connect to the store at {addr} within {timeout:?} \
+                 ({attempts} attempts over {:?}; last error: {err})",
+                start.elapsed()
+            )));
+        }
+        std::thread::sleep(backoff.min(left));
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
 enum Attempt {
     /// Worth retrying: nobody listening yet, a reset, a timeout.
     Retry(String),
     /// The store answered and said no.
-    Refused(String),
+    Refused(StoreError),
 }
 
-fn try_connect(addr: SocketAddr, token: &[u8], left: Duration) -> Result<TcpStream, Attempt> {
+fn try_connect(
+    addr: SocketAddr,
+    token: &[u8],
+    left: Duration,
+) -> Result<(TcpStream, Option<Duration>), Attempt> {
     let io = |e: io::Error| Attempt::Retry(e.to_string());
     let stream = TcpStream::connect_timeout(
         &addr,
@@ -634,32 +783,55 @@ fn try_connect(addr: SocketAddr, token: &[u8], left: Duration) -> Result<TcpStre
     hello.raw(MAGIC);
     hello.raw(&VERSION.to_le_bytes());
     hello.bytes(token);
-    (&stream).write_all(&hello.into_bytes()).map_err(io)?;
-    let reply = read_frame_blocking(&stream, MAX_HELLO_LEN)
-        .map_err(|e| Attempt::Retry(format!("handshake failed: {e}")))?;
+    // A full store answers without reading the hello and closes, which can
+    // fail this write; its answer is still there to read.
+    let sent = (&stream).write_all(&hello.into_bytes());
+    let reply = match read_frame_blocking(&stream, MAX_HELLO_LEN) {
+        Ok(reply) => reply,
+        Err(e) => {
+            let why = sent.err().unwrap_or(e);
+            return Err(Attempt::Retry(format!("handshake failed: {why}")));
+        }
+    };
     let mut r = Reader::new(&reply);
     let (code, version) = match (r.u8(), r.u16()) {
         (Ok(c), Ok(v)) => (c, v),
         _ => return Err(Attempt::Retry("malformed handshake reply".into())),
     };
+    let refused = |msg: String| Err(Attempt::Refused(StoreError::Unavailable(msg)));
     match code {
-        HELLO_OK => Ok(stream),
-        HELLO_WRONG_TOKEN => Err(Attempt::Refused(format!(
-            "the store at {addr} refused the token"
-        ))),
-        HELLO_TOKEN_REQUIRED => Err(Attempt::Refused(format!(
-            "the store at {addr} requires a token and none was given"
-        ))),
-        HELLO_TOKEN_UNEXPECTED => Err(Attempt::Refused(format!(
+        HELLO_OK => {
+            let ms = r
+                .u64()
+                .map_err(|e| Attempt::Retry(format!("malformed handshake reply: {e}")))?;
+            let idle = (ms != u64::MAX).then(|| Duration::from_millis(ms));
+            Ok((stream, idle))
+        }
+        HELLO_FULL => {
+            let n = r.u32().unwrap_or(0);
+            Err(Attempt::Refused(StoreError::Full {
+                addr,
+                connections: n as usize,
+            }))
+        }
+        HELLO_WRONG_TOKEN => refused(format!(
+            "the store at {addr} refused the token (SYMM_STORE_TOKEN must be the same on \
+             every rank)"
+        )),
+        HELLO_TOKEN_REQUIRED => refused(format!(
+            "the store at {addr} requires a token and none was given (set SYMM_STORE_TOKEN \
+             to the same value on every rank)"
+        )),
+        HELLO_TOKEN_UNEXPECTED => refused(format!(
             "the store at {addr} has no token but this client sent one \
              (are all ranks configured alike?)"
-        ))),
-        HELLO_BAD_VERSION => Err(Attempt::Refused(format!(
+        )),
+        HELLO_BAD_VERSION => refused(format!(
             "the store at {addr} speaks protocol version {version}, this client {VERSION}"
-        ))),
-        c => Err(Attempt::Refused(format!(
+        )),
+        c => refused(format!(
             "the store at {addr} answered the handshake with unknown code {c}"
-        ))),
+        )),
     }
 }
 
@@ -727,49 +899,140 @@ impl Client {
                 "the connection to the store at {addr} was lost earlier: {why}"
             )));
         }
-        let Some(stream) = conn.stream.as_ref() else {
-            return Err(StoreError::Unavailable(format!(
-                "the connection to the store at {addr} is closed"
-            )));
-        };
-        let result = (|| -> Result<Result<T, StoreError>, String> {
-            let t = read_timeout.map(|t| t.max(Duration::from_millis(1)));
-            stream.set_read_timeout(t).map_err(|e| e.to_string())?;
-            stream
-                .set_write_timeout(Some(REQUEST_TIMEOUT))
-                .map_err(|e| e.to_string())?;
-            (&*stream)
-                .write_all(&req.into_bytes())
-                .map_err(|e| e.to_string())?;
-            let reply =
-                read_frame_blocking(stream, TcpStore::MAX_FRAME_LEN).map_err(|e| {
-                    match e.kind() {
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
-                            "no reply within {:?}",
-                            read_timeout.unwrap_or(Duration::MAX)
-                        ),
-                        io::ErrorKind::UnexpectedEof => "the store closed the connection".into(),
-                        _ => e.to_string(),
-                    }
-                })?;
-            let mut r = Reader::new(&reply);
-            let st = r.u8()?;
-            let out = parse(st, &mut r)?;
-            r.finish()?;
-            Ok(out)
-        })();
-        match result {
-            Ok(out) => out,
-            Err(why) => {
-                if let Some(s) = conn.stream.take() {
-                    let _ = s.shutdown(Shutdown::Both);
-                }
-                let msg = format!("lost the connection to the store at {addr}: {why}");
-                conn.lost = Some(why);
-                Err(StoreError::Unavailable(msg))
+        self.refresh(&mut conn)?;
+        let req = req.into_bytes();
+        let mut resent = false;
+        loop {
+            let Some(stream) = conn.stream.as_ref() else {
+                unreachable!("refresh leaves a connection or fails");
+            };
+            let reply = match exchange(stream, &req, read_timeout) {
+                Ok(reply) => reply,
+                Err(why) => return Err(conn.lose(addr, why)),
+            };
+            if reply.first() == Some(&ST_IDLE) && !resent {
+                // The host closed the connection for idleness before it
+                // read any of the request: it was not served.
+                resent = true;
+                conn.stream = None;
+                self.refresh(&mut conn)?;
+                continue;
             }
+            conn.last_reply = Instant::now();
+            let parsed = (|| {
+                let mut r = Reader::new(&reply);
+                let st = r.u8()?;
+                let out = parse(st, &mut r)?;
+                r.finish()?;
+                Ok(out)
+            })();
+            return match parsed {
+                Ok(out) => out,
+                Err(why) => Err(conn.lose(addr, why)),
+            };
         }
     }
+
+    /// Makes sure `conn` has a connection the host will not close under
+    /// the next request: a fresh one in place of one idle for half the
+    /// host's idle timeout, one the host already closed for idleness, or
+    /// none (a replacement that failed earlier).
+    fn refresh(&self, conn: &mut Conn) -> Result<(), StoreError> {
+        let addr = self.addr;
+        if let Some(stream) = &conn.stream {
+            let idle_long = conn
+                .idle_timeout
+                .is_some_and(|t| conn.last_reply.elapsed() >= t / 2);
+            if !idle_long {
+                match pending(stream) {
+                    Ok(false) => return Ok(()),
+                    // The host spoke unasked: its idle notice, or the end.
+                    Ok(true) => {
+                        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+                        match read_frame_blocking(stream, TcpStore::MAX_FRAME_LEN) {
+                            Ok(f) if f.first() == Some(&ST_IDLE) => {}
+                            _ => {
+                                return Err(
+                                    conn.lose(addr, "the store closed the connection".into())
+                                )
+                            }
+                        }
+                    }
+                    Err(e) => return Err(conn.lose(addr, e.to_string())),
+                }
+            }
+            if let Some(s) = conn.stream.take() {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        match connect_within(addr, &self.token, RECONNECT_TIMEOUT) {
+            Ok(fresh) => {
+                *conn = Conn::new(fresh);
+                Ok(())
+            }
+            // Not lost: the next call tries again (a full store may have
+            // room by then).
+            Err(StoreError::Unavailable(why)) => Err(StoreError::Unavailable(format!(
+                "could not replace the idle connection to the store at {addr}: {why}"
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Conn {
+    /// Gives the connection up for good, for `why`, and returns the error.
+    fn lose(&mut self, addr: SocketAddr, why: String) -> StoreError {
+        if let Some(s) = self.stream.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let msg = format!("lost the connection to the store at {addr}: {why}");
+        self.lost = Some(why);
+        StoreError::Unavailable(msg)
+    }
+}
+
+/// Whether the host has sent something (or closed) while no request was
+/// pending: only its idle notice or its end can be there.
+fn pending(stream: &TcpStream) -> io::Result<bool> {
+    stream.set_nonblocking(true)?;
+    let peeked = stream.peek(&mut [0u8; 1]);
+    stream.set_nonblocking(false)?;
+    match peeked {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sends a request's bytes and reads the reply frame.
+fn exchange(
+    stream: &TcpStream,
+    req: &[u8],
+    read_timeout: Option<Duration>,
+) -> Result<Vec<u8>, String> {
+    let t = read_timeout.map(|t| t.max(Duration::from_millis(1)));
+    stream.set_read_timeout(t).map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(REQUEST_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    if let Err(w) = (&*stream).write_all(req) {
+        // The host may have sent its idle notice and closed before the
+        // request reached it; that notice is still there to read.
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        return match read_frame_blocking(stream, TcpStore::MAX_FRAME_LEN) {
+            Ok(f) if f.first() == Some(&ST_IDLE) => Ok(f),
+            _ => Err(w.to_string()),
+        };
+    }
+    read_frame_blocking(stream, TcpStore::MAX_FRAME_LEN).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
+            "no reply within {:?}",
+            read_timeout.unwrap_or(Duration::MAX)
+        ),
+        io::ErrorKind::UnexpectedEof => "the store closed the connection".into(),
+        _ => e.to_string(),
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -777,10 +1040,9 @@ impl Client {
 
 /// What the accept loop needs, and hands each connection thread.
 struct Server {
-    store: Arc<InProcessStore>,
     token: Option<Arc<Vec<u8>>>,
     shared: Arc<Shared>,
-    limits: Limits,
+    limits: TcpStoreLimits,
     local: SocketAddr,
 }
 
@@ -798,15 +1060,15 @@ impl Server {
                     let id = match self.register(&stream) {
                         Ok(id) => id,
                         Err(None) => {
-                            // Over the limit: close at once, before the
+                            // Over the limit: refuse at once, before the
                             // connection costs a thread or any memory.
-                            drop(stream);
+                            refuse_full(stream, self.limits.max_connections);
                             refused += 1;
                             if last_warning.is_none_or(|t| t.elapsed() >= REFUSAL_WARN_INTERVAL) {
                                 tracing::warn!(
-                                    "store at {}: already serving {} connections, the limit; \
-                                     closed {refused} more since the last such warning, the \
-                                     latest from {peer}",
+                                    "store at {}: full, already serving {} connections, the \
+                                     limit; refused {refused} more since the last such warning, \
+                                     the latest from {peer}",
                                     self.local,
                                     self.limits.max_connections
                                 );
@@ -824,16 +1086,14 @@ impl Server {
                         shared: self.shared.clone(),
                         id,
                     };
-                    let (store, token) = (self.store.clone(), self.token.clone());
+                    let token = self.token.clone();
                     let limits = self.limits;
                     let spawned = std::thread::Builder::new()
                         // Linux shows 15 bytes: "symm-conn-" and the port.
                         .name(format!("symm-conn-{}-{peer}", self.local.port()))
                         .spawn(move || {
                             let registration = registration;
-                            let shutdown = &registration.shared.shutdown;
-                            if let Err(why) =
-                                serve(stream, &store, token.as_deref(), shutdown, limits)
+                            if let Err(why) = serve(stream, &registration, token.as_deref(), limits)
                             {
                                 tracing::debug!("store connection from {peer} closed: {why}");
                             }
@@ -857,19 +1117,58 @@ impl Server {
         threads
     }
 
-    /// Records a new connection's socket, unless the host already serves as
-    /// many as it may (`Err(None)`).
+    /// Records a new connection's socket. When the host already serves as
+    /// many as it may, it makes room by closing the oldest connection still
+    /// without an accepted hello, and refuses (`Err(None)`) only when every
+    /// connection has one: someone without the token can then hold a slot
+    /// for no longer than it takes the next connection to arrive, while a
+    /// client that says hello at once, as ours do, is past it long before.
     fn register(&self, stream: &TcpStream) -> Result<u64, Option<io::Error>> {
         let mut conns = self.shared.conns();
         if conns.live.len() >= self.limits.max_connections {
-            return Err(None);
+            let oldest = conns
+                .live
+                .iter()
+                .find(|(_, c)| !c.greeted)
+                .map(|(&id, _)| id);
+            let Some(oldest) = oldest else {
+                return Err(None);
+            };
+            // Its thread sees the socket end at once, and leaves.
+            if let Some(c) = conns.live.remove(&oldest) {
+                let _ = c.stream.shutdown(Shutdown::Both);
+            }
         }
         let clone = stream.try_clone().map_err(Some)?;
         let id = conns.next_id;
         conns.next_id += 1;
-        conns.live.insert(id, clone);
+        conns.live.insert(
+            id,
+            Live {
+                stream: clone,
+                greeted: false,
+            },
+        );
         Ok(id)
     }
+}
+
+/// Answers a connection over the limit with the store-full refusal and
+/// closes it, from the accept loop: nothing here may block.
+fn refuse_full(stream: TcpStream, max_connections: usize) {
+    if stream.set_nonblocking(true).is_err() {
+        return;
+    }
+    let mut reply = Frame::new(HELLO_FULL);
+    reply.raw(&VERSION.to_le_bytes());
+    reply.u32(u32::try_from(max_connections).unwrap_or(u32::MAX));
+    // A few bytes into a fresh socket's empty buffer: the write completes.
+    let _ = (&stream).write_all(&reply.into_bytes());
+    let _ = stream.shutdown(Shutdown::Write);
+    // Closing with unread input resets the connection, which may discard
+    // the reply on its way: read the hello if it is already here.
+    let mut buf = [0u8; MAX_HELLO_LEN + 4];
+    let _ = (&stream).read(&mut buf);
 }
 
 /// Why the server stopped serving a connection.
@@ -878,6 +1177,8 @@ enum End {
     Closed,
     /// The host is shutting down.
     Shutdown,
+    /// The client sent no request within the idle timeout.
+    Idle,
     /// The client broke the protocol or the socket failed.
     Bad(String),
 }
@@ -887,6 +1188,7 @@ impl std::fmt::Display for End {
         match self {
             End::Closed => f.write_str("client closed the connection"),
             End::Shutdown => f.write_str("store shutting down"),
+            End::Idle => f.write_str("idle for the idle timeout"),
             End::Bad(why) => f.write_str(why),
         }
     }
@@ -902,17 +1204,27 @@ impl From<String> for End {
 /// the host shuts down. Returns why it stopped when that was not normal.
 fn serve(
     stream: TcpStream,
-    store: &InProcessStore,
+    registration: &Registration,
     token: Option<&Vec<u8>>,
-    shutdown: &AtomicBool,
-    limits: Limits,
+    limits: TcpStoreLimits,
 ) -> Result<(), End> {
     let mut conn = ServerConn {
         stream,
-        shutdown,
+        shared: &registration.shared,
+        id: registration.id,
+        writer: Writer::Conn(registration.id),
         frame_timeout: limits.frame_timeout,
+        idle_timeout: limits.idle_timeout,
     };
-    let r = conn.run(store, token);
+    let r = conn.run(token);
+    if let Err(End::Idle) = r {
+        // Tell the client why, so that it knows the request it may be
+        // sending right now was not served.
+        let mut notice = Frame::new(ST_IDLE);
+        notice.u64(duration_ms(limits.idle_timeout));
+        let _ = conn.write(notice);
+        let _ = conn.stream.shutdown(Shutdown::Write);
+    }
     let _ = conn.stream.shutdown(Shutdown::Both);
     match r {
         Err(End::Closed) | Err(End::Shutdown) | Ok(()) => Ok(()),
@@ -920,14 +1232,27 @@ fn serve(
     }
 }
 
+/// `d` in whole milliseconds, `u64::MAX` for a duration too long to say.
+fn duration_ms(d: Duration) -> u64 {
+    if d == Duration::MAX {
+        return u64::MAX;
+    }
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 struct ServerConn<'a> {
     stream: TcpStream,
-    shutdown: &'a AtomicBool,
+    shared: &'a Shared,
+    /// This connection's number.
+    id: u64,
+    /// Whom this connection's writes are charged to.
+    writer: Writer,
     frame_timeout: Duration,
+    idle_timeout: Duration,
 }
 
 impl ServerConn<'_> {
-    fn run(&mut self, store: &InProcessStore, token: Option<&Vec<u8>>) -> Result<(), End> {
+    fn run(&mut self, token: Option<&Vec<u8>>) -> Result<(), End> {
         let io = |e: io::Error| End::Bad(e.to_string());
         // Accepted sockets may inherit the listener's nonblocking mode.
         self.stream.set_nonblocking(false).map_err(io)?;
@@ -944,6 +1269,7 @@ impl ServerConn<'_> {
             .read_frame(
                 MAX_HELLO_LEN,
                 Instant::now().checked_add(self.frame_timeout),
+                None,
             )?
             .ok_or(End::Closed)?;
         let mut r = Reader::new(&hello);
@@ -963,22 +1289,37 @@ impl ServerConn<'_> {
                 _ => HELLO_OK,
             }
         };
+        // Greeted before the reply: a connection told it is in is never
+        // closed to make room. One closed meanwhile hears nothing.
+        if code == HELLO_OK {
+            match self.shared.conns().live.get_mut(&self.id) {
+                Some(c) => c.greeted = true,
+                None => return Err(End::Bad("closed to make room before its hello".into())),
+            }
+        }
         let mut reply = Frame::new(code);
         reply.raw(&VERSION.to_le_bytes());
+        if code == HELLO_OK {
+            reply.u64(duration_ms(self.idle_timeout));
+        }
         self.write(reply)?;
         if code != HELLO_OK {
             return Err(End::Bad(format!("handshake refused with code {code}")));
         }
 
-        while let Some(frame) = self.read_frame(TcpStore::MAX_FRAME_LEN, None)? {
-            let reply = self.handle(store, &frame)?;
+        // The idle clock runs from each reply: time spent serving a
+        // request, a wait included, is never idle.
+        let idle_by = |this: &Self| Instant::now().checked_add(this.idle_timeout);
+        while let Some(frame) = self.read_frame(TcpStore::MAX_FRAME_LEN, None, idle_by(self))? {
+            let reply = self.handle(&frame)?;
             self.write(reply)?;
         }
         Ok(())
     }
 
     /// Answers one request. Errors close the connection.
-    fn handle(&mut self, store: &InProcessStore, frame: &[u8]) -> Result<Frame, End> {
+    fn handle(&mut self, frame: &[u8]) -> Result<Frame, End> {
+        let (values, writer) = (&self.shared.values, self.writer);
         let mut r = Reader::new(frame);
         let op = r.u8()?;
         let result = match op {
@@ -986,12 +1327,12 @@ impl ServerConn<'_> {
                 let key = r.key()?;
                 let value = r.bytes(TcpStore::MAX_VALUE_LEN)?;
                 r.finish()?;
-                store.set(key, value).map(|()| Frame::new(ST_OK))
+                values.set(writer, key, value).map(|()| Frame::new(ST_OK))
             }
             OP_TRY_GET => {
                 let key = r.key()?;
                 r.finish()?;
-                store.try_get(key).map(|v| match v {
+                values.try_get(key).map(|v| match v {
                     Some(v) => {
                         let mut f = Frame::new(ST_VALUE);
                         f.bytes(&v);
@@ -1014,7 +1355,7 @@ impl ServerConn<'_> {
                 }
                 r.finish()?;
                 let timeout = (ms != u64::MAX).then(|| Duration::from_millis(ms));
-                match self.wait(store, &keys, timeout)? {
+                match self.wait(&keys, timeout)? {
                     Ok(()) => Ok(Frame::new(ST_OK)),
                     Err(StoreError::Timeout { missing, .. }) => {
                         let mut f = Frame::new(ST_TIMEOUT);
@@ -1031,7 +1372,7 @@ impl ServerConn<'_> {
                 let key = r.key()?;
                 let delta = r.i64()?;
                 r.finish()?;
-                match store.add(key, delta) {
+                match values.add(writer, key, delta) {
                     Ok(v) => {
                         let mut f = Frame::new(ST_COUNTER);
                         f.i64(v);
@@ -1043,10 +1384,27 @@ impl ServerConn<'_> {
             }
             op => return Err(End::Bad(format!("unknown op {op}"))),
         };
-        Ok(result.unwrap_or_else(|e| {
-            let mut f = Frame::new(ST_ERROR);
-            f.raw(e.to_string().as_bytes());
-            f
+        Ok(result.unwrap_or_else(|e| match e {
+            StoreError::OverLimit {
+                limit,
+                max,
+                would_be,
+            } => {
+                let mut f = Frame::new(ST_OVER_LIMIT);
+                f.raw(&[if limit.starts_with("total") {
+                    LIMIT_TOTAL
+                } else {
+                    LIMIT_PER_CONNECTION
+                }]);
+                f.u64(max as u64);
+                f.u64(would_be as u64);
+                f
+            }
+            e => {
+                let mut f = Frame::new(ST_ERROR);
+                f.raw(e.to_string().as_bytes());
+                f
+            }
         }))
     }
 
@@ -1054,14 +1412,13 @@ impl ServerConn<'_> {
     /// end the wait early. `None` waits forever.
     fn wait(
         &mut self,
-        store: &InProcessStore,
         keys: &[String],
         timeout: Option<Duration>,
     ) -> Result<Result<(), StoreError>, End> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let slice = time_left(deadline).min(POLL);
-            match store.wait(keys, slice) {
+            match self.shared.values.wait(keys, slice) {
                 Ok(()) => return Ok(Ok(())),
                 Err(StoreError::Timeout { missing, .. }) => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -1073,7 +1430,7 @@ impl ServerConn<'_> {
                 }
                 Err(e) => return Ok(Err(e)),
             }
-            if self.shutdown.load(Ordering::Acquire) {
+            if self.shared.shutdown.load(Ordering::Acquire) {
                 return Err(End::Shutdown);
             }
             self.check_client_idle()?;
@@ -1107,16 +1464,18 @@ impl ServerConn<'_> {
 
     /// Reads one frame of at most `max` bytes. `Ok(None)` is a clean close
     /// before the frame began. Once a frame has begun it must finish within
-    /// the frame timeout (or by `deadline`, if given, from the start). The
+    /// the frame timeout (or by `deadline`, if given, from the start); it
+    /// must begin by `idle_by`, if given, or the connection is idle. The
     /// body grows as its bytes arrive, never ahead of them.
     fn read_frame(
         &mut self,
         max: usize,
         deadline: Option<Instant>,
+        idle_by: Option<Instant>,
     ) -> Result<Option<Vec<u8>>, End> {
         let mut deadline = deadline;
         let mut hdr = [0u8; 4];
-        if !self.fill(&mut hdr, &mut deadline, true)? {
+        if !self.fill(&mut hdr, &mut deadline, idle_by)? {
             return Ok(None);
         }
         let len = u32::from_le_bytes(hdr) as usize;
@@ -1140,7 +1499,7 @@ impl ServerConn<'_> {
 
     /// Fails once the host shuts down or `deadline` has passed.
     fn check_progress(&self, deadline: Option<Instant>) -> Result<(), End> {
-        if self.shutdown.load(Ordering::Acquire) {
+        if self.shared.shutdown.load(Ordering::Acquire) {
             return Err(End::Shutdown);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -1149,19 +1508,23 @@ impl ServerConn<'_> {
         Ok(())
     }
 
-    /// Fills `buf`, polling the shutdown flag. Returns `false` on a clean
-    /// EOF before the first byte when `may_end` is set.
+    /// Fills `buf`, the header of a frame, polling the shutdown flag.
+    /// Returns `false` on a clean EOF before the first byte, and fails with
+    /// [`End::Idle`] if no byte came by `idle_by`.
     fn fill(
         &mut self,
         buf: &mut [u8],
         deadline: &mut Option<Instant>,
-        may_end: bool,
+        idle_by: Option<Instant>,
     ) -> Result<bool, End> {
         let mut got = 0;
         while got < buf.len() {
             self.check_progress(*deadline)?;
+            if got == 0 && idle_by.is_some_and(|t| Instant::now() >= t) {
+                return Err(End::Idle);
+            }
             match self.stream.read(&mut buf[got..]) {
-                Ok(0) if got == 0 && may_end => return Ok(false),
+                Ok(0) if got == 0 => return Ok(false),
                 Ok(0) => return Err(End::Bad("connection closed mid-frame".into())),
                 Ok(n) => {
                     got += n;
