@@ -125,6 +125,20 @@ impl VisitMut for Rewrite {
                         ::core::concat!(::core::module_path!(), "::", #name), #site));
                 }
             }
+            // `a.min(b)` and `a.max(b)` are the DSL's (`Num`), as `min(a, b)`
+            // is: Rust would pick the inherent methods of f32 and the half
+            // types first, which leave the sign of a zero result open.
+            Expr::MethodCall(m)
+                if m.args.len() == 1
+                    && m.turbofish.is_none()
+                    && (m.method == "min" || m.method == "max") =>
+            {
+                visit_mut::visit_expr_mut(self, e);
+                if let Expr::MethodCall(m) = &*e {
+                    let (recv, method, arg) = (&m.receiver, &m.method, &m.args[0]);
+                    *e = syn::parse_quote_spanned!(span=> ::symm::dsl::Num::#method(#recv, #arg));
+                }
+            }
             // A register array of a const-generic length is checked where
             // the function is instantiated: past a GPU thread's local
             // memory it is a compile error (a literal length is the
