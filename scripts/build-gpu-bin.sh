@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 rm -rf .gpu-bin && mkdir -p .gpu-bin
 cargo build --release --examples
 cargo build --release -p symm-run
-cargo test --release --no-run --message-format=json 2>/dev/null \
+cargo test --release --no-run --message-format=json -p symm -p symm-difftest 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

@@ -29,7 +29,7 @@ fn main() {
         halve::ASSERTS[1].message,
         "x.len() as u32 >= n && y.len() == x.len()"
     );
-    assert_eq!(half_of::DEVICE.asserts[0].message, "odd");
+    assert_eq!(half_of::DEVICE.asserts()[0].message, "odd");
     // Host code: a passing assertion does nothing, a failing one panics.
     kernel_assert!(1 + 1 == 2);
     std::panic::set_hook(Box::new(|_| {}));

@@ -178,6 +178,9 @@ impl Lowerer<'_> {
                 let elem = self.array_elem(expect, std::iter::once(&*r.expr));
                 let value = Box::new(self.expr(&r.expr, elem.as_ref()));
                 let len = self.len(&r.len);
+                if let Some(elem) = &elem {
+                    self.check_array_size(r, elem, &len);
+                }
                 match elem {
                     Some(elem) => ExprKind::Repeat { elem, len, value },
                     None => {

@@ -123,6 +123,23 @@ struct Lowerer<'a> {
 /// thread stacks are sized from it).
 const MAX_ARRAY_BYTES: u128 = 512 * 1024;
 
+/// The bytes of an array of `len` elements of `elem`, where a literal
+/// length and a primitive element make them known to the macro.
+fn array_bytes(elem: &CType, len: &Len) -> Option<u128> {
+    match (elem, len) {
+        (CType::Prim(p), Len::Lit(digits)) => Some(
+            digits
+                .parse::<u128>()
+                .map_or(u128::MAX, |n| n.saturating_mul(p.size() as u128)),
+        ),
+        _ => None,
+    }
+}
+
+fn array_size_error(bytes: u128) -> String {
+    format!("this array takes {bytes} bytes, more than a GPU thread's {} KiB of local memory; keep large data in a buffer or `shared_array`", MAX_ARRAY_BYTES / 1024)
+}
+
 const LEN_HELP: &str = "array lengths must be integer literals or const generic parameters";
 
 impl<'a> Lowerer<'a> {
@@ -183,15 +200,10 @@ impl<'a> Lowerer<'a> {
             DslType::Array(e, n) => {
                 let et = self.ty(e, span);
                 let len = self.len(n);
-                if let (CType::Prim(p), Len::Lit(digits)) = (&et, &len) {
-                    let bytes = digits
-                        .parse::<u128>()
-                        .map_or(u128::MAX, |n| n.saturating_mul(p.size() as u128));
-                    if bytes > MAX_ARRAY_BYTES {
-                        self.errors.push(syn::Error::new(
-                            span,
-                            format!("this array takes {bytes} bytes, more than a GPU thread's {} KiB of local memory; keep large data in a buffer or `shared_array`", MAX_ARRAY_BYTES / 1024),
-                        ));
+                if let Some(b) = array_bytes(&et, &len) {
+                    if b > MAX_ARRAY_BYTES {
+                        self.errors
+                            .push(syn::Error::new(span, array_size_error(b)));
                     }
                 }
                 CType::Array(Box::new(et), len)
@@ -240,6 +252,17 @@ impl<'a> Lowerer<'a> {
             _ => {
                 self.err(e, LEN_HELP);
                 Len::Error
+            }
+        }
+    }
+
+    /// An error at `node` if an array of `len` elements of `elem` is known
+    /// to be larger than a GPU thread's local memory (a const-generic
+    /// length is checked where the function is instantiated).
+    fn check_array_size<N: quote::ToTokens>(&mut self, node: N, elem: &CType, len: &Len) {
+        if let Some(b) = array_bytes(elem, len) {
+            if b > MAX_ARRAY_BYTES {
+                self.err(node, array_size_error(b));
             }
         }
     }
