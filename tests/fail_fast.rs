@@ -6,10 +6,10 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-#[path = "support/targets.rs"]
-mod targets;
 #[path = "support/data.rs"]
 mod data;
+#[path = "support/targets.rs"]
+mod targets;
 use targets::ranks;
 
 use symm::kernels::all_reduce::{all_reduce, all_reduce_with, Path};
@@ -59,12 +59,12 @@ fn ranks_in_different_calls_get_an_error_never_a_sum() {
             y.copy_from_host(&ys[c.rank()])?;
             let (x, y) = (x.rendezvous()?, y.rendezvous()?);
             let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
-            let sum = |c: &Comm, s: &symm::SymmetricMemory, out: &mut symm::DeviceBuffer<f32>| {
-                match path {
+            let sum =
+                |c: &Comm, s: &symm::SymmetricMemory, out: &mut symm::DeviceBuffer<f32>| match path
+                {
                     None => all_reduce(c, s, out, n),
                     Some(p) => all_reduce_with(p, c, s, out, n),
-                }
-            };
+                };
             if c.rank() == 0 {
                 sum(c, &x, &mut out)?;
                 c.synchronize()?;
@@ -183,7 +183,11 @@ fn fail_fast(world: usize, death: Death, pending: Pending) -> Option<Duration> {
         // The next group operation fails at once too.
         let t = Instant::now();
         let next = all_reduce(c, &x, &mut out, n).and_then(|_| c.synchronize());
-        assert!(next.is_err(), "rank {}: the next call returned Ok", c.rank());
+        assert!(
+            next.is_err(),
+            "rank {}: the next call returned Ok",
+            c.rank()
+        );
         assert!(
             t.elapsed() < Duration::from_secs(1),
             "rank {}: the next call took {:?} to fail",

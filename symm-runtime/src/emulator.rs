@@ -18,7 +18,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, Location};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -46,6 +46,10 @@ const PREEMPT_EVERY: u32 = 32;
 /// something a peer waits for has run.
 const ASSERT_SETTLE: Duration = Duration::from_millis(20);
 
+/// How long a launch blocked with an exited peer waits, once the group has
+/// settled, before it fails (instead of [`stall`]).
+const DOWN_STALL: Duration = Duration::from_millis(30);
+
 /// What the emulator knows of one group of ranks. Per group, so that
 /// unrelated emulations in the same process (concurrent tests) cannot hide
 /// a deadlock.
@@ -58,6 +62,74 @@ pub(crate) struct Group {
     /// Per rank: one more than the `progress` count at which the rank last
     /// resumed every thread of its launch and none progressed (0: never).
     quiet: [AtomicU64; MAX_WORLD_SIZE],
+    /// Whether `down` holds any record (read on every check, without the
+    /// lock).
+    any_down: AtomicBool,
+    /// The ranks of this process that left the group, in the order they
+    /// did: failed (an error or a panic) or exited.
+    down: Mutex<Vec<Down>>,
+}
+
+/// Why a rank left its group: the group's operations can no longer
+/// complete. Kept by every process's group state and in the group's store
+/// ([`crate::comm`]), so that peers' waits fail fast naming it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Down {
+    /// The rank.
+    pub(crate) rank: usize,
+    /// True for a failure (an error or a panic), false for an exit.
+    pub(crate) failed: bool,
+    /// What happened, said after the rank's number ("failed: …").
+    pub(crate) cause: String,
+}
+
+impl Down {
+    /// The error a peer `rank` gets for a group operation that this
+    /// departure keeps from completing.
+    pub(crate) fn error(&self, rank: usize) -> Error {
+        Error::PeerFailed {
+            rank,
+            peer: self.rank,
+            cause: self.cause.clone(),
+        }
+    }
+}
+
+impl Group {
+    /// Records that `d.rank` left the group (the first record of a rank
+    /// stands): its peers' blocked waits and later group operations fail.
+    /// False when the rank had a record already.
+    pub(crate) fn record_down(&self, d: Down) -> bool {
+        let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        let first = down.iter().all(|x| x.rank != d.rank);
+        if first {
+            if let Some(s) = self.status.get(d.rank) {
+                s.store(FINISHED, Ordering::Release);
+            }
+            down.push(d);
+            self.any_down.store(true, Ordering::Release);
+            // Wakes the hang check of peers' launches.
+            self.progress.fetch_add(1, Ordering::Release);
+        }
+        first
+    }
+
+    /// The first rank other than `me` that failed, or else the first that
+    /// exited, if any has: why `me`'s group operations cannot complete.
+    pub(crate) fn peer_down(&self, me: usize) -> Option<Down> {
+        if !self.any_down.load(Ordering::Acquire) {
+            return None;
+        }
+        let down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        let mut peers = down.iter().filter(|d| d.rank != me);
+        let first = peers.clone().next().cloned();
+        peers.find(|d| d.failed).cloned().or(first)
+    }
+
+    /// The first rank other than `me` that failed (not one that exited).
+    pub(crate) fn peer_failed(&self, me: usize) -> Option<Down> {
+        self.peer_down(me).filter(|d| d.failed)
+    }
 }
 
 const ON_HOST: u8 = 0;
@@ -372,6 +444,10 @@ pub(crate) fn run(
     // (Before `InLaunch`, so that whoever sees this rank in its launch also
     // sees the progress.)
     launch.group.progress.fetch_add(1, Ordering::Release);
+    // A group whose rank failed can complete no operation: say so at once.
+    if let Some(d) = launch.group.peer_failed(rank) {
+        return Err(d.error(rank));
+    }
     let _in_launch = InLaunch::new(&launch.group, launch.rank as usize);
     let blocks = grid.iter().product::<u32>();
     let per_block = block.iter().product::<u32>();
@@ -461,6 +537,11 @@ fn run_window(
     // (`ASSERT_SETTLE`), or where a hang would be.
     let mut asserted: Option<Error> = None;
     loop {
+        // A failed peer breaks the group: no wait of this launch is worth
+        // another round (one atomic load while none has failed).
+        if let Some(d) = launch.group.peer_failed(launch.rank as usize) {
+            return Err(asserted.unwrap_or_else(|| d.error(launch.rank as usize)));
+        }
         let mut progressed = false;
         for i in 0..threads.len() {
             let input = match state[i] {
@@ -548,6 +629,19 @@ fn run_window(
                 if settled && idle >= ASSERT_SETTLE {
                     if let Some(e) = asserted {
                         return Err(e);
+                    }
+                }
+                // A peer that exited ends a blocked launch as soon as the
+                // group settles (what it sent before it left has been
+                // taken by now), not after the stall.
+                let down = launch.group.peer_down(launch.rank as usize);
+                if let Some(d) = &down {
+                    if settled && idle >= DOWN_STALL {
+                        if suspect {
+                            return Err(asserted.unwrap_or_else(|| d.error(launch.rank as usize)));
+                        }
+                        suspect = true;
+                        continue;
                     }
                 }
                 if idle >= stall && (settled || idle >= Duration::from_nanos(launch.timeout_ns)) {

@@ -207,7 +207,29 @@ where
                         let _finished = matches!(ranks, Ranks::Emulator(_)).then(|| {
                             crate::emulator::FinishGuard(comm.group_key().state.clone(), rank)
                         });
-                        f(&comm)
+                        // A rank that fails tells its peers at once, so
+                        // their waits end now and not at their timeouts
+                        // (unless a peer left first: then its error is
+                        // likely this one's cause, and the peer's word
+                        // stands).
+                        let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            f(&comm)
+                        })) {
+                            Ok(r) => r,
+                            Err(panic) => {
+                                if comm.peer_down().is_none() {
+                                    let msg = panic_message(&*panic);
+                                    comm.abort(&format_args!("panicked: {msg}"));
+                                }
+                                std::panic::resume_unwind(panic)
+                            }
+                        };
+                        if let Err(e) = &r {
+                            if comm.peer_down().is_none() {
+                                comm.abort(e);
+                            }
+                        }
+                        r
                     });
                 if spawned.is_err() && matches!(ranks, Ranks::Cuda(_)) {
                     // Its thread will never arrive: the others need not wait
