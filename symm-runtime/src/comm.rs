@@ -198,6 +198,17 @@ impl Comm {
             rank,
             world: world_size,
         });
+        // A peer of this process that leaves ends this rank's device waits
+        // on it at once (held weakly: the group state outlives the rank).
+        let weak = Arc::downgrade(&backend);
+        group.state.on_down(
+            rank,
+            Arc::new(move |ranks| {
+                if let Some(b) = weak.upgrade() {
+                    b.abort_waits(ranks);
+                }
+            }),
+        );
         let departure = Departure {
             store: store.clone(),
             group: group.clone(),
@@ -244,10 +255,7 @@ impl Comm {
     /// the other subgroups' ranks on that device fit together.
     pub fn split(&self, color: Option<u32>, key: u32) -> Result<Option<Comm>> {
         let n = self.state.splits.fetch_add(1, Ordering::Relaxed);
-        let store_err = |source| Error::Store {
-            rank: self.rank,
-            source,
-        };
+        let store_err = |source| self.store_error(source);
         let entry = |r: usize| self.store_key(&format!("split/{n}/{r}"));
         let mine = match color {
             Some(c) => format!("{c} {key}"),
@@ -426,6 +434,19 @@ impl Comm {
             .record(true, format!("failed: {}", clip(&cause.to_string())));
     }
 
+    /// The error of this rank's failed store operation `source`:
+    /// [`Error::PeerFailed`] when a rank of the group has left (what the
+    /// store waited for will never come), else [`Error::Store`].
+    pub fn store_error(&self, source: crate::store::StoreError) -> Error {
+        match self.peer_down() {
+            Some(d) => d.error(self.rank),
+            None => Error::Store {
+                rank: self.rank,
+                source,
+            },
+        }
+    }
+
     /// Why this rank's group operations cannot complete: a peer that
     /// failed or exited, if any.
     pub(crate) fn peer_down(&self) -> Option<crate::emulator::Down> {
@@ -458,7 +479,10 @@ impl Comm {
     /// the first failure a kernel recorded since the last call (a signal
     /// timeout, an index out of bounds, a failed `kernel_assert!`).
     pub fn synchronize(&self) -> Result<()> {
-        self.note_kernel_result(self.backend.synchronize())
+        let r = self
+            .backend
+            .synchronize_watching(&|| self.peer_down().map(|d| d.stopped_ranks()));
+        self.note_kernel_result(r)
     }
 
     /// Whether a kernel of this rank has reported a failure (a timeout in
@@ -479,10 +503,18 @@ impl Comm {
             Error::SignalTimeout { .. }
             | Error::KernelFault { .. }
             | Error::KernelAssert { .. }
-            | Error::KernelHang { .. },
+            | Error::KernelHang { .. }
+            | Error::PeerFailed { .. },
         ) = &r
         {
             self.state.kernel_failed.store(true, Ordering::Release);
+        }
+        // A wait the host stopped knows only whom it waited on: the
+        // group's record says why that rank (or the first to fail) left.
+        if let Err(Error::PeerFailed { .. }) = &r {
+            if let Some(d) = self.peer_down() {
+                return Err(d.error(self.rank));
+            }
         }
         r
     }

@@ -68,7 +68,13 @@ pub(crate) struct Group {
     /// The ranks of this process that left the group, in the order they
     /// did: failed (an error or a panic) or exited.
     down: Mutex<Vec<Down>>,
+    /// Per rank of this process: what ends its device waits on the ranks
+    /// whose bits it is given (see [`Group::on_down`]).
+    stoppers: Mutex<Vec<(usize, Stopper)>>,
 }
+
+/// What ends a rank's device waits on the ranks whose bits it is given.
+pub(crate) type Stopper = Arc<dyn Fn(u32) + Send + Sync>;
 
 /// Why a rank left its group: the group's operations can no longer
 /// complete. Kept by every process's group state and in the group's store
@@ -84,6 +90,17 @@ pub(crate) struct Down {
 }
 
 impl Down {
+    /// The ranks whose device waits its peers must end: every one after a
+    /// failure (the group is broken, and a peer stopped by it may never
+    /// send what a third rank waits for), only its own after an exit.
+    pub(crate) fn stopped_ranks(&self) -> u32 {
+        if self.failed {
+            u32::MAX
+        } else {
+            1 << self.rank
+        }
+    }
+
     /// The error a peer `rank` gets for a group operation that this
     /// departure keeps from completing.
     pub(crate) fn error(&self, rank: usize) -> Error {
@@ -106,12 +123,35 @@ impl Group {
             if let Some(s) = self.status.get(d.rank) {
                 s.store(FINISHED, Ordering::Release);
             }
-            down.push(d);
+            down.push(d.clone());
             self.any_down.store(true, Ordering::Release);
             // Wakes the hang check of peers' launches.
             self.progress.fetch_add(1, Ordering::Release);
         }
+        drop(down);
+        if first {
+            let stoppers: Vec<Stopper> = self
+                .stoppers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|(r, _)| *r != d.rank)
+                .map(|(_, s)| s.clone())
+                .collect();
+            for stop in stoppers {
+                stop(d.stopped_ranks());
+            }
+        }
         first
+    }
+
+    /// Registers what ends `rank`'s device waits when a peer leaves (a
+    /// GPU rank's [`abort_waits`](crate::backend::Backend::abort_waits)).
+    pub(crate) fn on_down(&self, rank: usize, stop: Stopper) {
+        self.stoppers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((rank, stop));
     }
 
     /// The first rank other than `me` that failed, or else the first that
