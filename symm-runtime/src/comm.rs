@@ -75,6 +75,10 @@ impl CommOptions {
 
 /// State shared by every handle to one rank (clones and stream variants).
 struct RankState {
+    /// Tells the group when this rank leaves it (see [`Departure`]). First,
+    /// so it drops first: freeing the rank's memory (its extensions) may
+    /// wait on kernels of peers that wait on this rank.
+    departure: Departure,
     /// See [`Comm::extension`].
     extensions: Mutex<HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
     /// Held by whoever makes an extension of the type.
@@ -86,8 +90,6 @@ struct RankState {
     splits: AtomicU64,
     /// Which ranks of the group share a device.
     placement: Placement,
-    /// Tells the group when this rank leaves it (see [`Departure`]).
-    departure: Departure,
 }
 
 /// One rank of a group: its rank, the world size, its device and stream, and
