@@ -148,18 +148,6 @@ enum Pending {
 /// error that names the victim. Returns the slowest peer's time.
 fn fail_fast(world: usize, death: Death, pending: Pending) -> Option<Duration> {
     let r = ranks(world)?;
-    if matches!((death, pending), (Death::Exit, Pending::Kernel)) && targets::on_gpu() {
-        // Measured on one H200 shared by every rank: the exiting rank's
-        // teardown waits for its peers' kernels (which wait for it) before
-        // its departure is recorded, so they end only at the kernel
-        // timeout. Open: record an exit before the rank's memory is freed.
-        eprintln!(
-            "SKIPPED: world={world}: an exited rank's peers' GPU kernels end only at the \
-             kernel timeout (the exit is recorded after the rank's teardown, which waits \
-             for them)"
-        );
-        return None;
-    }
     let n = 1024;
     let victim = world - 1;
     let left: Mutex<Option<Instant>> = Mutex::new(None);
