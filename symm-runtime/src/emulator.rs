@@ -674,11 +674,31 @@ fn run_window(
                 // A peer that exited ends a blocked launch as soon as the
                 // group settles (what it sent before it left has been
                 // taken by now), not after the stall.
+                // The report names what each blocked thread waits for, as
+                // a hang's does, and says which rank left.
                 let down = launch.group.peer_down(launch.rank as usize);
                 if let Some(d) = &down {
                     if settled && idle >= DOWN_STALL {
                         if suspect {
-                            return Err(asserted.unwrap_or_else(|| d.error(launch.rank as usize)));
+                            return Err(asserted.unwrap_or_else(|| {
+                                match hang(launch, &threads, &state, now - last_progress) {
+                                    Error::KernelHang {
+                                        kernel,
+                                        rank,
+                                        stalled,
+                                        report,
+                                    } => Error::KernelHang {
+                                        kernel,
+                                        rank,
+                                        stalled,
+                                        report: format!(
+                                            "{report}\n  (rank {} {})",
+                                            d.rank, d.cause
+                                        ),
+                                    },
+                                    other => other,
+                                }
+                            }));
                         }
                         suspect = true;
                         continue;

@@ -163,6 +163,10 @@ impl Path {
 
 /// Element types the all-reduce supports.
 pub trait AllReduceElem: symm::dsl::Scalar {
+    /// The element type's code in a call's identity (see `ELEM_NAMES`).
+    #[doc(hidden)]
+    const __CODE: u64;
+
     /// The largest grid of `path`'s kernel with `threads` per block that
     /// `comm` may launch ([`symm::Comm::co_resident_blocks`]); `None` for any.
     #[doc(hidden)]
@@ -211,8 +215,10 @@ macro_rules! by_world {
 }
 
 macro_rules! elem {
-    ($($t:ty => $v:literal, $p:literal),*) => {$(
+    ($($t:ty => $v:literal, $p:literal, $code:literal),*) => {$(
         impl AllReduceElem for $t {
+            const __CODE: u64 = $code;
+
             fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>> {
                 match path {
                     Path::Ll => by_world!(comm, one_shot_ll::co_resident_grid_unchecked::<$t, $p>(comm, threads, 0)),
@@ -259,7 +265,7 @@ macro_rules! elem {
         }
     )*};
 }
-elem!(f32 => 4, 1, bf16 => 8, 2, f16 => 8, 2, f8e4m3 => 16, 4, f8e5m2 => 16, 4);
+elem!(f32 => 4, 1, 1, bf16 => 8, 2, 2, f16 => 8, 2, 3, f8e4m3 => 16, 4, 4, f8e5m2 => 16, 4, 5);
 
 /// The grid the barrier kernels use for `n` elements of `T`: one 16-byte
 /// vector per thread (measured faster than four: more SMs issue loads),
@@ -391,7 +397,7 @@ fn reduce<T: AllReduceElem>(
     // kernel): ranks that are in different calls fail here, all alike,
     // instead of summing each other's wrong data.
     let identity = Identity {
-        elem: elem_code::<T>(),
+        elem: T::__CODE,
         n: n as u64,
         path: chosen as u64,
         alloc: input.alloc_id(),
@@ -465,7 +471,7 @@ impl Identity {
     }
 }
 
-/// Element types by the code [`Identity`] carries.
+/// Element types by the code [`Identity`] carries (`AllReduceElem::__CODE`).
 const ELEM_NAMES: [(u64, &str); 5] = [
     (1, "f32"),
     (2, "bf16"),
@@ -474,19 +480,19 @@ const ELEM_NAMES: [(u64, &str); 5] = [
     (5, "f8e5m2"),
 ];
 
-fn elem_code<T: AllReduceElem>() -> u64 {
-    let name = std::any::type_name::<T>();
-    ELEM_NAMES
-        .iter()
-        .find(|(_, n)| name.ends_with(n))
-        .map_or(0, |(c, _)| *c)
-}
-
 /// The all-reduce's state on a rank: its channel, and the call identities
 /// its group has agreed on.
 struct AllReduceState {
     ch: u32,
-    agreed: std::sync::Mutex<std::collections::HashSet<Identity>>,
+    agreed: std::sync::Mutex<Agreed>,
+}
+
+/// The identities a rank's group agreed on, and the last one checked (most
+/// loops repeat one call, or a few: a compare before the hash).
+#[derive(Default)]
+struct Agreed {
+    last: Option<Identity>,
+    all: std::collections::HashSet<Identity>,
 }
 
 /// Identities a rank remembers as agreed; past this many it forgets them
@@ -499,13 +505,12 @@ impl AllReduceState {
     /// the group's store (with this rank's local `problem`, so a bad
     /// argument on one rank is the same error on all), then a hash lookup.
     fn agree(&self, comm: &Comm, id: Identity, problem: Option<&symm::Error>) -> Result<()> {
-        let known = self
-            .agreed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&id);
-        if known {
-            return Ok(());
+        {
+            let mut agreed = self.agreed.lock().unwrap_or_else(|p| p.into_inner());
+            if agreed.last == Some(id) || agreed.all.contains(&id) {
+                agreed.last = Some(id);
+                return Ok(());
+            }
         }
         crate::collectives::agree_call(
             comm,
@@ -515,10 +520,11 @@ impl AllReduceState {
             Identity::describe,
         )?;
         let mut agreed = self.agreed.lock().unwrap_or_else(|p| p.into_inner());
-        if agreed.len() >= MAX_AGREED {
-            agreed.clear();
+        if agreed.all.len() >= MAX_AGREED {
+            agreed.all.clear();
         }
-        agreed.insert(id);
+        agreed.all.insert(id);
+        agreed.last = Some(id);
         Ok(())
     }
 }
