@@ -484,10 +484,6 @@ pub(crate) fn run(
     // (Before `InLaunch`, so that whoever sees this rank in its launch also
     // sees the progress.)
     launch.group.progress.fetch_add(1, Ordering::Release);
-    // A group whose rank failed can complete no operation: say so at once.
-    if let Some(d) = launch.group.peer_failed(rank) {
-        return Err(d.error(rank));
-    }
     let _in_launch = InLaunch::new(&launch.group, launch.rank as usize);
     let blocks = grid.iter().product::<u32>();
     let per_block = block.iter().product::<u32>();
@@ -576,12 +572,18 @@ fn run_window(
     // thread is done, or the group has settled with nothing left to run
     // (`ASSERT_SETTLE`), or where a hang would be.
     let mut asserted: Option<Error> = None;
+    let mut first_round = true;
     loop {
-        // A failed peer breaks the group: no wait of this launch is worth
-        // another round (one atomic load while none has failed).
-        if let Some(d) = launch.group.peer_failed(launch.rank as usize) {
-            return Err(asserted.unwrap_or_else(|| d.error(launch.rank as usize)));
+        // A failed peer breaks the group: the launch ends after its first
+        // round (one atomic load a round while none has failed). Not
+        // before it: a kernel that fails on its own (the same bad input on
+        // every rank) reports its own failure.
+        if !first_round {
+            if let Some(d) = launch.group.peer_failed(launch.rank as usize) {
+                return Err(asserted.unwrap_or_else(|| d.error(launch.rank as usize)));
+            }
         }
+        first_round = false;
         let mut progressed = false;
         for i in 0..threads.len() {
             let input = match state[i] {

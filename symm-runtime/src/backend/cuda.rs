@@ -546,11 +546,6 @@ impl Backend for CudaBackend {
         params: &mut [[u8; 8]],
         ctx: &LaunchCtx<'_>,
     ) -> Result<()> {
-        // A group whose rank failed can complete no operation: say so at
-        // once (one atomic load while none has).
-        if let Some(d) = ctx.group.state.peer_failed(ctx.rank) {
-            return Err(d.error(ctx.rank));
-        }
         let f = self.dsl_function(kernel)?;
         // Only kernels that can wait on peers, and only where ranks share a
         // GPU, must fit beside the other ranks' kernels.
