@@ -229,6 +229,22 @@ pub(crate) trait Backend: Send + Sync {
     /// Waits for all enqueued work and reports any recorded failure (a
     /// timeout, on the emulator too).
     fn synchronize(&self) -> Result<()>;
+    /// [`synchronize`](Self::synchronize), and meanwhile, every
+    /// [`WATCH_EVERY`] while it waits, asks `watch` whether ranks left
+    /// the group: for the ranks whose bits it returns, the waits of this
+    /// rank's kernels end ([`abort_waits`](Self::abort_waits)). For ranks
+    /// in other processes, whose departure only the store tells.
+    fn synchronize_watching(&self, watch: &dyn Fn() -> Option<u32>) -> Result<()> {
+        let _ = watch;
+        self.synchronize()
+    }
+    /// Ends the device waits of this rank's kernels on every rank whose bit
+    /// is set in `ranks` (they record [`Error::PeerFailed`]), now and in
+    /// later kernels: those ranks left the group. Nothing on the emulator,
+    /// whose waits see the group's record themselves.
+    fn abort_waits(&self, ranks: u32) {
+        let _ = ranks;
+    }
     /// Free and total memory of the device, in bytes.
     fn mem_info(&self) -> Result<(usize, usize)>;
     /// The device this rank runs on, if it is a GPU (see
@@ -288,6 +304,9 @@ pub(crate) trait Backend: Send + Sync {
         params: &mut [[u8; 8]],
     ) -> Result<()>;
 }
+
+/// How often [`Backend::synchronize_watching`] asks whether ranks left.
+pub(crate) const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A loaded CUDA C kernel of one device (see [`Backend::raw_function`]).
 pub(crate) struct RawFunction {

@@ -75,6 +75,10 @@ impl CommOptions {
 
 /// State shared by every handle to one rank (clones and stream variants).
 struct RankState {
+    /// Tells the group when this rank leaves it (see [`Departure`]). First,
+    /// so it drops first: freeing the rank's memory (its extensions) may
+    /// wait on kernels of peers that wait on this rank.
+    departure: Departure,
     /// See [`Comm::extension`].
     extensions: Mutex<HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
     /// Held by whoever makes an extension of the type.
@@ -94,7 +98,11 @@ struct RankState {
 pub struct Comm {
     rank: usize,
     world_size: usize,
+    /// The group's store as [`Comm::store`] hands it out: its waits also
+    /// fail when a rank of the group fails or exits ([`Watched`]).
     store: Arc<dyn Store>,
+    /// The store itself (what the emulator's group state is keyed by).
+    raw_store: Arc<dyn Store>,
     options: Arc<CommOptions>,
     pub(crate) backend: Arc<dyn Backend>,
     state: Arc<RankState>,
@@ -186,10 +194,33 @@ impl Comm {
         }
         .with_min_share(min_share);
         let group = crate::emulator::GroupKey::of(&store, prefix);
+        let watched: Arc<dyn Store> = Arc::new(Watched {
+            inner: store.clone(),
+            group: group.clone(),
+            rank,
+            world: world_size,
+        });
+        // A peer of this process that leaves ends this rank's device waits
+        // on it at once (held weakly: the group state outlives the rank).
+        let weak = Arc::downgrade(&backend);
+        group.state.on_down(
+            rank,
+            Arc::new(move |ranks| {
+                if let Some(b) = weak.upgrade() {
+                    b.abort_waits(ranks);
+                }
+            }),
+        );
+        let departure = Departure {
+            store: store.clone(),
+            group: group.clone(),
+            rank,
+        };
         Ok(Comm {
             rank,
             world_size,
-            store,
+            store: watched,
+            raw_store: store,
             options: Arc::new(options),
             backend,
             state: Arc::new(RankState {
@@ -199,6 +230,7 @@ impl Comm {
                 kernel_failed: AtomicBool::new(false),
                 splits: AtomicU64::new(0),
                 placement,
+                departure,
             }),
             group,
         })
@@ -225,10 +257,7 @@ impl Comm {
     /// the other subgroups' ranks on that device fit together.
     pub fn split(&self, color: Option<u32>, key: u32) -> Result<Option<Comm>> {
         let n = self.state.splits.fetch_add(1, Ordering::Relaxed);
-        let store_err = |source| Error::Store {
-            rank: self.rank,
-            source,
-        };
+        let store_err = |source| self.store_error(source);
         let entry = |r: usize| self.store_key(&format!("split/{n}/{r}"));
         let mine = match color {
             Some(c) => format!("{c} {key}"),
@@ -277,7 +306,7 @@ impl Comm {
         Comm::sharing_devices(
             rank,
             members.len(),
-            self.store.clone(),
+            self.raw_store.clone(),
             options,
             self.backend.fork()?,
             self.max_ranks_on_device(),
@@ -386,9 +415,44 @@ impl Comm {
         self.backend.label()
     }
 
-    /// The group's store.
+    /// The group's store. Its waits also end, with an error naming the
+    /// rank, as soon as a rank of the group fails or exits (see
+    /// [`abort`](Self::abort)).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Tells every rank of the group that this one has failed with `cause`
+    /// (its error): their pending and later group operations fail fast
+    /// ([`Error::PeerFailed`]) instead of waiting for it until a timeout.
+    /// [`run`](crate::run) does this for a rank that returns an error or
+    /// panics, and a rank's `Comm` says it exited when its last handle
+    /// drops (panicked, when dropped by a panic). The first word a rank
+    /// says stands. Best effort: a store that cannot take the record leaves
+    /// the peers to their timeouts.
+    pub fn abort(&self, cause: &dyn fmt::Display) {
+        self.state
+            .departure
+            .record(true, format!("failed: {}", clip(&cause.to_string())));
+    }
+
+    /// The error of this rank's failed store operation `source`:
+    /// [`Error::PeerFailed`] when a rank of the group has left (what the
+    /// store waited for will never come), else [`Error::Store`].
+    pub fn store_error(&self, source: crate::store::StoreError) -> Error {
+        match self.peer_down() {
+            Some(d) => d.error(self.rank),
+            None => Error::Store {
+                rank: self.rank,
+                source,
+            },
+        }
+    }
+
+    /// Why this rank's group operations cannot complete: a peer that
+    /// failed or exited, if any.
+    pub(crate) fn peer_down(&self) -> Option<crate::emulator::Down> {
+        peer_down(&*self.raw_store, &self.group, self.rank, self.world_size)
     }
 
     /// The group's options.
@@ -417,7 +481,10 @@ impl Comm {
     /// the first failure a kernel recorded since the last call (a signal
     /// timeout, an index out of bounds, a failed `kernel_assert!`).
     pub fn synchronize(&self) -> Result<()> {
-        self.note_kernel_result(self.backend.synchronize())
+        let r = self
+            .backend
+            .synchronize_watching(&|| self.peer_down().map(|d| d.stopped_ranks()));
+        self.note_kernel_result(r)
     }
 
     /// Whether a kernel of this rank has reported a failure (a timeout in
@@ -438,10 +505,18 @@ impl Comm {
             Error::SignalTimeout { .. }
             | Error::KernelFault { .. }
             | Error::KernelAssert { .. }
-            | Error::KernelHang { .. },
+            | Error::KernelHang { .. }
+            | Error::PeerFailed { .. },
         ) = &r
         {
             self.state.kernel_failed.store(true, Ordering::Release);
+        }
+        // A wait the host stopped knows only whom it waited on: the
+        // group's record says why that rank (or the first to fail) left.
+        if let Err(Error::PeerFailed { .. }) = &r {
+            if let Some(d) = self.peer_down() {
+                return Err(d.error(self.rank));
+            }
         }
         r
     }
@@ -515,6 +590,152 @@ impl Comm {
         Error::InvalidArgument {
             rank: self.rank,
             message: message.into(),
+        }
+    }
+}
+
+/// Store keys of the group's departures (see [`Departure`]): a counter
+/// that says whether there are any, and one record per rank.
+fn down_count_key(prefix: &str) -> String {
+    format!("{prefix}/down")
+}
+
+fn down_key(prefix: &str, rank: usize) -> String {
+    format!("{prefix}/down/{rank}")
+}
+
+/// The longest cause a departure record keeps: errors stay O(world) long.
+const MAX_CAUSE: usize = 240;
+
+/// `s` cut to [`MAX_CAUSE`] bytes (on a character boundary).
+fn clip(s: &str) -> String {
+    if s.len() <= MAX_CAUSE {
+        return s.to_string();
+    }
+    let mut end = MAX_CAUSE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A rank's word to its group that it has left: kept in this process's
+/// group state (the same for every rank of the group in the process), and
+/// in the group's store for ranks in other processes. Said once, by
+/// [`Comm::abort`] or when the rank's state drops.
+struct Departure {
+    store: Arc<dyn Store>,
+    group: crate::emulator::GroupKey,
+    rank: usize,
+}
+
+impl Departure {
+    fn record(&self, failed: bool, cause: String) {
+        let d = crate::emulator::Down {
+            rank: self.rank,
+            failed,
+            cause,
+        };
+        if !self.group.state.record_down(d.clone()) {
+            return;
+        }
+        let prefix = &self.group.prefix;
+        let mut v = vec![u8::from(failed)];
+        v.extend_from_slice(d.cause.as_bytes());
+        // Best effort: a broken store cannot carry the word, and the peers
+        // then meet their timeouts.
+        if self.store.set(&down_key(prefix, self.rank), &v).is_ok() {
+            let _ = self.store.add(&down_count_key(prefix), 1);
+        }
+    }
+}
+
+impl Drop for Departure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.record(true, "panicked".into());
+        } else {
+            self.record(false, "exited (its Comm was dropped)".into());
+        }
+    }
+}
+
+/// Why `me`'s group operations cannot complete: the first peer that
+/// failed, else the first that exited, in this process's record or else
+/// in the store's (one read while nobody has left).
+fn peer_down(
+    store: &dyn Store,
+    group: &crate::emulator::GroupKey,
+    me: usize,
+    world: usize,
+) -> Option<crate::emulator::Down> {
+    if let Some(d) = group.state.peer_down(me) {
+        return Some(d);
+    }
+    store.try_get(&down_count_key(&group.prefix)).ok()??;
+    let mut exited = None;
+    for r in (0..world).filter(|&r| r != me) {
+        let Ok(Some(v)) = store.try_get(&down_key(&group.prefix, r)) else {
+            continue;
+        };
+        let d = crate::emulator::Down {
+            rank: r,
+            failed: v.first() == Some(&1),
+            cause: String::from_utf8_lossy(v.get(1..).unwrap_or_default()).into_owned(),
+        };
+        if d.failed {
+            return Some(d);
+        }
+        exited.get_or_insert(d);
+    }
+    exited
+}
+
+/// The group's store as its ranks use it: a wait also ends, at most
+/// [`WATCH_SLICE`] after it happens, when a rank of the group has failed
+/// or exited ([`StoreError::Unavailable`](crate::store::StoreError::Unavailable),
+/// naming the rank and its cause), instead of at its timeout.
+struct Watched {
+    inner: Arc<dyn Store>,
+    group: crate::emulator::GroupKey,
+    rank: usize,
+    world: usize,
+}
+
+/// How often a store wait looks for departed ranks.
+const WATCH_SLICE: Duration = Duration::from_millis(20);
+
+impl Store for Watched {
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), crate::store::StoreError> {
+        self.inner.set(key, value)
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, crate::store::StoreError> {
+        self.inner.try_get(key)
+    }
+
+    fn add(&self, key: &str, delta: i64) -> Result<i64, crate::store::StoreError> {
+        self.inner.add(key, delta)
+    }
+
+    fn wait(&self, keys: &[String], timeout: Duration) -> Result<(), crate::store::StoreError> {
+        let start = std::time::Instant::now();
+        loop {
+            let left = timeout.saturating_sub(start.elapsed());
+            match self.inner.wait(keys, left.min(WATCH_SLICE)) {
+                Err(crate::store::StoreError::Timeout { missing, .. }) => {
+                    if let Some(d) = peer_down(&*self.inner, &self.group, self.rank, self.world) {
+                        return Err(crate::store::StoreError::Unavailable(format!(
+                            "rank {} {}, so the keys it would set never come",
+                            d.rank, d.cause
+                        )));
+                    }
+                    if left <= WATCH_SLICE {
+                        return Err(crate::store::StoreError::Timeout { timeout, missing });
+                    }
+                }
+                r => return r,
+            }
         }
     }
 }

@@ -76,6 +76,9 @@ pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
     );
     v.push(("SYMM_KIND_OUT_OF_BOUNDS", u64::from(OUT_OF_BOUNDS_KIND)));
     v.push(("SYMM_KIND_ASSERT", u64::from(ASSERT_KIND)));
+    v.push(("SYMM_KIND_ABORTED", u64::from(crate::status::ABORTED_KIND)));
+    v.push(("SYMM_ABORT_WORD", crate::status::ABORT_WORD as u64));
+    v.push(("SYMM_ABORT_POLL_NS", crate::status::ABORT_POLL_NS));
     v
 }
 
@@ -176,6 +179,9 @@ mod tests {
                 u64::from(crate::status::OUT_OF_BOUNDS_KIND),
             ),
             ("SYMM_KIND_ASSERT", u64::from(crate::status::ASSERT_KIND)),
+            ("SYMM_KIND_ABORTED", u64::from(crate::status::ABORTED_KIND)),
+            ("SYMM_ABORT_WORD", crate::status::ABORT_WORD as u64),
+            ("SYMM_ABORT_POLL_NS", crate::status::ABORT_POLL_NS),
         ];
         let defined = numeric_defines(&DSL_SUPPORT);
         for (name, value) in &want {

@@ -18,7 +18,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, Location};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -63,6 +63,10 @@ const PREEMPT_EVERY: u32 = 32;
 /// something a peer waits for has run.
 const ASSERT_SETTLE: Duration = Duration::from_millis(20);
 
+/// How long a launch blocked with an exited peer waits, once the group has
+/// settled, before it fails (instead of [`stall`]).
+const DOWN_STALL: Duration = Duration::from_millis(30);
+
 /// What the emulator knows of one group of ranks. Per group, so that
 /// unrelated emulations in the same process (concurrent tests) cannot hide
 /// a deadlock.
@@ -75,6 +79,114 @@ pub(crate) struct Group {
     /// Per rank: one more than the `progress` count at which the rank last
     /// resumed every thread of its launch and none progressed (0: never).
     quiet: [AtomicU64; MAX_WORLD_SIZE],
+    /// Whether `down` holds any record (read on every check, without the
+    /// lock).
+    any_down: AtomicBool,
+    /// The ranks of this process that left the group, in the order they
+    /// did: failed (an error or a panic) or exited.
+    down: Mutex<Vec<Down>>,
+    /// Per rank of this process: what ends its device waits on the ranks
+    /// whose bits it is given (see [`Group::on_down`]).
+    stoppers: Mutex<Vec<(usize, Stopper)>>,
+}
+
+/// What ends a rank's device waits on the ranks whose bits it is given.
+pub(crate) type Stopper = Arc<dyn Fn(u32) + Send + Sync>;
+
+/// Why a rank left its group: the group's operations can no longer
+/// complete. Kept by every process's group state and in the group's store
+/// ([`crate::comm`]), so that peers' waits fail fast naming it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Down {
+    /// The rank.
+    pub(crate) rank: usize,
+    /// True for a failure (an error or a panic), false for an exit.
+    pub(crate) failed: bool,
+    /// What happened, said after the rank's number ("failed: …").
+    pub(crate) cause: String,
+}
+
+impl Down {
+    /// The ranks whose device waits its peers must end: every one after a
+    /// failure (the group is broken, and a peer stopped by it may never
+    /// send what a third rank waits for), only its own after an exit.
+    pub(crate) fn stopped_ranks(&self) -> u32 {
+        if self.failed {
+            u32::MAX
+        } else {
+            1 << self.rank
+        }
+    }
+
+    /// The error a peer `rank` gets for a group operation that this
+    /// departure keeps from completing.
+    pub(crate) fn error(&self, rank: usize) -> Error {
+        Error::PeerFailed {
+            rank,
+            peer: self.rank,
+            cause: self.cause.clone(),
+        }
+    }
+}
+
+impl Group {
+    /// Records that `d.rank` left the group (the first record of a rank
+    /// stands): its peers' blocked waits and later group operations fail.
+    /// False when the rank had a record already.
+    pub(crate) fn record_down(&self, d: Down) -> bool {
+        let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        let first = down.iter().all(|x| x.rank != d.rank);
+        if first {
+            if let Some(s) = self.status.get(d.rank) {
+                s.store(FINISHED, Ordering::Release);
+            }
+            down.push(d.clone());
+            self.any_down.store(true, Ordering::Release);
+            // Wakes the hang check of peers' launches.
+            self.progress.fetch_add(1, Ordering::Release);
+        }
+        drop(down);
+        if first {
+            let stoppers: Vec<Stopper> = self
+                .stoppers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|(r, _)| *r != d.rank)
+                .map(|(_, s)| s.clone())
+                .collect();
+            for stop in stoppers {
+                stop(d.stopped_ranks());
+            }
+        }
+        first
+    }
+
+    /// Registers what ends `rank`'s device waits when a peer leaves (a
+    /// GPU rank's [`abort_waits`](crate::backend::Backend::abort_waits)).
+    pub(crate) fn on_down(&self, rank: usize, stop: Stopper) {
+        self.stoppers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((rank, stop));
+    }
+
+    /// The first rank other than `me` that failed, or else the first that
+    /// exited, if any has: why `me`'s group operations cannot complete.
+    pub(crate) fn peer_down(&self, me: usize) -> Option<Down> {
+        if !self.any_down.load(Ordering::Acquire) {
+            return None;
+        }
+        let down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        let mut peers = down.iter().filter(|d| d.rank != me);
+        let first = peers.clone().next().cloned();
+        peers.find(|d| d.failed).cloned().or(first)
+    }
+
+    /// The first rank other than `me` that failed (not one that exited).
+    pub(crate) fn peer_failed(&self, me: usize) -> Option<Down> {
+        self.peer_down(me).filter(|d| d.failed)
+    }
 }
 
 const ON_HOST: u8 = 0;
@@ -477,7 +589,18 @@ fn run_window(
     // thread is done, or the group has settled with nothing left to run
     // (`ASSERT_SETTLE`), or where a hang would be.
     let mut asserted: Option<Error> = None;
+    let mut first_round = true;
     loop {
+        // A failed peer breaks the group: the launch ends after its first
+        // round (one atomic load a round while none has failed). Not
+        // before it: a kernel that fails on its own (the same bad input on
+        // every rank) reports its own failure.
+        if !first_round {
+            if let Some(d) = launch.group.peer_failed(launch.rank as usize) {
+                return Err(asserted.unwrap_or_else(|| d.error(launch.rank as usize)));
+            }
+        }
+        first_round = false;
         let mut progressed = false;
         for i in 0..threads.len() {
             let input = match state[i] {
@@ -565,6 +688,39 @@ fn run_window(
                 if settled && idle >= ASSERT_SETTLE {
                     if let Some(e) = asserted {
                         return Err(e);
+                    }
+                }
+                // A peer that exited ends a blocked launch as soon as the
+                // group settles (what it sent before it left has been
+                // taken by now), not after the stall.
+                // The report names what each blocked thread waits for, as
+                // a hang's does, and says which rank left.
+                let down = launch.group.peer_down(launch.rank as usize);
+                if let Some(d) = &down {
+                    if settled && idle >= DOWN_STALL {
+                        if suspect {
+                            return Err(asserted.unwrap_or_else(|| {
+                                match hang(launch, &threads, &state, now - last_progress) {
+                                    Error::KernelHang {
+                                        kernel,
+                                        rank,
+                                        stalled,
+                                        report,
+                                    } => Error::KernelHang {
+                                        kernel,
+                                        rank,
+                                        stalled,
+                                        report: format!(
+                                            "{report}\n  (rank {} {})",
+                                            d.rank, d.cause
+                                        ),
+                                    },
+                                    other => other,
+                                }
+                            }));
+                        }
+                        suspect = true;
+                        continue;
                     }
                 }
                 if idle >= stall && (settled || idle >= Duration::from_nanos(launch.timeout_ns)) {

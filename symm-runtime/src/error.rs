@@ -200,6 +200,18 @@ pub enum Error {
     #[error(transparent)]
     WorldSize(#[from] crate::layout::WorldSizeError),
 
+    /// Another rank of the group failed (returned an error, panicked) or
+    /// left it (exited), so this rank's group operation cannot complete.
+    #[error("rank {rank}: rank {peer} {cause}; this group can no longer complete an operation")]
+    PeerFailed {
+        /// Rank that saw it.
+        rank: usize,
+        /// The rank that failed or left.
+        peer: usize,
+        /// What happened to it ("failed: …", "panicked", "exited").
+        cause: String,
+    },
+
     /// A rank's closure panicked inside [`crate::run_local`] or [`crate::run`].
     #[error("rank {rank} panicked: {message}")]
     RankPanicked {

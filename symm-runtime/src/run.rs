@@ -152,10 +152,12 @@ impl std::error::Error for RunError {}
 /// Runs `f` once per rank, one thread per rank, and joins them all.
 ///
 /// Returns every rank's result in rank order, or every failed rank's error
-/// (a panic is reported as [`Error::RankPanicked`]). A rank that fails early
-/// does not hang the others: their collectives (or, for a GPU rank that
-/// fails before its `Comm` exists, their joining the group) time out naming
-/// it. GPU ranks first wait for each other's device setup (which takes
+/// (a panic is reported as [`Error::RankPanicked`]). A rank that fails
+/// (returns an error or panics) or returns early does not hang the others:
+/// its error reaches them at once ([`Comm::abort`]), and their pending and
+/// later group operations fail with [`Error::PeerFailed`] naming it (a GPU
+/// rank that fails before its `Comm` exists: their joining the group times
+/// out naming it). GPU ranks first wait for each other's device setup (which takes
 /// turns in one process), so that `CommOptions::timeout` counts from when
 /// every device is ready, not from the first. `Ranks::Cuda` may list a GPU more than once: those ranks share it
 /// (see [`prepare_shared_gpus`](crate::prepare_shared_gpus) and the book's
@@ -207,7 +209,29 @@ where
                         let _finished = matches!(ranks, Ranks::Emulator(_)).then(|| {
                             crate::emulator::FinishGuard(comm.group_key().state.clone(), rank)
                         });
-                        f(&comm)
+                        // A rank that fails tells its peers at once, so
+                        // their waits end now and not at their timeouts
+                        // (unless a peer left first: then its error is
+                        // likely this one's cause, and the peer's word
+                        // stands).
+                        let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            f(&comm)
+                        })) {
+                            Ok(r) => r,
+                            Err(panic) => {
+                                if comm.peer_down().is_none() {
+                                    let msg = panic_message(&*panic);
+                                    comm.abort(&format_args!("panicked: {msg}"));
+                                }
+                                std::panic::resume_unwind(panic)
+                            }
+                        };
+                        if let Err(e) = &r {
+                            if comm.peer_down().is_none() {
+                                comm.abort(e);
+                            }
+                        }
+                        r
                     });
                 if spawned.is_err() && matches!(ranks, Ranks::Cuda(_)) {
                     // Its thread will never arrive: the others need not wait

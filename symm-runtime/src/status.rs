@@ -77,6 +77,19 @@ pub(crate) const OUT_OF_BOUNDS_KIND: u32 = 16;
 /// device).
 pub(crate) const ASSERT_KIND: u32 = 17;
 
+/// The record kind of a wait that the host stopped because the peer it
+/// waited on left the group (`SYMM_KIND_ABORTED` on the device).
+pub(crate) const ABORTED_KIND: u32 = 18;
+
+/// The status record's abort word (`SYMM_ABORT_WORD`): bit `r` set by the
+/// host stops this stream's kernels' waits on rank `r` (every bit, when a
+/// rank of the group failed). No record writes it.
+pub(crate) const ABORT_WORD: usize = STATUS_WORDS - 1;
+
+/// How long a device wait spins before it reads the abort word
+/// (`SYMM_ABORT_POLL_NS`): a wait that ends sooner never loads it.
+pub(crate) const ABORT_POLL_NS: u64 = 100_000;
+
 /// The status record a timed-out kernel leaves behind.
 ///
 /// Word layout: `[flag, kind, rank, block, peer, channel, thread, timeout_ms]`
@@ -229,6 +242,14 @@ pub(crate) enum DeviceRecord {
     OutOfBounds(OutOfBounds),
     /// A `kernel_assert!` failed.
     Assert(AssertFailed),
+    /// The host stopped a wait of `rank` on `peer`, which left the group
+    /// (see [`ABORT_WORD`]).
+    Aborted {
+        /// The rank whose wait stopped.
+        rank: usize,
+        /// The peer it waited on.
+        peer: usize,
+    },
 }
 
 impl DeviceRecord {
@@ -250,6 +271,12 @@ impl DeviceRecord {
                 len: wide(10),
                 negative: w[12] != 0,
             }));
+        }
+        if w[1] == ABORTED_KIND {
+            return Some(DeviceRecord::Aborted {
+                rank: w[2] as usize,
+                peer: w[4] as usize,
+            });
         }
         if w[1] == ASSERT_KIND {
             return Some(DeviceRecord::Assert(AssertFailed {
@@ -279,6 +306,11 @@ impl DeviceRecord {
             DeviceRecord::Timeout(r) => r.into_error(),
             DeviceRecord::OutOfBounds(r) => r.into_error(),
             DeviceRecord::Assert(r) => r.into_error(),
+            DeviceRecord::Aborted { rank, peer } => crate::Error::PeerFailed {
+                rank,
+                peer,
+                cause: "left the group (this rank's waits on it were stopped)".into(),
+            },
         }
     }
 }

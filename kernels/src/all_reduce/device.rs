@@ -195,7 +195,9 @@ pub fn ll_words<T: Scalar, const P: usize>(src: Remote<T>, g: u32, n: u32) -> [u
 /// may be this rank's own `input` (peers never read it). Launch with the
 /// same grid every call on one `stage` (its per-block epochs must stay in
 /// step): the built-in uses [`super::LL_BLOCKS`] × [`super::THREADS`], and
-/// a smaller grid with its own stage for the smallest messages.
+/// a smaller grid with its own stage for the smallest messages. `sig` is
+/// the call's identity digest (the same on every rank of one call, top bit
+/// set): a peer in a different call is never summed.
 // ANCHOR: ll
 #[symm_kernel]
 pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
@@ -205,6 +207,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     n: u32,
     cap: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
@@ -235,7 +238,15 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // call's `pairs`: with a size-dependent stride, a call's region could
     // overlap the other parity's region that a slow peer is still reading.
     let parity = epoch & 1;
-    let tag = (epoch as u64) << 32;
+    // The call's identity rides in the tag: the epoch with the top 12 bits
+    // of `sig` (whose top bit is set) folded in. A peer in another call
+    // (another buffer, size or kernel) sends tags this call never takes,
+    // so its data is never summed (the wait reports it instead), at one
+    // XOR. The epoch stays whole: packets of one identity alias only after
+    // 2^32 calls, as before, those of two only 2^20 apart, and no tag is 0
+    // (zeroed staging) below 2^31 calls.
+    let want = epoch ^ (sig & 0xFFF0_0000u32);
+    let tag = (want as u64) << 32;
     let mut g = first;
     while g < pairs {
         let pkt: [u64; 2] = [tag | (words[0] as u64), tag | (words[1] as u64)];
@@ -253,7 +264,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     let mut q = first;
     while q < pairs {
         let got: [[u64; 2]; 8] =
-            mine.gather_tagged2((parity * world * cap + q) * 2, cap * 2, ranks, epoch);
+            mine.gather_tagged2((parity * world * cap + q) * 2, cap * 2, ranks, want);
         let mut lo: [f32; P] = [0.0f32; P];
         let mut hi: [f32; P] = [0.0f32; P];
         for r in 0..8u32 {

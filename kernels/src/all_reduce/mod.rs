@@ -163,6 +163,10 @@ impl Path {
 
 /// Element types the all-reduce supports.
 pub trait AllReduceElem: symm::dsl::Scalar {
+    /// The element type's code in a call's identity (see `ELEM_NAMES`).
+    #[doc(hidden)]
+    const __CODE: u64;
+
     /// The largest grid of `path`'s kernel with `threads` per block that
     /// `comm` may launch ([`symm::Comm::co_resident_blocks`]); `None` for any.
     #[doc(hidden)]
@@ -179,7 +183,8 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     /// that `staging` sized for `n` on `path`, with `cap` elements per
     /// region (the push and Lamport one-shots derive it from `aux`'s
     /// length instead, which `staging` makes exactly `2 × world` regions),
-    /// and `cfg` is the path's grid.
+    /// and `cfg` is the path's grid. `sig` is the call's identity digest
+    /// (LL folds it into its tags; the other kernels ignore it).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn __launch(
@@ -192,6 +197,7 @@ pub trait AllReduceElem: symm::dsl::Scalar {
         n: u32,
         cap: u32,
         ch: u32,
+        sig: u32,
     ) -> Result<()>;
 }
 
@@ -209,8 +215,10 @@ macro_rules! by_world {
 }
 
 macro_rules! elem {
-    ($($t:ty => $v:literal, $p:literal),*) => {$(
+    ($($t:ty => $v:literal, $p:literal, $code:literal),*) => {$(
         impl AllReduceElem for $t {
+            const __CODE: u64 = $code;
+
             fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>> {
                 match path {
                     Path::Ll => by_world!(comm, one_shot_ll::co_resident_grid_unchecked::<$t, $p>(comm, threads, 0)),
@@ -232,6 +240,7 @@ macro_rules! elem {
                 n: u32,
                 cap: u32,
                 ch: u32,
+                sig: u32,
             ) -> Result<()> {
                 // SAFETY: the caller's arguments are `launch`'s, and with
                 // those every index of these kernels is in bounds: the
@@ -244,7 +253,7 @@ macro_rules! elem {
                 // odd sizes), and `SYMM_CHECK_ALL=1` checks them on a GPU.
                 unsafe {
                     match path {
-                        Path::Ll => by_world!(comm, one_shot_ll::launch_unchecked::<$t, $p>(comm, cfg, input, aux, out, n, cap, ch)),
+                        Path::Ll => by_world!(comm, one_shot_ll::launch_unchecked::<$t, $p>(comm, cfg, input, aux, out, n, cap, ch, sig)),
                         Path::Push => by_world!(comm, one_shot_push::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
                         Path::Lamport => by_world!(comm, one_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
                         Path::Pull => by_world!(comm, one_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, ch)),
@@ -256,7 +265,7 @@ macro_rules! elem {
         }
     )*};
 }
-elem!(f32 => 4, 1, bf16 => 8, 2, f16 => 8, 2, f8e4m3 => 16, 4, f8e5m2 => 16, 4);
+elem!(f32 => 4, 1, 1, bf16 => 8, 2, 2, f16 => 8, 2, 3, f8e4m3 => 16, 4, 4, f8e5m2 => 16, 4, 5);
 
 /// The grid the barrier kernels use for `n` elements of `T`: one 16-byte
 /// vector per thread (measured faster than four: more SMs issue loads),
@@ -347,7 +356,8 @@ fn reduce<T: AllReduceElem>(
 ) -> Result<()> {
     // First, before any check that could fail on one rank alone, so every
     // rank reserves at the same point of its sequence of requests.
-    let ch = channels(comm)?;
+    let state = state(comm)?;
+    let ch = state.ch;
     if comm.kernel_failed() {
         return Err(invalid(
             comm,
@@ -362,43 +372,177 @@ fn reduce<T: AllReduceElem>(
     // its earlier uses, and records this call's as `out` drops, after the
     // launch); the launch takes the bound slice as it is.
     let mut out = comm.bind_mut("out", out)?;
-    check(comm, input, &out, n)?;
     let overlap = overlap_of(input, &out);
-    let path = path.unwrap_or_else(|| {
+    let chosen = path.unwrap_or_else(|| {
         let bytes = n * std::mem::size_of::<T>();
         Path::choose_for(comm.world_size(), bytes, overlap == Overlap::Exact)
     });
-    match overlap {
-        Overlap::Partial => {
-            return Err(invalid(
-                comm,
-                "all_reduce's output overlaps its symmetric input without starting where \
-                 it starts; pass either the input itself (in place) or separate memory"
-                    .into(),
-            ))
-        }
-        Overlap::Exact if !path.allows_alias() => {
-            return Err(invalid(
-                comm,
-                format!(
-                    "the {path:?} kernel cannot reduce in place (peers still read this rank's \
-                     input after it writes); use all_reduce or all_reduce_in_place"
-                ),
-            ))
-        }
-        _ => {}
-    }
+    let local = check(comm, input, &out, n).and_then(|()| match overlap {
+        Overlap::Partial => Err(invalid(
+            comm,
+            "all_reduce's output overlaps its symmetric input without starting where \
+             it starts; pass either the input itself (in place) or separate memory"
+                .into(),
+        )),
+        Overlap::Exact if !chosen.allows_alias() => Err(invalid(
+            comm,
+            format!(
+                "the {chosen:?} kernel cannot reduce in place (peers still read this rank's \
+                 input after it writes); use all_reduce or all_reduce_in_place"
+            ),
+        )),
+        _ => Ok(()),
+    });
+    // The call's identity (which buffer, where, how many elements, which
+    // kernel): ranks that are in different calls fail here, all alike,
+    // instead of summing each other's wrong data.
+    let identity = Identity {
+        elem: T::__CODE,
+        n: n as u64,
+        path: chosen as u64,
+        alloc: input.alloc_id(),
+        offset: input.buffer_offset(),
+        in_place: u64::from(overlap == Overlap::Exact),
+    };
+    state.agree(comm, identity, local.as_ref().err())?;
+    local?;
     if n == 0 {
         return Ok(());
     }
-    launch(path, comm, input, &mut out, n, ch)
+    launch(chosen, comm, input, &mut out, n, ch, identity.sig())
 }
 
-/// The first of the all-reduce's [`CHANNELS`] channels on `comm`'s group,
-/// reserved on the first call and remembered in the rank's extensions.
-fn channels(comm: &Comm) -> Result<u32> {
-    struct AllReduce;
-    crate::reserved_channels::<AllReduce, CHANNELS>(comm, CHANNEL_OWNER)
+/// What identifies one all-reduce call across ranks: every rank of a call
+/// passes the same. Ranks that pass different identities are in different
+/// calls (one skipped a call, or made them in another order).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Identity {
+    elem: u64,
+    n: u64,
+    path: u64,
+    alloc: u64,
+    offset: u64,
+    in_place: u64,
+}
+
+impl Identity {
+    fn words(&self) -> [u64; 6] {
+        [
+            self.elem,
+            self.n,
+            self.path,
+            self.alloc,
+            self.offset,
+            self.in_place,
+        ]
+    }
+
+    /// The digest the kernels compare across ranks (FNV-1a, the same on
+    /// every rank and build), never 0 and never with its top bit clear (so
+    /// a tag folded with it is never 0 on zeroed staging; see
+    /// `one_shot_ll`).
+    fn sig(&self) -> u32 {
+        let mut h: u32 = 0x811c_9dc5;
+        for w in self.words() {
+            for b in w.to_le_bytes() {
+                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+            }
+        }
+        h | 0x8000_0000
+    }
+
+    /// `words` spelled for an error, as [`Identity::words`] lays them out.
+    fn describe(w: &[u64]) -> String {
+        let name = ELEM_NAMES
+            .iter()
+            .find(|(code, _)| Some(code) == w.first())
+            .map_or("?", |(_, name)| name);
+        let path = Path::ALL
+            .iter()
+            .find(|p| Some(&(**p as u64)) == w.get(2))
+            .map_or("?", |p| p.name());
+        match w {
+            [_, n, _, alloc, offset, in_place] => format!(
+                "{n} {name} of allocation #{alloc} at byte {offset}{} by the {path} kernel",
+                if *in_place == 1 { " in place" } else { "" }
+            ),
+            _ => "an unreadable call".into(),
+        }
+    }
+}
+
+/// Element types by the code [`Identity`] carries (`AllReduceElem::__CODE`).
+const ELEM_NAMES: [(u64, &str); 5] = [
+    (1, "f32"),
+    (2, "bf16"),
+    (3, "f16"),
+    (4, "f8e4m3"),
+    (5, "f8e5m2"),
+];
+
+/// The all-reduce's state on a rank: its channel, and the call identities
+/// its group has agreed on.
+struct AllReduceState {
+    ch: u32,
+    agreed: std::sync::Mutex<Agreed>,
+}
+
+/// The identities a rank's group agreed on, and the last one checked (most
+/// loops repeat one call, or a few: a compare before the hash).
+#[derive(Default)]
+struct Agreed {
+    last: Option<Identity>,
+    all: std::collections::HashSet<Identity>,
+}
+
+/// Identities a rank remembers as agreed; past this many it forgets them
+/// all (a pool that hands out tensors at ever new offsets must not grow
+/// the set without bound), and the next call of each agrees again.
+const MAX_AGREED: usize = 1024;
+
+impl AllReduceState {
+    /// Checks that every rank makes this call: once per identity through
+    /// the group's store (with this rank's local `problem`, so a bad
+    /// argument on one rank is the same error on all), then a hash lookup.
+    fn agree(&self, comm: &Comm, id: Identity, problem: Option<&symm::Error>) -> Result<()> {
+        {
+            let mut agreed = self.agreed.lock().unwrap_or_else(|p| p.into_inner());
+            if agreed.last == Some(id) || agreed.all.contains(&id) {
+                agreed.last = Some(id);
+                return Ok(());
+            }
+        }
+        crate::collectives::agree_call(
+            comm,
+            "all_reduce",
+            &id.words(),
+            problem.map(|e| e.to_string()),
+            Identity::describe,
+        )?;
+        let mut agreed = self.agreed.lock().unwrap_or_else(|p| p.into_inner());
+        if agreed.all.len() >= MAX_AGREED {
+            agreed.all.clear();
+        }
+        agreed.all.insert(id);
+        agreed.last = Some(id);
+        Ok(())
+    }
+}
+
+/// The all-reduce's state on `comm`'s rank: its [`CHANNELS`] channels,
+/// reserved on the first call ([`Channel::reserve`](symm::signal::Channel::reserve)),
+/// and the identities agreed so far.
+fn state(comm: &Comm) -> Result<Arc<AllReduceState>> {
+    comm.extension(
+        |_: &AllReduceState| true,
+        |_| {
+            let chans = symm::signal::Channel::reserve::<CHANNELS>(comm, CHANNEL_OWNER)?;
+            Ok(AllReduceState {
+                ch: chans[0].index(),
+                agreed: Default::default(),
+            })
+        },
+    )
 }
 
 /// In-place all-reduce: the sum of every rank's first `n` elements of
@@ -423,6 +567,7 @@ fn launch<T: AllReduceElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
     ch: u32,
+    sig: u32,
 ) -> Result<()> {
     let world = comm.world_size();
     let bytes = n * std::mem::size_of::<T>();
@@ -442,7 +587,7 @@ fn launch<T: AllReduceElem>(
             let cfg = fixed()?;
             // SAFETY: `n` was checked against `input` and `out` (`check`),
             // and `stage` holds `cap` packet pairs per region for it.
-            unsafe { T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap, ch) }
+            unsafe { T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap, ch, sig) }
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors.
@@ -467,6 +612,7 @@ fn launch<T: AllReduceElem>(
                     n as u32,
                     per_region as u32,
                     ch,
+                    sig,
                 )
             }
         }
@@ -474,7 +620,7 @@ fn launch<T: AllReduceElem>(
             let cfg = fitted::<T>(comm, path, config::<T>(n), bytes)?;
             // SAFETY: `n` was checked against `input` and `out` (`check`);
             // the pull kernel has no staging.
-            unsafe { T::__launch(path, comm, cfg, input, input, out, n as u32, 0, ch) }
+            unsafe { T::__launch(path, comm, cfg, input, input, out, n as u32, 0, ch, sig) }
         }
         Path::TwoShot => {
             let (scratch, _) = staging::<T, T>(comm, path, bytes, n)?;
@@ -482,7 +628,7 @@ fn launch<T: AllReduceElem>(
             let cfg = fitted::<T>(comm, path, config::<T>(n.div_ceil(world)), bytes)?;
             // SAFETY: `n` was checked against `input` and `out` (`check`),
             // and `scratch` holds `n` elements.
-            unsafe { T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0, ch) }
+            unsafe { T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0, ch, sig) }
         }
     }
 }

@@ -81,7 +81,7 @@ pub(crate) fn agree(
     let (rank, world) = (comm.rank(), comm.world_size());
     let store = comm.store();
     let key = |r: usize| comm.store_key(&format!("symm_kernels/collectives/agree/{seq}/{r}"));
-    let store_err = |source| Error::Store { rank, source };
+    let store_err = |source| comm.store_error(source);
     store
         .set(&key(rank), &encode(shape, problem.as_deref()))
         .map_err(store_err)?;

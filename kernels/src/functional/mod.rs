@@ -1348,7 +1348,7 @@ fn group_facts(
         }
     };
     let key = |r: usize| comm.store_key(&format!("symm_kernels/functional/{seq}/facts/{r}"));
-    let store_err = |source| Error::Store { rank, source };
+    let store_err = |source| comm.store_error(source);
     comm.store()
         .set(&key(rank), mine.as_bytes())
         .map_err(store_err)?;

@@ -137,7 +137,7 @@ impl Nccl {
         let rank = comm.rank();
         let version = version().map_err(|e| fail(rank, e))?;
         let key = comm.store_key(&format!("functional/nccl/{seq}/id"));
-        let store_err = |source| Error::Store { rank, source };
+        let store_err = |source| comm.store_error(source);
         if rank == 0 {
             let id =
                 nccl::get_uniqueid().map_err(|e| fail(rank, format!("ncclGetUniqueId: {e:?}")))?;

@@ -15,9 +15,9 @@
    that one lands it loads the other missing slots again together, so
    waiting on several peers costs one more round trip after the first
    spin, not one per peer. v[] is only ever indexed by unrolled constants,
-   so it stays in registers. A timeout records peer `from(r)` of the slot
-   it spins on (data waits have no channel: 0xffffffff) and ends the
-   thread. */
+   so it stays in registers. A timeout, or the host stopping waits on the
+   peer (symm_wait_gives_up), records peer `from(r)` of the slot it spins on
+   (data waits have no channel: 0xffffffff) and ends the thread. */
 static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_lowest_bit(symm_u32 x) {
     symm_u32 r;
     asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(x & (0u - x)));
@@ -36,10 +36,7 @@ __device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slo
         const symm_u32 first = symm_lowest_bit(pending);
         V cur = load(first);
         while (!ready(cur)) {
-            if (symm_globaltimer() - start > c.timeout_ns) {
-                symm_record_timeout(c.status, SYMM_KIND_WAIT, c.rank, from(first), 0xffffffffu, (symm_u32)(c.timeout_ns / 1000000ull));
-                asm volatile("exit;");
-            }
+            if (symm_wait_gives_up(c.status, start, c.timeout_ns, SYMM_KIND_WAIT, c.rank, from(first), 0xffffffffu)) asm volatile("exit;");
             cur = load(first);
         }
 #pragma unroll

@@ -23,6 +23,33 @@ static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* sta
     }
 }
 
+/* Whether the host has stopped this rank's waits on `peer`: bit `peer` of
+   the status record's abort word, which the host sets when `peer` exits
+   (every bit when a rank fails). Read only once a wait has spun
+   SYMM_ABORT_POLL_NS, so a wait that ends sooner never loads it. */
+static __device__ __forceinline__ __attribute__((unused)) bool symm_wait_aborted(const symm_u32* status, symm_u32 peer, symm_u64 waited) {
+    return waited > SYMM_ABORT_POLL_NS
+        && ((symm_ld<SYMM_VOLATILE, SYMM_SYS>(status + SYMM_ABORT_WORD) >> (peer & 31u)) & 1u) != 0u;
+}
+
+/* A wait's give-up check, on each turn of its loop: past `timeout_ns` it
+   records a timeout of `kind`, and once the host stopped waits on `peer`
+   (symm_wait_aborted) it records SYMM_KIND_ABORTED; either way it returns
+   true, and the caller ends the thread. */
+static __device__ __forceinline__ __attribute__((unused)) bool symm_wait_gives_up(symm_u32* status, symm_u64 start, symm_u64 timeout_ns,
+                                                                              symm_u32 kind, symm_u32 rank, symm_u32 peer, symm_u32 channel) {
+    const symm_u64 waited = symm_globaltimer() - start;
+    if (waited > timeout_ns) {
+        symm_record_timeout(status, kind, rank, peer, channel, (symm_u32)(timeout_ns / 1000000ull));
+        return true;
+    }
+    if (symm_wait_aborted(status, peer, waited)) {
+        symm_record_timeout(status, SYMM_KIND_ABORTED, rank, peer, channel, (symm_u32)(timeout_ns / 1000000ull));
+        return true;
+    }
+    return false;
+}
+
 static __device__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u32* status, symm_u32 rank, symm_u64 index, bool negative,
                                                  symm_u64 len, symm_u32 fn, symm_u32 line) {
     /* Claimed and published as a timeout is (one protocol, so whichever
@@ -58,11 +85,9 @@ static __device__ __attribute__((unused)) int symm_put(const symm_u64* pads, sym
     symm_u32* slot = symm_slot(pads[dst], channel, blockIdx.x, rank);
     symm_u64 start = symm_globaltimer();
     symm_fence_acq_rel_sys();
+    (void)timeout_ms;
     while (symm_atom_cas_release_sys_u32(slot, 0u, 1u) != 0u) {
-        if (symm_globaltimer() - start > timeout_ns) {
-            symm_record_timeout(status, kind, rank, dst, channel, timeout_ms);
-            return 0;
-        }
+        if (symm_wait_gives_up(status, start, timeout_ns, kind, rank, dst, channel)) return 0;
     }
     return 1;
 }
@@ -71,11 +96,9 @@ static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, sy
                                 symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {
     symm_u32* slot = symm_slot(pads[rank], channel, blockIdx.x, src);
     symm_u64 start = symm_globaltimer();
+    (void)timeout_ms;
     while (symm_atom_cas_acquire_sys_u32(slot, 1u, 0u) != 1u) {
-        if (symm_globaltimer() - start > timeout_ns) {
-            symm_record_timeout(status, kind, rank, src, channel, timeout_ms);
-            return 0;
-        }
+        if (symm_wait_gives_up(status, start, timeout_ns, kind, rank, src, channel)) return 0;
     }
     return 1;
 }

@@ -245,10 +245,7 @@ template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_
     if ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) >= 0) return;
     symm_u64 start = symm_globaltimer();
     while ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) < 0) {
-        if (symm_globaltimer() - start > c.timeout_ns) {
-            symm_record_timeout(c.status, SYMM_KIND_WAIT, b.rank, src, channel, (symm_u32)(c.timeout_ns / 1000000ull));
-            asm volatile("exit;");
-        }
+        if (symm_wait_gives_up(c.status, start, c.timeout_ns, SYMM_KIND_WAIT, b.rank, src, channel)) asm volatile("exit;");
     }
 }
 

@@ -16,7 +16,7 @@ use crate::cuda::{
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use crate::placement::DeviceId;
-use crate::status::{DeviceRecord, STATUS_WORDS};
+use crate::status::{DeviceRecord, ABORT_WORD, STATUS_WORDS};
 
 /// A rank on one CUDA device, enqueueing on one stream.
 pub(crate) struct CudaBackend {
@@ -32,6 +32,9 @@ pub(crate) struct CudaBackend {
     /// rank (shared by every handle on that stream), so `synchronize`
     /// reports exactly the failures of the work it waited for.
     status: Arc<DeviceMem>,
+    /// The ranks whose waits `abort_waits` ended, as `status`'s abort word
+    /// holds them (kept here to write again after `status` is cleared).
+    aborted: Arc<std::sync::atomic::AtomicU32>,
     /// Every stream of this rank: its memory waits for them before a free.
     streams: Arc<RankStreams>,
 }
@@ -130,6 +133,7 @@ impl CudaBackend {
             stream,
             tracked,
             status,
+            aborted: Default::default(),
             streams,
         })
     }
@@ -414,9 +418,53 @@ impl Backend for CudaBackend {
         match DeviceRecord::decode(&words) {
             Some(r) => {
                 self.status.zero().map_err(|e| self.err(e))?;
+                // The ranks that left stay left.
+                let aborted = self.aborted.load(std::sync::atomic::Ordering::Acquire);
+                if aborted != 0 {
+                    self.status
+                        .write_u32(ABORT_WORD, aborted)
+                        .map_err(|e| self.err(e))?;
+                }
                 Err(r.into_error())
             }
             None => Ok(()),
+        }
+    }
+
+    fn synchronize_watching(&self, watch: &dyn Fn() -> Option<u32>) -> Result<()> {
+        // Ranks of this process hear of a departure from the group's state
+        // at once (`abort_waits` through its hooks); only ranks in other
+        // processes need the store watched.
+        if self.sharing == Sharing::InProcess {
+            return self.synchronize();
+        }
+        self.dev.bind().map_err(|e| self.err(e))?;
+        let mut last = std::time::Instant::now();
+        loop {
+            // SAFETY: the stream is alive (held by `self`).
+            let r = unsafe { cudarc::driver::sys::cuStreamQuery(self.stream.cu_stream()) };
+            if r != cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY {
+                break;
+            }
+            if last.elapsed() >= crate::backend::WATCH_EVERY {
+                last = std::time::Instant::now();
+                if let Some(ranks) = watch() {
+                    self.abort_waits(ranks);
+                }
+            }
+            std::thread::yield_now();
+        }
+        self.synchronize()
+    }
+
+    fn abort_waits(&self, ranks: u32) {
+        let before = self
+            .aborted
+            .fetch_or(ranks, std::sync::atomic::Ordering::AcqRel);
+        if before | ranks != before {
+            // Best effort: a device that cannot take the word leaves the
+            // waits to their timeouts.
+            let _ = self.status.write_u32(ABORT_WORD, before | ranks);
         }
     }
 

@@ -231,7 +231,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
     let group = comm.key_prefix();
     let timeout = comm.options().timeout;
     let backend = comm.backend.clone();
-    let store_err = |source: StoreError| Error::Store { rank, source };
+    let store_err = |source: StoreError| comm.store_error(source);
     let wait_all = |phase: &str| -> Result<()> {
         let keys: Vec<String> = (0..world).map(|r| key(group, buf.id, phase, r)).collect();
         store.wait(&keys, timeout).map_err(|e| match e {
