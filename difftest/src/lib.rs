@@ -7,6 +7,9 @@
 //! ([`OUT_SLOTS`] of them), so one driver runs every kernel on the
 //! emulator, on the host (its CUDA C under a shim, `tests/difftest.rs`) and
 //! on a GPU.
+// The corpus's names are chosen to collide and confuse; this lint is
+// crate-level only.
+#![allow(mixed_script_confusables, confusable_idents, uncommon_codepoints)]
 
 use symm::jit::Arch;
 use symm::{Comm, DeviceBuffer};
@@ -93,4 +96,10 @@ impl Ty {
     }
 }
 
-include!(concat!(env!("OUT_DIR"), "/corpus.rs"));
+/// The generated kernels (their names collide and confuse on purpose: see
+/// the crate's lint allowances).
+mod generated {
+    use super::*;
+    include!(concat!(env!("OUT_DIR"), "/corpus.rs"));
+}
+pub use generated::*;

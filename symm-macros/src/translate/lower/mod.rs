@@ -202,8 +202,7 @@ impl<'a> Lowerer<'a> {
                 let len = self.len(n);
                 if let Some(b) = array_bytes(&et, &len) {
                     if b > MAX_ARRAY_BYTES {
-                        self.errors
-                            .push(syn::Error::new(span, array_size_error(b)));
+                        self.errors.push(syn::Error::new(span, array_size_error(b)));
                     }
                 }
                 CType::Array(Box::new(et), len)
