@@ -215,6 +215,7 @@ impl Comm {
             store: store.clone(),
             group: group.clone(),
             rank,
+            backend: backend.clone(),
         };
         Ok(Comm {
             rank,
@@ -627,6 +628,8 @@ struct Departure {
     store: Arc<dyn Store>,
     group: crate::emulator::GroupKey,
     rank: usize,
+    /// The rank's own stream, drained before a clean exit is told.
+    backend: Arc<dyn Backend>,
 }
 
 impl Departure {
@@ -655,6 +658,12 @@ impl Drop for Departure {
         if std::thread::panicking() {
             self.record(true, "panicked".into());
         } else {
+            // A rank that leaves right after a launch (no synchronize) has
+            // kernels still queued, which its peers' kernels wait on: they
+            // run first, then the peers hear of the exit (a kernel waiting on
+            // a peer that will never come ends at the abort word or its
+            // timeout, so this is bounded). Its error, if any, was its own.
+            let _ = self.backend.synchronize();
             self.record(false, "exited (its Comm was dropped)".into());
         }
     }
@@ -724,7 +733,18 @@ impl Store for Watched {
             let left = timeout.saturating_sub(start.elapsed());
             match self.inner.wait(keys, left.min(WATCH_SLICE)) {
                 Err(crate::store::StoreError::Timeout { missing, .. }) => {
-                    if let Some(d) = peer_down(&*self.inner, &self.group, self.rank, self.world) {
+                    // A failed rank ends every wait (the group cannot go
+                    // on); one that exited cleanly only waits for its own
+                    // keys (those ending in its rank, as the group's are),
+                    // so waiting for the others' goes on.
+                    let down =
+                        peer_down(&*self.inner, &self.group, self.rank, self.world).filter(|d| {
+                            d.failed
+                                || missing.iter().any(|k| {
+                                    k.rsplit('/').next() == Some(d.rank.to_string().as_str())
+                                })
+                        });
+                    if let Some(d) = down {
                         return Err(crate::store::StoreError::Unavailable(format!(
                             "rank {} {}, so the keys it would set never come",
                             d.rank, d.cause

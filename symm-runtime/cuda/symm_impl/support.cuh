@@ -193,7 +193,14 @@ SYMM_ASSIGNOP(symm_shr_assign, symm_shr)
 #undef SYMM_ASSIGNOP
 
 /* Rust's `%`: truncating for integers, fmod for floats (exact, like Rust). */
-template<class T> __device__ __forceinline__ T symm_rem(T a, T b) { return a % b; }
+template<class T> __device__ __forceinline__ T symm_rem(T a, T b) {
+    /* `MIN % -1` is 0 (C++: undefined; Rust: a panic, which the emulator
+       reports); the branch folds away for unsigned types. */
+    if constexpr (symm_intop<T>::yes && symm_intop<T>::is_signed) {
+        if (b == (T)-1) return (T)0;
+    }
+    return (T)(a % b);
+}
 static __device__ __forceinline__ __attribute__((unused)) float symm_rem(float a, float b) { return fmodf(a, b); }
 static __device__ __forceinline__ __attribute__((unused)) double symm_rem(double a, double b) { return fmod(a, b); }
 static __device__ __forceinline__ __attribute__((unused)) symm_bf16 symm_rem(symm_bf16 a, symm_bf16 b) { return symm_f32_to_bf16(fmodf(symm_bf16_to_f32(a), symm_bf16_to_f32(b))); }

@@ -34,7 +34,9 @@ pub(crate) struct CudaBackend {
     status: Arc<DeviceMem>,
     /// The ranks whose waits `abort_waits` ended, as `status`'s abort word
     /// holds them (kept here to write again after `status` is cleared).
-    aborted: Arc<std::sync::atomic::AtomicU32>,
+    /// Held while the word is written or cleared, so that two writers (a
+    /// peer's departure and a `synchronize`) cannot lose a bit.
+    aborted: Arc<std::sync::Mutex<u32>>,
     /// Every stream of this rank: its memory waits for them before a free.
     streams: Arc<RankStreams>,
 }
@@ -417,12 +419,12 @@ impl Backend for CudaBackend {
             .map_err(|e| self.err(e))?;
         match DeviceRecord::decode(&words) {
             Some(r) => {
+                let aborted = self.aborted.lock().unwrap_or_else(|p| p.into_inner());
                 self.status.zero().map_err(|e| self.err(e))?;
                 // The ranks that left stay left.
-                let aborted = self.aborted.load(std::sync::atomic::Ordering::Acquire);
-                if aborted != 0 {
+                if *aborted != 0 {
                     self.status
-                        .write_u32(ABORT_WORD, aborted)
+                        .write_u32(ABORT_WORD, *aborted)
                         .map_err(|e| self.err(e))?;
                 }
                 Err(r.into_error())
@@ -458,13 +460,12 @@ impl Backend for CudaBackend {
     }
 
     fn abort_waits(&self, ranks: u32) {
-        let before = self
-            .aborted
-            .fetch_or(ranks, std::sync::atomic::Ordering::AcqRel);
-        if before | ranks != before {
+        let mut aborted = self.aborted.lock().unwrap_or_else(|p| p.into_inner());
+        if *aborted | ranks != *aborted {
+            *aborted |= ranks;
             // Best effort: a device that cannot take the word leaves the
             // waits to their timeouts.
-            let _ = self.status.write_u32(ABORT_WORD, before | ranks);
+            let _ = self.status.write_u32(ABORT_WORD, *aborted);
         }
     }
 
