@@ -1,9 +1,12 @@
 //! Writes the corpus: `SYMM_DIFFTEST_KERNELS` random `#[symm_kernel]`s
 //! (default 200) from the seed `SYMM_DIFFTEST_SEED` (default: the day
 //! number since 1970, so each day's CI checks a fresh corpus), with the
-//! known-divergent classes of `gen::Class` left out unless
-//! `SYMM_DIFFTEST_INCLUDE` names them (a comma list, or `all`).
+//! classes of `gen::Class` on by default (every fixed one; see
+//! `SYMM_DIFFTEST_INCLUDE` for switching: a comma list, `all`, or
+//! `-name`).
 
+#[path = "common.rs"]
+mod common;
 #[path = "gen.rs"]
 mod gen;
 

@@ -124,44 +124,7 @@ impl Class {
     }
 }
 
-/// SplitMix64: small, seedable, the same on every platform.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
-}
-
-/// A scalar type of the DSL.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ty {
-    U8,
-    U16,
-    U32,
-    U64,
-    I32,
-    I64,
-    F32,
-    F64,
-    Bf16,
-    F16,
-    Bool,
-}
-
+use crate::common::{Rng, Ty};
 use Ty::*;
 
 const NUMERIC: [Ty; 10] = [U8, U16, U32, U64, I32, I64, F32, F64, Bf16, F16];
@@ -1309,7 +1272,7 @@ fn repros(on: &[Class]) -> Vec<Entry> {
             &[],
             // The module's own `lane_id`, not the intrinsic: the C must
             // call it, as Rust does.
-            "out[0] = lane_id() as u64;\n        out[1] = (lane_id() + inp[0] as u32) as u64;",
+            "out[0] = lane_id() as u64;\n        out[1] = lane_id().wrapping_add(inp[0] as u32) as u64;",
         ),
         (
             Class::NarrowInt,

@@ -45,21 +45,9 @@ pub struct Kernel {
     pub compile: fn(Arch) -> symm::Result<()>,
 }
 
-/// A scalar type of the corpus, by its code in [`Kernel::inputs`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ty {
-    U8,
-    U16,
-    U32,
-    U64,
-    I32,
-    I64,
-    F32,
-    F64,
-    Bf16,
-    F16,
-    Bool,
-}
+#[path = "../common.rs"]
+mod common;
+pub use common::Ty;
 
 impl Ty {
     /// The type with this code (the generator's order).

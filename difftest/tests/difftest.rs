@@ -37,21 +37,10 @@ const POISON: u64 = 0x5a5a_5a5a_a5a5_a5a5;
 /// The host's result for a kernel its compiler rejects (reported apart).
 const REJECTED: &str = "rejected by the host compiler";
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn pick(&mut self, xs: &[u64]) -> u64 {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-}
+#[path = "../common.rs"]
+#[allow(dead_code)]
+mod common;
+use common::Rng;
 
 /// Raw bits for a value of `ty`: special values (zeros, extremes, NaNs
 /// with payloads, infinities, subnormals) often, random bits otherwise.
@@ -60,7 +49,7 @@ fn draw(rng: &mut Rng, ty: Ty) -> u64 {
     let r = rng.next();
     match ty {
         Ty::Bool => r & 1,
-        Ty::F32 if special => rng.pick(&[
+        Ty::F32 if special => *rng.pick(&[
             0,
             0x8000_0000,
             0x7fc0_0000,
@@ -79,7 +68,7 @@ fn draw(rng: &mut Rng, ty: Ty) -> u64 {
             u64::from((((r >> 8) as i32 % 2000) as f32 / 8.0f32).to_bits())
         }
         Ty::F32 => r & 0xffff_ffff,
-        Ty::F64 if special => rng.pick(&[
+        Ty::F64 if special => *rng.pick(&[
             0,
             1 << 63,
             0x7ff8_0000_0000_0000,
@@ -94,7 +83,7 @@ fn draw(rng: &mut Rng, ty: Ty) -> u64 {
         ]),
         Ty::F64 if r.is_multiple_of(2) => (((r >> 8) as i64 % 100_000) as f64 / 16.0).to_bits(),
         Ty::F64 => r,
-        Ty::Bf16 | Ty::F16 if special => rng.pick(&[
+        Ty::Bf16 | Ty::F16 if special => *rng.pick(&[
             0, 0x8000, 0x7fc0, 0x7e00, 0xffc1, 0x7f81, 0x7f80, 0x7c00, 0xfc00, 0x0001, 0x3f80,
             0x3c00, 0x7bff, 0x7f7f,
         ]),
@@ -112,7 +101,7 @@ fn draw(rng: &mut Rng, ty: Ty) -> u64 {
                 (1 << bits) - 1
             };
             let smax = max >> 1;
-            rng.pick(&[0, 1, max, smax, smax + 1, 2, max - 1])
+            *rng.pick(&[0, 1, max, smax, smax + 1, 2, max - 1])
                 | if matches!(ty, Ty::I32) && r.is_multiple_of(2) {
                     0xffff_ffff_0000_0000
                 } else {
