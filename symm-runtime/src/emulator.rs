@@ -18,8 +18,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, Location};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use corosensei::stack::DefaultStack;
@@ -72,8 +72,14 @@ const DOWN_STALL: Duration = Duration::from_millis(30);
 /// a deadlock.
 #[derive(Default)]
 pub(crate) struct Group {
-    /// Bumped whenever a simulated thread of any rank makes progress.
+    /// Bumped whenever a simulated thread of any rank makes progress
+    /// ([`Group::bump`]).
     progress: AtomicU64,
+    /// Rank threads dozing in [`Group::doze`], woken by the next bump.
+    sleepers: AtomicU32,
+    /// What a dozing rank thread waits on.
+    bell: Mutex<()>,
+    ring: Condvar,
     /// Per rank: [`ON_HOST`], [`IN_LAUNCH`] or [`FINISHED`].
     status: [AtomicU8; MAX_WORLD_SIZE],
     /// Per rank: one more than the `progress` count at which the rank last
@@ -130,6 +136,35 @@ impl Down {
 }
 
 impl Group {
+    /// Counts progress and wakes every dozing rank thread. Returns the new
+    /// count.
+    fn bump(&self) -> u64 {
+        // SeqCst pairs with `doze`: either the dozer sees the new count, or
+        // this sees the dozer and rings under the bell's lock.
+        let g = self.progress.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _bell = self.bell.lock().unwrap_or_else(|p| p.into_inner());
+            self.ring.notify_all();
+        }
+        g
+    }
+
+    /// Sleeps until the progress count moves past `seen`, or `at_most`.
+    /// A blocked rank that only polled would take the cores its peers need
+    /// to make what it waits for (a test runs up to 8 ranks, and tests run
+    /// side by side on a 2-core machine). Memory the host writes, which no
+    /// bump announces, is seen after `at_most`.
+    fn doze(&self, seen: u64, at_most: Duration) {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        let bell = self.bell.lock().unwrap_or_else(|p| p.into_inner());
+        if self.progress.load(Ordering::SeqCst) == seen {
+            drop(self.ring.wait_timeout(bell, at_most));
+        } else {
+            drop(bell);
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// Records that `d.rank` left the group (the first record of a rank
     /// stands): its peers' blocked waits and later group operations fail.
     /// False when the rank had a record already.
@@ -143,7 +178,7 @@ impl Group {
             down.push(d.clone());
             self.any_down.store(true, Ordering::Release);
             // Wakes the hang check of peers' launches.
-            self.progress.fetch_add(1, Ordering::Release);
+            self.bump();
         }
         drop(down);
         if first {
@@ -500,16 +535,12 @@ pub(crate) fn run(
     // moment this rank arrives (and the group looks settled) for a deadlock.
     // (Before `InLaunch`, so that whoever sees this rank in its launch also
     // sees the progress.)
-    launch.group.progress.fetch_add(1, Ordering::Release);
+    launch.group.bump();
     let _in_launch = InLaunch::new(&launch.group, launch.rank as usize);
     let blocks = grid.iter().product::<u32>();
     let per_block = block.iter().product::<u32>();
     let window = (WINDOW_THREADS / per_block as usize).max(1) as u32;
-    thread_local! {
-        /// Stacks reused across launches of this rank's OS thread.
-        static POOL: std::cell::RefCell<Vec<DefaultStack>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    let mut stacks: Vec<DefaultStack> = POOL.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let mut stacks = take_stacks((per_block as usize * blocks as usize).min(WINDOW_THREADS));
     let mut first = 0u32;
     let mut result = Ok(());
     while first < blocks && result.is_ok() {
@@ -517,9 +548,34 @@ pub(crate) fn run(
         result = run_window(&launch, first..last, body, &mut stacks);
         first = last;
     }
-    stacks.truncate(WINDOW_THREADS);
-    POOL.with(|p| *p.borrow_mut() = stacks);
+    give_back_stacks(stacks);
     result
+}
+
+/// Stacks reused across launches, by every rank's OS thread: a group's rank
+/// threads live for one run, and stacks kept per thread would be mapped and
+/// unmapped again with every run (hundreds of thousands of system calls over
+/// a test suite). Holds at most what 8 ranks' windows hold at once, as
+/// per-thread pools did.
+static STACK_POOL: std::sync::Mutex<Vec<DefaultStack>> = std::sync::Mutex::new(Vec::new());
+
+/// Up to `n` pooled stacks (fewer when the pool has fewer; the rest are
+/// mapped as needed).
+fn take_stacks(n: usize) -> Vec<DefaultStack> {
+    let mut pool = STACK_POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let keep = pool.len().saturating_sub(n);
+    pool.split_off(keep)
+}
+
+/// Returns stacks to the pool, unmapping what is beyond its bound.
+fn give_back_stacks(mut stacks: Vec<DefaultStack>) {
+    let mut pool = STACK_POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let room = (MAX_WORLD_SIZE * WINDOW_THREADS).saturating_sub(pool.len());
+    let keep = stacks.len().min(room);
+    pool.extend(stacks.drain(..keep));
+    drop(pool);
+    // What is left is unmapped here, outside the lock.
+    drop(stacks);
 }
 
 fn run_window(
@@ -534,6 +590,9 @@ fn run_window(
         launch.stall,
         &launch.group.progress,
     );
+    // Rounds in a row in which nothing anywhere progressed: after a few,
+    // the rank thread dozes instead of polling.
+    let mut idle_rounds = 0u32;
     let per_block = block.iter().product::<u32>() as usize;
     let shared: Vec<SharedMap> = range
         .clone()
@@ -666,15 +725,17 @@ fn run_window(
         }
         let now = Instant::now();
         if progressed {
-            seen = progress.fetch_add(1, Ordering::Relaxed) + 1;
+            seen = launch.group.bump();
             last_progress = now;
             suspect = false;
+            idle_rounds = 0;
         } else {
             let g = progress.load(Ordering::Relaxed);
             if g != seen {
                 seen = g;
                 last_progress = now;
                 suspect = false;
+                idle_rounds = 0;
             } else {
                 // This rank resumed every thread and none progressed.
                 launch.group.quiet[launch.rank as usize].store(g + 1, Ordering::Release);
@@ -733,10 +794,22 @@ fn run_window(
                     continue;
                 }
             }
-            std::thread::yield_now();
+            idle_rounds = idle_rounds.saturating_add(1);
+            if idle_rounds <= POLL_ROUNDS {
+                std::thread::yield_now();
+            } else {
+                // From 20 µs, doubling to 1 ms.
+                let shift = (idle_rounds - POLL_ROUNDS).min(6);
+                let at_most = Duration::from_micros(20 << shift).min(Duration::from_millis(1));
+                launch.group.doze(seen, at_most);
+            }
         }
     }
 }
+
+/// Rounds with no progress anywhere that a rank polls through (yielding its
+/// core) before it dozes.
+const POLL_ROUNDS: u32 = 16;
 
 /// Releases every block whose live threads all wait at the barrier.
 fn resolve_barriers(state: &mut [State], per_block: usize) -> bool {

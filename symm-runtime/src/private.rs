@@ -575,20 +575,31 @@ pub fn check_kernels(test: &str, kernels: &[KernelCheck]) {
 /// The report of every instantiation of `kernels` that fails to compile,
 /// or `None` when all compile.
 fn kernel_failures(kernels: &[KernelCheck]) -> Option<String> {
+    // Every (kernel, arch, variant) compile, in report order.
+    let jobs: Vec<(usize, crate::jit::Arch, bool)> = (0..kernels.len())
+        .flat_map(|k| {
+            crate::jit::CHECK_ARCHES
+                .into_iter()
+                .flat_map(move |arch| [(k, arch, false), (k, arch, true)])
+        })
+        .collect();
+    let results = compile_all(kernels, &jobs);
     let mut failed = Vec::new();
-    for k in kernels {
+    for (ki, k) in kernels.iter().enumerate() {
         // The first error in full; the other failing variants by name (their
         // logs differ only in the entry's name and the arch).
         let mut first: Option<(String, Error)> = None;
         let mut others = Vec::new();
-        for arch in crate::jit::CHECK_ARCHES {
-            for (checked, compile) in [(false, k.unchecked), (true, k.checked)] {
-                if let Err(e) = compile(arch) {
-                    let variant = format!("{arch}, {}", variant_name(checked));
-                    match first {
-                        None => first = Some((variant, e)),
-                        Some(_) => others.push(variant),
-                    }
+        for (job, result) in jobs.iter().zip(&results) {
+            let &(kj, arch, checked) = job;
+            if kj != ki {
+                continue;
+            }
+            if let Some(Err(e)) = result.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                let variant = format!("{arch}, {}", variant_name(checked));
+                match first {
+                    None => first = Some((variant, e)),
+                    Some(_) => others.push(variant),
                 }
             }
         }
@@ -617,6 +628,38 @@ fn kernel_failures(kernels: &[KernelCheck]) -> Option<String> {
         arches.join(" and "),
         failed.join("\n\n")
     ))
+}
+
+/// Runs every compile of `jobs` on all the machine's cores (NVRTC takes
+/// a fifth of a second or more per kernel, and a crate checks hundreds),
+/// each result at its job's index.
+fn compile_all(
+    kernels: &[KernelCheck],
+    jobs: &[(usize, crate::jit::Arch, bool)],
+) -> Vec<std::sync::Mutex<Option<Result<()>>>> {
+    let results: Vec<_> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(k, arch, checked)) = jobs.get(i) else {
+                    break;
+                };
+                let k = &kernels[k];
+                let r = if checked {
+                    (k.checked)(arch)
+                } else {
+                    (k.unchecked)(arch)
+                };
+                *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            });
+        }
+    });
+    results
 }
 
 fn variant_name(checked: bool) -> &'static str {
