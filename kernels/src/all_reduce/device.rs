@@ -14,9 +14,58 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-/// Channels the all-reduce reserves from the group: one holds the call
-/// counters and both barriers of every kernel.
-pub const CHANNELS: usize = 1;
+use crate::collectives::enter_checked;
+
+/// This call's identity digest `sig` as one 16-byte vector of `T`: 7 bits
+/// of it in each element's low bits (bits `7 (k % 4)..` in element `k`),
+/// so no element has a sentinel stage's empty bits (all ones).
+#[symm_kernel(device)]
+pub fn sig_vec<T: Scalar, const V: usize>(sig: u32) -> [T; V] {
+    let mut v: [T; V] = [T::from_f32(0.0f32); V];
+    for k in 0..V {
+        v[k] = T::from_bits32((sig >> ((k as u32 % 4u32) * 7u32)) & 0x7Fu32);
+    }
+    v
+}
+
+/// Entry `r` of `got` (a select per entry, so `got` stays in registers).
+#[symm_kernel(device)]
+pub fn pick<T: Scalar, const V: usize>(got: [[T; V]; 8], r: u32) -> [T; V] {
+    let mut v = got[0];
+    for p in 1..8u32 {
+        if p == r {
+            v = got[p];
+        }
+    }
+    v
+}
+
+/// Whether two vectors hold the same bits.
+#[symm_kernel(device)]
+pub fn same_bits<T: Scalar, const V: usize>(a: [T; V], b: [T; V]) -> bool {
+    let mut same = true;
+    for k in 0..V {
+        if a[k].to_bits64() != b[k].to_bits64() {
+            same = false;
+        }
+    }
+    same
+}
+
+/// Fails the call unless `same`: a peer's identity (what
+/// [`sig_vec`] or [`enter_checked`] carried) differs from this rank's.
+#[symm_kernel(device)]
+pub fn assert_same_call(same: bool) {
+    kernel_assert!(
+        same,
+        "all_reduce: the ranks made different calls (buffer, offset, size, element type or kernel differ); every rank must make the same collective calls in the same order"
+    );
+}
+
+/// Channels the all-reduce reserves from the group: the first holds the
+/// call counters and both barriers of every kernel, the second the call
+/// identities the barrier kernels trade ([`enter_checked`]).
+pub const CHANNELS: usize = 2;
 /// The name the all-reduce reserves its channels under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::all_reduce";
 
@@ -128,19 +177,27 @@ pub fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32)
 /// `V` elements make 16 bytes; `W` is the world size when it is 2, 4 or 8
 /// (unrolled), or 0 to read it at run time. Launch with at least
 /// `world_size` threads per block and at most 128 blocks; every rank must
-/// launch the same grid on the same buffer.
+/// launch the same grid on the same buffer. The call counter, both
+/// barriers and the identity check (`sig`, see [`enter_checked`]) are on
+/// channel `ch` of `ctl`'s pad, one small allocation that every barrier
+/// call of the group uses, whatever its buffer or type: ranks that call
+/// on different buffers meet there and fail at once (on each buffer's own
+/// pad they would wait for each other until the timeout).
 #[symm_kernel]
 pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     buf: SymmBuf<T>,
+    ctl: SymmBuf<u32>,
     out: &mut [T],
     n: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = buf.rank();
     let world = if W > 0 { W as u32 } else { buf.world_size() };
-    let call = call_begin(buf, ch);
-    enter_barrier(buf, ch, call);
+    // Every peer's identity is checked at the barrier: a peer in another
+    // call would have this one sum its other buffer.
+    let call = enter_checked(ctl, ch, sig);
 
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
@@ -162,8 +219,8 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
         j += stride;
     }
 
-    exit_barrier(buf, ch, call);
-    call_end(buf, ch, call);
+    exit_barrier(ctl, ch, call);
+    call_end(ctl, ch, call);
 }
 
 /// The data words of LL packet pair `g`: elements `(2g + h) * P ..` packed
@@ -303,19 +360,23 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
 /// thread) stride, so what block b copies out was written by block b of
 /// each rank, which block b's barrier orders. `out` may be this rank's
 /// `input` (it is written only after every rank has finished reading it).
+/// Counter, barriers and identity check on `ctl`, as in
+/// [`one_shot_all_reduce`].
 #[symm_kernel]
 pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     input: SymmBuf<T>,
     scratch: SymmBuf<T>,
+    ctl: SymmBuf<u32>,
     out: &mut [T],
     n: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    let call = call_begin(input, ch);
-    enter_barrier(input, ch, call); // every input is ready
+    // Every input is ready, and every peer is in this call.
+    let call = enter_checked(ctl, ch, sig);
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
     let vecs = n / V as u32;
@@ -341,7 +402,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
             tail += input.peer(r)[e].to_f32();
         }
     }
-    exit_barrier(input, ch, call); // every push landed, every input read
+    exit_barrier(ctl, ch, call); // every push landed, every input read
     let mine = scratch.local();
     for c in 0..world {
         let mut j = first;
@@ -354,7 +415,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     if e < n {
         out[e] = T::from_f32(tail);
     }
-    call_end(input, ch, call);
+    call_end(ctl, ch, call);
 }
 
 /// One-shot all-reduce by pushing raw data: each rank stores its input
@@ -375,6 +436,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     out: &mut [T],
     n: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
@@ -382,6 +444,13 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     let call = call_begin(stage, ch);
     let base = stage_at(stage, call, 0);
     let cap = stage_cap(stage);
+    // The call's identity, which block 0's thread r stores at the end of
+    // this rank's region in rank r's stage (past any call's data) and
+    // checks in rank r's region here after the barrier: a peer in another
+    // call (another buffer or size) would have this one sum its data.
+    let t = thread_idx_x();
+    let checks = block_idx_x() == 0u32 && t < world && t != rank;
+    let id = sig_vec::<T, V>(sig);
     let src = input.local();
     let mine = stage.local();
     let stride = grid_dim_x() * block_dim_x();
@@ -408,7 +477,14 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
             }
         }
     }
+    if checks {
+        stage.peer(t).store_vec::<V>(to + cap - V as u32, id);
+    }
     enter_barrier(stage, ch, call);
+    if checks {
+        let got = mine.load_vec::<V>(base + t * cap + cap - V as u32);
+        assert_same_call(same_bits::<T, V>(got, id));
+    }
     let mut i = first;
     while i < vecs {
         let at = i * V as u32;
@@ -490,6 +566,7 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     out: &mut [T],
     n: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
@@ -498,6 +575,7 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     let stride = grid_dim_x() * block_dim_x();
     let first = spread_first();
     let vecs = (n + V as u32 - 1) / V as u32;
+    let cap = stage_cap(stage);
     // The call counter's load is issued first: the input's is followed at
     // once by its unpacking (a branch join, and for 2-byte types a `PRMT`
     // per element), which waits for it, so in the other order the two
@@ -507,6 +585,17 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     // This thread's first vector stays in registers for its own part of the
     // sum (the common case at small sizes is one vector per thread).
     let mut own = v;
+    // The call's identity travels as one more message, the last vector of
+    // each region (past any call's data), from block 0's thread r to rank
+    // r, first; it is taken and checked after the data (whose arrival it
+    // does not delay): a peer in another call of this kernel (another
+    // buffer or size) fails both, not a wrong sum.
+    let t = thread_idx_x();
+    let checks = block_idx_x() == 0u32 && t < world && t != rank;
+    let id = sig_vec::<T, V>(sig);
+    if checks {
+        sentinel_send::<T, V>(stage, call, t, cap - V as u32, id);
+    }
     let mut i = first;
     while i < vecs {
         for r in 0..world {
@@ -528,6 +617,13 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         if i < vecs {
             own = lamport_load::<T, V>(src, i * V as u32, n);
         }
+    }
+    if checks {
+        let got = sentinel_take::<T, V>(stage, call, 1u32 << t, cap - V as u32);
+        assert_same_call(same_bits::<T, V>(
+            pick::<T, V>(got, t),
+            sentinel_scrub::<T, V>(id),
+        ));
     }
     call_end(stage, ch, call);
 }
@@ -558,6 +654,7 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     n: u32,
     cap: u32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let rank = input.rank();
@@ -571,6 +668,18 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     let call = call_begin(stage, ch);
     let parts = (call & 1) * 2 * world * cap;
     let sums = parts + world * cap;
+    // The call's identity, as in the one-shot: the last vector of this
+    // rank's half-0 region at every peer (past its chunk), from block 0's
+    // thread r to rank r, checked at the end.
+    let t = thread_idx_x();
+    let checks = block_idx_x() == 0u32 && t < world && t != rank;
+    let id = sig_vec::<T, V>(sig);
+    let id_at = cap - V as u32;
+    if checks {
+        stage
+            .peer(t)
+            .store_vec_volatile::<V>(parts + rank * cap + id_at, sentinel_scrub::<T, V>(id));
+    }
     // Reduce-scatter: element j of every other chunk goes to its owner's
     // half-0 region for this rank.
     let mut j = first;
@@ -621,6 +730,13 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
             }
         }
         j += stride;
+    }
+    if checks {
+        let got = sentinel_take_at::<T, V>(mine, parts + id_at, cap, 1u32 << t, world);
+        assert_same_call(same_bits::<T, V>(
+            pick::<T, V>(got, t),
+            sentinel_scrub::<T, V>(id),
+        ));
     }
     call_end(stage, ch, call);
 }

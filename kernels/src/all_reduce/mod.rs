@@ -173,7 +173,7 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>>;
 
     /// Launches `path`'s kernel (with `aux` its staging or scratch buffer,
-    /// unused by [`Path::Pull`], and `ch` its channel) on checked
+    /// for [`Path::Pull`] its control allocation, and `ch` its channel) on checked
     /// arguments, without bounds checks on the GPU.
     ///
     /// # Safety
@@ -183,8 +183,10 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     /// that `staging` sized for `n` on `path`, with `cap` elements per
     /// region (the push and Lamport one-shots derive it from `aux`'s
     /// length instead, which `staging` makes exactly `2 × world` regions),
-    /// and `cfg` is the path's grid. `sig` is the call's identity digest
-    /// (LL folds it into its tags; the other kernels ignore it).
+    /// and `cfg` is the path's grid. `sig` is the call's identity digest,
+    /// which every kernel checks against its peers' (LL folds it into its
+    /// tags, the barrier kernels trade it at the barrier, the push and
+    /// Lamport kernels send it as one more vector past the data).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn __launch(
@@ -254,11 +256,14 @@ macro_rules! elem {
                 unsafe {
                     match path {
                         Path::Ll => by_world!(comm, one_shot_ll::launch_unchecked::<$t, $p>(comm, cfg, input, aux, out, n, cap, ch, sig)),
-                        Path::Push => by_world!(comm, one_shot_push::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
-                        Path::Lamport => by_world!(comm, one_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
-                        Path::Pull => by_world!(comm, one_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, out, n, ch)),
-                        Path::TwoShot => by_world!(comm, two_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch)),
-                        Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch)),
+                        Path::Push => by_world!(comm, one_shot_push::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch, sig)),
+                        Path::Lamport => by_world!(comm, one_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch, sig)),
+                        Path::Pull => by_world!(comm, one_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, ch, sig)),
+                        Path::TwoShot => {
+                            let ctl = control(comm)?;
+                            by_world!(comm, two_shot_all_reduce::launch_unchecked::<$t, $v>(comm, cfg, input, aux, &ctl, out, n, ch, sig))
+                        }
+                        Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch_unchecked::<$t, $v>(comm, cfg, input, aux, out, n, cap, ch, sig)),
                     }
                 }
             }
@@ -442,13 +447,7 @@ impl Identity {
     /// a tag folded with it is never 0 on zeroed staging; see
     /// `one_shot_ll`).
     fn sig(&self) -> u32 {
-        let mut h: u32 = 0x811c_9dc5;
-        for w in self.words() {
-            for b in w.to_le_bytes() {
-                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-            }
-        }
-        h | 0x8000_0000
+        crate::collectives::digest(&self.words()) | 0x8000_0000
     }
 
     /// `words` spelled for an error, as [`Identity::words`] lays them out.
@@ -590,12 +589,13 @@ fn launch<T: AllReduceElem>(
             unsafe { T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap, ch, sig) }
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
-            // The two-shot's regions hold one chunk of whole vectors.
+            // The two-shot's regions hold one chunk of whole vectors; every
+            // region one more vector, the call's identity.
+            let v = 16 / std::mem::size_of::<T>();
             let per_region = if path == Path::LamportTwoShot {
-                let v = 16 / std::mem::size_of::<T>();
-                n.div_ceil(v).div_ceil(world) * v
+                n.div_ceil(v).div_ceil(world) * v + v
             } else {
-                n
+                n + v
             };
             let (stage, per_region) = staging::<T, T>(comm, path, bytes, per_region)?;
             let cfg = fixed()?;
@@ -618,9 +618,10 @@ fn launch<T: AllReduceElem>(
         }
         Path::Pull => {
             let cfg = fitted::<T>(comm, path, config::<T>(n), bytes)?;
+            let ctl = control(comm)?;
             // SAFETY: `n` was checked against `input` and `out` (`check`);
-            // the pull kernel has no staging.
-            unsafe { T::__launch(path, comm, cfg, input, input, out, n as u32, 0, ch, sig) }
+            // the pull kernel has no staging (`aux` is its control).
+            unsafe { T::__launch(path, comm, cfg, input, &ctl, out, n as u32, 0, ch, sig) }
         }
         Path::TwoShot => {
             let (scratch, _) = staging::<T, T>(comm, path, bytes, n)?;
@@ -752,6 +753,15 @@ struct PushFamily;
 struct LamportFamily;
 struct LamportTwoShotFamily;
 struct ScratchFamily;
+struct ControlFamily;
+
+/// The barrier kernels' control allocation on `comm`'s rank: its pad holds
+/// their call counters, barriers and identities, one pad for every buffer
+/// and element type (so ranks in calls on different buffers meet, and
+/// fail, at once). Its data is never touched.
+fn control(comm: &Comm) -> Result<Arc<SymmetricMemory>> {
+    Ok(grow::<u32, ControlFamily>(comm, 1, 1, 0)?.0)
+}
 
 /// The staging area `path` needs for a call of `bytes` with `per_region`
 /// elements per region, grown (a collective allocation and rendezvous, reached by every rank in

@@ -25,13 +25,14 @@ use symm::symm_kernel;
 
 use crate::all_reduce::{enter_call, spread_first};
 
-/// The start of every collective kernel, after [`enter_call`]: this call's
+/// The start of every barrier kernel (the collectives', and the
+/// all-reduce's pull and two-shot), after [`enter_call`]: this call's
 /// number ([`call_begin`] on channel `ch` of `buf`) once the entry barrier
 /// passed, with every rank's `sig` (a digest of its call: kind, element
 /// type, sizes, op, root) checked equal to this rank's, so ranks that make
 /// different calls fail alike instead of exchanging mismatched data. The
-/// digests travel on channel `ch + 1` (the collectives reserve two
-/// adjacent channels): thread `t` stores this rank's into rank `t`'s slot
+/// digests travel on channel `ch + 1` (the collectives and the all-reduce
+/// each reserve two adjacent channels): thread `t` stores this rank's into rank `t`'s slot
 /// before its barrier flag (the flag's release publishes it) and reads
 /// rank `t`'s after the barrier. A call rewrites its digests only after
 /// the previous call's exit barrier, when every peer has read them.
@@ -61,7 +62,7 @@ pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
     }
     kernel_assert!(
         same,
-        "collective: the ranks made different calls (kind, element type, sizes, op, root or ranges differ); every rank must make the same calls in the same order"
+        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
     );
     call
 }
@@ -749,7 +750,7 @@ pub fn ll_headers(stage: SymmBuf<u64>, epoch: u32, cap: u32, sig: u32) {
     }
     kernel_assert!(
         same,
-        "collective: the ranks made different calls (kind, element type, sizes, op, root or ranges differ); every rank must make the same calls in the same order"
+        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
     );
 }
 

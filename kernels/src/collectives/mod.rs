@@ -270,17 +270,25 @@ pub struct Ch {
 }
 
 impl Ch {
-    /// The collectives' first channel with the digest of `words` (FNV-1a
-    /// over them: the same on every rank and build).
+    /// The collectives' first channel with the digest of `words`.
     fn of<'a>(index: u32, words: impl IntoIterator<Item = &'a u64>) -> Ch {
-        let mut h: u32 = 0x811c_9dc5;
-        for w in words {
-            for b in w.to_le_bytes() {
-                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-            }
+        Ch {
+            index,
+            sig: digest(words),
         }
-        Ch { index, sig: h }
     }
+}
+
+/// A call's digest, which kernels compare across ranks: FNV-1a over
+/// `words`, the same on every rank and build.
+pub(crate) fn digest<'a>(words: impl IntoIterator<Item = &'a u64>) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+    }
+    h
 }
 
 /// How [`reduce_scatter`] combines the ranks' elements. All combine in f32

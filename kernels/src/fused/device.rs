@@ -4,6 +4,7 @@ use symm::dsl::*;
 use symm::symm_kernel;
 
 use crate::all_reduce::enter_call;
+use crate::collectives::enter_checked;
 
 /// Loads elements `i..i + V` from every rank's `buf` and sums them in f32
 /// in rank order 0, 1, … (no rounding: the residual is added first).
@@ -111,11 +112,12 @@ pub fn all_reduce_rms_norm<T: Scalar, const V: usize>(
     hidden: u32,
     eps: f32,
     ch: u32,
+    sig: u32,
 ) {
     enter_call();
     let world = input.world_size();
-    let call = call_begin(input, ch);
-    enter_barrier(input, ch, call);
+    // Every peer is in this call (its digest `sig`, on channel `ch + 1`).
+    let call = enter_checked(input, ch, sig);
     let partial = shared_array::<f32, 32>();
     let step = block_dim_x() * V as u32;
     let mut row = block_idx_x();

@@ -51,6 +51,7 @@ pub trait FusedElem: Scalar {
         hidden: u32,
         eps: f32,
         ch: u32,
+        sig: u32,
     ) -> Result<()>;
 }
 
@@ -70,6 +71,7 @@ macro_rules! fused_elem {
                 hidden: u32,
                 eps: f32,
                 ch: u32,
+                sig: u32,
             ) -> Result<()> {
                 // SAFETY: the caller's arguments, with which every index is
                 // in bounds: a block reads and writes `base + i .. + V`
@@ -82,7 +84,7 @@ macro_rules! fused_elem {
                 // `SYMM_CHECK_ALL=1` on a GPU.
                 unsafe {
                     all_reduce_rms_norm::launch_unchecked::<$t, $v>(
-                        comm, cfg, input, residual, weight, out, rows, hidden, eps, ch,
+                        comm, cfg, input, residual, weight, out, rows, hidden, eps, ch, sig,
                     )
                 }
             }
@@ -207,6 +209,14 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
             s.get(4).map_or("?".into(), |v| format!("{v:#x}"))
         )
     })?;
+    // What the kernel's barrier compares across ranks: the shape and the
+    // input (ranks that desynchronise after agreeing on a shape would sum
+    // each other's wrong buffers).
+    let sig = crate::collectives::digest(
+        shape
+            .iter()
+            .chain(&[input.alloc_id(), input.buffer_offset()]),
+    );
     let (mut res, w, mut o) = (b_res?, b_w?, b_out?);
     if rows == 0 {
         return Ok(());
@@ -235,6 +245,7 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
             hidden as u32,
             eps,
             ch,
+            sig,
         )
     }
 }
@@ -242,7 +253,8 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
 /// The fused kernel's channel on `comm`'s group, reserved on first use.
 fn channel(comm: &Comm) -> Result<u32> {
     struct Fused;
-    crate::reserved_channels::<Fused, 1>(comm, CHANNEL_OWNER)
+    // The second holds the call identities (`enter_checked`).
+    crate::reserved_channels::<Fused, 2>(comm, CHANNEL_OWNER)
 }
 
 /// The fused kernel's result for one row, as the kernel computes it (f32,
