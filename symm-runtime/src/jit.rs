@@ -521,6 +521,20 @@ pub(crate) fn kernel_options() -> Vec<String> {
     KERNEL_OPTIONS.iter().map(|s| s.to_string()).collect()
 }
 
+/// The options of a compile check (`check_kernels!`), whose CUBIN is never
+/// launched: [`KERNEL_OPTIONS`] with NVRTC's fast-compile level at its
+/// maximum where NVRTC has it (13.0 on), which lightens the optimiser's
+/// work (about 40% less time per kernel) while every stage still runs:
+/// the C++ front end, NVVM and ptxas, so every error a launch's compile
+/// would report is still found.
+pub(crate) fn check_options() -> Vec<String> {
+    let mut opts = kernel_options();
+    if nvrtc_version().is_ok_and(|(major, _)| major >= 13) {
+        opts.push("--Ofast-compile=max".to_string());
+    }
+    opts
+}
+
 /// Writes `req`'s CUDA C and PTX under `$SYMM_DUMP`, if it is set (for
 /// reading what a kernel became; failures only warn).
 pub(crate) fn dump(req: &CompileRequest) {

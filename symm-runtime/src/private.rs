@@ -514,7 +514,7 @@ impl KernelDef {
     ) -> Result<()> {
         let entry = crate::backend::entry_name(self.name, fnv(key), checked);
         let src = self.instantiation(key, checked, source, &entry);
-        let opts = crate::jit::kernel_options();
+        let opts = crate::jit::check_options();
         let req = crate::jit::CompileRequest {
             kernel_name: &entry,
             source: &src,

@@ -450,7 +450,6 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     // call (another buffer or size) would have this one sum its data.
     let t = thread_idx_x();
     let checks = block_idx_x() == 0u32 && t < world && t != rank;
-    let id = sig_vec::<T, V>(sig);
     let src = input.local();
     let mine = stage.local();
     let stride = grid_dim_x() * block_dim_x();
@@ -478,12 +477,14 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
         }
     }
     if checks {
-        stage.peer(t).store_vec::<V>(to + cap - V as u32, id);
+        stage
+            .peer(t)
+            .store_vec::<V>(to + cap - V as u32, sig_vec::<T, V>(sig));
     }
     enter_barrier(stage, ch, call);
     if checks {
         let got = mine.load_vec::<V>(base + t * cap + cap - V as u32);
-        assert_same_call(same_bits::<T, V>(got, id));
+        assert_same_call(same_bits::<T, V>(got, sig_vec::<T, V>(sig)));
     }
     let mut i = first;
     while i < vecs {
@@ -575,7 +576,6 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     let stride = grid_dim_x() * block_dim_x();
     let first = spread_first();
     let vecs = (n + V as u32 - 1) / V as u32;
-    let cap = stage_cap(stage);
     // The call counter's load is issued first: the input's is followed at
     // once by its unpacking (a branch join, and for 2-byte types a `PRMT`
     // per element), which waits for it, so in the other order the two
@@ -592,9 +592,9 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     // buffer or size) fails both, not a wrong sum.
     let t = thread_idx_x();
     let checks = block_idx_x() == 0u32 && t < world && t != rank;
-    let id = sig_vec::<T, V>(sig);
+    let id_at = stage_cap(stage) - V as u32;
     if checks {
-        sentinel_send::<T, V>(stage, call, t, cap - V as u32, id);
+        sentinel_send::<T, V>(stage, call, t, id_at, sig_vec::<T, V>(sig));
     }
     let mut i = first;
     while i < vecs {
@@ -619,10 +619,10 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         }
     }
     if checks {
-        let got = sentinel_take::<T, V>(stage, call, 1u32 << t, cap - V as u32);
+        let got = sentinel_take::<T, V>(stage, call, 1u32 << t, id_at);
         assert_same_call(same_bits::<T, V>(
             pick::<T, V>(got, t),
-            sentinel_scrub::<T, V>(id),
+            sentinel_scrub::<T, V>(sig_vec::<T, V>(sig)),
         ));
     }
     call_end(stage, ch, call);
@@ -668,18 +668,6 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     let call = call_begin(stage, ch);
     let parts = (call & 1) * 2 * world * cap;
     let sums = parts + world * cap;
-    // The call's identity, as in the one-shot: the last vector of this
-    // rank's half-0 region at every peer (past its chunk), from block 0's
-    // thread r to rank r, checked at the end.
-    let t = thread_idx_x();
-    let checks = block_idx_x() == 0u32 && t < world && t != rank;
-    let id = sig_vec::<T, V>(sig);
-    let id_at = cap - V as u32;
-    if checks {
-        stage
-            .peer(t)
-            .store_vec_volatile::<V>(parts + rank * cap + id_at, sentinel_scrub::<T, V>(id));
-    }
     // Reduce-scatter: element j of every other chunk goes to its owner's
     // half-0 region for this rank.
     let mut j = first;
@@ -693,6 +681,19 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
             }
         }
         j += stride;
+    }
+    // The call's identity, as in the one-shot: the last vector of this
+    // rank's half-0 region at every peer (past its chunk), from block 0's
+    // thread r to rank r (after the data, whose first loads it must not
+    // delay), checked at the end.
+    let t = thread_idx_x();
+    let checks = block_idx_x() == 0u32 && t < world && t != rank;
+    let id_at = cap - V as u32;
+    if checks {
+        stage.peer(t).store_vec_volatile::<V>(
+            parts + rank * cap + id_at,
+            sentinel_scrub::<T, V>(sig_vec::<T, V>(sig)),
+        );
     }
     // Sum this rank's chunk and push the sum to every rank.
     let mut j = first;
@@ -735,7 +736,7 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         let got = sentinel_take_at::<T, V>(mine, parts + id_at, cap, 1u32 << t, world);
         assert_same_call(same_bits::<T, V>(
             pick::<T, V>(got, t),
-            sentinel_scrub::<T, V>(id),
+            sentinel_scrub::<T, V>(sig_vec::<T, V>(sig)),
         ));
     }
     call_end(stage, ch, call);
