@@ -154,10 +154,10 @@ symm::check_kernels!(
     broadcast::<f32>,
     broadcast::<symm::f16>,
     broadcast::<symm::f8e5m2>,
-    // Each all-reduce kernel for every element type and every unrolled
+    // Each all-reduce kernel for f32, bf16 and f16 and for every unrolled
     // world (2, 4, 8) and the run-time one (0), each at least once, not
     // every combination: NVRTC takes most of a second per kernel, four
-    // times over (two arches, checked and not).
+    // times over (two arches, checked and not). fp8 follows below.
     one_shot_ll::<f32, 1, 2>,
     one_shot_ll::<symm::bf16, 2, 4>,
     one_shot_ll::<symm::f16, 2, 8>,
@@ -179,6 +179,8 @@ symm::check_kernels!(
     one_shot_lamport::<symm::f16, 8, 8>,
     one_shot_lamport::<f32, 4, 0>,
     one_shot_ll::<symm::f8e4m3, 4, 4>,
+    one_shot_push::<symm::f8e4m3, 16, 2>,
+    one_shot_all_reduce::<symm::f8e5m2, 16, 8>,
     one_shot_lamport::<symm::f8e4m3, 16, 4>,
     one_shot_lamport::<symm::f8e5m2, 16, 2>,
     two_shot_lamport::<symm::f8e4m3, 16, 4>,

@@ -378,6 +378,8 @@ struct Thread {
     ops: Cell<u32>,
     /// The wait loop this thread is in, if any: what it waits for and where.
     waiting: Cell<Option<Wait>>,
+    /// Set when a wait loop of this thread ended since its last resume.
+    left_wait: Cell<bool>,
 }
 
 impl Thread {
@@ -442,6 +444,7 @@ impl KernelThread for Thread {
     }
     fn end_wait(&self) {
         self.waiting.set(None);
+        self.left_wait.set(true);
     }
     fn spin(&self) {
         // Only wait loops spin (`wait_for`, which registered the wait), so
@@ -610,6 +613,7 @@ fn run_window(
                 yielder: Cell::new(std::ptr::null()),
                 ops: Cell::new(0),
                 waiting: Cell::new(None),
+                left_wait: Cell::new(false),
             }));
         }
     }
@@ -710,7 +714,11 @@ fn run_window(
                         Event::Preempted if was_blocked => state[i],
                         Event::Preempted => State::Ready(0),
                     };
-                    progressed |= !(was_blocked && matches!(next, State::Blocked));
+                    // A thread whose wait ended is progress even when it
+                    // blocks again in the same resume (what it stored on
+                    // the way may be what a dozing peer waits for).
+                    let left = threads[i].left_wait.replace(false);
+                    progressed |= left || !(was_blocked && matches!(next, State::Blocked));
                     state[i] = next;
                 }
             }

@@ -524,9 +524,11 @@ pub(crate) fn kernel_options() -> Vec<String> {
 /// The options of a compile check (`check_kernels!`), whose CUBIN is never
 /// launched: [`KERNEL_OPTIONS`] with NVRTC's fast-compile level at its
 /// maximum where NVRTC has it (13.0 on), which lightens the optimiser's
-/// work (about 40% less time per kernel) while every stage still runs:
-/// the C++ front end, NVVM and ptxas, so every error a launch's compile
-/// would report is still found.
+/// work (about 40% less time per kernel). Every stage still runs (the C++
+/// front end, NVVM and ptxas), so what the check exists for, C++ that NVRTC
+/// rejects or an instruction the arch lacks, is found as before; a limit
+/// that depends on the optimisation level (registers, local memory) may
+/// come out differently than at launch.
 pub(crate) fn check_options() -> Vec<String> {
     let mut opts = kernel_options();
     if nvrtc_version().is_ok_and(|(major, _)| major >= 13) {

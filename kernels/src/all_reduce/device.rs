@@ -588,8 +588,10 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     // The call's identity travels as one more message, the last vector of
     // each region (past any call's data), from block 0's thread r to rank
     // r, first; it is taken and checked after the data (whose arrival it
-    // does not delay): a peer in another call of this kernel (another
-    // buffer or size) fails both, not a wrong sum.
+    // does not delay): a peer in another call of this kernel with as many
+    // elements (another buffer or offset) fails both, not a wrong sum. (A
+    // peer with fewer elements never sends what this rank waits for: the
+    // wait ends at the timeout, or when the peer leaves.)
     let t = thread_idx_x();
     let checks = block_idx_x() == 0u32 && t < world && t != rank;
     let id_at = stage_cap(stage) - V as u32;

@@ -589,13 +589,14 @@ fn launch<T: AllReduceElem>(
             unsafe { T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap, ch, sig) }
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
-            // The two-shot's regions hold one chunk of whole vectors; every
-            // region one more vector, the call's identity.
+            // The two-shot's regions hold one chunk of whole vectors (and,
+            // as every region here, one more vector for the call's
+            // identity, which `staging` adds).
             let v = 16 / std::mem::size_of::<T>();
             let per_region = if path == Path::LamportTwoShot {
-                n.div_ceil(v).div_ceil(world) * v + v
+                n.div_ceil(v).div_ceil(world) * v
             } else {
-                n + v
+                n
             };
             let (stage, per_region) = staging::<T, T>(comm, path, bytes, per_region)?;
             let cfg = fixed()?;
@@ -790,6 +791,7 @@ fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
         ));
     }
     let world = comm.world_size();
+    let id_tail = 16 / std::mem::size_of::<E>();
     match path {
         // Zeros, so no stale bits can look like a packet of epoch 1. The
         // smallest calls run on a grid of their own (`fixed_shape`), so
@@ -798,10 +800,16 @@ fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
             grow::<E, LlSmallFamily<T>>(comm, per_region, 2 * world, 0)
         }
         Path::Ll => grow::<E, LlFamily<T>>(comm, per_region, 2 * world, 0),
-        Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
+        // One more 16-byte vector per region, past any call's data, for
+        // the call's identity (`sig_vec`).
+        Path::Push => grow_with_tail::<E, PushFamily>(comm, per_region, id_tail, 2 * world, 0),
         // All ones: every slot starts empty.
-        Path::Lamport => grow::<E, LamportFamily>(comm, per_region, 2 * world, 0xFF),
-        Path::LamportTwoShot => grow::<E, LamportTwoShotFamily>(comm, per_region, 4 * world, 0xFF),
+        Path::Lamport => {
+            grow_with_tail::<E, LamportFamily>(comm, per_region, id_tail, 2 * world, 0xFF)
+        }
+        Path::LamportTwoShot => {
+            grow_with_tail::<E, LamportTwoShotFamily>(comm, per_region, id_tail, 4 * world, 0xFF)
+        }
         Path::TwoShot | Path::Pull => grow::<E, ScratchFamily>(comm, per_region, 1, 0),
     }
 }
@@ -816,10 +824,22 @@ pub(crate) fn grow<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
     regions: usize,
     fill: u8,
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
+    grow_with_tail::<E, K>(comm, per_region, 0, regions, fill)
+}
+
+/// [`grow`] with `tail` more elements in every region, past the rounded
+/// data part (so a power-of-two message does not double its staging).
+fn grow_with_tail<E: symm::dsl::Scalar, K: Send + Sync + 'static>(
+    comm: &Comm,
+    per_region: usize,
+    tail: usize,
+    regions: usize,
+    fill: u8,
+) -> Result<(Arc<SymmetricMemory>, usize)> {
     let s = comm.extension(
-        |s: &Staging<E, K>| s.per_region >= per_region,
+        |s: &Staging<E, K>| s.per_region >= per_region + tail,
         |older| {
-            let per_region = per_region.next_power_of_two().max(1024);
+            let per_region = per_region.next_power_of_two().max(1024) + tail;
             let buf = comm.alloc::<E>(regions * per_region)?;
             // Every byte `fill` (a device memset, finished) before the
             // rendezvous hands the memory to any peer.

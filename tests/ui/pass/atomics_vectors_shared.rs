@@ -57,6 +57,6 @@ pub fn histogram_and_reverse(
     }
 }
 
-fn main() {
+pub fn main() {
     assert!(histogram_and_reverse::CUDA_BODY.contains("__shared__"));
 }

@@ -35,7 +35,7 @@ pub fn axpy_w<T: DslFloat, const W: usize>(x: &[T], y: &mut [T], peaks: &mut [T]
     }
 }
 
-fn main() {
+pub fn main() {
     let src = axpy_w::cuda_source_for::<f32, 4>();
     assert!(src.contains("f_axpy") && src.contains("f_largest"));
 }

@@ -13,7 +13,10 @@ pub fn half_of(v: u32) -> u32 {
 /// Halves `x` into `y`, checking the launch covers it.
 #[symm_kernel]
 pub fn halve(x: &[u32], y: &mut [u32], n: u32) {
-    kernel_assert!(grid_dim_x() * block_dim_x() >= n, "the grid does not cover `n`");
+    kernel_assert!(
+        grid_dim_x() * block_dim_x() >= n,
+        "the grid does not cover `n`"
+    );
     kernel_assert!(x.len() as u32 >= n && y.len() == x.len());
     let i = block_idx_x() * block_dim_x() + thread_idx_x();
     if i < n {
@@ -21,7 +24,7 @@ pub fn halve(x: &[u32], y: &mut [u32], n: u32) {
     }
 }
 
-fn main() {
+pub fn main() {
     // The message of an assertion without one is its condition as written.
     assert_eq!(halve::ASSERTS.len(), 2);
     assert_eq!(halve::ASSERTS[0].message, "the grid does not cover `n`");
@@ -35,6 +38,12 @@ fn main() {
     std::panic::set_hook(Box::new(|_| {}));
     let failed = std::panic::catch_unwind(|| kernel_assert!(1 + 1 == 3, "arithmetic"));
     let payload = failed.expect_err("a false assertion panics");
-    let msg = payload.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(msg.starts_with("assertion failed: arithmetic (at "), "{msg}");
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        msg.starts_with("assertion failed: arithmetic (at "),
+        "{msg}"
+    );
 }

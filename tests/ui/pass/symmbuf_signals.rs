@@ -42,6 +42,6 @@ pub fn ring_push(buf: SymmBuf<f32>, sums: SymmBuf<u64>, n: u32, channel: u32) {
     }
 }
 
-fn main() {
+pub fn main() {
     assert!(ring_push::CUDA_BODY.contains("symm_dsl_put_signal"));
 }
