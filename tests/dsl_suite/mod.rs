@@ -1712,15 +1712,17 @@ pub fn run_fp8_convert<T: Scalar>(c: &Comm) -> symm::Result<usize> {
     Ok(n)
 }
 
-/// Copies rank `src`'s symmetric buffer into `out`, 16 one-byte elements a
-/// thread, with one `load_vec::<16>` and one `store_vec` each (`n` a
-/// multiple of 16).
+/// Copies rank `src`'s symmetric buffer into `out`, 16 one-byte elements at
+/// a time, with one `load_vec::<16>` and one `store_vec` each (`n` a
+/// multiple of 16), in a grid-stride loop: a small grid fits beside the
+/// other ranks' kernels on a GPU they share.
 #[symm_kernel]
 pub fn copy_vec16<T: Scalar>(buf: SymmBuf<T>, out: &mut [T], src: u32, n: u32) {
-    let i = (block_idx_x() * block_dim_x() + thread_idx_x()) * 16;
-    if i < n {
+    let mut i = (block_idx_x() * block_dim_x() + thread_idx_x()) * 16;
+    while i < n {
         let v = buf.peer(src).load_vec::<16>(i);
         out.store_vec(i, v);
+        i += grid_dim_x() * block_dim_x() * 16;
     }
 }
 
@@ -1752,7 +1754,8 @@ pub fn run_fp8_copies<T: Scalar>(
     s.barrier(&ch, timeout)?;
     let mut out = c.device_buffer_from(&vec![T::from_bits32(0x7f); n])?;
     let src = (rank + 1) % world;
-    copy_vec16::launch::<T>(c, lin(n / 16, 64), &s, &mut out, src as u32, n as u32)?;
+    let cfg = LaunchConfig::linear(((n / 16) as u32).div_ceil(64).min(32), 64);
+    copy_vec16::launch::<T>(c, cfg, &s, &mut out, src as u32, n as u32)?;
     c.synchronize()?;
     check_bits(
         c,
