@@ -1754,7 +1754,7 @@ pub fn run_fp8_copies<T: Scalar>(
     s.barrier(&ch, timeout)?;
     let mut out = c.device_buffer_from(&vec![T::from_bits32(0x7f); n])?;
     let src = (rank + 1) % world;
-    let cfg = LaunchConfig::linear(((n / 16) as u32).div_ceil(64).min(32), 64);
+    let cfg = LaunchConfig::linear(Ord::min(((n / 16) as u32).div_ceil(64), 32), 64);
     copy_vec16::launch::<T>(c, cfg, &s, &mut out, src as u32, n as u32)?;
     c.synchronize()?;
     check_bits(
