@@ -273,3 +273,152 @@ fail_fast_tests! {
     a_panicking_rank_fails_its_peers_store_waits_fast: Panic, Store;
     an_erroring_rank_fails_its_peers_store_waits_fast: Error, Store;
 }
+
+// ------------------------------------------------ processes that are killed
+
+/// Set in a child process of the killed-process tests: "addr world rank".
+const CHILD: &str = "SYMM_TEST_KILLED_PROCESS_CHILD";
+
+/// Milliseconds since the epoch: one clock for the test and its children.
+fn now_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64()
+        * 1e3
+}
+
+/// One rank of a killed-process job, in this process: hosts the TCP store
+/// at `addr` when rank 0, joins the group (emulated: the group's store
+/// is what these tests exercise), says it is ready, and then waits on a key
+/// that no rank sets, until a departure ends the wait. Returns the error
+/// and when it came (the epoch clock).
+fn killed_job_rank(addr: std::net::SocketAddr, world: usize, rank: usize) -> (String, f64) {
+    let store: std::sync::Arc<dyn symm::Store> = if rank == 0 {
+        std::sync::Arc::new(symm::TcpStore::host(addr, None).expect("host the store"))
+    } else {
+        std::sync::Arc::new(symm::TcpStore::connect(addr, None, TIMEOUT).expect("connect"))
+    };
+    let comm = Comm::emulated(rank, world, store, options()).expect("join");
+    comm.store()
+        .set(&comm.store_key(&format!("ready/{rank}")), b"1")
+        .expect("ready");
+    let e = comm
+        .store()
+        .get(&comm.store_key("never"), TIMEOUT)
+        .map(|_| ())
+        .map_err(|e| comm.store_error(e))
+        .expect_err("nobody sets this key");
+    let at = now_ms();
+    // Hold the rank until every rank has seen the departure, so that this
+    // rank's own exit is not what another rank sees first.
+    std::thread::sleep(Duration::from_millis(400));
+    drop(comm);
+    (e.to_string(), at)
+}
+
+/// A process that dies without unwinding (SIGKILL) makes every peer's
+/// pending store wait fail within 1 s, naming its rank: the store's host
+/// writes the last word a killed client left, and a killed host is seen as
+/// the end of every client's last-word connection. At worlds 2, 4 and 8,
+/// the victim a client and then the host; this test's process is one of
+/// the survivors, the others its children.
+#[test]
+fn a_killed_process_fails_its_peers_store_waits_fast() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        let mut it = spec.split_whitespace();
+        let addr = it.next().unwrap().parse().unwrap();
+        let world = it.next().unwrap().parse().unwrap();
+        let rank = it.next().unwrap().parse().unwrap();
+        let (e, at) = killed_job_rank(addr, world, rank);
+        println!("KILLED-CHILD rank={rank} at={at} error={e}");
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    for world in [2, 4, 8] {
+        for victim in [world - 1, 0] {
+            // The test's own rank: a survivor.
+            let own = if victim == 0 { 1 } else { 0 };
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let children: Vec<(usize, std::process::Child)> = (0..world)
+                .filter(|&r| r != own)
+                .map(|r| {
+                    let child = std::process::Command::new(&me)
+                        .args([
+                            "--exact",
+                            "a_killed_process_fails_its_peers_store_waits_fast",
+                            "--nocapture",
+                            "--test-threads=1",
+                        ])
+                        .env(CHILD, format!("{addr} {world} {r}"))
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::null())
+                        .spawn()
+                        .unwrap();
+                    (r, child)
+                })
+                .collect();
+            let killed_at = Mutex::new(None::<f64>);
+            let (mine, at) = std::thread::scope(|s| {
+                let waiter = s.spawn(|| killed_job_rank(addr, world, own));
+                // Every rank ready (read from a client of our own), then
+                // the victim dies.
+                use symm::Store as _;
+                let probe = symm::TcpStore::connect(addr, None, TIMEOUT).expect("probe");
+                let keys: Vec<String> = (0..world).map(|r| format!("symm/1/ready/{r}")).collect();
+                probe.wait(&keys, TIMEOUT).expect("every rank ready");
+                drop(probe);
+                std::thread::sleep(Duration::from_millis(200));
+                let (_, victim_child) = children.iter().find(|(r, _)| *r == victim).unwrap();
+                let pid = victim_child.id() as i32;
+                *killed_at.lock().unwrap() = Some(now_ms());
+                std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status()
+                    .unwrap();
+                waiter.join().unwrap()
+            });
+            let killed_at = killed_at.lock().unwrap().unwrap();
+            let mut seen = vec![(own, mine, at)];
+            for (r, child) in children {
+                let out = child.wait_with_output().unwrap();
+                if r == victim {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                let line = text
+                    .lines()
+                    .find_map(|l| {
+                        // libtest may print the test's name first on the line.
+                        l.split_once(&format!("KILLED-CHILD rank={r} at="))
+                            .map(|(_, rest)| rest)
+                    })
+                    .unwrap_or_else(|| panic!("rank {r} said nothing: {text}"));
+                let (at, e) = line.split_once(" error=").unwrap();
+                seen.push((r, e.to_string(), at.parse().unwrap()));
+            }
+            let mut slowest: f64 = 0.0;
+            for (r, e, at) in &seen {
+                let took = at - killed_at;
+                slowest = slowest.max(took);
+                assert!(
+                    e.contains(&format!("rank {victim} ended without leaving")),
+                    "world {world}, victim {victim}: rank {r}'s error: {e}"
+                );
+                assert!(
+                    took < 1000.0,
+                    "world {world}, victim {victim}: rank {r} failed {took:.0} ms after the kill"
+                );
+            }
+            eprintln!(
+                "FAILFAST killed world={world} victim={victim} slowest={slowest:.1}ms; rank {own}: {}",
+                seen[0].1
+            );
+        }
+    }
+}

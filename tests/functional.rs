@@ -917,3 +917,81 @@ fn nccl_route_at_world_one() {
     })
     .unwrap();
 }
+
+/// The NCCL route fails fast too: a rank that fails after one NCCL call
+/// makes its peers' next NCCL call, whose kernel waits for it, end within
+/// 1 s with an error naming it (the watchdog aborts the communicator), and
+/// every later call fail. Needs one GPU per rank (NCCL allows no sharing);
+/// skipped, loudly, otherwise.
+#[test]
+fn a_failed_rank_aborts_its_peers_nccl_calls() {
+    if !on_gpu() || !symm::functional::nccl_available() {
+        eprintln!("SKIPPED: a_failed_rank_aborts_its_peers_nccl_calls needs GPUs and libnccl");
+        return;
+    }
+    for world in [2, 4, 8] {
+        if symm::cuda_device_count() < world {
+            eprintln!(
+                "SKIPPED: a_failed_rank_aborts_its_peers_nccl_calls world={world}: NCCL needs \
+                 one GPU per rank, this machine has {}",
+                symm::cuda_device_count()
+            );
+            continue;
+        }
+        let Some(r) = ranks(world) else { continue };
+        let victim = world - 1;
+        let left = std::sync::Mutex::new(None::<std::time::Instant>);
+        let took = std::sync::Mutex::new(Vec::new());
+        let e = run(r, options(), |c| -> symm::Result<()> {
+            let coll = Collectives::with_options(c, Options::default().with_backend(Prefer::Nccl))?;
+            let x = c.device_buffer_from(&vec![1.0f32; 1 << 16])?;
+            let got = coll
+                .all_reduce(&x, c.device_buffer::<f32>(1 << 16)?, ReduceOp::Sum)?
+                .wait_host()?;
+            assert_eq!(got.read(0, 1)?, vec![world as f32]);
+            if c.rank() == victim {
+                std::thread::sleep(Duration::from_millis(300));
+                *left.lock().unwrap() = Some(std::time::Instant::now());
+                return Err(symm::Error::InvalidArgument {
+                    rank: c.rank(),
+                    message: "the victim fails on purpose".into(),
+                });
+            }
+            let r = coll
+                .all_reduce(&x, c.device_buffer::<f32>(1 << 16)?, ReduceOp::Sum)
+                .and_then(|h| h.wait_host());
+            took.lock().unwrap().push(std::time::Instant::now());
+            let e = r.expect_err("a call without the victim completed");
+            let next = coll.all_reduce(&x, c.device_buffer::<f32>(8)?, ReduceOp::Sum);
+            assert!(
+                next.is_err(),
+                "rank {}: the next call was accepted",
+                c.rank()
+            );
+            Err(e)
+        })
+        .expect_err("the victim failed");
+        let left = left.lock().unwrap().expect("the victim left");
+        let slowest = took
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|t| t.saturating_duration_since(left))
+            .max()
+            .expect("peers");
+        for (rank, m) in &e.errors {
+            let m = m.to_string();
+            if *rank != victim {
+                assert!(m.contains(&format!("rank {victim}")), "rank {rank}: {m}");
+            }
+        }
+        assert!(
+            slowest < Duration::from_secs(1),
+            "world {world}: a peer failed {slowest:?} after the victim"
+        );
+        eprintln!(
+            "FAILFAST nccl world={world} slowest={:.1}ms",
+            slowest.as_secs_f64() * 1e3
+        );
+    }
+}

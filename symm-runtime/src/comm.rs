@@ -184,6 +184,11 @@ impl Comm {
             .add(&format!("{}/join/{rank}", options.group), 1)
             .map_err(|source| Error::Store { rank, source })?;
         let prefix: Arc<str> = format!("{}/{generation}", options.group).into();
+        if store.serves_others() {
+            store
+                .set(&host_key(&prefix), rank.to_string().as_bytes())
+                .map_err(|source| Error::Store { rank, source })?;
+        }
         // GPU ranks learn which of them share a device (and refuse two
         // processes on one) before anything can launch.
         let placement = match backend.device_id() {
@@ -211,6 +216,29 @@ impl Comm {
                 }
             }),
         );
+        // Should this process die without a word (killed), the store's
+        // host says it for this rank; should the host die, the word's
+        // connection says so.
+        let mut last = vec![1u8];
+        last.extend_from_slice(
+            b"ended without leaving the group: its process is gone (killed, or aborted \
+              without unwinding)",
+        );
+        let word = store
+            .last_word(
+                &down_key(&group.prefix, rank),
+                &last,
+                &down_count_key(&group.prefix),
+            )
+            .map_err(|source| Error::Store { rank, source })?;
+        if let Some(word) = word {
+            let host = store
+                .try_get(&host_key(&group.prefix))
+                .ok()
+                .flatten()
+                .and_then(|v| String::from_utf8(v).ok()?.parse().ok());
+            group.state.hold_last_word(rank, word, host);
+        }
         let departure = Departure {
             store: store.clone(),
             group: group.clone(),
@@ -456,6 +484,18 @@ impl Comm {
         peer_down(&*self.raw_store, &self.group, self.rank, self.world_size)
     }
 
+    /// A watch on the group's departures for a thread that must not keep
+    /// this rank alive (a watchdog): unlike a `Comm` clone, it does not
+    /// delay the rank's exit record.
+    pub fn watch(&self) -> GroupWatch {
+        GroupWatch {
+            store: self.raw_store.clone(),
+            group: self.group.clone(),
+            rank: self.rank,
+            world: self.world_size,
+        }
+    }
+
     /// The group's options.
     pub fn options(&self) -> &CommOptions {
         &self.options
@@ -605,6 +645,11 @@ fn down_key(prefix: &str, rank: usize) -> String {
     format!("{prefix}/down/{rank}")
 }
 
+/// The rank whose process serves the group's store to the others.
+fn host_key(prefix: &str) -> String {
+    format!("{prefix}/store-host")
+}
+
 /// The longest cause a departure record keeps: errors stay O(world) long.
 const MAX_CAUSE: usize = 240;
 
@@ -639,17 +684,19 @@ impl Departure {
             failed,
             cause,
         };
-        if !self.group.state.record_down(d.clone()) {
-            return;
+        if self.group.state.record_down(d.clone()) {
+            let prefix = &self.group.prefix;
+            let mut v = vec![u8::from(failed)];
+            v.extend_from_slice(d.cause.as_bytes());
+            // Best effort: a broken store cannot carry the word, and the
+            // peers then meet their timeouts.
+            if self.store.set(&down_key(prefix, self.rank), &v).is_ok() {
+                let _ = self.store.add(&down_count_key(prefix), 1);
+            }
         }
-        let prefix = &self.group.prefix;
-        let mut v = vec![u8::from(failed)];
-        v.extend_from_slice(d.cause.as_bytes());
-        // Best effort: a broken store cannot carry the word, and the peers
-        // then meet their timeouts.
-        if self.store.set(&down_key(prefix, self.rank), &v).is_ok() {
-            let _ = self.store.add(&down_count_key(prefix), 1);
-        }
+        // Its own word said (after it, in the store), the last word the
+        // host keeps for a killed process goes.
+        self.group.state.release_last_word(self.rank);
     }
 }
 
@@ -666,6 +713,36 @@ impl Drop for Departure {
             let _ = self.backend.synchronize();
             self.record(false, "exited (its Comm was dropped)".into());
         }
+    }
+}
+
+/// What [`Comm::watch`] gives: whether a rank of the group has failed or
+/// exited, asked without holding the rank.
+#[derive(Clone)]
+pub struct GroupWatch {
+    store: Arc<dyn Store>,
+    group: crate::emulator::GroupKey,
+    rank: usize,
+    world: usize,
+}
+
+impl GroupWatch {
+    /// [`Error::PeerFailed`] naming the first peer that failed (else the
+    /// first that exited), if one has; one store read while none has.
+    pub fn check(&self) -> Result<()> {
+        match peer_down(&*self.store, &self.group, self.rank, self.world) {
+            Some(d) => Err(d.error(self.rank)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl fmt::Debug for GroupWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupWatch")
+            .field("rank", &self.rank)
+            .field("world", &self.world)
+            .finish()
     }
 }
 

@@ -94,6 +94,19 @@ pub(crate) struct Group {
     /// Per rank of this process: what ends its device waits on the ranks
     /// whose bits it is given (see [`Group::on_down`]).
     stoppers: Mutex<Vec<(usize, Stopper)>>,
+    /// Whether `links` holds any (read on every check, without the lock).
+    any_link: AtomicBool,
+    /// The last words this process's ranks left with the store's host
+    /// ([`Group::hold_last_word`]).
+    links: Mutex<Vec<HostLink>>,
+}
+
+/// A rank's last word with the group's store host, and the host's rank
+/// (when it said it): the host's end is the end of this connection.
+struct HostLink {
+    rank: usize,
+    word: crate::store::LastWord,
+    host: Option<usize>,
 }
 
 /// What ends a rank's device waits on the ranks whose bits it is given.
@@ -206,9 +219,69 @@ impl Group {
             .push((rank, stop));
     }
 
+    /// Keeps `rank`'s last word (see [`crate::store::Store::last_word`])
+    /// until the rank says its own ([`Group::release_last_word`]), and
+    /// watches through it for the end of the store's host, rank `host`.
+    pub(crate) fn hold_last_word(
+        &self,
+        rank: usize,
+        word: crate::store::LastWord,
+        host: Option<usize>,
+    ) {
+        self.links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(HostLink { rank, word, host });
+        self.any_link.store(true, Ordering::Release);
+    }
+
+    /// Takes `rank`'s last word back: it has said its own.
+    pub(crate) fn release_last_word(&self, rank: usize) {
+        if !self.any_link.load(Ordering::Acquire) {
+            return;
+        }
+        let gone: Vec<HostLink> = {
+            let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+            let (gone, kept) = std::mem::take(&mut *links)
+                .into_iter()
+                .partition(|l| l.rank == rank);
+            *links = kept;
+            gone
+        };
+        // Dropped outside the lock: each release is a round trip.
+        drop(gone);
+    }
+
+    /// Records the store host's end, if a last word's connection says it
+    /// came: its process died (or closed the store) without its rank's
+    /// word reaching this process.
+    fn look_for_host_end(&self) {
+        if !self.any_link.load(Ordering::Acquire) {
+            return;
+        }
+        let host = {
+            let links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+            match links.iter().find(|l| l.word.host_gone()) {
+                Some(l) => l.host,
+                None => return,
+            }
+        };
+        // The host's rank is known from its join record; without it (a
+        // store hosted outside the group), rank 0 is named, as launchers
+        // host it there.
+        self.record_down(Down {
+            rank: host.unwrap_or(0),
+            failed: true,
+            cause: "ended without leaving the group: its process, which hosted the \
+                    group's store, is gone (killed, or aborted without unwinding)"
+                .into(),
+        });
+    }
+
     /// The first rank other than `me` that failed, or else the first that
     /// exited, if any has: why `me`'s group operations cannot complete.
     pub(crate) fn peer_down(&self, me: usize) -> Option<Down> {
+        self.look_for_host_end();
         if !self.any_down.load(Ordering::Acquire) {
             return None;
         }

@@ -212,6 +212,19 @@ pub enum Error {
         cause: String,
     },
 
+    /// The NCCL route failed on this rank: a call or the communicator's
+    /// creation returned an error, or the communicator was aborted (by its
+    /// watchdog, after a call outlived the group's timeout or NCCL reported
+    /// an asynchronous error). An aborted communicator fails every later
+    /// call; make a new group to continue.
+    #[error("rank {rank}: NCCL: {message}")]
+    Nccl {
+        /// The rank.
+        rank: usize,
+        /// What failed, in words.
+        message: String,
+    },
+
     /// A rank's closure panicked inside [`crate::run_local`] or [`crate::run`].
     #[error("rank {rank} panicked: {message}")]
     RankPanicked {

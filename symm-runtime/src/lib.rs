@@ -42,7 +42,7 @@ pub mod store;
 
 pub use backend::BackendKind;
 pub use bootstrap::{Handles, LaunchEnv, Launcher, StoreSpec};
-pub use comm::{Comm, CommOptions};
+pub use comm::{Comm, CommOptions, GroupWatch};
 pub use cuda::{cuda_available, cuda_device_count, prepare_shared_gpus};
 pub use dtype::{compare_bits, BitMismatch, DType, Element};
 pub use error::{Error, Result};

@@ -554,7 +554,7 @@ fn frame(payload: &[u8]) -> Vec<u8> {
 }
 
 /// The protocol version these tests speak.
-const VERSION: u16 = 2;
+const VERSION: u16 = 3;
 
 /// A hello frame with `token`.
 fn hello(token: &[u8]) -> Vec<u8> {
@@ -580,7 +580,11 @@ fn raw_after_hello_with(addr: SocketAddr, token: &[u8]) -> (TcpStream, u64) {
     s.write_all(&hello(token)).unwrap();
     let mut reply = [0u8; 15];
     s.read_exact(&mut reply).unwrap();
-    assert_eq!(reply[..7], [11, 0, 0, 0, 0, 2, 0], "hello accepted");
+    assert_eq!(
+        reply[..7],
+        [11, 0, 0, 0, 0, VERSION as u8, 0],
+        "hello accepted"
+    );
     let idle_ms = u64::from_le_bytes(reply[7..].try_into().unwrap());
     (s, idle_ms)
 }
@@ -907,7 +911,7 @@ fn clients_without_the_token_are_refused_while_ranks_holding_it_rendezvous() {
                         bytes.extend(set_frame("rank/0", b"forged"));
                         let _ = s.write_all(&bytes);
                         let reply = read_raw_frame(&s);
-                        assert_eq!(reply, [code, 2, 0], "refusal code");
+                        assert_eq!(reply, [code, VERSION as u8, 0], "refusal code");
                         assert_closed_by_server(s, "refused hello");
                     }
                 }
@@ -1081,7 +1085,7 @@ fn a_full_store_says_so_at_once_and_admits_clients_once_slots_free() {
     }
     // On the wire: the refusal comes without waiting for a hello.
     let s = raw(addr);
-    assert_eq!(read_raw_frame(&s), [5, 2, 0, 4, 0, 0, 0]);
+    assert_eq!(read_raw_frame(&s), [5, VERSION as u8, 0, 4, 0, 0, 0]);
     assert_closed_by_server(s, "over the limit");
     // The connected ranks are served throughout.
     for (i, c) in clients.iter().enumerate() {
@@ -1285,4 +1289,73 @@ fn connections_that_never_say_hello_cannot_keep_ranks_out() {
         assert_closed_by_server(s, "squatter");
     }
     assert_eq!(rank.get("k", T).unwrap(), b"v");
+}
+
+/// A last word is written by the host when its connection ends without a
+/// release (its process died): once, not over a value already there, and
+/// never after a release; a client sees the host's end on it.
+#[test]
+fn a_last_word_is_written_only_when_its_process_ends_without_one() {
+    // A short linger: the host's drop below must not wait for the word.
+    let host = host_with(Duration::from_millis(100), 64, T);
+    let addr = host.local_addr();
+    let client = TcpStore::connect(addr, None, T).unwrap();
+    assert!(
+        host.last_word("k", b"v", "n").unwrap().is_none(),
+        "the host keeps no word"
+    );
+    // Released: nothing written.
+    let w = client
+        .last_word("released", b"gone", "count")
+        .unwrap()
+        .unwrap();
+    assert!(!w.host_gone());
+    drop(w);
+    drop(client);
+    // A killed process's word: its socket closes with no release.
+    let word = |key: &str| {
+        let mut raw = raw_after_hello(addr);
+        let mut p = vec![5u8];
+        for b in [key.as_bytes(), b"killed", b"count"] {
+            p.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            p.extend_from_slice(b);
+        }
+        raw.write_all(&frame(&p)).unwrap();
+        let mut reply = [0u8; 5];
+        raw.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[4], 0, "last word accepted");
+    };
+    // A key that has its own value already keeps it.
+    host.set("said", b"its own word").unwrap();
+    word("said");
+    word("raw");
+    let deadline = Instant::now() + T;
+    while host.try_get("raw").unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the last word was never written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        host.try_get("raw").unwrap().as_deref(),
+        Some(&b"killed"[..])
+    );
+    assert_eq!(
+        host.try_get("released").unwrap(),
+        None,
+        "a released word stays unsaid"
+    );
+    assert_eq!(
+        host.try_get("said").unwrap().as_deref(),
+        Some(&b"its own word"[..])
+    );
+    assert!(host.add("count", 0).unwrap() >= 1);
+    // The host's end is seen on a live word's connection.
+    let client = TcpStore::connect(addr, None, T).unwrap();
+    let w = client.last_word("late", b"x", "count").unwrap().unwrap();
+    drop(client);
+    drop(host);
+    let deadline = Instant::now() + T;
+    while !w.host_gone() {
+        assert!(Instant::now() < deadline, "the host's end was not seen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }

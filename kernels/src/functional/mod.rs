@@ -290,7 +290,7 @@ impl<'c, O> Pending<'c, O> {
             e.synchronize()
                 .map_err(|e| self.coll.driver("cuEventSynchronize", e))?;
         }
-        self.coll.cs.synchronize()?;
+        self.coll.synchronize()?;
         self.settle()?;
         Ok(self.out.take().expect("present until waited"))
     }
@@ -478,9 +478,24 @@ impl Collectives {
     }
 
     /// Waits for everything on the communication stream and reports the
-    /// first failure one of its kernels recorded.
+    /// first failure one of its kernels recorded, or the abort of the
+    /// group's NCCL communicator (a peer that failed or exited, an NCCL
+    /// error, or a call that outlived the group's timeout), after which
+    /// every call fails.
     pub fn synchronize(&self) -> Result<()> {
-        self.cs.synchronize()
+        let r = self.cs.synchronize();
+        match self.nccl_aborted() {
+            Some(e) => Err(e),
+            None => r,
+        }
+    }
+
+    /// Why the group's NCCL communicator was aborted, if it was.
+    fn nccl_aborted(&self) -> Option<Error> {
+        match &*self.nccl.lock().unwrap_or_else(|p| p.into_inner()) {
+            NcclState::Ready(n) => n.aborted(),
+            _ => None,
+        }
     }
 
     /// The choice for `call`: its route and the reason, in words (also
@@ -588,6 +603,9 @@ impl Collectives {
         }
         match &*st {
             NcclState::Ready(n) => {
+                if let Some(e) = n.aborted() {
+                    return Err(e);
+                }
                 n.flush(self.capturing());
                 Ok(n.clone())
             }

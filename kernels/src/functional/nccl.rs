@@ -4,13 +4,23 @@
 //! libnccl is loaded at run time and probed before any call (cudarc panics
 //! on a missing library or symbol), so a machine without it builds, runs
 //! the emulator, and runs every call on symm's kernels.
+//!
+//! A failure must reach this route as fast as symm's own kernels: NCCL's
+//! kernels wait for a peer forever. So the communicator is non-blocking
+//! (NCCL 2.14+: calls return at once and report progress through
+//! `ncclCommGetAsyncError`), and a watchdog thread aborts it
+//! (`ncclCommAbort`, which ends its kernels) when a rank of the group fails
+//! or exits, when NCCL reports an asynchronous error, or when a call has
+//! not completed within the group's timeout. Every later call, and every
+//! wait of the `Collectives`, then fails with the reason.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
-use symm::cudarc::driver::CudaStream;
+use symm::cudarc::driver::{CudaEvent, CudaStream};
 use symm::cudarc::nccl::{result as nccl, sys};
-use symm::{Comm, DType, Error, Result, SegmentEvent, SymmPool};
+use symm::{Comm, DType, Error, GroupWatch, Result, SegmentEvent, SymmPool};
 
 use crate::collectives::ReduceOp;
 
@@ -98,13 +108,73 @@ struct Segments {
     done: BTreeMap<(u64, usize), Registered>,
 }
 
+/// How often the watchdog looks at the group, at NCCL's asynchronous
+/// error and at the oldest call in flight (a failure reaches this route
+/// within about this, plus a store read).
+const WATCH_EVERY: Duration = Duration::from_millis(10);
+
+/// Why a communicator was aborted.
+#[derive(Clone, Debug)]
+enum Abort {
+    /// A rank of the group failed or exited.
+    Peer { peer: usize, cause: String },
+    /// NCCL reported an error, or a call outlived the group's timeout.
+    Nccl(String),
+}
+
+impl Abort {
+    fn error(&self, rank: usize) -> Error {
+        match self {
+            Abort::Peer { peer, cause } => Error::PeerFailed {
+                rank,
+                peer: *peer,
+                cause: cause.clone(),
+            },
+            Abort::Nccl(why) => Error::Nccl {
+                rank,
+                message: format!("the group's communicator was aborted: {why}"),
+            },
+        }
+    }
+
+    /// The abort for a group watch's error (a departed peer).
+    fn of(e: Error) -> Abort {
+        match e {
+            Error::PeerFailed { peer, cause, .. } => Abort::Peer { peer, cause },
+            e => Abort::Nccl(e.to_string()),
+        }
+    }
+}
+
+/// Calls enqueued on the communication stream and not yet seen complete,
+/// oldest first, each with when it was enqueued; and spent events to reuse.
+#[derive(Default)]
+struct InFlight {
+    calls: VecDeque<(CudaEvent, Instant)>,
+    spare: Vec<CudaEvent>,
+}
+
 /// One rank's NCCL communicator over its group.
 pub(crate) struct Nccl {
     comm: sys::ncclComm_t,
     /// Held across every call into NCCL with `comm`: a communicator takes
-    /// one call at a time, and calls come from the `Collectives`' callers
-    /// and from pool hooks on whatever thread trims.
+    /// one call at a time, and calls come from the `Collectives`' callers,
+    /// from pool hooks on whatever thread trims, and from the watchdog's
+    /// abort.
     calls: Mutex<()>,
+    /// Why the communicator was aborted; set once, under `calls`, after
+    /// which `comm` is gone and no call may use it.
+    aborted: OnceLock<Abort>,
+    /// An abort the watchdog asked for while a caller held `calls`: the
+    /// caller carries it out at its next poll.
+    asked: Mutex<Option<Abort>>,
+    in_flight: Mutex<InFlight>,
+    /// Whether calls return before NCCL has finished them (a non-blocking
+    /// communicator, NCCL 2.14+).
+    nonblocking: bool,
+    group: GroupWatch,
+    /// The group's timeout: the longest a call may take, enqueued to done.
+    timeout: Duration,
     /// The communication stream, drained before a segment is deregistered
     /// (NCCL work on it may still read the segment).
     stream: Arc<CudaStream>,
@@ -123,7 +193,38 @@ unsafe impl Send for Nccl {}
 unsafe impl Sync for Nccl {}
 
 fn fail(rank: usize, message: String) -> Error {
-    Error::InvalidArgument { rank, message }
+    Error::Nccl { rank, message }
+}
+
+/// `ncclConfig_t` as `NCCL_CONFIG_INITIALIZER` makes it (every field
+/// undefined, so NCCL's defaults hold), non-blocking. A library older than
+/// these bindings reads only the fields it knows.
+fn nonblocking_config() -> sys::ncclConfig_t {
+    const UNDEF: i32 = i32::MIN;
+    sys::ncclConfig_t {
+        size: std::mem::size_of::<sys::ncclConfig_t>(),
+        magic: 0xcafe_beef,
+        version: 22800,
+        blocking: 0,
+        cgaClusterSize: UNDEF,
+        minCTAs: UNDEF,
+        maxCTAs: UNDEF,
+        netName: std::ptr::null(),
+        splitShare: UNDEF,
+        trafficClass: UNDEF,
+        commName: std::ptr::null(),
+        collnetEnable: UNDEF,
+        CTAPolicy: UNDEF,
+        shrinkShare: UNDEF,
+        nvlsCTAs: UNDEF,
+        nChannelsPerNetPeer: UNDEF,
+        nvlinkCentricSched: UNDEF,
+    }
+}
+
+/// NCCL's error code, by name (cudarc's error prints no code).
+fn code(e: &nccl::NcclError) -> String {
+    format!("{:?}", e.0)
 }
 
 impl Nccl {
@@ -132,15 +233,16 @@ impl Nccl {
     /// communicator of this group), every rank reads it and joins. Every
     /// rank calls this at the same point (the first call the rule sends to
     /// NCCL), so none waits for a peer that never comes; a missing peer
-    /// is a store timeout naming the key.
+    /// is a store timeout naming the key, a departed one an error naming
+    /// it.
     pub(crate) fn new(comm: &Comm, stream: &Arc<CudaStream>, seq: u64) -> Result<Arc<Nccl>> {
         let rank = comm.rank();
         let version = version().map_err(|e| fail(rank, e))?;
         let key = comm.store_key(&format!("functional/nccl/{seq}/id"));
         let store_err = |source| comm.store_error(source);
         if rank == 0 {
-            let id =
-                nccl::get_uniqueid().map_err(|e| fail(rank, format!("ncclGetUniqueId: {e:?}")))?;
+            let id = nccl::get_uniqueid()
+                .map_err(|e| fail(rank, format!("ncclGetUniqueId: {}", code(&e))))?;
             let bytes: Vec<u8> = id.internal.iter().map(|&b| b as u8).collect();
             comm.store().set(&key, &bytes).map_err(store_err)?;
         }
@@ -162,27 +264,235 @@ impl Nccl {
             .context()
             .bind_to_thread()
             .map_err(|e| fail(rank, format!("binding the CUDA context: {e:?}")))?;
+        let nonblocking =
+            has("ncclCommInitRankConfig") && has("ncclCommGetAsyncError") && has("ncclCommAbort");
         let mut raw = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid out-pointer; every rank calls this with
-        // the same id, concurrently, from its own thread, with its device's
-        // context current.
-        unsafe { nccl::comm_init_rank(&mut raw, comm.world_size() as i32, id, rank as i32) }
-            .map_err(|e| fail(rank, format!("ncclCommInitRank: {e:?}")))?;
-        tracing::debug!(
-            rank,
-            version,
-            "NCCL communicator created from the group's store"
-        );
-        Ok(Arc::new(Nccl {
+        let world = comm.world_size() as i32;
+        let made = if nonblocking {
+            let mut config = nonblocking_config();
+            // SAFETY: `raw` and `config` are valid for the call; every rank
+            // calls this with the same id, concurrently, from its own
+            // thread, with its device's context current.
+            unsafe { nccl::comm_init_rank_config(&mut raw, world, id, rank as i32, &mut config) }
+        } else {
+            // SAFETY: as above.
+            unsafe { nccl::comm_init_rank(&mut raw, world, id, rank as i32) }
+        };
+        made.map_err(|e| fail(rank, format!("ncclCommInitRank: {}", code(&e))))?;
+        let n = Nccl {
             comm: raw,
             calls: Mutex::new(()),
+            aborted: OnceLock::new(),
+            asked: Mutex::new(None),
+            in_flight: Mutex::default(),
+            nonblocking,
+            group: comm.watch(),
+            timeout: comm.options().timeout,
             stream: stream.clone(),
             rank,
             version,
             windows: has("ncclCommWindowRegister") && has("ncclCommWindowDeregister"),
             segments: Mutex::default(),
             pools: Mutex::default(),
-        }))
+        };
+        {
+            let _one = n.lock();
+            // Joining waits for every peer: a departed one ends it, as its
+            // timeout does.
+            n.settle("ncclCommInitRank")?;
+        }
+        tracing::debug!(
+            rank,
+            version,
+            nonblocking,
+            "NCCL communicator created from the group's store"
+        );
+        let n = Arc::new(n);
+        if nonblocking {
+            let me = Arc::downgrade(&n);
+            std::thread::Builder::new()
+                .name(format!("symm-nccl-watchdog-{rank}"))
+                .spawn(move || watchdog(me))
+                .map_err(|e| fail(rank, format!("cannot start the NCCL watchdog: {e}")))?;
+        }
+        Ok(n)
+    }
+
+    /// Waits, holding `calls`, until NCCL has finished the operation just
+    /// issued (`what`): at once on a blocking communicator. Aborts the
+    /// communicator, and fails, on an asynchronous error, a departed peer,
+    /// the watchdog's request, or the group's timeout.
+    fn settle(&self, what: &str) -> Result<()> {
+        if !self.nonblocking {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let mut looked = start;
+        loop {
+            let mut st = sys::ncclResult_t::ncclSuccess;
+            // SAFETY: a live communicator (callers hold `calls` and checked
+            // `aborted`) and a valid out-pointer.
+            let r = unsafe { sys::ncclCommGetAsyncError(self.comm, &mut st) }.result();
+            let why = match (r, st.result()) {
+                (Err(e), _) | (_, Err(e)) => Some(Abort::Nccl(format!("{what}: {}", code(&e)))),
+                (Ok(_), Ok(nccl::NcclStatus::InProgress)) => None,
+                (Ok(_), Ok(_)) => return Ok(()),
+            };
+            let why = why.or_else(|| self.asked.lock().unwrap_or_else(|p| p.into_inner()).take());
+            let why = why.or_else(|| {
+                // One store read a millisecond at most, while NCCL works.
+                (looked.elapsed() >= Duration::from_millis(1))
+                    .then(|| {
+                        looked = Instant::now();
+                        self.group.check().err().map(Abort::of)
+                    })
+                    .flatten()
+            });
+            let why = why.or_else(|| {
+                (start.elapsed() > self.timeout).then(|| {
+                    Abort::Nccl(format!(
+                        "{what} was still in progress after the group's timeout of {:?}",
+                        self.timeout
+                    ))
+                })
+            });
+            if let Some(why) = why {
+                self.abort_locked(why.clone());
+                return Err(why.error(self.rank));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Aborts the communicator for `why`, unless it was already; the caller
+    /// holds `calls`.
+    fn abort_locked(&self, why: Abort) {
+        if self.aborted.get().is_some() {
+            return;
+        }
+        tracing::warn!(
+            rank = self.rank,
+            "aborting the group's NCCL communicator: {}",
+            why.error(self.rank)
+        );
+        let _ = self.aborted.set(why);
+        // SAFETY: the communicator is ours, and `aborted` (set above, under
+        // `calls`) keeps every later call from it; NCCL's kernels still
+        // running end at the abort.
+        if let Err(e) = unsafe { nccl::comm_abort(self.comm) } {
+            tracing::warn!(rank = self.rank, "ncclCommAbort failed: {}", code(&e));
+        }
+    }
+
+    /// Aborts the communicator for `why` from outside a call (the
+    /// watchdog): a caller in a call carries it out at its next poll.
+    fn abort(&self, why: Abort) {
+        *self.asked.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+        let _one = self.lock();
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.abort_locked(why);
+    }
+
+    /// The error every call and wait gets once the communicator was
+    /// aborted.
+    pub(crate) fn aborted(&self) -> Option<Error> {
+        self.aborted.get().map(|a| a.error(self.rank))
+    }
+
+    /// One watchdog look; false once the communicator is aborted.
+    fn look(&self) -> bool {
+        if self.aborted.get().is_some() {
+            return false;
+        }
+        let why = self.group.check().err().map(Abort::of).or_else(|| {
+            // Under `calls`, so that no abort frees the communicator during
+            // the query; a caller holding it polls the same error itself.
+            let _one = match self.calls.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            };
+            if self.aborted.get().is_some() {
+                return None;
+            }
+            let mut st = sys::ncclResult_t::ncclSuccess;
+            // SAFETY: a live communicator (not aborted, and `calls` held)
+            // and a valid out-pointer.
+            let r = unsafe { sys::ncclCommGetAsyncError(self.comm, &mut st) }.result();
+            match (r, st.result()) {
+                (Err(e), _) | (_, Err(e)) => Some(Abort::Nccl(format!(
+                    "NCCL reported an asynchronous error: {}",
+                    code(&e)
+                ))),
+                _ => None,
+            }
+        });
+        let why = why.or_else(|| {
+            let oldest = self.oldest_in_flight()?;
+            (oldest > self.timeout).then(|| {
+                Abort::Nccl(format!(
+                    "a call enqueued {:.1} s ago has not completed (the group's timeout is \
+                     {:?}): a rank did not make it, or made another",
+                    oldest.as_secs_f64(),
+                    self.timeout
+                ))
+            })
+        });
+        match why {
+            Some(why) => {
+                self.abort(why);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// How long the oldest call still in flight has been, forgetting those
+    /// done.
+    fn oldest_in_flight(&self) -> Option<Duration> {
+        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some((e, at)) = f.calls.front() {
+            if !e.is_complete() {
+                return Some(at.elapsed());
+            }
+            let (e, _) = f.calls.pop_front().expect("present");
+            f.spare.push(e);
+        }
+        None
+    }
+
+    /// Notes a call just enqueued on `stream`, for the watchdog's timeout
+    /// (not while it captures a CUDA graph: captured work runs at replay).
+    fn enqueued(&self, stream: &CudaStream) {
+        if !self.nonblocking {
+            return;
+        }
+        use symm::cudarc::driver::sys::CUstreamCaptureStatus as S;
+        if !stream
+            .capture_status()
+            .is_ok_and(|st| st == S::CU_STREAM_CAPTURE_STATUS_NONE)
+        {
+            return;
+        }
+        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let e = match f.spare.pop() {
+            Some(e) => Ok(e),
+            None => stream.context().new_event(None),
+        };
+        match e.and_then(|e| e.record(stream).map(|()| e)) {
+            Ok(e) => f.calls.push_back((e, Instant::now())),
+            Err(e) => tracing::warn!(rank = self.rank, "NCCL watchdog: recording an event: {e:?}"),
+        }
+    }
+
+    /// Holds `calls` for one call into NCCL: the error if the communicator
+    /// was aborted.
+    fn enter(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
+        let one = self.lock();
+        match self.aborted() {
+            Some(e) => Err(e),
+            None => Ok(one),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -237,9 +547,11 @@ impl Nccl {
     }
 
     fn deregister(&self, r: Registered) {
-        let _one = self.lock();
+        // An aborted communicator took its registrations with it.
+        let Ok(_one) = self.enter() else { return };
         // SAFETY: each handle came from a registration on this communicator
-        // and is deregistered once (it was removed from `done`).
+        // (live: not aborted, `calls` held) and is deregistered once (it was
+        // removed from `done`).
         let res = unsafe {
             match r {
                 Registered::Window(w) => sys::ncclCommWindowDeregister(self.comm, w).result(),
@@ -247,8 +559,15 @@ impl Nccl {
                 Registered::Failed => return,
             }
         };
+        let res = match res {
+            Ok(_) => self.settle("NCCL deregistration"),
+            Err(e) => Err(fail(
+                self.rank,
+                format!("NCCL deregistration: {}", code(&e)),
+            )),
+        };
         if let Err(e) = res {
-            tracing::warn!(rank = self.rank, "NCCL deregistration failed: {e:?}");
+            tracing::warn!(rank = self.rank, "{e}");
         }
     }
 
@@ -275,16 +594,21 @@ impl Nccl {
     }
 
     fn register(&self, base: u64, bytes: usize) -> Registered {
-        let _one = self.lock();
+        let Ok(_one) = self.enter() else {
+            return Registered::Failed;
+        };
         let ptr = base as *mut std::ffi::c_void;
         if self.windows {
             let mut win = std::ptr::null_mut();
             // SAFETY: `ptr..ptr + bytes` is a live symm segment (a cuMem
             // allocation of the same size on every rank, as windows need);
-            // every rank registers the same segments in the same order.
-            match unsafe { sys::ncclCommWindowRegister(self.comm, ptr, bytes, &mut win, 1) }
+            // every rank registers the same segments in the same order; the
+            // communicator is live (not aborted, `calls` held).
+            let r = unsafe { sys::ncclCommWindowRegister(self.comm, ptr, bytes, &mut win, 1) }
                 .result()
-            {
+                .map_err(|e| fail(self.rank, code(&e)))
+                .and_then(|_| self.settle("ncclCommWindowRegister"));
+            match r {
                 Ok(_) => {
                     tracing::debug!(
                         rank = self.rank,
@@ -293,21 +617,29 @@ impl Nccl {
                     );
                     return Registered::Window(win);
                 }
+                Err(e) if self.aborted.get().is_some() => {
+                    tracing::warn!(rank = self.rank, "ncclCommWindowRegister: {e}");
+                    return Registered::Failed;
+                }
                 Err(e) => tracing::debug!(
                     rank = self.rank,
-                    "ncclCommWindowRegister failed ({e:?}); trying buffer registration"
+                    "ncclCommWindowRegister failed ({e}); trying buffer registration"
                 ),
             }
         }
         if has("ncclCommRegister") {
             let mut handle = std::ptr::null_mut();
             // SAFETY: as above; the handle is kept until deregistration.
-            match unsafe { sys::ncclCommRegister(self.comm, ptr, bytes, &mut handle) }.result() {
+            let r = unsafe { sys::ncclCommRegister(self.comm, ptr, bytes, &mut handle) }
+                .result()
+                .map_err(|e| fail(self.rank, code(&e)))
+                .and_then(|_| self.settle("ncclCommRegister"));
+            match r {
                 Ok(_) => {
                     tracing::debug!(rank = self.rank, bytes, "pool segment registered with NCCL");
                     return Registered::Buffer(handle);
                 }
-                Err(e) => tracing::warn!(rank = self.rank, "ncclCommRegister failed: {e:?}"),
+                Err(e) => tracing::warn!(rank = self.rank, "ncclCommRegister failed: {e}"),
             }
         }
         Registered::Failed
@@ -328,9 +660,20 @@ impl Nccl {
         c
     }
 
-    fn check<X>(&self, what: &str, r: std::result::Result<X, nccl::NcclError>) -> Result<()> {
-        r.map(|_| ())
-            .map_err(|e| fail(self.rank, format!("{what}: {e:?}")))
+    /// Runs `f` (one call into NCCL on the communicator, enqueueing on
+    /// `stream`) under `calls`, waits for NCCL to finish issuing it, and
+    /// notes it for the watchdog.
+    fn call(
+        &self,
+        what: &str,
+        stream: &CudaStream,
+        f: impl FnOnce() -> std::result::Result<nccl::NcclStatus, nccl::NcclError>,
+    ) -> Result<()> {
+        let _one = self.enter()?;
+        f().map_err(|e| fail(self.rank, format!("{what}: {}", code(&e))))?;
+        self.settle(what)?;
+        self.enqueued(stream);
+        Ok(())
     }
 
     /// `ncclReduceScatter`: `recv` elements into `dst` of `world × recv` in `src`.
@@ -350,20 +693,21 @@ impl Nccl {
         o: ReduceOp,
         stream: &CudaStream,
     ) -> Result<()> {
-        let _one = self.lock();
-        // SAFETY: the caller's contract.
-        let r = unsafe {
-            nccl::reduce_scatter(
-                src as _,
-                dst as _,
-                recv,
-                ty,
-                op(o),
-                self.comm,
-                stream.cu_stream() as _,
-            )
-        };
-        self.check("ncclReduceScatter", r)
+        self.call("ncclReduceScatter", stream, || {
+            // SAFETY: the caller's contract; the communicator is live
+            // (`call` holds `calls` and checked `aborted`).
+            unsafe {
+                nccl::reduce_scatter(
+                    src as _,
+                    dst as _,
+                    recv,
+                    ty,
+                    op(o),
+                    self.comm,
+                    stream.cu_stream() as _,
+                )
+            }
+        })
     }
 
     /// `ncclBroadcast` of `bytes` from `root`.
@@ -380,20 +724,20 @@ impl Nccl {
         root: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let _one = self.lock();
-        // SAFETY: the caller's contract.
-        let r = unsafe {
-            nccl::broadcast(
-                src as _,
-                dst as _,
-                bytes,
-                sys::ncclDataType_t::ncclUint8,
-                root as i32,
-                self.comm,
-                stream.cu_stream() as _,
-            )
-        };
-        self.check("ncclBroadcast", r)
+        self.call("ncclBroadcast", stream, || {
+            // SAFETY: the caller's contract; the communicator is live.
+            unsafe {
+                nccl::broadcast(
+                    src as _,
+                    dst as _,
+                    bytes,
+                    sys::ncclDataType_t::ncclUint8,
+                    root as i32,
+                    self.comm,
+                    stream.cu_stream() as _,
+                )
+            }
+        })
     }
 
     /// Point-to-point exchange in one NCCL group: `sends[r]` = (address,
@@ -493,18 +837,37 @@ impl Nccl {
         ),
     ) -> Result<()> {
         let s = stream.cu_stream() as sys::cudaStream_t;
-        let _one = self.lock();
-        self.check("ncclGroupStart", nccl::group_start())?;
+        let _one = self.enter()?;
+        let check = |what: &str, r: std::result::Result<nccl::NcclStatus, nccl::NcclError>| {
+            r.map(|_| ())
+                .map_err(|e| fail(self.rank, format!("{what}: {}", code(&e))))
+        };
+        check("ncclGroupStart", nccl::group_start())?;
         let mut r = Ok(());
         for &x in ops {
             let (what, res) = call(x, s);
-            r = self.check(what, res);
+            r = check(what, res);
             if r.is_err() {
                 break;
             }
         }
-        let end = self.check("ncclGroupEnd", nccl::group_end());
-        r.and(end)
+        let end = check("ncclGroupEnd", nccl::group_end());
+        r.and(end)?;
+        self.settle("ncclGroupEnd")?;
+        self.enqueued(stream);
+        Ok(())
+    }
+}
+
+/// The watchdog of one communicator: looks every [`WATCH_EVERY`] until the
+/// communicator is aborted or dropped (it holds it only while it looks).
+fn watchdog(me: Weak<Nccl>) {
+    loop {
+        std::thread::sleep(WATCH_EVERY);
+        let Some(n) = me.upgrade() else { return };
+        if !n.look() {
+            return;
+        }
     }
 }
 
@@ -529,11 +892,12 @@ impl Drop for Nccl {
         for r in done {
             self.deregister(r);
         }
-        let _one = self.lock();
-        // SAFETY: the communicator is ours and no call uses it any more;
-        // the `Collectives` waited for its communication stream first.
+        // An aborted communicator is gone already.
+        let Ok(_one) = self.enter() else { return };
+        // SAFETY: the communicator is ours, live, and no call uses it any
+        // more; the `Collectives` waited for its communication stream first.
         if let Err(e) = unsafe { nccl::comm_destroy(self.comm) } {
-            tracing::warn!(rank = self.rank, "ncclCommDestroy failed: {e:?}");
+            tracing::warn!(rank = self.rank, "ncclCommDestroy failed: {}", code(&e));
         }
     }
 }

@@ -128,7 +128,32 @@ pub trait Store: Send + Sync {
         self.try_get(key)?
             .ok_or_else(|| StoreError::Unavailable(format!("key {key:?} vanished")))
     }
+
+    /// Leaves a last word with the store's host: should this process end
+    /// while the returned [`LastWord`] is alive (killed, or aborted without
+    /// unwinding), the host writes `value` under `key`, unless the key has
+    /// a value already, and adds 1 to `counter`. Dropping the `LastWord`
+    /// takes the word back. `None` where the store cannot (it has no host
+    /// apart from this process: in-process, file, or the host itself).
+    fn last_word(
+        &self,
+        key: &str,
+        value: &[u8],
+        counter: &str,
+    ) -> Result<Option<LastWord>, StoreError> {
+        let _ = (key, value, counter);
+        Ok(None)
+    }
+
+    /// Whether this process serves the store to processes of other ranks
+    /// (a [`TcpStore`] host): its rank says so at join, so that those
+    /// ranks can name it should it vanish.
+    fn serves_others(&self) -> bool {
+        false
+    }
 }
+
+pub use tcp::LastWord;
 
 /// A [`Store`] for ranks that are threads of one process.
 #[derive(Debug, Default)]

@@ -22,6 +22,13 @@
 //!   counter (`i64`), `6` error (UTF-8 message), `8` over a memory limit
 //!   (`u8` which: `0` per connection, `1` total; `u64` limit; `u64` what the
 //!   write would have made it).
+//! * Last word: `5` (key, value, counter key) asks the host to write the
+//!   value under the key, unless the key holds one already, and add 1 to
+//!   the counter, when this connection ends without a `6` (release) first:
+//!   its process died without leaving (killed, say). Both reply `0`. A
+//!   connection holding a last word is never closed for being idle (its
+//!   client keeps it silent), and it ends only with its process or the
+//!   host, so the client sees the host go as the connection's end.
 //! * Idle notice, `7` (`u64` idle timeout in ms): the host sends it, unasked,
 //!   when a connection has sent no request for the idle timeout since its
 //!   last reply (or its hello), then closes the connection. The host decides
@@ -44,8 +51,8 @@ use std::time::{Duration, Instant};
 
 const MAGIC: &[u8; 8] = b"SYMMSTOR";
 /// 2: the store-full refusal, the idle timeout and its notice, the memory
-/// limits' reply.
-const VERSION: u16 = 2;
+/// limits' reply. 3: the last word.
+const VERSION: u16 = 3;
 /// Longest token accepted, in bytes.
 const MAX_TOKEN_LEN: usize = 1024;
 /// Longest hello frame: magic, version, token length and token.
@@ -55,6 +62,10 @@ const OP_SET: u8 = 1;
 const OP_TRY_GET: u8 = 2;
 const OP_WAIT: u8 = 3;
 const OP_ADD: u8 = 4;
+const OP_LAST_WORD: u8 = 5;
+const OP_RELEASE: u8 = 6;
+/// Longest last word's value: a departure record is a few hundred bytes.
+const MAX_LAST_WORD_LEN: usize = 4096;
 
 const ST_OK: u8 = 0;
 const ST_VALUE: u8 = 1;
@@ -328,6 +339,46 @@ impl Default for TcpStoreLimits {
             max_bytes_per_connection: 256 << 20,
             max_bytes: 1 << 30,
         }
+    }
+}
+
+/// A last word left with a TCP store's host ([`Store::last_word`]): its
+/// own silent connection, which ends only with this process or the host.
+#[derive(Debug)]
+pub struct LastWord {
+    stream: TcpStream,
+}
+
+impl LastWord {
+    /// Whether the host has gone (its process ended, or it closed the
+    /// store): the connection ended from its side. Never blocks.
+    pub fn host_gone(&self) -> bool {
+        let mut b = [0u8; 1];
+        match self.stream.peek(&mut b) {
+            // Nothing is ever sent on this connection but an end.
+            Ok(_) => true,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ),
+        }
+    }
+}
+
+impl Drop for LastWord {
+    /// Takes the word back (best effort: a host that is gone needs none).
+    fn drop(&mut self) {
+        let _ = self.stream.set_nonblocking(false);
+        let _ = self.stream.set_read_timeout(Some(MIN_HANDSHAKE_TIME));
+        let _ = self.stream.set_write_timeout(Some(MIN_HANDSHAKE_TIME));
+        if (&self.stream)
+            .write_all(&Frame::new(OP_RELEASE).into_bytes())
+            .is_ok()
+        {
+            // The reply says the release was served before the close.
+            let _ = read_frame_blocking(&self.stream, MAX_HELLO_LEN);
+        }
+        let _ = self.stream.shutdown(Shutdown::Both);
     }
 }
 
@@ -673,6 +724,49 @@ impl Store for TcpStore {
                 })
             }
         }
+    }
+
+    fn serves_others(&self) -> bool {
+        self.is_host()
+    }
+
+    fn last_word(
+        &self,
+        key: &str,
+        value: &[u8],
+        counter: &str,
+    ) -> Result<Option<LastWord>, StoreError> {
+        let Inner::Client(c) = &self.inner else {
+            return Ok(None);
+        };
+        check_key(key)?;
+        check_key(counter)?;
+        if value.len() > MAX_LAST_WORD_LEN {
+            return Err(StoreError::Unavailable(format!(
+                "a last word of {} bytes (the most is {MAX_LAST_WORD_LEN})",
+                value.len()
+            )));
+        }
+        let (stream, _) = connect_within(c.addr, &c.token, RECONNECT_TIMEOUT)?;
+        let mut f = Frame::new(OP_LAST_WORD);
+        f.bytes(key.as_bytes());
+        f.bytes(value);
+        f.bytes(counter.as_bytes());
+        let lost =
+            |e: String| StoreError::Unavailable(format!("leaving a last word at {}: {e}", c.addr));
+        (&stream)
+            .write_all(&f.into_bytes())
+            .map_err(|e| lost(e.to_string()))?;
+        let reply = read_frame_blocking(&stream, TcpStore::MAX_FRAME_LEN)
+            .map_err(|e| lost(e.to_string()))?;
+        if reply.first() != Some(&ST_OK) {
+            return Err(lost(format!("the host answered {:?}", reply.first())));
+        }
+        // From here on it only watches for the host's end.
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| lost(e.to_string()))?;
+        Ok(Some(LastWord { stream }))
     }
 }
 
@@ -1215,8 +1309,23 @@ fn serve(
         writer: Writer::Conn(registration.id),
         frame_timeout: limits.frame_timeout,
         idle_timeout: limits.idle_timeout,
+        last_word: None,
     };
     let r = conn.run(token);
+    // Its process ended without a release (the host's own shutdown is no
+    // such end): its word stands, unless it said another first.
+    if let (Some(w), false) = (conn.last_word.take(), matches!(r, Err(End::Shutdown))) {
+        let values = &conn.shared.values;
+        if let Ok(None) = values.try_get(&w.key) {
+            if values.set(Writer::Host, &w.key, &w.value).is_ok() {
+                let _ = values.add(Writer::Host, &w.counter, 1);
+            }
+            tracing::debug!(
+                "store: a client ended without releasing its last word; wrote {}",
+                w.key
+            );
+        }
+    }
     if let Err(End::Idle) = r {
         // Tell the client why, so that it knows the request it may be
         // sending right now was not served.
@@ -1249,6 +1358,15 @@ struct ServerConn<'a> {
     writer: Writer,
     frame_timeout: Duration,
     idle_timeout: Duration,
+    /// What to write if the client's process ends without releasing it.
+    last_word: Option<LastWordSpec>,
+}
+
+/// A client's last word, as the host keeps it.
+struct LastWordSpec {
+    key: String,
+    value: Vec<u8>,
+    counter: String,
 }
 
 impl ServerConn<'_> {
@@ -1309,7 +1427,13 @@ impl ServerConn<'_> {
 
         // The idle clock runs from each reply: time spent serving a
         // request, a wait included, is never idle.
-        let idle_by = |this: &Self| Instant::now().checked_add(this.idle_timeout);
+        let idle_by = |this: &Self| {
+            // A connection holding a last word stays silent by design.
+            match this.last_word {
+                Some(_) => None,
+                None => Instant::now().checked_add(this.idle_timeout),
+            }
+        };
         while let Some(frame) = self.read_frame(TcpStore::MAX_FRAME_LEN, None, idle_by(self))? {
             let reply = self.handle(&frame)?;
             self.write(reply)?;
@@ -1381,6 +1505,23 @@ impl ServerConn<'_> {
                     Err(StoreError::NotACounter { .. }) => Ok(Frame::new(ST_NOT_A_COUNTER)),
                     Err(e) => Err(e),
                 }
+            }
+            OP_LAST_WORD => {
+                let key = r.key()?.to_owned();
+                let value = r.bytes(MAX_LAST_WORD_LEN)?.to_vec();
+                let counter = r.key()?.to_owned();
+                r.finish()?;
+                self.last_word = Some(LastWordSpec {
+                    key,
+                    value,
+                    counter,
+                });
+                Ok(Frame::new(ST_OK))
+            }
+            OP_RELEASE => {
+                r.finish()?;
+                self.last_word = None;
+                Ok(Frame::new(ST_OK))
             }
             op => return Err(End::Bad(format!("unknown op {op}"))),
         };
