@@ -230,7 +230,14 @@ impl Comm {
                 &last,
                 &down_count_key(&group.prefix),
             )
-            .map_err(|source| Error::Store { rank, source })?;
+            .unwrap_or_else(|e| {
+                tracing::warn!(
+                    rank,
+                    "cannot leave a last word with the group's store ({e}): should this \
+                     process be killed, its peers will wait for the group's timeout"
+                );
+                None
+            });
         if let Some(word) = word {
             let host = store
                 .try_get(&host_key(&group.prefix))
@@ -469,6 +476,14 @@ impl Comm {
     /// [`Error::PeerFailed`] when a rank of the group has left (what the
     /// store waited for will never come), else [`Error::Store`].
     pub fn store_error(&self, source: crate::store::StoreError) -> Error {
+        // A host that died breaks this call's connection a moment before
+        // its last-word connection says why: give that a moment.
+        if let crate::store::StoreError::Unavailable(_) = &source {
+            let until = std::time::Instant::now() + Duration::from_millis(100);
+            while self.peer_down().is_none() && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
         match self.peer_down() {
             Some(d) => d.error(self.rank),
             None => Error::Store {
@@ -755,6 +770,13 @@ fn peer_down(
     me: usize,
     world: usize,
 ) -> Option<crate::emulator::Down> {
+    if group.state.host_unknown() {
+        if let Ok(Some(v)) = store.try_get(&host_key(&group.prefix)) {
+            if let Some(host) = std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()) {
+                group.state.learn_host(host);
+            }
+        }
+    }
     if let Some(d) = group.state.peer_down(me) {
         return Some(d);
     }

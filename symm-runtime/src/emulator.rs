@@ -96,6 +96,9 @@ pub(crate) struct Group {
     stoppers: Mutex<Vec<(usize, Stopper)>>,
     /// Whether `links` holds any (read on every check, without the lock).
     any_link: AtomicBool,
+    /// When the links were last looked at ([`since_start`] µs): at most
+    /// once a millisecond, since every wait poll asks.
+    links_seen: AtomicU64,
     /// The last words this process's ranks left with the store's host
     /// ([`Group::hold_last_word`]).
     links: Mutex<Vec<HostLink>>,
@@ -107,6 +110,12 @@ struct HostLink {
     rank: usize,
     word: crate::store::LastWord,
     host: Option<usize>,
+}
+
+/// Microseconds since this process first asked.
+fn since_start() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_micros() as u64
 }
 
 /// What ends a rank's device waits on the ranks whose bits it is given.
@@ -252,29 +261,73 @@ impl Group {
         drop(gone);
     }
 
+    /// Whether a last word is held whose host's rank is not yet known
+    /// (it joined after this rank): [`Group::learn_host`] asks the store.
+    pub(crate) fn host_unknown(&self) -> bool {
+        self.any_link.load(Ordering::Acquire)
+            && self
+                .links
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|l| l.host.is_none())
+    }
+
+    /// The store's host is rank `host`.
+    pub(crate) fn learn_host(&self, host: usize) {
+        for l in self
+            .links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter_mut()
+        {
+            l.host.get_or_insert(host);
+        }
+    }
+
     /// Records the store host's end, if a last word's connection says it
-    /// came: its process died (or closed the store) without its rank's
-    /// word reaching this process.
+    /// came without its rank's own word reaching this process: it exited
+    /// (closed the store), or its process died. At most once a millisecond.
     fn look_for_host_end(&self) {
         if !self.any_link.load(Ordering::Acquire) {
             return;
         }
-        let host = {
+        let now = since_start();
+        let seen = self.links_seen.load(Ordering::Relaxed);
+        if now.saturating_sub(seen) < 1000
+            || self
+                .links_seen
+                .compare_exchange(seen, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let (host, end) = {
             let links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-            match links.iter().find(|l| l.word.host_gone()) {
-                Some(l) => l.host,
+            match links
+                .iter()
+                .find_map(|l| Some((l.host, l.word.host_end()?)))
+            {
+                Some(x) => x,
                 None => return,
             }
         };
-        // The host's rank is known from its join record; without it (a
-        // store hosted outside the group), rank 0 is named, as launchers
-        // host it there.
-        self.record_down(Down {
-            rank: host.unwrap_or(0),
-            failed: true,
-            cause: "ended without leaving the group: its process, which hosted the \
-                    group's store, is gone (killed, or aborted without unwinding)"
-                .into(),
+        // A host whose rank is unknown (one outside the group) is named by
+        // nobody: its peers' store calls fail on their own.
+        let Some(rank) = host else { return };
+        self.record_down(match end {
+            crate::store::HostEnd::Left => Down {
+                rank,
+                failed: false,
+                cause: "exited (it hosted the group's store, and closed it)".into(),
+            },
+            crate::store::HostEnd::Vanished => Down {
+                rank,
+                failed: true,
+                cause: "ended without leaving the group: its process, which hosted the \
+                        group's store, is gone (killed, or aborted without unwinding)"
+                    .into(),
+            },
         });
     }
 

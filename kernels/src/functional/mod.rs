@@ -1298,6 +1298,16 @@ impl Drop for Collectives {
         if let Err(e) = self.cs.synchronize() {
             tracing::warn!("a collective failed before its group's Collectives was dropped: {e}");
         }
+        // Its collective teardown runs here, while this rank is still in
+        // the group (the `Comm` fields drop after), and on this thread.
+        let st = std::mem::replace(
+            &mut *self.nccl.lock().unwrap_or_else(|p| p.into_inner()),
+            NcclState::NotYet,
+        );
+        if let NcclState::Ready(n) = &st {
+            n.stop_watchdog();
+        }
+        drop(st);
     }
 }
 

@@ -15,6 +15,7 @@
 //! wait of the `Collectives`, then fails with the reason.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -173,8 +174,12 @@ pub(crate) struct Nccl {
     /// communicator, NCCL 2.14+).
     nonblocking: bool,
     group: GroupWatch,
-    /// The group's timeout: the longest a call may take, enqueued to done.
+    /// The group's timeout: the longest a call may take, from when it can
+    /// start to done.
     timeout: Duration,
+    /// Tells the watchdog to stop ([`Nccl::stop_watchdog`]).
+    stop: AtomicBool,
+    watchdog: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The communication stream, drained before a segment is deregistered
     /// (NCCL work on it may still read the segment).
     stream: Arc<CudaStream>,
@@ -264,8 +269,12 @@ impl Nccl {
             .context()
             .bind_to_thread()
             .map_err(|e| fail(rank, format!("binding the CUDA context: {e:?}")))?;
-        let nonblocking =
-            has("ncclCommInitRankConfig") && has("ncclCommGetAsyncError") && has("ncclCommAbort");
+        // NCCL_COMM_BLOCKING=1 overrides the config: calls then block, and
+        // a watchdog could wait behind a stuck one forever.
+        let nonblocking = has("ncclCommInitRankConfig")
+            && has("ncclCommGetAsyncError")
+            && has("ncclCommAbort")
+            && std::env::var("NCCL_COMM_BLOCKING").map_or(true, |v| v.trim() == "0");
         let mut raw = std::ptr::null_mut();
         let world = comm.world_size() as i32;
         let made = if nonblocking {
@@ -288,6 +297,8 @@ impl Nccl {
             nonblocking,
             group: comm.watch(),
             timeout: comm.options().timeout,
+            stop: AtomicBool::new(false),
+            watchdog: Mutex::new(None),
             stream: stream.clone(),
             rank,
             version,
@@ -310,12 +321,30 @@ impl Nccl {
         let n = Arc::new(n);
         if nonblocking {
             let me = Arc::downgrade(&n);
-            std::thread::Builder::new()
+            let h = std::thread::Builder::new()
                 .name(format!("symm-nccl-watchdog-{rank}"))
                 .spawn(move || watchdog(me))
                 .map_err(|e| fail(rank, format!("cannot start the NCCL watchdog: {e}")))?;
+            *n.watchdog.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
         }
         Ok(n)
+    }
+
+    /// Stops the watchdog and waits for it, so that the communicator's last
+    /// reference (and its collective teardown) stays with the caller, not
+    /// with the watchdog's brief one.
+    pub(crate) fn stop_watchdog(&self) {
+        self.stop.store(true, Ordering::Release);
+        let h = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = h {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
     }
 
     /// Waits, holding `calls`, until NCCL has finished the operation just
@@ -360,7 +389,12 @@ impl Nccl {
                 self.abort_locked(why.clone());
                 return Err(why.error(self.rank));
             }
-            std::thread::yield_now();
+            // Calls settle at once; joining and connecting take longer.
+            if start.elapsed() < Duration::from_micros(200) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(100));
+            }
         }
     }
 
@@ -401,10 +435,10 @@ impl Nccl {
 
     /// One watchdog look; false once the communicator is aborted.
     fn look(&self) -> bool {
-        if self.aborted.get().is_some() {
+        if self.aborted.get().is_some() || self.stop.load(Ordering::Acquire) {
             return false;
         }
-        let why = self.group.check().err().map(Abort::of).or_else(|| {
+        let async_error = || {
             // Under `calls`, so that no abort frees the communicator during
             // the query; a caller holding it polls the same error itself.
             let _one = match self.calls.try_lock() {
@@ -426,16 +460,22 @@ impl Nccl {
                 ))),
                 _ => None,
             }
-        });
-        let why = why.or_else(|| {
+        };
+        // A departed peer matters only to work that waits for it: with
+        // nothing in flight, calls already done keep their results (the
+        // next call's settle, or its wait here, meets the departure), and
+        // the store is not read.
+        let why = async_error().or_else(|| {
             let oldest = self.oldest_in_flight()?;
-            (oldest > self.timeout).then(|| {
-                Abort::Nccl(format!(
-                    "a call enqueued {:.1} s ago has not completed (the group's timeout is \
-                     {:?}): a rank did not make it, or made another",
-                    oldest.as_secs_f64(),
-                    self.timeout
-                ))
+            self.group.check().err().map(Abort::of).or_else(|| {
+                (oldest > self.timeout).then(|| {
+                    Abort::Nccl(format!(
+                        "a call running for {:.1} s has not completed (the group's timeout \
+                         is {:?}): a rank did not make it, or made another",
+                        oldest.as_secs_f64(),
+                        self.timeout
+                    ))
+                })
             })
         });
         match why {
@@ -457,6 +497,11 @@ impl Nccl {
             }
             let (e, _) = f.calls.pop_front().expect("present");
             f.spare.push(e);
+            // The next call could start only now: its time counts from
+            // here, not from its enqueue behind this one.
+            if let Some((_, next)) = f.calls.front_mut() {
+                *next = (*next).max(Instant::now());
+            }
         }
         None
     }

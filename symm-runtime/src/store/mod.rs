@@ -153,7 +153,7 @@ pub trait Store: Send + Sync {
     }
 }
 
-pub use tcp::LastWord;
+pub use tcp::{HostEnd, LastWord};
 
 /// A [`Store`] for ranks that are threads of one process.
 #[derive(Debug, Default)]

@@ -27,8 +27,10 @@
 //!   the counter, when this connection ends without a `6` (release) first:
 //!   its process died without leaving (killed, say). Both reply `0`. A
 //!   connection holding a last word is never closed for being idle (its
-//!   client keeps it silent), and it ends only with its process or the
-//!   host, so the client sees the host go as the connection's end.
+//!   client keeps it silent), takes no other op but `6`, and ends only with
+//!   its process or the host, so the client sees the host go as the
+//!   connection's end: after one byte `0x47` (goodbye) when the host closed
+//!   the store, with none when its process died.
 //! * Idle notice, `7` (`u64` idle timeout in ms): the host sends it, unasked,
 //!   when a connection has sent no request for the idle timeout since its
 //!   last reply (or its hello), then closes the connection. The host decides
@@ -64,6 +66,9 @@ const OP_WAIT: u8 = 3;
 const OP_ADD: u8 = 4;
 const OP_LAST_WORD: u8 = 5;
 const OP_RELEASE: u8 = 6;
+/// The one byte the host ever sends on a last word's connection, as it
+/// closes the store: it left, it did not die.
+const GOODBYE: u8 = 0x47;
 /// Longest last word's value: a departure record is a few hundred bytes.
 const MAX_LAST_WORD_LEN: usize = 4096;
 
@@ -248,6 +253,9 @@ struct Live {
     /// Whether its hello was accepted: only connections still without one
     /// may be closed to make room for a new one.
     greeted: bool,
+    /// Whether it holds a last word: the host says goodbye on it before it
+    /// closes, so that its client tells the host's exit from its death.
+    last_word: bool,
 }
 
 impl Shared {
@@ -349,18 +357,33 @@ pub struct LastWord {
     stream: TcpStream,
 }
 
+/// How a store's host ended, as a [`LastWord`]'s connection tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostEnd {
+    /// It closed the store (said goodbye): its process exited in order.
+    Left,
+    /// The connection ended without a goodbye: its process died.
+    Vanished,
+}
+
 impl LastWord {
-    /// Whether the host has gone (its process ended, or it closed the
-    /// store): the connection ended from its side. Never blocks.
-    pub fn host_gone(&self) -> bool {
+    /// How the host ended, if it has (the connection ended from its side).
+    /// Never blocks.
+    pub fn host_end(&self) -> Option<HostEnd> {
         let mut b = [0u8; 1];
         match self.stream.peek(&mut b) {
-            // Nothing is ever sent on this connection but an end.
-            Ok(_) => true,
-            Err(e) => !matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ),
+            Ok(1) if b[0] == GOODBYE => Some(HostEnd::Left),
+            // Nothing else is ever sent on this connection.
+            Ok(_) => Some(HostEnd::Vanished),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                None
+            }
+            Err(_) => Some(HostEnd::Vanished),
         }
     }
 }
@@ -589,6 +612,10 @@ impl Drop for Host {
             );
         }
         for c in conns.live.values() {
+            if c.last_word {
+                // One byte fits the socket's buffer: the write cannot wait.
+                let _ = (&c.stream).write_all(&[GOODBYE]);
+            }
             let _ = c.stream.shutdown(Shutdown::Both);
         }
         let conns = self
@@ -1241,6 +1268,7 @@ impl Server {
             Live {
                 stream: clone,
                 greeted: false,
+                last_word: false,
             },
         );
         Ok(id)
@@ -1314,7 +1342,8 @@ fn serve(
     let r = conn.run(token);
     // Its process ended without a release (the host's own shutdown is no
     // such end): its word stands, unless it said another first.
-    if let (Some(w), false) = (conn.last_word.take(), matches!(r, Err(End::Shutdown))) {
+    let closing = conn.shared.shutdown.load(Ordering::Acquire);
+    if let (Some(w), false) = (conn.last_word.take(), closing) {
         let values = &conn.shared.values;
         if let Ok(None) = values.try_get(&w.key) {
             if values.set(Writer::Host, &w.key, &w.value).is_ok() {
@@ -1446,6 +1475,11 @@ impl ServerConn<'_> {
         let (values, writer) = (&self.shared.values, self.writer);
         let mut r = Reader::new(frame);
         let op = r.u8()?;
+        if self.last_word.is_some() && op != OP_RELEASE {
+            return Err(End::Bad(format!(
+                "op {op} on a last word's connection (only a release may follow)"
+            )));
+        }
         let result = match op {
             OP_SET => {
                 let key = r.key()?;
@@ -1516,6 +1550,9 @@ impl ServerConn<'_> {
                     value,
                     counter,
                 });
+                if let Some(c) = self.shared.conns().live.get_mut(&self.id) {
+                    c.last_word = true;
+                }
                 Ok(Frame::new(ST_OK))
             }
             OP_RELEASE => {
