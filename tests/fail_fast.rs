@@ -288,18 +288,32 @@ fn now_ms() -> f64 {
         * 1e3
 }
 
-/// One rank of a killed-process job, in this process: hosts the TCP store
-/// at `addr` when rank 0, joins the group (emulated: the group's store
-/// is what these tests exercise), says it is ready, and then waits on a key
-/// that no rank sets, until a departure ends the wait. Returns the error
-/// and when it came (the epoch clock).
-fn killed_job_rank(addr: std::net::SocketAddr, world: usize, rank: usize) -> (String, f64) {
-    let store: std::sync::Arc<dyn symm::Store> = if rank == 0 {
-        std::sync::Arc::new(symm::TcpStore::host(addr, None).expect("host the store"))
-    } else {
-        std::sync::Arc::new(symm::TcpStore::connect(addr, None, TIMEOUT).expect("connect"))
-    };
-    let comm = Comm::emulated(rank, world, store, options()).expect("join");
+/// The torchrun-style environment of `rank` of a job of `world` whose
+/// store is at 127.0.0.1:`port`, with the job's token.
+fn job_env(port: u16, world: usize, rank: usize) -> Vec<(&'static str, String)> {
+    vec![
+        ("RANK", rank.to_string()),
+        ("LOCAL_RANK", rank.to_string()),
+        ("WORLD_SIZE", world.to_string()),
+        ("MASTER_ADDR", "127.0.0.1".into()),
+        ("MASTER_PORT", port.to_string()),
+        ("SYMM_STORE_TOKEN", format!("job-{port}")),
+    ]
+}
+
+/// One rank of a killed-process job, in this process, from its
+/// torchrun-style environment `vars`: opens the group's TCP store as
+/// `Comm::from_env` does (rank 0 hosts it), joins the group (emulated: the
+/// group's store is what these tests exercise), says it is ready, and then
+/// waits on a key that no rank sets, until a departure ends the wait.
+/// Returns the error and when it came (the epoch clock).
+fn killed_job_rank(vars: &[(&'static str, String)]) -> (String, f64) {
+    let env =
+        symm::LaunchEnv::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
+            .expect("a torchrun-style environment");
+    let store = env.open_store(TIMEOUT).expect("the job's store");
+    let rank = env.rank;
+    let comm = Comm::emulated(rank, env.world_size, store, options()).expect("join");
     comm.store()
         .set(&comm.store_key(&format!("ready/{rank}")), b"1")
         .expect("ready");
@@ -322,16 +336,18 @@ fn killed_job_rank(addr: std::net::SocketAddr, world: usize, rank: usize) -> (St
 /// writes the last word a killed client left, and a killed host is seen as
 /// the end of every client's last-word connection. At worlds 2, 4 and 8,
 /// the victim a client and then the host; this test's process is one of
-/// the survivors, the others its children.
+/// the survivors, the others its children, each started as torchrun starts
+/// a worker (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and the job's
+/// token in its environment; no launcher stops the survivors).
 #[test]
 fn a_killed_process_fails_its_peers_store_waits_fast() {
-    if let Ok(spec) = std::env::var(CHILD) {
-        let mut it = spec.split_whitespace();
-        let addr = it.next().unwrap().parse().unwrap();
-        let world = it.next().unwrap().parse().unwrap();
-        let rank = it.next().unwrap().parse().unwrap();
-        let (e, at) = killed_job_rank(addr, world, rank);
-        println!("KILLED-CHILD rank={rank} at={at} error={e}");
+    if std::env::var_os(CHILD).is_some() {
+        let vars: Vec<(&'static str, String)> = job_env(0, 0, 0)
+            .into_iter()
+            .map(|(k, _)| (k, std::env::var(k).expect("set by the test")))
+            .collect();
+        let (e, at) = killed_job_rank(&vars);
+        println!("KILLED-CHILD rank={} at={at} error={e}", vars[0].1);
         return;
     }
     let me = std::env::current_exe().unwrap();
@@ -355,7 +371,8 @@ fn a_killed_process_fails_its_peers_store_waits_fast() {
                             "--nocapture",
                             "--test-threads=1",
                         ])
-                        .env(CHILD, format!("{addr} {world} {r}"))
+                        .env(CHILD, "1")
+                        .envs(job_env(port, world, r))
                         .stdout(std::process::Stdio::piped())
                         .stderr(std::process::Stdio::null())
                         .spawn()
@@ -365,11 +382,12 @@ fn a_killed_process_fails_its_peers_store_waits_fast() {
                 .collect();
             let killed_at = Mutex::new(None::<f64>);
             let (mine, at) = std::thread::scope(|s| {
-                let waiter = s.spawn(|| killed_job_rank(addr, world, own));
+                let waiter = s.spawn(|| killed_job_rank(&job_env(port, world, own)));
                 // Every rank ready (read from a client of our own), then
                 // the victim dies.
                 use symm::Store as _;
-                let probe = symm::TcpStore::connect(addr, None, TIMEOUT).expect("probe");
+                let token = format!("job-{port}");
+                let probe = symm::TcpStore::connect(addr, Some(&token), TIMEOUT).expect("probe");
                 let keys: Vec<String> = (0..world).map(|r| format!("symm/1/ready/{r}")).collect();
                 probe.wait(&keys, TIMEOUT).expect("every rank ready");
                 drop(probe);
