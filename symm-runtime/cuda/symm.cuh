@@ -268,6 +268,7 @@ template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const
 template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from);
 /* Packet pairs of every rank r in the bit set `ranks`, at first + r * stride. */
 template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag);
+template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2_masked(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag, symm_u32 mask);
 /* 8-byte LL data at element i (16 bytes: two words of tag << 32 | 32 data
    bits, low half first): sent in one volatile 16-byte store; received once
    both words carry `tag`; and of every rank r in `ranks`, at

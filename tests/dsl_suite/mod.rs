@@ -738,24 +738,33 @@ pub fn gather_vectors<T: Scalar, const N: usize>(
 }
 
 /// LL packet pairs from every rank (itself included), received at once:
-/// each rank stores `(tag, seed ^ rank)` and `(tag, seed ^ rank ^ 1)` into
+/// each rank stores `(t, seed ^ rank)` and `(t, seed ^ rank ^ 1)` into
 /// slot `rank` (elements `2 rank..`) of every rank's `stage`, then gathers
-/// every slot with `gather_tagged2` into `out[2 r..]`. Thread 0 of block 0.
+/// every slot into `out[2 r..]`: with `gather_tagged2` for `tag` when
+/// `mask` is all ones (`t` is `tag`), else with `gather_tagged2_masked`,
+/// each rank's `t` differing from `tag` outside `mask` (bits 24.. hold
+/// `rank + 1` there), which must come back whole. Thread 0 of block 0.
 #[symm_kernel]
-pub fn gather_packets(stage: SymmBuf<u64>, out: &mut [u64], tag: u32, seed: u32) {
+pub fn gather_packets(stage: SymmBuf<u64>, out: &mut [u64], tag: u32, seed: u32, mask: u32) {
     if thread_idx_x() != 0 || block_idx_x() != 0 {
         return;
     }
     let rank = stage.rank();
     let world = stage.world_size();
-    let hi = (tag as u64) << 32;
+    let t = tag ^ (((rank + 1) << 24) & !mask);
+    let hi = (t as u64) << 32;
     let pkt: [u64; 2] = [hi | ((seed ^ rank) as u64), hi | ((seed ^ rank ^ 1) as u64)];
     for r in 0..world {
         stage.peer(r).store_vec_volatile::<2>(rank * 2, pkt);
     }
-    let got: [[u64; 2]; 8] = stage
-        .local()
-        .gather_tagged2(0u32, 2u32, (1u32 << world) - 1, tag);
+    let ranks = (1u32 << world) - 1;
+    let got: [[u64; 2]; 8] = if mask == 0xFFFF_FFFFu32 {
+        stage.local().gather_tagged2(0u32, 2u32, ranks, tag)
+    } else {
+        stage
+            .local()
+            .gather_tagged2_masked(0u32, 2u32, ranks, tag, mask)
+    };
     for r in 0..world {
         let g = got[r];
         out[r * 2] = g[0];
@@ -764,12 +773,19 @@ pub fn gather_packets(stage: SymmBuf<u64>, out: &mut [u64], tag: u32, seed: u32)
 }
 
 /// What [`gather_packets`] writes on every rank of `world`.
-pub fn gather_packets_ref(world: u32, tag: u32, seed: u32) -> Vec<u64> {
-    let hi = u64::from(tag) << 32;
+pub fn gather_packets_ref(world: u32, tag: u32, seed: u32, mask: u32) -> Vec<u64> {
     (0..world)
-        .flat_map(|r| [hi | u64::from(seed ^ r), hi | u64::from(seed ^ r ^ 1)])
+        .flat_map(|r| {
+            let hi = u64::from(tag ^ (((r + 1) << 24) & !mask)) << 32;
+            [hi | u64::from(seed ^ r), hi | u64::from(seed ^ r ^ 1)]
+        })
         .collect()
 }
+
+/// The masks of [`run_gather_packets`]' rounds: `gather_tagged2`, then
+/// `gather_tagged2_masked` (round 1's packets, still in the stage, differ
+/// from round 2's tag inside the mask, so they must not be taken).
+pub const GATHER_PACKET_MASKS: [u32; 2] = [u32::MAX, 0x00FF_FFFF];
 
 /// [`gather_vectors`] on `c`'s rank with `mine` as its vector, on a fresh
 /// stage that starts empty (all ones) and no silent rank; returns `out`
@@ -807,10 +823,10 @@ pub fn run_gather_packets(
     let mut out = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
     let mut rounds = Vec::new();
     let ch = symm::signal::Channel::request(c)?;
-    for tag in [1u32, 2] {
+    for (tag, mask) in [1u32, 2].into_iter().zip(GATHER_PACKET_MASKS) {
         s.barrier(&ch, timeout)?;
         let cfg = symm::LaunchConfig::linear(1, 32);
-        gather_packets::launch(c, cfg, &s, &mut out, tag, seed ^ tag)?;
+        gather_packets::launch(c, cfg, &s, &mut out, tag, seed ^ tag, mask)?;
         rounds.push(out.to_host()?);
     }
     Ok(rounds)
@@ -1264,9 +1280,14 @@ pub fn run_gathers(c: &Comm, seed: u64, timeout: std::time::Duration) -> symm::R
         .into_iter()
         .enumerate()
     {
-        let tag = round as u32 + 1;
-        let want = gather_packets_ref(c.world_size() as u32, tag, seed ^ tag);
-        check_bits(c, &format!("gather_tagged2, tag {tag}"), &got, &want)?;
+        let (tag, mask) = (round as u32 + 1, GATHER_PACKET_MASKS[round]);
+        let want = gather_packets_ref(c.world_size() as u32, tag, seed ^ tag, mask);
+        check_bits(
+            c,
+            &format!("gather_tagged2, tag {tag}, mask {mask:#x}"),
+            &got,
+            &want,
+        )?;
     }
     Ok(())
 }

@@ -254,7 +254,8 @@ pub fn ll_words<T: Scalar, const P: usize>(src: Remote<T>, g: u32, n: u32) -> [u
 /// step): the built-in uses [`super::LL_BLOCKS`] × [`super::THREADS`], and
 /// a smaller grid with its own stage for the smallest messages. `sig` is
 /// the call's identity digest (the same on every rank of one call, top bit
-/// set): a peer in a different call is never summed.
+/// set): a peer in a different call is never summed, and one in the same
+/// epoch of this stage fails the call at once.
 // ANCHOR: ll
 #[symm_kernel]
 pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
@@ -296,12 +297,12 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // overlap the other parity's region that a slow peer is still reading.
     let parity = epoch & 1;
     // The call's identity rides in the tag: the epoch with the top 12 bits
-    // of `sig` (whose top bit is set) folded in. A peer in another call
-    // (another buffer, size or kernel) sends tags this call never takes,
-    // so its data is never summed (the wait reports it instead), at one
-    // XOR. The epoch stays whole: packets of one identity alias only after
-    // 2^32 calls, as before, those of two only 2^20 apart, and no tag is 0
-    // (zeroed staging) below 2^31 calls.
+    // of `sig` (whose top bit is set) folded in, at one XOR. A peer in
+    // another call of this epoch on this stage (another buffer) fails the
+    // call at once (below); one on another stage (another size or element
+    // type) or epoch sends packets this call never takes, and the wait
+    // reports it at the kernel timeout. Either way its data is never
+    // summed. No tag agrees with zeroed staging below 2^31 calls.
     let want = epoch ^ (sig & 0xFFF0_0000u32);
     let tag = (want as u64) << 32;
     let mut g = first;
@@ -316,17 +317,31 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         words = ll_words::<T, P>(src, g, n);
     }
     // Slot r of pair q holds rank r's packets: every rank's are polled
-    // together (one memory round trip after the last one lands).
+    // together (one memory round trip after the last one lands). A packet
+    // counts as arrived when its tag agrees with `want` in the epoch's low
+    // 20 bits and its top bit (mask 0x800F_FFFF), and is then checked whole: a
+    // peer in another call of the same epoch (another buffer, say) fails
+    // this one at once, where an exact wait would wait for it until the
+    // kernel timeout. Each slot read is marked spent (tag `!want`, which
+    // no later call of this parity agrees with: bit 0 is the epoch's
+    // parity bit, the same for all of them, and flipped), so no packet of
+    // an earlier call, 2^20 calls back or not, is ever taken as arrived.
     let ranks = (1u32 << world) - 1;
+    let spent: u64 = ((!want) as u64) << 32;
+    let mut same = true;
     let mut q = first;
     while q < pairs {
+        let at = (parity * world * cap + q) * 2;
         let got: [[u64; 2]; 8] =
-            mine.gather_tagged2((parity * world * cap + q) * 2, cap * 2, ranks, want);
+            mine.gather_tagged2_masked(at, cap * 2, ranks, want, 0x800F_FFFFu32);
         let mut lo: [f32; P] = [0.0f32; P];
         let mut hi: [f32; P] = [0.0f32; P];
+        let mut this_call = true;
         for r in 0..8u32 {
             if r < world {
                 let v = got[r];
+                this_call = this_call && (v[0] >> 32) as u32 == want && (v[1] >> 32) as u32 == want;
+                mine.store_vec_volatile::<2>(at + r * cap * 2, [spent, spent]);
                 let b0 = v[0] as u32;
                 let b1 = v[1] as u32;
                 for k in 0..P {
@@ -336,18 +351,23 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
                 }
             }
         }
-        for k in 0..P {
-            let e0 = q * 2 * per + k as u32;
-            if e0 < n {
-                out[e0] = T::from_f32(lo[k]);
-            }
-            let e1 = e0 + per;
-            if e1 < n {
-                out[e1] = T::from_f32(hi[k]);
+        // Another call's packets are never summed into `out`.
+        if this_call {
+            for k in 0..P {
+                let e0 = q * 2 * per + k as u32;
+                if e0 < n {
+                    out[e0] = T::from_f32(lo[k]);
+                }
+                let e1 = e0 + per;
+                if e1 < n {
+                    out[e1] = T::from_f32(hi[k]);
+                }
             }
         }
+        same = same && this_call;
         q += stride;
     }
+    assert_same_call(same);
     call_end(stage, ch, epoch);
 }
 // ANCHOR_END: ll

@@ -231,6 +231,12 @@ pub const METHODS: &[MethodDef] = &[
         &[U64, U64, U32, U32],
     )
     .ctx(),
+    call(
+        "gather_tagged2_masked",
+        "symm_dsl_gather_tagged2_masked",
+        &[U64, U64, U32, U32, U32],
+    )
+    .ctx(),
     call("store_vec", "symm_dsl_store_vec", &[U64, ANY]).guard(Guard::Bytes(16)),
     call(
         "store_vec_volatile",

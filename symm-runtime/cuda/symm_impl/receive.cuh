@@ -160,6 +160,19 @@ template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>,
     return out;
 }
 
+/* gather_tagged2 taking a pair when both tags agree with `tag` in the bits
+   of `mask`, returned whole, for the caller to check the rest. */
+template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2_masked(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag, symm_u32 mask) {
+    ranks = symm_slots_in(c, s, first, stride, ranks, 16);
+    symm_array<symm_u64, 2> v[8] = {};
+    symm_wait_slots(c, ranks, v, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u64, 2>((const symm_u64*)(s.ptr + first + r * stride)); },
+                    [&](const symm_array<symm_u64, 2>& x) { return ((((symm_u32)(x[0] >> 32)) ^ tag) & mask) == 0u && ((((symm_u32)(x[1] >> 32)) ^ tag) & mask) == 0u; }, [](symm_u32 r) { return r; });
+    symm_array<symm_array<symm_u64, 2>, 8> out;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) out[r] = v[r];
+    return out;
+}
+
 /* 8-byte LL packets: the 8 data bytes as two 8-byte words, `tag << 32`
    over 32 data bits each (low half first), sent in one 16-byte volatile
    store. Only each word is single-copy atomic (the PTX memory model makes a

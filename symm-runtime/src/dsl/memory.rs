@@ -337,7 +337,13 @@ fn untag64([lo, hi]: [u64; 2]) -> u64 {
 
 /// Whether both words of a packet pair carry `tag` in their high 32 bits.
 fn tagged_pair(v: &[u64; 2], tag: u32) -> bool {
-    v.iter().all(|w| (w >> 32) as u32 == tag)
+    tagged_pair_masked(v, tag, u32::MAX)
+}
+
+/// Whether both words of a packet pair carry `tag` in the bits of `mask`
+/// of their high 32 bits.
+fn tagged_pair_masked(v: &[u64; 2], tag: u32, mask: u32) -> bool {
+    v.iter().all(|w| ((w >> 32) as u32 ^ tag) & mask == 0)
 }
 
 /// The LL receives, and the 8-byte LL send, on handles of `u64` packets.
@@ -396,6 +402,34 @@ macro_rules! tagged {
                     [0u64; 2],
                     load_pair,
                     |v| tagged_pair(v, tag),
+                )
+            }
+
+            /// [`gather_tagged2`](Self::gather_tagged2) that takes a pair
+            /// when both tags agree with `tag` in the bits of `mask`, and
+            /// returns it whole: a caller that folds more into its tags
+            /// (a call's identity) waits only for the part that says
+            /// "arrived" (the epoch) and then checks the rest, so a peer
+            /// that sent something else fails at once instead of never
+            /// arriving. `ld.volatile.global.v2.b64` for each slot, in a
+            /// loop.
+            #[track_caller]
+            pub fn gather_tagged2_masked(
+                &self,
+                first: impl DslIndex,
+                stride: u32,
+                ranks: u32,
+                tag: u32,
+                mask: u32,
+            ) -> [[u64; 2]; MAX_WORLD_SIZE] {
+                let addrs = self.slot_addrs::<2>(first, stride, ranks);
+                gather(
+                    "gather_tagged2_masked",
+                    &|r| format!("LL packets from rank {r} with tag {tag} under mask {mask:#x}"),
+                    addrs,
+                    [0u64; 2],
+                    load_pair,
+                    |v| tagged_pair_masked(v, tag, mask),
                 )
             }
 
