@@ -14,7 +14,7 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-use crate::collectives::enter_checked;
+use crate::collectives::enter_signed;
 
 /// This call's identity digest `sig` as one 16-byte vector of `T`: 7 bits
 /// of it in each element's low bits (bits `7 (k % 4)..` in element `k`),
@@ -53,7 +53,7 @@ pub fn same_bits<T: Scalar, const V: usize>(a: [T; V], b: [T; V]) -> bool {
 }
 
 /// Fails the call unless `same`: a peer's identity (what
-/// [`sig_vec`] or [`enter_checked`] carried) differs from this rank's.
+/// [`sig_vec`] or [`enter_signed`] carried) differs from this rank's.
 #[symm_kernel(device)]
 pub fn assert_same_call(same: bool) {
     kernel_assert!(
@@ -62,9 +62,19 @@ pub fn assert_same_call(same: bool) {
     );
 }
 
+/// Fails the call unless rank `t`'s identity vector, entry `t` of `got`
+/// (as a sentinel take returns it), is this call's `sig` ([`sig_vec`]).
+#[symm_kernel(device)]
+pub fn assert_sent_call<T: Scalar, const V: usize>(got: [[T; V]; 8], t: u32, sig: u32) {
+    assert_same_call(same_bits::<T, V>(
+        pick::<T, V>(got, t),
+        sig_vec::<T, V>(sig),
+    ));
+}
+
 /// Channels the all-reduce reserves from the group: the first holds the
 /// call counters and both barriers of every kernel, the second the call
-/// identities the barrier kernels trade ([`enter_checked`]).
+/// identities the barrier kernels trade ([`enter_signed`]).
 pub const CHANNELS: usize = 2;
 /// The name the all-reduce reserves its channels under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::all_reduce";
@@ -178,7 +188,7 @@ pub fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32)
 /// (unrolled), or 0 to read it at run time. Launch with at least
 /// `world_size` threads per block and at most 128 blocks; every rank must
 /// launch the same grid on the same buffer. The call counter, both
-/// barriers and the identity check (`sig`, see [`enter_checked`]) are on
+/// barriers and the identity check (`sig`, see [`enter_signed`]) are on
 /// channel `ch` of `ctl`'s pad, one small allocation that every barrier
 /// call of the group uses, whatever its buffer or type: ranks that call
 /// on different buffers meet there and fail at once (on each buffer's own
@@ -195,9 +205,11 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     enter_call();
     let rank = buf.rank();
     let world = if W > 0 { W as u32 } else { buf.world_size() };
-    // Every peer's identity is checked at the barrier: a peer in another
-    // call would have this one sum its other buffer.
-    let call = enter_checked(ctl, ch, sig);
+    // Every peer's identity is traded at the barrier and checked after
+    // the sum's loads are issued (off their path): a peer in another call
+    // would have this one sum its other buffer.
+    let signed = enter_signed(ctl, ch, sig);
+    let call = signed[0];
 
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
@@ -218,6 +230,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
         out[j] = T::from_f32(acc);
         j += stride;
     }
+    assert_same_call(signed[1] == sig);
 
     exit_barrier(ctl, ch, call);
     call_end(ctl, ch, call);
@@ -395,8 +408,10 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    // Every input is ready, and every peer is in this call.
-    let call = enter_checked(ctl, ch, sig);
+    // Every input is ready; every peer's identity is traded here and
+    // checked after the first loads are issued.
+    let signed = enter_signed(ctl, ch, sig);
+    let call = signed[0];
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
     let vecs = n / V as u32;
@@ -422,6 +437,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
             tail += input.peer(r)[e].to_f32();
         }
     }
+    assert_same_call(signed[1] == sig);
     exit_barrier(ctl, ch, call); // every push landed, every input read
     let mine = scratch.local();
     for c in 0..world {
@@ -502,9 +518,11 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
             .store_vec::<V>(to + cap - V as u32, sig_vec::<T, V>(sig));
     }
     enter_barrier(stage, ch, call);
+    // Loaded now, compared after the sum's loads are issued (off their
+    // path); a peer rewrites it only after this call ends.
+    let mut theirs = sig_vec::<T, V>(sig);
     if checks {
-        let got = mine.load_vec::<V>(base + t * cap + cap - V as u32);
-        assert_same_call(same_bits::<T, V>(got, sig_vec::<T, V>(sig)));
+        theirs = mine.load_vec::<V>(base + t * cap + cap - V as u32);
     }
     let mut i = first;
     while i < vecs {
@@ -525,6 +543,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
         }
         out[e] = T::from_f32(acc);
     }
+    assert_same_call(same_bits::<T, V>(theirs, sig_vec::<T, V>(sig)));
     call_end(stage, ch, call);
 }
 
@@ -642,10 +661,7 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     }
     if checks {
         let got = sentinel_take::<T, V>(stage, call, 1u32 << t, id_at);
-        assert_same_call(same_bits::<T, V>(
-            pick::<T, V>(got, t),
-            sentinel_scrub::<T, V>(sig_vec::<T, V>(sig)),
-        ));
+        assert_sent_call::<T, V>(got, t, sig);
     }
     call_end(stage, ch, call);
 }
@@ -712,10 +728,9 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     let checks = block_idx_x() == 0u32 && t < world && t != rank;
     let id_at = cap - V as u32;
     if checks {
-        stage.peer(t).store_vec_volatile::<V>(
-            parts + rank * cap + id_at,
-            sentinel_scrub::<T, V>(sig_vec::<T, V>(sig)),
-        );
+        stage
+            .peer(t)
+            .store_vec_volatile::<V>(parts + rank * cap + id_at, sig_vec::<T, V>(sig));
     }
     // Sum this rank's chunk and push the sum to every rank.
     let mut j = first;
@@ -756,10 +771,7 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     }
     if checks {
         let got = sentinel_take_at::<T, V>(mine, parts + id_at, cap, 1u32 << t, world);
-        assert_same_call(same_bits::<T, V>(
-            pick::<T, V>(got, t),
-            sentinel_scrub::<T, V>(sig_vec::<T, V>(sig)),
-        ));
+        assert_sent_call::<T, V>(got, t, sig);
     }
     call_end(stage, ch, call);
 }

@@ -38,6 +38,22 @@ use crate::all_reduce::{enter_call, spread_first};
 /// the previous call's exit barrier, when every peer has read them.
 #[symm_kernel(device)]
 pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
+    let signed = enter_signed(buf, ch, sig);
+    kernel_assert!(
+        signed[1] == sig,
+        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
+    );
+    signed[0]
+}
+
+/// [`enter_checked`] without the check: `[call, theirs]`, where `theirs`
+/// is the digest of rank `t` (this thread's peer; `sig` itself in threads
+/// that have none), for a kernel that compares it later, off the path of
+/// its first loads (the load is issued here; its value is needed only at
+/// the comparison). Compare before the exit barrier: a peer rewrites its
+/// digest only after that.
+#[symm_kernel(device)]
+pub fn enter_signed<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> [u32; 2] {
     let call = call_begin(buf, ch);
     let t = thread_idx_x();
     let rank = buf.rank();
@@ -51,20 +67,15 @@ pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
         );
     }
     enter_barrier(buf, ch, call);
-    let mut same = true;
+    let mut theirs = sig;
     if t < world && t != rank {
-        let theirs = buf.pad(rank).load(
+        theirs = buf.pad(rank).load(
             signal_slot(ch + 1u32, block_idx_x(), t),
             LoadOrder::Relaxed,
             Scope::System,
         );
-        same = theirs == sig;
     }
-    kernel_assert!(
-        same,
-        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
-    );
-    call
+    [call, theirs]
 }
 
 /// Copies elements `src[src_off..src_off + len]` to `dst[dst_off..]`, this
