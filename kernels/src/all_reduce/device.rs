@@ -517,11 +517,11 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
             .store_vec::<V>(to + cap - V as u32, sig_vec::<T, V>(sig));
     }
     enter_barrier(stage, ch, call);
-    // Loaded now, compared after the sum's loads are issued (off their
-    // path); a peer rewrites it only after this call ends.
-    let mut theirs: [T; V] = [T::from_f32(0.0f32); V];
+    // Checked at once: held across the sum instead, the vector's registers
+    // cost every thread 0.2 us at world 1 in bf16 (bench/NOTES.md v26).
     if checks {
-        theirs = mine.load_vec::<V>(base + t * cap + cap - V as u32);
+        let theirs = mine.load_vec::<V>(base + t * cap + cap - V as u32);
+        assert_same_call(same_bits::<T, V>(theirs, sig_vec::<T, V>(sig)));
     }
     let mut i = first;
     while i < vecs {
@@ -541,9 +541,6 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
             acc += v.to_f32();
         }
         out[e] = T::from_f32(acc);
-    }
-    if checks {
-        assert_same_call(same_bits::<T, V>(theirs, sig_vec::<T, V>(sig)));
     }
     call_end(stage, ch, call);
 }
