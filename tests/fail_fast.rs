@@ -129,9 +129,10 @@ fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
             );
         }
         // At once, not at a wait's timeout (30 s here): the whole job,
-        // rendezvous and the calls in step included, within 5 s.
+        // rendezvous, the calls in step and a GPU's first compiles
+        // included, well within it.
         assert!(
-            t.elapsed() < Duration::from_secs(5),
+            t.elapsed() < TIMEOUT / 3,
             "{path:?}: the ranks failed only after {:?}",
             t.elapsed()
         );

@@ -267,8 +267,9 @@ pub fn ll_words<T: Scalar, const P: usize>(src: Remote<T>, g: u32, n: u32) -> [u
 /// step): the built-in uses [`super::LL_BLOCKS`] × [`super::THREADS`], and
 /// a smaller grid with its own stage for the smallest messages. `sig` is
 /// the call's identity digest (the same on every rank of one call, top bit
-/// set): a peer in a different call fails the call (at once when it is in
-/// the same epoch of this stage), and no rank returns a value.
+/// set): a peer in a different call fails the call (at once when its
+/// packets reach this stage in this call's epoch), and no rank returns a
+/// value.
 // ANCHOR: ll
 #[symm_kernel]
 pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
@@ -309,15 +310,17 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // call's `pairs`: with a size-dependent stride, a call's region could
     // overlap the other parity's region that a slow peer is still reading.
     let parity = epoch & 1;
-    // The call's identity rides in the tag: the epoch with the top 12 bits
-    // of `sig` (whose top bit is set) folded in, at one XOR. A peer in
-    // another call of this epoch on this stage (another buffer) fails the
-    // call at once (below); one on another stage (another size or element
-    // type) or epoch sends packets this call never takes, and the wait
-    // reports it at the kernel timeout. Either way the call fails, and no
-    // rank returns a value. No tag agrees with zeroed staging below 2^31
-    // calls.
-    let want = epoch ^ (sig & 0xFFF0_0000u32);
+    // The tag: the epoch's low 31 bits with bits 8..31 of the call's
+    // identity `sig` folded in (one XOR), and the top bit set, so that no
+    // tag is ever zero (never-written staging) or agrees with a spent slot
+    // (below). A packet arrives on the top bit and the epoch's low 8 bits
+    // (the parity among them) and is then checked whole: a peer in another
+    // call of the same epoch (another buffer or size on this stage) or one
+    // a multiple of 256 calls away fails the call at once, up to a 2^-23
+    // chance that two identities agree in those bits; a peer in another
+    // epoch sends packets this call never takes, and the wait reports it at
+    // the kernel timeout (as do pairs a peer of another size never sends).
+    let want = ((epoch ^ (sig & 0x7FFF_FF00u32)) & 0x7FFF_FFFFu32) | 0x8000_0000u32;
     let tag = (want as u64) << 32;
     let mut g = first;
     while g < pairs {
@@ -332,14 +335,13 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     }
     // Slot r of pair q holds rank r's packets: every rank's are polled
     // together (one memory round trip after the last one lands). A packet
-    // counts as arrived when its tag agrees with `want` in the epoch's low
-    // 20 bits and its top bit (mask 0x800F_FFFF), and is then checked whole: a
-    // peer in another call of the same epoch (another buffer, say) fails
-    // this one at once, where an exact wait would wait for it until the
-    // kernel timeout. Each slot read is marked spent (tag `!want`, which
-    // no later call of this parity agrees with: bit 0 is the epoch's
-    // parity bit, the same for all of them, and flipped), so no packet of
-    // an earlier call, 2^20 calls back or not, is ever taken as arrived.
+    // counts as arrived when its tag agrees with `want` in the top bit and
+    // the epoch's low 8 bits (mask 0x8000_00FF), and is then checked
+    // whole, where an exact wait would wait for another call's packets
+    // until the kernel timeout. Each slot read is marked spent (tag
+    // `!want`: top bit clear, and bit 0, the epoch's parity, flipped, so no
+    // later call of this parity agrees with it), so no packet of an
+    // earlier call is ever taken as arrived, however old.
     let ranks = (1u32 << world) - 1;
     let spent: u64 = ((!want) as u64) << 32;
     let mut same = true;
@@ -347,7 +349,7 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     while q < pairs {
         let at = (parity * world * cap + q) * 2;
         let got: [[u64; 2]; 8] =
-            mine.gather_tagged2_masked(at, cap * 2, ranks, want, 0x800F_FFFFu32);
+            mine.gather_tagged2_masked(at, cap * 2, ranks, want, 0x8000_00FFu32);
         let mut lo: [f32; P] = [0.0f32; P];
         let mut hi: [f32; P] = [0.0f32; P];
         for r in 0..8u32 {
