@@ -444,3 +444,80 @@ fn a_killed_process_fails_its_peers_store_waits_fast() {
         }
     }
 }
+
+/// A kernel on a stream the user gave (`Comm::with_cuda_stream`) reads
+/// that stream's own abort word: a rank that fails must end its peers'
+/// waits there too, with nothing on the host watching (the peers block in
+/// a plain `cuStreamSynchronize`). GPU ranks only: emulated kernels watch
+/// the group themselves.
+#[test]
+fn a_failed_rank_ends_kernels_on_a_users_stream() {
+    if !targets::on_gpu() {
+        eprintln!(
+            "SKIPPED: a_failed_rank_ends_kernels_on_a_users_stream needs GPU ranks (user streams)"
+        );
+        return;
+    }
+    for world in [2, 4, 8] {
+        let Some(r) = ranks(world) else { continue };
+        let n = 1024;
+        let victim = world - 1;
+        let left: Mutex<Option<Instant>> = Mutex::new(None);
+        let ended: Mutex<Vec<(usize, Instant)>> = Mutex::new(Vec::new());
+        let xs = inputs(world, n);
+        let res = run(r, options(), |c| {
+            let stream = c
+                .cuda_stream()
+                .expect("a GPU rank")
+                .context()
+                .new_stream()
+                .map_err(|e| Error::InvalidArgument {
+                    rank: c.rank(),
+                    message: format!("cuStreamCreate: {e:?}"),
+                })?;
+            let u = c.with_cuda_stream(stream.clone())?;
+            let x = u.alloc::<f32>(n)?;
+            x.copy_from_host(&xs[c.rank()])?;
+            let x = x.rendezvous()?;
+            let mut out = u.device_buffer_from(&vec![f32::NAN; n])?;
+            all_reduce(&u, &x, &mut out, n)?;
+            u.synchronize()?;
+            if c.rank() == victim {
+                std::thread::sleep(Duration::from_millis(300));
+                *left.lock().unwrap() = Some(Instant::now());
+                return Err(Error::InvalidArgument {
+                    rank: c.rank(),
+                    message: "the victim fails on purpose".into(),
+                });
+            }
+            all_reduce(&u, &x, &mut out, n)?;
+            // No symm code watches this wait: only the abort word can end
+            // the kernel before its timeout.
+            let _ = stream.synchronize();
+            ended.lock().unwrap().push((c.rank(), Instant::now()));
+            u.synchronize()
+        });
+        let errs = errors(res);
+        let left = left.lock().unwrap().expect("the victim left");
+        let ended = ended.lock().unwrap().clone();
+        assert_eq!(ended.len(), world - 1, "{ended:?}");
+        let slowest = ended
+            .iter()
+            .map(|(_, t)| t.saturating_duration_since(left))
+            .max()
+            .expect("peers");
+        for (rank, e) in &errs {
+            if *rank != victim {
+                assert!(e.contains(&format!("rank {victim}")), "rank {rank}: {e}");
+            }
+        }
+        assert!(
+            slowest < Duration::from_secs(1),
+            "world {world}: a kernel on a user's stream ended {slowest:?} after the victim left"
+        );
+        eprintln!(
+            "FAILFAST user-stream world={world} slowest={:.1}ms",
+            slowest.as_secs_f64() * 1e3
+        );
+    }
+}

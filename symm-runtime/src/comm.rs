@@ -207,15 +207,7 @@ impl Comm {
         });
         // A peer of this process that leaves ends this rank's device waits
         // on it at once (held weakly: the group state outlives the rank).
-        let weak = Arc::downgrade(&backend);
-        group.state.on_down(
-            rank,
-            Arc::new(move |ranks| {
-                if let Some(b) = weak.upgrade() {
-                    b.abort_waits(ranks);
-                }
-            }),
-        );
+        group.state.on_down(rank, Arc::downgrade(&backend));
         // Should this process die without a word (killed), the store's
         // host says it for this rank; should the host die, the word's
         // connection says so.
@@ -527,8 +519,14 @@ impl Comm {
     /// the rank is dropped; a stream that another rank on the same GPU
     /// already uses is an error.
     pub fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Comm> {
+        let backend = self.backend.with_cuda_stream(stream)?;
+        // Its kernels read its own abort word: a departing peer must end
+        // their waits too.
+        self.group
+            .state
+            .on_down(self.rank, Arc::downgrade(&backend));
         Ok(Comm {
-            backend: self.backend.with_cuda_stream(stream)?,
+            backend,
             ..self.clone()
         })
     }

@@ -118,8 +118,10 @@ fn since_start() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_micros() as u64
 }
 
-/// What ends a rank's device waits on the ranks whose bits it is given.
-pub(crate) type Stopper = Arc<dyn Fn(u32) + Send + Sync>;
+/// A backend of a rank (its own stream, or one it was given), whose device
+/// waits a departure ends ([`abort_waits`](crate::backend::Backend::abort_waits));
+/// held weakly, since the group state outlives it.
+pub(crate) type Stopper = std::sync::Weak<dyn crate::backend::Backend>;
 
 /// Why a rank left its group: the group's operations can no longer
 /// complete. Kept by every process's group state and in the group's store
@@ -204,28 +206,35 @@ impl Group {
         }
         drop(down);
         if first {
-            let stoppers: Vec<Stopper> = self
+            let stoppers: Vec<Arc<dyn crate::backend::Backend>> = self
                 .stoppers
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
                 .filter(|(r, _)| *r != d.rank)
-                .map(|(_, s)| s.clone())
+                .filter_map(|(_, s)| s.upgrade())
                 .collect();
-            for stop in stoppers {
-                stop(d.stopped_ranks());
+            for b in stoppers {
+                b.abort_waits(d.stopped_ranks());
             }
         }
         first
     }
 
-    /// Registers what ends `rank`'s device waits when a peer leaves (a
-    /// GPU rank's [`abort_waits`](crate::backend::Backend::abort_waits)).
+    /// Registers a backend of `rank` whose device waits end when a peer
+    /// leaves: each stream's kernels read their own backend's abort word
+    /// (a stream the user gave, through `Comm::with_cuda_stream`, too).
+    /// Backends already dropped are forgotten here; a peer already gone
+    /// ends the new backend's waits at once.
     pub(crate) fn on_down(&self, rank: usize, stop: Stopper) {
-        self.stoppers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((rank, stop));
+        {
+            let mut stoppers = self.stoppers.lock().unwrap_or_else(|p| p.into_inner());
+            stoppers.retain(|(_, s)| s.strong_count() > 0);
+            stoppers.push((rank, stop.clone()));
+        }
+        if let (Some(d), Some(b)) = (self.peer_down(rank), stop.upgrade()) {
+            b.abort_waits(d.stopped_ranks());
+        }
     }
 
     /// Keeps `rank`'s last word (see [`crate::store::Store::last_word`])
