@@ -207,7 +207,7 @@ impl Comm {
         });
         // A peer of this process that leaves ends this rank's device waits
         // on it at once (held weakly: the group state outlives the rank).
-        group.state.on_down(rank, Arc::downgrade(&backend));
+        group.state.on_down(rank, BackendStop::of(&backend));
         // Should this process die without a word (killed), the store's
         // host says it for this rank; should the host die, the word's
         // connection says so.
@@ -524,7 +524,7 @@ impl Comm {
         // their waits too.
         self.group
             .state
-            .on_down(self.rank, Arc::downgrade(&backend));
+            .on_down(self.rank, BackendStop::of(&backend));
         Ok(Comm {
             backend,
             ..self.clone()
@@ -726,6 +726,28 @@ impl Drop for Departure {
             let _ = self.backend.synchronize();
             self.record(false, "exited (its Comm was dropped)".into());
         }
+    }
+}
+
+/// A backend's device waits, as the group state stops them when a peer
+/// leaves (held weakly: the group state outlives the backend).
+struct BackendStop(std::sync::Weak<dyn Backend>);
+
+impl BackendStop {
+    fn of(backend: &Arc<dyn Backend>) -> crate::emulator::Stopper {
+        Arc::new(BackendStop(Arc::downgrade(backend)))
+    }
+}
+
+impl crate::emulator::Stop for BackendStop {
+    fn stop(&self, ranks: u32) {
+        if let Some(b) = self.0.upgrade() {
+            b.abort_waits(ranks);
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.0.strong_count() > 0
     }
 }
 

@@ -118,10 +118,19 @@ fn since_start() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_micros() as u64
 }
 
-/// A backend of a rank (its own stream, or one it was given), whose device
-/// waits a departure ends ([`abort_waits`](crate::backend::Backend::abort_waits));
-/// held weakly, since the group state outlives it.
-pub(crate) type Stopper = std::sync::Weak<dyn crate::backend::Backend>;
+/// What ends the device waits of one of a rank's streams (its own, or one
+/// it was given) on the ranks whose bits it is given: a GPU backend's
+/// abort word. Held by the group state, which outlives it, so it says when
+/// it is gone.
+pub(crate) trait Stop: Send + Sync {
+    /// Ends the waits on the ranks whose bits are set in `ranks`.
+    fn stop(&self, ranks: u32);
+    /// Whether what it stops still exists.
+    fn alive(&self) -> bool;
+}
+
+/// A registered [`Stop`].
+pub(crate) type Stopper = Arc<dyn Stop>;
 
 /// Why a rank left its group: the group's operations can no longer
 /// complete. Kept by every process's group state and in the group's store
@@ -206,34 +215,34 @@ impl Group {
         }
         drop(down);
         if first {
-            let stoppers: Vec<Arc<dyn crate::backend::Backend>> = self
+            let stoppers: Vec<Stopper> = self
                 .stoppers
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
                 .filter(|(r, _)| *r != d.rank)
-                .filter_map(|(_, s)| s.upgrade())
+                .map(|(_, s)| s.clone())
                 .collect();
-            for b in stoppers {
-                b.abort_waits(d.stopped_ranks());
+            for s in stoppers {
+                s.stop(d.stopped_ranks());
             }
         }
         first
     }
 
-    /// Registers a backend of `rank` whose device waits end when a peer
-    /// leaves: each stream's kernels read their own backend's abort word
-    /// (a stream the user gave, through `Comm::with_cuda_stream`, too).
-    /// Backends already dropped are forgotten here; a peer already gone
-    /// ends the new backend's waits at once.
+    /// Registers what ends the device waits of one of `rank`'s streams
+    /// when a peer leaves: each stream's kernels read their own backend's
+    /// abort word (a stream the user gave, through `Comm::with_cuda_stream`,
+    /// too). Those no longer alive are forgotten here; a peer already gone
+    /// ends the new one's waits at once.
     pub(crate) fn on_down(&self, rank: usize, stop: Stopper) {
         {
             let mut stoppers = self.stoppers.lock().unwrap_or_else(|p| p.into_inner());
-            stoppers.retain(|(_, s)| s.strong_count() > 0);
+            stoppers.retain(|(_, s)| s.alive());
             stoppers.push((rank, stop.clone()));
         }
-        if let (Some(d), Some(b)) = (self.peer_down(rank), stop.upgrade()) {
-            b.abort_waits(d.stopped_ranks());
+        if let Some(d) = self.peer_down(rank) {
+            stop.stop(d.stopped_ranks());
         }
     }
 
