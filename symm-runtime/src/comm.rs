@@ -469,8 +469,11 @@ impl Comm {
     /// store waited for will never come), else [`Error::Store`].
     pub fn store_error(&self, source: crate::store::StoreError) -> Error {
         // A host that died breaks this call's connection a moment before
-        // its last-word connection says why: give that a moment.
-        if let crate::store::StoreError::Unavailable(_) = &source {
+        // its last-word connection says why: give that a moment (only where
+        // there is such a connection to tell).
+        if matches!(source, crate::store::StoreError::Unavailable(_))
+            && self.group.state.holds_last_word()
+        {
             let until = std::time::Instant::now() + Duration::from_millis(100);
             while self.peer_down().is_none() && std::time::Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(2));

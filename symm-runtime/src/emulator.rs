@@ -279,6 +279,12 @@ impl Group {
         drop(gone);
     }
 
+    /// Whether this process holds a last word for the group (its ranks
+    /// joined over a TCP store that another process hosts).
+    pub(crate) fn holds_last_word(&self) -> bool {
+        self.any_link.load(Ordering::Acquire)
+    }
+
     /// Whether a last word is held whose host's rank is not yet known
     /// (it joined after this rank): [`Group::learn_host`] asks the store.
     pub(crate) fn host_unknown(&self) -> bool {

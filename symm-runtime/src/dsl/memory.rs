@@ -394,15 +394,7 @@ macro_rules! tagged {
                 ranks: u32,
                 tag: u32,
             ) -> [[u64; 2]; MAX_WORLD_SIZE] {
-                let addrs = self.slot_addrs::<2>(first, stride, ranks);
-                gather(
-                    "gather_tagged2",
-                    &|r| format!("LL packets from rank {r} with tag {tag}"),
-                    addrs,
-                    [0u64; 2],
-                    load_pair,
-                    |v| tagged_pair(v, tag),
-                )
+                self.gather_pairs("gather_tagged2", first, stride, ranks, tag, u32::MAX)
             }
 
             /// [`gather_tagged2`](Self::gather_tagged2) that takes a pair
@@ -422,10 +414,30 @@ macro_rules! tagged {
                 tag: u32,
                 mask: u32,
             ) -> [[u64; 2]; MAX_WORLD_SIZE] {
+                self.gather_pairs("gather_tagged2_masked", first, stride, ranks, tag, mask)
+            }
+
+            /// The packet-pair gather of `op` (`gather_tagged2`, masked or
+            /// not: a mask of all ones asks for the whole tag).
+            #[track_caller]
+            fn gather_pairs(
+                &self,
+                op: &'static str,
+                first: impl DslIndex,
+                stride: u32,
+                ranks: u32,
+                tag: u32,
+                mask: u32,
+            ) -> [[u64; 2]; MAX_WORLD_SIZE] {
                 let addrs = self.slot_addrs::<2>(first, stride, ranks);
+                let under = if mask == u32::MAX {
+                    String::new()
+                } else {
+                    format!(" under mask {mask:#x}")
+                };
                 gather(
-                    "gather_tagged2_masked",
-                    &|r| format!("LL packets from rank {r} with tag {tag} under mask {mask:#x}"),
+                    op,
+                    &|r| format!("LL packets from rank {r} with tag {tag}{under}"),
                     addrs,
                     [0u64; 2],
                     load_pair,
