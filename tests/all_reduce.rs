@@ -502,6 +502,57 @@ fn staged_calls_of_changing_sizes_back_to_back() {
     }
 }
 
+/// LL packets arrive on the epoch's low 8 bits and are then checked
+/// whole, so a packet left in a slot from a call a multiple of 256 epochs
+/// earlier would count as arrived and then fail a healthy call as "different
+/// calls": every slot read is marked spent. A large call, 255 small calls
+/// that leave its upper slots untouched, and the large call again (epoch
+/// distance 256, the same parity, on one stage): every call is exact, and
+/// none fails.
+#[test]
+fn ll_calls_256_epochs_apart_do_not_read_stale_packets() {
+    let world = 2;
+    let Some(ranks) = ranks(world) else { return };
+    // Both above LL_SMALL_BYTES, so they share one stage and its epochs.
+    let (big, small) = (2048usize, 300usize);
+    let inputs: Vec<Vec<f32>> = random_inputs(world, big);
+    let outs = run(
+        ranks,
+        CommOptions::default().with_timeout(Duration::from_secs(30)),
+        |c| {
+            let buf = c.alloc::<f32>(big)?;
+            buf.copy_from_host(&inputs[c.rank()])?;
+            let s = buf.rendezvous()?;
+            let mut first = c.device_buffer_from(&vec![f32::NAN; big])?;
+            let mut last = c.device_buffer_from(&vec![f32::NAN; big])?;
+            let mut few = c.device_buffer_from(&vec![f32::NAN; small])?;
+            all_reduce_with(Path::Ll, c, &s, &mut first, big)?;
+            for _ in 0..255 {
+                all_reduce_with(Path::Ll, c, &s, &mut few, small)?;
+            }
+            all_reduce_with(Path::Ll, c, &s, &mut last, big)?;
+            c.synchronize()?;
+            Ok((first.to_host()?, few.to_host()?, last.to_host()?))
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_exact(
+        &inputs,
+        outs.iter().map(|o| &o.0[..]),
+        "the first large call",
+    );
+    assert_exact(
+        &inputs,
+        outs.iter().map(|o| &o.1[..]),
+        "the last small call",
+    );
+    assert_exact(
+        &inputs,
+        outs.iter().map(|o| &o.2[..]),
+        "the large call 256 epochs later",
+    );
+}
+
 #[test]
 fn empty_and_aliased_outputs() {
     let Some(ranks) = ranks(2) else { return };

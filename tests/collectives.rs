@@ -786,10 +786,21 @@ fn every_rank_fails(
     world: usize,
     f: impl Fn(&Comm) -> symm::Result<()> + Sync,
 ) -> Option<Vec<String>> {
+    every_rank_fails_with(world, true, f)
+}
+
+/// [`every_rank_fails`], with the host's check of the ranks' sequences of
+/// calls ([`Comm::check_call`]) on or off (off: the kernels' own checks).
+fn every_rank_fails_with(
+    world: usize,
+    check_calls: bool,
+    f: impl Fn(&Comm) -> symm::Result<()> + Sync,
+) -> Option<Vec<String>> {
     let ranks = ranks(world)?;
     let options = options()
         .with_timeout(Duration::from_secs(10))
-        .with_kernel_timeout(Duration::from_secs(10));
+        .with_kernel_timeout(Duration::from_secs(10))
+        .with_check_calls(check_calls);
     let e = run(ranks, options, f).expect_err("the call must fail");
     let errs = errors(&e);
     assert_eq!(errs.len(), world, "every rank fails: {errs:?}");
@@ -869,11 +880,19 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
 }
 
 /// Shapes that every rank agreed on before (so no store exchange runs),
-/// then called differently: the kernels' digest check fails every rank.
+/// then called differently: the host's check of the calls' sequence fails
+/// every rank at once, and without it (ranks in different processes) the
+/// kernels' digest check does.
 #[test]
 fn mismatches_of_agreed_shapes_still_fail_every_rank() {
+    for host in [true, false] {
+        mismatches_of_agreed_shapes(host);
+    }
+}
+
+fn mismatches_of_agreed_shapes(host: bool) {
     let world = 2;
-    if let Some(msgs) = every_rank_fails(world, |c| {
+    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
         let buf = c.alloc::<f32>(64)?;
         let s = buf.rendezvous()?;
         let mut out = c.device_buffer::<f32>(128)?;
@@ -886,7 +905,7 @@ fn mismatches_of_agreed_shapes_still_fail_every_rank() {
             assert!(m.contains("different calls"), "{m}");
         }
     }
-    if let Some(msgs) = every_rank_fails(world, |c| {
+    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
         let buf = c.alloc::<f32>(64)?;
         let s = buf.rendezvous()?;
         let mut out = c.device_buffer::<f32>(64)?;
@@ -907,7 +926,7 @@ fn mismatches_of_agreed_shapes_still_fail_every_rank() {
     }
     // Different kinds and types, each agreed before, both on the LL path:
     // the LL headers carry the digest, and every LL call shares them.
-    if let Some(msgs) = every_rank_fails(world, |c| {
+    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
         let buf = c.alloc::<f32>(64)?;
         let s = buf.rendezvous()?;
         let mut out = c.device_buffer::<f32>(128)?;
@@ -927,21 +946,28 @@ fn mismatches_of_agreed_shapes_still_fail_every_rank() {
             assert!(m.contains("different calls"), "{m}");
         }
     }
-    // One rank on LL and the other on pull (a cached shape of each): they
-    // meet at no common signal, so each times out, naming the peer it
-    // waited for, instead of hanging.
-    if let Some(msgs) = every_rank_fails(world, |c| {
-        let buf = c.alloc::<f32>(64)?;
-        let s = buf.rendezvous()?;
-        let mut out = c.device_buffer::<f32>(128)?;
-        for path in Path::ALL {
-            force_path(c, Some(path))?;
-            all_gather(c, &s, &mut out, 16)?;
-        }
-        force_path(c, Some(Path::ALL[c.rank() % 2]))?;
-        all_gather(c, &s, &mut out, 16)?;
-        c.synchronize()
-    }) {
+    // One rank on LL and the other on pull (a cached shape of each), the
+    // same call otherwise (so the host's check, which compares calls and
+    // not the paths a test forces, passes them): they meet at no common
+    // signal, so each times out, naming the peer it waited for, instead
+    // of hanging.
+    if let Some(msgs) = (!host)
+        .then(|| {
+            every_rank_fails_with(world, host, |c| {
+                let buf = c.alloc::<f32>(64)?;
+                let s = buf.rendezvous()?;
+                let mut out = c.device_buffer::<f32>(128)?;
+                for path in Path::ALL {
+                    force_path(c, Some(path))?;
+                    all_gather(c, &s, &mut out, 16)?;
+                }
+                force_path(c, Some(Path::ALL[c.rank() % 2]))?;
+                all_gather(c, &s, &mut out, 16)?;
+                c.synchronize()
+            })
+        })
+        .flatten()
+    {
         for m in &msgs {
             // A GPU's signal timeout or the emulator's hang report, each
             // naming the peer waited for.
@@ -954,7 +980,7 @@ fn mismatches_of_agreed_shapes_still_fail_every_rank() {
     }
     // Sum on one rank and Max on the other, first call: the store check
     // names both (Sum must not bypass it for the built-in all-reduce).
-    if let Some(msgs) = every_rank_fails(world, |c| {
+    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
         let buf = c.alloc::<f32>(64)?;
         let s = buf.rendezvous()?;
         let mut out = c.device_buffer::<f32>(64)?;

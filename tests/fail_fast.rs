@@ -86,10 +86,12 @@ fn ranks_in_different_calls_get_an_error_never_a_sum() {
 }
 
 /// The same desynchronisation after both buffers were summed once in step
-/// (the host checks each call's identity only the first time): the kernels
-/// must still tell the calls apart, and no rank may return a value: every
-/// path fails at once, saying the calls differ (LL checks the identity its
-/// packets carry in their tags once their epoch has arrived).
+/// (the store checks each call's identity only the first time), with the
+/// host's check of the calls' sequence off (as between ranks in different
+/// processes): the kernels must still tell the calls apart, and no rank
+/// may return a value: every path fails at once, saying the calls differ
+/// (LL checks the identity its packets carry in their tags once their
+/// epoch has arrived).
 #[test]
 fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
     for path in Path::ALL {
@@ -98,7 +100,7 @@ fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
         let n = 256;
         let (xs, ys) = (inputs(world, n), inputs(world, n));
         let t = Instant::now();
-        let res = run(r, options(), |c| {
+        let res = run(r, options().with_check_calls(false), |c| {
             let x = c.alloc::<f32>(n)?;
             let y = c.alloc::<f32>(n)?;
             x.copy_from_host(&xs[c.rank()])?;
@@ -136,6 +138,96 @@ fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
             "{path:?}: the ranks failed only after {:?}",
             t.elapsed()
         );
+    }
+}
+
+/// Ranks desynchronised between calls on different kernels (each pair of
+/// paths, every shape agreed in step first): rank 0 sums X on path `a`
+/// and then Y on path `b`, rank 1 only Y. No two such kernels share a
+/// signal, so they would wait on each other until the kernel timeout; the
+/// host's check of the calls' sequence ([`Comm::check_call`]) fails both
+/// ranks at once instead, saying the calls differ. Also with the second
+/// call empty on one rank (a rank with nothing to sum must not leave its
+/// peers waiting).
+#[test]
+fn a_desynchronised_call_on_another_kernel_fails_at_once() {
+    let pairs = [
+        (Path::Ll, Path::Pull),
+        (Path::Pull, Path::Ll),
+        (Path::Push, Path::TwoShot),
+        (Path::Lamport, Path::LamportTwoShot),
+    ];
+    for (a, b) in pairs {
+        let world = 2;
+        let Some(r) = ranks(world) else { return };
+        let bound = match r {
+            symm::Ranks::Emulator(_) => Duration::from_secs(5),
+            _ => Duration::from_secs(1),
+        };
+        let n = 256;
+        let (xs, ys) = (inputs(world, n), inputs(world, n));
+        let started: Mutex<Option<Instant>> = Mutex::new(None);
+        let res = run(r, options(), |c| {
+            let x = c.alloc::<f32>(n)?;
+            let y = c.alloc::<f32>(n)?;
+            x.copy_from_host(&xs[c.rank()])?;
+            y.copy_from_host(&ys[c.rank()])?;
+            let (x, y) = (x.rendezvous()?, y.rendezvous()?);
+            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            all_reduce_with(a, c, &x, &mut out, n)?;
+            all_reduce_with(b, c, &y, &mut out, n)?;
+            c.synchronize()?;
+            started.lock().unwrap().get_or_insert_with(Instant::now);
+            if c.rank() == 0 {
+                all_reduce_with(a, c, &x, &mut out, n)?;
+            }
+            all_reduce_with(b, c, &y, &mut out, n)?;
+            c.synchronize()?;
+            out.to_host()
+        });
+        let took = started.lock().unwrap().map(|t| t.elapsed());
+        let errs = errors(res);
+        eprintln!("{a:?} then {b:?}: every rank failed after {took:?}: {errs:?}");
+        assert_eq!(errs.len(), world, "{errs:?}");
+        for (r, e) in &errs {
+            assert!(
+                e.contains("different calls"),
+                "{a:?}/{b:?}: rank {r}'s error does not say the calls differ: {e}"
+            );
+        }
+        let took = took.expect("the ranks made their calls in step first");
+        assert!(
+            took < bound,
+            "{a:?}/{b:?}: the ranks failed only after {took:?}"
+        );
+    }
+    // An empty call on rank 1 where rank 0 sums 256 elements (both agreed
+    // before): rank 1 launches nothing, and rank 0 must not wait for it.
+    let world = 2;
+    let Some(r) = ranks(world) else { return };
+    let n = 256;
+    let xs = inputs(world, n);
+    let res = run(r, options(), |c| {
+        let x = c.alloc::<f32>(n)?;
+        x.copy_from_host(&xs[c.rank()])?;
+        let x = x.rendezvous()?;
+        let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+        all_reduce(c, &x, &mut out, n)?;
+        all_reduce(c, &x, &mut out, 0)?;
+        c.synchronize()?;
+        all_reduce(c, &x, &mut out, if c.rank() == 0 { n } else { 0 })?;
+        c.synchronize()?;
+        // Rank 1's empty call may return before rank 0 learns of it; its
+        // next group operation fails.
+        all_reduce(c, &x, &mut out, n)?;
+        c.synchronize()?;
+        out.to_host()
+    });
+    let errs = errors(res);
+    eprintln!("an empty call on one rank: {errs:?}");
+    assert_eq!(errs.len(), world, "{errs:?}");
+    for (r, e) in &errs {
+        assert!(e.contains("different calls"), "rank {r}: {e}");
     }
 }
 

@@ -34,6 +34,11 @@ pub struct CommOptions {
     /// calls overlap one kernel's launch with the previous one's tail. On by
     /// default; off is for comparison and for tools that mishandle it.
     pub pdl: bool,
+    /// Whether [`Comm::check_call`] compares the calls of the ranks in
+    /// this process (on by default). Off leaves ranks that make different
+    /// calls to the kernels' own checks, or to their timeouts where the
+    /// calls use different kernels: for testing those.
+    pub check_calls: bool,
 }
 
 impl Default for CommOptions {
@@ -43,6 +48,7 @@ impl Default for CommOptions {
             group: "symm".into(),
             kernel_timeout: Duration::from_secs(10),
             pdl: true,
+            check_calls: true,
         }
     }
 }
@@ -57,6 +63,12 @@ impl CommOptions {
     /// Sets [`pdl`](Self::pdl).
     pub fn with_pdl(mut self, pdl: bool) -> Self {
         self.pdl = pdl;
+        self
+    }
+
+    /// Sets [`check_calls`](Self::check_calls).
+    pub fn with_check_calls(mut self, on: bool) -> Self {
+        self.check_calls = on;
         self
     }
 
@@ -532,6 +544,53 @@ impl Comm {
             backend,
             ..self.clone()
         })
+    }
+
+    /// Numbers this rank's next call on signal channel `ch` of the group
+    /// and checks it against the calls of the same number that the ranks
+    /// in this process made there: `digest` must be the same on every rank
+    /// for the same call, and differ between calls that must not pair up
+    /// (a digest of the call's kind, sizes, types and buffers). A call
+    /// whose digest differs from a peer's is a desynchronised group (one
+    /// rank skipped a call, or made its calls in another order): this
+    /// returns the error, naming both ranks and `describe()` (this rank's
+    /// call), and [`abort`](Self::abort)s the rank with it, so the peer's
+    /// call, already waiting for this rank in a kernel, fails at once too
+    /// instead of at the kernel timeout. Built-in collectives call it
+    /// before each launch; a kernel with a channel of its own may too.
+    /// Calls on one channel must be made in one order on each rank (one
+    /// stream). Ranks in other processes are not compared here (the
+    /// kernels' own identity checks are what catch them).
+    pub fn check_call(
+        &self,
+        ch: u32,
+        digest: u32,
+        describe: impl FnOnce() -> String,
+    ) -> Result<()> {
+        if !self.options.check_calls {
+            return Ok(());
+        }
+        let parted =
+            self.group
+                .state
+                .ledger
+                .record(self.rank, self.world_size, ch as usize, digest);
+        let Err(p) = parted else { return Ok(()) };
+        let err = Error::InvalidArgument {
+            rank: self.rank,
+            message: format!(
+                "the ranks made different calls: rank {}'s call {} on signal channel {ch} is \
+                 {}, and rank {}'s call {} there is another; every rank must make the same \
+                 collective calls in the same order",
+                self.rank,
+                p.number,
+                describe(),
+                p.peer,
+                p.number
+            ),
+        };
+        self.abort(&err);
+        Err(err)
     }
 
     /// Waits for everything enqueued on this handle's stream, and reports

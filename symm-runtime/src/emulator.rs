@@ -102,6 +102,9 @@ pub(crate) struct Group {
     /// The last words this process's ranks left with the store's host
     /// ([`Group::hold_last_word`]).
     links: Mutex<Vec<HostLink>>,
+    /// The calls this process's ranks made on each channel
+    /// ([`crate::Comm::check_call`]).
+    pub(crate) ledger: crate::ledger::Ledger,
 }
 
 /// A rank's last word with the group's store host, and the host's rank

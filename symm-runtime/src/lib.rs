@@ -31,6 +31,7 @@ mod ipc;
 pub mod jit;
 mod launch;
 pub mod layout;
+mod ledger;
 mod memory;
 mod placement;
 mod raw;

@@ -481,12 +481,6 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     let call = call_begin(stage, ch);
     let base = stage_at(stage, call, 0);
     let cap = stage_cap(stage);
-    // The call's identity, which block 0's thread r stores at the end of
-    // this rank's region in rank r's stage (past any call's data) and
-    // checks in rank r's region here after the barrier: a peer in another
-    // call (another buffer or size) would have this one sum its data.
-    let t = thread_idx_x();
-    let checks = block_idx_x() == 0u32 && t < world && t != rank;
     let src = input.local();
     let mine = stage.local();
     let stride = grid_dim_x() * block_dim_x();
@@ -513,18 +507,13 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
             }
         }
     }
-    if checks {
-        stage
-            .peer(t)
-            .store_vec::<V>(to + cap - V as u32, sig_vec::<T, V>(sig));
-    }
-    enter_barrier(stage, ch, call);
-    // Checked at once: held across the sum instead, the vector's registers
-    // cost every thread 0.2 us at world 1 in bf16 (bench/NOTES.md v26).
-    if checks {
-        let theirs = mine.load_vec::<V>(base + t * cap + cap - V as u32);
-        assert_same_call(same_bits::<T, V>(theirs, sig_vec::<T, V>(sig)));
-    }
+    // The call's identity is traded at the barrier (block 0's thread r
+    // with rank r, on the channel after `ch`) and checked after the sum: a
+    // peer in another call (another buffer or size) would have this one
+    // sum its data. In the barrier's own handshake: separate branches
+    // around it cost up to 0.1 us a call even at world 1, where none runs
+    // (bench/NOTES.md v27).
+    let theirs = enter_barrier_trading(stage, ch, call, ch + 1u32, sig);
     let mut i = first;
     while i < vecs {
         let at = i * V as u32;
@@ -544,6 +533,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
         }
         out[e] = T::from_f32(acc);
     }
+    assert_same_call(theirs == sig);
     call_end(stage, ch, call);
 }
 

@@ -411,6 +411,11 @@ fn reduce<T: AllReduceElem>(
     };
     state.agree(comm, identity, local.as_ref().err())?;
     local?;
+    // Every call, empty ones too (a rank with nothing to sum where its
+    // peers launch would leave them waiting).
+    comm.check_call(ch, identity.sig(), || {
+        format!("all_reduce of {}", Identity::describe(&identity.words()))
+    })?;
     if n == 0 {
         return Ok(());
     }
@@ -590,7 +595,7 @@ fn launch<T: AllReduceElem>(
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors (and,
-            // as every region here, one more vector for the call's
+            // as the Lamport paths' regions, one more vector for the call's
             // identity, which `staging` adds).
             let v = 16 / std::mem::size_of::<T>();
             let per_region = if path == Path::LamportTwoShot {
@@ -800,10 +805,11 @@ fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
             grow::<E, LlSmallFamily<T>>(comm, per_region, 2 * world, 0)
         }
         Path::Ll => grow::<E, LlFamily<T>>(comm, per_region, 2 * world, 0),
-        // One more 16-byte vector per region, past any call's data, for
-        // the call's identity (`sig_vec`).
-        Path::Push => grow_with_tail::<E, PushFamily>(comm, per_region, id_tail, 2 * world, 0),
-        // All ones: every slot starts empty.
+        // Push trades its identity in its barrier (`enter_barrier_trading`).
+        Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
+        // All ones: every slot starts empty. One more 16-byte vector per
+        // region, past any call's data, for the call's identity message
+        // (`sig_vec`).
         Path::Lamport => {
             grow_with_tail::<E, LamportFamily>(comm, per_region, id_tail, 2 * world, 0xFF)
         }

@@ -18,6 +18,9 @@ struct Agreed {
     shapes: Mutex<(HashSet<Vec<u64>>, u64)>,
 }
 
+/// Shapes a rank remembers as agreed; past this many it forgets them all.
+const MAX_AGREED: usize = 1024;
+
 /// What one rank says of a call: its shape, and its local problem if any.
 fn encode(shape: &[u64], problem: Option<&str>) -> Vec<u8> {
     let mut v = Vec::with_capacity(8 + shape.len() * 8);
@@ -135,11 +138,14 @@ pub(crate) fn agree(
             ),
         });
     }
-    agreed
-        .shapes
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .0
-        .insert(shape.to_vec());
+    let mut s = agreed.shapes.lock().unwrap_or_else(|p| p.into_inner());
+    // Bounded (calls of ever new sizes must not grow it for good): every
+    // rank inserts the same shapes in the same order, after the same
+    // verdict, so every rank forgets them at the same call, and the next
+    // call of each agrees again.
+    if s.0.len() >= MAX_AGREED {
+        s.0.clear();
+    }
+    s.0.insert(shape.to_vec());
     Ok(())
 }

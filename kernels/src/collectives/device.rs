@@ -32,10 +32,9 @@ use crate::all_reduce::{enter_call, spread_first};
 /// type, sizes, op, root) checked equal to this rank's, so ranks that make
 /// different calls fail alike instead of exchanging mismatched data. The
 /// digests travel on channel `ch + 1` (the collectives and the all-reduce
-/// each reserve two adjacent channels): thread `t` stores this rank's into rank `t`'s slot
-/// before its barrier flag (the flag's release publishes it) and reads
-/// rank `t`'s after the barrier. A call rewrites its digests only after
-/// the previous call's exit barrier, when every peer has read them.
+/// each reserve two adjacent channels), traded by block 0 in the entry
+/// barrier's handshake ([`enter_barrier_trading`]); a failed check there
+/// fails the rank's call, and the peer's own check fails the peer's.
 #[symm_kernel(device)]
 pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
     let signed = enter_signed(buf, ch, sig);
@@ -47,34 +46,13 @@ pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
 }
 
 /// [`enter_checked`] without the check: `[call, theirs]`, where `theirs`
-/// is the digest of rank `t` (this thread's peer; `sig` itself in threads
-/// that have none), for a kernel that compares it later, off the path of
-/// its first loads (the load is issued here; its value is needed only at
-/// the comparison). Compare before the exit barrier: a peer rewrites its
-/// digest only after that.
+/// is the digest of rank `t` in block 0's thread `t` (`sig` itself in
+/// every other thread), for a kernel that compares it later, off the path
+/// of its first loads.
 #[symm_kernel(device)]
 pub fn enter_signed<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> [u32; 2] {
     let call = call_begin(buf, ch);
-    let t = thread_idx_x();
-    let rank = buf.rank();
-    let world = buf.world_size();
-    if t < world && t != rank {
-        buf.pad(t).store(
-            signal_slot(ch + 1u32, block_idx_x(), rank),
-            sig,
-            StoreOrder::Relaxed,
-            Scope::System,
-        );
-    }
-    enter_barrier(buf, ch, call);
-    let mut theirs = sig;
-    if t < world && t != rank {
-        theirs = buf.pad(rank).load(
-            signal_slot(ch + 1u32, block_idx_x(), t),
-            LoadOrder::Relaxed,
-            Scope::System,
-        );
-    }
+    let theirs = enter_barrier_trading(buf, ch, call, ch + 1u32, sig);
     [call, theirs]
 }
 

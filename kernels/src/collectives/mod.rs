@@ -252,13 +252,22 @@ fn agreed(
     problem: Option<String>,
     describe: impl Fn(&[u64]) -> String,
 ) -> Result<Ch> {
-    agree(comm, what, shape, problem, describe)?;
+    agree(comm, what, shape, problem, &describe)?;
     // The input's identity joins the kernels' digest, not the store's key:
     // ranks that pass different symmetric buffers (or tensors at different
     // offsets) would read each other's wrong memory, and fail instead,
     // with no exchange per new buffer.
     let ident = [input.alloc_id(), input.buffer_offset()];
-    Ok(Ch::of(ch, shape.iter().chain(&ident)))
+    let ch = Ch::of(ch, shape.iter().chain(&ident));
+    comm.check_call(ch.index, ch.sig, || {
+        format!(
+            "{what} of {}, from allocation #{} at byte {}",
+            describe(shape),
+            ident[0],
+            ident[1]
+        )
+    })?;
+    Ok(ch)
 }
 
 /// A call's channel and its digest (see `enter_checked` in `device.rs`).

@@ -200,7 +200,7 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
         hidden as u64,
         u64::from(eps.to_bits()),
     ];
-    crate::collectives::agree_call(comm, "all_reduce_residual_rms_norm", &shape, problem, |s| {
+    let describe = |s: &[u64]| {
         format!(
             "{} rows of {} of {} (eps bits {})",
             crate::collectives::arg(s, 2),
@@ -208,7 +208,14 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
             crate::collectives::type_name(s),
             s.get(4).map_or("?".into(), |v| format!("{v:#x}"))
         )
-    })?;
+    };
+    crate::collectives::agree_call(
+        comm,
+        "all_reduce_residual_rms_norm",
+        &shape,
+        problem,
+        describe,
+    )?;
     // What the kernel's barrier compares across ranks: the shape and the
     // input (ranks that desynchronise after agreeing on a shape would sum
     // each other's wrong buffers).
@@ -217,6 +224,9 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
             .iter()
             .chain(&[input.alloc_id(), input.buffer_offset()]),
     );
+    comm.check_call(ch, sig, || {
+        format!("all_reduce_residual_rms_norm of {}", describe(&shape))
+    })?;
     let (mut res, w, mut o) = (b_res?, b_w?, b_out?);
     if rows == 0 {
         return Ok(());

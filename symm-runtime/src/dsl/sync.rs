@@ -100,6 +100,58 @@ pub fn enter_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
     flag_barrier(buf, ch, call.wrapping_mul(2));
 }
 
+/// [`enter_barrier`] that also trades a word with each peer, in block 0:
+/// its thread `r` stores `id` into this rank's slot of channel `id_ch` on
+/// rank `r` before it raises its flag (whose release publishes it), and
+/// returns rank `r`'s `id` once the barrier passed; every other thread
+/// returns `id` itself. Kernels trade their call's identity this way, on
+/// the path the barrier takes anyway (at world 1 no thread does more than
+/// the plain barrier). Calls alternate between two slots by parity, so a
+/// peer's next call, which may start as soon as this barrier passed on
+/// its side, never overwrites the word before this rank has read it.
+/// Needs at least `world_size` threads per block; channel `id_ch` holds
+/// nothing else.
+#[symm_kernel(device)]
+pub fn enter_barrier_trading<T: Scalar>(
+    buf: SymmBuf<T>,
+    ch: u32,
+    call: u32,
+    id_ch: u32,
+    id: u32,
+) -> u32 {
+    kernel_assert!(
+        block_dim_x() >= buf.world_size() && id_ch < 8u32,
+        "a barrier needs at least world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
+    );
+    let value = call.wrapping_mul(2);
+    let trades = block_idx_x() == 0u32;
+    sync_threads();
+    let t = thread_idx_x();
+    let rank = buf.rank();
+    let mut theirs = id;
+    if t < buf.world_size() && t != rank {
+        if trades {
+            buf.pad(t).store(
+                signal_slot(id_ch, call & 1u32, rank),
+                id,
+                StoreOrder::Relaxed,
+                Scope::System,
+            );
+        }
+        buf.signal_flag(t, ch, value);
+        buf.wait_flag(t, ch, value);
+        if trades {
+            theirs = buf.pad(rank).load(
+                signal_slot(id_ch, call & 1u32, t),
+                LoadOrder::Relaxed,
+                Scope::System,
+            );
+        }
+    }
+    sync_threads();
+    theirs
+}
+
 /// Waits until this block of every rank has reached the end of call `call`
 /// (and made visible what it wrote before): the second of a call's two
 /// barriers on channel `ch`. Needs at least `world_size` threads per block.
