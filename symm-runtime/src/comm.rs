@@ -556,8 +556,9 @@ impl Comm {
     /// returns the error, naming both ranks and `describe()` (this rank's
     /// call), and [`abort`](Self::abort)s the rank with it, so the peer's
     /// call, already waiting for this rank in a kernel, fails at once too
-    /// instead of at the kernel timeout. Built-in collectives call it
-    /// before each launch; a kernel with a channel of its own may too.
+    /// instead of at the kernel timeout; the group cannot continue (make
+    /// a new one). Built-in collectives call it before each launch; a
+    /// kernel with a channel of its own may too.
     /// Calls on one channel must be made in one order on each rank (one
     /// stream). Ranks in other processes are not compared here (the
     /// kernels' own identity checks are what catch them).
@@ -579,14 +580,14 @@ impl Comm {
         let err = Error::InvalidArgument {
             rank: self.rank,
             message: format!(
-                "the ranks made different calls: rank {}'s call {} on signal channel {ch} is \
-                 {}, and rank {}'s call {} there is another; every rank must make the same \
-                 collective calls in the same order",
-                self.rank,
+                "the ranks made different calls: ranks {} and {} differ in call {} on signal \
+                 channel {ch} (every rank must make the same collective calls in the same \
+                 order); rank {}'s is {}",
+                p.peer.min(self.rank),
+                p.peer.max(self.rank),
                 p.number,
+                self.rank,
                 describe(),
-                p.peer,
-                p.number
             ),
         };
         self.abort(&err);

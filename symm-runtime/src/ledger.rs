@@ -16,7 +16,9 @@ use crate::layout::{MAX_WORLD_SIZE, SIGNAL_CHANNELS};
 const RING: usize = 64;
 
 /// Per rank and channel: how many calls it made, and the last [`RING`] of
-/// them as `number << 32 | digest`.
+/// them as [`WRITTEN`]` | number << 32 | digest` (the number's low 31
+/// bits): a slot no call wrote (zero, as every rank of another process
+/// leaves it here) never reads as a call, whatever the number.
 pub(crate) struct Ledger {
     counts: Box<[AtomicU32]>,
     slots: Box<[AtomicU64]>,
@@ -31,6 +33,9 @@ impl Default for Ledger {
         }
     }
 }
+
+/// The bit every recorded call sets in its slot.
+const WRITTEN: u64 = 1 << 63;
 
 /// Two ranks of this process whose calls of the same number on a channel
 /// differ.
@@ -63,11 +68,13 @@ impl Ledger {
             .fetch_add(1, Ordering::SeqCst)
             .wrapping_add(1);
         let at = |r: usize| lane(r) * RING + number as usize % RING;
-        let entry = u64::from(number) << 32 | u64::from(digest);
+        // The number past its 31 bits wraps on every rank alike.
+        let key = WRITTEN | u64::from(number & 0x7FFF_FFFF) << 32;
+        let entry = key | u64::from(digest);
         self.slots[at(rank)].store(entry, Ordering::SeqCst);
         for peer in (0..world.min(MAX_WORLD_SIZE)).filter(|&p| p != rank) {
             let theirs = self.slots[at(peer)].load(Ordering::SeqCst);
-            if theirs >> 32 == u64::from(number) && theirs != entry {
+            if theirs & !0xFFFF_FFFF == key && theirs != entry {
                 return Err(Parted { number, peer });
             }
         }
@@ -106,6 +113,28 @@ mod tests {
         assert_eq!(l.record(1, 3, 0, 4), Err(Parted { number: 3, peer: 0 }));
         // A rank of another process (2) never records here: no verdict.
         assert_eq!(l.record(0, 3, 1, 9), Ok(()));
+    }
+
+    #[test]
+    fn numbers_that_wrap_never_meet_a_rank_of_another_process() {
+        let l = Ledger::default();
+        // Rank 0 near the counter's end; rank 1 (another process) never
+        // records here, so its slots stay zero, which must not read as a
+        // call of number 0 (or any other) through the wrap.
+        l.counts[0].store(u32::MAX - 2, Ordering::SeqCst);
+        for d in 0..6 {
+            assert_eq!(l.record(0, 2, 0, d + 1), Ok(()));
+        }
+        // Two ranks in step through the wrap still compare.
+        let l = Ledger::default();
+        l.counts[0].store(u32::MAX - 1, Ordering::SeqCst);
+        l.counts[SIGNAL_CHANNELS].store(u32::MAX - 1, Ordering::SeqCst);
+        for d in [5, 6, 7] {
+            assert_eq!(l.record(0, 2, 0, d), Ok(()));
+            assert_eq!(l.record(1, 2, 0, d), Ok(()));
+        }
+        assert_eq!(l.record(0, 2, 0, 8), Ok(()));
+        assert_eq!(l.record(1, 2, 0, 9), Err(Parted { number: 2, peer: 0 }));
     }
 
     #[test]

@@ -18,8 +18,10 @@ struct Agreed {
     shapes: Mutex<(HashSet<Vec<u64>>, u64)>,
 }
 
-/// Shapes a rank remembers as agreed; past this many it forgets them all.
-const MAX_AGREED: usize = 1024;
+/// Shapes a rank remembers as agreed; past this many it forgets them all
+/// (a few MB; the all-reduce's own set of 1024 identities falls back on
+/// this one, so it must be much larger than that).
+const MAX_AGREED: usize = 1 << 16;
 
 /// What one rank says of a call: its shape, and its local problem if any.
 fn encode(shape: &[u64], problem: Option<&str>) -> Vec<u8> {

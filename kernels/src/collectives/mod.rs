@@ -15,11 +15,14 @@
 //! f16, f8e4m3 and f8e5m2, combine in f32 in rank order 0, 1, … and round
 //! once, so every rank gets the same bits.
 //!
-//! Every kernel also checks, before it uses any peer's data, that every
-//! rank made the same call (a digest of kind, element type, sizes, op,
-//! root, ranges and path), so a mismatch that the store check cannot see
-//! (shapes each agreed on before, CUDA graph replays) fails every rank
-//! with [`symm::Error::KernelAssert`]. A rank's calls share their
+//! Every call is also checked to be the same call on every rank (a
+//! digest of kind, element type, sizes, op, root, ranges, path and
+//! input), so a mismatch that the store check cannot see (shapes each
+//! agreed on before, CUDA graph replays) fails every rank: on the host
+//! before the launch between ranks of one process
+//! ([`Comm::check_call`](symm::Comm::check_call)), and in every kernel
+//! (block 0 of the pull kernels at their entry barrier, every block of
+//! the LL kernels by its header) with [`symm::Error::KernelAssert`]. A rank's calls share their
 //! counters, scratch, stage and tables: run them in order on one stream
 //! (concurrent streams need separate groups).
 //!

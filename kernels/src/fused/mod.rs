@@ -225,7 +225,12 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
             .chain(&[input.alloc_id(), input.buffer_offset()]),
     );
     comm.check_call(ch, sig, || {
-        format!("all_reduce_residual_rms_norm of {}", describe(&shape))
+        format!(
+            "all_reduce_residual_rms_norm of {}, from allocation #{} at byte {}",
+            describe(&shape),
+            input.alloc_id(),
+            input.buffer_offset()
+        )
     })?;
     let (mut res, w, mut o) = (b_res?, b_w?, b_out?);
     if rows == 0 {

@@ -108,7 +108,9 @@ pub fn enter_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
 /// the path the barrier takes anyway (at world 1 no thread does more than
 /// the plain barrier). Calls alternate between two slots by parity, so a
 /// peer's next call, which may start as soon as this barrier passed on
-/// its side, never overwrites the word before this rank has read it.
+/// its side, never overwrites the word before this rank has read it; that
+/// holds when every call on this counter waits on every peer before it
+/// ends (this barrier, or another one), so no peer gets two calls ahead.
 /// Needs at least `world_size` threads per block; channel `id_ch` holds
 /// nothing else.
 #[symm_kernel(device)]
