@@ -30,6 +30,26 @@ fn inputs(world: usize, n: usize) -> Vec<Vec<f32>> {
     (0..world).map(|_| data::mixed_f32s(n)).collect()
 }
 
+/// This rank's `xs` and `ys` in two rendezvoused buffers, and an output
+/// of as many NaNs.
+fn two_inputs(
+    c: &Comm,
+    xs: &[Vec<f32>],
+    ys: &[Vec<f32>],
+) -> symm::Result<(
+    std::sync::Arc<symm::SymmetricMemory>,
+    std::sync::Arc<symm::SymmetricMemory>,
+    symm::DeviceBuffer<f32>,
+)> {
+    let n = xs[c.rank()].len();
+    let x = c.alloc::<f32>(n)?;
+    let y = c.alloc::<f32>(n)?;
+    x.copy_from_host(&xs[c.rank()])?;
+    y.copy_from_host(&ys[c.rank()])?;
+    let out = c.device_buffer_from(&vec![f32::NAN; n])?;
+    Ok((x.rendezvous()?, y.rendezvous()?, out))
+}
+
 /// Every rank's error text, or the values some rank returned.
 fn errors<R: std::fmt::Debug>(r: Result<Vec<R>, RunError>) -> Vec<(usize, String)> {
     match r {
@@ -53,12 +73,7 @@ fn ranks_in_different_calls_get_an_error_never_a_sum() {
         let n = 256;
         let (xs, ys) = (inputs(world, n), inputs(world, n));
         let res = run(r, options(), |c| {
-            let x = c.alloc::<f32>(n)?;
-            let y = c.alloc::<f32>(n)?;
-            x.copy_from_host(&xs[c.rank()])?;
-            y.copy_from_host(&ys[c.rank()])?;
-            let (x, y) = (x.rendezvous()?, y.rendezvous()?);
-            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            let (x, y, mut out) = two_inputs(c, &xs, &ys)?;
             let sum =
                 |c: &Comm, s: &symm::SymmetricMemory, out: &mut symm::DeviceBuffer<f32>| match path
                 {
@@ -101,12 +116,7 @@ fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
         let (xs, ys) = (inputs(world, n), inputs(world, n));
         let t = Instant::now();
         let res = run(r, options().with_check_calls(false), |c| {
-            let x = c.alloc::<f32>(n)?;
-            let y = c.alloc::<f32>(n)?;
-            x.copy_from_host(&xs[c.rank()])?;
-            y.copy_from_host(&ys[c.rank()])?;
-            let (x, y) = (x.rendezvous()?, y.rendezvous()?);
-            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            let (x, y, mut out) = two_inputs(c, &xs, &ys)?;
             all_reduce_with(path, c, &x, &mut out, n)?;
             all_reduce_with(path, c, &y, &mut out, n)?;
             c.synchronize()?;
@@ -168,12 +178,7 @@ fn a_desynchronised_call_on_another_kernel_fails_at_once() {
         let (xs, ys) = (inputs(world, n), inputs(world, n));
         let started: Mutex<Option<Instant>> = Mutex::new(None);
         let res = run(r, options(), |c| {
-            let x = c.alloc::<f32>(n)?;
-            let y = c.alloc::<f32>(n)?;
-            x.copy_from_host(&xs[c.rank()])?;
-            y.copy_from_host(&ys[c.rank()])?;
-            let (x, y) = (x.rendezvous()?, y.rendezvous()?);
-            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            let (x, y, mut out) = two_inputs(c, &xs, &ys)?;
             all_reduce_with(a, c, &x, &mut out, n)?;
             all_reduce_with(b, c, &y, &mut out, n)?;
             c.synchronize()?;

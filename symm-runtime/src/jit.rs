@@ -226,7 +226,8 @@ pub const SKIP_NVRTC_ENV: &str = "SYMM_SKIP_NVRTC";
 pub const REQUIRE_NVRTC_ENV: &str = "SYMM_REQUIRE_NVRTC";
 
 /// The architectures `check_kernels!` compiles every kernel for: sm_90
-/// (Hopper) and sm_80 (Ampere, the oldest that symm's device code targets).
+/// (Hopper), bounds-checked and unchecked, and sm_80 (Ampere, the oldest
+/// that symm's device code targets), unchecked.
 pub const CHECK_ARCHES: [Arch; 2] = [Arch::new(9, 0), Arch::new(8, 0)];
 
 /// For tests that need NVRTC: whether `what` (the things the test
