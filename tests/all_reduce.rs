@@ -34,6 +34,16 @@ fn random_inputs<T: Scalar>(world: usize, n: usize) -> Vec<Vec<T>> {
 }
 
 /// The float64 sum of element `i` over every rank's input.
+/// This rank's row of `inputs` in a rendezvoused buffer of its length.
+fn staged(
+    c: &symm::Comm,
+    inputs: &[Vec<f32>],
+) -> symm::Result<std::sync::Arc<symm::SymmetricMemory>> {
+    let buf = c.alloc::<f32>(inputs[c.rank()].len())?;
+    buf.copy_from_host(&inputs[c.rank()])?;
+    buf.rendezvous()
+}
+
 fn reference<T: Scalar>(inputs: &[Vec<T>], i: usize) -> f64 {
     inputs.iter().map(|v| f64::from(v[i].to_f32())).sum()
 }
@@ -175,9 +185,7 @@ fn mutant_sums(world: usize, inputs: &[Vec<f32>]) -> Option<Vec<Vec<f32>>> {
         ranks,
         CommOptions::default().with_timeout(Duration::from_secs(30)),
         |c| {
-            let buf = c.alloc::<f32>(n)?;
-            buf.copy_from_host(&inputs[c.rank()])?;
-            let s = buf.rendezvous()?;
+            let s = staged(c, inputs)?;
             s.barrier(&symm::signal::Channel::request(c)?, Duration::from_secs(30))?;
             let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
             let cfg = LaunchConfig::linear((n as u32).div_ceil(128), 128);
@@ -475,9 +483,7 @@ fn staged_calls_of_changing_sizes_back_to_back() {
             ranks,
             CommOptions::default().with_timeout(Duration::from_secs(30)),
             |c| {
-                let buf = c.alloc::<f32>(max)?;
-                buf.copy_from_host(&inputs[c.rank()])?;
-                let s = buf.rendezvous()?;
+                let s = staged(c, &inputs)?;
                 let mut outs = Vec::new();
                 for &n in &sizes {
                     outs.push(c.device_buffer_from(&vec![f32::NAN; n])?);
@@ -520,9 +526,7 @@ fn ll_calls_256_epochs_apart_do_not_read_stale_packets() {
         ranks,
         CommOptions::default().with_timeout(Duration::from_secs(30)),
         |c| {
-            let buf = c.alloc::<f32>(big)?;
-            buf.copy_from_host(&inputs[c.rank()])?;
-            let s = buf.rendezvous()?;
+            let s = staged(c, &inputs)?;
             let mut first = c.device_buffer_from(&vec![f32::NAN; big])?;
             let mut last = c.device_buffer_from(&vec![f32::NAN; big])?;
             let mut few = c.device_buffer_from(&vec![f32::NAN; small])?;
@@ -725,9 +729,7 @@ fn a_rank_whose_kernel_failed_refuses_later_calls() {
         // after this long without progress) does not fail the healthy call.
         .with_kernel_timeout(Duration::from_millis(1500));
     let outs = run(ranks, options, |c| {
-        let buf = c.alloc::<f32>(n)?;
-        buf.copy_from_host(&inputs[c.rank()])?;
-        let s = buf.rendezvous()?;
+        let s = staged(c, &inputs)?;
         let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
         all_reduce(c, &s, &mut out, n)?;
         c.synchronize()?;

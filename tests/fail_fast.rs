@@ -50,6 +50,21 @@ fn two_inputs(
     Ok((x.rendezvous()?, y.rendezvous()?, out))
 }
 
+/// This rank's `xs` in a rendezvoused buffer, and an output of as many
+/// NaNs.
+fn one_input(
+    c: &Comm,
+    xs: &[Vec<f32>],
+) -> symm::Result<(
+    std::sync::Arc<symm::SymmetricMemory>,
+    symm::DeviceBuffer<f32>,
+)> {
+    let n = xs[c.rank()].len();
+    let x = c.alloc::<f32>(n)?;
+    x.copy_from_host(&xs[c.rank()])?;
+    Ok((x.rendezvous()?, c.device_buffer_from(&vec![f32::NAN; n])?))
+}
+
 /// Every rank's error text, or the values some rank returned.
 fn errors<R: std::fmt::Debug>(r: Result<Vec<R>, RunError>) -> Vec<(usize, String)> {
     match r {
@@ -213,10 +228,7 @@ fn a_desynchronised_call_on_another_kernel_fails_at_once() {
     let n = 256;
     let xs = inputs(world, n);
     let res = run(r, options(), |c| {
-        let x = c.alloc::<f32>(n)?;
-        x.copy_from_host(&xs[c.rank()])?;
-        let x = x.rendezvous()?;
-        let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+        let (x, mut out) = one_input(c, &xs)?;
         all_reduce(c, &x, &mut out, n)?;
         all_reduce(c, &x, &mut out, 0)?;
         c.synchronize()?;
@@ -276,10 +288,7 @@ fn fail_fast(world: usize, death: Death, pending: Pending) -> Option<Duration> {
     let failed: Mutex<Vec<(usize, Instant)>> = Mutex::new(Vec::new());
     let xs = inputs(world, n);
     let res = run(r, options(), |c| {
-        let x = c.alloc::<f32>(n)?;
-        x.copy_from_host(&xs[c.rank()])?;
-        let x = x.rendezvous()?;
-        let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+        let (x, mut out) = one_input(c, &xs)?;
         // One call in step first, so the victim leaves mid-job.
         all_reduce(c, &x, &mut out, n)?;
         c.synchronize()?;
@@ -573,10 +582,7 @@ fn a_failed_rank_ends_kernels_on_a_users_stream() {
                     message: format!("cuStreamCreate: {e:?}"),
                 })?;
             let u = c.with_cuda_stream(stream.clone())?;
-            let x = u.alloc::<f32>(n)?;
-            x.copy_from_host(&xs[c.rank()])?;
-            let x = x.rendezvous()?;
-            let mut out = u.device_buffer_from(&vec![f32::NAN; n])?;
+            let (x, mut out) = one_input(&u, &xs)?;
             all_reduce(&u, &x, &mut out, n)?;
             u.synchronize()?;
             if c.rank() == victim {
