@@ -551,6 +551,116 @@ fn a_killed_process_fails_its_peers_store_waits_fast() {
     }
 }
 
+/// One rank of the cross-process desync job, from its torchrun-style
+/// environment `vars`: joins (emulated: the host's check is what this
+/// exercises), numbers three calls on channel 3 as its peer does, then a
+/// fourth with a digest of its own (rank 0 first, rank 1 half a second
+/// later, so that rank 1's is the call that finds the difference). Rank 0
+/// then waits on a key that no rank sets, until the group's failure ends
+/// the wait. Returns what the fourth call returned and when, and rank 0's
+/// wait's error and when it ended (epoch ms).
+fn desync_job_rank(vars: &[(&'static str, String)]) -> (String, f64, String, f64) {
+    let env =
+        symm::LaunchEnv::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
+            .expect("a torchrun-style environment");
+    let store = env.open_store(TIMEOUT).expect("the job's store");
+    let rank = env.rank;
+    let comm = Comm::emulated(rank, env.world_size, store, options()).expect("join");
+    for d in [1, 2, 3] {
+        comm.check_call(3, d, || format!("call {d}"))
+            .expect("calls in step");
+    }
+    if rank == 1 {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let fourth = match comm.check_call(3, 10 + rank as u32, || format!("rank {rank}'s fourth")) {
+        Ok(()) => "Ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let fourth_at = now_ms();
+    let (mut waited, mut waited_at) = (String::new(), 0.0);
+    if rank == 0 {
+        waited = comm
+            .store()
+            .get(&comm.store_key("never"), TIMEOUT)
+            .map(|_| ())
+            .map_err(|e| comm.store_error(e))
+            .expect_err("nobody sets this key")
+            .to_string();
+        waited_at = now_ms();
+    } else {
+        // Rank 0 hosts the store: held until it has seen the failure.
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    drop(comm);
+    (fourth, fourth_at, waited, waited_at)
+}
+
+/// Ranks in different processes that part in their sequence of calls fail
+/// on the host at once, as ranks of one process do: the group's processes
+/// share one call ledger (mapped at join), so the later rank's call finds
+/// the difference and its abort ends rank 0's pending wait. Before, each
+/// process compared only its own ranks, and calls on kernels that share
+/// no signal waited for the kernel timeout. Rank 1 is a child process
+/// started as torchrun starts a worker; rank 0 is this process.
+#[test]
+fn ranks_of_different_processes_in_different_calls_fail_at_once() {
+    const DESYNC_CHILD: &str = "SYMM_TEST_DESYNC_PROCESS_CHILD";
+    if std::env::var_os(DESYNC_CHILD).is_some() {
+        let vars: Vec<(&'static str, String)> = job_env(0, 0, 0)
+            .into_iter()
+            .map(|(k, _)| (k, std::env::var(k).expect("set by the test")))
+            .collect();
+        let (fourth, at, _, _) = desync_job_rank(&vars);
+        println!("DESYNC-CHILD at={at} fourth={fourth}");
+        return;
+    }
+    let world = 2;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "ranks_of_different_processes_in_different_calls_fail_at_once",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(DESYNC_CHILD, "1")
+        .envs(job_env(port, world, 1))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (fourth0, _, waited0, waited_at) = desync_job_rank(&job_env(port, world, 0));
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once("DESYNC-CHILD at=").map(|(_, rest)| rest))
+        .unwrap_or_else(|| panic!("rank 1 said nothing: {text}"));
+    let (at1, fourth1) = line.split_once(" fourth=").unwrap();
+    let took = waited_at - at1.parse::<f64>().unwrap();
+    eprintln!(
+        "FAILFAST cross-process desync: rank 0 failed {took:.1} ms after rank 1 found the \
+         difference; rank 0: {waited0}"
+    );
+    // Rank 1's call came second: it finds rank 0's, and fails.
+    assert_eq!(fourth0, "Ok");
+    assert!(
+        fourth1.contains("different calls") && fourth1.contains("ranks 0 and 1"),
+        "rank 1's fourth call: {fourth1}"
+    );
+    // Rank 0 learns it at once, from rank 1's abort, with the cause.
+    assert!(
+        waited0.contains("rank 1 failed") && waited0.contains("different calls"),
+        "rank 0's wait did not end with rank 1's mismatch: {waited0}"
+    );
+    assert!(took < 1000.0, "rank 0 failed {took:.0} ms after rank 1");
+}
+
 /// A kernel on a stream the user gave (`Comm::with_cuda_stream`) reads
 /// that stream's own abort word: a rank that fails must end its peers'
 /// waits there too, with nothing on the host watching (the peers block in

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,8 +35,8 @@ pub struct CommOptions {
     /// calls overlap one kernel's launch with the previous one's tail. On by
     /// default; off is for comparison and for tools that mishandle it.
     pub pdl: bool,
-    /// Whether [`Comm::check_call`] compares the calls of the ranks in
-    /// this process (on by default). Off leaves ranks that make different
+    /// Whether [`Comm::check_call`] compares the ranks' calls on the host
+    /// (on by default). Off leaves ranks that make different
     /// calls to the kernels' own checks, or to their timeouts where the
     /// calls use different kernels: for testing those.
     pub check_calls: bool,
@@ -249,6 +250,12 @@ impl Comm {
                 .flatten()
                 .and_then(|v| String::from_utf8(v).ok()?.parse().ok());
             group.state.hold_last_word(rank, word, host);
+        }
+        // Only where ranks of other processes can be: a group on an
+        // in-process store shares one state, and stays joinable from one
+        // thread, rank after rank, as an emulated group is.
+        if !store.in_process() {
+            join_ledger(rank, world_size, &*watched, &group, options.timeout)?;
         }
         let departure = Departure {
             store: store.clone(),
@@ -547,8 +554,8 @@ impl Comm {
     }
 
     /// Numbers this rank's next call on signal channel `ch` of the group
-    /// and checks it against the calls of the same number that the ranks
-    /// in this process made there: `digest` must be the same on every rank
+    /// and checks it against the calls of the same number that the other
+    /// ranks made there: `digest` must be the same on every rank
     /// for the same call, and differ between calls that must not pair up
     /// (a digest of the call's kind, sizes, types and buffers). A call
     /// whose digest differs from a peer's is a desynchronised group (one
@@ -560,8 +567,10 @@ impl Comm {
     /// a new one). Built-in collectives call it before each launch; a
     /// kernel with a channel of its own may too.
     /// Calls on one channel must be made in one order on each rank (one
-    /// stream). Ranks in other processes are not compared here (the
-    /// kernels' own identity checks are what catch them).
+    /// stream). Ranks in other processes are compared too, through a
+    /// ledger that the group's processes map when they join (where that
+    /// cannot be made, a warning says so, and the kernels' own identity
+    /// checks are what catch them).
     pub fn check_call(
         &self,
         ch: u32,
@@ -574,7 +583,7 @@ impl Comm {
         let parted =
             self.group
                 .state
-                .ledger
+                .ledger()
                 .record(self.rank, self.world_size, ch as usize, digest);
         let Err(p) = parted else { return Ok(()) };
         let err = Error::InvalidArgument {
@@ -715,6 +724,104 @@ impl Comm {
 /// that says whether there are any, and one record per rank.
 fn down_count_key(prefix: &str) -> String {
     format!("{prefix}/down")
+}
+
+/// Gives the group one call ledger ([`Comm::check_call`]) where its ranks
+/// do not all share this process's group state (ranks of other processes,
+/// or of another store connection here): rank 0 makes it in a memfd and
+/// serves the file (same user only, see [`crate::ipc`]) until every other
+/// rank has mapped it or holds it through rank 0's state. Ranks that all
+/// share one state keep the heap ledger and pay one store exchange. A
+/// ledger that cannot be shared (no memfd, say) leaves each process its
+/// own, as before, with a warning: the kernels' own identity checks still
+/// hold.
+fn join_ledger(
+    rank: usize,
+    world: usize,
+    store: &dyn Store,
+    group: &crate::emulator::GroupKey,
+    timeout: Duration,
+) -> Result<()> {
+    let prefix = &group.prefix;
+    let key = |what: &str, r: usize| format!("{prefix}/ledger/{what}/{r}");
+    let fail = |source: crate::store::StoreError| match source {
+        crate::store::StoreError::Timeout { missing, .. } => Error::JoinTimeout {
+            rank,
+            timeout,
+            missing: missing
+                .iter()
+                .filter_map(|k| k.rsplit('/').next()?.parse().ok())
+                .collect(),
+        },
+        source => match peer_down(store, group, rank, world) {
+            Some(d) => d.error(rank),
+            None => Error::Store { rank, source },
+        },
+    };
+    // Which group state each rank records in: this process's, told apart
+    // from another process's by the process token.
+    let state = &group.state;
+    let holder = crate::placement::process_token() ^ (Arc::as_ptr(state) as u64);
+    store
+        .set(&key("holder", rank), &holder.to_le_bytes())
+        .map_err(fail)?;
+    let keys: Vec<String> = (0..world).map(|r| key("holder", r)).collect();
+    store.wait(&keys, timeout).map_err(fail)?;
+    let mut holders = Vec::with_capacity(world);
+    for k in &keys {
+        let v = store.try_get(k).map_err(fail)?.unwrap_or_default();
+        holders.push(v.try_into().map(u64::from_le_bytes).unwrap_or(0));
+    }
+    if holders.iter().all(|&h| h == holder) {
+        return Ok(());
+    }
+    if rank == 0 {
+        let made = crate::ledger::Ledger::create_shared()
+            .and_then(|(ledger, fd)| Ok((ledger, crate::ipc::FdServer::serve(fd)?)));
+        let at = match made {
+            Ok((ledger, server)) => {
+                state.share_ledger(ledger);
+                Some(server)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "symm: cannot share the call ledger with the group's other processes                      ({e}): ranks of different processes that make different calls on                      kernels that share no signal will fail only at the kernel timeout"
+                );
+                None
+            }
+        };
+        let path = at
+            .as_ref()
+            .map_or(Vec::new(), |s| s.path().as_os_str().as_bytes().to_vec());
+        store.set(&key("at", 0), &path).map_err(fail)?;
+        if at.is_some() {
+            // Served until every other rank holds it (then dropped: the
+            // mappings outlive the file's descriptors).
+            let mapped: Vec<String> = (1..world).map(|r| key("mapped", r)).collect();
+            store.wait(&mapped, timeout).map_err(fail)?;
+        }
+        return Ok(());
+    }
+    let path = store.get(&key("at", 0), timeout).map_err(fail)?;
+    if !path.is_empty() {
+        // One mapping per state: the first of its ranks here maps it.
+        let _one = state.ledger_setup.lock().unwrap_or_else(|p| p.into_inner());
+        if !state.ledger_is_shared() {
+            let path = std::path::Path::new(std::ffi::OsStr::from_bytes(&path));
+            match crate::ipc::fetch_fd(path, timeout)
+                .and_then(|fd| crate::ledger::Ledger::open_shared(&fd))
+            {
+                Ok(ledger) => state.share_ledger(ledger),
+                Err(e) => tracing::warn!(
+                    rank,
+                    "symm: cannot map the group's shared call ledger ({e}): this rank's \
+                     calls are compared with those of this process's ranks only"
+                ),
+            }
+        }
+    }
+    store.set(&key("mapped", rank), b"1").map_err(fail)?;
+    Ok(())
 }
 
 fn down_key(prefix: &str, rank: usize) -> String {
@@ -897,6 +1004,10 @@ struct Watched {
 const WATCH_SLICE: Duration = Duration::from_millis(20);
 
 impl Store for Watched {
+    fn in_process(&self) -> bool {
+        self.inner.in_process()
+    }
+
     fn set(&self, key: &str, value: &[u8]) -> Result<(), crate::store::StoreError> {
         self.inner.set(key, value)
     }

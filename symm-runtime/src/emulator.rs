@@ -103,8 +103,14 @@ pub(crate) struct Group {
     /// ([`Group::hold_last_word`]).
     links: Mutex<Vec<HostLink>>,
     /// The calls this process's ranks made on each channel
-    /// ([`crate::Comm::check_call`]).
-    pub(crate) ledger: crate::ledger::Ledger,
+    /// ([`crate::Comm::check_call`]), while the group has no shared ledger.
+    ledger: crate::ledger::Ledger,
+    /// The ledger of every process of the group, where its ranks span
+    /// processes ([`crate::Comm`]'s join maps it before any call).
+    shared_ledger: std::sync::OnceLock<crate::ledger::Ledger>,
+    /// Held while a rank of this process maps the shared ledger, so that
+    /// two ranks joining at once map it once.
+    pub(crate) ledger_setup: Mutex<()>,
 }
 
 /// A rank's last word with the group's store host, and the host's rank
@@ -172,6 +178,23 @@ impl Down {
 }
 
 impl Group {
+    /// The ledger that this group's calls are recorded in: the shared one
+    /// once mapped, else this process's.
+    pub(crate) fn ledger(&self) -> &crate::ledger::Ledger {
+        self.shared_ledger.get().unwrap_or(&self.ledger)
+    }
+
+    /// Makes `ledger` (shared by every process of the group) the group's
+    /// from now on; a no-op if another rank of this process did first.
+    pub(crate) fn share_ledger(&self, ledger: crate::ledger::Ledger) {
+        let _ = self.shared_ledger.set(ledger);
+    }
+
+    /// Whether the group's ledger is already shared across processes.
+    pub(crate) fn ledger_is_shared(&self) -> bool {
+        self.shared_ledger.get().is_some()
+    }
+
     /// Counts progress and wakes every dozing rank thread. Returns the new
     /// count.
     fn bump(&self) -> u64 {

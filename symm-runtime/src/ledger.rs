@@ -1,12 +1,18 @@
-//! The calls that the ranks of this process made on each signal channel
-//! of their group, as numbered digests, so that ranks whose sequences of
-//! calls part fail on the host at once ([`Comm::check_call`]), even where
-//! the calls use different kernels that would otherwise wait on each other
-//! until the kernel timeout.
+//! The calls that the ranks of a group made on each signal channel, as
+//! numbered digests, so that ranks whose sequences of calls part fail on
+//! the host at once ([`Comm::check_call`]), even where the calls use
+//! different kernels that would otherwise wait on each other until the
+//! kernel timeout. Ranks that are threads of one process share a ledger on
+//! the heap; a group whose ranks span processes (all on one host, as
+//! symmetric memory is) shares one in a memfd that every process maps
+//! ([`Ledger::create_shared`], [`Ledger::open_shared`]).
 //!
 //! [`Comm::check_call`]: crate::Comm::check_call
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::num::NonZeroUsize;
+use std::os::fd::OwnedFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::layout::{MAX_WORLD_SIZE, SIGNAL_CHANNELS};
 
@@ -15,24 +21,60 @@ use crate::layout::{MAX_WORLD_SIZE, SIGNAL_CHANNELS};
 /// it for those calls (the kernels' own checks still are).
 const RING: usize = 64;
 
-/// Per rank and channel: how many calls it made, and the last [`RING`] of
-/// them as [`WRITTEN`]` | number << 32 | digest` (the number's low 31
-/// bits): a slot no call wrote (zero, as every rank of another process
-/// leaves it here) never reads as a call, whatever the number.
+/// One count per rank and channel.
+const LANES: usize = MAX_WORLD_SIZE * SIGNAL_CHANNELS;
+
+/// The ledger's words: [`LANES`] counts (how many calls each rank made on
+/// each channel, of which the low 32 bits number them), then [`RING`] slots
+/// per lane holding the last calls as [`WRITTEN`]` | number << 32 | digest`
+/// (the number's low 31 bits): a slot that no call wrote (zero) never reads
+/// as a call, whatever the number.
+const WORDS: usize = LANES + LANES * RING;
+
+/// Where the words live.
+enum Backing {
+    /// This process's ranks only.
+    Heap(Box<[AtomicU64]>),
+    /// A shared mapping of a memfd of [`WORDS`] words, which the ranks of
+    /// every process of the group map.
+    Mapped(NonNull<AtomicU64>),
+}
+
+// SAFETY: the mapping is only ever read and written through atomics, and
+// stays mapped until the ledger drops; a raw pointer is what keeps the
+// type from being Send and Sync on its own.
+unsafe impl Send for Backing {}
+// SAFETY: as for Send: every access is atomic.
+unsafe impl Sync for Backing {}
+
+/// A group's record of calls ([`Ledger::record`]).
 pub(crate) struct Ledger {
-    counts: Box<[AtomicU32]>,
-    slots: Box<[AtomicU64]>,
+    backing: Backing,
 }
 
 impl Default for Ledger {
     fn default() -> Self {
-        let lanes = MAX_WORLD_SIZE * SIGNAL_CHANNELS;
         Ledger {
-            counts: (0..lanes).map(|_| AtomicU32::new(0)).collect(),
-            slots: (0..lanes * RING).map(|_| AtomicU64::new(0)).collect(),
+            backing: Backing::Heap((0..WORDS).map(|_| AtomicU64::new(0)).collect()),
         }
     }
 }
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        if let Backing::Mapped(p) = self.backing {
+            // SAFETY: `p` is the start of a mapping of `BYTES` bytes that
+            // this ledger made and nothing else unmaps; no reference into
+            // it outlives `&self`.
+            if let Err(e) = unsafe { nix::sys::mman::munmap(p.cast(), BYTES) } {
+                tracing::warn!("symm: could not unmap a call ledger: {e}");
+            }
+        }
+    }
+}
+
+/// The size of a shared ledger's file and mapping.
+const BYTES: usize = WORDS * std::mem::size_of::<AtomicU64>();
 
 /// The bit every recorded call sets in its slot.
 const WRITTEN: u64 = 1 << 63;
@@ -48,9 +90,71 @@ pub(crate) struct Parted {
 }
 
 impl Ledger {
+    /// A ledger in a fresh memfd, zeroed, mapped here, and the file to
+    /// hand to the group's other processes ([`open_shared`](Self::open_shared)).
+    pub(crate) fn create_shared() -> std::io::Result<(Ledger, OwnedFd)> {
+        let fd = nix::sys::memfd::memfd_create(
+            c"symm-call-ledger",
+            nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+        )?;
+        let file = std::fs::File::from(fd);
+        // A memfd grows zero-filled: every count and slot starts at zero.
+        file.set_len(BYTES as u64)?;
+        let fd = OwnedFd::from(file);
+        let ledger = Ledger::open_shared(&fd)?;
+        Ok((ledger, fd))
+    }
+
+    /// The shared ledger in `fd` (made by [`create_shared`](Self::create_shared)
+    /// in some process of the group), mapped here.
+    pub(crate) fn open_shared(fd: &OwnedFd) -> std::io::Result<Ledger> {
+        let len = std::fs::File::from(fd.try_clone()?).metadata()?.len();
+        if len != BYTES as u64 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a call ledger of {len} bytes, not {BYTES} (another symm version?)"),
+            ));
+        }
+        use nix::sys::mman::{mmap, MapFlags, ProtFlags};
+        // SAFETY: a fresh shared mapping of the whole file at an address the
+        // kernel picks: it aliases no Rust object. Its words are only
+        // accessed as atomics (any bits are a valid AtomicU64), and it is
+        // unmapped once, when the ledger drops.
+        let p = unsafe {
+            mmap(
+                None,
+                NonZeroUsize::new(BYTES).expect("a ledger has words"),
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                fd,
+                0,
+            )
+        }?;
+        Ok(Ledger {
+            backing: Backing::Mapped(p.cast()),
+        })
+    }
+
+    /// Whether the ledger is shared with other processes.
+    #[cfg(test)]
+    fn is_shared(&self) -> bool {
+        matches!(self.backing, Backing::Mapped(_))
+    }
+
+    fn words(&self) -> &[AtomicU64] {
+        match &self.backing {
+            Backing::Heap(w) => w,
+            // SAFETY: the mapping holds WORDS page-aligned (so aligned)
+            // words, mapped as long as `self` lives; AtomicU64 has the
+            // layout of a u64 and allows shared mutation.
+            Backing::Mapped(p) => unsafe { std::slice::from_raw_parts(p.as_ptr(), WORDS) },
+        }
+    }
+
     /// Records `rank`'s next call on channel `ch` with `digest`, and
     /// compares it with the call of the same number of every other rank of
-    /// `world` that made one (ranks of other processes never do here).
+    /// `world` that made one (a rank of another process records here only
+    /// in a shared ledger).
     /// Whichever of two parted ranks records second sees the first's call:
     /// both record before they compare (sequentially consistent).
     pub(crate) fn record(
@@ -63,17 +167,18 @@ impl Ledger {
         if rank >= MAX_WORLD_SIZE || ch >= SIGNAL_CHANNELS {
             return Ok(());
         }
+        let words = self.words();
+        let (counts, slots) = words.split_at(LANES);
         let lane = |r: usize| r * SIGNAL_CHANNELS + ch;
-        let number = self.counts[lane(rank)]
-            .fetch_add(1, Ordering::SeqCst)
-            .wrapping_add(1);
+        // The low 32 bits of the count, as every rank numbers its calls.
+        let number = (counts[lane(rank)].fetch_add(1, Ordering::SeqCst) as u32).wrapping_add(1);
         let at = |r: usize| lane(r) * RING + number as usize % RING;
         // The number past its 31 bits wraps on every rank alike.
         let key = WRITTEN | u64::from(number & 0x7FFF_FFFF) << 32;
         let entry = key | u64::from(digest);
-        self.slots[at(rank)].store(entry, Ordering::SeqCst);
+        slots[at(rank)].store(entry, Ordering::SeqCst);
         for peer in (0..world.min(MAX_WORLD_SIZE)).filter(|&p| p != rank) {
-            let theirs = self.slots[at(peer)].load(Ordering::SeqCst);
+            let theirs = slots[at(peer)].load(Ordering::SeqCst);
             if theirs & !0xFFFF_FFFF == key && theirs != entry {
                 return Err(Parted { number, peer });
             }
@@ -118,17 +223,17 @@ mod tests {
     #[test]
     fn numbers_that_wrap_never_meet_a_rank_of_another_process() {
         let l = Ledger::default();
-        // Rank 0 near the counter's end; rank 1 (another process) never
-        // records here, so its slots stay zero, which must not read as a
+        // Rank 0 near the counter's end; rank 1 (another process, with
+        // this ledger not shared) never records here, so its slots stay zero, which must not read as a
         // call of number 0 (or any other) through the wrap.
-        l.counts[0].store(u32::MAX - 2, Ordering::SeqCst);
+        l.words()[0].store(u64::from(u32::MAX - 2), Ordering::SeqCst);
         for d in 0..6 {
             assert_eq!(l.record(0, 2, 0, d + 1), Ok(()));
         }
         // Two ranks in step through the wrap still compare.
         let l = Ledger::default();
-        l.counts[0].store(u32::MAX - 1, Ordering::SeqCst);
-        l.counts[SIGNAL_CHANNELS].store(u32::MAX - 1, Ordering::SeqCst);
+        l.words()[0].store(u64::from(u32::MAX - 1), Ordering::SeqCst);
+        l.words()[SIGNAL_CHANNELS].store(u64::from(u32::MAX - 1), Ordering::SeqCst);
         for d in [5, 6, 7] {
             assert_eq!(l.record(0, 2, 0, d), Ok(()));
             assert_eq!(l.record(1, 2, 0, d), Ok(()));
@@ -146,5 +251,26 @@ mod tests {
         // Rank 1's first call finds rank 0's call RING + 1 in its slot,
         // not call 1: no comparison.
         assert_eq!(l.record(1, 2, 0, 12345), Ok(()));
+    }
+
+    /// Two mappings of one shared ledger (as two processes hold it) see
+    /// each other's calls: a parted call is found through either.
+    #[test]
+    fn a_shared_ledger_compares_calls_across_its_mappings() {
+        let (a, fd) = Ledger::create_shared().expect("memfd ledger");
+        let b = Ledger::open_shared(&fd).expect("second mapping");
+        assert!(a.is_shared() && b.is_shared());
+        for d in [3, 4] {
+            assert_eq!(a.record(0, 2, 5, d), Ok(()));
+            assert_eq!(b.record(1, 2, 5, d), Ok(()));
+        }
+        assert_eq!(b.record(1, 2, 5, 9), Ok(()));
+        assert_eq!(a.record(0, 2, 5, 8), Err(Parted { number: 3, peer: 1 }));
+        // A file of another size is refused, not mapped short.
+        let (_, other) = Ledger::create_shared().unwrap();
+        std::fs::File::from(other.try_clone().unwrap())
+            .set_len(64)
+            .unwrap();
+        assert!(Ledger::open_shared(&other).is_err());
     }
 }

@@ -151,6 +151,14 @@ pub trait Store: Send + Sync {
     fn serves_others(&self) -> bool {
         false
     }
+
+    /// Whether only this process can reach the store (an
+    /// [`InProcessStore`]): then every rank of a group on it shares this
+    /// process's group state, and joining needs no exchange to find ranks
+    /// of other processes.
+    fn in_process(&self) -> bool {
+        false
+    }
 }
 
 pub use tcp::{HostEnd, LastWord};
@@ -176,6 +184,10 @@ impl InProcessStore {
 }
 
 impl Store for InProcessStore {
+    fn in_process(&self) -> bool {
+        true
+    }
+
     fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
         self.lock()?.insert(key.to_owned(), value.to_vec());
         self.changed.notify_all();
