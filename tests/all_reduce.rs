@@ -33,7 +33,6 @@ fn random_inputs<T: Scalar>(world: usize, n: usize) -> Vec<Vec<T>> {
         .collect()
 }
 
-/// The float64 sum of element `i` over every rank's input.
 /// This rank's row of `inputs` in a rendezvoused buffer of its length.
 fn staged(
     c: &symm::Comm,
@@ -44,6 +43,7 @@ fn staged(
     buf.rendezvous()
 }
 
+/// The float64 sum of element `i` over every rank's input.
 fn reference<T: Scalar>(inputs: &[Vec<T>], i: usize) -> f64 {
     inputs.iter().map(|v| f64::from(v[i].to_f32())).sum()
 }

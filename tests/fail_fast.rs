@@ -554,10 +554,10 @@ fn a_killed_process_fails_its_peers_store_waits_fast() {
 /// One rank of the cross-process desync job, from its torchrun-style
 /// environment `vars`: joins (emulated: the host's check is what this
 /// exercises), numbers three calls on channel 3 as its peer does, then a
-/// fourth with a digest of its own (rank 0 first, rank 1 half a second
-/// later, so that rank 1's is the call that finds the difference). Rank 0
-/// then waits on a key that no rank sets, until the group's failure ends
-/// the wait. Returns what the fourth call returned and when, and rank 0's
+/// fourth with a digest of its own (rank 0 first, rank 1 once rank 0
+/// says its call is recorded, so that rank 1's is the call that finds the
+/// difference). Rank 0 then waits on a key that no rank sets, until the
+/// group's failure ends the wait. Returns what the fourth call returned and when, and rank 0's
 /// wait's error and when it ended (epoch ms).
 fn desync_job_rank(vars: &[(&'static str, String)]) -> (String, f64, String, f64) {
     let env =
@@ -570,14 +570,18 @@ fn desync_job_rank(vars: &[(&'static str, String)]) -> (String, f64, String, f64
         comm.check_call(3, d, || format!("call {d}"))
             .expect("calls in step");
     }
+    let recorded = comm.store_key("rank-0-made-its-fourth-call");
     if rank == 1 {
-        std::thread::sleep(Duration::from_millis(500));
+        comm.store().get(&recorded, TIMEOUT).expect("rank 0's word");
     }
     let fourth = match comm.check_call(3, 10 + rank as u32, || format!("rank {rank}'s fourth")) {
         Ok(()) => "Ok".to_string(),
         Err(e) => e.to_string(),
     };
     let fourth_at = now_ms();
+    if rank == 0 {
+        comm.store().set(&recorded, b"1").expect("say so");
+    }
     let (mut waited, mut waited_at) = (String::new(), 0.0);
     if rank == 0 {
         waited = comm
@@ -589,7 +593,8 @@ fn desync_job_rank(vars: &[(&'static str, String)]) -> (String, f64, String, f64
             .to_string();
         waited_at = now_ms();
     } else {
-        // Rank 0 hosts the store: held until it has seen the failure.
+        // Rank 1 stays in the group until rank 0, the store's host, has
+        // seen its failure (its exit would also end rank 0's wait).
         std::thread::sleep(Duration::from_millis(1500));
     }
     drop(comm);
@@ -631,16 +636,34 @@ fn ranks_of_different_processes_in_different_calls_fail_at_once() {
         .env(DESYNC_CHILD, "1")
         .envs(job_env(port, world, 1))
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // The child must not outlive a failure here.
+    struct Reap(Option<std::process::Child>);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            if let Some(c) = self.0.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let mut child = Reap(Some(child));
     let (fourth0, _, waited0, waited_at) = desync_job_rank(&job_env(port, world, 0));
-    let out = child.wait_with_output().unwrap();
+    let out = child.0.take().unwrap().wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let line = text
         .lines()
         .find_map(|l| l.split_once("DESYNC-CHILD at=").map(|(_, rest)| rest))
-        .unwrap_or_else(|| panic!("rank 1 said nothing: {text}"));
+        .unwrap_or_else(|| {
+            panic!(
+                "rank 1 said nothing ({}): {text}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(out.status.success(), "rank 1's process: {}", out.status);
     let (at1, fourth1) = line.split_once(" fourth=").unwrap();
     let took = waited_at - at1.parse::<f64>().unwrap();
     eprintln!(

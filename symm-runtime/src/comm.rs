@@ -138,7 +138,9 @@ impl Comm {
     /// A rank on CUDA device `ordinal`. Every rank of the group must pass the
     /// same `world_size`, store and options. Collective: it waits (at most
     /// `options.timeout`, then [`Error::JoinTimeout`]) for every rank to
-    /// join, so that each learns which ranks share a GPU.
+    /// join, so that each learns which ranks share a GPU (and, on a store
+    /// other processes can reach, which share a call ledger:
+    /// [`Comm::check_call`]).
     pub fn cuda(
         rank: usize,
         world_size: usize,
@@ -152,6 +154,12 @@ impl Comm {
     }
 
     /// A simulated rank whose memory lives on the host (the CPU emulator).
+    /// On an in-process store the ranks join without waiting for each
+    /// other (one thread may create them in turn); on a store that other
+    /// processes can reach ([`Store::in_process`] false), joining is
+    /// collective, as for [`Comm::cuda`]: every rank's process learns which
+    /// ranks share its call ledger ([`Comm::check_call`]), unless
+    /// [`CommOptions::check_calls`] is off.
     pub fn emulated(
         rank: usize,
         world_size: usize,
@@ -251,18 +259,22 @@ impl Comm {
                 .and_then(|v| String::from_utf8(v).ok()?.parse().ok());
             group.state.hold_last_word(rank, word, host);
         }
-        // Only where ranks of other processes can be: a group on an
-        // in-process store shares one state, and stays joinable from one
-        // thread, rank after rank, as an emulated group is.
-        if !store.in_process() {
-            join_ledger(rank, world_size, &*watched, &group, options.timeout)?;
-        }
         let departure = Departure {
             store: store.clone(),
             group: group.clone(),
             rank,
             backend: backend.clone(),
         };
+        // Only where ranks of other processes can be: a group on an
+        // in-process store shares one state, and stays joinable from one
+        // thread, rank after rank, as an emulated group is.
+        if !store.in_process() && options.check_calls {
+            if let Err(e) = join_ledger(rank, world_size, &*watched, &group, options.timeout) {
+                // Peers waiting in their own join hear of it now.
+                departure.record(true, format!("failed to join: {e}"));
+                return Err(e);
+            }
+        }
         Ok(Comm {
             rank,
             world_size,
@@ -726,15 +738,17 @@ fn down_count_key(prefix: &str) -> String {
     format!("{prefix}/down")
 }
 
-/// Gives the group one call ledger ([`Comm::check_call`]) where its ranks
-/// do not all share this process's group state (ranks of other processes,
-/// or of another store connection here): rank 0 makes it in a memfd and
-/// serves the file (same user only, see [`crate::ipc`]) until every other
-/// rank has mapped it or holds it through rank 0's state. Ranks that all
-/// share one state keep the heap ledger and pay one store exchange. A
-/// ledger that cannot be shared (no memfd, say) leaves each process its
-/// own, as before, with a warning: the kernels' own identity checks still
-/// hold.
+/// Gives the ranks of each host one call ledger ([`Comm::check_call`])
+/// where they do not all share this process's group state (ranks of other
+/// processes, or of another store connection here): the host's lowest
+/// rank makes it in a memfd and serves the file (same user only, see
+/// [`crate::ipc`]) until every other rank on the host has mapped it or
+/// holds it through that rank's state. Ranks that all share one state keep
+/// the heap ledger. Each state settles its ledger once, before any of its
+/// ranks can call: one that cannot be shared (no memfd; a fetch that
+/// fails) leaves that state its own, with a warning, and the kernels' own
+/// identity checks still hold. Ranks on other hosts are compared by those
+/// checks only.
 fn join_ledger(
     rank: usize,
     world: usize,
@@ -758,70 +772,98 @@ fn join_ledger(
             None => Error::Store { rank, source },
         },
     };
-    // Which group state each rank records in: this process's, told apart
-    // from another process's by the process token.
+    // Which host each rank runs on, and which group state it records in
+    // (this process's, told apart from another process's by the process
+    // token).
     let state = &group.state;
     let holder = crate::placement::process_token() ^ (Arc::as_ptr(state) as u64);
-    store
-        .set(&key("holder", rank), &holder.to_le_bytes())
-        .map_err(fail)?;
+    let mut mine = host_token().to_le_bytes().to_vec();
+    mine.extend_from_slice(&holder.to_le_bytes());
+    store.set(&key("holder", rank), &mine).map_err(fail)?;
     let keys: Vec<String> = (0..world).map(|r| key("holder", r)).collect();
     store.wait(&keys, timeout).map_err(fail)?;
-    let mut holders = Vec::with_capacity(world);
+    let mut ranks = Vec::with_capacity(world);
     for k in &keys {
         let v = store.try_get(k).map_err(fail)?.unwrap_or_default();
-        holders.push(v.try_into().map(u64::from_le_bytes).unwrap_or(0));
+        let word = |i: usize| {
+            v.get(i * 8..i * 8 + 8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        ranks.push((word(0), word(1)));
     }
-    if holders.iter().all(|&h| h == holder) {
+    let here: Vec<usize> = (0..world)
+        .filter(|&r| ranks[r].0 == ranks[rank].0)
+        .collect();
+    if here.iter().all(|&r| ranks[r].1 == holder) {
         return Ok(());
     }
-    if rank == 0 {
-        let made = crate::ledger::Ledger::create_shared()
-            .and_then(|(ledger, fd)| Ok((ledger, crate::ipc::FdServer::serve(fd)?)));
-        let at = match made {
-            Ok((ledger, server)) => {
-                state.share_ledger(ledger);
-                Some(server)
+    let leader = here[0];
+    if rank == leader {
+        let mut server = None;
+        state.settle_ledger(|| {
+            match crate::ledger::Ledger::create_shared()
+                .and_then(|(ledger, fd)| Ok((ledger, crate::ipc::FdServer::serve(fd)?)))
+            {
+                Ok((ledger, s)) => {
+                    server = Some(s);
+                    Some(ledger)
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "symm: cannot share the call ledger with the group's other processes \
+                         ({e}): ranks of different processes that make different calls on \
+                         kernels that share no signal will fail only at the kernel timeout"
+                    );
+                    None
+                }
             }
-            Err(e) => {
-                tracing::warn!(
-                    "symm: cannot share the call ledger with the group's other processes                      ({e}): ranks of different processes that make different calls on                      kernels that share no signal will fail only at the kernel timeout"
-                );
-                None
-            }
-        };
-        let path = at
+        });
+        let path = server
             .as_ref()
             .map_or(Vec::new(), |s| s.path().as_os_str().as_bytes().to_vec());
-        store.set(&key("at", 0), &path).map_err(fail)?;
-        if at.is_some() {
-            // Served until every other rank holds it (then dropped: the
-            // mappings outlive the file's descriptors).
-            let mapped: Vec<String> = (1..world).map(|r| key("mapped", r)).collect();
+        store.set(&key("at", leader), &path).map_err(fail)?;
+        if server.is_some() {
+            // Served until every other rank on the host holds it (then
+            // dropped: the mappings outlive the file's descriptors).
+            let mapped: Vec<String> = here[1..].iter().map(|&r| key("mapped", r)).collect();
             store.wait(&mapped, timeout).map_err(fail)?;
         }
         return Ok(());
     }
-    let path = store.get(&key("at", 0), timeout).map_err(fail)?;
-    if !path.is_empty() {
-        // One mapping per state: the first of its ranks here maps it.
-        let _one = state.ledger_setup.lock().unwrap_or_else(|p| p.into_inner());
-        if !state.ledger_is_shared() {
-            let path = std::path::Path::new(std::ffi::OsStr::from_bytes(&path));
-            match crate::ipc::fetch_fd(path, timeout)
-                .and_then(|fd| crate::ledger::Ledger::open_shared(&fd))
-            {
-                Ok(ledger) => state.share_ledger(ledger),
-                Err(e) => tracing::warn!(
-                    rank,
-                    "symm: cannot map the group's shared call ledger ({e}): this rank's \
-                     calls are compared with those of this process's ranks only"
-                ),
-            }
+    let path = store.get(&key("at", leader), timeout).map_err(fail)?;
+    // The first rank of this state to get here maps it (or fails to, for
+    // all of them): a state's ranks never record in two ledgers.
+    state.settle_ledger(|| {
+        if path.is_empty() {
+            return None;
         }
-    }
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(&path));
+        crate::ipc::fetch_fd(path, timeout)
+            .and_then(|fd| crate::ledger::Ledger::open_shared(&fd))
+            .map_err(|e| {
+                tracing::warn!(
+                    rank,
+                    "symm: cannot map the group's shared call ledger ({e}): the calls of this \
+                     process's ranks are compared among themselves only"
+                )
+            })
+            .ok()
+    });
     store.set(&key("mapped", rank), b"1").map_err(fail)?;
     Ok(())
+}
+
+/// A number for this machine's current boot, the same in every process on
+/// it: the kernel's boot id, folded (0 where the kernel does not say).
+fn host_token() -> u64 {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let hex: String = id.chars().filter(char::is_ascii_hexdigit).collect();
+    let half = |s: &str| u64::from_str_radix(s, 16).unwrap_or(0);
+    match hex.len() {
+        32 => half(&hex[..16]) ^ half(&hex[16..]),
+        _ => 0,
+    }
 }
 
 fn down_key(prefix: &str, rank: usize) -> String {

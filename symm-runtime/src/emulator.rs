@@ -103,14 +103,12 @@ pub(crate) struct Group {
     /// ([`Group::hold_last_word`]).
     links: Mutex<Vec<HostLink>>,
     /// The calls this process's ranks made on each channel
-    /// ([`crate::Comm::check_call`]), while the group has no shared ledger.
+    /// ([`crate::Comm::check_call`]), unless the group shares a ledger.
     ledger: crate::ledger::Ledger,
-    /// The ledger of every process of the group, where its ranks span
-    /// processes ([`crate::Comm`]'s join maps it before any call).
-    shared_ledger: std::sync::OnceLock<crate::ledger::Ledger>,
-    /// Held while a rank of this process maps the shared ledger, so that
-    /// two ranks joining at once map it once.
-    pub(crate) ledger_setup: Mutex<()>,
+    /// Settled once, when a rank of this process joins a group whose ranks
+    /// span states ([`crate::Comm`]'s join): the ledger every process of
+    /// the host maps, or `None` where it could not be made or mapped.
+    shared_ledger: std::sync::OnceLock<Option<crate::ledger::Ledger>>,
 }
 
 /// A rank's last word with the group's store host, and the host's rank
@@ -179,20 +177,20 @@ impl Down {
 
 impl Group {
     /// The ledger that this group's calls are recorded in: the shared one
-    /// once mapped, else this process's.
+    /// where there is one, else this process's.
     pub(crate) fn ledger(&self) -> &crate::ledger::Ledger {
-        self.shared_ledger.get().unwrap_or(&self.ledger)
+        self.shared_ledger
+            .get()
+            .and_then(Option::as_ref)
+            .unwrap_or(&self.ledger)
     }
 
-    /// Makes `ledger` (shared by every process of the group) the group's
-    /// from now on; a no-op if another rank of this process did first.
-    pub(crate) fn share_ledger(&self, ledger: crate::ledger::Ledger) {
-        let _ = self.shared_ledger.set(ledger);
-    }
-
-    /// Whether the group's ledger is already shared across processes.
-    pub(crate) fn ledger_is_shared(&self) -> bool {
-        self.shared_ledger.get().is_some()
+    /// Settles the group's shared ledger with what `make` returns, unless
+    /// a rank of this process did first (concurrent callers wait for the
+    /// first): one attempt per state, so that its ranks never record in
+    /// two ledgers.
+    pub(crate) fn settle_ledger(&self, make: impl FnOnce() -> Option<crate::ledger::Ledger>) {
+        self.shared_ledger.get_or_init(make);
     }
 
     /// Counts progress and wakes every dozing rank thread. Returns the new

@@ -1,10 +1,11 @@
 //! Passing a file descriptor to another process of the same user: how one
 //! process per GPU shares cuMem allocations (exported as POSIX file
-//! descriptors, which only travel over a unix-domain socket as SCM_RIGHTS).
+//! descriptors, which only travel over a unix-domain socket as SCM_RIGHTS),
+//! and how a group's processes share one call ledger (a memfd, at join).
 //!
 //! The exporting rank serves its descriptor from a socket in a fresh private
 //! directory (mode 0700, so other users cannot even reach the socket) for
-//! the length of one rendezvous; each importing rank connects, both sides
+//! the length of one rendezvous or join; each importing rank connects, both sides
 //! check that the other runs as the same user (SO_PEERCRED), and the
 //! descriptor crosses as ancillary data. Dropping the [`FdServer`] stops
 //! it and removes the socket and its directory.

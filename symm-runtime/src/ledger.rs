@@ -93,26 +93,44 @@ impl Ledger {
     /// A ledger in a fresh memfd, zeroed, mapped here, and the file to
     /// hand to the group's other processes ([`open_shared`](Self::open_shared)).
     pub(crate) fn create_shared() -> std::io::Result<(Ledger, OwnedFd)> {
-        let fd = nix::sys::memfd::memfd_create(
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        use nix::sys::memfd::{memfd_create, MFdFlags};
+        let fd = memfd_create(
             c"symm-call-ledger",
-            nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+            MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
         )?;
         let file = std::fs::File::from(fd);
         // A memfd grows zero-filled: every count and slot starts at zero.
         file.set_len(BYTES as u64)?;
+        // Sealed at that size: a process that maps it can never have it
+        // shrink under its mapping (a SIGBUS), whoever else holds the file.
+        fcntl(
+            &file,
+            FcntlArg::F_ADD_SEALS(
+                SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL,
+            ),
+        )?;
         let fd = OwnedFd::from(file);
         let ledger = Ledger::open_shared(&fd)?;
         Ok((ledger, fd))
     }
 
     /// The shared ledger in `fd` (made by [`create_shared`](Self::create_shared)
-    /// in some process of the group), mapped here.
+    /// in some process of the group), mapped here. Refused unless the file
+    /// is sealed at a ledger's size.
     pub(crate) fn open_shared(fd: &OwnedFd) -> std::io::Result<Ledger> {
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        let sealed = SealFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GET_SEALS)?)
+            .contains(SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW);
         let len = std::fs::File::from(fd.try_clone()?).metadata()?.len();
-        if len != BYTES as u64 {
+        if !sealed || len != BYTES as u64 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("a call ledger of {len} bytes, not {BYTES} (another symm version?)"),
+                format!(
+                    "not a call ledger: {len} bytes{} (a ledger is {BYTES}, sealed; another \
+                     symm version?)",
+                    if sealed { "" } else { ", not sealed" }
+                ),
             ));
         }
         use nix::sys::mman::{mmap, MapFlags, ProtFlags};
@@ -266,11 +284,28 @@ mod tests {
         }
         assert_eq!(b.record(1, 2, 5, 9), Ok(()));
         assert_eq!(a.record(0, 2, 5, 8), Err(Parted { number: 3, peer: 1 }));
-        // A file of another size is refused, not mapped short.
-        let (_, other) = Ledger::create_shared().unwrap();
-        std::fs::File::from(other.try_clone().unwrap())
-            .set_len(64)
-            .unwrap();
-        assert!(Ledger::open_shared(&other).is_err());
+        // Its size is sealed: no holder of the file can shrink it under
+        // the mappings.
+        let file = std::fs::File::from(fd.try_clone().unwrap());
+        assert!(file.set_len(64).is_err());
+        // An unsealed file of a ledger's size, or a sealed one of another
+        // size, is refused.
+        let unsealed =
+            nix::sys::memfd::memfd_create(c"x", nix::sys::memfd::MFdFlags::empty()).unwrap();
+        let file = std::fs::File::from(unsealed.try_clone().unwrap());
+        file.set_len(BYTES as u64).unwrap();
+        assert!(Ledger::open_shared(&unsealed).is_err());
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        let small =
+            nix::sys::memfd::memfd_create(c"y", nix::sys::memfd::MFdFlags::MFD_ALLOW_SEALING)
+                .unwrap();
+        let file = std::fs::File::from(small.try_clone().unwrap());
+        file.set_len(64).unwrap();
+        fcntl(
+            &small,
+            FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW),
+        )
+        .unwrap();
+        assert!(Ledger::open_shared(&small).is_err());
     }
 }

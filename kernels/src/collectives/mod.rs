@@ -19,7 +19,7 @@
 //! digest of kind, element type, sizes, op, root, ranges, path and
 //! input), so a mismatch that the store check cannot see (shapes each
 //! agreed on before, CUDA graph replays) fails every rank: on the host
-//! before the launch between ranks of one process
+//! before the launch, between the ranks of each host
 //! ([`Comm::check_call`](symm::Comm::check_call)), and in every kernel
 //! (block 0 of the pull kernels at their entry barrier, every block of
 //! the LL kernels by its header) with [`symm::Error::KernelAssert`]. A rank's calls share their

@@ -155,7 +155,8 @@ pub trait Store: Send + Sync {
     /// Whether only this process can reach the store (an
     /// [`InProcessStore`]): then every rank of a group on it shares this
     /// process's group state, and joining needs no exchange to find ranks
-    /// of other processes.
+    /// of other processes. False (the default) makes joining a group on
+    /// the store collective ([`Comm::emulated`](crate::Comm::emulated)).
     fn in_process(&self) -> bool {
         false
     }
