@@ -245,6 +245,17 @@ pub(crate) trait Backend: Send + Sync {
     fn abort_waits(&self, ranks: u32) {
         let _ = ranks;
     }
+    /// Whether peers in other processes may wait with this rank's kernels,
+    /// so that only the store can tell of their departure (a GPU rank of
+    /// one process per GPU): then the group's store is watched while its
+    /// kernels run, whoever waits for them.
+    fn watches_store(&self) -> bool {
+        false
+    }
+    /// Whether work is still queued on this rank's stream (never blocks).
+    fn busy(&self) -> bool {
+        false
+    }
     /// Free and total memory of the device, in bytes.
     fn mem_info(&self) -> Result<(usize, usize)>;
     /// The device this rank runs on, if it is a GPU (see

@@ -227,8 +227,12 @@ impl Comm {
             world: world_size,
         });
         // A peer of this process that leaves ends this rank's device waits
-        // on it at once (held weakly: the group state outlives the rank).
+        // on it at once (held weakly: the group state outlives the rank);
+        // one of another process, once the store says so.
         group.state.on_down(rank, BackendStop::of(&backend));
+        if backend.watches_store() && group.state.claim_watch() {
+            watch_departures(store.clone(), &group, rank, world_size);
+        }
         // Should this process die without a word (killed), the store's
         // host says it for this rank; should the host die, the word's
         // connection says so.
@@ -854,6 +858,70 @@ fn join_ledger(
     Ok(())
 }
 
+/// Watches the group's store, every [`crate::backend::WATCH_EVERY`] while
+/// a stream of this process's ranks has work queued, for ranks of other
+/// processes that left the group, and ends its kernels' waits on them
+/// (the abort word each stream's kernels read). Without it, only a rank's
+/// own [`Comm::synchronize`] watches: a kernel whose host waits elsewhere
+/// (a stream the user gave, synchronised by another library) would wait
+/// for a dead peer until the kernel timeout. One thread per group state,
+/// until every stream it stops is gone; idle streams cost no store
+/// traffic.
+fn watch_departures(
+    store: Arc<dyn Store>,
+    group: &crate::emulator::GroupKey,
+    me: usize,
+    world: usize,
+) {
+    let prefix = group.prefix.clone();
+    let weak = Arc::downgrade(&group.state);
+    let spawned = std::thread::Builder::new()
+        .name("symm-departures".into())
+        .spawn(move || loop {
+            std::thread::sleep(crate::backend::WATCH_EVERY);
+            let Some(state) = weak.upgrade() else { return };
+            if !watch_once(&*store, &prefix, state, me, world) {
+                return;
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(
+            rank = me,
+            "symm: cannot start the thread that watches for ranks of other processes \
+             leaving ({e}): a kernel waiting for one ends at its timeout unless this rank \
+             synchronises through symm"
+        );
+    }
+}
+
+/// One look of [`watch_departures`]: false once nothing is left to stop.
+fn watch_once(
+    store: &dyn Store,
+    prefix: &Arc<str>,
+    state: Arc<crate::emulator::Group>,
+    me: usize,
+    world: usize,
+) -> bool {
+    let stops = state.live_stoppers();
+    if stops.is_empty() {
+        return false;
+    }
+    if stops.iter().any(|s| s.busy()) {
+        let group = crate::emulator::GroupKey {
+            prefix: prefix.clone(),
+            state,
+        };
+        // Kept up after a departure: a stream registered later is stopped
+        // by the next look (stopping twice changes nothing).
+        if let Some(d) = peer_down(store, &group, me, world) {
+            for s in &stops {
+                s.stop(d.stopped_ranks());
+            }
+        }
+    }
+    true
+}
+
 /// A number for this machine's current boot, the same in every process on
 /// it: the kernel's boot id, folded (0 where the kernel does not say).
 fn host_token() -> u64 {
@@ -960,6 +1028,10 @@ impl crate::emulator::Stop for BackendStop {
 
     fn alive(&self) -> bool {
         self.0.strong_count() > 0
+    }
+
+    fn busy(&self) -> bool {
+        self.0.upgrade().is_some_and(|b| b.busy())
     }
 }
 
@@ -1117,6 +1189,69 @@ pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+
+    /// A stream's stop as the watch sees it: whether it is busy, and the
+    /// rank sets it was stopped with.
+    #[derive(Default)]
+    struct FakeStop {
+        busy: AtomicBool,
+        stopped: Mutex<Vec<u32>>,
+    }
+
+    impl crate::emulator::Stop for FakeStop {
+        fn stop(&self, ranks: u32) {
+            self.stopped.lock().unwrap().push(ranks);
+        }
+        fn alive(&self) -> bool {
+            true
+        }
+        fn busy(&self) -> bool {
+            self.busy.load(Ordering::SeqCst)
+        }
+    }
+
+    /// The store watch for ranks of other processes (`watch_once`) stops
+    /// this process's streams once the store records a departure, only
+    /// while a stream has work queued (an idle one costs no store
+    /// traffic), every rank after a failure and the rank alone after an
+    /// exit, and ends once no stream is left.
+    #[test]
+    fn the_store_watch_stops_busy_streams_when_a_peer_of_another_process_leaves() {
+        let store: Arc<dyn Store> = Arc::new(crate::store::InProcessStore::new());
+        let prefix: Arc<str> = "symm/1".into();
+        let group = crate::emulator::GroupKey::of(&store, prefix.clone());
+        let fake = Arc::new(FakeStop::default());
+        let stop: crate::emulator::Stopper = fake.clone();
+        group.state.on_down(0, stop);
+        let look = || watch_once(&*store, &prefix, group.state.clone(), 0, 4);
+        let stopped = || fake.stopped.lock().unwrap().clone();
+        // Rank 2 exits (its process wrote the record; this one never saw it).
+        store
+            .set(&down_key(&prefix, 2), b"\x00exited (its Comm was dropped)")
+            .unwrap();
+        store.add(&down_count_key(&prefix), 1).unwrap();
+        assert!(look());
+        assert!(stopped().is_empty(), "an idle stream was stopped");
+        fake.busy.store(true, Ordering::SeqCst);
+        assert!(look());
+        assert_eq!(stopped(), vec![1 << 2]);
+        // Rank 3 fails: every wait ends.
+        store
+            .set(&down_key(&prefix, 3), b"\x01failed: on purpose")
+            .unwrap();
+        store.add(&down_count_key(&prefix), 1).unwrap();
+        assert!(look());
+        assert_eq!(stopped().last(), Some(&u32::MAX));
+        // With no stream left, the watch ends.
+        let empty = crate::emulator::GroupKey::of(&store, "other/1".into());
+        assert!(!watch_once(
+            &*store,
+            &empty.prefix,
+            empty.state.clone(),
+            0,
+            4
+        ));
+    }
 
     /// Handles of one rank that ask for an extension at once share the one
     /// that is made, once: none is made twice and lost.

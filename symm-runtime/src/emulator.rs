@@ -109,6 +109,9 @@ pub(crate) struct Group {
     /// span states ([`crate::Comm`]'s join): the ledger every process of
     /// the host maps, or `None` where it could not be made or mapped.
     shared_ledger: std::sync::OnceLock<Option<crate::ledger::Ledger>>,
+    /// Whether a thread watches the store for departures of ranks in other
+    /// processes ([`Group::claim_watch`]).
+    watching: AtomicBool,
 }
 
 /// A rank's last word with the group's store host, and the host's rank
@@ -134,6 +137,9 @@ pub(crate) trait Stop: Send + Sync {
     fn stop(&self, ranks: u32);
     /// Whether what it stops still exists.
     fn alive(&self) -> bool;
+    /// Whether its stream has work queued (that a departure could leave
+    /// waiting).
+    fn busy(&self) -> bool;
 }
 
 /// A registered [`Stop`].
@@ -252,6 +258,24 @@ impl Group {
             }
         }
         first
+    }
+
+    /// What ends the device waits of this process's ranks' streams, those
+    /// still alive.
+    pub(crate) fn live_stoppers(&self) -> Vec<Stopper> {
+        self.stoppers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(_, s)| s.alive())
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+
+    /// Starts the store's watch for this group's state ([`crate::Comm`]'s
+    /// join), unless a rank of this process did: true for the first.
+    pub(crate) fn claim_watch(&self) -> bool {
+        !self.watching.swap(true, Ordering::AcqRel)
     }
 
     /// Registers what ends the device waits of one of `rank`'s streams

@@ -459,6 +459,20 @@ impl Backend for CudaBackend {
         self.synchronize()
     }
 
+    fn watches_store(&self) -> bool {
+        self.sharing != Sharing::InProcess
+    }
+
+    fn busy(&self) -> bool {
+        if self.dev.bind().is_err() {
+            return false;
+        }
+        // SAFETY: the stream is alive (held by `self`); a query never
+        // blocks and changes nothing.
+        let r = unsafe { cudarc::driver::sys::cuStreamQuery(self.stream.cu_stream()) };
+        r == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY
+    }
+
     fn abort_waits(&self, ranks: u32) {
         let mut aborted = self.aborted.lock().unwrap_or_else(|p| p.into_inner());
         if *aborted | ranks != *aborted {
