@@ -684,6 +684,89 @@ fn ranks_of_different_processes_in_different_calls_fail_at_once() {
     assert!(took < 1000.0, "rank 0 failed {took:.0} ms after rank 1");
 }
 
+/// A rank whose departure only the store can tell (as a rank of another
+/// process: here a rank of this process on a TCP store connection of its
+/// own, so that the group state of one process knows nothing of the
+/// other, with memory shared through file descriptors as `Comm::from_env`
+/// shares it) ends its peer's kernel on a user's stream while no symm code
+/// waits for it: the store watch (`watch_departures`) writes the abort
+/// word. Before it, that kernel waited until its timeout (30 s here). GPU
+/// ranks only, two sharing one GPU; world 2.
+#[test]
+fn a_rank_seen_only_through_the_store_ends_kernels_on_a_users_stream() {
+    if !targets::on_gpu() {
+        eprintln!(
+            "SKIPPED: a_rank_seen_only_through_the_store_ends_kernels_on_a_users_stream needs \
+             GPU ranks (user streams)"
+        );
+        return;
+    }
+    let world = 2;
+    // Prepares shared GPUs and takes this test's turn on them.
+    if ranks(world).is_none() {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let n = 1024;
+    let victim = 1;
+    let xs = inputs(world, n);
+    let left: Mutex<Option<Instant>> = Mutex::new(None);
+    let ended: Mutex<Option<(Instant, symm::Result<()>)>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for rank in 0..world {
+            let (xs, left, ended) = (&xs, &left, &ended);
+            s.spawn(move || {
+                let vars = job_env(port, world, rank);
+                let env = symm::LaunchEnv::from_vars(|k| {
+                    vars.iter().find(|(v, _)| *v == k).map(|(_, x)| x.clone())
+                })
+                .expect("a torchrun-style environment");
+                let c = Comm::from_launch_env(&env, options()).expect("join");
+                let stream = c
+                    .cuda_stream()
+                    .expect("a GPU rank")
+                    .context()
+                    .new_stream()
+                    .expect("cuStreamCreate");
+                let u = c.with_cuda_stream(stream.clone()).expect("user stream");
+                let (x, mut out) = one_input(&u, xs).expect("input");
+                all_reduce(&u, &x, &mut out, n).expect("a call in step");
+                u.synchronize().expect("a call in step");
+                if rank == victim {
+                    std::thread::sleep(Duration::from_millis(300));
+                    *left.lock().unwrap() = Some(Instant::now());
+                    c.abort(&"the victim fails on purpose");
+                    return;
+                }
+                all_reduce(&u, &x, &mut out, n).expect("launched");
+                // Nothing of symm waits here: only the abort word can end
+                // the kernel before its timeout.
+                let _ = stream.synchronize();
+                let at = Instant::now();
+                *ended.lock().unwrap() = Some((at, u.synchronize()));
+            });
+        }
+    });
+    let left = left.lock().unwrap().expect("the victim left");
+    let (at, r) = ended.lock().unwrap().take().expect("rank 0 ended");
+    let took = at.saturating_duration_since(left);
+    let e = r.expect_err("rank 0's call failed").to_string();
+    eprintln!(
+        "FAILFAST store-only user-stream world=2 took={:.1}ms: {e}",
+        took.as_secs_f64() * 1e3
+    );
+    assert!(e.contains("rank 1"), "rank 0's error: {e}");
+    assert!(
+        took < Duration::from_secs(1),
+        "a kernel on a user's stream ended {took:?} after a rank seen only through the store \
+         left"
+    );
+}
+
 /// A kernel on a stream the user gave (`Comm::with_cuda_stream`) reads
 /// that stream's own abort word: a rank that fails must end its peers'
 /// waits there too, with nothing on the host watching (the peers block in

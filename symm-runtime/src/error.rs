@@ -114,8 +114,9 @@ pub enum Error {
 
     /// A device-side signal operation gave up waiting.
     #[error(
-        "signal timeout: rank {rank}, block {block}, thread {thread}: {kind} on channel {channel} \
-         with peer {peer} did not complete within {timeout_ms} ms"
+        "signal timeout: rank {rank}, block {block}, thread {thread}: {} did not complete \
+         within {timeout_ms} ms",
+        waited_for(.kind, .channel, .peer)
     )]
     SignalTimeout {
         /// Rank whose kernel timed out.
@@ -126,7 +127,8 @@ pub enum Error {
         thread: u32,
         /// The peer it was waiting on.
         peer: usize,
-        /// Signal-pad channel.
+        /// Signal-pad channel ([`u32::MAX`]: a wait for the peer's data
+        /// itself, LL packets or Lamport vectors, which takes no channel).
         channel: u32,
         /// Which operation.
         kind: SignalKind,
@@ -233,4 +235,44 @@ pub enum Error {
         /// The panic payload, when it was a string.
         message: String,
     },
+}
+
+/// What a timed-out wait waited for, and on whom: a signal on a channel,
+/// or (channel `u32::MAX`) the peer's data in the call's staging.
+fn waited_for(kind: &SignalKind, channel: &u32, peer: &usize) -> String {
+    if *channel == u32::MAX && *kind == SignalKind::Wait {
+        format!("waiting for peer {peer}'s data (its packets never arrived)")
+    } else {
+        format!("{kind} on channel {channel} with peer {peer}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A timed-out wait for a peer's data (LL packets, Lamport vectors)
+    /// says so, not "channel 4294967295"; a signal's names its channel.
+    #[test]
+    fn a_data_wait_timeout_names_no_channel() {
+        let e = |channel| Error::SignalTimeout {
+            rank: 0,
+            block: 5,
+            thread: 0,
+            peer: 1,
+            channel,
+            kind: SignalKind::Wait,
+            timeout_ms: 30000,
+        };
+        assert_eq!(
+            e(u32::MAX).to_string(),
+            "signal timeout: rank 0, block 5, thread 0: waiting for peer 1's data (its packets \
+             never arrived) did not complete within 30000 ms"
+        );
+        assert_eq!(
+            e(2).to_string(),
+            "signal timeout: rank 0, block 5, thread 0: wait_signal (peer never signalled) on \
+             channel 2 with peer 1 did not complete within 30000 ms"
+        );
+    }
 }
