@@ -684,6 +684,107 @@ fn ranks_of_different_processes_in_different_calls_fail_at_once() {
     assert!(took < 1000.0, "rank 0 failed {took:.0} ms after rank 1");
 }
 
+/// Runs `f` on `world` GPU ranks that know each other only through the
+/// store, as ranks of different processes do: threads of this process,
+/// each joined from its own torchrun-style environment
+/// (`Comm::from_launch_env`: its own TCP store connection, so no group
+/// state is shared, and memory shared through file descriptors). A rank
+/// whose `f` fails aborts the group with its error. Every rank's result.
+fn store_only_ranks<R: Send>(
+    world: usize,
+    f: impl Fn(&Comm) -> symm::Result<R> + Sync,
+) -> Vec<symm::Result<R>> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = (0..world)
+            .map(|rank| {
+                s.spawn(move || {
+                    let vars = job_env(port, world, rank);
+                    let env = symm::LaunchEnv::from_vars(|k| {
+                        vars.iter().find(|(v, _)| *v == k).map(|(_, x)| x.clone())
+                    })
+                    .expect("a torchrun-style environment");
+                    let c = Comm::from_launch_env(&env, options())?;
+                    let r = f(&c);
+                    if let Err(e) = &r {
+                        c.abort(e);
+                    }
+                    r
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Ranks that know each other only through the store (as ranks of
+/// different processes; see `store_only_ranks`), desynchronised between
+/// calls on kernels that share no signal, fail at once on a GPU: the
+/// group's shared call ledger (mapped at join) finds the difference on
+/// the host, and the finder's abort ends its peer's kernel through the
+/// store watch. GPU ranks only (two sharing one GPU); world 2.
+#[test]
+fn ranks_seen_only_through_the_store_in_different_calls_fail_at_once() {
+    if !targets::on_gpu() {
+        eprintln!(
+            "SKIPPED: ranks_seen_only_through_the_store_in_different_calls_fail_at_once needs \
+             GPU ranks (memory shared by file descriptors)"
+        );
+        return;
+    }
+    let world = 2;
+    for (a, b) in [(Path::Ll, Path::Pull), (Path::Push, Path::TwoShot)] {
+        // Prepares shared GPUs and takes this test's turn on them.
+        if ranks(world).is_none() {
+            return;
+        }
+        let n = 256;
+        let (xs, ys) = (inputs(world, n), inputs(world, n));
+        let started: Mutex<Option<Instant>> = Mutex::new(None);
+        let res = store_only_ranks(world, |c| {
+            let (x, y, mut out) = two_inputs(c, &xs, &ys)?;
+            all_reduce_with(a, c, &x, &mut out, n)?;
+            all_reduce_with(b, c, &y, &mut out, n)?;
+            c.synchronize()?;
+            started.lock().unwrap().get_or_insert_with(Instant::now);
+            if c.rank() == 0 {
+                all_reduce_with(a, c, &x, &mut out, n)?;
+            }
+            all_reduce_with(b, c, &y, &mut out, n)?;
+            c.synchronize()?;
+            out.to_host()
+        });
+        let took = started
+            .lock()
+            .unwrap()
+            .expect("calls in step first")
+            .elapsed();
+        let errs: Vec<String> = res
+            .iter()
+            .map(|r| match r {
+                Ok(v) => panic!("{a:?}/{b:?}: a rank returned Ok: {v:?}"),
+                Err(e) => e.to_string(),
+            })
+            .collect();
+        eprintln!("FAILFAST store-only desync {a:?} then {b:?}: {took:?}: {errs:?}");
+        for (r, e) in errs.iter().enumerate() {
+            assert!(
+                e.contains("different calls"),
+                "{a:?}/{b:?}: rank {r}'s error does not say the calls differ: {e}"
+            );
+        }
+        assert!(
+            took < Duration::from_secs(1),
+            "{a:?}/{b:?}: the ranks failed only after {took:?}"
+        );
+    }
+}
+
 /// A rank whose departure only the store can tell (as a rank of another
 /// process: here a rank of this process on a TCP store connection of its
 /// own, so that the group state of one process knows nothing of the
@@ -706,50 +807,37 @@ fn a_rank_seen_only_through_the_store_ends_kernels_on_a_users_stream() {
     if ranks(world).is_none() {
         return;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let n = 1024;
     let victim = 1;
     let xs = inputs(world, n);
     let left: Mutex<Option<Instant>> = Mutex::new(None);
     let ended: Mutex<Option<(Instant, symm::Result<()>)>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for rank in 0..world {
-            let (xs, left, ended) = (&xs, &left, &ended);
-            s.spawn(move || {
-                let vars = job_env(port, world, rank);
-                let env = symm::LaunchEnv::from_vars(|k| {
-                    vars.iter().find(|(v, _)| *v == k).map(|(_, x)| x.clone())
-                })
-                .expect("a torchrun-style environment");
-                let c = Comm::from_launch_env(&env, options()).expect("join");
-                let stream = c
-                    .cuda_stream()
-                    .expect("a GPU rank")
-                    .context()
-                    .new_stream()
-                    .expect("cuStreamCreate");
-                let u = c.with_cuda_stream(stream.clone()).expect("user stream");
-                let (x, mut out) = one_input(&u, xs).expect("input");
-                all_reduce(&u, &x, &mut out, n).expect("a call in step");
-                u.synchronize().expect("a call in step");
-                if rank == victim {
-                    std::thread::sleep(Duration::from_millis(300));
-                    *left.lock().unwrap() = Some(Instant::now());
-                    c.abort(&"the victim fails on purpose");
-                    return;
-                }
-                all_reduce(&u, &x, &mut out, n).expect("launched");
-                // Nothing of symm waits here: only the abort word can end
-                // the kernel before its timeout.
-                let _ = stream.synchronize();
-                let at = Instant::now();
-                *ended.lock().unwrap() = Some((at, u.synchronize()));
+    store_only_ranks(world, |c| {
+        let stream = c
+            .cuda_stream()
+            .expect("a GPU rank")
+            .context()
+            .new_stream()
+            .expect("cuStreamCreate");
+        let u = c.with_cuda_stream(stream.clone())?;
+        let (x, mut out) = one_input(&u, &xs)?;
+        all_reduce(&u, &x, &mut out, n)?;
+        u.synchronize()?;
+        if c.rank() == victim {
+            std::thread::sleep(Duration::from_millis(300));
+            *left.lock().unwrap() = Some(Instant::now());
+            return Err(Error::InvalidArgument {
+                rank: c.rank(),
+                message: "the victim fails on purpose".into(),
             });
         }
+        all_reduce(&u, &x, &mut out, n)?;
+        // Nothing of symm waits here: only the abort word can end the
+        // kernel before its timeout.
+        let _ = stream.synchronize();
+        let at = Instant::now();
+        *ended.lock().unwrap() = Some((at, u.synchronize()));
+        Ok(())
     });
     let left = left.lock().unwrap().expect("the victim left");
     let (at, r) = ended.lock().unwrap().take().expect("rank 0 ended");
