@@ -166,6 +166,30 @@ fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
     }
 }
 
+/// One rank of the desync between kernels: sums X on path `a` and then Y
+/// on path `b` in step with its peers (and notes when that was done),
+/// then rank 0 sums X on `a` again where the others go on to Y on `b`.
+fn desynchronised_calls(
+    c: &Comm,
+    (a, b): (Path, Path),
+    xs: &[Vec<f32>],
+    ys: &[Vec<f32>],
+    started: &Mutex<Option<Instant>>,
+) -> symm::Result<Vec<f32>> {
+    let n = xs[c.rank()].len();
+    let (x, y, mut out) = two_inputs(c, xs, ys)?;
+    all_reduce_with(a, c, &x, &mut out, n)?;
+    all_reduce_with(b, c, &y, &mut out, n)?;
+    c.synchronize()?;
+    started.lock().unwrap().get_or_insert_with(Instant::now);
+    if c.rank() == 0 {
+        all_reduce_with(a, c, &x, &mut out, n)?;
+    }
+    all_reduce_with(b, c, &y, &mut out, n)?;
+    c.synchronize()?;
+    out.to_host()
+}
+
 /// Ranks desynchronised between calls on different kernels (each pair of
 /// paths, every shape agreed in step first): rank 0 sums X on path `a`
 /// and then Y on path `b`, rank 1 only Y. No two such kernels share a
@@ -193,17 +217,7 @@ fn a_desynchronised_call_on_another_kernel_fails_at_once() {
         let (xs, ys) = (inputs(world, n), inputs(world, n));
         let started: Mutex<Option<Instant>> = Mutex::new(None);
         let res = run(r, options(), |c| {
-            let (x, y, mut out) = two_inputs(c, &xs, &ys)?;
-            all_reduce_with(a, c, &x, &mut out, n)?;
-            all_reduce_with(b, c, &y, &mut out, n)?;
-            c.synchronize()?;
-            started.lock().unwrap().get_or_insert_with(Instant::now);
-            if c.rank() == 0 {
-                all_reduce_with(a, c, &x, &mut out, n)?;
-            }
-            all_reduce_with(b, c, &y, &mut out, n)?;
-            c.synchronize()?;
-            out.to_host()
+            desynchronised_calls(c, (a, b), &xs, &ys, &started)
         });
         let took = started.lock().unwrap().map(|t| t.elapsed());
         let errs = errors(res);
@@ -411,6 +425,21 @@ fn job_env(port: u16, world: usize, rank: usize) -> Vec<(&'static str, String)> 
     ]
 }
 
+/// The launch environment that torchrun-style `vars` describe.
+fn launch_env(vars: &[(&'static str, String)]) -> symm::LaunchEnv {
+    symm::LaunchEnv::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
+        .expect("a torchrun-style environment")
+}
+
+/// An emulated rank of the job that `vars` describe, joined through the
+/// job's TCP store as `Comm::from_env` opens it (rank 0 hosts it): the
+/// group's store is what these tests exercise.
+fn emulated_job_rank(vars: &[(&'static str, String)]) -> Comm {
+    let env = launch_env(vars);
+    let store = env.open_store(TIMEOUT).expect("the job's store");
+    Comm::emulated(env.rank, env.world_size, store, options()).expect("join")
+}
+
 /// One rank of a killed-process job, in this process, from its
 /// torchrun-style environment `vars`: opens the group's TCP store as
 /// `Comm::from_env` does (rank 0 hosts it), joins the group (emulated: the
@@ -418,12 +447,8 @@ fn job_env(port: u16, world: usize, rank: usize) -> Vec<(&'static str, String)> 
 /// waits on a key that no rank sets, until a departure ends the wait.
 /// Returns the error and when it came (the epoch clock).
 fn killed_job_rank(vars: &[(&'static str, String)]) -> (String, f64) {
-    let env =
-        symm::LaunchEnv::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
-            .expect("a torchrun-style environment");
-    let store = env.open_store(TIMEOUT).expect("the job's store");
-    let rank = env.rank;
-    let comm = Comm::emulated(rank, env.world_size, store, options()).expect("join");
+    let comm = emulated_job_rank(vars);
+    let rank = comm.rank();
     comm.store()
         .set(&comm.store_key(&format!("ready/{rank}")), b"1")
         .expect("ready");
@@ -557,15 +582,11 @@ fn a_killed_process_fails_its_peers_store_waits_fast() {
 /// fourth with a digest of its own (rank 0 first, rank 1 once rank 0
 /// says its call is recorded, so that rank 1's is the call that finds the
 /// difference). Rank 0 then waits on a key that no rank sets, until the
-/// group's failure ends the wait. Returns what the fourth call returned and when, and rank 0's
-/// wait's error and when it ended (epoch ms).
+/// group's failure ends the wait. Returns what the fourth call returned
+/// and when, and rank 0's wait's error and when it ended (epoch ms).
 fn desync_job_rank(vars: &[(&'static str, String)]) -> (String, f64, String, f64) {
-    let env =
-        symm::LaunchEnv::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
-            .expect("a torchrun-style environment");
-    let store = env.open_store(TIMEOUT).expect("the job's store");
-    let rank = env.rank;
-    let comm = Comm::emulated(rank, env.world_size, store, options()).expect("join");
+    let comm = emulated_job_rank(vars);
+    let rank = comm.rank();
     for d in [1, 2, 3] {
         comm.check_call(3, d, || format!("call {d}"))
             .expect("calls in step");
@@ -684,6 +705,45 @@ fn ranks_of_different_processes_in_different_calls_fail_at_once() {
     assert!(took < 1000.0, "rank 0 failed {took:.0} ms after rank 1");
 }
 
+/// One GPU rank of the user-stream scenario: a call in step on a stream
+/// of its own (`Comm::with_cuda_stream`), then the victim leaves with an
+/// error after 300 ms (saying when in `left`), and every other rank
+/// launches the next call and waits for the stream outside symm, where
+/// only the abort word can end the kernel before its timeout. Returns when
+/// that wait ended, and what the rank's own synchronize said next.
+fn user_stream_rank(
+    c: &Comm,
+    xs: &[Vec<f32>],
+    victim: usize,
+    left: &Mutex<Option<Instant>>,
+) -> symm::Result<(Instant, symm::Result<()>)> {
+    let n = xs[c.rank()].len();
+    let stream = c
+        .cuda_stream()
+        .expect("a GPU rank")
+        .context()
+        .new_stream()
+        .map_err(|e| Error::InvalidArgument {
+            rank: c.rank(),
+            message: format!("cuStreamCreate: {e:?}"),
+        })?;
+    let u = c.with_cuda_stream(stream.clone())?;
+    let (x, mut out) = one_input(&u, xs)?;
+    all_reduce(&u, &x, &mut out, n)?;
+    u.synchronize()?;
+    if c.rank() == victim {
+        std::thread::sleep(Duration::from_millis(300));
+        *left.lock().unwrap() = Some(Instant::now());
+        return Err(Error::InvalidArgument {
+            rank: c.rank(),
+            message: "the victim fails on purpose".into(),
+        });
+    }
+    all_reduce(&u, &x, &mut out, n)?;
+    let _ = stream.synchronize();
+    Ok((Instant::now(), u.synchronize()))
+}
+
 /// Runs `f` on `world` GPU ranks that know each other only through the
 /// store, as ranks of different processes do: threads of this process,
 /// each joined from its own torchrun-style environment
@@ -704,11 +764,7 @@ fn store_only_ranks<R: Send>(
         let hs: Vec<_> = (0..world)
             .map(|rank| {
                 s.spawn(move || {
-                    let vars = job_env(port, world, rank);
-                    let env = symm::LaunchEnv::from_vars(|k| {
-                        vars.iter().find(|(v, _)| *v == k).map(|(_, x)| x.clone())
-                    })
-                    .expect("a torchrun-style environment");
+                    let env = launch_env(&job_env(port, world, rank));
                     let c = Comm::from_launch_env(&env, options())?;
                     let r = f(&c);
                     if let Err(e) = &r {
@@ -747,17 +803,7 @@ fn ranks_seen_only_through_the_store_in_different_calls_fail_at_once() {
         let (xs, ys) = (inputs(world, n), inputs(world, n));
         let started: Mutex<Option<Instant>> = Mutex::new(None);
         let res = store_only_ranks(world, |c| {
-            let (x, y, mut out) = two_inputs(c, &xs, &ys)?;
-            all_reduce_with(a, c, &x, &mut out, n)?;
-            all_reduce_with(b, c, &y, &mut out, n)?;
-            c.synchronize()?;
-            started.lock().unwrap().get_or_insert_with(Instant::now);
-            if c.rank() == 0 {
-                all_reduce_with(a, c, &x, &mut out, n)?;
-            }
-            all_reduce_with(b, c, &y, &mut out, n)?;
-            c.synchronize()?;
-            out.to_host()
+            desynchronised_calls(c, (a, b), &xs, &ys, &started)
         });
         let took = started
             .lock()
@@ -813,30 +859,8 @@ fn a_rank_seen_only_through_the_store_ends_kernels_on_a_users_stream() {
     let left: Mutex<Option<Instant>> = Mutex::new(None);
     let ended: Mutex<Option<(Instant, symm::Result<()>)>> = Mutex::new(None);
     store_only_ranks(world, |c| {
-        let stream = c
-            .cuda_stream()
-            .expect("a GPU rank")
-            .context()
-            .new_stream()
-            .expect("cuStreamCreate");
-        let u = c.with_cuda_stream(stream.clone())?;
-        let (x, mut out) = one_input(&u, &xs)?;
-        all_reduce(&u, &x, &mut out, n)?;
-        u.synchronize()?;
-        if c.rank() == victim {
-            std::thread::sleep(Duration::from_millis(300));
-            *left.lock().unwrap() = Some(Instant::now());
-            return Err(Error::InvalidArgument {
-                rank: c.rank(),
-                message: "the victim fails on purpose".into(),
-            });
-        }
-        all_reduce(&u, &x, &mut out, n)?;
-        // Nothing of symm waits here: only the abort word can end the
-        // kernel before its timeout.
-        let _ = stream.synchronize();
-        let at = Instant::now();
-        *ended.lock().unwrap() = Some((at, u.synchronize()));
+        let (at, r) = user_stream_rank(c, &xs, victim, &left)?;
+        *ended.lock().unwrap() = Some((at, r));
         Ok(())
     });
     let left = left.lock().unwrap().expect("the victim left");
@@ -876,33 +900,9 @@ fn a_failed_rank_ends_kernels_on_a_users_stream() {
         let ended: Mutex<Vec<(usize, Instant)>> = Mutex::new(Vec::new());
         let xs = inputs(world, n);
         let res = run(r, options(), |c| {
-            let stream = c
-                .cuda_stream()
-                .expect("a GPU rank")
-                .context()
-                .new_stream()
-                .map_err(|e| Error::InvalidArgument {
-                    rank: c.rank(),
-                    message: format!("cuStreamCreate: {e:?}"),
-                })?;
-            let u = c.with_cuda_stream(stream.clone())?;
-            let (x, mut out) = one_input(&u, &xs)?;
-            all_reduce(&u, &x, &mut out, n)?;
-            u.synchronize()?;
-            if c.rank() == victim {
-                std::thread::sleep(Duration::from_millis(300));
-                *left.lock().unwrap() = Some(Instant::now());
-                return Err(Error::InvalidArgument {
-                    rank: c.rank(),
-                    message: "the victim fails on purpose".into(),
-                });
-            }
-            all_reduce(&u, &x, &mut out, n)?;
-            // No symm code watches this wait: only the abort word can end
-            // the kernel before its timeout.
-            let _ = stream.synchronize();
-            ended.lock().unwrap().push((c.rank(), Instant::now()));
-            u.synchronize()
+            let (at, r) = user_stream_rank(c, &xs, victim, &left)?;
+            ended.lock().unwrap().push((c.rank(), at));
+            r
         });
         let errs = errors(res);
         let left = left.lock().unwrap().expect("the victim left");

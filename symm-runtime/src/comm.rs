@@ -763,14 +763,9 @@ fn join_ledger(
     let prefix = &group.prefix;
     let key = |what: &str, r: usize| format!("{prefix}/ledger/{what}/{r}");
     let fail = |source: crate::store::StoreError| match source {
-        crate::store::StoreError::Timeout { missing, .. } => Error::JoinTimeout {
-            rank,
-            timeout,
-            missing: missing
-                .iter()
-                .filter_map(|k| k.rsplit('/').next()?.parse().ok())
-                .collect(),
-        },
+        crate::store::StoreError::Timeout { missing, .. } => {
+            Error::join_timeout(rank, timeout, &missing)
+        }
         source => match peer_down(store, group, rank, world) {
             Some(d) => d.error(rank),
             None => Error::Store { rank, source },

@@ -77,7 +77,8 @@ pub enum Error {
         rank: usize,
         /// How long it waited.
         timeout: Duration,
-        /// Ranks that never published their device.
+        /// Ranks that never published their part of the join (their
+        /// device, or their entry for the group's call ledger).
         missing: Vec<usize>,
     },
 
@@ -235,6 +236,21 @@ pub enum Error {
         /// The panic payload, when it was a string.
         message: String,
     },
+}
+
+impl Error {
+    /// [`Error::JoinTimeout`] for a join's wait on the store keys
+    /// `missing`, each ending in the rank that never wrote it.
+    pub(crate) fn join_timeout(rank: usize, timeout: Duration, missing: &[String]) -> Error {
+        Error::JoinTimeout {
+            rank,
+            timeout,
+            missing: missing
+                .iter()
+                .filter_map(|k| k.rsplit('/').next()?.parse().ok())
+                .collect(),
+        }
+    }
 }
 
 /// What a timed-out wait waited for, and on whom: a signal on a channel,

@@ -250,14 +250,7 @@ pub(crate) fn join(
     store.set(&key(rank), &mine.encode()).map_err(store_err)?;
     let keys: Vec<String> = (0..world).map(key).collect();
     store.wait(&keys, timeout).map_err(|e| match e {
-        crate::StoreError::Timeout { missing, .. } => Error::JoinTimeout {
-            rank,
-            timeout,
-            missing: missing
-                .iter()
-                .filter_map(|k| k.rsplit('/').next()?.parse().ok())
-                .collect(),
-        },
+        crate::StoreError::Timeout { missing, .. } => Error::join_timeout(rank, timeout, &missing),
         other => store_err(other),
     })?;
     let mut ids = Vec::with_capacity(world);
