@@ -782,8 +782,9 @@ fn store_only_ranks<R: Send>(
 /// different processes; see `store_only_ranks`), desynchronised between
 /// calls on kernels that share no signal, fail at once on a GPU: the
 /// group's shared call ledger (mapped at join) finds the difference on
-/// the host, and the finder's abort ends its peer's kernel through the
-/// store watch. GPU ranks only (two sharing one GPU); world 2.
+/// the host, and the finder's abort ends its peer's kernel (the peer's
+/// `synchronize` reads it from the store). GPU ranks only (two sharing one
+/// GPU where the machine has one); world 2.
 #[test]
 fn ranks_seen_only_through_the_store_in_different_calls_fail_at_once() {
     if !targets::on_gpu() {
@@ -838,7 +839,7 @@ fn ranks_seen_only_through_the_store_in_different_calls_fail_at_once() {
 /// shares it) ends its peer's kernel on a user's stream while no symm code
 /// waits for it: the store watch (`watch_departures`) writes the abort
 /// word. Before it, that kernel waited until its timeout (30 s here). GPU
-/// ranks only, two sharing one GPU; world 2.
+/// ranks only (two sharing one GPU where the machine has one); world 2.
 #[test]
 fn a_rank_seen_only_through_the_store_ends_kernels_on_a_users_stream() {
     if !targets::on_gpu() {
@@ -858,13 +859,20 @@ fn a_rank_seen_only_through_the_store_ends_kernels_on_a_users_stream() {
     let xs = inputs(world, n);
     let left: Mutex<Option<Instant>> = Mutex::new(None);
     let ended: Mutex<Option<(Instant, symm::Result<()>)>> = Mutex::new(None);
-    store_only_ranks(world, |c| {
+    let res = store_only_ranks(world, |c| {
         let (at, r) = user_stream_rank(c, &xs, victim, &left)?;
         *ended.lock().unwrap() = Some((at, r));
         Ok(())
     });
-    let left = left.lock().unwrap().expect("the victim left");
-    let (at, r) = ended.lock().unwrap().take().expect("rank 0 ended");
+    let left = left
+        .lock()
+        .unwrap()
+        .unwrap_or_else(|| panic!("the victim left: {res:?}"));
+    let (at, r) = ended
+        .lock()
+        .unwrap()
+        .take()
+        .unwrap_or_else(|| panic!("rank 0 ended: {res:?}"));
     let took = at.saturating_duration_since(left);
     let e = r.expect_err("rank 0's call failed").to_string();
     eprintln!(

@@ -252,9 +252,14 @@ pub(crate) trait Backend: Send + Sync {
     fn watches_store(&self) -> bool {
         false
     }
-    /// Whether work is still queued on this rank's stream (never blocks).
-    fn busy(&self) -> bool {
-        false
+    /// Kernels launched through this handle, and how many of them a
+    /// completed [`synchronize`](Self::synchronize) had waited for: host
+    /// counts only, never a query of the stream, which another thread must
+    /// not make while a CUDA graph is being captured (it would end the
+    /// capture). A CUDA graph replayed by another library counts as the
+    /// launches its capture made.
+    fn launch_counts(&self) -> (u64, u64) {
+        (0, 0)
     }
     /// Free and total memory of the device, in bytes.
     fn mem_info(&self) -> Result<(usize, usize)>;

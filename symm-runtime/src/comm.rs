@@ -5,7 +5,7 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::CudaStream;
 
@@ -231,7 +231,7 @@ impl Comm {
         // one of another process, once the store says so.
         group.state.on_down(rank, BackendStop::of(&backend));
         if backend.watches_store() && group.state.claim_watch() {
-            watch_departures(store.clone(), &group, rank, world_size);
+            watch_departures(&store, &group, rank, world_size);
         }
         // Should this process die without a word (killed), the store's
         // host says it for this rank; should the host die, the word's
@@ -275,7 +275,7 @@ impl Comm {
         if !store.in_process() && options.check_calls {
             if let Err(e) = join_ledger(rank, world_size, &*watched, &group, options.timeout) {
                 // Peers waiting in their own join hear of it now.
-                departure.record(true, format!("failed to join: {e}"));
+                departure.record(true, format!("failed to join: {}", clip(&e.to_string())));
                 return Err(e);
             }
         }
@@ -583,10 +583,11 @@ impl Comm {
     /// a new one). Built-in collectives call it before each launch; a
     /// kernel with a channel of its own may too.
     /// Calls on one channel must be made in one order on each rank (one
-    /// stream). Ranks in other processes are compared too, through a
-    /// ledger that the group's processes map when they join (where that
-    /// cannot be made, a warning says so, and the kernels' own identity
-    /// checks are what catch them).
+    /// stream). Ranks in other processes on the same host are compared
+    /// too, through a ledger that the host's processes map when they join
+    /// (where that cannot be made, a warning says so; between hosts, and
+    /// in replayed CUDA graphs, the kernels' own identity checks are what
+    /// catch them).
     pub fn check_call(
         &self,
         ch: u32,
@@ -853,30 +854,45 @@ fn join_ledger(
     Ok(())
 }
 
-/// Watches the group's store, every [`crate::backend::WATCH_EVERY`] while
-/// a stream of this process's ranks has work queued, for ranks of other
-/// processes that left the group, and ends its kernels' waits on them
-/// (the abort word each stream's kernels read). Without it, only a rank's
-/// own [`Comm::synchronize`] watches: a kernel whose host waits elsewhere
-/// (a stream the user gave, synchronised by another library) would wait
-/// for a dead peer until the kernel timeout. One thread per group state,
-/// until every stream it stops is gone; idle streams cost no store
-/// traffic.
+/// Watches the group's store for ranks of other processes that left the
+/// group, and ends this process's kernels' waits on them (the abort word
+/// each stream's kernels read). Without it, only a rank's own
+/// [`Comm::synchronize`] watches: a kernel whose host waits elsewhere (a
+/// stream the user gave, synchronised by another library; a CUDA graph
+/// another library replays) would wait for a dead peer until the kernel
+/// timeout. One thread per group state, until the first of its ranks
+/// leaves or every stream it stops is gone. It looks while launches are
+/// not known to have completed ([`Watch::tick`]), and holds the store
+/// and the streams only weakly and only during a look, which a leaving
+/// rank waits for ([`crate::emulator::Group::close_watch`]).
 fn watch_departures(
-    store: Arc<dyn Store>,
+    store: &Arc<dyn Store>,
     group: &crate::emulator::GroupKey,
     me: usize,
     world: usize,
 ) {
+    let store = Arc::downgrade(store);
     let prefix = group.prefix.clone();
     let weak = Arc::downgrade(&group.state);
     let spawned = std::thread::Builder::new()
         .name("symm-departures".into())
-        .spawn(move || loop {
-            std::thread::sleep(crate::backend::WATCH_EVERY);
-            let Some(state) = weak.upgrade() else { return };
-            if !watch_once(&*store, &prefix, state, me, world) {
-                return;
+        .spawn(move || {
+            let mut watch = Watch::default();
+            loop {
+                std::thread::sleep(crate::backend::WATCH_EVERY);
+                let Some(state) = weak.upgrade() else { return };
+                let mut going = true;
+                let open = state.watch_look(|| {
+                    let Some(store) = store.upgrade() else {
+                        going = false;
+                        return;
+                    };
+                    let stops = state.live_stoppers();
+                    going = watch.tick(&*store, &prefix, &stops, me, world, Instant::now());
+                });
+                if !open || !going {
+                    return;
+                }
             }
         });
     if let Err(e) = spawned {
@@ -889,43 +905,109 @@ fn watch_departures(
     }
 }
 
-/// One look of [`watch_departures`]: false once nothing is left to stop.
-fn watch_once(
-    store: &dyn Store,
-    prefix: &Arc<str>,
-    state: Arc<crate::emulator::Group>,
-    me: usize,
-    world: usize,
-) -> bool {
-    let stops = state.live_stoppers();
-    if stops.is_empty() {
-        return false;
-    }
-    if stops.iter().any(|s| s.busy()) {
-        let group = crate::emulator::GroupKey {
-            prefix: prefix.clone(),
-            state,
-        };
-        // Kept up after a departure: a stream registered later is stopped
-        // by the next look (stopping twice changes nothing).
-        if let Some(d) = peer_down(store, &group, me, world) {
-            for s in &stops {
-                s.stop(d.stopped_ranks());
+/// What the store watch ([`watch_departures`]) remembers between looks.
+#[derive(Default)]
+struct Watch {
+    /// Launches of every watched stream at the last look, and when that
+    /// total last changed.
+    launched: u64,
+    changed: Option<Instant>,
+    /// When the store was last read.
+    read: Option<Instant>,
+    /// The group's departure count as last read, and the ranks whose waits
+    /// those departures end.
+    departures: i64,
+    stopped: u32,
+}
+
+impl Watch {
+    /// How often the store is read while launches follow each other, and
+    /// once none has come for [`Watch::BUSY_FOR`].
+    const EVERY: Duration = crate::backend::WATCH_EVERY;
+    const SLOWLY: Duration = Duration::from_millis(250);
+    const BUSY_FOR: Duration = Duration::from_secs(1);
+
+    /// One look at `stops` (this process's live streams of the group) at
+    /// `now`: reads the store when some launch is not known to have
+    /// completed (every 20 ms within a second of the last launch, then every
+    /// 250 ms), and stops every stream's waits on every rank that left
+    /// (all ranks after a failure). False once no stream is left.
+    fn tick(
+        &mut self,
+        store: &dyn Store,
+        prefix: &str,
+        stops: &[crate::emulator::Stopper],
+        me: usize,
+        world: usize,
+        now: Instant,
+    ) -> bool {
+        if stops.is_empty() {
+            return false;
+        }
+        let (mut launched, mut pending) = (0u64, false);
+        for s in stops {
+            let (l, done) = s.launch_counts();
+            launched = launched.wrapping_add(l);
+            pending |= l > done;
+        }
+        if launched != self.launched || self.changed.is_none() {
+            self.launched = launched;
+            self.changed = Some(now);
+        }
+        if !pending {
+            return true;
+        }
+        let recent = self
+            .changed
+            .is_some_and(|t| now.duration_since(t) < Self::BUSY_FOR);
+        let every = if recent { Self::EVERY } else { Self::SLOWLY };
+        if self.read.is_some_and(|t| now.duration_since(t) < every) {
+            return true;
+        }
+        self.read = Some(now);
+        // One read a look: the departures are read again only when their
+        // count moved (each departure's record is written before its count).
+        let count = store
+            .try_get(&down_count_key(prefix))
+            .ok()
+            .flatten()
+            .and_then(|v| std::str::from_utf8(&v).ok()?.trim().parse::<i64>().ok())
+            .unwrap_or(0);
+        if count != self.departures {
+            self.departures = count;
+            for r in (0..world).filter(|&r| r != me) {
+                if let Ok(Some(v)) = store.try_get(&down_key(prefix, r)) {
+                    let d = crate::emulator::Down {
+                        rank: r,
+                        failed: v.first() == Some(&1),
+                        cause: String::new(),
+                    };
+                    self.stopped |= d.stopped_ranks();
+                }
             }
         }
+        // Every look, so that a stream registered later is stopped too
+        // (stopping twice changes nothing).
+        if self.stopped != 0 {
+            for s in stops {
+                s.stop(self.stopped);
+            }
+        }
+        true
     }
-    true
 }
 
 /// A number for this machine's current boot, the same in every process on
-/// it: the kernel's boot id, folded (0 where the kernel does not say).
+/// it: the kernel's boot id, folded. Where the kernel does not say, this
+/// process's own token: each such process counts as a host of its own
+/// (its ranks keep their own ledger) rather than all of them as one.
 fn host_token() -> u64 {
     let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let hex: String = id.chars().filter(char::is_ascii_hexdigit).collect();
     let half = |s: &str| u64::from_str_radix(s, 16).unwrap_or(0);
     match hex.len() {
         32 => half(&hex[..16]) ^ half(&hex[16..]),
-        _ => 0,
+        _ => crate::placement::process_token(),
     }
 }
 
@@ -1001,6 +1083,10 @@ impl Drop for Departure {
             let _ = self.backend.synchronize();
             self.record(false, "exited (its Comm was dropped)".into());
         }
+        // After the last wait of the rank's own: the store watch holds
+        // nothing past this (its looks are over), so the store and the
+        // streams drop here, on the rank's thread.
+        self.group.state.close_watch();
     }
 }
 
@@ -1025,8 +1111,8 @@ impl crate::emulator::Stop for BackendStop {
         self.0.strong_count() > 0
     }
 
-    fn busy(&self) -> bool {
-        self.0.upgrade().is_some_and(|b| b.busy())
+    fn launch_counts(&self) -> (u64, u64) {
+        self.0.upgrade().map_or((0, 0), |b| b.launch_counts())
     }
 }
 
@@ -1185,11 +1271,12 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
-    /// A stream's stop as the watch sees it: whether it is busy, and the
+    /// A stream's stop as the watch sees it: its launch counts, and the
     /// rank sets it was stopped with.
     #[derive(Default)]
     struct FakeStop {
-        busy: AtomicBool,
+        launched: AtomicU64,
+        synced: AtomicU64,
         stopped: Mutex<Vec<u32>>,
     }
 
@@ -1200,52 +1287,83 @@ mod tests {
         fn alive(&self) -> bool {
             true
         }
-        fn busy(&self) -> bool {
-            self.busy.load(Ordering::SeqCst)
+        fn launch_counts(&self) -> (u64, u64) {
+            (
+                self.launched.load(Ordering::SeqCst),
+                self.synced.load(Ordering::SeqCst),
+            )
         }
     }
 
-    /// The store watch for ranks of other processes (`watch_once`) stops
-    /// this process's streams once the store records a departure, only
-    /// while a stream has work queued (an idle one costs no store
-    /// traffic), every rank after a failure and the rank alone after an
-    /// exit, and ends once no stream is left.
+    /// A store that counts its reads.
+    struct Counted(crate::store::InProcessStore, AtomicUsize);
+
+    impl Store for Counted {
+        fn set(&self, key: &str, value: &[u8]) -> Result<(), crate::store::StoreError> {
+            self.0.set(key, value)
+        }
+        fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, crate::store::StoreError> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            self.0.try_get(key)
+        }
+        fn add(&self, key: &str, delta: i64) -> Result<i64, crate::store::StoreError> {
+            self.0.add(key, delta)
+        }
+        fn wait(&self, keys: &[String], t: Duration) -> Result<(), crate::store::StoreError> {
+            self.0.wait(keys, t)
+        }
+    }
+
+    /// The store watch for ranks of other processes (`Watch::tick`) reads
+    /// the store only while a launch is not known to have completed (every
+    /// 20 ms within a second of the last launch, then every 250 ms), one
+    /// read a look until the departure count moves; it stops every stream
+    /// on every rank that left (one rank after an exit, all after a
+    /// failure; two exits both), and ends with its streams.
     #[test]
-    fn the_store_watch_stops_busy_streams_when_a_peer_of_another_process_leaves() {
-        let store: Arc<dyn Store> = Arc::new(crate::store::InProcessStore::new());
-        let prefix: Arc<str> = "symm/1".into();
-        let group = crate::emulator::GroupKey::of(&store, prefix.clone());
+    fn the_store_watch_stops_streams_on_every_departed_peer_and_reads_only_while_needed() {
+        let store = Counted(crate::store::InProcessStore::new(), AtomicUsize::new(0));
+        let prefix = "symm/1";
         let fake = Arc::new(FakeStop::default());
-        let stop: crate::emulator::Stopper = fake.clone();
-        group.state.on_down(0, stop);
-        let look = || watch_once(&*store, &prefix, group.state.clone(), 0, 4);
+        let stops: Vec<crate::emulator::Stopper> = vec![fake.clone()];
+        let reads = || store.1.load(Ordering::SeqCst);
         let stopped = || fake.stopped.lock().unwrap().clone();
-        // Rank 2 exits (its process wrote the record; this one never saw it).
-        store
-            .set(&down_key(&prefix, 2), b"\x00exited (its Comm was dropped)")
-            .unwrap();
-        store.add(&down_count_key(&prefix), 1).unwrap();
-        assert!(look());
-        assert!(stopped().is_empty(), "an idle stream was stopped");
-        fake.busy.store(true, Ordering::SeqCst);
-        assert!(look());
-        assert_eq!(stopped(), vec![1 << 2]);
-        // Rank 3 fails: every wait ends.
-        store
-            .set(&down_key(&prefix, 3), b"\x01failed: on purpose")
-            .unwrap();
-        store.add(&down_count_key(&prefix), 1).unwrap();
-        assert!(look());
+        let mut w = Watch::default();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let depart = |r: usize, failed: bool| {
+            let mut v = vec![u8::from(failed)];
+            v.extend_from_slice(b"gone");
+            store.set(&down_key(prefix, r), &v).unwrap();
+            store.add(&down_count_key(prefix), 1).unwrap();
+        };
+        // Nothing launched, or everything synchronised: no read.
+        assert!(w.tick(&store, prefix, &stops, 0, 4, at(0)));
+        fake.launched.store(3, Ordering::SeqCst);
+        fake.synced.store(3, Ordering::SeqCst);
+        assert!(w.tick(&store, prefix, &stops, 0, 4, at(20)));
+        assert_eq!(reads(), 0, "read the store with nothing in flight");
+        // A launch in flight: one read a look, at most every 20 ms.
+        fake.launched.store(4, Ordering::SeqCst);
+        assert!(w.tick(&store, prefix, &stops, 0, 4, at(40)));
+        assert!(w.tick(&store, prefix, &stops, 0, 4, at(45)));
+        assert_eq!(reads(), 1);
+        // Ranks 2 and 3 exit: both ranks' waits end.
+        depart(2, false);
+        depart(3, false);
+        assert!(w.tick(&store, prefix, &stops, 0, 4, at(60)));
+        assert_eq!(stopped().last(), Some(&((1 << 2) | (1 << 3))));
+        // No launch for over a second: every 250 ms only.
+        let before = reads();
+        assert!(w.tick(&store, prefix, &stops, 0, 4, at(1100)));
+        assert!(w.tick(&store, prefix, &stops, 0, 4, at(1200)));
+        assert_eq!(reads(), before + 1, "read again within 250 ms of quiet");
+        // Rank 1 fails: every wait ends.
+        depart(1, true);
+        assert!(w.tick(&store, prefix, &stops, 0, 4, at(1400)));
         assert_eq!(stopped().last(), Some(&u32::MAX));
         // With no stream left, the watch ends.
-        let empty = crate::emulator::GroupKey::of(&store, "other/1".into());
-        assert!(!watch_once(
-            &*store,
-            &empty.prefix,
-            empty.state.clone(),
-            0,
-            4
-        ));
+        assert!(!w.tick(&store, prefix, &[], 0, 4, at(1500)));
     }
 
     /// Handles of one rank that ask for an extension at once share the one

@@ -110,8 +110,9 @@ pub(crate) struct Group {
     /// the host maps, or `None` where it could not be made or mapped.
     shared_ledger: std::sync::OnceLock<Option<crate::ledger::Ledger>>,
     /// Whether a thread watches the store for departures of ranks in other
-    /// processes ([`Group::claim_watch`]).
+    /// processes ([`Group::claim_watch`]), and whether that watch is over.
     watching: AtomicBool,
+    watch_closed: Mutex<bool>,
 }
 
 /// A rank's last word with the group's store host, and the host's rank
@@ -137,9 +138,8 @@ pub(crate) trait Stop: Send + Sync {
     fn stop(&self, ranks: u32);
     /// Whether what it stops still exists.
     fn alive(&self) -> bool;
-    /// Whether its stream has work queued (that a departure could leave
-    /// waiting).
-    fn busy(&self) -> bool;
+    /// Its stream's [`crate::backend::Backend::launch_counts`].
+    fn launch_counts(&self) -> (u64, u64);
 }
 
 /// A registered [`Stop`].
@@ -276,6 +276,24 @@ impl Group {
     /// join), unless a rank of this process did: true for the first.
     pub(crate) fn claim_watch(&self) -> bool {
         !self.watching.swap(true, Ordering::AcqRel)
+    }
+
+    /// Runs `look` unless the watch was closed: held while it runs, so that
+    /// closing waits for a look in progress. False once closed.
+    pub(crate) fn watch_look(&self, look: impl FnOnce()) -> bool {
+        let closed = self.watch_closed.lock().unwrap_or_else(|p| p.into_inner());
+        if *closed {
+            return false;
+        }
+        look();
+        true
+    }
+
+    /// Ends the store's watch (a rank of this state leaves): no look runs
+    /// after this returns, so nothing the watch held briefly (the store, a
+    /// backend) is last dropped on its thread.
+    pub(crate) fn close_watch(&self) {
+        *self.watch_closed.lock().unwrap_or_else(|p| p.into_inner()) = true;
     }
 
     /// Registers what ends the device waits of one of `rank`'s streams

@@ -39,6 +39,10 @@ pub(crate) struct CudaBackend {
     aborted: Arc<std::sync::Mutex<u32>>,
     /// Every stream of this rank: its memory waits for them before a free.
     streams: Arc<RankStreams>,
+    /// Kernels launched through this handle, and how many of them a
+    /// completed `synchronize` had waited for ([`Backend::launch_counts`]).
+    launched: std::sync::atomic::AtomicU64,
+    synced: std::sync::atomic::AtomicU64,
 }
 
 /// How ranks share allocations.
@@ -137,6 +141,8 @@ impl CudaBackend {
             status,
             aborted: Default::default(),
             streams,
+            launched: Default::default(),
+            synced: Default::default(),
         })
     }
 
@@ -406,6 +412,8 @@ impl Backend for CudaBackend {
     }
 
     fn synchronize(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let launched = self.launched.load(Ordering::Acquire);
         self.dev.bind().map_err(|e| self.err(e))?;
         self.stream.synchronize().map_err(|err| {
             self.err(DrvErr {
@@ -413,6 +421,7 @@ impl Backend for CudaBackend {
                 err,
             })
         })?;
+        self.synced.fetch_max(launched, Ordering::Release);
         let mut words = [0u32; STATUS_WORDS];
         self.status
             .read_u32s(&self.stream, &mut words)
@@ -463,14 +472,12 @@ impl Backend for CudaBackend {
         self.sharing != Sharing::InProcess
     }
 
-    fn busy(&self) -> bool {
-        if self.dev.bind().is_err() {
-            return false;
-        }
-        // SAFETY: the stream is alive (held by `self`); a query never
-        // blocks and changes nothing.
-        let r = unsafe { cudarc::driver::sys::cuStreamQuery(self.stream.cu_stream()) };
-        r == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY
+    fn launch_counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering;
+        (
+            self.launched.load(Ordering::Acquire),
+            self.synced.load(Ordering::Acquire),
+        )
     }
 
     fn abort_waits(&self, ranks: u32) {
@@ -586,7 +593,10 @@ impl Backend for CudaBackend {
         params[Hidden::Rank as usize] = (self.rank as u64).to_le_bytes();
         self.dev
             .launch(&f, &self.stream, cfg, params)
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        self.launched
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     fn prepare(&self, kernels: &[&KernelSpec<'_>]) -> Result<()> {
@@ -640,7 +650,10 @@ impl Backend for CudaBackend {
         }
         self.dev
             .launch(&f.f, &self.stream, cfg, params)
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        self.launched
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 }
 

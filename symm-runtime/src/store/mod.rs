@@ -156,7 +156,10 @@ pub trait Store: Send + Sync {
     /// [`InProcessStore`]): then every rank of a group on it shares this
     /// process's group state, and joining needs no exchange to find ranks
     /// of other processes. False (the default) makes joining a group on
-    /// the store collective ([`Comm::emulated`](crate::Comm::emulated)).
+    /// the store collective while [`CommOptions::check_calls`] is on
+    /// ([`Comm::emulated`](crate::Comm::emulated)).
+    ///
+    /// [`CommOptions::check_calls`]: crate::CommOptions::check_calls
     fn in_process(&self) -> bool {
         false
     }
