@@ -149,7 +149,7 @@ const SUM: nccl_sys::ncclRedOp_t = nccl_sys::ncclRedOp_t::ncclSum;
 
 fn bench_dtype<T: Tutorial>(
     c: &Comm,
-    nc: &Nccl,
+    nc: Option<&Nccl>,
     sync: &Signals,
     dtype: nccl_sys::ncclDataType_t,
     name: &str,
@@ -188,15 +188,20 @@ fn bench_dtype<T: Tutorial>(
         let vec_us = time_graph(c, &sync.sync, &mut || {
             T::vectorized(c, cfg, &smem, &mut out, n as u32, (sync.entry, sync.exit))
         })?;
-        // NCCL, plain buffers
+        // NCCL, plain buffers (not where ranks share a GPU, which NCCL
+        // refuses)
         let src = c.device_buffer_from(&data)?;
         let dst = c.device_buffer::<T>(n)?;
-        let nccl_us = time_graph(c, &sync.sync, &mut || {
-            nc.all_reduce(c, (src.device_ptr(), dst.device_ptr()), n, dtype, SUM)
-        })?;
+        let nccl_us = match nc {
+            Some(nc) => Some(time_graph(c, &sync.sync, &mut || {
+                nc.all_reduce(c, (src.device_ptr(), dst.device_ptr()), n, dtype, SUM)
+            })?),
+            None => None,
+        };
         // NCCL, symmetric windows
-        let win_us = match (Window::new(c, nc, bytes), Window::new(c, nc, bytes)) {
-            (Ok(a), Ok(b)) => {
+        let windows = nc.map(|nc| (nc, Window::new(c, nc, bytes), Window::new(c, nc, bytes)));
+        let win_us = match windows {
+            Some((nc, Ok(a), Ok(b))) => {
                 let r = time_graph(c, &sync.sync, &mut || {
                     nc.all_reduce(c, (a.ptr as u64, b.ptr as u64), n, dtype, SUM)
                 })
@@ -226,11 +231,18 @@ fn bench_dtype<T: Tutorial>(
                 };
                 rows.push(format!("symm_{p},{world},{name},{bytes},{us:.3}"));
             }
-            rows.push(format!("nccl,{world},{name},{bytes},{nccl_us:.3}"));
+            if let Some(u) = nccl_us {
+                rows.push(format!("nccl,{world},{name},{bytes},{u:.3}"));
+            }
             if let Some(w) = win_us {
                 rows.push(format!("nccl_window,{world},{name},{bytes},{w:.3}"));
             }
-            eprintln!("world {world} {name} {bytes:>9} B: symm {symm_us:8.2} µs  nccl {nccl_us:8.2} µs  nccl-window {}", win_us.map_or("n/a".into(), |w| format!("{w:.2} µs")));
+            let us = |u: Option<f64>| u.map_or("n/a".into(), |u| format!("{u:.2} µs"));
+            eprintln!(
+                "world {world} {name} {bytes:>9} B: symm {symm_us:8.2} µs  nccl {}  nccl-window {}",
+                us(nccl_us),
+                us(win_us)
+            );
         }
     }
     Ok(())
@@ -255,6 +267,12 @@ struct Args {
     /// this file).
     #[arg(long, default_value_t = 0)]
     lead_in: usize,
+    /// Every rank on GPU 0, without NCCL (which refuses ranks that share a
+    /// GPU): the cost of symm's own kernel code where it talks to a peer,
+    /// for A/B comparisons on one GPU. Not a speed: ranks that share a GPU
+    /// share its SMs and talk through its memory, not NVLink.
+    #[arg(long)]
+    share: bool,
 }
 
 fn main() {
@@ -264,12 +282,18 @@ fn main() {
         max_bytes: max,
         no_pdl,
         lead_in,
+        share,
     } = clap::Parser::parse();
     let pdl = !no_pdl;
     LEAD_IN.set(lead_in).expect("set once");
     eprintln!("{}", bench::method_line());
+    if share {
+        // SAFETY: first thing in main, before any CUDA call or thread.
+        unsafe { symm::prepare_shared_gpus() };
+    }
     let gpus = symm::cuda_device_count();
-    if gpus == 0 || !worlds.iter().any(|&w| w <= gpus) {
+    let fits = |w: usize| w <= gpus || (share && gpus > 0);
+    if gpus == 0 || !worlds.iter().any(|&w| fits(w)) {
         eprintln!(
             "SKIPPED: the benchmark needs as many GPUs as a world size in {worlds:?}; this \
              machine has {gpus}"
@@ -277,18 +301,19 @@ fn main() {
         std::process::exit(2);
     }
     let mut all = vec!["impl,world,dtype,bytes,us".to_string()];
-    for w in worlds.into_iter().filter(|&w| w <= gpus) {
+    for w in worlds.into_iter().filter(|&w| fits(w)) {
+        let devices = if share { vec![0; w] } else { (0..w).collect() };
         let res = run(
-            Ranks::Cuda((0..w).collect()),
+            Ranks::Cuda(devices),
             CommOptions::default().with_timeout(T).with_pdl(pdl),
             |c| {
-                let nc = Nccl::new(c)?;
+                let nc = if share { None } else { Some(Nccl::new(c)?) };
                 let mut rows = Vec::new();
                 let sync = Signals::new(c)?;
                 floors(c, &sync, &mut rows)?;
                 bench_dtype::<bf16>(
                     c,
-                    &nc,
+                    nc.as_ref(),
                     &sync,
                     nccl_sys::ncclDataType_t::ncclBfloat16,
                     "bf16",
@@ -297,7 +322,7 @@ fn main() {
                 )?;
                 bench_dtype::<f32>(
                     c,
-                    &nc,
+                    nc.as_ref(),
                     &sync,
                     nccl_sys::ncclDataType_t::ncclFloat32,
                     "f32",
