@@ -976,12 +976,7 @@ impl Watch {
         if count != self.departures {
             self.departures = count;
             for r in (0..world).filter(|&r| r != me) {
-                if let Ok(Some(v)) = store.try_get(&down_key(prefix, r)) {
-                    let d = crate::emulator::Down {
-                        rank: r,
-                        failed: v.first() == Some(&1),
-                        cause: String::new(),
-                    };
+                if let Some(d) = stored_down(store, prefix, r) {
                     self.stopped |= d.stopped_ranks();
                 }
             }
@@ -1009,6 +1004,17 @@ fn host_token() -> u64 {
         32 => half(&hex[..16]) ^ half(&hex[16..]),
         _ => crate::placement::process_token(),
     }
+}
+
+/// Rank `r`'s departure as the group's store holds it (`Departure`
+/// writes it: a failed flag byte, then the cause), if it left.
+fn stored_down(store: &dyn Store, prefix: &str, r: usize) -> Option<crate::emulator::Down> {
+    let v = store.try_get(&down_key(prefix, r)).ok()??;
+    Some(crate::emulator::Down {
+        rank: r,
+        failed: v.first() == Some(&1),
+        cause: String::from_utf8_lossy(v.get(1..).unwrap_or_default()).into_owned(),
+    })
 }
 
 fn down_key(prefix: &str, rank: usize) -> String {
@@ -1168,13 +1174,8 @@ fn peer_down(
     store.try_get(&down_count_key(&group.prefix)).ok()??;
     let mut exited = None;
     for r in (0..world).filter(|&r| r != me) {
-        let Ok(Some(v)) = store.try_get(&down_key(&group.prefix, r)) else {
+        let Some(d) = stored_down(store, &group.prefix, r) else {
             continue;
-        };
-        let d = crate::emulator::Down {
-            rank: r,
-            failed: v.first() == Some(&1),
-            cause: String::from_utf8_lossy(v.get(1..).unwrap_or_default()).into_owned(),
         };
         if d.failed {
             return Some(d);
