@@ -511,8 +511,10 @@ fn staged_calls_of_changing_sizes_back_to_back() {
 /// LL packets arrive on the epoch's low 8 bits and are then checked
 /// whole, so a packet left in a slot from a call a multiple of 256 epochs
 /// earlier would count as arrived and then fail a healthy call as "different
-/// calls": every slot read is marked spent. A large call, 255 small calls
-/// that leave its upper slots untouched, and the large call again (epoch
+/// calls": once every 256 epochs of each parity (low 8 bits 0 or 1) the
+/// kernel clears all its slots. Two small calls, a large call (epoch 3),
+/// 255 small calls that leave its upper slots untouched (the clear falls
+/// at epoch 257, between the two), and the large call again (epoch 259,
 /// distance 256, the same parity, on one stage): every call is exact, and
 /// none fails.
 #[test]
@@ -530,6 +532,9 @@ fn ll_calls_256_epochs_apart_do_not_read_stale_packets() {
             let mut first = c.device_buffer_from(&vec![f32::NAN; big])?;
             let mut last = c.device_buffer_from(&vec![f32::NAN; big])?;
             let mut few = c.device_buffer_from(&vec![f32::NAN; small])?;
+            for _ in 0..2 {
+                all_reduce_with(Path::Ll, c, &s, &mut few, small)?;
+            }
             all_reduce_with(Path::Ll, c, &s, &mut first, big)?;
             for _ in 0..255 {
                 all_reduce_with(Path::Ll, c, &s, &mut few, small)?;

@@ -28,18 +28,6 @@ pub fn sig_vec<T: Scalar, const V: usize>(sig: u32) -> [T; V] {
     v
 }
 
-/// Entry `r` of `got` (a select per entry, so `got` stays in registers).
-#[symm_kernel(device)]
-pub fn pick<T: Scalar, const V: usize>(got: [[T; V]; 8], r: u32) -> [T; V] {
-    let mut v = got[0];
-    for p in 1..8u32 {
-        if p == r {
-            v = got[p];
-        }
-    }
-    v
-}
-
 /// Whether two vectors hold the same bits.
 #[symm_kernel(device)]
 pub fn same_bits<T: Scalar, const V: usize>(a: [T; V], b: [T; V]) -> bool {
@@ -62,14 +50,19 @@ pub fn assert_same_call(same: bool) {
     );
 }
 
-/// Fails the call unless rank `t`'s identity vector, entry `t` of `got`
-/// (as a sentinel take returns it), is this call's `sig` ([`sig_vec`]).
+/// Whether every rank whose bit is set in `from` sent this call's identity
+/// `sig` ([`sig_vec`]): entry `r` of `got` is rank `r`'s vector, as a
+/// sentinel take returns it.
 #[symm_kernel(device)]
-pub fn assert_sent_call<T: Scalar, const V: usize>(got: [[T; V]; 8], t: u32, sig: u32) {
-    assert_same_call(same_bits::<T, V>(
-        pick::<T, V>(got, t),
-        sig_vec::<T, V>(sig),
-    ));
+pub fn sent_call<T: Scalar, const V: usize>(got: [[T; V]; 8], from: u32, sig: u32) -> bool {
+    let want = sig_vec::<T, V>(sig);
+    let mut same = true;
+    for r in 0..8u32 {
+        if ((from >> r) & 1u32) == 1u32 && !same_bits::<T, V>(got[r], want) {
+            same = false;
+        }
+    }
+    same
 }
 
 /// Channels the all-reduce reserves from the group: the first holds the
@@ -312,8 +305,8 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     let parity = epoch & 1;
     // The tag: the epoch's low 31 bits with bits 8..31 of the call's
     // identity `sig` folded in (one XOR), and the top bit set, so that no
-    // tag is ever zero (never-written staging) or agrees with a spent slot
-    // (below). A packet arrives on the top bit and the epoch's low 8 bits
+    // tag is ever zero (never-written staging, or a slot cleared below).
+    // A packet arrives on the top bit and the epoch's low 8 bits
     // (the parity among them) and is then checked whole: a peer in another
     // call of the same epoch (another buffer or size on this stage) or one
     // a multiple of 256 calls away fails the call at once, up to a 2^-23
@@ -338,12 +331,8 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // counts as arrived when its tag agrees with `want` in the top bit and
     // the epoch's low 8 bits (mask 0x8000_00FF), and is then checked
     // whole, where an exact wait would wait for another call's packets
-    // until the kernel timeout. Each slot read is marked spent (tag
-    // `!want`: top bit clear, and bit 0, the epoch's parity, flipped, so no
-    // later call of this parity agrees with it), so no packet of an
-    // earlier call is ever taken as arrived, however old.
+    // until the kernel timeout.
     let ranks = (1u32 << world) - 1;
-    let spent: u64 = ((!want) as u64) << 32;
     let mut same = true;
     let mut q = first;
     while q < pairs {
@@ -375,11 +364,25 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
                 out[e1] = T::from_f32(hi[k]);
             }
         }
-        // Spent after the sums' stores, which the kernel's end waits for.
-        for r in 0..world {
-            mine.store_vec_volatile::<2>(at + r * cap * 2, [spent, spent]);
-        }
         q += stride;
+    }
+    // A packet left in a slot since epoch e (by a larger call than those
+    // since) would pass for one of epoch e + 256, whose low 8 bits agree,
+    // and fail that healthy call. So once every 256 epochs of each parity
+    // (the epoch's low 8 bits 0 or 1) each thread clears all of this
+    // parity's slots it reads at any size, `first..cap` by the stride,
+    // after its own reads (a peer writes them again only in the call after
+    // next, which starts after this kernel ended). Between any two epochs
+    // 256 apart of one parity lies such a call, after the older packet
+    // landed. One call in 128 pays it, not every slot read of every call.
+    if (epoch & 0xFEu32) == 0u32 {
+        let mut q = first;
+        while q < cap {
+            for r in 0..world {
+                mine.store_vec_volatile::<2>(((parity * world + r) * cap + q) * 2, [0u64, 0u64]);
+            }
+            q += stride;
+        }
     }
     assert_same_call(same);
     call_end(stage, ch, epoch);
@@ -557,6 +560,24 @@ pub fn lamport_load<T: DslFloat, const V: usize>(src: Remote<T>, at: u32, n: u32
     sentinel_scrub::<T, V>(v)
 }
 
+/// Vector `i` of this rank's message in a Lamport kernel: elements `i *
+/// V..` of `src` as [`lamport_load`] reads them for `i < vecs`, and at `i
+/// == vecs`, past the data, the call's identity ([`sig_vec`]).
+#[symm_kernel(device)]
+pub fn lamport_message<T: DslFloat, const V: usize>(
+    src: Remote<T>,
+    i: u32,
+    vecs: u32,
+    n: u32,
+    sig: u32,
+) -> [T; V] {
+    if i == vecs {
+        sig_vec::<T, V>(sig)
+    } else {
+        lamport_load::<T, V>(src, i * V as u32, n)
+    }
+}
+
 /// `own` (this rank's part, as [`lamport_load`] reads it) summed in f32 in
 /// rank order with every other rank r's part, which arrives at
 /// `stage[base + r * cap + j..]` (see [`sentinel_take_at`]).
@@ -610,49 +631,46 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     // per element), which waits for it, so in the other order the two
     // loads ran one after the other.
     let call = call_begin(stage, ch);
-    let mut v = lamport_load::<T, V>(src, first * V as u32, n);
+    // The call's identity travels as one more vector of the message, at
+    // index `vecs` (past the data, [`lamport_message`]), sent and taken by
+    // whichever thread that index falls to, with the same gather as data:
+    // no round trip of its own. A peer in another call of this kernel with
+    // as many elements (another buffer or offset) fails both, not a wrong
+    // sum; one with more sends data where this rank's identity is expected
+    // and fails this rank. (A peer with fewer never sends all this rank
+    // waits for: the wait ends when the peer fails, or at the timeout.)
+    let mut v = lamport_message::<T, V>(src, first, vecs, n, sig);
     // This thread's first vector stays in registers for its own part of the
     // sum (the common case at small sizes is one vector per thread).
     let mut own = v;
-    // The call's identity travels as one more message, the last vector of
-    // each region (past any call's data), from block 0's thread r to rank
-    // r, first; it is taken and checked after the data (whose arrival it
-    // does not delay): a peer in another call of this kernel with as many
-    // elements (another buffer or offset) fails both, not a wrong sum. (A
-    // peer with fewer elements never sends what this rank waits for: the
-    // wait ends at the timeout, or when the peer leaves.)
-    let t = thread_idx_x();
-    let checks = block_idx_x() == 0u32 && t < world && t != rank;
-    let id_at = stage_cap(stage) - V as u32;
-    if checks {
-        sentinel_send::<T, V>(stage, call, t, id_at, sig_vec::<T, V>(sig));
-    }
     let mut i = first;
-    while i < vecs {
+    while i <= vecs {
         for r in 0..world {
             if r != rank {
                 sentinel_send::<T, V>(stage, call, r, i * V as u32, v);
             }
         }
         i += stride;
-        v = lamport_load::<T, V>(src, i * V as u32, n);
+        v = lamport_message::<T, V>(src, i, vecs, n, sig);
     }
     let peers = all_ranks(stage) & !(1u32 << rank);
+    let mut same = true;
     let mut i = first;
-    while i < vecs {
+    while i <= vecs {
         let at = i * V as u32;
         let got = sentinel_take::<T, V>(stage, call, peers, at);
-        let res = sum_with_own::<T, V>(got, own, rank, world);
-        store_padded::<T, V>(out, at, n, res);
+        if i == vecs {
+            same = sent_call::<T, V>(got, peers, sig);
+        } else {
+            let res = sum_with_own::<T, V>(got, own, rank, world);
+            store_padded::<T, V>(out, at, n, res);
+        }
         i += stride;
         if i < vecs {
             own = lamport_load::<T, V>(src, i * V as u32, n);
         }
     }
-    if checks {
-        let got = sentinel_take::<T, V>(stage, call, 1u32 << t, id_at);
-        assert_sent_call::<T, V>(got, t, sig);
-    }
+    assert_same_call(same);
     call_end(stage, ch, call);
 }
 // ANCHOR_END: lamport
@@ -697,12 +715,19 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     let parts = (call & 1) * 2 * world * cap;
     let sums = parts + world * cap;
     // Reduce-scatter: element j of every other chunk goes to its owner's
-    // half-0 region for this rank.
+    // half-0 region for this rank. At j == chunk, past every chunk, the
+    // call's identity goes to every owner, as in the one-shot: sent and
+    // taken by whichever thread that index falls to, with no round trip of
+    // its own.
     let mut j = first;
-    while j < chunk {
+    while j <= chunk {
         for c in 0..world {
-            if c != rank && c * chunk + j < vecs {
-                let v = lamport_load::<T, V>(src, (c * chunk + j) * V as u32, n);
+            if c != rank && (j == chunk || c * chunk + j < vecs) {
+                let v = if j == chunk {
+                    sig_vec::<T, V>(sig)
+                } else {
+                    lamport_load::<T, V>(src, (c * chunk + j) * V as u32, n)
+                };
                 stage
                     .peer(c)
                     .store_vec_volatile::<V>(parts + rank * cap + j * V as u32, v);
@@ -710,35 +735,31 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         }
         j += stride;
     }
-    // The call's identity, as in the one-shot: the last vector of this
-    // rank's half-0 region at every peer (past its chunk), from block 0's
-    // thread r to rank r (after the data, whose first loads it must not
-    // delay), checked at the end.
-    let t = thread_idx_x();
-    let checks = block_idx_x() == 0u32 && t < world && t != rank;
-    let id_at = cap - V as u32;
-    if checks {
-        stage
-            .peer(t)
-            .store_vec_volatile::<V>(parts + rank * cap + id_at, sig_vec::<T, V>(sig));
-    }
-    // Sum this rank's chunk and push the sum to every rank.
+    // Sum this rank's chunk and push the sum to every rank; check every
+    // peer's identity.
+    let peers = all_ranks(stage) & !(1u32 << rank);
+    let mut same = true;
     let mut j = first;
-    while j < chunk && rank * chunk + j < vecs {
-        let at = (rank * chunk + j) * V as u32;
-        let own = lamport_load::<T, V>(src, at, n);
-        let sum = lamport_sum::<T, V>(own, mine, parts, cap, j * V as u32, rank, world);
-        // Sent as it is stored here, so every rank gets the same bits, and
-        // never with the empty bits.
-        let res = sentinel_scrub::<T, V>(sum);
-        for r in 0..world {
-            if r != rank {
-                stage
-                    .peer(r)
-                    .store_vec_volatile::<V>(sums + rank * cap + j * V as u32, res);
+    while j <= chunk {
+        if j == chunk {
+            let got = sentinel_take_at::<T, V>(mine, parts + j * V as u32, cap, peers, world);
+            same = sent_call::<T, V>(got, peers, sig);
+        } else if rank * chunk + j < vecs {
+            let at = (rank * chunk + j) * V as u32;
+            let own = lamport_load::<T, V>(src, at, n);
+            let sum = lamport_sum::<T, V>(own, mine, parts, cap, j * V as u32, rank, world);
+            // Sent as it is stored here, so every rank gets the same bits,
+            // and never with the empty bits.
+            let res = sentinel_scrub::<T, V>(sum);
+            for r in 0..world {
+                if r != rank {
+                    stage
+                        .peer(r)
+                        .store_vec_volatile::<V>(sums + rank * cap + j * V as u32, res);
+                }
             }
+            store_padded::<T, V>(out, at, n, res);
         }
-        store_padded::<T, V>(out, at, n, res);
         j += stride;
     }
     // All-gather: copy out every other chunk's sum as it arrives (every
@@ -759,9 +780,6 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         }
         j += stride;
     }
-    if checks {
-        let got = sentinel_take_at::<T, V>(mine, parts + id_at, cap, 1u32 << t, world);
-        assert_sent_call::<T, V>(got, t, sig);
-    }
+    assert_same_call(same);
     call_end(stage, ch, call);
 }

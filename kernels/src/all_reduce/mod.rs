@@ -808,8 +808,8 @@ fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
         // Push trades its identity in its barrier (`enter_barrier_trading`).
         Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
         // All ones: every slot starts empty. One more 16-byte vector per
-        // region, past any call's data, for the call's identity message
-        // (`sig_vec`).
+        // region, past any call's data, for the call's identity, which
+        // travels as the message's last vector (`lamport_message`).
         Path::Lamport => {
             grow_with_tail::<E, LamportFamily>(comm, per_region, id_tail, 2 * world, 0xFF)
         }
