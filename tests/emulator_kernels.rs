@@ -456,6 +456,49 @@ fn the_examples_kernel_runs_against_a_float64_reference() {
     });
 }
 
+/// A checked LL gather (`gather_tagged2_checked`) that finds a peer's
+/// packets of this round from another call (rank `world - 1`'s tag differs
+/// outside the round's bits) fails every rank at once with a call
+/// mismatch naming that rank and the failing thread (block 0, thread 0),
+/// where a plain gather would wait until the kernel timeout.
+#[test]
+fn a_checked_gather_names_the_rank_in_another_call() {
+    for world in [2, 3] {
+        let Some(r) = ranks(world) else { return };
+        let odd = world - 1;
+        let t0 = Instant::now();
+        let err = run(r, assert_options(), |c| {
+            run_gather_mismatch(c, odd as u32, T)
+        })
+        .expect_err("every rank takes the odd rank's packets of another call");
+        let took = t0.elapsed();
+        assert_eq!(err.errors.len(), world, "{err}");
+        for (rank, e) in &err.errors {
+            let Error::CallMismatch {
+                kernel,
+                rank: r,
+                block,
+                thread,
+                peer,
+            } = e
+            else {
+                panic!("rank {rank}: expected a call mismatch, got: {e}")
+            };
+            assert_eq!(
+                (kernel.as_str(), *r, *block, *thread, *peer),
+                ("gather_packets", *rank, 0, 0, odd),
+                "{e}"
+            );
+            assert!(e.to_string().contains("different calls"), "{e}");
+        }
+        // At once: well within the kernel timeout (2 s on a GPU, T here).
+        assert!(
+            took < Duration::from_secs(2),
+            "world {world}: failed after {took:?}"
+        );
+    }
+}
+
 #[test]
 fn a_gather_names_the_rank_whose_data_never_came() {
     if !emulator_only() {

@@ -12,7 +12,8 @@
  *   SYMM_SIGNAL_BLOCKS, SYMM_MAX_WORLD, SYMM_PAD_SLOTS   symm::layout
  *   SYMM_KIND_PUT, SYMM_KIND_WAIT,                       symm::signal::SignalKind
  *   SYMM_KIND_BARRIER_PUT, SYMM_KIND_BARRIER_WAIT
- *   SYMM_KIND_OUT_OF_BOUNDS, SYMM_KIND_ASSERT            symm::status (record kinds)
+ *   SYMM_KIND_OUT_OF_BOUNDS, SYMM_KIND_ASSERT,           symm::status (record kinds)
+ *   SYMM_KIND_ABORTED, SYMM_KIND_MISMATCH
  *
  * And what the runtime #defines ahead of everything for each instantiation
  * it compiles (defaults below):
@@ -102,6 +103,10 @@ static __device__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u3
    (see symm::status::AssertFailed for the layout), unless an earlier failure
    already did. Block and thread are linear. */
 static __device__ __attribute__((unused)) void symm_record_assert(symm_u32* status, symm_u32 rank, symm_u32 fn, symm_u32 index);
+/* Records that this thread of kernel SYMM_KERNEL_ID took rank `peer`'s data
+   of another call (see symm::status::CallMismatch for the layout), unless
+   an earlier failure already did. */
+static __device__ __attribute__((unused)) void symm_record_mismatch(symm_u32* status, symm_u32 rank, symm_u32 peer);
 /* Signals rank `dst` on `channel` from this block: a system-scope fence,
    then CAS 0 -> 1 (release) on dst's slot for this rank, spinning while the
    previous signal is unconsumed. 1 on success; 0 after recording a timeout
@@ -268,7 +273,12 @@ template<class X> __device__ __forceinline__ symm_u64 symm_dsl_load_tagged(const
 template<class X> __device__ __forceinline__ symm_array<symm_u64, 2> symm_dsl_load_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 i, symm_u32 tag, symm_u32 from);
 /* Packet pairs of every rank r in the bit set `ranks`, at first + r * stride. */
 template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag);
-template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2_masked(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag, symm_u32 mask);
+/* gather_tagged2 that fails the call when a pair's tags agree with `tag` in
+   the bits of `round` but not whole (a peer's packets of this round, of
+   another call): records SYMM_KIND_MISMATCH naming the rank and ends the
+   thread. Checked only while waiting, so a pair that arrived whole costs
+   what gather_tagged2 costs. */
+template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2_checked(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag, symm_u32 round);
 /* 8-byte LL data at element i (16 bytes: two words of tag << 32 | 32 data
    bits, low half first): sent in one volatile 16-byte store; received once
    both words carry `tag`; and of every rank r in `ranks`, at

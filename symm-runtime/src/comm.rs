@@ -648,6 +648,7 @@ impl Comm {
             Error::SignalTimeout { .. }
             | Error::KernelFault { .. }
             | Error::KernelAssert { .. }
+            | Error::CallMismatch { .. }
             | Error::KernelHang { .. }
             | Error::PeerFailed { .. },
         ) = &r

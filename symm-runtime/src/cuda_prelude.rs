@@ -77,6 +77,10 @@ pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
     v.push(("SYMM_KIND_OUT_OF_BOUNDS", u64::from(OUT_OF_BOUNDS_KIND)));
     v.push(("SYMM_KIND_ASSERT", u64::from(ASSERT_KIND)));
     v.push(("SYMM_KIND_ABORTED", u64::from(crate::status::ABORTED_KIND)));
+    v.push((
+        "SYMM_KIND_MISMATCH",
+        u64::from(crate::status::MISMATCH_KIND),
+    ));
     v.push(("SYMM_ABORT_WORD", crate::status::ABORT_WORD as u64));
     v.push(("SYMM_ABORT_POLL_NS", crate::status::ABORT_POLL_NS));
     v
@@ -180,6 +184,10 @@ mod tests {
             ),
             ("SYMM_KIND_ASSERT", u64::from(crate::status::ASSERT_KIND)),
             ("SYMM_KIND_ABORTED", u64::from(crate::status::ABORTED_KIND)),
+            (
+                "SYMM_KIND_MISMATCH",
+                u64::from(crate::status::MISMATCH_KIND),
+            ),
             ("SYMM_ABORT_WORD", crate::status::ABORT_WORD as u64),
             ("SYMM_ABORT_POLL_NS", crate::status::ABORT_POLL_NS),
         ];

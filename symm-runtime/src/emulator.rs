@@ -568,6 +568,10 @@ struct Fault(String);
 /// `file:line:column` (the failing thread adds the rest).
 struct AssertFault(&'static str, String);
 
+/// The payload of a receive that took a peer's data of another call: the
+/// peer. Ends only the thread, as [`AssertFault`] does.
+struct MismatchFault(usize);
+
 struct Launch {
     name: &'static str,
     /// Where a thread's bounded wait that gave up records it (the rank's
@@ -687,6 +691,9 @@ impl KernelThread for Thread {
     }
     fn assert_failed(&self, message: &'static str, location: String) -> ! {
         std::panic::resume_unwind(Box::new(AssertFault(message, location)))
+    }
+    fn call_mismatch(&self, peer: usize) -> ! {
+        std::panic::resume_unwind(Box::new(MismatchFault(peer)))
     }
     fn fail(&self, message: String, loc: &'static Location<'static>) -> ! {
         std::panic::resume_unwind(Box::new(Fault(format!(
@@ -899,7 +906,7 @@ fn run_window(
             match r {
                 Err(payload) => {
                     let e = fault(launch, &threads[i], payload);
-                    if !matches!(e, Error::KernelAssert { .. }) {
+                    if !matches!(e, Error::KernelAssert { .. } | Error::CallMismatch { .. }) {
                         // The first failure is the one reported, as a
                         // GPU's status record keeps the first.
                         return Err(asserted.unwrap_or(e));
@@ -1161,6 +1168,18 @@ fn fault(launch: &Launch, t: &Thread, payload: Box<dyn std::any::Any + Send>) ->
                 thread: t.linear_thread,
                 message: a.0.to_string(),
                 location: a.1,
+            }
+        }
+        Err(p) => p,
+    };
+    let payload = match payload.downcast::<MismatchFault>() {
+        Ok(m) => {
+            return Error::CallMismatch {
+                kernel: launch.name.to_string(),
+                rank: launch.rank as usize,
+                block: t.linear_block,
+                thread: t.linear_thread,
+                peer: m.0,
             }
         }
         Err(p) => p,

@@ -137,6 +137,29 @@ pub enum Error {
         timeout_ms: u64,
     },
 
+    /// A receive took a peer's data of another call: its tag agreed with
+    /// the awaited one in the bits that say "this round" but not whole
+    /// (`gather_tagged2_checked`, which the all-reduce's LL path waits
+    /// with). The ranks made different collective calls; the thread that
+    /// found it recorded it and stopped, as for a failed `kernel_assert!`.
+    #[error(
+        "kernel `{kernel}` on rank {rank}, block {block}, thread {thread}: rank {peer}'s data \
+         belongs to another call: the ranks made different calls (buffer, offset, size, element \
+         type or kernel differ); every rank must make the same collective calls in the same order"
+    )]
+    CallMismatch {
+        /// The kernel.
+        kernel: String,
+        /// Rank whose kernel found the mismatch.
+        rank: usize,
+        /// Linear block index (x fastest).
+        block: u32,
+        /// Linear thread index in the block (x fastest).
+        thread: u32,
+        /// The peer whose data was of another call.
+        peer: usize,
+    },
+
     /// A caller passed something symm cannot use.
     #[error("rank {rank}: invalid argument: {message}")]
     InvalidArgument {

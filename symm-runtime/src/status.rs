@@ -81,6 +81,10 @@ pub(crate) const ASSERT_KIND: u32 = 17;
 /// waited on left the group (`SYMM_KIND_ABORTED` on the device).
 pub(crate) const ABORTED_KIND: u32 = 18;
 
+/// The record kind of a receive that found a peer's data of another call
+/// (`SYMM_KIND_MISMATCH` on the device; see [`CallMismatch`]).
+pub(crate) const MISMATCH_KIND: u32 = 19;
+
 /// The status record's abort word (`SYMM_ABORT_WORD`): bit `r` set by the
 /// host stops this stream's kernels' waits on rank `r` (every bit, when a
 /// rank of the group failed). No record writes it.
@@ -233,6 +237,34 @@ impl AssertFailed {
     }
 }
 
+/// The status record of a receive that found a peer's data of another
+/// call (kind [`MISMATCH_KIND`]): `gather_tagged2_checked` took a packet
+/// whose tag agrees with the awaited one in its round's bits but not whole.
+///
+/// Word layout: `[flag, kind, rank, block, kernel, peer, thread, 0, ...]`,
+/// `block`, `thread` and `kernel` as in [`OutOfBounds`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CallMismatch {
+    pub rank: usize,
+    pub block: u32,
+    pub thread: u32,
+    pub kernel: u32,
+    pub peer: usize,
+}
+
+impl CallMismatch {
+    /// The error, worded as the emulator words it.
+    pub(crate) fn into_error(self) -> crate::Error {
+        crate::Error::CallMismatch {
+            kernel: kernel_named(self.kernel).1,
+            rank: self.rank,
+            block: self.block,
+            thread: self.thread,
+            peer: self.peer,
+        }
+    }
+}
+
 /// What a kernel recorded in its status record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DeviceRecord {
@@ -242,6 +274,8 @@ pub(crate) enum DeviceRecord {
     OutOfBounds(OutOfBounds),
     /// A `kernel_assert!` failed.
     Assert(AssertFailed),
+    /// A receive found a peer's data of another call.
+    Mismatch(CallMismatch),
     /// The host stopped a wait of `rank` on `peer`, which left the group
     /// (see [`ABORT_WORD`]).
     Aborted {
@@ -278,6 +312,15 @@ impl DeviceRecord {
                 peer: w[4] as usize,
             });
         }
+        if w[1] == MISMATCH_KIND {
+            return Some(DeviceRecord::Mismatch(CallMismatch {
+                rank: w[2] as usize,
+                block: w[3],
+                kernel: w[4],
+                peer: w[5] as usize,
+                thread: w[6],
+            }));
+        }
         if w[1] == ASSERT_KIND {
             return Some(DeviceRecord::Assert(AssertFailed {
                 rank: w[2] as usize,
@@ -306,6 +349,7 @@ impl DeviceRecord {
             DeviceRecord::Timeout(r) => r.into_error(),
             DeviceRecord::OutOfBounds(r) => r.into_error(),
             DeviceRecord::Assert(r) => r.into_error(),
+            DeviceRecord::Mismatch(r) => r.into_error(),
             DeviceRecord::Aborted { rank, peer } => crate::Error::PeerFailed {
                 rank,
                 peer,
@@ -670,5 +714,28 @@ mod tests {
         assert_eq!(SignalKind::from_code(0), None);
         assert_eq!(SignalKind::from_code(OUT_OF_BOUNDS_KIND), None);
         assert_eq!(SignalKind::from_code(ASSERT_KIND), None);
+        assert_eq!(SignalKind::from_code(MISMATCH_KIND), None);
+    }
+
+    /// A call mismatch comes back with its rank, block, thread and peer,
+    /// and the kernel's name once registered (its id otherwise).
+    #[test]
+    fn a_call_mismatch_decodes_with_its_peer() {
+        let rec = DeviceRecord::decode(&record(&[1, MISMATCH_KIND, 3, 9, 0x5eed_0077, 2, 40]));
+        assert_eq!(
+            rec,
+            Some(DeviceRecord::Mismatch(CallMismatch {
+                rank: 3,
+                block: 9,
+                thread: 40,
+                kernel: 0x5eed_0077,
+                peer: 2,
+            }))
+        );
+        let msg = rec.unwrap().into_error().to_string();
+        assert!(
+            msg.starts_with("kernel `#5eed0077` on rank 3, block 9, thread 40: rank 2's data belongs to another call: the ranks made different calls"),
+            "{msg}"
+        );
     }
 }

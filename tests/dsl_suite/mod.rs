@@ -741,29 +741,42 @@ pub fn gather_vectors<T: Scalar, const N: usize>(
 /// each rank stores `(t, seed ^ rank)` and `(t, seed ^ rank ^ 1)` into
 /// slot `rank` (elements `2 rank..`) of every rank's `stage`, then gathers
 /// every slot into `out[2 r..]`: with `gather_tagged2` for `tag` when
-/// `mask` is all ones (`t` is `tag`), else with `gather_tagged2_masked`,
-/// each rank's `t` differing from `tag` outside `mask` (bits 24.. hold
-/// `rank + 1` there), which must come back whole. Thread 0 of block 0.
+/// `round` is all ones, else with `gather_tagged2_checked` (`round` the
+/// bits that say "this round"). `t` is `tag`, except on rank `odd`, whose
+/// `t` differs from it outside `round` (bit 24): a packet of this round
+/// from another call, which fails every rank's checked gather. Thread 0 of
+/// block 0.
 #[symm_kernel]
-pub fn gather_packets(stage: SymmBuf<u64>, out: &mut [u64], tag: u32, seed: u32, mask: u32) {
+pub fn gather_packets(
+    stage: SymmBuf<u64>,
+    out: &mut [u64],
+    tag: u32,
+    seed: u32,
+    round: u32,
+    odd: u32,
+) {
     if thread_idx_x() != 0 || block_idx_x() != 0 {
         return;
     }
     let rank = stage.rank();
     let world = stage.world_size();
-    let t = tag ^ (((rank + 1) << 24) & !mask);
+    let t = if rank == odd {
+        tag ^ 0x0100_0000u32
+    } else {
+        tag
+    };
     let hi = (t as u64) << 32;
     let pkt: [u64; 2] = [hi | ((seed ^ rank) as u64), hi | ((seed ^ rank ^ 1) as u64)];
     for r in 0..world {
         stage.peer(r).store_vec_volatile::<2>(rank * 2, pkt);
     }
     let ranks = (1u32 << world) - 1;
-    let got: [[u64; 2]; 8] = if mask == 0xFFFF_FFFFu32 {
+    let got: [[u64; 2]; 8] = if round == 0xFFFF_FFFFu32 {
         stage.local().gather_tagged2(0u32, 2u32, ranks, tag)
     } else {
         stage
             .local()
-            .gather_tagged2_masked(0u32, 2u32, ranks, tag, mask)
+            .gather_tagged2_checked(0u32, 2u32, ranks, tag, round)
     };
     for r in 0..world {
         let g = got[r];
@@ -772,20 +785,21 @@ pub fn gather_packets(stage: SymmBuf<u64>, out: &mut [u64], tag: u32, seed: u32,
     }
 }
 
-/// What [`gather_packets`] writes on every rank of `world`.
-pub fn gather_packets_ref(world: u32, tag: u32, seed: u32, mask: u32) -> Vec<u64> {
+/// What [`gather_packets`] writes on every rank of `world` (no odd rank).
+pub fn gather_packets_ref(world: u32, tag: u32, seed: u32) -> Vec<u64> {
     (0..world)
         .flat_map(|r| {
-            let hi = u64::from(tag ^ (((r + 1) << 24) & !mask)) << 32;
+            let hi = u64::from(tag) << 32;
             [hi | u64::from(seed ^ r), hi | u64::from(seed ^ r ^ 1)]
         })
         .collect()
 }
 
-/// The masks of [`run_gather_packets`]' rounds: `gather_tagged2`, then
-/// `gather_tagged2_masked` (round 1's packets, still in the stage, differ
-/// from round 2's tag inside the mask, so they must not be taken).
-pub const GATHER_PACKET_MASKS: [u32; 2] = [u32::MAX, 0x00FF_FFFF];
+/// The round masks of [`run_gather_packets`]' rounds: `gather_tagged2`,
+/// then `gather_tagged2_checked` (round 1's packets, still in the stage,
+/// differ from round 2's tag inside the mask: they must be neither taken
+/// nor called another call's).
+pub const GATHER_PACKET_ROUNDS: [u32; 2] = [u32::MAX, 0x00FF_FFFF];
 
 /// [`gather_vectors`] on `c`'s rank with `mine` as its vector, on a fresh
 /// stage that starts empty (all ones) and no silent rank; returns `out`
@@ -823,13 +837,34 @@ pub fn run_gather_packets(
     let mut out = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
     let mut rounds = Vec::new();
     let ch = symm::signal::Channel::request(c)?;
-    for (tag, mask) in [1u32, 2].into_iter().zip(GATHER_PACKET_MASKS) {
+    for (tag, round) in [1u32, 2].into_iter().zip(GATHER_PACKET_ROUNDS) {
         s.barrier(&ch, timeout)?;
         let cfg = symm::LaunchConfig::linear(1, 32);
-        gather_packets::launch(c, cfg, &s, &mut out, tag, seed ^ tag, mask)?;
+        gather_packets::launch(c, cfg, &s, &mut out, tag, seed ^ tag, round, u32::MAX)?;
         rounds.push(out.to_host()?);
     }
     Ok(rounds)
+}
+
+/// [`gather_packets`] with a checked gather on `c`'s rank, where rank `odd`
+/// sends packets of this round from another call: every rank must fail
+/// with [`symm::Error::CallMismatch`] naming `odd`. Returns what the
+/// launch and the synchronisation after it returned.
+pub fn run_gather_mismatch(
+    c: &symm::Comm,
+    odd: u32,
+    timeout: std::time::Duration,
+) -> symm::Result<Vec<u64>> {
+    let world = c.world_size();
+    let stage = c.alloc::<u64>(2 * world)?;
+    stage.fill_bytes(0)?;
+    let s = stage.rendezvous()?;
+    let mut out = c.device_buffer_from(&vec![u64::MAX; 2 * world])?;
+    s.barrier(&symm::signal::Channel::request(c)?, timeout)?;
+    let cfg = symm::LaunchConfig::linear(1, 32);
+    gather_packets::launch(c, cfg, &s, &mut out, 7, 99, 0x00FF_FFFF, odd)?;
+    c.synchronize()?;
+    out.to_host()
 }
 
 /// `shfl_down`, `shfl_up` and `shfl_idx` on 8-, 4- and 2-byte payloads:
@@ -1280,11 +1315,11 @@ pub fn run_gathers(c: &Comm, seed: u64, timeout: std::time::Duration) -> symm::R
         .into_iter()
         .enumerate()
     {
-        let (tag, mask) = (round as u32 + 1, GATHER_PACKET_MASKS[round]);
-        let want = gather_packets_ref(c.world_size() as u32, tag, seed ^ tag, mask);
+        let (tag, mask) = (round as u32 + 1, GATHER_PACKET_ROUNDS[round]);
+        let want = gather_packets_ref(c.world_size() as u32, tag, seed ^ tag);
         check_bits(
             c,
-            &format!("gather_tagged2, tag {tag}, mask {mask:#x}"),
+            &format!("gather_tagged2, tag {tag}, round {mask:#x}"),
             &got,
             &want,
         )?;

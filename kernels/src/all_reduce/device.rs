@@ -306,13 +306,15 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     // The tag: the epoch's low 31 bits with bits 8..31 of the call's
     // identity `sig` folded in (one XOR), and the top bit set, so that no
     // tag is ever zero (never-written staging, or a slot cleared below).
-    // A packet arrives on the top bit and the epoch's low 8 bits
-    // (the parity among them) and is then checked whole: a peer in another
-    // call of the same epoch (another buffer or size on this stage) or one
-    // a multiple of 256 calls away fails the call at once, up to a 2^-23
-    // chance that two identities agree in those bits; a peer in another
-    // epoch sends packets this call never takes, and the wait reports it at
-    // the kernel timeout (as do pairs a peer of another size never sends).
+    // A packet arrives when its tag is `want` whole. One that agrees with
+    // it in the top bit and the epoch's low 8 bits (the parity among them)
+    // but not whole is a peer's packet of this round from another call
+    // (another buffer or size on this stage, or a peer a multiple of 256
+    // calls away): the wait fails the call at once, naming the peer
+    // (`gather_tagged2_checked`), up to a 2^-23 chance that two identities
+    // agree in those bits. A peer in another epoch sends packets this call
+    // never takes, and the wait reports it at the kernel timeout (as do
+    // pairs a peer of another size never sends).
     let want = ((epoch ^ (sig & 0x7FFF_FF00u32)) & 0x7FFF_FFFFu32) | 0x8000_0000u32;
     let tag = (want as u64) << 32;
     let mut g = first;
@@ -327,24 +329,20 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         words = ll_words::<T, P>(src, g, n);
     }
     // Slot r of pair q holds rank r's packets: every rank's are polled
-    // together (one memory round trip after the last one lands). A packet
-    // counts as arrived when its tag agrees with `want` in the top bit and
-    // the epoch's low 8 bits (mask 0x8000_00FF), and is then checked
-    // whole, where an exact wait would wait for another call's packets
-    // until the kernel timeout.
+    // together (one memory round trip after the last one lands); the wait
+    // checks for another call's packets only while it waits, so a call
+    // whose packets are all there pays nothing for the check.
     let ranks = (1u32 << world) - 1;
-    let mut same = true;
     let mut q = first;
     while q < pairs {
         let at = (parity * world * cap + q) * 2;
         let got: [[u64; 2]; 8] =
-            mine.gather_tagged2_masked(at, cap * 2, ranks, want, 0x8000_00FFu32);
+            mine.gather_tagged2_checked(at, cap * 2, ranks, want, 0x8000_00FFu32);
         let mut lo: [f32; P] = [0.0f32; P];
         let mut hi: [f32; P] = [0.0f32; P];
         for r in 0..8u32 {
             if r < world {
                 let v = got[r];
-                same = same && (v[0] >> 32) as u32 == want && (v[1] >> 32) as u32 == want;
                 let b0 = v[0] as u32;
                 let b1 = v[1] as u32;
                 for k in 0..P {
@@ -367,8 +365,8 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         q += stride;
     }
     // A packet left in a slot since epoch e (by a larger call than those
-    // since) would pass for one of epoch e + 256, whose low 8 bits agree,
-    // and fail that healthy call. So once every 256 epochs of each parity
+    // since) would agree with one of epoch e + 256 in the bits the wait
+    // checks, and fail that healthy call. So once every 256 epochs of each parity
     // (the epoch's low 8 bits 0 or 1) each thread clears all of this
     // parity's slots it reads at any size, `first..cap` by the stride,
     // after its own reads (a peer writes them again only in the call after
@@ -384,7 +382,6 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
             q += stride;
         }
     }
-    assert_same_call(same);
     call_end(stage, ch, epoch);
 }
 // ANCHOR_END: ll

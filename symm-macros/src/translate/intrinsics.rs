@@ -232,8 +232,8 @@ pub const METHODS: &[MethodDef] = &[
     )
     .ctx(),
     call(
-        "gather_tagged2_masked",
-        "symm_dsl_gather_tagged2_masked",
+        "gather_tagged2_checked",
+        "symm_dsl_gather_tagged2_checked",
         &[U64, U64, U32, U32, U32],
     )
     .ctx(),

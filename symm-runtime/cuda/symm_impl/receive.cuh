@@ -23,8 +23,8 @@ static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_lowest_b
     asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(x & (0u - x)));
     return r;
 }
-template<class V, class Load, class Ready, class From>
-__device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slots, V (&v)[8], Load load, Ready ready, From from) {
+template<class V, class Load, class Ready, class From, class Wrong>
+__device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slots, V (&v)[8], Load load, Ready ready, From from, Wrong wrong) {
 #pragma unroll
     for (symm_u32 r = 0; r < 8; ++r) if (slots >> r & 1u) v[r] = load(r);
     symm_u32 pending = 0;
@@ -36,6 +36,10 @@ __device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slo
         const symm_u32 first = symm_lowest_bit(pending);
         V cur = load(first);
         while (!ready(cur)) {
+            if (wrong(cur)) {
+                symm_record_mismatch(c.status, c.rank, from(first));
+                asm volatile("exit;");
+            }
             if (symm_wait_gives_up(c.status, start, c.timeout_ns, SYMM_KIND_WAIT, c.rank, from(first), 0xffffffffu)) asm volatile("exit;");
             cur = load(first);
         }
@@ -49,6 +53,10 @@ __device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slo
         for (symm_u32 r = 0; r < 8; ++r) if ((pending >> r & 1u) && ready(v[r])) pending &= ~(1u << r);
         if (!pending) return;
     }
+}
+template<class V, class Load, class Ready, class From>
+__device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slots, V (&v)[8], Load load, Ready ready, From from) {
+    symm_wait_slots(c, slots, v, load, ready, from, [](const V&) { return false; });
 }
 
 /* The words a sentinel receive polls for elements of type T: two 8-byte
@@ -160,13 +168,19 @@ template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>,
     return out;
 }
 
-/* gather_tagged2 taking a pair when both tags agree with `tag` in the bits
-   of `mask`, returned whole, for the caller to check the rest. */
-template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2_masked(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag, symm_u32 mask) {
+/* gather_tagged2 that fails the call on a pair whose tags agree with `tag`
+   in the bits of `round` but not whole. The check runs only in the wait
+   loop, on a slot that is not (yet) the awaited pair: the path of a pair
+   that arrived on the first load is gather_tagged2's. */
+template<class X> __device__ __forceinline__ symm_array<symm_array<symm_u64, 2>, 8> symm_dsl_gather_tagged2_checked(const symm_kctx& c, symm_slice<X> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, symm_u32 tag, symm_u32 round) {
     ranks = symm_slots_in(c, s, first, stride, ranks, 16);
     symm_array<symm_u64, 2> v[8] = {};
     symm_wait_slots(c, ranks, v, [&](symm_u32 r) { return symm_ld_vec_volatile<symm_u64, 2>((const symm_u64*)(s.ptr + first + r * stride)); },
-                    [&](const symm_array<symm_u64, 2>& x) { return ((((symm_u32)(x[0] >> 32)) ^ tag) & mask) == 0u && ((((symm_u32)(x[1] >> 32)) ^ tag) & mask) == 0u; }, [](symm_u32 r) { return r; });
+                    [&](const symm_array<symm_u64, 2>& x) { return symm_tagged2_ready(x, tag); }, [](symm_u32 r) { return r; },
+                    [&](const symm_array<symm_u64, 2>& x) {
+                        const symm_u32 t0 = (symm_u32)(x[0] >> 32), t1 = (symm_u32)(x[1] >> 32);
+                        return (((t0 ^ tag) & round) == 0u && t0 != tag) || (((t1 ^ tag) & round) == 0u && t1 != tag);
+                    });
     symm_array<symm_array<symm_u64, 2>, 8> out;
 #pragma unroll
     for (int r = 0; r < 8; ++r) out[r] = v[r];

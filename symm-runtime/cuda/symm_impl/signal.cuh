@@ -67,6 +67,17 @@ static __device__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u3
     }
 }
 
+static __device__ __attribute__((unused)) void symm_record_mismatch(symm_u32* status, symm_u32 rank, symm_u32 peer) {
+    /* Claimed and published as a timeout is. */
+    if (symm_atom_cas_acq_rel_sys_u32(status, 0u, 2u) == 0u) {
+        status[1] = SYMM_KIND_MISMATCH; status[2] = rank;
+        status[3] = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        status[4] = SYMM_KERNEL_ID; status[5] = peer;
+        status[6] = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+        symm_st_release_sys_u32(status, 1u);
+    }
+}
+
 static __device__ __attribute__((unused)) void symm_record_assert(symm_u32* status, symm_u32 rank, symm_u32 fn, symm_u32 index) {
     /* Claimed and published as a timeout is. */
     if (symm_atom_cas_acq_rel_sys_u32(status, 0u, 2u) == 0u) {

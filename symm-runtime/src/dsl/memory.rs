@@ -274,6 +274,22 @@ fn gather<V: Copy>(
     load: impl Fn(u64) -> V,
     ready: impl Fn(&V) -> bool,
 ) -> [V; MAX_WORLD_SIZE] {
+    gather_checked(name, what, addrs, zero, load, ready, |_| false)
+}
+
+/// [`gather`] that stops the thread's kernel with a call mismatch naming
+/// rank r when slot r, not ready, is `wrong` (the device checks it in its
+/// wait loop, as here).
+#[track_caller]
+fn gather_checked<V: Copy>(
+    name: &str,
+    what: &dyn Fn(usize) -> String,
+    addrs: [Option<u64>; MAX_WORLD_SIZE],
+    zero: V,
+    load: impl Fn(u64) -> V,
+    ready: impl Fn(&V) -> bool,
+    wrong: impl Fn(&V) -> bool,
+) -> [V; MAX_WORLD_SIZE] {
     let loc = std::panic::Location::caller();
     let missing = std::cell::Cell::new(0usize);
     current(name, |t| {
@@ -289,8 +305,13 @@ fn gather<V: Copy>(
                 for (r, a) in addrs.iter().enumerate() {
                     if let Some(a) = *a {
                         out[r] = load(a);
-                        if !ready(&out[r]) && first_missing.is_none() {
-                            first_missing = Some(r);
+                        if !ready(&out[r]) {
+                            if wrong(&out[r]) {
+                                t.call_mismatch(r);
+                            }
+                            if first_missing.is_none() {
+                                first_missing = Some(r);
+                            }
                         }
                     }
                 }
@@ -337,13 +358,7 @@ fn untag64([lo, hi]: [u64; 2]) -> u64 {
 
 /// Whether both words of a packet pair carry `tag` in their high 32 bits.
 fn tagged_pair(v: &[u64; 2], tag: u32) -> bool {
-    tagged_pair_masked(v, tag, u32::MAX)
-}
-
-/// Whether both words of a packet pair carry `tag` in the bits of `mask`
-/// of their high 32 bits.
-fn tagged_pair_masked(v: &[u64; 2], tag: u32, mask: u32) -> bool {
-    v.iter().all(|w| ((w >> 32) as u32 ^ tag) & mask == 0)
+    v.iter().all(|w| (w >> 32) as u32 == tag)
 }
 
 /// The LL receives, and the 8-byte LL send, on handles of `u64` packets.
@@ -394,54 +409,51 @@ macro_rules! tagged {
                 ranks: u32,
                 tag: u32,
             ) -> [[u64; 2]; MAX_WORLD_SIZE] {
-                self.gather_pairs("gather_tagged2", first, stride, ranks, tag, u32::MAX)
+                gather(
+                    "gather_tagged2",
+                    &|r| format!("LL packets from rank {r} with tag {tag}"),
+                    self.slot_addrs::<2>(first, stride, ranks),
+                    [0u64; 2],
+                    load_pair,
+                    |v| tagged_pair(v, tag),
+                )
             }
 
-            /// [`gather_tagged2`](Self::gather_tagged2) that takes a pair
-            /// when both tags agree with `tag` in the bits of `mask`, and
-            /// returns it whole: a caller that folds more into its tags
-            /// (a call's identity) waits only for the part that says
-            /// "arrived" (the epoch) and then checks the rest, so a peer
-            /// that sent something else fails at once instead of never
-            /// arriving. `ld.volatile.global.v2.b64` for each slot, in a
-            /// loop.
+            /// [`gather_tagged2`](Self::gather_tagged2) that fails the call
+            /// on a pair from another call: one whose tags agree with `tag`
+            /// in the bits of `round` (those that say "this round", such as
+            /// an epoch's low bits) but not whole (a caller that folds more
+            /// into its tags, such as a call's identity). The thread records
+            /// a call mismatch naming the rank
+            /// ([`Error::CallMismatch`](crate::Error::CallMismatch)) and
+            /// stops, as a failed `kernel_assert!` does, where a plain wait
+            /// would wait for the kernel timeout. Checked only while
+            /// waiting, so a pair that arrived whole costs what
+            /// `gather_tagged2` costs. `ld.volatile.global.v2.b64` for each
+            /// slot, in a loop.
             #[track_caller]
-            pub fn gather_tagged2_masked(
+            pub fn gather_tagged2_checked(
                 &self,
                 first: impl DslIndex,
                 stride: u32,
                 ranks: u32,
                 tag: u32,
-                mask: u32,
-            ) -> [[u64; 2]; MAX_WORLD_SIZE] {
-                self.gather_pairs("gather_tagged2_masked", first, stride, ranks, tag, mask)
-            }
-
-            /// The packet-pair gather of `op` (`gather_tagged2`, masked or
-            /// not: a mask of all ones asks for the whole tag).
-            #[track_caller]
-            fn gather_pairs(
-                &self,
-                op: &'static str,
-                first: impl DslIndex,
-                stride: u32,
-                ranks: u32,
-                tag: u32,
-                mask: u32,
+                round: u32,
             ) -> [[u64; 2]; MAX_WORLD_SIZE] {
                 let addrs = self.slot_addrs::<2>(first, stride, ranks);
-                let under = if mask == u32::MAX {
-                    String::new()
-                } else {
-                    format!(" under mask {mask:#x}")
-                };
-                gather(
-                    op,
-                    &|r| format!("LL packets from rank {r} with tag {tag}{under}"),
+                gather_checked(
+                    "gather_tagged2_checked",
+                    &|r| format!("LL packets from rank {r} with tag {tag}"),
                     addrs,
                     [0u64; 2],
                     load_pair,
-                    |v| tagged_pair_masked(v, tag, mask),
+                    |v| tagged_pair(v, tag),
+                    |v| {
+                        v.iter().any(|w| {
+                            let t = (w >> 32) as u32;
+                            (t ^ tag) & round == 0 && t != tag
+                        })
+                    },
                 )
             }
 

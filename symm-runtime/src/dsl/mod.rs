@@ -70,7 +70,7 @@
 //! 16-byte `load_vec::<N>`/`store_vec` (also `_volatile`); receives of
 //! data that marks its own arrival: sentinel (`load_vec_ready`,
 //! `gather_ready`, elements of 1 to 8 bytes) and LL (`load_tagged`,
-//! `load_tagged2`, `gather_tagged2`, `gather_tagged2_masked`, and 8-byte
+//! `load_tagged2`, `gather_tagged2`, `gather_tagged2_checked`, and 8-byte
 //! data with `store_tagged64`,
 //! `load_tagged64`, `gather_tagged64`). On [`SymmBuf`]:
 //! `peer(r)`, `local()`, `pad(r)`, `rank()`, `world_size()`, `len()`,

@@ -50,6 +50,10 @@ pub trait KernelThread {
     /// Stops this thread's kernel: a `kernel_assert!` with `message` at
     /// `location` (`file:line:column`) found its condition false.
     fn assert_failed(&self, message: &'static str, location: String) -> !;
+    /// Stops this thread's kernel: a receive took rank `peer`'s data of
+    /// another call (`gather_tagged2_checked`), as a failed assertion stops
+    /// it.
+    fn call_mismatch(&self, peer: usize) -> !;
     /// Records a bounded wait that gave up, as a GPU kernel records it in
     /// its status word: reported at the rank's next synchronisation, while
     /// the thread goes on.
