@@ -557,24 +557,6 @@ pub fn lamport_load<T: DslFloat, const V: usize>(src: Remote<T>, at: u32, n: u32
     sentinel_scrub::<T, V>(v)
 }
 
-/// Vector `i` of this rank's message in a Lamport kernel: elements `i *
-/// V..` of `src` as [`lamport_load`] reads them for `i < vecs`, and at `i
-/// == vecs`, past the data, the call's identity ([`sig_vec`]).
-#[symm_kernel(device)]
-pub fn lamport_message<T: DslFloat, const V: usize>(
-    src: Remote<T>,
-    i: u32,
-    vecs: u32,
-    n: u32,
-    sig: u32,
-) -> [T; V] {
-    if i == vecs {
-        sig_vec::<T, V>(sig)
-    } else {
-        lamport_load::<T, V>(src, i * V as u32, n)
-    }
-}
-
 /// `own` (this rank's part, as [`lamport_load`] reads it) summed in f32 in
 /// rank order with every other rank r's part, which arrives at
 /// `stage[base + r * cap + j..]` (see [`sentinel_take_at`]).
@@ -629,45 +611,52 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     // loads ran one after the other.
     let call = call_begin(stage, ch);
     // The call's identity travels as one more vector of the message, at
-    // index `vecs` (past the data, [`lamport_message`]), sent and taken by
-    // whichever thread that index falls to, with the same gather as data:
-    // no round trip of its own. A peer in another call of this kernel with
+    // index `vecs` (past the data), sent and taken by the thread that index
+    // falls to, after its data (a thread with no data of its own at small
+    // sizes): no round trip of its own, and the data loops as they were. A peer in another call of this kernel with
     // as many elements (another buffer or offset) fails both, not a wrong
     // sum; one with more sends data where this rank's identity is expected
     // and fails this rank. (A peer with fewer never sends all this rank
     // waits for: the wait ends when the peer fails, or at the timeout.)
-    let mut v = lamport_message::<T, V>(src, first, vecs, n, sig);
+    let mut v = lamport_load::<T, V>(src, first * V as u32, n);
     // This thread's first vector stays in registers for its own part of the
     // sum (the common case at small sizes is one vector per thread).
     let mut own = v;
     let mut i = first;
-    while i <= vecs {
+    while i < vecs {
         for r in 0..world {
             if r != rank {
                 sentinel_send::<T, V>(stage, call, r, i * V as u32, v);
             }
         }
         i += stride;
-        v = lamport_message::<T, V>(src, i, vecs, n, sig);
+        v = lamport_load::<T, V>(src, i * V as u32, n);
+    }
+    // The loop ends at `vecs` in the thread whose index that is.
+    let ids = i == vecs;
+    if ids {
+        for r in 0..world {
+            if r != rank {
+                sentinel_send::<T, V>(stage, call, r, vecs * V as u32, sig_vec::<T, V>(sig));
+            }
+        }
     }
     let peers = all_ranks(stage) & !(1u32 << rank);
-    let mut same = true;
     let mut i = first;
-    while i <= vecs {
+    while i < vecs {
         let at = i * V as u32;
         let got = sentinel_take::<T, V>(stage, call, peers, at);
-        if i == vecs {
-            same = sent_call::<T, V>(got, peers, sig);
-        } else {
-            let res = sum_with_own::<T, V>(got, own, rank, world);
-            store_padded::<T, V>(out, at, n, res);
-        }
+        let res = sum_with_own::<T, V>(got, own, rank, world);
+        store_padded::<T, V>(out, at, n, res);
         i += stride;
         if i < vecs {
             own = lamport_load::<T, V>(src, i * V as u32, n);
         }
     }
-    assert_same_call(same);
+    if ids {
+        let got = sentinel_take::<T, V>(stage, call, peers, vecs * V as u32);
+        assert_same_call(sent_call::<T, V>(got, peers, sig));
+    }
     call_end(stage, ch, call);
 }
 // ANCHOR_END: lamport
@@ -713,18 +702,12 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     let sums = parts + world * cap;
     // Reduce-scatter: element j of every other chunk goes to its owner's
     // half-0 region for this rank. At j == chunk, past every chunk, the
-    // call's identity goes to every owner, as in the one-shot: sent and
-    // taken by whichever thread that index falls to, with no round trip of
-    // its own.
+    // call's identity goes to every owner, as in the one-shot.
     let mut j = first;
-    while j <= chunk {
+    while j < chunk {
         for c in 0..world {
-            if c != rank && (j == chunk || c * chunk + j < vecs) {
-                let v = if j == chunk {
-                    sig_vec::<T, V>(sig)
-                } else {
-                    lamport_load::<T, V>(src, (c * chunk + j) * V as u32, n)
-                };
+            if c != rank && c * chunk + j < vecs {
+                let v = lamport_load::<T, V>(src, (c * chunk + j) * V as u32, n);
                 stage
                     .peer(c)
                     .store_vec_volatile::<V>(parts + rank * cap + j * V as u32, v);
@@ -732,31 +715,35 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         }
         j += stride;
     }
-    // Sum this rank's chunk and push the sum to every rank; check every
-    // peer's identity.
-    let peers = all_ranks(stage) & !(1u32 << rank);
-    let mut same = true;
-    let mut j = first;
-    while j <= chunk {
-        if j == chunk {
-            let got = sentinel_take_at::<T, V>(mine, parts + j * V as u32, cap, peers, world);
-            same = sent_call::<T, V>(got, peers, sig);
-        } else if rank * chunk + j < vecs {
-            let at = (rank * chunk + j) * V as u32;
-            let own = lamport_load::<T, V>(src, at, n);
-            let sum = lamport_sum::<T, V>(own, mine, parts, cap, j * V as u32, rank, world);
-            // Sent as it is stored here, so every rank gets the same bits,
-            // and never with the empty bits.
-            let res = sentinel_scrub::<T, V>(sum);
-            for r in 0..world {
-                if r != rank {
-                    stage
-                        .peer(r)
-                        .store_vec_volatile::<V>(sums + rank * cap + j * V as u32, res);
-                }
+    // The loop ends at `chunk` in the thread whose index that is.
+    let ids = j == chunk;
+    if ids {
+        for c in 0..world {
+            if c != rank {
+                stage.peer(c).store_vec_volatile::<V>(
+                    parts + rank * cap + chunk * V as u32,
+                    sig_vec::<T, V>(sig),
+                );
             }
-            store_padded::<T, V>(out, at, n, res);
         }
+    }
+    // Sum this rank's chunk and push the sum to every rank.
+    let mut j = first;
+    while j < chunk && rank * chunk + j < vecs {
+        let at = (rank * chunk + j) * V as u32;
+        let own = lamport_load::<T, V>(src, at, n);
+        let sum = lamport_sum::<T, V>(own, mine, parts, cap, j * V as u32, rank, world);
+        // Sent as it is stored here, so every rank gets the same bits, and
+        // never with the empty bits.
+        let res = sentinel_scrub::<T, V>(sum);
+        for r in 0..world {
+            if r != rank {
+                stage
+                    .peer(r)
+                    .store_vec_volatile::<V>(sums + rank * cap + j * V as u32, res);
+            }
+        }
+        store_padded::<T, V>(out, at, n, res);
         j += stride;
     }
     // All-gather: copy out every other chunk's sum as it arrives (every
@@ -777,6 +764,10 @@ pub fn two_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
         }
         j += stride;
     }
-    assert_same_call(same);
+    if ids {
+        let peers = all_ranks(stage) & !(1u32 << rank);
+        let got = sentinel_take_at::<T, V>(mine, parts + chunk * V as u32, cap, peers, world);
+        assert_same_call(sent_call::<T, V>(got, peers, sig));
+    }
     call_end(stage, ch, call);
 }
