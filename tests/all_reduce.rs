@@ -508,17 +508,24 @@ fn staged_calls_of_changing_sizes_back_to_back() {
     }
 }
 
-/// LL packets arrive on the epoch's low 8 bits and are then checked
-/// whole, so a packet left in a slot from a call a multiple of 256 epochs
-/// earlier would count as arrived and then fail a healthy call as "different
-/// calls": once every 256 epochs of each parity (low 8 bits 0 or 1) the
-/// kernel clears all its slots. Two small calls, a large call (epoch 3),
-/// 255 small calls that leave its upper slots untouched (the clear falls
-/// at epoch 257, between the two), and the large call again (epoch 259,
-/// distance 256, the same parity, on one stage): every call is exact, and
-/// none fails.
+/// A packet left in an LL slot by a call a multiple of 256 epochs earlier
+/// agrees with a new call's tag in the bits the wait checks (the epoch's
+/// low 8), so it would fail a healthy call as "different calls": once
+/// every 256 epochs of each parity (low 8 bits 0 or 1) the kernel clears
+/// that parity's slots. A large call first grows the stage (epoch 1);
+/// then, for each parity, `lead` small calls, a large call (epoch 3, or
+/// 2), 255 small calls that leave its upper slots untouched (a small call
+/// clears them, at epoch 257, or 256), and the large call again (epoch
+/// 259, or 258: distance 256, the same parity, on one stage): every call
+/// is exact, and none fails.
 #[test]
 fn ll_calls_256_epochs_apart_do_not_read_stale_packets() {
+    for lead in [1, 0] {
+        ll_calls_256_epochs_apart(lead);
+    }
+}
+
+fn ll_calls_256_epochs_apart(lead: usize) {
     let world = 2;
     let Some(ranks) = ranks(world) else { return };
     // Both above LL_SMALL_BYTES, so they share one stage and its epochs.
@@ -532,7 +539,10 @@ fn ll_calls_256_epochs_apart_do_not_read_stale_packets() {
             let mut first = c.device_buffer_from(&vec![f32::NAN; big])?;
             let mut last = c.device_buffer_from(&vec![f32::NAN; big])?;
             let mut few = c.device_buffer_from(&vec![f32::NAN; small])?;
-            for _ in 0..2 {
+            // The stage at its final size, and epoch 1 spent.
+            let mut grow = c.device_buffer_from(&vec![f32::NAN; big])?;
+            all_reduce_with(Path::Ll, c, &s, &mut grow, big)?;
+            for _ in 0..lead {
                 all_reduce_with(Path::Ll, c, &s, &mut few, small)?;
             }
             all_reduce_with(Path::Ll, c, &s, &mut first, big)?;

@@ -120,8 +120,8 @@ fn ranks_in_different_calls_get_an_error_never_a_sum() {
 /// host's check of the calls' sequence off (as between ranks in different
 /// processes): the kernels must still tell the calls apart, and no rank
 /// may return a value: every path fails at once, saying the calls differ
-/// (LL checks the identity its packets carry in their tags once their
-/// epoch has arrived).
+/// (LL's wait finds packets of its epoch whose tags carry another
+/// identity, and fails naming the peer).
 #[test]
 fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
     for path in Path::ALL {

@@ -631,8 +631,8 @@ impl Comm {
     }
 
     /// Whether a kernel of this rank has reported a failure (a timeout in
-    /// the kernel, a failed `kernel_assert!`, or a fault or hang on the
-    /// emulator). A wait that gave up
+    /// the kernel, a failed `kernel_assert!`, a call mismatch, or a fault
+    /// or hang on the emulator). A wait that gave up
     /// may leave a peer's late data in staging that the next call would read
     /// as fresh, and call counters out of step with the peers', so the
     /// built-in all-reduce refuses to run on this rank afterwards (its peers

@@ -366,8 +366,8 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     }
     // A packet left in a slot since epoch e (by a larger call than those
     // since) would agree with one of epoch e + 256 in the bits the wait
-    // checks, and fail that healthy call. So once every 256 epochs of each parity
-    // (the epoch's low 8 bits 0 or 1) each thread clears all of this
+    // checks, and fail that healthy call. So once every 256 epochs of each
+    // parity (the epoch's low 8 bits 0 or 1) each thread clears all of this
     // parity's slots it reads at any size, `first..cap` by the stride,
     // after its own reads (a peer writes them again only in the call after
     // next, which starts after this kernel ended). Between any two epochs
@@ -613,11 +613,12 @@ pub fn one_shot_lamport<T: DslFloat, const V: usize, const W: usize>(
     // The call's identity travels as one more vector of the message, at
     // index `vecs` (past the data), sent and taken by the thread that index
     // falls to, after its data (a thread with no data of its own at small
-    // sizes): no round trip of its own, and the data loops as they were. A peer in another call of this kernel with
-    // as many elements (another buffer or offset) fails both, not a wrong
-    // sum; one with more sends data where this rank's identity is expected
-    // and fails this rank. (A peer with fewer never sends all this rank
-    // waits for: the wait ends when the peer fails, or at the timeout.)
+    // sizes): no round trip of its own, and the data loops as they were.
+    // A peer in another call of this kernel with as many elements (another
+    // buffer or offset) fails both, not a wrong sum; one with more sends
+    // data where this rank's identity is expected and fails this rank. (A
+    // peer with fewer never sends all this rank waits for: the wait ends
+    // when the peer fails, or at the timeout.)
     let mut v = lamport_load::<T, V>(src, first * V as u32, n);
     // This thread's first vector stays in registers for its own part of the
     // sum (the common case at small sizes is one vector per thread).

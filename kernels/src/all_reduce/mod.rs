@@ -185,8 +185,8 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     /// length instead, which `staging` makes exactly `2 × world` regions),
     /// and `cfg` is the path's grid. `sig` is the call's identity digest,
     /// which every kernel checks against its peers' (LL folds it into its
-    /// tags, the barrier kernels trade it at the barrier, the push and
-    /// Lamport kernels send it as one more vector past the data).
+    /// tags, the barrier kernels and push trade it at the entry barrier,
+    /// the Lamport kernels send it as one more vector past the data).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn __launch(
@@ -809,7 +809,8 @@ fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
         Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
         // All ones: every slot starts empty. One more 16-byte vector per
         // region, past any call's data, for the call's identity, which
-        // travels as the message's last vector (`lamport_message`).
+        // travels as the message's last vector (at index `vecs` in
+        // `one_shot_lamport`, `chunk` in `two_shot_lamport`).
         Path::Lamport => {
             grow_with_tail::<E, LamportFamily>(comm, per_region, id_tail, 2 * world, 0xFF)
         }

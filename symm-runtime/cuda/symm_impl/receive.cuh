@@ -17,7 +17,12 @@
    spin, not one per peer. v[] is only ever indexed by unrolled constants,
    so it stays in registers. A timeout, or the host stopping waits on the
    peer (symm_wait_gives_up), records peer `from(r)` of the slot it spins on
-   (data waits have no channel: 0xffffffff) and ends the thread. */
+   (data waits have no channel: 0xffffffff) and ends the thread. A slot
+   that is `wrong` (another call's data: see gather_tagged2_checked),
+   checked for every missing slot once the wait starts and after each
+   reload, and for the spun slot on each turn, records a mismatch naming
+   its peer and ends the thread. Receives without a check pass a `wrong`
+   that is always false, and compile to the loop without it. */
 static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_lowest_bit(symm_u32 x) {
     symm_u32 r;
     asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(x & (0u - x)));
@@ -33,6 +38,13 @@ __device__ __forceinline__ void symm_wait_slots(const symm_kctx& c, symm_u32 slo
     if (!pending) return;
     const symm_u64 start = symm_globaltimer();
     for (;;) {
+#pragma unroll
+        for (symm_u32 r = 0; r < 8; ++r) {
+            if ((pending >> r & 1u) && wrong(v[r])) {
+                symm_record_mismatch(c.status, c.rank, from(r));
+                asm volatile("exit;");
+            }
+        }
         const symm_u32 first = symm_lowest_bit(pending);
         V cur = load(first);
         while (!ready(cur)) {

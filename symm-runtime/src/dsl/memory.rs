@@ -429,8 +429,14 @@ macro_rules! tagged {
             /// stops, as a failed `kernel_assert!` does, where a plain wait
             /// would wait for the kernel timeout. Checked only while
             /// waiting, so a pair that arrived whole costs what
-            /// `gather_tagged2` costs. `ld.volatile.global.v2.b64` for each
-            /// slot, in a loop.
+            /// `gather_tagged2` costs. `round` must hold a bit that every
+            /// tag sets and the staging's empty state (and every cleared
+            /// slot) does not, or an empty slot reads as another call's.
+            /// The device checks every missing slot when it starts waiting
+            /// and after each arrival, and the slot it spins on each turn;
+            /// the emulator checks every missing slot on each poll (a
+            /// mismatch behind a peer that never arrives is a timeout on a
+            /// GPU). `ld.volatile.global.v2.b64` for each slot, in a loop.
             #[track_caller]
             pub fn gather_tagged2_checked(
                 &self,
