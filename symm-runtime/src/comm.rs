@@ -778,7 +778,7 @@ fn join_ledger(
     // token).
     let state = &group.state;
     let holder = crate::placement::process_token() ^ (Arc::as_ptr(state) as u64);
-    let mut mine = host_token().to_le_bytes().to_vec();
+    let mut mine = crate::placement::host_token().to_le_bytes().to_vec();
     mine.extend_from_slice(&holder.to_le_bytes());
     store.set(&key("holder", rank), &mine).map_err(fail)?;
     let keys: Vec<String> = (0..world).map(|r| key("holder", r)).collect();
@@ -976,10 +976,8 @@ impl Watch {
             .unwrap_or(0);
         if count != self.departures {
             self.departures = count;
-            for r in (0..world).filter(|&r| r != me) {
-                if let Some(d) = stored_down(store, prefix, r) {
-                    self.stopped |= d.stopped_ranks();
-                }
+            for d in stored_downs(store, prefix, me, world) {
+                self.stopped |= d.stopped_ranks();
             }
         }
         // Every look, so that a stream registered later is stopped too
@@ -993,20 +991,6 @@ impl Watch {
     }
 }
 
-/// A number for this machine's current boot, the same in every process on
-/// it: the kernel's boot id, folded. Where the kernel does not say, this
-/// process's own token: each such process counts as a host of its own
-/// (its ranks keep their own ledger) rather than all of them as one.
-fn host_token() -> u64 {
-    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    let hex: String = id.chars().filter(char::is_ascii_hexdigit).collect();
-    let half = |s: &str| u64::from_str_radix(s, 16).unwrap_or(0);
-    match hex.len() {
-        32 => half(&hex[..16]) ^ half(&hex[16..]),
-        _ => crate::placement::process_token(),
-    }
-}
-
 /// Rank `r`'s departure as the group's store holds it (`Departure`
 /// writes it: a failed flag byte, then the cause), if it left.
 fn stored_down(store: &dyn Store, prefix: &str, r: usize) -> Option<crate::emulator::Down> {
@@ -1016,6 +1000,19 @@ fn stored_down(store: &dyn Store, prefix: &str, r: usize) -> Option<crate::emula
         failed: v.first() == Some(&1),
         cause: String::from_utf8_lossy(v.get(1..).unwrap_or_default()).into_owned(),
     })
+}
+
+/// The departures the group's store holds of every rank but `me`, in rank
+/// order ([`stored_down`]).
+fn stored_downs<'a>(
+    store: &'a dyn Store,
+    prefix: &'a str,
+    me: usize,
+    world: usize,
+) -> impl Iterator<Item = crate::emulator::Down> + 'a {
+    (0..world)
+        .filter(move |&r| r != me)
+        .filter_map(move |r| stored_down(store, prefix, r))
 }
 
 fn down_key(prefix: &str, rank: usize) -> String {
@@ -1174,10 +1171,7 @@ fn peer_down(
     }
     store.try_get(&down_count_key(&group.prefix)).ok()??;
     let mut exited = None;
-    for r in (0..world).filter(|&r| r != me) {
-        let Some(d) = stored_down(store, &group.prefix, r) else {
-            continue;
-        };
+    for d in stored_downs(store, &group.prefix, me, world) {
         if d.failed {
             return Some(d);
         }

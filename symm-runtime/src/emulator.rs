@@ -109,10 +109,20 @@ pub(crate) struct Group {
     /// span states ([`crate::Comm`]'s join): the ledger every process of
     /// the host maps, or `None` where it could not be made or mapped.
     shared_ledger: std::sync::OnceLock<Option<crate::ledger::Ledger>>,
-    /// Whether a thread watches the store for departures of ranks in other
-    /// processes ([`Group::claim_watch`]), and whether that watch is over.
-    watching: AtomicBool,
-    watch_closed: Mutex<bool>,
+    /// The thread that watches the store for departures of ranks in other
+    /// processes ([`Group::claim_watch`]).
+    watch: Mutex<WatchState>,
+}
+
+/// Where a group state's store watch is.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum WatchState {
+    /// No rank of this process started one.
+    #[default]
+    Unclaimed,
+    Running,
+    /// A rank of this state left: no look runs any more.
+    Closed,
 }
 
 /// A rank's last word with the group's store host, and the host's rank
@@ -275,14 +285,19 @@ impl Group {
     /// Starts the store's watch for this group's state ([`crate::Comm`]'s
     /// join), unless a rank of this process did: true for the first.
     pub(crate) fn claim_watch(&self) -> bool {
-        !self.watching.swap(true, Ordering::AcqRel)
+        let mut w = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        let first = *w == WatchState::Unclaimed;
+        if first {
+            *w = WatchState::Running;
+        }
+        first
     }
 
     /// Runs `look` unless the watch was closed: held while it runs, so that
     /// closing waits for a look in progress. False once closed.
     pub(crate) fn watch_look(&self, look: impl FnOnce()) -> bool {
-        let closed = self.watch_closed.lock().unwrap_or_else(|p| p.into_inner());
-        if *closed {
+        let w = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        if *w == WatchState::Closed {
             return false;
         }
         look();
@@ -293,7 +308,7 @@ impl Group {
     /// after this returns, so nothing the watch held briefly (the store, a
     /// backend) is last dropped on its thread.
     pub(crate) fn close_watch(&self) {
-        *self.watch_closed.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        *self.watch.lock().unwrap_or_else(|p| p.into_inner()) = WatchState::Closed;
     }
 
     /// Registers what ends the device waits of one of `rank`'s streams
@@ -564,13 +579,15 @@ type Wait = (*const dyn Fn() -> String, &'static Location<'static>);
 /// The panic payload of a fault raised by a simulated thread.
 struct Fault(String);
 
-/// The panic payload of a failed `kernel_assert!`: its message and
-/// `file:line:column` (the failing thread adds the rest).
-struct AssertFault(&'static str, String);
-
-/// The payload of a receive that took a peer's data of another call: the
-/// peer. Ends only the thread, as [`AssertFault`] does.
-struct MismatchFault(usize);
+/// The panic payload of a failure that ends only its thread (the others
+/// go on, as on a GPU, where the thread exits): the failing thread's
+/// launch, block and thread complete the error.
+enum ThreadEnd {
+    /// A failed `kernel_assert!`: its message and `file:line:column`.
+    Assert(&'static str, String),
+    /// A receive took rank `.0`'s data of another call.
+    Mismatch(usize),
+}
 
 struct Launch {
     name: &'static str,
@@ -690,10 +707,10 @@ impl KernelThread for Thread {
         record(rec)
     }
     fn assert_failed(&self, message: &'static str, location: String) -> ! {
-        std::panic::resume_unwind(Box::new(AssertFault(message, location)))
+        std::panic::resume_unwind(Box::new(ThreadEnd::Assert(message, location)))
     }
     fn call_mismatch(&self, peer: usize) -> ! {
-        std::panic::resume_unwind(Box::new(MismatchFault(peer)))
+        std::panic::resume_unwind(Box::new(ThreadEnd::Mismatch(peer)))
     }
     fn fail(&self, message: String, loc: &'static Location<'static>) -> ! {
         std::panic::resume_unwind(Box::new(Fault(format!(
@@ -1159,28 +1176,27 @@ fn divergent(launch: &Launch, t: &Thread, kinds: &[Collective]) -> Error {
 }
 
 fn fault(launch: &Launch, t: &Thread, payload: Box<dyn std::any::Any + Send>) -> Error {
-    let payload = match payload.downcast::<AssertFault>() {
-        Ok(a) => {
-            return Error::KernelAssert {
-                kernel: launch.name.to_string(),
-                rank: launch.rank as usize,
-                block: t.linear_block,
-                thread: t.linear_thread,
-                message: a.0.to_string(),
-                location: a.1,
-            }
-        }
-        Err(p) => p,
-    };
-    let payload = match payload.downcast::<MismatchFault>() {
-        Ok(m) => {
-            return Error::CallMismatch {
-                kernel: launch.name.to_string(),
-                rank: launch.rank as usize,
-                block: t.linear_block,
-                thread: t.linear_thread,
-                peer: m.0,
-            }
+    let payload = match payload.downcast::<ThreadEnd>() {
+        Ok(end) => {
+            let (kernel, rank) = (launch.name.to_string(), launch.rank as usize);
+            let (block, thread) = (t.linear_block, t.linear_thread);
+            return match *end {
+                ThreadEnd::Assert(message, location) => Error::KernelAssert {
+                    kernel,
+                    rank,
+                    block,
+                    thread,
+                    message: message.to_string(),
+                    location,
+                },
+                ThreadEnd::Mismatch(peer) => Error::CallMismatch {
+                    kernel,
+                    rank,
+                    block,
+                    thread,
+                    peer,
+                },
+            };
         }
         Err(p) => p,
     };

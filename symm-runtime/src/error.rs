@@ -268,12 +268,18 @@ impl Error {
         Error::JoinTimeout {
             rank,
             timeout,
-            missing: missing
-                .iter()
-                .filter_map(|k| k.rsplit('/').next()?.parse().ok())
-                .collect(),
+            missing: missing_ranks(missing),
         }
     }
+}
+
+/// The ranks of store keys that each end in the rank that never wrote
+/// them (what a timed-out wait on them reports missing).
+pub(crate) fn missing_ranks(missing: &[String]) -> Vec<usize> {
+    missing
+        .iter()
+        .filter_map(|k| k.rsplit('/').next()?.parse().ok())
+        .collect()
 }
 
 /// What a timed-out wait waited for, and on whom: a signal on a channel,

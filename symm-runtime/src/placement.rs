@@ -122,6 +122,24 @@ pub(crate) fn process_token() -> u64 {
     })
 }
 
+/// A number for this machine's current boot, the same in every process on
+/// it: the kernel's boot id, folded (read once a process). Where the
+/// kernel does not say, this process's own token: each such process counts
+/// as a host of its own (its ranks keep their own ledger) rather than all
+/// of them as one.
+pub(crate) fn host_token() -> u64 {
+    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let hex: String = id.chars().filter(char::is_ascii_hexdigit).collect();
+        let half = |s: &str| u64::from_str_radix(s, 16).unwrap_or(0);
+        match hex.len() {
+            32 => half(&hex[..16]) ^ half(&hex[16..]),
+            _ => process_token(),
+        }
+    })
+}
+
 /// Which ranks of a group share a device, as every rank of the group sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Placement {

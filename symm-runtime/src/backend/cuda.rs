@@ -58,6 +58,16 @@ pub(crate) enum Sharing {
 }
 
 impl CudaBackend {
+    /// Counts a launch for the store watch ([`Backend::launch_counts`]),
+    /// where one runs. The counts only pace the watch and publish no data,
+    /// so relaxed order is enough.
+    fn count_launch(&self) {
+        if self.watches_store() {
+            self.launched
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn new(rank: usize, ordinal: usize, sharing: Sharing) -> Result<CudaBackend> {
         if !crate::cuda::cuda_available() {
             return Err(Error::CudaUnavailable(crate::cuda::unavailable_reason()));
@@ -413,7 +423,7 @@ impl Backend for CudaBackend {
 
     fn synchronize(&self) -> Result<()> {
         use std::sync::atomic::Ordering;
-        let launched = self.launched.load(Ordering::Acquire);
+        let launched = self.launched.load(Ordering::Relaxed);
         self.dev.bind().map_err(|e| self.err(e))?;
         self.stream.synchronize().map_err(|err| {
             self.err(DrvErr {
@@ -421,7 +431,7 @@ impl Backend for CudaBackend {
                 err,
             })
         })?;
-        self.synced.fetch_max(launched, Ordering::Release);
+        self.synced.fetch_max(launched, Ordering::Relaxed);
         let mut words = [0u32; STATUS_WORDS];
         self.status
             .read_u32s(&self.stream, &mut words)
@@ -446,7 +456,7 @@ impl Backend for CudaBackend {
         // Ranks of this process hear of a departure from the group's state
         // at once (`abort_waits` through its hooks); only ranks in other
         // processes need the store watched.
-        if self.sharing == Sharing::InProcess {
+        if !self.watches_store() {
             return self.synchronize();
         }
         self.dev.bind().map_err(|e| self.err(e))?;
@@ -475,8 +485,8 @@ impl Backend for CudaBackend {
     fn launch_counts(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering;
         (
-            self.launched.load(Ordering::Acquire),
-            self.synced.load(Ordering::Acquire),
+            self.launched.load(Ordering::Relaxed),
+            self.synced.load(Ordering::Relaxed),
         )
     }
 
@@ -594,8 +604,7 @@ impl Backend for CudaBackend {
         self.dev
             .launch(&f, &self.stream, cfg, params)
             .map_err(|e| self.err(e))?;
-        self.launched
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.count_launch();
         Ok(())
     }
 
@@ -651,8 +660,7 @@ impl Backend for CudaBackend {
         self.dev
             .launch(&f.f, &self.stream, cfg, params)
             .map_err(|e| self.err(e))?;
-        self.launched
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.count_launch();
         Ok(())
     }
 }

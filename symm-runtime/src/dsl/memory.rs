@@ -264,24 +264,12 @@ fn load_vec_raw<T: Scalar, const N: usize>(a: u64) -> [T; N] {
 
 /// The emulator's side of a gather: polls the slot at `addrs[r]` of every
 /// rank r that has one until `ready` holds for all of them; `what(r)` names
-/// what rank r sends, for the wait report and the timeout.
+/// what rank r sends, for the wait report and the timeout. A slot that is
+/// not ready but `wrong` (another call's data) stops the thread's kernel
+/// with a call mismatch naming rank r, as the device's wait loop does;
+/// receives without that check pass [`never`].
 #[track_caller]
 fn gather<V: Copy>(
-    name: &str,
-    what: &dyn Fn(usize) -> String,
-    addrs: [Option<u64>; MAX_WORLD_SIZE],
-    zero: V,
-    load: impl Fn(u64) -> V,
-    ready: impl Fn(&V) -> bool,
-) -> [V; MAX_WORLD_SIZE] {
-    gather_checked(name, what, addrs, zero, load, ready, |_| false)
-}
-
-/// [`gather`] that stops the thread's kernel with a call mismatch naming
-/// rank r when slot r, not ready, is `wrong` (the device checks it in its
-/// wait loop, as here).
-#[track_caller]
-fn gather_checked<V: Copy>(
     name: &str,
     what: &dyn Fn(usize) -> String,
     addrs: [Option<u64>; MAX_WORLD_SIZE],
@@ -327,6 +315,11 @@ fn gather_checked<V: Copy>(
     })
 }
 
+/// The `wrong` of a receive that takes no other call's data for a mismatch.
+fn never<V>(_: &V) -> bool {
+    false
+}
+
 /// The emulator's side of the sentinel receives (`load_vec_ready`,
 /// `gather_ready`): each slot is ready once no element has `empty`'s bits.
 /// Each element is loaded by one atomic access of its own width, as the GPU
@@ -347,6 +340,7 @@ fn sentinel_gather<T: Scalar, const N: usize>(
         [T::__from_bits64(0); N],
         load_vec_raw::<T, N>,
         |v: &[T; N]| v.iter().all(|x| x.__to_bits64() != empty),
+        never,
     )
 }
 
@@ -378,6 +372,7 @@ macro_rules! tagged {
                     0u64,
                     |a| load_raw::<u64>(a, Ordering::Relaxed),
                     |v| (v >> 32) as u32 == tag,
+                    never,
                 )[0]
             }
 
@@ -392,6 +387,7 @@ macro_rules! tagged {
                     [0u64; 2],
                     load_pair,
                     |v| tagged_pair(v, tag),
+                    never,
                 )[0]
             }
 
@@ -416,6 +412,7 @@ macro_rules! tagged {
                     [0u64; 2],
                     load_pair,
                     |v| tagged_pair(v, tag),
+                    never,
                 )
             }
 
@@ -447,7 +444,7 @@ macro_rules! tagged {
                 round: u32,
             ) -> [[u64; 2]; MAX_WORLD_SIZE] {
                 let addrs = self.slot_addrs::<2>(first, stride, ranks);
-                gather_checked(
+                gather(
                     "gather_tagged2_checked",
                     &|r| format!("LL packets from rank {r} with tag {tag}"),
                     addrs,
@@ -501,6 +498,7 @@ macro_rules! tagged {
                         [0u64; 2],
                         load_pair,
                         |v| tagged_pair(v, tag),
+                        never,
                     )[0],
                 )
             }
@@ -526,6 +524,7 @@ macro_rules! tagged {
                     [0u64; 2],
                     load_pair,
                     |v| tagged_pair(v, tag),
+                    never,
                 )
                 .map(untag64)
             }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, Table};
 use crate::dtype::{as_bytes, DType, Element};
-use crate::error::{Error, Result};
+use crate::error::{missing_ranks, Error, Result};
 use crate::layout::{SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
 use crate::memory::buffer::{read_elems, Binder, BufInner, DeviceSlice};
 use crate::store::StoreError;
@@ -214,13 +214,6 @@ fn validate(infos: &[Info]) -> std::result::Result<(), String> {
 
 fn key(group: &str, alloc: u64, phase: &str, rank: usize) -> String {
     format!("{group}/rdv/{alloc}/{phase}/{rank}")
-}
-
-fn missing_ranks(missing: &[String]) -> Vec<usize> {
-    missing
-        .iter()
-        .filter_map(|k| k.rsplit('/').next()?.parse().ok())
-        .collect()
 }
 
 /// Runs the rendezvous protocol (module docs) for one allocation.
