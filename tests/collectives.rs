@@ -924,6 +924,43 @@ fn mismatches_of_agreed_shapes(host: bool) {
             assert!(m.contains("different calls"), "{m}");
         }
     }
+    // The same on the pull path, whose kernels send their digest after
+    // the entry barrier's flag and compare it at the exit barrier: every
+    // rank fails, none returns what it read from the other's call.
+    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
+        force_path(c, Some(Path::Pull))?;
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(128)?;
+        all_gather(c, &s, &mut out, 10)?;
+        all_gather(c, &s, &mut out, 12)?;
+        all_gather(c, &s, &mut out, 10 + 2 * c.rank())?;
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            assert!(m.contains("different calls"), "{m}");
+        }
+    }
+    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
+        force_path(c, Some(Path::Pull))?;
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        for op in [ReduceOp::Sum, ReduceOp::Max] {
+            reduce_scatter(c, &s, &mut out, 64, op)?;
+        }
+        let op = if c.rank() == 0 {
+            ReduceOp::Sum
+        } else {
+            ReduceOp::Max
+        };
+        reduce_scatter(c, &s, &mut out, 64, op)?;
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            assert!(m.contains("different calls"), "{m}");
+        }
+    }
     // Different kinds and types, each agreed before, both on the LL path:
     // the LL headers carry the digest, and every LL call shares them.
     if let Some(msgs) = every_rank_fails_with(world, host, |c| {

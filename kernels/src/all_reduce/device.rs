@@ -14,8 +14,6 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-use crate::collectives::enter_signed;
-
 /// This call's identity digest `sig` as one 16-byte vector of `T`: 7 bits
 /// of it in each element's low bits (bits `7 (k % 4)..` in element `k`),
 /// so no element has a sentinel stage's empty bits (all ones).
@@ -41,7 +39,7 @@ pub fn same_bits<T: Scalar, const V: usize>(a: [T; V], b: [T; V]) -> bool {
 }
 
 /// Fails the call unless `same`: a peer's identity (what
-/// [`sig_vec`] or [`enter_signed`] carried) differs from this rank's.
+/// [`sig_vec`] or [`enter_barrier_sending`] carried) differs from this rank's.
 #[symm_kernel(device)]
 pub fn assert_same_call(same: bool) {
     kernel_assert!(
@@ -67,7 +65,7 @@ pub fn sent_call<T: Scalar, const V: usize>(got: [[T; V]; 8], from: u32, sig: u3
 
 /// Channels the all-reduce reserves from the group: the first holds the
 /// call counters and both barriers of every kernel, the second the call
-/// identities the barrier kernels trade ([`enter_signed`]).
+/// identities the barrier kernels send ([`enter_barrier_sending`]).
 pub const CHANNELS: usize = 2;
 /// The name the all-reduce reserves its channels under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::all_reduce";
@@ -181,7 +179,7 @@ pub fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32)
 /// (unrolled), or 0 to read it at run time. Launch with at least
 /// `world_size` threads per block and at most 128 blocks; every rank must
 /// launch the same grid on the same buffer. The call counter, both
-/// barriers and the identity check (`sig`, see [`enter_signed`]) are on
+/// barriers and the identity check (`sig`, see [`exit_barrier_checking`]) are on
 /// channel `ch` of `ctl`'s pad, one small allocation that every barrier
 /// call of the group uses, whatever its buffer or type: ranks that call
 /// on different buffers meet there and fail at once (on each buffer's own
@@ -198,11 +196,14 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     enter_call();
     let rank = buf.rank();
     let world = if W > 0 { W as u32 } else { buf.world_size() };
-    // Every peer's identity is traded at the barrier and checked after
-    // the sum's loads are issued (off their path): a peer in another call
-    // would have this one sum its other buffer.
-    let signed = enter_signed(ctl, ch, sig);
-    let call = signed[0];
+    // Every peer's identity is sent at the entry barrier, after its flag,
+    // and checked once the exit barrier made it visible: a peer in another
+    // call would have this one sum its other buffer, which then fails.
+    // (Reading a peer's memory before the check stays in bounds: every
+    // allocation has the same size on every rank, and the host agreed on
+    // this call's shape.)
+    let call = call_begin(ctl, ch);
+    enter_barrier_sending(ctl, ch, call, ch + 1u32, sig);
 
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
@@ -223,9 +224,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
         out[j] = T::from_f32(acc);
         j += stride;
     }
-    assert_same_call(signed[1] == sig);
-
-    exit_barrier(ctl, ch, call);
+    assert_same_call(exit_barrier_checking(ctl, ch, call, ch + 1u32, sig));
     call_end(ctl, ch, call);
 }
 
@@ -409,10 +408,10 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     enter_call();
     let rank = input.rank();
     let world = if W > 0 { W as u32 } else { input.world_size() };
-    // Every input is ready; every peer's identity is traded here and
-    // checked after the first loads are issued.
-    let signed = enter_signed(ctl, ch, sig);
-    let call = signed[0];
+    // Every input is ready; every peer's identity is sent here and checked
+    // after the exit barrier, as in the one-shot.
+    let call = call_begin(ctl, ch);
+    enter_barrier_sending(ctl, ch, call, ch + 1u32, sig);
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
     let vecs = n / V as u32;
@@ -438,8 +437,8 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
             tail += input.peer(r)[e].to_f32();
         }
     }
-    assert_same_call(signed[1] == sig);
-    exit_barrier(ctl, ch, call); // every push landed, every input read
+    // Every push landed, every input read; every peer was in this call.
+    assert_same_call(exit_barrier_checking(ctl, ch, call, ch + 1u32, sig));
     let mine = scratch.local();
     for c in 0..world {
         let mut j = first;
@@ -507,13 +506,27 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
             }
         }
     }
-    // The call's identity is traded at the barrier (block 0's thread r
-    // with rank r, on the channel after `ch`) and checked after the sum: a
-    // peer in another call (another buffer or size) would have this one
-    // sum its data. In the barrier's own handshake: separate branches
-    // around it cost up to 0.1 us a call even at world 1, where none runs
-    // (bench/NOTES.md v27).
-    let theirs = enter_barrier_trading(stage, ch, call, ch + 1u32, sig);
+    // The call's identity travels as one more vector of the message, past
+    // the data and its tail (index `idv`), sent by the thread whose loop
+    // ended there (one exists with at least 2 threads, which the barrier's
+    // `world` threads per block give) and released by the barrier with
+    // the data. Mixed with the call's number, so what an earlier call left
+    // in that slot never passes for it. A peer in another call (another
+    // buffer, size or kernel on this stage) would have this rank sum its
+    // data; the check after the sum fails the call instead. Sent before the
+    // flag like the data, it adds no round trip (a word traded in the
+    // barrier's handshake cost 0.3 µs on 2 H200s, bench/NOTES.md v30).
+    let idv = (n + V as u32 - 1) / V as u32;
+    let ids = i == idv;
+    let want = sig_vec::<T, V>(sig ^ call.wrapping_mul(0x9E37_79B9u32));
+    if ids {
+        for r in 0..world {
+            if r != rank {
+                stage.peer(r).store_vec::<V>(to + idv * V as u32, want);
+            }
+        }
+    }
+    enter_barrier(stage, ch, call);
     let mut i = first;
     while i < vecs {
         let at = i * V as u32;
@@ -533,7 +546,17 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
         }
         out[e] = T::from_f32(acc);
     }
-    assert_same_call(theirs == sig);
+    if ids {
+        let mut same = true;
+        for r in 0..world {
+            if r != rank
+                && !same_bits::<T, V>(mine.load_vec::<V>(base + r * cap + idv * V as u32), want)
+            {
+                same = false;
+            }
+        }
+        assert_same_call(same);
+    }
     call_end(stage, ch, call);
 }
 

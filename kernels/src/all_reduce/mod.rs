@@ -185,8 +185,9 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     /// length instead, which `staging` makes exactly `2 × world` regions),
     /// and `cfg` is the path's grid. `sig` is the call's identity digest,
     /// which every kernel checks against its peers' (LL folds it into its
-    /// tags, the barrier kernels and push trade it at the entry barrier,
-    /// the Lamport kernels send it as one more vector past the data).
+    /// tags, the barrier kernels send it after the entry barrier's flag and
+    /// compare it at the exit barrier, push and the Lamport kernels send it
+    /// as one more vector past the data).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn __launch(
@@ -796,7 +797,10 @@ fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
         ));
     }
     let world = comm.world_size();
-    let id_tail = 16 / std::mem::size_of::<E>();
+    // The identity takes one 16-byte vector; the tail is 128 bytes, so
+    // every region stays aligned to a cache line (the regions' 16-byte
+    // stores and polls would otherwise straddle lines).
+    let id_tail = 128 / std::mem::size_of::<E>();
     match path {
         // Zeros, so no stale bits can look like a packet of epoch 1. The
         // smallest calls run on a grid of their own (`fixed_shape`), so
@@ -805,12 +809,12 @@ fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
             grow::<E, LlSmallFamily<T>>(comm, per_region, 2 * world, 0)
         }
         Path::Ll => grow::<E, LlFamily<T>>(comm, per_region, 2 * world, 0),
-        // Push trades its identity in its barrier (`enter_barrier_trading`).
-        Path::Push => grow::<E, PushFamily>(comm, per_region, 2 * world, 0),
-        // All ones: every slot starts empty. One more 16-byte vector per
-        // region, past any call's data, for the call's identity, which
-        // travels as the message's last vector (at index `vecs` in
+        // One more 16-byte vector per region, past any call's data, for
+        // the call's identity, which travels as the message's last vector
+        // (at the vector past the data in `one_shot_push` and
         // `one_shot_lamport`, `chunk` in `two_shot_lamport`).
+        Path::Push => grow_with_tail::<E, PushFamily>(comm, per_region, id_tail, 2 * world, 0),
+        // All ones: every slot starts empty.
         Path::Lamport => {
             grow_with_tail::<E, LamportFamily>(comm, per_region, id_tail, 2 * world, 0xFF)
         }

@@ -25,35 +25,53 @@ use symm::symm_kernel;
 
 use crate::all_reduce::{enter_call, spread_first};
 
-/// The start of every barrier kernel (the collectives', and the
-/// all-reduce's pull and two-shot), after [`enter_call`]: this call's
-/// number ([`call_begin`] on channel `ch` of `buf`) once the entry barrier
-/// passed, with every rank's `sig` (a digest of its call: kind, element
-/// type, sizes, op, root) checked equal to this rank's, so ranks that make
-/// different calls fail alike instead of exchanging mismatched data. The
-/// digests travel on channel `ch + 1` (the collectives and the all-reduce
-/// each reserve two adjacent channels), traded by block 0 in the entry
-/// barrier's handshake ([`enter_barrier_trading`]); a failed check there
-/// fails the rank's call, and the peer's own check fails the peer's.
+/// The start of a barrier kernel that reads from its peers only what its
+/// own arguments locate (the collectives' pull kernels but
+/// [`all_to_all_v_pull`], and the all-reduce's), after [`enter_call`]:
+/// this call's number ([`call_begin`] on channel `ch` of `buf`) once the
+/// entry barrier passed, with the call's identity `sig` (a digest of its
+/// kind, element type, sizes, op and root) sent to every peer on channel
+/// `ch + 1` (the collectives and the all-reduce each reserve two adjacent
+/// channels) after the barrier's flag ([`enter_barrier_sending`]), so it
+/// costs no round trip. [`exit_checked`] compares it.
 #[symm_kernel(device)]
-pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
-    let signed = enter_signed(buf, ch, sig);
-    kernel_assert!(
-        signed[1] == sig,
-        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
-    );
-    signed[0]
+pub fn enter_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
+    let call = call_begin(buf, ch);
+    enter_barrier_sending(buf, ch, call, ch + 1u32, sig);
+    call
 }
 
-/// [`enter_checked`] without the check: `[call, theirs]`, where `theirs`
-/// is the digest of rank `t` in block 0's thread `t` (`sig` itself in
-/// every other thread), for a kernel that compares it later, off the path
-/// of its first loads.
+/// The exit barrier of a kernel begun with [`enter_sending`]: fails the call
+/// if a peer sent another call's identity. A peer in another call may have
+/// had this one read its other buffer (in bounds: every allocation has the
+/// same size on every rank, and the kernel reads where its own checked
+/// arguments point), so what it computed is never returned.
 #[symm_kernel(device)]
-pub fn enter_signed<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> [u32; 2] {
+pub fn exit_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, sig: u32) {
+    let same = exit_barrier_checking(buf, ch, call, ch + 1u32, sig);
+    kernel_assert!(
+        same,
+        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
+    );
+}
+
+/// [`enter_sending`] with the check at the entry barrier, for a kernel
+/// whose reads from its peers depend on what they published (the
+/// all-to-all-v's splits): its identity word ([`call_word`]) is stored
+/// before the barrier's flag ([`enter_barrier_trading`]), so every peer
+/// compares it as soon as the barrier passed, before any such read. It
+/// costs a round trip over NVLink (the flag's release waits for the
+/// store), which the others avoid.
+#[symm_kernel(device)]
+pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
     let call = call_begin(buf, ch);
-    let theirs = enter_barrier_trading(buf, ch, call, ch + 1u32, sig);
-    [call, theirs]
+    let word = call_word(sig, call);
+    let theirs = enter_barrier_trading(buf, ch, call, ch + 1u32, word);
+    kernel_assert!(
+        theirs == word,
+        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
+    );
+    call
 }
 
 /// Copies elements `src[src_off..src_off + len]` to `dst[dst_off..]`, this
@@ -105,7 +123,7 @@ pub fn all_gather_pull<T: Scalar, const V: usize>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = enter_checked(input, ch, sig);
+    let call = enter_sending(input, ch, sig);
     for k in 0..world {
         // Every rank starts with a different peer, so the peers' links
         // share the load.
@@ -123,7 +141,7 @@ pub fn all_gather_pull<T: Scalar, const V: usize>(
             );
         }
     }
-    exit_barrier(input, ch, call);
+    exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
 }
 
@@ -140,7 +158,7 @@ pub fn broadcast_pull<T: Scalar, const V: usize>(
     sig: u32,
 ) {
     enter_call();
-    let call = enter_checked(input, ch, sig);
+    let call = enter_sending(input, ch, sig);
     if skip == 0u32 {
         copy_span::<T, V>(
             input.peer(root),
@@ -152,7 +170,7 @@ pub fn broadcast_pull<T: Scalar, const V: usize>(
             grid_threads(),
         );
     }
-    exit_barrier(input, ch, call);
+    exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
 }
 
@@ -169,7 +187,7 @@ pub fn all_to_all_pull<T: Scalar, const V: usize>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = enter_checked(input, ch, sig);
+    let call = enter_sending(input, ch, sig);
     for k in 0..world {
         let p = (rank + k) % world;
         copy_span::<T, V>(
@@ -182,7 +200,7 @@ pub fn all_to_all_pull<T: Scalar, const V: usize>(
             grid_threads(),
         );
     }
-    exit_barrier(input, ch, call);
+    exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
 }
 
@@ -398,7 +416,7 @@ pub fn reduce_scatter_pull<T: Scalar, const V: usize, const OP: usize>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = enter_checked(input, ch, sig);
+    let call = enter_sending(input, ch, sig);
     let start = rank * chunk;
     let mut len: u32 = 0;
     if start < n {
@@ -424,7 +442,7 @@ pub fn reduce_scatter_pull<T: Scalar, const V: usize, const OP: usize>(
         out[j] = reduce_one::<T, OP>(input, start + j, world);
         j += grid_threads();
     }
-    exit_barrier(input, ch, call);
+    exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
 }
 
@@ -507,7 +525,7 @@ pub fn all_reduce_op_two_shot<T: Scalar, const V: usize, const OP: usize>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = enter_checked(input, ch, sig);
+    let call = enter_sending(input, ch, sig);
     let v = V as u32;
     let vecs = n / v;
     let chunk = (vecs + world - 1) / world;
@@ -528,7 +546,7 @@ pub fn all_reduce_op_two_shot<T: Scalar, const V: usize, const OP: usize>(
     if e < n {
         tail = reduce_one::<T, OP>(input, e, world);
     }
-    exit_barrier(input, ch, call);
+    exit_checked(input, ch, call, sig);
     let mine = scratch.local();
     for c in 0..world {
         let mut k = grid_thread();
@@ -560,7 +578,7 @@ pub fn all_gather_coalesced_pull<T: Scalar, const V: usize>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    let call = enter_checked(input, ch, sig);
+    let call = enter_sending(input, ch, sig);
     for t in 0..count {
         let start = table[3 * t];
         let len = table[3 * t + 1];
@@ -578,7 +596,7 @@ pub fn all_gather_coalesced_pull<T: Scalar, const V: usize>(
             );
         }
     }
-    exit_barrier(input, ch, call);
+    exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
 }
 
@@ -602,7 +620,7 @@ pub fn all_reduce_coalesced_pull<T: Scalar, const V: usize, const OP: usize>(
 ) {
     enter_call();
     let world = buf.world_size();
-    let call = enter_checked(buf, ch, sig);
+    let call = enter_sending(buf, ch, sig);
     let v = V as u32;
     for t in 0..count {
         let start = table[3 * t];
@@ -625,7 +643,7 @@ pub fn all_reduce_coalesced_pull<T: Scalar, const V: usize, const OP: usize>(
             j += grid_threads();
         }
     }
-    exit_barrier(buf, ch, call);
+    exit_checked(buf, ch, call, sig);
     let mine = buf.local();
     for t in 0..count {
         let start = table[3 * t];

@@ -4,7 +4,7 @@ use symm::dsl::*;
 use symm::symm_kernel;
 
 use crate::all_reduce::enter_call;
-use crate::collectives::enter_checked;
+use crate::collectives::{enter_sending, exit_checked};
 
 /// Loads elements `i..i + V` from every rank's `buf` and sums them in f32
 /// in rank order 0, 1, … (no rounding: the residual is added first).
@@ -117,7 +117,7 @@ pub fn all_reduce_rms_norm<T: Scalar, const V: usize>(
     enter_call();
     let world = input.world_size();
     // Every peer is in this call (its digest `sig`, on channel `ch + 1`).
-    let call = enter_checked(input, ch, sig);
+    let call = enter_sending(input, ch, sig);
     let partial = shared_array::<f32, 32>();
     let step = block_dim_x() * V as u32;
     let mut row = block_idx_x();
@@ -153,6 +153,6 @@ pub fn all_reduce_rms_norm<T: Scalar, const V: usize>(
         }
         row += grid_dim_x();
     }
-    exit_barrier(input, ch, call);
+    exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
 }

@@ -104,9 +104,11 @@ pub fn enter_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
 /// its thread `r` stores `id` into this rank's slot of channel `id_ch` on
 /// rank `r` before it raises its flag (whose release publishes it), and
 /// returns rank `r`'s `id` once the barrier passed; every other thread
-/// returns `id` itself. Kernels trade their call's identity this way, on
-/// the path the barrier takes anyway (at world 1 no thread does more than
-/// the plain barrier). Calls alternate between two slots by parity, so a
+/// returns `id` itself. A kernel that must compare its peers' identities
+/// ([`call_word`]) before it reads what they published trades them this
+/// way; the store before the flag holds the flag's release for a round
+/// trip over NVLink, which [`enter_barrier_sending`] avoids where the
+/// comparison can wait for the exit barrier. Calls alternate between two slots by parity, so a
 /// peer's next call, which may start as soon as this barrier passed on
 /// its side, never overwrites the word before this rank has read it; that
 /// holds when every call on this counter waits on every peer before it
@@ -160,6 +162,93 @@ pub fn enter_barrier_trading<T: Scalar>(
 #[symm_kernel(device)]
 pub fn exit_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
     flag_barrier(buf, ch, call.wrapping_mul(2).wrapping_add(1));
+}
+
+/// The word a barrier kernel sends its peers as its call's identity: bits
+/// 8..32 of the digest `id`, with the low 8 bits of the call's number
+/// below them, so a word an earlier call left in a slot is told from this
+/// call's ([`enter_barrier_sending`], [`exit_barrier_checking`], or traded
+/// by [`enter_barrier_trading`]).
+#[symm_kernel(device)]
+pub fn call_word(id: u32, call: u32) -> u32 {
+    (id & 0xFFFF_FF00u32) | (call & 0xFFu32)
+}
+
+/// [`enter_barrier`] that also sends this call's identity to each peer, in
+/// block 0: its thread `r` stores `id`'s bits 8..32, with the call's low 8
+/// bits below them, into this rank's slot of channel `id_ch` on rank `r`,
+/// just after it raises its flag, so the barrier waits for nothing more
+/// than it did (a store before the flag would hold the flag's release
+/// until the store landed, a round trip over NVLink: 0.3 to 0.5 µs a call
+/// on 2 H200s, `bench/NOTES.md` v30). [`exit_barrier_checking`] compares
+/// it. Calls alternate between two slots by parity, so a peer's next call
+/// never overwrites a word before this rank has read it. Needs at least
+/// `world_size` threads per block; channel `id_ch` holds nothing else.
+#[symm_kernel(device)]
+pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_ch: u32, id: u32) {
+    kernel_assert!(
+        block_dim_x() >= buf.world_size() && id_ch < 8u32,
+        "a barrier needs at least world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
+    );
+    let value = call.wrapping_mul(2);
+    sync_threads();
+    let t = thread_idx_x();
+    let rank = buf.rank();
+    if t < buf.world_size() && t != rank {
+        buf.signal_flag(t, ch, value);
+        if block_idx_x() == 0u32 {
+            buf.pad(t).store(
+                signal_slot(id_ch, call & 1u32, rank),
+                call_word(id, call),
+                StoreOrder::Relaxed,
+                Scope::System,
+            );
+        }
+        buf.wait_flag(t, ch, value);
+    }
+    sync_threads();
+}
+
+/// [`exit_barrier`] that also checks the identity rank `t` sent in this
+/// call's [`enter_barrier_sending`] on channel `id_ch`: whether its bits
+/// 8..32 equal `id`'s, in block 0's thread `t` (true in every other
+/// thread). Fail the call unless it holds, before the call returns what it
+/// computed from its peers' data. The word is loaded while the flag is
+/// awaited, so its load adds no latency; the peer stored it a barrier ago,
+/// so it is there unless the load was early, which the call bits in the
+/// word tell, and then it is loaded again once the flag (whose release
+/// covers the word) arrived.
+#[symm_kernel(device)]
+pub fn exit_barrier_checking<T: Scalar>(
+    buf: SymmBuf<T>,
+    ch: u32,
+    call: u32,
+    id_ch: u32,
+    id: u32,
+) -> bool {
+    let value = call.wrapping_mul(2).wrapping_add(1);
+    sync_threads();
+    let t = thread_idx_x();
+    let rank = buf.rank();
+    let mut same = true;
+    if t < buf.world_size() && t != rank {
+        buf.signal_flag(t, ch, value);
+        let checks = block_idx_x() == 0u32;
+        let slot = signal_slot(id_ch, call & 1u32, t);
+        let mut word = 0u32;
+        if checks {
+            word = buf.pad(rank).load(slot, LoadOrder::Relaxed, Scope::System);
+        }
+        buf.wait_flag(t, ch, value);
+        if checks {
+            if ((word ^ call) & 0xFFu32) != 0u32 {
+                word = buf.pad(rank).load(slot, LoadOrder::Relaxed, Scope::System);
+            }
+            same = word == call_word(id, call);
+        }
+    }
+    sync_threads();
+    same
 }
 
 /// Block-wide barrier with the same block of every rank: thread `r` raises
