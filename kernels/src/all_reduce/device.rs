@@ -508,18 +508,19 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
     }
     // The call's identity travels as one more vector of the message, past
     // the data and its tail (index `idv`), sent by the thread whose loop
-    // ended there (one exists with at least 2 threads, which the barrier's
-    // `world` threads per block give) and released by the barrier with
-    // the data. Mixed with the call's number, so what an earlier call left
-    // in that slot never passes for it. A peer in another call (another
+    // ended there (`idv` is `vecs` or `vecs + 1`, and the loops' ends cover
+    // `vecs..vecs + stride`: `spread_first` numbers every thread once) and
+    // released by the barrier with the data. Mixed with the call's number
+    // (`call_word`), so what an earlier call left in that slot never passes
+    // for it. A peer in another call (another
     // buffer, size or kernel on this stage) would have this rank sum its
     // data; the check after the sum fails the call instead. Sent before the
     // flag like the data, it adds no round trip (a word traded in the
     // barrier's handshake cost 0.3 µs on 2 H200s, bench/NOTES.md v30).
     let idv = (n + V as u32 - 1) / V as u32;
     let ids = i == idv;
-    let want = sig_vec::<T, V>(sig ^ call.wrapping_mul(0x9E37_79B9u32));
     if ids {
+        let want = sig_vec::<T, V>(call_word(sig, call));
         for r in 0..world {
             if r != rank {
                 stage.peer(r).store_vec::<V>(to + idv * V as u32, want);
@@ -547,6 +548,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
         out[e] = T::from_f32(acc);
     }
     if ids {
+        let want = sig_vec::<T, V>(call_word(sig, call));
         let mut same = true;
         for r in 0..world {
             if r != rank

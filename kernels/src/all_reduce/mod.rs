@@ -596,7 +596,7 @@ fn launch<T: AllReduceElem>(
         }
         Path::Push | Path::Lamport | Path::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors (and,
-            // as the Lamport paths' regions, one more vector for the call's
+            // as every region of these paths, a 128-byte tail for the call's
             // identity, which `staging` adds).
             let v = 16 / std::mem::size_of::<T>();
             let per_region = if path == Path::LamportTwoShot {

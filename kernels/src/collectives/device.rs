@@ -27,13 +27,15 @@ use crate::all_reduce::{enter_call, spread_first};
 
 /// The start of a barrier kernel that reads from its peers only what its
 /// own arguments locate (the collectives' pull kernels but
-/// [`all_to_all_v_pull`], and the all-reduce's), after [`enter_call`]:
+/// [`all_to_all_v_pull`], and the fused all-reduce + RMSNorm; the
+/// all-reduce's call [`enter_barrier_sending`] on their own control
+/// allocation), after [`enter_call`]:
 /// this call's number ([`call_begin`] on channel `ch` of `buf`) once the
 /// entry barrier passed, with the call's identity `sig` (a digest of its
 /// kind, element type, sizes, op and root) sent to every peer on channel
 /// `ch + 1` (the collectives and the all-reduce each reserve two adjacent
 /// channels) after the barrier's flag ([`enter_barrier_sending`]), so it
-/// costs no round trip. [`exit_checked`] compares it.
+/// costs no round trip of its own. [`exit_checked`] compares it.
 #[symm_kernel(device)]
 pub fn enter_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
     let call = call_begin(buf, ch);
@@ -43,9 +45,10 @@ pub fn enter_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
 
 /// The exit barrier of a kernel begun with [`enter_sending`]: fails the call
 /// if a peer sent another call's identity. A peer in another call may have
-/// had this one read its other buffer (in bounds: every allocation has the
-/// same size on every rank, and the kernel reads where its own checked
-/// arguments point), so what it computed is never returned.
+/// had this one read its other buffer, or write a peer's scratch (in
+/// bounds: every allocation has the same size on every rank, and the
+/// kernel reads and writes where its own checked arguments point), so
+/// what it computed is never returned.
 #[symm_kernel(device)]
 pub fn exit_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, sig: u32) {
     let same = exit_barrier_checking(buf, ch, call, ch + 1u32, sig);
@@ -59,9 +62,12 @@ pub fn exit_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, sig: u32) {
 /// whose reads from its peers depend on what they published (the
 /// all-to-all-v's splits): its identity word ([`call_word`]) is stored
 /// before the barrier's flag ([`enter_barrier_trading`]), so every peer
-/// compares it as soon as the barrier passed, before any such read. It
-/// costs a round trip over NVLink (the flag's release waits for the
-/// store), which the others avoid.
+/// compares it as soon as the barrier passed. It costs a round trip over
+/// NVLink (the flag's release waits for the store), which the others
+/// avoid. (The reads are bounded by this rank's own input length anyway;
+/// only the thread that finds a mismatch ends at once, and a peer in a
+/// sending kernel then waits at its exit barrier until this rank's
+/// failure reaches it.)
 #[symm_kernel(device)]
 pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
     let call = call_begin(buf, ch);
@@ -322,6 +328,11 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
     // The whole exchange, checked identically on every rank: what each
     // rank sends fits its input, what each receives fits its output, and
     // each receives what it expects (`expects[q × 8 + p]`: q from p).
+    // Each rank's input has this rank's length (symmetric memory), so a
+    // published length past it (a peer in another call, on another tensor
+    // of the same pool segment) bounds nothing: reads stay within this
+    // length on every peer.
+    let own_len: u64 = input.len() as u64;
     let mut ok = true;
     for p in 0..world {
         let mut sent: u64 = 0;
@@ -338,7 +349,7 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
                 ok = false;
             }
         }
-        if sent > lens[p] || received > caps[p] {
+        if sent > lens[p] || sent > own_len || received > caps[p] {
             ok = false;
         }
     }

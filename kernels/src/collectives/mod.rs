@@ -21,8 +21,9 @@
 //! agreed on before, CUDA graph replays) fails every rank: on the host
 //! before the launch, between the ranks of each host
 //! ([`Comm::check_call`](symm::Comm::check_call)), and in every kernel
-//! (block 0 of the pull kernels at their entry barrier, every block of
-//! the LL kernels by its header) with [`symm::Error::KernelAssert`]. A rank's calls share their
+//! (block 0 of the pull kernels at their exit barrier, the all-to-all-v
+//! at its entry barrier, every block of the LL kernels by its header) with
+//! [`symm::Error::KernelAssert`]. A rank's calls share their
 //! counters, scratch, stage and tables: run them in order on one stream
 //! (concurrent streams need separate groups).
 //!
@@ -273,7 +274,7 @@ fn agreed(
     Ok(ch)
 }
 
-/// A call's channel and its digest (see `enter_checked` in `device.rs`).
+/// A call's channel and its digest (see `enter_sending` in `device.rs`).
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
 pub struct Ch {

@@ -105,8 +105,7 @@ pub fn enter_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
 /// rank `r` before it raises its flag (whose release publishes it), and
 /// returns rank `r`'s `id` once the barrier passed; every other thread
 /// returns `id` itself. A kernel that must compare its peers' identities
-/// ([`call_word`]) before it reads what they published trades them this
-/// way; the store before the flag holds the flag's release for a round
+/// ([`call_word`]) as soon as the barrier passed trades them this way; the store before the flag holds the flag's release for a round
 /// trip over NVLink, which [`enter_barrier_sending`] avoids where the
 /// comparison can wait for the exit barrier. Calls alternate between two slots by parity, so a
 /// peer's next call, which may start as soon as this barrier passed on
@@ -164,21 +163,22 @@ pub fn exit_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
     flag_barrier(buf, ch, call.wrapping_mul(2).wrapping_add(1));
 }
 
-/// The word a barrier kernel sends its peers as its call's identity: bits
-/// 8..32 of the digest `id`, with the low 8 bits of the call's number
-/// below them, so a word an earlier call left in a slot is told from this
+/// The word a barrier kernel sends its peers as its call's identity: the
+/// digest `id` mixed with the call's number (times an odd constant, so
+/// the words of one digest in any 2^32 consecutive calls all differ). A
+/// word an earlier call left in a slot is then never taken for this
 /// call's ([`enter_barrier_sending`], [`exit_barrier_checking`], or traded
-/// by [`enter_barrier_trading`]).
+/// by [`enter_barrier_trading`]). Every call on a counter must send one on
+/// the identity channel: a slot that no call rewrites holds an old word.
 #[symm_kernel(device)]
 pub fn call_word(id: u32, call: u32) -> u32 {
-    (id & 0xFFFF_FF00u32) | (call & 0xFFu32)
+    id ^ call.wrapping_mul(0x9E37_79B9u32)
 }
 
 /// [`enter_barrier`] that also sends this call's identity to each peer, in
-/// block 0: its thread `r` stores `id`'s bits 8..32, with the call's low 8
-/// bits below them, into this rank's slot of channel `id_ch` on rank `r`,
-/// just after it raises its flag, so the barrier waits for nothing more
-/// than it did (a store before the flag would hold the flag's release
+/// block 0: its thread `r` stores [`call_word`]`(id, call)` into this
+/// rank's slot of channel `id_ch` on rank `r`, just after it raises its
+/// flag, so the barrier waits for nothing more than it did (a store before the flag would hold the flag's release
 /// until the store landed, a round trip over NVLink: 0.3 to 0.5 µs a call
 /// on 2 H200s, `bench/NOTES.md` v30). [`exit_barrier_checking`] compares
 /// it. Calls alternate between two slots by parity, so a peer's next call
@@ -210,14 +210,15 @@ pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_
 }
 
 /// [`exit_barrier`] that also checks the identity rank `t` sent in this
-/// call's [`enter_barrier_sending`] on channel `id_ch`: whether its bits
-/// 8..32 equal `id`'s, in block 0's thread `t` (true in every other
+/// call's [`enter_barrier_sending`] on channel `id_ch`: whether it is
+/// [`call_word`]`(id, call)`, in block 0's thread `t` (true in every other
 /// thread). Fail the call unless it holds, before the call returns what it
 /// computed from its peers' data. The word is loaded while the flag is
-/// awaited, so its load adds no latency; the peer stored it a barrier ago,
-/// so it is there unless the load was early, which the call bits in the
-/// word tell, and then it is loaded again once the flag (whose release
-/// covers the word) arrived.
+/// awaited, so its load overlaps the flag's; the peer stored it a barrier
+/// ago, so it is there unless the load was early, and a word other than
+/// the expected one is loaded again once the flag (whose release covers
+/// it) arrived, and only that one counts. Every call on this counter must
+/// send its word on `id_ch` ([`call_word`]).
 #[symm_kernel(device)]
 pub fn exit_barrier_checking<T: Scalar>(
     buf: SymmBuf<T>,
@@ -226,7 +227,12 @@ pub fn exit_barrier_checking<T: Scalar>(
     id_ch: u32,
     id: u32,
 ) -> bool {
+    kernel_assert!(
+        block_dim_x() >= buf.world_size() && id_ch < 8u32,
+        "a barrier needs at least world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
+    );
     let value = call.wrapping_mul(2).wrapping_add(1);
+    let want = call_word(id, call);
     sync_threads();
     let t = thread_idx_x();
     let rank = buf.rank();
@@ -235,16 +241,14 @@ pub fn exit_barrier_checking<T: Scalar>(
         buf.signal_flag(t, ch, value);
         let checks = block_idx_x() == 0u32;
         let slot = signal_slot(id_ch, call & 1u32, t);
-        let mut word = 0u32;
+        let mut word = want;
         if checks {
             word = buf.pad(rank).load(slot, LoadOrder::Relaxed, Scope::System);
         }
         buf.wait_flag(t, ch, value);
-        if checks {
-            if ((word ^ call) & 0xFFu32) != 0u32 {
-                word = buf.pad(rank).load(slot, LoadOrder::Relaxed, Scope::System);
-            }
-            same = word == call_word(id, call);
+        if checks && word != want {
+            word = buf.pad(rank).load(slot, LoadOrder::Relaxed, Scope::System);
+            same = word == want;
         }
     }
     sync_threads();
