@@ -45,8 +45,13 @@ for spec in "$@"; do
       # The fail-fast tests print their times (FAILFAST lines) to stderr,
       # which libtest shows only with --nocapture.
       (source scripts/gpu-libs.sh
-       SYMM_REQUIRE_GPU=1 SYMM_KERNEL_TESTS_ON=gpu SYMM_GPU_WORLDS=${FAILFAST_WORLDS:-2,4,8} RUST_TEST_THREADS=1 \
-         timeout "$limit" .gpu-bin/fail_fast --test-threads=1 --nocapture) > "$OUT/failfast.txt" 2>&1
+       export SYMM_REQUIRE_GPU=1 SYMM_KERNEL_TESTS_ON=gpu SYMM_GPU_WORLDS=${FAILFAST_WORLDS:-2,4,8} RUST_TEST_THREADS=1
+       e=0
+       timeout "$limit" .gpu-bin/fail_fast --test-threads=1 --nocapture || e=$?
+       # The NCCL route's abort (NCCL refuses ranks that share a GPU, so
+       # only the worlds this machine has GPUs for run).
+       timeout "$limit" .gpu-bin/functional a_failed_rank_aborts_its_peers_nccl_calls --test-threads=1 --nocapture || e=$?
+       exit $e) > "$OUT/failfast.txt" 2>&1
       r=$?
       grep -E '^(FAILFAST|SKIPPED|test result)|FAILED|panicked' "$OUT/failfast.txt" | tail -60 ;;
     *) echo "unknown step $name (validate, ab, failfast)"; r=2 ;;

@@ -892,69 +892,64 @@ fn mismatches_of_agreed_shapes_still_fail_every_rank() {
 
 fn mismatches_of_agreed_shapes(host: bool) {
     let world = 2;
-    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
-        let buf = c.alloc::<f32>(64)?;
-        let s = buf.rendezvous()?;
-        let mut out = c.device_buffer::<f32>(128)?;
-        all_gather(c, &s, &mut out, 10)?;
-        all_gather(c, &s, &mut out, 12)?;
-        all_gather(c, &s, &mut out, 10 + 2 * c.rank())?;
-        c.synchronize()
-    }) {
-        for m in &msgs {
-            assert!(m.contains("different calls"), "{m}");
+    // Each on the default path (LL at these sizes) and on the pull path,
+    // whose kernels send their digest after the entry barrier's flag and
+    // compare it at the exit barrier: every rank fails, none returns what
+    // it read from the other's call.
+    for path in [None, Some(Path::Pull)] {
+        if let Some(msgs) = every_rank_fails_with(world, host, |c| {
+            force_path(c, path)?;
+            let buf = c.alloc::<f32>(64)?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer::<f32>(128)?;
+            all_gather(c, &s, &mut out, 10)?;
+            all_gather(c, &s, &mut out, 12)?;
+            all_gather(c, &s, &mut out, 10 + 2 * c.rank())?;
+            c.synchronize()
+        }) {
+            for m in &msgs {
+                assert!(m.contains("different calls"), "{path:?}: {m}");
+            }
         }
-    }
-    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
-        let buf = c.alloc::<f32>(64)?;
-        let s = buf.rendezvous()?;
-        let mut out = c.device_buffer::<f32>(64)?;
-        for op in [ReduceOp::Sum, ReduceOp::Max] {
+        if let Some(msgs) = every_rank_fails_with(world, host, |c| {
+            force_path(c, path)?;
+            let buf = c.alloc::<f32>(64)?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer::<f32>(64)?;
+            for op in [ReduceOp::Sum, ReduceOp::Max] {
+                reduce_scatter(c, &s, &mut out, 64, op)?;
+            }
+            let op = if c.rank() == 0 {
+                ReduceOp::Sum
+            } else {
+                ReduceOp::Max
+            };
             reduce_scatter(c, &s, &mut out, 64, op)?;
-        }
-        let op = if c.rank() == 0 {
-            ReduceOp::Sum
-        } else {
-            ReduceOp::Max
-        };
-        reduce_scatter(c, &s, &mut out, 64, op)?;
-        c.synchronize()
-    }) {
-        for m in &msgs {
-            assert!(m.contains("different calls"), "{m}");
+            c.synchronize()
+        }) {
+            for m in &msgs {
+                assert!(m.contains("different calls"), "{path:?}: {m}");
+            }
         }
     }
-    // The same on the pull path, whose kernels send their digest after
-    // the entry barrier's flag and compare it at the exit barrier: every
-    // rank fails, none returns what it read from the other's call.
+    // The all-to-all-v against an all-gather of the same input on the pull
+    // path (calls on one input meet at its pad; on different inputs they
+    // would not, as the last case below shows): the all-to-all-v reads the
+    // splits its peer published for an earlier call, in bounds, and the
+    // digests compared at the exit barrier fail both.
     if let Some(msgs) = every_rank_fails_with(world, host, |c| {
         force_path(c, Some(Path::Pull))?;
         let buf = c.alloc::<f32>(64)?;
-        let s = buf.rendezvous()?;
-        let mut out = c.device_buffer::<f32>(128)?;
-        all_gather(c, &s, &mut out, 10)?;
-        all_gather(c, &s, &mut out, 12)?;
-        all_gather(c, &s, &mut out, 10 + 2 * c.rank())?;
-        c.synchronize()
-    }) {
-        for m in &msgs {
-            assert!(m.contains("different calls"), "{m}");
-        }
-    }
-    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
-        force_path(c, Some(Path::Pull))?;
-        let buf = c.alloc::<f32>(64)?;
-        let s = buf.rendezvous()?;
+        let x = buf.rendezvous()?;
+        let splits = c.device_buffer_from(&vec![4u64; world])?;
+        let mut report = c.device_buffer::<u64>(2 * world)?;
         let mut out = c.device_buffer::<f32>(64)?;
-        for op in [ReduceOp::Sum, ReduceOp::Max] {
-            reduce_scatter(c, &s, &mut out, 64, op)?;
+        all_to_all_v(c, &x, &mut out, &splits, &mut report)?;
+        all_gather(c, &x, &mut out, 8)?;
+        match c.rank() {
+            0 => all_to_all_v(c, &x, &mut out, &splits, &mut report)?,
+            _ => all_gather(c, &x, &mut out, 8)?,
         }
-        let op = if c.rank() == 0 {
-            ReduceOp::Sum
-        } else {
-            ReduceOp::Max
-        };
-        reduce_scatter(c, &s, &mut out, 64, op)?;
         c.synchronize()
     }) {
         for m in &msgs {

@@ -48,12 +48,18 @@ fn driver() -> ! {
     }
     let me = std::env::current_exe().expect("own path");
     for world in h.worlds.clone() {
-        if world > h.gpus || world < 2 {
+        if world < 2 {
+            h.skip(
+                launchers,
+                &format!("world={world}: a group of processes needs 2 ranks or more"),
+            );
+            continue;
+        }
+        if world > h.gpus {
             h.skip(
                 launchers,
                 &format!(
-                    "world={world}: one process per GPU needs {} GPUs, this machine has {}",
-                    world.max(2),
+                    "world={world}: one process per GPU needs {world} GPUs, this machine has {}",
                     h.gpus
                 ),
             );

@@ -25,11 +25,10 @@ use symm::symm_kernel;
 
 use crate::all_reduce::{enter_call, spread_first};
 
-/// The start of a barrier kernel that reads from its peers only what its
-/// own arguments locate (the collectives' pull kernels but
-/// [`all_to_all_v_pull`], and the fused all-reduce + RMSNorm; the
-/// all-reduce's call [`enter_barrier_sending`] on their own control
-/// allocation), after [`enter_call`]:
+/// The start of a barrier kernel (the collectives' pull kernels and the
+/// fused all-reduce + RMSNorm; the all-reduce's call
+/// [`enter_barrier_sending`] on their own control allocation), after
+/// [`enter_call`]:
 /// this call's number ([`call_begin`] on channel `ch` of `buf`) once the
 /// entry barrier passed, with the call's identity `sig` (a digest of its
 /// kind, element type, sizes, op and root) sent to every peer on channel
@@ -47,8 +46,9 @@ pub fn enter_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
 /// if a peer sent another call's identity. A peer in another call may have
 /// had this one read its other buffer, or write a peer's scratch (in
 /// bounds: every allocation has the same size on every rank, and the
-/// kernel reads and writes where its own checked arguments point), so
-/// what it computed is never returned.
+/// kernel reads and writes where its own checked arguments point, or, for
+/// the all-to-all-v, where splits checked against its own input length
+/// and output capacity point), so what it computed is never returned.
 #[symm_kernel(device)]
 pub fn exit_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, sig: u32) {
     let same = exit_barrier_checking(buf, ch, call, ch + 1u32, sig);
@@ -56,28 +56,6 @@ pub fn exit_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, sig: u32) {
         same,
         "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
     );
-}
-
-/// [`enter_sending`] with the check at the entry barrier, for a kernel
-/// whose reads from its peers depend on what they published (the
-/// all-to-all-v's splits): its identity word ([`call_word`]) is stored
-/// before the barrier's flag ([`enter_barrier_trading`]), so every peer
-/// compares it as soon as the barrier passed. It costs a round trip over
-/// NVLink (the flag's release waits for the store), which the others
-/// avoid. (The reads are bounded by this rank's own input length anyway;
-/// only the thread that finds a mismatch ends at once, and a peer in a
-/// sending kernel then waits at its exit barrier until this rank's
-/// failure reaches it.)
-#[symm_kernel(device)]
-pub fn enter_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
-    let call = call_begin(buf, ch);
-    let word = call_word(sig, call);
-    let theirs = enter_barrier_trading(buf, ch, call, ch + 1u32, word);
-    kernel_assert!(
-        theirs == word,
-        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
-    );
-    call
 }
 
 /// Copies elements `src[src_off..src_off + len]` to `dst[dst_off..]`, this
@@ -300,8 +278,12 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
         mine.store(base + 17u32, in_len, StoreOrder::Relaxed, Scope::System);
     }
     // The barrier's release (after a block-wide sync) publishes the meta
-    // that thread 0 wrote.
-    let call = enter_checked(input, ch, sig);
+    // that thread 0 wrote. A peer in another call (whose digest check
+    // comes at the exit barrier) publishes none, so this call may read an
+    // earlier call's meta: the checks below keep every read within this
+    // rank's own input length on each peer and every write within its
+    // output, whatever the splits say.
+    let call = enter_sending(input, ch, sig);
     // Every rank's send splits (entry p × 8 + q: p to q), read once per
     // block from each rank's own meta (so the same values on every rank)
     // into shared memory, with each rank's capacity and input length.
@@ -379,7 +361,7 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
         }
         at += len;
     }
-    exit_barrier(input, ch, call);
+    exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
 }
 

@@ -268,7 +268,7 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
 /// The fused kernel's channel on `comm`'s group, reserved on first use.
 fn channel(comm: &Comm) -> Result<u32> {
     struct Fused;
-    // The second holds the call identities (`enter_checked`).
+    // The second holds the call identities (`enter_sending`).
     crate::reserved_channels::<Fused, 2>(comm, CHANNEL_OWNER)
 }
 
