@@ -28,13 +28,12 @@ use crate::all_reduce::{enter_call, spread_first};
 /// The start of a barrier kernel (the collectives' pull kernels and the
 /// fused all-reduce + RMSNorm; the all-reduce's call
 /// [`enter_barrier_sending`] on their own control allocation), after
-/// [`enter_call`]:
-/// this call's number ([`call_begin`] on channel `ch` of `buf`) once the
-/// entry barrier passed, with the call's identity `sig` (a digest of its
-/// kind, element type, sizes, op and root) sent to every peer on channel
-/// `ch + 1` (the collectives and the all-reduce each reserve two adjacent
-/// channels) after the barrier's flag ([`enter_barrier_sending`]), so it
-/// costs no round trip of its own. [`exit_checked`] compares it.
+/// [`enter_call`]: this call's number ([`call_begin`] on channel `ch` of
+/// `buf`) once the entry barrier passed, with the call's identity `sig` (a
+/// digest of its kind, element type, sizes, op and root) sent to every peer
+/// on channel `ch + 1` (the collectives and the all-reduce each reserve two
+/// adjacent channels) after the barrier's flag ([`enter_barrier_sending`]),
+/// so it costs no round trip of its own. [`exit_checked`] compares it.
 #[symm_kernel(device)]
 pub fn enter_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
     let call = call_begin(buf, ch);

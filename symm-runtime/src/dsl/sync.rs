@@ -17,6 +17,9 @@
 //!   number, so each call waits for a value no earlier call wrote. Both
 //!   fit in the same channel as the counter (the counter uses the slot a
 //!   rank never signals itself on).
+//!   [`enter_barrier_sending`] and [`exit_barrier_checking`] also carry
+//!   the call's identity ([`call_word`]) to every peer on a second channel
+//!   and compare it, so ranks in different calls fail instead of pairing.
 //! - **Parity staging**: a stage holds two halves, and call `c` uses half
 //!   `c & 1` ([`stage_at`]), so a fast rank's next call never overwrites
 //!   data that a slow peer is still reading from this one.
@@ -100,61 +103,6 @@ pub fn enter_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
     flag_barrier(buf, ch, call.wrapping_mul(2));
 }
 
-/// [`enter_barrier`] that also trades a word with each peer, in block 0:
-/// its thread `r` stores `id` into this rank's slot of channel `id_ch` on
-/// rank `r` before it raises its flag (whose release publishes it), and
-/// returns rank `r`'s `id` once the barrier passed; every other thread
-/// returns `id` itself. A kernel that must compare its peers' identities
-/// ([`call_word`]) as soon as the barrier passed trades them this way; the store before the flag holds the flag's release for a round
-/// trip over NVLink, which [`enter_barrier_sending`] avoids where the
-/// comparison can wait for the exit barrier. Calls alternate between two slots by parity, so a
-/// peer's next call, which may start as soon as this barrier passed on
-/// its side, never overwrites the word before this rank has read it; that
-/// holds when every call on this counter waits on every peer before it
-/// ends (this barrier, or another one), so no peer gets two calls ahead.
-/// Needs at least `world_size` threads per block; channel `id_ch` holds
-/// nothing else.
-#[symm_kernel(device)]
-pub fn enter_barrier_trading<T: Scalar>(
-    buf: SymmBuf<T>,
-    ch: u32,
-    call: u32,
-    id_ch: u32,
-    id: u32,
-) -> u32 {
-    kernel_assert!(
-        block_dim_x() >= buf.world_size() && id_ch < 8u32,
-        "a barrier needs at least world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
-    );
-    let value = call.wrapping_mul(2);
-    let trades = block_idx_x() == 0u32;
-    sync_threads();
-    let t = thread_idx_x();
-    let rank = buf.rank();
-    let mut theirs = id;
-    if t < buf.world_size() && t != rank {
-        if trades {
-            buf.pad(t).store(
-                signal_slot(id_ch, call & 1u32, rank),
-                id,
-                StoreOrder::Relaxed,
-                Scope::System,
-            );
-        }
-        buf.signal_flag(t, ch, value);
-        buf.wait_flag(t, ch, value);
-        if trades {
-            theirs = buf.pad(rank).load(
-                signal_slot(id_ch, call & 1u32, t),
-                LoadOrder::Relaxed,
-                Scope::System,
-            );
-        }
-    }
-    sync_threads();
-    theirs
-}
-
 /// Waits until this block of every rank has reached the end of call `call`
 /// (and made visible what it wrote before): the second of a call's two
 /// barriers on channel `ch`. Needs at least `world_size` threads per block.
@@ -167,29 +115,37 @@ pub fn exit_barrier<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32) {
 /// digest `id` mixed with the call's number (times an odd constant, so
 /// the words of one digest in any 2^32 consecutive calls all differ). A
 /// word an earlier call left in a slot is then never taken for this
-/// call's ([`enter_barrier_sending`], [`exit_barrier_checking`], or traded
-/// by [`enter_barrier_trading`]). Every call on a counter must send one on
-/// the identity channel: a slot that no call rewrites holds an old word.
+/// call's ([`enter_barrier_sending`], [`exit_barrier_checking`]). Every
+/// call on a counter must send one on the identity channel: a slot that no
+/// call rewrites holds an old word.
 #[symm_kernel(device)]
 pub fn call_word(id: u32, call: u32) -> u32 {
     id ^ call.wrapping_mul(0x9E37_79B9u32)
 }
 
-/// [`enter_barrier`] that also sends this call's identity to each peer, in
-/// block 0: its thread `r` stores [`call_word`]`(id, call)` into this
-/// rank's slot of channel `id_ch` on rank `r`, just after it raises its
-/// flag, so the barrier waits for nothing more than it did (a store before the flag would hold the flag's release
-/// until the store landed, a round trip over NVLink: 0.3 to 0.5 µs a call
-/// on 2 H200s, `bench/NOTES.md` v30). [`exit_barrier_checking`] compares
-/// it. Calls alternate between two slots by parity, so a peer's next call
-/// never overwrites a word before this rank has read it. Needs at least
-/// `world_size` threads per block; channel `id_ch` holds nothing else.
+/// What both identity barriers need: a thread per rank in each block (thread
+/// `r` handshakes with rank `r`), and an identity channel inside the pad
+/// (an unchecked launch does not check its slots).
 #[symm_kernel(device)]
-pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_ch: u32, id: u32) {
+fn identity_barrier_shape<T: Scalar>(buf: SymmBuf<T>, id_ch: u32) {
     kernel_assert!(
         block_dim_x() >= buf.world_size() && id_ch < 8u32,
         "a barrier needs at least world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
     );
+}
+
+/// [`enter_barrier`] that also sends this call's identity to each peer, in
+/// block 0: its thread `r` stores [`call_word`]`(id, call)` into this
+/// rank's slot of channel `id_ch` on rank `r`, just after it raises its
+/// flag, so the barrier waits for nothing more than it did (a store before
+/// the flag would hold the flag's release until the store landed, a round
+/// trip over NVLink: 0.3 to 0.5 µs a call on 2 H200s, `bench/NOTES.md`
+/// v30). [`exit_barrier_checking`] compares it. Calls alternate between two slots by parity, so a peer's next call
+/// never overwrites a word before this rank has read it. Needs at least
+/// `world_size` threads per block; channel `id_ch` holds nothing else.
+#[symm_kernel(device)]
+pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_ch: u32, id: u32) {
+    identity_barrier_shape(buf, id_ch);
     let value = call.wrapping_mul(2);
     sync_threads();
     let t = thread_idx_x();
@@ -227,10 +183,7 @@ pub fn exit_barrier_checking<T: Scalar>(
     id_ch: u32,
     id: u32,
 ) -> bool {
-    kernel_assert!(
-        block_dim_x() >= buf.world_size() && id_ch < 8u32,
-        "a barrier needs at least world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
-    );
+    identity_barrier_shape(buf, id_ch);
     let value = call.wrapping_mul(2).wrapping_add(1);
     let want = call_word(id, call);
     sync_threads();
