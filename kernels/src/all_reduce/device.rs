@@ -263,6 +263,9 @@ pub fn ll_words<T: Scalar, const P: usize>(src: Remote<T>, g: u32, n: u32) -> [u
 /// packets reach this stage in this call's epoch), and no rank returns a
 /// value.
 // ANCHOR: ll
+// Over 100 lines on purpose: one kernel whose phases share the call's
+// counters and registers; split into device functions, its generated
+// CUDA C (and the PTX the measurements cover) would change.
 #[symm_kernel]
 pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
     input: SymmBuf<T>,

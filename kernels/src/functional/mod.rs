@@ -1,7 +1,7 @@
 //! Functional collectives: the layer a model calls.
 //!
 //! A [`Collectives`] serves one group. Each call takes its input wherever
-//! it lies (a pool tensor, a [`SymmBuffer`], a [`DeviceBuffer`], cudarc
+//! it lies (a pool tensor, a [`SymmBuffer`], a [`DeviceBuffer`](symm::DeviceBuffer), cudarc
 //! memory, or the result of an earlier call still in flight), chooses a
 //! backend by a rule it can explain ([`Collectives::explain`], [`rule`]),
 //! enqueues the work (on the user's stream, or with
@@ -47,18 +47,25 @@
 //! peers' inputs at their symmetric addresses, so a difference fails the
 //! call on every rank.
 
+mod calls;
 mod nccl;
+mod operand;
+mod pending;
 pub mod rule;
 
-use crate::invalid;
+pub use operand::{Operand, Output};
+pub use pending::Pending;
+
+use crate::shared::agree::agree;
+use crate::shared::checks::invalid;
+use crate::shared::key::CallKey;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use symm::cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
+use symm::cudarc::driver::{CudaEvent, CudaStream};
 use symm::{
-    BoundSlice, Comm, DeviceBuffer, DeviceSlice, Element, Error, PoolTensor, Result, SymmBuffer,
-    SymmPool, SymmView, SymmetricMemory,
+    BoundSlice, Comm, DeviceSlice, Element, Error, Result, SymmBuffer, SymmPool, SymmetricMemory,
 };
 
 use crate::all_reduce::AllReduceElem;
@@ -78,262 +85,6 @@ pub fn nccl_available() -> bool {
 /// meet need probing before a call, as cudarc panics on a missing one.
 pub fn nccl_exports(symbol: &str) -> bool {
     nccl::has(symbol)
-}
-
-/// An input of a functional collective: this rank's device memory, with
-/// where it lies (symmetric or not). Implemented for symm's buffers and
-/// tensors, cudarc's memory, references to them, and [`Pending`] results.
-/// Its methods are the layer's own (hidden): a call reads the input
-/// through them.
-pub trait Operand<T: Element> {
-    #[doc(hidden)]
-    fn __memory(&self) -> &dyn DeviceSlice<T>;
-    #[doc(hidden)]
-    fn __placed(&self) -> Placed {
-        Placed::Plain
-    }
-    /// Every rank's view of it, where it is symmetric.
-    #[doc(hidden)]
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        None
-    }
-    /// Orders `stream` after the work that makes this input, where that
-    /// work is in flight on another stream (a [`Pending`] of another
-    /// `Collectives`).
-    #[doc(hidden)]
-    fn __order(&self, _stream: &Arc<CudaStream>) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// An output of a functional collective: this rank's device memory,
-/// owned (returned by [`Pending::wait`]) or borrowed exclusively (`&mut`
-/// of a buffer, a tensor or a cudarc slice; not a [`SymmView`], which is
-/// `Copy` and would leave its buffer readable meanwhile).
-pub trait Output<T: Element> {
-    #[doc(hidden)]
-    fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T>;
-}
-
-impl<T: Element> Operand<T> for SymmBuffer<T> {
-    fn __memory(&self) -> &dyn DeviceSlice<T> {
-        self
-    }
-    fn __placed(&self) -> Placed {
-        Placed::Symmetric
-    }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        Some(self.rendezvous())
-    }
-}
-
-/// A view is read in place only where it starts its buffer (the kernels
-/// read a symmetric input from its start); elsewhere it is staged.
-impl<T: Element> Operand<T> for SymmView<'_, T> {
-    fn __memory(&self) -> &dyn DeviceSlice<T> {
-        self
-    }
-    fn __placed(&self) -> Placed {
-        if self.offset() == 0 {
-            Placed::Symmetric
-        } else {
-            Placed::Plain
-        }
-    }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        (self.offset() == 0).then(|| self.rendezvous())
-    }
-}
-
-impl<T: Element> Operand<T> for PoolTensor<T> {
-    fn __memory(&self) -> &dyn DeviceSlice<T> {
-        self
-    }
-    fn __placed(&self) -> Placed {
-        Placed::Pool {
-            segment: self.place().1,
-        }
-    }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        Some(self.rendezvous())
-    }
-}
-
-macro_rules! plain_operand {
-    ($($ty:ty),*) => {$(
-        impl<T: Element> Operand<T> for $ty {
-            fn __memory(&self) -> &dyn DeviceSlice<T> {
-                self
-            }
-        }
-    )*};
-}
-plain_operand!(
-    DeviceBuffer<T>,
-    CudaSlice<T>,
-    CudaView<'_, T>,
-    CudaViewMut<'_, T>
-);
-
-macro_rules! forward_operand {
-    ($($ty:ty),*) => {$(
-        impl<T: Element, X: Operand<T> + ?Sized> Operand<T> for $ty {
-            fn __memory(&self) -> &dyn DeviceSlice<T> {
-                (**self).__memory()
-            }
-            fn __placed(&self) -> Placed {
-                (**self).__placed()
-            }
-            fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-                (**self).__symmetric()
-            }
-            fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
-                (**self).__order(stream)
-            }
-        }
-    )*};
-}
-forward_operand!(&X, &mut X);
-
-/// A result still in flight is the next call's input in stream order, with
-/// no wait: on the same stream as it is, or, from another `Collectives`
-/// (another group's stream), after an event of its stream.
-impl<T: Element, O: Operand<T>> Operand<T> for Pending<'_, O> {
-    fn __memory(&self) -> &dyn DeviceSlice<T> {
-        self.out().__memory()
-    }
-    fn __placed(&self) -> Placed {
-        self.out().__placed()
-    }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        self.out().__symmetric()
-    }
-    fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
-        self.out().__order(stream)?;
-        let Some(mine) = &self.coll.stream else {
-            return Ok(());
-        };
-        if Arc::ptr_eq(mine, stream) {
-            return Ok(());
-        }
-        let wait = |e: &CudaEvent| {
-            wait_on(stream, e).map_err(|err| self.coll.driver("cuStreamWaitEvent", err))
-        };
-        match &self.done {
-            Some(e) => wait(e),
-            None => {
-                let e = self.coll.record(mine)?;
-                let r = wait(&e);
-                self.coll.give_event(e);
-                r
-            }
-        }
-    }
-}
-
-macro_rules! outputs {
-    ($($ty:ty),*) => {$(
-        impl<T: Element> Output<T> for $ty {
-            fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
-                self
-            }
-        }
-        impl<T: Element> Output<T> for &mut $ty {
-            fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
-                *self
-            }
-        }
-    )*};
-}
-outputs!(DeviceBuffer<T>, PoolTensor<T>, SymmBuffer<T>, CudaSlice<T>);
-
-impl<T: Element> Output<T> for &mut CudaViewMut<'_, T> {
-    fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
-        *self
-    }
-}
-
-/// The result of a functional collective, in flight: it holds the output
-/// until [`wait`](Self::wait) (device-side) or
-/// [`wait_host`](Self::wait_host) gives it back. Dropped unwaited, it
-/// waits device-side and says so at debug level.
-#[must_use = "a collective's result is ready only after `wait` (dropping it waits, device-side)"]
-pub struct Pending<'c, O> {
-    out: Option<O>,
-    done: Option<CudaEvent>,
-    coll: &'c Collectives,
-    what: &'static str,
-}
-
-impl<'c, O> Pending<'c, O> {
-    fn out(&self) -> &O {
-        // Present until `wait` or `wait_host` consumes `self`.
-        self.out
-            .as_ref()
-            .expect("a Pending holds its output until it is waited")
-    }
-
-    /// Orders the user's stream after the call (a device-side wait: the
-    /// host does not block) and gives the output back. Kernel failures
-    /// surface at the next [`Collectives::synchronize`] or
-    /// [`wait_host`](Self::wait_host).
-    pub fn wait(mut self) -> Result<O> {
-        self.settle()?;
-        Ok(self.out.take().expect("present until waited"))
-    }
-
-    /// Blocks until the call is done, reports any failure a kernel of the
-    /// group's communication stream recorded, orders the user's stream
-    /// after it, and gives the output back.
-    pub fn wait_host(mut self) -> Result<O> {
-        if let Some(e) = &self.done {
-            e.synchronize()
-                .map_err(|e| self.coll.driver("cuEventSynchronize", e))?;
-        }
-        self.coll.synchronize()?;
-        self.settle()?;
-        Ok(self.out.take().expect("present until waited"))
-    }
-
-    /// Whether the call is done on the device (always, on the emulator).
-    /// On the user's stream, whether everything enqueued there is.
-    pub fn is_done(&self) -> bool {
-        match (&self.done, &self.coll.stream) {
-            (Some(e), _) => e.is_complete(),
-            // SAFETY: a live stream of this rank; a query only.
-            (None, Some(s)) => unsafe { symm::cudarc::driver::sys::cuStreamQuery(s.cu_stream()) }
-                .result()
-                .is_ok(),
-            (None, None) => true,
-        }
-    }
-
-    fn settle(&mut self) -> Result<()> {
-        if let Some(e) = self.done.take() {
-            let r = match &self.coll.user_stream {
-                Some(s) => wait_on(s, &e).map_err(|err| self.coll.driver("cuStreamWaitEvent", err)),
-                None => Ok(()),
-            };
-            self.coll.give_event(e);
-            r?;
-        }
-        Ok(())
-    }
-}
-
-impl<O> Drop for Pending<'_, O> {
-    fn drop(&mut self) {
-        if self.out.is_some() {
-            tracing::debug!(
-                rank = self.coll.cs.rank(),
-                call = self.what,
-                "a collective's result was dropped unwaited: the user's stream waits for it"
-            );
-            if let Err(e) = self.settle() {
-                tracing::warn!("waiting for a dropped collective result failed: {e}");
-            }
-        }
-    }
 }
 
 /// The lazily made NCCL communicator, or why there is none.
@@ -721,34 +472,14 @@ impl Collectives {
         // Where each rank's input lies is not in the key: it may differ
         // between ranks only as an error, which the kernels' digest (the
         // input's identity) reports on every rank.
-        let code = match route {
-            Route::Symm { .. } => 1,
-            Route::Nccl => 2,
+        let key = Key {
+            collective: facts.collective,
+            nccl: route == Route::Nccl,
+            dtype: facts.dtype,
+            shape,
         };
-        let head = [0x46_554e_4300, code, collectives::dtype_word(facts.dtype)];
-        let mut buf = [0u64; 16];
-        let key_vec;
-        let key: &[u64] = if shape.len() + head.len() <= buf.len() {
-            buf[..head.len()].copy_from_slice(&head);
-            buf[head.len()..head.len() + shape.len()].copy_from_slice(shape);
-            &buf[..head.len() + shape.len()]
-        } else {
-            key_vec = [&head[..], shape].concat();
-            &key_vec
-        };
+        agree(&self.cs, &key, problem)?;
         let name = facts.collective.name();
-        collectives::agree_call(&self.cs, name, key, problem, |s| {
-            let backend = match s.get(1) {
-                Some(2) => "NCCL",
-                Some(1) => "symm",
-                _ => "?",
-            };
-            format!(
-                "{name} of {} of shape {:?} on {backend}",
-                collectives::type_name(s.get(1..).unwrap_or(&[])),
-                s.get(3..).unwrap_or(&[])
-            )
-        })?;
         if tracing::enabled!(tracing::Level::DEBUG) {
             if let Ok(choice) = rule::choose(&self.options, &self.group, facts) {
                 tracing::debug!(rank = self.cs.rank(), call = name, "{choice}");
@@ -826,413 +557,6 @@ impl Collectives {
             }
         }
         self.pending(out, what)
-    }
-
-    /// All-reduce by `op`: every rank's `input` reduced into this rank's
-    /// `out` (at least as long as `input`).
-    pub fn all_reduce<'c, T, O>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        out: O,
-        op: ReduceOp,
-    ) -> Result<Pending<'c, O>>
-    where
-        T: ReduceElem + AllReduceElem,
-        O: Output<T>,
-    {
-        let n = input.__memory().len();
-        let bytes = n * std::mem::size_of::<T>();
-        let mut facts = self.facts(Collective::AllReduce, Some(op), input, bytes, None);
-        // The sum's pull and two-shot kernels read peers' inputs at their
-        // symmetric addresses and carry no digest of them: they always
-        // stage, so no rank's input kind can differ from its peers'.
-        if op == ReduceOp::Sum
-            && matches!(
-                crate::all_reduce::Path::choose_for(self.cs.world_size(), bytes, false),
-                crate::all_reduce::Path::Pull | crate::all_reduce::Path::TwoShot
-            )
-        {
-            facts.placed = Placed::Plain;
-        }
-        self.run(
-            facts,
-            &[n as u64, op.code()],
-            input,
-            out,
-            (n, n, None),
-            "all_reduce",
-            |c, smem, out| match op {
-                ReduceOp::Sum => crate::all_reduce::all_reduce(c, smem, out, n),
-                _ => collectives::all_reduce_op(c, smem, out, n, op),
-            },
-            |nccl, src, dst, stream| {
-                let ty = self.nccl_type::<T>(nccl)?;
-                // SAFETY: `src` and `dst` hold `n` elements of this rank
-                // (checked before the agreement), bound to the
-                // communication stream (NCCL's); every rank agreed on this
-                // call.
-                unsafe {
-                    nccl.all_reduces(&[(src.device_ptr(), dst.device_ptr(), n)], ty, op, stream)
-                }
-            },
-        )
-    }
-
-    /// All-gather: every rank's `input` in rank order into this rank's
-    /// `out` (at least `world ×` as long).
-    pub fn all_gather<'c, T: CopyElem, O: Output<T>>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        out: O,
-    ) -> Result<Pending<'c, O>> {
-        let n = input.__memory().len();
-        let bytes = n * std::mem::size_of::<T>();
-        let facts = self.facts(Collective::AllGather, None, input, bytes, None);
-        let world = self.cs.world_size();
-        self.run(
-            facts,
-            &[n as u64],
-            input,
-            out,
-            (n.saturating_mul(world), n, None),
-            "all_gather",
-            |c, smem, out| collectives::all_gather(c, smem, out, n),
-            |nccl, src, dst, stream| {
-                // SAFETY: `src` holds `n` elements and `dst` `world × n`
-                // (checked before the agreement), bound to the
-                // communication stream; agreed by every rank.
-                unsafe { nccl.all_gathers(&[(src.device_ptr(), dst.device_ptr(), bytes)], stream) }
-            },
-        )
-    }
-
-    /// Reduce-scatter by `op`: rank r's `out` gets the reduction of its
-    /// chunk ([`collectives::reduce_scatter_chunk`]) of every rank's
-    /// `input`. The rule weighs the chunk's bytes (what each rank gets, as
-    /// the measured tables give the size).
-    pub fn reduce_scatter<'c, T: ReduceElem, O: Output<T>>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        out: O,
-        op: ReduceOp,
-    ) -> Result<Pending<'c, O>> {
-        let n = input.__memory().len();
-        let world = self.cs.world_size();
-        let chunk = n.div_ceil(world);
-        let uneven = (!n.is_multiple_of(world)).then_some(
-            "NCCL's reduce-scatter takes equal chunks, and n is no multiple of the world size",
-        );
-        let bytes = chunk * std::mem::size_of::<T>();
-        let mut facts = self.facts(Collective::ReduceScatter, Some(op), input, bytes, uneven);
-        facts.bytes = bytes;
-        let mine = collectives::reduce_scatter_chunk(n, world, self.cs.rank()).len();
-        self.run(
-            facts,
-            &[n as u64, op.code()],
-            input,
-            out,
-            (mine, n, None),
-            "reduce_scatter",
-            |c, smem, out| collectives::reduce_scatter(c, smem, out, n, op),
-            |nccl, src, dst, stream| {
-                let ty = self.nccl_type::<T>(nccl)?;
-                // SAFETY: `src` holds `n` and `dst` `n / world` elements
-                // (checked before the agreement; NCCL's route has equal
-                // chunks), bound to the communication stream; agreed by
-                // every rank.
-                unsafe {
-                    nccl.reduce_scatter(
-                        src.device_ptr(),
-                        dst.device_ptr(),
-                        n / world,
-                        ty,
-                        op,
-                        stream,
-                    )
-                }
-            },
-        )
-    }
-
-    /// Broadcast: rank `root`'s `input` into every rank's `out` (every
-    /// rank passes an input of the same length; only the root's is read).
-    pub fn broadcast<'c, T: CopyElem, O: Output<T>>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        out: O,
-        root: usize,
-    ) -> Result<Pending<'c, O>> {
-        let n = input.__memory().len();
-        let bytes = n * std::mem::size_of::<T>();
-        let facts = self.facts(Collective::Broadcast, None, input, bytes, None);
-        let world = self.cs.world_size();
-        let bad_root = (root >= world).then(|| format!("root {root} is not a rank of {world}"));
-        self.run(
-            facts,
-            &[n as u64, root as u64],
-            input,
-            out,
-            (n, n, bad_root),
-            "broadcast",
-            |c, smem, out| collectives::broadcast(c, smem, out, n, root),
-            |nccl, src, dst, stream| {
-                // SAFETY: `src` and `dst` hold `n` elements (checked before
-                // the agreement), bound to the communication stream; root
-                // is a rank; agreed by every rank.
-                unsafe { nccl.broadcast(src.device_ptr(), dst.device_ptr(), bytes, root, stream) }
-            },
-        )
-    }
-
-    /// All-to-all with equal splits: rank p's `input[r × m..(r + 1) × m]`
-    /// lands at `out[p × m..]` of rank r (`m` is the input's length over
-    /// the world size, which must divide it).
-    pub fn all_to_all<'c, T: CopyElem, O: Output<T>>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        out: O,
-    ) -> Result<Pending<'c, O>> {
-        let len = input.__memory().len();
-        let world = self.cs.world_size();
-        let uneven = (!len.is_multiple_of(world)).then(|| {
-            format!("all_to_all of {len} elements on {world} ranks: the world size must divide the input")
-        });
-        let m = len / world;
-        let bytes = m * std::mem::size_of::<T>();
-        let facts = self.facts(Collective::AllToAll, None, input, bytes, None);
-        self.run(
-            facts,
-            &[len as u64],
-            input,
-            out,
-            (len, len, uneven),
-            "all_to_all",
-            |c, smem, out| collectives::all_to_all(c, smem, out, m),
-            |nccl, src, dst, stream| {
-                let each = vec![bytes; world];
-                self.nccl_exchange(nccl, src, dst, &each, &each, stream)
-            },
-        )
-    }
-
-    /// All-to-all with split sizes on the host (PyTorch's
-    /// `all_to_all_single`), as [`collectives::all_to_all_single`]: symm's
-    /// kernel only, which checks every rank's splits against its peers' on
-    /// the device (NCCL would wait forever on a mismatch). The ranks'
-    /// inputs may differ in length, so a non-symmetric input is staged only
-    /// up to the staging's present length (at least 4096 elements); a
-    /// longer one must be a pool tensor or a `SymmBuffer`.
-    pub fn all_to_all_single<'c, T: CopyElem, O: Output<T>>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        out: O,
-        in_splits: &[usize],
-        out_splits: &[usize],
-    ) -> Result<Pending<'c, O>> {
-        let world = self.cs.world_size();
-        let len = input.__memory().len();
-        let size = std::mem::size_of::<T>();
-        let biggest = in_splits.iter().copied().max().unwrap_or(0);
-        let facts = self.facts(
-            Collective::AllToAllSingle,
-            None,
-            input,
-            biggest * size,
-            Some("its splits differ by rank and NCCL would wait forever on a mismatch"),
-        );
-        let sent = in_splits.iter().fold(0usize, |a, &b| a.saturating_add(b));
-        let received = out_splits.iter().fold(0usize, |a, &b| a.saturating_add(b));
-        let problem = if in_splits.len() != world || out_splits.len() != world {
-            Some(format!(
-                "all_to_all_single takes one split per rank ({world}), and got {} send and {} \
-                 receive splits",
-                in_splits.len(),
-                out_splits.len()
-            ))
-        } else if sent > len {
-            Some(format!(
-                "the send splits total {sent} elements, and the input holds {len}"
-            ))
-        } else if !facts.placed.is_symmetric() && len > self.staging_len::<T>() {
-            Some(format!(
-                "a non-symmetric input of {len} elements is longer than the group's staging \
-                 ({}): the ranks' inputs differ in length, so it cannot grow for one; pass a \
-                 pool tensor or a SymmBuffer",
-                self.staging_len::<T>()
-            ))
-        } else {
-            None
-        };
-        // Splits and input sizes differ between ranks: the kernel checks
-        // the whole exchange on the device.
-        self.run(
-            facts,
-            &[world as u64],
-            input,
-            out,
-            (received, 0, problem),
-            "all_to_all_single",
-            |c, smem, out| collectives::all_to_all_single(c, smem, out, in_splits, out_splits),
-            |_, _, _, _| {
-                Err(invalid(
-                    &self.cs,
-                    "all_to_all_single runs on symm only".into(),
-                ))
-            },
-        )
-    }
-
-    /// All-to-all with split sizes in device memory, as
-    /// [`collectives::all_to_all_v`]: symm's kernel only (NCCL needs its
-    /// splits on the host), from a symmetric input on every rank (a pool
-    /// tensor or a `SymmBuffer`: the kernel checks the device splits
-    /// against the input's size, which staging would hide).
-    pub fn all_to_all_v<'c, T: CopyElem, O: Output<T>>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        out: O,
-        in_splits: &(impl DeviceSlice<u64> + ?Sized),
-        out_splits_offsets: &mut (impl DeviceSlice<u64> + ?Sized),
-    ) -> Result<Pending<'c, O>> {
-        let facts = self.facts(
-            Collective::AllToAllV,
-            None,
-            input,
-            input.__memory().len() * std::mem::size_of::<T>(),
-            Some("its splits are in device memory, and NCCL needs them on the host"),
-        );
-        let problem = (!facts.placed.is_symmetric()).then(|| {
-            "all_to_all_v takes its input in symmetric memory (a pool tensor or a \
-             SymmBuffer): the kernel checks the device splits against the input's size"
-                .to_string()
-        });
-        self.run(
-            facts,
-            &[self.cs.world_size() as u64],
-            input,
-            out,
-            (0, 0, problem),
-            "all_to_all_v",
-            |c, smem, out| collectives::all_to_all_v(c, smem, out, in_splits, out_splits_offsets),
-            |_, _, _, _| Err(invalid(&self.cs, "NCCL takes no device splits".into())),
-        )
-    }
-
-    /// Coalesced all-gather: each of `ranges` of `input` (the same on every
-    /// rank) gathered, as [`collectives::all_gather_coalesced`] lays them
-    /// out in `out`.
-    pub fn all_gather_coalesced<'c, T: CopyElem, O: Output<T>>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        ranges: &[std::ops::Range<usize>],
-        out: O,
-    ) -> Result<Pending<'c, O>> {
-        let size = std::mem::size_of::<T>();
-        let len = input.__memory().len();
-        let total: usize = ranges.iter().map(|r| r.len()).sum();
-        let facts = self.facts(
-            Collective::AllGatherCoalesced,
-            None,
-            input,
-            total * size,
-            None,
-        );
-        let mut shape = vec![len as u64];
-        shape.extend(ranges.iter().flat_map(|r| [r.start as u64, r.end as u64]));
-        let world = self.cs.world_size();
-        self.run(
-            facts,
-            &shape,
-            input,
-            out,
-            (
-                total.saturating_mul(world),
-                len,
-                ranges_problem(ranges, len),
-            ),
-            "all_gather_coalesced",
-            |c, smem, out| collectives::all_gather_coalesced(c, smem, ranges, out),
-            |nccl, src, dst, stream| {
-                let mut at = 0;
-                let mut ops = Vec::with_capacity(ranges.len());
-                for r in ranges {
-                    ops.push((
-                        src.device_ptr() + (r.start * size) as u64,
-                        dst.device_ptr() + (at * world * size) as u64,
-                        r.len() * size,
-                    ));
-                    at += r.len();
-                }
-                // SAFETY: every range is inside `src` and its gathered span
-                // inside `dst` (checked before the agreement), bound to the
-                // communication stream; agreed by every rank.
-                unsafe { nccl.all_gathers(&ops, stream) }
-            },
-        )
-    }
-
-    /// Coalesced all-reduce by `op`: `out` (as long as `input`) gets
-    /// `input` with each of `ranges` (the same on every rank) reduced
-    /// across ranks. symm's kernel reduces in place, so the input is
-    /// always staged and copied back out.
-    pub fn all_reduce_coalesced<'c, T: ReduceElem, O: Output<T>>(
-        &'c self,
-        input: &'c (impl Operand<T> + ?Sized),
-        ranges: &[std::ops::Range<usize>],
-        mut out: O,
-        op: ReduceOp,
-    ) -> Result<Pending<'c, O>> {
-        let len = input.__memory().len();
-        let out_len = out.__memory_mut().len();
-        let problem = ranges_problem(ranges, len).or_else(|| {
-            (out_len != len).then(|| {
-                format!("the output holds {out_len} elements, and the input {len}: they must match")
-            })
-        });
-        let size = std::mem::size_of::<T>();
-        let total: usize = ranges.iter().map(|r| r.len()).sum();
-        let mut facts = self.facts(
-            Collective::AllReduceCoalesced,
-            Some(op),
-            input,
-            total * size,
-            None,
-        );
-        facts.placed = Placed::Plain;
-        let mut shape = vec![len as u64, op.code()];
-        shape.extend(ranges.iter().flat_map(|r| [r.start as u64, r.end as u64]));
-        self.run(
-            facts,
-            &shape,
-            input,
-            out,
-            (len, len, problem),
-            "all_reduce_coalesced",
-            |c, _, out| {
-                // Staged (placed as plain above): the staging holds the input.
-                let st = self.staging::<T>(len)?;
-                collectives::all_reduce_coalesced(c, &st.buf, ranges, op)?;
-                c.copy(&st.buf.slice(..len)?, out)
-            },
-            |nccl, src, dst, stream| {
-                let ty = self.nccl_type::<T>(nccl)?;
-                let ops: Vec<(u64, u64, usize)> = ranges
-                    .iter()
-                    .map(|r| {
-                        let off = (r.start * size) as u64;
-                        (src.device_ptr() + off, dst.device_ptr() + off, r.len())
-                    })
-                    .collect();
-                // The input first, then each range reduced into the same
-                // place of `out`: the output is the input with its ranges
-                // reduced, as on symm.
-                self.cs.copy(src, dst)?;
-                // SAFETY: every range is inside `src` and `dst`, both the
-                // input's length (checked before the agreement), bound to
-                // the communication stream; agreed by every rank.
-                unsafe { nccl.all_reduces(&ops, ty, op, stream) }
-            },
-        )
     }
 
     /// NCCL's name for `T`.
@@ -1432,4 +756,35 @@ fn group_facts(
         nccl_fp8: fp8 && no_nccl.is_none(),
         no_nccl,
     })
+}
+
+/// One functional call as the ranks agree on it: the collective, its
+/// backend, element type and shape (the sizes and op its method passes).
+#[derive(Hash)]
+struct Key<'a> {
+    collective: Collective,
+    nccl: bool,
+    dtype: symm::DType,
+    shape: &'a [u64],
+}
+
+impl CallKey for Key<'_> {
+    const FAMILY: &'static str = "symm_kernels::functional";
+
+    fn name(&self) -> &'static str {
+        self.collective.name()
+    }
+}
+
+impl std::fmt::Display for Key<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} of shape {:?} on {}",
+            self.name(),
+            self.dtype,
+            self.shape,
+            if self.nccl { "NCCL" } else { "symm" }
+        )
+    }
 }

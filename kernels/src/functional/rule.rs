@@ -404,10 +404,7 @@ fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
             | Collective::Broadcast
             | Collective::AllToAll,
             _,
-        ) => match collectives::Path::choose(call.bytes_per_peer) {
-            collectives::Path::Ll => "LL",
-            collectives::Path::Pull => "pull",
-        },
+        ) => collectives::Path::choose(call.bytes_per_peer).name(),
         (Collective::AllReduceCoalesced, _) => "coalesced one-shot",
         _ => "pull",
     }

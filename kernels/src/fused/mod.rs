@@ -14,7 +14,14 @@ mod device;
 pub use device::*;
 
 use symm::dsl::Scalar;
-use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
+use symm::{BoundSlice, Comm, DType, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
+
+use crate::shared::agree::agree;
+use crate::shared::checks::{overlaps_input, usable};
+use crate::shared::elem::{vector, wide_float_types};
+use crate::shared::grid::with_pdl;
+use crate::shared::key::{call_digest, CallKey};
+use crate::shared::staging::reserved_channels;
 
 /// Threads per block (one row per block at a time).
 pub const THREADS: u32 = 512;
@@ -56,9 +63,9 @@ pub trait FusedElem: Scalar {
 }
 
 macro_rules! fused_elem {
-    ($($t:ty => $v:literal),* $(,)?) => {$(
+    ($($t:ty),* $(,)?) => {$(
         impl FusedElem for $t {
-            const V: usize = $v;
+            const V: usize = vector::<$t>();
 
             unsafe fn __launch(
                 comm: &Comm,
@@ -83,7 +90,7 @@ macro_rules! fused_elem {
                 // rows of one to many vectors per thread), and
                 // `SYMM_CHECK_ALL=1` on a GPU.
                 unsafe {
-                    all_reduce_rms_norm::launch_unchecked::<$t, $v>(
+                    all_reduce_rms_norm::launch_unchecked::<$t, { vector::<$t>() }>(
                         comm, cfg, input, residual, weight, out, rows, hidden, eps, ch, sig,
                     )
                 }
@@ -91,7 +98,34 @@ macro_rules! fused_elem {
         }
     )*};
 }
-fused_elem!(symm::dsl::bf16 => 8, symm::dsl::f16 => 8, f32 => 4);
+wide_float_types!(fused_elem);
+
+/// One fused call as the ranks agree on it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    dtype: DType,
+    rows: usize,
+    hidden: usize,
+    eps_bits: u32,
+}
+
+impl CallKey for Key {
+    const FAMILY: &'static str = "symm_kernels::fused";
+
+    fn name(&self) -> &'static str {
+        "all_reduce_residual_rms_norm"
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} rows of {} of {} (eps bits {:#x})",
+            self.rows, self.hidden, self.dtype, self.eps_bits
+        )
+    }
+}
 
 /// The fused all-reduce, residual add and RMSNorm of `rows × hidden`
 /// elements: `input` is this rank's partial sums (a rendezvoused
@@ -125,109 +159,24 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     let b_res = comm.bind_mut("residual", residual);
     let b_w = comm.bind("weight", weight);
     let b_out = comm.bind_mut("out", out);
-    let n = rows.checked_mul(hidden);
-    let problem = (|| -> std::result::Result<(), String> {
-        let (res, w, o) = (
-            b_res.as_ref().map_err(|e| e.to_string())?,
-            b_w.as_ref().map_err(|e| e.to_string())?,
-            b_out.as_ref().map_err(|e| e.to_string())?,
-        );
-        crate::collectives::usable(comm)?;
-        if hidden == 0 || !hidden.is_multiple_of(T::V) {
-            return Err(format!(
-                "hidden {hidden} is not a positive multiple of {} (16 bytes of {})",
-                T::V,
-                T::DTYPE
-            ));
-        }
-        // Headroom for the kernel's index steps, which may pass `n` by a
-        // block's width before they stop.
-        let n = n
-            .filter(|&n| n <= (u32::MAX - THREADS * T::V as u32) as usize)
-            .ok_or_else(|| format!("{rows} rows of {hidden} is more than 2^32 - 4096 elements"))?;
-        if input.dtype() != T::DTYPE {
-            return Err(format!(
-                "the input holds {}, and the call is of {}",
-                input.dtype(),
-                T::DTYPE
-            ));
-        }
-        if input.rank() != comm.rank() || input.world_size() != comm.world_size() {
-            return Err(format!(
-                "the input is rank {} of {}, and the call is on rank {} of {}",
-                input.rank(),
-                input.world_size(),
-                comm.rank(),
-                comm.world_size()
-            ));
-        }
-        for (name, b) in [("residual", res), ("out", o)] {
-            if crate::overlaps_input(input, b) {
-                return Err(format!(
-                    "{name} overlaps the symmetric input, which peers read while this rank \
-                     writes it"
-                ));
-            }
-        }
-        let cap = input.buffer_size() / std::mem::size_of::<T>();
-        if cap < n || res.len() < n || o.len() < n || w.len() < hidden {
-            return Err(format!(
-                "{rows} rows of {hidden}: the input holds {cap}, the residual {}, the output {} \
-                 and the weight {}",
-                res.len(),
-                o.len(),
-                w.len()
-            ));
-        }
-        for (name, ptr) in [
-            ("residual", res.device_ptr()),
-            ("weight", w.device_ptr()),
-            ("out", o.device_ptr()),
-        ] {
-            if !ptr.is_multiple_of(16) {
-                return Err(format!("{name} at {ptr:#x} is not 16-byte aligned"));
-            }
-        }
-        Ok(())
-    })()
-    .err();
-    // Tagged, so no other collective's shape can equal it.
-    let code = crate::collectives::dtype_word(T::DTYPE);
-    let shape = [
-        0x0046_5553_4544,
-        code,
-        rows as u64,
-        hidden as u64,
-        u64::from(eps.to_bits()),
-    ];
-    let describe = |s: &[u64]| {
-        format!(
-            "{} rows of {} of {} (eps bits {})",
-            crate::collectives::arg(s, 2),
-            crate::collectives::arg(s, 3),
-            crate::collectives::type_name(s),
-            s.get(4).map_or("?".into(), |v| format!("{v:#x}"))
-        )
+    let problem = match (&b_res, &b_w, &b_out) {
+        (Ok(res), Ok(w), Ok(o)) => check::<T>(comm, input, (res, w, o), rows, hidden).err(),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Some(e.to_string()),
     };
-    crate::collectives::agree_call(
-        comm,
-        "all_reduce_residual_rms_norm",
-        &shape,
-        problem,
-        describe,
-    )?;
-    // What the kernel's barrier compares across ranks: the shape and the
+    let key = Key {
+        dtype: T::DTYPE,
+        rows,
+        hidden,
+        eps_bits: eps.to_bits(),
+    };
+    agree(comm, &key, problem)?;
+    // What the kernel's barrier compares across ranks: the key and the
     // input (ranks that desynchronise after agreeing on a shape would sum
     // each other's wrong buffers).
-    let sig = crate::collectives::digest(
-        shape
-            .iter()
-            .chain(&[input.alloc_id(), input.buffer_offset()]),
-    );
+    let sig = call_digest(&key, input);
     comm.check_call(ch, sig, || {
         format!(
-            "all_reduce_residual_rms_norm of {}, from allocation #{} at byte {}",
-            describe(&shape),
+            "all_reduce_residual_rms_norm of {key}, from allocation #{} at byte {}",
             input.alloc_id(),
             input.buffer_offset()
         )
@@ -244,7 +193,7 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     const _: () = assert!(symm::layout::MAX_WORLD_SIZE <= 32);
     let threads = THREADS.min((hidden / T::V) as u32).max(32);
     let threads = threads.div_ceil(32) * 32;
-    let cfg = crate::with_pdl(comm, LaunchConfig::linear(blocks, threads));
+    let cfg = with_pdl(comm, LaunchConfig::linear(blocks, threads));
     // SAFETY: checked above on this rank and agreed by every rank: each
     // buffer holds `rows × hidden` elements (the weight `hidden`), and
     // `hidden` is a multiple of `V`.
@@ -265,11 +214,80 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     }
 }
 
+/// This rank's problem with a fused call's arguments, if any: the memory
+/// of `res`idual, `w`eight and `o`utput, bound to the rank's stream.
+fn check<T: FusedElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    (res, w, o): (&BoundSlice<'_, T>, &BoundSlice<'_, T>, &BoundSlice<'_, T>),
+    rows: usize,
+    hidden: usize,
+) -> std::result::Result<(), String> {
+    usable(comm)?;
+    if hidden == 0 || !hidden.is_multiple_of(T::V) {
+        return Err(format!(
+            "hidden {hidden} is not a positive multiple of {} (16 bytes of {})",
+            T::V,
+            T::DTYPE
+        ));
+    }
+    // Headroom for the kernel's index steps, which may pass `n` by a
+    // block's width before they stop.
+    let n = rows
+        .checked_mul(hidden)
+        .filter(|&n| n <= (u32::MAX - THREADS * T::V as u32) as usize)
+        .ok_or_else(|| format!("{rows} rows of {hidden} is more than 2^32 - 4096 elements"))?;
+    if input.dtype() != T::DTYPE {
+        return Err(format!(
+            "the input holds {}, and the call is of {}",
+            input.dtype(),
+            T::DTYPE
+        ));
+    }
+    if input.rank() != comm.rank() || input.world_size() != comm.world_size() {
+        return Err(format!(
+            "the input is rank {} of {}, and the call is on rank {} of {}",
+            input.rank(),
+            input.world_size(),
+            comm.rank(),
+            comm.world_size()
+        ));
+    }
+    for (name, b) in [("residual", res), ("out", o)] {
+        if overlaps_input(input, b) {
+            return Err(format!(
+                "{name} overlaps the symmetric input, which peers read while this rank \
+                 writes it"
+            ));
+        }
+    }
+    let cap = input.buffer_size() / std::mem::size_of::<T>();
+    if cap < n || res.len() < n || o.len() < n || w.len() < hidden {
+        return Err(format!(
+            "{rows} rows of {hidden}: the input holds {cap}, the residual {}, the output {} \
+             and the weight {}",
+            res.len(),
+            o.len(),
+            w.len()
+        ));
+    }
+    for (name, ptr) in [
+        ("residual", res.device_ptr()),
+        ("weight", w.device_ptr()),
+        ("out", o.device_ptr()),
+    ] {
+        if !ptr.is_multiple_of(16) {
+            return Err(format!("{name} at {ptr:#x} is not 16-byte aligned"));
+        }
+    }
+    Ok(())
+}
+
 /// The fused kernel's channel on `comm`'s group, reserved on first use.
 fn channel(comm: &Comm) -> Result<u32> {
     struct Fused;
     // The second holds the call identities (`enter_sending`).
-    crate::reserved_channels::<Fused, 2>(comm, CHANNEL_OWNER)
+    reserved_channels::<Fused, 2>(comm, CHANNEL_OWNER)
 }
 
 /// The fused kernel's result for one row, as the kernel computes it (f32,

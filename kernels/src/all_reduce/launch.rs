@@ -1,0 +1,327 @@
+//! The all-reduce's launch: each path's grid (fixed for the kernels whose
+//! per-block epochs must stay in step, fitted to a GPU that ranks share)
+//! and its staging family.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use symm::{Comm, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
+
+use super::elem::AllReduceElem;
+use super::{
+    config, Path, LAMPORT_MANY_GRID, LL_BLOCKS, LL_SMALL_BYTES, LL_SMALL_GRID, LTS_SMALL_THREADS,
+    MAX_STAGED, PUSH_BLOCKS, THREADS,
+};
+use crate::shared::checks::invalid;
+use crate::shared::grid::{fit_blocks, fixed_grid, threads_for, with_pdl};
+use crate::shared::staging::{grow, grow_with_tail};
+
+/// Launches `path` on checked arguments, `n > 0`, with its staging.
+pub(super) fn launch<T: AllReduceElem>(
+    path: Path,
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    ch: u32,
+    sig: u32,
+) -> Result<()> {
+    let world = comm.world_size();
+    let bytes = n * std::mem::size_of::<T>();
+    let fixed = || -> Result<LaunchConfig> {
+        let (blocks, threads) = fixed_shape(path, world, bytes);
+        let threads = threads_for::<T>(threads);
+        let blocks = fit::<T>(comm, path, fixed_grid(comm, blocks), world, bytes)?;
+        Ok(with_pdl(comm, LaunchConfig::linear(blocks, threads)))
+    };
+    match path {
+        Path::Ll => {
+            // A packet holds 4 bytes of data; packets travel in pairs.
+            let packets = n.div_ceil(4 / std::mem::size_of::<T>());
+            let (stage, per_region) =
+                staging::<u64, T>(comm, path, bytes, packets.div_ceil(2) * 2)?;
+            let cap = (per_region / 2) as u32;
+            let cfg = fixed()?;
+            // SAFETY: `n` was checked against `input` and `out` (`check`),
+            // and `stage` holds `cap` packet pairs per region for it.
+            unsafe { T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap, ch, sig) }
+        }
+        Path::Push | Path::Lamport | Path::LamportTwoShot => {
+            // The two-shot's regions hold one chunk of whole vectors (and,
+            // as every region of these paths, a 128-byte tail for the call's
+            // identity, which `staging` adds).
+            let v = 16 / std::mem::size_of::<T>();
+            let per_region = if path == Path::LamportTwoShot {
+                n.div_ceil(v).div_ceil(world) * v
+            } else {
+                n
+            };
+            let (stage, per_region) = staging::<T, T>(comm, path, bytes, per_region)?;
+            let cfg = fixed()?;
+            // SAFETY: `n` was checked against `input` and `out` (`check`),
+            // and `stage` holds `per_region` elements per region for it.
+            unsafe {
+                T::__launch(
+                    path,
+                    comm,
+                    cfg,
+                    input,
+                    &stage,
+                    out,
+                    n as u32,
+                    per_region as u32,
+                    ch,
+                    sig,
+                )
+            }
+        }
+        Path::Pull => {
+            let cfg = fitted::<T>(comm, path, config::<T>(n), bytes)?;
+            let ctl = control(comm)?;
+            // SAFETY: `n` was checked against `input` and `out` (`check`);
+            // the pull kernel has no staging (`aux` is its control).
+            unsafe { T::__launch(path, comm, cfg, input, &ctl, out, n as u32, 0, ch, sig) }
+        }
+        Path::TwoShot => {
+            let (scratch, _) = staging::<T, T>(comm, path, bytes, n)?;
+            // A thread per vector of one rank's chunk.
+            let cfg = fitted::<T>(comm, path, config::<T>(n.div_ceil(world)), bytes)?;
+            // SAFETY: `n` was checked against `input` and `out` (`check`),
+            // and `scratch` holds `n` elements.
+            unsafe { T::__launch(path, comm, cfg, input, &scratch, out, n as u32, 0, ch, sig) }
+        }
+    }
+}
+
+/// `cfg`, a barrier kernel's grid for this call, shrunk to fit a shared
+/// GPU (see [`fit`]), with programmatic dependent launch.
+fn fitted<T: AllReduceElem>(
+    comm: &Comm,
+    path: Path,
+    cfg: LaunchConfig,
+    bytes: usize,
+) -> Result<LaunchConfig> {
+    let blocks = fit::<T>(comm, path, cfg.grid.0, comm.world_size(), bytes)?;
+    Ok(with_pdl(comm, LaunchConfig::linear(blocks, cfg.block.0)))
+}
+
+/// `blocks`, or fewer where ranks share a GPU: as many as every launch of
+/// this call's staging family may use with all ranks' kernels resident at
+/// once ([`family_threads`] lists the block sizes to allow for). The result
+/// depends only on the family, the element type and the group, so a
+/// family's grid stays fixed, and is the same on every rank.
+fn fit<T: AllReduceElem>(
+    comm: &Comm,
+    path: Path,
+    blocks: u32,
+    world: usize,
+    bytes: usize,
+) -> Result<u32> {
+    let limits = family_threads(path, world, bytes)
+        .iter()
+        .map(|&threads| T::__co_resident_grid(path, comm, threads_for::<T>(threads)));
+    fit_blocks(comm, &format!("{path:?}"), blocks, limits)
+}
+
+/// Every block size that the staging family of a `path` call of `bytes`
+/// on `world` ranks launches with ([`fixed_shape`]'s threads; the barrier
+/// kernels' [`THREADS`]).
+fn family_threads(path: Path, world: usize, bytes: usize) -> &'static [u32] {
+    match path {
+        Path::Ll if bytes <= LL_SMALL_BYTES => &[LL_SMALL_GRID.1],
+        Path::Lamport if world > 2 => &[LAMPORT_MANY_GRID.1],
+        Path::LamportTwoShot if world > 2 => &[LTS_SMALL_THREADS, THREADS],
+        _ => &[THREADS],
+    }
+}
+
+/// (blocks, threads) of a fixed-grid kernel (LL, push, Lamport, Lamport
+/// two-shot) for `bytes` on `world` ranks, as measured (`bench/NOTES.md`).
+/// The block count depends only on the path, the world size and which
+/// staging family the call uses, so the per-block epochs of each staging
+/// area stay in step; the Lamport two-shot's threads per block may change.
+fn fixed_shape(path: Path, world: usize, bytes: usize) -> (u32, u32) {
+    match path {
+        Path::Ll if bytes <= LL_SMALL_BYTES => LL_SMALL_GRID,
+        Path::Ll => (LL_BLOCKS, THREADS),
+        Path::Lamport if world > 2 => LAMPORT_MANY_GRID,
+        // v10: on 4 GPUs 128-thread blocks are 15 % faster at 4 MiB and 512
+        // at 16 MiB; on 2 GPUs 512 is faster from 1 MiB.
+        Path::LamportTwoShot if world > 2 && bytes <= 4 << 20 => (PUSH_BLOCKS, LTS_SMALL_THREADS),
+        _ => (PUSH_BLOCKS, THREADS),
+    }
+}
+
+// Staging areas (`shared::staging`): `2 × world` (parity, rank) regions
+// for the LL, Lamport and push kernels, `4 × world` (parity, half, rank)
+// regions of a chunk for the Lamport two-shot, one of n for the two-shot
+// scratch.
+
+/// Families that share a staging area (one layout and one epoch counter).
+/// LL stages packets of any element type, but keeps one area per type: on
+/// a GPU that ranks share, each type's kernel may fit a different grid,
+/// and an area's grid must never change.
+struct LlFamily<T>(PhantomData<T>);
+
+struct LlSmallFamily<T>(PhantomData<T>);
+
+struct PushFamily;
+
+struct LamportFamily;
+
+struct LamportTwoShotFamily;
+
+struct ScratchFamily;
+
+struct ControlFamily;
+
+/// The barrier kernels' control allocation on `comm`'s rank: its pad holds
+/// their call counters, barriers and identities, one pad for every buffer
+/// and element type (so ranks in calls on different buffers meet, and
+/// fail, at once). Its data is never touched.
+pub(super) fn control(comm: &Comm) -> Result<Arc<SymmetricMemory>> {
+    Ok(grow::<u32, ControlFamily>(comm, 1, 1, 0)?.0)
+}
+
+/// The staging area `path` needs for a call of `bytes` with `per_region`
+/// elements per region, grown (a collective allocation and rendezvous, reached by every rank in
+/// the same call, since every rank passes the same `n`) when a larger
+/// message first needs it.
+fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
+    comm: &Comm,
+    path: Path,
+    bytes: usize,
+    per_region: usize,
+) -> Result<(Arc<SymmetricMemory>, usize)> {
+    // The LL and push kernels index all regions in u32; the two-shot
+    // scratch only needs n < 2^32, which `check` ensures.
+    if per_region > MAX_STAGED
+        && matches!(
+            path,
+            Path::Ll | Path::Push | Path::Lamport | Path::LamportTwoShot
+        )
+    {
+        return Err(invalid(
+            comm,
+            format!(
+                "the {path:?} kernel needs {per_region} staged elements per rank, more than \
+                 {MAX_STAGED}; use all_reduce, which picks another kernel at this size"
+            ),
+        ));
+    }
+    let world = comm.world_size();
+    // The identity takes one 16-byte vector; the tail is 128 bytes, so
+    // every region stays aligned to a cache line (the regions' 16-byte
+    // stores and polls would otherwise straddle lines).
+    let id_tail = 128 / std::mem::size_of::<E>();
+    match path {
+        // Zeros, so no stale bits can look like a packet of epoch 1. The
+        // smallest calls run on a grid of their own (`fixed_shape`), so
+        // they keep their own staging and epochs.
+        Path::Ll if bytes <= LL_SMALL_BYTES => {
+            grow::<E, LlSmallFamily<T>>(comm, per_region, 2 * world, 0)
+        }
+        Path::Ll => grow::<E, LlFamily<T>>(comm, per_region, 2 * world, 0),
+        // One more 16-byte vector per region, past any call's data, for
+        // the call's identity, which travels as the message's last vector
+        // (at the vector past the data in `one_shot_push` and
+        // `one_shot_lamport`, `chunk` in `two_shot_lamport`).
+        Path::Push => grow_with_tail::<E, PushFamily>(comm, per_region, id_tail, 2 * world, 0),
+        // All ones: every slot starts empty.
+        Path::Lamport => {
+            grow_with_tail::<E, LamportFamily>(comm, per_region, id_tail, 2 * world, 0xFF)
+        }
+        Path::LamportTwoShot => {
+            grow_with_tail::<E, LamportTwoShotFamily>(comm, per_region, id_tail, 4 * world, 0xFF)
+        }
+        Path::TwoShot | Path::Pull => grow::<E, ScratchFamily>(comm, per_region, 1, 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{family_threads, fixed_shape, Path, LL_SMALL_BYTES, THREADS};
+
+    /// On a shared GPU a family's grid is fitted for every block size the
+    /// family launches with, so it never changes from call to call: the
+    /// list must be the same for every size of one family and hold the
+    /// block size of each of its launches.
+    #[test]
+    fn every_family_is_fitted_for_all_its_block_sizes() {
+        for world in 1..=8 {
+            for path in Path::ALL {
+                let mut seen: Vec<(bool, &[u32])> = Vec::new();
+                for shift in 0..27 {
+                    for bytes in [1usize << shift, (1 << shift) + 12] {
+                        let family = family_threads(path, world, bytes);
+                        let threads = match path {
+                            Path::Pull | Path::TwoShot => THREADS,
+                            _ => fixed_shape(path, world, bytes).1,
+                        };
+                        assert!(
+                            family.contains(&threads),
+                            "{path:?} world {world} {bytes} B: {threads} not in {family:?}"
+                        );
+                        // LL keeps two families, split at LL_SMALL_BYTES.
+                        let key = path == Path::Ll && bytes <= LL_SMALL_BYTES;
+                        match seen.iter().find(|(k, _)| *k == key) {
+                            Some((_, f)) => assert_eq!(*f, family, "{path:?} world {world}"),
+                            None => seen.push((key, family)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn in_place_never_pulls() {
+        assert_eq!(Path::choose_for(2, 64 << 20, false), Path::Pull);
+        assert_eq!(Path::choose_for(2, 64 << 20, true), Path::TwoShot);
+        assert_eq!(Path::choose_for(2, 1 << 20, true), Path::Lamport);
+        assert_eq!(Path::choose_for(4, 1 << 10, true), Path::Ll);
+        for w in 2..=8 {
+            for shift in 0..27 {
+                assert!(Path::choose_for(w, 1 << shift, true).allows_alias());
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_grids_follow_the_measurements() {
+        assert_eq!(fixed_shape(Path::Ll, 4, 1 << 10), (2, 64));
+        assert_eq!(fixed_shape(Path::Ll, 2, (1 << 10) + 1), (64, 512));
+        assert_eq!(fixed_shape(Path::Lamport, 2, 1 << 20), (128, 512));
+        assert_eq!(fixed_shape(Path::Lamport, 3, 4 << 10), (16, 256));
+        assert_eq!(fixed_shape(Path::LamportTwoShot, 4, 4 << 20), (128, 128));
+        assert_eq!(
+            fixed_shape(Path::LamportTwoShot, 4, (4 << 20) + 1),
+            (128, 512)
+        );
+        assert_eq!(fixed_shape(Path::LamportTwoShot, 2, 1 << 20), (128, 512));
+        assert_eq!(fixed_shape(Path::Push, 8, 1 << 10), (128, 512));
+    }
+
+    #[test]
+    fn dispatch_follows_the_measured_crossovers() {
+        assert_eq!(Path::choose(2, 1024), Path::Ll);
+        assert_eq!(Path::choose(2, 64 << 10), Path::Ll);
+        assert_eq!(Path::choose(2, (64 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(2, 1 << 20), Path::Lamport);
+        assert_eq!(Path::choose(2, (1 << 20) + 1), Path::LamportTwoShot);
+        assert_eq!(Path::choose(2, 16 << 20), Path::LamportTwoShot);
+        assert_eq!(Path::choose(2, (16 << 20) + 1), Path::Pull);
+        assert_eq!(Path::choose(4, 16 << 10), Path::Ll);
+        assert_eq!(Path::choose(4, (16 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(3, 16 << 10), Path::Ll);
+        assert_eq!(Path::choose(3, 32 << 10), Path::Lamport);
+        assert_eq!(Path::choose(8, 2 << 10), Path::Ll);
+        assert_eq!(Path::choose(8, (2 << 10) + 1), Path::Lamport);
+        assert_eq!(Path::choose(4, 128 << 10), Path::Lamport);
+        assert_eq!(Path::choose(4, (128 << 10) + 1), Path::LamportTwoShot);
+        assert_eq!(Path::choose(4, 64 << 20), Path::LamportTwoShot);
+        assert_eq!(Path::choose(4, (64 << 20) + 1), Path::TwoShot);
+        assert_eq!(Path::choose(8, 1 << 20), Path::LamportTwoShot);
+        assert_eq!(Path::choose(3, 256 << 20), Path::TwoShot);
+    }
+}

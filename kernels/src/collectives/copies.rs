@@ -1,0 +1,205 @@
+//! The copies with equal parts: all-gather, broadcast and all-to-all, and
+//! their in-place forms.
+
+use symm::{Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
+
+use super::call::{begin, grid, threads, Call, Kind, Ready};
+use super::elem::{CopyCall, CopyElem, Kernel};
+use super::ll::{run_ll, LlArgs};
+use super::path::Path;
+use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint};
+
+/// Every rank's `n` elements of `input` (a rendezvoused symmetric buffer),
+/// in rank order, into this rank's `out[0..world × n]`. `out` must not
+/// overlap the input (for that, [`all_gather_in_place`]).
+pub fn all_gather<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    let world = comm.world_size();
+    let call = Call {
+        kind: Kind::AllGather { n },
+        ll: Some(n),
+        empty: n == 0,
+    };
+    let ready = begin(comm, input, ("out", out), call, |out| {
+        fits::<T>(input, n, "the input")?;
+        out_fits(out, n.checked_mul(world), "world × n")?;
+        disjoint(input, out)
+    })?;
+    match ready {
+        None => Ok(()),
+        // SAFETY: `n` fits every rank's input and `world × n` this rank's
+        // `out` (checked on each rank, agreed by all).
+        Some(r) => unsafe { gather(comm, input, r, n, false) },
+    }
+}
+
+/// All-gather in place: rank r's `n` elements at `buf[r × n..]` reach the
+/// same place in every rank's `buf`.
+pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usize) -> Result<()> {
+    let smem = buf.rendezvous()?;
+    let world = comm.world_size();
+    let mut whole = buf.slice(..)?;
+    let call = Call {
+        kind: Kind::AllGatherInPlace { n },
+        ll: Some(n),
+        empty: n == 0,
+    };
+    let ready = begin(comm, &smem, ("buf", &mut whole), call, |_| {
+        match n.checked_mul(world) {
+            Some(t) if t <= buf.len() && t <= u32::MAX as usize => Ok(()),
+            _ => Err(format!(
+                "an in-place all_gather of {n} elements per rank needs {world} × {n}, and \
+                 the buffer holds {}",
+                buf.len()
+            )),
+        }
+    })?;
+    match ready {
+        None => Ok(()),
+        // SAFETY: `world × n` fits the buffer on every rank.
+        Some(r) => unsafe { gather(comm, &smem, r, n, true) },
+    }
+}
+
+/// Launches an agreed all-gather of `n` elements per rank, by LL or pull.
+///
+/// # Safety
+///
+/// `n` fits every rank's `input` and `world × n` fits `r.out` (or, in
+/// place, the buffer that is the input).
+unsafe fn gather<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    mut r: Ready<'_, T>,
+    n: usize,
+    in_place: bool,
+) -> Result<()> {
+    let in_place = u32::from(in_place);
+    if r.path == Path::Ll {
+        let args = LlArgs::copy(0, 0, in_place);
+        // SAFETY: the caller's promise.
+        return unsafe { run_ll(comm, input, &mut r.out, n, n, args, r.ch, T::__copy_ll) };
+    }
+    let cfg = grid::<T>(comm, (n * comm.world_size()) as u64, || {
+        T::__grid(Kernel::AllGather, comm, threads::<T>())
+    })?;
+    let call = CopyCall::AllGather {
+        input,
+        out: &mut r.out,
+        n: n as u32,
+        in_place,
+        ch: r.ch,
+    };
+    // SAFETY: the caller's promise.
+    unsafe { T::__copy(comm, cfg, call) }
+}
+
+/// Rank `root`'s first `n` elements of `input` into every rank's `out`
+/// (the root's too, unless `out` is its input itself).
+pub fn broadcast<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    root: usize,
+) -> Result<()> {
+    let world = comm.world_size();
+    let call = Call {
+        kind: Kind::Broadcast { n, root },
+        ll: Some(n),
+        empty: n == 0,
+    };
+    let ready = begin(comm, input, ("out", out), call, |out| {
+        if root >= world {
+            return Err(format!("root {root} is not a rank of {world}"));
+        }
+        fits::<T>(input, n, "the input")?;
+        out_fits(out, Some(n), "n")?;
+        // Exactly the input is fine: another rank writes only its own
+        // buffer, which no peer reads, and the root skips the copy.
+        same_or_disjoint(input, out)
+    })?;
+    let Some(mut r) = ready else {
+        return Ok(());
+    };
+    let own = input.buffer_ptrs()[input.rank()];
+    let skip = u32::from(r.out.device_ptr() == own && comm.rank() == root);
+    if r.path == Path::Ll {
+        let args = LlArgs::copy(1, root as u32, skip);
+        // SAFETY: `n` fits every rank's input and this rank's `out`.
+        return unsafe { run_ll(comm, input, &mut r.out, n, n, args, r.ch, T::__copy_ll) };
+    }
+    let cfg = grid::<T>(comm, n as u64, || {
+        T::__grid(Kernel::Broadcast, comm, threads::<T>())
+    })?;
+    let call = CopyCall::Broadcast {
+        input,
+        out: &mut r.out,
+        n: n as u32,
+        root: root as u32,
+        skip,
+        ch: r.ch,
+    };
+    // SAFETY: `n` fits every rank's input and this rank's `out`.
+    unsafe { T::__copy(comm, cfg, call) }
+}
+
+/// Broadcast in place: rank `root`'s first `n` elements of `buf` replace
+/// every other rank's.
+pub fn broadcast_in_place<T: CopyElem>(
+    comm: &Comm,
+    buf: &SymmBuffer<T>,
+    n: usize,
+    root: usize,
+) -> Result<()> {
+    let smem = buf.rendezvous()?;
+    broadcast(comm, &smem, &mut buf.slice(..)?, n, root)
+}
+
+/// All-to-all with equal splits: rank p's `input[r × m..(r + 1) × m]`
+/// lands at `out[p × m..]` of rank r, for every pair (p, r).
+pub fn all_to_all<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    m: usize,
+) -> Result<()> {
+    let world = comm.world_size();
+    let total = m.checked_mul(world);
+    let call = Call {
+        kind: Kind::AllToAll { m },
+        ll: Some(m),
+        empty: m == 0,
+    };
+    let ready = begin(comm, input, ("out", out), call, |out| {
+        match total {
+            Some(t) => fits::<T>(input, t, "the input")?,
+            None => return Err(format!("{world} × {m} elements overflow")),
+        }
+        out_fits(out, total, "world × m")?;
+        disjoint(input, out)
+    })?;
+    let Some(mut r) = ready else {
+        return Ok(());
+    };
+    if r.path == Path::Ll {
+        let args = LlArgs::copy(2, 0, 0);
+        // SAFETY: `world × m` fits every rank's input and this rank's `out`.
+        return unsafe { run_ll(comm, input, &mut r.out, m, m, args, r.ch, T::__copy_ll) };
+    }
+    let cfg = grid::<T>(comm, (m * world) as u64, || {
+        T::__grid(Kernel::AllToAll, comm, threads::<T>())
+    })?;
+    let call = CopyCall::AllToAll {
+        input,
+        out: &mut r.out,
+        m: m as u32,
+        ch: r.ch,
+    };
+    // SAFETY: `world × m` fits every rank's input and this rank's `out`.
+    unsafe { T::__copy(comm, cfg, call) }
+}

@@ -1,0 +1,388 @@
+//! What the collectives take and how they combine: [`ReduceOp`], the
+//! element traits [`CopyElem`] and [`ReduceElem`] with their dispatch to
+//! each kernel's instantiations, generated from the element-type tables
+//! (`shared::elem`), and the argument sets of the launches.
+
+use symm::{BoundSlice, Comm, LaunchConfig, Result, SymmetricMemory};
+
+use super::call::Ch;
+use super::device::*;
+use crate::shared::elem::{copy_types, float_types, vector, wide_packet};
+
+/// How [`reduce_scatter`](super::reduce_scatter) combines the ranks' elements. All combine in f32
+/// in rank order 0, 1, … and round once to the element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// The sum.
+    Sum,
+    /// The sum divided by the world size (once, at the end).
+    Avg,
+    /// The least, by IEEE 754-2019 `minimum`: a NaN from any rank gives a
+    /// NaN (the first in rank order), and −0 counts below +0.
+    Min,
+    /// The greatest, by IEEE 754-2019 `maximum`: NaN as for `Min`, and +0
+    /// counts above −0.
+    Max,
+    /// The product.
+    Prod,
+}
+
+impl ReduceOp {
+    /// Every op, for tests and benchmarks.
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Avg,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Prod,
+    ];
+
+    /// The kernels' code for the op (their `OP` parameter).
+    pub(crate) fn code(self) -> u64 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Avg => 1,
+            ReduceOp::Min => 2,
+            ReduceOp::Max => 3,
+            ReduceOp::Prod => 4,
+        }
+    }
+
+    /// The op applied to `a` and `b` as the kernels do, in f32: a
+    /// reference for tests.
+    pub fn combine(self, a: f32, b: f32) -> f32 {
+        match self {
+            ReduceOp::Sum | ReduceOp::Avg => a + b,
+            ReduceOp::Prod => a * b,
+            ReduceOp::Min | ReduceOp::Max if a.is_nan() => a,
+            ReduceOp::Min | ReduceOp::Max if b.is_nan() => b,
+            ReduceOp::Min if a == b => f32::from_bits(a.to_bits() | b.to_bits()),
+            ReduceOp::Max if a == b => f32::from_bits(a.to_bits() & b.to_bits()),
+            ReduceOp::Min => a.min(b),
+            ReduceOp::Max => a.max(b),
+        }
+    }
+}
+
+/// Element types of the copies ([`all_gather`](super::all_gather), [`all_to_all`](super::all_to_all) and its
+/// split forms, [`broadcast`](super::broadcast)): every element type, moved bit for bit.
+pub trait CopyElem: symm::dsl::Scalar {
+    #[doc(hidden)]
+    fn __grid(kernel: Kernel, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    /// Launches a copy kernel on checked arguments.
+    ///
+    /// # Safety
+    ///
+    /// The arguments are as this module's calls make them: every index the
+    /// kernel computes from them is in bounds of the buffers.
+    #[doc(hidden)]
+    unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: CopyCall<'_, '_, Self>) -> Result<()>;
+
+    /// Launches [`copy_ll`](super::copy_ll) on checked arguments.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`]; `stage` holds `2 × world` regions of `cap`
+    /// packets, each at least the grid's headers and the call's packets.
+    #[doc(hidden)]
+    unsafe fn __copy_ll(comm: &Comm, cfg: LaunchConfig, call: LlCall<'_, '_, Self>) -> Result<()>;
+}
+
+/// One LL kernel's arguments: [`copy_ll`](super::copy_ll)'s (`op` unused) or
+/// [`reduce_ll`](super::reduce_ll)'s (`kind` unused; `root` is its `chunk`, `flag` its
+/// `scatter`).
+#[doc(hidden)]
+pub struct LlCall<'a, 'b, T: symm::dsl::Scalar> {
+    pub(super) input: &'a SymmetricMemory,
+    pub(super) stage: &'a SymmetricMemory,
+    pub(super) out: &'a mut BoundSlice<'b, T>,
+    pub(super) op: ReduceOp,
+    pub(super) kind: u32,
+    pub(super) n: u32,
+    pub(super) root: u32,
+    pub(super) flag: u32,
+    pub(super) cap: u32,
+    pub(super) ch: Ch,
+}
+
+/// Element types of the reductions ([`reduce_scatter`](super::reduce_scatter), [`all_reduce_op`](super::all_reduce_op)):
+/// f32, bf16, f16, and the fp8 types f8e4m3 and f8e5m2 (accumulating in
+/// f32, as NCCL does).
+pub trait ReduceElem: CopyElem {
+    #[doc(hidden)]
+    fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    #[doc(hidden)]
+    fn __ar_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    /// Launches the two-shot all-reduce kernel of `op`.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`]; `scratch` holds `n` elements.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn __all_reduce(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        op: ReduceOp,
+        input: &SymmetricMemory,
+        scratch: &SymmetricMemory,
+        out: &mut BoundSlice<'_, Self>,
+        n: u32,
+        ch: Ch,
+    ) -> Result<()>;
+
+    #[doc(hidden)]
+    fn __arc_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    /// Launches the coalesced all-reduce kernel of `op`.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`]; `table` holds `count` entries that fit
+    /// `buf` and `scratch`.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn __all_reduce_coalesced(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        op: ReduceOp,
+        buf: &SymmetricMemory,
+        scratch: &mut BoundSlice<'_, Self>,
+        table: &BoundSlice<'_, u32>,
+        count: u32,
+        ch: Ch,
+    ) -> Result<()>;
+
+    /// Launches [`reduce_ll`](super::reduce_ll) of `call.op` on checked arguments.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy_ll`].
+    #[doc(hidden)]
+    unsafe fn __reduce_ll(comm: &Comm, cfg: LaunchConfig, call: LlCall<'_, '_, Self>)
+        -> Result<()>;
+
+    /// Launches the reduce-scatter kernel of `op`.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`].
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn __reduce_scatter(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        op: ReduceOp,
+        input: &SymmetricMemory,
+        out: &mut BoundSlice<'_, Self>,
+        n: u32,
+        chunk: u32,
+        ch: Ch,
+    ) -> Result<()>;
+}
+
+/// The collectives' kernels, to ask for a co-resident grid.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    AllGather,
+    Broadcast,
+    AllToAll,
+    AllToAllV,
+    AllGatherCoalesced,
+}
+
+/// One copy kernel's arguments.
+#[doc(hidden)]
+pub enum CopyCall<'a, 'b, T: symm::dsl::Scalar> {
+    AllGather {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        n: u32,
+        in_place: u32,
+        ch: Ch,
+    },
+    Broadcast {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        n: u32,
+        root: u32,
+        skip: u32,
+        ch: Ch,
+    },
+    AllToAll {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        m: u32,
+        ch: Ch,
+    },
+    AllGatherCoalesced {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        table: &'a BoundSlice<'b, u32>,
+        count: u32,
+        ch: Ch,
+    },
+    AllToAllV {
+        input: &'a SymmetricMemory,
+        meta: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        out_cap: u32,
+        splits: &'a BoundSlice<'b, u64>,
+        dev: u32,
+        report: &'a mut BoundSlice<'b, u64>,
+        packed: [u64; 8],
+        ch: Ch,
+    },
+}
+
+macro_rules! copy_elem {
+    ($($t:ty),* $(,)?) => {$(
+        impl CopyElem for $t {
+            fn __grid(kernel: Kernel, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                match kernel {
+                    Kernel::AllGather => all_gather_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                    Kernel::Broadcast => broadcast_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                    Kernel::AllToAll => all_to_all_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                    Kernel::AllToAllV => all_to_all_v_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                    Kernel::AllGatherCoalesced => all_gather_coalesced_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                }
+            }
+
+            unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: CopyCall<'_, '_, Self>) -> Result<()> {
+                // SAFETY: the caller's arguments are this module's, with
+                // which every index of these kernels is in bounds (the
+                // split sizes of `AllToAllV` are checked by the kernel
+                // itself against every rank's input and output before any
+                // copy): the emulator checks each index in
+                // tests/collectives.rs at worlds 1-8, odd sizes and uneven
+                // and zero splits.
+                unsafe {
+                    match call {
+                        CopyCall::AllGather { input, out, n, in_place, ch } =>
+                            all_gather_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, in_place, ch.index, ch.sig),
+                        CopyCall::Broadcast { input, out, n, root, skip, ch } =>
+                            broadcast_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, root, skip, ch.index, ch.sig),
+                        CopyCall::AllGatherCoalesced { input, out, table, count, ch } =>
+                            all_gather_coalesced_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, table, count, ch.index, ch.sig),
+                        CopyCall::AllToAll { input, out, m, ch } =>
+                            all_to_all_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, m, ch.index, ch.sig),
+                        CopyCall::AllToAllV { input, meta, out, out_cap, splits, dev, report, packed: p, ch } =>
+                            all_to_all_v_pull::launch_unchecked::<$t, { vector::<$t>() }>(
+                                comm, cfg, input, meta, out, out_cap, splits, dev, report,
+                                p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], ch.index, ch.sig,
+                            ),
+                    }
+                }
+            }
+
+            unsafe fn __copy_ll(comm: &Comm, cfg: LaunchConfig, c: LlCall<'_, '_, Self>) -> Result<()> {
+                // SAFETY: as `__copy`, with the stage sized by `run_ll`.
+                unsafe {
+                    copy_ll::launch_unchecked::<$t, { wide_packet::<$t>() }>(
+                        comm, cfg, c.input, c.stage, c.out, c.kind, c.n, c.root, c.flag, c.cap,
+                        c.ch.index, c.ch.sig,
+                    )
+                }
+            }
+        }
+    )*};
+}
+copy_types!(copy_elem);
+
+/// Calls `kernel::f::<T, V, OP>` with `OP` the kernels' code of `op`
+/// (its `OP` parameter is a constant, so each op is its own instantiation).
+macro_rules! by_op {
+    ($op:expr, $k:ident::$f:ident::<$t:ty, $($v:tt),+>($($arg:expr),*)) => {
+        match $op {
+            ReduceOp::Sum => $k::$f::<$t, $($v),+, 0>($($arg),*),
+            ReduceOp::Avg => $k::$f::<$t, $($v),+, 1>($($arg),*),
+            ReduceOp::Min => $k::$f::<$t, $($v),+, 2>($($arg),*),
+            ReduceOp::Max => $k::$f::<$t, $($v),+, 3>($($arg),*),
+            ReduceOp::Prod => $k::$f::<$t, $($v),+, 4>($($arg),*),
+        }
+    };
+}
+
+macro_rules! reduce_elem {
+    ($($t:ty),* $(,)?) => {$(
+        impl ReduceElem for $t {
+            fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                by_op!(op, reduce_scatter_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0))
+            }
+
+            unsafe fn __reduce_ll(comm: &Comm, cfg: LaunchConfig, c: LlCall<'_, '_, Self>) -> Result<()> {
+                // SAFETY: as `__copy`, with the stage sized by `run_ll`.
+                unsafe {
+                    by_op!(c.op, reduce_ll::launch_unchecked::<$t, { wide_packet::<$t>() }>(
+                        comm, cfg, c.input, c.stage, c.out, c.n, c.root, c.flag, c.cap,
+                        c.ch.index, c.ch.sig
+                    ))
+                }
+            }
+
+            fn __ar_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                by_op!(op, all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0))
+            }
+
+            unsafe fn __all_reduce(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                op: ReduceOp,
+                input: &SymmetricMemory,
+                scratch: &SymmetricMemory,
+                out: &mut BoundSlice<'_, Self>,
+                n: u32,
+                ch: Ch,
+            ) -> Result<()> {
+                // SAFETY: as `__copy`: `all_reduce_op` checked `n` against
+                // the input and `out`, and `scratch` holds `n` elements.
+                unsafe {
+                    by_op!(op, all_reduce_op_two_shot::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, scratch, out, n, ch.index, ch.sig))
+                }
+            }
+
+            fn __arc_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                by_op!(op, all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0))
+            }
+
+            unsafe fn __all_reduce_coalesced(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                op: ReduceOp,
+                buf: &SymmetricMemory,
+                scratch: &mut BoundSlice<'_, Self>,
+                table: &BoundSlice<'_, u32>,
+                count: u32,
+                ch: Ch,
+            ) -> Result<()> {
+                // SAFETY: as `__copy`: `all_reduce_coalesced` checked every
+                // range against the buffer and sized the scratch for them.
+                unsafe {
+                    by_op!(op, all_reduce_coalesced_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig))
+                }
+            }
+
+            unsafe fn __reduce_scatter(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                op: ReduceOp,
+                input: &SymmetricMemory,
+                out: &mut BoundSlice<'_, Self>,
+                n: u32,
+                chunk: u32,
+                ch: Ch,
+            ) -> Result<()> {
+                // SAFETY: as `__copy`: `reduce_scatter` checked `n`
+                // against the input and this rank's chunk against `out`.
+                unsafe {
+                    by_op!(op, reduce_scatter_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, chunk, ch.index, ch.sig))
+                }
+            }
+        }
+    )*};
+}
+float_types!(reduce_elem);

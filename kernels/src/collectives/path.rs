@@ -1,0 +1,97 @@
+//! Which kernel a collective runs: LL packets or a pull between barriers,
+//! by the bytes each rank sends to each peer, or as forced.
+
+use symm::{Comm, Result};
+
+use super::{LL_LIMIT_BYTES, LL_MAX_BYTES};
+
+/// The kernel a collective runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// LL packets pushed into each receiver's stage: 8 bytes of data and
+    /// the call's epoch in each 16-byte store, so data crosses NVLink once
+    /// and no barrier is needed ([`copy_ll`](super::copy_ll),
+    /// [`reduce_ll`](super::reduce_ll)). For small messages: it moves twice
+    /// the bytes.
+    Ll,
+    /// Barrier, pull from every peer's symmetric input, barrier
+    /// (`*_pull`, and the two-shot
+    /// [`all_reduce_op_two_shot`](super::all_reduce_op_two_shot)).
+    Pull,
+}
+
+impl Path {
+    /// Both paths, for tests and benchmarks.
+    pub const ALL: [Path; 2] = [Path::Ll, Path::Pull];
+
+    /// The path for a call that sends `bytes` to each peer: LL up to
+    /// [`LL_MAX_BYTES`], then pull (the same crossover on 2, 3 and 4 ranks).
+    pub fn choose(bytes: usize) -> Path {
+        if bytes <= LL_MAX_BYTES {
+            Path::Ll
+        } else {
+            Path::Pull
+        }
+    }
+
+    /// Its name in errors.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Path::Ll => "LL",
+            Path::Pull => "pull",
+        }
+    }
+}
+
+/// Forces every later collective of this rank that has an LL form
+/// ([`all_gather`](super::all_gather), [`broadcast`](super::broadcast),
+/// [`all_to_all`](super::all_to_all),
+/// [`reduce_scatter`](super::reduce_scatter),
+/// [`all_reduce_op`](super::all_reduce_op) but for sum) onto `path`
+/// (`None`: [`Path::choose`]), for tests and benchmarks; LL still stops
+/// at [`LL_LIMIT_BYTES`] (such a call pulls). Every rank must force the
+/// same: a call's path is part of what the ranks agree on, so a mismatch
+/// fails the call on every rank. The environment variable
+/// `SYMM_COLLECTIVES_PATH` (`ll` or `pull`) sets the default.
+pub fn force_path(comm: &Comm, path: Option<Path>) -> Result<()> {
+    *forced(comm)?.0.lock().unwrap_or_else(|p| p.into_inner()) = Ok(path);
+    Ok(())
+}
+
+/// The forced path, or the problem with `SYMM_COLLECTIVES_PATH`.
+struct Forced(std::sync::Mutex<std::result::Result<Option<Path>, String>>);
+
+fn forced(comm: &Comm) -> Result<std::sync::Arc<Forced>> {
+    comm.extension(
+        |_: &Forced| true,
+        |_| {
+            let env = std::env::var("SYMM_COLLECTIVES_PATH").ok();
+            let path = match env.as_deref().map(str::to_ascii_lowercase).as_deref() {
+                None | Some("") | Some("auto") => Ok(None),
+                Some("ll") => Ok(Some(Path::Ll)),
+                Some("pull") => Ok(Some(Path::Pull)),
+                Some(other) => Err(format!(
+                    "SYMM_COLLECTIVES_PATH={other}: expected ll, pull or auto"
+                )),
+            };
+            Ok(Forced(std::sync::Mutex::new(path)))
+        },
+    )
+}
+
+/// The path of a call that sends `elems` elements of `T` to each peer,
+/// and a problem to agree on where `SYMM_COLLECTIVES_PATH` is invalid.
+pub(super) fn path_for<T>(comm: &Comm, elems: usize) -> Result<(Path, Option<String>)> {
+    let bytes = elems.saturating_mul(std::mem::size_of::<T>());
+    let forced = forced(comm)?
+        .0
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    Ok(match forced {
+        Err(problem) => (Path::Pull, Some(problem)),
+        Ok(Some(Path::Ll)) if bytes > LL_LIMIT_BYTES => (Path::Pull, None),
+        Ok(Some(p)) => (p, None),
+        Ok(None) => (Path::choose(bytes), None),
+    })
+}

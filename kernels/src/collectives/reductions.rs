@@ -1,0 +1,153 @@
+//! The reductions by [`ReduceOp`]: reduce-scatter, and the all-reduce by
+//! any op (sum runs the built-in all-reduce).
+
+use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmetricMemory};
+
+use super::call::{begin, grid, threads, Call, Kind};
+use super::elem::{ReduceElem, ReduceOp};
+use super::ll::{run_ll, LlArgs};
+use super::path::Path;
+use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint};
+use crate::shared::staging::grow;
+
+/// The elements of a [`reduce_scatter`] of `n` that rank `rank` of `world`
+/// gets: chunks of `ceil(n / world)` in rank order, so the last ranks get
+/// less (the rest of `n`), or none.
+pub fn reduce_scatter_chunk(n: usize, world: usize, rank: usize) -> std::ops::Range<usize> {
+    let chunk = n.div_ceil(world.max(1));
+    let start = (rank * chunk).min(n);
+    start..(start + chunk).min(n)
+}
+
+/// Reduce-scatter: rank r gets, in `out`, the reduction by `op` of its
+/// chunk ([`reduce_scatter_chunk`]) of every rank's first `n` elements of
+/// `input`. `n` need not divide by the world size.
+pub fn reduce_scatter<T: ReduceElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    op: ReduceOp,
+) -> Result<()> {
+    let world = comm.world_size();
+    let chunk = n.div_ceil(world);
+    let mine = reduce_scatter_chunk(n, world, comm.rank());
+    let call = Call {
+        kind: Kind::ReduceScatter { n, op },
+        ll: Some(chunk),
+        empty: n == 0,
+    };
+    let ready = begin(comm, input, ("out", out), call, |out| {
+        fits::<T>(input, n, "the input")?;
+        out_fits(out, Some(mine.len()), "this rank's chunk")?;
+        disjoint(input, out)
+    })?;
+    let Some(mut r) = ready else {
+        return Ok(());
+    };
+    if r.path == Path::Ll {
+        let args = LlArgs {
+            op,
+            kind: 0,
+            root: chunk as u32,
+            flag: 1,
+        };
+        // SAFETY: `n` fits every rank's input, and this rank's chunk `out`.
+        return unsafe {
+            run_ll(
+                comm,
+                input,
+                &mut r.out,
+                n,
+                chunk,
+                args,
+                r.ch,
+                T::__reduce_ll,
+            )
+        };
+    }
+    let cfg = grid::<T>(comm, chunk as u64, || {
+        T::__rs_grid(op, comm, threads::<T>())
+    })?;
+    // SAFETY: `n` fits every rank's input, and this rank's chunk `out`.
+    unsafe {
+        T::__reduce_scatter(
+            comm,
+            cfg,
+            op,
+            input,
+            &mut r.out,
+            n as u32,
+            chunk as u32,
+            r.ch,
+        )
+    }
+}
+
+/// All-reduce by `op`: every rank's `out[0..n]` gets the reduction of
+/// every rank's first `n` elements of `input`. [`ReduceOp::Sum`] runs the
+/// built-in [`all_reduce`](crate::all_reduce::all_reduce) (its kernels
+/// and measured dispatch); the other ops run a two-shot kernel
+/// ([`all_reduce_op_two_shot`](super::all_reduce_op_two_shot)) through a
+/// scratch buffer that the first call (or a larger one) allocates and
+/// later growth keeps alive, as the all-reduce's staging. `out` may be
+/// exactly this rank's `input` (in place) but may not overlap it
+/// otherwise.
+pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    op: ReduceOp,
+) -> Result<()> {
+    let sum = op == ReduceOp::Sum;
+    let call = Call {
+        kind: Kind::AllReduce { n, op },
+        // Sum runs the built-in all-reduce, which chooses its own kernel.
+        ll: (!sum).then_some(n),
+        empty: n == 0,
+    };
+    let check = |bound: &BoundSlice<'_, T>| {
+        fits::<T>(input, n, "the input")?;
+        out_fits(bound, Some(n), "n")?;
+        same_or_disjoint(input, bound)
+    };
+    let Some(mut r) = begin(comm, input, ("out", &mut *out), call, check)? else {
+        return Ok(());
+    };
+    if sum {
+        // Agreed like every op (a rank calling Sum where another calls Max
+        // would otherwise run another kernel, and allocate staging its
+        // peers do not); then the built-in's own kernels and dispatch.
+        drop(r);
+        return crate::all_reduce::all_reduce(comm, input, out, n);
+    }
+    if r.path == Path::Ll {
+        let args = LlArgs {
+            op,
+            kind: 0,
+            root: 0,
+            flag: 0,
+        };
+        // SAFETY: `n` fits every rank's input and this rank's `out`.
+        return unsafe { run_ll(comm, input, &mut r.out, n, n, args, r.ch, T::__reduce_ll) };
+    }
+    let scratch = scratch::<T>(comm, n)?;
+    let cfg = grid::<T>(comm, n.div_ceil(comm.world_size()) as u64, || {
+        T::__ar_grid(op, comm, threads::<T>())
+    })?;
+    // SAFETY: `n` fits every rank's input and this rank's `out`, and the
+    // scratch holds at least `n` elements.
+    unsafe { T::__all_reduce(comm, cfg, op, input, &scratch, &mut r.out, n as u32, r.ch) }
+}
+
+/// A rank's scratch of at least `n` elements of `T` for
+/// [`all_reduce_op`]: a growing staging ([`grow`]), which keeps older
+/// areas alive for captured CUDA graphs, as a family of its own (no other
+/// kernel's calls are ordered with these by a shared barrier, so none may
+/// share it).
+fn scratch<T: ReduceElem>(comm: &Comm, n: usize) -> Result<std::sync::Arc<SymmetricMemory>> {
+    struct OpScratch;
+    let (smem, _) = grow::<T, OpScratch>(comm, n, 1, 0)?;
+    Ok(smem)
+}

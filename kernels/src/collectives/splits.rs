@@ -1,0 +1,230 @@
+//! The all-to-all with split sizes: given on the host
+//! ([`all_to_all_single`]) or read from device memory by the kernel
+//! ([`all_to_all_v`]).
+
+use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmetricMemory};
+
+use super::call::{begin, grid, threads, Call, Kind};
+use super::elem::{CopyCall, CopyElem, Kernel};
+use super::MAX_BLOCKS;
+use crate::shared::checks::{disjoint, fits, out_fits};
+
+/// All-to-all with split sizes given on the host, as PyTorch's
+/// `all_to_all_single`: this rank sends `input[off..off + in_splits[r]]`
+/// to rank r (`off` the sum of the splits before r), and receives
+/// `out_splits[p]` elements from rank p, placed in rank order in `out`.
+/// Every rank's `out_splits[p]` must be rank p's `in_splits` entry for it:
+/// the kernel checks the whole exchange, and a mismatch fails it on every
+/// rank alike ([`symm::Error::KernelAssert`]; the group then refuses
+/// further collectives, as after any failed kernel).
+pub fn all_to_all_single<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    in_splits: &[usize],
+    out_splits: &[usize],
+) -> Result<()> {
+    let world = comm.world_size();
+    let mut packed = [0u64; 8];
+    let mut problem = None;
+    if in_splits.len() != world || out_splits.len() != world {
+        problem = Some(format!(
+            "all_to_all_single takes one split per rank ({world}), and got {} send and {} \
+             receive splits",
+            in_splits.len(),
+            out_splits.len()
+        ));
+    } else if let Some(bad) = in_splits
+        .iter()
+        .chain(out_splits)
+        .find(|&&s| s >= u32::MAX as usize)
+    {
+        problem = Some(format!("a split of {bad} elements is 2^32 - 1 or more"));
+    } else {
+        for r in 0..world {
+            packed[r] = in_splits[r] as u64 | ((out_splits[r] as u64) << 32);
+        }
+    }
+    // Saturating: a huge split is this rank's problem to report, not a
+    // panic on this rank alone.
+    let sent = in_splits.iter().fold(0usize, |a, &b| a.saturating_add(b));
+    let received = out_splits.iter().fold(0usize, |a, &b| a.saturating_add(b));
+    split_call(
+        comm,
+        input,
+        out,
+        Splits::Host {
+            packed,
+            problem,
+            sent,
+            received,
+        },
+    )
+}
+
+/// All-to-all with split sizes in device memory, read by the kernel, so
+/// that MoE dispatch and combine need no host synchronisation (PyTorch's
+/// `all_to_all_vdev`): this rank sends `in_splits[r]` elements (u64) to
+/// rank r, from consecutive spans of `input`; what it receives lands in
+/// rank order in `out`, and `out_splits_offsets[r]` and
+/// `out_splits_offsets[world + r]` get the size received from rank r and
+/// its offset in `out`. The kernel checks every rank's splits against
+/// every rank's input and output sizes before it copies; a split that does
+/// not fit fails it on every rank alike ([`symm::Error::KernelAssert`]).
+pub fn all_to_all_v<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    in_splits: &(impl DeviceSlice<u64> + ?Sized),
+    out_splits_offsets: &mut (impl DeviceSlice<u64> + ?Sized),
+) -> Result<()> {
+    split_call(
+        comm,
+        input,
+        out,
+        Splits::Device {
+            in_splits: comm.bind("in_splits", in_splits)?,
+            report: comm.bind_mut("out_splits_offsets", out_splits_offsets)?,
+        },
+    )
+}
+
+/// Where an all-to-all's split sizes come from.
+enum Splits<'a> {
+    Host {
+        packed: [u64; 8],
+        problem: Option<String>,
+        sent: usize,
+        received: usize,
+    },
+    Device {
+        in_splits: BoundSlice<'a, u64>,
+        report: BoundSlice<'a, u64>,
+    },
+}
+
+/// [`all_to_all_single`] and [`all_to_all_v`]: one kernel, which takes the
+/// splits from its parameters or from device memory.
+fn split_call<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    splits: Splits<'_>,
+) -> Result<()> {
+    // Before the output's binding, which borrows for as long as these
+    // (the launch takes them with one lifetime).
+    let holders = placeholders(comm)?;
+    let mut holders = holders.0.lock().unwrap_or_else(|p| p.into_inner());
+    let (empty, report_host) = &mut *holders;
+    let world = comm.world_size();
+    let dev = matches!(splits, Splits::Device { .. });
+    let call = Call {
+        kind: if dev {
+            Kind::AllToAllV
+        } else {
+            Kind::AllToAllSingle
+        },
+        ll: None,
+        // Never empty: every rank launches, whatever its splits (a rank
+        // that sends and receives nothing still meets its peers').
+        empty: false,
+    };
+    let ready = begin(comm, input, ("out", out), call, |out| {
+        disjoint(input, out)?;
+        match &splits {
+            Splits::Host {
+                problem: Some(p), ..
+            } => return Err(p.clone()),
+            Splits::Host { sent, received, .. } => {
+                fits::<T>(input, *sent, "the input")?;
+                out_fits(out, Some(*received), "the received splits")?;
+            }
+            Splits::Device { in_splits, report } => {
+                out_fits(out, Some(0), "nothing")?;
+                if in_splits.len() < world || report.len() < 2 * world {
+                    return Err(format!(
+                        "all_to_all_v needs {world} send splits and room for {} sizes and \
+                         offsets, and got {} and {}",
+                        2 * world,
+                        in_splits.len(),
+                        report.len()
+                    ));
+                }
+            }
+        }
+        if out.len() > u32::MAX as usize {
+            return Err("the output holds 2^32 elements or more".into());
+        }
+        Ok(())
+    })?;
+    let Some(mut r) = ready else {
+        return Ok(());
+    };
+    let meta = meta(comm)?;
+    // The grid must be the same on every rank (each block waits for the
+    // same block of every peer), and the splits are not known before the
+    // kernel reads them (device splits): so it follows the input's length,
+    // the same on every rank (rendezvous checks it), which bounds what any
+    // rank sends to one peer.
+    let cap = r.out.len().min(u32::MAX as usize);
+    let in_len = input.buffer_size() / std::mem::size_of::<T>();
+    let cfg = grid::<T>(comm, (in_len as u64).max(1), || {
+        T::__grid(Kernel::AllToAllV, comm, threads::<T>())
+    })?;
+    let (in_splits, mut report, packed) = match splits {
+        Splits::Host { packed, .. } => (
+            comm.bind("in_splits", &*empty)?,
+            comm.bind_mut("report", &mut *report_host)?,
+            packed,
+        ),
+        Splits::Device { in_splits, report } => (in_splits, report, [0u64; 8]),
+    };
+    let call = CopyCall::AllToAllV {
+        input,
+        meta: &meta,
+        out: &mut r.out,
+        out_cap: cap as u32,
+        splits: &in_splits,
+        dev: u32::from(dev),
+        report: &mut report,
+        packed,
+        ch: r.ch,
+    };
+    // SAFETY: the kernel checks every rank's splits against every rank's
+    // input length and output capacity (`out_cap`) before it copies, on
+    // every rank alike, and reads `in_splits` only where `dev` is 1 (then
+    // it holds `world` entries), and writes `report` only there too.
+    unsafe { T::__copy(comm, cfg, call) }
+}
+
+/// The all-to-all's meta area ([`meta_entries`] u64 per block, for every
+/// block), rendezvoused once per rank and kept in its extensions.
+fn meta(comm: &Comm) -> Result<std::sync::Arc<SymmetricMemory>> {
+    struct Meta(std::sync::Arc<SymmetricMemory>);
+    let m = comm.extension(
+        |_: &Meta| true,
+        |_| {
+            let buf = comm.alloc::<u64>(32 * MAX_BLOCKS as usize)?;
+            Ok(Meta(buf.rendezvous()?))
+        },
+    )?;
+    Ok(m.0.clone())
+}
+
+/// Stand-ins for the device splits and report of a call with host splits
+/// (the kernel never touches them there; one element each, since a slice
+/// needs memory), made once per rank: an allocation per call would cost
+/// time and could not be captured in a CUDA graph.
+struct Placeholders(std::sync::Mutex<(symm::DeviceBuffer<u64>, symm::DeviceBuffer<u64>)>);
+
+fn placeholders(comm: &Comm) -> Result<std::sync::Arc<Placeholders>> {
+    comm.extension(
+        |_: &Placeholders| true,
+        |_| {
+            Ok(Placeholders(std::sync::Mutex::new((
+                comm.device_buffer::<u64>(1)?,
+                comm.device_buffer::<u64>(1)?,
+            ))))
+        },
+    )
+}

@@ -1,0 +1,185 @@
+//! What a functional call takes and writes: [`Operand`]s, read wherever
+//! they lie, and [`Output`]s, held by the call's [`Pending`] until it is
+//! waited for.
+
+use std::sync::Arc;
+
+use symm::cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
+use symm::{
+    DeviceBuffer, DeviceSlice, Element, PoolTensor, Result, SymmBuffer, SymmView, SymmetricMemory,
+};
+
+use super::{wait_on, Pending, Placed};
+
+/// An input of a functional collective: this rank's device memory, with
+/// where it lies (symmetric or not). Implemented for symm's buffers and
+/// tensors, cudarc's memory, references to them, and [`Pending`] results.
+/// Its methods are the layer's own (hidden): a call reads the input
+/// through them.
+pub trait Operand<T: Element> {
+    #[doc(hidden)]
+    fn __memory(&self) -> &dyn DeviceSlice<T>;
+    #[doc(hidden)]
+    fn __placed(&self) -> Placed {
+        Placed::Plain
+    }
+    /// Every rank's view of it, where it is symmetric.
+    #[doc(hidden)]
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+        None
+    }
+    /// Orders `stream` after the work that makes this input, where that
+    /// work is in flight on another stream (a [`Pending`] of another
+    /// `Collectives`).
+    #[doc(hidden)]
+    fn __order(&self, _stream: &Arc<CudaStream>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// An output of a functional collective: this rank's device memory,
+/// owned (returned by [`Pending::wait`]) or borrowed exclusively (`&mut`
+/// of a buffer, a tensor or a cudarc slice; not a [`SymmView`], which is
+/// `Copy` and would leave its buffer readable meanwhile).
+pub trait Output<T: Element> {
+    #[doc(hidden)]
+    fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T>;
+}
+
+impl<T: Element> Operand<T> for SymmBuffer<T> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
+        self
+    }
+    fn __placed(&self) -> Placed {
+        Placed::Symmetric
+    }
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+        Some(self.rendezvous())
+    }
+}
+
+/// A view is read in place only where it starts its buffer (the kernels
+/// read a symmetric input from its start); elsewhere it is staged.
+impl<T: Element> Operand<T> for SymmView<'_, T> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
+        self
+    }
+    fn __placed(&self) -> Placed {
+        if self.offset() == 0 {
+            Placed::Symmetric
+        } else {
+            Placed::Plain
+        }
+    }
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+        (self.offset() == 0).then(|| self.rendezvous())
+    }
+}
+
+impl<T: Element> Operand<T> for PoolTensor<T> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
+        self
+    }
+    fn __placed(&self) -> Placed {
+        Placed::Pool {
+            segment: self.place().1,
+        }
+    }
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+        Some(self.rendezvous())
+    }
+}
+
+macro_rules! plain_operand {
+    ($($ty:ty),*) => {$(
+        impl<T: Element> Operand<T> for $ty {
+            fn __memory(&self) -> &dyn DeviceSlice<T> {
+                self
+            }
+        }
+    )*};
+}
+plain_operand!(
+    DeviceBuffer<T>,
+    CudaSlice<T>,
+    CudaView<'_, T>,
+    CudaViewMut<'_, T>
+);
+
+macro_rules! forward_operand {
+    ($($ty:ty),*) => {$(
+        impl<T: Element, X: Operand<T> + ?Sized> Operand<T> for $ty {
+            fn __memory(&self) -> &dyn DeviceSlice<T> {
+                (**self).__memory()
+            }
+            fn __placed(&self) -> Placed {
+                (**self).__placed()
+            }
+            fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+                (**self).__symmetric()
+            }
+            fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
+                (**self).__order(stream)
+            }
+        }
+    )*};
+}
+forward_operand!(&X, &mut X);
+
+/// A result still in flight is the next call's input in stream order, with
+/// no wait: on the same stream as it is, or, from another `Collectives`
+/// (another group's stream), after an event of its stream.
+impl<T: Element, O: Operand<T>> Operand<T> for Pending<'_, O> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
+        self.out().__memory()
+    }
+    fn __placed(&self) -> Placed {
+        self.out().__placed()
+    }
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+        self.out().__symmetric()
+    }
+    fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        self.out().__order(stream)?;
+        let Some(mine) = &self.coll.stream else {
+            return Ok(());
+        };
+        if Arc::ptr_eq(mine, stream) {
+            return Ok(());
+        }
+        let wait = |e: &CudaEvent| {
+            wait_on(stream, e).map_err(|err| self.coll.driver("cuStreamWaitEvent", err))
+        };
+        match &self.done {
+            Some(e) => wait(e),
+            None => {
+                let e = self.coll.record(mine)?;
+                let r = wait(&e);
+                self.coll.give_event(e);
+                r
+            }
+        }
+    }
+}
+
+macro_rules! outputs {
+    ($($ty:ty),*) => {$(
+        impl<T: Element> Output<T> for $ty {
+            fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
+                self
+            }
+        }
+        impl<T: Element> Output<T> for &mut $ty {
+            fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
+                *self
+            }
+        }
+    )*};
+}
+outputs!(DeviceBuffer<T>, PoolTensor<T>, SymmBuffer<T>, CudaSlice<T>);
+
+impl<T: Element> Output<T> for &mut CudaViewMut<'_, T> {
+    fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T> {
+        *self
+    }
+}

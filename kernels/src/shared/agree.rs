@@ -1,0 +1,188 @@
+//! Cross-rank agreement on a call: on the first call of a key, every rank
+//! publishes its key (hash and words) and any local problem with its
+//! arguments through the group's store, and reads every other rank's, so
+//! a mismatch, or a bad argument on one rank, is the same clear error on
+//! every rank instead of a kernel waiting for data that never comes.
+//! Later calls of a key the group agreed on cost a hash lookup.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use symm::{Comm, Error, Result};
+
+use super::key::CallKey;
+
+/// Keys this rank's group agreed on, and how many exchanges it made (the
+/// store keys' sequence: ranks make the same calls in the same order, so
+/// the n-th exchange of each rank meets the n-th of the others).
+#[derive(Default)]
+struct Agreed {
+    keys: Mutex<(HashSet<u64>, u64)>,
+}
+
+/// Keys a rank remembers as agreed; past this many it forgets them all
+/// (the all-reduce's own set of 1024 identities falls back on this one,
+/// so it must be much larger than that).
+const MAX_AGREED: usize = 1 << 16;
+
+/// What one rank says of a call: its key's hash and words, and its local
+/// problem if any.
+fn encode(hash: u64, words: &str, problem: Option<&str>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16 + words.len());
+    v.extend_from_slice(&hash.to_le_bytes());
+    v.extend_from_slice(&(words.len() as u64).to_le_bytes());
+    v.extend_from_slice(words.as_bytes());
+    if let Some(p) = problem {
+        v.extend_from_slice(p.as_bytes());
+    }
+    v
+}
+
+/// A rank's entry: (hash, words, problem), or `None` if unreadable.
+fn decode(raw: &[u8]) -> Option<(u64, String, String)> {
+    let word = |i: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            raw.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+        ))
+    };
+    let hash = word(0)?;
+    let len = usize::try_from(word(1)?).ok()?;
+    let words = raw.get(16..16usize.checked_add(len)?)?;
+    let rest = &raw[16 + len..];
+    Some((
+        hash,
+        String::from_utf8_lossy(words).into_owned(),
+        String::from_utf8_lossy(rest).into_owned(),
+    ))
+}
+
+/// Checks that every rank of `comm`'s group makes the call `key`: the keys
+/// must be equal on every rank, and no rank may have a `problem` with its
+/// own arguments. Returns at once for a key the group agreed on before
+/// (with this rank's problem, if any: the kernels' own digest check
+/// catches what differs later). Otherwise it waits (at most the group's
+/// timeout) for every rank's entry; every rank then returns the same
+/// verdict.
+pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -> Result<()> {
+    let what = key.name();
+    let hash = key.hash64();
+    let agreed = comm.extension(|_: &Agreed| true, |_| Ok(Agreed::default()))?;
+    let seq = {
+        let mut s = agreed.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if s.0.contains(&hash) {
+            // The peers, with nothing to report, run the call without an
+            // exchange; this rank's problem stays its own (and its peers'
+            // kernels time out waiting for it, naming it). Joining an
+            // exchange here would leave this rank's sequence one ahead of
+            // theirs for good.
+            return match problem {
+                None => Ok(()),
+                Some(p) => Err(Error::InvalidArgument {
+                    rank: comm.rank(),
+                    message: format!("{what}: {p}"),
+                }),
+            };
+        }
+        s.1 += 1;
+        s.1
+    };
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let store = comm.store();
+    let store_key = |r: usize| comm.store_key(&format!("symm_kernels/agree/{seq}/{r}"));
+    let store_err = |source| comm.store_error(source);
+    store
+        .set(
+            &store_key(rank),
+            &encode(hash, &key.to_string(), problem.as_deref()),
+        )
+        .map_err(store_err)?;
+    let keys: Vec<String> = (0..world).map(store_key).collect();
+    let timeout = comm.options().timeout;
+    store.wait(&keys, timeout).map_err(|e| match e {
+        symm::StoreError::Timeout { missing, .. } => {
+            let ranks: Vec<usize> = (0..world)
+                .filter(|&r| missing.contains(&store_key(r)))
+                .collect();
+            let mine = problem
+                .as_deref()
+                .map_or(String::new(), |p| format!("; this rank's own problem: {p}"));
+            Error::InvalidArgument {
+                rank,
+                message: format!(
+                    "{what}: ranks {ranks:?} did not make this call within {timeout:?} (a rank \
+                     that skipped it or made another collective, or had an argument error on \
+                     a shape its peers had already checked){mine}"
+                ),
+            }
+        }
+        other => store_err(other),
+    })?;
+    let mut entries = Vec::with_capacity(world);
+    for k in &keys {
+        let raw = store.try_get(k).map_err(store_err)?.unwrap_or_default();
+        entries.push(decode(&raw).unwrap_or_else(|| (0, "?".into(), "an unreadable entry".into())));
+    }
+    let problems: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, _, p))| !p.is_empty())
+        .map(|(r, (_, _, p))| format!("rank {r}: {p}"))
+        .collect();
+    if !problems.is_empty() {
+        return Err(Error::InvalidArgument {
+            rank,
+            message: format!("{what}: {}", problems.join("; ")),
+        });
+    }
+    if entries.iter().any(|(h, _, _)| *h != entries[0].0) {
+        let each: Vec<String> = entries
+            .iter()
+            .enumerate()
+            .map(|(r, (_, words, _))| format!("rank {r}: {words}"))
+            .collect();
+        return Err(Error::InvalidArgument {
+            rank,
+            message: format!(
+                "{what}: the ranks' calls differ (every rank must make the same call): {}",
+                each.join("; ")
+            ),
+        });
+    }
+    let mut s = agreed.keys.lock().unwrap_or_else(|p| p.into_inner());
+    // Bounded (calls of ever new sizes must not grow it for good): every
+    // rank inserts the same keys in the same order, after the same
+    // verdict, so every rank forgets them at the same call, and the next
+    // call of each agrees again.
+    if s.0.len() >= MAX_AGREED {
+        s.0.clear();
+    }
+    s.0.insert(hash);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode, encode};
+
+    #[test]
+    fn entries_round_trip() {
+        let raw = encode(
+            42,
+            "all_gather of 8 elements of f32 (LL)",
+            Some("too small"),
+        );
+        assert_eq!(
+            decode(&raw),
+            Some((
+                42,
+                "all_gather of 8 elements of f32 (LL)".into(),
+                "too small".into()
+            ))
+        );
+        assert_eq!(
+            decode(&encode(1, "x", None)),
+            Some((1, "x".into(), "".into()))
+        );
+        assert_eq!(decode(&raw[..20]), None);
+    }
+}

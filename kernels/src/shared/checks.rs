@@ -1,0 +1,114 @@
+//! Argument checks that every family makes, as the problem a rank
+//! publishes in the agreement (a `String`, so that every rank can report
+//! every rank's), or as an error on this rank.
+
+use symm::{BoundSlice, Comm, Element, SymmetricMemory};
+
+/// An invalid-argument error on `comm`'s rank.
+pub(crate) fn invalid(comm: &Comm, message: String) -> symm::Error {
+    symm::Error::InvalidArgument {
+        rank: comm.rank(),
+        message,
+    }
+}
+
+/// A problem unless the rank may still run collectives: after a kernel
+/// failed, its call counters may be out of step with its peers'.
+pub(crate) fn usable(comm: &Comm) -> Result<(), String> {
+    if comm.kernel_failed() {
+        Err(
+            "a kernel on this rank failed earlier (see the error it reported); its call \
+             counters may be out of step with its peers', so collectives no longer run on \
+             this group; make a new group"
+                .into(),
+        )
+    } else {
+        Ok(())
+    }
+}
+
+/// A problem unless `n` elements of `T` fit this rank's buffer of `input`
+/// (`what` names it) and index in `u32`.
+pub(crate) fn fits<T: Element>(
+    input: &SymmetricMemory,
+    n: usize,
+    what: &str,
+) -> Result<(), String> {
+    let cap = input.buffer_size() / std::mem::size_of::<T>();
+    if n > cap || n > u32::MAX as usize {
+        Err(format!(
+            "{n} elements, and {what} holds {cap} (and at most 2^32 - 1 can move)"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// A problem unless `out` is 16-byte aligned and holds `need` elements
+/// (`what` says what they are; `None`: more than `usize` counts).
+pub(crate) fn out_fits<T: Element>(
+    out: &BoundSlice<'_, T>,
+    need: Option<usize>,
+    what: &str,
+) -> Result<(), String> {
+    if !out.device_ptr().is_multiple_of(16) {
+        return Err(format!(
+            "the output at {:#x} is not 16-byte aligned",
+            out.device_ptr()
+        ));
+    }
+    match need {
+        Some(k) if k <= out.len() && k <= u32::MAX as usize => Ok(()),
+        _ => Err(format!(
+            "the output holds {} elements, fewer than {what} ({})",
+            out.len(),
+            need.map_or("more than 2^64".into(), |k| k.to_string())
+        )),
+    }
+}
+
+/// Whether `b` overlaps this rank's buffer of `input`, which peers read
+/// while this rank writes.
+pub(crate) fn overlaps_input<T: Element>(input: &SymmetricMemory, b: &BoundSlice<'_, T>) -> bool {
+    let base = input.buffer_ptrs()[input.rank()];
+    let end = base + input.buffer_size() as u64;
+    let p = b.device_ptr();
+    let p_end = p + (b.len() * std::mem::size_of::<T>()) as u64;
+    p < end && base < p_end
+}
+
+/// Whether `out` starts exactly at this rank's buffer of `input` (in
+/// place).
+pub(crate) fn is_input<T: Element>(input: &SymmetricMemory, out: &BoundSlice<'_, T>) -> bool {
+    out.device_ptr() == input.buffer_ptrs()[input.rank()]
+}
+
+/// A problem if `out` overlaps this rank's buffer of `input`: peers read
+/// the input while this rank writes its output.
+pub(crate) fn disjoint<T: Element>(
+    input: &SymmetricMemory,
+    out: &BoundSlice<'_, T>,
+) -> Result<(), String> {
+    if overlaps_input(input, out) {
+        Err(
+            "the output overlaps the symmetric input, which peers read while this rank \
+             writes (use the in-place form)"
+                .into(),
+        )
+    } else {
+        Ok(())
+    }
+}
+
+/// [`disjoint`], but `out` may also be exactly this rank's buffer of
+/// `input` (in place, where the call's kernels allow it).
+pub(crate) fn same_or_disjoint<T: Element>(
+    input: &SymmetricMemory,
+    out: &BoundSlice<'_, T>,
+) -> Result<(), String> {
+    if is_input(input, out) {
+        Ok(())
+    } else {
+        disjoint(input, out)
+    }
+}
