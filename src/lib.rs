@@ -20,9 +20,42 @@
 //! # Ok::<(), symm::RunError>(())
 //! ```
 //!
-//! Everything lives in [`symm_runtime`], re-exported here.
+//! Start from [`prelude`] (`use symm::prelude::*`): the concepts a
+//! program uses. Everything else lives in [`symm_runtime`], re-exported
+//! here, and in [`kernels`].
 
 pub use symm_runtime::*;
+
+/// The concepts most programs use, in one import: groups and ranks
+/// ([`Comm`], [`run`], [`run_local`], [`Ranks`]), memory ([`SymmBuffer`],
+/// [`SymmetricMemory`], [`DeviceBuffer`], [`DeviceSlice`], the pool
+/// [`SymmPool`]), kernels ([`symm_kernel`], [`LaunchConfig`], signal
+/// [`Channel`]s), element types, errors, and the built-in collectives
+/// ([`all_reduce`], [`Collectives`] with [`ReduceOp`]).
+///
+/// ```
+/// use symm::prelude::*;
+///
+/// let sums = run(Ranks::Emulator(2), CommOptions::default(), |comm: &Comm| {
+///     let buf = comm.alloc::<f32>(4)?;
+///     buf.copy_from_host(&[comm.rank() as f32 + 1.0; 4])?;
+///     all_reduce_in_place(comm, &buf, 4)?;
+///     Ok(buf.to_host()?[0])
+/// })?;
+/// assert_eq!(sums, vec![3.0, 3.0]);
+/// # Ok::<(), RunError>(())
+/// ```
+pub mod prelude {
+    pub use symm_kernels::all_reduce::{all_reduce, all_reduce_in_place};
+    pub use symm_kernels::collectives::ReduceOp;
+    pub use symm_kernels::functional::Collectives;
+    pub use symm_runtime::signal::Channel;
+    pub use symm_runtime::{
+        bf16, f16, f8e4m3, f8e5m2, run, run_local, symm_kernel, Comm, CommOptions, DType,
+        DeviceBuffer, DeviceSlice, Element, Error, LaunchConfig, PoolTensor, Ranks, Result,
+        RunError, SymmBuffer, SymmPool, SymmView, SymmetricMemory,
+    };
+}
 
 /// The built-in kernels.
 pub use symm_kernels as kernels;

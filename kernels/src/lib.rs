@@ -15,7 +15,4 @@ pub mod fused;
 mod samples;
 pub mod tutorial;
 
-pub use all_reduce::{
-    all_reduce as one_shot_all_reduce, one_shot_all_reduce as one_shot_all_reduce_kernel,
-};
 pub use samples::{broadcast, ping_pong, ring_all_gather};

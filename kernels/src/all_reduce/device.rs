@@ -14,11 +14,13 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
+use crate::shared::device::{enter_call, spread_first};
+
 /// This call's identity digest `sig` as one 16-byte vector of `T`: 7 bits
 /// of it in each element's low bits (bits `7 (k % 4)..` in element `k`),
 /// so no element has a sentinel stage's empty bits (all ones).
 #[symm_kernel(device)]
-pub fn sig_vec<T: Scalar, const V: usize>(sig: u32) -> [T; V] {
+pub(crate) fn sig_vec<T: Scalar, const V: usize>(sig: u32) -> [T; V] {
     let mut v: [T; V] = [T::from_f32(0.0f32); V];
     for k in 0..V {
         v[k] = T::from_bits32((sig >> ((k as u32 % 4u32) * 7u32)) & 0x7Fu32);
@@ -28,7 +30,7 @@ pub fn sig_vec<T: Scalar, const V: usize>(sig: u32) -> [T; V] {
 
 /// Whether two vectors hold the same bits.
 #[symm_kernel(device)]
-pub fn same_bits<T: Scalar, const V: usize>(a: [T; V], b: [T; V]) -> bool {
+pub(crate) fn same_bits<T: Scalar, const V: usize>(a: [T; V], b: [T; V]) -> bool {
     let mut same = true;
     for k in 0..V {
         if a[k].to_bits64() != b[k].to_bits64() {
@@ -41,7 +43,7 @@ pub fn same_bits<T: Scalar, const V: usize>(a: [T; V], b: [T; V]) -> bool {
 /// Fails the call unless `same`: a peer's identity (what
 /// [`sig_vec`] or [`enter_barrier_sending`] carried) differs from this rank's.
 #[symm_kernel(device)]
-pub fn assert_same_call(same: bool) {
+pub(crate) fn assert_same_call(same: bool) {
     kernel_assert!(
         same,
         "all_reduce: the ranks made different calls (buffer, offset, size, element type or kernel differ); every rank must make the same collective calls in the same order"
@@ -52,7 +54,7 @@ pub fn assert_same_call(same: bool) {
 /// `sig` ([`sig_vec`]): entry `r` of `got` is rank `r`'s vector, as a
 /// sentinel take returns it.
 #[symm_kernel(device)]
-pub fn sent_call<T: Scalar, const V: usize>(got: [[T; V]; 8], from: u32, sig: u32) -> bool {
+pub(crate) fn sent_call<T: Scalar, const V: usize>(got: [[T; V]; 8], from: u32, sig: u32) -> bool {
     let want = sig_vec::<T, V>(sig);
     let mut same = true;
     for r in 0..8u32 {
@@ -70,33 +72,12 @@ pub const CHANNELS: usize = 2;
 /// The name the all-reduce reserves its channels under.
 pub const CHANNEL_OWNER: &str = "symm_kernels::all_reduce";
 
-/// First thing in every all-reduce kernel, which is launched with
-/// programmatic dependent launch: wait for the previous kernel on the
-/// stream (it may have written the input, or still use the output), and let
-/// the next one start launching while this one runs.
-#[symm_kernel(device)]
-pub fn enter_call() {
-    grid_dependency_wait();
-    launch_dependents();
-}
-
-/// This thread's first index of a grid-stride loop in which consecutive
-/// warps belong to different blocks, so a call that needs only a few warps
-/// spreads them over many SMs (each SM's stores to peers are the limit).
-/// With a fixed grid, an index always lands in the same block, which the
-/// per-block flags rely on. Blocks must be whole warps.
-#[symm_kernel(device)]
-pub fn spread_first() -> u32 {
-    let t = thread_idx_x();
-    ((t / 32) * grid_dim_x() + block_idx_x()) * 32 + t % 32
-}
-
 /// Elements `i..i + V` summed in f32 in rank order 0, 1, …, where rank
 /// `rank`'s part is `own[i..]` and every other rank r's is
 /// `stage[at + r * region + j..]`: all loads issued before any arithmetic.
 /// (A separate `j` lets a caller stage at other offsets than it reads.)
 #[symm_kernel(device)]
-pub fn sum_staged<T: Scalar, const V: usize>(
+pub(crate) fn sum_staged<T: Scalar, const V: usize>(
     own: Remote<T>,
     i: u32,
     stage: Remote<T>,
@@ -127,7 +108,7 @@ pub fn sum_staged<T: Scalar, const V: usize>(
 /// The element-wise sum of `vals[0..world]`, in f32, in rank order 0, 1, …
 /// (the same bits on every rank), rounded once to `T`.
 #[symm_kernel(device)]
-pub fn sum_in_rank_order<T: Scalar, const V: usize>(vals: [[T; V]; 8], world: u32) -> [T; V] {
+pub(crate) fn sum_in_rank_order<T: Scalar, const V: usize>(vals: [[T; V]; 8], world: u32) -> [T; V] {
     sum_with_own::<T, V>(vals, vals[0], 8, world)
 }
 
@@ -136,7 +117,7 @@ pub fn sum_in_rank_order<T: Scalar, const V: usize>(vals: [[T; V]; 8], world: u3
 /// with a run-time `rank`, a store would index the array at run time and
 /// move it to local memory.
 #[symm_kernel(device)]
-pub fn sum_with_own<T: Scalar, const V: usize>(
+pub(crate) fn sum_with_own<T: Scalar, const V: usize>(
     vals: [[T; V]; 8],
     own: [T; V],
     rank: u32,
@@ -163,7 +144,7 @@ pub fn sum_with_own<T: Scalar, const V: usize>(
 /// all loads issued before any arithmetic, and sums them in f32 in rank
 /// order 0, 1, …: the same bits on every rank.
 #[symm_kernel(device)]
-pub fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [T; V] {
+pub(crate) fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [T; V] {
     let zero: [T; V] = [T::from_f32(0.0f32); V];
     let mut vals: [[T; V]; 8] = [zero; 8];
     for r in 0..8u32 {
@@ -232,7 +213,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
 /// `P` to a 32-bit word, low element first; elements at or past `n` (and
 /// whole pairs past the end) read as zero bits.
 #[symm_kernel(device)]
-pub fn ll_words<T: Scalar, const P: usize>(src: Remote<T>, g: u32, n: u32) -> [u32; 2] {
+pub(crate) fn ll_words<T: Scalar, const P: usize>(src: Remote<T>, g: u32, n: u32) -> [u32; 2] {
     let per = P as u32;
     let width = 32 / per;
     let mut words: [u32; 2] = [0u32; 2];
@@ -570,7 +551,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
 /// NaN with its sign bit cleared: still a NaN, so the sum is unchanged in
 /// kind, but it can no longer read as "not arrived".
 #[symm_kernel(device)]
-pub fn lamport_load<T: DslFloat, const V: usize>(src: Remote<T>, at: u32, n: u32) -> [T; V] {
+pub(crate) fn lamport_load<T: DslFloat, const V: usize>(src: Remote<T>, at: u32, n: u32) -> [T; V] {
     let mut v: [T; V] = [T::from_f32(0.0f32); V];
     if at + V as u32 <= n {
         v = src.load_vec::<V>(at);
@@ -589,7 +570,7 @@ pub fn lamport_load<T: DslFloat, const V: usize>(src: Remote<T>, at: u32, n: u32
 /// rank order with every other rank r's part, which arrives at
 /// `stage[base + r * cap + j..]` (see [`sentinel_take_at`]).
 #[symm_kernel(device)]
-pub fn lamport_sum<T: DslFloat, const V: usize>(
+pub(crate) fn lamport_sum<T: DslFloat, const V: usize>(
     own: [T; V],
     stage: Remote<T>,
     base: u32,
@@ -605,7 +586,7 @@ pub fn lamport_sum<T: DslFloat, const V: usize>(
 
 /// One-shot all-reduce by pushing data that marks its own arrival (after
 /// Lamport): every slot of `stage` holds all-ones bits (a NaN no input can
-/// send, see [`lamport_load`]) until a peer's 16-byte store of real data
+/// send, see `lamport_load`) until a peer's 16-byte store of real data
 /// lands, so receivers poll the data itself. One NVLink one-way trip like
 /// the LL kernel, at half its bytes (no tags), and no flags like the push
 /// kernel needs. Each receiver writes the empty bits back once every

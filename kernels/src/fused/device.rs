@@ -3,13 +3,12 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-use crate::all_reduce::enter_call;
-use crate::collectives::{enter_sending, exit_checked};
+use crate::shared::device::{enter_call, enter_sending, exit_checked};
 
 /// Loads elements `i..i + V` from every rank's `buf` and sums them in f32
 /// in rank order 0, 1, … (no rounding: the residual is added first).
 #[symm_kernel(device)]
-pub fn sum_peers_f32<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [f32; V] {
+pub(crate) fn sum_peers_f32<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [f32; V] {
     let zero: [T; V] = [T::from_f32(0.0f32); V];
     let mut vals: [[T; V]; 8] = [zero; 8];
     for r in 0..8u32 {
@@ -30,7 +29,7 @@ pub fn sum_peers_f32<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: 
 
 /// `a + b`, or the larger where `MAX` is 1: [`block_reduce`]'s combine.
 #[symm_kernel(device)]
-pub fn combine<const MAX: usize>(a: f32, b: f32) -> f32 {
+pub(crate) fn combine<const MAX: usize>(a: f32, b: f32) -> f32 {
     if MAX == 1 {
         max(a, b)
     } else {

@@ -7,13 +7,15 @@
 //! - [`elem`]: the element-type tables every dispatch is generated from;
 //! - [`grid`]: grid sizing (vector grids, fixed grids, shared GPUs);
 //! - [`staging`]: staging areas that grow, and reserved channels;
-//! - [`checks`]: argument checks that every family makes.
+//! - [`checks`]: argument checks that every family makes;
+//! - [`device`]: device functions every family's kernels share.
 //!
 //! Nothing here imports a family (`scripts/module-graph.py` checks it):
 //! the families import this floor, never the other way.
 
 pub(crate) mod agree;
 pub(crate) mod checks;
+pub(crate) mod device;
 pub(crate) mod elem;
 pub(crate) mod grid;
 pub(crate) mod key;

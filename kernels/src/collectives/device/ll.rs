@@ -10,7 +10,7 @@ use super::*;
 /// of them, 8 bytes in all; zeros past `len`) as their bits, element `j`
 /// in bits `j × 64 / E ..`.
 #[symm_kernel(device)]
-pub fn ll_pack<T: Scalar, const E: usize>(src: Remote<T>, off: u32, len: u32, q: u32) -> u64 {
+pub(crate) fn ll_pack<T: Scalar, const E: usize>(src: Remote<T>, off: u32, len: u32, q: u32) -> u64 {
     let e = E as u32;
     let width = 64u32 / e;
     let at = q * e;
@@ -27,7 +27,7 @@ pub fn ll_pack<T: Scalar, const E: usize>(src: Remote<T>, off: u32, len: u32, q:
 /// Stores packet `q`'s elements (as [`ll_pack`] packed them) at
 /// `dst[off + q × E ..]`, those below `len`.
 #[symm_kernel(device)]
-pub fn ll_unpack<T: Scalar, const E: usize>(
+pub(crate) fn ll_unpack<T: Scalar, const E: usize>(
     dst: SliceMut<T>,
     off: u32,
     len: u32,
@@ -46,17 +46,17 @@ pub fn ll_unpack<T: Scalar, const E: usize>(
 }
 
 /// The LL kernels' launch rule: whole warps per block (a packet's sender
-/// and receiver threads share a block only so: [`spread_first`]), and at
+/// and receiver threads share a block only so: `spread_first`), and at
 /// least `world` threads (thread `t` trades the header with rank `t`).
 #[symm_kernel(device)]
-pub fn ll_launch_check(world: u32) {
+pub(crate) fn ll_launch_check(world: u32) {
     kernel_assert!(
         block_dim_x() % 32u32 == 0u32 && block_dim_x() >= world,
         "LL collectives: launch whole warps per block, and at least world_size threads"
     );
 }
 
-/// The start of every LL collective, after [`enter_call`] and
+/// The start of every LL collective, after `enter_call` and
 /// [`call_begin`]: thread `t` sends this block's header, this call's digest
 /// `sig`, into rank `t`'s stage (packet `block` of this rank's region of
 /// parity `epoch & 1`, regions `cap` packets apart), then every thread
@@ -67,7 +67,7 @@ pub fn ll_launch_check(world: u32) {
 /// rank in every call, which is what makes the parity staging safe (see
 /// [`symm::dsl::sync`]) even where only one rank sends data (broadcast).
 #[symm_kernel(device)]
-pub fn ll_headers(stage: SymmBuf<u64>, epoch: u32, cap: u32, sig: u32) {
+pub(crate) fn ll_headers(stage: SymmBuf<u64>, epoch: u32, cap: u32, sig: u32) {
     let rank = stage.rank();
     let world = stage.world_size();
     let t = thread_idx_x();
@@ -109,7 +109,7 @@ pub fn ll_headers(stage: SymmBuf<u64>, epoch: u32, cap: u32, sig: u32) {
 /// the all-to-all (`n` per peer). Every peer sends `n` elements or none,
 /// so a receiver takes packet `q` of every sender at once. Stage regions
 /// (parity, sender) are `cap` packets: the grid's headers
-/// ([`ll_headers`]), then data. Launch every call on one `stage` with the
+/// (`ll_headers`), then data. Launch every call on one `stage` with the
 /// same number of blocks (the per-block epochs stay in step; the threads
 /// per block may change, since every block hears from every peer's same
 /// block in every call). Peers never read `input`, so the caller may
@@ -339,7 +339,7 @@ pub fn reduce_ll<T: Scalar, const E: usize, const OP: usize>(
 /// `n` for a reduce-scatter (`chunk` from `r × chunk`, fewer at the end,
 /// maybe none), or all `n` for an all-reduce.
 #[symm_kernel(device)]
-pub fn reduce_span(n: u32, chunk: u32, scatter: u32, r: u32) -> [u32; 2] {
+pub(crate) fn reduce_span(n: u32, chunk: u32, scatter: u32, r: u32) -> [u32; 2] {
     let mut span: [u32; 2] = [0u32, n];
     if scatter == 1u32 {
         span[0] = r * chunk;

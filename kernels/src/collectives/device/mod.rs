@@ -23,49 +23,17 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-use crate::all_reduce::{enter_call, spread_first};
+use crate::shared::device::{enter_call, enter_sending, exit_checked, spread_first};
 
 mod ll;
 pub use ll::*;
-
-/// The start of a barrier kernel (the collectives' pull kernels and the
-/// fused all-reduce + RMSNorm; the all-reduce's call
-/// [`enter_barrier_sending`] on their own control allocation), after
-/// [`enter_call`]: this call's number ([`call_begin`] on channel `ch` of
-/// `buf`) once the entry barrier passed, with the call's identity `sig` (a
-/// digest of its kind, element type, sizes, op and root) sent to every peer
-/// on channel `ch + 1` (the collectives and the all-reduce each reserve two
-/// adjacent channels) after the barrier's flag ([`enter_barrier_sending`]),
-/// so it costs no round trip of its own. [`exit_checked`] compares it.
-#[symm_kernel(device)]
-pub fn enter_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, sig: u32) -> u32 {
-    let call = call_begin(buf, ch);
-    enter_barrier_sending(buf, ch, call, ch + 1u32, sig);
-    call
-}
-
-/// The exit barrier of a kernel begun with [`enter_sending`]: fails the call
-/// if a peer sent another call's identity. A peer in another call may have
-/// had this one read its other buffer, or write a peer's scratch (in
-/// bounds: every allocation has the same size on every rank, and the
-/// kernel reads and writes where its own checked arguments point, or, for
-/// the all-to-all-v, where splits checked against its own input length
-/// and output capacity point), so what it computed is never returned.
-#[symm_kernel(device)]
-pub fn exit_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, sig: u32) {
-    let same = exit_barrier_checking(buf, ch, call, ch + 1u32, sig);
-    kernel_assert!(
-        same,
-        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
-    );
-}
 
 /// Copies elements `src[src_off..src_off + len]` to `dst[dst_off..]`, this
 /// thread's share of a grid-stride loop starting at `first` with step
 /// `stride`: 16-byte vectors where both offsets are multiples of `V`, else
 /// element by element.
 #[symm_kernel(device)]
-pub fn copy_span<T: Scalar, const V: usize>(
+pub(crate) fn copy_span<T: Scalar, const V: usize>(
     src: Remote<T>,
     src_off: u32,
     dst: SliceMut<T>,
@@ -198,7 +166,7 @@ pub fn all_to_all_pull<T: Scalar, const V: usize>(
 /// barriers order only that block: a block's next call may rewrite its
 /// copy only after the same block of every rank passed this call's exit.
 #[symm_kernel(device)]
-pub fn meta_entries() -> u32 {
+pub(crate) fn meta_entries() -> u32 {
     32u32
 }
 
@@ -375,7 +343,7 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
 /// follow IEEE 754-2019 `minimum`/`maximum`: a NaN operand gives that NaN
 /// (the first in rank order), and −0 is below +0.
 #[symm_kernel(device)]
-pub fn combine<const OP: usize>(a: f32, b: f32) -> f32 {
+pub(crate) fn combine<const OP: usize>(a: f32, b: f32) -> f32 {
     let mut r = a + b;
     if OP == 4 {
         r = a * b;
@@ -447,7 +415,7 @@ pub fn reduce_scatter_pull<T: Scalar, const V: usize, const OP: usize>(
 /// The reduction `acc` of `world` ranks' elements, rounded once to `T`:
 /// divided by `world` first for avg.
 #[symm_kernel(device)]
-pub fn finish<T: Scalar, const OP: usize>(acc: f32, world: u32) -> T {
+pub(crate) fn finish<T: Scalar, const OP: usize>(acc: f32, world: u32) -> T {
     let mut r = acc;
     if OP == 1 {
         r = acc / world as f32;
@@ -459,7 +427,7 @@ pub fn finish<T: Scalar, const OP: usize>(acc: f32, world: u32) -> T {
 /// reduced by `OP` in f32 in rank order and rounded once: all loads issued
 /// before any arithmetic.
 #[symm_kernel(device)]
-pub fn reduce_vec<T: Scalar, const V: usize, const OP: usize>(
+pub(crate) fn reduce_vec<T: Scalar, const V: usize, const OP: usize>(
     input: SymmBuf<T>,
     i: u32,
     world: u32,
@@ -494,7 +462,7 @@ pub fn reduce_vec<T: Scalar, const V: usize, const OP: usize>(
 
 /// Element `i` of every rank's `input`, reduced as [`reduce_vec`] does.
 #[symm_kernel(device)]
-pub fn reduce_one<T: Scalar, const OP: usize>(input: SymmBuf<T>, i: u32, world: u32) -> T {
+pub(crate) fn reduce_one<T: Scalar, const OP: usize>(input: SymmBuf<T>, i: u32, world: u32) -> T {
     let mut acc = input.peer(0)[i].to_f32();
     for p in 1..world {
         acc = combine::<OP>(acc, input.peer(p)[i].to_f32());
