@@ -30,8 +30,10 @@ pub use symm_runtime::*;
 /// ([`Comm`], [`run`], [`run_local`], [`Ranks`]), memory ([`SymmBuffer`],
 /// [`SymmetricMemory`], [`DeviceBuffer`], [`DeviceSlice`], the pool
 /// [`SymmPool`]), kernels ([`symm_kernel`], [`LaunchConfig`], signal
-/// [`Channel`]s), element types, errors, and the built-in collectives
-/// ([`all_reduce`], [`Collectives`] with [`ReduceOp`]).
+/// [`Channel`](prelude::Channel)s), element types, errors, and the
+/// built-in collectives ([`all_reduce`](prelude::all_reduce),
+/// [`Collectives`](prelude::Collectives) with
+/// [`ReduceOp`](prelude::ReduceOp)).
 ///
 /// ```
 /// use symm::prelude::*;

@@ -50,7 +50,7 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
         Ok(i) => i,
         Err(e) => return e.to_compile_error(),
     };
-    let private = crate::private_path();
+    let private = crate::private::path();
     let mut checks = Vec::new();
     for path in &input.kernels {
         match check(path, &private) {

@@ -12,22 +12,11 @@ use proc_macro::TokenStream;
 mod check;
 mod generate;
 mod parse;
+mod private;
 mod translate;
 
 #[cfg(test)]
 mod tests;
-
-/// `::symm::__private_<version>`, the runtime's hidden module for generated
-/// code. Named after the version (as serde's is), so that a macro and a
-/// runtime of different versions fail to compile together, at the first
-/// kernel, instead of disagreeing about the kernel ABI.
-pub(crate) fn private_path() -> proc_macro2::TokenStream {
-    let id = quote::format_ident!(
-        "__private_{}",
-        env!("CARGO_PKG_VERSION").replace(['.', '-', '+'], "_")
-    );
-    quote::quote!(::symm::#id)
-}
 
 /// Turns a Rust function into a GPU kernel (or, with `device`, a helper that
 /// kernels call). See the `symm::dsl` module docs for the supported subset.

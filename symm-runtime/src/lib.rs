@@ -10,36 +10,31 @@
 //! `symm-run`, `mpirun` or `srun`), or [`Comm::cuda`] / [`Comm::emulated`]
 //! with a shared [`Store`].
 
-mod backend;
-mod bootstrap;
-mod comm;
-pub mod cuda;
-pub mod cuda_prelude;
-pub mod dsl;
-
+// The floors, bottom up; each folder's files use only files below them
+// (tests/module_graph.rs). ARCHITECTURE.md names what each holds.
 /// What generated code calls. Named after the version: the macro writes
 /// the same name from its own version, so mismatched crates fail to build.
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private_0_1_0;
-mod dtype;
-mod emulator;
-mod error;
-mod fp8;
-mod hostmem;
-mod ipc;
-pub mod jit;
-mod launch;
-pub mod layout;
-mod ledger;
+mod base;
+mod driver;
+pub mod dsl;
+mod group;
 mod memory;
-mod placement;
 mod raw;
-mod run;
 pub mod signal;
-mod stage;
-mod status;
-pub mod store;
+
+// Every floor's modules under their own names at the root: the crate's
+// paths (`crate::error::Error`) and its users' (`symm_runtime::jit`) do
+// not name the floor.
+use base::{dtype, error, fp8, launch, ledger, status};
+pub use base::{jit, layout, store};
+use driver::ipc;
+pub use driver::{cuda, cuda_prelude};
+use dsl::{emulator, hostmem};
+use group::{backend, bootstrap, comm, placement, run};
+use signal::stage;
 
 pub use backend::BackendKind;
 pub use bootstrap::{Handles, LaunchEnv, Launcher, StoreSpec};
@@ -49,12 +44,13 @@ pub use dtype::{compare_bits, BitMismatch, DType, Element};
 pub use error::{Error, Result};
 pub use launch::{KernelArg, LaunchConfig};
 pub use layout::WorldSizeError;
-pub use memory::buffer::{BoundSlice, DeviceBuffer, DeviceSlice, SymmBuffer, SymmView};
+pub use memory::buffer::{DeviceBuffer, SymmBuffer, SymmView};
 pub use memory::interop::{CudaRef, CudaRefMut};
 pub use memory::pool::{
     DeviceSegments, FnSegments, HookId, PoolGuard, PoolStats, PoolTensor, SegmentAllocator,
     SegmentEvent, SegmentInfo, SymmPool,
 };
+pub use memory::slice::{BoundSlice, DeviceSlice};
 pub use memory::symmetric::{PeerBuffer, SymmetricMemory};
 pub use raw::RawKernel;
 pub use run::{run, run_local, Ranks, RunError};

@@ -9,7 +9,7 @@ pub use crate::dsl::{Remote, Scalar, Shared, Slice, SliceMut, SymmBuf};
 pub use crate::error::{Error, Result};
 pub use crate::jit::KERNEL_OPTIONS;
 pub use crate::launch::LaunchConfig;
-pub use crate::memory::buffer::{BoundSlice, DeviceSlice, Memory};
+pub use crate::memory::slice::{BoundSlice, DeviceSlice, Memory};
 pub use crate::memory::symmetric::SymmetricMemory;
 pub use crate::status::AssertSite;
 

@@ -33,6 +33,7 @@ use crate::launch::LaunchConfig;
 use crate::memory::symmetric::SymmetricMemory;
 
 mod channel;
+pub(crate) mod stage;
 pub use crate::status::SignalKind;
 pub use channel::Channel;
 

@@ -75,7 +75,7 @@ impl VisitMut for Rewrite {
         let mut cond = a.cond.clone();
         self.visit_expr_mut(&mut cond);
         let message = a.message_tokens();
-        let private = crate::private_path();
+        let private = crate::private::path();
         // The place comes from the macro's span, as the host's list of the
         // function's assertions takes it for the GPU: the same line and
         // column on both backends. The `let` makes rustc report a condition
@@ -146,7 +146,7 @@ impl VisitMut for Rewrite {
             // stack.
             Expr::Repeat(_) => {
                 visit_mut::visit_expr_mut(self, e);
-                let private = crate::private_path();
+                let private = crate::private::path();
                 let inner = e.clone();
                 *e = syn::parse_quote_spanned!(span=> {
                     let __symm_a = #inner;
@@ -161,7 +161,7 @@ impl VisitMut for Rewrite {
 
 /// The `use` that brings the index traits into a CPU body.
 pub fn prelude() -> TokenStream {
-    let private = crate::private_path();
+    let private = crate::private::path();
     quote_spanned!(proc_macro2::Span::call_site()=>
         #[allow(unused_imports)]
         use #private::{ArrayIndex as _, HandleGet as _, HandleSet as _};

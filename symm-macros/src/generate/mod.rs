@@ -8,6 +8,7 @@ use quote::quote;
 use syn::{FnArg, GenericParam, ItemFn, Type};
 
 use crate::parse::{self, DslType, Generic, Kind, Scalar, Sig};
+use crate::translate::prim::CPrim;
 use crate::translate::{self, generic_name};
 
 /// Expands `#[symm_kernel(attr)] item`.
@@ -28,7 +29,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     if let Some(e) = translate::check_depth(&f) {
         return with_item(e, item);
     }
-    let sig = match parse::sig(&f, kind) {
+    let sig = match parse::sig(&f, kind, translate::grammar_name) {
         Ok(s) => s,
         Err(e) => return with_item(e, item),
     };
@@ -84,7 +85,7 @@ struct Out<'a> {
 /// the CUDA C numbers them: `line!()` and `column!()` at each macro's span,
 /// as its CPU body reports them (see `cpu::rewrite`).
 fn assert_sites(asserts: &[translate::AssertInfo]) -> TokenStream {
-    let private = crate::private_path();
+    let private = crate::private::path();
     let sites = asserts.iter().map(|a| {
         let (line, column) = (
             quote::quote_spanned!(a.span=> ::core::line!()),
@@ -141,7 +142,7 @@ fn name_line(name: &syn::Ident) -> TokenStream {
 /// placeholders filled at instantiation.
 fn placeholder(s: &Scalar) -> String {
     match s {
-        Scalar::Prim(p) => parse::prim_cuda(p).into(),
+        Scalar::Prim(p) => CPrim::from_rust(p).map_or("void", CPrim::c_name).into(),
         Scalar::Generic(id) => format!("${}$", generic_name(id)),
     }
 }
@@ -289,7 +290,7 @@ fn device(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
         deps,
         asserts,
     } = out;
-    let private = crate::private_path();
+    let private = crate::private::path();
     let (vis, name) = (&f.vis, &f.sig.ident);
     let attrs = &f.attrs;
     let generics = generics_with_scalar(f);
@@ -341,7 +342,7 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
         deps,
         asserts,
     } = out;
-    let private = crate::private_path();
+    let private = crate::private::path();
     let (vis, name) = (&f.vis, &f.sig.ident);
     let docs: Vec<&syn::Attribute> = f
         .attrs

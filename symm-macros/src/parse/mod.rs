@@ -4,8 +4,6 @@ use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::{FnArg, GenericParam, Ident, ItemFn, Pat, ReturnType, Type};
 
-use crate::translate::ir::CPrim;
-
 /// What the attribute asked for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -97,11 +95,6 @@ pub const PRIMS: &[&str] = &[
     "f32", "f64", "u8", "u16", "u32", "u64", "usize", "i32", "i64", "isize", "bool", "bf16", "f16",
     "f8e4m3", "f8e5m2",
 ];
-
-/// The C++ spelling of a primitive (`void` for anything else).
-pub fn prim_cuda(p: &str) -> &'static str {
-    CPrim::from_rust(p).map_or("void", CPrim::c_name)
-}
 
 fn err(span: Span, msg: impl std::fmt::Display) -> syn::Error {
     syn::Error::new(span, msg)
@@ -219,8 +212,10 @@ pub fn dsl_type(ty: &Type, generics: &[Generic], kind: Kind) -> syn::Result<DslT
     }
 }
 
-/// Checks the signature of `f`.
-pub fn sig(f: &ItemFn, kind: Kind) -> syn::Result<Sig> {
+/// Checks the signature of `f`. `dsl_name` says which names are the DSL's
+/// own, which a device function may not take (`translate` knows them;
+/// parsing comes before it).
+pub fn sig(f: &ItemFn, kind: Kind, dsl_name: fn(&str) -> bool) -> syn::Result<Sig> {
     let s = &f.sig;
     let mut errors: Vec<syn::Error> = Vec::new();
     if let Some(a) = &s.asyncness {
@@ -250,7 +245,7 @@ pub fn sig(f: &ItemFn, kind: Kind) -> syn::Result<Sig> {
     if kind == Kind::Device {
         let name = s.ident.to_string();
         let name = name.trim_start_matches("r#");
-        if crate::translate::grammar_name(name) {
+        if dsl_name(name) {
             errors.push(err(
                 s.ident.span(),
                 format!("a device function cannot be named `{name}`: kernels resolve `{name}(..)` as the DSL's own (`symm::dsl::{name}`, typed and translated by the macro), so yours would run on the emulator and the DSL's on the GPU; rename it"),

@@ -8,9 +8,10 @@ use std::fmt::{self, Display, Formatter, Write};
 
 use super::intrinsics::{self, Guard, Shape};
 use super::ir::{
-    Block, CPrim, CType, Callee, Expr, ExprKind, FloatConst, For, Function, LambdaElse, Len, Order,
-    ScalarFn, Scope, Stmt, TemplateArg, TemplateParam,
+    Block, CType, Callee, Expr, ExprKind, FloatConst, For, Function, LambdaElse, Len, Order,
+    ScalarFn, Stmt, TemplateArg, TemplateParam,
 };
+use super::prim::{CPrim, Scope};
 use super::{fn_name, generic_name, kernel_name};
 use crate::parse::Kind;
 

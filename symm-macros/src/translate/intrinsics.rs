@@ -4,7 +4,7 @@
 //! path in the IR and its C comes from [`emit`] alone, so that resolving by
 //! path (with definitions moved into the runtime) changes only this module.
 
-use super::ir::{CPrim, Scope};
+use super::prim::{CPrim, Scope};
 
 /// A free-function intrinsic.
 #[derive(Debug)]

@@ -16,6 +16,7 @@ mod emit;
 mod intrinsics;
 pub mod ir;
 mod lower;
+pub mod prim;
 
 pub use emit::function as emit;
 pub use lower::{kernel_assert, lower, shared_array_call, AssertInfo};

@@ -97,6 +97,11 @@
 //! deduction; give the literal a suffix.
 
 pub(crate) mod device_fn;
+// The CPU's side of the DSL: how the emulator runs a kernel's threads, and
+// the host memory they share. Crate-private: `use symm::dsl::*` never sees
+// them.
+pub(crate) mod emulator;
+pub(crate) mod hostmem;
 mod intrinsics;
 pub(crate) mod memory;
 mod scalar;

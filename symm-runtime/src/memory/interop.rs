@@ -15,7 +15,7 @@ use crate::comm::Comm;
 use crate::cuda::Borrowed;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::memory::buffer::{Binder, BoundSlice, DeviceSlice, Memory};
+use crate::memory::slice::{sealed, Binder, BoundSlice, DeviceSlice, Memory};
 
 /// Where cudarc memory on `stream` (the stream it was allocated on) lives.
 fn cuda_memory(stream: &CudaStream) -> Memory {
@@ -53,6 +53,10 @@ macro_rules! cuda_slice {
         }
     };
 }
+
+impl<T> sealed::Sealed for CudaSlice<T> {}
+impl<T> sealed::Sealed for CudaView<'_, T> {}
+impl<T> sealed::Sealed for CudaViewMut<'_, T> {}
 
 cuda_slice!(CudaSlice<T>, mutable);
 cuda_slice!(CudaView<'_, T>);

@@ -40,8 +40,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::comm::Comm;
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::{Error, Result};
-use crate::memory::buffer::{read_elems, SymmBuffer};
-use crate::memory::symmetric::SymmetricMemory;
+use crate::memory::buffer::{Lent, SymmBuffer};
+use crate::memory::slice::{checked, read_elems, sealed, DeviceSlice, Memory};
+use crate::memory::symmetric::{CollectiveCheck, SymmetricMemory};
 use crate::store::StoreError;
 
 /// Tensors start at multiples of this many bytes: 16-byte vectors and whole
@@ -752,7 +753,7 @@ impl<T: Element> PoolTensor<T> {
     }
 
     fn checked(&self, offset: usize, len: usize) -> Result<u64> {
-        crate::memory::buffer::checked::<T>(
+        checked::<T>(
             &self.pool.comm,
             self.device_ptr(),
             self.len,
@@ -764,6 +765,32 @@ impl<T: Element> PoolTensor<T> {
 
     pub(crate) fn owner(&self) -> usize {
         self.pool.comm.owner_id()
+    }
+}
+
+impl<T: Element> sealed::Sealed for PoolTensor<T> {}
+
+impl<T: Element> DeviceSlice<T> for PoolTensor<T> {
+    fn len(&self) -> usize {
+        PoolTensor::len(self)
+    }
+    fn __memory(&self) -> Memory {
+        Memory::Rank {
+            owner: self.owner(),
+            ptr: self.device_ptr(),
+        }
+    }
+}
+
+impl<T: Element> Lent for PoolTensor<T> {
+    fn ptr(&self) -> u64 {
+        self.device_ptr()
+    }
+    fn pad_ptr(&self) -> u64 {
+        self.segment_pad_ptr()
+    }
+    fn rendezvous_as(&self, dtype: DType) -> Result<Arc<SymmetricMemory>> {
+        PoolTensor::rendezvous_as(self, dtype)
     }
 }
 
@@ -800,6 +827,25 @@ pub struct PoolGuard {
 }
 
 impl Comm {
+    /// Allocates `len` elements of symmetric memory plus a zeroed signal pad.
+    ///
+    /// Collective in order: every rank must make its allocations in the same
+    /// sequence, because the n-th allocation of each rank rendezvous with the
+    /// n-th of the others. Sizes are checked across ranks at rendezvous. A
+    /// failed call still takes its place in the sequence, so a rank that
+    /// fails here makes the matching rendezvous of its peers time out naming
+    /// it, rather than pairing later allocations wrongly. The data is not
+    /// initialised.
+    pub fn alloc<T: Element>(&self, len: usize) -> Result<SymmBuffer<T>> {
+        let id = self.next_alloc_id();
+        if let Some(pool) = current_pool(self) {
+            return SymmBuffer::lent(self.clone(), id, len, |bytes| {
+                Ok(Box::new(pool.alloc::<u8>(bytes)?) as Box<dyn Lent>)
+            });
+        }
+        SymmBuffer::new(self.clone(), id, len)
+    }
+
     /// Makes `pool` the one [`alloc`](Comm::alloc) takes memory from on this
     /// rank, until the guard drops: for every thread that allocates through
     /// this `Comm` or a clone of it (unlike PyTorch's `use_mem_pool`, which
@@ -901,18 +947,20 @@ pub(crate) struct FirstUse {
     done: OnceLock<std::result::Result<(), String>>,
 }
 
-impl FirstUse {
+impl CollectiveCheck for FirstUse {
     /// Publishes this rank's placement as its next collective use, waits for
     /// every rank's, and fails (the same text on every rank) where they
     /// differ. Once per tensor; later uses repeat the outcome.
-    pub(crate) fn run(&self) -> Result<()> {
+    fn run(&self) -> Result<()> {
         let out = self.done.get_or_init(|| self.exchange());
         out.clone().map_err(|detail| Error::AllocationMismatch {
             rank: self.rank,
             detail,
         })
     }
+}
 
+impl FirstUse {
     fn exchange(&self) -> std::result::Result<(), String> {
         let (rank, world) = (self.rank, self.world);
         let k = self.uses.fetch_add(1, Ordering::Relaxed);

@@ -21,10 +21,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, Table};
+use crate::comm::Comm;
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::{missing_ranks, Error, Result};
-use crate::layout::{SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
-use crate::memory::buffer::{read_elems, Binder, BufInner, DeviceSlice};
+use crate::layout::{AllocLayout, SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
+use crate::memory::slice::{read_elems, Binder, DeviceSlice};
 use crate::store::StoreError;
 
 /// One symmetric allocation as every rank sees it: peer buffer and signal
@@ -62,7 +63,7 @@ pub struct SymmetricMemory {
     signal_kernels: std::sync::OnceLock<()>,
     /// For a pool tensor: the check of every rank's placement that its
     /// first collective use runs.
-    first_use: Option<Box<crate::memory::pool::FirstUse>>,
+    first_use: Option<Box<dyn CollectiveCheck>>,
     // Dropped after the tables: peers' mappings, then our own allocation
     // (a view keeps its segment's mapping, and its block of it, instead).
     _parent: Option<(Arc<SymmetricMemory>, Box<dyn std::any::Any + Send + Sync>)>,
@@ -217,8 +218,28 @@ fn key(group: &str, alloc: u64, phase: &str, rank: usize) -> String {
 }
 
 /// Runs the rendezvous protocol (module docs) for one allocation.
-pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
-    let comm = &buf.comm;
+/// This rank's part of an allocation, as its rendezvous publishes and maps
+/// it (a `SymmBuffer`'s, which `buffer` lends without this module knowing
+/// buffers).
+pub(crate) struct Allocation<'a> {
+    pub comm: &'a Comm,
+    pub id: u64,
+    pub alloc: &'a Arc<dyn LocalAlloc>,
+    pub layout: AllocLayout,
+    pub dtype: DType,
+    pub len: usize,
+}
+
+/// A check that memory runs before its first collective use (a pool
+/// tensor's comparison of every rank's placement, which `pool` implements:
+/// the pool sits above this module).
+pub(crate) trait CollectiveCheck: Send + Sync {
+    /// Runs the check once; later calls repeat its outcome.
+    fn run(&self) -> Result<()>;
+}
+
+pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
+    let comm = buf.comm;
     let (rank, world) = (comm.rank(), comm.world_size());
     let store = comm.store();
     let group = comm.key_prefix();
@@ -242,7 +263,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
     let crate::backend::Export {
         bytes: export,
         _serving: serving,
-    } = backend.export(&*buf.alloc)?;
+    } = backend.export(&**buf.alloc)?;
     let mine = Info {
         world: world as u32,
         backend: backend.kind().code(),
@@ -277,7 +298,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
     // Everything that can fail on one rank alone (mapping, the device
     // tables) happens before the outcome is published, so every rank learns
     // of any failure.
-    let built = map_peers(&*backend, buf, &infos, timeout).and_then(|(peers, buffer_ptrs)| {
+    let built = map_peers(&*backend, &buf, &infos, timeout).and_then(|(peers, buffer_ptrs)| {
         let pad_offset = buf.layout.pad_offset as u64;
         let signal_pad_ptrs: Vec<u64> = buffer_ptrs.iter().map(|p| p + pad_offset).collect();
         let buffer_ptrs_dev = backend.table(&buffer_ptrs)?;
@@ -347,7 +368,7 @@ pub(crate) fn rendezvous(buf: &BufInner) -> Result<SymmetricMemory> {
 
 fn map_peers(
     backend: &dyn Backend,
-    buf: &BufInner,
+    buf: &Allocation<'_>,
     infos: &[Info],
     timeout: Duration,
 ) -> Result<(Vec<Mapped>, Vec<u64>)> {
@@ -377,7 +398,7 @@ impl SymmetricMemory {
         offset: usize,
         bytes: usize,
         dtype: DType,
-        first_use: Option<Box<crate::memory::pool::FirstUse>>,
+        first_use: Option<Box<dyn CollectiveCheck>>,
         keep: Box<dyn std::any::Any + Send + Sync>,
     ) -> Result<SymmetricMemory> {
         if offset

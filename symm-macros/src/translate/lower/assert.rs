@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr as SynExpr, Lit, LitStr, Token};
 
-use super::{Lowerer, BOOL};
+use super::{AssertInfo, Lowerer, BOOL};
 use crate::translate::ir::{ExprKind, Stmt};
 
 /// What `kernel_assert!` accepts, said by every error about its form.
@@ -42,14 +42,6 @@ impl KernelAssert {
             }
         }
     }
-}
-
-/// One assertion of a function, for the host's list (see the module docs).
-pub struct AssertInfo {
-    /// Where the macro starts.
-    pub span: Span,
-    /// Its message, as [`KernelAssert::message_tokens`].
-    pub message: TokenStream,
 }
 
 /// Whether `mac` is `kernel_assert!` (by any path ending in that name).

@@ -3,13 +3,12 @@
 
 use syn::Expr as SynExpr;
 
-use super::infer::{is_unsuffixed_lit, strip};
+use super::syntax::{is_unsuffixed_lit, strip};
 use super::{scalar_type, Lowerer};
 use crate::parse;
 use crate::translate::intrinsics::{self, Arg, Intrinsic};
-use crate::translate::ir::{
-    CPrim, CType, Callee, Expr, ExprKind, Len, Order, ScalarFn, Scope, TemplateArg,
-};
+use crate::translate::ir::{CType, Callee, Expr, ExprKind, Len, Order, ScalarFn, TemplateArg};
+use crate::translate::prim::{CPrim, Scope};
 
 /// A float type for `from_bits`, and the integer type of its bits.
 fn float_bits(ty: &CType) -> Option<(CPrim, CPrim)> {

@@ -2,10 +2,11 @@
 
 use syn::{Expr as SynExpr, Lit, UnOp};
 
-use super::infer::{block_tail, is_cmp, is_unsuffixed_lit};
+use super::syntax::{block_tail, is_cmp, is_unsuffixed_lit};
 use super::{scalar_type, suffix_type, Lowerer, BOOL, U64};
 use crate::parse;
-use crate::translate::ir::{BinOp, CPrim, CType, Expr, ExprKind, FloatConst, LambdaElse};
+use crate::translate::ir::{BinOp, CType, Expr, ExprKind, FloatConst, LambdaElse};
+use crate::translate::prim::CPrim;
 
 /// The IR operator of `op`, and whether it is a compound assignment.
 fn bin_op(op: &syn::BinOp) -> Option<(BinOp, bool)> {

@@ -10,19 +10,21 @@ mod assert;
 mod call;
 mod expr;
 mod infer;
+mod syntax;
 
 use std::collections::HashMap;
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::{Expr as SynExpr, ExprLit, ItemFn, Lit, Pat, Stmt as SynStmt};
 
-use super::ir::{BinOp, Block, CPrim, CType, For, Function, Len, Stmt, TemplateParam};
+use super::ir::{BinOp, Block, CType, For, Function, Len, Stmt, TemplateParam};
+use super::prim::CPrim;
 use super::var_name;
 use crate::parse::{self, DslType, Generic, Kind, Scalar, Sig};
-pub use assert::{kernel_assert, AssertInfo};
-pub use infer::shared_array_call;
-use infer::{is_const, is_unsuffixed_lit, lit_only, strip};
+pub use assert::kernel_assert;
+pub use syntax::shared_array_call;
+use syntax::{is_const, is_unsuffixed_lit, lit_only, strip};
 
 /// The result of lowering one function.
 pub struct Lowered {
@@ -35,6 +37,15 @@ pub struct Lowered {
     pub asserts: Vec<AssertInfo>,
     /// Every problem found, in source order.
     pub errors: Vec<syn::Error>,
+}
+
+/// One `kernel_assert!` of a function, for the host's list, numbered as
+/// the device records it (see the `assert` module).
+pub struct AssertInfo {
+    /// Where the macro starts.
+    pub span: Span,
+    /// Its message, as [`KernelAssert::message_tokens`](assert::KernelAssert::message_tokens).
+    pub message: TokenStream,
 }
 
 /// Lowers the function `f`, whose signature is `sig`.
@@ -367,7 +378,7 @@ impl<'a> Lowerer<'a> {
                 _ => out.extend(self.stmt(s)),
             }
         }
-        if infer::block_tail(b).is_none() {
+        if syntax::block_tail(b).is_none() {
             self.err(b, "a block used as a value must end with an expression");
         }
         self.scopes.pop();

@@ -1,0 +1,439 @@
+//! The one error type of the runtime.
+
+use std::time::Duration;
+
+use crate::jit::JitError;
+use crate::status::{
+    kernel_named, AssertFailed, CallMismatch, DeviceRecord, OutOfBounds, SignalKind, StatusRecord,
+};
+use crate::store::StoreError;
+
+/// Result alias used across symm.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in symm. Each variant names the rank (and,
+/// for device-side failures, the block, peer and channel) that caused it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No usable CUDA driver or device.
+    #[error("CUDA is not available: {0}")]
+    CudaUnavailable(String),
+
+    /// The launcher's environment does not say where this process belongs
+    /// (see [`LaunchEnv`](crate::LaunchEnv)).
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+
+    /// A CUDA driver call failed.
+    #[error("rank {rank} on {device}: {op} failed: {source}")]
+    Driver {
+        /// Rank whose call failed.
+        rank: usize,
+        /// Device label, for example `cuda:1`.
+        device: String,
+        /// The driver entry point that failed.
+        op: &'static str,
+        /// The driver's error code.
+        source: cudarc::driver::DriverError,
+    },
+
+    /// Run-time compilation failed.
+    #[error(transparent)]
+    Jit(#[from] JitError),
+
+    /// The group's store failed or timed out.
+    #[error("rank {rank}: store: {source}")]
+    Store {
+        /// Rank that saw the failure.
+        rank: usize,
+        /// What the store reported.
+        source: StoreError,
+    },
+
+    /// Some ranks never arrived at a rendezvous.
+    #[error(
+        "rank {rank}: rendezvous of allocation #{alloc} timed out after {timeout:?}; \
+         missing ranks {missing:?} (did every rank call rendezvous on its matching allocation?)"
+    )]
+    RendezvousTimeout {
+        /// Rank that timed out.
+        rank: usize,
+        /// Collective allocation sequence number.
+        alloc: u64,
+        /// How long it waited.
+        timeout: Duration,
+        /// Ranks that never published their half.
+        missing: Vec<usize>,
+    },
+
+    /// Some ranks never joined the group ([`Comm::cuda`](crate::Comm::cuda),
+    /// [`Comm::from_env`](crate::Comm::from_env) and [`run`](crate::run)
+    /// wait for every rank, to learn which ranks share a GPU).
+    #[error(
+        "rank {rank}: joining the group timed out after {timeout:?}; missing ranks {missing:?} \
+         (did every rank create its Comm with the same store, group and world size?)"
+    )]
+    JoinTimeout {
+        /// Rank that timed out.
+        rank: usize,
+        /// How long it waited.
+        timeout: Duration,
+        /// Ranks that never published their part of the join (their
+        /// device, or their entry for the group's call ledger).
+        missing: Vec<usize>,
+    },
+
+    /// Ranks disagree about an allocation. Every rank reports the same text.
+    #[error("rendezvous of allocation #{alloc} failed: {detail}")]
+    RendezvousMismatch {
+        /// Collective allocation sequence number.
+        alloc: u64,
+        /// Which property differs, with every rank's value.
+        detail: String,
+    },
+
+    /// Ranks placed a pool tensor differently: their sequences of pool
+    /// allocations and frees differ. Found at the tensor's first
+    /// collective use; every rank reports the same text.
+    #[error("rank {rank}: pool allocations differ across ranks: {detail}")]
+    AllocationMismatch {
+        /// The reporting rank.
+        rank: usize,
+        /// Every rank's placement of the tensor, or which ranks never used it.
+        detail: String,
+    },
+
+    /// A peer failed while mapping memory during rendezvous.
+    #[error("rendezvous of allocation #{alloc} failed on rank {failed_rank}: {detail}")]
+    RendezvousPeerFailed {
+        /// Collective allocation sequence number.
+        alloc: u64,
+        /// The rank that failed.
+        failed_rank: usize,
+        /// Its error.
+        detail: String,
+    },
+
+    /// A device-side signal operation gave up waiting.
+    #[error(
+        "signal timeout: rank {rank}, block {block}, thread {thread}: {} did not complete \
+         within {timeout_ms} ms",
+        waited_for(.kind, .channel, .peer)
+    )]
+    SignalTimeout {
+        /// Rank whose kernel timed out.
+        rank: usize,
+        /// Block that timed out.
+        block: u32,
+        /// Thread that timed out.
+        thread: u32,
+        /// The peer it was waiting on.
+        peer: usize,
+        /// Signal-pad channel ([`u32::MAX`]: a wait for the peer's data
+        /// itself, LL packets or Lamport vectors, which takes no channel).
+        channel: u32,
+        /// Which operation.
+        kind: SignalKind,
+        /// The timeout that expired, in milliseconds.
+        timeout_ms: u64,
+    },
+
+    /// A receive took a peer's data of another call: its tag agreed with
+    /// the awaited one in the bits that say "this round" but not whole
+    /// (`gather_tagged2_checked`, which the all-reduce's LL path waits
+    /// with). The ranks made different collective calls; the thread that
+    /// found it recorded it and stopped, as for a failed `kernel_assert!`.
+    #[error(
+        "kernel `{kernel}` on rank {rank}, block {block}, thread {thread}: rank {peer}'s data \
+         belongs to another call: the ranks made different calls (buffer, offset, size, element \
+         type or kernel differ); every rank must make the same collective calls in the same order"
+    )]
+    CallMismatch {
+        /// The kernel.
+        kernel: String,
+        /// Rank whose kernel found the mismatch.
+        rank: usize,
+        /// Linear block index (x fastest).
+        block: u32,
+        /// Linear thread index in the block (x fastest).
+        thread: u32,
+        /// The peer whose data was of another call.
+        peer: usize,
+    },
+
+    /// A caller passed something symm cannot use.
+    #[error("rank {rank}: invalid argument: {message}")]
+    InvalidArgument {
+        /// Rank that got the bad argument.
+        rank: usize,
+        /// What is wrong and what to do instead.
+        message: String,
+    },
+
+    /// A kernel failed on the CPU emulator (out of bounds, timeout, ...).
+    #[error("{message}")]
+    KernelFault {
+        /// The kernel.
+        kernel: String,
+        /// Rank whose launch failed.
+        rank: usize,
+        /// Which block and thread, what happened, and the kernel source line.
+        message: String,
+    },
+
+    /// A `kernel_assert!` found its condition false. The thread that found it
+    /// recorded it (the first failure of a launch wins, as with timeouts) and
+    /// stopped: on the GPU the next synchronisation reports it, on the
+    /// emulator the launch fails with it. Both word it alike.
+    #[error(
+        "kernel `{kernel}` on rank {rank}, block {block}, thread {thread}: assertion failed: \
+         {message} (at {location})"
+    )]
+    KernelAssert {
+        /// The kernel.
+        kernel: String,
+        /// Rank whose kernel failed the assertion.
+        rank: usize,
+        /// Linear block index (x fastest).
+        block: u32,
+        /// Linear thread index in the block (x fastest).
+        thread: u32,
+        /// The assertion's message: its string literal, or its condition as
+        /// written.
+        message: String,
+        /// `file:line:column` of the `kernel_assert!`.
+        location: String,
+    },
+
+    /// No simulated thread of any rank made progress: a deadlock, reported
+    /// instead of hanging.
+    #[error(
+        "kernel `{kernel}` on rank {rank} made no progress for {stalled:?}; its simulated threads wait on:{report}"
+    )]
+    KernelHang {
+        /// The kernel.
+        kernel: String,
+        /// Rank whose threads are listed.
+        rank: usize,
+        /// How long nothing moved.
+        stalled: Duration,
+        /// One line per group of blocked threads: where, what for, and the
+        /// kernel source location.
+        report: String,
+    },
+
+    /// A world size outside 1 to 8 was to become a const generic
+    /// ([`with_world!`](crate::with_world)).
+    #[error(transparent)]
+    WorldSize(#[from] crate::layout::WorldSizeError),
+
+    /// Another rank of the group failed (returned an error, panicked) or
+    /// left it (exited), so this rank's group operation cannot complete.
+    #[error("rank {rank}: rank {peer} {cause}; this group can no longer complete an operation")]
+    PeerFailed {
+        /// Rank that saw it.
+        rank: usize,
+        /// The rank that failed or left.
+        peer: usize,
+        /// What happened to it ("failed: …", "panicked", "exited").
+        cause: String,
+    },
+
+    /// The NCCL route failed on this rank: a call or the communicator's
+    /// creation returned an error, or the communicator was aborted (by its
+    /// watchdog, after a call outlived the group's timeout or NCCL reported
+    /// an asynchronous error). An aborted communicator fails every later
+    /// call; make a new group to continue.
+    #[error("rank {rank}: NCCL: {message}")]
+    Nccl {
+        /// The rank.
+        rank: usize,
+        /// What failed, in words.
+        message: String,
+    },
+
+    /// A rank's closure panicked inside [`crate::run_local`] or [`crate::run`].
+    #[error("rank {rank} panicked: {message}")]
+    RankPanicked {
+        /// The rank.
+        rank: usize,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+}
+
+impl Error {
+    /// [`Error::JoinTimeout`] for a join's wait on the store keys
+    /// `missing`, each ending in the rank that never wrote it.
+    pub(crate) fn join_timeout(rank: usize, timeout: Duration, missing: &[String]) -> Error {
+        Error::JoinTimeout {
+            rank,
+            timeout,
+            missing: missing_ranks(missing),
+        }
+    }
+}
+
+/// The ranks of store keys that each end in the rank that never wrote
+/// them (what a timed-out wait on them reports missing).
+pub(crate) fn missing_ranks(missing: &[String]) -> Vec<usize> {
+    missing
+        .iter()
+        .filter_map(|k| k.rsplit('/').next()?.parse().ok())
+        .collect()
+}
+
+// What each device record reports. Here rather than in `status`, which
+// stays below `Error` (the driver's layers report records without knowing
+// the error type).
+
+impl StatusRecord {
+    pub(crate) fn into_error(self) -> Error {
+        Error::SignalTimeout {
+            rank: self.rank,
+            block: self.block,
+            thread: self.thread,
+            peer: self.peer,
+            channel: self.channel,
+            kind: self.kind,
+            timeout_ms: self.timeout_ms,
+        }
+    }
+}
+
+impl OutOfBounds {
+    /// The error, worded as the emulator words an index out of bounds.
+    pub(crate) fn into_error(self) -> Error {
+        let (sites, kernel) = kernel_named(self.kernel);
+        let place = match sites
+            .as_ref()
+            .and_then(|s| s.functions.get(self.function as usize))
+        {
+            Some(f) if self.function == 0 => format!("{}:{}", f.file, f.line + self.line),
+            Some(f) => format!(
+                "{}:{}, in device function `{}`",
+                f.file,
+                f.line + self.line,
+                f.name
+            ),
+            None => format!(
+                "line {} of function {} of a kernel this process never compiled",
+                self.line, self.function
+            ),
+        };
+        let index = if self.negative {
+            (self.index as i64).to_string()
+        } else {
+            self.index.to_string()
+        };
+        Error::KernelFault {
+            message: format!(
+                "kernel `{kernel}` on rank {}, block {}, thread {}: index {index} is out of \
+                 bounds for length {} (at {place})",
+                self.rank, self.block, self.thread, self.len
+            ),
+            kernel,
+            rank: self.rank,
+        }
+    }
+}
+
+impl AssertFailed {
+    /// The error, worded as the emulator words a failed `kernel_assert!`.
+    pub(crate) fn into_error(self) -> Error {
+        let (sites, kernel) = kernel_named(self.kernel);
+        let site = sites.as_ref().and_then(|s| {
+            let f = s.functions.get(self.function as usize)?;
+            Some((f.file, f.asserts.get(self.assert as usize)?))
+        });
+        let (message, location) = match site {
+            Some((file, a)) => (a.message.to_string(), a.location(file)),
+            None => (
+                format!(
+                    "assertion {} of function {} (not in any kernel this process compiled)",
+                    self.assert, self.function
+                ),
+                "an unknown place".to_string(),
+            ),
+        };
+        Error::KernelAssert {
+            kernel,
+            rank: self.rank,
+            block: self.block,
+            thread: self.thread,
+            message,
+            location,
+        }
+    }
+}
+
+impl CallMismatch {
+    /// The error, worded as the emulator words it.
+    pub(crate) fn into_error(self) -> Error {
+        Error::CallMismatch {
+            kernel: kernel_named(self.kernel).1,
+            rank: self.rank,
+            block: self.block,
+            thread: self.thread,
+            peer: self.peer,
+        }
+    }
+}
+
+impl DeviceRecord {
+    /// The error the record reports.
+    pub(crate) fn into_error(self) -> Error {
+        match self {
+            DeviceRecord::Timeout(r) => r.into_error(),
+            DeviceRecord::OutOfBounds(r) => r.into_error(),
+            DeviceRecord::Assert(r) => r.into_error(),
+            DeviceRecord::Mismatch(r) => r.into_error(),
+            DeviceRecord::Aborted { rank, peer } => Error::PeerFailed {
+                rank,
+                peer,
+                cause: "left the group (this rank's waits on it were stopped)".into(),
+            },
+        }
+    }
+}
+
+/// What a timed-out wait waited for, and on whom: a signal on a channel,
+/// or (channel `u32::MAX`) the peer's data in the call's staging.
+fn waited_for(kind: &SignalKind, channel: &u32, peer: &usize) -> String {
+    if *channel == u32::MAX && *kind == SignalKind::Wait {
+        format!("waiting for peer {peer}'s data (its packets never arrived)")
+    } else {
+        format!("{kind} on channel {channel} with peer {peer}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A timed-out wait for a peer's data (LL packets, Lamport vectors)
+    /// says so, not "channel 4294967295"; a signal's names its channel.
+    #[test]
+    fn a_data_wait_timeout_names_no_channel() {
+        let e = |channel| Error::SignalTimeout {
+            rank: 0,
+            block: 5,
+            thread: 0,
+            peer: 1,
+            channel,
+            kind: SignalKind::Wait,
+            timeout_ms: 30000,
+        };
+        assert_eq!(
+            e(u32::MAX).to_string(),
+            "signal timeout: rank 0, block 5, thread 0: waiting for peer 1's data (its packets \
+             never arrived) did not complete within 30000 ms"
+        );
+        assert_eq!(
+            e(2).to_string(),
+            "signal timeout: rank 0, block 5, thread 0: wait_signal (peer never signalled) on \
+             channel 2 with peer 1 did not complete within 30000 ms"
+        );
+    }
+}
