@@ -108,7 +108,10 @@ pub(crate) fn sum_staged<T: Scalar, const V: usize>(
 /// The element-wise sum of `vals[0..world]`, in f32, in rank order 0, 1, …
 /// (the same bits on every rank), rounded once to `T`.
 #[symm_kernel(device)]
-pub(crate) fn sum_in_rank_order<T: Scalar, const V: usize>(vals: [[T; V]; 8], world: u32) -> [T; V] {
+pub(crate) fn sum_in_rank_order<T: Scalar, const V: usize>(
+    vals: [[T; V]; 8],
+    world: u32,
+) -> [T; V] {
     sum_with_own::<T, V>(vals, vals[0], 8, world)
 }
 

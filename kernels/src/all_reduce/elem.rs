@@ -5,8 +5,8 @@
 use symm::{Comm, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
 use super::device::*;
-use super::launch::control;
-use super::Path;
+use super::plan::Path;
+use super::staging::control;
 use crate::shared::elem::{float_types, packet, vector};
 
 /// Element types the all-reduce supports.

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use symm::{Comm, DType, Result};
 
-use super::{Path, CHANNELS, CHANNEL_OWNER};
+use super::device::{CHANNELS, CHANNEL_OWNER};
+use super::plan::Path;
 use crate::shared::agree::agree;
 use crate::shared::key::{digest, CallKey};
 

@@ -10,7 +10,7 @@ use std::fmt;
 
 use symm::{BoundSlice, Comm, DType, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
-use super::elem::{CopyElem, ReduceOp};
+use super::elem::{Ch, CopyElem, ReduceOp};
 use super::path::{path_for, Path};
 use super::{CHANNEL_OWNER, MAX_BLOCKS, THREADS};
 use crate::shared::agree::agree;
@@ -18,14 +18,6 @@ use crate::shared::checks::usable;
 use crate::shared::grid::{fit_blocks, threads_for, vector_blocks, with_pdl};
 use crate::shared::key::{call_digest, CallKey};
 use crate::shared::staging::reserved_channels;
-
-/// A call's channel and its digest (see `enter_sending` in `device.rs`).
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug)]
-pub struct Ch {
-    pub(super) index: u32,
-    pub(super) sig: u32,
-}
 
 /// What kind of collective a call is, with the sizes, op and root that
 /// every rank must pass alike.

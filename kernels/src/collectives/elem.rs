@@ -5,9 +5,16 @@
 
 use symm::{BoundSlice, Comm, LaunchConfig, Result, SymmetricMemory};
 
-use super::call::Ch;
 use super::device::*;
 use crate::shared::elem::{copy_types, float_types, vector, wide_packet};
+
+/// A call's channel and its digest (see `enter_sending` in `device.rs`).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Ch {
+    pub(super) index: u32,
+    pub(super) sig: u32,
+}
 
 /// How [`reduce_scatter`](super::reduce_scatter) combines the ranks' elements. All combine in f32
 /// in rank order 0, 1, … and round once to the element type.

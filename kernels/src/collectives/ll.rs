@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use symm::{BoundSlice, Comm, LaunchConfig, Result, SymmetricMemory};
 
-use super::call::{fitted, threads, Ch};
-use super::elem::{CopyElem, LlCall, ReduceOp};
+use super::call::{fitted, threads};
+use super::elem::{Ch, CopyElem, LlCall, ReduceOp};
 use super::LL_BLOCKS;
 use crate::shared::grid::fixed_grid;
 use crate::shared::staging::grow;

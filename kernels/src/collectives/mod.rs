@@ -47,11 +47,10 @@ mod path;
 mod reductions;
 mod splits;
 
-pub use call::Ch;
 pub use coalesced::{all_gather_coalesced, all_reduce_coalesced};
 pub use copies::{all_gather, all_gather_in_place, all_to_all, broadcast, broadcast_in_place};
 pub use device::*;
-pub use elem::{CopyCall, CopyElem, Kernel, LlCall, ReduceElem, ReduceOp};
+pub use elem::{Ch, CopyCall, CopyElem, Kernel, LlCall, ReduceElem, ReduceOp};
 pub use path::{force_path, Path};
 pub use reductions::{all_reduce_op, reduce_scatter, reduce_scatter_chunk};
 pub use splits::{all_to_all_single, all_to_all_v};

@@ -50,11 +50,10 @@
 mod calls;
 mod nccl;
 mod operand;
-mod pending;
+mod route;
 pub mod rule;
 
 pub use operand::{Operand, Output};
-pub use pending::Pending;
 
 use crate::shared::agree::agree;
 use crate::shared::checks::invalid;
@@ -85,6 +84,125 @@ pub fn nccl_available() -> bool {
 /// meet need probing before a call, as cudarc panics on a missing one.
 pub fn nccl_exports(symbol: &str) -> bool {
     nccl::has(symbol)
+}
+
+/// The result of a functional collective, in flight: it holds the output
+/// until [`wait`](Self::wait) (device-side) or
+/// [`wait_host`](Self::wait_host) gives it back. Dropped unwaited, it
+/// waits device-side and says so at debug level.
+#[must_use = "a collective's result is ready only after `wait` (dropping it waits, device-side)"]
+pub struct Pending<'c, O> {
+    out: Option<O>,
+    done: Option<CudaEvent>,
+    coll: &'c Collectives,
+    what: &'static str,
+}
+
+impl<'c, O> Pending<'c, O> {
+    fn out(&self) -> &O {
+        // Present until `wait` or `wait_host` consumes `self`.
+        self.out
+            .as_ref()
+            .expect("a Pending holds its output until it is waited")
+    }
+
+    /// Orders the user's stream after the call (a device-side wait: the
+    /// host does not block) and gives the output back. Kernel failures
+    /// surface at the next [`Collectives::synchronize`] or
+    /// [`wait_host`](Self::wait_host).
+    pub fn wait(mut self) -> Result<O> {
+        self.settle()?;
+        Ok(self.out.take().expect("present until waited"))
+    }
+
+    /// Blocks until the call is done, reports any failure a kernel of the
+    /// group's communication stream recorded, orders the user's stream
+    /// after it, and gives the output back.
+    pub fn wait_host(mut self) -> Result<O> {
+        if let Some(e) = &self.done {
+            e.synchronize()
+                .map_err(|e| self.coll.driver("cuEventSynchronize", e))?;
+        }
+        self.coll.synchronize()?;
+        self.settle()?;
+        Ok(self.out.take().expect("present until waited"))
+    }
+
+    /// Whether the call is done on the device (always, on the emulator).
+    /// On the user's stream, whether everything enqueued there is.
+    pub fn is_done(&self) -> bool {
+        match (&self.done, &self.coll.stream) {
+            (Some(e), _) => e.is_complete(),
+            // SAFETY: a live stream of this rank; a query only.
+            (None, Some(s)) => unsafe { symm::cudarc::driver::sys::cuStreamQuery(s.cu_stream()) }
+                .result()
+                .is_ok(),
+            (None, None) => true,
+        }
+    }
+
+    fn settle(&mut self) -> Result<()> {
+        if let Some(e) = self.done.take() {
+            let r = match &self.coll.user_stream {
+                Some(s) => wait_on(s, &e).map_err(|err| self.coll.driver("cuStreamWaitEvent", err)),
+                None => Ok(()),
+            };
+            self.coll.give_event(e);
+            r?;
+        }
+        Ok(())
+    }
+}
+
+impl<O> Drop for Pending<'_, O> {
+    fn drop(&mut self) {
+        if self.out.is_some() {
+            tracing::debug!(
+                rank = self.coll.cs.rank(),
+                call = self.what,
+                "a collective's result was dropped unwaited: the user's stream waits for it"
+            );
+            if let Err(e) = self.settle() {
+                tracing::warn!("waiting for a dropped collective result failed: {e}");
+            }
+        }
+    }
+}
+
+/// A result still in flight is the next call's input in stream order, with
+/// no wait: on the same stream as it is, or, from another `Collectives`
+/// (another group's stream), after an event of its stream.
+impl<T: Element, O: Operand<T>> Operand<T> for Pending<'_, O> {
+    fn __memory(&self) -> &dyn DeviceSlice<T> {
+        self.out().__memory()
+    }
+    fn __placed(&self) -> Placed {
+        self.out().__placed()
+    }
+    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+        self.out().__symmetric()
+    }
+    fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
+        self.out().__order(stream)?;
+        let Some(mine) = &self.coll.stream else {
+            return Ok(());
+        };
+        if Arc::ptr_eq(mine, stream) {
+            return Ok(());
+        }
+        let wait = |e: &CudaEvent| {
+            wait_on(stream, e).map_err(|err| self.coll.driver("cuStreamWaitEvent", err))
+        };
+        match &self.done {
+            Some(e) => wait(e),
+            None => {
+                let e = self.coll.record(mine)?;
+                let r = wait(&e);
+                self.coll.give_event(e);
+                r
+            }
+        }
+    }
 }
 
 /// The lazily made NCCL communicator, or why there is none.
@@ -366,197 +484,6 @@ impl Collectives {
             )),
             NcclState::NotYet => unreachable!("made above"),
         }
-    }
-
-    /// This rank's staging for `T`, holding at least `len` elements: made
-    /// or grown on every rank alike (every rank asks for the same agreed
-    /// `len` on every symm call, whatever its input, so the collective
-    /// allocation meets its peers').
-    fn staging<T: Element>(&self, len: usize) -> Result<Arc<Staging<T>>> {
-        let mut map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        let now = map
-            .get(&TypeId::of::<T>())
-            .and_then(|b| b.downcast_ref::<Arc<Staging<T>>>())
-            .cloned();
-        if let Some(st) = now.as_ref().filter(|st| st.buf.len() >= len) {
-            return Ok(st.clone());
-        }
-        let min = if now.is_some() {
-            len
-        } else {
-            len.max(MIN_STAGING)
-        };
-        let buf = self.cs.alloc::<T>(min.next_power_of_two())?;
-        let st = Arc::new(Staging {
-            smem: buf.rendezvous()?,
-            buf,
-            _older: now,
-        });
-        map.insert(TypeId::of::<T>(), Box::new(st.clone()));
-        Ok(st)
-    }
-
-    /// Elements the staging of `T` holds now (what it will hold when first
-    /// made, before that): no allocation.
-    fn staging_len<T: Element>(&self) -> usize {
-        let map = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&TypeId::of::<T>())
-            .and_then(|b| b.downcast_ref::<Arc<Staging<T>>>())
-            .map_or(MIN_STAGING, |st| st.buf.len())
-    }
-
-    /// The symmetric memory a symm kernel reads `input` from: the input
-    /// itself where it is symmetric, otherwise the staging buffer, with
-    /// `input` copied into it on the communication stream. `grow` is the
-    /// agreed length the staging must hold (the same on every rank).
-    fn symm_input<T: Element>(
-        &self,
-        input: &(impl Operand<T> + ?Sized),
-        staged: bool,
-        grow: usize,
-    ) -> Result<Arc<SymmetricMemory>> {
-        let st = self.staging::<T>(grow)?;
-        if !staged {
-            if let Some(s) = input.__symmetric() {
-                return s;
-            }
-        }
-        let mut dst = st.buf.slice(..input.__memory().len())?;
-        self.cs.copy(input.__memory(), &mut dst)?;
-        Ok(st.smem.clone())
-    }
-
-    /// What this rank finds wrong with a call before any peer is waited
-    /// for: the call's own `extra` problem, an output too small for what
-    /// the call writes, and, for NCCL (which waits for a peer that returned
-    /// early forever), memory it may not use. Published in the agreement,
-    /// so that every rank fails alike. (symm's kernels check their memory
-    /// in their own agreement, and time out rather than hang.)
-    fn local_problem<T: Element>(
-        &self,
-        route: Route,
-        input: &(impl Operand<T> + ?Sized),
-        out: &mut dyn DeviceSlice<T>,
-        need_out: usize,
-        extra: Option<String>,
-    ) -> Option<String> {
-        if extra.is_some() {
-            return extra;
-        }
-        if out.len() < need_out {
-            return Some(format!(
-                "the output holds {} elements, and the call writes {need_out}",
-                out.len()
-            ));
-        }
-        if route != Route::Nccl {
-            return None;
-        }
-        if let Err(e) = self.cs.bind("input", input.__memory()) {
-            return Some(e.to_string());
-        }
-        self.cs.bind_mut("out", out).err().map(|e| e.to_string())
-    }
-
-    /// Checks the call across ranks (on the first call of its shape, as the
-    /// kernels do: the route, the element type, the shape, and every rank's
-    /// local problem); the choice in words goes to the debug log when that
-    /// is on.
-    fn decide(
-        &self,
-        facts: &CallFacts,
-        route: Route,
-        shape: &[u64],
-        problem: Option<String>,
-    ) -> Result<()> {
-        // Where each rank's input lies is not in the key: it may differ
-        // between ranks only as an error, which the kernels' digest (the
-        // input's identity) reports on every rank.
-        let key = Key {
-            collective: facts.collective,
-            nccl: route == Route::Nccl,
-            dtype: facts.dtype,
-            shape,
-        };
-        agree(&self.cs, &key, problem)?;
-        let name = facts.collective.name();
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            if let Ok(choice) = rule::choose(&self.options, &self.group, facts) {
-                tracing::debug!(rank = self.cs.rank(), call = name, "{choice}");
-            }
-        }
-        Ok(())
-    }
-
-    fn facts<T: Element>(
-        &self,
-        collective: Collective,
-        op: Option<ReduceOp>,
-        input: &(impl Operand<T> + ?Sized),
-        bytes_per_peer: usize,
-        nccl_shape: Option<&'static str>,
-    ) -> CallFacts {
-        CallFacts {
-            collective,
-            dtype: T::DTYPE,
-            op,
-            bytes: input.__memory().len() * std::mem::size_of::<T>(),
-            bytes_per_peer,
-            nccl_shape,
-            placed: input.__placed(),
-        }
-    }
-
-    /// The route of `facts`, or the rule's error (the same on every rank).
-    fn route(&self, facts: &CallFacts) -> Result<Route> {
-        rule::route(&self.options, &self.group, facts).map_err(|e| invalid(&self.cs, e))
-    }
-
-    /// One call: its route, checked across ranks with every rank's local
-    /// problem (`extra`, and an output shorter than `need_out`); the
-    /// communication stream ordered after the user's work and the input's
-    /// producer; then `symm` (the kernel on the input's symmetric memory,
-    /// in place or staged into a staging of at least `grow` elements) or
-    /// `nccl` (on the input and output bound to the communication
-    /// stream); and the handle, which borrows the input (it may not change
-    /// before the wait).
-    #[allow(clippy::too_many_arguments)]
-    fn run<'c, T: Element, I: Operand<T> + ?Sized, O: Output<T>>(
-        &'c self,
-        facts: CallFacts,
-        shape: &[u64],
-        input: &'c I,
-        mut out: O,
-        (need_out, grow, extra): (usize, usize, Option<String>),
-        what: &'static str,
-        symm: impl FnOnce(&Comm, &SymmetricMemory, &mut dyn DeviceSlice<T>) -> Result<()>,
-        nccl: impl FnOnce(
-            &nccl::Nccl,
-            &BoundSlice<'_, T>,
-            &mut BoundSlice<'_, T>,
-            &CudaStream,
-        ) -> Result<()>,
-    ) -> Result<Pending<'c, O>> {
-        let route = self.route(&facts)?;
-        let problem = self.local_problem(route, input, out.__memory_mut(), need_out, extra);
-        self.decide(&facts, route, shape, problem)?;
-        self.enter()?;
-        if let Some(s) = &self.stream {
-            input.__order(s)?;
-        }
-        match route {
-            Route::Symm { staged, .. } => {
-                let smem = self.symm_input(input, staged, grow)?;
-                symm(&self.cs, &smem, out.__memory_mut())?;
-            }
-            Route::Nccl => {
-                let n = self.nccl()?;
-                let src = self.cs.bind("input", input.__memory())?;
-                let mut dst = self.cs.bind_mut("out", out.__memory_mut())?;
-                nccl(&n, &src, &mut dst, self.stream()?)?;
-            }
-        }
-        self.pending(out, what)
     }
 
     /// NCCL's name for `T`.

@@ -1,19 +1,19 @@
 //! What a functional call takes and writes: [`Operand`]s, read wherever
-//! they lie, and [`Output`]s, held by the call's [`Pending`] until it is
+//! they lie, and [`Output`]s, held by the call's [`Pending`](super::Pending) until it is
 //! waited for.
 
 use std::sync::Arc;
 
-use symm::cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
+use symm::cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use symm::{
     DeviceBuffer, DeviceSlice, Element, PoolTensor, Result, SymmBuffer, SymmView, SymmetricMemory,
 };
 
-use super::{wait_on, Pending, Placed};
+use super::rule::Placed;
 
 /// An input of a functional collective: this rank's device memory, with
 /// where it lies (symmetric or not). Implemented for symm's buffers and
-/// tensors, cudarc's memory, references to them, and [`Pending`] results.
+/// tensors, cudarc's memory, references to them, and [`Pending`](super::Pending) results.
 /// Its methods are the layer's own (hidden): a call reads the input
 /// through them.
 pub trait Operand<T: Element> {
@@ -38,7 +38,7 @@ pub trait Operand<T: Element> {
 }
 
 /// An output of a functional collective: this rank's device memory,
-/// owned (returned by [`Pending::wait`]) or borrowed exclusively (`&mut`
+/// owned (returned by [`Pending::wait`](super::Pending::wait)) or borrowed exclusively (`&mut`
 /// of a buffer, a tensor or a cudarc slice; not a [`SymmView`], which is
 /// `Copy` and would leave its buffer readable meanwhile).
 pub trait Output<T: Element> {
@@ -125,42 +125,6 @@ macro_rules! forward_operand {
     )*};
 }
 forward_operand!(&X, &mut X);
-
-/// A result still in flight is the next call's input in stream order, with
-/// no wait: on the same stream as it is, or, from another `Collectives`
-/// (another group's stream), after an event of its stream.
-impl<T: Element, O: Operand<T>> Operand<T> for Pending<'_, O> {
-    fn __memory(&self) -> &dyn DeviceSlice<T> {
-        self.out().__memory()
-    }
-    fn __placed(&self) -> Placed {
-        self.out().__placed()
-    }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        self.out().__symmetric()
-    }
-    fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
-        self.out().__order(stream)?;
-        let Some(mine) = &self.coll.stream else {
-            return Ok(());
-        };
-        if Arc::ptr_eq(mine, stream) {
-            return Ok(());
-        }
-        let wait = |e: &CudaEvent| {
-            wait_on(stream, e).map_err(|err| self.coll.driver("cuStreamWaitEvent", err))
-        };
-        match &self.done {
-            Some(e) => wait(e),
-            None => {
-                let e = self.coll.record(mine)?;
-                let r = wait(&e);
-                self.coll.give_event(e);
-                r
-            }
-        }
-    }
-}
 
 macro_rules! outputs {
     ($($ty:ty),*) => {$(

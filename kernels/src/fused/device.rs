@@ -8,7 +8,11 @@ use crate::shared::device::{enter_call, enter_sending, exit_checked};
 /// Loads elements `i..i + V` from every rank's `buf` and sums them in f32
 /// in rank order 0, 1, … (no rounding: the residual is added first).
 #[symm_kernel(device)]
-pub(crate) fn sum_peers_f32<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [f32; V] {
+pub(crate) fn sum_peers_f32<T: Scalar, const V: usize>(
+    buf: SymmBuf<T>,
+    i: u32,
+    world: u32,
+) -> [f32; V] {
     let zero: [T; V] = [T::from_f32(0.0f32); V];
     let mut vals: [[T; V]; 8] = [zero; 8];
     for r in 0..8u32 {

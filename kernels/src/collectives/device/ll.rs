@@ -10,7 +10,12 @@ use super::*;
 /// of them, 8 bytes in all; zeros past `len`) as their bits, element `j`
 /// in bits `j × 64 / E ..`.
 #[symm_kernel(device)]
-pub(crate) fn ll_pack<T: Scalar, const E: usize>(src: Remote<T>, off: u32, len: u32, q: u32) -> u64 {
+pub(crate) fn ll_pack<T: Scalar, const E: usize>(
+    src: Remote<T>,
+    off: u32,
+    len: u32,
+    q: u32,
+) -> u64 {
     let e = E as u32;
     let width = 64u32 / e;
     let at = q * e;
