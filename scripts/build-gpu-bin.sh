@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds release test and example binaries and copies them, stripped, into
 # .gpu-bin (git-ignored) for the GPU machine, which has no Rust toolchain.
+# Every test binary is a libtest one: scripts/gpu-validate.sh runs each at
+# its full tier (SYMM_TESTS=full), and the GPU tier's tests with --ignored.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu-bin && mkdir -p .gpu-bin

@@ -2,17 +2,17 @@
 """Counts every test of a scripts/gpu-validate.sh log as passed, failed or
 skipped, per suite and world size, and prints a Markdown table.
 
-Two kinds of section in the log:
-- `=== NAME`: a custom-harness binary (tests/support/harness.rs). Its lines
-  `PASS name world=W`, `FAIL name world=W` and `SKIPPED (n): world=W: ...`
-  carry their world size (tests of no world size count under "-").
-- `=== NAME world=W`: a libtest binary run for one world size. A test that
-  printed `CASE test=T world=W` and passed ran at W; one that passed without
-  a CASE line had no case at W and counts as skipped; `FAILED` counts as
-  failed. An example run counts as one test: passed if it exited 0.
-A binary that exits with anything but 0, 1 (a harness with failures) or
-101 (libtest with failures) crashed, timed out or was missing: one more
-failure for its section, so that it cannot pass unnoticed.
+The log is a sequence of sections `=== NAME world=W` (`=== NAME` alone
+counts under world "-"), each a libtest binary run for one world size, or
+an example:
+- A test that printed `CASE test=T world=W` and passed ran at W; one that
+  passed without a CASE line had no case at W (or said SKIPPED) and counts
+  as skipped; `FAILED` counts as failed; `ignored` is not counted.
+- `SKIPPED (n): why` counts n skipped tests (a binary that is missing).
+- An example run counts as one test: passed if it exited 0.
+A binary that exits with anything but 0 or 101 (libtest with failures)
+crashed, timed out or was missing: one more failure for its section, so
+that it cannot pass unnoticed.
 """
 import re
 import sys
@@ -24,7 +24,7 @@ def main(path):
     suite, world, cases, results = None, None, set(), []
 
     def close():
-        if suite is None or world is None:
+        if suite is None:
             return
         for name, ok in results:
             key = (suite, world)
@@ -37,7 +37,7 @@ def main(path):
 
     for line in open(path, errors="replace"):
         line = line.rstrip("\n")
-        if suite and suite.startswith("examples/") and world is not None:
+        if suite and suite.startswith("examples/"):
             if line == "=== ok":
                 cases.add("example")
                 results.append(("example", True))
@@ -47,25 +47,20 @@ def main(path):
                 continue
         m = re.match(r"^=== \S+ exited (\d+)", line)
         if m:
-            if suite is not None and m.group(1) not in ("0", "1", "101"):
-                counts[(suite, world or "-")][1] += 1
+            if suite is not None and m.group(1) not in ("0", "101"):
+                counts[(suite, world)][1] += 1
             continue
         m = re.match(r"^=== (\S+)(?: world=(\d+))?$", line)
         if m:
             close()
-            suite, world = m.group(1), m.group(2)
+            suite, world = m.group(1), m.group(2) or "-"
             cases, results = set(), []
             continue
         if suite is None:
             continue
-        if world is None:
-            m = re.match(r"^(PASS|FAIL) (\S+)\s+world=(\d+)", line)
-            if m:
-                counts[(suite, m.group(3))][0 if m.group(1) == "PASS" else 1] += 1
-                continue
-            m = re.match(r"^SKIPPED \((\d+)\): (?:world=(\d+))?", line)
-            if m:
-                counts[(suite, m.group(2) or "-")][2] += int(m.group(1))
+        m = re.match(r"^SKIPPED \((\d+)\): ", line)
+        if m:
+            counts[(suite, world)][2] += int(m.group(1))
             continue
         m = re.match(r"^CASE test=(\S+) world=(\d+)", line)
         if m:

@@ -45,7 +45,8 @@ for spec in "$@"; do
       # The fail-fast tests print their times (FAILFAST lines) to stderr,
       # which libtest shows only with --nocapture.
       (source scripts/gpu-libs.sh
-       export SYMM_REQUIRE_GPU=1 SYMM_KERNEL_TESTS_ON=gpu SYMM_GPU_WORLDS=${FAILFAST_WORLDS:-2,4,8} RUST_TEST_THREADS=1
+       # The full tier: every world size and case the tests have.
+       export SYMM_TESTS=full SYMM_KERNEL_TESTS_ON=gpu SYMM_GPU_WORLDS=${FAILFAST_WORLDS:-2,4,8} RUST_TEST_THREADS=1
        e=0
        timeout "$limit" .gpu-bin/fail_fast --test-threads=1 --nocapture || e=$?
        # The NCCL route's abort (NCCL refuses ranks that share a GPU, so

@@ -16,6 +16,8 @@ mod data;
 /// The main job's verdict on a result (examples/all_reduce.rs).
 #[path = "../examples/support/check.rs"]
 mod example_check;
+#[path = "support/tier.rs"]
+mod tier;
 use calls::{check_samples, fill_input, keep};
 
 use symm::dsl::*;
@@ -23,6 +25,13 @@ use symm::kernels::all_reduce::{
     all_reduce, all_reduce_in_place, all_reduce_with, AllReduceElem, Path,
 };
 use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
+
+/// Whether a case of `world` ranks and `n` elements is in the quick tier's
+/// sample: the quick world sizes, below 64 Ki (the rest tier runs four and
+/// eight ranks and the large sizes).
+fn quick(world: usize, n: usize) -> bool {
+    tier::quick_world(world) && n < 65536
+}
 
 /// Fresh random inputs in (-1, 1), full-mantissa and of mixed magnitudes
 /// (`data::mixed_f32`), so that a different summation order shows: `n`
@@ -204,6 +213,9 @@ fn mutant_sums(world: usize, inputs: &[Vec<f32>]) -> Option<Vec<Vec<f32>>> {
 #[test]
 fn a_rank_that_sums_in_another_order_is_caught() {
     for world in [3, 4, 8] {
+        if !tier::runs(quick(world, 2048)) {
+            continue;
+        }
         let inputs: Vec<Vec<f32>> = random_inputs(world, 2048);
         let Some(outs) = mutant_sums(world, &inputs) else {
             continue;
@@ -245,10 +257,15 @@ fn matches_float64_and_is_bitwise_identical_across_ranks() {
             if !on_gpu() && world == 8 && n > 4095 {
                 continue; // keeps CI fast; world 8 still runs the odd lengths
             }
+            if !tier::runs(quick(world, n)) {
+                continue;
+            }
             check::<f32>(world, n, 1e-6, Some(1e-5), false);
             check::<bf16>(world, n, 1e-2, None, false);
         }
-        check::<f16>(world, 4095, 1e-2, None, false);
+        if tier::runs(quick(world, 4095)) {
+            check::<f16>(world, 4095, 1e-2, None, false);
+        }
     }
 }
 
@@ -272,6 +289,11 @@ fn back_to_back_calls_with_changing_data_and_no_host_sync() {
     } {
         let Some(ranks) = ranks(world) else { continue };
         for &(path, n) in &cases {
+            // The quick tier: two ranks, the LL and push paths.
+            let sample = world == 2 && matches!(path, Some(Path::Ll | Path::Push));
+            if !tier::runs(sample) {
+                continue;
+            }
             let samples: Vec<u32> = (0..calls).filter(|k| k % every == 3).collect();
             let seed: u32 = rand::random();
             let hist = run(
@@ -313,6 +335,9 @@ fn back_to_back_calls_with_changing_data_and_no_host_sync() {
 
 #[test]
 fn bad_inputs_are_clear_errors() {
+    if !tier::quick_test() {
+        return;
+    }
     if on_gpu() {
         return;
     }
@@ -346,10 +371,16 @@ fn in_place_matches_float64_on_every_path() {
     let big = if on_gpu() { (1 << 20) + 3 } else { 70_001 };
     for world in [2, 3] {
         for n in [5usize, 4097, big] {
-            check::<f32>(world, n, 1e-6, Some(1e-5), true);
+            if tier::runs(quick(world, n)) {
+                check::<f32>(world, n, 1e-6, Some(1e-5), true);
+            }
         }
-        check::<bf16>(world, 2 * big + 1, 1e-2, None, true);
-        check::<f16>(world, 4095, 1e-2, None, true);
+        if tier::runs(quick(world, 2 * big + 1)) {
+            check::<bf16>(world, 2 * big + 1, 1e-2, None, true);
+        }
+        if tier::runs(quick(world, 4095)) {
+            check::<f16>(world, 4095, 1e-2, None, true);
+        }
     }
 }
 
@@ -370,6 +401,10 @@ fn every_path_is_exact_at_odd_sizes() {
             sizes
         };
         for &n in sizes {
+            // The quick tier: the smallest size (every path still runs).
+            if !tier::runs(quick(world, n) && n == sizes[0]) {
+                continue;
+            }
             every_path::<f32>(&ranks, world, n, |_| 1e-5);
             // bf16 sums are exact in f32, then rounded once to 8 bits of
             // mantissa (half an ulp: 2^-9 relative); the f32 sum itself is
@@ -477,6 +512,10 @@ fn staged_calls_of_changing_sizes_back_to_back() {
         .into_iter()
         .flat_map(|w| [Path::Ll, Path::Lamport, Path::Push, Path::LamportTwoShot].map(|p| (w, p)))
     {
+        // The quick tier: three ranks, every path.
+        if !tier::runs(world == 3) {
+            continue;
+        }
         let Some(ranks) = ranks(world) else { continue };
         let inputs: Vec<Vec<f32>> = random_inputs(world, max);
         let outs = run(
@@ -521,7 +560,9 @@ fn staged_calls_of_changing_sizes_back_to_back() {
 #[test]
 fn ll_calls_256_epochs_apart_do_not_read_stale_packets() {
     for lead in [1, 0] {
-        ll_calls_256_epochs_apart(lead);
+        if tier::runs(lead == 1) {
+            ll_calls_256_epochs_apart(lead);
+        }
     }
 }
 
@@ -574,6 +615,9 @@ fn ll_calls_256_epochs_apart(lead: usize) {
 
 #[test]
 fn empty_and_aliased_outputs() {
+    if !tier::quick_test() {
+        return;
+    }
     let Some(ranks) = ranks(2) else { return };
     // Over the LL threshold: the pull kernel must refuse to write into an
     // input that peers are reading; the dispatcher's path must not.
@@ -621,6 +665,9 @@ fn the_books_tutorial_kernels_match_the_built_in_bit_for_bit() {
     for world in [2, 4] {
         let Some(ranks) = ranks(world) else { continue };
         for n in [1usize, 4099, 65_537] {
+            if !tier::runs(quick(world, n)) {
+                continue;
+            }
             let inputs: Vec<Vec<bf16>> = random_inputs(world, n);
             let outs = run(
                 ranks.clone(),
@@ -681,6 +728,9 @@ fn special_values_pass_through_every_path() {
 
 fn special_values<T: AllReduceElem>(n: usize, tol: f64) {
     for world in [2, 4] {
+        if !tier::runs(quick(world, n)) {
+            continue;
+        }
         let Some(ranks) = ranks(world) else { continue };
         let mut inputs: Vec<Vec<T>> = random_inputs(world, n);
         let specials = [
@@ -735,6 +785,9 @@ fn special_values<T: AllReduceElem>(n: usize, tol: f64) {
 /// why, instead of reading staging that the late data may still reach.
 #[test]
 fn a_rank_whose_kernel_failed_refuses_later_calls() {
+    if !tier::quick_test() {
+        return;
+    }
     let Some(ranks) = ranks(2) else { return };
     let n = 3000;
     let inputs: Vec<Vec<f32>> = random_inputs(2, n);

@@ -15,6 +15,8 @@ use targets::{on_gpu, ranks};
 mod calls;
 #[path = "support/data.rs"]
 mod data;
+#[path = "support/tier.rs"]
+mod tier;
 use calls::{fill_input, fill_ref, keep};
 
 use symm::dsl::*;
@@ -29,6 +31,13 @@ const WORLDS: [usize; 5] = [1, 2, 3, 4, 8];
 
 fn options() -> CommOptions {
     CommOptions::default().with_timeout(Duration::from_secs(30))
+}
+
+/// Whether a case of `world` ranks and `n` elements is in the quick tier's
+/// sample: the quick world sizes, below 64 Ki (the rest tier runs four and
+/// eight ranks and the large sizes).
+fn quick(world: usize, n: usize) -> bool {
+    tier::quick_world(world) && n < 65536
 }
 
 /// The sizes a world runs: odd ones, and one above 64 Ki but on the
@@ -157,30 +166,39 @@ fn all_gather_case<T: CopyElem>(world: usize, n: usize, in_place: bool) {
     }
 }
 
-fn all_gather_every_size<T: CopyElem>() {
+/// Every size and world for `T`; in the quick tier only where
+/// `quick_type` (a sample of the types) and [`quick`] say.
+fn all_gather_every_size<T: CopyElem>(quick_type: bool) {
     for world in WORLDS {
         for n in sizes::<T>(world) {
-            all_gather_case::<T>(world, n, false);
+            if tier::runs(quick_type && quick(world, n)) {
+                all_gather_case::<T>(world, n, false);
+            }
         }
-        all_gather_case::<T>(world, 7, true);
+        if tier::runs(quick_type && quick(world, 7)) {
+            all_gather_case::<T>(world, 7, true);
+        }
     }
 }
 
 #[test]
 fn all_gather_moves_every_type_bit_for_bit() {
-    all_gather_every_size::<f32>();
-    all_gather_every_size::<f64>();
-    all_gather_every_size::<bf16>();
-    all_gather_every_size::<f16>();
-    all_gather_every_size::<u8>();
-    all_gather_every_size::<u32>();
-    all_gather_every_size::<u64>();
-    all_gather_every_size::<i32>();
-    all_gather_every_size::<i64>();
-    all_gather_every_size::<f8e4m3>();
-    all_gather_every_size::<f8e5m2>();
+    // The quick tier: one type of each width, and fp8.
+    all_gather_every_size::<f32>(true);
+    all_gather_every_size::<f64>(false);
+    all_gather_every_size::<bf16>(true);
+    all_gather_every_size::<f16>(false);
+    all_gather_every_size::<u8>(true);
+    all_gather_every_size::<u32>(false);
+    all_gather_every_size::<u64>(true);
+    all_gather_every_size::<i32>(false);
+    all_gather_every_size::<i64>(false);
+    all_gather_every_size::<f8e4m3>(true);
+    all_gather_every_size::<f8e5m2>(false);
     for world in WORLDS {
-        all_gather_case::<f32>(world, 4095, true);
+        if tier::runs(quick(world, 4095)) {
+            all_gather_case::<f32>(world, 4095, true);
+        }
     }
 }
 
@@ -229,13 +247,17 @@ fn broadcast_case<T: CopyElem>(world: usize, n: usize, root: usize, in_place: bo
 #[test]
 fn broadcast_from_every_root() {
     for world in WORLDS {
-        for root in 0..world {
-            broadcast_case::<f32>(world, 4095, root, false);
-            broadcast_case::<u8>(world, 7, root, true);
+        if tier::runs(quick(world, 4095)) {
+            for root in 0..world {
+                broadcast_case::<f32>(world, 4095, root, false);
+                broadcast_case::<u8>(world, 7, root, true);
+            }
         }
         for n in sizes::<f32>(world) {
-            broadcast_case::<bf16>(world, n, world - 1, false);
-            broadcast_case::<i64>(world, n, 0, true);
+            if tier::runs(quick(world, n)) {
+                broadcast_case::<bf16>(world, n, world - 1, false);
+                broadcast_case::<i64>(world, n, 0, true);
+            }
         }
     }
 }
@@ -297,9 +319,14 @@ fn reduce_scatter_case<T: ReduceElem>(world: usize, n: usize, op: ReduceOp, inpu
     }
 }
 
-fn reduce_scatter_every_op<T: ReduceElem>() {
+/// Every op, size and world for `T`; in the quick tier only where
+/// `quick_type` and [`quick`] say.
+fn reduce_scatter_every_op<T: ReduceElem>(quick_type: bool) {
     for world in WORLDS {
         for n in sizes::<T>(world) {
+            if !tier::runs(quick_type && quick(world, n)) {
+                continue;
+            }
             let inputs: Vec<Vec<T>> = (0..world).map(|_| random_values::<T>(n)).collect();
             for op in ReduceOp::ALL {
                 reduce_scatter_case::<T>(world, n, op, &inputs);
@@ -310,11 +337,11 @@ fn reduce_scatter_every_op<T: ReduceElem>() {
 
 #[test]
 fn reduce_scatter_every_op_and_type() {
-    reduce_scatter_every_op::<f32>();
-    reduce_scatter_every_op::<bf16>();
-    reduce_scatter_every_op::<f16>();
-    reduce_scatter_every_op::<f8e4m3>();
-    reduce_scatter_every_op::<f8e5m2>();
+    reduce_scatter_every_op::<f32>(true);
+    reduce_scatter_every_op::<bf16>(true);
+    reduce_scatter_every_op::<f16>(false);
+    reduce_scatter_every_op::<f8e4m3>(true);
+    reduce_scatter_every_op::<f8e5m2>(false);
 }
 
 fn all_reduce_op_case<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>(
@@ -400,9 +427,14 @@ fn tolerance(dtype: symm::DType, want: f64) -> f64 {
     want.abs() * 2f64.powi(-mantissa - 1) + tiny / 2.0 + 1e-6
 }
 
-fn all_reduce_every_op<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>() {
+/// Every op, size and world for `T`; in the quick tier only where
+/// `quick_type` and [`quick`] say.
+fn all_reduce_every_op<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>(quick_type: bool) {
     for world in WORLDS {
         for n in sizes::<T>(world) {
+            if !tier::runs(quick_type && quick(world, n)) {
+                continue;
+            }
             let inputs: Vec<Vec<T>> = (0..world).map(|_| random_values::<T>(n)).collect();
             for op in ReduceOp::ALL {
                 all_reduce_op_case::<T>(world, n, op, false, &inputs);
@@ -414,11 +446,11 @@ fn all_reduce_every_op<T: ReduceElem + symm::kernels::all_reduce::AllReduceElem>
 
 #[test]
 fn all_reduce_every_op_and_type() {
-    all_reduce_every_op::<f32>();
-    all_reduce_every_op::<bf16>();
-    all_reduce_every_op::<f16>();
-    all_reduce_every_op::<f8e4m3>();
-    all_reduce_every_op::<f8e5m2>();
+    all_reduce_every_op::<f32>(true);
+    all_reduce_every_op::<bf16>(true);
+    all_reduce_every_op::<f16>(false);
+    all_reduce_every_op::<f8e4m3>(false);
+    all_reduce_every_op::<f8e5m2>(true);
 }
 
 /// NaN, infinities and signed zeros follow IEEE (min and max as
@@ -439,6 +471,9 @@ fn reduce_scatter_special_values() {
     ];
     for world in [2, 3, 4] {
         let n = 4096;
+        if !tier::runs(quick(world, n)) {
+            continue;
+        }
         let mut rng = rand::rng();
         let inputs: Vec<Vec<f32>> = (0..world)
             .map(|_| {
@@ -492,6 +527,9 @@ fn all_to_all_case<T: CopyElem>(world: usize, m: usize) {
 fn all_to_all_with_equal_splits() {
     for world in WORLDS {
         for m in [1, 7, 1000] {
+            if !tier::runs(quick(world, world * m)) {
+                continue;
+            }
             all_to_all_case::<f32>(world, m);
             all_to_all_case::<bf16>(world, m);
             all_to_all_case::<u8>(world, m);
@@ -507,6 +545,9 @@ fn all_to_all_with_equal_splits() {
 fn every_collective_on_the_other_path() {
     for world in WORLDS {
         on_path(Some(Path::Pull), || {
+            if !tier::runs(quick(world, 4095)) {
+                return;
+            }
             for n in [1, 7, 4095] {
                 all_gather_case::<f32>(world, n, false);
                 all_gather_case::<u8>(world, n, n == 7);
@@ -526,6 +567,10 @@ fn every_collective_on_the_other_path() {
         }
         on_path(Some(Path::Ll), || {
             let n = 65536 + 3;
+            // Large: the rest tier's.
+            if !tier::runs(quick(world, n)) {
+                return;
+            }
             all_gather_case::<f32>(world, n, false);
             all_gather_case::<u8>(world, 2 * n, true);
             broadcast_case::<f16>(world, n, 0, false);
@@ -546,6 +591,9 @@ fn every_collective_on_the_other_path() {
 /// to 128 KiB per peer, on 2, 3 and 4 GPUs alike).
 #[test]
 fn dispatch_takes_ll_to_the_measured_crossover() {
+    if !tier::quick_test() {
+        return;
+    }
     assert_eq!(Path::choose(1), Path::Ll);
     assert_eq!(Path::choose(128 << 10), Path::Ll);
     assert_eq!(Path::choose((128 << 10) + 1), Path::Pull);
@@ -647,6 +695,9 @@ fn all_to_all_split_case<T: CopyElem>(world: usize, splits: &[Vec<usize>], on_de
 fn all_to_all_with_uneven_and_zero_splits() {
     for world in WORLDS {
         for max in [0, 1, 9, 3000] {
+            if !tier::runs(quick(world, world * max)) {
+                continue;
+            }
             for _ in 0..2 {
                 let splits = random_splits(world, max);
                 all_to_all_split_case::<f32>(world, &splits, false);
@@ -676,6 +727,9 @@ fn random_ranges(len: usize, count: usize) -> Vec<std::ops::Range<usize>> {
 fn coalesced_all_gather_and_all_reduce() {
     for world in WORLDS {
         for (len, count) in [(64, 1), (5000, 7), (300, 30)] {
+            if !tier::runs(quick(world, len)) {
+                continue;
+            }
             let ranges = random_ranges(len, count);
             // all_gather, f32 and u8 bits.
             let inputs: Vec<Vec<u8>> = (0..world).map(|_| random_bits::<u8>(len)).collect();
@@ -742,6 +796,9 @@ fn coalesced_all_gather_and_all_reduce() {
 
 #[test]
 fn coalesced_calls_check_their_ranges() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 2;
     // Overlapping ranges.
     if let Some(msgs) = every_rank_fails(world, |c| {
@@ -809,6 +866,9 @@ fn every_rank_fails_with(
 
 #[test]
 fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 3;
     // Lengths.
     if let Some(msgs) = every_rank_fails(world, |c| {
@@ -885,6 +945,9 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
 /// kernels' digest check does.
 #[test]
 fn mismatches_of_agreed_shapes_still_fail_every_rank() {
+    if !tier::quick_test() {
+        return;
+    }
     for host in [true, false] {
         mismatches_of_agreed_shapes(host);
     }
@@ -1032,6 +1095,9 @@ fn mismatches_of_agreed_shapes(host: bool) {
 /// the grid must not follow them.
 #[test]
 fn all_to_all_v_with_outputs_of_different_sizes() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 2;
     let Some(outs) = on_ranks(world, "all_to_all_v, outputs 2 and 6000", |c| {
         let buf = c.alloc::<f32>(6000)?;
@@ -1064,6 +1130,9 @@ fn all_to_all_v_with_outputs_of_different_sizes() {
 
 #[test]
 fn mismatched_splits_fail_every_rank() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 3;
     // Rank 1 expects 5 from rank 0, which sends 4.
     if let Some(msgs) = every_rank_fails(world, |c| {
@@ -1123,6 +1192,10 @@ fn back_to_back_mixed_collectives() {
     // Not a multiple of the six kinds, so the samples cover every kind.
     let every = if on_gpu() { 97 } else { 61 };
     for world in [1, 3, 4] {
+        // The quick tier: one rank (many ranks, in the other tests).
+        if !tier::runs(world == 1) {
+            continue;
+        }
         // Most calls small (one block), a quarter large (up to eight
         // blocks): the grids, and so the blocks that count calls on the
         // shared counter, change from call to call.
@@ -1248,51 +1321,78 @@ use symm::kernels::collectives::{
 // Every kernel for every vector width and every op, and the copies (whose
 // code differs by the width) for a few element types, not every
 // combination: NVRTC takes most of a second per instantiation, three times
-// over (sm_90 checked and not, sm_80 unchecked).
-symm::check_kernels!(
-    fn collective_kernels_compile;
-    all_gather_pull::<f32, 4>,
-    all_gather_pull::<bf16, 8>,
-    all_gather_pull::<u8, 16>,
-    all_gather_pull::<u64, 2>,
-    broadcast_pull::<f32, 4>,
-    broadcast_pull::<u8, 16>,
-    broadcast_pull::<i64, 2>,
-    all_to_all_pull::<f32, 4>,
-    all_to_all_pull::<u8, 16>,
-    all_to_all_pull::<i64, 2>,
-    all_to_all_v_pull::<f32, 4>,
-    all_to_all_v_pull::<u8, 16>,
-    all_to_all_v_pull::<i64, 2>,
-    reduce_scatter_pull::<f32, 4, 0>,
-    reduce_scatter_pull::<f32, 4, 1>,
-    reduce_scatter_pull::<f32, 4, 4>,
-    reduce_scatter_pull::<bf16, 8, 2>,
-    reduce_scatter_pull::<f16, 8, 3>,
-    all_reduce_op_two_shot::<f32, 4, 1>,
-    all_reduce_op_two_shot::<f32, 4, 3>,
-    all_reduce_op_two_shot::<bf16, 8, 2>,
-    all_reduce_op_two_shot::<f16, 8, 4>,
-    all_gather_pull::<f8e4m3, 16>,
-    reduce_scatter_pull::<f8e4m3, 16, 0>,
-    reduce_scatter_pull::<f8e5m2, 16, 3>,
-    all_reduce_op_two_shot::<f8e4m3, 16, 2>,
-    all_reduce_op_two_shot::<f8e5m2, 16, 1>,
-    all_gather_coalesced_pull::<f32, 4>,
-    all_gather_coalesced_pull::<u8, 16>,
-    all_reduce_coalesced_pull::<f32, 4, 0>,
-    all_reduce_coalesced_pull::<bf16, 8, 3>,
-    all_reduce_coalesced_pull::<f8e4m3, 16, 0>,
-    copy_ll::<f32, 2>,
-    copy_ll::<bf16, 4>,
-    copy_ll::<u8, 8>,
-    copy_ll::<i64, 1>,
-    copy_ll::<f8e5m2, 8>,
-    reduce_ll::<f32, 2, 0>,
-    reduce_ll::<f32, 2, 1>,
-    reduce_ll::<f32, 2, 3>,
-    reduce_ll::<bf16, 4, 2>,
-    reduce_ll::<f16, 4, 4>,
-    reduce_ll::<f8e4m3, 8, 0>,
-    reduce_ll::<f8e5m2, 8, 3>,
-);
+// over (sm_90 checked and not, sm_80 unchecked). The quick tier compiles
+// a sample, the rest tier the others; each
+// `check_kernels!` test is an inner function of a test that asks the tier
+// (`check_kernels!`'s own test cannot).
+
+/// A sample of the collective kernels: the LL copy and reduction, and a
+/// pull reduce-scatter.
+#[allow(unnameable_test_items)]
+#[test]
+fn collective_kernels_sample_compile() {
+    if !tier::quick_test() {
+        return;
+    }
+    symm::check_kernels!(
+        fn collective_kernels_sample;
+        reduce_scatter_pull::<bf16, 8, 2>,
+        copy_ll::<f32, 2>,
+        reduce_ll::<f32, 2, 0>,
+    );
+    collective_kernels_sample();
+}
+
+/// The collective kernels' other instantiations.
+#[allow(unnameable_test_items)]
+#[test]
+fn collective_kernels_compile() {
+    if !tier::full_test("NVRTC compiles of the collective kernels beyond the sample") {
+        return;
+    }
+    symm::check_kernels!(
+        fn collective_kernels;
+        all_gather_pull::<f32, 4>,
+        broadcast_pull::<u8, 16>,
+        all_to_all_pull::<i64, 2>,
+        all_to_all_v_pull::<f32, 4>,
+        all_reduce_op_two_shot::<f8e4m3, 16, 2>,
+        all_gather_coalesced_pull::<f32, 4>,
+        all_reduce_coalesced_pull::<f32, 4, 0>,
+        all_gather_pull::<bf16, 8>,
+        all_gather_pull::<u8, 16>,
+        all_gather_pull::<u64, 2>,
+        broadcast_pull::<f32, 4>,
+        broadcast_pull::<i64, 2>,
+        all_to_all_pull::<f32, 4>,
+        all_to_all_pull::<u8, 16>,
+        all_to_all_v_pull::<u8, 16>,
+        all_to_all_v_pull::<i64, 2>,
+        reduce_scatter_pull::<f32, 4, 0>,
+        reduce_scatter_pull::<f32, 4, 1>,
+        reduce_scatter_pull::<f32, 4, 4>,
+        reduce_scatter_pull::<f16, 8, 3>,
+        all_reduce_op_two_shot::<f32, 4, 1>,
+        all_reduce_op_two_shot::<f32, 4, 3>,
+        all_reduce_op_two_shot::<bf16, 8, 2>,
+        all_reduce_op_two_shot::<f16, 8, 4>,
+        all_gather_pull::<f8e4m3, 16>,
+        reduce_scatter_pull::<f8e4m3, 16, 0>,
+        reduce_scatter_pull::<f8e5m2, 16, 3>,
+        all_reduce_op_two_shot::<f8e5m2, 16, 1>,
+        all_gather_coalesced_pull::<u8, 16>,
+        all_reduce_coalesced_pull::<bf16, 8, 3>,
+        all_reduce_coalesced_pull::<f8e4m3, 16, 0>,
+        copy_ll::<bf16, 4>,
+        copy_ll::<u8, 8>,
+        copy_ll::<i64, 1>,
+        copy_ll::<f8e5m2, 8>,
+        reduce_ll::<f32, 2, 1>,
+        reduce_ll::<f32, 2, 3>,
+        reduce_ll::<bf16, 4, 2>,
+        reduce_ll::<f16, 4, 4>,
+        reduce_ll::<f8e4m3, 8, 0>,
+        reduce_ll::<f8e5m2, 8, 3>,
+    );
+    collective_kernels();
+}

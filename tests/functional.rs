@@ -12,6 +12,8 @@ use std::time::Duration;
 
 #[path = "support/targets.rs"]
 mod targets;
+#[path = "support/tier.rs"]
+mod tier;
 use targets::{on_gpu, ranks};
 #[path = "support/data.rs"]
 mod data;
@@ -53,6 +55,9 @@ fn expected(prefer: Prefer, limit: usize, group: &GroupFacts, call: &CallFacts) 
 /// explanation names the size, the threshold and where the input lies.
 #[test]
 fn choice_rule_table() {
+    if !tier::quick_test() {
+        return;
+    }
     let sizes = [
         0usize,
         1,
@@ -187,6 +192,9 @@ fn choice_rule_table() {
 /// malformed ones.
 #[test]
 fn options_parse_and_refuse() {
+    if !tier::quick_test() {
+        return;
+    }
     let o = Options::from_vars(Some("nccl"), Some("all_reduce=1M, *=0,broadcast=12k")).unwrap();
     assert_eq!(o.backend(), Prefer::Nccl);
     assert_eq!(
@@ -434,18 +442,26 @@ fn every_collective(world: usize, kind: Kind, prefer: Prefer, n: usize) {
 #[test]
 fn every_collective_from_every_input_kind() {
     for world in [1, 2, 3, 4, 8] {
+        if !tier::runs(tier::quick_world(world)) {
+            continue;
+        }
         for kind in [Kind::Pool, Kind::Symm, Kind::Plain] {
             every_collective(world, kind, Prefer::Auto, 37);
         }
     }
     // Above the copies' 64 KiB threshold, where NCCL would take them: on
     // the emulator (and on ranks sharing a GPU) symm's kernels still run.
-    every_collective(2, Kind::Plain, Prefer::Auto, 20_000);
+    if tier::quick_test() {
+        every_collective(2, Kind::Plain, Prefer::Auto, 20_000);
+    }
 }
 
 /// The device splits' all-to-all (symm's kernel only).
 #[test]
 fn all_to_all_v_through_the_entry_point() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 4;
     let Some(ranks) = ranks(world) else { return };
     let n = 9;
@@ -484,6 +500,9 @@ fn all_to_all_v_through_the_entry_point() {
 /// staged (every rank's staging stays the same size), exact.
 #[test]
 fn all_to_all_single_with_inputs_of_different_lengths() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 3;
     let Some(ranks) = ranks(world) else { return };
     let split = |p: usize, r: usize| (p * 5 + r * 3) % 7 + p;
@@ -514,6 +533,9 @@ fn all_to_all_single_with_inputs_of_different_lengths() {
 /// read from its start), so the call reads the view's own elements.
 #[test]
 fn a_view_inside_its_buffer_is_read_where_it_is() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 2;
     let Some(ranks) = ranks(world) else { return };
     let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(64)).collect();
@@ -576,7 +598,10 @@ impl tracing::Subscriber for DropCounter {
 #[test]
 fn handles_chain_drop_and_wait() {
     let _ = tracing::subscriber::set_global_default(DropCounter);
-    for (world, own) in [(2, false), (2, true), (4, false), (4, true)] {
+    // The quick tier: two ranks.
+    for (world, own) in tier::split([(2, false), (2, true), (4, false), (4, true)], |&(w, _)| {
+        w == 2
+    }) {
         let Some(ranks) = ranks(world) else { continue };
         let n = 301;
         let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(n)).collect();
@@ -643,6 +668,9 @@ fn handles_chain_drop_and_wait() {
 /// the same clear error on every rank.
 #[test]
 fn mismatches_fail_on_every_rank() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 2;
     let Some(r) = ranks(world) else { return };
     let short = || CommOptions::default().with_timeout(Duration::from_secs(5));
@@ -845,10 +873,10 @@ fn mesh_case(world: usize, rows: usize, rounds: usize) {
 #[test]
 fn meshes_through_functional_collectives() {
     let rounds = if on_gpu() { 200 } else { 1000 };
-    mesh_case(8, 2, rounds);
-    mesh_case(8, 4, rounds);
-    mesh_case(4, 2, rounds);
-    mesh_case(2, 2, rounds);
+    // The quick tier: the mesh of two ranks.
+    for (world, rows) in tier::split([(8, 2), (8, 4), (4, 2), (2, 2)], |&(w, _)| w == 2) {
+        mesh_case(world, rows, rounds);
+    }
 }
 
 // ---------------------------------------------------------------- NCCL
@@ -858,6 +886,9 @@ fn meshes_through_functional_collectives() {
 /// deferred while a CUDA graph is captured.
 #[test]
 fn nccl_route_at_world_one() {
+    if !tier::quick_test() {
+        return;
+    }
     if !on_gpu() {
         eprintln!("SKIPPED: nccl_route_at_world_one needs a GPU (SYMM_KERNEL_TESTS_ON=gpu)");
         return;
@@ -925,6 +956,9 @@ fn nccl_route_at_world_one() {
 /// skipped, loudly, otherwise.
 #[test]
 fn a_failed_rank_aborts_its_peers_nccl_calls() {
+    if !tier::quick_test() {
+        return;
+    }
     if !on_gpu() || !symm::functional::nccl_available() {
         eprintln!("SKIPPED: a_failed_rank_aborts_its_peers_nccl_calls needs GPUs and libnccl");
         return;

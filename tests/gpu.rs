@@ -14,9 +14,9 @@
 //! cudarc views of symm memory, and the copy engines' peer copies in a
 //! CUDA graph.
 //!
-//! A custom harness, so that a machine without GPUs reports every test as
-//! skipped instead of passed. `SYMM_REQUIRE_GPU=1` turns skips into failure.
-//! `SYMM_GPU_WORLDS=2,4` picks the world sizes (default: 2 and 4).
+//! The GPU tier (`support/harness.rs`): each test, `NAME::world_W`, is
+//! ignored unless run with `--ignored`, and then fails on a machine without
+//! a CUDA GPU. `SYMM_GPU_WORLDS=2,4` limits the world sizes.
 
 use std::time::{Duration, Instant};
 
@@ -29,9 +29,6 @@ use symm::kernels::all_reduce::{all_reduce, all_reduce_in_place};
 use symm::signal::Channel;
 use symm::{run, Comm, CommOptions, Error, KernelArg, LaunchConfig, Ranks, RunError};
 
-/// Ranks a test needs at least (it is skipped, loudly, at smaller worlds).
-const TWO: usize = 2;
-
 const T: Duration = Duration::from_secs(10);
 
 #[path = "support/checks.rs"]
@@ -39,7 +36,12 @@ mod checks;
 use checks::check;
 #[path = "support/harness.rs"]
 mod harness;
-use harness::{median, median_rendezvous_us, placement, Harness, Outcome};
+use harness::{median, median_rendezvous_us, placement, Outcome};
+#[path = "support/targets.rs"]
+mod targets;
+#[macro_use]
+#[path = "support/testgen.rs"]
+mod testgen;
 #[path = "support/data.rs"]
 mod data;
 
@@ -78,13 +80,14 @@ extern "C" __global__ void t_check(symm_u32* local, symm_u32 world) {{
 }
 
 /// Runs `f` on `world` GPU ranks, placed as [`harness::placement`] says
-/// (sharing GPUs when there are fewer than ranks).
+/// (sharing GPUs when there are fewer than ranks; `harness::gpu_test` runs
+/// only world sizes it can place).
 fn gpus<R: Send>(
     world: usize,
     timeout: Duration,
     f: impl Fn(&Comm) -> symm::Result<R> + Sync,
 ) -> Result<Vec<R>, RunError> {
-    let ranks = placement(world).expect("main runs only world sizes it can place");
+    let ranks = placement(world).expect("gpu_test runs only world sizes it can place");
     run(ranks, CommOptions::default().with_timeout(timeout), f)
 }
 
@@ -861,60 +864,40 @@ fn pool_on_host_numa(world: usize) -> Outcome {
     ))
 }
 
-type WorldTest = fn(usize) -> Outcome;
+gpu_per_world! {
+    harness::gpu_test;
+    jit_compile_times: |_| jit_times() => [world_1];
+    leaks_1000_cycles: leaks => [world_1, world_2, world_3, world_4, world_8];
+    pool_staging_in_a_graph: pool_staging_in_a_graph => [world_1, world_2, world_3, world_4, world_8];
+    pool_on_host_numa: pool_on_host_numa => [world_1, world_2, world_3, world_4, world_8];
+    graph_replay_1000: graphs => [world_1, world_2, world_3, world_4, world_8];
+    // Two ranks at least: one frees while the other waits.
+    frees_while_a_peer_waits: frees_while_a_peer_waits => [world_2, world_3, world_4, world_8];
+    rendezvous_time: rendezvous_time => [world_1, world_2, world_3, world_4, world_8];
+    cudarc_tensors_all_reduce: cudarc_tensors_all_reduce => [world_1, world_2, world_3, world_4, world_8];
+    cudarc_memory_is_checked: cudarc_memory_is_checked => [world_1, world_2, world_3, world_4, world_8];
+    cuda_view_round_trip: cuda_view_round_trip => [world_1, world_2, world_3, world_4, world_8];
+    ce_peer_copies_in_a_graph: ce_peer_copies_in_a_graph => [world_1, world_2, world_3, world_4, world_8];
+}
 
-fn main() {
-    let tests: [(&str, WorldTest, usize); 10] = [
-        ("leaks_1000_cycles", leaks, 1),
-        ("pool_staging_in_a_graph", pool_staging_in_a_graph, 1),
-        ("pool_on_host_numa", pool_on_host_numa, 1),
-        ("graph_replay_1000", graphs, 1),
-        ("frees_while_a_peer_waits", frees_while_a_peer_waits, TWO),
-        ("rendezvous_time", rendezvous_time, 1),
-        ("cudarc_tensors_all_reduce", cudarc_tensors_all_reduce, 1),
-        ("cudarc_memory_is_checked", cudarc_memory_is_checked, 1),
-        ("cuda_view_round_trip", cuda_view_round_trip, 1),
-        ("ce_peer_copies_in_a_graph", ce_peer_copies_in_a_graph, 1),
-    ];
-    let mut h = Harness::new("gpu");
-    if h.gpus == 0 {
-        h.skip(
-            1 + tests.len() * h.worlds.len(),
-            "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead",
-        );
-        // The kernels still get compiled, so CI catches a broken test kernel.
-        if symm::jit::require_nvrtc("the GPU tests' kernels") {
-            h.run("test_kernels_compile", 0, &|| {
-                let src = kernels();
-                let req = CompileRequest {
-                    kernel_name: "gpu_test_kernels",
-                    source: &src,
-                    arch: symm::jit::Arch { major: 9, minor: 0 },
-                    options: &[],
-                };
-                let (c, _) = JitEngine::new(None).compile(&req).map_err(fail)?;
-                let sm90 = symm::jit::Arch { major: 9, minor: 0 };
-                user::scale::compile_checked_for(sm90).map_err(fail)?;
-                Ok(format!(
-                    "CUBIN for sm_90, {} bytes; `scale` compiles",
-                    c.cubin.len()
-                ))
-            });
-        }
-        h.finish();
+/// The test kernels compile (NVRTC, no GPU), so that CI catches a broken
+/// one on a machine that runs none of the tests above.
+#[test]
+fn test_kernels_compile() {
+    if !symm::jit::require_nvrtc("the GPU tests' kernels") {
+        return;
     }
-    h.run("jit_compile_times", 1, &jit_times);
-    for world in h.worlds.clone() {
-        if h.place(world, tests.len()).is_none() {
-            continue;
-        }
-        for (name, f, least) in tests {
-            if world < least {
-                h.skip(1, &format!("world={world}: {name} needs {least} ranks"));
-                continue;
-            }
-            h.run(name, world, &|| f(world));
-        }
-    }
-    h.finish();
+    let src = kernels();
+    let req = CompileRequest {
+        kernel_name: "gpu_test_kernels",
+        source: &src,
+        arch: symm::jit::Arch { major: 9, minor: 0 },
+        options: &[],
+    };
+    let (c, _) = JitEngine::new(None)
+        .compile(&req)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!c.cubin.is_empty(), "an empty CUBIN");
+    let sm90 = symm::jit::Arch { major: 9, minor: 0 };
+    user::scale::compile_checked_for(sm90).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -3,7 +3,9 @@
 //! of ranks that share a GPU, bad launches, compile times, launch overhead
 //! against raw cudarc, what the bounds checks cost, and the fp8 conversions
 //! as the GPU runs them.
-//! A custom harness (see `support/harness.rs`).
+//! The GPU tier (`support/harness.rs`): each test, `NAME::world_W`, is
+//! ignored unless run with `--ignored`, and then fails on a machine without
+//! a CUDA GPU.
 //!
 //! The DSL test kernels against their CPU references and the collectives
 //! are not here: `tests/emulator_kernels.rs` runs them on GPU ranks (with
@@ -21,7 +23,12 @@ use symm::{bf16, run, Comm, CommOptions, Error, LaunchConfig, Ranks};
 
 #[path = "support/harness.rs"]
 mod harness;
-use harness::{placement, Harness, Outcome};
+use harness::{placement, Outcome};
+#[path = "support/targets.rs"]
+mod targets;
+#[macro_use]
+#[path = "support/testgen.rs"]
+mod testgen;
 
 #[path = "dsl_suite/mod.rs"]
 mod dsl_suite;
@@ -88,7 +95,8 @@ fn fail(e: impl std::fmt::Display) -> String {
 }
 
 /// Runs `f` on `world` GPU ranks, placed as [`harness::placement`] says
-/// (sharing GPUs when there are fewer than ranks).
+/// (sharing GPUs when there are fewer than ranks; `harness::gpu_test` runs
+/// only world sizes it can place).
 fn gpus<R: Send>(
     world: usize,
     f: impl Fn(&Comm) -> symm::Result<R> + Sync,
@@ -101,7 +109,7 @@ fn gpus_with<R: Send>(
     options: CommOptions,
     f: impl Fn(&Comm) -> symm::Result<R> + Sync,
 ) -> Result<Vec<R>, String> {
-    let ranks: Ranks = placement(world).expect("main runs only world sizes it can place");
+    let ranks: Ranks = placement(world).expect("gpu_test runs only world sizes it can place");
     run(ranks, options, f).map_err(fail)
 }
 
@@ -667,39 +675,28 @@ fn fp8_conversions() -> Outcome {
     ))
 }
 
-fn main() {
-    let mut h = Harness::new("gpu_dsl");
-    if h.gpus == 0 {
-        h.skip(7 + 3 * h.worlds.len(), "no CUDA device; set SYMM_REQUIRE_GPU=1 to fail instead (the CPU tests compile every kernel)");
-        h.finish();
+/// [`co_residency`] where the ranks of `world` share a GPU; skipped,
+/// loudly, where none do.
+fn co_residency_where_shared(world: usize) -> Option<Outcome> {
+    if !placement(world)?.shares_a_gpu() {
+        harness::skip(&format!(
+            "world={world}: dsl_co_residency needs ranks that share a GPU, and none do (see SYMM_RANKS_PER_GPU)"
+        ));
+        return None;
     }
-    h.run("dsl_fp8_conversions", 1, &fp8_conversions);
-    h.run("dsl_compile_times", 1, &compile_times);
-    h.run("dsl_launch_overhead", 1, &launch_overhead);
-    h.run("dsl_checked_launch_cost", 1, &checked_launch_cost);
-    h.run("dsl_out_of_bounds", 1, &|| out_of_bounds(1));
-    if h.place(2, 2).is_some() {
-        h.run("dsl_bad_launches", 2, &bad_launches);
-        h.run("dsl_out_of_bounds", 2, &|| out_of_bounds(2));
-    }
-    for w in h.worlds.clone() {
-        let Some(ranks) = h.place(w, 3) else {
-            continue;
-        };
-        h.run("dsl_graph_capture", w, &|| graph_capture(w));
-        if w < 2 {
-            h.skip(1, &format!("world={w}: dsl_kernel_timeout needs 2 ranks"));
-        } else {
-            h.run("dsl_kernel_timeout", w, &|| kernel_timeout(w));
-        }
-        if ranks.shares_a_gpu() {
-            h.run("dsl_co_residency", w, &|| co_residency(w));
-        } else {
-            h.skip(
-                1,
-                &format!("world={w}: dsl_co_residency needs ranks that share a GPU, and none do (see SYMM_RANKS_PER_GPU)"),
-            );
-        }
-    }
-    h.finish();
+    Some(co_residency(world))
+}
+
+gpu_per_world! {
+    harness::gpu_test;
+    dsl_fp8_conversions: |_| fp8_conversions() => [world_1];
+    dsl_compile_times: |_| compile_times() => [world_1];
+    dsl_launch_overhead: |_| launch_overhead() => [world_1];
+    dsl_checked_launch_cost: |_| checked_launch_cost() => [world_1];
+    dsl_out_of_bounds: out_of_bounds => [world_1, world_2];
+    dsl_bad_launches: |_| bad_launches() => [world_2];
+    dsl_graph_capture: graph_capture => [world_1, world_2, world_3, world_4, world_8];
+    // Two ranks at least: one waits on a peer that never signals.
+    dsl_kernel_timeout: kernel_timeout => [world_2, world_3, world_4, world_8];
+    dsl_co_residency: co_residency_where_shared => [world_1, world_2, world_3, world_4, world_8];
 }

@@ -5,15 +5,19 @@
 use std::process::Command;
 
 const LOG: &str = "\
-=== gpu
-placement: world=1: CUDA, 1 GPU rank(s) on devices [0]
-PASS peer_writes                  world=1 (0.1 s) ok
-SKIPPED (1): world=1: mismatch_same_error needs 2 ranks
-FAIL put_wait_ring                world=2 (0.1 s) wrong
-=== gpu exited 1
-=== gpu_dsl
-PASS dsl_collectives              world=2 (0.1 s) ok
+=== gpu world=1
+test jit_compile_times::world_1 ... ok
+test leaks_1000_cycles::world_1 ... ok
+test test_kernels_compile ... ignored
+=== gpu exited 0
+CASE test=jit_compile_times::world_1 world=1
+=== gpu world=2
+test frees_while_a_peer_waits::world_2 ... FAILED
+=== gpu exited 101
+=== gpu_dsl world=2
+test dsl_bad_launches::world_2 ... ok
 === gpu_dsl exited 124
+CASE test=dsl_bad_launches::world_2 world=2
 === all_reduce world=2
 test ran_here ... ok
 test no_case_at_this_size ... ok
@@ -24,6 +28,8 @@ CASE test=ran_here world=2
 CASE test=broke world=2
 === emulator_kernels world=2
 === emulator_kernels exited 127
+=== difftest world=1
+SKIPPED (1): .gpu-bin/difftest is missing
 === examples/all_reduce world=2
 === ok
 === examples/all_reduce world=3
@@ -34,13 +40,13 @@ const TABLE: &str = "\
 | suite | world | passed | failed | skipped |
 |---|---|---|---|---|
 | all_reduce | 2 | 1 | 1 | 1 |
+| difftest | 1 | 0 | 0 | 1 |
 | emulator_kernels | 2 | 0 | 1 | 0 |
 | examples/all_reduce | 2 | 1 | 0 | 0 |
 | examples/all_reduce | 3 | 0 | 1 | 0 |
 | gpu | 1 | 1 | 0 | 1 |
 | gpu | 2 | 0 | 1 | 0 |
-| gpu_dsl | - | 0 | 1 | 0 |
-| gpu_dsl | 2 | 1 | 0 | 0 |
+| gpu_dsl | 2 | 1 | 1 | 0 |
 ";
 
 #[test]
@@ -59,7 +65,11 @@ fn the_summary_counts_every_kind_of_line() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), TABLE);
     // Any failure makes the script fail.
     assert_eq!(out.status.code(), Some(1));
-    std::fs::write(&log, "=== gpu\nPASS a world=1 (0.1 s) ok\n").expect("write log");
+    std::fs::write(
+        &log,
+        "=== gpu world=1\ntest a::world_1 ... ok\nCASE test=a::world_1 world=1\n",
+    )
+    .expect("write log");
     let ok = Command::new("python3")
         .arg(script)
         .arg(&log)

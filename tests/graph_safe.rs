@@ -20,6 +20,8 @@ use targets::ranks;
 mod testgen;
 #[path = "support/checks.rs"]
 mod checks;
+#[path = "support/tier.rs"]
+mod tier;
 use checks::{check, check_bits, sized};
 #[path = "support/data.rs"]
 mod data;
@@ -478,6 +480,7 @@ fn parity_staging(world: usize) {
 }
 
 per_world! {
+    sampled;
     sentinel_all_reduce_on_the_pieces_is_exact_back_to_back: sentinel_on_pieces =>
         [world_1, world_2, world_3, world_4, world_5, world_6, world_7, world_8];
     sentinel_all_reduce_by_hand_is_exact_back_to_back: sentinel_by_hand =>
@@ -492,6 +495,9 @@ per_world! {
 /// on every rank.
 #[test]
 fn a_stage_of_a_bad_size_is_an_error_on_every_rank() {
+    if !tier::quick_test() {
+        return;
+    }
     let Some(r) = ranks(2) else { return };
     let err = run(r, opts(), |c| Stage::<f32>::sentinel(c, 0).map(|_| ()))
         .expect_err("a stage of 0 elements per region");
@@ -585,6 +591,7 @@ fn every_rank_asserts(err: &symm::RunError, world: usize, message: &str) {
 }
 
 per_world! {
+    sampled;
     misuse_stops_at_the_pieces_assertions: misuse => [world_1, world_2, world_3, world_4];
 }
 
@@ -609,6 +616,9 @@ fn two_flag_barriers(buf: SymmBuf<u32>, ch: u32) {
 /// the user's for both; then the launch was refused).
 #[test]
 fn device_functions_named_alike_both_run() {
+    if !tier::quick_test() {
+        return;
+    }
     let Some(r) = ranks(2) else { return };
     run(r, opts(), |c| {
         let buf = c.alloc::<u32>(8)?;

@@ -3,13 +3,15 @@
 //! rendezvous) and the all-reduce, with every rank a separate process that
 //! joined through `Comm::from_env`.
 //!
-//! Run plainly, this binary is the driver (a custom harness: skipped, loudly,
-//! without 2 GPUs; `SYMM_REQUIRE_GPU=1` makes that a failure). For each world
-//! size in `SYMM_GPU_WORLDS` (default 2 and 4) it launches itself once under
-//! `symm-run` and once under `torchrun --no-python` (skipped if torchrun is
-//! not installed). Launched by either, it is a rank: it runs the checks and
-//! prints `rank R: PASS|FAIL <check> <detail>` lines. The driver also times
-//! rendezvous with ranks as threads of this process, for comparison.
+//! The tests are of the GPU tier (`support/harness.rs`): ignored unless run
+//! with `--ignored`, and then failing on a machine without a CUDA GPU. Each
+//! driver test, `symm_run::world_W` or `torchrun::world_W` (limited by
+//! `SYMM_GPU_WORLDS`; skipped, loudly, without W GPUs or without torchrun),
+//! launches this binary W times under `symm-run` or `torchrun --no-python`,
+//! each running that same test alone. Launched so, the test is a rank: it
+//! runs the checks, prints `rank R: PASS|FAIL <check> <detail>` lines and
+//! ends the process with its status. The driver also times rendezvous with
+//! ranks as threads of this process, for comparison.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -20,7 +22,12 @@ use symm::{bf16, Comm, CommOptions, Error, LaunchConfig, LaunchEnv};
 
 #[path = "support/harness.rs"]
 mod harness;
-use harness::{median, median_rendezvous_us, Harness, Outcome};
+use harness::{median, median_rendezvous_us, Outcome};
+#[path = "support/targets.rs"]
+mod targets;
+#[macro_use]
+#[path = "support/testgen.rs"]
+mod testgen;
 #[path = "support/calls.rs"]
 mod calls;
 use calls::{check_samples, fill_input, keep};
@@ -29,73 +36,97 @@ use calls::{check_samples, fill_input, keep};
 /// error within it.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-fn main() {
+gpu_per_world! {
+    rank_or_driver;
+    one_gpu_two_processes_refused: |_| one_gpu_two_processes() => [world_2];
+    // A group of processes needs 2 ranks or more.
+    symm_run: |w| launch(Launcher::SymmRun, w) => [world_2, world_3, world_4, world_8];
+    torchrun: |w| launch(Launcher::Torchrun, w) => [world_2, world_3, world_4, world_8];
+}
+
+/// In a process a launcher started (it runs this same test alone), runs
+/// this rank's checks and ends the process with their status; otherwise
+/// drives the test as `harness::gpu_case` does.
+fn rank_or_driver<R: harness::Ran>(test: &str, world: usize, driver: impl FnOnce(usize) -> R) {
     if LaunchEnv::from_env().is_ok() {
         std::process::exit(rank_main());
     }
-    driver();
+    harness::gpu_case(test, world, driver)
 }
 
 // ---------------------------------------------------------------- driver --
 
-fn driver() -> ! {
-    let mut h = Harness::new("multiprocess");
-    let launchers = 2;
-    if h.gpus >= 1 {
-        h.run("one_gpu_two_processes_refused", 2, &one_gpu_two_processes);
-    } else {
-        h.skip(1, "world=2: no CUDA device");
+/// What starts the ranks' processes.
+#[derive(Clone, Copy)]
+enum Launcher {
+    SymmRun,
+    Torchrun,
+}
+
+/// The arguments that make this binary run the test `test` alone, in
+/// every process a launcher starts: libtest's own, with the output not
+/// captured, so that the driver reads each rank's lines.
+fn as_one_test(test: &str) -> [String; 5] {
+    [
+        test.to_string(),
+        "--exact".into(),
+        "--ignored".into(),
+        "--nocapture".into(),
+        "--test-threads=1".into(),
+    ]
+}
+
+/// Runs the checks on `world` processes, one per GPU, started by
+/// `launcher`: skipped, loudly, where there are fewer GPUs or no torchrun.
+fn launch(launcher: Launcher, world: usize) -> Option<Outcome> {
+    let gpus = symm::cuda_device_count();
+    if world > gpus {
+        harness::skip(&format!(
+            "world={world}: one process per GPU needs {world} GPUs, this machine has {gpus}"
+        ));
+        return None;
     }
+    let torchrun = match launcher {
+        Launcher::SymmRun => None,
+        Launcher::Torchrun => match which("torchrun") {
+            Some(t) => Some(t),
+            None => {
+                harness::skip(&format!("world={world}: torchrun is not installed"));
+                return None;
+            }
+        },
+    };
     let me = std::env::current_exe().expect("own path");
-    for world in h.worlds.clone() {
-        if world < 2 {
-            h.skip(
-                launchers,
-                &format!("world={world}: a group of processes needs 2 ranks or more"),
-            );
-            continue;
-        }
-        if world > h.gpus {
-            h.skip(
-                launchers,
-                &format!(
-                    "world={world}: one process per GPU needs {world} GPUs, this machine has {}",
-                    h.gpus
-                ),
-            );
-            continue;
-        }
-        let single = single_process_rendezvous_us(world);
-        h.run("symm_run", world, &|| {
+    let single = single_process_rendezvous_us(world);
+    let out = match torchrun {
+        None => {
             let Some(bin) = symm_run_bin() else {
-                return Err("symm-run not found next to this binary or in SYMM_RUN_BIN".into());
+                return Some(Err(
+                    "symm-run not found next to this binary or in SYMM_RUN_BIN".into(),
+                ));
             };
-            let out = Command::new(bin)
+            Command::new(bin)
                 .args(["-n", &world.to_string(), "--tag-output", "--"])
                 .arg(&me)
+                .args(as_one_test(&format!("symm_run::world_{world}")))
                 .output()
-                .map_err(|e| format!("cannot start symm-run: {e}"))?;
-            judge(world, &out, &single)
-        });
-        match which("torchrun") {
-            None => h.skip(1, &format!("world={world}: torchrun is not installed")),
-            Some(torchrun) => h.run("torchrun", world, &|| {
-                let port = free_port()?;
-                let out = Command::new(&torchrun)
-                    .args([
-                        &format!("--nproc-per-node={world}"),
-                        "--master-addr=127.0.0.1",
-                        &format!("--master-port={port}"),
-                        "--no-python",
-                    ])
-                    .arg(&me)
-                    .output()
-                    .map_err(|e| format!("cannot start torchrun: {e}"))?;
-                judge(world, &out, &single)
-            }),
+                .map_err(|e| format!("cannot start symm-run: {e}"))
         }
-    }
-    h.finish();
+        Some(torchrun) => free_port().and_then(|port| {
+            Command::new(&torchrun)
+                .args([
+                    &format!("--nproc-per-node={world}"),
+                    "--master-addr=127.0.0.1",
+                    &format!("--master-port={port}"),
+                    "--no-python",
+                ])
+                .arg(&me)
+                .args(as_one_test(&format!("torchrun::world_{world}")))
+                .output()
+                .map_err(|e| format!("cannot start torchrun: {e}"))
+        }),
+    };
+    Some(out.and_then(|out| judge(world, &out, &single)))
 }
 
 /// Two processes on one GPU (every rank sees only GPU 0) must both be
@@ -109,6 +140,7 @@ fn one_gpu_two_processes() -> Outcome {
     let out = Command::new(bin)
         .args(["-n", "2", "--tag-output", "--"])
         .arg(std::env::current_exe().map_err(|e| e.to_string())?)
+        .args(as_one_test("one_gpu_two_processes_refused::world_2"))
         .env("CUDA_VISIBLE_DEVICES", "0")
         .env(EXPECT_REFUSAL, "1")
         .output()

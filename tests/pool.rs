@@ -22,6 +22,8 @@ use targets::{on_gpu, ranks};
 mod testgen;
 #[path = "support/data.rs"]
 mod data;
+#[path = "support/tier.rs"]
+mod tier;
 
 /// A segment's signal pad, which shares its 2 MiB granules with its data.
 const PAD: usize = symm::layout::SIGNAL_PAD_BYTES;
@@ -171,7 +173,16 @@ fn random_run(c: &Comm, seed: u64) -> symm::Result<Vec<u64>> {
 
 fn random_allocations(world: usize) {
     let Some(r) = ranks(world) else { return };
-    for seed in seeds() {
+    // The quick tier: two ranks and the fixed seed.
+    let seeds = tier::split(seeds().into_iter().enumerate(), |&(i, _)| {
+        world == 2 && i == 0
+    });
+    if seeds.is_empty() {
+        tier::skipped(&format!(
+            "random_allocations_interleaved_with_all_reduces at world size {world}"
+        ));
+    }
+    for (_, seed) in seeds {
         random_allocations_with(r.clone(), seed);
     }
 }
@@ -194,6 +205,7 @@ fn random_allocations_with(r: symm::Ranks, seed: u64) {
 }
 
 per_world! {
+    // Sampled by the seeds too: `random_allocations` asks the tier.
     random_allocations_interleaved_with_all_reduces: random_allocations =>
         [world_2, world_3, world_4, world_8];
 }
@@ -248,6 +260,7 @@ fn mismatch(world: usize) {
 }
 
 per_world! {
+    sampled;
     a_mismatched_allocation_sequence_is_an_error_on_every_rank: mismatch =>
         [world_2, world_3, world_4];
 }
@@ -256,6 +269,9 @@ per_world! {
 /// segment of their own, and `trim` frees exactly the empty segments.
 #[test]
 fn blocks_are_reused_and_segments_trimmed() {
+    if !tier::quick_test() {
+        return;
+    }
     let Some(r) = ranks(2) else { return };
     run(r, opts(), |c| {
         let pool = c.pool();
@@ -306,6 +322,9 @@ fn blocks_are_reused_and_segments_trimmed() {
 /// hook hears nothing more.
 #[test]
 fn hooks_hear_the_snapshot_then_allocations_then_frees() {
+    if !tier::quick_test() {
+        return;
+    }
     use std::sync::{Arc, Mutex};
     use symm::SegmentEvent;
     let Some(r) = ranks(2) else { return };
@@ -388,6 +407,9 @@ fn hooks_hear_the_snapshot_then_allocations_then_frees() {
 /// user's `free`, once, with the size `alloc` gave.
 #[test]
 fn segments_from_the_users_allocate_and_free_functions() {
+    if !tier::quick_test() {
+        return;
+    }
     use std::alloc::{alloc_zeroed, dealloc, Layout};
     use std::sync::{Arc, Mutex};
     if !targets::emulator_only() {
@@ -507,6 +529,7 @@ fn allocations_into_the_pool(world: usize) {
 }
 
 per_world! {
+    sampled;
     allocations_go_into_the_current_pool: allocations_into_the_pool =>
         [world_1, world_2, world_3, world_4, world_8];
 }
@@ -519,6 +542,9 @@ per_world! {
 /// deadlock; nested guards of one pool restore in order.
 #[test]
 fn review_cases() {
+    if !tier::quick_test() {
+        return;
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use symm::{SegmentAllocator, SegmentEvent, SymmBuffer};

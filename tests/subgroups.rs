@@ -9,6 +9,8 @@ use std::time::Duration;
 
 #[path = "support/targets.rs"]
 mod targets;
+#[path = "support/tier.rs"]
+mod tier;
 use targets::{on_gpu, ranks};
 
 use symm::kernels::all_reduce::all_reduce;
@@ -24,6 +26,9 @@ fn options() -> CommOptions {
 /// every member's rank in this group comes back in that order.
 #[test]
 fn split_numbers_by_key_then_rank() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 8;
     let Some(ranks) = ranks(world) else { return };
     let got = run(ranks, options(), |c| {
@@ -145,6 +150,11 @@ fn mesh_case(world: usize, rows: usize, rounds: usize) {
 
 #[test]
 fn meshes_run_tp_and_dp_at_once() {
+    // Meshes run in the quick tier through the functional collectives
+    // (tests/functional.rs).
+    if !tier::full_test("meshes of 4 and 8 ranks") {
+        return;
+    }
     let rounds = 1000;
     mesh_case(8, 2, rounds);
     mesh_case(8, 4, rounds);
@@ -155,6 +165,9 @@ fn meshes_run_tp_and_dp_at_once() {
 /// it, at once (fail-fast), instead of hanging.
 #[test]
 fn a_rank_missing_from_a_split_is_a_timeout() {
+    if !tier::quick_test() {
+        return;
+    }
     let world = 4;
     let Some(ranks) = ranks(world) else { return };
     let short = CommOptions::default().with_timeout(Duration::from_secs(1));

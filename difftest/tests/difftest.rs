@@ -2,9 +2,10 @@
 //! the emulator and, as its generated CUDA C compiled by the host C++
 //! compiler under a single-thread shim, on the host; the two must agree bit
 //! for bit on fresh random inputs. Every kernel also compiles with NVRTC
-//! (when NVRTC is here), and on a GPU (`SYMM_KERNEL_TESTS_ON=gpu` or
-//! `SYMM_DIFFTEST_GPU=1`) the same launches run through the CUDA backend
-//! and are compared with the emulator the same way.
+//! (when NVRTC is here), and on a GPU (the GPU tier: `--ignored`) the same
+//! launches run through the CUDA backend and are compared with the emulator
+//! the same way. Each step is a test of its own, sharing the emulator's
+//! outputs.
 //!
 //! NaN rule: a slot whose kernel writes a float type matches when both
 //! sides hold a NaN of that type, whatever its sign and payload. Rust does
@@ -41,6 +42,8 @@ const REJECTED: &str = "rejected by the host compiler";
 #[allow(dead_code)]
 mod common;
 use common::Rng;
+#[path = "../../tests/support/targets.rs"]
+mod targets;
 
 /// Raw bits for a value of `ty`: special values (zeros, extremes, NaNs
 /// with payloads, infinities, subnormals) often, random bits otherwise.
@@ -848,14 +851,6 @@ fn nvrtc_all() -> (usize, Vec<String>) {
     (KERNELS.len(), fails)
 }
 
-/// Says a step's result as `scripts/gpu-summary.py` counts it.
-fn verdict(step: &str, ok: bool) {
-    println!(
-        "{} difftest_{step} world=1",
-        if ok { "PASS" } else { "FAIL" }
-    );
-}
-
 /// Checks that the comparison can fail at all: a flipped bit in a written
 /// slot, a NaN against a number, and a poisoned slot against a written one
 /// must each be a divergence, and some kernel must have written its slots.
@@ -915,205 +910,88 @@ fn self_check(cases: &[Case], emu: &[Outputs]) {
     }
 }
 
-fn main() {
-    let t0 = Instant::now();
-    let input_seed = match std::env::var("SYMM_DIFFTEST_INPUT_SEED") {
-        Ok(s) => s
-            .trim()
-            .parse()
-            .expect("SYMM_DIFFTEST_INPUT_SEED: an integer"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64),
-    };
-    // On a GPU machine (scripts/gpu-validate.sh sets SYMM_REQUIRE_GPU).
-    let want_gpu = std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu")
-        || std::env::var("SYMM_DIFFTEST_GPU").as_deref() == Ok("1")
-        || std::env::var("SYMM_REQUIRE_GPU").as_deref() == Ok("1");
-    println!(
-        "difftest: {} kernels from corpus seed {SEED} (SYMM_DIFFTEST_SEED), inputs seed {input_seed} \
-         (SYMM_DIFFTEST_INPUT_SEED), classes on: {CLASSES_ON:?}",
-        KERNELS.len()
-    );
-    let mut rng = Rng(input_seed);
-    let mut cases = Vec::new();
-    for (ki, k) in KERNELS.iter().enumerate() {
-        for case in 0..CASES {
-            let inputs = k
-                .inputs
-                .iter()
-                .map(|t| draw(&mut rng, Ty::from_code(*t)))
-                .collect();
-            let scalars = k
-                .scalars
-                .iter()
-                .map(|t| draw(&mut rng, Ty::from_code(*t)))
-                .collect();
-            cases.push(Case {
-                kernel: ki,
-                case,
-                inputs,
-                scalars,
-            });
-        }
-    }
-    let mut failed = false;
+/// The corpus's launches and the emulator's outputs for them: the
+/// reference every other side is compared with, made once per process.
+struct Reference {
+    input_seed: u64,
+    cases: Vec<Case>,
+    emu: Vec<Outputs>,
+}
 
-    // The emulator: the reference every other side is compared with.
-    let t = Instant::now();
-    let emu = match run_cases(Ranks::Emulator(1), &cases) {
-        Ok(v) => v,
-        Err(e) => panic!("the emulator run failed: {e}"),
-    };
-    let emu_errors = emu.iter().filter(|r| r.is_err()).count();
-    println!(
-        "emulator: {} launches in {:.1?} ({emu_errors} failed)",
-        cases.len(),
-        t.elapsed()
-    );
-    for (c, r) in cases.iter().zip(&emu) {
-        if let Err(e) = r {
-            // The generator writes only defined operations: an emulator
-            // failure is a bug of the emulator or of the generator.
-            println!(
-                "=== the emulator fails `{}` (case {}): {e}\n{}",
-                KERNELS[c.kernel].name, c.case, KERNELS[c.kernel].source
-            );
-            failed = true;
-        }
-    }
-    self_check(&cases, &emu);
-
-    // The host: the generated CUDA C under the shim.
-    let t = Instant::now();
-    let keep = std::env::var_os("SYMM_DIFFTEST_KEEP").map(PathBuf::from);
-    let tmp = std::env::temp_dir().join(format!("symm-difftest-{}", std::process::id()));
-    let dir = keep.clone().unwrap_or(tmp);
-    std::fs::create_dir_all(&dir).expect("host program directory");
-    let have_cxx = Command::new(cxx()).arg("--version").output().is_ok();
-    if !have_cxx {
-        // Only a GPU machine may lack it (CI has g++): say so loudly there,
-        // fail everywhere else.
-        println!(
-            "SKIPPED (1): world=1: difftest host step: no C++ compiler `{}` (set CXX)",
-            cxx()
-        );
-        failed |= !want_gpu;
-    } else {
-        // Kernels the host compiler rejects are divergences too (the NVRTC
-        // step says whether NVRTC rejects them as well); the program is
-        // built again without them.
-        let mut kernels: Vec<usize> = (0..KERNELS.len()).collect();
-        let mut rejected: Vec<(usize, String)> = Vec::new();
-        let exe = loop {
-            match build_host(&dir, &kernels) {
-                Ok(e) => break e,
-                Err((e, blamed)) if !blamed.is_empty() && rejected.len() < KERNELS.len() => {
-                    for ki in &blamed {
-                        let errs: Vec<&str> =
-                            e.lines().filter(|l| l.contains("error")).take(3).collect();
-                        rejected.push((*ki, errs.join("\n")));
-                    }
-                    kernels.retain(|k| !blamed.contains(k));
-                }
-                Err((e, _)) => panic!("{e}\n(the program is in {})", dir.display()),
-            }
+fn reference() -> &'static Reference {
+    static REFERENCE: std::sync::OnceLock<Reference> = std::sync::OnceLock::new();
+    REFERENCE.get_or_init(|| {
+        let input_seed = match std::env::var("SYMM_DIFFTEST_INPUT_SEED") {
+            Ok(s) => s
+                .trim()
+                .parse()
+                .expect("SYMM_DIFFTEST_INPUT_SEED: an integer"),
+            Err(_) => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64),
         };
-        for (ki, e) in &rejected {
-            let k = &KERNELS[*ki];
-            println!(
-                "=== DIVERGENCE in `{}`: the host compiler rejects its CUDA C\nclasses used: {:?}\n{e}\nkernel source:\n{}",
-                k.name, k.classes, k.source
-            );
+        println!(
+            "difftest: {} kernels from corpus seed {SEED} (SYMM_DIFFTEST_SEED), inputs seed {input_seed} \
+             (SYMM_DIFFTEST_INPUT_SEED), classes on: {CLASSES_ON:?}",
+            KERNELS.len()
+        );
+        let mut rng = Rng(input_seed);
+        let mut cases = Vec::new();
+        for (ki, k) in KERNELS.iter().enumerate() {
+            for case in 0..CASES {
+                let inputs = k
+                    .inputs
+                    .iter()
+                    .map(|t| draw(&mut rng, Ty::from_code(*t)))
+                    .collect();
+                let scalars = k
+                    .scalars
+                    .iter()
+                    .map(|t| draw(&mut rng, Ty::from_code(*t)))
+                    .collect();
+                cases.push(Case {
+                    kernel: ki,
+                    case,
+                    inputs,
+                    scalars,
+                });
+            }
         }
-        let built = t.elapsed();
-        let host_cases: Vec<Case> = cases
-            .iter()
-            .filter(|c| kernels.contains(&c.kernel))
-            .cloned()
-            .collect();
-        let mut it = run_host(&exe, &host_cases).into_iter();
-        let host: Vec<Outputs> = cases
-            .iter()
-            .map(|c| {
-                if kernels.contains(&c.kernel) {
-                    it.next().unwrap_or_else(|| Err("not run".into()))
-                } else {
-                    Err(REJECTED.into())
-                }
-            })
-            .collect();
-        println!(
-            "host C++: built in {built:.1?}, ran in {:.1?}",
-            t.elapsed() - built
-        );
-        let (bad, report) = compare(&cases, "emulator", &emu, "host", &host);
-        println!("{report}");
-        println!(
-            "emulator vs host C++: {} of {} kernels diverge ({} of them rejected by the host compiler)",
-            bad.len() + rejected.len(),
-            KERNELS.len(),
-            rejected.len()
-        );
-        let ok = bad.is_empty() && rejected.is_empty();
-        verdict("host", ok);
-        failed |= !ok;
-    }
-    if keep.is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    // NVRTC.
-    if symm::jit::require_nvrtc("the difftest corpus") {
         let t = Instant::now();
-        let (n, fails) = nvrtc_all();
-        for f in &fails {
-            println!("{f}");
-        }
+        let emu = match run_cases(Ranks::Emulator(1), &cases) {
+            Ok(v) => v,
+            Err(e) => panic!("the emulator run failed: {e}"),
+        };
         println!(
-            "NVRTC (sm_90): {} of {n} kernels compile, in {:.1?}",
-            n - fails.len(),
-            t.elapsed()
+            "emulator: {} launches in {:.1?} ({} failed)",
+            cases.len(),
+            t.elapsed(),
+            emu.iter().filter(|r| r.is_err()).count()
         );
-        verdict("nvrtc", fails.is_empty());
-        failed |= !fails.is_empty();
-    }
-
-    // A GPU.
-    if want_gpu {
-        if symm::cuda_device_count() == 0 {
-            println!("SKIPPED (1): world=1: difftest GPU run: no CUDA device");
-            failed |= std::env::var("SYMM_REQUIRE_GPU").as_deref() == Ok("1");
-        } else {
-            let t = Instant::now();
-            let ok = match run_cases(Ranks::Cuda(vec![0]), &cases) {
-                Ok(gpu) => {
-                    let (bad, report) = compare(&cases, "emulator", &emu, "gpu", &gpu);
-                    println!("{report}");
-                    println!(
-                        "emulator vs GPU: {} of {} kernels diverge ({} launches in {:.1?})",
-                        bad.len(),
-                        KERNELS.len(),
-                        cases.len(),
-                        t.elapsed()
-                    );
-                    bad.is_empty()
-                }
-                Err(e) => {
-                    println!("the GPU run failed: {e}");
-                    false
-                }
-            };
-            verdict("gpu", ok);
-            failed |= !ok;
+        Reference {
+            input_seed,
+            cases,
+            emu,
         }
-    } else {
-        println!(
-            "SKIPPED: difftest GPU run (no GPU asked for: SYMM_KERNEL_TESTS_ON=gpu, \
-             SYMM_DIFFTEST_GPU=1 or SYMM_REQUIRE_GPU=1 on a GPU machine)"
-        );
-    }
+    })
+}
 
+/// How to run the corpus of a failure again.
+fn rerun(r: &Reference) -> String {
+    format!(
+        "rerun: SYMM_DIFFTEST_SEED={SEED} SYMM_DIFFTEST_INPUT_SEED={}, and the same \
+         SYMM_DIFFTEST_KERNELS/SYMM_DIFFTEST_INCLUDE",
+        r.input_seed
+    )
+}
+
+/// Says, for `scripts/gpu-summary.py`, that `test` ran (at world size 1).
+fn ran(test: &str) {
+    targets::say_case(test, 1, None);
+}
+
+/// How many kernels of the corpus use each class of construct.
+fn census() -> String {
     let mut by_class: Vec<(&str, usize)> = Vec::new();
     for k in KERNELS {
         for c in k.classes {
@@ -1123,14 +1001,184 @@ fn main() {
             }
         }
     }
-    println!("kernels per class: {by_class:?}");
-    println!(
-        "difftest: {} kernels checked in {:.1?}",
-        KERNELS.len(),
-        t0.elapsed()
+    format!("kernels per class: {by_class:?}")
+}
+
+/// The generator writes only defined operations: an emulator failure is a
+/// bug of the emulator or of the generator. And the comparison can fail.
+#[test]
+fn the_emulator_runs_every_kernel() {
+    let r = reference();
+    println!("{}", census());
+    let failures: Vec<String> = r
+        .cases
+        .iter()
+        .zip(&r.emu)
+        .filter_map(|(c, o)| {
+            let e = o.as_ref().err()?;
+            Some(format!(
+                "=== the emulator fails `{}` (case {}): {e}\n{}",
+                KERNELS[c.kernel].name, c.case, KERNELS[c.kernel].source
+            ))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{}\n{} launches failed on the emulator ({})",
+        failures.join("\n"),
+        failures.len(),
+        rerun(r)
     );
-    if failed {
-        println!("difftest FAILED (rerun: SYMM_DIFFTEST_SEED={SEED} SYMM_DIFFTEST_INPUT_SEED={input_seed}, and the same SYMM_DIFFTEST_KERNELS/SYMM_DIFFTEST_INCLUDE)");
-        std::process::exit(1);
+    self_check(&r.cases, &r.emu);
+    ran("the_emulator_runs_every_kernel");
+}
+
+/// The generated CUDA C, compiled by the host's C++ compiler under the
+/// shim, equals the emulator bit for bit.
+#[test]
+fn host_cxx_matches_the_emulator() {
+    if Command::new(cxx()).arg("--version").output().is_err() {
+        // CI has g++; only a GPU machine may lack it: say so loudly there,
+        // fail everywhere else.
+        let gpus = symm::cuda_device_count();
+        assert!(
+            gpus > 0,
+            "no C++ compiler `{}` (set CXX): the host step cannot run",
+            cxx()
+        );
+        eprintln!(
+            "SKIPPED: difftest host step: no C++ compiler `{}` (set CXX) on this GPU machine",
+            cxx()
+        );
+        return;
     }
+    let r = reference();
+    let (cases, emu) = (&r.cases, &r.emu);
+    let t = Instant::now();
+    let keep = std::env::var_os("SYMM_DIFFTEST_KEEP").map(PathBuf::from);
+    let tmp = std::env::temp_dir().join(format!("symm-difftest-{}", std::process::id()));
+    let dir = keep.clone().unwrap_or(tmp);
+    std::fs::create_dir_all(&dir).expect("host program directory");
+    // Kernels the host compiler rejects are divergences too (the NVRTC
+    // test says whether NVRTC rejects them as well); the program is built
+    // again without them.
+    let mut kernels: Vec<usize> = (0..KERNELS.len()).collect();
+    let mut rejected: Vec<(usize, String)> = Vec::new();
+    let exe = loop {
+        match build_host(&dir, &kernels) {
+            Ok(e) => break e,
+            Err((e, blamed)) if !blamed.is_empty() && rejected.len() < KERNELS.len() => {
+                for ki in &blamed {
+                    let errs: Vec<&str> =
+                        e.lines().filter(|l| l.contains("error")).take(3).collect();
+                    rejected.push((*ki, errs.join("\n")));
+                }
+                kernels.retain(|k| !blamed.contains(k));
+            }
+            Err((e, _)) => panic!("{e}\n(the program is in {})", dir.display()),
+        }
+    };
+    for (ki, e) in &rejected {
+        let k = &KERNELS[*ki];
+        println!(
+            "=== DIVERGENCE in `{}`: the host compiler rejects its CUDA C\nclasses used: {:?}\n{e}\nkernel source:\n{}",
+            k.name, k.classes, k.source
+        );
+    }
+    let built = t.elapsed();
+    let host_cases: Vec<Case> = cases
+        .iter()
+        .filter(|c| kernels.contains(&c.kernel))
+        .cloned()
+        .collect();
+    let mut it = run_host(&exe, &host_cases).into_iter();
+    let host: Vec<Outputs> = cases
+        .iter()
+        .map(|c| {
+            if kernels.contains(&c.kernel) {
+                it.next().unwrap_or_else(|| Err("not run".into()))
+            } else {
+                Err(REJECTED.into())
+            }
+        })
+        .collect();
+    println!(
+        "host C++: built in {built:.1?}, ran in {:.1?}",
+        t.elapsed() - built
+    );
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let (bad, report) = compare(cases, "emulator", emu, "host", &host);
+    println!("{report}");
+    let summary = format!(
+        "emulator vs host C++: {} of {} kernels diverge ({} of them rejected by the host compiler)",
+        bad.len() + rejected.len(),
+        KERNELS.len(),
+        rejected.len()
+    );
+    println!("{summary}");
+    assert!(
+        bad.is_empty() && rejected.is_empty(),
+        "{summary} (the report is above; {})",
+        rerun(r)
+    );
+    ran("host_cxx_matches_the_emulator");
+}
+
+/// Every kernel of the corpus compiles with NVRTC (sm_90).
+#[test]
+fn nvrtc_compiles_every_kernel() {
+    if !symm::jit::require_nvrtc("the difftest corpus") {
+        return;
+    }
+    let t = Instant::now();
+    let (n, fails) = nvrtc_all();
+    for f in &fails {
+        println!("{f}");
+    }
+    let summary = format!(
+        "NVRTC (sm_90): {} of {n} kernels compile, in {:.1?}",
+        n - fails.len(),
+        t.elapsed()
+    );
+    println!("{summary}");
+    assert!(
+        fails.is_empty(),
+        "{summary}:\n{}\n(corpus seed {SEED})",
+        fails.join("\n")
+    );
+    ran("nvrtc_compiles_every_kernel");
+}
+
+/// The same launches through the CUDA backend (GPU 0) equal the emulator
+/// bit for bit. The GPU tier: run with `--ignored` on a GPU machine.
+#[test]
+#[ignore = "GPU tier: needs a CUDA GPU; run with --ignored"]
+fn gpu_matches_the_emulator() {
+    assert!(
+        symm::cuda_device_count() > 0,
+        "no CUDA GPU: `gpu_matches_the_emulator` is a test of the GPU tier, which needs one \
+         (run it on a GPU machine; a plain `cargo test` leaves it out)"
+    );
+    let r = reference();
+    let t = Instant::now();
+    let gpu = run_cases(Ranks::Cuda(vec![0]), &r.cases)
+        .unwrap_or_else(|e| panic!("the GPU run failed: {e}"));
+    let (bad, report) = compare(&r.cases, "emulator", &r.emu, "gpu", &gpu);
+    println!("{report}");
+    let summary = format!(
+        "emulator vs GPU: {} of {} kernels diverge ({} launches in {:.1?})",
+        bad.len(),
+        KERNELS.len(),
+        r.cases.len(),
+        t.elapsed()
+    );
+    println!("{summary}");
+    assert!(
+        bad.is_empty(),
+        "{summary} (the report is above; {})",
+        rerun(r)
+    );
+    ran("gpu_matches_the_emulator");
 }

@@ -1,27 +1,38 @@
-//! A tiny harness for GPU test binaries (`harness = false`): every test is
-//! reported as passed, failed or skipped, never silently passed, and the
-//! last line is `<name>: N passed, N failed, N skipped`.
+//! The GPU tier's tests (`tests/gpu.rs`, `tests/gpu_dsl.rs`,
+//! `tests/multiprocess.rs`): libtest tests, each `#[ignore]`d so that a
+//! plain `cargo test` lists it as ignored, never as passed. Run with
+//! `--ignored`, each one fails on a machine without a CUDA GPU, and on a
+//! GPU says which world size it ran (`CASE test=… world=…`, through
+//! `targets.rs`, for `scripts/gpu-summary.py`) and what it measured.
+//!
+//! Needs `#[path = "support/targets.rs"] mod targets;` beside it.
 
 #![allow(dead_code)]
 
 use std::time::Instant;
 
+use crate::targets;
+
 /// A test's result: a one-line detail on success, the reason on failure.
 pub type Outcome = Result<String, String>;
 
-/// Counts and prints outcomes.
-pub struct Harness {
-    name: &'static str,
-    passed: usize,
-    failed: usize,
-    skipped: usize,
-    /// Set by `SYMM_REQUIRE_GPU=1`: a machine without a GPU is then a
-    /// failure, not a skip.
-    pub require: bool,
-    /// CUDA devices present.
-    pub gpus: usize,
-    /// World sizes to test (`SYMM_GPU_WORLDS`, default 2 and 4).
-    pub worlds: Vec<usize>,
+/// What a GPU test's body gives back: an [`Outcome`], or `None` when it
+/// did not run here (having said `SKIPPED` and why).
+pub trait Ran {
+    /// The outcome, or `None` for a skip.
+    fn ran(self) -> Option<Outcome>;
+}
+
+impl Ran for Outcome {
+    fn ran(self) -> Option<Outcome> {
+        Some(self)
+    }
+}
+
+impl Ran for Option<Outcome> {
+    fn ran(self) -> Option<Outcome> {
+        self
+    }
 }
 
 /// Where `world` GPU ranks run: [`symm::Ranks::gpus`] (one per GPU while
@@ -31,96 +42,66 @@ pub fn placement(world: usize) -> Option<symm::Ranks> {
     symm::Ranks::gpus(world)
 }
 
-impl Harness {
-    /// Reads the environment and the device count.
-    pub fn new(name: &'static str) -> Harness {
-        // SAFETY: the harness binaries call this first thing in main,
-        // before any other thread exists. Ranks that share a GPU need it
-        // before CUDA starts.
-        unsafe { symm::prepare_shared_gpus() };
-        // A typo would otherwise skip every world size quietly.
-        if let Err(e) = symm::Ranks::ranks_per_gpu() {
-            panic!("{e}");
-        }
-        let worlds = std::env::var("SYMM_GPU_WORLDS")
-            .unwrap_or_else(|_| "2,4".into())
-            .split(',')
-            .filter_map(|w| w.trim().parse().ok())
-            .collect();
-        Harness {
-            name,
-            passed: 0,
-            failed: 0,
-            skipped: 0,
-            require: std::env::var("SYMM_REQUIRE_GPU").as_deref() == Ok("1"),
-            gpus: symm::cuda_device_count(),
-            worlds,
-        }
-    }
+/// Runs the GPU test `test` at `world` ranks placed on this machine's GPUs
+/// ([`placement`]): as [`gpu_case`], and skipped, loudly, where they cannot
+/// be placed.
+pub fn gpu_test<R: Ran>(test: &str, world: usize, f: impl FnOnce(usize) -> R) {
+    run(test, world, true, f)
+}
 
-    /// Runs one test, catching panics.
-    pub fn run(&mut self, name: &str, world: usize, f: &dyn Fn() -> Outcome) {
-        let t = Instant::now();
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-            Err(p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default())
-        });
-        let secs = t.elapsed().as_secs_f64();
-        match r {
-            Ok(detail) => {
-                self.passed += 1;
-                println!("PASS {name:<28} world={world} ({secs:.2} s) {detail}");
-            }
-            Err(e) => {
-                self.failed += 1;
-                println!("FAIL {name:<28} world={world} ({secs:.2} s) {e}");
-            }
+/// Runs the GPU test `test` at `world`: fails at once without a CUDA GPU;
+/// does nothing when `SYMM_GPU_WORLDS` leaves `world` out; otherwise runs
+/// `f`, one GPU test at a time, says the case and its detail, and fails
+/// with the reason `f` gives.
+pub fn gpu_case<R: Ran>(test: &str, world: usize, f: impl FnOnce(usize) -> R) {
+    run(test, world, false, f)
+}
+
+fn run<R: Ran>(test: &str, world: usize, placed: bool, f: impl FnOnce(usize) -> R) {
+    targets::prepare_gpus();
+    let gpus = symm::cuda_device_count();
+    assert!(
+        gpus > 0,
+        "no CUDA GPU: `{test}` is a test of the GPU tier, which needs one \
+         (run it on a GPU machine; a plain `cargo test` leaves it out)"
+    );
+    targets::take_gpu_turn();
+    if !targets::in_gpu_worlds(world) {
+        skip(&format!("world={world} is not in SYMM_GPU_WORLDS"));
+        return;
+    }
+    let ranks = match placed.then(|| placement(world)) {
+        Some(None) => {
+            skip(&format!(
+                "world={world} cannot be placed on {gpus} GPU(s) with SYMM_RANKS_PER_GPU={}",
+                std::env::var("SYMM_RANKS_PER_GPU").unwrap_or_else(|_| "(unset)".into())
+            ));
+            return;
         }
-    }
-
-    /// The placement of `world` ranks, said once; or `None` after
-    /// recording `n` skipped tests, loudly, when there is none.
-    pub fn place(&mut self, world: usize, n: usize) -> Option<symm::Ranks> {
-        match placement(world) {
-            Some(r) => {
-                println!("placement: world={world}: {}", r.describe());
-                Some(r)
-            }
-            None => {
-                self.skip(
-                    n,
-                    &format!(
-                        "world={world} cannot be placed on {} GPU(s) with SYMM_RANKS_PER_GPU={}",
-                        self.gpus,
-                        std::env::var("SYMM_RANKS_PER_GPU").unwrap_or_else(|_| "(unset)".into())
-                    ),
-                );
-                None
-            }
+        Some(r) => r,
+        None => None,
+    };
+    let t = Instant::now();
+    let Some(outcome) = f(world).ran() else {
+        return;
+    };
+    let secs = t.elapsed().as_secs_f64();
+    match outcome {
+        Ok(detail) => {
+            // Said only once it passed: a test that skipped inside `f`
+            // must count as skipped, not passed.
+            targets::say_case(test, world, ranks.as_ref());
+            targets::say(&format!(
+                "    {test} world={world} ({secs:.2} s): {detail}\n"
+            ));
         }
+        Err(e) => panic!("{test} world={world} ({secs:.2} s): {e}"),
     }
+}
 
-    /// Records `n` skipped tests, loudly.
-    pub fn skip(&mut self, n: usize, why: &str) {
-        self.skipped += n;
-        println!("SKIPPED ({n}): {why}");
-    }
-
-    /// Prints the closing line and exits non-zero on failure (or, when a
-    /// GPU is required, on a machine without one). Tests skipped for want
-    /// of ranks or GPUs on a machine that has one are not failures: they
-    /// say why, and `scripts/gpu-validate.sh` counts them.
-    pub fn finish(self) -> ! {
-        println!(
-            "{}: {} passed, {} failed, {} skipped",
-            self.name, self.passed, self.failed, self.skipped
-        );
-        let bad = self.failed > 0 || (self.require && self.gpus == 0);
-        std::process::exit(i32::from(bad))
-    }
+/// Says loudly why a GPU test did not run here; its body then gives `None`.
+pub fn skip(why: &str) {
+    eprintln!("SKIPPED: {why}");
 }
 
 /// The middle of `v` (NaN when empty).

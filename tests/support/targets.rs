@@ -24,6 +24,35 @@ pub fn ranks(world: usize) -> Option<Ranks> {
     if !on_gpu() {
         return Some(Ranks::Emulator(world));
     }
+    // libtest runs each test on a thread named after it.
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    gpu_ranks(&test, world)
+}
+
+/// `world` GPU ranks for the test `test`, or `None` (said loudly, unless
+/// `SYMM_GPU_WORLDS` leaves the world out) when there are none: the GPU
+/// half of [`ranks`], which the GPU tier's tests call directly.
+pub fn gpu_ranks(test: &str, world: usize) -> Option<Ranks> {
+    prepare_gpus();
+    take_gpu_turn();
+    if !in_gpu_worlds(world) {
+        return None;
+    }
+    let Some(r) = Ranks::gpus(world) else {
+        eprintln!(
+            "SKIPPED: world size {world} cannot be placed on {} GPU(s) (SYMM_RANKS_PER_GPU={})",
+            symm::cuda_device_count(),
+            std::env::var("SYMM_RANKS_PER_GPU").unwrap_or_else(|_| "unset".into())
+        );
+        return None;
+    };
+    say_case(test, world, Some(&r));
+    Some(r)
+}
+
+/// Readies the process for ranks that share a GPU, once, before CUDA
+/// starts.
+pub fn prepare_gpus() {
     static PREPARED: std::sync::Once = std::sync::Once::new();
     PREPARED.call_once(|| {
         // SAFETY: ranks that share a GPU need this before CUDA starts, and
@@ -36,9 +65,12 @@ pub fn ranks(world: usize) -> Option<Ranks> {
             panic!("{e}");
         }
     });
-    // GPU tests run one at a time: the groups of two tests on one GPU would
-    // compete for its SMs and queues, and the co-residency rule holds per
-    // group. The guard lives as long as the test's thread.
+}
+
+/// Makes this test thread wait for the GPU until it ends. GPU tests run one
+/// at a time: the groups of two tests on one GPU would compete for its SMs
+/// and queues, and the co-residency rule holds per group.
+pub fn take_gpu_turn() {
     thread_local! {
         static GPU_TURN: std::cell::OnceCell<std::sync::MutexGuard<'static, ()>> =
             const { std::cell::OnceCell::new() };
@@ -47,38 +79,35 @@ pub fn ranks(world: usize) -> Option<Ranks> {
     GPU_TURN.with(|t| {
         t.get_or_init(|| GPU.lock().unwrap_or_else(|p| p.into_inner()));
     });
-    if let Ok(list) = std::env::var("SYMM_GPU_WORLDS") {
-        if !list.split(',').any(|w| w.trim().parse() == Ok(world)) {
-            return None;
-        }
+}
+
+/// Whether `SYMM_GPU_WORLDS` (when set) lists `world`.
+pub fn in_gpu_worlds(world: usize) -> bool {
+    match std::env::var("SYMM_GPU_WORLDS") {
+        Ok(list) => list.split(',').any(|w| w.trim().parse() == Ok(world)),
+        Err(_) => true,
     }
-    let Some(r) = Ranks::gpus(world) else {
-        eprintln!(
-            "SKIPPED: world size {world} cannot be placed on {} GPU(s) (SYMM_RANKS_PER_GPU={})",
-            symm::cuda_device_count(),
-            std::env::var("SYMM_RANKS_PER_GPU").unwrap_or_else(|_| "unset".into())
-        );
-        return None;
-    };
+}
+
+/// Says that `test` ran at `world` (`CASE test=… world=…`), once per test
+/// and world, and the placement `r` once per world.
+pub fn say_case(test: &str, world: usize, r: Option<&Ranks>) {
     static SAID: std::sync::Mutex<Vec<(String, usize)>> = std::sync::Mutex::new(Vec::new());
-    // libtest runs each test on a thread named after it.
-    let test = std::thread::current().name().unwrap_or("?").to_string();
     let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
-    if !said.iter().any(|(t, w)| *w == world && t == &test) {
+    if !said.iter().any(|(t, w)| *w == world && t == test) {
         let mut lines = String::new();
-        if !said.iter().any(|(_, w)| *w == world) {
+        if let Some(r) = r.filter(|_| !said.iter().any(|(_, w)| *w == world)) {
             lines += &format!("placement: world={world}: {}\n", r.describe());
         }
         lines += &format!("CASE test={test} world={world}\n");
         say(&lines);
-        said.push((test, world));
+        said.push((test.to_string(), world));
     }
-    Some(r)
 }
 
 /// Appends `lines` to the file `SYMM_CASE_LOG` names (libtest hides a
 /// passing test's output), or prints them.
-fn say(lines: &str) {
+pub fn say(lines: &str) {
     use std::io::Write;
     match std::env::var_os("SYMM_CASE_LOG") {
         Some(path) => {
