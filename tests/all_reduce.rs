@@ -213,7 +213,9 @@ fn mutant_sums(world: usize, inputs: &[Vec<f32>]) -> Option<Vec<Vec<f32>>> {
 #[test]
 fn a_rank_that_sums_in_another_order_is_caught() {
     for world in [3, 4, 8] {
-        if !tier::runs(quick(world, 2048)) {
+        // World 3 in the quick tier: the test's smallest world, so that the
+        // quick tier asserts something here too.
+        if !tier::runs(world == 3) {
             continue;
         }
         let inputs: Vec<Vec<f32>> = random_inputs(world, 2048);

@@ -20,8 +20,11 @@
 //! - `#[cfg(test)]` items (unit tests) and the bodies of `quote!`-like
 //!   macros (code for another crate) do not count.
 //!
-//! A name it cannot resolve inside the crate counts as a use of the module
-//! the path reached, so a miss errs towards a cycle, never away from one.
+//! A path it cannot resolve to the end counts as a use of the module it
+//! reached, so such a miss errs towards a cycle. What it cannot see: a
+//! bare name that resolves nowhere, method calls (an `impl` block split
+//! across files, as the functional layer's `Collectives` is, calls its
+//! methods unseen) and macros in textual scope; those add no edge.
 
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 use std::cell::RefCell;

@@ -39,11 +39,11 @@ pub fn gpu_ranks(test: &str, world: usize) -> Option<Ranks> {
         return None;
     }
     let Some(r) = Ranks::gpus(world) else {
-        eprintln!(
-            "SKIPPED: world size {world} cannot be placed on {} GPU(s) (SYMM_RANKS_PER_GPU={})",
+        loud(&format!(
+            "SKIPPED: world size {world} cannot be placed on {} GPU(s) (SYMM_RANKS_PER_GPU={})\n",
             symm::cuda_device_count(),
             std::env::var("SYMM_RANKS_PER_GPU").unwrap_or_else(|_| "unset".into())
-        );
+        ));
         return None;
     };
     say_case(test, world, Some(&r));
@@ -127,7 +127,7 @@ pub fn say(lines: &str) {
 /// emulator's own diagnostics is skipped.
 pub fn emulator_only() -> bool {
     if on_gpu() {
-        eprintln!("SKIPPED: emulator-only diagnostics");
+        loud("SKIPPED: emulator-only diagnostics\n");
         return false;
     }
     true
@@ -142,3 +142,10 @@ pub fn nvrtc(what: &str) -> bool {
 
 /// The architectures the CPU tests compile kernels for.
 pub const ARCHES: [Arch; 2] = [Arch { major: 9, minor: 0 }, Arch { major: 8, minor: 0 }];
+
+/// Writes `line` past libtest's capture (which hides a passing test's
+/// `eprintln!`), so that a skip is seen.
+fn loud(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}

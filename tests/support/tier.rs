@@ -56,7 +56,14 @@ pub fn split<T>(
     cases: impl IntoIterator<Item = T>,
     mut is_quick: impl FnMut(&T) -> bool,
 ) -> Vec<T> {
-    cases.into_iter().filter(|c| runs(is_quick(c))).collect()
+    let all: Vec<T> = cases.into_iter().collect();
+    let total = all.len();
+    let kept: Vec<T> = all.into_iter().filter(|c| runs(is_quick(c))).collect();
+    if tier() == Tier::Quick && kept.len() < total {
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        skipped(&format!("{test}: {} of {total} cases", total - kept.len()));
+    }
+    kept
 }
 
 /// Whether a case runs in this tier: one of the quick part (`quick_case`)

@@ -22,7 +22,7 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     ///
     /// # Safety
     ///
-    /// The arguments are as this module's `launch` makes them: `n` elements
+    /// The arguments are as `launch` (`launch.rs`) makes them: `n` elements
     /// fit `input` and `out` (`check`), `aux` is the staging (or scratch)
     /// that `staging` sized for `n` on `path`, with `cap` elements per
     /// region (the push and Lamport one-shots derive it from `aux`'s

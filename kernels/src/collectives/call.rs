@@ -201,7 +201,7 @@ pub(super) fn begin<'o, T: CopyElem>(
 /// The collectives' two adjacent channels (counters and barriers on the
 /// first, the calls' digests on the second), reserved on the first call
 /// and remembered in the rank's extensions.
-fn channel(comm: &Comm) -> Result<u32> {
+pub(super) fn channel(comm: &Comm) -> Result<u32> {
     struct Collectives;
     reserved_channels::<Collectives, 2>(comm, CHANNEL_OWNER)
 }

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use symm::{Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 
-use super::call::{begin, grid, threads, Call, Kind};
+use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel, ReduceElem, ReduceOp};
 use crate::shared::checks::{disjoint, out_fits};
 use crate::shared::key::Fnv64;
@@ -88,6 +88,8 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
     ranges: &[Range<usize>],
     op: ReduceOp,
 ) -> Result<()> {
+    // Reserved first, before any step that could fail on one rank alone.
+    channel(comm)?;
     let smem = buf.rendezvous()?;
     let mut rows = Vec::with_capacity(ranges.len());
     let mut at = 0usize;

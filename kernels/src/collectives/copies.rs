@@ -3,7 +3,7 @@
 
 use symm::{Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 
-use super::call::{begin, grid, threads, Call, Kind, Ready};
+use super::call::{begin, channel, grid, threads, Call, Kind, Ready};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::ll::{run_ll, LlArgs};
 use super::path::Path;
@@ -40,6 +40,8 @@ pub fn all_gather<T: CopyElem>(
 /// All-gather in place: rank r's `n` elements at `buf[r × n..]` reach the
 /// same place in every rank's `buf`.
 pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usize) -> Result<()> {
+    // Reserved first, before any step that could fail on one rank alone.
+    channel(comm)?;
     let smem = buf.rendezvous()?;
     let world = comm.world_size();
     let mut whole = buf.slice(..)?;

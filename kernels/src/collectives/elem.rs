@@ -8,7 +8,7 @@ use symm::{BoundSlice, Comm, LaunchConfig, Result, SymmetricMemory};
 use super::device::*;
 use crate::shared::elem::{copy_types, float_types, vector, wide_packet};
 
-/// A call's channel and its digest (see `enter_sending` in `device.rs`).
+/// A call's channel and its digest (see `enter_sending` in `shared/device.rs`).
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
 pub struct Ch {
@@ -81,7 +81,7 @@ pub trait CopyElem: symm::dsl::Scalar {
     ///
     /// # Safety
     ///
-    /// The arguments are as this module's calls make them: every index the
+    /// The arguments are as the collectives' calls (`copies.rs`, …) make them: every index the
     /// kernel computes from them is in bounds of the buffers.
     #[doc(hidden)]
     unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: CopyCall<'_, '_, Self>) -> Result<()>;
@@ -260,7 +260,7 @@ macro_rules! copy_elem {
             }
 
             unsafe fn __copy(comm: &Comm, cfg: LaunchConfig, call: CopyCall<'_, '_, Self>) -> Result<()> {
-                // SAFETY: the caller's arguments are this module's, with
+                // SAFETY: the caller's arguments are the calls' (`copies.rs`, …), with
                 // which every index of these kernels is in bounds (the
                 // split sizes of `AllToAllV` are checked by the kernel
                 // itself against every rank's input and output before any

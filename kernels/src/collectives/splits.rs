@@ -4,7 +4,7 @@
 
 use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmetricMemory};
 
-use super::call::{begin, grid, threads, Call, Kind};
+use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::MAX_BLOCKS;
 use crate::shared::checks::{disjoint, fits, out_fits};
@@ -111,6 +111,8 @@ fn split_call<T: CopyElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     splits: Splits<'_>,
 ) -> Result<()> {
+    // Reserved first, before any step that could fail on one rank alone.
+    channel(comm)?;
     // Before the output's binding, which borrows for as long as these
     // (the launch takes them with one lifetime).
     let holders = placeholders(comm)?;

@@ -111,7 +111,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
                 message: format!(
                     "{what}: ranks {ranks:?} did not make this call within {timeout:?} (a rank \
                      that skipped it or made another collective, or had an argument error on \
-                     a shape its peers had already checked){mine}"
+                     a call its peers had already checked){mine}"
                 ),
             }
         }
@@ -135,6 +135,16 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
         });
     }
     if entries.iter().any(|(h, _, _)| *h != entries[0].0) {
+        if entries.iter().all(|(_, w, _)| *w == entries[0].1) {
+            return Err(Error::InvalidArgument {
+                rank,
+                message: format!(
+                    "{what}: the ranks' calls read alike ({}) but hash differently: the ranks \
+                     run different builds of symm (every rank of a group must run one build)",
+                    entries[0].1
+                ),
+            });
+        }
         let each: Vec<String> = entries
             .iter()
             .enumerate()

@@ -16,7 +16,11 @@ pub(crate) trait CallKey: Hash + Display {
     /// The call's name in errors (`all_gather`, `all_reduce`, ...).
     fn name(&self) -> &'static str;
 
-    /// The key's hash: the same on every rank and process of one build.
+    /// The key's hash: the same on every rank and process of one build
+    /// (`derive(Hash)` feeds it; integers of every width are hashed as 8
+    /// little-endian bytes, but how std hashes enums and strings may change
+    /// between Rust releases, so a group runs one build: `agree` says so
+    /// when ranks whose keys read alike hash them differently).
     fn hash64(&self) -> u64 {
         let mut h = Fnv64::default();
         Self::FAMILY.hash(&mut h);
@@ -45,6 +49,16 @@ impl Hasher for Fnv64 {
 
     fn finish(&self) -> u64 {
         self.0
+    }
+
+    // Fixed widths, so that a key hashes alike on hosts of any pointer
+    // width.
+    fn write_usize(&mut self, i: usize) {
+        self.write(&(i as u64).to_le_bytes());
+    }
+
+    fn write_isize(&mut self, i: isize) {
+        self.write(&(i as i64).to_le_bytes());
     }
 }
 

@@ -10,7 +10,8 @@
 //! - [`checks`]: argument checks that every family makes;
 //! - [`device`]: device functions every family's kernels share.
 //!
-//! Nothing here imports a family (`scripts/module-graph.py` checks it):
+//! Nothing here imports a family (`symm-runtime/tests/module_graph.rs`
+//! checks it):
 //! the families import this floor, never the other way.
 
 pub(crate) mod agree;
