@@ -122,6 +122,22 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
         let raw = store.try_get(k).map_err(store_err)?.unwrap_or_default();
         entries.push(decode(&raw).unwrap_or_else(|| (0, "?".into(), "an unreadable entry".into())));
     }
+    verdict(what, rank, &entries)?;
+    let mut s = agreed.keys.lock().unwrap_or_else(|p| p.into_inner());
+    // Bounded (calls of ever new sizes must not grow it for good): every
+    // rank inserts the same keys in the same order, after the same
+    // verdict, so every rank forgets them at the same call, and the next
+    // call of each agrees again.
+    if s.0.len() >= MAX_AGREED {
+        s.0.clear();
+    }
+    s.0.insert(hash);
+    Ok(())
+}
+
+/// The verdict on every rank's entry (hash, words, problem): every rank's
+/// problem, or the calls that differ, or `Ok` when all are the same call.
+fn verdict(what: &str, rank: usize, entries: &[(u64, String, String)]) -> Result<()> {
     let problems: Vec<String> = entries
         .iter()
         .enumerate()
@@ -158,15 +174,6 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
             ),
         });
     }
-    let mut s = agreed.keys.lock().unwrap_or_else(|p| p.into_inner());
-    // Bounded (calls of ever new sizes must not grow it for good): every
-    // rank inserts the same keys in the same order, after the same
-    // verdict, so every rank forgets them at the same call, and the next
-    // call of each agrees again.
-    if s.0.len() >= MAX_AGREED {
-        s.0.clear();
-    }
-    s.0.insert(hash);
     Ok(())
 }
 
