@@ -7,7 +7,9 @@ counts under world "-"), each a libtest binary run for one world size, or
 an example:
 - A test that printed `CASE test=T world=W` and passed ran at W; one that
   passed without a CASE line had no case at W (or said SKIPPED) and counts
-  as skipped; `FAILED` counts as failed; `ignored` is not counted.
+  as skipped; `FAILED` counts as failed; `ignored` is not counted. A test
+  that wrote a SKIPPED line past libtest's capture has its verdict (`ok`)
+  on the next line of its own.
 - `SKIPPED (n): why` counts n skipped tests (a binary that is missing).
 - An example run counts as one test: passed if it exited 0.
 A binary that exits with anything but 0 or 101 (libtest with failures)
@@ -21,7 +23,7 @@ from collections import defaultdict
 
 def main(path):
     counts = defaultdict(lambda: [0, 0, 0])  # (suite, world) -> pass, fail, skip
-    suite, world, cases, results = None, None, set(), []
+    suite, world, cases, results, pending = None, None, set(), [], None
 
     def close():
         if suite is None:
@@ -54,7 +56,7 @@ def main(path):
         if m:
             close()
             suite, world = m.group(1), m.group(2) or "-"
-            cases, results = set(), []
+            cases, results, pending = set(), [], None
             continue
         if suite is None:
             continue
@@ -66,11 +68,21 @@ def main(path):
         if m:
             cases.add(m.group(1))
             continue
-        m = re.match(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", line)
+        # A test that wrote past libtest's capture (a loud SKIPPED line)
+        # has its verdict on a later line of its own.
+        if pending and line in ("ok", "FAILED"):
+            results.append((pending, line == "ok"))
+            pending = None
+            continue
+        m = re.match(r"^test (\S+) \.\.\. (.*)$", line)
         if m:
-            if m.group(2) == "ignored":
+            verdict = m.group(2).strip()
+            if verdict.startswith("ignored"):
                 continue
-            results.append((m.group(1), m.group(2) == "ok"))
+            if verdict in ("ok", "FAILED"):
+                results.append((m.group(1), verdict == "ok"))
+            else:
+                pending = m.group(1)
     close()
 
     print("| suite | world | passed | failed | skipped |")
