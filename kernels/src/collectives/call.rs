@@ -179,10 +179,10 @@ pub(super) fn begin<'o, T: CopyElem>(
         dtype: T::DTYPE,
         path: call.ll.map(|_| path),
     };
-    agree(comm, &key, problem)?;
+    let key_hash = agree(comm, &key, problem)?;
     let ch = Ch {
         index,
-        sig: call_digest(&key, input),
+        sig: call_digest(key_hash, input),
     };
     comm.check_call(ch.index, ch.sig, || {
         format!(

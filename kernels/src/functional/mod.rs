@@ -70,8 +70,8 @@ use symm::{
 use crate::all_reduce::AllReduceElem;
 use crate::collectives::{self, CopyElem, ReduceElem, ReduceOp};
 pub use rule::{
-    CallFacts, Choice, Collective, GroupFacts, Options, Placed, Prefer, Route, ENV_BACKEND,
-    ENV_MAX_SYMM_BYTES,
+    CallFacts, Choice, Collective, GroupFacts, Options, Placed, Prefer, Route, RuleError,
+    ENV_BACKEND, ENV_MAX_SYMM_BYTES,
 };
 
 /// Whether libnccl loads here (and exports what the NCCL route calls).
@@ -253,7 +253,7 @@ impl Collectives {
     /// The functional collectives of `comm`'s group, with [`Options::from_env`].
     /// Collective: every rank makes it at the same point.
     pub fn new(comm: &Comm) -> Result<Collectives> {
-        let options = Options::from_env().map_err(|e| invalid(comm, e))?;
+        let options = Options::from_env().map_err(|e| invalid(comm, e.to_string()))?;
         Collectives::with_options(comm, options)
     }
 
@@ -370,7 +370,7 @@ impl Collectives {
     /// The choice for `call`: its route and the reason, in words (also
     /// logged at debug level by every call).
     pub fn explain(&self, call: &CallFacts) -> Result<Choice> {
-        rule::choose(&self.options, &self.group, call).map_err(|e| invalid(&self.cs, e))
+        rule::choose(&self.options, &self.group, call).map_err(|e| invalid(&self.cs, e.to_string()))
     }
 
     fn driver(&self, op: &'static str, e: symm::cudarc::driver::DriverError) -> Error {

@@ -17,6 +17,20 @@ use symm::DType;
 
 use crate::collectives::{self, ReduceOp};
 
+/// Why the rule refuses its settings or a call: the same on every rank,
+/// so every rank fails alike.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuleError {
+    /// A setting ([`ENV_BACKEND`], [`ENV_MAX_SYMM_BYTES`] or a threshold
+    /// list) is malformed; the message names it.
+    #[error("{0}")]
+    Setting(String),
+    /// NCCL is forced ([`Prefer::Nccl`]), and it cannot run the call.
+    #[error("{0}")]
+    NcclRefused(String),
+}
+
 /// The collectives of [`Collectives`](super::Collectives).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Collective {
@@ -144,14 +158,17 @@ pub const ENV_MAX_SYMM_BYTES: &str = "SYMM_FUNCTIONAL_MAX_SYMM_BYTES";
 impl Options {
     /// The defaults, then [`ENV_BACKEND`] and [`ENV_MAX_SYMM_BYTES`] where
     /// set. A malformed value is an error naming the variable.
-    pub fn from_env() -> Result<Options, String> {
+    pub fn from_env() -> Result<Options, RuleError> {
         let backend = std::env::var(ENV_BACKEND).ok();
         let thresholds = std::env::var(ENV_MAX_SYMM_BYTES).ok();
         Options::from_vars(backend.as_deref(), thresholds.as_deref())
     }
 
     /// [`from_env`](Self::from_env) with the two variables' values given.
-    pub fn from_vars(backend: Option<&str>, thresholds: Option<&str>) -> Result<Options, String> {
+    pub fn from_vars(
+        backend: Option<&str>,
+        thresholds: Option<&str>,
+    ) -> Result<Options, RuleError> {
         let mut o = Options::default();
         if let Some(v) = backend {
             o.prefer = match v.trim().to_ascii_lowercase().as_str() {
@@ -159,15 +176,15 @@ impl Options {
                 "symm" => Prefer::Symm,
                 "nccl" => Prefer::Nccl,
                 other => {
-                    return Err(format!(
+                    return Err(RuleError::Setting(format!(
                         "{ENV_BACKEND}={other}: expected symm, nccl or auto"
-                    ))
+                    )))
                 }
             };
         }
         if let Some(v) = thresholds {
             o.apply_thresholds(v)
-                .map_err(|e| format!("{ENV_MAX_SYMM_BYTES}={v}: {e}"))?;
+                .map_err(|e| RuleError::Setting(format!("{ENV_MAX_SYMM_BYTES}={v}: {e}")))?;
         }
         Ok(o)
     }
@@ -214,7 +231,13 @@ impl Options {
     }
 
     /// Applies a `collective=size,...` list.
-    pub fn apply_thresholds(&mut self, list: &str) -> Result<(), String> {
+    pub fn apply_thresholds(&mut self, list: &str) -> Result<(), RuleError> {
+        self.apply_threshold_list(list).map_err(RuleError::Setting)
+    }
+
+    /// [`apply_thresholds`](Self::apply_thresholds), with the problem in
+    /// words.
+    fn apply_threshold_list(&mut self, list: &str) -> Result<(), String> {
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (name, size) = item
                 .split_once('=')
@@ -437,24 +460,28 @@ fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Bra
 /// The route of `call` on `group` under `options` (what every call
 /// computes: no text is made unless it fails), or the error (the same on
 /// every rank) where the options force NCCL and NCCL cannot run the call.
-pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<Route, String> {
+pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<Route, RuleError> {
     let symm = || Route::Symm {
         kernel: symm_kernel(group, call),
         staged: !call.placed.is_symmetric(),
     };
     match branch(options, group, call) {
         Branch::NcclForced | Branch::Large => Ok(Route::Nccl),
-        Branch::NcclRefused(why) => Err(format!(
+        Branch::NcclRefused(why) => Err(RuleError::NcclRefused(format!(
             "NCCL is forced, but it cannot run this {} of {}: {why}",
             call.collective,
             size_name(call.bytes)
-        )),
+        ))),
         _ => Ok(symm()),
     }
 }
 
 /// [`route`], with the reason in words.
-pub fn choose(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<Choice, String> {
+pub fn choose(
+    options: &Options,
+    group: &GroupFacts,
+    call: &CallFacts,
+) -> Result<Choice, RuleError> {
     let route = route(options, group, call)?;
     let size = size_name(call.bytes);
     let limit = size_name(options.max_symm_bytes(call.collective));

@@ -169,11 +169,11 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
         hidden,
         eps_bits: eps.to_bits(),
     };
-    agree(comm, &key, problem)?;
+    let key_hash = agree(comm, &key, problem)?;
     // What the kernel's barrier compares across ranks: the key and the
     // input (ranks that desynchronise after agreeing on a shape would sum
     // each other's wrong buffers).
-    let sig = call_digest(&key, input);
+    let sig = call_digest(key_hash, input);
     comm.check_call(ch, sig, || {
         format!(
             "all_reduce_residual_rms_norm of {key}, from allocation #{} at byte {}",

@@ -62,8 +62,9 @@ fn decode(raw: &[u8]) -> Option<(u64, String, String)> {
 /// (with this rank's problem, if any: the kernels' own digest check
 /// catches what differs later). Otherwise it waits (at most the group's
 /// timeout) for every rank's entry; every rank then returns the same
-/// verdict.
-pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -> Result<()> {
+/// verdict. Returns the key's hash ([`CallKey::hash64`]), for the
+/// call's digest, so that a call hashes its key once.
+pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -> Result<u64> {
     let what = key.name();
     let hash = key.hash64();
     let agreed = comm.extension(|_: &Agreed| true, |_| Ok(Agreed::default()))?;
@@ -76,7 +77,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
             // exchange here would leave this rank's sequence one ahead of
             // theirs for good.
             return match problem {
-                None => Ok(()),
+                None => Ok(hash),
                 Some(p) => Err(Error::InvalidArgument {
                     rank: comm.rank(),
                     message: format!("{what}: {p}"),
@@ -132,7 +133,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
         s.0.clear();
     }
     s.0.insert(hash);
-    Ok(())
+    Ok(hash)
 }
 
 /// The verdict on every rank's entry (hash, words, problem): every rank's

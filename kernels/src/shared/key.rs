@@ -74,12 +74,13 @@ pub(crate) fn digest<'a>(words: impl IntoIterator<Item = &'a u64>) -> u32 {
     h
 }
 
-/// The digest of `key` made by the call on this rank's `input` (its
+/// The digest of a key (by its hash, which [`agree`](super::agree::agree)
+/// returns) made by the call on this rank's `input` (its
 /// allocation and offset): ranks that agreed on a key but pass different
 /// symmetric buffers would read each other's wrong memory, and fail
 /// instead, with no exchange per new buffer.
-pub(crate) fn call_digest<K: CallKey>(key: &K, input: &symm::SymmetricMemory) -> u32 {
-    digest(&[key.hash64(), input.alloc_id(), input.buffer_offset()])
+pub(crate) fn call_digest(key_hash: u64, input: &symm::SymmetricMemory) -> u32 {
+    digest(&[key_hash, input.alloc_id(), input.buffer_offset()])
 }
 
 #[cfg(test)]

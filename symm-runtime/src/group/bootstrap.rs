@@ -123,14 +123,19 @@ const LAUNCHERS: [(Launcher, [&str; 4]); 3] = [
 impl LaunchEnv {
     /// Reads this process's environment.
     pub fn from_env() -> Result<LaunchEnv> {
-        LaunchEnv::from_vars(|k| std::env::var(k).ok()).map_err(Error::Bootstrap)
+        LaunchEnv::from_vars(|k| std::env::var(k).ok())
     }
 
     /// Reads the variables `get` returns (for tests and embedding). The
     /// first launcher with any of its rank or size variables set is the one;
     /// everything it needs must then be there, and the error lists what is
-    /// missing or malformed.
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEnv, String> {
+    /// missing or malformed ([`Error::Bootstrap`]).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEnv> {
+        LaunchEnv::read_vars(get).map_err(Error::Bootstrap)
+    }
+
+    /// [`from_vars`](Self::from_vars), with the problem in words.
+    fn read_vars(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEnv, String> {
         let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
         let Some((launcher, names)) = LAUNCHERS
             .iter()
@@ -332,7 +337,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        LaunchEnv::from_vars(|k| m.get(k).cloned())
+        LaunchEnv::read_vars(|k| m.get(k).cloned())
     }
 
     const MASTER: [(&str, &str); 2] = [("MASTER_ADDR", "10.0.0.1"), ("MASTER_PORT", "29500")];
