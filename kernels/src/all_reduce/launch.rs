@@ -10,6 +10,7 @@ use super::plan::{
     PUSH_BLOCKS, THREADS,
 };
 use super::staging::{control, staging};
+use crate::shared::elem::{packet, vector};
 use crate::shared::grid::{fit_blocks, fixed_grid, threads_for, with_pdl};
 
 /// Launches `path` on checked arguments, `n > 0`, with its staging.
@@ -33,7 +34,7 @@ pub(super) fn launch<T: AllReduceElem>(
     match path {
         Path::Ll => {
             // A packet holds 4 bytes of data; packets travel in pairs.
-            let packets = n.div_ceil(4 / std::mem::size_of::<T>());
+            let packets = n.div_ceil(packet::<T>());
             let (stage, per_region) =
                 staging::<u64, T>(comm, path, bytes, packets.div_ceil(2) * 2)?;
             let cap = (per_region / 2) as u32;
@@ -46,7 +47,7 @@ pub(super) fn launch<T: AllReduceElem>(
             // The two-shot's regions hold one chunk of whole vectors (and,
             // as every region of these paths, a 128-byte tail for the call's
             // identity, which `staging` adds).
-            let v = 16 / std::mem::size_of::<T>();
+            let v = vector::<T>();
             let per_region = if path == Path::LamportTwoShot {
                 n.div_ceil(v).div_ceil(world) * v
             } else {

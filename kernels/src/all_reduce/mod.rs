@@ -157,13 +157,15 @@ fn reduce<T: AllReduceElem>(
     };
     state.agree(comm, identity, local.as_ref().err())?;
     local?;
+    // Hashed once: the ledger and the kernels compare the same digest.
+    let sig = identity.sig();
     // Every call, empty ones too (a rank with nothing to sum where its
     // peers launch would leave them waiting).
-    comm.check_call(ch, identity.sig(), || format!("all_reduce of {identity}"))?;
+    comm.check_call(ch, sig, || format!("all_reduce of {identity}"))?;
     if n == 0 {
         return Ok(());
     }
-    launch(chosen, comm, input, &mut out, n, ch, identity.sig())
+    launch(chosen, comm, input, &mut out, n, ch, sig)
 }
 
 /// In-place all-reduce: the sum of every rank's first `n` elements of

@@ -8,6 +8,7 @@ use symm::{BoundSlice, Comm, LaunchConfig, Result, SymmetricMemory};
 use super::call::{fitted, threads};
 use super::elem::{Ch, CopyElem, LlCall, ReduceOp};
 use super::LL_BLOCKS;
+use crate::shared::elem::wide_packet;
 use crate::shared::grid::fixed_grid;
 use crate::shared::staging::grow;
 
@@ -86,7 +87,7 @@ pub(super) unsafe fn run_ll<T: CopyElem>(
     ch: Ch,
     launch: unsafe fn(&Comm, LaunchConfig, LlCall<'_, '_, T>) -> Result<()>,
 ) -> Result<()> {
-    let packets = per_peer.div_ceil(8 / std::mem::size_of::<T>());
+    let packets = per_peer.div_ceil(wide_packet::<T>());
     let cfg = ll_grid::<T>(comm, packets)?;
     let (stage, cap) = ll_stage(comm, cfg.grid.0, packets)?;
     let call = LlCall {
