@@ -16,7 +16,9 @@
 //! starting the replay (each rank's host launches its own graph), so the
 //! timed calls run in step on every rank; without it (the default, as in
 //! every table so far) the events around the replay include that skew,
-//! spread over 32 calls. Three floors come first, timed the same
+//! spread over 32 calls. `--paths pull,two_shot` times only those forced
+//! kernels (the names of the table's `symm_*` rows), for A/B runs of a
+//! kernel change that need many repeats. Three floors come first, timed the same
 //! way: an empty kernel, one with a single remote store, and a 16-byte LL
 //! all-reduce (one all-to-all signal), which bound what any small
 //! all-reduce can take.
@@ -147,9 +149,11 @@ tutorial!(f32 => 4, bf16 => 8);
 
 const SUM: nccl_sys::ncclRedOp_t = nccl_sys::ncclRedOp_t::ncclSum;
 
+#[allow(clippy::too_many_arguments)]
 fn bench_dtype<T: Tutorial>(
     c: &Comm,
     nc: Option<&Nccl>,
+    only: Option<&[Path]>,
     sync: &Signals,
     dtype: nccl_sys::ncclDataType_t,
     name: &str,
@@ -167,6 +171,18 @@ fn bench_dtype<T: Tutorial>(
         buf.copy_from_host(&data)?;
         let smem = buf.rendezvous()?;
         let mut out = c.device_buffer::<T>(n)?;
+        if let Some(only) = only {
+            for &p in only {
+                let us = time_graph(c, &sync.sync, &mut || {
+                    all_reduce_with(p, c, &smem, &mut out, n)
+                })?;
+                if c.rank() == 0 {
+                    let p = row_name(p);
+                    rows.push(format!("symm_{p},{world},{name},{bytes},{us:.3}"));
+                }
+            }
+            continue;
+        }
         let symm_us = time_graph(c, &sync.sync, &mut || all_reduce(c, &smem, &mut out, n))?;
         // Each kernel on its own, where its staging fits (else no row).
         let mut paths = Vec::new();
@@ -220,15 +236,8 @@ fn bench_dtype<T: Tutorial>(
             rows.push(format!(
                 "tutorial_vectorized,{world},{name},{bytes},{vec_us:.3}"
             ));
-            for (p, us) in &paths {
-                let p = match p {
-                    Path::Ll => "ll",
-                    Path::Push => "push",
-                    Path::Lamport => "lamport",
-                    Path::Pull => "pull",
-                    Path::TwoShot => "two_shot",
-                    Path::LamportTwoShot => "lamport_two_shot",
-                };
+            for &(p, us) in &paths {
+                let p = row_name(p);
                 rows.push(format!("symm_{p},{world},{name},{bytes},{us:.3}"));
             }
             if let Some(u) = nccl_us {
@@ -273,6 +282,33 @@ struct Args {
     /// share its SMs and talk through its memory, not NVLink.
     #[arg(long)]
     share: bool,
+    /// Only these forced kernels (`ll`, `push`, `lamport`, `pull`,
+    /// `two_shot`, `lamport_two_shot`), comma-separated: no floors, no
+    /// default dispatch, no tutorial steps and no NCCL.
+    #[arg(long, value_delimiter = ',', value_parser = parse_path)]
+    paths: Option<Vec<Path>>,
+}
+
+/// A path by its row name (`symm_<name>` in the table).
+fn row_name(p: Path) -> &'static str {
+    match p {
+        Path::Ll => "ll",
+        Path::Push => "push",
+        Path::Lamport => "lamport",
+        Path::Pull => "pull",
+        Path::TwoShot => "two_shot",
+        Path::LamportTwoShot => "lamport_two_shot",
+    }
+}
+
+fn parse_path(s: &str) -> Result<Path, String> {
+    Path::ALL
+        .into_iter()
+        .find(|&p| row_name(p) == s)
+        .ok_or_else(|| {
+            let names: Vec<_> = Path::ALL.into_iter().map(row_name).collect();
+            format!("no path `{s}`; the paths are {}", names.join(", "))
+        })
 }
 
 fn main() {
@@ -283,6 +319,7 @@ fn main() {
         no_pdl,
         lead_in,
         share,
+        paths,
     } = clap::Parser::parse();
     let pdl = !no_pdl;
     LEAD_IN.set(lead_in).expect("set once");
@@ -307,13 +344,21 @@ fn main() {
             Ranks::Cuda(devices),
             CommOptions::default().with_timeout(T).with_pdl(pdl),
             |c| {
-                let nc = if share { None } else { Some(Nccl::new(c)?) };
+                let nc = if share || paths.is_some() {
+                    None
+                } else {
+                    Some(Nccl::new(c)?)
+                };
                 let mut rows = Vec::new();
                 let sync = Signals::new(c)?;
-                floors(c, &sync, &mut rows)?;
+                if paths.is_none() {
+                    floors(c, &sync, &mut rows)?;
+                }
+                let only = paths.as_deref();
                 bench_dtype::<bf16>(
                     c,
                     nc.as_ref(),
+                    only,
                     &sync,
                     nccl_sys::ncclDataType_t::ncclBfloat16,
                     "bf16",
@@ -323,6 +368,7 @@ fn main() {
                 bench_dtype::<f32>(
                     c,
                     nc.as_ref(),
+                    only,
                     &sync,
                     nccl_sys::ncclDataType_t::ncclFloat32,
                     "f32",
