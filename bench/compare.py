@@ -39,12 +39,17 @@ def main(args):
         per_impl[(impl, key[1])].append((d, m))
         print(f"| {impl} | {key[1]} | {key[2]} | {key[3]} | {fmt(old)} | {fmt(new)} | {d:+.2f} | {m:+.2f} |")
     print()
-    print("| impl | GPUs | change of median | change of min |")
-    print("|---|---|---|---|")
+    # The mean over an implementation's rows reads a change of a few
+    # hundredths that no single row resolves (bench/NOTES.md v32).
+    print("| impl | GPUs | change of median | change of min | mean change of min |")
+    print("|---|---|---|---|---|")
     for (impl, world), ds in sorted(per_impl.items()):
         med = [d for d, _ in ds]
         mins = [m for _, m in ds]
-        print(f"| {impl} | {world} | {min(med):+.2f} to {max(med):+.2f} | {min(mins):+.2f} to {max(mins):+.2f} |")
+        print(
+            f"| {impl} | {world} | {min(med):+.2f} to {max(med):+.2f} | {min(mins):+.2f} to {max(mins):+.2f} "
+            f"| {statistics.mean(mins):+.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -123,14 +123,15 @@ pub fn call_word(id: u32, call: u32) -> u32 {
     id ^ call.wrapping_mul(0x9E37_79B9u32)
 }
 
-/// What both identity barriers need: a thread per rank in each block (thread
-/// `r` handshakes with rank `r`), and an identity channel inside the pad
-/// (an unchecked launch does not check its slots).
+/// What both identity barriers need: a first warp that handshakes (thread
+/// `r` with rank `r`) and a second that checks the words (thread `32 + r`
+/// rank `r`'s), so `32 + world_size` threads per block, and an identity
+/// channel inside the pad (an unchecked launch does not check its slots).
 #[symm_kernel(device)]
 fn identity_barrier_shape<T: Scalar>(buf: SymmBuf<T>, id_ch: u32) {
     kernel_assert!(
-        block_dim_x() >= buf.world_size() && id_ch < 8u32,
-        "a barrier needs at least world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
+        block_dim_x() >= 32u32 + buf.world_size() && id_ch < 8u32,
+        "an identity barrier needs at least 32 + world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
     );
 }
 
@@ -140,9 +141,11 @@ fn identity_barrier_shape<T: Scalar>(buf: SymmBuf<T>, id_ch: u32) {
 /// flag, so the barrier waits for nothing more than it did (a store before
 /// the flag would hold the flag's release until the store landed, a round
 /// trip over NVLink: 0.3 to 0.5 µs a call on 2 H200s, `bench/NOTES.md`
-/// v30). [`exit_barrier_checking`] compares it. Calls alternate between two slots by parity, so a peer's next call
-/// never overwrites a word before this rank has read it. Needs at least
-/// `world_size` threads per block; channel `id_ch` holds nothing else.
+/// v30). [`exit_barrier_checking`] compares it. Calls alternate between
+/// two slots by parity, so a peer's next call never overwrites a word
+/// before this rank has read it. Needs at least `32 + world_size` threads
+/// per block (as [`exit_barrier_checking`]); channel `id_ch` holds nothing
+/// else.
 #[symm_kernel(device)]
 pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_ch: u32, id: u32) {
     identity_barrier_shape(buf, id_ch);
@@ -165,15 +168,21 @@ pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_
     sync_threads();
 }
 
-/// [`exit_barrier`] that also checks the identity rank `t` sent in this
+/// [`exit_barrier`] that also checks the identity rank `r` sent in this
 /// call's [`enter_barrier_sending`] on channel `id_ch`: whether it is
-/// [`call_word`]`(id, call)`, in block 0's thread `t` (true in every other
-/// thread). Fail the call unless it holds, before the call returns what it
-/// computed from its peers' data. The word is loaded while the flag is
-/// awaited, so its load overlaps the flag's; the peer stored it a barrier
-/// ago, so it is there unless the load was early, and a word other than
-/// the expected one is loaded again once the flag (whose release covers
-/// it) arrived, and only that one counts. Every call on this counter must
+/// [`call_word`]`(id, call)`, in thread `32 + r` of block 0 (true in every
+/// other thread). Fail the call unless it holds, before the call returns
+/// what it computed from its peers' data.
+///
+/// The word is loaded by the second warp while the first awaits the
+/// flags, so that neither the flag's release nor its poll waits on the
+/// load: on 2 H200s the check then costs the pull and two-shot all-reduce
+/// 0.02 to 0.05 µs a call, against 0.07 to 0.08 when the thread that
+/// awaits the flag also loads the word (`bench/NOTES.md` v32). The peer
+/// stored it a barrier ago, so it is there unless the load was early, and
+/// a word other than the expected one is loaded again once the flag (whose
+/// release covers it) arrived, and only that one counts. Needs at least
+/// `32 + world_size` threads per block. Every call on this counter must
 /// send its word on `id_ch` ([`call_word`]).
 #[symm_kernel(device)]
 pub fn exit_barrier_checking<T: Scalar>(
@@ -189,22 +198,29 @@ pub fn exit_barrier_checking<T: Scalar>(
     sync_threads();
     let t = thread_idx_x();
     let rank = buf.rank();
-    let mut same = true;
-    if t < buf.world_size() && t != rank {
+    let world = buf.world_size();
+    let checks = block_idx_x() == 0u32 && t >= 32u32 && t < 32u32 + world && t - 32u32 != rank;
+    let mut word = want;
+    if t < world && t != rank {
         buf.signal_flag(t, ch, value);
-        let checks = block_idx_x() == 0u32;
-        let slot = signal_slot(id_ch, call & 1u32, t);
-        let mut word = want;
-        if checks {
-            word = buf.pad(rank).load(slot, LoadOrder::Relaxed, Scope::System);
-        }
         buf.wait_flag(t, ch, value);
-        if checks && word != want {
-            word = buf.pad(rank).load(slot, LoadOrder::Relaxed, Scope::System);
-            same = word == want;
-        }
+    } else if checks {
+        word = buf.pad(rank).load(
+            signal_slot(id_ch, call & 1u32, t - 32u32),
+            LoadOrder::Relaxed,
+            Scope::System,
+        );
     }
     sync_threads();
+    let mut same = true;
+    if checks && word != want {
+        word = buf.pad(rank).load(
+            signal_slot(id_ch, call & 1u32, t - 32u32),
+            LoadOrder::Relaxed,
+            Scope::System,
+        );
+        same = word == want;
+    }
     same
 }
 

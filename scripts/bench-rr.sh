@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Times several builds of one benchmark round-robin for a fixed time, and
+# compares each against a base: for kernel variants whose differences are
+# a few hundredths of a µs, which needs tens of rounds (bench/NOTES.md v32).
+#   scripts/bench-rr.sh DIR SECONDS BASE "V1 V2 ..." [bench arguments...]
+#   scripts/bench-rr.sh .gpu-v-ab 240 N "N F X" --worlds 2 --max-bytes 65536 --paths pull,two_shot
+# Runs DIR/<V>/$BIN (default bench_all_reduce) once per variant per round,
+# rotating which goes first, until SECONDS have passed; then writes
+# $OUT/BASE-vs-V.md (bench/compare.py) for every other variant. Logs and
+# CSVs go to $OUT/raw (default bench/out/rr). NVLink multicast stays off.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# One JIT cache for every round: only the first run of a variant compiles.
+export SYMM_CACHE_DIR=${SYMM_CACHE_DIR:-/tmp/symm-rr-cache}
+BIN=${BIN:-bench_all_reduce}
+OUT=${OUT:-bench/out/rr}
+DIR=$1 SECONDS_=$2 BASE=$3
+read -r -a VS <<< "$4"
+shift 4
+source scripts/gpu-libs.sh
+rm -rf "$OUT/raw" "$OUT/cmp"
+mkdir -p "$OUT/raw"
+start=$(date +%s)
+i=0
+while [ $(($(date +%s) - start)) -lt "$SECONDS_" ]; do
+  i=$((i + 1))
+  n=${#VS[@]}
+  for k in $(seq 0 $((n - 1))); do
+    v=${VS[$(((k + i) % n))]}
+    "$DIR/$v/$BIN" "$@" --csv "$OUT/raw/${v}_$i.csv" > "$OUT/raw/${v}_$i.log" 2>&1 || {
+      echo "$v run $i failed:"
+      tail -5 "$OUT/raw/${v}_$i.log"
+      rm -f "$OUT/raw/${v}_$i.csv"
+    }
+  done
+done
+echo "$i rounds in $(($(date +%s) - start)) s"
+for v in "${VS[@]}"; do
+  [ "$v" = "$BASE" ] && continue
+  d="$OUT/cmp/$BASE-vs-$v"
+  mkdir -p "$d"
+  # compare.py pairs old_<i> with new_<i>: only rounds both sides finished.
+  for f in "$OUT/raw/${BASE}"_*.csv; do
+    j=${f##*_}
+    j=${j%.csv}
+    if [ -f "$OUT/raw/${v}_$j.csv" ]; then
+      cp "$f" "$d/old_$j.csv"
+      cp "$OUT/raw/${v}_$j.csv" "$d/new_$j.csv"
+    fi
+  done
+  python3 bench/compare.py "$d" > "$OUT/$BASE-vs-$v.md"
+  tail -4 "$OUT/$BASE-vs-$v.md"
+done
