@@ -9,16 +9,26 @@
 # $OUT/BASE-vs-V.md (bench/compare.py) for every other variant. Logs and
 # CSVs go to $OUT/raw (default bench/out/rr). NVLink multicast stays off.
 set -uo pipefail
+if [ $# -lt 4 ]; then
+  echo "usage: $0 DIR SECONDS BASE \"V1 V2 ...\" [bench arguments...]" >&2
+  exit 2
+fi
+# DIR and OUT as the caller named them, before the cd to the repository.
+DIR=$(realpath "$1")
+OUT=$(realpath -m "${OUT:-bench/out/rr}")
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # One JIT cache for every round: only the first run of a variant compiles.
 export SYMM_CACHE_DIR=${SYMM_CACHE_DIR:-/tmp/symm-rr-cache}
 BIN=${BIN:-bench_all_reduce}
-OUT=${OUT:-bench/out/rr}
-DIR=$1 SECONDS_=$2 BASE=$3
+SECONDS_=$2 BASE=$3
 read -r -a VS <<< "$4"
 shift 4
-source scripts/gpu-libs.sh
+case " ${VS[*]} " in
+  *" $BASE "*) ;;
+  *) echo "the base $BASE is not among the variants (${VS[*]})" >&2; exit 2 ;;
+esac
+source scripts/gpu-libs.sh || exit 1
 rm -rf "$OUT/raw" "$OUT/cmp"
 mkdir -p "$OUT/raw"
 start=$(date +%s)
@@ -40,7 +50,8 @@ for v in "${VS[@]}"; do
   [ "$v" = "$BASE" ] && continue
   d="$OUT/cmp/$BASE-vs-$v"
   mkdir -p "$d"
-  # compare.py pairs old_<i> with new_<i>: only rounds both sides finished.
+  # Only rounds that both finished, so that both sides saw the same drift
+  # (compare.py pools each side's runs).
   for f in "$OUT/raw/${BASE}"_*.csv; do
     j=${f##*_}
     j=${j%.csv}
@@ -50,5 +61,6 @@ for v in "${VS[@]}"; do
     fi
   done
   python3 bench/compare.py "$d" > "$OUT/$BASE-vs-$v.md"
-  tail -4 "$OUT/$BASE-vs-$v.md"
+  echo "== $BASE against $v"
+  sed -n '/^| impl | GPUs | change of median/,$p' "$OUT/$BASE-vs-$v.md"
 done

@@ -101,8 +101,8 @@ pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
 /// `T(Σ_ranks input + residual)` (f32, rank order, one rounding) and `out`
 /// that row times `weight` over its root mean square,
 /// `T(r · (1 / sqrt(mean(r²) + eps)) · w)` in f32. `hidden` is a multiple of
-/// `V` (16 bytes); launch with whole warps, at least `world_size`
-/// threads per block, at most [`super::MAX_BLOCKS`] blocks, the same grid on
+/// `V` (16 bytes); launch with whole warps, at least `32 + world_size`
+/// threads per block (the identity barriers' two warps), at most [`super::MAX_BLOCKS`] blocks, the same grid on
 /// every rank.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]

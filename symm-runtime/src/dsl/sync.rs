@@ -177,7 +177,7 @@ pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_
 /// The word is loaded by the second warp while the first awaits the
 /// flags, so that neither the flag's release nor its poll waits on the
 /// load: on 2 H200s the check then costs the pull and two-shot all-reduce
-/// 0.02 to 0.05 µs a call, against 0.07 to 0.08 when the thread that
+/// 0.02 to 0.05 µs a call, against 0.05 to 0.08 when the thread that
 /// awaits the flag also loads the word (`bench/NOTES.md` v32). The peer
 /// stored it a barrier ago, so it is there unless the load was early, and
 /// a word other than the expected one is loaded again once the flag (whose
