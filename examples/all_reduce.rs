@@ -21,7 +21,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use symm::kernels::all_reduce::{all_reduce, AllReduceElem, Path};
+use symm::kernels::all_reduce::{all_reduce, AllReduceElem, AllReducePath};
 use symm::{bf16, run, CommOptions, Ranks};
 
 /// Calls timed per size on a GPU.
@@ -99,7 +99,7 @@ fn row<T: AllReduceElem>(
     let verdict = check::verdict(&inputs, &results);
     let (rel, agree) = (verdict.rel, verdict.agree);
     let us = outs.iter().map(|(_, t)| *t).fold(0.0, f64::max);
-    let path = Path::choose(world, bytes);
+    let path = AllReducePath::choose(world, bytes);
     println!(
         "| {name} | {} | {path:?} | {us:.1} | {rel:.1e} | {} |",
         size(bytes),

@@ -405,7 +405,10 @@ impl Bench<'_> {
         // The sum all-reduce (fp8 here) is the built-in's, with its own
         // paths (bench_all_reduce times them).
         if self.paths && saved.imp == "symm" && saved.coll != Coll::AllReduceFp8 {
-            for (path, tag) in [(coll::Path::Ll, "symm_ll"), (coll::Path::Pull, "symm_pull")] {
+            for (path, tag) in [
+                (coll::CollectivePath::Ll, "symm_ll"),
+                (coll::CollectivePath::Pull, "symm_pull"),
+            ] {
                 coll::force_path(c, Some(path))?;
                 let forced = Id {
                     imp: tag.into(),

@@ -22,7 +22,7 @@ use calls::{check_samples, fill_input, keep};
 
 use symm::dsl::*;
 use symm::kernels::all_reduce::{
-    all_reduce, all_reduce_in_place, all_reduce_with, AllReduceElem, Path,
+    all_reduce, all_reduce_in_place, all_reduce_with, AllReduceElem, AllReducePath,
 };
 use symm::{run, symm_kernel, CommOptions, LaunchConfig, Ranks};
 
@@ -279,7 +279,7 @@ fn back_to_back_calls_with_changing_data_and_no_host_sync() {
         (40u32, 7u32)
     };
     let big: u32 = if on_gpu() { (1 << 20) + 3 } else { 70_001 };
-    let cases: Vec<(Option<Path>, u32)> = Path::ALL
+    let cases: Vec<(Option<AllReducePath>, u32)> = AllReducePath::ALL
         .iter()
         .map(|&p| (Some(p), 4099))
         .chain([(None, big)])
@@ -292,7 +292,8 @@ fn back_to_back_calls_with_changing_data_and_no_host_sync() {
         let Some(ranks) = ranks(world) else { continue };
         for &(path, n) in &cases {
             // The quick tier: two ranks, the LL and push paths.
-            let sample = world == 2 && matches!(path, Some(Path::Ll | Path::Push));
+            let sample =
+                world == 2 && matches!(path, Some(AllReducePath::Ll | AllReducePath::Push));
             if !tier::runs(sample) {
                 continue;
             }
@@ -426,7 +427,7 @@ fn every_path_is_exact_at_odd_sizes() {
     }
 }
 
-/// The sum of `s`'s first `n` elements on every path of [`Path::ALL`], each
+/// The sum of `s`'s first `n` elements on every path of [`AllReducePath::ALL`], each
 /// into a fresh output filled with `poison` first.
 fn out_of_place_on_every_path<T: AllReduceElem>(
     c: &symm::Comm,
@@ -435,7 +436,7 @@ fn out_of_place_on_every_path<T: AllReduceElem>(
     poison: T,
 ) -> symm::Result<Vec<Vec<T>>> {
     let mut res = Vec::new();
-    for path in Path::ALL {
+    for path in AllReducePath::ALL {
         let mut out = c.device_buffer_from(&vec![poison; n])?;
         all_reduce_with(path, c, s, &mut out, n)?;
         c.synchronize()?;
@@ -459,7 +460,7 @@ fn every_path<T: AllReduceElem>(ranks: &Ranks, world: usize, n: usize, tol: fn(f
             // Out of place on every path, then in place (the output
             // is the rank's own input) on those that allow it.
             let mut res = out_of_place_on_every_path(c, &s, n, T::from_f32(f32::NAN))?;
-            for path in Path::ALL.into_iter().filter(|p| p.allows_alias()) {
+            for path in AllReducePath::ALL.into_iter().filter(|p| p.allows_alias()) {
                 let own = c.alloc::<T>(n)?;
                 own.copy_from_host(&inputs[c.rank()])?;
                 let s = own.rendezvous()?;
@@ -471,11 +472,11 @@ fn every_path<T: AllReduceElem>(ranks: &Ranks, world: usize, n: usize, tol: fn(f
         },
     )
     .unwrap_or_else(|e| panic!("{} world {world}, n {n}: {e}", T::DTYPE));
-    let names: Vec<String> = Path::ALL
+    let names: Vec<String> = AllReducePath::ALL
         .iter()
         .map(|p| format!("{p:?}"))
         .chain(
-            Path::ALL
+            AllReducePath::ALL
                 .iter()
                 .filter(|p| p.allows_alias())
                 .map(|p| format!("{p:?} in place")),
@@ -510,10 +511,15 @@ fn staged_calls_of_changing_sizes_back_to_back() {
     let big = if on_gpu() { 1_200_001 } else { 40_003 };
     let sizes = [9usize, 4097, 3, 20_001, 12_345, 1, big, 20_001, 7];
     let max = *sizes.iter().max().unwrap();
-    for (world, path) in [2, 3, 4]
-        .into_iter()
-        .flat_map(|w| [Path::Ll, Path::Lamport, Path::Push, Path::LamportTwoShot].map(|p| (w, p)))
-    {
+    for (world, path) in [2, 3, 4].into_iter().flat_map(|w| {
+        [
+            AllReducePath::Ll,
+            AllReducePath::Lamport,
+            AllReducePath::Push,
+            AllReducePath::LamportTwoShot,
+        ]
+        .map(|p| (w, p))
+    }) {
         // The quick tier: three ranks, every path.
         if !tier::runs(world == 3) {
             continue;
@@ -584,15 +590,15 @@ fn ll_calls_256_epochs_apart(lead: usize) {
             let mut few = c.device_buffer_from(&vec![f32::NAN; small])?;
             // The stage at its final size, and epoch 1 spent.
             let mut grow = c.device_buffer_from(&vec![f32::NAN; big])?;
-            all_reduce_with(Path::Ll, c, &s, &mut grow, big)?;
+            all_reduce_with(AllReducePath::Ll, c, &s, &mut grow, big)?;
             for _ in 0..lead {
-                all_reduce_with(Path::Ll, c, &s, &mut few, small)?;
+                all_reduce_with(AllReducePath::Ll, c, &s, &mut few, small)?;
             }
-            all_reduce_with(Path::Ll, c, &s, &mut first, big)?;
+            all_reduce_with(AllReducePath::Ll, c, &s, &mut first, big)?;
             for _ in 0..255 {
-                all_reduce_with(Path::Ll, c, &s, &mut few, small)?;
+                all_reduce_with(AllReducePath::Ll, c, &s, &mut few, small)?;
             }
-            all_reduce_with(Path::Ll, c, &s, &mut last, big)?;
+            all_reduce_with(AllReducePath::Ll, c, &s, &mut last, big)?;
             c.synchronize()?;
             Ok((first.to_host()?, few.to_host()?, last.to_host()?))
         },
@@ -638,10 +644,11 @@ fn empty_and_aliased_outputs() {
             c.synchronize()?;
             assert!(poisoned.to_host()?.iter().all(|v| v.is_nan()));
             let mut view = buf.slice(..)?;
-            let err = all_reduce_with(Path::Pull, c, &s, &mut view, n).expect_err("aliased pull");
+            let err = all_reduce_with(AllReducePath::Pull, c, &s, &mut view, n)
+                .expect_err("aliased pull");
             assert!(err.to_string().contains("cannot reduce in place"), "{err}");
             let mut shifted = buf.slice(4..)?;
-            for p in Path::ALL {
+            for p in AllReducePath::ALL {
                 let err = all_reduce_with(p, c, &s, &mut shifted, n - 4).expect_err("overlap");
                 assert!(err.to_string().contains("without starting where"), "{err}");
             }
@@ -759,7 +766,7 @@ fn special_values<T: AllReduceElem>(n: usize, tol: f64) {
             },
         )
         .unwrap_or_else(|e| panic!("world {world}: {e}"));
-        for (p, path) in Path::ALL.iter().enumerate() {
+        for (p, path) in AllReducePath::ALL.iter().enumerate() {
             for (r, o) in outs.iter().enumerate() {
                 assert!(same_bits(&o[p], &outs[0][p]), "{path:?}: rank {r} differs");
             }

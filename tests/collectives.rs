@@ -23,7 +23,7 @@ use symm::dsl::*;
 use symm::kernels::collectives::{
     all_gather, all_gather_coalesced, all_gather_in_place, all_reduce_coalesced, all_reduce_op,
     all_to_all, all_to_all_single, all_to_all_v, broadcast, broadcast_in_place, force_path,
-    reduce_scatter, reduce_scatter_chunk, CopyElem, Path, ReduceElem, ReduceOp,
+    reduce_scatter, reduce_scatter_chunk, CollectivePath, CopyElem, ReduceElem, ReduceOp,
 };
 use symm::{compare_bits, run, Comm, CommOptions, LaunchConfig, RunError};
 
@@ -98,11 +98,11 @@ fn assert_values<T: Scalar>(what: &str, got: &[T], want: &[T]) {
 std::thread_local! {
     /// The path the calls of this test thread's cases are forced onto
     /// (`None`: each call's own dispatch).
-    static FORCED: std::cell::Cell<Option<Path>> = const { std::cell::Cell::new(None) };
+    static FORCED: std::cell::Cell<Option<CollectivePath>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs `f` with every case in it forced onto `path`.
-fn on_path(path: Option<Path>, f: impl FnOnce()) {
+fn on_path(path: Option<CollectivePath>, f: impl FnOnce()) {
     FORCED.set(path);
     f();
     FORCED.set(None);
@@ -544,7 +544,7 @@ fn all_to_all_with_equal_splits() {
 #[test]
 fn every_collective_on_the_other_path() {
     for world in WORLDS {
-        on_path(Some(Path::Pull), || {
+        on_path(Some(CollectivePath::Pull), || {
             if !tier::runs(quick(world, 4095)) {
                 return;
             }
@@ -565,7 +565,7 @@ fn every_collective_on_the_other_path() {
         if world > 4 && !on_gpu() {
             continue; // time: worlds 1-4 cover the large LL loops on the emulator
         }
-        on_path(Some(Path::Ll), || {
+        on_path(Some(CollectivePath::Ll), || {
             let n = 65536 + 3;
             // Large: the rest tier's.
             if !tier::runs(quick(world, n)) {
@@ -594,10 +594,13 @@ fn dispatch_takes_ll_to_the_measured_crossover() {
     if !tier::quick_test() {
         return;
     }
-    assert_eq!(Path::choose(1), Path::Ll);
-    assert_eq!(Path::choose(128 << 10), Path::Ll);
-    assert_eq!(Path::choose((128 << 10) + 1), Path::Pull);
-    assert_eq!(Path::choose(64 << 20), Path::Pull);
+    assert_eq!(CollectivePath::choose(1), CollectivePath::Ll);
+    assert_eq!(CollectivePath::choose(128 << 10), CollectivePath::Ll);
+    assert_eq!(
+        CollectivePath::choose((128 << 10) + 1),
+        CollectivePath::Pull
+    );
+    assert_eq!(CollectivePath::choose(64 << 20), CollectivePath::Pull);
 }
 
 /// Random splits, zeros included (a whole row or column of zeros now and
@@ -959,7 +962,7 @@ fn mismatches_of_agreed_shapes(host: bool) {
     // whose kernels send their digest after the entry barrier's flag and
     // compare it at the exit barrier: every rank fails, none returns what
     // it read from the other's call.
-    for path in [None, Some(Path::Pull)] {
+    for path in [None, Some(CollectivePath::Pull)] {
         if let Some(msgs) = every_rank_fails_with(world, host, |c| {
             force_path(c, path)?;
             let buf = c.alloc::<f32>(64)?;
@@ -1001,7 +1004,7 @@ fn mismatches_of_agreed_shapes(host: bool) {
     // splits its peer published for an earlier call, in bounds, and the
     // digests compared at the exit barrier fail both.
     if let Some(msgs) = every_rank_fails_with(world, host, |c| {
-        force_path(c, Some(Path::Pull))?;
+        force_path(c, Some(CollectivePath::Pull))?;
         let buf = c.alloc::<f32>(64)?;
         let x = buf.rendezvous()?;
         let splits = c.device_buffer_from(&vec![4u64; world])?;
@@ -1049,11 +1052,11 @@ fn mismatches_of_agreed_shapes(host: bool) {
         let buf = c.alloc::<f32>(64)?;
         let s = buf.rendezvous()?;
         let mut out = c.device_buffer::<f32>(128)?;
-        for path in Path::ALL {
+        for path in CollectivePath::ALL {
             force_path(c, Some(path))?;
             all_gather(c, &s, &mut out, 16)?;
         }
-        force_path(c, Some(Path::ALL[c.rank() % 2]))?;
+        force_path(c, Some(CollectivePath::ALL[c.rank() % 2]))?;
         all_gather(c, &s, &mut out, 16)?;
         c.synchronize()
     }) {
@@ -1228,9 +1231,9 @@ fn back_to_back_mixed_collectives() {
                 force_path(
                     c,
                     Some(if (k / 6) % 2 == 1 {
-                        Path::Pull
+                        CollectivePath::Pull
                     } else {
-                        Path::Ll
+                        CollectivePath::Ll
                     }),
                 )?;
                 match k % 6 {

@@ -12,7 +12,7 @@ mod data;
 mod targets;
 use targets::ranks;
 
-use symm::kernels::all_reduce::{all_reduce, all_reduce_with, Path};
+use symm::kernels::all_reduce::{all_reduce, all_reduce_with, AllReducePath};
 use symm::{run, Comm, CommOptions, Error, RunError};
 
 /// Long enough that no test below passes by reaching it: a fail-fast
@@ -82,7 +82,12 @@ fn errors<R: std::fmt::Debug>(r: Result<Vec<R>, RunError>) -> Vec<(usize, String
 /// an error on both ranks instead, naming the ranks' different calls.
 #[test]
 fn ranks_in_different_calls_get_an_error_never_a_sum() {
-    for path in [None, Some(Path::Ll), Some(Path::Lamport), Some(Path::Pull)] {
+    for path in [
+        None,
+        Some(AllReducePath::Ll),
+        Some(AllReducePath::Lamport),
+        Some(AllReducePath::Pull),
+    ] {
         let world = 2;
         let Some(r) = ranks(world) else { return };
         let n = 256;
@@ -124,7 +129,7 @@ fn ranks_in_different_calls_get_an_error_never_a_sum() {
 /// identity, and fails naming the peer).
 #[test]
 fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
-    for path in Path::ALL {
+    for path in AllReducePath::ALL {
         let world = 2;
         let Some(r) = ranks(world) else { return };
         let n = 256;
@@ -171,7 +176,7 @@ fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
 /// then rank 0 sums X on `a` again where the others go on to Y on `b`.
 fn desynchronised_calls(
     c: &Comm,
-    (a, b): (Path, Path),
+    (a, b): (AllReducePath, AllReducePath),
     xs: &[Vec<f32>],
     ys: &[Vec<f32>],
     started: &Mutex<Option<Instant>>,
@@ -201,10 +206,10 @@ fn desynchronised_calls(
 #[test]
 fn a_desynchronised_call_on_another_kernel_fails_at_once() {
     let pairs = [
-        (Path::Ll, Path::Pull),
-        (Path::Pull, Path::Ll),
-        (Path::Push, Path::TwoShot),
-        (Path::Lamport, Path::LamportTwoShot),
+        (AllReducePath::Ll, AllReducePath::Pull),
+        (AllReducePath::Pull, AllReducePath::Ll),
+        (AllReducePath::Push, AllReducePath::TwoShot),
+        (AllReducePath::Lamport, AllReducePath::LamportTwoShot),
     ];
     for (a, b) in pairs {
         let world = 2;
@@ -795,7 +800,10 @@ fn ranks_seen_only_through_the_store_in_different_calls_fail_at_once() {
         return;
     }
     let world = 2;
-    for (a, b) in [(Path::Ll, Path::Pull), (Path::Push, Path::TwoShot)] {
+    for (a, b) in [
+        (AllReducePath::Ll, AllReducePath::Pull),
+        (AllReducePath::Push, AllReducePath::TwoShot),
+    ] {
         // Prepares shared GPUs and takes this test's turn on them.
         if ranks(world).is_none() {
             return;

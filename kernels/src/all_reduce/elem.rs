@@ -5,7 +5,7 @@
 use symm::{Comm, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
 use super::device::*;
-use super::plan::Path;
+use super::plan::AllReducePath;
 use super::staging::control;
 use crate::shared::elem::{float_types, packet, vector};
 
@@ -14,10 +14,10 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     /// The largest grid of `path`'s kernel with `threads` per block that
     /// `comm` may launch ([`symm::Comm::co_resident_blocks`]); `None` for any.
     #[doc(hidden)]
-    fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+    fn __co_resident_grid(path: AllReducePath, comm: &Comm, threads: u32) -> Result<Option<u32>>;
 
     /// Launches `path`'s kernel (with `aux` its staging or scratch buffer,
-    /// for [`Path::Pull`] its control allocation, and `ch` its channel) on checked
+    /// for [`AllReducePath::Pull`] its control allocation, and `ch` its channel) on checked
     /// arguments, without bounds checks on the GPU.
     ///
     /// # Safety
@@ -35,7 +35,7 @@ pub trait AllReduceElem: symm::dsl::Scalar {
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn __launch(
-        path: Path,
+        path: AllReducePath,
         comm: &Comm,
         cfg: LaunchConfig,
         input: &SymmetricMemory,
@@ -64,19 +64,19 @@ macro_rules! by_world {
 macro_rules! elem {
     ($($t:ty),*) => {$(
         impl AllReduceElem for $t {
-            fn __co_resident_grid(path: Path, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+            fn __co_resident_grid(path: AllReducePath, comm: &Comm, threads: u32) -> Result<Option<u32>> {
                 match path {
-                    Path::Ll => by_world!(comm, one_shot_ll::co_resident_grid_unchecked::<$t, { packet::<$t>() }>(comm, threads, 0)),
-                    Path::Push => by_world!(comm, one_shot_push::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
-                    Path::Lamport => by_world!(comm, one_shot_lamport::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
-                    Path::Pull => by_world!(comm, one_shot_all_reduce::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
-                    Path::TwoShot => by_world!(comm, two_shot_all_reduce::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
-                    Path::LamportTwoShot => by_world!(comm, two_shot_lamport::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
+                    AllReducePath::Ll => by_world!(comm, one_shot_ll::co_resident_grid_unchecked::<$t, { packet::<$t>() }>(comm, threads, 0)),
+                    AllReducePath::Push => by_world!(comm, one_shot_push::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
+                    AllReducePath::Lamport => by_world!(comm, one_shot_lamport::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
+                    AllReducePath::Pull => by_world!(comm, one_shot_all_reduce::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
+                    AllReducePath::TwoShot => by_world!(comm, two_shot_all_reduce::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
+                    AllReducePath::LamportTwoShot => by_world!(comm, two_shot_lamport::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0)),
                 }
             }
 
             unsafe fn __launch(
-                path: Path,
+                path: AllReducePath,
                 comm: &Comm,
                 cfg: LaunchConfig,
                 input: &SymmetricMemory,
@@ -98,15 +98,15 @@ macro_rules! elem {
                 // odd sizes), and `SYMM_CHECK_ALL=1` checks them on a GPU.
                 unsafe {
                     match path {
-                        Path::Ll => by_world!(comm, one_shot_ll::launch_unchecked::<$t, { packet::<$t>() }>(comm, cfg, input, aux, out, n, cap, ch, sig)),
-                        Path::Push => by_world!(comm, one_shot_push::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, out, n, ch, sig)),
-                        Path::Lamport => by_world!(comm, one_shot_lamport::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, out, n, ch, sig)),
-                        Path::Pull => by_world!(comm, one_shot_all_reduce::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, out, n, ch, sig)),
-                        Path::TwoShot => {
+                        AllReducePath::Ll => by_world!(comm, one_shot_ll::launch_unchecked::<$t, { packet::<$t>() }>(comm, cfg, input, aux, out, n, cap, ch, sig)),
+                        AllReducePath::Push => by_world!(comm, one_shot_push::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, out, n, ch, sig)),
+                        AllReducePath::Lamport => by_world!(comm, one_shot_lamport::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, out, n, ch, sig)),
+                        AllReducePath::Pull => by_world!(comm, one_shot_all_reduce::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, out, n, ch, sig)),
+                        AllReducePath::TwoShot => {
                             let ctl = control(comm)?;
                             by_world!(comm, two_shot_all_reduce::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, &ctl, out, n, ch, sig))
                         }
-                        Path::LamportTwoShot => by_world!(comm, two_shot_lamport::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, out, n, cap, ch, sig)),
+                        AllReducePath::LamportTwoShot => by_world!(comm, two_shot_lamport::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, aux, out, n, cap, ch, sig)),
                     }
                 }
             }

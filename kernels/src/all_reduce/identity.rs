@@ -6,7 +6,7 @@ use std::sync::Arc;
 use symm::{Comm, DType, Result};
 
 use super::device::{CHANNELS, CHANNEL_OWNER};
-use super::plan::Path;
+use super::plan::AllReducePath;
 use crate::shared::agree::agree;
 use crate::shared::key::{digest, CallKey};
 
@@ -17,7 +17,7 @@ use crate::shared::key::{digest, CallKey};
 pub(super) struct Identity {
     pub(super) dtype: DType,
     pub(super) n: usize,
-    pub(super) path: Path,
+    pub(super) path: AllReducePath,
     pub(super) alloc: u64,
     pub(super) offset: u64,
     pub(super) in_place: bool,

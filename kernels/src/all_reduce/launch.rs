@@ -6,8 +6,8 @@ use symm::{Comm, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
 use super::elem::AllReduceElem;
 use super::plan::{
-    config, Path, LAMPORT_MANY_GRID, LL_BLOCKS, LL_SMALL_BYTES, LL_SMALL_GRID, LTS_SMALL_THREADS,
-    PUSH_BLOCKS, THREADS,
+    config, AllReducePath, LAMPORT_MANY_GRID, LL_BLOCKS, LL_SMALL_BYTES, LL_SMALL_GRID,
+    LTS_SMALL_THREADS, PUSH_BLOCKS, THREADS,
 };
 use super::staging::{control, staging};
 use crate::shared::elem::{packet, vector};
@@ -15,7 +15,7 @@ use crate::shared::grid::{fit_blocks, fixed_grid, threads_for, with_pdl};
 
 /// Launches `path` on checked arguments, `n > 0`, with its staging.
 pub(super) fn launch<T: AllReduceElem>(
-    path: Path,
+    path: AllReducePath,
     comm: &Comm,
     input: &SymmetricMemory,
     out: &mut (impl DeviceSlice<T> + ?Sized),
@@ -32,7 +32,7 @@ pub(super) fn launch<T: AllReduceElem>(
         Ok(with_pdl(comm, LaunchConfig::linear(blocks, threads)))
     };
     match path {
-        Path::Ll => {
+        AllReducePath::Ll => {
             // A packet holds 4 bytes of data; packets travel in pairs.
             let packets = n.div_ceil(packet::<T>());
             let (stage, per_region) =
@@ -43,12 +43,12 @@ pub(super) fn launch<T: AllReduceElem>(
             // and `stage` holds `cap` packet pairs per region for it.
             unsafe { T::__launch(path, comm, cfg, input, &stage, out, n as u32, cap, ch, sig) }
         }
-        Path::Push | Path::Lamport | Path::LamportTwoShot => {
+        AllReducePath::Push | AllReducePath::Lamport | AllReducePath::LamportTwoShot => {
             // The two-shot's regions hold one chunk of whole vectors (and,
             // as every region of these paths, a 128-byte tail for the call's
             // identity, which `staging` adds).
             let v = vector::<T>();
-            let per_region = if path == Path::LamportTwoShot {
+            let per_region = if path == AllReducePath::LamportTwoShot {
                 n.div_ceil(v).div_ceil(world) * v
             } else {
                 n
@@ -72,14 +72,14 @@ pub(super) fn launch<T: AllReduceElem>(
                 )
             }
         }
-        Path::Pull => {
+        AllReducePath::Pull => {
             let cfg = fitted::<T>(comm, path, config::<T>(n), bytes)?;
             let ctl = control(comm)?;
             // SAFETY: `n` was checked against `input` and `out` (`check`);
             // the pull kernel has no staging (`aux` is its control).
             unsafe { T::__launch(path, comm, cfg, input, &ctl, out, n as u32, 0, ch, sig) }
         }
-        Path::TwoShot => {
+        AllReducePath::TwoShot => {
             let (scratch, _) = staging::<T, T>(comm, path, bytes, n)?;
             // A thread per vector of one rank's chunk.
             let cfg = fitted::<T>(comm, path, config::<T>(n.div_ceil(world)), bytes)?;
@@ -94,7 +94,7 @@ pub(super) fn launch<T: AllReduceElem>(
 /// GPU (see [`fit`]), with programmatic dependent launch.
 fn fitted<T: AllReduceElem>(
     comm: &Comm,
-    path: Path,
+    path: AllReducePath,
     cfg: LaunchConfig,
     bytes: usize,
 ) -> Result<LaunchConfig> {
@@ -109,7 +109,7 @@ fn fitted<T: AllReduceElem>(
 /// family's grid stays fixed, and is the same on every rank.
 fn fit<T: AllReduceElem>(
     comm: &Comm,
-    path: Path,
+    path: AllReducePath,
     blocks: u32,
     world: usize,
     bytes: usize,
@@ -123,11 +123,11 @@ fn fit<T: AllReduceElem>(
 /// Every block size that the staging family of a `path` call of `bytes`
 /// on `world` ranks launches with ([`fixed_shape`]'s threads; the barrier
 /// kernels' [`THREADS`]).
-fn family_threads(path: Path, world: usize, bytes: usize) -> &'static [u32] {
+fn family_threads(path: AllReducePath, world: usize, bytes: usize) -> &'static [u32] {
     match path {
-        Path::Ll if bytes <= LL_SMALL_BYTES => &[LL_SMALL_GRID.1],
-        Path::Lamport if world > 2 => &[LAMPORT_MANY_GRID.1],
-        Path::LamportTwoShot if world > 2 => &[LTS_SMALL_THREADS, THREADS],
+        AllReducePath::Ll if bytes <= LL_SMALL_BYTES => &[LL_SMALL_GRID.1],
+        AllReducePath::Lamport if world > 2 => &[LAMPORT_MANY_GRID.1],
+        AllReducePath::LamportTwoShot if world > 2 => &[LTS_SMALL_THREADS, THREADS],
         _ => &[THREADS],
     }
 }
@@ -137,21 +137,23 @@ fn family_threads(path: Path, world: usize, bytes: usize) -> &'static [u32] {
 /// The block count depends only on the path, the world size and which
 /// staging family the call uses, so the per-block epochs of each staging
 /// area stay in step; the Lamport two-shot's threads per block may change.
-fn fixed_shape(path: Path, world: usize, bytes: usize) -> (u32, u32) {
+fn fixed_shape(path: AllReducePath, world: usize, bytes: usize) -> (u32, u32) {
     match path {
-        Path::Ll if bytes <= LL_SMALL_BYTES => LL_SMALL_GRID,
-        Path::Ll => (LL_BLOCKS, THREADS),
-        Path::Lamport if world > 2 => LAMPORT_MANY_GRID,
+        AllReducePath::Ll if bytes <= LL_SMALL_BYTES => LL_SMALL_GRID,
+        AllReducePath::Ll => (LL_BLOCKS, THREADS),
+        AllReducePath::Lamport if world > 2 => LAMPORT_MANY_GRID,
         // v10: on 4 GPUs 128-thread blocks are 15 % faster at 4 MiB and 512
         // at 16 MiB; on 2 GPUs 512 is faster from 1 MiB.
-        Path::LamportTwoShot if world > 2 && bytes <= 4 << 20 => (PUSH_BLOCKS, LTS_SMALL_THREADS),
+        AllReducePath::LamportTwoShot if world > 2 && bytes <= 4 << 20 => {
+            (PUSH_BLOCKS, LTS_SMALL_THREADS)
+        }
         _ => (PUSH_BLOCKS, THREADS),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{family_threads, fixed_shape, Path, LL_SMALL_BYTES, THREADS};
+    use super::{family_threads, fixed_shape, AllReducePath, LL_SMALL_BYTES, THREADS};
 
     /// On a shared GPU a family's grid is fitted for every block size the
     /// family launches with, so it never changes from call to call: the
@@ -160,13 +162,13 @@ mod tests {
     #[test]
     fn every_family_is_fitted_for_all_its_block_sizes() {
         for world in 1..=8 {
-            for path in Path::ALL {
+            for path in AllReducePath::ALL {
                 let mut seen: Vec<(bool, &[u32])> = Vec::new();
                 for shift in 0..27 {
                     for bytes in [1usize << shift, (1 << shift) + 12] {
                         let family = family_threads(path, world, bytes);
                         let threads = match path {
-                            Path::Pull | Path::TwoShot => THREADS,
+                            AllReducePath::Pull | AllReducePath::TwoShot => THREADS,
                             _ => fixed_shape(path, world, bytes).1,
                         };
                         assert!(
@@ -174,7 +176,7 @@ mod tests {
                             "{path:?} world {world} {bytes} B: {threads} not in {family:?}"
                         );
                         // LL keeps two families, split at LL_SMALL_BYTES.
-                        let key = path == Path::Ll && bytes <= LL_SMALL_BYTES;
+                        let key = path == AllReducePath::Ll && bytes <= LL_SMALL_BYTES;
                         match seen.iter().find(|(k, _)| *k == key) {
                             Some((_, f)) => assert_eq!(*f, family, "{path:?} world {world}"),
                             None => seen.push((key, family)),
@@ -187,52 +189,100 @@ mod tests {
 
     #[test]
     fn in_place_never_pulls() {
-        assert_eq!(Path::choose_for(2, 64 << 20, false), Path::Pull);
-        assert_eq!(Path::choose_for(2, 64 << 20, true), Path::TwoShot);
-        assert_eq!(Path::choose_for(2, 1 << 20, true), Path::Lamport);
-        assert_eq!(Path::choose_for(4, 1 << 10, true), Path::Ll);
+        assert_eq!(
+            AllReducePath::choose_for(2, 64 << 20, false),
+            AllReducePath::Pull
+        );
+        assert_eq!(
+            AllReducePath::choose_for(2, 64 << 20, true),
+            AllReducePath::TwoShot
+        );
+        assert_eq!(
+            AllReducePath::choose_for(2, 1 << 20, true),
+            AllReducePath::Lamport
+        );
+        assert_eq!(
+            AllReducePath::choose_for(4, 1 << 10, true),
+            AllReducePath::Ll
+        );
         for w in 2..=8 {
             for shift in 0..27 {
-                assert!(Path::choose_for(w, 1 << shift, true).allows_alias());
+                assert!(AllReducePath::choose_for(w, 1 << shift, true).allows_alias());
             }
         }
     }
 
     #[test]
     fn fixed_grids_follow_the_measurements() {
-        assert_eq!(fixed_shape(Path::Ll, 4, 1 << 10), (2, 64));
-        assert_eq!(fixed_shape(Path::Ll, 2, (1 << 10) + 1), (64, 512));
-        assert_eq!(fixed_shape(Path::Lamport, 2, 1 << 20), (128, 512));
-        assert_eq!(fixed_shape(Path::Lamport, 3, 4 << 10), (16, 256));
-        assert_eq!(fixed_shape(Path::LamportTwoShot, 4, 4 << 20), (128, 128));
+        assert_eq!(fixed_shape(AllReducePath::Ll, 4, 1 << 10), (2, 64));
+        assert_eq!(fixed_shape(AllReducePath::Ll, 2, (1 << 10) + 1), (64, 512));
+        assert_eq!(fixed_shape(AllReducePath::Lamport, 2, 1 << 20), (128, 512));
+        assert_eq!(fixed_shape(AllReducePath::Lamport, 3, 4 << 10), (16, 256));
         assert_eq!(
-            fixed_shape(Path::LamportTwoShot, 4, (4 << 20) + 1),
+            fixed_shape(AllReducePath::LamportTwoShot, 4, 4 << 20),
+            (128, 128)
+        );
+        assert_eq!(
+            fixed_shape(AllReducePath::LamportTwoShot, 4, (4 << 20) + 1),
             (128, 512)
         );
-        assert_eq!(fixed_shape(Path::LamportTwoShot, 2, 1 << 20), (128, 512));
-        assert_eq!(fixed_shape(Path::Push, 8, 1 << 10), (128, 512));
+        assert_eq!(
+            fixed_shape(AllReducePath::LamportTwoShot, 2, 1 << 20),
+            (128, 512)
+        );
+        assert_eq!(fixed_shape(AllReducePath::Push, 8, 1 << 10), (128, 512));
     }
 
     #[test]
     fn dispatch_follows_the_measured_crossovers() {
-        assert_eq!(Path::choose(2, 1024), Path::Ll);
-        assert_eq!(Path::choose(2, 64 << 10), Path::Ll);
-        assert_eq!(Path::choose(2, (64 << 10) + 1), Path::Lamport);
-        assert_eq!(Path::choose(2, 1 << 20), Path::Lamport);
-        assert_eq!(Path::choose(2, (1 << 20) + 1), Path::LamportTwoShot);
-        assert_eq!(Path::choose(2, 16 << 20), Path::LamportTwoShot);
-        assert_eq!(Path::choose(2, (16 << 20) + 1), Path::Pull);
-        assert_eq!(Path::choose(4, 16 << 10), Path::Ll);
-        assert_eq!(Path::choose(4, (16 << 10) + 1), Path::Lamport);
-        assert_eq!(Path::choose(3, 16 << 10), Path::Ll);
-        assert_eq!(Path::choose(3, 32 << 10), Path::Lamport);
-        assert_eq!(Path::choose(8, 2 << 10), Path::Ll);
-        assert_eq!(Path::choose(8, (2 << 10) + 1), Path::Lamport);
-        assert_eq!(Path::choose(4, 128 << 10), Path::Lamport);
-        assert_eq!(Path::choose(4, (128 << 10) + 1), Path::LamportTwoShot);
-        assert_eq!(Path::choose(4, 64 << 20), Path::LamportTwoShot);
-        assert_eq!(Path::choose(4, (64 << 20) + 1), Path::TwoShot);
-        assert_eq!(Path::choose(8, 1 << 20), Path::LamportTwoShot);
-        assert_eq!(Path::choose(3, 256 << 20), Path::TwoShot);
+        assert_eq!(AllReducePath::choose(2, 1024), AllReducePath::Ll);
+        assert_eq!(AllReducePath::choose(2, 64 << 10), AllReducePath::Ll);
+        assert_eq!(
+            AllReducePath::choose(2, (64 << 10) + 1),
+            AllReducePath::Lamport
+        );
+        assert_eq!(AllReducePath::choose(2, 1 << 20), AllReducePath::Lamport);
+        assert_eq!(
+            AllReducePath::choose(2, (1 << 20) + 1),
+            AllReducePath::LamportTwoShot
+        );
+        assert_eq!(
+            AllReducePath::choose(2, 16 << 20),
+            AllReducePath::LamportTwoShot
+        );
+        assert_eq!(
+            AllReducePath::choose(2, (16 << 20) + 1),
+            AllReducePath::Pull
+        );
+        assert_eq!(AllReducePath::choose(4, 16 << 10), AllReducePath::Ll);
+        assert_eq!(
+            AllReducePath::choose(4, (16 << 10) + 1),
+            AllReducePath::Lamport
+        );
+        assert_eq!(AllReducePath::choose(3, 16 << 10), AllReducePath::Ll);
+        assert_eq!(AllReducePath::choose(3, 32 << 10), AllReducePath::Lamport);
+        assert_eq!(AllReducePath::choose(8, 2 << 10), AllReducePath::Ll);
+        assert_eq!(
+            AllReducePath::choose(8, (2 << 10) + 1),
+            AllReducePath::Lamport
+        );
+        assert_eq!(AllReducePath::choose(4, 128 << 10), AllReducePath::Lamport);
+        assert_eq!(
+            AllReducePath::choose(4, (128 << 10) + 1),
+            AllReducePath::LamportTwoShot
+        );
+        assert_eq!(
+            AllReducePath::choose(4, 64 << 20),
+            AllReducePath::LamportTwoShot
+        );
+        assert_eq!(
+            AllReducePath::choose(4, (64 << 20) + 1),
+            AllReducePath::TwoShot
+        );
+        assert_eq!(
+            AllReducePath::choose(8, 1 << 20),
+            AllReducePath::LamportTwoShot
+        );
+        assert_eq!(AllReducePath::choose(3, 256 << 20), AllReducePath::TwoShot);
     }
 }

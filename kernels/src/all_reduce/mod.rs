@@ -1,25 +1,25 @@
 //! All-reduce (sum) over symmetric memory, for f32, bf16, f16 and the fp8
 //! types f8e4m3 and f8e5m2, with f32 accumulation. [`all_reduce`] picks one of six kernels by world size and
-//! message size ([`Path::choose`], from crossovers measured on H200s and
+//! message size ([`AllReducePath::choose`], from crossovers measured on H200s and
 //! H100s and recorded in `bench/NOTES.md`):
 //!
-//! - [`Path::Ll`]: LL packets, each 4 bytes of data tagged with the call's
+//! - [`AllReducePath::Ll`]: LL packets, each 4 bytes of data tagged with the call's
 //!   epoch and pushed into every peer's staging area; one NVLink one-way
 //!   trip and no barrier, at twice the bytes. The small-message path (up
 //!   to [`LL_SMALL_BYTES`] on a grid of 128 threads with its own staging).
-//! - [`Path::Lamport`]: raw 16-byte pushes into staging that reads as empty
+//! - [`AllReducePath::Lamport`]: raw 16-byte pushes into staging that reads as empty
 //!   (a reserved NaN) until data lands; one one-way trip at half LL's
 //!   bytes. Medium messages.
-//! - [`Path::Push`]: raw 16-byte pushes into every peer's staging area,
+//! - [`AllReducePath::Push`]: raw 16-byte pushes into every peer's staging area,
 //!   then one release/acquire flag per block (for comparison: Lamport is
 //!   faster up to 4 MiB, and above that neither is picked).
-//! - [`Path::LamportTwoShot`]: a two-shot whose reduce-scatter and
+//! - [`AllReducePath::LamportTwoShot`]: a two-shot whose reduce-scatter and
 //!   all-gather both push like Lamport: no barrier, two one-way trips, and
 //!   each rank pushes about 2n instead of (world − 1) × n. Large messages
 //!   (to 16 MiB on two ranks, 64 MiB on more).
-//! - [`Path::Pull`]: barrier, loads from every peer, barrier; larger
+//! - [`AllReducePath::Pull`]: barrier, loads from every peer, barrier; larger
 //!   messages on two ranks.
-//! - [`Path::TwoShot`]: barrier, each rank loads one chunk from every peer
+//! - [`AllReducePath::TwoShot`]: barrier, each rank loads one chunk from every peer
 //!   and pushes its sum to all, barrier; larger messages on more ranks.
 //!
 //! Every path gives every rank the same bits (a fixed rank order), may be
@@ -37,7 +37,8 @@ mod staging;
 pub use device::*;
 pub use elem::AllReduceElem;
 pub use plan::{
-    config, reads_peer_inputs, Path, LL_BLOCKS, LL_SMALL_BYTES, MAX_BLOCKS, PUSH_BLOCKS, THREADS,
+    config, reads_peer_inputs, AllReducePath, LL_BLOCKS, LL_SMALL_BYTES, MAX_BLOCKS, PUSH_BLOCKS,
+    THREADS,
 };
 
 use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
@@ -85,9 +86,9 @@ pub fn all_reduce<T: AllReduceElem>(
 
 /// [`all_reduce`] on a chosen kernel, for tuning and comparison. Errors if
 /// `out` is the input on a path that does not allow it
-/// ([`Path::allows_alias`]), or overlaps it only in part.
+/// ([`AllReducePath::allows_alias`]), or overlaps it only in part.
 pub fn all_reduce_with<T: AllReduceElem>(
-    path: Path,
+    path: AllReducePath,
     comm: &Comm,
     input: &SymmetricMemory,
     out: &mut (impl DeviceSlice<T> + ?Sized),
@@ -99,7 +100,7 @@ pub fn all_reduce_with<T: AllReduceElem>(
 /// Checks the arguments once, picks the path unless the caller did, and
 /// launches.
 fn reduce<T: AllReduceElem>(
-    path: Option<Path>,
+    path: Option<AllReducePath>,
     comm: &Comm,
     input: &SymmetricMemory,
     out: &mut (impl DeviceSlice<T> + ?Sized),
@@ -126,7 +127,7 @@ fn reduce<T: AllReduceElem>(
     let overlap = overlap_of(input, &out);
     let chosen = path.unwrap_or_else(|| {
         let bytes = n * std::mem::size_of::<T>();
-        Path::choose_for(comm.world_size(), bytes, overlap == Overlap::Exact)
+        AllReducePath::choose_for(comm.world_size(), bytes, overlap == Overlap::Exact)
     });
     let local = check(comm, input, &out, n).and_then(|()| match overlap {
         Overlap::Partial => Err(invalid(

@@ -1,4 +1,4 @@
-//! What the all-reduce runs: its [`Path`]s, chosen by the measured
+//! What the all-reduce runs: its [`AllReducePath`]s, chosen by the measured
 //! crossovers, and the grid shapes each was measured with.
 
 use symm::LaunchConfig;
@@ -44,7 +44,7 @@ pub(super) const MAX_STAGED: usize = 1 << 26;
 
 /// The kernel [`all_reduce`](super::all_reduce) runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Path {
+pub enum AllReducePath {
     /// LL packets: one NVLink one-way trip, twice the bytes.
     Ll,
     /// Raw pushes into peers' staging, then a flag per block.
@@ -57,19 +57,19 @@ pub enum Path {
     /// Barrier, pull one chunk and push its sum, barrier.
     TwoShot,
     /// Two-shot without barriers: the reduce-scatter and the all-gather
-    /// both push data that marks its own arrival, as [`Path::Lamport`].
+    /// both push data that marks its own arrival, as [`AllReducePath::Lamport`].
     LamportTwoShot,
 }
 
-impl Path {
+impl AllReducePath {
     /// Every path, for tests and benchmarks that try them all.
-    pub const ALL: [Path; 6] = [
-        Path::Ll,
-        Path::Lamport,
-        Path::Push,
-        Path::Pull,
-        Path::TwoShot,
-        Path::LamportTwoShot,
+    pub const ALL: [AllReducePath; 6] = [
+        AllReducePath::Ll,
+        AllReducePath::Lamport,
+        AllReducePath::Push,
+        AllReducePath::Pull,
+        AllReducePath::TwoShot,
+        AllReducePath::LamportTwoShot,
     ];
 
     /// The fastest path measured for `bytes` on `world` ranks
@@ -82,18 +82,18 @@ impl Path {
     /// as more. More: LL to 2 KiB, Lamport to 128 KiB, Lamport two-shot to
     /// 64 MiB (the largest size measured; its staging takes 4n to 8n bytes,
     /// as regions round up to a power of two), then two-shot.
-    pub fn choose(world: usize, bytes: usize) -> Path {
+    pub fn choose(world: usize, bytes: usize) -> AllReducePath {
         let (ll, lamport, two_shot, large) = match world {
-            0..=2 => (64 << 10, 1 << 20, 16 << 20, Path::Pull),
-            3 | 4 => (16 << 10, 128 << 10, 64 << 20, Path::TwoShot),
-            _ => (2 << 10, 128 << 10, 64 << 20, Path::TwoShot),
+            0..=2 => (64 << 10, 1 << 20, 16 << 20, AllReducePath::Pull),
+            3 | 4 => (16 << 10, 128 << 10, 64 << 20, AllReducePath::TwoShot),
+            _ => (2 << 10, 128 << 10, 64 << 20, AllReducePath::TwoShot),
         };
         if bytes <= ll {
-            Path::Ll
+            AllReducePath::Ll
         } else if bytes <= lamport {
-            Path::Lamport
+            AllReducePath::Lamport
         } else if bytes <= two_shot {
-            Path::LamportTwoShot
+            AllReducePath::LamportTwoShot
         } else {
             large
         }
@@ -104,26 +104,26 @@ impl Path {
     /// rank writes its output (the pull kernel). Partial overlaps are never
     /// allowed.
     pub fn allows_alias(self) -> bool {
-        self != Path::Pull
+        self != AllReducePath::Pull
     }
 
     /// Its name in explanations and tables.
     pub const fn name(self) -> &'static str {
         match self {
-            Path::Ll => "LL",
-            Path::Push => "push",
-            Path::Lamport => "Lamport",
-            Path::Pull => "pull",
-            Path::TwoShot => "two-shot",
-            Path::LamportTwoShot => "Lamport two-shot",
+            AllReducePath::Ll => "LL",
+            AllReducePath::Push => "push",
+            AllReducePath::Lamport => "Lamport",
+            AllReducePath::Pull => "pull",
+            AllReducePath::TwoShot => "two-shot",
+            AllReducePath::LamportTwoShot => "Lamport two-shot",
         }
     }
 
-    /// [`Path::choose`] for a call whose output is (`in_place`) or is not
+    /// [`AllReducePath::choose`] for a call whose output is (`in_place`) or is not
     /// exactly its input: the pull path becomes two-shot in place.
-    pub fn choose_for(world: usize, bytes: usize, in_place: bool) -> Path {
-        match Path::choose(world, bytes) {
-            Path::Pull if in_place => Path::TwoShot,
+    pub fn choose_for(world: usize, bytes: usize, in_place: bool) -> AllReducePath {
+        match AllReducePath::choose(world, bytes) {
+            AllReducePath::Pull if in_place => AllReducePath::TwoShot,
             p => p,
         }
     }
@@ -132,7 +132,7 @@ impl Path {
     /// addresses while it runs (the barrier kernels), rather than data the
     /// peers pushed into staging.
     pub fn reads_peer_inputs(self) -> bool {
-        matches!(self, Path::Pull | Path::TwoShot)
+        matches!(self, AllReducePath::Pull | AllReducePath::TwoShot)
     }
 }
 
@@ -141,7 +141,7 @@ impl Path {
 /// whose ranks may pass inputs of different kinds (symmetric on one rank,
 /// staged on another) must then stage them all.
 pub fn reads_peer_inputs(world: usize, bytes: usize) -> bool {
-    Path::choose_for(world, bytes, false).reads_peer_inputs()
+    AllReducePath::choose_for(world, bytes, false).reads_peer_inputs()
 }
 
 /// The grid the barrier kernels use for `n` elements of `T`: one 16-byte

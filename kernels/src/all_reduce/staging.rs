@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use symm::{Comm, Result, SymmetricMemory};
 
-use super::plan::{Path, LL_SMALL_BYTES, MAX_STAGED};
+use super::plan::{AllReducePath, LL_SMALL_BYTES, MAX_STAGED};
 use crate::shared::checks::invalid;
 use crate::shared::staging::{grow, grow_with_tail};
 
@@ -48,7 +48,7 @@ pub(super) fn control(comm: &Comm) -> Result<Arc<SymmetricMemory>> {
 /// message first needs it.
 pub(super) fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
     comm: &Comm,
-    path: Path,
+    path: AllReducePath,
     bytes: usize,
     per_region: usize,
 ) -> Result<(Arc<SymmetricMemory>, usize)> {
@@ -57,7 +57,10 @@ pub(super) fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
     if per_region > MAX_STAGED
         && matches!(
             path,
-            Path::Ll | Path::Push | Path::Lamport | Path::LamportTwoShot
+            AllReducePath::Ll
+                | AllReducePath::Push
+                | AllReducePath::Lamport
+                | AllReducePath::LamportTwoShot
         )
     {
         return Err(invalid(
@@ -77,22 +80,26 @@ pub(super) fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
         // Zeros, so no stale bits can look like a packet of epoch 1. The
         // smallest calls run on a grid of their own (`fixed_shape`), so
         // they keep their own staging and epochs.
-        Path::Ll if bytes <= LL_SMALL_BYTES => {
+        AllReducePath::Ll if bytes <= LL_SMALL_BYTES => {
             grow::<E, LlSmallFamily<T>>(comm, per_region, 2 * world, 0)
         }
-        Path::Ll => grow::<E, LlFamily<T>>(comm, per_region, 2 * world, 0),
+        AllReducePath::Ll => grow::<E, LlFamily<T>>(comm, per_region, 2 * world, 0),
         // One more 16-byte vector per region, past any call's data, for
         // the call's identity, which travels as the message's last vector
         // (at the vector past the data in `one_shot_push` and
         // `one_shot_lamport`, `chunk` in `two_shot_lamport`).
-        Path::Push => grow_with_tail::<E, PushFamily>(comm, per_region, id_tail, 2 * world, 0),
+        AllReducePath::Push => {
+            grow_with_tail::<E, PushFamily>(comm, per_region, id_tail, 2 * world, 0)
+        }
         // All ones: every slot starts empty.
-        Path::Lamport => {
+        AllReducePath::Lamport => {
             grow_with_tail::<E, LamportFamily>(comm, per_region, id_tail, 2 * world, 0xFF)
         }
-        Path::LamportTwoShot => {
+        AllReducePath::LamportTwoShot => {
             grow_with_tail::<E, LamportTwoShotFamily>(comm, per_region, id_tail, 4 * world, 0xFF)
         }
-        Path::TwoShot | Path::Pull => grow::<E, ScratchFamily>(comm, per_region, 1, 0),
+        AllReducePath::TwoShot | AllReducePath::Pull => {
+            grow::<E, ScratchFamily>(comm, per_region, 1, 0)
+        }
     }
 }

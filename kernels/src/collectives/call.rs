@@ -11,7 +11,7 @@ use std::fmt;
 use symm::{BoundSlice, Comm, DType, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
 use super::elem::{Ch, CopyElem, ReduceOp};
-use super::path::{path_for, Path};
+use super::path::{path_for, CollectivePath};
 use super::{CHANNEL_OWNER, MAX_BLOCKS, THREADS};
 use crate::shared::agree::agree;
 use crate::shared::checks::usable;
@@ -64,7 +64,7 @@ pub(super) enum Kind {
 pub(super) struct Key {
     kind: Kind,
     dtype: DType,
-    path: Option<Path>,
+    path: Option<CollectivePath>,
 }
 
 impl CallKey for Key {
@@ -91,7 +91,7 @@ impl fmt::Display for Key {
         let (name, ty) = (self.name(), self.dtype);
         // The all-reduce by sum has no path of its own here: it runs the
         // built-in all-reduce, which chooses its kernel.
-        let path = self.path.map_or("its own dispatch", Path::name);
+        let path = self.path.map_or("its own dispatch", CollectivePath::name);
         match self.kind {
             Kind::AllGather { n } | Kind::AllGatherInPlace { n } => {
                 write!(f, "{name} of {n} elements of {ty} ({path})")
@@ -142,8 +142,8 @@ pub(super) struct Call {
 
 /// An agreed call, ready to launch.
 pub(super) struct Ready<'o, T: symm::Element> {
-    /// [`Path::Pull`] for a call with no LL form.
-    pub path: Path,
+    /// [`CollectivePath::Pull`] for a call with no LL form.
+    pub path: CollectivePath,
     pub out: BoundSlice<'o, T>,
     pub ch: Ch,
 }
@@ -166,7 +166,7 @@ pub(super) fn begin<'o, T: CopyElem>(
     let index = channel(comm)?;
     let (path, path_problem) = match call.ll {
         Some(per_peer) => path_for::<T>(comm, per_peer)?,
-        None => (Path::Pull, None),
+        None => (CollectivePath::Pull, None),
     };
     let bound = comm.bind_mut(name, out);
     let problem = match &bound {

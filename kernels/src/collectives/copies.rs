@@ -6,7 +6,7 @@ use symm::{Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 use super::call::{begin, channel, grid, threads, Call, Kind, Ready};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::ll::{run_ll, LlArgs};
-use super::path::Path;
+use super::path::CollectivePath;
 use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint};
 
 /// Every rank's `n` elements of `input` (a rendezvoused symmetric buffer),
@@ -81,7 +81,7 @@ unsafe fn gather<T: CopyElem>(
     in_place: bool,
 ) -> Result<()> {
     let in_place = u32::from(in_place);
-    if r.path == Path::Ll {
+    if r.path == CollectivePath::Ll {
         let args = LlArgs::copy(0, 0, in_place);
         // SAFETY: the caller's promise.
         return unsafe { run_ll(comm, input, &mut r.out, n, n, args, r.ch, T::__copy_ll) };
@@ -130,7 +130,7 @@ pub fn broadcast<T: CopyElem>(
     };
     let own = input.buffer_ptrs()[input.rank()];
     let skip = u32::from(r.out.device_ptr() == own && comm.rank() == root);
-    if r.path == Path::Ll {
+    if r.path == CollectivePath::Ll {
         let args = LlArgs::copy(1, root as u32, skip);
         // SAFETY: `n` fits every rank's input and this rank's `out`.
         return unsafe { run_ll(comm, input, &mut r.out, n, n, args, r.ch, T::__copy_ll) };
@@ -188,7 +188,7 @@ pub fn all_to_all<T: CopyElem>(
     let Some(mut r) = ready else {
         return Ok(());
     };
-    if r.path == Path::Ll {
+    if r.path == CollectivePath::Ll {
         let args = LlArgs::copy(2, 0, 0);
         // SAFETY: `world × m` fits every rank's input and this rank's `out`.
         return unsafe { run_ll(comm, input, &mut r.out, m, m, args, r.ch, T::__copy_ll) };

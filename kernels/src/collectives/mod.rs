@@ -27,8 +27,8 @@
 //! counters, scratch, stage and tables: run them in order on one stream
 //! (concurrent streams need separate groups).
 //!
-//! Each call runs one kernel on one of two [`Path`]s, by the bytes each
-//! rank sends to each peer ([`Path::choose`]): LL packets pushed into
+//! Each call runs one kernel on one of two [`CollectivePath`]s, by the bytes each
+//! rank sends to each peer ([`CollectivePath::choose`]): LL packets pushed into
 //! every receiver's stage, with no barrier (`copy_ll`, `reduce_ll`; up to
 //! [`LL_MAX_BYTES`]), or a pull from the peers' symmetric inputs between
 //! an entry and an exit barrier. Either way an input may be rewritten as
@@ -51,7 +51,7 @@ pub use coalesced::{all_gather_coalesced, all_reduce_coalesced};
 pub use copies::{all_gather, all_gather_in_place, all_to_all, broadcast, broadcast_in_place};
 pub use device::*;
 pub use elem::{Ch, CopyCall, CopyElem, Kernel, LlCall, ReduceElem, ReduceOp};
-pub use path::{force_path, Path};
+pub use path::{force_path, CollectivePath};
 pub use reductions::{all_reduce_op, reduce_scatter, reduce_scatter_chunk};
 pub use splits::{all_to_all_single, all_to_all_v};
 
@@ -68,7 +68,7 @@ pub const CHANNEL_OWNER: &str = "symm_kernels::collectives";
 /// one-byte types), one packet of 8 bytes each per peer at 64 KiB.
 pub const LL_BLOCKS: u32 = 16;
 
-/// The largest message per peer that [`Path::choose`] sends by LL:
+/// The largest message per peer that [`CollectivePath::choose`] sends by LL:
 /// measured on 2, 3 and 4 H100s (`bench/NOTES.md`, v20), where LL is
 /// faster than pull for every collective up to 128 KiB per peer, and
 /// either is at most ~10 % ahead at 256 KiB.

@@ -7,7 +7,7 @@ use super::{LL_LIMIT_BYTES, LL_MAX_BYTES};
 
 /// The kernel a collective runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Path {
+pub enum CollectivePath {
     /// LL packets pushed into each receiver's stage: 8 bytes of data and
     /// the call's epoch in each 16-byte store, so data crosses NVLink once
     /// and no barrier is needed ([`copy_ll`](super::copy_ll),
@@ -20,25 +20,25 @@ pub enum Path {
     Pull,
 }
 
-impl Path {
+impl CollectivePath {
     /// Both paths, for tests and benchmarks.
-    pub const ALL: [Path; 2] = [Path::Ll, Path::Pull];
+    pub const ALL: [CollectivePath; 2] = [CollectivePath::Ll, CollectivePath::Pull];
 
     /// The path for a call that sends `bytes` to each peer: LL up to
     /// [`LL_MAX_BYTES`], then pull (the same crossover on 2, 3 and 4 ranks).
-    pub fn choose(bytes: usize) -> Path {
+    pub fn choose(bytes: usize) -> CollectivePath {
         if bytes <= LL_MAX_BYTES {
-            Path::Ll
+            CollectivePath::Ll
         } else {
-            Path::Pull
+            CollectivePath::Pull
         }
     }
 
     /// Its name in errors.
     pub const fn name(self) -> &'static str {
         match self {
-            Path::Ll => "LL",
-            Path::Pull => "pull",
+            CollectivePath::Ll => "LL",
+            CollectivePath::Pull => "pull",
         }
     }
 }
@@ -48,18 +48,18 @@ impl Path {
 /// [`all_to_all`](super::all_to_all),
 /// [`reduce_scatter`](super::reduce_scatter),
 /// [`all_reduce_op`](super::all_reduce_op) but for sum) onto `path`
-/// (`None`: [`Path::choose`]), for tests and benchmarks; LL still stops
+/// (`None`: [`CollectivePath::choose`]), for tests and benchmarks; LL still stops
 /// at [`LL_LIMIT_BYTES`] (such a call pulls). Every rank must force the
 /// same: a call's path is part of what the ranks agree on, so a mismatch
 /// fails the call on every rank. The environment variable
 /// `SYMM_COLLECTIVES_PATH` (`ll` or `pull`) sets the default.
-pub fn force_path(comm: &Comm, path: Option<Path>) -> Result<()> {
+pub fn force_path(comm: &Comm, path: Option<CollectivePath>) -> Result<()> {
     *forced(comm)?.0.lock().unwrap_or_else(|p| p.into_inner()) = Ok(path);
     Ok(())
 }
 
 /// The forced path, or the problem with `SYMM_COLLECTIVES_PATH`.
-struct Forced(std::sync::Mutex<std::result::Result<Option<Path>, String>>);
+struct Forced(std::sync::Mutex<std::result::Result<Option<CollectivePath>, String>>);
 
 fn forced(comm: &Comm) -> Result<std::sync::Arc<Forced>> {
     comm.extension(
@@ -68,8 +68,8 @@ fn forced(comm: &Comm) -> Result<std::sync::Arc<Forced>> {
             let env = std::env::var("SYMM_COLLECTIVES_PATH").ok();
             let path = match env.as_deref().map(str::to_ascii_lowercase).as_deref() {
                 None | Some("") | Some("auto") => Ok(None),
-                Some("ll") => Ok(Some(Path::Ll)),
-                Some("pull") => Ok(Some(Path::Pull)),
+                Some("ll") => Ok(Some(CollectivePath::Ll)),
+                Some("pull") => Ok(Some(CollectivePath::Pull)),
                 Some(other) => Err(format!(
                     "SYMM_COLLECTIVES_PATH={other}: expected ll, pull or auto"
                 )),
@@ -81,7 +81,7 @@ fn forced(comm: &Comm) -> Result<std::sync::Arc<Forced>> {
 
 /// The path of a call that sends `elems` elements of `T` to each peer,
 /// and a problem to agree on where `SYMM_COLLECTIVES_PATH` is invalid.
-pub(super) fn path_for<T>(comm: &Comm, elems: usize) -> Result<(Path, Option<String>)> {
+pub(super) fn path_for<T>(comm: &Comm, elems: usize) -> Result<(CollectivePath, Option<String>)> {
     let bytes = elems.saturating_mul(std::mem::size_of::<T>());
     let forced = forced(comm)?
         .0
@@ -89,9 +89,9 @@ pub(super) fn path_for<T>(comm: &Comm, elems: usize) -> Result<(Path, Option<Str
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     Ok(match forced {
-        Err(problem) => (Path::Pull, Some(problem)),
-        Ok(Some(Path::Ll)) if bytes > LL_LIMIT_BYTES => (Path::Pull, None),
+        Err(problem) => (CollectivePath::Pull, Some(problem)),
+        Ok(Some(CollectivePath::Ll)) if bytes > LL_LIMIT_BYTES => (CollectivePath::Pull, None),
         Ok(Some(p)) => (p, None),
-        Ok(None) => (Path::choose(bytes), None),
+        Ok(None) => (CollectivePath::choose(bytes), None),
     })
 }

@@ -6,7 +6,7 @@ use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmetricMemory};
 use super::call::{begin, grid, threads, Call, Kind};
 use super::elem::{ReduceElem, ReduceOp};
 use super::ll::{run_ll, LlArgs};
-use super::path::Path;
+use super::path::CollectivePath;
 use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint};
 use crate::shared::staging::grow;
 
@@ -45,7 +45,7 @@ pub fn reduce_scatter<T: ReduceElem>(
     let Some(mut r) = ready else {
         return Ok(());
     };
-    if r.path == Path::Ll {
+    if r.path == CollectivePath::Ll {
         let args = LlArgs {
             op,
             kind: 0,
@@ -122,7 +122,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
         drop(r);
         return crate::all_reduce::all_reduce(comm, input, out, n);
     }
-    if r.path == Path::Ll {
+    if r.path == CollectivePath::Ll {
         let args = LlArgs {
             op,
             kind: 0,

@@ -418,7 +418,7 @@ fn nccl_refuses<'a>(group: &'a GroupFacts, call: &CallFacts) -> Option<&'a str> 
 fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
     match (call.collective, call.op) {
         (Collective::AllReduce, Some(ReduceOp::Sum)) => {
-            crate::all_reduce::Path::choose_for(group.world, call.bytes, false).name()
+            crate::all_reduce::AllReducePath::choose_for(group.world, call.bytes, false).name()
         }
         (
             Collective::AllReduce
@@ -427,7 +427,7 @@ fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
             | Collective::Broadcast
             | Collective::AllToAll,
             _,
-        ) => collectives::Path::choose(call.bytes_per_peer).name(),
+        ) => collectives::CollectivePath::choose(call.bytes_per_peer).name(),
         (Collective::AllReduceCoalesced, _) => "coalesced one-shot",
         _ => "pull",
     }
