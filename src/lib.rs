@@ -54,8 +54,8 @@ pub mod prelude {
     pub use symm_runtime::signal::Channel;
     pub use symm_runtime::{
         bf16, f16, f8e4m3, f8e5m2, run, run_local, symm_kernel, Comm, CommOptions, DType,
-        DeviceBuffer, DeviceSlice, Element, Error, LaunchConfig, PoolTensor, Ranks, Result,
-        RunError, SymmBuffer, SymmPool, SymmView, SymmetricMemory,
+        DeviceBuffer, DeviceSlice, Element, Error, ErrorKind, LaunchConfig, PoolTensor, Ranks,
+        Result, RunError, SymmBuffer, SymmPool, SymmView, SymmetricMemory,
     };
 }
 

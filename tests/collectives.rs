@@ -25,7 +25,7 @@ use symm::kernels::collectives::{
     all_to_all, all_to_all_single, all_to_all_v, broadcast, broadcast_in_place, force_path,
     reduce_scatter, reduce_scatter_chunk, CollectivePath, CopyElem, ReduceElem, ReduceOp,
 };
-use symm::{compare_bits, run, Comm, CommOptions, LaunchConfig, RunError};
+use symm::{compare_bits, run, Comm, CommOptions, ErrorKind, LaunchConfig};
 
 const WORLDS: [usize; 5] = [1, 2, 3, 4, 8];
 
@@ -809,6 +809,7 @@ fn coalesced_calls_check_their_ranges() {
         all_reduce_coalesced(c, &buf, &[0..10, 5..20], ReduceOp::Sum)
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::InvalidArgument, "{m}");
             assert!(m.contains("overlap"), "{m}");
         }
     }
@@ -819,6 +820,7 @@ fn coalesced_calls_check_their_ranges() {
         all_reduce_coalesced(c, &buf, &[0..end, 20..30], ReduceOp::Sum)
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
             assert!(m.contains("differ") && m.contains("digest"), "{m}");
         }
     }
@@ -830,22 +832,40 @@ fn coalesced_calls_check_their_ranges() {
         all_gather_coalesced(c, &s, &[0..10, 90..101], &mut out)
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::InvalidArgument, "{m}");
             assert!(m.contains("90..101"), "{m}");
         }
     }
 }
 
-/// The error every rank of a failed group run returned.
-fn errors(e: &RunError) -> Vec<(usize, String)> {
-    e.errors.iter().map(|(r, e)| (*r, e.to_string())).collect()
+/// A rank's failure: the kind of its error at the origin
+/// ([`symm::Error::root_kind`]), which the tests match, and its text, which
+/// they read where the wording is the point (it names a rank or a value).
+#[derive(Debug)]
+struct Failure {
+    kind: ErrorKind,
+    text: String,
+}
+
+impl std::ops::Deref for Failure {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{:?}] {}", self.kind, self.text)
+    }
 }
 
 /// Runs `f` on `world` ranks, expects every rank to fail, and returns each
-/// rank's message.
+/// rank's failure.
 fn every_rank_fails(
     world: usize,
     f: impl Fn(&Comm) -> symm::Result<()> + Sync,
-) -> Option<Vec<String>> {
+) -> Option<Vec<Failure>> {
     every_rank_fails_with(world, true, f)
 }
 
@@ -855,16 +875,27 @@ fn every_rank_fails_with(
     world: usize,
     check_calls: bool,
     f: impl Fn(&Comm) -> symm::Result<()> + Sync,
-) -> Option<Vec<String>> {
+) -> Option<Vec<Failure>> {
     let ranks = ranks(world)?;
     let options = options()
         .with_timeout(Duration::from_secs(10))
         .with_kernel_timeout(Duration::from_secs(10))
         .with_check_calls(check_calls);
     let e = run(ranks, options, f).expect_err("the call must fail");
-    let errs = errors(&e);
-    assert_eq!(errs.len(), world, "every rank fails: {errs:?}");
-    Some(errs.into_iter().map(|(_, m)| m).collect())
+    assert_eq!(e.errors.len(), world, "every rank fails: {e}");
+    let failures: Vec<Failure> = e
+        .errors
+        .iter()
+        .map(|(_, e)| Failure {
+            kind: e.root_kind(),
+            text: e.to_string(),
+        })
+        .collect();
+    eprintln!(
+        "KINDS {:?}",
+        failures.iter().map(|f| f.kind).collect::<Vec<_>>()
+    );
+    Some(failures)
 }
 
 #[test]
@@ -881,6 +912,7 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
         all_gather(c, &s, &mut out, 10 + c.rank())
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
             assert!(
                 m.contains("differ") && m.contains("rank 2: all_gather of 12"),
                 "{m}"
@@ -900,6 +932,7 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
         reduce_scatter(c, &s, &mut out, 64, op)
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
             assert!(
                 m.contains("differ")
                     && m.contains("rank 1: reduce_scatter of 64 elements of f32 by Max"),
@@ -915,6 +948,7 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
         broadcast(c, &s, &mut out, 8, c.rank() % 2)
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
             assert!(m.contains("differ") && m.contains("root 1"), "{m}");
         }
     }
@@ -926,6 +960,7 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
         broadcast(c, &s, &mut out, 8, if c.rank() == 0 { 5 } else { 0 })
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::InvalidArgument, "{m}");
             assert!(m.contains("rank 0: root 5 is not a rank of 3"), "{m}");
         }
     }
@@ -937,6 +972,7 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
         all_to_all(c, &s, &mut out, 8)
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::InvalidArgument, "{m}");
             assert!(m.contains("rank 2: the output holds 20 elements"), "{m}");
         }
     }
@@ -974,7 +1010,7 @@ fn mismatches_of_agreed_shapes(host: bool) {
             c.synchronize()
         }) {
             for m in &msgs {
-                assert!(m.contains("different calls"), "{path:?}: {m}");
+                assert_eq!(m.kind, ErrorKind::Mismatch, "{path:?}: {m}");
             }
         }
         if let Some(msgs) = every_rank_fails_with(world, host, |c| {
@@ -994,7 +1030,7 @@ fn mismatches_of_agreed_shapes(host: bool) {
             c.synchronize()
         }) {
             for m in &msgs {
-                assert!(m.contains("different calls"), "{path:?}: {m}");
+                assert_eq!(m.kind, ErrorKind::Mismatch, "{path:?}: {m}");
             }
         }
     }
@@ -1019,7 +1055,7 @@ fn mismatches_of_agreed_shapes(host: bool) {
         c.synchronize()
     }) {
         for m in &msgs {
-            assert!(m.contains("different calls"), "{m}");
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
         }
     }
     // Different kinds and types, each agreed before, both on the LL path:
@@ -1041,7 +1077,7 @@ fn mismatches_of_agreed_shapes(host: bool) {
         c.synchronize()
     }) {
         for m in &msgs {
-            assert!(m.contains("different calls"), "{m}");
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
         }
     }
     // One rank on LL and the other on pull (a cached shape of each): the
@@ -1062,7 +1098,7 @@ fn mismatches_of_agreed_shapes(host: bool) {
     }) {
         for m in &msgs {
             if host {
-                assert!(m.contains("different calls"), "{m}");
+                assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
                 continue;
             }
             // A GPU's signal timeout or the emulator's hang report, each
@@ -1089,6 +1125,7 @@ fn mismatches_of_agreed_shapes(host: bool) {
         c.synchronize()
     }) {
         for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
             assert!(m.contains("differ") && m.contains("by Max"), "{m}");
         }
     }
@@ -1152,6 +1189,9 @@ fn mismatched_splits_fail_every_rank() {
         c.synchronize()
     }) {
         for m in &msgs {
+            // The kernel's assertion, which cannot tell a disagreement from
+            // an output too small for what arrives: a kernel failure.
+            assert_eq!(m.kind, ErrorKind::Kernel, "{m}");
             assert!(m.contains("split sizes disagree"), "{m}");
         }
     }
@@ -1166,6 +1206,8 @@ fn mismatched_splits_fail_every_rank() {
         c.synchronize()
     }) {
         for m in &msgs {
+            // Device splits are checked by the kernel: a kernel failure.
+            assert_eq!(m.kind, ErrorKind::Kernel, "{m}");
             assert!(m.contains("too small"), "{m}");
         }
     }
@@ -1180,6 +1222,8 @@ fn mismatched_splits_fail_every_rank() {
         c.synchronize()
     }) {
         for m in &msgs {
+            // Device splits are checked by the kernel: a kernel failure.
+            assert_eq!(m.kind, ErrorKind::Kernel, "{m}");
             assert!(m.contains("more than its input holds"), "{m}");
         }
     }

@@ -13,7 +13,7 @@ mod targets;
 use targets::ranks;
 
 use symm::kernels::all_reduce::{all_reduce, all_reduce_with, AllReducePath};
-use symm::{run, Comm, CommOptions, Error, RunError};
+use symm::{run, Comm, CommOptions, Error, ErrorKind, RunError};
 
 /// Long enough that no test below passes by reaching it: a fail-fast
 /// error must come well before.
@@ -66,14 +66,26 @@ fn one_input(
 }
 
 /// Every rank's error text, or the values some rank returned.
-fn errors<R: std::fmt::Debug>(r: Result<Vec<R>, RunError>) -> Vec<(usize, String)> {
+fn errors<R: std::fmt::Debug>(r: Result<Vec<R>, RunError>) -> Vec<(usize, ErrorKind, String)> {
     match r {
         Ok(v) => panic!("every rank returned Ok: {v:?}"),
         Err(e) => e
             .errors
             .into_iter()
-            .map(|(r, e)| (r, e.to_string()))
+            .map(|(r, e)| (r, e.root_kind(), e.to_string()))
             .collect(),
+    }
+}
+
+/// Asserts that every rank failed because the ranks made different calls:
+/// the rank that found it, and the peers its failure stopped.
+fn every_rank_says_mismatch(errs: &[(usize, ErrorKind, String)], what: &str) {
+    for (r, kind, e) in errs {
+        assert_eq!(
+            *kind,
+            ErrorKind::Mismatch,
+            "{what}: rank {r}'s error is not a mismatch: {e}"
+        );
     }
 }
 
@@ -110,12 +122,7 @@ fn ranks_in_different_calls_get_an_error_never_a_sum() {
         });
         let errs = errors(res);
         assert_eq!(errs.len(), world, "{path:?}: {errs:?}");
-        for (r, e) in &errs {
-            assert!(
-                e.contains("calls differ"),
-                "{path:?}: rank {r}'s error does not say the calls differ: {e}"
-            );
-        }
+        every_rank_says_mismatch(&errs, &format!("{path:?}"));
         eprintln!("{path:?}: {errs:?}");
     }
 }
@@ -154,12 +161,7 @@ fn a_desynchronised_call_of_agreed_shapes_returns_no_value() {
             t.elapsed()
         );
         assert_eq!(errs.len(), world, "{path:?}: {errs:?}");
-        for (r, e) in &errs {
-            assert!(
-                e.contains("different calls"),
-                "{path:?}: rank {r}'s error does not say the calls differ: {e}"
-            );
-        }
+        every_rank_says_mismatch(&errs, &format!("{path:?}"));
         // At once, not at a wait's timeout (30 s here): the whole job,
         // rendezvous, the calls in step and a GPU's first compiles
         // included, well within it.
@@ -228,12 +230,7 @@ fn a_desynchronised_call_on_another_kernel_fails_at_once() {
         let errs = errors(res);
         eprintln!("{a:?} then {b:?}: every rank failed after {took:?}: {errs:?}");
         assert_eq!(errs.len(), world, "{errs:?}");
-        for (r, e) in &errs {
-            assert!(
-                e.contains("different calls"),
-                "{a:?}/{b:?}: rank {r}'s error does not say the calls differ: {e}"
-            );
-        }
+        every_rank_says_mismatch(&errs, &format!("{a:?}/{b:?}"));
         let took = took.expect("the ranks made their calls in step first");
         assert!(
             took < bound,
@@ -262,9 +259,7 @@ fn a_desynchronised_call_on_another_kernel_fails_at_once() {
     let errs = errors(res);
     eprintln!("an empty call on one rank: {errs:?}");
     assert_eq!(errs.len(), world, "{errs:?}");
-    for (r, e) in &errs {
-        assert!(e.contains("different calls"), "rank {r}: {e}");
-    }
+    every_rank_says_mismatch(&errs, "an empty call on one rank");
 }
 
 /// How the victim rank leaves the group.
@@ -356,29 +351,29 @@ fn fail_fast(world: usize, death: Death, pending: Pending) -> Option<Duration> {
         slowest = slowest.max(took);
         let e = errs
             .iter()
-            .find(|(r, _)| *r == rank)
+            .find(|(r, _, _)| *r == rank)
             .unwrap_or_else(|| panic!("rank {rank} returned Ok: {errs:?}"));
         assert!(
-            e.1.contains(&format!("rank {victim}")),
+            e.2.contains(&format!("rank {victim}")),
             "rank {rank}'s error does not name rank {victim}: {}",
-            e.1
+            e.2
         );
         assert!(
-            e.1.len() < 600 + 80 * world,
+            e.2.len() < 600 + 80 * world,
             "rank {rank}'s error is long: {}",
-            e.1
+            e.2
         );
         assert!(
             took < bound,
             "world {world}, {death:?} while {pending:?}: rank {rank} failed {took:?} after \
              the victim left: {}",
-            e.1
+            e.2
         );
     }
     eprintln!(
         "FAILFAST world={world} death={death:?} pending={pending:?} slowest={:.1}ms; rank 0: {}",
         slowest.as_secs_f64() * 1e3,
-        errs.iter().find(|(r, _)| *r == 0).map_or("", |e| &e.1)
+        errs.iter().find(|(r, _, _)| *r == 0).map_or("", |e| &e.2)
     );
     Some(slowest)
 }
@@ -819,20 +814,16 @@ fn ranks_seen_only_through_the_store_in_different_calls_fail_at_once() {
             .unwrap()
             .expect("calls in step first")
             .elapsed();
-        let errs: Vec<String> = res
+        let errs: Vec<(usize, ErrorKind, String)> = res
             .iter()
-            .map(|r| match r {
+            .enumerate()
+            .map(|(r, res)| match res {
                 Ok(v) => panic!("{a:?}/{b:?}: a rank returned Ok: {v:?}"),
-                Err(e) => e.to_string(),
+                Err(e) => (r, e.root_kind(), e.to_string()),
             })
             .collect();
         eprintln!("FAILFAST store-only desync {a:?} then {b:?}: {took:?}: {errs:?}");
-        for (r, e) in errs.iter().enumerate() {
-            assert!(
-                e.contains("different calls"),
-                "{a:?}/{b:?}: rank {r}'s error does not say the calls differ: {e}"
-            );
-        }
+        every_rank_says_mismatch(&errs, &format!("{a:?}/{b:?}"));
         assert!(
             took < Duration::from_secs(1),
             "{a:?}/{b:?}: the ranks failed only after {took:?}"
@@ -929,7 +920,7 @@ fn a_failed_rank_ends_kernels_on_a_users_stream() {
             .map(|(_, t)| t.saturating_duration_since(left))
             .max()
             .expect("peers");
-        for (rank, e) in &errs {
+        for (rank, _, e) in &errs {
             if *rank != victim {
                 assert!(e.contains(&format!("rank {victim}")), "rank {rank}: {e}");
             }

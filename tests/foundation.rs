@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use symm::{run, Comm, CommOptions, Error, Ranks};
+use symm::{run, Comm, CommOptions, Error, ErrorKind, Ranks};
 
 #[path = "support/targets.rs"]
 mod targets;
@@ -120,6 +120,9 @@ fn world_sizes_0_and_9_are_rejected_and_shared_devices_are_not() {
             .expect_err("no such world size");
         let says = format!("world size {world} is not supported");
         assert!(e.to_string().contains(&says), "{e}");
+        for (_, err) in &e.errors {
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        }
     }
     // Ranks may share a GPU now: a device listed twice is no error of its
     // own. Here there is no such device, and each rank says so.
@@ -140,4 +143,85 @@ fn world_sizes_0_and_9_are_rejected_and_shared_devices_are_not() {
     }
     let e = symm::run_local(&[], |_| Ok(())).expect_err("no devices");
     assert!(e.to_string().contains("world size 0"), "{e}");
+}
+
+/// Each kind of failure says its kind ([`symm::Error::kind`]), so a caller
+/// matches kinds rather than messages; and the peers that a failed rank
+/// stopped report its kind as their root ([`symm::Error::root_kind`]).
+#[test]
+fn errors_say_their_kind() {
+    if !emulator_only() {
+        return;
+    }
+    use symm::kernels::all_reduce::all_reduce;
+    use symm::signal::Channel;
+    let opts = || CommOptions::default().with_timeout(Duration::from_secs(5));
+    let kinds = |e: &symm::RunError| -> Vec<(ErrorKind, ErrorKind)> {
+        e.errors
+            .iter()
+            .map(|(_, e)| (e.kind(), e.root_kind()))
+            .collect()
+    };
+    // A bad argument on every rank: more elements than the input holds.
+    let e = run(Ranks::Emulator(2), opts(), |c| {
+        let s = c.alloc::<f32>(16)?.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        all_reduce(c, &s, &mut out, 64)
+    })
+    .expect_err("64 elements of 16");
+    assert_eq!(
+        kinds(&e),
+        vec![(ErrorKind::InvalidArgument, ErrorKind::InvalidArgument); 2],
+        "{e}"
+    );
+    // Ranks that make different calls: every rank, whichever found it.
+    let e = run(Ranks::Emulator(3), opts(), |c| {
+        let s = c.alloc::<f32>(64)?.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        all_reduce(c, &s, &mut out, 16 + c.rank())
+    })
+    .expect_err("different sizes");
+    assert_eq!(e.errors.len(), 3, "{e}");
+    for (_, err) in &e.errors {
+        assert_eq!(err.root_kind(), ErrorKind::Mismatch, "{err}");
+    }
+    // A fixed resource used up: a group's signal channels.
+    let e = run(Ranks::Emulator(1), opts(), |c| -> symm::Result<()> {
+        loop {
+            Channel::request(c)?;
+        }
+    })
+    .expect_err("the pad has 8 channels");
+    assert_eq!(
+        kinds(&e),
+        vec![(ErrorKind::Capacity, ErrorKind::Capacity)],
+        "{e}"
+    );
+    // A wait that gives up: a rendezvous whose peer never comes.
+    let store: Arc<dyn symm::Store> = Arc::new(symm::InProcessStore::new());
+    let opts_short = CommOptions::default().with_timeout(Duration::from_millis(200));
+    let c = Comm::emulated(0, 2, store, opts_short).unwrap();
+    let err = c
+        .alloc::<f32>(8)
+        .unwrap()
+        .rendezvous()
+        .expect_err("rank 1 never comes");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    // A rank that panics: its own error, and its peers' root.
+    let e = run(Ranks::Emulator(2), opts(), |c| {
+        if c.rank() == 1 {
+            panic!("rank 1 gives up");
+        }
+        c.alloc::<f32>(8)?.rendezvous()?;
+        Ok(())
+    })
+    .expect_err("rank 1 panics");
+    for (r, err) in &e.errors {
+        if *r == 1 {
+            assert_eq!(err.kind(), ErrorKind::Panicked, "{err}");
+        } else {
+            assert_eq!(err.kind(), ErrorKind::PeerFailed, "{err}");
+            assert_eq!(err.root_kind(), ErrorKind::Panicked, "{err}");
+        }
+    }
 }

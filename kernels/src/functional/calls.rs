@@ -246,7 +246,7 @@ impl Collectives {
             "all_to_all_single",
             |c, smem, out| collectives::all_to_all_single(c, smem, out, in_splits, out_splits),
             |_, _, _, _| {
-                Err(invalid(
+                Err(unsupported(
                     &self.cs,
                     "all_to_all_single runs on symm only".into(),
                 ))
@@ -286,7 +286,7 @@ impl Collectives {
             (0, 0, problem),
             "all_to_all_v",
             |c, smem, out| collectives::all_to_all_v(c, smem, out, in_splits, out_splits_offsets),
-            |_, _, _, _| Err(invalid(&self.cs, "NCCL takes no device splits".into())),
+            |_, _, _, _| Err(unsupported(&self.cs, "NCCL takes no device splits".into())),
         )
     }
 

@@ -56,7 +56,7 @@ pub mod rule;
 pub use operand::{Operand, Output};
 
 use crate::shared::agree::agree;
-use crate::shared::checks::invalid;
+use crate::shared::checks::{invalid, unsupported};
 use crate::shared::key::CallKey;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -370,7 +370,7 @@ impl Collectives {
     /// The choice for `call`: its route and the reason, in words (also
     /// logged at debug level by every call).
     pub fn explain(&self, call: &CallFacts) -> Result<Choice> {
-        rule::choose(&self.options, &self.group, call).map_err(|e| invalid(&self.cs, e.to_string()))
+        rule::choose(&self.options, &self.group, call).map_err(|e| rule_error(&self.cs, e))
     }
 
     fn driver(&self, op: &'static str, e: symm::cudarc::driver::DriverError) -> Error {
@@ -459,7 +459,7 @@ impl Collectives {
             let stream = self
                 .stream
                 .as_ref()
-                .ok_or_else(|| invalid(&self.cs, "NCCL needs a GPU rank".into()))?;
+                .ok_or_else(|| unsupported(&self.cs, "NCCL needs a GPU rank".into()))?;
             *st = match nccl::Nccl::new(&self.cs, stream, self.seq) {
                 Ok(n) => {
                     for p in self.pools.lock().unwrap_or_else(|p| p.into_inner()).iter() {
@@ -478,10 +478,10 @@ impl Collectives {
                 n.flush(self.capturing());
                 Ok(n.clone())
             }
-            NcclState::Failed(e) => Err(invalid(
-                &self.cs,
-                format!("the group's NCCL communicator could not be made: {e}"),
-            )),
+            NcclState::Failed(e) => Err(Error::Nccl {
+                rank: self.cs.rank(),
+                message: format!("the group's NCCL communicator could not be made: {e}"),
+            }),
             NcclState::NotYet => unreachable!("made above"),
         }
     }
@@ -492,7 +492,7 @@ impl Collectives {
         n: &nccl::Nccl,
     ) -> Result<symm::cudarc::nccl::sys::ncclDataType_t> {
         nccl::dtype(T::DTYPE, n.version()).ok_or_else(|| {
-            invalid(
+            unsupported(
                 &self.cs,
                 format!("NCCL {} has no {}", n.version(), T::DTYPE),
             )
@@ -502,7 +502,7 @@ impl Collectives {
     fn stream(&self) -> Result<&CudaStream> {
         self.stream
             .as_deref()
-            .ok_or_else(|| invalid(&self.cs, "NCCL needs a GPU rank".into()))
+            .ok_or_else(|| unsupported(&self.cs, "NCCL needs a GPU rank".into()))
     }
 
     /// An NCCL point-to-point exchange of `sends[r]` bytes from `src`
@@ -641,9 +641,9 @@ fn group_facts(
         .map(|s| s.split_once('|').map_or("", |x| x.1))
         .collect();
     if opts.iter().any(|o| *o != opts[0]) {
-        return Err(invalid(
-            comm,
-            format!(
+        return Err(Error::Mismatch {
+            rank: comm.rank(),
+            message: format!(
                 "the ranks' functional collective options differ (every rank must choose \
                  alike): {}",
                 opts.iter()
@@ -652,7 +652,7 @@ fn group_facts(
                     .collect::<Vec<_>>()
                     .join("; ")
             ),
-        ));
+        });
     }
     let mut no_nccl = None;
     let mut fp8 = true;
@@ -713,5 +713,15 @@ impl std::fmt::Display for Key<'_> {
             self.shape,
             if self.nccl { "NCCL" } else { "symm" }
         )
+    }
+}
+
+/// The error of a rule that cannot route a call: a malformed setting is
+/// an invalid argument, NCCL forced onto a call it cannot run is
+/// unsupported.
+fn rule_error(comm: &Comm, e: rule::RuleError) -> Error {
+    match e {
+        rule::RuleError::Setting(m) => invalid(comm, m),
+        rule::RuleError::NcclRefused(m) => unsupported(comm, m),
     }
 }

@@ -146,7 +146,7 @@ impl Collectives {
 
     /// The route of `facts`, or the rule's error (the same on every rank).
     pub(super) fn route(&self, facts: &CallFacts) -> Result<Route> {
-        rule::route(&self.options, &self.group, facts).map_err(|e| invalid(&self.cs, e.to_string()))
+        rule::route(&self.options, &self.group, facts).map_err(|e| rule_error(&self.cs, e))
     }
 
     /// One call: its route, checked across ranks with every rank's local

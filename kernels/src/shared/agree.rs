@@ -107,7 +107,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
             let mine = problem
                 .as_deref()
                 .map_or(String::new(), |p| format!("; this rank's own problem: {p}"));
-            Error::InvalidArgument {
+            Error::Mismatch {
                 rank,
                 message: format!(
                     "{what}: ranks {ranks:?} did not make this call within {timeout:?} (a rank \
@@ -153,7 +153,7 @@ fn verdict(what: &str, rank: usize, entries: &[(u64, String, String)]) -> Result
     }
     if entries.iter().any(|(h, _, _)| *h != entries[0].0) {
         if entries.iter().all(|(_, w, _)| *w == entries[0].1) {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Mismatch {
                 rank,
                 message: format!(
                     "{what}: the ranks' calls read alike ({}) but hash differently: the ranks \
@@ -167,7 +167,7 @@ fn verdict(what: &str, rank: usize, entries: &[(u64, String, String)]) -> Result
             .enumerate()
             .map(|(r, (_, words, _))| format!("rank {r}: {words}"))
             .collect();
-        return Err(Error::InvalidArgument {
+        return Err(Error::Mismatch {
             rank,
             message: format!(
                 "{what}: the ranks' calls differ (every rank must make the same call): {}",

@@ -12,6 +12,15 @@ pub(crate) fn invalid(comm: &Comm, message: String) -> symm::Error {
     }
 }
 
+/// An unsupported-call error on `comm`'s rank: a route, type or op that
+/// symm cannot run here.
+pub(crate) fn unsupported(comm: &Comm, message: String) -> symm::Error {
+    symm::Error::Unsupported {
+        rank: comm.rank(),
+        message,
+    }
+}
+
 /// A problem unless the rank may still run collectives: after a kernel
 /// failed, its call counters may be out of step with its peers'.
 pub(crate) fn usable(comm: &Comm) -> Result<(), String> {

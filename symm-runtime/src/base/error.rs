@@ -171,6 +171,37 @@ pub enum Error {
         message: String,
     },
 
+    /// The ranks made different calls: another collective, size, element
+    /// type, op or root, or one rank skipped a call its peers made. Every
+    /// rank reports it.
+    #[error("rank {rank}: {message}")]
+    Mismatch {
+        /// The reporting rank.
+        rank: usize,
+        /// Every rank's call, or which ranks never made it.
+        message: String,
+    },
+
+    /// Something symm does not support (here): a world size, a type or op
+    /// on a route, ranks sharing a GPU where that cannot work.
+    #[error("rank {rank}: {message}")]
+    Unsupported {
+        /// The reporting rank.
+        rank: usize,
+        /// What is unsupported, and what is.
+        message: String,
+    },
+
+    /// A fixed resource is used up: a group's signal channels, a pool's
+    /// segments, a staging area's largest size.
+    #[error("rank {rank}: {message}")]
+    Capacity {
+        /// The reporting rank.
+        rank: usize,
+        /// What is full, who holds it, and what to do.
+        message: String,
+    },
+
     /// A kernel failed on the CPU emulator (out of bounds, timeout, ...).
     #[error("{message}")]
     KernelFault {
@@ -238,6 +269,9 @@ pub enum Error {
         peer: usize,
         /// What happened to it ("failed: …", "panicked", "exited").
         cause: String,
+        /// The kind of the peer's own error, where it failed with one
+        /// ([`Error::root_kind`]).
+        cause_kind: Option<ErrorKind>,
     },
 
     /// The NCCL route failed on this rank: a call or the communicator's
@@ -263,7 +297,130 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an [`Error`] is, for callers that handle some
+/// kinds (retry after a timeout, fall back where unsupported) and report
+/// the rest. Match on this rather than on the message, whose wording may
+/// change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An argument is wrong on some rank ([`Error::InvalidArgument`]).
+    InvalidArgument,
+    /// The ranks disagree: different calls, allocations or placements
+    /// ([`Error::Mismatch`], [`Error::CallMismatch`],
+    /// [`Error::RendezvousMismatch`], [`Error::AllocationMismatch`], and a
+    /// [`Error::KernelAssert`] whose message contains
+    /// [`MISMATCH_ASSERT`]: a kernel's own check that its peers are in the
+    /// same call).
+    Mismatch,
+    /// Not supported here ([`Error::Unsupported`], [`Error::WorldSize`]).
+    Unsupported,
+    /// A fixed resource is used up ([`Error::Capacity`], and a store's
+    /// limits: [`StoreError::TooLarge`], [`StoreError::OverLimit`],
+    /// [`StoreError::Full`]).
+    Capacity,
+    /// A wait gave up: a signal, a rendezvous, a join or a store wait.
+    Timeout,
+    /// Another rank failed or left, so the group cannot go on
+    /// ([`Error::PeerFailed`], [`Error::RendezvousPeerFailed`]).
+    PeerFailed,
+    /// A kernel failed: an assertion, an index out of bounds, a hang on
+    /// the emulator.
+    Kernel,
+    /// A rank's closure panicked ([`Error::RankPanicked`]).
+    Panicked,
+    /// The machine or its software: no CUDA, a driver call, NVRTC, NCCL,
+    /// the launcher's environment, a broken store.
+    Environment,
+}
+
+/// What a `kernel_assert!` message says to report its failure as
+/// [`ErrorKind::Mismatch`]: a kernel that finds its peers in another call
+/// (their identity words differ from its own) says so with it.
+pub const MISMATCH_ASSERT: &str = "the ranks made different calls";
+
+impl ErrorKind {
+    /// Every kind, in the order of [`ErrorKind::code`].
+    const ALL: [ErrorKind; 9] = [
+        ErrorKind::InvalidArgument,
+        ErrorKind::Mismatch,
+        ErrorKind::Unsupported,
+        ErrorKind::Capacity,
+        ErrorKind::Timeout,
+        ErrorKind::PeerFailed,
+        ErrorKind::Kernel,
+        ErrorKind::Panicked,
+        ErrorKind::Environment,
+    ];
+
+    /// A byte for the group's store (a departure record), never 0.
+    pub(crate) fn code(self) -> u8 {
+        ErrorKind::ALL
+            .iter()
+            .position(|&k| k == self)
+            .map_or(0, |i| i as u8 + 1)
+    }
+
+    /// The kind of [`ErrorKind::code`]'s byte; `None` for 0 or unknown.
+    pub(crate) fn from_code(code: u8) -> Option<ErrorKind> {
+        ErrorKind::ALL
+            .get(usize::from(code).checked_sub(1)?)
+            .copied()
+    }
+}
+
 impl Error {
+    /// The kind of failure at its origin: for [`Error::PeerFailed`], the
+    /// kind of the error the failed peer had, where it had one; else
+    /// [`Error::kind`]. Every rank of a group that made different calls
+    /// reports [`ErrorKind::Mismatch`] here, the rank that found it and the
+    /// peers it stopped alike.
+    pub fn root_kind(&self) -> ErrorKind {
+        match self {
+            Error::PeerFailed {
+                cause_kind: Some(k),
+                ..
+            } => *k,
+            e => e.kind(),
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            Error::Mismatch { .. }
+            | Error::CallMismatch { .. }
+            | Error::RendezvousMismatch { .. }
+            | Error::AllocationMismatch { .. } => ErrorKind::Mismatch,
+            Error::Unsupported { .. } | Error::WorldSize(_) => ErrorKind::Unsupported,
+            Error::Capacity { .. } => ErrorKind::Capacity,
+            Error::SignalTimeout { .. }
+            | Error::RendezvousTimeout { .. }
+            | Error::JoinTimeout { .. } => ErrorKind::Timeout,
+            Error::Store { source, .. } => match source {
+                StoreError::Timeout { .. } => ErrorKind::Timeout,
+                StoreError::TooLarge { .. }
+                | StoreError::OverLimit { .. }
+                | StoreError::Full { .. } => ErrorKind::Capacity,
+                _ => ErrorKind::Environment,
+            },
+            Error::PeerFailed { .. } | Error::RendezvousPeerFailed { .. } => ErrorKind::PeerFailed,
+            Error::KernelAssert { message, .. } if message.contains(MISMATCH_ASSERT) => {
+                ErrorKind::Mismatch
+            }
+            Error::KernelFault { .. } | Error::KernelAssert { .. } | Error::KernelHang { .. } => {
+                ErrorKind::Kernel
+            }
+            Error::RankPanicked { .. } => ErrorKind::Panicked,
+            Error::CudaUnavailable(_)
+            | Error::Bootstrap(_)
+            | Error::Driver { .. }
+            | Error::Jit(_)
+            | Error::Nccl { .. } => ErrorKind::Environment,
+        }
+    }
+
     /// [`Error::JoinTimeout`] for a join's wait on the store keys
     /// `missing`, each ending in the rank that never wrote it.
     pub(crate) fn join_timeout(rank: usize, timeout: Duration, missing: &[String]) -> Error {
@@ -393,6 +550,7 @@ impl DeviceRecord {
                 rank,
                 peer,
                 cause: "left the group (this rank's waits on it were stopped)".into(),
+                cause_kind: None,
             },
         }
     }

@@ -166,6 +166,8 @@ pub(crate) struct Down {
     pub(crate) failed: bool,
     /// What happened, said after the rank's number ("failed: …").
     pub(crate) cause: String,
+    /// The kind of the rank's error, where it failed with one.
+    pub(crate) kind: Option<crate::ErrorKind>,
 }
 
 impl Down {
@@ -187,6 +189,7 @@ impl Down {
             rank,
             peer: self.rank,
             cause: self.cause.clone(),
+            cause_kind: self.kind,
         }
     }
 }
@@ -425,6 +428,7 @@ impl Group {
                 rank,
                 failed: false,
                 cause: "exited (it hosted the group's store, and closed it)".into(),
+                kind: None,
             },
             crate::store::HostEnd::Vanished => Down {
                 rank,
@@ -432,6 +436,7 @@ impl Group {
                 cause: "ended without leaving the group: its process, which hosted the \
                         group's store, is gone (killed, or aborted without unwinding)"
                     .into(),
+                kind: None,
             },
         });
     }

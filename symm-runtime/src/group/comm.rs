@@ -236,7 +236,8 @@ impl Comm {
         // Should this process die without a word (killed), the store's
         // host says it for this rank; should the host die, the word's
         // connection says so.
-        let mut last = vec![1u8];
+        // The failed flag, no kind (`ErrorKind::code`), the cause.
+        let mut last = vec![1u8, 0];
         last.extend_from_slice(
             b"ended without leaving the group: its process is gone (killed, or aborted \
               without unwinding)",
@@ -275,7 +276,11 @@ impl Comm {
         if !store.in_process() && options.check_calls {
             if let Err(e) = join_ledger(rank, world_size, &*watched, &group, options.timeout) {
                 // Peers waiting in their own join hear of it now.
-                departure.record(true, format!("failed to join: {}", clip(&e.to_string())));
+                departure.record(
+                    true,
+                    Some(e.root_kind()),
+                    format!("failed to join: {}", clip(&e.to_string())),
+                );
                 return Err(e);
             }
         }
@@ -494,9 +499,20 @@ impl Comm {
     /// says stands. Best effort: a store that cannot take the record leaves
     /// the peers to their timeouts.
     pub fn abort(&self, cause: &dyn fmt::Display) {
+        self.abort_as(None, cause);
+    }
+
+    /// [`Comm::abort`] for this rank's error `err`: the peers' errors then
+    /// also carry its kind ([`Error::root_kind`]).
+    pub fn abort_with(&self, err: &Error) {
+        self.abort_as(Some(err.root_kind()), err);
+    }
+
+    /// [`Comm::abort`] with the kind the peers' errors carry.
+    pub(crate) fn abort_as(&self, kind: Option<crate::ErrorKind>, cause: &dyn fmt::Display) {
         self.state
             .departure
-            .record(true, format!("failed: {}", clip(&cause.to_string())));
+            .record(true, kind, format!("failed: {}", clip(&cause.to_string())));
     }
 
     /// The error of this rank's failed store operation `source`:
@@ -603,7 +619,7 @@ impl Comm {
                 .ledger()
                 .record(self.rank, self.world_size, ch as usize, digest);
         let Err(p) = parted else { return Ok(()) };
-        let err = Error::InvalidArgument {
+        let err = Error::Mismatch {
             rank: self.rank,
             message: format!(
                 "the ranks made different calls: ranks {} and {} differ in call {} on signal \
@@ -616,7 +632,7 @@ impl Comm {
                 describe(),
             ),
         };
-        self.abort(&err);
+        self.abort_with(&err);
         Err(err)
     }
 
@@ -732,6 +748,14 @@ impl Comm {
 
     pub(crate) fn invalid(&self, message: impl Into<String>) -> Error {
         Error::InvalidArgument {
+            rank: self.rank,
+            message: message.into(),
+        }
+    }
+
+    /// [`Error::Capacity`] on this rank: a fixed resource is used up.
+    pub(crate) fn capacity(&self, message: impl Into<String>) -> Error {
+        Error::Capacity {
             rank: self.rank,
             message: message.into(),
         }
@@ -992,13 +1016,15 @@ impl Watch {
 }
 
 /// Rank `r`'s departure as the group's store holds it (`Departure`
-/// writes it: a failed flag byte, then the cause), if it left.
+/// writes it: a failed flag byte, the error's kind (`ErrorKind::code`, 0
+/// for none), then the cause), if it left.
 fn stored_down(store: &dyn Store, prefix: &str, r: usize) -> Option<crate::emulator::Down> {
     let v = store.try_get(&down_key(prefix, r)).ok()??;
     Some(crate::emulator::Down {
         rank: r,
         failed: v.first() == Some(&1),
-        cause: String::from_utf8_lossy(v.get(1..).unwrap_or_default()).into_owned(),
+        kind: v.get(1).copied().and_then(crate::ErrorKind::from_code),
+        cause: String::from_utf8_lossy(v.get(2..).unwrap_or_default()).into_owned(),
     })
 }
 
@@ -1052,15 +1078,16 @@ struct Departure {
 }
 
 impl Departure {
-    fn record(&self, failed: bool, cause: String) {
+    fn record(&self, failed: bool, kind: Option<crate::ErrorKind>, cause: String) {
         let d = crate::emulator::Down {
             rank: self.rank,
             failed,
             cause,
+            kind,
         };
         if self.group.state.record_down(d.clone()) {
             let prefix = &self.group.prefix;
-            let mut v = vec![u8::from(failed)];
+            let mut v = vec![u8::from(failed), kind.map_or(0, crate::ErrorKind::code)];
             v.extend_from_slice(d.cause.as_bytes());
             // Best effort: a broken store cannot carry the word, and the
             // peers then meet their timeouts.
@@ -1077,7 +1104,7 @@ impl Departure {
 impl Drop for Departure {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.record(true, "panicked".into());
+            self.record(true, Some(crate::ErrorKind::Panicked), "panicked".into());
         } else {
             // A rank that leaves right after a launch (no synchronize) has
             // kernels still queued, which its peers' kernels wait on: they
@@ -1085,7 +1112,7 @@ impl Drop for Departure {
             // a peer that will never come ends at the abort word or its
             // timeout, so this is bounded). Its error, if any, was its own.
             let _ = self.backend.synchronize();
-            self.record(false, "exited (its Comm was dropped)".into());
+            self.record(false, None, "exited (its Comm was dropped)".into());
         }
         // After the last wait of the rank's own: the store watch holds
         // nothing past this (its looks are over), so the store and the
@@ -1246,7 +1273,7 @@ impl Store for Watched {
 
 pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
     if world_size == 0 || world_size > MAX_WORLD_SIZE {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Unsupported {
             rank,
             message: format!(
                 "world size {world_size} is not supported; use 1 to {MAX_WORLD_SIZE} ranks"
@@ -1328,7 +1355,8 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let depart = |r: usize, failed: bool| {
-            let mut v = vec![u8::from(failed)];
+            // The failed flag, no kind, the cause (as `Departure` writes).
+            let mut v = vec![u8::from(failed), 0];
             v.extend_from_slice(b"gone");
             store.set(&down_key(prefix, r), &v).unwrap();
             store.add(&down_count_key(prefix), 1).unwrap();

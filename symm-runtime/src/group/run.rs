@@ -221,14 +221,17 @@ where
                             Err(panic) => {
                                 if comm.peer_down().is_none() {
                                     let msg = panic_message(&*panic);
-                                    comm.abort(&format_args!("panicked: {msg}"));
+                                    comm.abort_as(
+                                        Some(crate::ErrorKind::Panicked),
+                                        &format_args!("panicked: {msg}"),
+                                    );
                                 }
                                 std::panic::resume_unwind(panic)
                             }
                         };
                         if let Err(e) = &r {
                             if comm.peer_down().is_none() {
-                                comm.abort(e);
+                                comm.abort_with(e);
                             }
                         }
                         r

@@ -565,7 +565,7 @@ impl SegmentAllocator for FnSegments {
         let id = comm.next_alloc_id();
         SymmBuffer::new_in(comm.clone(), id, bytes, |total| {
             let ptr = (self.alloc)(total).filter(|&p| p != 0).ok_or_else(|| {
-                comm.invalid(format!(
+                comm.capacity(format!(
                     "the segment allocator could not allocate {total} bytes"
                 ))
             })?;

@@ -66,7 +66,7 @@ impl Channel {
                 owners[i] = Some(Owner::Application);
                 Ok(Channel::new(comm, i))
             }
-            None => Err(comm.invalid(full(&owners, "the application", 1))),
+            None => Err(comm.capacity(full(&owners, "the application", 1))),
         }
     }
 
@@ -89,7 +89,7 @@ impl Channel {
                 .rev()
                 .find(|&s| s + N <= SIGNAL_CHANNELS && free(s))
             else {
-                return Err(comm.invalid(full(&owners, owner, N)));
+                return Err(comm.capacity(full(&owners, owner, N)));
             };
             owners[first..first + N].fill(mine);
             first
@@ -226,7 +226,7 @@ mod tests {
             Channel::request(c).unwrap_err(),
             Channel::reserve::<1>(c, "other").unwrap_err(),
         ] {
-            let Error::InvalidArgument { rank: 0, message } = &e else {
+            let Error::Capacity { rank: 0, message } = &e else {
                 panic!("{e:?}");
             };
             for needle in [

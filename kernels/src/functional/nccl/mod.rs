@@ -121,7 +121,11 @@ const WATCH_EVERY: Duration = Duration::from_millis(10);
 #[derive(Clone, Debug)]
 enum Abort {
     /// A rank of the group failed or exited.
-    Peer { peer: usize, cause: String },
+    Peer {
+        peer: usize,
+        cause: String,
+        cause_kind: Option<symm::ErrorKind>,
+    },
     /// NCCL reported an error, or a call outlived the group's timeout.
     Nccl(String),
 }
@@ -129,10 +133,15 @@ enum Abort {
 impl Abort {
     fn error(&self, rank: usize) -> Error {
         match self {
-            Abort::Peer { peer, cause } => Error::PeerFailed {
+            Abort::Peer {
+                peer,
+                cause,
+                cause_kind,
+            } => Error::PeerFailed {
                 rank,
                 peer: *peer,
                 cause: cause.clone(),
+                cause_kind: *cause_kind,
             },
             Abort::Nccl(why) => Error::Nccl {
                 rank,
@@ -144,7 +153,16 @@ impl Abort {
     /// The abort for a group watch's error (a departed peer).
     fn of(e: Error) -> Abort {
         match e {
-            Error::PeerFailed { peer, cause, .. } => Abort::Peer { peer, cause },
+            Error::PeerFailed {
+                peer,
+                cause,
+                cause_kind,
+                ..
+            } => Abort::Peer {
+                peer,
+                cause,
+                cause_kind,
+            },
             e => Abort::Nccl(e.to_string()),
         }
     }
