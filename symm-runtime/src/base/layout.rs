@@ -64,7 +64,20 @@ pub const fn signal_slot(channel: usize, block: usize, peer: usize) -> Option<us
     if channel >= SIGNAL_CHANNELS || block >= SIGNAL_BLOCKS || peer >= MAX_WORLD_SIZE {
         return None;
     }
-    Some((channel * SIGNAL_BLOCKS + block) * MAX_WORLD_SIZE + peer)
+    Some(slot_index(channel as u32, block as u32, peer as u32) as usize)
+}
+
+/// The slot formula itself, unchecked and wrapping as a kernel computes it:
+/// the one Rust spelling, which [`signal_slot`] and the DSL's
+/// `signal_slot` intrinsic (the emulator's side) share. The CUDA side,
+/// `symm_signal_slot` in `cuda/symm_impl/signal.cuh`, spells the same
+/// from the same constants (`SYMM_SIGNAL_BLOCKS`, `SYMM_MAX_WORLD`).
+pub const fn slot_index(channel: u32, block: u32, peer: u32) -> u32 {
+    channel
+        .wrapping_mul(SIGNAL_BLOCKS as u32)
+        .wrapping_add(block)
+        .wrapping_mul(MAX_WORLD_SIZE as u32)
+        .wrapping_add(peer)
 }
 
 /// Rounds `n` up to a multiple of `align` (a power of two), or `None` on overflow.
