@@ -878,7 +878,7 @@ impl<T: Scalar> SymmBuf<T> {
             )
         };
         self.spin_until("put_signal", (dst, channel), timeout_ns, loc, &what, || {
-            pad.atomic_cas(slot, 0, 1, RmwOrder::Release, Scope::System) == 0
+            put_step(&pad, slot)
         });
     }
 
@@ -904,7 +904,7 @@ impl<T: Scalar> SymmBuf<T> {
             timeout_ns,
             loc,
             &what,
-            || pad.atomic_cas(slot, 1, 0, RmwOrder::Acquire, Scope::System) == 1,
+            || take_step(&pad, slot),
         );
     }
 
@@ -930,9 +930,7 @@ impl<T: Scalar> SymmBuf<T> {
         } else {
             SignalKind::Put
         };
-        self.poll_within(kind, (dst, channel), timeout_ns, || {
-            pad.atomic_cas(slot, 0, 1, RmwOrder::Release, Scope::System) == 0
-        })
+        self.poll_within(kind, (dst, channel), timeout_ns, || put_step(&pad, slot))
     }
 
     /// [`wait_signal`](Self::wait_signal) with an explicit timeout (see
@@ -954,9 +952,7 @@ impl<T: Scalar> SymmBuf<T> {
         } else {
             SignalKind::Wait
         };
-        self.poll_within(kind, (src, channel), timeout_ns, || {
-            pad.atomic_cas(slot, 1, 0, RmwOrder::Acquire, Scope::System) == 1
-        })
+        self.poll_within(kind, (src, channel), timeout_ns, || take_step(&pad, slot))
     }
 
     /// The wait loop of `symm_put` / `symm_wait`: polls `done` until it
@@ -1145,4 +1141,17 @@ pub fn __shared_array_at<T: Scalar, const N: usize>(
         ptr,
         _t: PhantomData,
     }
+}
+
+/// One attempt of `symm_put` on the receiver's `pad`: the slot was free
+/// (0) and now holds 1, released at system scope. The timed and the
+/// bounded puts repeat this one step, as the device's `symm_put` does.
+fn put_step(pad: &Remote<u32>, slot: u32) -> bool {
+    pad.atomic_cas(slot, 0, 1, RmwOrder::Release, Scope::System) == 0
+}
+
+/// One attempt of `symm_wait` on this rank's `pad`: the slot held a signal
+/// (1), which is now consumed (0), acquired at system scope.
+fn take_step(pad: &Remote<u32>, slot: u32) -> bool {
+    pad.atomic_cas(slot, 1, 0, RmwOrder::Acquire, Scope::System) == 1
 }
