@@ -173,11 +173,14 @@ fn bench_dtype<T: Tutorial>(
         let mut out = c.device_buffer::<T>(n)?;
         if let Some(only) = only {
             for &p in only {
-                // As below: a path whose staging does not fit gives no row.
-                let Ok(us) = time_graph(c, &sync.sync, &mut || {
+                // A path whose staging does not fit gives no row; any other
+                // failure ends the run (a later row would be refused).
+                let us = match time_graph(c, &sync.sync, &mut || {
                     all_reduce_with(p, c, &smem, &mut out, n)
-                }) else {
-                    continue;
+                }) {
+                    Ok(us) => us,
+                    Err(e) if e.kind() == symm::ErrorKind::Capacity => continue,
+                    Err(e) => return Err(e),
                 };
                 if c.rank() == 0 {
                     let p = row_name(p);

@@ -891,10 +891,6 @@ fn every_rank_fails_with(
             text: e.to_string(),
         })
         .collect();
-    eprintln!(
-        "KINDS {:?}",
-        failures.iter().map(|f| f.kind).collect::<Vec<_>>()
-    );
     Some(failures)
 }
 

@@ -768,7 +768,7 @@ fn store_only_ranks<R: Send>(
                     let c = Comm::from_launch_env(&env, options())?;
                     let r = f(&c);
                     if let Err(e) = &r {
-                        c.abort(e);
+                        c.abort_with(e);
                     }
                     r
                 })

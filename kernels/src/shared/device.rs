@@ -58,3 +58,37 @@ pub(crate) fn exit_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, sig: 
         "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    /// A built-in identity check's failure reports `ErrorKind::Mismatch`
+    /// only while its `kernel_assert!` message contains
+    /// `symm::MISMATCH_ASSERT`: every assertion that speaks of the ranks'
+    /// different calls must say it in those words.
+    #[test]
+    fn identity_checks_say_the_mismatch_phrase() {
+        let files = [
+            ("shared/device.rs", include_str!("device.rs")),
+            (
+                "collectives/device/ll.rs",
+                include_str!("../collectives/device/ll.rs"),
+            ),
+            (
+                "all_reduce/device.rs",
+                include_str!("../all_reduce/device.rs"),
+            ),
+        ];
+        for (name, src) in files {
+            let mut found = 0;
+            for (at, _) in src.match_indices("kernel_assert!(") {
+                let end = src[at..].find(");").map_or(src.len(), |e| at + e);
+                let call = &src[at..end];
+                if call.contains("different calls") {
+                    found += 1;
+                    assert!(call.contains(symm::MISMATCH_ASSERT), "{name}: {call}");
+                }
+            }
+            assert!(found > 0, "{name}: no identity check found");
+        }
+    }
+}

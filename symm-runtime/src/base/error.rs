@@ -172,8 +172,9 @@ pub enum Error {
     },
 
     /// The ranks made different calls: another collective, size, element
-    /// type, op or root, or one rank skipped a call its peers made. Every
-    /// rank reports it.
+    /// type, op or root, or one rank skipped a call its peers made (or
+    /// did not make it within the group's timeout). Every rank reports it,
+    /// or a [`Error::PeerFailed`] whose [`Error::root_kind`] it is.
     #[error("rank {rank}: {message}")]
     Mismatch {
         /// The reporting rank.
@@ -182,8 +183,8 @@ pub enum Error {
         message: String,
     },
 
-    /// Something symm does not support (here): a world size, a type or op
-    /// on a route, ranks sharing a GPU where that cannot work.
+    /// Something symm does not support (here): a world size, a type on
+    /// the NCCL route, a GPU feature an emulated rank lacks.
     #[error("rank {rank}: {message}")]
     Unsupported {
         /// The reporting rank.
@@ -192,8 +193,8 @@ pub enum Error {
         message: String,
     },
 
-    /// A fixed resource is used up: a group's signal channels, a pool's
-    /// segments, a staging area's largest size.
+    /// A fixed resource is used up: a group's signal channels, the memory
+    /// a pool's segment allocator gives, a forced kernel's largest staging.
     #[error("rank {rank}: {message}")]
     Capacity {
         /// The reporting rank.
@@ -340,7 +341,8 @@ pub enum ErrorKind {
 pub const MISMATCH_ASSERT: &str = "the ranks made different calls";
 
 impl ErrorKind {
-    /// Every kind, in the order of [`ErrorKind::code`].
+    /// Every kind, in the order of [`ErrorKind::code`] (a new kind goes at
+    /// the end, so that the codes of the others stay).
     const ALL: [ErrorKind; 9] = [
         ErrorKind::InvalidArgument,
         ErrorKind::Mismatch,
@@ -371,10 +373,12 @@ impl ErrorKind {
 
 impl Error {
     /// The kind of failure at its origin: for [`Error::PeerFailed`], the
-    /// kind of the error the failed peer had, where it had one; else
-    /// [`Error::kind`]. Every rank of a group that made different calls
-    /// reports [`ErrorKind::Mismatch`] here, the rank that found it and the
-    /// peers it stopped alike.
+    /// kind of the error the failed peer had, where it said one
+    /// ([`Comm::abort_with`](crate::Comm::abort_with), which
+    /// [`run`](crate::run) uses); else [`Error::kind`]. Ranks whose
+    /// different calls a check found (the host's ledger, the agreement, a
+    /// kernel's identity check) then all report [`ErrorKind::Mismatch`]
+    /// here, the rank that found it and the peers it stopped alike.
     pub fn root_kind(&self) -> ErrorKind {
         match self {
             Error::PeerFailed {

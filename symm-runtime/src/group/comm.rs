@@ -497,7 +497,9 @@ impl Comm {
     /// panics, and a rank's `Comm` says it exited when its last handle
     /// drops (panicked, when dropped by a panic). The first word a rank
     /// says stands. Best effort: a store that cannot take the record leaves
-    /// the peers to their timeouts.
+    /// the peers to their timeouts. The peers' errors carry no kind of the
+    /// cause: for a symm [`Error`], use [`abort_with`](Self::abort_with),
+    /// so that their [`Error::root_kind`] is the cause's.
     pub fn abort(&self, cause: &dyn fmt::Display) {
         self.abort_as(None, cause);
     }
@@ -505,7 +507,9 @@ impl Comm {
     /// [`Comm::abort`] for this rank's error `err`: the peers' errors then
     /// also carry its kind ([`Error::root_kind`]).
     pub fn abort_with(&self, err: &Error) {
-        self.abort_as(Some(err.root_kind()), err);
+        // A peer's failure without a kind of its own adds none.
+        let kind = Some(err.root_kind()).filter(|&k| k != crate::ErrorKind::PeerFailed);
+        self.abort_as(kind, err);
     }
 
     /// [`Comm::abort`] with the kind the peers' errors carry.
@@ -593,7 +597,7 @@ impl Comm {
     /// whose digest differs from a peer's is a desynchronised group (one
     /// rank skipped a call, or made its calls in another order): this
     /// returns the error, naming both ranks and `describe()` (this rank's
-    /// call), and [`abort`](Self::abort)s the rank with it, so the peer's
+    /// call), and aborts the rank with it ([`abort_with`](Self::abort_with)), so the peer's
     /// call, already waiting for this rank in a kernel, fails at once too
     /// instead of at the kernel timeout; the group cannot continue (make
     /// a new one). Built-in collectives call it before each launch; a

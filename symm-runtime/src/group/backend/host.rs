@@ -251,7 +251,7 @@ impl Backend for HostBackend {
     }
 
     fn mem_info(&self) -> Result<(usize, usize)> {
-        Err(Error::InvalidArgument {
+        Err(Error::Unsupported {
             rank: self.rank,
             message: "the emulator has no device memory to report".into(),
         })
@@ -270,7 +270,7 @@ impl Backend for HostBackend {
     }
 
     fn with_cuda_stream(&self, _stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
-        Err(Error::InvalidArgument {
+        Err(Error::Unsupported {
             rank: self.rank,
             message: "an emulated rank has no CUDA stream to replace".into(),
         })
@@ -308,7 +308,7 @@ impl Backend for HostBackend {
     }
 
     fn raw_function(&self, _name: &str, _source: &str) -> Result<RawFunction> {
-        Err(Error::InvalidArgument {
+        Err(Error::Unsupported {
             rank: self.rank,
             message: "CUDA C kernels need a GPU rank; on the emulator, write the kernel with \
                       #[symm_kernel]"
@@ -323,7 +323,7 @@ impl Backend for HostBackend {
         _params: &mut [[u8; 8]],
     ) -> Result<()> {
         // No `RawFunction` of the emulator exists.
-        Err(Error::InvalidArgument {
+        Err(Error::Unsupported {
             rank: self.rank,
             message: "the emulator cannot run CUDA C kernels".into(),
         })
