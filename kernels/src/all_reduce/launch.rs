@@ -235,54 +235,35 @@ mod tests {
 
     #[test]
     fn dispatch_follows_the_measured_crossovers() {
-        assert_eq!(AllReducePath::choose(2, 1024), AllReducePath::Ll);
-        assert_eq!(AllReducePath::choose(2, 64 << 10), AllReducePath::Ll);
-        assert_eq!(
-            AllReducePath::choose(2, (64 << 10) + 1),
-            AllReducePath::Lamport
-        );
-        assert_eq!(AllReducePath::choose(2, 1 << 20), AllReducePath::Lamport);
-        assert_eq!(
-            AllReducePath::choose(2, (1 << 20) + 1),
-            AllReducePath::LamportTwoShot
-        );
-        assert_eq!(
-            AllReducePath::choose(2, 16 << 20),
-            AllReducePath::LamportTwoShot
-        );
-        assert_eq!(
-            AllReducePath::choose(2, (16 << 20) + 1),
-            AllReducePath::Pull
-        );
-        assert_eq!(AllReducePath::choose(4, 16 << 10), AllReducePath::Ll);
-        assert_eq!(
-            AllReducePath::choose(4, (16 << 10) + 1),
-            AllReducePath::Lamport
-        );
-        assert_eq!(AllReducePath::choose(3, 16 << 10), AllReducePath::Ll);
-        assert_eq!(AllReducePath::choose(3, 32 << 10), AllReducePath::Lamport);
-        assert_eq!(AllReducePath::choose(8, 2 << 10), AllReducePath::Ll);
-        assert_eq!(
-            AllReducePath::choose(8, (2 << 10) + 1),
-            AllReducePath::Lamport
-        );
-        assert_eq!(AllReducePath::choose(4, 128 << 10), AllReducePath::Lamport);
-        assert_eq!(
-            AllReducePath::choose(4, (128 << 10) + 1),
-            AllReducePath::LamportTwoShot
-        );
-        assert_eq!(
-            AllReducePath::choose(4, 64 << 20),
-            AllReducePath::LamportTwoShot
-        );
-        assert_eq!(
-            AllReducePath::choose(4, (64 << 20) + 1),
-            AllReducePath::TwoShot
-        );
-        assert_eq!(
-            AllReducePath::choose(8, 1 << 20),
-            AllReducePath::LamportTwoShot
-        );
-        assert_eq!(AllReducePath::choose(3, 256 << 20), AllReducePath::TwoShot);
+        use AllReducePath::{Lamport, LamportTwoShot, Ll, Pull, TwoShot};
+        // (world, bytes, path): each crossover from both sides.
+        let cases = [
+            (2, 1024, Ll),
+            (2, 64 << 10, Ll),
+            (2, (64 << 10) + 1, Lamport),
+            (2, 1 << 20, Lamport),
+            (2, (1 << 20) + 1, LamportTwoShot),
+            (2, 16 << 20, LamportTwoShot),
+            (2, (16 << 20) + 1, Pull),
+            (4, 16 << 10, Ll),
+            (4, (16 << 10) + 1, Lamport),
+            (3, 16 << 10, Ll),
+            (3, 32 << 10, Lamport),
+            (8, 2 << 10, Ll),
+            (8, (2 << 10) + 1, Lamport),
+            (4, 128 << 10, Lamport),
+            (4, (128 << 10) + 1, LamportTwoShot),
+            (4, 64 << 20, LamportTwoShot),
+            (4, (64 << 20) + 1, TwoShot),
+            (8, 1 << 20, LamportTwoShot),
+            (3, 256 << 20, TwoShot),
+        ];
+        for (world, bytes, path) in cases {
+            assert_eq!(
+                AllReducePath::choose(world, bytes),
+                path,
+                "{world} ranks, {bytes} bytes"
+            );
+        }
     }
 }
