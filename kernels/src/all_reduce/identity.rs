@@ -7,7 +7,7 @@ use symm::{Comm, DType, Result};
 
 use super::device::{CHANNELS, CHANNEL_OWNER};
 use super::plan::AllReducePath;
-use crate::shared::agree::agree;
+use crate::shared::agree::{agree, Problem};
 use crate::shared::key::{digest, CallKey};
 
 /// What identifies one all-reduce call across ranks: every rank of a call
@@ -92,7 +92,7 @@ impl AllReduceState {
                 return Ok(());
             }
         }
-        agree(comm, &id, problem.map(|e| e.to_string()))?;
+        agree(comm, &id, problem.map(Problem::from))?;
         let mut agreed = self.agreed.lock().unwrap_or_else(|p| p.into_inner());
         if agreed.all.len() >= MAX_AGREED {
             agreed.all.clear();

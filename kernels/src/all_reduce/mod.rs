@@ -43,7 +43,7 @@ pub use plan::{
 
 use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 
-use crate::shared::checks::{invalid, is_input, overlaps_input};
+use crate::shared::checks::{invalid, is_input, overlaps_input, unsupported};
 use identity::{state, Identity};
 use launch::launch;
 /// Sums the first `n` elements of every rank's `input` (a rendezvoused
@@ -136,7 +136,7 @@ fn reduce<T: AllReduceElem>(
              it starts; pass either the input itself (in place) or separate memory"
                 .into(),
         )),
-        Overlap::Exact if !chosen.allows_alias() => Err(invalid(
+        Overlap::Exact if !chosen.allows_alias() => Err(unsupported(
             comm,
             format!(
                 "the {chosen:?} kernel cannot reduce in place (peers still read this rank's \

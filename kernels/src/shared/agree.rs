@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use symm::{Comm, Error, Result};
+use symm::{Comm, Error, ErrorKind, Result};
 
 use super::key::CallKey;
 
@@ -25,21 +25,49 @@ struct Agreed {
 /// so it must be much larger than that).
 const MAX_AGREED: usize = 1 << 16;
 
+/// A rank's local problem with its arguments: what kind of failure it is
+/// ([`ErrorKind`]: an invalid argument, unless the check said otherwise)
+/// and its text. Every rank reports the first problem's kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Problem {
+    pub(crate) kind: ErrorKind,
+    pub(crate) text: String,
+}
+
+impl From<String> for Problem {
+    fn from(text: String) -> Problem {
+        Problem {
+            kind: ErrorKind::InvalidArgument,
+            text,
+        }
+    }
+}
+
+impl From<&Error> for Problem {
+    fn from(e: &Error) -> Problem {
+        Problem {
+            kind: e.kind(),
+            text: e.to_string(),
+        }
+    }
+}
+
 /// What one rank says of a call: its key's hash and words, and its local
-/// problem if any.
-fn encode(hash: u64, words: &str, problem: Option<&str>) -> Vec<u8> {
+/// problem if any (its kind's code, then its text).
+fn encode(hash: u64, words: &str, problem: Option<&Problem>) -> Vec<u8> {
     let mut v = Vec::with_capacity(16 + words.len());
     v.extend_from_slice(&hash.to_le_bytes());
     v.extend_from_slice(&(words.len() as u64).to_le_bytes());
     v.extend_from_slice(words.as_bytes());
     if let Some(p) = problem {
-        v.extend_from_slice(p.as_bytes());
+        v.push(p.kind.code());
+        v.extend_from_slice(p.text.as_bytes());
     }
     v
 }
 
 /// A rank's entry: (hash, words, problem), or `None` if unreadable.
-fn decode(raw: &[u8]) -> Option<(u64, String, String)> {
+fn decode(raw: &[u8]) -> Option<(u64, String, Option<Problem>)> {
     let word = |i: usize| -> Option<u64> {
         Some(u64::from_le_bytes(
             raw.get(i * 8..i * 8 + 8)?.try_into().ok()?,
@@ -48,12 +76,22 @@ fn decode(raw: &[u8]) -> Option<(u64, String, String)> {
     let hash = word(0)?;
     let len = usize::try_from(word(1)?).ok()?;
     let words = raw.get(16..16usize.checked_add(len)?)?;
-    let rest = &raw[16 + len..];
-    Some((
-        hash,
-        String::from_utf8_lossy(words).into_owned(),
-        String::from_utf8_lossy(rest).into_owned(),
-    ))
+    let problem = raw[16 + len..].split_first().map(|(&code, text)| Problem {
+        kind: ErrorKind::from_code(code).unwrap_or(ErrorKind::InvalidArgument),
+        text: String::from_utf8_lossy(text).into_owned(),
+    });
+    Some((hash, String::from_utf8_lossy(words).into_owned(), problem))
+}
+
+/// The error of `kind` with `message` on `rank`: the variant that carries
+/// a message for the kinds an argument check can find.
+fn error_of(kind: ErrorKind, rank: usize, message: String) -> Error {
+    match kind {
+        ErrorKind::Mismatch => Error::Mismatch { rank, message },
+        ErrorKind::Unsupported => Error::Unsupported { rank, message },
+        ErrorKind::Capacity => Error::Capacity { rank, message },
+        _ => Error::InvalidArgument { rank, message },
+    }
 }
 
 /// Checks that every rank of `comm`'s group makes the call `key`: the keys
@@ -64,7 +102,12 @@ fn decode(raw: &[u8]) -> Option<(u64, String, String)> {
 /// timeout) for every rank's entry; every rank then returns the same
 /// verdict. Returns the key's hash ([`CallKey::hash64`]), for the
 /// call's digest, so that a call hashes its key once.
-pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -> Result<u64> {
+pub(crate) fn agree<K: CallKey>(
+    comm: &Comm,
+    key: &K,
+    problem: Option<impl Into<Problem>>,
+) -> Result<u64> {
+    let problem: Option<Problem> = problem.map(Into::into);
     let what = key.name();
     let hash = key.hash64();
     let agreed = comm.extension(|_: &Agreed| true, |_| Ok(Agreed::default()))?;
@@ -78,10 +121,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
             // theirs for good.
             return match problem {
                 None => Ok(hash),
-                Some(p) => Err(Error::InvalidArgument {
-                    rank: comm.rank(),
-                    message: format!("{what}: {p}"),
-                }),
+                Some(p) => Err(error_of(p.kind, comm.rank(), format!("{what}: {}", p.text))),
             };
         }
         s.1 += 1;
@@ -94,7 +134,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
     store
         .set(
             &store_key(rank),
-            &encode(hash, &key.to_string(), problem.as_deref()),
+            &encode(hash, &key.to_string(), problem.as_ref()),
         )
         .map_err(store_err)?;
     let keys: Vec<String> = (0..world).map(store_key).collect();
@@ -104,9 +144,9 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
             let ranks: Vec<usize> = (0..world)
                 .filter(|&r| missing.contains(&store_key(r)))
                 .collect();
-            let mine = problem
-                .as_deref()
-                .map_or(String::new(), |p| format!("; this rank's own problem: {p}"));
+            let mine = problem.as_ref().map_or(String::new(), |p| {
+                format!("; this rank's own problem: {}", p.text)
+            });
             Error::Mismatch {
                 rank,
                 message: format!(
@@ -121,7 +161,13 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
     let mut entries = Vec::with_capacity(world);
     for k in &keys {
         let raw = store.try_get(k).map_err(store_err)?.unwrap_or_default();
-        entries.push(decode(&raw).unwrap_or_else(|| (0, "?".into(), "an unreadable entry".into())));
+        entries.push(decode(&raw).unwrap_or_else(|| {
+            (
+                0,
+                "?".into(),
+                Some(Problem::from("an unreadable entry".to_string())),
+            )
+        }));
     }
     verdict(what, rank, &entries)?;
     let mut s = agreed.keys.lock().unwrap_or_else(|p| p.into_inner());
@@ -138,18 +184,22 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<String>) -
 
 /// The verdict on every rank's entry (hash, words, problem): every rank's
 /// problem, or the calls that differ, or `Ok` when all are the same call.
-fn verdict(what: &str, rank: usize, entries: &[(u64, String, String)]) -> Result<()> {
-    let problems: Vec<String> = entries
+fn verdict(what: &str, rank: usize, entries: &[(u64, String, Option<Problem>)]) -> Result<()> {
+    let problems: Vec<(usize, &Problem)> = entries
         .iter()
         .enumerate()
-        .filter(|(_, (_, _, p))| !p.is_empty())
-        .map(|(r, (_, _, p))| format!("rank {r}: {p}"))
+        .filter_map(|(r, (_, _, p))| Some((r, p.as_ref()?)))
         .collect();
-    if !problems.is_empty() {
-        return Err(Error::InvalidArgument {
+    if let Some((_, first)) = problems.first() {
+        let each: Vec<String> = problems
+            .iter()
+            .map(|(r, p)| format!("rank {r}: {}", p.text))
+            .collect();
+        return Err(error_of(
+            first.kind,
             rank,
-            message: format!("{what}: {}", problems.join("; ")),
-        });
+            format!("{what}: {}", each.join("; ")),
+        ));
     }
     if entries.iter().any(|(h, _, _)| *h != entries[0].0) {
         if entries.iter().all(|(_, w, _)| *w == entries[0].1) {
@@ -180,27 +230,50 @@ fn verdict(what: &str, rank: usize, entries: &[(u64, String, String)]) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::{decode, encode};
+    use super::{decode, encode, verdict, ErrorKind, Problem};
 
     #[test]
     fn entries_round_trip() {
-        let raw = encode(
-            42,
-            "all_gather of 8 elements of f32 (LL)",
-            Some("too small"),
-        );
+        let problem = Problem {
+            kind: ErrorKind::Unsupported,
+            text: "too small".into(),
+        };
+        let raw = encode(42, "all_gather of 8 elements of f32 (LL)", Some(&problem));
         assert_eq!(
             decode(&raw),
             Some((
                 42,
                 "all_gather of 8 elements of f32 (LL)".into(),
-                "too small".into()
+                Some(problem)
             ))
         );
-        assert_eq!(
-            decode(&encode(1, "x", None)),
-            Some((1, "x".into(), "".into()))
-        );
+        assert_eq!(decode(&encode(1, "x", None)), Some((1, "x".into(), None)));
         assert_eq!(decode(&raw[..20]), None);
+    }
+
+    /// Every rank reports the first problem's kind, with every rank's text.
+    #[test]
+    fn the_verdict_has_the_first_problems_kind() {
+        let p = |kind, text: &str| {
+            Some(Problem {
+                kind,
+                text: text.into(),
+            })
+        };
+        let entries = [
+            (7, "call".to_string(), None),
+            (7, "call".to_string(), p(ErrorKind::Capacity, "no room")),
+            (7, "call".to_string(), p(ErrorKind::InvalidArgument, "bad")),
+        ];
+        let e = verdict("x", 0, &entries).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Capacity, "{e}");
+        assert_eq!(e.to_string(), "rank 0: x: rank 1: no room; rank 2: bad");
+        let same = [(7, "a".to_string(), None), (7, "a".to_string(), None)];
+        assert!(verdict("x", 0, &same).is_ok());
+        let differ = [(7, "a".to_string(), None), (8, "b".to_string(), None)];
+        assert_eq!(
+            verdict("x", 1, &differ).unwrap_err().kind(),
+            ErrorKind::Mismatch
+        );
     }
 }

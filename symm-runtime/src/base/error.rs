@@ -184,7 +184,8 @@ pub enum Error {
     },
 
     /// Something symm does not support (here): a world size, a type on
-    /// the NCCL route, a GPU feature an emulated rank lacks.
+    /// the NCCL route, a forced kernel that cannot run in place, a GPU
+    /// feature an emulated rank lacks.
     #[error("rank {rank}: {message}")]
     Unsupported {
         /// The reporting rank.
@@ -355,8 +356,9 @@ impl ErrorKind {
         ErrorKind::Environment,
     ];
 
-    /// A byte for the group's store (a departure record), never 0.
-    pub(crate) fn code(self) -> u8 {
+    /// A byte that names the kind in records that cross processes (a
+    /// departure in the group's store, an agreement's entry), never 0.
+    pub fn code(self) -> u8 {
         ErrorKind::ALL
             .iter()
             .position(|&k| k == self)
@@ -364,7 +366,7 @@ impl ErrorKind {
     }
 
     /// The kind of [`ErrorKind::code`]'s byte; `None` for 0 or unknown.
-    pub(crate) fn from_code(code: u8) -> Option<ErrorKind> {
+    pub fn from_code(code: u8) -> Option<ErrorKind> {
         ErrorKind::ALL
             .get(usize::from(code).checked_sub(1)?)
             .copied()
