@@ -83,17 +83,6 @@ fn decode(raw: &[u8]) -> Option<(u64, String, Option<Problem>)> {
     Some((hash, String::from_utf8_lossy(words).into_owned(), problem))
 }
 
-/// The error of `kind` with `message` on `rank`: the variant that carries
-/// a message for the kinds an argument check can find.
-fn error_of(kind: ErrorKind, rank: usize, message: String) -> Error {
-    match kind {
-        ErrorKind::Mismatch => Error::Mismatch { rank, message },
-        ErrorKind::Unsupported => Error::Unsupported { rank, message },
-        ErrorKind::Capacity => Error::Capacity { rank, message },
-        _ => Error::InvalidArgument { rank, message },
-    }
-}
-
 /// Checks that every rank of `comm`'s group makes the call `key`: the keys
 /// must be equal on every rank, and no rank may have a `problem` with its
 /// own arguments. Returns at once for a key the group agreed on before
@@ -121,7 +110,11 @@ pub(crate) fn agree<K: CallKey>(
             // theirs for good.
             return match problem {
                 None => Ok(hash),
-                Some(p) => Err(error_of(p.kind, comm.rank(), format!("{what}: {}", p.text))),
+                Some(p) => Err(Error::with_kind(
+                    p.kind,
+                    comm.rank(),
+                    format!("{what}: {}", p.text),
+                )),
             };
         }
         s.1 += 1;
@@ -195,7 +188,7 @@ fn verdict(what: &str, rank: usize, entries: &[(u64, String, Option<Problem>)]) 
             .iter()
             .map(|(r, p)| format!("rank {r}: {}", p.text))
             .collect();
-        return Err(error_of(
+        return Err(Error::with_kind(
             first.kind,
             rank,
             format!("{what}: {}", each.join("; ")),

@@ -6,19 +6,13 @@ use symm::{BoundSlice, Comm, Element, SymmetricMemory};
 
 /// An invalid-argument error on `comm`'s rank.
 pub(crate) fn invalid(comm: &Comm, message: String) -> symm::Error {
-    symm::Error::InvalidArgument {
-        rank: comm.rank(),
-        message,
-    }
+    symm::Error::with_kind(symm::ErrorKind::InvalidArgument, comm.rank(), message)
 }
 
 /// An unsupported-call error on `comm`'s rank: a route, type or op that
 /// symm cannot run here.
 pub(crate) fn unsupported(comm: &Comm, message: String) -> symm::Error {
-    symm::Error::Unsupported {
-        rank: comm.rank(),
-        message,
-    }
+    symm::Error::with_kind(symm::ErrorKind::Unsupported, comm.rank(), message)
 }
 
 /// A problem unless the rank may still run collectives: after a kernel

@@ -391,6 +391,20 @@ impl Error {
         }
     }
 
+    /// The error of `kind` on `rank` with `message`, for the kinds an
+    /// argument check finds: [`Error::Mismatch`], [`Error::Unsupported`],
+    /// [`Error::Capacity`], else [`Error::InvalidArgument`]. The inverse of
+    /// [`Error::kind`] there, so that a problem that crossed ranks as a
+    /// kind and a text (the kernels' agreement) is the same error again.
+    pub fn with_kind(kind: ErrorKind, rank: usize, message: String) -> Error {
+        match kind {
+            ErrorKind::Mismatch => Error::Mismatch { rank, message },
+            ErrorKind::Unsupported => Error::Unsupported { rank, message },
+            ErrorKind::Capacity => Error::Capacity { rank, message },
+            _ => Error::InvalidArgument { rank, message },
+        }
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
