@@ -1,10 +1,12 @@
 #![no_std]
 #![warn(missing_docs)]
 //! The kernel ABI of symm: how a launch's arguments reach the CUDA entry
-//! that `#[symm_kernel]` writes. It is described here once; the macro writes
-//! each entry's parameter list from it, the runtime packs each launch's
-//! parameter slots from it, and the device code's handle structs are
-//! generated from it.
+//! that `#[symm_kernel]` writes. It is described here once, as one typed
+//! value per struct ([`KernelCtx`], [`SliceArg`], [`SymmBufArg`]) with its
+//! field table: the macro writes each entry's parameter list from the
+//! tables, the runtime fills each value once per launch and packs its slots
+//! from it, the device headers' structs are generated from the tables, and
+//! the emulator's handles are built from the same values.
 //!
 //! Every parameter takes one 8-byte slot (the driver reads as many bytes as
 //! the C type has).
@@ -51,60 +53,140 @@ const fn field(c_type: &'static str, name: &'static str) -> Field {
     Field { c_type, name }
 }
 
-/// The leading parameters of every entry, which the runtime fills: they
-/// make the kernel's context (`symm_kctx`), in this order.
-pub const HIDDEN: [Field; 3] = [
-    // Where the kernel records a failure (a timeout, a bad index).
-    field("symm_u32*", "status"),
-    // How long its waits may take, in nanoseconds.
-    field("symm_u64", "timeout_ns"),
-    // The launching rank.
-    field("symm_u32", "rank"),
-];
+/// Defines one ABI struct from one list of fields: the Rust value a launch
+/// fills (`$value`, each field as its Rust type), the C field table
+/// (`$table`, which the macro writes entries and the device headers'
+/// structs from) and the value's parameter slots (`slots`), in one order.
+/// A field added here reaches all three; there is no second list to keep
+/// in step.
+macro_rules! abi_struct {
+    (
+        $(#[$vattr:meta])* $value:ident,
+        $(#[$tattr:meta])* $table:ident,
+        { $($(#[$fattr:meta])* $f:ident: $rt:ty => $c:literal),* $(,)? }
+    ) => {
+        $(#[$vattr])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $value {
+            $($(#[$fattr])* pub $f: $rt,)*
+        }
 
-/// Slot of each [`HIDDEN`] parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hidden {
-    /// The device address of the stream's status record.
-    Status = 0,
-    /// The kernel timeout, in nanoseconds.
-    Timeout = 1,
-    /// The rank.
-    Rank = 2,
+        $(#[$tattr])*
+        pub const $table: [Field; [$(stringify!($f)),*].len()] = [$(field($c, stringify!($f))),*];
+
+        impl $value {
+            /// Parameter slots this value takes.
+            pub const SLOTS: usize = $table.len();
+
+            /// Its parameter slots, in the ABI's order: each field's value,
+            /// little-endian in its 8 bytes (the driver reads as many as
+            /// the C type has).
+            pub fn slots(&self) -> [[u8; 8]; Self::SLOTS] {
+                [$(u64::from(self.$f).to_le_bytes()),*]
+            }
+        }
+    };
 }
 
-/// A slice argument (`&[T]`, `&mut [T]`): the C++ `symm_slice<T>`.
-pub const SLICE: [Field; 2] = [field("void*", "ptr"), field("symm_u64", "len")];
+abi_struct!(
+    /// The kernel context (`symm_kctx`): the leading parameters of every
+    /// entry, which the runtime's backend fills at each launch.
+    KernelCtx,
+    /// [`KernelCtx`]'s fields.
+    HIDDEN,
+    {
+        /// Device address of the stream's status record, where the kernel
+        /// records a failure (a timeout, a bad index).
+        status: u64 => "symm_u32*",
+        /// How long its waits may take, in nanoseconds.
+        timeout_ns: u64 => "symm_u64",
+        /// The launching rank.
+        rank: u32 => "symm_u32",
+    }
+);
 
-/// A symmetric buffer argument (`SymmBuf<T>`): the C++ `symm_buf<T>`.
-pub const SYMM_BUF: [Field; 8] = [
-    // Device array of every rank's buffer address.
-    field("const symm_u64*", "ptrs"),
-    // Device array of every rank's signal-pad address.
-    field("const symm_u64*", "pads"),
-    field("symm_u32", "rank"),
-    field("symm_u32", "world"),
-    // Elements in each rank's buffer.
-    field("symm_u64", "len"),
-    // This rank's own buffer and pad, also by value: a kernel reaches them
-    // without first loading its pointer tables (a memory round trip at the
-    // start of every call).
-    field("symm_u64", "local"),
-    field("symm_u64", "lpad"),
-    // Bytes added to every `ptrs` entry: a pool tensor shares its segment's
-    // tables, at its offset in the segment (0 for a whole allocation).
-    field("symm_u64", "off"),
-];
+abi_struct!(
+    /// A slice argument (`&[T]`, `&mut [T]`): the C++ `symm_slice<T>`.
+    SliceArg,
+    /// [`SliceArg`]'s fields.
+    SLICE,
+    {
+        /// Device address of its first element (the entry takes it untyped).
+        ptr: u64 => "void*",
+        /// Its length in elements.
+        len: u64 => "symm_u64",
+    }
+);
+
+abi_struct!(
+    /// A symmetric buffer argument (`SymmBuf<T>`): the C++ `symm_buf<T>`.
+    /// The emulator's `SymmBuf` handle is built from this value too.
+    SymmBufArg,
+    /// [`SymmBufArg`]'s fields.
+    SYMM_BUF,
+    {
+        /// Device array of every rank's buffer address.
+        ptrs: u64 => "const symm_u64*",
+        /// Device array of every rank's signal-pad address.
+        pads: u64 => "const symm_u64*",
+        /// The rank whose argument this is.
+        rank: u32 => "symm_u32",
+        /// The number of ranks (entries in each table).
+        world: u32 => "symm_u32",
+        /// Elements in each rank's buffer.
+        len: u64 => "symm_u64",
+        /// This rank's own buffer, also by value: a kernel reaches it
+        /// without first loading its pointer table (a memory round trip at
+        /// the start of every call).
+        local: u64 => "symm_u64",
+        /// This rank's own signal pad, by value, for the same reason.
+        lpad: u64 => "symm_u64",
+        /// Bytes added to every `ptrs` entry: a pool tensor shares its
+        /// segment's tables, at its offset in the segment (0 for a whole
+        /// allocation).
+        off: u64 => "symm_u64",
+    }
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn hidden_slots_are_in_order() {
-        assert_eq!(HIDDEN[Hidden::Status as usize].name, "status");
-        assert_eq!(HIDDEN[Hidden::Timeout as usize].name, "timeout_ns");
-        assert_eq!(HIDDEN[Hidden::Rank as usize].name, "rank");
+    fn slots_follow_the_fields_in_order() {
+        let ctx = KernelCtx {
+            status: 0x1122_3344_5566_7788,
+            timeout_ns: 7,
+            rank: 3,
+        };
+        assert_eq!(
+            ctx.slots(),
+            [
+                0x1122_3344_5566_7788u64.to_le_bytes(),
+                7u64.to_le_bytes(),
+                3u64.to_le_bytes()
+            ]
+        );
+        let buf = SymmBufArg {
+            ptrs: 1,
+            pads: 2,
+            rank: 3,
+            world: 4,
+            len: 5,
+            local: 6,
+            lpad: 7,
+            off: 8,
+        };
+        let want: [[u8; 8]; 8] = core::array::from_fn(|i| (i as u64 + 1).to_le_bytes());
+        assert_eq!(buf.slots(), want);
+        assert_eq!(
+            SYMM_BUF.map(|f| f.name),
+            ["ptrs", "pads", "rank", "world", "len", "local", "lpad", "off"]
+        );
+        assert_eq!(
+            SliceArg { ptr: 9, len: 10 }.slots(),
+            [9u64.to_le_bytes(), 10u64.to_le_bytes()]
+        );
     }
 
     #[test]

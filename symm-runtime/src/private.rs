@@ -12,6 +12,7 @@ pub use crate::launch::LaunchConfig;
 pub use crate::memory::slice::{BoundSlice, DeviceSlice, Memory};
 pub use crate::memory::symmetric::SymmetricMemory;
 pub use crate::status::AssertSite;
+pub use symm_abi::{SliceArg, SymmBufArg};
 
 use crate::dsl::support::DSL_SUPPORT;
 
@@ -159,12 +160,10 @@ pub fn slice_arg_mut<'a, T: crate::Element, S: DeviceSlice<T> + ?Sized>(
     comm.bind_mut(name, s)
 }
 
-/// Checks a symmetric-buffer argument; returns its parameter slots.
-pub fn symm_arg<T: Scalar>(
-    comm: &Comm,
-    name: &str,
-    s: &SymmetricMemory,
-) -> Result<[[u8; 8]; SYMM_BUF_SLOTS]> {
+/// Checks a symmetric-buffer argument; returns what the kernel's `SymmBuf`
+/// parameter carries (its slots and the emulator's handle are both made
+/// from it).
+pub fn symm_arg<T: Scalar>(comm: &Comm, name: &str, s: &SymmetricMemory) -> Result<SymmBufArg> {
     s.before_collective_use()?;
     if s.rank() != comm.rank() || s.world_size() != comm.world_size() {
         return Err(comm.invalid(format!(
@@ -182,88 +181,27 @@ pub fn symm_arg<T: Scalar>(
             T::DTYPE
         )));
     }
-    Ok(symm_buf_slots(SymmBufArg {
-        ptrs: s.shared_ptrs_dev(),
-        pads: s.signal_pad_ptrs_dev(),
-        rank: s.rank(),
-        world: s.world_size(),
-        len: s.buffer_size() / std::mem::size_of::<T>(),
-        local: s.buffer_ptrs()[s.rank()],
-        local_pad: s.signal_pad_ptrs()[s.rank()],
-        off: s.buffer_offset(),
-    }))
+    Ok(s.abi_arg(std::mem::size_of::<T>()))
 }
-
-/// What a kernel's `SymmBuf` parameter carries.
-pub(crate) struct SymmBufArg {
-    /// Device array of every rank's buffer address.
-    pub ptrs: u64,
-    /// Device array of every rank's signal-pad address.
-    pub pads: u64,
-    pub rank: usize,
-    pub world: usize,
-    /// Elements in each rank's buffer.
-    pub len: usize,
-    /// This rank's own buffer and pad, also by value: a kernel reaches them
-    /// without first loading its pointer tables (a memory round trip at the
-    /// start of every call).
-    pub local: u64,
-    pub local_pad: u64,
-    /// Bytes added to every `ptrs` entry (a pool tensor's offset).
-    pub off: u64,
-}
-
-impl SymmBufArg {
-    /// The value of the ABI field `name` (see [`symm_abi::SYMM_BUF`]).
-    fn field(&self, name: &str) -> u64 {
-        match name {
-            "ptrs" => self.ptrs,
-            "pads" => self.pads,
-            "rank" => self.rank as u64,
-            "world" => self.world as u64,
-            "len" => self.len as u64,
-            "local" => self.local,
-            "lpad" => self.local_pad,
-            "off" => self.off,
-            other => unreachable!("the ABI's SymmBuf has no field `{other}` here"),
-        }
-    }
-}
-
-/// The parameter slots of a `SymmBuf`, in the ABI's order.
-pub(crate) fn symm_buf_slots(a: SymmBufArg) -> [[u8; 8]; SYMM_BUF_SLOTS] {
-    symm_abi::SYMM_BUF.map(|f| slot_u64(a.field(f.name)))
-}
-
-/// Parameter slots of one `SymmBuf` argument (see [`symm_arg`]).
-pub const SYMM_BUF_SLOTS: usize = symm_abi::SYMM_BUF.len();
 
 /// The CPU body's view of a symmetric-buffer argument.
 ///
 /// # Safety
 ///
-/// The handle must not be used after `s` is dropped (the launcher uses it
-/// only inside the launch, which borrows `s`).
-pub unsafe fn symm_handle<T: Scalar>(s: &SymmetricMemory) -> SymmBuf<T> {
+/// `a` must come from [`symm_arg`] (or the runtime's own fill) of a
+/// `SymmetricMemory` that outlives every use of the handle (the launcher
+/// uses it only inside the launch, which borrows the memory).
+pub unsafe fn symm_handle<T: Scalar>(a: SymmBufArg) -> SymmBuf<T> {
     // SAFETY: a rendezvoused SymmetricMemory holds device-visible tables of
     // every rank's buffer and pad, mapped for as long as it lives, and the
-    // launch that uses the handle borrows `s` until the kernel is over (the
-    // emulator runs it to completion inside the launch).
-    unsafe {
-        SymmBuf::__new(
-            s.shared_ptrs_dev(),
-            s.signal_pad_ptrs_dev(),
-            s.rank() as u32,
-            s.world_size() as u32,
-            s.buffer_size() / std::mem::size_of::<T>(),
-            s.buffer_offset(),
-        )
-    }
+    // caller keeps it alive while the handle is used (the emulator runs
+    // the kernel to completion inside the launch).
+    unsafe { SymmBuf::__from_abi(a) }
 }
 
 /// Number of leading parameter slots the runtime fills (see
 /// [`symm_abi::HIDDEN`]).
-pub const HIDDEN_SLOTS: usize = symm_abi::HIDDEN.len();
+pub const HIDDEN_SLOTS: usize = symm_abi::KernelCtx::SLOTS;
 
 /// One `#[symm_kernel]`: the static that its launcher goes through. Its
 /// address names the kernel's compiled instantiations on each device.

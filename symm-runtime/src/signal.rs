@@ -131,31 +131,22 @@ impl SymmetricMemory {
         let (rank, world) = (self.rank(), self.world_size());
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let ch = channel.index();
-        // The kernels touch only the pads, but get the whole buffer, as bytes.
-        let arg = crate::__private_0_1_0::SymmBufArg {
-            ptrs: self.shared_ptrs_dev(),
-            pads: self.signal_pad_ptrs_dev(),
-            rank,
-            world,
-            len: self.buffer_size(),
-            local: self.buffer_ptrs()[rank],
-            local_pad: self.signal_pad_ptrs()[rank],
-            off: self.buffer_offset(),
+        // The kernels touch only the pads, but get the whole buffer, as
+        // bytes: one ABI value for the slots and the emulator's handle.
+        let arg = self.abi_arg(1);
+        let mut params = match op {
+            SignalOp::Put { dst } => {
+                signal_put::__params::<u8>(arg, dst as u32, ch, timeout_ns).to_vec()
+            }
+            SignalOp::Wait { src } => {
+                signal_wait::__params::<u8>(arg, src as u32, ch, timeout_ns).to_vec()
+            }
+            SignalOp::Barrier => signal_barrier::__params::<u8>(arg, ch, timeout_ns).to_vec(),
         };
-        let mut params = signal_params(arg, op, ch, timeout_ns);
-        // SAFETY: the tables hold every rank's buffer (of `buffer_size`
-        // bytes) and pad, mapped while `self` lives, which outlasts the
-        // launch (the emulator runs it to completion inside `launch`).
-        let buf = unsafe {
-            crate::dsl::SymmBuf::<u8>::__new(
-                self.shared_ptrs_dev(),
-                self.signal_pad_ptrs_dev(),
-                rank as u32,
-                world as u32,
-                self.buffer_size(),
-                self.buffer_offset(),
-            )
-        };
+        // SAFETY: `arg` is this memory's own, whose tables hold every
+        // rank's buffer and pad, mapped while `self` lives, which outlasts
+        // the launch (the emulator runs it to completion inside `launch`).
+        let buf = unsafe { crate::dsl::SymmBuf::<u8>::__from_abi(arg) };
         type Source<'a> = &'a dyn Fn(&str) -> String;
         let (def, threads, source, cpu): (_, u32, Source<'_>, &dyn Fn()) = match op {
             SignalOp::Put { dst } => (
@@ -216,27 +207,6 @@ impl SymmetricMemory {
     }
 }
 
-/// The parameter slots of the signal kernel that runs `op` (its hidden
-/// slots left for the backend): the `SymmBuf<u8>`, the peer of a put or a
-/// wait, the channel and the timeout, in the kernels' order.
-fn signal_params(
-    buf: crate::__private_0_1_0::SymmBufArg,
-    op: SignalOp,
-    channel: u32,
-    timeout_ns: u64,
-) -> Vec<[u8; 8]> {
-    let mut params = vec![[0u8; 8]; crate::__private_0_1_0::HIDDEN_SLOTS];
-    params.extend(crate::__private_0_1_0::symm_buf_slots(buf));
-    match op {
-        SignalOp::Put { dst } => params.push(crate::__private_0_1_0::slot(dst as u32)),
-        SignalOp::Wait { src } => params.push(crate::__private_0_1_0::slot(src as u32)),
-        SignalOp::Barrier => {}
-    }
-    params.push(crate::__private_0_1_0::slot(channel));
-    params.push(crate::__private_0_1_0::slot(timeout_ns));
-    params
-}
-
 /// A signal operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SignalOp {
@@ -249,56 +219,39 @@ enum SignalOp {
 mod tests {
     use super::*;
 
-    /// The signal kernels are launched with hand-packed parameters: exactly
-    /// as many as the entries `#[symm_kernel]` wrote (a mismatch is an
-    /// invalid-value launch error that only a GPU would show), with the
-    /// peer, channel and timeout where the kernels take them.
+    /// The signal kernels' slots come from their generated packing (one
+    /// for every kernel): the buffer's ABI value after the hidden slots,
+    /// then the peer of a put or a wait, the channel and the timeout, as
+    /// many as the entry `#[symm_kernel]` wrote (a mismatch is an
+    /// invalid-value launch error that only a GPU would show).
     #[test]
-    fn signal_launches_fill_every_parameter_slot() {
+    fn signal_launches_pack_every_argument_in_its_slots() {
+        use crate::__private_0_1_0::{slot, SymmBufArg, HIDDEN_SLOTS};
         use kernels::{signal_barrier, signal_put, signal_wait};
-        let arg = || crate::__private_0_1_0::SymmBufArg {
+        let arg = SymmBufArg {
             ptrs: 0x10,
             pads: 0x20,
             rank: 1,
             world: 3,
             len: 64,
             local: 0x30,
-            local_pad: 0x40,
+            lpad: 0x40,
             off: 0x50,
         };
-        let hidden = crate::__private_0_1_0::HIDDEN_SLOTS + crate::__private_0_1_0::SYMM_BUF_SLOTS;
-        for (op, slots, peer) in [
-            (
-                SignalOp::Put { dst: 2 },
-                signal_put::PARAM_SLOTS,
-                Some(2u32),
-            ),
-            (SignalOp::Wait { src: 0 }, signal_wait::PARAM_SLOTS, Some(0)),
-            (SignalOp::Barrier, signal_barrier::PARAM_SLOTS, None),
-        ] {
-            let p = signal_params(arg(), op, 5, 777);
-            assert_eq!(p.len(), slots, "{op:?}");
-            let mut rest = p[hidden..].iter();
-            if let Some(peer) = peer {
-                assert_eq!(
-                    rest.next(),
-                    Some(&crate::__private_0_1_0::slot(peer)),
-                    "{op:?}"
-                );
-            }
-            assert_eq!(
-                rest.next(),
-                Some(&crate::__private_0_1_0::slot(5u32)),
-                "{op:?}"
+        let (h, b) = (HIDDEN_SLOTS, HIDDEN_SLOTS + SymmBufArg::SLOTS);
+        let put = signal_put::__params::<u8>(arg, 2, 5, 777);
+        let wait = signal_wait::__params::<u8>(arg, 0, 5, 777);
+        let barrier = signal_barrier::__params::<u8>(arg, 5, 777);
+        for p in [&put[..], &wait[..], &barrier[..]] {
+            assert_eq!(p[h..b], arg.slots());
+            assert!(
+                p[..h].iter().all(|s| *s == [0; 8]),
+                "hidden slots are the backend's"
             );
-            assert_eq!(
-                rest.next(),
-                Some(&crate::__private_0_1_0::slot(777u64)),
-                "{op:?}"
-            );
-            // This rank's own pad travels by value (the `lpad` slot).
-            assert!(p.contains(&0x40u64.to_le_bytes()), "{op:?}");
         }
+        assert_eq!(put[b..], [slot(2u32), slot(5u32), slot(777u64)]);
+        assert_eq!(wait[b..], [slot(0u32), slot(5u32), slot(777u64)]);
+        assert_eq!(barrier[b..], [slot(5u32), slot(777u64)]);
     }
 }
 

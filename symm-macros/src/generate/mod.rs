@@ -373,8 +373,14 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
         }
     }
 
-    // Launcher parameters and slot packing.
+    // Launcher parameters, their ABI values, and slot packing. `__params`
+    // packs the ABI values (one per argument) into the entry's slots; the
+    // launcher checks and binds its arguments, fills their ABI values and
+    // builds the emulator's handles from the same values.
     let mut largs = Vec::new();
+    let mut binds = Vec::new();
+    let mut pargs = Vec::new();
+    let mut pvals = Vec::new();
     let mut packs = Vec::new();
     let mut cpu_args = Vec::new();
     let mut fwd = Vec::new();
@@ -382,6 +388,8 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
         let FnArg::Typed(pt) = a else { continue };
         let n = &p.name;
         let n_str = n.to_string();
+        let v = quote::format_ident!("__v_{}", n);
+        let a = quote::format_ident!("__a_{}", n);
         match (&p.ty, &*pt.ty) {
             (DslType::Slice(_) | DslType::SliceMut(_), Type::Reference(r)) => {
                 let Type::Slice(s) = &*r.elem else { continue };
@@ -392,7 +400,6 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                     largs.push(quote!(#n: &(impl ::symm::DeviceSlice<#e> + ?Sized)));
                 }
                 fwd.push(quote!(#n));
-                let a = quote::format_ident!("__a_{}", n);
                 let handle = if r.mutability.is_some() {
                     quote!(SliceMut)
                 } else {
@@ -404,20 +411,24 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                 } else {
                     quote!(let #b = #private::slice_arg::<#e, _>(comm, #n_str, &*#n)?;)
                 };
-                packs.push(quote! {
+                binds.push(quote! {
                     // Lives until the launch is enqueued: for cudarc memory,
                     // its drop records the kernel's use (cudarc's stream order).
                     #bind
-                    let (__ptr, __len) = (#b.device_ptr(), #b.len());
-                    __p[__k] = #private::slot_u64(__ptr);
-                    __p[__k + 1] = #private::slot_u64(__len as u64);
-                    __k += 2;
-                    // SAFETY: `slice_arg` took `__ptr` and `__len` from a live
-                    // slice of this rank, which the launch borrows until the
-                    // kernel is enqueued (the emulator runs it to completion);
-                    // the memory's frees wait for the kernel after that.
-                    let #a = unsafe { ::symm::dsl::#handle::<#e>::__new(__ptr, __len) };
+                    let #v = #private::SliceArg { ptr: #b.device_ptr(), len: #b.len() as u64 };
+                    // SAFETY: `slice_arg` took the address and length from a
+                    // live slice of this rank, which the launch borrows until
+                    // the kernel is enqueued (the emulator runs it to
+                    // completion); the memory's frees wait for the kernel
+                    // after that.
+                    let #a = unsafe { ::symm::dsl::#handle::<#e>::__new(#v.ptr, #b.len()) };
                 });
+                pargs.push(quote!(#n: #private::SliceArg));
+                packs.push(quote! {
+                    __p[__k..__k + #private::SliceArg::SLOTS].copy_from_slice(&#n.slots());
+                    __k += #private::SliceArg::SLOTS;
+                });
+                pvals.push(quote!(#v));
                 cpu_args.push(quote!(#a));
             }
             (DslType::SymmBuf(_), Type::Path(tp)) => {
@@ -427,15 +438,18 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                 };
                 largs.push(quote!(#n: &::symm::SymmetricMemory));
                 fwd.push(quote!(#n));
-                let a = quote::format_ident!("__a_{}", n);
-                packs.push(quote! {
-                    let __s = #private::symm_arg::<#e>(comm, #n_str, #n)?;
-                    __p[__k..__k + #private::SYMM_BUF_SLOTS].copy_from_slice(&__s);
-                    __k += #private::SYMM_BUF_SLOTS;
-                    // SAFETY: the handle lives only inside this launch, which
-                    // borrows the memory.
-                    let #a = unsafe { #private::symm_handle::<#e>(#n) };
+                binds.push(quote! {
+                    let #v = #private::symm_arg::<#e>(comm, #n_str, #n)?;
+                    // SAFETY: the value is `symm_arg`'s, of memory this
+                    // launch borrows while the handle lives.
+                    let #a = unsafe { #private::symm_handle::<#e>(#v) };
                 });
+                pargs.push(quote!(#n: #private::SymmBufArg));
+                packs.push(quote! {
+                    __p[__k..__k + #private::SymmBufArg::SLOTS].copy_from_slice(&#n.slots());
+                    __k += #private::SymmBufArg::SLOTS;
+                });
+                pvals.push(quote!(#v));
                 cpu_args.push(quote!(#a));
             }
             (DslType::Scalar(s), t) => {
@@ -449,7 +463,9 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                     Scalar::Prim("isize") => quote!(#private::slot_u64(#n as i64 as u64)),
                     _ => quote!(#private::slot(#n)),
                 };
+                pargs.push(quote!(#n: #t));
                 packs.push(quote! { __p[__k] = #slot; __k += 1; });
+                pvals.push(quote!(#n));
                 cpu_args.push(quote!(#n));
             }
             _ => {}
@@ -611,16 +627,28 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                 unsafe { __launch #tf (false, comm, cfg, #(#fwd),*) }
             }
 
-            /// Packs the arguments and launches, checked or not.
+            /// The launch's parameter slots, from each argument's ABI value
+            /// (the hidden slots are left for the backend to fill): the one
+            /// packing of this kernel's arguments.
+            #[doc(hidden)]
+            #[allow(unused_mut)]
+            pub fn __params #generics (#(#pargs),*) -> [[u8; 8]; PARAM_SLOTS] #wc {
+                let mut __p = [[0u8; 8]; PARAM_SLOTS];
+                let mut __k: usize = #hidden;
+                #(#packs)*
+                ::core::debug_assert_eq!(__k, PARAM_SLOTS);
+                __p
+            }
+
+            /// Checks and binds the arguments, packs them and launches,
+            /// checked or not.
             ///
             /// # Safety
             ///
             /// Unless `__checked`, as [`launch_unchecked`].
             unsafe fn __launch #generics (__checked: bool, comm: &::symm::Comm, cfg: ::symm::LaunchConfig, #(#largs),*) -> ::symm::Result<()> #wc {
-                let mut __p = [[0u8; 8]; PARAM_SLOTS];
-                let mut __k: usize = #hidden;
-                #(#packs)*
-                let _ = __k;
+                #(#binds)*
+                let mut __p = __params #tf (#(#pvals),*);
                 let __key = __key #tf ();
                 let __key: ::std::vec::Vec<&str> = __key.iter().map(|s| s.as_str()).collect();
                 let __src = |__e: &str| __source #tf (__e);

@@ -764,12 +764,8 @@ writable!(Remote, "remote buffer");
 /// A symmetric buffer: every rank's copy, plus signal pads. A kernel
 /// parameter written `buf: SymmBuf<T>`; launch passes a `&SymmetricMemory`.
 pub struct SymmBuf<T> {
-    ptrs: u64,
-    pads: u64,
-    rank: u32,
-    world: u32,
-    len: usize,
-    off: u64,
+    /// What the GPU's `symm_buf<T>` holds, from the same fill.
+    abi: symm_abi::SymmBufArg,
     _t: PhantomData<T>,
 }
 
@@ -784,30 +780,25 @@ impl<T: Scalar> SymmBuf<T> {
     /// The handle the emulator's kernel body sees for a symmetric buffer.
     ///
     /// # Safety
-    /// `ptrs` and `pads` must each address `world` addresses of emulator
-    /// memory: rank `r`'s buffer, whose `len` elements start `off` bytes
-    /// after its address, and its signal pad of
+    /// `a.ptrs` and `a.pads` must each address `a.world` addresses of
+    /// emulator memory: rank `r`'s buffer, whose `a.len` elements start
+    /// `a.off` bytes after its address, and its signal pad of
     /// [`SIGNAL_PAD_SLOTS`](crate::layout::SIGNAL_PAD_SLOTS) slots, all live
     /// for as long as any copy of the handle is used.
     #[doc(hidden)]
-    pub unsafe fn __new(ptrs: u64, pads: u64, rank: u32, world: u32, len: usize, off: u64) -> Self {
+    pub unsafe fn __from_abi(a: symm_abi::SymmBufArg) -> Self {
         SymmBuf {
-            ptrs,
-            pads,
-            rank,
-            world,
-            len,
-            off,
+            abi: a,
             _t: PhantomData,
         }
     }
 
     #[track_caller]
     fn table(&self, table: u64, r: u32, what: &str) -> u64 {
-        if r >= self.world {
+        if r >= self.abi.world {
             fault(format!(
                 "{what}: rank {r} is out of range for world size {}",
-                self.world
+                self.abi.world
             ));
         }
         load_raw::<u64>(table + 8 * u64::from(r), Ordering::Relaxed)
@@ -816,23 +807,23 @@ impl<T: Scalar> SymmBuf<T> {
     /// Rank `r`'s buffer. `(T*)(ptrs[r] + off)`.
     #[track_caller]
     pub fn peer(&self, r: u32) -> Remote<T> {
-        let ptr = self.table(self.ptrs, r, "SymmBuf::peer") + self.off;
+        let ptr = self.table(self.abi.ptrs, r, "SymmBuf::peer") + self.abi.off;
         // SAFETY: rank `r`'s buffer holds `len` elements, and outlives this
         // handle (`__new`'s contract).
-        unsafe { Remote::__new(ptr, self.len) }
+        unsafe { Remote::__new(ptr, self.len()) }
     }
 
     /// This rank's own buffer. `(T*)local` on the GPU (the table's entry
     /// for this rank plus `off` here, the same address).
     #[track_caller]
     pub fn local(&self) -> Remote<T> {
-        self.peer(self.rank)
+        self.peer(self.abi.rank)
     }
 
     /// Rank `r`'s signal pad as `u32` slots (see [`super::signal_slot`]).
     #[track_caller]
     pub fn pad(&self, r: u32) -> Remote<u32> {
-        let ptr = self.table(self.pads, r, "SymmBuf::pad");
+        let ptr = self.table(self.abi.pads, r, "SymmBuf::pad");
         // SAFETY: rank `r`'s pad holds SIGNAL_PAD_SLOTS slots, and outlives
         // this handle (`__new`'s contract).
         unsafe { Remote::__new(ptr, crate::layout::SIGNAL_PAD_SLOTS) }
@@ -840,22 +831,22 @@ impl<T: Scalar> SymmBuf<T> {
 
     /// This rank.
     pub fn rank(&self) -> u32 {
-        self.rank
+        self.abi.rank
     }
 
     /// Number of ranks.
     pub fn world_size(&self) -> u32 {
-        self.world
+        self.abi.world
     }
 
     /// Elements in each rank's buffer.
     pub fn len(&self) -> usize {
-        self.len
+        self.abi.len as usize
     }
 
     /// Whether the buffers are empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Signals rank `dst` on `channel` from this block: a system-scope
@@ -869,7 +860,7 @@ impl<T: Scalar> SymmBuf<T> {
     #[track_caller]
     fn put_signal_timed(&self, dst: u32, channel: u32, timeout_ns: Option<u64>) {
         let loc = std::panic::Location::caller();
-        let slot = self.slot("put_signal", channel, self.rank);
+        let slot = self.slot("put_signal", channel, self.abi.rank);
         let pad = self.pad(dst);
         let what = || {
             format!(
@@ -893,8 +884,8 @@ impl<T: Scalar> SymmBuf<T> {
     fn wait_signal_timed(&self, src: u32, channel: u32, timeout_ns: Option<u64>) {
         let loc = std::panic::Location::caller();
         let slot = self.slot("wait_signal", channel, src);
-        let pad = self.pad(self.rank);
-        let rank = self.rank;
+        let pad = self.pad(self.abi.rank);
+        let rank = self.abi.rank;
         let what = || {
             format!("wait_signal from peer {src} on channel {channel} (slot {slot} of rank {rank}'s pad; expects 1)")
         };
@@ -923,7 +914,7 @@ impl<T: Scalar> SymmBuf<T> {
         timeout_ns: u64,
         barrier: bool,
     ) -> bool {
-        let slot = self.slot("put_signal", channel, self.rank);
+        let slot = self.slot("put_signal", channel, self.abi.rank);
         let pad = self.pad(dst);
         let kind = if barrier {
             SignalKind::BarrierPut
@@ -946,7 +937,7 @@ impl<T: Scalar> SymmBuf<T> {
         barrier: bool,
     ) -> bool {
         let slot = self.slot("wait_signal", channel, src);
-        let pad = self.pad(self.rank);
+        let pad = self.pad(self.abi.rank);
         let kind = if barrier {
             SignalKind::BarrierWait
         } else {
@@ -978,7 +969,7 @@ impl<T: Scalar> SymmBuf<T> {
                     let [thread, block, ..] = t.indices();
                     t.record(StatusRecord {
                         kind,
-                        rank: self.rank as usize,
+                        rank: self.abi.rank as usize,
                         block: block[0],
                         peer: peer as usize,
                         channel,
@@ -999,7 +990,7 @@ impl<T: Scalar> SymmBuf<T> {
     /// a `wait_flag` that sees it. No read-modify-write. `st.release.sys`.
     #[track_caller]
     pub fn signal_flag(&self, dst: u32, channel: u32, value: u32) {
-        let slot = self.slot("signal_flag", channel, self.rank);
+        let slot = self.slot("signal_flag", channel, self.abi.rank);
         self.pad(dst)
             .store(slot, value, StoreOrder::Release, Scope::System);
     }
@@ -1012,14 +1003,14 @@ impl<T: Scalar> SymmBuf<T> {
     pub fn wait_flag(&self, src: u32, channel: u32, value: u32) {
         let loc = std::panic::Location::caller();
         let slot = self.slot("wait_flag", channel, src);
-        let pad = self.pad(self.rank);
-        let rank = self.rank;
+        let pad = self.pad(self.abi.rank);
+        let rank = self.abi.rank;
         // The pad addresses in the report let a hang from mismatched
         // pointer tables (a rank signalling where its peer does not look)
         // be told from one where a peer never signalled.
         let (own, theirs) = (
-            self.table(self.pads, rank, "wait_flag"),
-            self.table(self.pads, src, "wait_flag"),
+            self.table(self.abi.pads, rank, "wait_flag"),
+            self.table(self.abi.pads, src, "wait_flag"),
         );
         let what = || {
             let holds = pad.load(slot, LoadOrder::Relaxed, Scope::System);
@@ -1064,7 +1055,7 @@ impl<T: Scalar> SymmBuf<T> {
                     format!(
                         "signal timeout: rank {}, block {block}: {op} on channel {channel} with peer {peer} did not \
                          complete within {} ms",
-                        self.rank,
+                        self.abi.rank,
                         limit / 1_000_000
                     )
                 },

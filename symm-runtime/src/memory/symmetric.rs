@@ -516,6 +516,22 @@ impl SymmetricMemory {
         self.buffer_ptrs_dev.ptr
     }
 
+    /// What a kernel's `SymmBuf` argument carries for this memory, with
+    /// elements of `elem_bytes` bytes: the one place the ABI value is
+    /// filled, for a launch's slots and the emulator's handle alike.
+    pub(crate) fn abi_arg(&self, elem_bytes: usize) -> symm_abi::SymmBufArg {
+        symm_abi::SymmBufArg {
+            ptrs: self.shared_ptrs_dev(),
+            pads: self.signal_pad_ptrs_dev(),
+            rank: self.rank() as u32,
+            world: self.world_size() as u32,
+            len: (self.buffer_size / elem_bytes) as u64,
+            local: self.buffer_ptrs[self.rank()],
+            lpad: self.signal_pad_ptrs[self.rank()],
+            off: self.buffer_offset,
+        }
+    }
+
     /// This memory's offset in its pool segment (0 for a whole allocation):
     /// what kernels' `SymmBuf` adds to its segment's addresses.
     pub fn buffer_offset(&self) -> u64 {

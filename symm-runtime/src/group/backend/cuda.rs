@@ -597,10 +597,12 @@ impl Backend for CudaBackend {
                 )));
             }
         }
-        use symm_abi::Hidden;
-        params[Hidden::Status as usize] = self.status.ptr.to_le_bytes();
-        params[Hidden::Timeout as usize] = ctx.kernel_timeout_ns().to_le_bytes();
-        params[Hidden::Rank as usize] = (self.rank as u64).to_le_bytes();
+        let hidden = symm_abi::KernelCtx {
+            status: self.status.ptr,
+            timeout_ns: ctx.kernel_timeout_ns(),
+            rank: self.rank as u32,
+        };
+        params[..symm_abi::KernelCtx::SLOTS].copy_from_slice(&hidden.slots());
         self.dev
             .launch(&f, &self.stream, cfg, params)
             .map_err(|e| self.err(e))?;
