@@ -972,6 +972,23 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
             assert!(m.contains("rank 2: the output holds 20 elements"), "{m}");
         }
     }
+    // More than symm's kernels move, on one rank: a capacity problem (a
+    // limit of symm's, not a mistake in the call), of that kind on all.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<u32>(8)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<u32>(8)?;
+        let mut send = vec![0; c.world_size()];
+        if c.rank() == 1 {
+            send[0] = u32::MAX as usize;
+        }
+        all_to_all_single(c, &s, &mut out, &send, &vec![0; c.world_size()])
+    }) {
+        for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::Capacity, "{m}");
+            assert!(m.contains("rank 1: a split of 4294967295 elements"), "{m}");
+        }
+    }
 }
 
 /// Shapes that every rank agreed on before (so no store exchange runs),

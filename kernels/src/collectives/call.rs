@@ -13,7 +13,7 @@ use symm::{BoundSlice, Comm, DType, DeviceSlice, LaunchConfig, Result, Symmetric
 use super::elem::{Ch, CopyElem, ReduceOp};
 use super::path::{path_for, CollectivePath};
 use super::{CHANNEL_OWNER, MAX_BLOCKS, THREADS};
-use crate::shared::agree::agree;
+use crate::shared::agree::{agree, Problem};
 use crate::shared::checks::usable;
 use crate::shared::grid::{fit_blocks, threads_for, vector_blocks, with_pdl};
 use crate::shared::key::{call_digest, CallKey};
@@ -160,7 +160,7 @@ pub(super) fn begin<'o, T: CopyElem>(
     input: &SymmetricMemory,
     (name, out): (&'static str, &'o mut (impl DeviceSlice<T> + ?Sized)),
     call: Call,
-    check: impl FnOnce(&BoundSlice<'_, T>) -> std::result::Result<(), String>,
+    check: impl FnOnce(&BoundSlice<'_, T>) -> std::result::Result<(), Problem>,
 ) -> Result<Option<Ready<'o, T>>> {
     // First, before any check that could fail on one rank alone.
     let index = channel(comm)?;
@@ -170,10 +170,10 @@ pub(super) fn begin<'o, T: CopyElem>(
     };
     let bound = comm.bind_mut(name, out);
     let problem = match &bound {
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(Problem::from(e)),
         Ok(out) => usable(comm).and_then(|()| check(out)).err(),
     }
-    .or(path_problem);
+    .or(path_problem.map(Problem::from));
     let key = Key {
         kind: call.kind,
         dtype: T::DTYPE,

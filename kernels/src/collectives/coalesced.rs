@@ -8,6 +8,7 @@ use symm::{Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 
 use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel, ReduceElem, ReduceOp};
+use crate::shared::agree::Problem;
 use crate::shared::checks::{disjoint, out_fits};
 use crate::shared::key::Fnv64;
 
@@ -31,12 +32,12 @@ pub fn all_gather_coalesced<T: CopyElem>(
     let cap = input.buffer_size() / std::mem::size_of::<T>();
     let mut rows = Vec::with_capacity(ranges.len());
     let mut at = 0usize;
-    let mut problem = None;
+    let mut problem: Option<Problem> = None;
     for r in ranges {
         if r.start > r.end || r.end > cap || r.end > u32::MAX as usize {
-            problem.get_or_insert(format!(
-                "the range {r:?} is not within the input's {cap} elements"
-            ));
+            problem.get_or_insert(
+                format!("the range {r:?} is not within the input's {cap} elements").into(),
+            );
         }
         rows.push([r.start, r.len(), at]);
         at = at.saturating_add(r.len().saturating_mul(world));
@@ -93,14 +94,17 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
     let smem = buf.rendezvous()?;
     let mut rows = Vec::with_capacity(ranges.len());
     let mut at = 0usize;
-    let mut problem = None;
+    let mut problem: Option<Problem> = None;
     let per_vec = crate::shared::elem::vector::<T>().max(1);
     for r in ranges {
         if r.start > r.end || r.end > buf.len() || r.end > u32::MAX as usize {
-            problem.get_or_insert(format!(
-                "the range {r:?} is not within the buffer's {} elements",
-                buf.len()
-            ));
+            problem.get_or_insert(
+                format!(
+                    "the range {r:?} is not within the buffer's {} elements",
+                    buf.len()
+                )
+                .into(),
+            );
         }
         // Each tensor's scratch starts where the buffer's range does
         // modulo a vector, so an aligned tensor moves in vectors.
@@ -114,7 +118,9 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
         problem.get_or_insert("the ranges overlap".into());
     }
     if at > u32::MAX as usize {
-        problem.get_or_insert("the ranges hold 2^32 elements or more".into());
+        problem.get_or_insert(Problem::capacity(
+            "the ranges hold 2^32 elements or more".into(),
+        ));
     }
     let call = Call {
         kind: Kind::AllReduceCoalesced {

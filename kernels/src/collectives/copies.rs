@@ -7,6 +7,7 @@ use super::call::{begin, channel, grid, threads, Call, Kind, Ready};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
+use crate::shared::agree::Problem;
 use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint};
 
 /// Every rank's `n` elements of `input` (a rendezvoused symmetric buffer),
@@ -51,13 +52,21 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
         empty: n == 0,
     };
     let ready = begin(comm, &smem, ("buf", &mut whole), call, |_| {
-        match n.checked_mul(world) {
+        let total = n.checked_mul(world);
+        match total {
             Some(t) if t <= buf.len() && t <= u32::MAX as usize => Ok(()),
-            _ => Err(format!(
-                "an in-place all_gather of {n} elements per rank needs {world} × {n}, and \
-                 the buffer holds {}",
-                buf.len()
-            )),
+            _ => {
+                let text = format!(
+                    "an in-place all_gather of {n} elements per rank needs {world} × {n}, and \
+                     the buffer holds {}",
+                    buf.len()
+                );
+                // Past 2^32 - 1 elements, symm's limit, whatever the buffer.
+                Err(match total {
+                    Some(t) if t <= u32::MAX as usize => text.into(),
+                    _ => Problem::capacity(text),
+                })
+            }
         }
     })?;
     match ready {
@@ -117,7 +126,7 @@ pub fn broadcast<T: CopyElem>(
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
         if root >= world {
-            return Err(format!("root {root} is not a rank of {world}"));
+            return Err(format!("root {root} is not a rank of {world}").into());
         }
         fits::<T>(input, n, "the input")?;
         out_fits(out, Some(n), "n")?;
@@ -180,7 +189,11 @@ pub fn all_to_all<T: CopyElem>(
     let ready = begin(comm, input, ("out", out), call, |out| {
         match total {
             Some(t) => fits::<T>(input, t, "the input")?,
-            None => return Err(format!("{world} × {m} elements overflow")),
+            None => {
+                return Err(Problem::capacity(format!(
+                    "{world} × {m} elements overflow"
+                )))
+            }
         }
         out_fits(out, total, "world × m")?;
         disjoint(input, out)

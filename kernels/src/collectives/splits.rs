@@ -7,6 +7,7 @@ use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmetricMemory};
 use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::MAX_BLOCKS;
+use crate::shared::agree::Problem;
 use crate::shared::checks::{disjoint, fits, out_fits};
 
 /// All-to-all with split sizes given on the host, as PyTorch's
@@ -28,18 +29,20 @@ pub fn all_to_all_single<T: CopyElem>(
     let mut packed = [0u64; 8];
     let mut problem = None;
     if in_splits.len() != world || out_splits.len() != world {
-        problem = Some(format!(
+        problem = Some(Problem::from(format!(
             "all_to_all_single takes one split per rank ({world}), and got {} send and {} \
              receive splits",
             in_splits.len(),
             out_splits.len()
-        ));
+        )));
     } else if let Some(bad) = in_splits
         .iter()
         .chain(out_splits)
         .find(|&&s| s >= u32::MAX as usize)
     {
-        problem = Some(format!("a split of {bad} elements is 2^32 - 1 or more"));
+        problem = Some(Problem::capacity(format!(
+            "a split of {bad} elements is 2^32 - 1 or more"
+        )));
     } else {
         for r in 0..world {
             packed[r] = in_splits[r] as u64 | ((out_splits[r] as u64) << 32);
@@ -93,7 +96,7 @@ pub fn all_to_all_v<T: CopyElem>(
 enum Splits<'a> {
     Host {
         packed: [u64; 8],
-        problem: Option<String>,
+        problem: Option<Problem>,
         sent: usize,
         received: usize,
     },
@@ -150,12 +153,15 @@ fn split_call<T: CopyElem>(
                         2 * world,
                         in_splits.len(),
                         report.len()
-                    ));
+                    )
+                    .into());
                 }
             }
         }
         if out.len() > u32::MAX as usize {
-            return Err("the output holds 2^32 elements or more".into());
+            return Err(Problem::capacity(
+                "the output holds 2^32 elements or more".into(),
+            ));
         }
         Ok(())
     })?;

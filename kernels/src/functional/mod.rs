@@ -55,7 +55,7 @@ pub mod rule;
 
 pub use operand::{Operand, Output};
 
-use crate::shared::agree::agree;
+use crate::shared::agree::{agree, Problem};
 use crate::shared::checks::{invalid, unsupported};
 use crate::shared::key::CallKey;
 use std::any::{Any, TypeId};

@@ -76,23 +76,29 @@ impl Collectives {
         out: &mut dyn DeviceSlice<T>,
         need_out: usize,
         extra: Option<String>,
-    ) -> Option<String> {
-        if extra.is_some() {
-            return extra;
+    ) -> Option<Problem> {
+        if let Some(text) = extra {
+            return Some(text.into());
         }
         if out.len() < need_out {
-            return Some(format!(
-                "the output holds {} elements, and the call writes {need_out}",
-                out.len()
-            ));
+            return Some(
+                format!(
+                    "the output holds {} elements, and the call writes {need_out}",
+                    out.len()
+                )
+                .into(),
+            );
         }
         if route != Route::Nccl {
             return None;
         }
         if let Err(e) = self.cs.bind("input", input.__memory()) {
-            return Some(e.to_string());
+            return Some(Problem::from(&e));
         }
-        self.cs.bind_mut("out", out).err().map(|e| e.to_string())
+        self.cs
+            .bind_mut("out", out)
+            .err()
+            .map(|e| Problem::from(&e))
     }
 
     /// Checks the call across ranks (on the first call of its shape, as the
@@ -104,7 +110,7 @@ impl Collectives {
         facts: &CallFacts,
         route: Route,
         shape: &[u64],
-        problem: Option<String>,
+        problem: Option<Problem>,
     ) -> Result<()> {
         // Where each rank's input lies is not in the key: it may differ
         // between ranks only as an error, which the kernels' digest (the

@@ -16,7 +16,7 @@ pub use device::*;
 use symm::dsl::Scalar;
 use symm::{BoundSlice, Comm, DType, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
-use crate::shared::agree::agree;
+use crate::shared::agree::{agree, Problem};
 use crate::shared::checks::{overlaps_input, usable};
 use crate::shared::elem::{vector, wide_float_types};
 use crate::shared::grid::with_pdl;
@@ -161,7 +161,7 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     let b_out = comm.bind_mut("out", out);
     let problem = match (&b_res, &b_w, &b_out) {
         (Ok(res), Ok(w), Ok(o)) => check::<T>(comm, input, (res, w, o), rows, hidden).err(),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Some(e.to_string()),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Some(Problem::from(e)),
     };
     let key = Key {
         dtype: T::DTYPE,
@@ -223,54 +223,58 @@ fn check<T: FusedElem>(
     (res, w, o): (&BoundSlice<'_, T>, &BoundSlice<'_, T>, &BoundSlice<'_, T>),
     rows: usize,
     hidden: usize,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Problem> {
     usable(comm)?;
     if hidden == 0 || !hidden.is_multiple_of(T::V) {
-        return Err(format!(
+        return Err(Problem::from(format!(
             "hidden {hidden} is not a positive multiple of {} (16 bytes of {})",
             T::V,
             T::DTYPE
-        ));
+        )));
     }
     // Headroom for the kernel's index steps, which may pass `n` by a
     // block's width before they stop.
     let n = rows
         .checked_mul(hidden)
         .filter(|&n| n <= (u32::MAX - THREADS * T::V as u32) as usize)
-        .ok_or_else(|| format!("{rows} rows of {hidden} is more than 2^32 - 4096 elements"))?;
+        .ok_or_else(|| {
+            Problem::capacity(format!(
+                "{rows} rows of {hidden} is more than 2^32 - 4096 elements"
+            ))
+        })?;
     if input.dtype() != T::DTYPE {
-        return Err(format!(
+        return Err(Problem::from(format!(
             "the input holds {}, and the call is of {}",
             input.dtype(),
             T::DTYPE
-        ));
+        )));
     }
     if input.rank() != comm.rank() || input.world_size() != comm.world_size() {
-        return Err(format!(
+        return Err(Problem::from(format!(
             "the input is rank {} of {}, and the call is on rank {} of {}",
             input.rank(),
             input.world_size(),
             comm.rank(),
             comm.world_size()
-        ));
+        )));
     }
     for (name, b) in [("residual", res), ("out", o)] {
         if overlaps_input(input, b) {
-            return Err(format!(
+            return Err(Problem::from(format!(
                 "{name} overlaps the symmetric input, which peers read while this rank \
                  writes it"
-            ));
+            )));
         }
     }
     let cap = input.buffer_size() / std::mem::size_of::<T>();
     if cap < n || res.len() < n || o.len() < n || w.len() < hidden {
-        return Err(format!(
+        return Err(Problem::from(format!(
             "{rows} rows of {hidden}: the input holds {cap}, the residual {}, the output {} \
              and the weight {}",
             res.len(),
             o.len(),
             w.len()
-        ));
+        )));
     }
     for (name, ptr) in [
         ("residual", res.device_ptr()),
@@ -278,7 +282,9 @@ fn check<T: FusedElem>(
         ("out", o.device_ptr()),
     ] {
         if !ptr.is_multiple_of(16) {
-            return Err(format!("{name} at {ptr:#x} is not 16-byte aligned"));
+            return Err(Problem::from(format!(
+                "{name} at {ptr:#x} is not 16-byte aligned"
+            )));
         }
     }
     Ok(())

@@ -43,6 +43,23 @@ impl From<String> for Problem {
     }
 }
 
+impl From<&str> for Problem {
+    fn from(text: &str) -> Problem {
+        text.to_string().into()
+    }
+}
+
+impl Problem {
+    /// A limit of symm's that the call passes (the 2^32 elements its
+    /// kernels index, say), rather than a mistake in its arguments.
+    pub(crate) fn capacity(text: String) -> Problem {
+        Problem {
+            kind: ErrorKind::Capacity,
+            text,
+        }
+    }
+}
+
 impl From<&Error> for Problem {
     fn from(e: &Error) -> Problem {
         Problem {

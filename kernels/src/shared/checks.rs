@@ -1,8 +1,10 @@
 //! Argument checks that every family makes, as the problem a rank
-//! publishes in the agreement (a `String`, so that every rank can report
-//! every rank's), or as an error on this rank.
+//! publishes in the agreement (a [`Problem`]: its kind and its text, so
+//! that every rank can report every rank's), or as an error on this rank.
 
 use symm::{BoundSlice, Comm, Element, SymmetricMemory};
+
+use super::agree::Problem;
 
 /// An invalid-argument error on `comm`'s rank.
 pub(crate) fn invalid(comm: &Comm, message: String) -> symm::Error {
@@ -17,7 +19,7 @@ pub(crate) fn unsupported(comm: &Comm, message: String) -> symm::Error {
 
 /// A problem unless the rank may still run collectives: after a kernel
 /// failed, its call counters may be out of step with its peers'.
-pub(crate) fn usable(comm: &Comm) -> Result<(), String> {
+pub(crate) fn usable(comm: &Comm) -> Result<(), Problem> {
     if comm.kernel_failed() {
         Err(
             "a kernel on this rank failed earlier (see the error it reported); its call \
@@ -31,17 +33,18 @@ pub(crate) fn usable(comm: &Comm) -> Result<(), String> {
 }
 
 /// A problem unless `n` elements of `T` fit this rank's buffer of `input`
-/// (`what` names it) and index in `u32`.
+/// (`what` names it) and index in `u32` (past that, a capacity problem).
 pub(crate) fn fits<T: Element>(
     input: &SymmetricMemory,
     n: usize,
     what: &str,
-) -> Result<(), String> {
+) -> Result<(), Problem> {
     let cap = input.buffer_size() / std::mem::size_of::<T>();
-    if n > cap || n > u32::MAX as usize {
-        Err(format!(
-            "{n} elements, and {what} holds {cap} (and at most 2^32 - 1 can move)"
-        ))
+    let text = || format!("{n} elements, and {what} holds {cap} (and at most 2^32 - 1 can move)");
+    if n > u32::MAX as usize {
+        Err(Problem::capacity(text()))
+    } else if n > cap {
+        Err(text().into())
     } else {
         Ok(())
     }
@@ -53,20 +56,29 @@ pub(crate) fn out_fits<T: Element>(
     out: &BoundSlice<'_, T>,
     need: Option<usize>,
     what: &str,
-) -> Result<(), String> {
+) -> Result<(), Problem> {
     if !out.device_ptr().is_multiple_of(16) {
         return Err(format!(
             "the output at {:#x} is not 16-byte aligned",
             out.device_ptr()
-        ));
+        )
+        .into());
     }
-    match need {
-        Some(k) if k <= out.len() && k <= u32::MAX as usize => Ok(()),
-        _ => Err(format!(
+    let text = || {
+        format!(
             "the output holds {} elements, fewer than {what} ({})",
             out.len(),
             need.map_or("more than 2^64".into(), |k| k.to_string())
-        )),
+        )
+    };
+    match need {
+        Some(k) if k <= out.len() && k <= u32::MAX as usize => Ok(()),
+        // More than the kernels index: symm's limit, whatever the output.
+        None => Err(Problem::capacity(text())),
+        Some(k) if k > u32::MAX as usize => Err(Problem::capacity(format!(
+            "{what} is {k} elements, and at most 2^32 - 1 can move"
+        ))),
+        Some(_) => Err(text().into()),
     }
 }
 
@@ -91,7 +103,7 @@ pub(crate) fn is_input<T: Element>(input: &SymmetricMemory, out: &BoundSlice<'_,
 pub(crate) fn disjoint<T: Element>(
     input: &SymmetricMemory,
     out: &BoundSlice<'_, T>,
-) -> Result<(), String> {
+) -> Result<(), Problem> {
     if overlaps_input(input, out) {
         Err(
             "the output overlaps the symmetric input, which peers read while this rank \
@@ -108,7 +120,7 @@ pub(crate) fn disjoint<T: Element>(
 pub(crate) fn same_or_disjoint<T: Element>(
     input: &SymmetricMemory,
     out: &BoundSlice<'_, T>,
-) -> Result<(), String> {
+) -> Result<(), Problem> {
     if is_input(input, out) {
         Ok(())
     } else {
