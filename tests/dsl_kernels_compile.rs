@@ -153,6 +153,7 @@ fn test_kernels_compile() {
         gather_packets,
         reduce_scatter_w::<4>,
         all_to_all_one,
+        ring_peers,
         one_thread_asserts,
         receive64::<f64, 1>,
         receive64::<u64, 8>,

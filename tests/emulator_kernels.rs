@@ -815,6 +815,19 @@ fn kernel_assert_stops_an_all_to_all_with_too_few_threads(world: usize) {
     assert!(own > 0, "no rank reported its own assertion: {err}");
 }
 
+/// A handle method defined by path (`SymmBuf::ring_peer`) computes the
+/// same on every rank as its 64-bit reference.
+fn ring_peer_is_the_rank_steps_ahead(world: usize) {
+    let Some(placed) = ranks(world) else { return };
+    let seed: u64 = rand::rng().random();
+    run(placed, assert_options(), |c| run_ring_peers(c, seed))
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+}
+
+per_world! {
+    ring_peer: ring_peer_is_the_rank_steps_ahead => [world_1, world_2, world_3, world_8];
+}
+
 per_world! {
     kernel_assert_names_the_thread: kernel_assert_names_rank_block_thread_message_and_line
         => [world_1, world_2, world_3, world_4];

@@ -536,6 +536,37 @@ pub fn all_to_all_one(buf: SymmBuf<u32>, out: &mut [u32], ch: u32) {
     }
 }
 
+/// Thread t writes `buf.ring_peer(steps[t])`: a handle method defined by
+/// path (`symm::dsl::methods`), whose CUDA C and Rust stub must agree.
+#[symm_kernel]
+pub fn ring_peers(buf: SymmBuf<u32>, steps: &[u32], out: &mut [u32]) {
+    let t = thread_idx_x() as usize;
+    if t < out.len() {
+        out[t] = buf.ring_peer(steps[t]);
+    }
+}
+
+/// [`ring_peers`] on `c`'s rank, for random steps, the steps around the
+/// world size and `u32::MAX`, against `(rank + step) mod world` in 64 bits.
+pub fn run_ring_peers(c: &Comm, seed: u64) -> symm::Result<()> {
+    let (r, world) = (c.rank() as u64, c.world_size() as u32);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut steps: Vec<u32> = (0..2 * world + 2).collect();
+    steps.extend([u32::MAX, u32::MAX - 1, u32::MAX - world]);
+    steps.extend((0..32).map(|_| rng.random::<u32>()));
+    let want: Vec<u32> = steps
+        .iter()
+        .map(|&s| ((r + u64::from(s)) % u64::from(world)) as u32)
+        .collect();
+    let buf = c.alloc::<u32>(1)?;
+    let s = buf.rendezvous()?;
+    let d_steps = c.device_buffer_from(&steps)?;
+    let mut out = c.device_buffer_from(&vec![u32::MAX; steps.len()])?;
+    ring_peers::launch(c, LaunchConfig::linear(1, 64), &s, &d_steps, &mut out)?;
+    c.synchronize()?;
+    check_bits(c, "ring_peers", &out.to_host()?, &want)
+}
+
 /// The thread of linear index `bad` (over the grid, x fastest) stops at an
 /// assertion: the kernel's own (its message the condition), or with
 /// `in_helper` that of a device function (a message of its own). Every

@@ -180,7 +180,7 @@ const CASES: &[(&str, &str, &str)] = &[
             let (a, b) = (1, 2);
             let c = 0;
             x[0] = a + b + c + v + y;
-            x.frobnicate(1);
+            n.frobnicate(1);
             'outer: loop { break 'outer; }
             let s: [f32; q] = [0.0; q];
             let t = x[0..2];

@@ -74,7 +74,8 @@
 //! data with `store_tagged64`,
 //! `load_tagged64`, `gather_tagged64`). On [`SymmBuf`]:
 //! `peer(r)`, `local()`, `pad(r)`, `rank()`, `world_size()`, `len()`,
-//! `put_signal(dst, channel)` and `wait_signal(src, channel)`. Orderings and
+//! [`ring_peer(step)`](SymmBuf::ring_peer), `put_signal(dst, channel)` and
+//! `wait_signal(src, channel)`. Orderings and
 //! scopes must be written as constants (`LoadOrder::Acquire`).
 //!
 //! # Assertions
@@ -104,6 +105,8 @@ pub(crate) mod emulator;
 pub(crate) mod hostmem;
 mod intrinsics;
 pub(crate) mod memory;
+#[doc(hidden)]
+pub mod methods;
 mod scalar;
 pub(crate) mod support;
 pub mod sync;

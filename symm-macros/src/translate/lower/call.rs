@@ -164,18 +164,7 @@ impl Lowerer<'_> {
         if let Some(l) = dep.segments.last_mut() {
             l.arguments = syn::PathArguments::None;
         }
-        let key = quote::quote!(#dep).to_string();
-        let index = match self
-            .deps
-            .iter()
-            .position(|d| quote::quote!(#d).to_string() == key)
-        {
-            Some(i) => i,
-            None => {
-                self.deps.push(dep);
-                self.deps.len() - 1
-            }
-        };
+        let index = self.dep_index(dep);
         let targs = match &last.arguments {
             syn::PathArguments::AngleBracketed(a) => Some(
                 a.args
@@ -190,6 +179,23 @@ impl Lowerer<'_> {
             callee: p.path.clone(),
             target: Callee::Device { index, targs },
             args,
+        }
+    }
+
+    /// The index of the device function `dep` among the kernel's
+    /// dependencies (its C calls the `i`th as `d<i>`), added if new.
+    fn dep_index(&mut self, dep: syn::Path) -> usize {
+        let key = quote::quote!(#dep).to_string();
+        match self
+            .deps
+            .iter()
+            .position(|d| quote::quote!(#d).to_string() == key)
+        {
+            Some(i) => i,
+            None => {
+                self.deps.push(dep);
+                self.deps.len() - 1
+            }
         }
     }
 
@@ -279,6 +285,9 @@ impl Lowerer<'_> {
                 .collect()
         });
         let Some(def) = intrinsics::method(&name, m.args.len()) else {
+            if self.is_handle(&m.receiver) {
+                return self.method_by_path(m, recv, turbofish);
+            }
             return self.reject(&m.method,
                 format!("method `{name}` with {} argument(s) is not supported in kernels; see the symm::dsl docs for the supported methods", m.args.len()),
             );
@@ -325,6 +334,45 @@ impl Lowerer<'_> {
             targs,
             args,
             line: self.line_of(m),
+        }
+    }
+}
+
+impl Lowerer<'_> {
+    /// Whether `e` is a handle: a slice or `SymmBuf` variable, or a
+    /// `Remote` from `peer`/`local`.
+    fn is_handle(&self, e: &SynExpr) -> bool {
+        match strip(e) {
+            SynExpr::Path(p) if p.path.segments.len() == 1 => self
+                .lookup(&p.path.segments[0].ident.to_string())
+                .is_some_and(|l| matches!(l.ty, Some(CType::Slice(_) | CType::Buf(_)))),
+            SynExpr::MethodCall(m) => {
+                (m.method == "peer" || m.method == "local") && self.is_handle(&m.receiver)
+            }
+            _ => false,
+        }
+    }
+
+    /// A handle's method that the table does not list: a call of the
+    /// device function `::symm::dsl::methods::<name>` (defined with its
+    /// Rust stub in the runtime), with the handle as its first argument.
+    /// rustc checks the method against the stub in the CPU body, and its
+    /// path (spanned at the name) against the runtime's definitions.
+    fn method_by_path(
+        &mut self,
+        m: &syn::ExprMethodCall,
+        recv: Expr,
+        targs: Option<Vec<TemplateArg>>,
+    ) -> ExprKind {
+        let name = &m.method;
+        let dep: syn::Path = syn::parse_quote_spanned!(name.span()=> ::symm::dsl::methods::#name);
+        let index = self.dep_index(dep.clone());
+        let mut args = vec![recv];
+        args.extend(m.args.iter().map(|a| self.expr(a, None)));
+        ExprKind::Call {
+            callee: dep,
+            target: Callee::Device { index, targs },
+            args,
         }
     }
 }
