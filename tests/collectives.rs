@@ -989,6 +989,19 @@ fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
             assert!(m.contains("rank 1: a split of 4294967295 elements"), "{m}");
         }
     }
+    // world × m past usize, alike on every rank: Capacity, with no memory
+    // of that size anywhere.
+    if let Some(msgs) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<u32>(8)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<u32>(8)?;
+        all_to_all(c, &s, &mut out, usize::MAX / 2)
+    }) {
+        for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::Capacity, "{m}");
+            assert!(m.contains("elements overflow"), "{m}");
+        }
+    }
 }
 
 /// Shapes that every rank agreed on before (so no store exchange runs),

@@ -536,13 +536,20 @@ pub fn all_to_all_one(buf: SymmBuf<u32>, out: &mut [u32], ch: u32) {
     }
 }
 
-/// Thread t writes `buf.ring_peer(steps[t])`: a handle method defined by
-/// path (`symm::dsl::methods`), whose CUDA C and Rust stub must agree.
+/// Thread t writes `buf.ring_peer(steps[t])` (odd threads through a local
+/// bound to `buf`): a handle method defined by path (`symm::dsl::methods`),
+/// whose CUDA C and Rust stub must agree.
 #[symm_kernel]
 pub fn ring_peers(buf: SymmBuf<u32>, steps: &[u32], out: &mut [u32]) {
     let t = thread_idx_x() as usize;
     if t < out.len() {
-        out[t] = buf.ring_peer(steps[t]);
+        // Through the parameter, and through a local bound to it.
+        if t % 2 == 0 {
+            out[t] = buf.ring_peer(steps[t]);
+        } else {
+            let b = buf;
+            out[t] = b.ring_peer(steps[t]);
+        }
     }
 }
 

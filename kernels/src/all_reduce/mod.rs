@@ -43,7 +43,7 @@ pub use plan::{
 
 use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 
-use crate::shared::checks::{invalid, is_input, overlaps_input, unsupported};
+use crate::shared::checks::{capacity, invalid, is_input, overlaps_input, unsupported};
 use identity::{state, Identity};
 use launch::launch;
 /// Sums the first `n` elements of every rank's `input` (a rendezvoused
@@ -221,9 +221,9 @@ fn check<T: AllReduceElem>(
         ));
     }
     if n > u32::MAX as usize {
-        return Err(invalid(
+        return Err(capacity(
             comm,
-            format!("all_reduce of {n} elements is more than 2^32 - 1"),
+            format!("all_reduce of {n} elements is more than the 2^32 - 1 its kernels index"),
         ));
     }
     if !out.device_ptr().is_multiple_of(16) {

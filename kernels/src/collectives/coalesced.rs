@@ -34,10 +34,14 @@ pub fn all_gather_coalesced<T: CopyElem>(
     let mut at = 0usize;
     let mut problem: Option<Problem> = None;
     for r in ranges {
-        if r.start > r.end || r.end > cap || r.end > u32::MAX as usize {
+        if r.start > r.end || r.end > cap {
             problem.get_or_insert(
                 format!("the range {r:?} is not within the input's {cap} elements").into(),
             );
+        } else if r.end > u32::MAX as usize {
+            problem.get_or_insert(Problem::capacity(format!(
+                "the range {r:?} ends past the 2^32 - 1 elements the kernels index"
+            )));
         }
         rows.push([r.start, r.len(), at]);
         at = at.saturating_add(r.len().saturating_mul(world));
@@ -97,7 +101,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
     let mut problem: Option<Problem> = None;
     let per_vec = crate::shared::elem::vector::<T>().max(1);
     for r in ranges {
-        if r.start > r.end || r.end > buf.len() || r.end > u32::MAX as usize {
+        if r.start > r.end || r.end > buf.len() {
             problem.get_or_insert(
                 format!(
                     "the range {r:?} is not within the buffer's {} elements",
@@ -105,6 +109,10 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
                 )
                 .into(),
             );
+        } else if r.end > u32::MAX as usize {
+            problem.get_or_insert(Problem::capacity(format!(
+                "the range {r:?} ends past the 2^32 - 1 elements the kernels index"
+            )));
         }
         // Each tensor's scratch starts where the buffer's range does
         // modulo a vector, so an aligned tensor moves in vectors.

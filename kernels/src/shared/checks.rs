@@ -17,6 +17,12 @@ pub(crate) fn unsupported(comm: &Comm, message: String) -> symm::Error {
     symm::Error::with_kind(symm::ErrorKind::Unsupported, comm.rank(), message)
 }
 
+/// A capacity error on `comm`'s rank: a limit of symm's that the call
+/// passes (the 2^32 - 1 elements its kernels index).
+pub(crate) fn capacity(comm: &Comm, message: String) -> symm::Error {
+    symm::Error::with_kind(symm::ErrorKind::Capacity, comm.rank(), message)
+}
+
 /// A problem unless the rank may still run collectives: after a kernel
 /// failed, its call counters may be out of step with its peers'.
 pub(crate) fn usable(comm: &Comm) -> Result<(), Problem> {

@@ -421,7 +421,7 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                     // the kernel is enqueued (the emulator runs it to
                     // completion); the memory's frees wait for the kernel
                     // after that.
-                    let #a = unsafe { ::symm::dsl::#handle::<#e>::__new(#v.ptr, #b.len()) };
+                    let #a = unsafe { ::symm::dsl::#handle::<#e>::__new(#v.ptr, #v.len as usize) };
                 });
                 pargs.push(quote!(#n: #private::SliceArg));
                 packs.push(quote! {

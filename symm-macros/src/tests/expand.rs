@@ -173,6 +173,26 @@ const CASES: &[(&str, &str, &str)] = &[
         }",
     ),
     (
+        "methods_by_path_on_every_handle",
+        "",
+        "fn k(buf: SymmBuf<u32>, out: &mut [u32], s: u32) {
+            let b = buf;
+            let r = buf.peer(1);
+            out[0] = b.ring_peer(s) + 1;
+            out[1] = r.frob::<u32, 4>(s);
+            out[2] = buf.pad(0).frob(1, 2u32 << 3);
+            out[3] = out.frob();
+        }",
+    ),
+    (
+        "methods_by_path_check_their_arguments",
+        "",
+        "fn k(buf: SymmBuf<u32>, out: &mut [u32]) {
+            out[0] = buf.ring_peer((1 << 31) >> 30);
+            out[1] = buf.peer().rank();
+        }",
+    ),
+    (
         "every_error_is_collected_in_order",
         "",
         "fn k(x: &mut [f32], n: u32) {

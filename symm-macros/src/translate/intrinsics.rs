@@ -288,8 +288,44 @@ pub fn method(name: &str, arity: usize) -> Option<&'static MethodDef> {
         .find(|d| d.name == name && d.args.len() == arity)
 }
 
+/// Whether the table has a method `name`, at any arity.
+pub fn has_method(name: &str) -> bool {
+    METHODS.iter().any(|d| d.name == name)
+}
+
 /// The type a call of method `name` has, when the macro knows it (by name
 /// alone, whatever the arguments).
 pub fn method_type(name: &str) -> Option<CPrim> {
     METHODS.iter().find(|d| d.name == name).and_then(|d| d.ret)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A method defined by path (`method!` in the runtime's
+    /// `dsl/methods.rs`) must not share a name with the table: the table
+    /// wins at any arity, so its C would be called where the emulator runs
+    /// the Rust stub. The macro cannot see the runtime, so it reads the
+    /// file.
+    #[test]
+    fn methods_by_path_are_not_in_the_table() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../symm-runtime/src/dsl/methods.rs"
+        );
+        let src = std::fs::read_to_string(path).expect("the runtime's dsl/methods.rs");
+        let names: Vec<&str> = src
+            .split("pub fn ")
+            .skip(1)
+            .filter_map(|rest| rest.split_once("(&"))
+            .map(|(name, _)| name.trim())
+            .filter(|name| name.chars().all(|c| c.is_alphanumeric() || c == '_'))
+            .collect();
+        assert!(!names.is_empty(), "no method found in {path}");
+        for name in names {
+            assert!(
+                !super::has_method(name),
+                "`{name}` is defined by path in {path} and in the macro's table"
+            );
+        }
+    }
 }

@@ -194,8 +194,10 @@ pub enum Error {
         message: String,
     },
 
-    /// A fixed resource is used up: a group's signal channels, the memory
-    /// a pool's segment allocator gives, a forced kernel's largest staging.
+    /// A fixed resource is used up or a fixed limit passed: a group's
+    /// signal channels, the memory a pool's segment allocator gives, a
+    /// forced kernel's largest staging, the 2^32 - 1 elements a built-in's
+    /// kernels index.
     #[error("rank {rank}: {message}")]
     Capacity {
         /// The reporting rank.
@@ -317,7 +319,8 @@ pub enum ErrorKind {
     Mismatch,
     /// Not supported here ([`Error::Unsupported`], [`Error::WorldSize`]).
     Unsupported,
-    /// A fixed resource is used up ([`Error::Capacity`], and a store's
+    /// A fixed resource is used up or a fixed limit passed, such as the
+    /// 2^32 - 1 elements a built-in's kernels index ([`Error::Capacity`], and a store's
     /// limits: [`StoreError::TooLarge`], [`StoreError::OverLimit`],
     /// [`StoreError::Full`]).
     Capacity,

@@ -809,7 +809,7 @@ impl<T: Scalar> SymmBuf<T> {
     pub fn peer(&self, r: u32) -> Remote<T> {
         let ptr = self.table(self.abi.ptrs, r, "SymmBuf::peer") + self.abi.off;
         // SAFETY: rank `r`'s buffer holds `len` elements, and outlives this
-        // handle (`__new`'s contract).
+        // handle (`__from_abi`'s contract).
         unsafe { Remote::__new(ptr, self.len()) }
     }
 
@@ -825,7 +825,7 @@ impl<T: Scalar> SymmBuf<T> {
     pub fn pad(&self, r: u32) -> Remote<u32> {
         let ptr = self.table(self.abi.pads, r, "SymmBuf::pad");
         // SAFETY: rank `r`'s pad holds SIGNAL_PAD_SLOTS slots, and outlives
-        // this handle (`__new`'s contract).
+        // this handle (`__from_abi`'s contract).
         unsafe { Remote::__new(ptr, crate::layout::SIGNAL_PAD_SLOTS) }
     }
 

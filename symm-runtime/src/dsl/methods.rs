@@ -2,8 +2,9 @@
 //! its Rust stub (an inherent method of the handle, what the emulator
 //! runs) and, in a module of the method's name here, its CUDA C (what the
 //! GPU runs). A kernel's call `h.name(args)` of a method the macro's own
-//! table does not list, on a handle (a slice, `Remote` or `SymmBuf`
-//! parameter), is translated as a call of the device function
+//! table does not list, on a handle (a slice or `SymmBuf` parameter, a
+//! local bound to a handle, or a `Remote` from `peer`, `local` or `pad`),
+//! is translated as a call of the device function
 //! `::symm::dsl::methods::name` with the handle first, as a
 //! `#[symm_kernel(device)]` function's call is. So adding a method
 //! touches only this file; rustc reports a method that does not exist.
@@ -21,6 +22,12 @@ use super::scalar::Scalar;
 /// `f_<name>` and taking the kernel context, then the handle, then the
 /// arguments. A C++ overload per handle type, if more than one has the
 /// method, goes in the same definition.
+///
+/// The definition takes on a device function's obligations (see
+/// [`DeviceFn::new`](crate::dsl::DeviceFn::new)): the C++ computes what
+/// the stub computes, bit for bit, and touches only memory the handle
+/// owns. The name must not be one of the macro's table (a test in
+/// `symm-macros` checks).
 macro_rules! method {
     (
         $(#[$attr:meta])*

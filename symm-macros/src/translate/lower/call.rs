@@ -3,7 +3,7 @@
 
 use syn::Expr as SynExpr;
 
-use super::syntax::{is_unsuffixed_lit, strip};
+use super::syntax::{is_unsuffixed_lit, lit_only, strip};
 use super::{scalar_type, Lowerer};
 use crate::parse;
 use crate::translate::intrinsics::{self, Arg, Intrinsic};
@@ -270,6 +270,11 @@ impl Lowerer<'_> {
     pub(super) fn method(&mut self, m: &syn::ExprMethodCall) -> ExprKind {
         let name = m.method.to_string();
         let recv = self.expr(&m.receiver, None);
+        // A name the table has (at any arity) is the table's, so that a
+        // wrong argument count is the macro's one clear error.
+        if !intrinsics::has_method(&name) && self.is_handle(&m.receiver) {
+            return self.method_by_path(m, recv);
+        }
         // Every turbofish is checked, though only vector widths use theirs.
         let turbofish: Option<Vec<TemplateArg>> = m.turbofish.as_ref().map(|t| {
             t.args
@@ -285,9 +290,6 @@ impl Lowerer<'_> {
                 .collect()
         });
         let Some(def) = intrinsics::method(&name, m.args.len()) else {
-            if self.is_handle(&m.receiver) {
-                return self.method_by_path(m, recv, turbofish);
-            }
             return self.reject(&m.method,
                 format!("method `{name}` with {} argument(s) is not supported in kernels; see the symm::dsl docs for the supported methods", m.args.len()),
             );
@@ -339,15 +341,16 @@ impl Lowerer<'_> {
 }
 
 impl Lowerer<'_> {
-    /// Whether `e` is a handle: a slice or `SymmBuf` variable, or a
-    /// `Remote` from `peer`/`local`.
-    fn is_handle(&self, e: &SynExpr) -> bool {
+    /// Whether `e` is a handle: a slice or `SymmBuf` parameter, a local
+    /// bound to a handle, or a `Remote` from `peer`, `local` or `pad`.
+    pub(super) fn is_handle(&self, e: &SynExpr) -> bool {
         match strip(e) {
             SynExpr::Path(p) if p.path.segments.len() == 1 => self
                 .lookup(&p.path.segments[0].ident.to_string())
-                .is_some_and(|l| matches!(l.ty, Some(CType::Slice(_) | CType::Buf(_)))),
+                .is_some_and(|l| l.handle || matches!(l.ty, Some(CType::Slice(_) | CType::Buf(_)))),
             SynExpr::MethodCall(m) => {
-                (m.method == "peer" || m.method == "local") && self.is_handle(&m.receiver)
+                ["peer", "local", "pad"].iter().any(|h| m.method == h)
+                    && self.is_handle(&m.receiver)
             }
             _ => false,
         }
@@ -358,17 +361,28 @@ impl Lowerer<'_> {
     /// Rust stub in the runtime), with the handle as its first argument.
     /// rustc checks the method against the stub in the CPU body, and its
     /// path (spanned at the name) against the runtime's definitions.
-    fn method_by_path(
-        &mut self,
-        m: &syn::ExprMethodCall,
-        recv: Expr,
-        targs: Option<Vec<TemplateArg>>,
-    ) -> ExprKind {
+    ///
+    /// Its parameters' types are C++'s alone, so an argument computed from
+    /// unsuffixed literals only (`(1 << 31) >> 30`) would be `int`
+    /// arithmetic there and the parameter's type in Rust: it must name its
+    /// type. A single literal converts alike in both.
+    fn method_by_path(&mut self, m: &syn::ExprMethodCall, recv: Expr) -> ExprKind {
         let name = &m.method;
         let dep: syn::Path = syn::parse_quote_spanned!(name.span()=> ::symm::dsl::methods::#name);
         let index = self.dep_index(dep.clone());
+        let targs = m.turbofish.as_ref().map(|t| {
+            t.args
+                .iter()
+                .map(|ga| self.template_arg(ga))
+                .collect::<Vec<_>>()
+        });
         let mut args = vec![recv];
-        args.extend(m.args.iter().map(|a| self.expr(a, None)));
+        for a in &m.args {
+            if lit_only(a) && !is_unsuffixed_lit(a) {
+                self.err(a, "this argument is computed from literals alone, whose type only the method's Rust definition fixes; add a suffix (`1u32 << 31`) or a cast");
+            }
+            args.push(self.expr(a, None));
+        }
         ExprKind::Call {
             callee: dep,
             target: Callee::Device { index, targs },

@@ -106,6 +106,9 @@ struct Local {
     cpp: String,
     /// Its C type, when the macro knows it.
     ty: Option<CType>,
+    /// Whether it holds a handle (its `ty` is left unknown for a local, so
+    /// that C++ names it), whose methods outside the table resolve by path.
+    handle: bool,
 }
 
 /// The state of lowering one function.
@@ -173,7 +176,14 @@ impl<'a> Lowerer<'a> {
             let cpp = var_name(&p.name);
             l.used.insert(cpp.clone(), 1);
             l.params.push((ty.clone(), cpp.clone()));
-            l.scopes[0].insert(p.name.to_string(), Local { cpp, ty: Some(ty) });
+            l.scopes[0].insert(
+                p.name.to_string(),
+                Local {
+                    cpp,
+                    ty: Some(ty),
+                    handle: false,
+                },
+            );
         }
         l
     }
@@ -301,6 +311,7 @@ impl<'a> Lowerer<'a> {
                 Local {
                     cpp: cpp.clone(),
                     ty,
+                    handle: false,
                 },
             );
         }
@@ -480,9 +491,19 @@ impl<'a> Lowerer<'a> {
                         "cannot infer this literal's type in a kernel; add a suffix (`0u32`, `1.0f32`) or a type (`let x: u32 = 0;`)",
                     );
                 }
+                let handle = self.is_handle(&init.expr);
                 let init = self.expr(&init.expr, ty.as_ref());
                 let known = ty.clone().or_else(|| init.ty.clone());
                 let name = self.declare(&id, known);
+                if handle {
+                    if let Some(l) = self
+                        .scopes
+                        .last_mut()
+                        .and_then(|s| s.get_mut(&id.to_string()))
+                    {
+                        l.handle = true;
+                    }
+                }
                 Some(Stmt::Let { ty, name, init })
             }
         }
