@@ -60,6 +60,13 @@ for v in "${VS[@]}"; do
       cp "$OUT/raw/${v}_$j.csv" "$d/new_$j.csv"
     fi
   done
+  # Both builds must have timed the same way (as bench-ab.sh checks): a
+  # build older than a timing flag ignores it and prints no method line.
+  base_method=$(grep -h -m1 '^method:' "$OUT/raw/${BASE}"_1.log 2>/dev/null || echo "no method line")
+  v_method=$(grep -h -m1 '^method:' "$OUT/raw/${v}"_1.log 2>/dev/null || echo "no method line")
+  if [ "$base_method" != "$v_method" ]; then
+    echo "WARNING: $BASE and $v timed differently: $base_method / $v_method"
+  fi
   python3 bench/compare.py "$d" > "$OUT/$BASE-vs-$v.md"
   echo "== $BASE against $v"
   sed -n '/^| impl | GPUs | change of median/,$p' "$OUT/$BASE-vs-$v.md"

@@ -134,40 +134,35 @@ impl SymmetricMemory {
         // The kernels touch only the pads, but get the whole buffer, as
         // bytes: one ABI value for the slots and the emulator's handle.
         let arg = self.abi_arg(1);
-        let mut params = match op {
-            SignalOp::Put { dst } => {
-                signal_put::__params::<u8>(arg, dst as u32, ch, timeout_ns).to_vec()
-            }
-            SignalOp::Wait { src } => {
-                signal_wait::__params::<u8>(arg, src as u32, ch, timeout_ns).to_vec()
-            }
-            SignalOp::Barrier => signal_barrier::__params::<u8>(arg, ch, timeout_ns).to_vec(),
-        };
         // SAFETY: `arg` is this memory's own, whose tables hold every
         // rank's buffer and pad, mapped while `self` lives, which outlasts
         // the launch (the emulator runs it to completion inside `launch`).
         let buf = unsafe { crate::dsl::SymmBuf::<u8>::__from_abi(arg) };
         type Source<'a> = &'a dyn Fn(&str) -> String;
-        let (def, threads, source, cpu): (_, u32, Source<'_>, &dyn Fn()) = match op {
-            SignalOp::Put { dst } => (
-                &signal_put::DEF,
-                1,
-                &|e| signal_put::__source::<u8>(e),
-                &move || signal_put::cpu::<u8>(buf, dst as u32, ch, timeout_ns),
-            ),
-            SignalOp::Wait { src } => (
-                &signal_wait::DEF,
-                1,
-                &|e| signal_wait::__source::<u8>(e),
-                &move || signal_wait::cpu::<u8>(buf, src as u32, ch, timeout_ns),
-            ),
-            SignalOp::Barrier => (
-                &signal_barrier::DEF,
-                world as u32,
-                &|e| signal_barrier::__source::<u8>(e),
-                &move || signal_barrier::cpu::<u8>(buf, ch, timeout_ns),
-            ),
-        };
+        let (def, threads, mut params, source, cpu): (_, u32, Vec<[u8; 8]>, Source<'_>, &dyn Fn()) =
+            match op {
+                SignalOp::Put { dst } => (
+                    &signal_put::DEF,
+                    1,
+                    signal_put::__params::<u8>(arg, dst as u32, ch, timeout_ns).to_vec(),
+                    &|e| signal_put::__source::<u8>(e),
+                    &move || signal_put::cpu::<u8>(buf, dst as u32, ch, timeout_ns),
+                ),
+                SignalOp::Wait { src } => (
+                    &signal_wait::DEF,
+                    1,
+                    signal_wait::__params::<u8>(arg, src as u32, ch, timeout_ns).to_vec(),
+                    &|e| signal_wait::__source::<u8>(e),
+                    &move || signal_wait::cpu::<u8>(buf, src as u32, ch, timeout_ns),
+                ),
+                SignalOp::Barrier => (
+                    &signal_barrier::DEF,
+                    world as u32,
+                    signal_barrier::__params::<u8>(arg, ch, timeout_ns).to_vec(),
+                    &|e| signal_barrier::__source::<u8>(e),
+                    &move || signal_barrier::cpu::<u8>(buf, ch, timeout_ns),
+                ),
+            };
         let spec = |def: &'static crate::__private_0_1_0::KernelDef, source, cpu| KernelSpec {
             name: def.name(),
             id: (def.id(), 0),

@@ -154,6 +154,7 @@ fn fixed_shape(path: AllReducePath, world: usize, bytes: usize) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::{family_threads, fixed_shape, AllReducePath, LL_SMALL_BYTES, THREADS};
+    use AllReducePath as P;
 
     /// On a shared GPU a family's grid is fitted for every block size the
     /// family launches with, so it never changes from call to call: the
@@ -189,48 +190,27 @@ mod tests {
 
     #[test]
     fn in_place_never_pulls() {
-        assert_eq!(
-            AllReducePath::choose_for(2, 64 << 20, false),
-            AllReducePath::Pull
-        );
-        assert_eq!(
-            AllReducePath::choose_for(2, 64 << 20, true),
-            AllReducePath::TwoShot
-        );
-        assert_eq!(
-            AllReducePath::choose_for(2, 1 << 20, true),
-            AllReducePath::Lamport
-        );
-        assert_eq!(
-            AllReducePath::choose_for(4, 1 << 10, true),
-            AllReducePath::Ll
-        );
+        assert_eq!(P::choose_for(2, 64 << 20, false), P::Pull);
+        assert_eq!(P::choose_for(2, 64 << 20, true), P::TwoShot);
+        assert_eq!(P::choose_for(2, 1 << 20, true), P::Lamport);
+        assert_eq!(P::choose_for(4, 1 << 10, true), P::Ll);
         for w in 2..=8 {
             for shift in 0..27 {
-                assert!(AllReducePath::choose_for(w, 1 << shift, true).allows_alias());
+                assert!(P::choose_for(w, 1 << shift, true).allows_alias());
             }
         }
     }
 
     #[test]
     fn fixed_grids_follow_the_measurements() {
-        assert_eq!(fixed_shape(AllReducePath::Ll, 4, 1 << 10), (2, 64));
-        assert_eq!(fixed_shape(AllReducePath::Ll, 2, (1 << 10) + 1), (64, 512));
-        assert_eq!(fixed_shape(AllReducePath::Lamport, 2, 1 << 20), (128, 512));
-        assert_eq!(fixed_shape(AllReducePath::Lamport, 3, 4 << 10), (16, 256));
-        assert_eq!(
-            fixed_shape(AllReducePath::LamportTwoShot, 4, 4 << 20),
-            (128, 128)
-        );
-        assert_eq!(
-            fixed_shape(AllReducePath::LamportTwoShot, 4, (4 << 20) + 1),
-            (128, 512)
-        );
-        assert_eq!(
-            fixed_shape(AllReducePath::LamportTwoShot, 2, 1 << 20),
-            (128, 512)
-        );
-        assert_eq!(fixed_shape(AllReducePath::Push, 8, 1 << 10), (128, 512));
+        assert_eq!(fixed_shape(P::Ll, 4, 1 << 10), (2, 64));
+        assert_eq!(fixed_shape(P::Ll, 2, (1 << 10) + 1), (64, 512));
+        assert_eq!(fixed_shape(P::Lamport, 2, 1 << 20), (128, 512));
+        assert_eq!(fixed_shape(P::Lamport, 3, 4 << 10), (16, 256));
+        assert_eq!(fixed_shape(P::LamportTwoShot, 4, 4 << 20), (128, 128));
+        assert_eq!(fixed_shape(P::LamportTwoShot, 4, (4 << 20) + 1), (128, 512));
+        assert_eq!(fixed_shape(P::LamportTwoShot, 2, 1 << 20), (128, 512));
+        assert_eq!(fixed_shape(P::Push, 8, 1 << 10), (128, 512));
     }
 
     #[test]

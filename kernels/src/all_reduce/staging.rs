@@ -8,6 +8,7 @@ use std::sync::Arc;
 use symm::{Comm, Result, SymmetricMemory};
 
 use super::plan::{AllReducePath, LL_SMALL_BYTES, MAX_STAGED};
+use crate::shared::checks::capacity;
 use crate::shared::staging::{grow, grow_with_tail};
 
 // Staging areas (`shared::staging`): `2 × world` (parity, rank) regions
@@ -62,13 +63,13 @@ pub(super) fn staging<E: symm::dsl::Scalar, T: Send + Sync + 'static>(
                 | AllReducePath::LamportTwoShot
         )
     {
-        return Err(symm::Error::Capacity {
-            rank: comm.rank(),
-            message: format!(
+        return Err(capacity(
+            comm,
+            format!(
                 "the {path:?} kernel needs {per_region} staged elements per rank, more than \
                  {MAX_STAGED}; use all_reduce, which picks another kernel at this size"
             ),
-        });
+        ));
     }
     let world = comm.world_size();
     // The identity takes one 16-byte vector; the tail is 128 bytes, so

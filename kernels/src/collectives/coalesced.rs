@@ -34,15 +34,7 @@ pub fn all_gather_coalesced<T: CopyElem>(
     let mut at = 0usize;
     let mut problem: Option<Problem> = None;
     for r in ranges {
-        if r.start > r.end || r.end > cap {
-            problem.get_or_insert(
-                format!("the range {r:?} is not within the input's {cap} elements").into(),
-            );
-        } else if r.end > u32::MAX as usize {
-            problem.get_or_insert(Problem::capacity(format!(
-                "the range {r:?} ends past the 2^32 - 1 elements the kernels index"
-            )));
-        }
+        problem = problem.or_else(|| range_problem(r, cap, "the input's"));
         rows.push([r.start, r.len(), at]);
         at = at.saturating_add(r.len().saturating_mul(world));
     }
@@ -101,19 +93,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
     let mut problem: Option<Problem> = None;
     let per_vec = crate::shared::elem::vector::<T>().max(1);
     for r in ranges {
-        if r.start > r.end || r.end > buf.len() {
-            problem.get_or_insert(
-                format!(
-                    "the range {r:?} is not within the buffer's {} elements",
-                    buf.len()
-                )
-                .into(),
-            );
-        } else if r.end > u32::MAX as usize {
-            problem.get_or_insert(Problem::capacity(format!(
-                "the range {r:?} ends past the 2^32 - 1 elements the kernels index"
-            )));
-        }
+        problem = problem.or_else(|| range_problem(r, buf.len(), "the buffer's"));
         // Each tensor's scratch starts where the buffer's range does
         // modulo a vector, so an aligned tensor moves in vectors.
         at = at.next_multiple_of(per_vec) + r.start % per_vec;
@@ -224,4 +204,19 @@ fn local_scratch<T: ReduceElem>(
             })
         },
     )
+}
+
+/// A problem unless range `r` lies within the `cap` elements of `what`
+/// (`"the input's"`), and ends within the 2^32 - 1 elements the kernels
+/// index (past that, a capacity problem).
+fn range_problem(r: &Range<usize>, cap: usize, what: &str) -> Option<Problem> {
+    if r.start > r.end || r.end > cap {
+        Some(format!("the range {r:?} is not within {what} {cap} elements").into())
+    } else if r.end > u32::MAX as usize {
+        Some(Problem::capacity(format!(
+            "the range {r:?} ends past the 2^32 - 1 elements the kernels index"
+        )))
+    } else {
+        None
+    }
 }

@@ -55,18 +55,14 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
         let total = n.checked_mul(world);
         match total {
             Some(t) if t <= buf.len() && t <= u32::MAX as usize => Ok(()),
-            _ => {
-                let text = format!(
+            _ => Err(Problem::too_many(
+                total,
+                format!(
                     "an in-place all_gather of {n} elements per rank needs {world} × {n}, and \
                      the buffer holds {}",
                     buf.len()
-                );
-                // Past 2^32 - 1 elements, symm's limit, whatever the buffer.
-                Err(match total {
-                    Some(t) if t <= u32::MAX as usize => text.into(),
-                    _ => Problem::capacity(text),
-                })
-            }
+                ),
+            )),
         }
     })?;
     match ready {

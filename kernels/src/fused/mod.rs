@@ -189,10 +189,11 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     let blocks = comm
         .co_resident_blocks(1)
         .map_or(blocks, |limit| blocks.min(limit.max(1)));
-    // At least two warps: the identity barriers handshake in the first and
-    // check the peers' words in the second (one thread per rank in each).
-    const _: () = assert!(symm::layout::MAX_WORLD_SIZE <= 32);
-    let threads = THREADS.min((hidden / T::V) as u32).max(64);
+    // What the identity barriers need: a first warp that handshakes and
+    // a thread per rank in the second, which checks the peers' words.
+    let threads = THREADS
+        .min((hidden / T::V) as u32)
+        .max(32 + symm::layout::MAX_WORLD_SIZE as u32);
     let threads = threads.div_ceil(32) * 32;
     let cfg = with_pdl(comm, LaunchConfig::linear(blocks, threads));
     // SAFETY: checked above on this rank and agreed by every rank: each

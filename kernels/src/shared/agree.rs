@@ -58,6 +58,17 @@ impl Problem {
             text,
         }
     }
+
+    /// The problem with a call that needs `count` elements (`None`: more
+    /// than `usize` holds) where fewer fit: a capacity problem past the
+    /// 2^32 - 1 its kernels index, whatever the memory, else an invalid
+    /// argument.
+    pub(crate) fn too_many(count: Option<usize>, text: String) -> Problem {
+        match count {
+            Some(n) if n <= u32::MAX as usize => text.into(),
+            _ => Problem::capacity(text),
+        }
+    }
 }
 
 impl From<&Error> for Problem {
@@ -108,12 +119,7 @@ fn decode(raw: &[u8]) -> Option<(u64, String, Option<Problem>)> {
 /// timeout) for every rank's entry; every rank then returns the same
 /// verdict. Returns the key's hash ([`CallKey::hash64`]), for the
 /// call's digest, so that a call hashes its key once.
-pub(crate) fn agree<K: CallKey>(
-    comm: &Comm,
-    key: &K,
-    problem: Option<impl Into<Problem>>,
-) -> Result<u64> {
-    let problem: Option<Problem> = problem.map(Into::into);
+pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) -> Result<u64> {
     let what = key.name();
     let hash = key.hash64();
     let agreed = comm.extension(|_: &Agreed| true, |_| Ok(Agreed::default()))?;
@@ -171,13 +177,9 @@ pub(crate) fn agree<K: CallKey>(
     let mut entries = Vec::with_capacity(world);
     for k in &keys {
         let raw = store.try_get(k).map_err(store_err)?.unwrap_or_default();
-        entries.push(decode(&raw).unwrap_or_else(|| {
-            (
-                0,
-                "?".into(),
-                Some(Problem::from("an unreadable entry".to_string())),
-            )
-        }));
+        entries.push(
+            decode(&raw).unwrap_or_else(|| (0, "?".into(), Some("an unreadable entry".into()))),
+        );
     }
     verdict(what, rank, &entries)?;
     let mut s = agreed.keys.lock().unwrap_or_else(|p| p.into_inner());

@@ -46,11 +46,11 @@ pub(crate) fn fits<T: Element>(
     what: &str,
 ) -> Result<(), Problem> {
     let cap = input.buffer_size() / std::mem::size_of::<T>();
-    let text = || format!("{n} elements, and {what} holds {cap} (and at most 2^32 - 1 can move)");
-    if n > u32::MAX as usize {
-        Err(Problem::capacity(text()))
-    } else if n > cap {
-        Err(text().into())
+    if n > cap || n > u32::MAX as usize {
+        Err(Problem::too_many(
+            Some(n),
+            format!("{n} elements, and {what} holds {cap} (and at most 2^32 - 1 can move)"),
+        ))
     } else {
         Ok(())
     }

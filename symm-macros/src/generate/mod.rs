@@ -390,6 +390,16 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
         let n_str = n.to_string();
         let v = quote::format_ident!("__v_{}", n);
         let a = quote::format_ident!("__a_{}", n);
+        // An argument that reaches `__params` as an ABI value (`ty`), named
+        // `__v_<name>` in the launcher.
+        let mut abi_value = |ty: TokenStream| {
+            pargs.push(quote!(#n: #ty));
+            packs.push(quote! {
+                __p[__k..__k + #ty::SLOTS].copy_from_slice(&#n.slots());
+                __k += #ty::SLOTS;
+            });
+            pvals.push(quote!(#v));
+        };
         match (&p.ty, &*pt.ty) {
             (DslType::Slice(_) | DslType::SliceMut(_), Type::Reference(r)) => {
                 let Type::Slice(s) = &*r.elem else { continue };
@@ -423,12 +433,7 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                     // after that.
                     let #a = unsafe { ::symm::dsl::#handle::<#e>::__new(#v.ptr, #v.len as usize) };
                 });
-                pargs.push(quote!(#n: #private::SliceArg));
-                packs.push(quote! {
-                    __p[__k..__k + #private::SliceArg::SLOTS].copy_from_slice(&#n.slots());
-                    __k += #private::SliceArg::SLOTS;
-                });
-                pvals.push(quote!(#v));
+                abi_value(quote!(#private::SliceArg));
                 cpu_args.push(quote!(#a));
             }
             (DslType::SymmBuf(_), Type::Path(tp)) => {
@@ -444,12 +449,7 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
                     // launch borrows while the handle lives.
                     let #a = unsafe { #private::symm_handle::<#e>(#v) };
                 });
-                pargs.push(quote!(#n: #private::SymmBufArg));
-                packs.push(quote! {
-                    __p[__k..__k + #private::SymmBufArg::SLOTS].copy_from_slice(&#n.slots());
-                    __k += #private::SymmBufArg::SLOTS;
-                });
-                pvals.push(quote!(#v));
+                abi_value(quote!(#private::SymmBufArg));
                 cpu_args.push(quote!(#a));
             }
             (DslType::Scalar(s), t) => {

@@ -236,9 +236,9 @@ impl Comm {
         // Should this process die without a word (killed), the store's
         // host says it for this rank; should the host die, the word's
         // connection says so.
-        // The failed flag, no kind (`ErrorKind::code`), the cause.
-        let mut last = vec![1u8, 0];
-        last.extend_from_slice(
+        let last = down_record(
+            true,
+            None,
             b"ended without leaving the group: its process is gone (killed, or aborted \
               without unwinding)",
         );
@@ -278,7 +278,7 @@ impl Comm {
                 // Peers waiting in their own join hear of it now.
                 departure.record(
                     true,
-                    Some(e.root_kind()),
+                    cause_kind(&e),
                     format!("failed to join: {}", clip(&e.to_string())),
                 );
                 return Err(e);
@@ -507,9 +507,7 @@ impl Comm {
     /// [`Comm::abort`] for this rank's error `err`: the peers' errors then
     /// also carry its kind ([`Error::root_kind`]).
     pub fn abort_with(&self, err: &Error) {
-        // A peer's failure without a kind of its own adds none.
-        let kind = Some(err.root_kind()).filter(|&k| k != crate::ErrorKind::PeerFailed);
-        self.abort_as(kind, err);
+        self.abort_as(cause_kind(err), err);
     }
 
     /// [`Comm::abort`] with the kind the peers' errors carry.
@@ -1019,9 +1017,23 @@ impl Watch {
     }
 }
 
-/// Rank `r`'s departure as the group's store holds it (`Departure`
-/// writes it: a failed flag byte, the error's kind (`ErrorKind::code`, 0
-/// for none), then the cause), if it left.
+/// The kind a departure for `err` records: its root kind, but none for a
+/// peer's failure without a kind of its own (it adds none).
+fn cause_kind(err: &Error) -> Option<crate::ErrorKind> {
+    Some(err.root_kind()).filter(|&k| k != crate::ErrorKind::PeerFailed)
+}
+
+/// A departure as the group's store holds it ([`stored_down`] reads it):
+/// the failed flag byte, the error's kind (`ErrorKind::code`, 0 for none),
+/// then the cause.
+fn down_record(failed: bool, kind: Option<crate::ErrorKind>, cause: &[u8]) -> Vec<u8> {
+    let mut v = vec![u8::from(failed), kind.map_or(0, crate::ErrorKind::code)];
+    v.extend_from_slice(cause);
+    v
+}
+
+/// Rank `r`'s departure as the group's store holds it ([`down_record`]),
+/// if it left.
 fn stored_down(store: &dyn Store, prefix: &str, r: usize) -> Option<crate::emulator::Down> {
     let v = store.try_get(&down_key(prefix, r)).ok()??;
     Some(crate::emulator::Down {
@@ -1091,8 +1103,7 @@ impl Departure {
         };
         if self.group.state.record_down(d.clone()) {
             let prefix = &self.group.prefix;
-            let mut v = vec![u8::from(failed), kind.map_or(0, crate::ErrorKind::code)];
-            v.extend_from_slice(d.cause.as_bytes());
+            let v = down_record(failed, kind, d.cause.as_bytes());
             // Best effort: a broken store cannot carry the word, and the
             // peers then meet their timeouts.
             if self.store.set(&down_key(prefix, self.rank), &v).is_ok() {
@@ -1359,9 +1370,7 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let depart = |r: usize, failed: bool| {
-            // The failed flag, no kind, the cause (as `Departure` writes).
-            let mut v = vec![u8::from(failed), 0];
-            v.extend_from_slice(b"gone");
+            let v = down_record(failed, None, b"gone");
             store.set(&down_key(prefix, r), &v).unwrap();
             store.add(&down_count_key(prefix), 1).unwrap();
         };

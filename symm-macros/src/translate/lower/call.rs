@@ -166,12 +166,7 @@ impl Lowerer<'_> {
         }
         let index = self.dep_index(dep);
         let targs = match &last.arguments {
-            syn::PathArguments::AngleBracketed(a) => Some(
-                a.args
-                    .iter()
-                    .map(|ga| self.template_arg(ga))
-                    .collect::<Vec<_>>(),
-            ),
+            syn::PathArguments::AngleBracketed(a) => Some(self.template_args(&a.args)),
             _ => None,
         };
         let args = c.args.iter().map(|a| self.expr(a, None)).collect();
@@ -197,6 +192,14 @@ impl Lowerer<'_> {
                 self.deps.len() - 1
             }
         }
+    }
+
+    /// The template arguments of a device function call.
+    fn template_args(
+        &mut self,
+        args: &syn::punctuated::Punctuated<syn::GenericArgument, syn::Token![,]>,
+    ) -> Vec<TemplateArg> {
+        args.iter().map(|ga| self.template_arg(ga)).collect()
     }
 
     /// A template argument of a device function call.
@@ -347,7 +350,7 @@ impl Lowerer<'_> {
         match strip(e) {
             SynExpr::Path(p) if p.path.segments.len() == 1 => self
                 .lookup(&p.path.segments[0].ident.to_string())
-                .is_some_and(|l| l.handle || matches!(l.ty, Some(CType::Slice(_) | CType::Buf(_)))),
+                .is_some_and(|l| l.handle),
             SynExpr::MethodCall(m) => {
                 ["peer", "local", "pad"].iter().any(|h| m.method == h)
                     && self.is_handle(&m.receiver)
@@ -370,12 +373,7 @@ impl Lowerer<'_> {
         let name = &m.method;
         let dep: syn::Path = syn::parse_quote_spanned!(name.span()=> ::symm::dsl::methods::#name);
         let index = self.dep_index(dep.clone());
-        let targs = m.turbofish.as_ref().map(|t| {
-            t.args
-                .iter()
-                .map(|ga| self.template_arg(ga))
-                .collect::<Vec<_>>()
-        });
+        let targs = m.turbofish.as_ref().map(|t| self.template_args(&t.args));
         let mut args = vec![recv];
         for a in &m.args {
             if lit_only(a) && !is_unsuffixed_lit(a) {

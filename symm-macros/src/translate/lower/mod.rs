@@ -106,8 +106,9 @@ struct Local {
     cpp: String,
     /// Its C type, when the macro knows it.
     ty: Option<CType>,
-    /// Whether it holds a handle (its `ty` is left unknown for a local, so
-    /// that C++ names it), whose methods outside the table resolve by path.
+    /// Whether it holds a handle (a slice or `SymmBuf` parameter, or a
+    /// local bound to a handle, whose `ty` is left for C++ to name): its
+    /// methods outside the table resolve by path.
     handle: bool,
 }
 
@@ -180,8 +181,8 @@ impl<'a> Lowerer<'a> {
                 p.name.to_string(),
                 Local {
                     cpp,
+                    handle: matches!(ty, CType::Slice(_) | CType::Buf(_)),
                     ty: Some(ty),
-                    handle: false,
                 },
             );
         }
@@ -302,6 +303,11 @@ impl<'a> Lowerer<'a> {
 
     /// Declares `id` in the innermost scope: its C name, fresh if shadowing.
     fn declare(&mut self, id: &syn::Ident, ty: Option<CType>) -> String {
+        self.declare_local(id, ty, false)
+    }
+
+    /// [`declare`](Self::declare), saying whether the local holds a handle.
+    fn declare_local(&mut self, id: &syn::Ident, ty: Option<CType>, handle: bool) -> String {
         let n = self.used.entry(var_name(id)).or_insert(0);
         *n += 1;
         let cpp = super::mangle('v', id, *n);
@@ -311,7 +317,7 @@ impl<'a> Lowerer<'a> {
                 Local {
                     cpp: cpp.clone(),
                     ty,
-                    handle: false,
+                    handle,
                 },
             );
         }
@@ -494,16 +500,7 @@ impl<'a> Lowerer<'a> {
                 let handle = self.is_handle(&init.expr);
                 let init = self.expr(&init.expr, ty.as_ref());
                 let known = ty.clone().or_else(|| init.ty.clone());
-                let name = self.declare(&id, known);
-                if handle {
-                    if let Some(l) = self
-                        .scopes
-                        .last_mut()
-                        .and_then(|s| s.get_mut(&id.to_string()))
-                    {
-                        l.handle = true;
-                    }
-                }
+                let name = self.declare_local(&id, known, handle);
                 Some(Stmt::Let { ty, name, init })
             }
         }
