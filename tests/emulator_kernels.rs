@@ -825,7 +825,8 @@ fn ring_peer_is_the_rank_steps_ahead(world: usize) {
 }
 
 per_world! {
-    ring_peer: ring_peer_is_the_rank_steps_ahead => [world_1, world_2, world_3, world_8];
+    ring_peer: ring_peer_is_the_rank_steps_ahead
+        => [world_1, world_2, world_3, world_4, world_5, world_6, world_7, world_8];
 }
 
 per_world! {
