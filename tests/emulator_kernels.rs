@@ -283,6 +283,81 @@ fn an_explicit_signal_timeout_is_honoured() {
     );
 }
 
+/// Thread 0 of block 0 makes one unbounded signal operation that `peer`
+/// never answers: `op` 0 puts twice (the second finds its slot still
+/// full), 1 waits for a signal, 2 waits for a flag to reach 1. The store
+/// after it runs only if the operation returned.
+#[symm_kernel]
+fn unanswered(buf: SymmBuf<u32>, op: u32, peer: u32, ch: u32, out: &mut [u32]) {
+    if block_idx_x() == 0u32 && thread_idx_x() == 0u32 {
+        if op == 0u32 {
+            buf.put_signal(peer, ch);
+            buf.put_signal(peer, ch);
+        } else if op == 1u32 {
+            buf.wait_signal(peer, ch);
+        } else {
+            buf.wait_flag(peer, ch, 1u32);
+        }
+        out[0] = 1u32;
+    }
+}
+
+/// An unbounded in-kernel put, wait or flag wait that nobody answers,
+/// while the peer is busy on the host (so no hang can be diagnosed): past
+/// the kernel timeout the thread records the timeout and ends, without
+/// the store after it, and the next synchronisation reports it, naming
+/// kind, rank, block, thread, peer and channel. The same on the emulator
+/// as on a GPU: both run the signal protocol's one source.
+#[test]
+fn an_unanswered_wait_records_its_timeout_and_ends_its_thread() {
+    for (op, kind) in [
+        (0u32, SignalKind::Put),
+        (1, SignalKind::Wait),
+        (2, SignalKind::Wait),
+    ] {
+        let Some(placed) = ranks(2) else { return };
+        let options = CommOptions::default()
+            .with_timeout(T)
+            .with_kernel_timeout(Duration::from_millis(200));
+        let out = run(placed, options, |c| {
+            let s = c.alloc::<u32>(8)?.rendezvous()?;
+            let ch = Channel::request(c)?;
+            if c.rank() != 0 {
+                // Busy on the host past rank 0's timeout, never answering.
+                std::thread::sleep(Duration::from_millis(1500));
+                return Ok(None);
+            }
+            let mut out = c.device_buffer_from(&[7u32])?;
+            let t = Instant::now();
+            unanswered::launch(
+                c,
+                LaunchConfig::linear(2, 32),
+                &s,
+                op,
+                1,
+                ch.index(),
+                &mut out,
+            )?;
+            let e = c.synchronize().expect_err("nobody answers");
+            Ok(Some((e, t.elapsed(), ch.index(), out.to_host()?)))
+        })
+        .unwrap_or_else(|e| panic!("op {op}: {e}"));
+        let Some((e, took, ch, out)) = &out[0] else {
+            panic!("op {op}: rank 0 returned nothing")
+        };
+        assert!(
+            matches!(e, Error::SignalTimeout { rank: 0, block: 0, thread: 0, peer: 1, channel, kind: k, timeout_ms: 200 }
+                if channel == ch && *k == kind),
+            "op {op}: {e}"
+        );
+        assert_eq!(out, &[7], "op {op}: the thread went on past its timeout");
+        assert!(
+            *took < Duration::from_millis(1200),
+            "op {op}: took {took:?}"
+        );
+    }
+}
+
 #[symm_kernel]
 fn off_by_one(x: &[f32], y: &mut [f32], n: u32) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();

@@ -84,8 +84,6 @@ template<typename T> struct symm_slice {
 
 /* Index of slot (channel, block, peer) in a pad; no range check. */
 static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_slot(symm_u32 channel, symm_u32 block, symm_u32 peer);
-/* Address of that slot in the pad at `pad`. */
-static __device__ __forceinline__ __attribute__((unused)) symm_u32* symm_slot(symm_u64 pad, symm_u32 channel, symm_u32 block, symm_u32 peer);
 /* Records a timeout of this thread (kind, rank, block, peer, channel,
    thread, timeout_ms) in the first 8 words of the 16-word status record,
    unless an earlier failure already did. */
@@ -107,17 +105,16 @@ static __device__ __attribute__((unused)) void symm_record_assert(symm_u32* stat
    of another call (see symm::status::CallMismatch for the layout), unless
    an earlier failure already did. */
 static __device__ __attribute__((unused)) void symm_record_mismatch(symm_u32* status, symm_u32 rank, symm_u32 peer);
-/* Signals rank `dst` on `channel` from this block: a system-scope fence,
-   then CAS 0 -> 1 (release) on dst's slot for this rank, spinning while the
-   previous signal is unconsumed. 1 on success; 0 after recording a timeout
-   of `kind`. */
-static __device__ __attribute__((unused)) int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
-                               symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind);
-/* Waits for rank `src`'s signal on `channel` to this block and consumes it:
-   CAS 1 -> 0 (acquire) on this rank's slot for src. 1 on success; 0 after
-   recording a timeout of `kind`. */
-static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, symm_u32 rank, symm_u32 src, symm_u32 channel,
-                                symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind);
+/* A wait's give-up check on each turn of its loop: past `timeout_ns` since
+   `start` it records a timeout of `kind`, and once the host has stopped
+   this rank's waits on `peer` (its abort word) it records
+   SYMM_KIND_ABORTED; either way true, and the caller gives up. */
+static __device__ __forceinline__ __attribute__((unused)) bool symm_wait_gives_up(symm_u32* status, symm_u64 start, symm_u64 timeout_ns,
+                                                                              symm_u32 kind, symm_u32 rank, symm_u32 peer, symm_u32 channel);
+/* Put, wait and the epoch flags themselves are DSL device functions, the
+   same source for the GPU and the emulator (symm-runtime/src/dsl/
+   protocol.rs); they call the timeout record above through
+   symm_wait_gives_up and the pad's bounds through symm_signal_ok. */
 
 /* ======================================================================
    Handles (symm_impl/support.cuh)
@@ -292,25 +289,5 @@ template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_d
 /* The same for every rank r in `ranks`, at first + r * stride; zeros for
    the others. */
 template<symm_u64 N, class T> __device__ __forceinline__ symm_array<symm_array<T, N>, 8> symm_dsl_gather_ready(const symm_kctx& c, symm_slice<T> s, symm_u64 first, symm_u64 stride, symm_u32 ranks, typename symm_nd<T>::type empty);
-
-/* ======================================================================
-   Flags and signals (symm_impl/support.cuh)
-   ====================================================================== */
-
-/* Epoch flags: a system-scope release store of `value` into dst's slot for
-   this rank; and an acquire spin until this rank's slot from src has
-   reached `value` (wrapping comparison). A timed-out wait records
-   SYMM_KIND_WAIT and ends the thread. */
-template<class T> __device__ __forceinline__ void symm_dsl_signal_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u32 value);
-template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u32 value);
-/* symm_put / symm_wait with the kernel's timeout; a timeout records
-   SYMM_KIND_PUT / SYMM_KIND_WAIT and ends the thread. */
-template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel);
-template<class T> __device__ __forceinline__ void symm_dsl_wait_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel);
-/* With their own timeout: false after recording a timeout, and the thread
-   goes on (to the other half of a barrier). The record's kind is
-   SYMM_KIND_BARRIER_PUT / _WAIT when `barrier`, else SYMM_KIND_PUT / _WAIT. */
-template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, bool barrier);
-template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, bool barrier);
 
 #endif /* SYMM_CUH */

@@ -271,12 +271,15 @@ fn unit_expansions_match_their_snapshots() {
 }
 
 /// Workspace sources whose `#[symm_kernel]` items are snapshotted: the
-/// built-in kernels, the runtime's signal kernels and back-to-back pieces, the examples and the
+/// built-in kernels, the runtime's signal kernels, signal protocol, signal
+/// methods and back-to-back pieces, the examples and the
 /// tests (the UI cases included: their errors are snapshotted).
 const CORPUS: &[&str] = &[
     "kernels/src",
     "symm-runtime/src/signal.rs",
     "symm-runtime/src/dsl/sync.rs",
+    "symm-runtime/src/dsl/protocol.rs",
+    "symm-runtime/src/dsl/methods.rs",
     "examples",
     "tests",
 ];

@@ -160,7 +160,6 @@ impl MethodDef {
 }
 
 const U32: Arg = Arg::Value(Some(CPrim::U32));
-const BOOL: Arg = Arg::Value(Some(CPrim::Bool));
 const U64: Arg = Arg::Value(Some(CPrim::U64));
 const ANY: Arg = Arg::Value(None);
 const RECV: Arg = Arg::LikeRecv;
@@ -181,22 +180,6 @@ pub const METHODS: &[MethodDef] = &[
     call("pad", "symm_pad", &[U32]).ctx(),
     call("rank", "symm_rank", &[]).ret(CPrim::U32),
     call("world_size", "symm_world", &[]).ret(CPrim::U32),
-    call("put_signal", "symm_dsl_put_signal", &[U32, U32]).ctx(),
-    call("wait_signal", "symm_dsl_wait_signal", &[U32, U32]).ctx(),
-    call(
-        "put_signal_within",
-        "symm_dsl_put_signal_within",
-        &[U32, U32, U64, BOOL],
-    )
-    .ctx(),
-    call(
-        "wait_signal_within",
-        "symm_dsl_wait_signal_within",
-        &[U32, U32, U64, BOOL],
-    )
-    .ctx(),
-    call("signal_flag", "symm_dsl_signal_flag", &[U32, U32, U32]).ctx(),
-    call("wait_flag", "symm_dsl_wait_flag", &[U32, U32, U32]).ctx(),
     call("load", "symm_dsl_load", &[U64, LOAD, SCOPE]).guard(Guard::One),
     call("store", "symm_dsl_store", &[U64, ANY, STORE, SCOPE]).guard(Guard::One),
     call("atomic_add", "symm_dsl_add", &[U64, ANY, RMW, SCOPE]).guard(Guard::One),

@@ -1,15 +1,13 @@
-/* The signal protocol: slot addressing, the timeout record, and put/wait on
-   self-resetting slots, written once for every kernel that signals. Part
-   of DSL_SUPPORT; see symm.cuh. */
+/* What the signal protocol stands on: slot addressing, the status record's
+   writers and a wait's give-up check. Put, wait and the epoch flags
+   themselves are DSL device functions (symm-runtime/src/dsl/protocol.rs),
+   one source for the GPU and the emulator. Part of DSL_SUPPORT; see
+   symm.cuh. */
 #ifndef SYMM_IMPL_SIGNAL_CUH
 #define SYMM_IMPL_SIGNAL_CUH
 
 static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_slot(symm_u32 channel, symm_u32 block, symm_u32 peer) {
     return (channel * SYMM_SIGNAL_BLOCKS + block) * SYMM_MAX_WORLD + peer;
-}
-
-static __device__ __forceinline__ __attribute__((unused)) symm_u32* symm_slot(symm_u64 pad, symm_u32 channel, symm_u32 block, symm_u32 peer) {
-    return ((symm_u32*)pad) + symm_signal_slot(channel, block, peer);
 }
 
 static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
@@ -88,30 +86,6 @@ static __device__ __attribute__((unused)) void symm_record_assert(symm_u32* stat
         status[7] = index;
         symm_st_release_sys_u32(status, 1u);
     }
-}
-
-/* Returns 1 on success, 0 after recording a timeout. */
-static __device__ __attribute__((unused)) int symm_put(const symm_u64* pads, symm_u32 rank, symm_u32 dst, symm_u32 channel,
-                               symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {
-    symm_u32* slot = symm_slot(pads[dst], channel, blockIdx.x, rank);
-    symm_u64 start = symm_globaltimer();
-    symm_fence_acq_rel_sys();
-    (void)timeout_ms;
-    while (symm_atom_cas_release_sys_u32(slot, 0u, 1u) != 0u) {
-        if (symm_wait_gives_up(status, start, timeout_ns, kind, rank, dst, channel)) return 0;
-    }
-    return 1;
-}
-
-static __device__ __attribute__((unused)) int symm_wait(const symm_u64* pads, symm_u32 rank, symm_u32 src, symm_u32 channel,
-                                symm_u64 timeout_ns, symm_u32 timeout_ms, symm_u32* status, symm_u32 kind) {
-    symm_u32* slot = symm_slot(pads[rank], channel, blockIdx.x, src);
-    symm_u64 start = symm_globaltimer();
-    (void)timeout_ms;
-    while (symm_atom_cas_acquire_sys_u32(slot, 1u, 0u) != 1u) {
-        if (symm_wait_gives_up(status, start, timeout_ns, kind, rank, src, channel)) return 0;
-    }
-    return 1;
 }
 
 #endif /* SYMM_IMPL_SIGNAL_CUH */

@@ -1,5 +1,5 @@
 /* The layer between generated code and the core: handle accessors, Rust
-   operators, memory wrappers, epoch flags and in-kernel signals. Part of
+   operators, memory wrappers and the signal pad's bounds check. Part of
    DSL_SUPPORT; see symm.cuh. */
 #ifndef SYMM_IMPL_SUPPORT_CUH
 #define SYMM_IMPL_SUPPORT_CUH
@@ -235,28 +235,6 @@ template<symm_u64 N, class T> __device__ __forceinline__ symm_array<T, N> symm_d
 template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec(symm_slice<T> s, symm_u64 i, symm_array<T, N> v) { symm_st_vec<T, N>(s.ptr + i, v); }
 template<class T, symm_u64 N> __device__ __forceinline__ void symm_dsl_store_vec_volatile(symm_slice<T> s, symm_u64 i, symm_array<T, N> v) { symm_st_vec_volatile<T, N>(s.ptr + i, v); }
 
-/* Epoch flags: a release store of a value, and an acquire spin until the
-   slot reaches it (wrapping comparison, so epochs may wrap). No CAS round
-   trips: the fast path of barriers that run every call. */
-template<class T> __device__ __forceinline__ void symm_dsl_signal_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u32 value) {
-#if SYMM_CHECKED
-    if (!symm_signal_ok(c, dst, b.world, channel)) return;
-#endif
-    symm_st<SYMM_RELEASE, SYMM_SYS>(symm_slot(symm_table_at(b.pads, dst), channel, blockIdx.x, b.rank), value);
-}
-template<class T> __device__ __forceinline__ void symm_dsl_wait_flag(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u32 value) {
-#if SYMM_CHECKED
-    if (!symm_signal_ok(c, src, b.world, channel)) return;
-#endif
-    const symm_u32* slot = symm_slot(b.lpad, channel, blockIdx.x, src);
-    if ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) >= 0) return;
-    symm_u64 start = symm_globaltimer();
-    while ((int)(symm_ld<SYMM_ACQUIRE, SYMM_SYS>(slot) - value) < 0) {
-        if (symm_wait_gives_up(c.status, start, c.timeout_ns, SYMM_KIND_WAIT, b.rank, src, channel)) asm volatile("exit;");
-    }
-}
-
-
 /* Element bits zero-extended to 32 bits, and back (LL packing). */
 template<class T> __device__ __forceinline__ symm_u32 symm_to_bits32(T x) {
     if constexpr (sizeof(T) == 4) return symm_bitcast<symm_u32>(x);
@@ -277,38 +255,6 @@ template<class T> __device__ __forceinline__ symm_u64 symm_to_bits64(T x) {
 template<class T> __device__ __forceinline__ T symm_from_bits64(symm_u64 b) {
     if constexpr (sizeof(T) == 8) return symm_bitcast<T>(b);
     else return symm_from_bits32<T>((symm_u32)b);
-}
-
-/* In-kernel signals. A timeout records who failed and ends this thread with
-   `exit` (never `trap`, which would kill the context); the runtime reports
-   the record at the next synchronize. */
-template<class T> __device__ __forceinline__ void symm_dsl_put_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel) {
-#if SYMM_CHECKED
-    if (!symm_signal_ok(c, dst, b.world, channel)) return;
-#endif
-    if (!symm_put(b.pads, b.rank, dst, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_PUT)) asm volatile("exit;");
-}
-/* Host-requested signal ops carry their own timeout and report their kind
-   (a barrier's half, or a lone put or wait: the kernels say which, the codes
-   come from Rust); they return (leaving the record) instead of exiting, so
-   the caller's thread can finish the barrier's other half. */
-template<class T> __device__ __forceinline__ bool symm_dsl_put_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 dst, symm_u32 channel, symm_u64 timeout_ns, bool barrier) {
-#if SYMM_CHECKED
-    if (!symm_signal_ok(c, dst, b.world, channel)) return false;
-#endif
-    return symm_put(b.pads, b.rank, dst, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, barrier ? SYMM_KIND_BARRIER_PUT : SYMM_KIND_PUT);
-}
-template<class T> __device__ __forceinline__ bool symm_dsl_wait_signal_within(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel, symm_u64 timeout_ns, bool barrier) {
-#if SYMM_CHECKED
-    if (!symm_signal_ok(c, src, b.world, channel)) return false;
-#endif
-    return symm_wait(b.pads, b.rank, src, channel, timeout_ns, (symm_u32)(timeout_ns / 1000000ull), c.status, barrier ? SYMM_KIND_BARRIER_WAIT : SYMM_KIND_WAIT);
-}
-template<class T> __device__ __forceinline__ void symm_dsl_wait_signal(const symm_kctx& c, const symm_buf<T>& b, symm_u32 src, symm_u32 channel) {
-#if SYMM_CHECKED
-    if (!symm_signal_ok(c, src, b.world, channel)) return;
-#endif
-    if (!symm_wait(b.pads, b.rank, src, channel, c.timeout_ns, (symm_u32)(c.timeout_ns / 1000000ull), c.status, SYMM_KIND_WAIT)) asm volatile("exit;");
 }
 
 #endif /* SYMM_IMPL_SUPPORT_CUH */

@@ -592,6 +592,8 @@ enum ThreadEnd {
     Assert(&'static str, String),
     /// A receive took rank `.0`'s data of another call.
     Mismatch(usize),
+    /// The thread ended itself (`exit_thread`): done, not failed.
+    Exit,
 }
 
 struct Launch {
@@ -620,6 +622,10 @@ struct Thread {
     ops: Cell<u32>,
     /// The wait loop this thread is in, if any: what it waits for and where.
     waiting: Cell<Option<Wait>>,
+    /// The description `waiting` points to when a wait written in the DSL
+    /// (`wait_turn`) registered it: owned here, since that wait's frames
+    /// come and go between its turns.
+    turn: RefCell<Option<Box<dyn Fn() -> String>>>,
     /// Set when a wait loop of this thread ended since its last resume.
     left_wait: Cell<bool>,
 }
@@ -686,7 +692,19 @@ impl KernelThread for Thread {
     }
     fn end_wait(&self) {
         self.waiting.set(None);
+        self.turn.borrow_mut().take();
         self.left_wait.set(true);
+    }
+    fn wait_turn(&self, what: Box<dyn Fn() -> String>, loc: &'static Location<'static>) {
+        // Kept in `turn` until the next turn replaces it or `end_wait`
+        // clears it; the scheduler reads `waiting` only while this thread
+        // is suspended, so never between the two stores.
+        let what: *const dyn Fn() -> String = &**self.turn.borrow_mut().insert(what);
+        self.waiting.set(Some((what, loc)));
+        self.suspend(Event::Blocked);
+    }
+    fn exit(&self) -> ! {
+        std::panic::resume_unwind(Box::new(ThreadEnd::Exit))
     }
     fn spin(&self) {
         // Only wait loops spin (`wait_for`, which registered the wait), so
@@ -858,6 +876,7 @@ fn run_window(
                 yielder: Cell::new(std::ptr::null()),
                 ops: Cell::new(0),
                 waiting: Cell::new(None),
+                turn: RefCell::new(None),
                 left_wait: Cell::new(false),
             }));
         }
@@ -926,6 +945,11 @@ fn run_window(
             unsafe { set_current(None) };
             let was_blocked = matches!(state[i], State::Blocked);
             match r {
+                Err(payload) if matches!(payload.downcast_ref(), Some(ThreadEnd::Exit)) => {
+                    state[i] = State::Done;
+                    cos[i] = None;
+                    progressed = true;
+                }
                 Err(payload) => {
                     let e = fault(launch, &threads[i], payload);
                     if !matches!(e, Error::KernelAssert { .. } | Error::CallMismatch { .. }) {
@@ -1201,6 +1225,8 @@ fn fault(launch: &Launch, t: &Thread, payload: Box<dyn std::any::Any + Send>) ->
                     thread,
                     peer,
                 },
+                // Taken as the thread's end before `fault` is called.
+                ThreadEnd::Exit => unreachable!("an exit is no fault"),
             };
         }
         Err(p) => p,

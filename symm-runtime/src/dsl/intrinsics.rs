@@ -41,6 +41,8 @@ macro_rules! intrinsic {
     };
 }
 
+pub(crate) use intrinsic;
+
 /// Moves a payload of 1, 2, 4 or 8 bytes through a 32-bit warp shuffle
 /// (narrow values travel widened, 8 bytes as two halves), for every shuffle
 /// intrinsic.

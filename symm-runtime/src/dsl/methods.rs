@@ -15,7 +15,11 @@
 //! indices.
 
 use super::memory::SymmBuf;
+use super::protocol::{
+    exit_thread, flag_store, flag_wait, kernel_timeout_ns, signal_put, signal_take,
+};
 use super::scalar::Scalar;
+use crate::symm_kernel;
 
 /// Defines a handle method: `impl[generics] Handle { pub fn name(&self,
 /// args) -> ret { stub } }`, then `cuda: "..."`, its C++ definition, named
@@ -70,4 +74,145 @@ method! {
     cuda: "template<typename T> __device__ __forceinline__ __attribute__((unused)) symm_u32 \
            f_ring_peer(const symm_kctx&, symm_buf<T> b, symm_u32 step) { \
            return (b.rank + step % b.world) % b.world; }\n";
+}
+
+// The signal methods: device functions over the protocol (`super::protocol`),
+// written in the DSL, so the GPU and the emulator run the same source. Each
+// inherent method is what a kernel's Rust body calls; the function of the
+// same name here is what the macro's translation calls.
+
+impl<T: Scalar> SymmBuf<T> {
+    /// Signals rank `dst` on `channel` from this block: a system-scope
+    /// release, after the slot is free. Past the kernel's timeout it
+    /// records a timeout naming rank, block, peer and channel, and ends the
+    /// thread (`synchronize` reports it).
+    #[track_caller]
+    pub fn put_signal(&self, dst: u32, channel: u32) {
+        put_signal(*self, dst, channel)
+    }
+
+    /// Waits for rank `src`'s signal on `channel` to this block, consuming
+    /// it: a system-scope acquire. Times out as
+    /// [`put_signal`](Self::put_signal) does.
+    #[track_caller]
+    pub fn wait_signal(&self, src: u32, channel: u32) {
+        wait_signal(*self, src, channel)
+    }
+
+    /// [`put_signal`](Self::put_signal) with an explicit timeout: returns
+    /// `false` after recording a timeout (reported at the rank's next
+    /// synchronisation, as [`crate::Error::SignalTimeout`]) instead of ending
+    /// the thread. The record's kind ([`crate::signal::SignalKind`]) is a
+    /// barrier's put when `barrier` is set, else a put. The host signal
+    /// operations are kernels built on these.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn put_signal_within(
+        &self,
+        dst: u32,
+        channel: u32,
+        timeout_ns: u64,
+        barrier: bool,
+    ) -> bool {
+        put_signal_within(*self, dst, channel, timeout_ns, barrier)
+    }
+
+    /// [`wait_signal`](Self::wait_signal) with an explicit timeout (see
+    /// [`put_signal_within`](Self::put_signal_within)); a barrier's wait when
+    /// `barrier` is set.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn wait_signal_within(
+        &self,
+        src: u32,
+        channel: u32,
+        timeout_ns: u64,
+        barrier: bool,
+    ) -> bool {
+        wait_signal_within(*self, src, channel, timeout_ns, barrier)
+    }
+
+    /// Stores `value` into rank `dst`'s flag for this rank on `channel`
+    /// (this block's slot), with system-scope release: everything this
+    /// thread (and, after `sync_threads`, its block) did before is visible to
+    /// a `wait_flag` that sees it. No read-modify-write.
+    #[track_caller]
+    pub fn signal_flag(&self, dst: u32, channel: u32, value: u32) {
+        signal_flag(*self, dst, channel, value)
+    }
+
+    /// Waits until this rank's flag from rank `src` on `channel` (this
+    /// block's slot) has reached `value` (wrapping comparison, so epoch
+    /// counters may wrap), with system-scope acquire. Times out like
+    /// `wait_signal`.
+    #[track_caller]
+    pub fn wait_flag(&self, src: u32, channel: u32, value: u32) {
+        wait_flag(*self, src, channel, value)
+    }
+}
+
+/// `buf.put_signal(dst, channel)`.
+#[symm_kernel(device)]
+#[track_caller]
+pub fn put_signal<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32) {
+    if !signal_put(buf, dst, channel, kernel_timeout_ns(), 1u32, false) {
+        exit_thread();
+    }
+}
+
+/// `buf.wait_signal(src, channel)`.
+#[symm_kernel(device)]
+#[track_caller]
+pub fn wait_signal<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32) {
+    if !signal_take(buf, src, channel, kernel_timeout_ns(), 2u32, false) {
+        exit_thread();
+    }
+}
+
+/// `buf.put_signal_within(dst, channel, timeout_ns, barrier)`.
+#[symm_kernel(device)]
+#[track_caller]
+pub fn put_signal_within<T: Scalar>(
+    buf: SymmBuf<T>,
+    dst: u32,
+    channel: u32,
+    timeout_ns: u64,
+    barrier: bool,
+) -> bool {
+    let mut kind = 1u32;
+    if barrier {
+        kind = 3u32;
+    }
+    signal_put(buf, dst, channel, timeout_ns, kind, true)
+}
+
+/// `buf.wait_signal_within(src, channel, timeout_ns, barrier)`.
+#[symm_kernel(device)]
+#[track_caller]
+pub fn wait_signal_within<T: Scalar>(
+    buf: SymmBuf<T>,
+    src: u32,
+    channel: u32,
+    timeout_ns: u64,
+    barrier: bool,
+) -> bool {
+    let mut kind = 2u32;
+    if barrier {
+        kind = 4u32;
+    }
+    signal_take(buf, src, channel, timeout_ns, kind, true)
+}
+
+/// `buf.signal_flag(dst, channel, value)`.
+#[symm_kernel(device)]
+#[track_caller]
+pub fn signal_flag<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32, value: u32) {
+    flag_store(buf, dst, channel, value);
+}
+
+/// `buf.wait_flag(src, channel, value)`.
+#[symm_kernel(device)]
+#[track_caller]
+pub fn wait_flag<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, value: u32) {
+    flag_wait(buf, src, channel, value);
 }

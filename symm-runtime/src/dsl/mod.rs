@@ -107,6 +107,7 @@ mod intrinsics;
 pub(crate) mod memory;
 #[doc(hidden)]
 pub mod methods;
+mod protocol;
 mod scalar;
 pub(crate) mod support;
 pub mod sync;

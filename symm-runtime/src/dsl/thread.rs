@@ -33,8 +33,15 @@ pub trait KernelThread {
     /// Starts a wait loop: `what` (alive until the matching `end_wait`)
     /// describes it for hang reports.
     fn begin_wait(&self, what: &dyn Fn() -> String, loc: &'static Location<'static>);
-    /// Ends the wait loop started by `begin_wait`.
+    /// Ends the wait loop started by `begin_wait` or `wait_turn`.
     fn end_wait(&self);
+    /// One failed turn of a wait loop written in the DSL (the signal
+    /// protocol's): registers the loop as waiting on `what` at `loc`, as
+    /// `begin_wait` does, until `end_wait`, and yields as `spin` does.
+    fn wait_turn(&self, what: Box<dyn Fn() -> String>, loc: &'static Location<'static>);
+    /// Ends this thread, as `exit` ends a GPU thread: it is done, and the
+    /// block's other threads go on.
+    fn exit(&self) -> !;
     /// Called in a wait loop whose condition failed, so other simulated
     /// threads can run.
     fn spin(&self);
