@@ -321,17 +321,19 @@ pub fn flag_wait<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, value: u32)
         let rank = buf.rank();
         let pad = buf.pad(rank);
         let slot = signal_slot(channel, block_idx_x(), src);
-        if (pad
+        // `slot - value` read as signed is negative: not reached yet (the
+        // wrapping comparison, in unsigned terms).
+        if pad
             .load(slot, LoadOrder::Acquire, Scope::System)
-            .wrapping_sub(value) as i32)
-            < 0i32
+            .wrapping_sub(value)
+            >= 0x8000_0000u32
         {
             let start = globaltimer();
             let timeout_ns = kernel_timeout_ns();
-            while (pad
+            while pad
                 .load(slot, LoadOrder::Acquire, Scope::System)
-                .wrapping_sub(value) as i32)
-                < 0i32
+                .wrapping_sub(value)
+                >= 0x8000_0000u32
             {
                 if wait_gives_up(start, timeout_ns, 2u32, rank, src, channel) {
                     exit_thread();
