@@ -303,11 +303,12 @@ fn unanswered(buf: SymmBuf<u32>, op: u32, peer: u32, ch: u32, out: &mut [u32]) {
 }
 
 /// An unbounded in-kernel put, wait or flag wait that nobody answers,
-/// while the peer is busy on the host (so no hang can be diagnosed): past
-/// the kernel timeout the thread records the timeout and ends, without
-/// the store after it, and the next synchronisation reports it, naming
-/// kind, rank, block, thread, peer and channel. The same on the emulator
-/// as on a GPU: both run the signal protocol's one source.
+/// while the peer waits on the host (so no hang can be diagnosed, and on a
+/// GPU no departure stops the wait): past the kernel timeout the thread
+/// records the timeout and ends, without the store after it, and the next
+/// synchronisation reports it, naming kind, rank, block, thread, peer and
+/// channel. The same on the emulator as on a GPU: both run the signal
+/// protocol's one source.
 #[test]
 fn an_unanswered_wait_records_its_timeout_and_ends_its_thread() {
     for (op, kind) in [
@@ -319,30 +320,34 @@ fn an_unanswered_wait_records_its_timeout_and_ends_its_thread() {
         let options = CommOptions::default()
             .with_timeout(T)
             .with_kernel_timeout(Duration::from_millis(200));
+        // Rank 1 stays on the host until rank 0 has its answer.
+        let answered = std::sync::Barrier::new(2);
         let out = run(placed, options, |c| {
             let s = c.alloc::<u32>(8)?.rendezvous()?;
             let ch = Channel::request(c)?;
             if c.rank() != 0 {
-                // Busy on the host past rank 0's timeout, never answering.
-                std::thread::sleep(Duration::from_millis(1500));
+                answered.wait();
                 return Ok(None);
             }
-            let mut out = c.device_buffer_from(&[7u32])?;
-            let t = Instant::now();
-            unanswered::launch(
-                c,
-                LaunchConfig::linear(2, 32),
-                &s,
-                op,
-                1,
-                ch.index(),
-                &mut out,
-            )?;
-            let e = c.synchronize().expect_err("nobody answers");
-            Ok(Some((e, t.elapsed(), ch.index(), out.to_host()?)))
+            let got = (|| {
+                let mut out = c.device_buffer_from(&[7u32])?;
+                unanswered::launch(
+                    c,
+                    LaunchConfig::linear(2, 32),
+                    &s,
+                    op,
+                    1,
+                    ch.index(),
+                    &mut out,
+                )?;
+                let e = c.synchronize().expect_err("nobody answers");
+                Ok(Some((e, ch.index(), out.to_host()?)))
+            })();
+            answered.wait();
+            got
         })
         .unwrap_or_else(|e| panic!("op {op}: {e}"));
-        let Some((e, took, ch, out)) = &out[0] else {
+        let Some((e, ch, out)) = &out[0] else {
             panic!("op {op}: rank 0 returned nothing")
         };
         assert!(
@@ -351,10 +356,6 @@ fn an_unanswered_wait_records_its_timeout_and_ends_its_thread() {
             "op {op}: {e}"
         );
         assert_eq!(out, &[7], "op {op}: the thread went on past its timeout");
-        assert!(
-            *took < Duration::from_millis(1200),
-            "op {op}: took {took:?}"
-        );
     }
 }
 

@@ -62,7 +62,8 @@ mod oob {
 
     /// Writes one element of rank `r`'s buffer, and signals rank 0 on
     /// `channel` (from thread 0 only): out of bounds when `r` is the world
-    /// size, or the channel past the pad's.
+    /// size, or the channel past the pad's. A bad channel is recorded and
+    /// the thread goes on to mark element 1 of its own buffer.
     #[symm_kernel]
     pub fn rank_past_world(buf: SymmBuf<u32>, r: u32, channel: u32) {
         if thread_idx_x() == 0 {
@@ -70,6 +71,7 @@ mod oob {
             p[0] = 5;
             if channel < 1000 {
                 buf.put_signal(0, channel);
+                buf.local()[1] = 7;
             }
         }
     }
@@ -408,6 +410,10 @@ fn out_of_bounds(world: usize) -> Outcome {
             cerr.contains("index 8 is out of bounds for length 8"),
             || format!("rank {r}: signal channel 8 gave {cerr:?}"),
         )?;
+        let after = s.to_host()?;
+        check(c, after[1] == 7, || {
+            format!("rank {r}: the thread stopped at the bad channel ({after:?})")
+        })?;
         Ok(format!("{err}; and for a method: {merr}; a rank: {rerr}"))
     })?;
     Ok(format!("every rank: {}", res[0]))

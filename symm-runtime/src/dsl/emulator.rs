@@ -578,7 +578,8 @@ enum Event {
 /// A block's shared arrays, by (call site, bytes).
 type SharedMap = RefCell<HashMap<(u64, usize), Box<[AtomicU64]>>>;
 
-/// A wait loop's description (alive on the waiting thread's stack) and place.
+/// A wait loop's description and place. The description lives on the
+/// waiting thread's stack (`wait_for`) or in its `turn` (`wait_turn`).
 type Wait = (*const dyn Fn() -> String, &'static Location<'static>);
 
 /// The panic payload of a fault raised by a simulated thread.
@@ -598,7 +599,7 @@ enum ThreadEnd {
 
 struct Launch {
     name: &'static str,
-    /// Where a thread's bounded wait that gave up records it (the rank's
+    /// Where a thread's signal wait that gave up records it (the rank's
     /// status, reported at the next synchronisation, as on a GPU); alive
     /// for the whole launch (see `run`).
     record: *const dyn Fn(StatusRecord),
@@ -769,7 +770,7 @@ fn unflatten(i: u32, d: [u32; 3]) -> [u32; 3] {
 
 /// Runs a launch to completion on the emulator.
 /// `rank` of `world` in the group `group` runs kernel `name`, whose waits
-/// may take `kernel_timeout`; a bounded wait that gives up is passed to
+/// may take `kernel_timeout`; a signal wait that gives up is passed to
 /// `record`.
 pub(crate) fn run(
     (rank, world, group_key): (usize, usize, &GroupKey),
@@ -1256,7 +1257,8 @@ fn hang(launch: &Launch, threads: &[Box<Thread>], state: &[State], stall: Durati
         let key = match *s {
             State::Blocked => match t.waiting.get() {
                 // SAFETY: the thread is suspended inside its wait loop, whose
-                // frame holds `what` (the loop's guard clears it on exit).
+                // frame (`wait_for`, whose guard clears it on exit) or whose
+                // `turn` (`wait_turn`, until `end_wait`) holds `what`.
                 Some((what, loc)) => format!("{} at {loc}", unsafe { &*what }()),
                 None => continue,
             },

@@ -284,7 +284,6 @@ fn gather<V: Copy>(
             t,
             &|| format!("{name}: {}", what(missing.get())),
             loc,
-            None,
             |_| format!("{} never arrived (timeout)", what(missing.get())),
             || {
                 let mut out = [zero; MAX_WORLD_SIZE];

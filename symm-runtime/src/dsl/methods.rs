@@ -1,7 +1,9 @@
-//! Handle methods resolved by path. Each is defined once, with `method!`:
+//! Handle methods resolved by path. Each is defined once: with `method!`,
 //! its Rust stub (an inherent method of the handle, what the emulator
 //! runs) and, in a module of the method's name here, its CUDA C (what the
-//! GPU runs). A kernel's call `h.name(args)` of a method the macro's own
+//! GPU runs); or, as the signal methods are, as a device function written
+//! in the DSL, which gives both, with an inherent method that calls it.
+//! A kernel's call `h.name(args)` of a method the macro's own
 //! table does not list, on a handle (a slice or `SymmBuf` parameter, a
 //! local bound to a handle, or a `Remote` from `peer`, `local` or `pad`),
 //! is translated as a call of the device function
@@ -16,7 +18,7 @@
 
 use super::memory::SymmBuf;
 use super::protocol::{
-    exit_thread, flag_store, flag_wait, kernel_timeout_ns, signal_put, signal_take,
+    exit_thread, flag_store, flag_wait, kernel_timeout_ns, signal_ok, signal_put, signal_take,
 };
 use super::scalar::Scalar;
 use crate::symm_kernel;
@@ -155,7 +157,11 @@ impl<T: Scalar> SymmBuf<T> {
 #[symm_kernel(device)]
 #[track_caller]
 pub fn put_signal<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32) {
-    if !signal_put(buf, dst, channel, kernel_timeout_ns(), 1u32, false) {
+    // A bad `dst` or `channel` is recorded (checked launches) and the
+    // thread goes on; only a timeout ends it.
+    if signal_ok(1u32, buf.world_size(), dst, channel)
+        && !signal_put(buf, dst, channel, kernel_timeout_ns(), 1u32, false)
+    {
         exit_thread();
     }
 }
@@ -164,7 +170,9 @@ pub fn put_signal<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32) {
 #[symm_kernel(device)]
 #[track_caller]
 pub fn wait_signal<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32) {
-    if !signal_take(buf, src, channel, kernel_timeout_ns(), 2u32, false) {
+    if signal_ok(2u32, buf.world_size(), src, channel)
+        && !signal_take(buf, src, channel, kernel_timeout_ns(), 2u32, false)
+    {
         exit_thread();
     }
 }
@@ -179,6 +187,9 @@ pub fn put_signal_within<T: Scalar>(
     timeout_ns: u64,
     barrier: bool,
 ) -> bool {
+    if !signal_ok(1u32, buf.world_size(), dst, channel) {
+        return false;
+    }
     let mut kind = 1u32;
     if barrier {
         kind = 3u32;
@@ -196,6 +207,9 @@ pub fn wait_signal_within<T: Scalar>(
     timeout_ns: u64,
     barrier: bool,
 ) -> bool {
+    if !signal_ok(2u32, buf.world_size(), src, channel) {
+        return false;
+    }
     let mut kind = 2u32;
     if barrier {
         kind = 4u32;

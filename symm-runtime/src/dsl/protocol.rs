@@ -50,6 +50,14 @@ enum Op {
     SignalFlag = 4,
 }
 
+// The DSL functions pass these codes as literals; keep them in step.
+const _: () = assert!(
+    Op::PutSignal as u32 == 1
+        && Op::WaitSignal as u32 == 2
+        && Op::WaitFlag as u32 == 3
+        && Op::SignalFlag as u32 == 4
+);
+
 impl Op {
     fn of(code: u32) -> Op {
         match code {
@@ -232,7 +240,7 @@ intrinsic! {
 /// visible to the wait that takes it. Gives up after `timeout_ns`,
 /// recording a timeout of kind `kind` (false). `bounded`: a host's
 /// operation with its own timeout, which the emulator never takes for a
-/// hang.
+/// hang. The caller has checked `dst` and `channel` ([`signal_ok`]).
 #[symm_kernel(device)]
 #[track_caller]
 pub fn signal_put<T: Scalar>(
@@ -243,9 +251,6 @@ pub fn signal_put<T: Scalar>(
     kind: u32,
     bounded: bool,
 ) -> bool {
-    if !signal_ok(1u32, buf.world_size(), dst, channel) {
-        return false;
-    }
     let rank = buf.rank();
     let pad = buf.pad(dst);
     let slot = signal_slot(channel, block_idx_x(), rank);
@@ -265,7 +270,7 @@ pub fn signal_put<T: Scalar>(
 
 /// Takes rank `src`'s signal to this block on `channel`: waits until the
 /// slot holds it (1), then makes it 0 with system-scope acquire. Gives up
-/// as [`signal_put`] does.
+/// as [`signal_put`] does; the caller has checked `src` and `channel`.
 #[symm_kernel(device)]
 #[track_caller]
 pub fn signal_take<T: Scalar>(
@@ -276,9 +281,6 @@ pub fn signal_take<T: Scalar>(
     kind: u32,
     bounded: bool,
 ) -> bool {
-    if !signal_ok(2u32, buf.world_size(), src, channel) {
-        return false;
-    }
     let rank = buf.rank();
     let pad = buf.pad(rank);
     let slot = signal_slot(channel, block_idx_x(), src);

@@ -61,9 +61,9 @@ pub trait KernelThread {
     /// another call (`gather_tagged2_checked`), as a failed assertion stops
     /// it.
     fn call_mismatch(&self, peer: usize) -> !;
-    /// Records a bounded wait that gave up, as a GPU kernel records it in
-    /// its status word: reported at the rank's next synchronisation, while
-    /// the thread goes on.
+    /// Records a signal wait that gave up, as a GPU kernel records it in
+    /// its status word: reported at the rank's next synchronisation (the
+    /// thread goes on, or ends by `exit`, as the protocol says).
     fn record(&self, rec: crate::status::StatusRecord);
 }
 
@@ -151,16 +151,15 @@ impl Drop for WaitGuard<'_> {
     }
 }
 
-/// The busy-wait behind every DSL wait: polls `poll` on thread `t` until it
-/// gives a value. After a first miss the thread is registered as waiting on
-/// `what` at `loc` (hang reports list it) and yields to the scheduler after
-/// each further miss; past `limit_ns` (the kernel timeout when `None`) it
-/// fails with `on_timeout(limit)`.
+/// The busy-wait behind the DSL's receives (the signal protocol's waits are
+/// DSL code, with `wait_turn`): polls `poll` on thread `t` until it gives a
+/// value. After a first miss the thread is registered as waiting on `what`
+/// at `loc` (hang reports list it) and yields to the scheduler after each
+/// further miss; past the kernel timeout it fails with `on_timeout(limit)`.
 pub(crate) fn wait_for<R>(
     t: &dyn KernelThread,
     what: &dyn Fn() -> String,
     loc: &'static Location<'static>,
-    limit_ns: Option<u64>,
     on_timeout: impl Fn(u64) -> String,
     mut poll: impl FnMut() -> Option<R>,
 ) -> R {
@@ -169,7 +168,7 @@ pub(crate) fn wait_for<R>(
     }
     let _wait = WaitGuard::new(t, what, loc);
     let start = t.globaltimer();
-    let limit = limit_ns.unwrap_or_else(|| t.timeout_ns());
+    let limit = t.timeout_ns();
     loop {
         if let Some(r) = poll() {
             return r;
