@@ -79,11 +79,10 @@ template<typename T> struct symm_slice {
 /* ======================================================================
    Signal protocol (symm_impl/signal.cuh)
    A pad holds one u32 slot per (channel, block, peer); slot (c, b, p) of
-   rank r's pad is where peer p signals r on channel c from block b.
+   rank r's pad is where peer p signals r on channel c from block b (the
+   DSL's signal_slot computes its index).
    ====================================================================== */
 
-/* Index of slot (channel, block, peer) in a pad; no range check. */
-static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_slot(symm_u32 channel, symm_u32 block, symm_u32 peer);
 /* Records a timeout of this thread (kind, rank, block, peer, channel,
    thread, timeout_ms) in the first 8 words of the 16-word status record,
    unless an earlier failure already did. */

@@ -1,14 +1,10 @@
-/* What the signal protocol stands on: slot addressing, the status record's
-   writers and a wait's give-up check. Put, wait and the epoch flags
+/* What the signal protocol stands on: the status record's writers and a
+   wait's give-up check. Put, wait and the epoch flags
    themselves are DSL device functions (symm-runtime/src/dsl/protocol.rs),
    one source for the GPU and the emulator. Part of DSL_SUPPORT; see
    symm.cuh. */
 #ifndef SYMM_IMPL_SIGNAL_CUH
 #define SYMM_IMPL_SIGNAL_CUH
-
-static __device__ __forceinline__ __attribute__((unused)) symm_u32 symm_signal_slot(symm_u32 channel, symm_u32 block, symm_u32 peer) {
-    return (channel * SYMM_SIGNAL_BLOCKS + block) * SYMM_MAX_WORLD + peer;
-}
 
 static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* status, symm_u32 kind, symm_u32 rank, symm_u32 peer,
                                            symm_u32 channel, symm_u32 timeout_ms) {

@@ -67,11 +67,9 @@ pub const fn signal_slot(channel: usize, block: usize, peer: usize) -> Option<us
     Some(slot_index(channel as u32, block as u32, peer as u32) as usize)
 }
 
-/// The slot formula itself, unchecked and wrapping as a kernel computes it:
-/// the one Rust spelling, which [`signal_slot`] and the DSL's
-/// `signal_slot` intrinsic (the emulator's side) share. The CUDA side,
-/// `symm_signal_slot` in `cuda/symm_impl/signal.cuh`, spells the same
-/// from the same constants (`SYMM_SIGNAL_BLOCKS`, `SYMM_MAX_WORLD`).
+/// The slot formula itself, unchecked and wrapping, as the host computes
+/// it. Kernels compute it with the DSL's `signal_slot` (one source for the
+/// GPU and the emulator), which a test checks against this one.
 pub const fn slot_index(channel: u32, block: u32, peer: u32) -> u32 {
     channel
         .wrapping_mul(SIGNAL_BLOCKS as u32)

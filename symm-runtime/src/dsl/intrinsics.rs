@@ -262,15 +262,6 @@ intrinsic! {
     cuda: "static __device__ __forceinline__ __attribute__((unused)) float f_exp(const symm_kctx&, float x) { return expf(x); }\n";
 }
 
-intrinsic! {
-    /// Index of the signal-pad slot through which rank `peer` signals on
-    /// `channel` from block `block` (see [`crate::layout`]). Pure arithmetic.
-    pub fn signal_slot(channel: u32, block: u32, peer: u32) -> u32 {
-        crate::layout::slot_index(channel, block, peer)
-    }
-    cuda: "static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_signal_slot(const symm_kctx&, symm_u32 channel, symm_u32 block, symm_u32 peer) { return symm_signal_slot(channel, block, peer); }\n";
-}
-
 #[cfg(test)]
 mod tests {
     use crate::jit::{Arch, CompileRequest, JitEngine};

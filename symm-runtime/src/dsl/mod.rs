@@ -120,6 +120,7 @@ pub use half::{bf16, f16};
 pub use intrinsics::*;
 #[doc(hidden)]
 pub use memory::__shared_array_at;
+pub use protocol::signal_slot;
 #[doc(hidden)]
 pub use thread::assert_failed as __assert_failed;
 

@@ -234,6 +234,23 @@ intrinsic! {
     cuda: "static __device__ __forceinline__ __attribute__((unused)) void f_exit_thread(const symm_kctx&) { asm volatile(\"exit;\"); }\n";
 }
 
+// `signal_slot` spells the pad's sizes as literals; keep them in step.
+const _: () = assert!(SIGNAL_BLOCKS == 128 && MAX_WORLD_SIZE == 8);
+
+/// Index of the signal-pad slot through which rank `peer` signals on
+/// `channel` from block `block` (see [`crate::layout`]), wrapping: pure
+/// arithmetic, `(channel * SIGNAL_BLOCKS + block) * MAX_WORLD_SIZE + peer`.
+/// The one formula of kernels, GPU and emulator alike; the host's
+/// [`crate::layout::signal_slot`] is checked against it for every slot.
+#[symm_kernel(device)]
+pub fn signal_slot(channel: u32, block: u32, peer: u32) -> u32 {
+    channel
+        .wrapping_mul(128u32)
+        .wrapping_add(block)
+        .wrapping_mul(8u32)
+        .wrapping_add(peer)
+}
+
 /// One signal from this block to rank `dst` on `channel`: waits until this
 /// rank's slot in `dst`'s pad is free (0), then makes it 1 with
 /// system-scope release, so everything this thread wrote before is
@@ -343,6 +360,36 @@ pub fn flag_wait<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, value: u32)
                 wait_turn(buf, 3u32, src, channel, slot, value, false);
             }
             wait_done();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::layout::{slot_index, MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
+
+    /// The kernels' formula and the host's agree on every slot of the pad,
+    /// and, wrapping, on arguments past it.
+    #[test]
+    fn the_kernels_slot_formula_is_the_hosts() {
+        for c in 0..SIGNAL_CHANNELS {
+            for b in 0..SIGNAL_BLOCKS {
+                for p in 0..MAX_WORLD_SIZE {
+                    let host = crate::layout::signal_slot(c, b, p).expect("in range");
+                    assert_eq!(
+                        super::signal_slot(c as u32, b as u32, p as u32) as usize,
+                        host
+                    );
+                }
+            }
+        }
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (c, b, p) = (x as u32, (x >> 32) as u32, (x >> 16) as u32);
+            assert_eq!(super::signal_slot(c, b, p), slot_index(c, b, p));
         }
     }
 }
