@@ -9,6 +9,7 @@
 //! loudly); the diagnosis and bounds tests are emulator-only, since a GPU
 //! has neither.
 
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -302,6 +303,17 @@ fn unanswered(buf: SymmBuf<u32>, op: u32, peer: u32, ch: u32, out: &mut [u32]) {
     }
 }
 
+/// Tells a rank waiting on the host that rank 0 is done, however it ends.
+struct Answered<'a>(&'a (Mutex<bool>, Condvar));
+
+impl Drop for Answered<'_> {
+    fn drop(&mut self) {
+        let (done, cv) = self.0;
+        *done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+    }
+}
+
 /// An unbounded in-kernel put, wait or flag wait that nobody answers,
 /// while the peer waits on the host (so no hang can be diagnosed, and on a
 /// GPU no departure stops the wait): past the kernel timeout the thread
@@ -320,31 +332,32 @@ fn an_unanswered_wait_records_its_timeout_and_ends_its_thread() {
         let options = CommOptions::default()
             .with_timeout(T)
             .with_kernel_timeout(Duration::from_millis(200));
-        // Rank 1 stays on the host until rank 0 has its answer.
-        let answered = std::sync::Barrier::new(2);
+        // Rank 1 stays on the host until rank 0 has its answer, or has
+        // failed or panicked (its guard says so), or for at most `T`: a
+        // regression then fails the test instead of hanging it.
+        let answered = (Mutex::new(false), Condvar::new());
         let out = run(placed, options, |c| {
+            let guard = (c.rank() == 0).then(|| Answered(&answered));
             let s = c.alloc::<u32>(8)?.rendezvous()?;
             let ch = Channel::request(c)?;
-            if c.rank() != 0 {
-                answered.wait();
+            if guard.is_none() {
+                let (done, cv) = &answered;
+                let done = done.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = cv.wait_timeout_while(done, T, |d| !*d);
                 return Ok(None);
             }
-            let got = (|| {
-                let mut out = c.device_buffer_from(&[7u32])?;
-                unanswered::launch(
-                    c,
-                    LaunchConfig::linear(2, 32),
-                    &s,
-                    op,
-                    1,
-                    ch.index(),
-                    &mut out,
-                )?;
-                let e = c.synchronize().expect_err("nobody answers");
-                Ok(Some((e, ch.index(), out.to_host()?)))
-            })();
-            answered.wait();
-            got
+            let mut out = c.device_buffer_from(&[7u32])?;
+            unanswered::launch(
+                c,
+                LaunchConfig::linear(2, 32),
+                &s,
+                op,
+                1,
+                ch.index(),
+                &mut out,
+            )?;
+            let e = c.synchronize().expect_err("nobody answers");
+            Ok(Some((e, ch.index(), out.to_host()?)))
         })
         .unwrap_or_else(|e| panic!("op {op}: {e}"));
         let Some((e, ch, out)) = &out[0] else {

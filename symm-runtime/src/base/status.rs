@@ -335,8 +335,8 @@ fn kernel_sites(id: u32) -> Option<std::sync::Arc<KernelSites>> {
 }
 
 /// Device functions that the signal protocol (`crate::dsl`'s `protocol`,
-/// written in the DSL) and the receives stand on: slot addressing, the
-/// status record's writers and a wait's give-up check
+/// written in the DSL) and the receives stand on: the status record's
+/// writers and a wait's give-up check
 /// (`cuda/symm_impl/signal.cuh`, declared in `cuda/symm.cuh`). The layout
 /// constants they use come from [`crate::cuda_prelude::device_defines`].
 pub(crate) const SIGNAL_DEVICE_FNS: &str = include_str!("../../cuda/symm_impl/signal.cuh");

@@ -104,7 +104,8 @@ impl<T: Scalar> SymmBuf<T> {
     /// [`put_signal`](Self::put_signal) with an explicit timeout: returns
     /// `false` after recording a timeout (reported at the rank's next
     /// synchronisation, as [`crate::Error::SignalTimeout`]) instead of ending
-    /// the thread. The record's kind ([`crate::signal::SignalKind`]) is a
+    /// the thread, or, in a checked launch, after recording a bad `dst` or
+    /// `channel`. The record's kind ([`crate::signal::SignalKind`]) is a
     /// barrier's put when `barrier` is set, else a put. The host signal
     /// operations are kernels built on these.
     #[doc(hidden)]
