@@ -894,6 +894,56 @@ fn every_rank_fails_with(
     Some(failures)
 }
 
+/// An output that overlaps the symmetric input fails every rank, and the
+/// error says how to run in place only where the call can: it names
+/// `all_gather_in_place` for all_gather, asks for the input's own buffer
+/// for broadcast, and says reduce_scatter and all_to_all have no in-place
+/// form.
+#[test]
+fn an_overlapping_output_says_how_to_run_in_place_if_the_call_can() {
+    if !tier::quick_test() {
+        return;
+    }
+    let world = 3;
+    let cases: [(&str, &str); 4] = [
+        (
+            "all_gather",
+            "call `symm::kernels::collectives::all_gather_in_place`",
+        ),
+        (
+            "broadcast",
+            "pass this rank's buffer of the input itself as the output",
+        ),
+        ("reduce_scatter", "this call has no in-place form"),
+        ("all_to_all", "this call has no in-place form"),
+    ];
+    for (call, advice) in cases {
+        let Some(msgs) = every_rank_fails(world, |c| {
+            let buf = c.alloc::<f32>(8 * world)?;
+            let s = buf.rendezvous()?;
+            match call {
+                "all_gather" => all_gather(c, &s, &mut buf.slice(..)?, 8),
+                "broadcast" => broadcast(c, &s, &mut buf.slice(4..12)?, 8, 0),
+                "reduce_scatter" => reduce_scatter(c, &s, &mut buf.slice(..8)?, 8, ReduceOp::Sum),
+                _ => all_to_all(c, &s, &mut buf.slice(..)?, 8),
+            }
+        }) else {
+            return;
+        };
+        for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::InvalidArgument, "{call}: {m}");
+            assert!(
+                m.contains("the output overlaps the symmetric input") && m.contains(advice),
+                "{call}: {m}"
+            );
+            assert!(
+                advice.contains("no in-place") || !m.contains("no in-place"),
+                "{call}: {m}"
+            );
+        }
+    }
+}
+
 #[test]
 fn mismatched_calls_are_the_same_clear_error_on_every_rank() {
     if !tier::quick_test() {

@@ -19,9 +19,10 @@ use targets::{on_gpu, ranks};
 mod data;
 
 use symm::functional::{
-    rule, CallFacts, Collective, Collectives, GroupFacts, Operand, Options, Placed, Prefer, Route,
+    rule, CallFacts, Collective, Collectives, GroupFacts, Operand, Options, Placed, Prefer,
+    ReduceOp, Route,
 };
-use symm::kernels::collectives::{reduce_scatter_chunk, ReduceOp};
+use symm::kernels::collectives::reduce_scatter_chunk;
 use symm::{compare_bits, run, Comm, CommOptions, DType, ErrorKind};
 
 fn options() -> CommOptions {

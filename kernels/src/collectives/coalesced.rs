@@ -9,7 +9,7 @@ use symm::{Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel, ReduceElem, ReduceOp};
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, out_fits};
+use crate::shared::checks::{disjoint, out_fits, InPlace};
 use crate::shared::key::Fnv64;
 
 /// Coalesced all-gather: one launch for several tensors, each a range of
@@ -50,7 +50,7 @@ pub fn all_gather_coalesced<T: CopyElem>(
         Some(p) => Err(p),
         None => {
             out_fits(out, Some(at), "world × the ranges' lengths")?;
-            disjoint(input, out)
+            disjoint(input, out, InPlace::No)
         }
     })?;
     let Some(mut r) = ready else {

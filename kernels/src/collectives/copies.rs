@@ -8,7 +8,7 @@ use super::elem::{CopyCall, CopyElem, Kernel};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint};
+use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint, InPlace};
 
 /// Every rank's `n` elements of `input` (a rendezvoused symmetric buffer),
 /// in rank order, into this rank's `out[0..world × n]`. `out` must not
@@ -28,7 +28,11 @@ pub fn all_gather<T: CopyElem>(
     let ready = begin(comm, input, ("out", out), call, |out| {
         fits::<T>(input, n, "the input")?;
         out_fits(out, n.checked_mul(world), "world × n")?;
-        disjoint(input, out)
+        disjoint(
+            input,
+            out,
+            InPlace::Form("symm::kernels::collectives::all_gather_in_place"),
+        )
     })?;
     match ready {
         None => Ok(()),
@@ -192,7 +196,7 @@ pub fn all_to_all<T: CopyElem>(
             }
         }
         out_fits(out, total, "world × m")?;
-        disjoint(input, out)
+        disjoint(input, out, InPlace::No)
     })?;
     let Some(mut r) = ready else {
         return Ok(());

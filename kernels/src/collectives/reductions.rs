@@ -7,7 +7,7 @@ use super::call::{begin, grid, threads, Call, Kind};
 use super::elem::{ReduceElem, ReduceOp};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
-use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint};
+use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint, InPlace};
 use crate::shared::staging::grow;
 
 /// The elements of a [`reduce_scatter`] of `n` that rank `rank` of `world`
@@ -40,7 +40,7 @@ pub fn reduce_scatter<T: ReduceElem>(
     let ready = begin(comm, input, ("out", out), call, |out| {
         fits::<T>(input, n, "the input")?;
         out_fits(out, Some(mine.len()), "this rank's chunk")?;
-        disjoint(input, out)
+        disjoint(input, out, InPlace::No)
     })?;
     let Some(mut r) = ready else {
         return Ok(());

@@ -8,7 +8,7 @@ use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::MAX_BLOCKS;
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, fits, out_fits};
+use crate::shared::checks::{disjoint, fits, out_fits, InPlace};
 
 /// All-to-all with split sizes given on the host, as PyTorch's
 /// `all_to_all_single`: this rank sends `input[off..off + in_splits[r]]`
@@ -135,7 +135,7 @@ fn split_call<T: CopyElem>(
         empty: false,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
-        disjoint(input, out)?;
+        disjoint(input, out, InPlace::No)?;
         match &splits {
             Splits::Host {
                 problem: Some(p), ..

@@ -53,6 +53,9 @@ mod operand;
 mod route;
 pub mod rule;
 
+/// The reduction a call applies (`symm::functional::ReduceOp`, as its
+/// calls take it).
+pub use crate::collectives::ReduceOp;
 pub use operand::{Operand, Output};
 
 use crate::shared::agree::{agree, Problem};
@@ -68,7 +71,7 @@ use symm::{
 };
 
 use crate::all_reduce::AllReduceElem;
-use crate::collectives::{self, CopyElem, ReduceElem, ReduceOp};
+use crate::collectives::{self, CopyElem, ReduceElem};
 pub use rule::{
     CallFacts, Choice, Collective, GroupFacts, Options, Placed, Prefer, Route, RuleError,
     ENV_BACKEND, ENV_MAX_SYMM_BYTES,
@@ -221,8 +224,9 @@ struct Staging<T: Element> {
     _older: Option<Arc<Staging<T>>>,
 }
 
-/// The functional collectives of one group, on a communication stream of
-/// their own. See the [module docs](self).
+/// The functional collectives of one group. Calls run on the user's stream
+/// (the comm's), or on a communication stream of the group's with
+/// [`Options::with_own_stream`]. See the [module docs](self).
 pub struct Collectives {
     /// The group as the user holds it: its stream is the user's.
     user: Comm,

@@ -104,21 +104,43 @@ pub(crate) fn is_input<T: Element>(input: &SymmetricMemory, out: &BoundSlice<'_,
     out.device_ptr() == input.buffer_ptrs()[input.rank()]
 }
 
+/// How a call whose output overlaps its input can run in place, for the
+/// overlap error's advice (a call without an in-place form must not
+/// suggest one).
+#[derive(Clone, Copy)]
+pub(crate) enum InPlace {
+    /// The call has no in-place form.
+    No,
+    /// The call's in-place form is this function.
+    Form(&'static str),
+    /// The call runs in place when its output is exactly this rank's
+    /// buffer of the input ([`same_or_disjoint`]).
+    SameBuffer,
+}
+
 /// A problem if `out` overlaps this rank's buffer of `input`: peers read
-/// the input while this rank writes its output.
+/// the input while this rank writes its output. The text says how the
+/// call can run in place, if it can.
 pub(crate) fn disjoint<T: Element>(
     input: &SymmetricMemory,
     out: &BoundSlice<'_, T>,
+    in_place: InPlace,
 ) -> Result<(), Problem> {
-    if overlaps_input(input, out) {
-        Err(
-            "the output overlaps the symmetric input, which peers read while this rank \
-             writes (use the in-place form)"
-                .into(),
-        )
-    } else {
-        Ok(())
+    if !overlaps_input(input, out) {
+        return Ok(());
     }
+    let advice = match in_place {
+        InPlace::No => "this call has no in-place form: give the output memory of its own".into(),
+        InPlace::Form(f) => format!("to run in place, call `{f}`"),
+        InPlace::SameBuffer => "to run in place, pass this rank's buffer of the input itself as \
+                                the output, from its first element"
+            .into(),
+    };
+    Err(format!(
+        "the output overlaps the symmetric input, which peers read while this rank writes \
+         ({advice})"
+    )
+    .into())
 }
 
 /// [`disjoint`], but `out` may also be exactly this rank's buffer of
@@ -130,6 +152,6 @@ pub(crate) fn same_or_disjoint<T: Element>(
     if is_input(input, out) {
         Ok(())
     } else {
-        disjoint(input, out)
+        disjoint(input, out, InPlace::SameBuffer)
     }
 }
