@@ -897,8 +897,8 @@ fn every_rank_fails_with(
 /// An output that overlaps the symmetric input fails every rank, and the
 /// error says how to run in place only where the call can: it names
 /// `all_gather_in_place` for all_gather, asks for the input's own buffer
-/// for broadcast, and says reduce_scatter and all_to_all have no in-place
-/// form.
+/// (or `broadcast_in_place`) for broadcast, and says reduce_scatter and
+/// all_to_all have no in-place form.
 #[test]
 fn an_overlapping_output_says_how_to_run_in_place_if_the_call_can() {
     if !tier::quick_test() {
@@ -912,7 +912,8 @@ fn an_overlapping_output_says_how_to_run_in_place_if_the_call_can() {
         ),
         (
             "broadcast",
-            "pass this rank's buffer of the input itself as the output",
+            "pass this rank's buffer of the input itself as the output, from its first \
+             element, or call `symm::kernels::collectives::broadcast_in_place`",
         ),
         ("reduce_scatter", "this call has no in-place form"),
         ("all_to_all", "this call has no in-place form"),

@@ -132,7 +132,11 @@ pub fn broadcast<T: CopyElem>(
         out_fits(out, Some(n), "n")?;
         // Exactly the input is fine: another rank writes only its own
         // buffer, which no peer reads, and the root skips the copy.
-        same_or_disjoint(input, out)
+        same_or_disjoint(
+            input,
+            out,
+            Some("symm::kernels::collectives::broadcast_in_place"),
+        )
     })?;
     let Some(mut r) = ready else {
         return Ok(());

@@ -110,7 +110,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
     let check = |bound: &BoundSlice<'_, T>| {
         fits::<T>(input, n, "the input")?;
         out_fits(bound, Some(n), "n")?;
-        same_or_disjoint(input, bound)
+        same_or_disjoint(input, bound, None)
     };
     let Some(mut r) = begin(comm, input, ("out", &mut *out), call, check)? else {
         return Ok(());

@@ -114,8 +114,9 @@ pub(crate) enum InPlace {
     /// The call's in-place form is this function.
     Form(&'static str),
     /// The call runs in place when its output is exactly this rank's
-    /// buffer of the input ([`same_or_disjoint`]).
-    SameBuffer,
+    /// buffer of the input ([`same_or_disjoint`]), as does this function,
+    /// if it has one.
+    SameBuffer(Option<&'static str>),
 }
 
 /// A problem if `out` overlaps this rank's buffer of `input`: peers read
@@ -132,9 +133,11 @@ pub(crate) fn disjoint<T: Element>(
     let advice = match in_place {
         InPlace::No => "this call has no in-place form: give the output memory of its own".into(),
         InPlace::Form(f) => format!("to run in place, call `{f}`"),
-        InPlace::SameBuffer => "to run in place, pass this rank's buffer of the input itself as \
-                                the output, from its first element"
-            .into(),
+        InPlace::SameBuffer(f) => format!(
+            "to run in place, pass this rank's buffer of the input itself as the output, from \
+             its first element{}",
+            f.map(|f| format!(", or call `{f}`")).unwrap_or_default()
+        ),
     };
     Err(format!(
         "the output overlaps the symmetric input, which peers read while this rank writes \
@@ -144,14 +147,16 @@ pub(crate) fn disjoint<T: Element>(
 }
 
 /// [`disjoint`], but `out` may also be exactly this rank's buffer of
-/// `input` (in place, where the call's kernels allow it).
+/// `input` (in place, where the call's kernels allow it); `in_place` is
+/// the call's in-place function, if it has one, which the error names.
 pub(crate) fn same_or_disjoint<T: Element>(
     input: &SymmetricMemory,
     out: &BoundSlice<'_, T>,
+    in_place: Option<&'static str>,
 ) -> Result<(), Problem> {
     if is_input(input, out) {
         Ok(())
     } else {
-        disjoint(input, out, InPlace::SameBuffer)
+        disjoint(input, out, InPlace::SameBuffer(in_place))
     }
 }
