@@ -10,6 +10,12 @@ use super::staging::control;
 use crate::shared::elem::{float_types, packet, vector};
 
 /// Element types the all-reduce supports.
+#[diagnostic::on_unimplemented(
+    message = "symm's all-reduce does not take `{Self}` elements",
+    label = "not an element type of the all-reduce",
+    note = "the all-reduce takes f32, bf16, f16, f8e4m3 and f8e5m2, summed in f32; integer and \
+            f64 reductions are not supported yet"
+)]
 pub trait AllReduceElem: symm::dsl::Scalar {
     /// The largest grid of `path`'s kernel with `threads` per block that
     /// `comm` may launch ([`symm::Comm::co_resident_blocks`]); `None` for any.

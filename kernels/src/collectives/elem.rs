@@ -73,6 +73,12 @@ impl ReduceOp {
 
 /// Element types of the copies ([`all_gather`](super::all_gather), [`all_to_all`](super::all_to_all) and its
 /// split forms, [`broadcast`](super::broadcast)): every element type, moved bit for bit.
+#[diagnostic::on_unimplemented(
+    message = "symm's copies do not take `{Self}` elements",
+    label = "not an element type of the copies",
+    note = "the copies (all_gather, all_to_all, broadcast and their forms) take f32, f64, bf16, \
+            f16, f8e4m3, f8e5m2, u8, u32, u64, i32 and i64"
+)]
 pub trait CopyElem: symm::dsl::Scalar {
     #[doc(hidden)]
     fn __grid(kernel: Kernel, comm: &Comm, threads: u32) -> Result<Option<u32>>;
@@ -116,6 +122,13 @@ pub struct LlCall<'a, 'b, T: symm::dsl::Scalar> {
 /// Element types of the reductions ([`reduce_scatter`](super::reduce_scatter), [`all_reduce_op`](super::all_reduce_op)):
 /// f32, bf16, f16, and the fp8 types f8e4m3 and f8e5m2 (accumulating in
 /// f32, as NCCL does).
+#[diagnostic::on_unimplemented(
+    message = "symm's reductions do not take `{Self}` elements",
+    label = "not an element type of the reductions",
+    note = "the reductions (all_reduce with any op, reduce_scatter, the coalesced all-reduce) \
+            take f32, bf16, f16, f8e4m3 and f8e5m2, combined in f32; integer and f64 \
+            reductions are not supported yet"
+)]
 pub trait ReduceElem: CopyElem {
     #[doc(hidden)]
     fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;

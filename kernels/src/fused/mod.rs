@@ -33,6 +33,11 @@ pub const MAX_BLOCKS: u32 = 64;
 pub const CHANNEL_OWNER: &str = "symm_kernels::fused";
 
 /// Element types of the fused kernel: bf16, f16 and f32.
+#[diagnostic::on_unimplemented(
+    message = "symm's fused all-reduce + RMSNorm does not take `{Self}` elements",
+    label = "not an element type of the fused kernel",
+    note = "the fused kernel takes f32, bf16 and f16"
+)]
 pub trait FusedElem: Scalar {
     /// Elements per 16-byte vector.
     #[doc(hidden)]
