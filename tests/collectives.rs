@@ -895,38 +895,59 @@ fn every_rank_fails_with(
 }
 
 /// An output that overlaps the symmetric input fails every rank, and the
-/// error says how to run in place only where the call can: it names
-/// `all_gather_in_place` for all_gather, asks for the input's own buffer
-/// (or `broadcast_in_place`) for broadcast, and says reduce_scatter and
-/// all_to_all have no in-place form.
+/// error says how to run in place only where the call can: all_gather
+/// names `all_gather_in_place`; broadcast and all_reduce_op ask for the
+/// input's own buffer, and name their in-place function where there is
+/// one (`broadcast_in_place`; `all_reduce_in_place` for a sum only);
+/// reduce_scatter, all_to_all and all_to_all_single say they have no
+/// in-place form.
 #[test]
 fn an_overlapping_output_says_how_to_run_in_place_if_the_call_can() {
     if !tier::quick_test() {
         return;
     }
     let world = 3;
-    let cases: [(&str, &str); 4] = [
+    let own = "pass this rank's buffer of the input itself as the output, from its first element";
+    let none = "this call has no in-place form";
+    // (call, what the error says, what it must not say)
+    let cases: [(&str, String, &str); 7] = [
         (
             "all_gather",
-            "call `symm::kernels::collectives::all_gather_in_place`",
+            "and call `symm::kernels::collectives::all_gather_in_place`".into(),
+            none,
         ),
         (
             "broadcast",
-            "pass this rank's buffer of the input itself as the output, from its first \
-             element, or call `symm::kernels::collectives::broadcast_in_place`",
+            format!("{own}, or call `symm::kernels::collectives::broadcast_in_place`"),
+            none,
         ),
-        ("reduce_scatter", "this call has no in-place form"),
-        ("all_to_all", "this call has no in-place form"),
+        (
+            "all_reduce_op sum",
+            format!("{own}, or call `symm::kernels::all_reduce::all_reduce_in_place`"),
+            none,
+        ),
+        ("all_reduce_op max", format!("{own})"), "or call"),
+        ("reduce_scatter", none.into(), "to run in place"),
+        ("all_to_all", none.into(), "to run in place"),
+        ("all_to_all_single", none.into(), "to run in place"),
     ];
-    for (call, advice) in cases {
+    for (call, says, not) in &cases {
         let Some(msgs) = every_rank_fails(world, |c| {
             let buf = c.alloc::<f32>(8 * world)?;
             let s = buf.rendezvous()?;
-            match call {
+            let splits = vec![8; world];
+            match *call {
                 "all_gather" => all_gather(c, &s, &mut buf.slice(..)?, 8),
                 "broadcast" => broadcast(c, &s, &mut buf.slice(4..12)?, 8, 0),
+                "all_reduce_op sum" => {
+                    all_reduce_op(c, &s, &mut buf.slice(4..12)?, 8, ReduceOp::Sum)
+                }
+                "all_reduce_op max" => {
+                    all_reduce_op(c, &s, &mut buf.slice(4..12)?, 8, ReduceOp::Max)
+                }
                 "reduce_scatter" => reduce_scatter(c, &s, &mut buf.slice(..8)?, 8, ReduceOp::Sum),
-                _ => all_to_all(c, &s, &mut buf.slice(..)?, 8),
+                "all_to_all" => all_to_all(c, &s, &mut buf.slice(..)?, 8),
+                _ => all_to_all_single(c, &s, &mut buf.slice(..)?, &splits, &splits),
             }
         }) else {
             return;
@@ -934,11 +955,7 @@ fn an_overlapping_output_says_how_to_run_in_place_if_the_call_can() {
         for m in &msgs {
             assert_eq!(m.kind, ErrorKind::InvalidArgument, "{call}: {m}");
             assert!(
-                m.contains("the output overlaps the symmetric input") && m.contains(advice),
-                "{call}: {m}"
-            );
-            assert!(
-                advice.contains("no in-place") || !m.contains("no in-place"),
+                m.contains("overlaps") && m.contains(says.as_str()) && !m.contains(not),
                 "{call}: {m}"
             );
         }

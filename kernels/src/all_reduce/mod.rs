@@ -133,7 +133,10 @@ fn reduce<T: AllReduceElem>(
         Overlap::Partial => Err(invalid(
             comm,
             "all_reduce's output overlaps its symmetric input without starting where \
-             it starts; pass either the input itself (in place) or separate memory"
+             it starts (to run in place, pass this rank's buffer of the input itself as \
+             the output, from its first element, or call \
+             `symm::kernels::all_reduce::all_reduce_in_place`; otherwise give the output \
+             memory of its own)"
                 .into(),
         )),
         Overlap::Exact if !chosen.allows_alias() => Err(unsupported(

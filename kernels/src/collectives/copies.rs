@@ -31,7 +31,10 @@ pub fn all_gather<T: CopyElem>(
         disjoint(
             input,
             out,
-            InPlace::Form("symm::kernels::collectives::all_gather_in_place"),
+            InPlace::Form(
+                "put this rank's part at `buf[rank × n..]` of one symmetric buffer and call \
+                 `symm::kernels::collectives::all_gather_in_place`",
+            ),
         )
     })?;
     match ready {

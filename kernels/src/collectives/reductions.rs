@@ -110,7 +110,10 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
     let check = |bound: &BoundSlice<'_, T>| {
         fits::<T>(input, n, "the input")?;
         out_fits(bound, Some(n), "n")?;
-        same_or_disjoint(input, bound, None)
+        // A sum has an in-place function of its own; the other ops run in
+        // place on the input's own buffer only.
+        let form = sum.then_some("symm::kernels::all_reduce::all_reduce_in_place");
+        same_or_disjoint(input, bound, form)
     };
     let Some(mut r) = begin(comm, input, ("out", &mut *out), call, check)? else {
         return Ok(());

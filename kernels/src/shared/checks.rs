@@ -111,7 +111,7 @@ pub(crate) fn is_input<T: Element>(input: &SymmetricMemory, out: &BoundSlice<'_,
 pub(crate) enum InPlace {
     /// The call has no in-place form.
     No,
-    /// The call's in-place form is this function.
+    /// The call's in-place form, as the advice says it ("call `…`").
     Form(&'static str),
     /// The call runs in place when its output is exactly this rank's
     /// buffer of the input ([`same_or_disjoint`]), as does this function,
@@ -132,7 +132,7 @@ pub(crate) fn disjoint<T: Element>(
     }
     let advice = match in_place {
         InPlace::No => "this call has no in-place form: give the output memory of its own".into(),
-        InPlace::Form(f) => format!("to run in place, call `{f}`"),
+        InPlace::Form(how) => format!("to run in place, {how}"),
         InPlace::SameBuffer(f) => format!(
             "to run in place, pass this rank's buffer of the input itself as the output, from \
              its first element{}",
