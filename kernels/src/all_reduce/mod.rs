@@ -43,7 +43,9 @@ pub use plan::{
 
 use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 
-use crate::shared::checks::{capacity, invalid, is_input, overlaps_input, unsupported};
+use crate::shared::checks::{
+    capacity, in_place_advice, invalid, is_input, overlaps_input, unsupported, InPlace,
+};
 use identity::{state, Identity};
 use launch::launch;
 /// Sums the first `n` elements of every rank's `input` (a rendezvoused
@@ -132,12 +134,13 @@ fn reduce<T: AllReduceElem>(
     let local = check(comm, input, &out, n).and_then(|()| match overlap {
         Overlap::Partial => Err(invalid(
             comm,
-            "all_reduce's output overlaps its symmetric input without starting where \
-             it starts (to run in place, pass this rank's buffer of the input itself as \
-             the output, from its first element, or call \
-             `symm::kernels::all_reduce::all_reduce_in_place`; otherwise give the output \
-             memory of its own)"
-                .into(),
+            format!(
+                "all_reduce's output overlaps its symmetric input without starting where \
+                 it starts ({}; otherwise give the output memory of its own)",
+                in_place_advice(InPlace::SameBuffer(Some(
+                    "symm::kernels::all_reduce::all_reduce_in_place"
+                )))
+            ),
         )),
         Overlap::Exact if !chosen.allows_alias() => Err(unsupported(
             comm,

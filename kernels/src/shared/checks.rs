@@ -130,7 +130,17 @@ pub(crate) fn disjoint<T: Element>(
     if !overlaps_input(input, out) {
         return Ok(());
     }
-    let advice = match in_place {
+    Err(format!(
+        "the output overlaps the symmetric input, which peers read while this rank writes \
+         ({})",
+        in_place_advice(in_place)
+    )
+    .into())
+}
+
+/// What an overlap error advises, by how the call can run in place.
+pub(crate) fn in_place_advice(in_place: InPlace) -> String {
+    match in_place {
         InPlace::No => "this call has no in-place form: give the output memory of its own".into(),
         InPlace::Form(how) => format!("to run in place, {how}"),
         InPlace::SameBuffer(f) => format!(
@@ -138,12 +148,7 @@ pub(crate) fn disjoint<T: Element>(
              its first element{}",
             f.map(|f| format!(", or call `{f}`")).unwrap_or_default()
         ),
-    };
-    Err(format!(
-        "the output overlaps the symmetric input, which peers read while this rank writes \
-         ({advice})"
-    )
-    .into())
+    }
 }
 
 /// [`disjoint`], but `out` may also be exactly this rank's buffer of

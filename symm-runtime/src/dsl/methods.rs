@@ -17,9 +17,9 @@
 //! indices.
 
 use super::memory::SymmBuf;
-use super::protocol::{
-    exit_thread, flag_store, flag_wait, kernel_timeout_ns, signal_ok, signal_put, signal_take,
-};
+use super::protocol::{exit_thread, kernel_timeout_ns, signal_ok, signal_put, signal_take};
+/// The flags are the protocol's own device functions.
+pub use super::protocol::{signal_flag, wait_flag};
 use super::scalar::Scalar;
 use crate::symm_kernel;
 
@@ -78,10 +78,11 @@ method! {
            return (b.rank + step % b.world) % b.world; }\n";
 }
 
-// The signal methods: device functions over the protocol (`super::protocol`),
+// The signal methods: device functions of the protocol (`super::protocol`),
 // written in the DSL, so the GPU and the emulator run the same source. Each
 // inherent method is what a kernel's Rust body calls; the function of the
-// same name here is what the macro's translation calls.
+// same name here (the flags' re-exported) is what the macro's translation
+// calls.
 
 impl<T: Scalar> SymmBuf<T> {
     /// Signals rank `dst` on `channel` from this block: a system-scope
@@ -216,18 +217,4 @@ pub fn wait_signal_within<T: Scalar>(
         kind = 4u32;
     }
     signal_take(buf, src, channel, timeout_ns, kind, true)
-}
-
-/// `buf.signal_flag(dst, channel, value)`.
-#[symm_kernel(device)]
-#[track_caller]
-pub fn signal_flag<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32, value: u32) {
-    flag_store(buf, dst, channel, value);
-}
-
-/// `buf.wait_flag(src, channel, value)`.
-#[symm_kernel(device)]
-#[track_caller]
-pub fn wait_flag<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, value: u32) {
-    flag_wait(buf, src, channel, value);
 }

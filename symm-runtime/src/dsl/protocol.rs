@@ -1,8 +1,10 @@
 //! The signal protocol, written once in the DSL: a put, a wait and an
 //! epoch flag are `#[symm_kernel(device)]` functions, so the GPU runs their
 //! CUDA C and the emulator their Rust, from the same source. The handle
-//! methods that kernels call (`put_signal`, `wait_flag`, …, in
-//! [`super::methods`]) are thin device functions over these.
+//! methods that kernels call resolve to [`super::methods`]: the flags are
+//! these functions themselves, re-exported there, and `put_signal`,
+//! `wait_signal` and their `_within` forms thin device functions over
+//! [`signal_put`] and [`signal_take`].
 //!
 //! Below the protocol sit a few intrinsics that only it needs (hidden from
 //! the DSL's reference): the signal pad's bounds, a wait's give-up check
@@ -314,11 +316,12 @@ pub fn signal_take<T: Scalar>(
     done
 }
 
-/// Stores `value` in this rank's flag slot of rank `dst`'s pad for this
-/// block on `channel`, with system-scope release. No read-modify-write.
+/// `buf.signal_flag(dst, channel, value)`: stores `value` in this rank's
+/// flag slot of rank `dst`'s pad for this block on `channel`, with
+/// system-scope release. No read-modify-write.
 #[symm_kernel(device)]
 #[track_caller]
-pub fn flag_store<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32, value: u32) {
+pub fn signal_flag<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32, value: u32) {
     if signal_ok(4u32, buf.world_size(), dst, channel) {
         buf.pad(dst).store(
             signal_slot(channel, block_idx_x(), buf.rank()),
@@ -329,13 +332,14 @@ pub fn flag_store<T: Scalar>(buf: SymmBuf<T>, dst: u32, channel: u32, value: u32
     }
 }
 
-/// Waits, with system-scope acquire, until rank `src`'s flag slot of this
-/// rank's pad for this block on `channel` has reached `value` (a wrapping
-/// comparison, so epochs may wrap). One load when it already has; past the
-/// kernel's timeout it records a wait's timeout and ends the thread.
+/// `buf.wait_flag(src, channel, value)`: waits, with system-scope
+/// acquire, until rank `src`'s flag slot of this rank's pad for this block
+/// on `channel` has reached `value` (a wrapping comparison, so epochs may
+/// wrap). One load when it already has; past the kernel's timeout it
+/// records a wait's timeout and ends the thread.
 #[symm_kernel(device)]
 #[track_caller]
-pub fn flag_wait<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, value: u32) {
+pub fn wait_flag<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, value: u32) {
     if signal_ok(3u32, buf.world_size(), src, channel) {
         let rank = buf.rank();
         let pad = buf.pad(rank);
