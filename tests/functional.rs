@@ -19,7 +19,7 @@ use targets::{on_gpu, ranks};
 mod data;
 
 use symm::functional::{
-    rule, CallFacts, Collective, Collectives, GroupFacts, Operand, Options, Placed, Prefer,
+    rule, CallFacts, Collective, Collectives, GroupFacts, Operand, Options, Output, Placed, Prefer,
     ReduceOp, Route,
 };
 use symm::kernels::collectives::reduce_scatter_chunk;
@@ -460,6 +460,257 @@ fn every_collective_from_every_input_kind() {
     }
 }
 
+/// The in-place forms on buffers of `kind` and the forms with new outputs,
+/// on `world` ranks with `prefer`: each result exact (NCCL: within
+/// rounding), outputs poisoned first where the call leaves them, and equal
+/// on every rank.
+fn in_place_and_new(world: usize, kind: Kind, prefer: Prefer, n: usize) {
+    let Some(ranks) = ranks(world) else { return };
+    let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(world * n)).collect();
+    let what = format!("world {world}, {kind:?} buffers, {prefer:?}, n {n}");
+    let exact = prefer != Prefer::Nccl;
+    let results = run(ranks, options(), |c| {
+        let me = c.rank();
+        let coll = Collectives::with_options(c, Options::default().with_backend(prefer))?;
+        let pool = c.pool();
+        coll.register_pool(&pool);
+        let mine = &inputs[me];
+        let len = world * n;
+        let mut seen: Vec<Vec<f32>> = Vec::new();
+
+        for op in ReduceOp::ALL {
+            if prefer == Prefer::Nccl && matches!(op, ReduceOp::Min | ReduceOp::Max) {
+                continue;
+            }
+            let mut buf = Mem::new(c, &pool, kind, len)?;
+            buf.write(mine)?;
+            coll.all_reduce_in_place(&mut buf, op)?.wait_host()?;
+            let want: Vec<f32> = (0..len).map(|i| reduce_at(&inputs, i, op)).collect();
+            let got = buf.read()?;
+            close(
+                &format!("{what}: all_reduce_in_place {op:?}"),
+                &got,
+                &want,
+                exact,
+            );
+            seen.push(got);
+        }
+
+        // All-gather: this rank's part at its place, the rest poisoned.
+        let mut buf = Mem::new(c, &pool, kind, len)?;
+        buf.poison()?;
+        match &buf {
+            Mem::Pool(t) => t.write(me * n, &mine[..n])?,
+            Mem::Symm(b) => b.write(me * n, &mine[..n])?,
+            Mem::Plain(b) => b.write(me * n, &mine[..n])?,
+        }
+        coll.all_gather_in_place(&mut buf)?.wait_host()?;
+        let want: Vec<f32> = inputs.iter().flat_map(|v| v[..n].to_vec()).collect();
+        let got = buf.read()?;
+        assert_bits(&format!("{what}: all_gather_in_place"), &got, &want);
+        seen.push(got);
+
+        // Broadcast from the last rank: the others' buffers poisoned.
+        let root = world - 1;
+        let mut buf = Mem::new(c, &pool, kind, n)?;
+        if me == root {
+            buf.write(&mine[..n])?;
+        } else {
+            buf.poison()?;
+        }
+        coll.broadcast_in_place(&mut buf, root)?.wait_host()?;
+        let got = buf.read()?;
+        assert_bits(
+            &format!("{what}: broadcast_in_place"),
+            &got,
+            &inputs[root][..n],
+        );
+        seen.push(got);
+
+        // Reduce-scatter into this rank's chunk of its input (uneven on
+        // symm: one element short of the world's multiple).
+        let m = if prefer == Prefer::Nccl || len < 2 {
+            len
+        } else {
+            len - 1
+        };
+        let mut buf = Mem::new(c, &pool, kind, m)?;
+        buf.write(&mine[..m])?;
+        coll.reduce_scatter_in_place(&mut buf, ReduceOp::Sum)?
+            .wait_host()?;
+        let chunk = reduce_scatter_chunk(m, world, me);
+        let mut want = mine[..m].to_vec();
+        for i in chunk {
+            want[i] = reduce_at(&inputs, i, ReduceOp::Sum);
+        }
+        close(
+            &format!("{what}: reduce_scatter_in_place"),
+            &buf.read()?,
+            &want,
+            exact,
+        );
+
+        // New outputs, of the right lengths.
+        let x = input(c, &pool, kind, mine)?;
+        let got = coll
+            .all_reduce_new(&*x, ReduceOp::Sum)?
+            .wait_host()?
+            .to_host()?;
+        let want: Vec<f32> = (0..len)
+            .map(|i| reduce_at(&inputs, i, ReduceOp::Sum))
+            .collect();
+        close(&format!("{what}: all_reduce_new"), &got, &want, exact);
+        let x = input(c, &pool, kind, &mine[..n])?;
+        let got = coll.all_gather_new(&*x)?.wait_host()?.to_host()?;
+        let want: Vec<f32> = inputs.iter().flat_map(|v| v[..n].to_vec()).collect();
+        assert_bits(&format!("{what}: all_gather_new"), &got, &want);
+        let x = input(c, &pool, kind, &mine[..m])?;
+        let got = coll
+            .reduce_scatter_new(&*x, ReduceOp::Sum)?
+            .wait_host()?
+            .to_host()?;
+        let want: Vec<f32> = reduce_scatter_chunk(m, world, me)
+            .map(|i| reduce_at(&inputs, i, ReduceOp::Sum))
+            .collect();
+        close(&format!("{what}: reduce_scatter_new"), &got, &want, exact);
+        let x = input(c, &pool, kind, &mine[..n])?;
+        let got = coll.broadcast_new(&*x, root)?.wait_host()?.to_host()?;
+        assert_bits(&format!("{what}: broadcast_new"), &got, &inputs[root][..n]);
+        let x = input(c, &pool, kind, mine)?;
+        let got = coll.all_to_all_new(&*x)?.wait_host()?.to_host()?;
+        let want: Vec<f32> = (0..world)
+            .flat_map(|p| inputs[p][me * n..(me + 1) * n].to_vec())
+            .collect();
+        assert_bits(&format!("{what}: all_to_all_new"), &got, &want);
+        let ranges = [0..n.min(3), n..(n + 5).min(len)];
+        let got = coll
+            .all_gather_coalesced_new(&*x, &ranges)?
+            .wait_host()?
+            .to_host()?;
+        let mut want = Vec::new();
+        for r in &ranges {
+            for inp in &inputs {
+                want.extend_from_slice(&inp[r.clone()]);
+            }
+        }
+        assert_bits(&format!("{what}: all_gather_coalesced_new"), &got, &want);
+        let got = coll
+            .all_reduce_coalesced_new(&*x, &ranges, ReduceOp::Sum)?
+            .wait_host()?
+            .to_host()?;
+        let mut want = mine.clone();
+        for r in &ranges {
+            for i in r.clone() {
+                want[i] = reduce_at(&inputs, i, ReduceOp::Sum);
+            }
+        }
+        close(
+            &format!("{what}: all_reduce_coalesced_new"),
+            &got,
+            &want,
+            exact,
+        );
+        Ok(seen)
+    })
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (r, s) in results.iter().enumerate() {
+        for (k, v) in s.iter().enumerate() {
+            assert_bits(
+                &format!("{what}: rank {r} vs rank 0, result {k}"),
+                v,
+                &results[0][k],
+            );
+        }
+    }
+}
+
+#[test]
+fn in_place_and_new_outputs() {
+    for world in [1, 2, 3, 4, 8] {
+        if !tier::runs(tier::quick_world(world)) {
+            continue;
+        }
+        for kind in [Kind::Pool, Kind::Symm, Kind::Plain] {
+            in_place_and_new(world, kind, Prefer::Auto, 37);
+        }
+    }
+    // Where NCCL runs (a GPU per rank), its in-place forms too.
+    if on_gpu() && symm::functional::nccl_available() && tier::quick_test() {
+        for kind in [Kind::Pool, Kind::Plain] {
+            in_place_and_new(1, kind, Prefer::Nccl, 4099);
+        }
+    }
+}
+
+/// The in-place forms captured into a CUDA graph and replayed: an
+/// all-reduce and an all-gather in place, the graph launched three times
+/// after a warm-up call, each replay's effect exact. GPU only (skipped,
+/// loudly, elsewhere).
+#[test]
+fn in_place_calls_replay_in_a_cuda_graph() {
+    if !tier::quick_test() {
+        return;
+    }
+    if !on_gpu() {
+        eprintln!(
+            "SKIPPED: in_place_calls_replay_in_a_cuda_graph needs a GPU (SYMM_KERNEL_TESTS_ON=gpu)"
+        );
+        return;
+    }
+    for world in [1, 2, 4] {
+        let Some(r) = ranks(world) else { continue };
+        let n = 1000;
+        run(r, options(), |c| {
+            let me = c.rank();
+            let coll = Collectives::new(c)?;
+            let pool = c.pool();
+            let mut sum = pool.alloc::<f32>(n)?;
+            sum.write(0, &vec![1.0; n])?;
+            let mut gathered = c.device_buffer::<f32>(world * n)?;
+            gathered.write(me * n, &vec![me as f32; n])?;
+            // Warm-up: staging and segments exist before the capture.
+            coll.all_reduce_in_place(&mut sum, ReduceOp::Sum)?.wait_host()?;
+            coll.all_gather_in_place(&mut gathered)?.wait_host()?;
+            let err = |e: symm::cudarc::driver::DriverError| symm::Error::InvalidArgument {
+                rank: me,
+                message: format!("{e:?}"),
+            };
+            let user = c.cuda_stream().expect("GPU rank");
+            user.begin_capture(
+                symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+            .map_err(err)?;
+            coll.all_reduce_in_place(&mut sum, ReduceOp::Sum)?.wait()?;
+            coll.all_gather_in_place(&mut gathered)?.wait()?;
+            let graph = user
+                .end_capture(
+                    symm::cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+                )
+                .map_err(err)?
+                .expect("a graph was captured");
+            gathered.write(me * n, &vec![(me + 10) as f32; n])?;
+            for _ in 0..3 {
+                graph.launch().map_err(err)?;
+            }
+            c.synchronize()?;
+            let w = world as f32;
+            assert_bits(
+                &format!("world {world}, rank {me}: in-place sum after 1 + 3 calls"),
+                &sum.to_host()?,
+                &vec![w * w * w * w; n],
+            );
+            let want: Vec<f32> = (0..world * n).map(|j| (j / n + 10) as f32).collect();
+            assert_bits(
+                &format!("world {world}, rank {me}: in-place gather replayed"),
+                &gathered.to_host()?,
+                &want,
+            );
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+    }
+}
+
 /// The device splits' all-to-all (symm's kernel only).
 #[test]
 fn all_to_all_v_through_the_entry_point() {
@@ -880,6 +1131,239 @@ fn meshes_through_functional_collectives() {
     // The quick tier: the mesh of two ranks.
     for (world, rows) in tier::split([(8, 2), (8, 4), (4, 2), (2, 2)], |&(w, _)| w == 2) {
         mesh_case(world, rows, rounds);
+    }
+}
+
+/// Memory of one of a rank's groups, as a chain's input or output.
+enum Mem {
+    Pool(symm::PoolTensor<f32>),
+    Symm(symm::SymmBuffer<f32>),
+    Plain(symm::DeviceBuffer<f32>),
+}
+
+impl Mem {
+    /// `len` elements on `c` (its pool, `pool`, for a tensor), as `kind`.
+    fn new(c: &Comm, pool: &symm::SymmPool, kind: Kind, len: usize) -> symm::Result<Mem> {
+        Ok(match kind {
+            Kind::Pool => Mem::Pool(pool.alloc::<f32>(len)?),
+            Kind::Symm => Mem::Symm(c.alloc::<f32>(len)?),
+            Kind::Plain => Mem::Plain(c.device_buffer::<f32>(len)?),
+        })
+    }
+
+    fn write(&self, data: &[f32]) -> symm::Result<()> {
+        match self {
+            Mem::Pool(t) => t.write(0, data),
+            Mem::Symm(b) => b.write(0, data),
+            Mem::Plain(b) => b.write(0, data),
+        }
+    }
+
+    fn poison(&self) -> symm::Result<()> {
+        let len = symm::DeviceSlice::<f32>::len(self.memory());
+        self.write(&vec![poison(); len])
+    }
+
+    fn read(&self) -> symm::Result<Vec<f32>> {
+        match self {
+            Mem::Pool(t) => t.to_host(),
+            Mem::Symm(b) => b.to_host(),
+            Mem::Plain(b) => b.to_host(),
+        }
+    }
+
+    fn memory(&self) -> &dyn symm::DeviceSlice<f32> {
+        match self {
+            Mem::Pool(t) => t,
+            Mem::Symm(b) => b,
+            Mem::Plain(b) => b,
+        }
+    }
+}
+
+impl Operand<f32> for Mem {
+    fn __memory(&self) -> &dyn symm::DeviceSlice<f32> {
+        self.memory()
+    }
+    fn __placed(&self, comm: &Comm) -> Placed {
+        match self {
+            Mem::Pool(t) => t.__placed(comm),
+            Mem::Symm(b) => b.__placed(comm),
+            Mem::Plain(b) => b.__placed(comm),
+        }
+    }
+    fn __symmetric(
+        &self,
+        comm: &Comm,
+    ) -> Option<symm::Result<std::sync::Arc<symm::SymmetricMemory>>> {
+        match self {
+            Mem::Pool(t) => t.__symmetric(comm),
+            Mem::Symm(b) => b.__symmetric(comm),
+            Mem::Plain(b) => b.__symmetric(comm),
+        }
+    }
+}
+
+impl Output<f32> for &mut Mem {
+    fn __memory_mut(&mut self) -> &mut dyn symm::DeviceSlice<f32> {
+        match &mut **self {
+            Mem::Pool(t) => t,
+            Mem::Symm(b) => b,
+            Mem::Plain(b) => b,
+        }
+    }
+}
+
+/// Which of a rank's groups a chain's memory belongs to.
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    Parent,
+    Tp,
+    Dp,
+}
+
+/// One chain's memory: its input, the TP call's output, the DP call's
+/// output and the TP all-gather's output, each of a group and a kind.
+type Plan = [(Owner, Kind); 4];
+
+/// Plans whose every buffer but a few belongs to another group than the
+/// call that reads or writes it: each chain crosses groups at every step,
+/// from every kind of memory.
+const PLANS: [Plan; 3] = [
+    [
+        (Owner::Parent, Kind::Pool),
+        (Owner::Dp, Kind::Pool),
+        (Owner::Tp, Kind::Pool),
+        (Owner::Parent, Kind::Plain),
+    ],
+    [
+        (Owner::Dp, Kind::Plain),
+        (Owner::Parent, Kind::Symm),
+        (Owner::Dp, Kind::Pool),
+        (Owner::Tp, Kind::Plain),
+    ],
+    [
+        (Owner::Tp, Kind::Pool),
+        (Owner::Tp, Kind::Plain),
+        (Owner::Parent, Kind::Pool),
+        (Owner::Dp, Kind::Symm),
+    ],
+];
+
+/// TP → DP → TP chains on a `rows × (world / rows)` mesh, every step's
+/// result the next step's input in flight (a `Pending` of one group fed
+/// to the other's call, with no wait and no host copy between), each
+/// round one of two chains:
+/// - all-reduce on the row (TP), all-reduce on the column (DP), all-gather
+///   on the row: every block the sum over all ranks;
+/// - reduce-scatter on the row, all-reduce on the column, all-gather on the
+///   row: the hierarchical all-reduce, each block a different chunk;
+///
+/// from memory of the parent, the TP group and the DP group by turns
+/// ([`PLANS`]), every output poisoned first, every step's result exact
+/// (small integers), `rounds` rounds.
+fn mesh_chain_case(world: usize, rows: usize, rounds: usize) {
+    let Some(ranks) = ranks(world) else { return };
+    let cols = world / rows;
+    let n = 12 * cols;
+    let value = |k: usize, g: usize, i: usize| ((k * 31 + g * 17 + i * 7) % 61) as f32 - 30.0;
+    run(ranks, options(), |c| {
+        let (tp, dp) = c.mesh(rows)?;
+        // The TP group's calls on a communication stream of their own, the
+        // DP group's on its user stream: every step crosses streams too.
+        let tpc = Collectives::with_options(&tp, Options::default().with_own_stream(true))?;
+        let dpc = Collectives::new(&dp)?;
+        let pools = [c.pool(), tp.pool(), dp.pool()];
+        let me = c.rank();
+        let (row, col) = (me / cols, me % cols);
+        let mem = |(owner, kind): (Owner, Kind), len: usize| -> symm::Result<Mem> {
+            let (g, pool) = match owner {
+                Owner::Parent => (c, &pools[0]),
+                Owner::Tp => (&tp, &pools[1]),
+                Owner::Dp => (&dp, &pools[2]),
+            };
+            Mem::new(g, pool, kind, len)
+        };
+        let chunk = n / cols;
+        // Per plan: the all-reduce chain's memory, then the
+        // reduce-scatter chain's.
+        let mut bufs = Vec::new();
+        for plan in PLANS {
+            let ar = [
+                mem(plan[0], n)?,
+                mem(plan[1], n)?,
+                mem(plan[2], n)?,
+                mem(plan[3], cols * n)?,
+            ];
+            let rs = [
+                mem(plan[0], n)?,
+                mem(plan[1], chunk)?,
+                mem(plan[2], chunk)?,
+                mem(plan[3], n)?,
+            ];
+            bufs.push((ar, rs));
+        }
+        let total = |k: usize, i: usize| -> f32 { (0..world).map(|g| value(k, g, i)).sum() };
+        let row_sum =
+            |k: usize, i: usize| -> f32 { (0..cols).map(|p| value(k, row * cols + p, i)).sum() };
+        for k in 0..rounds {
+            let plan = k / 2 % PLANS.len();
+            let (ar, rs) = &mut bufs[plan];
+            let what = |step: &str| {
+                format!("world {world}, {rows} rows, rank {me}, round {k}, plan {plan}, {step}")
+            };
+            if k % 2 == 0 {
+                let [x, a, b, g] = ar;
+                x.write(&(0..n).map(|i| value(k, me, i)).collect::<Vec<_>>())?;
+                for m in [&*a, &*b, &*g] {
+                    m.poison()?;
+                }
+                let ha = tpc.all_reduce(&*x, &mut *a, ReduceOp::Sum)?;
+                let hb = dpc.all_reduce(&ha, &mut *b, ReduceOp::Sum)?;
+                let hg = tpc.all_gather(&hb, &mut *g)?;
+                hg.wait_host()?;
+                hb.wait()?;
+                ha.wait()?;
+                dp.synchronize()?;
+                let want: Vec<f32> = (0..n).map(|i| row_sum(k, i)).collect();
+                assert_bits(&what("TP all-reduce"), &a.read()?, &want);
+                let want: Vec<f32> = (0..n).map(|i| total(k, i)).collect();
+                assert_bits(&what("DP all-reduce"), &b.read()?, &want);
+                let want: Vec<f32> = (0..cols * n).map(|j| total(k, j % n)).collect();
+                assert_bits(&what("TP all-gather"), &g.read()?, &want);
+            } else {
+                let [x, a, b, g] = rs;
+                x.write(&(0..n).map(|i| value(k, me, i)).collect::<Vec<_>>())?;
+                for m in [&*a, &*b, &*g] {
+                    m.poison()?;
+                }
+                let ha = tpc.reduce_scatter(&*x, &mut *a, ReduceOp::Sum)?;
+                let hb = dpc.all_reduce(&ha, &mut *b, ReduceOp::Sum)?;
+                let hg = tpc.all_gather(&hb, &mut *g)?;
+                hg.wait_host()?;
+                hb.wait()?;
+                ha.wait()?;
+                dp.synchronize()?;
+                let mine = reduce_scatter_chunk(n, cols, col);
+                let want: Vec<f32> = mine.clone().map(|i| row_sum(k, i)).collect();
+                assert_bits(&what("TP reduce-scatter"), &a.read()?, &want);
+                let want: Vec<f32> = mine.map(|i| total(k, i)).collect();
+                assert_bits(&what("DP all-reduce"), &b.read()?, &want);
+                let want: Vec<f32> = (0..n).map(|i| total(k, i)).collect();
+                assert_bits(&what("TP all-gather"), &g.read()?, &want);
+            }
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("world {world}, {rows} rows: {e}"));
+}
+
+/// Memory crosses a rank's groups: TP → DP → TP chains on 2 × 2, 2 × 4
+/// and 4 × 2 meshes, 1000 rounds each.
+#[test]
+fn chains_cross_groups_on_meshes() {
+    for (world, rows) in tier::split([(4, 2), (8, 2), (8, 4)], |&(w, _)| w == 4) {
+        mesh_chain_case(world, rows, 1000);
     }
 }
 

@@ -184,3 +184,91 @@ fn a_rank_missing_from_a_split_is_a_timeout() {
         assert!(*r != 1 && m.contains("rank 1 exited"), "rank {r}: {m}");
     }
 }
+
+/// A rank's memory in any of its groups is its memory in every other: a
+/// built-in all-reduce of the row group writes into the parent's buffer
+/// from the column group's symmetric memory's copy, and `Comm::copy` moves
+/// between the groups' buffers. Another rank's memory stays refused, by
+/// the copy and by a functional call, whose error names the call, the
+/// argument and both ranks' groups, on every rank.
+#[test]
+fn memory_crosses_a_ranks_groups_and_no_further() {
+    if !tier::quick_test() {
+        return;
+    }
+    let world = 4;
+    let Some(ranks) = ranks(world) else { return };
+    let n = 19;
+    let slots: std::sync::Mutex<Vec<Option<symm::DeviceBuffer<f32>>>> =
+        std::sync::Mutex::new((0..world).map(|_| None).collect());
+    let met = std::sync::Barrier::new(world);
+    run(ranks, options(), |c| {
+        let (tp, dp) = c.mesh(2)?;
+        let me = c.rank();
+        let mine: Vec<f32> = (0..n).map(|i| (me * 100 + i) as f32).collect();
+        // Staged through the parent's buffer into the row group's
+        // symmetric memory, by the column group's copy.
+        let parent = c.device_buffer_from(&mine)?;
+        let row_buf = tp.alloc::<f32>(n)?;
+        dp.copy(&parent, &mut row_buf.slice(..)?)?;
+        dp.synchronize()?;
+        let smem = row_buf.rendezvous()?;
+        let mut sum = c.device_buffer_from(&vec![f32::NAN; n])?;
+        all_reduce(&tp, &smem, &mut sum, n)?;
+        tp.synchronize()?;
+        let row = me / 2;
+        let want: Vec<f32> = (0..n)
+            .map(|i| ((2 * row) * 100 + i) as f32 + ((2 * row + 1) * 100 + i) as f32)
+            .collect();
+        assert_eq!(
+            sum.to_host()?,
+            want,
+            "rank {me}: the row's sum in the parent's buffer"
+        );
+
+        // Another rank's buffer (the next rank's, same device or not).
+        slots.lock().unwrap()[me] = Some(c.device_buffer_from(&mine)?);
+        met.wait();
+        let theirs = slots.lock().unwrap()[(me + 1) % world].take().expect("put");
+        met.wait();
+        let mut out = tp.device_buffer::<f32>(n)?;
+        let e = tp
+            .copy(&theirs, &mut out)
+            .expect_err("another rank's memory");
+        let m = e.to_string();
+        let other = (me + 1) % world;
+        for part in [
+            "argument `src`".to_string(),
+            format!("memory of rank {other} of group symm,"),
+            format!("rank {} of group {}", tp.rank(), tp.group_label()),
+        ] {
+            assert!(m.contains(&part), "rank {me}: {part:?} in {m}");
+        }
+        // Through a functional call, the column group's rank 0 passes
+        // another rank's memory: every rank of the group fails, naming it.
+        let coll = symm::functional::Collectives::new(&dp)?;
+        let offender = dp.rank() == 0;
+        let input: &dyn symm::functional::Operand<f32> = if offender { &theirs } else { &parent };
+        let e = coll
+            .all_reduce(input, &mut out, symm::functional::ReduceOp::Sum)
+            .map(|_| ())
+            .expect_err("another rank's memory, on every rank");
+        let m = e.to_string();
+        let col = me % 2;
+        let part = format!(
+            "all_reduce: rank 0: argument `input` is memory of rank {} of group symm, and this \
+             runs on rank 0 of group symm.split1[{col},{}]",
+            col + 1,
+            col + 2
+        );
+        assert!(m.contains(&part), "rank {me}: {part:?} in {m}");
+        assert!(
+            !m.contains("rank 1: argument"),
+            "rank {me}: only the offender: {m}"
+        );
+        drop(theirs);
+        met.wait();
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -2,6 +2,7 @@
 //! code reaches the runtime only through `::symm::__private_<version>`.
 
 pub use crate::comm::Comm;
+pub use crate::comm::Owner;
 pub use crate::dsl::device_fn::{device_sources, DeviceFn};
 pub use crate::dsl::memory::DslIndex;
 pub use crate::dsl::thread::assert_failed;

@@ -40,6 +40,16 @@
 //! groups (subgroups) may be in flight at once, with the caveat of
 //! [`Comm::split`] on GPUs.
 //!
+//! Calls cross groups: an input or output may be memory of any of the
+//! rank's groups (the parent's, a sibling subgroup's), and a `Pending` of
+//! one group's call is another group's input in stream order (its stream
+//! waits on an event). Memory is symmetric only for the group that
+//! allocated it: another group's call stages it. Each call also has an
+//! in-place form where one is meaningful (`all_reduce_in_place`,
+//! `all_gather_in_place`, `broadcast_in_place`,
+//! `reduce_scatter_in_place`) and a `_new` form that allocates its output
+//! at the right length from a pool.
+//!
 //! Every rank makes the same calls in the same order, as for the kernels
 //! themselves; sizes, ops and roots are checked across ranks (a mismatch
 //! is the same error on every rank). Every rank must also pass the same
@@ -48,6 +58,7 @@
 //! call on every rank.
 
 mod calls;
+mod in_place;
 mod nccl;
 mod operand;
 mod route;
@@ -179,11 +190,11 @@ impl<T: Element, O: Operand<T>> Operand<T> for Pending<'_, O> {
     fn __memory(&self) -> &dyn DeviceSlice<T> {
         self.out().__memory()
     }
-    fn __placed(&self) -> Placed {
-        self.out().__placed()
+    fn __placed(&self, comm: &Comm) -> Placed {
+        self.out().__placed(comm)
     }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        self.out().__symmetric()
+    fn __symmetric(&self, comm: &Comm) -> Option<Result<Arc<SymmetricMemory>>> {
+        self.out().__symmetric(comm)
     }
     fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
         self.out().__order(stream)?;
@@ -242,6 +253,12 @@ pub struct Collectives {
     staging: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
     nccl: Mutex<NcclState>,
     pools: Mutex<Vec<SymmPool>>,
+    /// Per element type, the `Vec<DeviceBuffer<T>>` of plain scratch
+    /// memory an in-place reduce-scatter writes a misaligned chunk through
+    /// (the last is the largest; the others stay for captured graphs).
+    scratch: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
+    /// Where new outputs come from when no pool is in use on the group.
+    own_pool: std::sync::OnceLock<SymmPool>,
     seq: u64,
 }
 
@@ -300,6 +317,8 @@ impl Collectives {
             staging: Mutex::default(),
             nccl: Mutex::new(NcclState::NotYet),
             pools: Mutex::default(),
+            own_pool: std::sync::OnceLock::new(),
+            scratch: Mutex::default(),
             seq,
         })
     }

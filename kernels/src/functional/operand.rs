@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use symm::cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use symm::{
-    DeviceBuffer, DeviceSlice, Element, PoolTensor, Result, SymmBuffer, SymmView, SymmetricMemory,
+    Comm, DeviceBuffer, DeviceSlice, Element, PoolTensor, Result, SymmBuffer, SymmView,
+    SymmetricMemory,
 };
 
 use super::rule::Placed;
@@ -16,16 +17,24 @@ use super::rule::Placed;
 /// tensors, cudarc's memory, references to them, and [`Pending`](super::Pending) results.
 /// Its methods are the layer's own (hidden): a call reads the input
 /// through them.
+///
+/// symm's memory of any of the rank's groups is an input of any other:
+/// it is symmetric memory only of the group that allocated it (a
+/// subgroup's tensor is not the parent's, nor the parent's a subgroup's),
+/// so another group's call reads it as plain memory (staged).
 pub trait Operand<T: Element> {
     #[doc(hidden)]
     fn __memory(&self) -> &dyn DeviceSlice<T>;
+    /// Where it lies, for a call of `comm`'s group.
     #[doc(hidden)]
-    fn __placed(&self) -> Placed {
+    fn __placed(&self, _comm: &Comm) -> Placed {
         Placed::Plain
     }
-    /// Every rank's view of it, where it is symmetric.
+    /// Every rank's view of it, where it is symmetric memory of `comm`'s
+    /// group (never a rendezvous of another group's, which would wait
+    /// for that group's ranks).
     #[doc(hidden)]
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
+    fn __symmetric(&self, _comm: &Comm) -> Option<Result<Arc<SymmetricMemory>>> {
         None
     }
     /// Orders `stream` after the work that makes this input, where that
@@ -50,11 +59,15 @@ impl<T: Element> Operand<T> for SymmBuffer<T> {
     fn __memory(&self) -> &dyn DeviceSlice<T> {
         self
     }
-    fn __placed(&self) -> Placed {
-        Placed::Symmetric
+    fn __placed(&self, comm: &Comm) -> Placed {
+        if self.comm().same_group(comm) {
+            Placed::Symmetric
+        } else {
+            Placed::Plain
+        }
     }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        Some(self.rendezvous())
+    fn __symmetric(&self, comm: &Comm) -> Option<Result<Arc<SymmetricMemory>>> {
+        self.comm().same_group(comm).then(|| self.rendezvous())
     }
 }
 
@@ -64,15 +77,15 @@ impl<T: Element> Operand<T> for SymmView<'_, T> {
     fn __memory(&self) -> &dyn DeviceSlice<T> {
         self
     }
-    fn __placed(&self) -> Placed {
-        if self.offset() == 0 {
+    fn __placed(&self, comm: &Comm) -> Placed {
+        if self.offset() == 0 && self.buffer().comm().same_group(comm) {
             Placed::Symmetric
         } else {
             Placed::Plain
         }
     }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        (self.offset() == 0).then(|| self.rendezvous())
+    fn __symmetric(&self, comm: &Comm) -> Option<Result<Arc<SymmetricMemory>>> {
+        (self.offset() == 0 && self.buffer().comm().same_group(comm)).then(|| self.rendezvous())
     }
 }
 
@@ -80,13 +93,17 @@ impl<T: Element> Operand<T> for PoolTensor<T> {
     fn __memory(&self) -> &dyn DeviceSlice<T> {
         self
     }
-    fn __placed(&self) -> Placed {
-        Placed::Pool {
-            segment: self.place().1,
+    fn __placed(&self, comm: &Comm) -> Placed {
+        if self.comm().same_group(comm) {
+            Placed::Pool {
+                segment: self.place().1,
+            }
+        } else {
+            Placed::Plain
         }
     }
-    fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-        Some(self.rendezvous())
+    fn __symmetric(&self, comm: &Comm) -> Option<Result<Arc<SymmetricMemory>>> {
+        self.comm().same_group(comm).then(|| self.rendezvous())
     }
 }
 
@@ -112,11 +129,11 @@ macro_rules! forward_operand {
             fn __memory(&self) -> &dyn DeviceSlice<T> {
                 (**self).__memory()
             }
-            fn __placed(&self) -> Placed {
-                (**self).__placed()
+            fn __placed(&self, comm: &Comm) -> Placed {
+                (**self).__placed(comm)
             }
-            fn __symmetric(&self) -> Option<Result<Arc<SymmetricMemory>>> {
-                (**self).__symmetric()
+            fn __symmetric(&self, comm: &Comm) -> Option<Result<Arc<SymmetricMemory>>> {
+                (**self).__symmetric(comm)
             }
             fn __order(&self, stream: &Arc<CudaStream>) -> Result<()> {
                 (**self).__order(stream)

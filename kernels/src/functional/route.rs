@@ -54,7 +54,7 @@ impl Collectives {
     ) -> Result<Arc<SymmetricMemory>> {
         let st = self.staging::<T>(grow)?;
         if !staged {
-            if let Some(s) = input.__symmetric() {
+            if let Some(s) = input.__symmetric(&self.cs) {
                 return s;
             }
         }
@@ -65,14 +65,14 @@ impl Collectives {
 
     /// What this rank finds wrong with a call before any peer is waited
     /// for: the call's own `extra` problem, an output too small for what
-    /// the call writes, and, for NCCL (which waits for a peer that returned
-    /// early forever), memory it may not use. Published in the agreement,
-    /// so that every rank fails alike. (symm's kernels check their memory
-    /// in their own agreement, and time out rather than hang.)
+    /// the call writes, memory this rank may not use (another rank's, or
+    /// another device's), and, for NCCL (which waits for a peer that
+    /// returned early forever), memory it cannot bind. Published in the
+    /// agreement, so that every rank fails alike.
     pub(super) fn local_problem<T: Element>(
         &self,
         route: Route,
-        input: &(impl Operand<T> + ?Sized),
+        input: Option<&dyn DeviceSlice<T>>,
         out: &mut dyn DeviceSlice<T>,
         need_out: usize,
         extra: Option<String>,
@@ -89,10 +89,18 @@ impl Collectives {
                 .into(),
             );
         }
+        let reach = match input {
+            Some(input) => self.cs.check_memory("input", input, false),
+            None => Ok(()),
+        }
+        .and_then(|()| self.cs.check_memory("out", &*out, true));
+        if let Err(e) = reach {
+            return Some(Problem::from(&e));
+        }
         if route != Route::Nccl {
             return None;
         }
-        if let Err(e) = self.cs.bind("input", input.__memory()) {
+        if let Some(Err(e)) = input.map(|i| self.cs.bind("input", i)) {
             return Some(Problem::from(&e));
         }
         self.cs
@@ -146,7 +154,28 @@ impl Collectives {
             bytes: input.__memory().len() * std::mem::size_of::<T>(),
             bytes_per_peer,
             nccl_shape,
-            placed: input.__placed(),
+            placed: input.__placed(&self.cs),
+        }
+    }
+
+    /// The facts of an in-place call on `len` elements: its input is
+    /// always staged (the kernels would write what peers still read).
+    pub(super) fn facts_in_place<T: Element>(
+        &self,
+        collective: Collective,
+        op: Option<ReduceOp>,
+        len: usize,
+        bytes_per_peer: usize,
+        nccl_shape: Option<&'static str>,
+    ) -> CallFacts {
+        CallFacts {
+            collective,
+            dtype: T::DTYPE,
+            op,
+            bytes: len * std::mem::size_of::<T>(),
+            bytes_per_peer,
+            nccl_shape,
+            placed: Placed::Plain,
         }
     }
 
@@ -181,7 +210,13 @@ impl Collectives {
         ) -> Result<()>,
     ) -> Result<Pending<'c, O>> {
         let route = self.route(&facts)?;
-        let problem = self.local_problem(route, input, out.__memory_mut(), need_out, extra);
+        let problem = self.local_problem(
+            route,
+            Some(input.__memory()),
+            out.__memory_mut(),
+            need_out,
+            extra,
+        );
         self.decide(&facts, route, shape, problem)?;
         self.enter()?;
         if let Some(s) = &self.stream {
@@ -199,6 +234,49 @@ impl Collectives {
                 nccl(&n, &src, &mut dst, self.stream()?)?;
             }
         }
+        self.pending(out, what)
+    }
+
+    /// [`run`](Self::run) of a call whose input is elements `input` of its
+    /// output `out` (checked to hold `need_out`, else the call's `extra`
+    /// problem): on symm, the input is staged (the kernel then writes
+    /// `out`, which no peer reads) and `symm` runs on the staging and
+    /// `out` bound to the communication stream; on NCCL, `nccl` runs on
+    /// `out` bound there (NCCL's in-place forms).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_in_place<'c, T: Element, O: Output<T>>(
+        &'c self,
+        facts: CallFacts,
+        shape: &[u64],
+        mut out: O,
+        input: std::ops::Range<usize>,
+        (need_out, grow, extra): (usize, usize, Option<String>),
+        what: &'static str,
+        symm: impl FnOnce(&Comm, &SymmetricMemory, &mut BoundSlice<'_, T>) -> Result<()>,
+        nccl: impl FnOnce(&nccl::Nccl, &mut BoundSlice<'_, T>, &CudaStream) -> Result<()>,
+    ) -> Result<Pending<'c, O>> {
+        let route = self.route(&facts)?;
+        let problem = self.local_problem(route, None, out.__memory_mut(), need_out, extra);
+        self.decide(&facts, route, shape, problem)?;
+        self.enter()?;
+        let mut b = self.cs.bind_mut("out", out.__memory_mut())?;
+        match route {
+            Route::Symm { .. } => {
+                let st = self.staging::<T>(grow)?;
+                let src = b.sub(input.clone()).ok_or_else(|| {
+                    invalid(&self.cs, format!("{input:?} is not inside the output"))
+                })?;
+                let mut dst = st.buf.slice(..src.len())?;
+                self.cs.copy(&src, &mut dst)?;
+                drop(src);
+                symm(&self.cs, &st.smem, &mut b)?;
+            }
+            Route::Nccl => {
+                let n = self.nccl()?;
+                nccl(&n, &mut b, self.stream()?)?;
+            }
+        }
+        drop(b);
         self.pending(out, what)
     }
 }

@@ -72,10 +72,12 @@ impl Problem {
 }
 
 impl From<&Error> for Problem {
+    /// The error's kind and text: an argument check's message alone (the
+    /// verdict names the rank), any other error whole.
     fn from(e: &Error) -> Problem {
         Problem {
             kind: e.kind(),
-            text: e.to_string(),
+            text: e.message().map_or_else(|| e.to_string(), str::to_string),
         }
     }
 }

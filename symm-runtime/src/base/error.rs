@@ -408,6 +408,19 @@ impl Error {
         }
     }
 
+    /// The text of an argument check's error (the kinds
+    /// [`with_kind`](Self::with_kind) makes), without the rank and kind
+    /// that its `Display` puts first; `None` for other errors.
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            Error::InvalidArgument { message, .. }
+            | Error::Mismatch { message, .. }
+            | Error::Unsupported { message, .. }
+            | Error::Capacity { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {

@@ -103,6 +103,27 @@ struct RankState {
     splits: AtomicU64,
     /// Which ranks of the group share a device.
     placement: Placement,
+    /// The rank across its groups: shared with its subgroups' states
+    /// ([`Comm::split`]), whose memory each may use, as their streams are
+    /// the ones every free of the rank's memory waits for.
+    home: Arc<Home>,
+    /// See [`Comm::group_label`].
+    label: Arc<str>,
+}
+
+/// What a rank's state and its subgroups' share (see `RankState::home`).
+struct Home;
+
+/// Whose memory it is: the rank's state in one group (`id`, which a
+/// clone or a stream variant of the rank shares) and the rank across its
+/// groups (`home`, which its subgroups share too), as a launch checks it.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// The rank state of the group (a [`Comm`] and its clones).
+    pub id: usize,
+    /// The rank, whichever of its groups.
+    pub home: usize,
 }
 
 /// One rank of a group: its rank, the world size, its device and stream, and
@@ -183,12 +204,13 @@ impl Comm {
         options: CommOptions,
         backend: Arc<dyn Backend>,
     ) -> Result<Comm> {
-        Comm::sharing_devices(rank, world_size, store, options, backend, 1)
+        Comm::sharing_devices(rank, world_size, store, options, backend, 1, None)
     }
 
     /// [`Comm::with_backend`] for a group whose ranks share their devices
     /// with at least `min_share` ranks of another group (a subgroup's
-    /// parent's), which its kernels' co-resident grids must leave room for.
+    /// parent's), which its kernels' co-resident grids must leave room for;
+    /// `parent` is a subgroup's rank's home and the subgroup's label.
     fn sharing_devices(
         rank: usize,
         world_size: usize,
@@ -196,6 +218,7 @@ impl Comm {
         options: CommOptions,
         backend: Arc<dyn Backend>,
         min_share: usize,
+        parent: Option<(Arc<Home>, String)>,
     ) -> Result<Comm> {
         // The n-th rank `r` to join a group on this store belongs to its n-th
         // generation. Ranks of one group (each joining once) agree on n without
@@ -284,6 +307,7 @@ impl Comm {
                 return Err(e);
             }
         }
+        let (home, label) = parent.unwrap_or_else(|| (Arc::new(Home), options.group.clone()));
         Ok(Comm {
             rank,
             world_size,
@@ -299,6 +323,8 @@ impl Comm {
                 splits: AtomicU64::new(0),
                 placement,
                 departure,
+                home,
+                label: label.into(),
             }),
             group,
         })
@@ -314,12 +340,18 @@ impl Comm {
     /// this group's), device stream (on a GPU) and failure record, and so
     /// its own allocations, rendezvous, staging, call counters and signal
     /// channels; memory from one group is not symmetric memory of another.
+    /// Memory of this rank in any of its groups is still this rank's: any
+    /// of them takes it as a kernel's `&[T]`/`&mut [T]` argument or a copy's
+    /// side (a functional collective stages it where it needs symmetric
+    /// memory), and every free of it waits for all the rank's streams.
     /// On the emulator a rank may drive several subgroups from different
     /// threads at once. On GPUs not yet: kernels that wait for their peers,
     /// of two groups in flight at once, can hold every multiprocessor a
     /// peer's kernel needs, and grids are sized for one group at a time; so
-    /// a rank runs one group's call at a time (each synchronised before the
-    /// next group's). A subgroup's grids leave room for every rank of this
+    /// a rank runs one group's call at a time: each synchronised, or
+    /// ordered on the device, before the next group's (a functional
+    /// collective's `symm::functional::Pending` passed to another group's
+    /// call orders it so). A subgroup's grids leave room for every rank of this
     /// group on its device ([`max_ranks_on_device`](Self::max_ranks_on_device)
     /// is at least this group's), so its members' kernels and those of
     /// the other subgroups' ranks on that device fit together.
@@ -369,6 +401,15 @@ impl Comm {
         let options = (*self.options)
             .clone()
             .with_group(format!("{}/split/{n}/{color}", self.key_prefix()));
+        let label = format!(
+            "{}.split{n}[{}]",
+            self.group_label(),
+            members
+                .iter()
+                .map(|(_, r)| r.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         // Its kernels' grids leave room for every rank of this group on the
         // same device, which may run its own group's kernels meanwhile.
         Comm::sharing_devices(
@@ -378,6 +419,7 @@ impl Comm {
             options,
             self.backend.fork()?,
             self.max_ranks_on_device(),
+            Some((self.state.home.clone(), label)),
         )
         .map(Some)
     }
@@ -746,6 +788,35 @@ impl Comm {
     /// Identifies this rank's state, shared by its clones and stream variants.
     pub(crate) fn owner_id(&self) -> usize {
         Arc::as_ptr(&self.state) as *const () as usize
+    }
+
+    /// Whose memory this rank allocates.
+    pub(crate) fn owner(&self) -> Owner {
+        Owner {
+            id: self.owner_id(),
+            home: Arc::as_ptr(&self.state.home) as usize,
+        }
+    }
+
+    /// This group as errors name it: the group's name
+    /// ([`CommOptions::group`]) and, for a subgroup, `.split<n>` (its
+    /// parent's n-th [`split`](Self::split)) and its parent's ranks in it,
+    /// in this group's rank order: `symm.split1[0,2]` is the second split
+    /// of group `symm`, made of its ranks 0 and 2.
+    pub fn group_label(&self) -> &str {
+        &self.state.label
+    }
+
+    /// Whether `other` is this rank in this group (a clone of this handle,
+    /// or one on another stream): the group whose symmetric memory this
+    /// rank's allocations are, as opposed to a subgroup's or the parent's.
+    pub fn same_group(&self, other: &Comm) -> bool {
+        self.owner_id() == other.owner_id()
+    }
+
+    /// This rank as errors name it: `rank 1 of group symm.split1[0,2]`.
+    pub fn describe_rank(&self) -> String {
+        format!("rank {} of group {}", self.rank, self.group_label())
     }
 
     pub(crate) fn invalid(&self, message: impl Into<String>) -> Error {

@@ -419,9 +419,12 @@ impl<T: Element> DeviceSlice<T> for SymmBuffer<T> {
     }
     fn __memory(&self) -> Memory {
         Memory::Rank {
-            owner: self.inner.comm.owner_id(),
+            owner: self.inner.comm.owner(),
             ptr: self.device_ptr(),
         }
+    }
+    fn __whose(&self) -> Option<String> {
+        Some(self.inner.comm.describe_rank())
     }
 }
 
@@ -431,9 +434,12 @@ impl<T: Element> DeviceSlice<T> for SymmView<'_, T> {
     }
     fn __memory(&self) -> Memory {
         Memory::Rank {
-            owner: self.buf.inner.comm.owner_id(),
+            owner: self.buf.inner.comm.owner(),
             ptr: self.device_ptr(),
         }
+    }
+    fn __whose(&self) -> Option<String> {
+        Some(self.buf.inner.comm.describe_rank())
     }
 }
 
@@ -603,8 +609,11 @@ impl<T: Element> DeviceSlice<T> for DeviceBuffer<T> {
     }
     fn __memory(&self) -> Memory {
         Memory::Rank {
-            owner: self.comm.owner_id(),
+            owner: self.comm.owner(),
             ptr: self.alloc.ptr(),
         }
+    }
+    fn __whose(&self) -> Option<String> {
+        Some(self.comm.describe_rank())
     }
 }

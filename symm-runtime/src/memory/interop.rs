@@ -191,6 +191,20 @@ impl Comm {
         Binder::of(self).bind(name, s)
     }
 
+    /// The check of [`bind`](Self::bind) (`write`: of
+    /// [`bind_mut`](Self::bind_mut)) alone, with no binding and nothing
+    /// enqueued: whether this rank may use `s`, as an argument named
+    /// `name`. For checking every argument of a call before any of its
+    /// work (a read-only `CudaView` to write is found only by binding it).
+    pub fn check_memory<T: Element, S: DeviceSlice<T> + ?Sized>(
+        &self,
+        name: &str,
+        s: &S,
+        write: bool,
+    ) -> Result<()> {
+        Binder::of(self).check_only(name, s, write)
+    }
+
     /// [`bind`](Self::bind) for writing (a read-only `CudaView` is an
     /// error).
     pub fn bind_mut<'a, T: Element, S: DeviceSlice<T> + ?Sized>(
@@ -261,9 +275,10 @@ impl Comm {
                 ptr,
                 stream: None,
                 ..
-            } if owner == self.owner_id() => Ok(ptr),
-            Memory::Rank { .. } | Memory::Bound { stream: None, .. } => Err(self
-                .invalid("cuda_view of memory of another rank or group than this one".to_string())),
+            } if owner.home == self.owner().home => Ok(ptr),
+            Memory::Rank { .. } | Memory::Bound { stream: None, .. } => {
+                Err(self.invalid("cuda_view of memory of another rank than this one".to_string()))
+            }
             Memory::Bound { .. } | Memory::Cuda { .. } => Err(self
                 .invalid("cuda_view of cudarc memory: it is a cudarc slice already".to_string())),
         }

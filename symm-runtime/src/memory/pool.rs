@@ -154,8 +154,18 @@ impl SymmPool {
     /// segment, which is allocated and rendezvoused with every rank (so
     /// every rank must reach the same allocations in the same order).
     pub fn alloc<T: Element>(&self, len: usize) -> Result<PoolTensor<T>> {
+        self.alloc_reserving(len, len)
+    }
+
+    /// [`alloc`](Self::alloc) of a tensor of `len` elements that takes the
+    /// block `reserve` elements would (the larger of the two): for ranks
+    /// whose tensors differ in length (a reduce-scatter's uneven chunks)
+    /// but must allocate alike, so that every rank's pool grows at the
+    /// same allocation.
+    pub fn alloc_reserving<T: Element>(&self, len: usize, reserve: usize) -> Result<PoolTensor<T>> {
         let comm = &self.inner.comm;
         let bytes = len
+            .max(reserve)
             .checked_mul(std::mem::size_of::<T>())
             .and_then(|b| b.max(1).checked_next_multiple_of(POOL_ALIGN))
             .ok_or_else(|| {
@@ -671,6 +681,12 @@ impl<T: Element> PoolTensor<T> {
         self.len == 0
     }
 
+    /// The rank and group whose pool it came from: the group it is
+    /// symmetric memory of.
+    pub fn comm(&self) -> &Comm {
+        &self.pool.comm
+    }
+
     /// Where it lies: (the pool's allocation number of it, segment, byte
     /// offset in the segment).
     pub fn place(&self) -> (u64, usize, usize) {
@@ -762,10 +778,6 @@ impl<T: Element> PoolTensor<T> {
             "pool tensor",
         )
     }
-
-    pub(crate) fn owner(&self) -> usize {
-        self.pool.comm.owner_id()
-    }
 }
 
 impl<T: Element> sealed::Sealed for PoolTensor<T> {}
@@ -776,9 +788,12 @@ impl<T: Element> DeviceSlice<T> for PoolTensor<T> {
     }
     fn __memory(&self) -> Memory {
         Memory::Rank {
-            owner: self.owner(),
+            owner: self.pool.comm.owner(),
             ptr: self.device_ptr(),
         }
+    }
+    fn __whose(&self) -> Option<String> {
+        Some(self.pool.comm.describe_rank())
     }
 }
 
@@ -844,6 +859,12 @@ impl Comm {
             });
         }
         SymmBuffer::new(self.clone(), id, len)
+    }
+
+    /// The pool [`alloc`](Comm::alloc) takes memory from now (the innermost
+    /// [`use_pool`](Self::use_pool) scope's), if any.
+    pub fn current_pool(&self) -> Option<SymmPool> {
+        current_pool(self)
     }
 
     /// Makes `pool` the one [`alloc`](Comm::alloc) takes memory from on this

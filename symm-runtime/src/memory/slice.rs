@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, SyncOnDrop};
 
-use crate::comm::Comm;
+use crate::comm::{Comm, Owner};
 use crate::dtype::Element;
 use crate::error::Result;
 
@@ -51,10 +51,12 @@ impl<T: Element> sealed::Sealed for BoundSlice<'_, T> {}
 /// so passing one where the kernel writes is an error).
 ///
 /// The trait is sealed, because a launch trusts the address and length.
-/// A launch also checks that the memory is the launching rank's: a symm
-/// buffer of another rank or group, cudarc memory of another device or
-/// CUDA context, or cudarc memory given to an emulated rank, is
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+/// A launch also checks that the memory is the launching rank's: symm's
+/// memory of this rank in any of its groups (a subgroup's, the parent's)
+/// passes; symm's memory of another rank, cudarc memory of another device
+/// or CUDA context, or cudarc memory given to an emulated rank, is
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the
+/// argument and both ranks' groups.
 ///
 /// cudarc memory is used in cudarc's stream order. With event tracking on
 /// (cudarc's default), the rank's stream first waits for the memory's
@@ -92,20 +94,25 @@ pub trait DeviceSlice<T: Element>: sealed::Sealed {
     fn __bind_mut<'a>(&'a mut self, _stream: &'a CudaStream) -> Option<(u64, SyncOnDrop<'a>)> {
         None
     }
+    /// Whose memory it is, in words (`rank 1 of group symm.split0[0,1]`),
+    /// for an error that refuses it; `None` where the memory does not say.
+    #[doc(hidden)]
+    fn __whose(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Where a [`DeviceSlice`]'s memory lives, as a launch checks it.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Memory {
-    /// Allocated by symm for the rank whose state `owner` identifies
-    /// (`Comm::owner_id`), at `ptr`.
-    Rank { owner: usize, ptr: u64 },
+    /// Allocated by symm for `owner`, at `ptr`.
+    Rank { owner: Owner, ptr: u64 },
     /// A [`BoundSlice`] of the rank `owner`: at `ptr`, bound to the stream
     /// `stream` if it is cudarc memory (whose stream ordering the binding
     /// did on that stream), `writable` or not.
     Bound {
-        owner: usize,
+        owner: Owner,
         ptr: u64,
         stream: Option<usize>,
         writable: bool,
@@ -144,7 +151,7 @@ impl Drop for JoinAfter<'_> {
 pub struct BoundSlice<'a, T: Element> {
     ptr: u64,
     len: usize,
-    owner: usize,
+    owner: Owner,
     /// The stream a cudarc binding was made on.
     stream: Option<usize>,
     writable: bool,
@@ -187,6 +194,35 @@ impl<T: Element> BoundSlice<'_, T> {
         (self.len * std::mem::size_of::<T>()) as u64
     }
 
+    /// Elements `range` of this binding, for reading (`None` where the
+    /// range is not inside it): for a call that reads part of what it
+    /// writes. This binding keeps the stream ordering for both.
+    pub fn sub(&self, range: std::ops::Range<usize>) -> Option<BoundSlice<'_, T>> {
+        self.part(range, false)
+    }
+
+    /// [`sub`](Self::sub), writable where this binding is: for a call
+    /// that writes part of it.
+    pub fn sub_mut(&mut self, range: std::ops::Range<usize>) -> Option<BoundSlice<'_, T>> {
+        self.part(range, self.writable)
+    }
+
+    fn part(&self, range: std::ops::Range<usize>, writable: bool) -> Option<BoundSlice<'_, T>> {
+        if range.start > range.end || range.end > self.len {
+            return None;
+        }
+        Some(BoundSlice {
+            ptr: self.ptr + (range.start * std::mem::size_of::<T>()) as u64,
+            len: range.len(),
+            owner: self.owner,
+            stream: self.stream,
+            writable,
+            _sync: None,
+            _join: None,
+            _t: PhantomData,
+        })
+    }
+
     /// Whether this and `other` share a byte.
     pub(crate) fn overlaps<U: Element>(&self, other: &BoundSlice<'_, U>) -> bool {
         self.ptr < other.ptr + other.bytes() && other.ptr < self.ptr + self.bytes()
@@ -207,21 +243,46 @@ impl<T: Element> DeviceSlice<T> for BoundSlice<'_, T> {
     }
 }
 
-/// What binds memory for a rank: its identity and its backend (whose
-/// stream the work goes on).
+/// What binds memory for a rank: its identity, its group's label (for
+/// errors) and its backend (whose stream the work goes on).
 pub(crate) struct Binder<'a> {
-    pub owner: usize,
+    pub owner: Owner,
     pub rank: usize,
+    pub group: &'a str,
     pub backend: &'a dyn crate::backend::Backend,
 }
 
 impl<'a> Binder<'a> {
     pub(crate) fn of(comm: &'a Comm) -> Binder<'a> {
         Binder {
-            owner: comm.owner_id(),
+            owner: comm.owner(),
             rank: comm.rank(),
+            group: comm.group_label(),
             backend: &*comm.backend,
         }
+    }
+
+    /// Refuses symm's memory of `owner` (argument `name`, whose owner
+    /// `whose` describes) unless it is this rank's, in this group or
+    /// another of the rank's groups (which share its device and streams).
+    fn reach(
+        &self,
+        name: &str,
+        owner: Owner,
+        whose: impl FnOnce() -> Option<String>,
+    ) -> Result<()> {
+        if owner.id == self.owner.id || owner.home == self.owner.home {
+            return Ok(());
+        }
+        let whose = whose().unwrap_or_else(|| "another rank".into());
+        Err(self.invalid(format!(
+            "argument `{name}` is memory of {whose}, and this runs on rank {} of group {} \
+             ({}): a rank's memory crosses its own groups on its own device only; copy it \
+             to this rank first",
+            self.rank,
+            self.group,
+            self.backend.label()
+        )))
     }
 
     fn invalid(&self, message: String) -> crate::Error {
@@ -270,17 +331,19 @@ impl<'a> Binder<'a> {
         }))
     }
 
-    /// Checks memory `m` (argument `name`) for this rank, to write if
-    /// `write`: its address if it has one, or else the stream on which to
-    /// bind cudarc memory.
-    fn check(&self, name: &str, m: Memory, write: bool) -> Result<Checked<'a>> {
+    /// Checks memory `m` (argument `name`, whose owner `whose` describes)
+    /// for this rank, to write if `write`: its address if it has one, or
+    /// else the stream on which to bind cudarc memory.
+    fn check(
+        &self,
+        name: &str,
+        m: Memory,
+        write: bool,
+        whose: impl FnOnce() -> Option<String>,
+    ) -> Result<Checked<'a>> {
         match m {
             Memory::Rank { owner, ptr } => {
-                if owner != self.owner {
-                    return Err(self.invalid(format!(
-                        "argument `{name}` belongs to another rank or group than this launch"
-                    )));
-                }
+                self.reach(name, owner, whose)?;
                 Ok(Checked::Addr(ptr, None))
             }
             Memory::Bound {
@@ -289,9 +352,17 @@ impl<'a> Binder<'a> {
                 stream,
                 writable,
             } => {
-                if owner != self.owner {
+                // Bound symm memory is an address of the rank's, which any
+                // of its groups may use; cudarc memory is bound to one
+                // stream's order.
+                if stream.is_none() {
+                    self.reach(name, owner, whose)?;
+                } else if owner.id != self.owner.id {
                     return Err(self.invalid(format!(
-                        "argument `{name}` was bound for another rank or group than this launch"
+                        "argument `{name}` is cudarc memory bound for another rank or group \
+                         than this one (rank {} of group {}); bind it with the `Comm` whose \
+                         stream does the work",
+                        self.rank, self.group
                     )));
                 }
                 if stream.is_some() && stream != self.stream_id() {
@@ -339,22 +410,34 @@ impl<'a> Binder<'a> {
         }
     }
 
+    /// The check of `s` (argument `name`) alone: nothing is bound.
+    pub(crate) fn check_only<T: Element, S: DeviceSlice<T> + ?Sized>(
+        &self,
+        name: &str,
+        s: &S,
+        write: bool,
+    ) -> Result<()> {
+        self.check(name, s.__memory(), write, || s.__whose())
+            .map(|_| ())
+    }
+
     /// `s` (argument `name`), checked and bound for reading.
     pub(crate) fn bind<T: Element, S: DeviceSlice<T> + ?Sized>(
         &self,
         name: &str,
         s: &'a S,
     ) -> Result<BoundSlice<'a, T>> {
-        let (ptr, stream, sync, join) = match self.check(name, s.__memory(), false)? {
-            Checked::Addr(ptr, stream) => (ptr, stream, None, None),
-            Checked::Cuda(stream) => {
-                let join = self.join_home(s.__home(), stream)?;
-                let Some((ptr, sync)) = s.__bind(stream) else {
-                    return Err(self.invalid(format!("argument `{name}` cannot be read")));
-                };
-                (ptr, self.stream_id(), Some(sync), join)
-            }
-        };
+        let (ptr, stream, sync, join) =
+            match self.check(name, s.__memory(), false, || s.__whose())? {
+                Checked::Addr(ptr, stream) => (ptr, stream, None, None),
+                Checked::Cuda(stream) => {
+                    let join = self.join_home(s.__home(), stream)?;
+                    let Some((ptr, sync)) = s.__bind(stream) else {
+                        return Err(self.invalid(format!("argument `{name}` cannot be read")));
+                    };
+                    (ptr, self.stream_id(), Some(sync), join)
+                }
+            };
         Ok(self.bound(ptr, s.len(), stream, false, sync, join))
     }
 
@@ -365,7 +448,8 @@ impl<'a> Binder<'a> {
         s: &'a mut S,
     ) -> Result<BoundSlice<'a, T>> {
         let len = s.len();
-        let (ptr, stream, sync, join) = match self.check(name, s.__memory(), true)? {
+        let memory = s.__memory();
+        let (ptr, stream, sync, join) = match self.check(name, memory, true, || s.__whose())? {
             Checked::Addr(ptr, stream) => (ptr, stream, None, None),
             Checked::Cuda(stream) => {
                 let join = self.join_home(s.__home(), stream)?;

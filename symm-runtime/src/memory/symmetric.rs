@@ -54,7 +54,9 @@ pub struct SymmetricMemory {
     /// refuse channels of another rank or group. (Not the `Comm` itself:
     /// built-ins keep `SymmetricMemory` in a `Comm::extension`, and the
     /// extension would then keep its own `Comm` alive.)
-    owner: usize,
+    owner: crate::comm::Owner,
+    /// The group's label ([`Comm::group_label`]), for errors.
+    label: Arc<str>,
     /// The group (for the emulator's hang detection) and which of its ranks
     /// share a device, as the signal operations' launches need them.
     group: crate::emulator::GroupKey,
@@ -355,7 +357,8 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
         buffer_ptrs,
         signal_pad_ptrs,
         backend,
-        owner: comm.owner_id(),
+        owner: comm.owner(),
+        label: comm.group_label().into(),
         group: comm.group_key().clone(),
         placement: comm.placement().clone(),
         signal_kernels: std::sync::OnceLock::new(),
@@ -436,6 +439,7 @@ impl SymmetricMemory {
             signal_pad_ptrs: parent.signal_pad_ptrs.clone(),
             backend: parent.backend.clone(),
             owner: parent.owner,
+            label: parent.label.clone(),
             group: parent.group.clone(),
             placement: parent.placement.clone(),
             signal_kernels: std::sync::OnceLock::new(),
@@ -602,6 +606,7 @@ impl SymmetricMemory {
         Binder {
             owner: self.owner,
             rank: self.rank,
+            group: &self.label,
             backend: &*self.backend,
         }
     }
@@ -665,7 +670,7 @@ impl SymmetricMemory {
 
     /// Identifies the rank state of the `Comm` that made the allocation.
     pub(crate) fn owner(&self) -> usize {
-        self.owner
+        self.owner.id
     }
 
     /// The group, as the emulator knows it.
