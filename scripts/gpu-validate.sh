@@ -19,7 +19,7 @@
 #   gpu, gpu_dsl, multiprocess   the GPU tier's binaries (their tests are
 #                                #[ignore]d in a plain cargo test: run with --ignored)
 #   kernels:NAME                 a kernels test binary (all_reduce, collectives, foundation, graph_safe,
-#                                pool, emulator_kernels, functional, subgroups, fused) on GPU ranks
+#                                pool, emulator_kernels, functional, subgroups, fused, p2p) on GPU ranks
 #                                (SYMM_KERNEL_TESTS_ON=gpu)
 #   examples/NAME                an example, once per world (--ranks W)
 #   difftest                     the differential tester's corpus, on GPU rank 0 too
@@ -45,7 +45,7 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$O
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then
-  for s in gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:collectives kernels:foundation kernels:emulator_kernels kernels:graph_safe kernels:pool kernels:functional kernels:subgroups kernels:fused; do
+  for s in gpu gpu_dsl multiprocess examples/all_reduce kernels:all_reduce kernels:collectives kernels:foundation kernels:emulator_kernels kernels:graph_safe kernels:pool kernels:functional kernels:subgroups kernels:fused kernels:p2p; do
     [[ " ${SKIP_SUITES:-} " == *" $s "* ]] || suites+=("$s")
   done
 fi

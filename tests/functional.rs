@@ -711,6 +711,78 @@ fn in_place_calls_replay_in_a_cuda_graph() {
     }
 }
 
+/// Point-to-point through `Collectives`: a ring of `send_recv` batches
+/// whose sends are the result of an all-reduce still in flight, and single
+/// sends and receives into owned outputs, from a message of one element to
+/// one above the symm threshold (NCCL's where a GPU per rank lets NCCL
+/// run, two chunks of symm's otherwise), each received message exact.
+fn point_to_point(world: usize, n: usize) {
+    let Some(r) = ranks(world) else { return };
+    let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(n)).collect();
+    run(r, options(), |c| {
+        let me = c.rank();
+        let (next, prev) = ((me + 1) % world, (me + world - 1) % world);
+        let coll = Collectives::new(c)?;
+        let what = format!("world {world}, rank {me}, n {n}");
+        // An all-reduce of ones (the world size everywhere) scaled by the
+        // ring: the send reads it in flight.
+        let ones = c.device_buffer_from(&vec![1.0f32; n])?;
+        let h = coll.all_reduce(&ones, c.device_buffer::<f32>(n)?, ReduceOp::Sum)?;
+        let mut got = c.device_buffer_from(&vec![poison(); n])?;
+        let mut ops = [
+            symm::functional::P2pOp::Send {
+                input: &h,
+                peer: next,
+            },
+            symm::functional::P2pOp::Recv {
+                out: &mut got,
+                peer: prev,
+            },
+        ];
+        coll.send_recv(&mut ops)?.wait_host()?;
+        h.wait()?;
+        assert_bits(
+            &format!("{what}: ring of a sum in flight"),
+            &got.to_host()?,
+            &vec![world as f32; n],
+        );
+        // Single calls, in opposite orders on even and odd ranks of each
+        // pair (an odd world's last rank sits out).
+        let peer = me ^ 1;
+        if peer < world {
+            let x = c.device_buffer_from(&inputs[me])?;
+            let out = c.device_buffer_from(&vec![poison(); n])?;
+            let out = if me % 2 == 0 {
+                coll.send(&x, peer)?.wait()?;
+                coll.recv(out, peer)?.wait_host()?
+            } else {
+                let out = coll.recv(out, peer)?.wait_host()?;
+                coll.send(&x, peer)?.wait_host()?;
+                out
+            };
+            assert_bits(
+                &format!("{what}: single receive"),
+                &out.to_host()?,
+                &inputs[peer],
+            );
+        }
+        coll.synchronize()
+    })
+    .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
+}
+
+#[test]
+fn point_to_point_through_collectives() {
+    for world in [2, 3, 4, 8] {
+        if !tier::runs(world == 2) {
+            continue;
+        }
+        for n in [1, 4099, (1 << 18) + 7] {
+            point_to_point(world, n);
+        }
+    }
+}
+
 /// The device splits' all-to-all (symm's kernel only).
 #[test]
 fn all_to_all_v_through_the_entry_point() {

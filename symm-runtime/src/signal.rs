@@ -118,8 +118,6 @@ impl SymmetricMemory {
         channel: &Channel,
         timeout: Duration,
     ) -> Result<()> {
-        use kernels::{signal_barrier, signal_put, signal_wait};
-        self.before_collective_use()?;
         if channel.owner() != self.owner() {
             return Err(self.invalid(format!(
                 "channel {} was requested on another rank or group (rank {}) than the one \
@@ -128,9 +126,23 @@ impl SymmetricMemory {
                 channel.rank()
             )));
         }
+        self.signal_on(backend, op, channel.index(), timeout)
+    }
+
+    /// [`signal`](Self::signal) on channel `ch` of this memory's pad,
+    /// which the caller owns: the pad of an allocation of its own, or a
+    /// channel it was given.
+    fn signal_on(
+        &self,
+        backend: &dyn Backend,
+        op: SignalOp,
+        ch: u32,
+        timeout: Duration,
+    ) -> Result<()> {
+        use kernels::{signal_barrier, signal_put, signal_wait};
+        self.before_collective_use()?;
         let (rank, world) = (self.rank(), self.world_size());
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        let ch = channel.index();
         // The kernels touch only the pads, but get the whole buffer, as
         // bytes: one ABI value for the slots and the emulator's handle.
         let arg = self.abi_arg(1);
@@ -199,6 +211,98 @@ impl SymmetricMemory {
         };
         let cfg = LaunchConfig::linear(1, threads.max(32));
         backend.launch(&spec, &cfg, &mut params, &ctx)
+    }
+}
+
+/// The memory of a group's barriers ([`Comm::barrier`]): an allocation of
+/// its own (its pad is the barriers' alone), kept in the rank's
+/// extensions.
+struct BarrierMem(Arc<SymmetricMemory>);
+
+/// How many host barriers this rank has passed ([`Comm::host_barrier`]).
+#[derive(Default)]
+struct HostBarriers(std::sync::atomic::AtomicU64);
+
+impl crate::comm::Comm {
+    /// A barrier of every rank of the group, stream-ordered: this handle's
+    /// stream goes on once every rank's stream has reached its barrier, and
+    /// the host does not wait. Everything a stream wrote before its barrier
+    /// is visible to every rank's work after theirs. Capturable in a CUDA
+    /// graph once a first barrier has run (it allocates the barriers'
+    /// memory: collective, as every barrier is). A rank that never comes
+    /// makes the others' barriers time out after the kernel timeout,
+    /// naming it, at their next `synchronize`.
+    pub fn barrier(&self) -> Result<()> {
+        let mem = self.extension(
+            |_: &BarrierMem| true,
+            |_| {
+                let buf = self.alloc_unpooled::<u32>(1)?;
+                Ok(BarrierMem(buf.rendezvous()?))
+            },
+        )?;
+        mem.0.signal_on(
+            &*self.backend,
+            SignalOp::Barrier,
+            0,
+            self.options().kernel_timeout,
+        )
+    }
+
+    /// A barrier of every rank's host thread: returns once every rank of
+    /// the group has called it as many times, through the group's store
+    /// (no device work). Past the group's timeout, or as soon as a rank
+    /// fails or leaves, an error names the ranks that have not arrived.
+    pub fn host_barrier(&self) -> Result<()> {
+        let n = self
+            .extension(|_: &HostBarriers| true, |_| Ok(HostBarriers::default()))?
+            .0
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let store = self.store();
+        let world = self.world_size() as i64;
+        let err = |source| self.store_error(source);
+        store
+            .set(
+                &self.store_key(&format!("host_barrier/at/{}", self.rank())),
+                n.to_string().as_bytes(),
+            )
+            .map_err(err)?;
+        let arrived = store
+            .add(&self.store_key("host_barrier/count"), 1)
+            .map_err(err)?;
+        let done = self.store_key(&format!("host_barrier/done/{n}"));
+        if arrived == world * n as i64 {
+            store.set(&done, b"1").map_err(err)?;
+        }
+        let timeout = self.options().timeout;
+        match store.wait(std::slice::from_ref(&done), timeout) {
+            Ok(()) => Ok(()),
+            Err(crate::store::StoreError::Timeout { .. }) => {
+                let missing: Vec<usize> = (0..self.world_size())
+                    .filter(|&r| {
+                        let at = store
+                            .try_get(&self.store_key(&format!("host_barrier/at/{r}")))
+                            .ok()
+                            .flatten()
+                            .and_then(|v| String::from_utf8(v).ok()?.parse::<u64>().ok());
+                        at.is_none_or(|at| at < n)
+                    })
+                    .collect();
+                Err(err(crate::store::StoreError::Timeout {
+                    timeout,
+                    missing: missing
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "rank {r} of group {} at host barrier {n}",
+                                self.group_label()
+                            )
+                        })
+                        .collect(),
+                }))
+            }
+            Err(e) => Err(err(e)),
+        }
     }
 }
 

@@ -61,6 +61,7 @@ mod calls;
 mod in_place;
 mod nccl;
 mod operand;
+mod p2p;
 mod route;
 pub mod rule;
 
@@ -68,6 +69,7 @@ pub mod rule;
 /// calls take it).
 pub use crate::collectives::ReduceOp;
 pub use operand::{Operand, Output};
+pub use p2p::P2pOp;
 
 use crate::shared::agree::{agree, Problem};
 use crate::shared::checks::{invalid, unsupported};
@@ -257,6 +259,8 @@ pub struct Collectives {
     /// memory an in-place reduce-scatter writes a misaligned chunk through
     /// (the last is the largest; the others stay for captured graphs).
     scratch: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
+    /// The group's point-to-point kernels on the communication stream.
+    p2p: crate::p2p::P2p,
     /// Where new outputs come from when no pool is in use on the group.
     own_pool: std::sync::OnceLock<SymmPool>,
     seq: u64,
@@ -306,7 +310,11 @@ impl Collectives {
             None => (None, comm.clone()),
         };
         let group = group_facts(comm, &user_stream, &options, seq)?;
+        // Collective: the group's point-to-point stage, made here since a
+        // send or receive involves two ranks only.
+        let p2p = crate::p2p::P2p::new(&on_stream)?;
         Ok(Collectives {
+            p2p,
             user: comm.clone(),
             cs: on_stream,
             user_stream,

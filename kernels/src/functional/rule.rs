@@ -52,11 +52,13 @@ pub enum Collective {
     AllGatherCoalesced,
     /// Several all-reduces in one call.
     AllReduceCoalesced,
+    /// Point-to-point sends and receives (each its own call).
+    SendRecv,
 }
 
 impl Collective {
     /// Every collective, for tests and tables.
-    pub const ALL: [Collective; 9] = [
+    pub const ALL: [Collective; 10] = [
         Collective::AllReduce,
         Collective::AllGather,
         Collective::ReduceScatter,
@@ -66,6 +68,7 @@ impl Collective {
         Collective::AllToAllV,
         Collective::AllGatherCoalesced,
         Collective::AllReduceCoalesced,
+        Collective::SendRecv,
     ];
 
     /// Its name, as options and the environment spell it.
@@ -80,6 +83,7 @@ impl Collective {
             Collective::AllToAllV => "all_to_all_v",
             Collective::AllGatherCoalesced => "all_gather_coalesced",
             Collective::AllReduceCoalesced => "all_reduce_coalesced",
+            Collective::SendRecv => "send_recv",
         }
     }
 
@@ -102,6 +106,9 @@ impl Collective {
     pub const fn default_max_symm_bytes(self) -> usize {
         match self {
             Collective::AllReduce | Collective::AllReduceCoalesced => 16 << 20,
+            // A prediction (one chunk of symm's point-to-point staging),
+            // to be replaced by the measured crossover.
+            Collective::SendRecv => 1 << 20,
             _ => 64 << 10,
         }
     }
@@ -429,6 +436,7 @@ fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
             _,
         ) => collectives::CollectivePath::choose(call.bytes_per_peer).name(),
         (Collective::AllReduceCoalesced, _) => "coalesced one-shot",
+        (Collective::SendRecv, _) => "point-to-point",
         _ => "pull",
     }
 }

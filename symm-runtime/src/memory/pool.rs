@@ -861,6 +861,14 @@ impl Comm {
         SymmBuffer::new(self.clone(), id, len)
     }
 
+    /// [`alloc`](Self::alloc) that never takes from a pool: an allocation
+    /// of its own, whose signal pad no other allocation shares, so that a
+    /// library may signal on any channel of it without reserving the
+    /// group's channels. Collective in order, as `alloc`.
+    pub fn alloc_unpooled<T: Element>(&self, len: usize) -> Result<SymmBuffer<T>> {
+        SymmBuffer::new(self.clone(), self.next_alloc_id(), len)
+    }
+
     /// The pool [`alloc`](Comm::alloc) takes memory from now (the innermost
     /// [`use_pool`](Self::use_pool) scope's), if any.
     pub fn current_pool(&self) -> Option<SymmPool> {

@@ -190,7 +190,7 @@ impl<T: Element> BoundSlice<'_, T> {
     }
 
     /// Bytes from [`device_ptr`](Self::device_ptr) to the end.
-    fn bytes(&self) -> u64 {
+    fn byte_len(&self) -> u64 {
         (self.len * std::mem::size_of::<T>()) as u64
     }
 
@@ -223,9 +223,35 @@ impl<T: Element> BoundSlice<'_, T> {
         })
     }
 
+    /// This binding's memory as bytes, for reading (every element type is
+    /// plain bytes: any pattern read is a valid `u8`).
+    pub fn bytes(&self) -> BoundSlice<'_, u8> {
+        self.as_bytes(false)
+    }
+
+    /// [`bytes`](Self::bytes), writable where this binding is. Any bytes
+    /// written are a valid `T`: every [`Element`] accepts every bit
+    /// pattern.
+    pub fn bytes_mut(&mut self) -> BoundSlice<'_, u8> {
+        self.as_bytes(self.writable)
+    }
+
+    fn as_bytes(&self, writable: bool) -> BoundSlice<'_, u8> {
+        BoundSlice {
+            ptr: self.ptr,
+            len: self.len * std::mem::size_of::<T>(),
+            owner: self.owner,
+            stream: self.stream,
+            writable,
+            _sync: None,
+            _join: None,
+            _t: PhantomData,
+        }
+    }
+
     /// Whether this and `other` share a byte.
     pub(crate) fn overlaps<U: Element>(&self, other: &BoundSlice<'_, U>) -> bool {
-        self.ptr < other.ptr + other.bytes() && other.ptr < self.ptr + self.bytes()
+        self.ptr < other.ptr + other.byte_len() && other.ptr < self.ptr + self.byte_len()
     }
 }
 

@@ -97,7 +97,6 @@ impl Nccl {
         recvs: &[(u64, usize)],
         stream: &CudaStream,
     ) -> Result<()> {
-        let ty = sys::ncclDataType_t::ncclUint8;
         let ops: Vec<(usize, bool, u64, usize)> = sends
             .iter()
             .zip(recvs)
@@ -107,7 +106,24 @@ impl Nccl {
             })
             .filter(|op| op.3 > 0)
             .collect();
-        self.group(stream, &ops, |(peer, send, at, bytes), s| {
+        // SAFETY: the caller's contract.
+        unsafe { self.p2p(&ops, stream) }
+    }
+
+    /// Sends and receives, `(peer, send, address, bytes)`, in one NCCL
+    /// group.
+    ///
+    /// # Safety
+    ///
+    /// Every address holds its bytes on this rank's device, bound to
+    /// `stream`, and every peer makes the matching operations.
+    pub(crate) unsafe fn p2p(
+        &self,
+        ops: &[(usize, bool, u64, usize)],
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let ty = sys::ncclDataType_t::ncclUint8;
+        self.group(stream, ops, |(peer, send, at, bytes), s| {
             // SAFETY: the caller's contract.
             unsafe {
                 if send {

@@ -1,0 +1,245 @@
+//! Point-to-point (`symm::kernels::p2p`): rings of sends and receives
+//! through `send_recv` at worlds 2 to 8, messages of zero bytes to several
+//! chunks in several element types, at aligned and unaligned addresses,
+//! many rounds (every send after the first waits for its previous
+//! chunk's receive); sends and receives as single calls in opposite
+//! orders; and misuse: a receive that does not match its send, a peer out
+//! of range. Every result exact against the sender's data, outputs
+//! poisoned first. On the emulator by default (CI); on GPU ranks with
+//! `SYMM_KERNEL_TESTS_ON=gpu`.
+
+use std::time::Duration;
+
+#[path = "support/targets.rs"]
+mod targets;
+#[path = "support/tier.rs"]
+mod tier;
+use targets::ranks;
+
+use symm::kernels::p2p::{P2p, P2pOp};
+use symm::{run, Comm, CommOptions, Element, ErrorKind};
+
+fn options() -> CommOptions {
+    CommOptions::default()
+        .with_timeout(Duration::from_secs(30))
+        .with_kernel_timeout(Duration::from_secs(5))
+}
+
+/// The value rank `r` sends at element `i` of round `k`, as bits of `T`.
+fn data<T: Element>(r: usize, k: usize, n: usize) -> Vec<T> {
+    let size = std::mem::size_of::<T>();
+    let bytes: Vec<u8> = (0..n * size)
+        .map(|j| ((r * 131 + k * 31 + j * 7 + (j >> 8)) % 251) as u8)
+        .collect();
+    bytes
+        .chunks(size)
+        .map(|c| {
+            let mut v = std::mem::MaybeUninit::<T>::uninit();
+            // SAFETY: `c` holds `size_of::<T>()` bytes, and every bit
+            // pattern is a valid `T` (an Element).
+            unsafe {
+                std::ptr::copy_nonoverlapping(c.as_ptr(), v.as_mut_ptr().cast::<u8>(), size);
+                v.assume_init()
+            }
+        })
+        .collect()
+}
+
+fn bits<T: Element>(v: &[T]) -> Vec<u8> {
+    // SAFETY: plain data, read as bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+        .to_vec()
+}
+
+/// A ring through `send_recv`: every rank sends `n` elements of `T` to the
+/// next and receives the previous rank's, `rounds` times, at element
+/// offset `skew` of its buffers (0: 16-byte aligned).
+fn ring<T: Element>(c: &Comm, p2p: &P2p, n: usize, skew: usize, rounds: usize) -> symm::Result<()> {
+    let (me, world) = (c.rank(), c.world_size());
+    let (next, prev) = ((me + 1) % world, (me + world - 1) % world);
+    let x = c.alloc::<T>(n + skew)?;
+    let y = c.alloc::<T>(n + skew)?;
+    for k in 0..rounds {
+        x.write(skew, &data::<T>(me, k, n))?;
+        y.fill_bytes(0xA5)?;
+        let src = x.slice(skew..)?;
+        let mut dst = y.slice(skew..)?;
+        p2p.send_recv(&mut [
+            P2pOp::Send {
+                input: &src,
+                peer: next,
+            },
+            P2pOp::Recv {
+                out: &mut dst,
+                peer: prev,
+            },
+        ])?;
+        c.synchronize()?;
+        let got = y.read(skew, n)?;
+        assert_eq!(
+            bits(&got),
+            bits(&data::<T>(prev, k, n)),
+            "world {world}, rank {me}, {} × {n} at +{skew}, round {k}",
+            T::DTYPE
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn rings_of_every_size_type_and_alignment() {
+    for world in [2, 3, 4, 8] {
+        if !tier::runs(world == 2 || world == 3) {
+            continue;
+        }
+        let Some(r) = ranks(world) else { continue };
+        run(r, options(), |c| {
+            // Chunks of 256 bytes: several per message here.
+            let p2p = P2p::with_chunk(c, 256)?;
+            for n in [0, 1, 37, 64, 300] {
+                ring::<f32>(c, &p2p, n, 0, 2)?;
+                ring::<u8>(c, &p2p, n, 3, 2)?;
+                ring::<f64>(c, &p2p, n, 1, 2)?;
+                ring::<symm::bf16>(c, &p2p, n, 0, 2)?;
+            }
+            // Many rounds: every chunk's send waits for its previous
+            // receive.
+            ring::<f32>(c, &p2p, 200, 0, 50)
+        })
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+    }
+}
+
+/// Single calls: even ranks send then receive, odd ranks receive then
+/// send, with messages of several chunks, between pairs (0, 1), (2, 3).
+#[test]
+fn single_sends_and_receives_in_opposite_orders() {
+    if !tier::quick_test() {
+        return;
+    }
+    let world = 4;
+    let Some(r) = ranks(world) else { return };
+    run(r, options(), |c| {
+        let p2p = P2p::with_chunk(c, 1024)?;
+        let me = c.rank();
+        let peer = me ^ 1;
+        let n = 1000;
+        for k in 0..5 {
+            let x = c.device_buffer_from(&data::<u32>(me, k, n))?;
+            let mut y = c.device_buffer_from(&vec![0u32; n])?;
+            if me % 2 == 0 {
+                p2p.send(&x, peer)?;
+                p2p.recv(&mut y, peer)?;
+            } else {
+                p2p.recv(&mut y, peer)?;
+                p2p.send(&x, peer)?;
+            }
+            c.synchronize()?;
+            assert_eq!(
+                y.to_host()?,
+                data::<u32>(peer, k, n),
+                "rank {me}, round {k}"
+            );
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A receive longer than its send fails on the receiver as a mismatch
+/// (the digest differs), and a peer out of range is an invalid argument.
+#[test]
+fn misuse_is_an_error() {
+    if !tier::quick_test() {
+        return;
+    }
+    let Some(r) = ranks(2) else { return };
+    let e = run(r, options(), |c| {
+        let p2p = P2p::new(c)?;
+        let me = c.rank();
+        let x = c.device_buffer_from(&[1.0f32; 8])?;
+        let oob = p2p.send(&x, 2).expect_err("rank 2 of 2");
+        assert_eq!(oob.kind(), ErrorKind::InvalidArgument, "{oob}");
+        assert!(oob.to_string().contains("destination rank 2"), "{oob}");
+        if me == 0 {
+            p2p.send(&x, 1)?;
+        } else {
+            let mut y = c.device_buffer::<f32>(9)?;
+            p2p.recv(&mut y, 0)?;
+        }
+        c.synchronize()
+    })
+    .expect_err("a receive of 9 elements for a send of 8");
+    let (r, m) = e
+        .errors
+        .iter()
+        .find(|(r, _)| *r == 1)
+        .expect("the receiver fails");
+    assert_eq!(m.root_kind(), ErrorKind::Mismatch, "rank {r}: {m}");
+    assert!(
+        m.to_string()
+            .contains("p2p: the ranks made different calls"),
+        "{m}"
+    );
+}
+
+/// `Comm::barrier` (stream-ordered) and `Comm::host_barrier`: the last
+/// rank arrives 300 ms late, and no rank passes either barrier before it
+/// arrives; then a rank that never arrives is an error on the others.
+#[test]
+fn barriers_wait_for_the_last_rank() {
+    if !tier::quick_test() {
+        return;
+    }
+    for world in [2, 3, 4] {
+        let Some(r) = ranks(world) else { continue };
+        let late = Duration::from_millis(300);
+        run(r, options(), |c| {
+            let me = c.rank();
+            for round in 0..3 {
+                let start = std::time::Instant::now();
+                c.host_barrier()?;
+                if me == world - 1 {
+                    std::thread::sleep(late);
+                }
+                c.barrier()?;
+                c.synchronize()?;
+                // Every rank's stream passed the barrier only after the
+                // late rank's barrier.
+                assert!(
+                    start.elapsed() >= late,
+                    "world {world}, rank {me}, round {round}: device barrier passed after {:?}",
+                    start.elapsed()
+                );
+                let start = std::time::Instant::now();
+                if me == 0 {
+                    std::thread::sleep(late);
+                }
+                c.host_barrier()?;
+                assert!(
+                    start.elapsed() >= late,
+                    "world {world}, rank {me}, round {round}: host barrier passed after {:?}",
+                    start.elapsed()
+                );
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+    }
+    // A rank that never comes: the others fail, naming it.
+    let Some(r) = ranks(3) else { return };
+    let short = options().with_timeout(Duration::from_secs(2));
+    let e = run(r, short, |c| {
+        c.host_barrier()?;
+        if c.rank() == 2 {
+            std::thread::sleep(Duration::from_secs(3));
+            return Ok(());
+        }
+        c.host_barrier()
+    })
+    .expect_err("rank 2 never reaches the second barrier");
+    for (r, m) in &e.errors {
+        assert!(*r != 2, "rank 2 returned Ok: {m}");
+        assert!(m.to_string().contains("rank 2"), "rank {r}: {m}");
+    }
+}
