@@ -13,6 +13,7 @@ use symm::kernels::all_reduce::{
     one_shot_all_reduce, one_shot_lamport, one_shot_ll, one_shot_push, two_shot_all_reduce,
     two_shot_lamport,
 };
+use symm::kernels::p2p::{p2p_prime, p2p_recv, p2p_recv_ll, p2p_send, p2p_send_ll};
 use symm::kernels::tutorial::{naive_all_reduce, vectorized_all_reduce};
 use symm::kernels::{broadcast, ping_pong, ring_all_gather};
 
@@ -177,8 +178,9 @@ fn test_kernels_compile() {
     test_kernels();
 }
 
-/// A sample of the built-in kernels: two of the book's samples, and an
-/// all-reduce kernel at an unrolled world and one at the run-time world.
+/// A sample of the built-in kernels: two of the book's samples, an
+/// all-reduce kernel at an unrolled world and one at the run-time world,
+/// and the point-to-point kernels (they have no type parameters).
 #[allow(unnameable_test_items)]
 #[test]
 fn builtin_kernels_sample_compile() {
@@ -191,6 +193,11 @@ fn builtin_kernels_sample_compile() {
         ring_all_gather::<f32>,
         one_shot_ll::<f32, 1, 2>,
         two_shot_lamport::<f32, 4, 0>,
+        p2p_send,
+        p2p_recv,
+        p2p_send_ll,
+        p2p_recv_ll,
+        p2p_prime,
     );
     builtin_kernels_sample();
 }

@@ -201,7 +201,6 @@ fn memory_crosses_a_ranks_groups_and_no_further() {
     let n = 19;
     let slots: std::sync::Mutex<Vec<Option<symm::DeviceBuffer<f32>>>> =
         std::sync::Mutex::new((0..world).map(|_| None).collect());
-    let met = std::sync::Barrier::new(world);
     run(ranks, options(), |c| {
         let (tp, dp) = c.mesh(2)?;
         let me = c.rank();
@@ -225,12 +224,29 @@ fn memory_crosses_a_ranks_groups_and_no_further() {
             want,
             "rank {me}: the row's sum in the parent's buffer"
         );
-
+        // The column group's symmetric memory (the same rank and world
+        // size here) is no symmetric memory of the row group's kernels.
+        let col_buf = dp.alloc::<f32>(n)?;
+        let col_smem = col_buf.rendezvous()?;
+        let e = all_reduce(&tp, &col_smem, &mut sum, n).expect_err("another group's memory");
+        // Ranks 1 and 2 hold the column group's other rank number; ranks 0
+        // and 3 the same one, which only the group check refuses.
+        let m = e.to_string();
+        let part = if tp.rank() == dp.rank() {
+            format!(
+                "symmetric memory of group {}, and this launch runs on group {}",
+                dp.group_label(),
+                tp.group_label()
+            )
+        } else {
+            "argument `input` is rank".to_string()
+        };
+        assert!(m.contains(&part), "rank {me}: {part:?} in {m}");
         // Another rank's buffer (the next rank's, same device or not).
         slots.lock().unwrap()[me] = Some(c.device_buffer_from(&mine)?);
-        met.wait();
+        c.host_barrier()?;
         let theirs = slots.lock().unwrap()[(me + 1) % world].take().expect("put");
-        met.wait();
+        c.host_barrier()?;
         let mut out = tp.device_buffer::<f32>(n)?;
         let e = tp
             .copy(&theirs, &mut out)
@@ -267,7 +283,7 @@ fn memory_crosses_a_ranks_groups_and_no_further() {
             "rank {me}: only the offender: {m}"
         );
         drop(theirs);
-        met.wait();
+        c.host_barrier()?;
         Ok(())
     })
     .unwrap_or_else(|e| panic!("{e}"));

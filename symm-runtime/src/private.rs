@@ -175,6 +175,15 @@ pub fn symm_arg<T: Scalar>(comm: &Comm, name: &str, s: &SymmetricMemory) -> Resu
             comm.world_size()
         )));
     }
+    if s.owner() != comm.owner_id() {
+        return Err(comm.invalid(format!(
+            "argument `{name}` is symmetric memory of group {}, and this launch runs on group \
+             {}: symmetric memory maps its own group's ranks only (pass it as a `&[T]`, or \
+             copy it into this group's memory)",
+            s.group_label(),
+            comm.group_label()
+        )));
+    }
     if s.dtype() != T::DTYPE {
         return Err(comm.invalid(format!(
             "argument `{name}` holds {}, but the kernel expects {}",

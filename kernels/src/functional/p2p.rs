@@ -58,9 +58,16 @@ impl Collectives {
 
     /// Every operation of `ops` as one batch (PyTorch's
     /// `batch_isend_irecv`): NCCL's in one NCCL group first, then symm's
-    /// chunk by chunk (see [`crate::p2p::P2p::send_recv`]), so two ranks
-    /// that exchange messages of any length through one batch each never
-    /// wait for each other. The handle borrows the operations.
+    /// by rounds (see [`crate::p2p::P2p::send_recv`]), so two ranks that
+    /// exchange messages of any number and length through one batch each
+    /// never wait for each other. The handle borrows the operations.
+    ///
+    /// symm's messages carry a digest that the receiver checks (a
+    /// mismatch fails it as [`symm::ErrorKind::Mismatch`]); NCCL's do not:
+    /// a receive of another length than its send, on NCCL's route (or on
+    /// another route than its send's, when the lengths straddle the
+    /// threshold), ends at the group's timeout (the NCCL watchdog's, or a
+    /// kernel's), not as a mismatch.
     pub fn send_recv<'c, T: CopyElem>(
         &'c self,
         ops: &'c mut [P2pOp<'_, T>],
@@ -99,7 +106,15 @@ impl Collectives {
             }
         }
         let p2p = &self.p2p;
-        let world = self.cs.world_size();
+        // Every operation checked before any is enqueued.
+        let plan: Vec<(usize, bool, usize)> = ops
+            .iter()
+            .map(|op| match op {
+                P2pOp::Send { input, peer } => (*peer, true, input.__memory().len()),
+                P2pOp::Recv { out, peer } => (*peer, false, out.len()),
+            })
+            .collect();
+        p2p.check_ops::<T>(&plan)?;
         // NCCL's first: every rank's NCCL group comes before its symm
         // kernels of the batch, so no NCCL group waits behind a kernel
         // that waits for it.
@@ -113,12 +128,6 @@ impl Collectives {
                 P2pOp::Send { peer, .. } => (*peer, true),
                 P2pOp::Recv { peer, .. } => (*peer, false),
             };
-            if peer >= world || peer == self.cs.rank() {
-                return Err(invalid(
-                    &self.cs,
-                    format!("p2p peer {peer}: give another rank of the group's {world}"),
-                ));
-            }
             let b = match op {
                 P2pOp::Send { input, .. } => {
                     let input: &dyn Operand<T> = *input;
@@ -126,7 +135,9 @@ impl Collectives {
                 }
                 P2pOp::Recv { out, .. } => self.cs.bind_mut("out", &mut **out)?,
             };
-            nccl_ops.push((peer, send, b.device_ptr(), b.len() * size));
+            if !b.is_empty() {
+                nccl_ops.push((peer, send, b.device_ptr(), b.len() * size));
+            }
             bound.push(b);
         }
         if !nccl_ops.is_empty() {

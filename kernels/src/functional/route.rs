@@ -73,7 +73,7 @@ impl Collectives {
         &self,
         route: Route,
         input: Option<&dyn DeviceSlice<T>>,
-        out: &mut dyn DeviceSlice<T>,
+        (out, out_name): (&mut dyn DeviceSlice<T>, &str),
         need_out: usize,
         extra: Option<String>,
     ) -> Option<Problem> {
@@ -93,7 +93,7 @@ impl Collectives {
             Some(input) => self.cs.check_memory("input", input, false),
             None => Ok(()),
         }
-        .and_then(|()| self.cs.check_memory("out", &*out, true));
+        .and_then(|()| self.cs.check_memory(out_name, &*out, true));
         if let Err(e) = reach {
             return Some(Problem::from(&e));
         }
@@ -104,7 +104,7 @@ impl Collectives {
             return Some(Problem::from(&e));
         }
         self.cs
-            .bind_mut("out", out)
+            .bind_mut(out_name, out)
             .err()
             .map(|e| Problem::from(&e))
     }
@@ -213,7 +213,7 @@ impl Collectives {
         let problem = self.local_problem(
             route,
             Some(input.__memory()),
-            out.__memory_mut(),
+            (out.__memory_mut(), "out"),
             need_out,
             extra,
         );
@@ -256,10 +256,10 @@ impl Collectives {
         nccl: impl FnOnce(&nccl::Nccl, &mut BoundSlice<'_, T>, &CudaStream) -> Result<()>,
     ) -> Result<Pending<'c, O>> {
         let route = self.route(&facts)?;
-        let problem = self.local_problem(route, None, out.__memory_mut(), need_out, extra);
+        let problem = self.local_problem(route, None, (out.__memory_mut(), "buf"), need_out, extra);
         self.decide(&facts, route, shape, problem)?;
         self.enter()?;
-        let mut b = self.cs.bind_mut("out", out.__memory_mut())?;
+        let mut b = self.cs.bind_mut("buf", out.__memory_mut())?;
         match route {
             Route::Symm { .. } => {
                 let st = self.staging::<T>(grow)?;

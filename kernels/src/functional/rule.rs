@@ -106,9 +106,9 @@ impl Collective {
     pub const fn default_max_symm_bytes(self) -> usize {
         match self {
             Collective::AllReduce | Collective::AllReduceCoalesced => 16 << 20,
-            // A prediction (one chunk of symm's point-to-point staging),
-            // to be replaced by the measured crossover.
-            Collective::SendRecv => 1 << 20,
+            // The low-latency path's largest message: past it symm's
+            // chunked copies trail NCCL's send/recv (bench/NOTES.md v35).
+            Collective::SendRecv => crate::p2p::LL_MAX_BYTES,
             _ => 64 << 10,
         }
     }

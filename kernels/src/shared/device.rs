@@ -77,6 +77,7 @@ mod tests {
                 "all_reduce/device.rs",
                 include_str!("../all_reduce/device.rs"),
             ),
+            ("p2p/device.rs", include_str!("../p2p/device.rs")),
         ];
         for (name, src) in files {
             let mut found = 0;

@@ -343,7 +343,12 @@ impl Comm {
     /// Memory of this rank in any of its groups is still this rank's: any
     /// of them takes it as a kernel's `&[T]`/`&mut [T]` argument or a copy's
     /// side (a functional collective stages it where it needs symmetric
-    /// memory), and every free of it waits for all the rank's streams.
+    /// memory). Freeing it waits for all the rank's streams, but a pool
+    /// tensor's block is handed out again in its pool's stream order: so
+    /// before dropping or rewriting memory that another group's work may
+    /// still use, order the memory's group's stream after that work (pass
+    /// that work's `Pending` to a call of the memory's group, or
+    /// `synchronize`).
     /// On the emulator a rank may drive several subgroups from different
     /// threads at once. On GPUs not yet: kernels that wait for their peers,
     /// of two groups in flight at once, can hold every multiprocessor a

@@ -249,7 +249,7 @@ impl Comm {
         &self,
         s: &'a S,
     ) -> Result<CudaRef<'a, T>> {
-        let ptr = self.symm_address(s)?;
+        let ptr = self.symm_address(s, false)?;
         // SAFETY: `symm_address` found `s` in this rank's symm memory, and
         // the result borrows `s`.
         Ok(CudaRef::new(unsafe { view_of(self, ptr, s.len()) }?))
@@ -260,14 +260,31 @@ impl Comm {
         &self,
         s: &'a mut S,
     ) -> Result<CudaRefMut<'a, T>> {
-        let ptr = self.symm_address(s)?;
+        let ptr = self.symm_address(s, true)?;
         // SAFETY: `symm_address` found `s` in this rank's symm memory, and
         // the result borrows `s` exclusively.
         Ok(CudaRefMut::new(unsafe { view_of(self, ptr, s.len()) }?))
     }
 
-    /// The address of `s`, this rank's symm memory.
-    fn symm_address<T: Element, S: DeviceSlice<T> + ?Sized>(&self, s: &S) -> Result<u64> {
+    /// The address of `s`, this rank's symm memory (`write`: for a
+    /// writable view, which a binding for reading cannot give).
+    fn symm_address<T: Element, S: DeviceSlice<T> + ?Sized>(
+        &self,
+        s: &S,
+        write: bool,
+    ) -> Result<u64> {
+        if let Memory::Bound {
+            writable: false, ..
+        } = s.__memory()
+        {
+            if write {
+                return Err(self.invalid(
+                    "cuda_view_mut of memory bound for reading (`Comm::bind`); bind it with \
+                     `Comm::bind_mut`"
+                        .to_string(),
+                ));
+            }
+        }
         match s.__memory() {
             Memory::Rank { owner, ptr }
             | Memory::Bound {

@@ -673,6 +673,11 @@ impl SymmetricMemory {
         self.owner.id
     }
 
+    /// The label of the group that allocated it ([`Comm::group_label`]).
+    pub fn group_label(&self) -> &str {
+        &self.label
+    }
+
     /// The group, as the emulator knows it.
     pub(crate) fn group_key(&self) -> &crate::emulator::GroupKey {
         &self.group
