@@ -443,6 +443,25 @@ fn every_collective(world: usize, kind: Kind, prefer: Prefer, n: usize) {
     }
 }
 
+/// Every collective forced onto NCCL at world 2, a GPU per rank (where
+/// the machine has two): NCCL's route beyond world 1, from every input
+/// kind. Skipped, loudly, elsewhere.
+#[test]
+fn every_collective_on_nccl_at_world_two() {
+    if !tier::quick_test() {
+        return;
+    }
+    if !on_gpu() || !symm::functional::nccl_available() || symm::cuda_device_count() < 2 {
+        eprintln!("SKIPPED: every_collective_on_nccl_at_world_two needs 2 GPUs and libnccl");
+        return;
+    }
+    for n in [4096, 4099] {
+        for kind in [Kind::Plain, Kind::Symm, Kind::Pool] {
+            every_collective(2, kind, Prefer::Nccl, n);
+        }
+    }
+}
+
 #[test]
 fn every_collective_from_every_input_kind() {
     for world in [1, 2, 3, 4, 8] {
@@ -635,15 +654,18 @@ fn in_place_and_new_outputs() {
         }
     }
     // Where NCCL runs (a GPU per rank), its in-place forms too: at world 2
-    // the offsets of this rank's part are not 0.
+    // the offsets of this rank's part are not 0. n 4096: every part
+    // 16-byte aligned; 4099: not.
     if on_gpu() && symm::functional::nccl_available() && tier::quick_test() {
         for world in [1, 2] {
             if symm::cuda_device_count() < world {
                 eprintln!("SKIPPED: NCCL's in-place forms at world {world} need {world} GPUs");
                 continue;
             }
-            for kind in [Kind::Pool, Kind::Plain] {
-                in_place_and_new(world, kind, Prefer::Nccl, 4099);
+            for n in [4096, 4099] {
+                for kind in [Kind::Plain, Kind::Pool] {
+                    in_place_and_new(world, kind, Prefer::Nccl, n);
+                }
             }
         }
     }

@@ -74,11 +74,44 @@ impl Collectives {
             |c, smem, out| collectives::all_gather(c, smem, out, n),
             |nccl, b, stream| {
                 let p = b.device_ptr();
-                // SAFETY: `b` holds `world × n` elements (checked before
-                // the agreement), bound to the communication stream; NCCL
-                // gathers in place where the send buffer is the receive
-                // buffer's part of this rank; agreed by every rank.
-                unsafe { nccl.all_gathers(&[(p + (rank * bytes) as u64, p, bytes)], stream) }
+                if bytes.is_multiple_of(16) && p.is_multiple_of(16) {
+                    // SAFETY: `b` holds `world × n` elements (checked
+                    // before the agreement), bound to the communication
+                    // stream; NCCL gathers in place where the send buffer
+                    // is the receive buffer's part of this rank; agreed by
+                    // every rank.
+                    return unsafe {
+                        nccl.all_gathers(&[(p + (rank * bytes) as u64, p, bytes)], stream)
+                    };
+                }
+                // Parts off 16 bytes: NCCL 2.28's in-place all-gather on a
+                // registered window (a pool tensor) wrote the element
+                // before such a part wrong on 2 H200s, on the rank whose
+                // own part was aligned too (bench/NOTES.md v35), so it
+                // gathers out of place, through plain scratch.
+                let world = self.cs.world_size();
+                self.with_scratch::<T>((world + 1) * n, |scratch| {
+                    let mut s = self.cs.bind_mut("scratch", scratch)?;
+                    let own = b
+                        .sub(rank * n..(rank + 1) * n)
+                        .ok_or_else(|| invalid(&self.cs, "this rank's part is outside".into()))?;
+                    let mut first = s
+                        .sub_mut(0..n)
+                        .ok_or_else(|| invalid(&self.cs, "the scratch is too short".into()))?;
+                    self.cs.copy(&own, &mut first)?;
+                    drop((own, first));
+                    let at = s.device_ptr();
+                    // SAFETY: the scratch holds `(world + 1) × n` elements,
+                    // bound to the communication stream: this rank's part,
+                    // then room for every rank's; agreed by every rank.
+                    unsafe {
+                        nccl.all_gathers(&[(at, at + bytes as u64, bytes)], stream)?;
+                    }
+                    let all = s
+                        .sub(n..(world + 1) * n)
+                        .ok_or_else(|| invalid(&self.cs, "the scratch is too short".into()))?;
+                    self.cs.copy(&all, &mut *b)
+                })
             },
         )
     }
@@ -162,20 +195,39 @@ impl Collectives {
             |nccl, b, stream| {
                 let ty = self.nccl_type::<T>(nccl)?;
                 let p = b.device_ptr();
-                // SAFETY: `b` holds `n` elements, bound to the
-                // communication stream; NCCL's route has equal chunks, and
-                // reduces in place where the receive buffer is the send
-                // buffer's chunk of this rank; agreed by every rank.
-                unsafe {
-                    nccl.reduce_scatter(
-                        p,
-                        p + (mine.start * size) as u64,
-                        n / world,
-                        ty,
-                        op,
-                        stream,
-                    )
+                if (n / world * size).is_multiple_of(16) && p.is_multiple_of(16) {
+                    // SAFETY: `b` holds `n` elements, bound to the
+                    // communication stream; NCCL's route has equal chunks,
+                    // and reduces in place where the receive buffer is the
+                    // send buffer's chunk of this rank; agreed by every
+                    // rank.
+                    return unsafe {
+                        nccl.reduce_scatter(
+                            p,
+                            p + (mine.start * size) as u64,
+                            n / world,
+                            ty,
+                            op,
+                            stream,
+                        )
+                    };
                 }
+                // Chunks off 16 bytes go through plain scratch, as the
+                // all-gather's parts do.
+                self.with_scratch::<T>(n / world, |scratch| {
+                    let s = self.cs.bind_mut("scratch", scratch)?;
+                    // SAFETY: `b` holds `n` elements and the scratch at
+                    // least `n / world`, both bound to the communication
+                    // stream; agreed by every rank.
+                    unsafe { nccl.reduce_scatter(p, s.device_ptr(), n / world, ty, op, stream)? };
+                    let got = s
+                        .sub(0..n / world)
+                        .ok_or_else(|| invalid(&self.cs, "the scratch is too short".into()))?;
+                    let mut out = b.sub_mut(mine.clone()).ok_or_else(|| {
+                        invalid(&self.cs, "the chunk is not inside the buffer".into())
+                    })?;
+                    self.cs.copy(&got, &mut out)
+                })
             },
         )
     }
