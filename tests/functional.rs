@@ -813,6 +813,273 @@ fn point_to_point_through_collectives() {
     }
 }
 
+/// The deterministic mode's promise, checked: element `e` of every rank's
+/// data is `det_value(r, e)` (full mantissas, and a negative zero on every
+/// rank at every 97th element), and every way of reducing it, at every
+/// size and offset, gives `det_sum` of it bit for bit: the functional
+/// all-reduce at sizes from 1 to past 1 Mi elements, the all-reduce's
+/// every path forced, a reduce-scatter then an all-gather, the coalesced
+/// all-reduce, the in-place one, and the fused all-reduce + RMSNorm's new
+/// residual (added to −0). Avg and max through the functional call too.
+fn det_value(r: usize, e: usize) -> f32 {
+    if e.is_multiple_of(97) {
+        return -0.0;
+    }
+    let h = (r as u64 * 0x9E37_79B9 + e as u64)
+        .wrapping_mul(0x2545_F491_4F6C_DD1D)
+        .rotate_left(29);
+    let mant = (h & 0x7F_FFFF) as u32;
+    let exp = 127 - 6 + ((h >> 23) % 12) as u32;
+    let sign = ((h >> 40) & 1) as u32;
+    f32::from_bits(sign << 31 | exp << 23 | mant)
+}
+
+/// The deterministic result at element `e` of `world` ranks' `T` data by
+/// `op`: f32 in rank order, a sum from −0, rounded once to `T`.
+fn det_ref<T: DetElem>(world: usize, e: usize, op: ReduceOp) -> T {
+    let vals: Vec<f32> = (0..world).map(|r| T::of(det_value(r, e)).wide()).collect();
+    let mut acc = match op {
+        ReduceOp::Sum | ReduceOp::Avg => -0.0f32,
+        _ => vals[0],
+    };
+    for (r, v) in vals.iter().enumerate() {
+        if matches!(op, ReduceOp::Sum | ReduceOp::Avg) || r > 0 {
+            acc = op.combine(acc, *v);
+        }
+    }
+    if op == ReduceOp::Avg {
+        acc /= world as f32;
+    }
+    T::of(acc)
+}
+
+/// The element types the deterministic test runs.
+trait DetElem:
+    symm::Element
+    + symm::kernels::collectives::ReduceElem
+    + symm::kernels::all_reduce::AllReduceElem
+    + symm::kernels::fused::FusedElem
+    + symm::kernels::collectives::CopyElem
+{
+    fn of(v: f32) -> Self;
+    fn wide(self) -> f32;
+}
+impl DetElem for f32 {
+    fn of(v: f32) -> f32 {
+        v
+    }
+    fn wide(self) -> f32 {
+        self
+    }
+}
+impl DetElem for symm::bf16 {
+    fn of(v: f32) -> symm::bf16 {
+        symm::bf16::from_f32(v)
+    }
+    fn wide(self) -> f32 {
+        symm::bf16::to_f32(self)
+    }
+}
+
+fn det_check<T: DetElem>(what: &str, got: &[T], first: usize, world: usize, op: ReduceOp) {
+    let want: Vec<T> = (0..got.len())
+        .map(|i| det_ref::<T>(world, first + i, op))
+        .collect();
+    if let Err(m) = compare_bits(got, &want) {
+        panic!("{what} (elements from {first}): {m}");
+    }
+}
+
+fn deterministic_case<T: DetElem>(world: usize, sizes: &[(usize, usize)]) {
+    let Some(r) = ranks(world) else { return };
+    run(r, options(), |c| {
+        let me = c.rank();
+        let coll = Collectives::with_options(c, Options::default().with_deterministic(true))?;
+        let data = |first: usize, n: usize| -> Vec<T> {
+            (first..first + n)
+                .map(|e| T::of(det_value(me, e)))
+                .collect()
+        };
+        let tag = |what: &str, n: usize, o: usize| {
+            format!(
+                "world {world}, {}, rank {me}: {what} of {n} at +{o}",
+                T::DTYPE
+            )
+        };
+        for &(n, o) in sizes {
+            // The functional all-reduce by sum, avg and max.
+            for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max] {
+                let x = c.device_buffer_from(&data(o, n))?;
+                let out = coll.all_reduce_new(&x, op)?.wait_host()?;
+                det_check::<T>(
+                    &tag(&format!("all_reduce {op:?}"), n, o),
+                    &out.to_host()?,
+                    o,
+                    world,
+                    op,
+                );
+            }
+            // In place.
+            let mut x = c.device_buffer_from(&data(o, n))?;
+            coll.all_reduce_in_place(&mut x, ReduceOp::Sum)?
+                .wait_host()?;
+            det_check::<T>(
+                &tag("all_reduce_in_place", n, o),
+                &x.to_host()?,
+                o,
+                world,
+                ReduceOp::Sum,
+            );
+            // Coalesced: the message as one range of a larger input.
+            let x = c.device_buffer_from(&data(o, n + 9))?;
+            let out = coll
+                .all_reduce_coalesced_new(&x, &[4..4 + n], ReduceOp::Sum)?
+                .wait_host()?
+                .to_host()?;
+            det_check::<T>(
+                &tag("all_reduce_coalesced", n, o),
+                &out[4..4 + n],
+                o + 4,
+                world,
+                ReduceOp::Sum,
+            );
+            // A reduce-scatter, then an all-gather of its chunks.
+            let m = n.div_ceil(world) * world;
+            let x = c.device_buffer_from(&data(o, m))?;
+            let chunk = coll.reduce_scatter_new(&x, ReduceOp::Sum)?.wait_host()?;
+            let all = coll.all_gather_new(&chunk)?.wait_host()?.to_host()?;
+            det_check::<T>(
+                &tag("reduce_scatter + all_gather", m, o),
+                &all,
+                o,
+                world,
+                ReduceOp::Sum,
+            );
+            // The all-reduce's every path, forced, on a symmetric input.
+            let buf = c.alloc::<T>(n)?;
+            buf.write(0, &data(o, n))?;
+            let smem = buf.rendezvous()?;
+            for path in symm::kernels::all_reduce::AllReducePath::ALL {
+                let mut out = c.device_buffer::<T>(n)?;
+                match symm::kernels::all_reduce::all_reduce_with(path, c, &smem, &mut out, n) {
+                    Ok(()) => {
+                        c.synchronize()?;
+                        det_check::<T>(
+                            &tag(path.name(), n, o),
+                            &out.to_host()?,
+                            o,
+                            world,
+                            ReduceOp::Sum,
+                        );
+                    }
+                    // A path that cannot take this size or world says so.
+                    Err(e) if matches!(e.kind(), ErrorKind::Unsupported | ErrorKind::Capacity) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            // The fused all-reduce + RMSNorm's new residual: the sum plus
+            // a residual of −0, rows of 64 elements.
+            let hidden = 64;
+            let rows = n.div_ceil(hidden);
+            let fb = c.alloc::<T>(rows * hidden)?;
+            fb.write(0, &data(o, rows * hidden))?;
+            let fs = fb.rendezvous()?;
+            let mut residual = c.device_buffer_from(&vec![T::of(-0.0); rows * hidden])?;
+            let weight = c.device_buffer_from(&vec![T::of(1.0); hidden])?;
+            let mut normed = c.device_buffer::<T>(rows * hidden)?;
+            symm::kernels::fused::all_reduce_residual_rms_norm(
+                c,
+                &fs,
+                &mut residual,
+                &weight,
+                &mut normed,
+                rows,
+                hidden,
+                1e-6,
+            )?;
+            c.synchronize()?;
+            det_check::<T>(
+                &tag("fused residual", rows * hidden, o),
+                &residual.to_host()?,
+                o,
+                world,
+                ReduceOp::Sum,
+            );
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("world {world}, {}: {e}", T::DTYPE));
+}
+
+#[test]
+fn deterministic_mode_gives_the_same_bits_everywhere() {
+    let quick = [(1, 0), (7, 3), (100, 17), (4099, 5)];
+    let more = [(1, 2), (64, 0), (4099, 200), (70_000, 1)];
+    for world in [2, 3, 4, 8] {
+        let q = world == 2 || world == 3;
+        if tier::runs(q) {
+            deterministic_case::<f32>(world, &quick);
+            deterministic_case::<symm::bf16>(world, &quick);
+        }
+        if tier::runs(false) && world != 3 {
+            deterministic_case::<f32>(world, &more);
+            deterministic_case::<symm::bf16>(world, &more);
+        }
+    }
+    // Past a million elements, where the size-based rule picks the
+    // two-shot paths (and without the deterministic mode, NCCL).
+    if tier::runs(false) {
+        deterministic_case::<f32>(2, &[((1 << 20) + 3, 11)]);
+    }
+}
+
+/// The deterministic mode never routes a reduction to NCCL: the rule's
+/// choice for every size, and forcing NCCL with it is an error.
+#[test]
+fn deterministic_mode_keeps_reductions_off_nccl() {
+    if !tier::quick_test() {
+        return;
+    }
+    let group = GroupFacts {
+        world: 4,
+        nccl_fp8: true,
+        no_nccl: None,
+    };
+    let det = Options::default().with_deterministic(true);
+    for c in Collective::ALL {
+        for bytes in [4, 1 << 20, 256 << 20] {
+            let op = matches!(
+                c,
+                Collective::AllReduce | Collective::ReduceScatter | Collective::AllReduceCoalesced
+            )
+            .then_some(ReduceOp::Sum);
+            let call = CallFacts {
+                collective: c,
+                dtype: DType::F32,
+                op,
+                bytes,
+                bytes_per_peer: bytes,
+                nccl_shape: None,
+                placed: Placed::Plain,
+            };
+            let r = rule::route(&det, &group, &call).expect("auto routes");
+            if op.is_some() {
+                assert!(matches!(r, Route::Symm { .. }), "{c} of {bytes}: {r:?}");
+                let why = rule::choose(&det, &group, &call).unwrap().to_string();
+                assert!(why.contains("deterministic"), "{why}");
+                let forced = det.clone().with_backend(Prefer::Nccl);
+                let e = rule::route(&forced, &group, &call).expect_err("NCCL forced");
+                assert!(e.to_string().contains("deterministic"), "{e}");
+            } else if bytes == 256 << 20
+                && c != Collective::AllToAllSingle
+                && c != Collective::AllToAllV
+            {
+                assert_eq!(r, Route::Nccl, "{c}: copies still take NCCL");
+            }
+        }
+    }
+}
+
 /// The device splits' all-to-all (symm's kernel only).
 #[test]
 fn all_to_all_v_through_the_entry_point() {

@@ -106,7 +106,9 @@ pub(crate) fn sum_staged<T: Scalar, const V: usize>(
 }
 
 /// The element-wise sum of `vals[0..world]`, in f32, in rank order 0, 1, …
-/// (the same bits on every rank), rounded once to `T`.
+/// (the same bits on every rank), rounded once to `T`. Every sum of the
+/// all-reduce starts from −0, the identity of IEEE addition (+0 is not:
+/// +0 + −0 = +0), so a sum of negative zeros is −0.
 #[symm_kernel(device)]
 pub(crate) fn sum_in_rank_order<T: Scalar, const V: usize>(
     vals: [[T; V]; 8],
@@ -126,7 +128,7 @@ pub(crate) fn sum_with_own<T: Scalar, const V: usize>(
     rank: u32,
     world: u32,
 ) -> [T; V] {
-    let mut acc: [f32; V] = [0.0f32; V];
+    let mut acc: [f32; V] = [-0.0f32; V];
     // Guarded constant loops, as in [`sum_staged`].
     for r in 0..8u32 {
         if r < world {
@@ -202,7 +204,7 @@ pub fn one_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     // The tail that does not fill a vector.
     let mut j = vecs * V as u32 + first;
     while j < n {
-        let mut acc: f32 = 0.0;
+        let mut acc: f32 = -0.0;
         for r in 0..world {
             acc += buf.peer(r)[j].to_f32();
         }
@@ -325,8 +327,8 @@ pub fn one_shot_ll<T: Scalar, const P: usize, const W: usize>(
         let at = (parity * world * cap + q) * 2;
         let got: [[u64; 2]; 8] =
             mine.gather_tagged2_checked(at, cap * 2, ranks, want, 0x8000_00FFu32);
-        let mut lo: [f32; P] = [0.0f32; P];
-        let mut hi: [f32; P] = [0.0f32; P];
+        let mut lo: [f32; P] = [-0.0f32; P];
+        let mut hi: [f32; P] = [-0.0f32; P];
         for r in 0..8u32 {
             if r < world {
                 let v = got[r];
@@ -419,7 +421,7 @@ pub fn two_shot_all_reduce<T: Scalar, const V: usize, const W: usize>(
     // ranks agree bit for bit. Read before the exit barrier, written after,
     // so `out` may alias `input`.
     let e = vecs * V as u32 + first;
-    let mut tail: f32 = 0.0;
+    let mut tail: f32 = -0.0;
     if e < n {
         for r in 0..world {
             tail += input.peer(r)[e].to_f32();
@@ -524,7 +526,7 @@ pub fn one_shot_push<T: Scalar, const V: usize, const W: usize>(
         i += stride;
     }
     if first < tail {
-        let mut acc: f32 = 0.0;
+        let mut acc: f32 = -0.0;
         for r in 0..world {
             let v = if r == rank {
                 src[e]

@@ -87,7 +87,7 @@ use crate::all_reduce::AllReduceElem;
 use crate::collectives::{self, CopyElem, ReduceElem};
 pub use rule::{
     CallFacts, Choice, Collective, GroupFacts, Options, Placed, Prefer, Route, RuleError,
-    ENV_BACKEND, ENV_MAX_SYMM_BYTES,
+    ENV_BACKEND, ENV_DETERMINISTIC, ENV_MAX_SYMM_BYTES,
 };
 
 /// Whether libnccl loads here (and exports what the NCCL route calls).

@@ -141,6 +141,7 @@ pub struct Options {
     prefer: Prefer,
     max_symm_bytes: [usize; Collective::ALL.len()],
     own_stream: bool,
+    deterministic: bool,
 }
 
 impl Default for Options {
@@ -149,6 +150,7 @@ impl Default for Options {
             prefer: Prefer::Auto,
             max_symm_bytes: Collective::ALL.map(Collective::default_max_symm_bytes),
             own_stream: false,
+            deterministic: false,
         }
     }
 }
@@ -157,18 +159,36 @@ impl Default for Options {
 /// `auto`.
 pub const ENV_BACKEND: &str = "SYMM_FUNCTIONAL_BACKEND";
 
+/// The environment variable that turns the deterministic mode on
+/// ([`Options::with_deterministic`]): `1`, `true` or `on` (`0`, `false`,
+/// `off` or empty: off).
+pub const ENV_DETERMINISTIC: &str = "SYMM_DETERMINISTIC";
+
 /// The environment variable that sets thresholds: a comma-separated list of
 /// `collective=size` (a size in bytes, with an optional `K`, `M` or `G`
 /// suffix), and `*=size` for every collective.
 pub const ENV_MAX_SYMM_BYTES: &str = "SYMM_FUNCTIONAL_MAX_SYMM_BYTES";
 
 impl Options {
-    /// The defaults, then [`ENV_BACKEND`] and [`ENV_MAX_SYMM_BYTES`] where
-    /// set. A malformed value is an error naming the variable.
+    /// The defaults, then [`ENV_BACKEND`], [`ENV_MAX_SYMM_BYTES`] and
+    /// [`ENV_DETERMINISTIC`] where set. A malformed value is an error
+    /// naming the variable.
     pub fn from_env() -> Result<Options, RuleError> {
         let backend = std::env::var(ENV_BACKEND).ok();
         let thresholds = std::env::var(ENV_MAX_SYMM_BYTES).ok();
-        Options::from_vars(backend.as_deref(), thresholds.as_deref())
+        let mut o = Options::from_vars(backend.as_deref(), thresholds.as_deref())?;
+        if let Ok(v) = std::env::var(ENV_DETERMINISTIC) {
+            o.deterministic = match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "on" => true,
+                "" | "0" | "false" | "off" => false,
+                other => {
+                    return Err(RuleError::Setting(format!(
+                        "{ENV_DETERMINISTIC}={other}: expected 1, true, on, 0, false or off"
+                    )))
+                }
+            };
+        }
+        Ok(o)
     }
 
     /// [`from_env`](Self::from_env) with the two variables' values given.
@@ -212,6 +232,28 @@ impl Options {
     /// Whether calls run on a communication stream of their own.
     pub fn own_stream(&self) -> bool {
         self.own_stream
+    }
+
+    /// The deterministic mode: every reduction (all-reduce, reduce-scatter
+    /// and their coalesced and in-place forms, by every op) runs on symm's
+    /// kernels, whatever its size, never on NCCL (whose reduction order
+    /// depends on its algorithm, channels and message size). Then each
+    /// output element is a fixed function of the ranks' elements at that
+    /// position: their f32 values combined in rank order 0, 1, …, from −0
+    /// for a sum, rounded once to the element type (avg: divided by the
+    /// world size first), whatever the message's size, offset, kernel path
+    /// and grid, and whether the call ran coalesced, in place, as a
+    /// reduce-scatter followed by an all-gather, or as the fused
+    /// all-reduce + RMSNorm's sum. Forcing NCCL as well is an error at the
+    /// first reduction. The same on every rank, as every option.
+    pub fn with_deterministic(mut self, on: bool) -> Self {
+        self.deterministic = on;
+        self
+    }
+
+    /// Whether the deterministic mode is on.
+    pub fn deterministic(&self) -> bool {
+        self.deterministic
     }
 
     /// Forces a backend (or lets the rule choose again).
@@ -444,6 +486,7 @@ fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
 /// Which branch of the rule a call takes.
 enum Branch<'a> {
     SymmForced,
+    Deterministic,
     NcclForced,
     NcclRefused(&'a str),
     SplitsDiffer,
@@ -454,8 +497,14 @@ enum Branch<'a> {
 
 fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Branch<'a> {
     let refusal = nccl_refuses(group, call);
+    let reduces = call.op.is_some();
     match (options.prefer, refusal) {
         (Prefer::Symm, _) => Branch::SymmForced,
+        (Prefer::Nccl, _) if options.deterministic && reduces => Branch::NcclRefused(
+            "the deterministic mode keeps every reduction on symm's kernels (NCCL's order \
+             of summation depends on its algorithm and the message's size)",
+        ),
+        (Prefer::Auto, _) if options.deterministic && reduces => Branch::Deterministic,
         (Prefer::Nccl, None) => Branch::NcclForced,
         (Prefer::Nccl, Some(why)) => Branch::NcclRefused(why),
         (Prefer::Auto, _) if call.collective == Collective::AllToAllSingle => Branch::SplitsDiffer,
@@ -500,6 +549,10 @@ pub fn choose(
     };
     let reason = match branch(options, group, call) {
         Branch::SymmForced => format!("symm forced, {size}, {place}"),
+        Branch::Deterministic => format!(
+            "{size}, deterministic mode: reductions stay on symm's kernels (rank-order f32 \
+             sums), {place}"
+        ),
         Branch::NcclForced => format!("NCCL forced, {size}"),
         Branch::NcclRefused(_) => unreachable!("`route` failed"),
         Branch::SplitsDiffer => format!(

@@ -6,7 +6,8 @@ use symm::symm_kernel;
 use crate::shared::device::{enter_call, enter_sending, exit_checked};
 
 /// Loads elements `i..i + V` from every rank's `buf` and sums them in f32
-/// in rank order 0, 1, … (no rounding: the residual is added first).
+/// in rank order 0, 1, …, from −0 as the all-reduce's sums (no rounding:
+/// the residual is added first).
 #[symm_kernel(device)]
 pub(crate) fn sum_peers_f32<T: Scalar, const V: usize>(
     buf: SymmBuf<T>,
@@ -20,7 +21,7 @@ pub(crate) fn sum_peers_f32<T: Scalar, const V: usize>(
             vals[r] = buf.peer(r).load_vec::<V>(i);
         }
     }
-    let mut acc: [f32; V] = [0.0f32; V];
+    let mut acc: [f32; V] = [-0.0f32; V];
     for r in 0..8u32 {
         if r < world {
             for k in 0..V {
