@@ -932,8 +932,12 @@ fn deterministic_case<T: DetElem>(world: usize, sizes: &[(usize, usize)]) {
             );
             // Coalesced: the message as one range of a larger input.
             let x = c.device_buffer_from(&data(o, n + 9))?;
+            let range = std::ops::Range {
+                start: 4,
+                end: 4 + n,
+            };
             let out = coll
-                .all_reduce_coalesced_new(&x, &[4..4 + n], ReduceOp::Sum)?
+                .all_reduce_coalesced_new(&x, std::slice::from_ref(&range), ReduceOp::Sum)?
                 .wait_host()?
                 .to_host()?;
             det_check::<T>(
