@@ -22,9 +22,9 @@ pub(crate) const T: Duration = Duration::from_secs(60);
 /// `--lead-in`: untimed calls in each graph before the timed ones.
 pub(crate) static LEAD_IN: OnceLock<usize> = OnceLock::new();
 
-/// 1 KiB to 64 MiB in powers of 4, up to `max` bytes.
+/// 1 KiB to 1 GiB in powers of 4, up to `max` bytes.
 pub(crate) fn sizes(max: usize) -> Vec<usize> {
-    (0..9)
+    (0..11)
         .map(|k| 1024usize << (2 * k))
         .filter(|&b| b <= max)
         .collect()
