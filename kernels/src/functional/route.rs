@@ -147,19 +147,16 @@ impl Collectives {
         bytes_per_peer: usize,
         nccl_shape: Option<&'static str>,
     ) -> CallFacts {
+        let len = input.__memory().len();
         CallFacts {
-            collective,
-            dtype: T::DTYPE,
-            op,
-            bytes: input.__memory().len() * std::mem::size_of::<T>(),
-            bytes_per_peer,
-            nccl_shape,
             placed: input.__placed(&self.cs),
+            ..self.facts_in_place::<T>(collective, op, len, bytes_per_peer, nccl_shape)
         }
     }
 
     /// The facts of an in-place call on `len` elements: its input is
-    /// always staged (the kernels would write what peers still read).
+    /// always staged (the kernels would write what peers still read); with
+    /// the input's place, [`facts`](Self::facts) of any call.
     pub(super) fn facts_in_place<T: Element>(
         &self,
         collective: Collective,

@@ -211,16 +211,23 @@ impl<T: Element> BoundSlice<'_, T> {
         if range.start > range.end || range.end > self.len {
             return None;
         }
-        Some(BoundSlice {
-            ptr: self.ptr + (range.start * std::mem::size_of::<T>()) as u64,
-            len: range.len(),
+        let at = self.ptr + (range.start * std::mem::size_of::<T>()) as u64;
+        Some(self.derived(at, range.len(), writable))
+    }
+
+    /// A binding of `len` `U`s at `ptr` inside this one, which keeps the
+    /// stream ordering for both.
+    fn derived<U: Element>(&self, ptr: u64, len: usize, writable: bool) -> BoundSlice<'_, U> {
+        BoundSlice {
+            ptr,
+            len,
             owner: self.owner,
             stream: self.stream,
             writable,
             _sync: None,
             _join: None,
             _t: PhantomData,
-        })
+        }
     }
 
     /// This binding's memory as bytes, for reading (every element type is
@@ -237,16 +244,7 @@ impl<T: Element> BoundSlice<'_, T> {
     }
 
     fn as_bytes(&self, writable: bool) -> BoundSlice<'_, u8> {
-        BoundSlice {
-            ptr: self.ptr,
-            len: self.len * std::mem::size_of::<T>(),
-            owner: self.owner,
-            stream: self.stream,
-            writable,
-            _sync: None,
-            _join: None,
-            _t: PhantomData,
-        }
+        self.derived(self.ptr, self.len * std::mem::size_of::<T>(), writable)
     }
 
     /// Whether this and `other` share a byte.
