@@ -963,6 +963,7 @@ fn deterministic_case<T: DetElem>(world: usize, sizes: &[(usize, usize)]) {
             let buf = c.alloc::<T>(n)?;
             buf.write(0, &data(o, n))?;
             let smem = buf.rendezvous()?;
+            let mut ran = 0;
             for path in symm::kernels::all_reduce::AllReducePath::ALL {
                 let mut out = c.device_buffer::<T>(n)?;
                 match symm::kernels::all_reduce::all_reduce_with(path, c, &smem, &mut out, n) {
@@ -975,12 +976,18 @@ fn deterministic_case<T: DetElem>(world: usize, sizes: &[(usize, usize)]) {
                             world,
                             ReduceOp::Sum,
                         );
+                        ran += 1;
                     }
                     // A path that cannot take this size or world says so.
                     Err(e) if matches!(e.kind(), ErrorKind::Unsupported | ErrorKind::Capacity) => {}
                     Err(e) => return Err(e),
                 }
             }
+            assert!(
+                ran >= 2,
+                "{}: only {ran} of the paths ran",
+                tag("forced paths", n, o)
+            );
             // The fused all-reduce + RMSNorm's new residual: the sum plus
             // a residual of −0, rows of 64 elements.
             let hidden = 64;
@@ -1031,7 +1038,8 @@ fn deterministic_mode_gives_the_same_bits_everywhere() {
         }
     }
     // Past a million elements, where the size-based rule picks the
-    // two-shot paths (and without the deterministic mode, NCCL).
+    // two-shot paths (and, without the deterministic mode, NCCL for the
+    // reduce-scatter).
     if tier::runs(false) {
         deterministic_case::<f32>(2, &[((1 << 20) + 3, 11)]);
     }

@@ -151,12 +151,37 @@ fn single_sends_and_receives_in_opposite_orders() {
 }
 
 /// A receive longer than its send fails on the receiver as a mismatch
-/// (the digest differs), and a peer out of range is an invalid argument.
+/// (the digest differs), on the low-latency path and the chunked one, and
+/// a peer out of range is an invalid argument.
 #[test]
 fn misuse_is_an_error() {
     if !tier::quick_test() {
         return;
     }
+    let Some(r) = ranks(2) else { return };
+    let long = symm::kernels::p2p::LL_MAX_BYTES / 4 + 100;
+    let e = run(r, options(), |c| {
+        let p2p = P2p::with_chunk(c, 4096)?;
+        if c.rank() == 0 {
+            p2p.send(&c.device_buffer_from(&vec![1.0f32; long])?, 1)?;
+        } else {
+            let mut y = c.device_buffer::<f32>(long + 1)?;
+            p2p.recv(&mut y, 0)?;
+        }
+        c.synchronize()
+    })
+    .expect_err("a chunked receive one element longer than its send");
+    let (_, m) = e
+        .errors
+        .iter()
+        .find(|(r, _)| *r == 1)
+        .expect("the receiver fails");
+    assert_eq!(m.root_kind(), ErrorKind::Mismatch, "{m}");
+    assert!(
+        m.to_string()
+            .contains("p2p: the ranks made different calls"),
+        "{m}"
+    );
     let Some(r) = ranks(2) else { return };
     let e = run(r, options(), |c| {
         let p2p = P2p::new(c)?;
@@ -251,8 +276,9 @@ fn barriers_wait_for_the_last_rank() {
     }
 }
 
-/// Several messages between one pair in one batch, both ways: three
-/// low-latency ones and two of several chunks each, every rank's batch
+/// Several messages between one pair in one batch, both ways: four
+/// low-latency ones (one empty) and two of several chunks each (the
+/// second's first chunk waits for the first's last acknowledgement), every rank's batch
 /// holding its sends and receives in a different order; then the same
 /// messages sent as one batch and received by single calls. Every
 /// message exact.
@@ -267,7 +293,8 @@ fn many_messages_per_pair_in_one_batch() {
             let p2p = P2p::with_chunk(c, 1024)?;
             let me = c.rank();
             let peer = me ^ 1;
-            let lens = [5, 3000, 17, symm::kernels::p2p::LL_MAX_BYTES / 4 + 600, 0];
+            let ll_words = symm::kernels::p2p::LL_MAX_BYTES / 4;
+            let lens = [5, 3000, 17, ll_words + 600, 0, ll_words + 1234];
             for round in 0..3 {
                 let xs = lens
                     .iter()

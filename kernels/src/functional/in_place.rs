@@ -47,7 +47,8 @@ impl Collectives {
 
     /// All-gather in place: `buf` holds `world × n` elements, this rank's
     /// part at `rank × n` (the input); every rank's part lands at its
-    /// place. Graph-capturable.
+    /// place. Graph-capturable after a first call of the shape (which makes
+    /// the staging, and on NCCL, for parts off 16 bytes, the scratch).
     pub fn all_gather_in_place<'c, T: CopyElem, O: Output<T>>(
         &'c self,
         mut buf: O,
@@ -150,7 +151,8 @@ impl Collectives {
     /// `buf` (`n` elements) reduced, and this rank's chunk of the result
     /// ([`collectives::reduce_scatter_chunk`]`(n, world, rank)`) written
     /// over the same elements of its `buf`; the rest of `buf` is left as
-    /// it was. Graph-capturable.
+    /// it was. Graph-capturable after a first call of the shape, as
+    /// [`all_gather_in_place`](Self::all_gather_in_place).
     pub fn reduce_scatter_in_place<'c, T: ReduceElem, O: Output<T>>(
         &'c self,
         mut buf: O,

@@ -236,16 +236,18 @@ impl Options {
 
     /// The deterministic mode: every reduction (all-reduce, reduce-scatter
     /// and their coalesced and in-place forms, by every op) runs on symm's
-    /// kernels, whatever its size, never on NCCL (whose reduction order
-    /// depends on its algorithm, channels and message size). Then each
-    /// output element is a fixed function of the ranks' elements at that
-    /// position: their f32 values combined in rank order 0, 1, …, from −0
-    /// for a sum, rounded once to the element type (avg: divided by the
-    /// world size first), whatever the message's size, offset, kernel path
-    /// and grid, and whether the call ran coalesced, in place, as a
-    /// reduce-scatter followed by an all-gather, or as the fused
-    /// all-reduce + RMSNorm's sum. Forcing NCCL as well is an error at the
-    /// first reduction. The same on every rank, as every option.
+    /// kernels, whatever its size (up to their 2^32 - 1 elements), never
+    /// on NCCL (whose reduction order depends on its algorithm, channels
+    /// and message size). Then each output element is a fixed function of
+    /// the ranks' elements at that position: their f32 values combined in
+    /// rank order 0, 1, …, from −0 for a sum, rounded once to the element
+    /// type (avg: divided by the world size first), whatever the message's
+    /// size, offset, kernel path and grid, and whether the call ran
+    /// coalesced, in place, or as a reduce-scatter followed by an
+    /// all-gather; the fused all-reduce + RMSNorm's f32 sum is that sum
+    /// before rounding (its new residual rounds the sum plus the old
+    /// residual once). Forcing NCCL as well is an error at the first
+    /// reduction. The same on every rank, as every option.
     pub fn with_deterministic(mut self, on: bool) -> Self {
         self.deterministic = on;
         self

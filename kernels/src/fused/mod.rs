@@ -316,7 +316,7 @@ pub fn reference<T: FusedElem>(
     let h = residual.len();
     let new: Vec<T> = (0..h)
         .map(|i| {
-            let mut acc = 0.0f32;
+            let mut acc = -0.0f32;
             for p in partials {
                 acc += p[i].to_f32();
             }

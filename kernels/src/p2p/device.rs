@@ -174,9 +174,16 @@ pub(crate) fn next_epoch(ll: SymmBuf<u64>, counters: u32, peer: u32) -> u32 {
     epoch
 }
 
+/// The tag of an LL packet of `epoch`: its low 31 bits with the top bit
+/// set, so that a cleared slot (0) never matches.
+#[symm_kernel(device)]
+pub(crate) fn ll_tag(epoch: u32) -> u32 {
+    epoch | 2147483648u32
+}
+
 /// The low-latency send of a message of at most a region's bytes: every
-/// 4-byte word as an 8-byte packet (the word, and the block's epoch for
-/// `dst` in the high half: one single-copy-atomic store) straight into
+/// 4-byte word as an 8-byte packet (the word, and the block's epoch's tag
+/// ([`ll_tag`]) in the high half: one single-copy-atomic store) straight into
 /// rank `dst`'s LL stage, at its region for this rank and the epoch's
 /// parity (`regions` packets apart, the first at `at`): block `b`'s
 /// header packet (`sig`, the call's digest) at `b`, then the words,
@@ -206,7 +213,7 @@ pub fn p2p_send_ll(
     let base = at + (epoch & 1u32) * region;
     let peer = ll.peer(dst);
     let g = grid_dim_x();
-    let tag = (epoch as u64) << 32u32;
+    let tag = (ll_tag(epoch) as u64) << 32u32;
     if t == 0u32 {
         peer.store(
             base + block_idx_x(),
@@ -233,8 +240,11 @@ pub fn p2p_send_ll(
 /// polls this rank's LL stage at `src`'s region of the block's epoch for
 /// the epoch's packets (each thread the words its peer thread sent),
 /// checks the block's header against `sig`, writes the bytes into `out`,
-/// and, once the whole block is done, sets its flag for `src` on channel
-/// 0 to the epoch.
+/// clears every packet it read (so a slot holds only 0 or the packet of
+/// the message being sent into it: a tag that comes round again after
+/// 2^31 messages matches nothing old), and, once the whole block is done,
+/// sets its flag for `src` on channel 0 to the epoch, after which `src`
+/// may write the region again.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn p2p_recv_ll(
@@ -253,7 +263,8 @@ pub fn p2p_recv_ll(
     let base = at + (epoch & 1u32) * region;
     let local = ll.local();
     let g = grid_dim_x();
-    let h = local.load_tagged(base + block_idx_x(), epoch, src);
+    let tag = ll_tag(epoch);
+    let h = local.load_tagged(base + block_idx_x(), tag, src);
     kernel_assert!(
         (h & 4294967295u64) as u32 == sig,
         "p2p: the ranks made different calls (a send and its receive differ in size or element type, or one rank sent or received what its peer did not); every rank must make the same collective calls in the same order"
@@ -262,7 +273,8 @@ pub fn p2p_recv_ll(
     let data = base + g;
     let mut i = block_idx_x() * block_dim_x() + t;
     while i < words {
-        let w = local.load_tagged(data + i, epoch, src) as u32;
+        let w = local.load_tagged(data + i, tag, src) as u32;
+        local.store(data + i, 0u64, StoreOrder::Relaxed, Scope::Gpu);
         for k in 0..4u32 {
             let j = i * 4u32 + k;
             if j < len {
@@ -273,6 +285,9 @@ pub fn p2p_recv_ll(
     }
     sync_threads();
     if t == 0u32 {
+        // Every thread has read the header: cleared last, before the flag
+        // (a release after the block's stores) frees the region.
+        local.store(base + block_idx_x(), 0u64, StoreOrder::Relaxed, Scope::Gpu);
         ll.signal_flag(src, 0u32, epoch);
     }
 }

@@ -17,20 +17,25 @@
 //!   signals, the receiver copies it out and acknowledges, and the
 //!   sender's next chunk to that receiver waits for the acknowledgement.
 //!
-//! So a send returns without waiting for its receive unless the pair is
+//! So a send returns without waiting for its receive unless its pair is
 //! two low-latency messages or one chunk ahead, and a longer message's
-//! chunks take turns with their receive: two ranks that exchange messages
-//! longer than a chunk must use [`P2p::send_recv`] (or send and receive in
-//! opposite orders), as with NCCL, or their sends wait for each other
-//! until the kernel timeout, which names them. A pair's messages are
+//! chunks take turns with their receive: two ranks that exchange more than
+//! that (a message longer than a chunk, or three low-latency messages
+//! each way before either receives) by separate calls must send and
+//! receive in opposite orders, or use [`P2p::send_recv`], as with NCCL;
+//! otherwise their sends wait for each other until the kernel timeout,
+//! which names them. A pair's messages are
 //! received in the order they were sent. Epochs and acknowledgements live
 //! on the device, so the calls may be captured in a CUDA graph and
 //! replayed.
 //!
 //! Every chunk carries a digest of the message (element type, length,
 //! chunk, sender and receiver), which the receiver checks: a receive that
-//! does not match its send fails with a `KernelAssert` of kind
-//! [`Mismatch`](symm::ErrorKind::Mismatch) on the receiver.
+//! does not match its send, where both take the same path, fails with a
+//! `KernelAssert` of kind [`Mismatch`](symm::ErrorKind::Mismatch) on the
+//! receiver; where their lengths put them on different paths (one up to
+//! [`LL_MAX_BYTES`], one past it), the receiver waits for what never
+//! comes until the kernel timeout, which names the sender.
 //!
 //! Calls run in order on one stream, as a group's collectives do: the
 //! stages are per group, shared by every `P2p` of it (and the group's
@@ -82,6 +87,9 @@ struct Stage {
     room: usize,
     /// Blocks of the chunked kernels, fixed when the stage was primed.
     blocks: u32,
+    /// Blocks of the low-latency kernels: the per-block epochs and the
+    /// regions' layout hold for this grid only.
+    ll_blocks: u32,
     /// The LL stage: per sender, two regions (by the epoch's parity) of
     /// [`LL_REGION`] packets, then the epoch counters (per block, a word
     /// per peer, for sends, then for receives), zeroed before any peer
@@ -94,7 +102,6 @@ struct Stage {
 pub struct P2p {
     comm: Comm,
     stage: Arc<Stage>,
-    ll_blocks: u32,
 }
 
 /// One operation of a batch ([`P2p::send_recv`]).
@@ -190,11 +197,12 @@ impl P2p {
                     smem,
                     room: chunk_bytes,
                     blocks,
+                    ll_blocks,
                     ll: ll.rendezvous()?,
                 })
             },
         )?;
-        if stage.room != chunk_bytes || stage.blocks != blocks {
+        if stage.room != chunk_bytes {
             return Err(invalid(
                 comm,
                 format!(
@@ -205,10 +213,20 @@ impl P2p {
                 ),
             ));
         }
+        if (stage.blocks, stage.ll_blocks) != (blocks, ll_blocks) {
+            return Err(invalid(
+                comm,
+                format!(
+                    "the group's p2p stage was made for grids of {} and {} blocks, and this \
+                     handle's comm fits {blocks} and {ll_blocks}: make every P2p of a group \
+                     from its ranks on the same devices",
+                    stage.blocks, stage.ll_blocks
+                ),
+            ));
+        }
         Ok(P2p {
             comm: comm.clone(),
             stage,
-            ll_blocks,
         })
     }
 
@@ -364,7 +382,7 @@ impl P2p {
     fn ll_cfg(&self) -> symm::LaunchConfig {
         with_pdl(
             &self.comm,
-            symm::LaunchConfig::linear(self.ll_blocks, THREADS),
+            symm::LaunchConfig::linear(self.stage.ll_blocks, THREADS),
         )
     }
 
