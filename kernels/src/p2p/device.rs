@@ -183,7 +183,7 @@ pub(crate) fn ll_tag(epoch: u32) -> u32 {
 
 /// The low-latency send of a message of at most a region's bytes: every
 /// 4-byte word as an 8-byte packet (the word, and the block's epoch's tag
-/// ([`ll_tag`]) in the high half: one single-copy-atomic store) straight into
+/// (`ll_tag`) in the high half: one single-copy-atomic store) straight into
 /// rank `dst`'s LL stage, at its region for this rank and the epoch's
 /// parity (`regions` packets apart, the first at `at`): block `b`'s
 /// header packet (`sig`, the call's digest) at `b`, then the words,
