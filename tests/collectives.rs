@@ -1283,10 +1283,11 @@ fn mismatched_splits_fail_every_rank() {
         c.synchronize()
     }) {
         for m in &msgs {
-            // The kernel's assertion, which cannot tell a disagreement from
-            // an output too small for what arrives: a kernel failure.
-            assert_eq!(m.kind, ErrorKind::Kernel, "{m}");
+            // The kernel's assertion of this fault alone: the ranks'
+            // calls differ, a mismatch.
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
             assert!(m.contains("split sizes disagree"), "{m}");
+            assert!(!m.contains("too small") && !m.contains("more than"), "{m}");
         }
     }
     // Device splits that overflow rank 2's output.
@@ -1303,6 +1304,7 @@ fn mismatched_splits_fail_every_rank() {
             // Device splits are checked by the kernel: a kernel failure.
             assert_eq!(m.kind, ErrorKind::Kernel, "{m}");
             assert!(m.contains("too small"), "{m}");
+            assert!(!m.contains("disagree") && !m.contains("more than"), "{m}");
         }
     }
     // Device splits that pass a rank's input.
@@ -1319,6 +1321,7 @@ fn mismatched_splits_fail_every_rank() {
             // Device splits are checked by the kernel: a kernel failure.
             assert_eq!(m.kind, ErrorKind::Kernel, "{m}");
             assert!(m.contains("more than its input holds"), "{m}");
+            assert!(!m.contains("disagree") && !m.contains("too small"), "{m}");
         }
     }
 }

@@ -77,6 +77,10 @@ mod tests {
                 "all_reduce/device.rs",
                 include_str!("../all_reduce/device.rs"),
             ),
+            (
+                "collectives/device/mod.rs",
+                include_str!("../collectives/device/mod.rs"),
+            ),
             ("p2p/device.rs", include_str!("../p2p/device.rs")),
         ];
         for (name, src) in files {

@@ -288,29 +288,44 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
     // of the same pool segment) bounds nothing: reads stay within this
     // length on every peer.
     let own_len: u64 = input.len() as u64;
-    let mut ok = true;
+    // Each fault its own flag, and its own assertion below, so the error
+    // says which it is (the first that holds).
+    let mut agree = true;
+    let mut fits_input = true;
+    let mut fits_output = true;
     for p in 0..world {
         let mut sent: u64 = 0;
         let mut received: u64 = 0;
         for q in 0..world {
             let s = sends[p * 8u32 + q];
             if s >= 0xFFFF_FFFFu64 {
-                ok = false;
+                fits_input = false;
             }
             sent += s;
             received += sends[q * 8u32 + p];
             let want = expects[p * 8u32 + q];
             if want != 0xFFFF_FFFFu64 && want != sends[q * 8u32 + p] {
-                ok = false;
+                agree = false;
             }
         }
-        if sent > lens[p] || sent > own_len || received > caps[p] {
-            ok = false;
+        if sent > lens[p] || sent > own_len {
+            fits_input = false;
+        }
+        if received > caps[p] {
+            fits_output = false;
         }
     }
     kernel_assert!(
-        ok,
-        "all_to_all: the ranks' split sizes disagree (a rank sends a size that its receiver does not expect), or a rank's output is too small for what it receives, or a rank sends more than its input holds"
+        agree,
+        "all_to_all: the ranks made different calls: their split sizes disagree (a rank sends a size that its receiver does not expect); every rank must make the same collective calls in the same order"
+    );
+    kernel_assert!(
+        fits_input,
+        "all_to_all: a rank sends more than its input holds (its send splits total past its input's length)"
+    );
+    kernel_assert!(
+        fits_output,
+        "all_to_all: a rank's output is too small for what it receives (the splits sent to it total past its output's length)"
     );
     let mut at: u32 = 0;
     for p in 0..world {
