@@ -272,14 +272,15 @@ fn memory_crosses_a_ranks_groups_and_no_further() {
         let m = e.to_string();
         let col = me % 2;
         let part = format!(
-            "all_reduce: rank 0: argument `input` is memory of rank {} of group symm, and this \
-             runs on rank 0 of group symm.split1[{col},{}]",
+            "all_reduce: rank 0 of group symm.split1[{col},{}]: argument `input` is memory of \
+             rank {} of group symm, and this runs on rank 0 of group symm.split1[{col},{}]",
+            col + 2,
             col + 1,
             col + 2
         );
         assert!(m.contains(&part), "rank {me}: {part:?} in {m}");
         assert!(
-            !m.contains("rank 1: argument"),
+            !m.contains("; rank 1 of group symm.split1"),
             "rank {me}: only the offender: {m}"
         );
         drop(theirs);

@@ -183,7 +183,8 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
             decode(&raw).unwrap_or_else(|| (0, "?".into(), Some("an unreadable entry".into()))),
         );
     }
-    verdict(what, rank, &entries)?;
+    let group = comm.is_subgroup().then(|| comm.group_label());
+    verdict(what, rank, group, &entries)?;
     let mut s = agreed.keys.lock().unwrap_or_else(|p| p.into_inner());
     // Bounded (calls of ever new sizes must not grow it for good): every
     // rank inserts the same keys in the same order, after the same
@@ -198,7 +199,19 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
 
 /// The verdict on every rank's entry (hash, words, problem): every rank's
 /// problem, or the calls that differ, or `Ok` when all are the same call.
-fn verdict(what: &str, rank: usize, entries: &[(u64, String, Option<Problem>)]) -> Result<()> {
+/// Ranks are named as `rank r`, or, in a subgroup (`group`, its label),
+/// `rank r of group <label>`, so that an error that crossed groups says
+/// whose rank it means.
+fn verdict(
+    what: &str,
+    rank: usize,
+    group: Option<&str>,
+    entries: &[(u64, String, Option<Problem>)],
+) -> Result<()> {
+    let name = |r: usize| match group {
+        Some(g) => format!("rank {r} of group {g}"),
+        None => format!("rank {r}"),
+    };
     let problems: Vec<(usize, &Problem)> = entries
         .iter()
         .enumerate()
@@ -207,7 +220,7 @@ fn verdict(what: &str, rank: usize, entries: &[(u64, String, Option<Problem>)]) 
     if let Some((_, first)) = problems.first() {
         let each: Vec<String> = problems
             .iter()
-            .map(|(r, p)| format!("rank {r}: {}", p.text))
+            .map(|(r, p)| format!("{}: {}", name(*r), p.text))
             .collect();
         return Err(Error::with_kind(
             first.kind,
@@ -229,7 +242,7 @@ fn verdict(what: &str, rank: usize, entries: &[(u64, String, Option<Problem>)]) 
         let each: Vec<String> = entries
             .iter()
             .enumerate()
-            .map(|(r, (_, words, _))| format!("rank {r}: {words}"))
+            .map(|(r, (_, words, _))| format!("{}: {words}", name(r)))
             .collect();
         return Err(Error::Mismatch {
             rank,
@@ -279,14 +292,21 @@ mod tests {
             (7, "call".to_string(), p(ErrorKind::Capacity, "no room")),
             (7, "call".to_string(), p(ErrorKind::InvalidArgument, "bad")),
         ];
-        let e = verdict("x", 0, &entries).unwrap_err();
+        let e = verdict("x", 0, None, &entries).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Capacity, "{e}");
         assert_eq!(e.to_string(), "rank 0: x: rank 1: no room; rank 2: bad");
+        // In a subgroup, every rank the text names is the subgroup's.
+        let e = verdict("x", 0, Some("symm.split0[1,3,5]"), &entries).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rank 0: x: rank 1 of group symm.split0[1,3,5]: no room; rank 2 of group \
+             symm.split0[1,3,5]: bad"
+        );
         let same = [(7, "a".to_string(), None), (7, "a".to_string(), None)];
-        assert!(verdict("x", 0, &same).is_ok());
+        assert!(verdict("x", 0, None, &same).is_ok());
         let differ = [(7, "a".to_string(), None), (8, "b".to_string(), None)];
         assert_eq!(
-            verdict("x", 1, &differ).unwrap_err().kind(),
+            verdict("x", 1, None, &differ).unwrap_err().kind(),
             ErrorKind::Mismatch
         );
     }

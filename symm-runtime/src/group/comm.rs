@@ -109,6 +109,8 @@ struct RankState {
     home: Arc<Home>,
     /// See [`Comm::group_label`].
     label: Arc<str>,
+    /// Whether the group was made by [`Comm::split`].
+    subgroup: bool,
 }
 
 /// What a rank's state and its subgroups' share (see `RankState::home`).
@@ -307,6 +309,7 @@ impl Comm {
                 return Err(e);
             }
         }
+        let subgroup = parent.is_some();
         let (home, label) = parent.unwrap_or_else(|| (Arc::new(Home), options.group.clone()));
         Ok(Comm {
             rank,
@@ -325,6 +328,7 @@ impl Comm {
                 departure,
                 home,
                 label: label.into(),
+                subgroup,
             }),
             group,
         })
@@ -817,6 +821,12 @@ impl Comm {
     /// rank's allocations are, as opposed to a subgroup's or the parent's.
     pub fn same_group(&self, other: &Comm) -> bool {
         self.owner_id() == other.owner_id()
+    }
+
+    /// Whether this group is a subgroup ([`split`](Self::split)), whose
+    /// ranks errors qualify with its [`group_label`](Self::group_label).
+    pub fn is_subgroup(&self) -> bool {
+        self.state.subgroup
     }
 
     /// This rank as errors name it: `rank 1 of group symm.split1[0,2]`.
