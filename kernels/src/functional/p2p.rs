@@ -78,25 +78,30 @@ impl Collectives {
 
     fn p2p_ops<T: CopyElem>(&self, ops: &mut [P2pOp<'_, T>]) -> Result<()> {
         let size = std::mem::size_of::<T>();
-        let mut nccl_ops = Vec::new();
-        let mut symm_idx = Vec::new();
-        let mut routes = Vec::with_capacity(ops.len());
-        for op in ops.iter() {
-            let len = match op {
-                P2pOp::Send { input, .. } => input.__memory().len(),
-                P2pOp::Recv { out, .. } => out.len(),
-            };
-            let facts = CallFacts {
-                collective: Collective::SendRecv,
-                dtype: T::DTYPE,
-                op: None,
-                bytes: len * size,
-                bytes_per_peer: len * size,
-                nccl_shape: None,
-                placed: Placed::Plain,
-            };
-            routes.push(self.route(&facts)?);
-        }
+        // Every operation checked and routed (by its bytes alone) before
+        // any work is enqueued.
+        let plan: Vec<(usize, bool, usize)> = ops
+            .iter()
+            .map(|op| match op {
+                P2pOp::Send { input, peer } => (*peer, true, input.__memory().len()),
+                P2pOp::Recv { out, peer } => (*peer, false, out.len()),
+            })
+            .collect();
+        self.p2p.check_ops::<T>(&plan)?;
+        let routes = plan
+            .iter()
+            .map(|&(_, _, len)| {
+                self.route(&CallFacts {
+                    collective: Collective::SendRecv,
+                    dtype: T::DTYPE,
+                    op: None,
+                    bytes: len * size,
+                    bytes_per_peer: len * size,
+                    nccl_shape: None,
+                    placed: Placed::Plain,
+                })
+            })
+            .collect::<Result<Vec<Route>>>()?;
         self.enter()?;
         if let Some(s) = &self.stream {
             for op in ops.iter() {
@@ -105,41 +110,43 @@ impl Collectives {
                 }
             }
         }
-        let p2p = &self.p2p;
-        // Every operation checked before any is enqueued.
-        let plan: Vec<(usize, bool, usize)> = ops
-            .iter()
-            .map(|op| match op {
-                P2pOp::Send { input, peer } => (*peer, true, input.__memory().len()),
-                P2pOp::Recv { out, peer } => (*peer, false, out.len()),
-            })
-            .collect();
-        p2p.check_ops::<T>(&plan)?;
         // NCCL's first: every rank's NCCL group comes before its symm
         // kernels of the batch, so no NCCL group waits behind a kernel
         // that waits for it.
+        let mut nccl_ops = Vec::new();
         let mut bound = Vec::new();
-        for (i, (op, route)) in ops.iter_mut().zip(&routes).enumerate() {
-            if *route != Route::Nccl {
-                symm_idx.push(i);
-                continue;
-            }
-            let (peer, send) = match op {
-                P2pOp::Send { peer, .. } => (*peer, true),
-                P2pOp::Recv { peer, .. } => (*peer, false),
-            };
-            let b = match op {
-                P2pOp::Send { input, .. } => {
+        let mut kops: Vec<KernelOp<'_, T>> = Vec::new();
+        for (op, route) in ops.iter_mut().zip(&routes) {
+            let nccl = *route == Route::Nccl;
+            match op {
+                P2pOp::Send { input, peer } => {
                     let input: &dyn Operand<T> = *input;
-                    self.cs.bind("input", input.__memory())?
+                    if nccl {
+                        let b = self.cs.bind("input", input.__memory())?;
+                        nccl_ops.push((*peer, true, b.device_ptr(), b.len() * size));
+                        bound.push(b);
+                    } else {
+                        kops.push(KernelOp::Send {
+                            input: input.__memory(),
+                            peer: *peer,
+                        });
+                    }
                 }
-                P2pOp::Recv { out, .. } => self.cs.bind_mut("out", &mut **out)?,
-            };
-            if !b.is_empty() {
-                nccl_ops.push((peer, send, b.device_ptr(), b.len() * size));
+                P2pOp::Recv { out, peer } => {
+                    if nccl {
+                        let b = self.cs.bind_mut("out", &mut **out)?;
+                        nccl_ops.push((*peer, false, b.device_ptr(), b.len() * size));
+                        bound.push(b);
+                    } else {
+                        kops.push(KernelOp::Recv {
+                            out: &mut **out,
+                            peer: *peer,
+                        });
+                    }
+                }
             }
-            bound.push(b);
         }
+        nccl_ops.retain(|op| op.3 > 0);
         if !nccl_ops.is_empty() {
             let n = self.nccl()?;
             // SAFETY: every address is memory of this rank bound to the
@@ -149,30 +156,9 @@ impl Collectives {
             unsafe { n.p2p(&nccl_ops, self.stream()?)? };
         }
         drop(bound);
-        if symm_idx.is_empty() {
+        if kops.is_empty() {
             return Ok(());
         }
-        let mut kops: Vec<KernelOp<'_, T>> = Vec::with_capacity(symm_idx.len());
-        let mut it = symm_idx.iter().peekable();
-        for (i, op) in ops.iter_mut().enumerate() {
-            if it.peek() != Some(&&i) {
-                continue;
-            }
-            it.next();
-            kops.push(match op {
-                P2pOp::Send { input, peer } => {
-                    let input: &dyn Operand<T> = *input;
-                    KernelOp::Send {
-                        input: input.__memory(),
-                        peer: *peer,
-                    }
-                }
-                P2pOp::Recv { out, peer } => KernelOp::Recv {
-                    out: &mut **out,
-                    peer: *peer,
-                },
-            });
-        }
-        p2p.send_recv(&mut kops)
+        self.p2p.send_recv(&mut kops)
     }
 }
