@@ -15,9 +15,12 @@ use targets::{on_gpu, ranks};
 mod calls;
 #[path = "support/data.rs"]
 mod data;
+#[path = "support/native.rs"]
+mod native;
 #[path = "support/tier.rs"]
 mod tier;
 use calls::{fill_input, fill_ref, keep};
+use native::{native_ops, native_values, Native};
 
 use symm::dsl::*;
 use symm::kernels::collectives::{
@@ -451,6 +454,118 @@ fn all_reduce_every_op_and_type() {
     all_reduce_every_op::<f16>(false);
     all_reduce_every_op::<f8e4m3>(false);
     all_reduce_every_op::<f8e5m2>(true);
+}
+
+/// `T`'s reduce-scatter, all-reduce (out of place and in place) and
+/// coalesced all-reduce by every op on `world` ranks: each element exact
+/// against the reference, every rank's bits the same, nothing written past
+/// the output; and avg of an integer the same `Unsupported` error on every
+/// rank.
+fn native_case<T: Native>(world: usize, n: usize) {
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| native_values::<T>(n, true)).collect();
+    let at = |op: ReduceOp, i: usize| {
+        let vals: Vec<T> = inputs.iter().map(|v| v[i]).collect();
+        T::reduce(op, &vals)
+    };
+    let ranges = [0..n / 3, n / 2..n];
+    for op in native_ops::<T>() {
+        let what = format!("{} {op:?} world {world} n {n}", T::DTYPE);
+        let Some(outs) = on_ranks(world, &what, |c| {
+            let buf = c.alloc::<T>(n)?;
+            buf.copy_from_host(&inputs[c.rank()])?;
+            let s = buf.rendezvous()?;
+            let len = reduce_scatter_chunk(n, world, c.rank()).len();
+            let mut rs = c.device_buffer_from(&vec![poison::<T>(); len + 1])?;
+            reduce_scatter(c, &s, &mut rs, n, op)?;
+            let mut ar = c.device_buffer_from(&vec![poison::<T>(); n + 1])?;
+            all_reduce_op(c, &s, &mut ar, n, op)?;
+            let rs = rs.to_host()?;
+            let ar = ar.to_host()?;
+            all_reduce_op(c, &s, &mut buf.slice(..)?, n, op)?;
+            let in_place = buf.to_host()?;
+            buf.copy_from_host(&inputs[c.rank()])?;
+            all_reduce_coalesced(c, &buf, &ranges, op)?;
+            c.synchronize()?;
+            Ok([rs, ar, in_place, buf.to_host()?])
+        }) else {
+            return;
+        };
+        for (r, [rs, ar, in_place, coalesced]) in outs.iter().enumerate() {
+            let mut want: Vec<T> = reduce_scatter_chunk(n, world, r)
+                .map(|i| at(op, i))
+                .collect();
+            want.push(poison::<T>());
+            assert_bits(&format!("{what}: reduce_scatter, rank {r}"), rs, &want);
+            let mut want: Vec<T> = (0..n).map(|i| at(op, i)).collect();
+            assert_bits(
+                &format!("{what}: in-place all_reduce_op, rank {r}"),
+                in_place,
+                &want,
+            );
+            let mut merged = inputs[r].clone();
+            for i in ranges.iter().flat_map(|r| r.clone()) {
+                merged[i] = want[i];
+            }
+            assert_bits(
+                &format!("{what}: all_reduce_coalesced, rank {r}"),
+                coalesced,
+                &merged,
+            );
+            want.push(poison::<T>());
+            assert_bits(&format!("{what}: all_reduce_op, rank {r}"), ar, &want);
+        }
+    }
+    if !T::DTYPE.is_float() {
+        let what = format!("{} Avg world {world}", T::DTYPE);
+        let errs = on_ranks(world, &what, |c| {
+            let buf = c.alloc::<T>(n)?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer::<T>(n)?;
+            let e = all_reduce_op(c, &s, &mut out, n, ReduceOp::Avg).expect_err("avg of integers");
+            let f = reduce_scatter(c, &s, &mut out, n, ReduceOp::Avg).expect_err("avg of integers");
+            Ok([e, f])
+        });
+        for e in errs.into_iter().flatten().flatten() {
+            assert_eq!(e.kind(), ErrorKind::Unsupported, "{what}: {e}");
+            let text = e.to_string();
+            assert!(
+                text.contains("ReduceOp::Avg takes floating-point elements")
+                    && text.contains("Sum, Min, Max and Prod"),
+                "{what}: {text}"
+            );
+        }
+    }
+}
+
+/// The integer and f64 reductions: every op, world, path and odd size,
+/// exact and bitwise across ranks.
+#[test]
+fn native_reductions_every_op_type_and_path() {
+    fn each<T: Native>(quick_type: bool) {
+        for world in WORLDS {
+            for path in [CollectivePath::Ll, CollectivePath::Pull] {
+                for n in [1, 7, 4095] {
+                    if !tier::runs(
+                        quick_type && quick(world, n) && (n < 4095 || path == CollectivePath::Pull),
+                    ) {
+                        continue;
+                    }
+                    on_path(Some(path), || native_case::<T>(world, n));
+                }
+            }
+        }
+        // Past one LL stage and the pull kernels' first vectors, on its own dispatch.
+        for world in [2, 3] {
+            if tier::runs(false) && (on_gpu() || quick_type) {
+                native_case::<T>(world, 65536 + 5);
+            }
+        }
+    }
+    each::<i32>(true);
+    each::<u64>(true);
+    each::<f64>(true);
+    each::<i64>(false);
+    each::<u32>(false);
 }
 
 /// NaN, infinities and signed zeros follow IEEE (min and max as
@@ -1482,9 +1597,10 @@ fn collective_kernels_sample_compile() {
     }
     symm::check_kernels!(
         fn collective_kernels_sample;
-        reduce_scatter_pull::<bf16, 8, 2>,
+        reduce_scatter_pull::<bf16, 8, 2, false>,
         copy_ll::<f32, 2>,
-        reduce_ll::<f32, 2, 0>,
+        reduce_ll::<f32, 2, 0, false>,
+        reduce_scatter_pull::<i64, 2, 0, true>,
     );
     collective_kernels_sample();
 }
@@ -1502,9 +1618,9 @@ fn collective_kernels_compile() {
         broadcast_pull::<u8, 16>,
         all_to_all_pull::<i64, 2>,
         all_to_all_v_pull::<f32, 4>,
-        all_reduce_op_two_shot::<f8e4m3, 16, 2>,
+        all_reduce_op_two_shot::<f8e4m3, 16, 2, false>,
         all_gather_coalesced_pull::<f32, 4>,
-        all_reduce_coalesced_pull::<f32, 4, 0>,
+        all_reduce_coalesced_pull::<f32, 4, 0, false>,
         all_gather_pull::<bf16, 8>,
         all_gather_pull::<u8, 16>,
         all_gather_pull::<u64, 2>,
@@ -1514,31 +1630,41 @@ fn collective_kernels_compile() {
         all_to_all_pull::<u8, 16>,
         all_to_all_v_pull::<u8, 16>,
         all_to_all_v_pull::<i64, 2>,
-        reduce_scatter_pull::<f32, 4, 0>,
-        reduce_scatter_pull::<f32, 4, 1>,
-        reduce_scatter_pull::<f32, 4, 4>,
-        reduce_scatter_pull::<f16, 8, 3>,
-        all_reduce_op_two_shot::<f32, 4, 1>,
-        all_reduce_op_two_shot::<f32, 4, 3>,
-        all_reduce_op_two_shot::<bf16, 8, 2>,
-        all_reduce_op_two_shot::<f16, 8, 4>,
+        reduce_scatter_pull::<f32, 4, 0, false>,
+        reduce_scatter_pull::<f32, 4, 1, false>,
+        reduce_scatter_pull::<f32, 4, 4, false>,
+        reduce_scatter_pull::<f16, 8, 3, false>,
+        all_reduce_op_two_shot::<f32, 4, 1, false>,
+        all_reduce_op_two_shot::<f32, 4, 3, false>,
+        all_reduce_op_two_shot::<bf16, 8, 2, false>,
+        all_reduce_op_two_shot::<f16, 8, 4, false>,
         all_gather_pull::<f8e4m3, 16>,
-        reduce_scatter_pull::<f8e4m3, 16, 0>,
-        reduce_scatter_pull::<f8e5m2, 16, 3>,
-        all_reduce_op_two_shot::<f8e5m2, 16, 1>,
+        reduce_scatter_pull::<f8e4m3, 16, 0, false>,
+        reduce_scatter_pull::<f8e5m2, 16, 3, false>,
+        all_reduce_op_two_shot::<f8e5m2, 16, 1, false>,
         all_gather_coalesced_pull::<u8, 16>,
-        all_reduce_coalesced_pull::<bf16, 8, 3>,
-        all_reduce_coalesced_pull::<f8e4m3, 16, 0>,
+        all_reduce_coalesced_pull::<bf16, 8, 3, false>,
+        all_reduce_coalesced_pull::<f8e4m3, 16, 0, false>,
         copy_ll::<bf16, 4>,
         copy_ll::<u8, 8>,
         copy_ll::<i64, 1>,
         copy_ll::<f8e5m2, 8>,
-        reduce_ll::<f32, 2, 1>,
-        reduce_ll::<f32, 2, 3>,
-        reduce_ll::<bf16, 4, 2>,
-        reduce_ll::<f16, 4, 4>,
-        reduce_ll::<f8e4m3, 8, 0>,
-        reduce_ll::<f8e5m2, 8, 3>,
+        reduce_ll::<f32, 2, 1, false>,
+        reduce_ll::<f32, 2, 3, false>,
+        reduce_ll::<bf16, 4, 2, false>,
+        reduce_ll::<f16, 4, 4, false>,
+        reduce_ll::<f8e4m3, 8, 0, false>,
+        reduce_ll::<f8e5m2, 8, 3, false>,
+        // The native reductions: each kernel, op and type at least once.
+        reduce_scatter_pull::<i32, 4, 2, true>,
+        reduce_scatter_pull::<f64, 2, 1, true>,
+        all_reduce_op_two_shot::<u64, 2, 4, true>,
+        all_reduce_op_two_shot::<u32, 4, 3, true>,
+        all_reduce_coalesced_pull::<f64, 2, 0, true>,
+        all_reduce_coalesced_pull::<i64, 2, 2, true>,
+        reduce_ll::<i64, 1, 4, true>,
+        reduce_ll::<u32, 2, 0, true>,
+        reduce_ll::<f64, 1, 3, true>,
     );
     collective_kernels();
 }

@@ -17,6 +17,9 @@ mod tier;
 use targets::{on_gpu, ranks};
 #[path = "support/data.rs"]
 mod data;
+#[path = "support/native.rs"]
+mod native;
+use native::{native_ops, native_values, Native};
 
 use symm::functional::{
     rule, CallFacts, Collective, Collectives, GroupFacts, Operand, Options, Output, Placed, Prefer,
@@ -39,7 +42,7 @@ fn expected(prefer: Prefer, limit: usize, group: &GroupFacts, call: &CallFacts) 
     let fp8 = matches!(call.dtype, DType::F8E4M3 | DType::F8E5M2);
     let nccl_can = group.no_nccl.is_none()
         && call.nccl_shape.is_none()
-        && !matches!(call.op, Some(ReduceOp::Min) | Some(ReduceOp::Max))
+        && !(matches!(call.op, Some(ReduceOp::Min) | Some(ReduceOp::Max)) && call.dtype.is_float())
         && !(call.op.is_some() && fp8 && !group.nccl_fp8);
     match prefer {
         Prefer::Symm => Some(true),
@@ -108,9 +111,6 @@ fn choice_rule_table() {
                     );
                     for &op in ops.iter().filter(|o| o.is_some() == reduces) {
                         for dtype in [DType::F32, DType::BF16, DType::F8E4M3, DType::I64] {
-                            if reduces && dtype == DType::I64 {
-                                continue;
-                            }
                             for placed in [
                                 Placed::Pool { segment: 3 },
                                 Placed::Symmetric,
@@ -439,6 +439,199 @@ fn every_collective(world: usize, kind: Kind, prefer: Prefer, n: usize) {
                 v,
                 &results[0][k],
             );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- numeric types
+
+/// The reductions of integers and f64 through `Collectives` with `prefer`
+/// on `world` ranks: all-reduce (into a buffer, in place and into a new
+/// tensor), reduce-scatter (into a buffer and in place) and the coalesced
+/// all-reduce, by every op `T` has, from pool tensors and plain buffers.
+/// Each element exact against [`Native::reduce`] (NCCL's f64 sums of more
+/// than two ranks within rounding: its order is its own), and every rank's
+/// bits the same. Avg of an integer is the same `Unsupported` error on
+/// every rank, on either route; an op NCCL lacks, forced onto it, the rule's
+/// error.
+fn numeric_case<T: Native>(world: usize, prefer: Prefer, n: usize) {
+    let Some(r) = ranks(world) else { return };
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| native_values::<T>(n, false)).collect();
+    let what = format!("{} world {world} {prefer:?} n {n}", T::DTYPE);
+    let at = |op: ReduceOp, i: usize| {
+        let vals: Vec<T> = inputs.iter().map(|v| v[i]).collect();
+        T::reduce(op, &vals)
+    };
+    // Only f64 sums (and avg) of three or more ranks depend on the order.
+    let loose = |op: ReduceOp| {
+        prefer == Prefer::Nccl
+            && T::DTYPE == DType::F64
+            && world > 2
+            && matches!(op, ReduceOp::Sum | ReduceOp::Avg)
+    };
+    let check = |what: &str, op: ReduceOp, got: &[T], want: &[T]| {
+        if loose(op) {
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                let (g, w) = (g.to_bits64() as i64, w.to_bits64() as i64);
+                assert!((g - w).abs() <= 4, "{what}: element {i}: {g:#x} vs {w:#x}");
+            }
+        } else if let Err(m) = compare_bits(got, want) {
+            panic!("{what}: {m:?}");
+        }
+    };
+    let poison = T::from_bits64(u64::MAX);
+    let ranges = [1..n / 4, n / 2..n - 1];
+    let results = run(r, options(), |c| {
+        let me = c.rank();
+        let coll = Collectives::with_options(c, Options::default().with_backend(prefer))?;
+        let pool = c.pool();
+        coll.register_pool(&pool);
+        let mine = &inputs[me];
+        let mut seen: Vec<Vec<T>> = Vec::new();
+        for op in native_ops::<T>() {
+            let what = format!("{what} {op:?}");
+            let nccl_lacks = prefer == Prefer::Nccl
+                && T::DTYPE == DType::F64
+                && matches!(op, ReduceOp::Min | ReduceOp::Max);
+            let want: Vec<T> = (0..n).map(|i| at(op, i)).collect();
+            // From a pool tensor into a plain buffer.
+            let x = pool.alloc::<T>(n)?;
+            x.write(0, mine)?;
+            let out = c.device_buffer_from(&vec![poison; n + 1])?;
+            match coll.all_reduce(&x, out, op) {
+                Err(e) if nccl_lacks => {
+                    assert!(e.to_string().contains("NCCL is forced"), "{what}: {e}");
+                    continue;
+                }
+                r => {
+                    let got = r?.wait_host()?.to_host()?;
+                    check(&format!("{what}: all_reduce"), op, &got[..n], &want);
+                    assert_eq!(
+                        got[n].to_bits64(),
+                        poison.to_bits64(),
+                        "{what}: past the end"
+                    );
+                    seen.push(got);
+                }
+            }
+            // In place on a plain buffer, and into a new tensor.
+            let b = c.device_buffer_from(mine)?;
+            let got = coll.all_reduce_in_place(b, op)?.wait_host()?.to_host()?;
+            check(&format!("{what}: all_reduce_in_place"), op, &got, &want);
+            seen.push(got);
+            let plain = c.device_buffer_from(mine)?;
+            let got = coll.all_reduce_new(&plain, op)?.wait_host()?.read(0, n)?;
+            check(&format!("{what}: all_reduce_new"), op, &got, &want);
+            // Reduce-scatter, out of place and in place.
+            let chunk = reduce_scatter_chunk(n, world, me);
+            let mut out = c.device_buffer_from(&vec![poison; chunk.len()])?;
+            coll.reduce_scatter(&x, &mut out, op)?.wait_host()?;
+            check(
+                &format!("{what}: reduce_scatter"),
+                op,
+                &out.to_host()?,
+                &want[chunk.clone()],
+            );
+            let b = c.device_buffer_from(mine)?;
+            let got = coll
+                .reduce_scatter_in_place(b, op)?
+                .wait_host()?
+                .to_host()?;
+            check(
+                &format!("{what}: reduce_scatter_in_place"),
+                op,
+                &got[chunk.clone()],
+                &want[chunk.clone()],
+            );
+            // Coalesced: what lies outside the ranges is the input.
+            let mut out = c.device_buffer_from(&vec![poison; n])?;
+            coll.all_reduce_coalesced(&x, &ranges, &mut out, op)?
+                .wait_host()?;
+            let mut merged = mine.clone();
+            for i in ranges.iter().flat_map(|r| r.clone()) {
+                merged[i] = want[i];
+            }
+            check(
+                &format!("{what}: all_reduce_coalesced"),
+                op,
+                &out.to_host()?,
+                &merged,
+            );
+        }
+        if !T::DTYPE.is_float() {
+            let x = c.device_buffer_from(mine)?;
+            for e in [
+                coll.all_reduce(&x, c.device_buffer::<T>(n)?, ReduceOp::Avg)
+                    .err(),
+                coll.reduce_scatter_in_place(c.device_buffer_from(mine)?, ReduceOp::Avg)
+                    .err(),
+            ] {
+                let e = e.unwrap_or_else(|| panic!("{what}: avg of integers ran"));
+                assert_eq!(e.kind(), ErrorKind::Unsupported, "{what}: {e}");
+                assert!(
+                    e.to_string()
+                        .contains("ReduceOp::Avg takes floating-point elements"),
+                    "{what}: {e}"
+                );
+            }
+        }
+        Ok(seen)
+    })
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (r, s) in results.iter().enumerate() {
+        for (k, v) in s.iter().enumerate() {
+            if let Err(m) = compare_bits(v, &results[0][k]) {
+                panic!("{what}: rank {r} vs rank 0, result {k}: {m:?}");
+            }
+        }
+    }
+}
+
+/// The numeric types × ops × reductions matrix on symm's kernels, on every
+/// world; the NCCL route's is in [`numeric_types_on_nccl`].
+#[test]
+fn every_numeric_type_by_every_op() {
+    for world in [1, 2, 3, 4, 8] {
+        for n in [5, 4099] {
+            if !tier::runs(tier::quick_world(world) && n < 4099) {
+                continue;
+            }
+            numeric_case::<i32>(world, Prefer::Symm, n);
+            numeric_case::<i64>(world, Prefer::Symm, n);
+            numeric_case::<u32>(world, Prefer::Symm, n);
+            numeric_case::<u64>(world, Prefer::Symm, n);
+            numeric_case::<f64>(world, Prefer::Symm, n);
+        }
+    }
+}
+
+/// The numeric matrix forced onto NCCL: at world 1 on a GPU, and at world
+/// 2 where there are two GPUs (NCCL allows one rank per GPU). Skipped,
+/// loudly, elsewhere.
+#[test]
+fn numeric_types_on_nccl() {
+    if !tier::quick_test() {
+        return;
+    }
+    if !on_gpu() || !symm::functional::nccl_available() {
+        eprintln!("SKIPPED: numeric_types_on_nccl needs a GPU and libnccl");
+        return;
+    }
+    let worlds: &[usize] = if symm::cuda_device_count() >= 2 {
+        &[1, 2]
+    } else {
+        &[1]
+    };
+    if worlds.len() == 1 {
+        eprintln!("SKIPPED: numeric_types_on_nccl at world 2 needs 2 GPUs");
+    }
+    for &world in worlds {
+        for n in [5, 4099, 1 << 20] {
+            numeric_case::<i32>(world, Prefer::Nccl, n);
+            numeric_case::<i64>(world, Prefer::Nccl, n);
+            numeric_case::<u32>(world, Prefer::Nccl, n);
+            numeric_case::<u64>(world, Prefer::Nccl, n);
+            numeric_case::<f64>(world, Prefer::Nccl, n);
         }
     }
 }

@@ -13,8 +13,9 @@ use crate::shared::elem::{float_types, packet, vector};
 #[diagnostic::on_unimplemented(
     message = "symm's all-reduce does not take `{Self}` elements",
     label = "not an element type of the all-reduce",
-    note = "the all-reduce takes f32, bf16, f16, f8e4m3 and f8e5m2, summed in f32; integer and \
-            f64 reductions are not supported yet"
+    note = "the built-in all-reduce sums f32, bf16, f16, f8e4m3 and f8e5m2 in f32; integers \
+            and f64 reduce by any op through symm::functional::Collectives::all_reduce or \
+            symm::kernels::collectives::all_reduce_op"
 )]
 pub trait AllReduceElem: symm::dsl::Scalar {
     /// The largest grid of `path`'s kernel with `threads` per block that

@@ -90,7 +90,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
     let smem = buf.rendezvous()?;
     let mut rows = Vec::with_capacity(ranges.len());
     let mut at = 0usize;
-    let mut problem: Option<Problem> = None;
+    let mut problem: Option<Problem> = super::elem::op_problem::<T>(op);
     let per_vec = crate::shared::elem::vector::<T>().max(1);
     for r in ranges {
         problem = problem.or_else(|| range_problem(r, buf.len(), "the buffer's"));

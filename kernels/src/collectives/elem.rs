@@ -3,10 +3,11 @@
 //! each kernel's instantiations, generated from the element-type tables
 //! (`shared::elem`), and the argument sets of the launches.
 
-use symm::{BoundSlice, Comm, LaunchConfig, Result, SymmetricMemory};
+use symm::{BoundSlice, Comm, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
 use super::device::*;
-use crate::shared::elem::{copy_types, float_types, vector, wide_packet};
+use crate::shared::agree::Problem;
+use crate::shared::elem::{copy_types, float_types, native_types, vector, wide_packet};
 
 /// A call's channel and its digest (see `enter_sending` in `shared/device.rs`).
 #[doc(hidden)]
@@ -16,8 +17,10 @@ pub struct Ch {
     pub(super) sig: u32,
 }
 
-/// How [`reduce_scatter`](super::reduce_scatter) combines the ranks' elements. All combine in f32
-/// in rank order 0, 1, … and round once to the element type.
+/// How the reductions combine the ranks' elements, in rank order 0, 1, …:
+/// the float types of 32 bits or less in f32, rounding once to the element
+/// type; f64 in f64; integers in their own type, wrapping (as NCCL's do).
+/// [`Avg`](ReduceOp::Avg) takes floats only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     /// The sum.
@@ -55,8 +58,8 @@ impl ReduceOp {
         }
     }
 
-    /// The op applied to `a` and `b` as the kernels do, in f32: a
-    /// reference for tests.
+    /// The op applied to `a` and `b` as the kernels do for the float
+    /// types that combine in f32: a reference for tests.
     pub fn combine(self, a: f32, b: f32) -> f32 {
         match self {
             ReduceOp::Sum | ReduceOp::Avg => a + b,
@@ -69,6 +72,32 @@ impl ReduceOp {
             ReduceOp::Max => a.max(b),
         }
     }
+}
+
+/// Whether `T` reduces by `op`, and if not, the problem in words: avg
+/// takes floats only (an integer mean would round, where NCCL has no avg
+/// of integers either).
+pub(crate) fn op_problem<T: ReduceElem>(op: ReduceOp) -> Option<Problem> {
+    dtype_op_problem(T::DTYPE, op)
+}
+
+/// Whether the reductions combine `dtype` in its own type (integers and
+/// f64: [`ReduceElem`]'s native types), so that a sum runs the op kernels
+/// rather than the all-reduce's (which combine in f32).
+pub(crate) const fn combines_natively(dtype: symm::DType) -> bool {
+    !dtype.is_float() || matches!(dtype, symm::DType::F64)
+}
+
+/// [`op_problem`] by the element type's tag.
+pub(crate) fn dtype_op_problem(dtype: symm::DType, op: ReduceOp) -> Option<Problem> {
+    (op == ReduceOp::Avg && !dtype.is_float()).then(|| Problem {
+        kind: symm::ErrorKind::Unsupported,
+        text: format!(
+            "ReduceOp::Avg takes floating-point elements (f32, f64, bf16, f16, f8e4m3, \
+             f8e5m2); {t} elements reduce by Sum, Min, Max and Prod",
+            t = dtype.name()
+        ),
+    })
 }
 
 /// Element types of the copies ([`all_gather`](super::all_gather), [`all_to_all`](super::all_to_all) and its
@@ -120,16 +149,34 @@ pub struct LlCall<'a, 'b, T: symm::dsl::Scalar> {
 }
 
 /// Element types of the reductions ([`reduce_scatter`](super::reduce_scatter), [`all_reduce_op`](super::all_reduce_op)):
-/// f32, bf16, f16, and the fp8 types f8e4m3 and f8e5m2 (accumulating in
-/// f32, as NCCL does).
+/// f32, bf16, f16 and the fp8 types f8e4m3 and f8e5m2, combined in f32 (as
+/// NCCL does), and f64, i32, i64, u32 and u64, combined in their own type
+/// ([`ReduceOp`]).
 #[diagnostic::on_unimplemented(
     message = "symm's reductions do not take `{Self}` elements",
     label = "not an element type of the reductions",
     note = "the reductions (all_reduce with any op, reduce_scatter, the coalesced all-reduce) \
-            take f32, bf16, f16, f8e4m3 and f8e5m2, combined in f32; integer and f64 \
-            reductions are not supported yet"
+            take f32, bf16, f16, f8e4m3 and f8e5m2 (combined in f32) and f64, i32, i64, u32 \
+            and u64 (combined in their own type; ReduceOp::Avg takes floats only)"
 )]
 pub trait ReduceElem: CopyElem {
+    /// Whether the kernels combine in the element type itself (integers
+    /// and f64) rather than in f32.
+    #[doc(hidden)]
+    const __NATIVE: bool;
+
+    /// The all-reduce by sum: the built-in
+    /// [`all_reduce`](crate::all_reduce::all_reduce) (its kernels and
+    /// measured dispatch) for the types that combine in f32, and
+    /// [`all_reduce_op`](super::all_reduce_op)'s kernels for the others.
+    #[doc(hidden)]
+    fn __sum(
+        comm: &Comm,
+        input: &SymmetricMemory,
+        out: &mut (impl DeviceSlice<Self> + ?Sized),
+        n: usize,
+    ) -> Result<()>;
+
     #[doc(hidden)]
     fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
 
@@ -313,31 +360,77 @@ macro_rules! copy_elem {
 }
 copy_types!(copy_elem);
 
-/// Calls `kernel::f::<T, V, OP>` with `OP` the kernels' code of `op`
-/// (its `OP` parameter is a constant, so each op is its own instantiation).
+/// Calls `kernel::f::<T, V, OP, NATIVE>` with `OP` the kernels' code of
+/// `op` (its `OP` parameter is a constant, so each op is its own
+/// instantiation).
 macro_rules! by_op {
-    ($op:expr, $k:ident::$f:ident::<$t:ty, $($v:tt),+>($($arg:expr),*)) => {
+    ($op:expr, $k:ident::$f:ident::<$t:ty, $v:tt, $native:tt>($($arg:expr),*)) => {
         match $op {
-            ReduceOp::Sum => $k::$f::<$t, $($v),+, 0>($($arg),*),
-            ReduceOp::Avg => $k::$f::<$t, $($v),+, 1>($($arg),*),
-            ReduceOp::Min => $k::$f::<$t, $($v),+, 2>($($arg),*),
-            ReduceOp::Max => $k::$f::<$t, $($v),+, 3>($($arg),*),
-            ReduceOp::Prod => $k::$f::<$t, $($v),+, 4>($($arg),*),
+            ReduceOp::Sum => $k::$f::<$t, $v, 0, $native>($($arg),*),
+            ReduceOp::Avg => $k::$f::<$t, $v, 1, $native>($($arg),*),
+            ReduceOp::Min => $k::$f::<$t, $v, 2, $native>($($arg),*),
+            ReduceOp::Max => $k::$f::<$t, $v, 3, $native>($($arg),*),
+            ReduceOp::Prod => $k::$f::<$t, $v, 4, $native>($($arg),*),
         }
     };
 }
 
+/// The reductions' sum for the types that combine in f32: the built-in
+/// all-reduce.
+macro_rules! builtin_sum {
+    () => {
+        fn __sum(
+            comm: &Comm,
+            input: &SymmetricMemory,
+            out: &mut (impl DeviceSlice<Self> + ?Sized),
+            n: usize,
+        ) -> Result<()> {
+            crate::all_reduce::all_reduce(comm, input, out, n)
+        }
+    };
+}
+
+/// The reductions' sum for the native types: the op kernels'.
+macro_rules! native_sum {
+    () => {
+        fn __sum(
+            comm: &Comm,
+            input: &SymmetricMemory,
+            out: &mut (impl DeviceSlice<Self> + ?Sized),
+            n: usize,
+        ) -> Result<()> {
+            super::all_reduce_op(comm, input, out, n, ReduceOp::Sum)
+        }
+    };
+}
+
+macro_rules! float_reduce_elem {
+    ($($t:ty),*) => { reduce_elem!(false, builtin_sum; $($t),*); };
+}
+
+macro_rules! native_reduce_elem {
+    ($($t:ty),*) => { reduce_elem!(true, native_sum; $($t),*); };
+}
+
 macro_rules! reduce_elem {
-    ($($t:ty),* $(,)?) => {$(
+    ($native:tt, $sum:ident; $($t:ty),* $(,)?) => {$(
         impl ReduceElem for $t {
+            const __NATIVE: bool = {
+                // The kernels' flag, as the rule finds it from the type's tag.
+                assert!(combines_natively(<$t as symm::Element>::DTYPE) == $native);
+                $native
+            };
+
+            $sum!();
+
             fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
-                by_op!(op, reduce_scatter_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0))
+                by_op!(op, reduce_scatter_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }, $native>(comm, threads, 0))
             }
 
             unsafe fn __reduce_ll(comm: &Comm, cfg: LaunchConfig, c: LlCall<'_, '_, Self>) -> Result<()> {
                 // SAFETY: as `__copy`, with the stage sized by `run_ll`.
                 unsafe {
-                    by_op!(c.op, reduce_ll::launch_unchecked::<$t, { wide_packet::<$t>() }>(
+                    by_op!(c.op, reduce_ll::launch_unchecked::<$t, { wide_packet::<$t>() }, $native>(
                         comm, cfg, c.input, c.stage, c.out, c.n, c.root, c.flag, c.cap,
                         c.ch.index, c.ch.sig
                     ))
@@ -345,7 +438,7 @@ macro_rules! reduce_elem {
             }
 
             fn __ar_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
-                by_op!(op, all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0))
+                by_op!(op, all_reduce_op_two_shot::co_resident_grid_unchecked::<$t, { vector::<$t>() }, $native>(comm, threads, 0))
             }
 
             unsafe fn __all_reduce(
@@ -361,12 +454,12 @@ macro_rules! reduce_elem {
                 // SAFETY: as `__copy`: `all_reduce_op` checked `n` against
                 // the input and `out`, and `scratch` holds `n` elements.
                 unsafe {
-                    by_op!(op, all_reduce_op_two_shot::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, scratch, out, n, ch.index, ch.sig))
+                    by_op!(op, all_reduce_op_two_shot::launch_unchecked::<$t, { vector::<$t>() }, $native>(comm, cfg, input, scratch, out, n, ch.index, ch.sig))
                 }
             }
 
             fn __arc_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
-                by_op!(op, all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0))
+                by_op!(op, all_reduce_coalesced_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }, $native>(comm, threads, 0))
             }
 
             unsafe fn __all_reduce_coalesced(
@@ -382,7 +475,7 @@ macro_rules! reduce_elem {
                 // SAFETY: as `__copy`: `all_reduce_coalesced` checked every
                 // range against the buffer and sized the scratch for them.
                 unsafe {
-                    by_op!(op, all_reduce_coalesced_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig))
+                    by_op!(op, all_reduce_coalesced_pull::launch_unchecked::<$t, { vector::<$t>() }, $native>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig))
                 }
             }
 
@@ -399,10 +492,11 @@ macro_rules! reduce_elem {
                 // SAFETY: as `__copy`: `reduce_scatter` checked `n`
                 // against the input and this rank's chunk against `out`.
                 unsafe {
-                    by_op!(op, reduce_scatter_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, chunk, ch.index, ch.sig))
+                    by_op!(op, reduce_scatter_pull::launch_unchecked::<$t, { vector::<$t>() }, $native>(comm, cfg, input, out, n, chunk, ch.index, ch.sig))
                 }
             }
         }
     )*};
 }
-float_types!(reduce_elem);
+float_types!(float_reduce_elem);
+native_types!(native_reduce_elem);

@@ -12,8 +12,10 @@
 //! call has run eagerly (its first call of a shape checks the arguments
 //! across ranks through the store, which capture cannot do). Copies take
 //! any element type and move it bit for bit; reductions take f32, bf16,
-//! f16, f8e4m3 and f8e5m2, combine in f32 in rank order 0, 1, … and round
-//! once, so every rank gets the same bits.
+//! f16, f8e4m3 and f8e5m2, which they combine in f32 and round once, and
+//! f64, i32, i64, u32 and u64, which they combine in their own type
+//! (integers wrap); in rank order 0, 1, …, so every rank gets the same
+//! bits ([`ReduceOp`]).
 //!
 //! Every call is also checked to be the same call on every rank (a
 //! digest of kind, element type, sizes, op, root, ranges, path and
@@ -50,6 +52,7 @@ mod splits;
 pub use coalesced::{all_gather_coalesced, all_reduce_coalesced};
 pub use copies::{all_gather, all_gather_in_place, all_to_all, broadcast, broadcast_in_place};
 pub use device::*;
+pub(crate) use elem::{combines_natively, dtype_op_problem};
 pub use elem::{Ch, CopyCall, CopyElem, Kernel, LlCall, ReduceElem, ReduceOp};
 pub use path::{force_path, CollectivePath};
 pub use reductions::{all_reduce_op, reduce_scatter, reduce_scatter_chunk};

@@ -4,7 +4,7 @@
 use symm::{BoundSlice, Comm, DeviceSlice, Result, SymmetricMemory};
 
 use super::call::{begin, grid, threads, Call, Kind};
-use super::elem::{ReduceElem, ReduceOp};
+use super::elem::{op_problem, ReduceElem, ReduceOp};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
 use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint, InPlace};
@@ -38,6 +38,9 @@ pub fn reduce_scatter<T: ReduceElem>(
         empty: n == 0,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
+        if let Some(p) = op_problem::<T>(op) {
+            return Err(p);
+        }
         fits::<T>(input, n, "the input")?;
         out_fits(out, Some(mine.len()), "this rank's chunk")?;
         disjoint(input, out, InPlace::No)
@@ -85,22 +88,24 @@ pub fn reduce_scatter<T: ReduceElem>(
 }
 
 /// All-reduce by `op`: every rank's `out[0..n]` gets the reduction of
-/// every rank's first `n` elements of `input`. [`ReduceOp::Sum`] runs the
-/// built-in [`all_reduce`](crate::all_reduce::all_reduce) (its kernels
-/// and measured dispatch); the other ops run a two-shot kernel
+/// every rank's first `n` elements of `input`. [`ReduceOp::Sum`] of the
+/// types that combine in f32 runs the built-in
+/// [`all_reduce`](crate::all_reduce::all_reduce) (its kernels and
+/// measured dispatch); the other ops and types run an LL kernel
+/// ([`reduce_ll`](super::reduce_ll)) or a two-shot one
 /// ([`all_reduce_op_two_shot`](super::all_reduce_op_two_shot)) through a
 /// scratch buffer that the first call (or a larger one) allocates and
 /// later growth keeps alive, as the all-reduce's staging. `out` may be
 /// exactly this rank's `input` (in place) but may not overlap it
 /// otherwise.
-pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
+pub fn all_reduce_op<T: ReduceElem>(
     comm: &Comm,
     input: &SymmetricMemory,
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
     op: ReduceOp,
 ) -> Result<()> {
-    let sum = op == ReduceOp::Sum;
+    let sum = op == ReduceOp::Sum && !T::__NATIVE;
     let call = Call {
         kind: Kind::AllReduce { n, op },
         // Sum runs the built-in all-reduce, which chooses its own kernel.
@@ -108,6 +113,9 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
         empty: n == 0,
     };
     let check = |bound: &BoundSlice<'_, T>| {
+        if let Some(p) = op_problem::<T>(op) {
+            return Err(p);
+        }
         fits::<T>(input, n, "the input")?;
         out_fits(bound, Some(n), "n")?;
         // A sum has an in-place function of its own; the other ops run in
@@ -123,7 +131,7 @@ pub fn all_reduce_op<T: ReduceElem + crate::all_reduce::AllReduceElem>(
         // would otherwise run another kernel, and allocate staging its
         // peers do not); then the built-in's own kernels and dispatch.
         drop(r);
-        return crate::all_reduce::all_reduce(comm, input, out, n);
+        return T::__sum(comm, input, out, n);
     }
     if r.path == CollectivePath::Ll {
         let args = LlArgs {

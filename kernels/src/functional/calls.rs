@@ -13,7 +13,7 @@ impl Collectives {
         op: ReduceOp,
     ) -> Result<Pending<'c, O>>
     where
-        T: ReduceElem + AllReduceElem,
+        T: ReduceElem,
         O: Output<T>,
     {
         let n = input.__memory().len();
@@ -22,7 +22,9 @@ impl Collectives {
         // Where the sum's kernel reads peers' inputs at their symmetric
         // addresses, every rank stages, so no rank's input kind can differ
         // from its peers'.
-        if op == ReduceOp::Sum && crate::all_reduce::reads_peer_inputs(self.cs.world_size(), bytes)
+        if op == ReduceOp::Sum
+            && !T::__NATIVE
+            && crate::all_reduce::reads_peer_inputs(self.cs.world_size(), bytes)
         {
             facts.placed = Placed::Plain;
         }
@@ -34,7 +36,7 @@ impl Collectives {
             (n, n, None),
             "all_reduce",
             |c, smem, out| match op {
-                ReduceOp::Sum => crate::all_reduce::all_reduce(c, smem, out, n),
+                ReduceOp::Sum => T::__sum(c, smem, out, n),
                 _ => collectives::all_reduce_op(c, smem, out, n, op),
             },
             |nccl, src, dst, stream| {

@@ -17,7 +17,7 @@ impl Collectives {
         op: ReduceOp,
     ) -> Result<Pending<'c, O>>
     where
-        T: ReduceElem + AllReduceElem,
+        T: ReduceElem,
         O: Output<T>,
     {
         let n = buf.__memory_mut().len();
@@ -31,7 +31,7 @@ impl Collectives {
             (n, n, None),
             "all_reduce_in_place",
             |c, smem, out| match op {
-                ReduceOp::Sum => crate::all_reduce::all_reduce(c, smem, out, n),
+                ReduceOp::Sum => T::__sum(c, smem, out, n),
                 _ => collectives::all_reduce_op(c, smem, out, n, op),
             },
             |nccl, b, stream| {
@@ -276,7 +276,7 @@ impl Collectives {
         op: ReduceOp,
     ) -> Result<Pending<'c, PoolTensor<T>>>
     where
-        T: ReduceElem + AllReduceElem,
+        T: ReduceElem,
     {
         let n = input.__memory().len();
         self.all_reduce(input, self.new_output(n, n)?, op)

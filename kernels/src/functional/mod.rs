@@ -83,7 +83,6 @@ use symm::{
     BoundSlice, Comm, DeviceSlice, Element, Error, Result, SymmBuffer, SymmPool, SymmetricMemory,
 };
 
-use crate::all_reduce::AllReduceElem;
 use crate::collectives::{self, CopyElem, ReduceElem};
 pub use rule::{
     CallFacts, Choice, Collective, GroupFacts, Options, Placed, Prefer, Route, RuleError,

@@ -207,13 +207,15 @@ impl Collectives {
         ) -> Result<()>,
     ) -> Result<Pending<'c, O>> {
         let route = self.route(&facts)?;
-        let problem = self.local_problem(
-            route,
-            Some(input.__memory()),
-            (out.__memory_mut(), "out"),
-            need_out,
-            extra,
-        );
+        let problem = facts.op_problem().or_else(|| {
+            self.local_problem(
+                route,
+                Some(input.__memory()),
+                (out.__memory_mut(), "out"),
+                need_out,
+                extra,
+            )
+        });
         self.decide(&facts, route, shape, problem)?;
         self.enter()?;
         if let Some(s) = &self.stream {
@@ -253,7 +255,9 @@ impl Collectives {
         nccl: impl FnOnce(&nccl::Nccl, &mut BoundSlice<'_, T>, &CudaStream) -> Result<()>,
     ) -> Result<Pending<'c, O>> {
         let route = self.route(&facts)?;
-        let problem = self.local_problem(route, None, (out.__memory_mut(), "buf"), need_out, extra);
+        let problem = facts.op_problem().or_else(|| {
+            self.local_problem(route, None, (out.__memory_mut(), "buf"), need_out, extra)
+        });
         self.decide(&facts, route, shape, problem)?;
         self.enter()?;
         let mut b = self.cs.bind_mut("buf", out.__memory_mut())?;

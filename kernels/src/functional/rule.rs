@@ -393,6 +393,14 @@ pub struct CallFacts {
     pub placed: Placed,
 }
 
+impl CallFacts {
+    /// The reduction's op, where the element type has no such op (avg of
+    /// integers): what every rank publishes in the agreement.
+    pub(crate) fn op_problem(&self) -> Option<crate::shared::agree::Problem> {
+        collectives::dtype_op_problem(self.dtype, self.op?)
+    }
+}
+
 /// The backend a call takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -452,7 +460,7 @@ fn nccl_refuses<'a>(group: &'a GroupFacts, call: &CallFacts) -> Option<&'a str> 
     if let Some(why) = call.nccl_shape {
         return Some(why);
     }
-    if matches!(call.op, Some(ReduceOp::Min | ReduceOp::Max)) {
+    if matches!(call.op, Some(ReduceOp::Min | ReduceOp::Max)) && call.dtype.is_float() {
         return Some(
             "NCCL's min and max do not carry NaNs and signed zeros as symm's do \
              (IEEE 754-2019 minimum and maximum)",
@@ -468,7 +476,9 @@ fn nccl_refuses<'a>(group: &'a GroupFacts, call: &CallFacts) -> Option<&'a str> 
 /// The symm kernel family that runs the call.
 fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
     match (call.collective, call.op) {
-        (Collective::AllReduce, Some(ReduceOp::Sum)) => {
+        (Collective::AllReduce, Some(ReduceOp::Sum))
+            if !collectives::combines_natively(call.dtype) =>
+        {
             crate::all_reduce::AllReducePath::choose_for(group.world, call.bytes, false).name()
         }
         (
@@ -552,7 +562,7 @@ pub fn choose(
     let reason = match branch(options, group, call) {
         Branch::SymmForced => format!("symm forced, {size}, {place}"),
         Branch::Deterministic => format!(
-            "{size}, deterministic mode: reductions stay on symm's kernels (rank-order f32 \
+            "{size}, deterministic mode: reductions stay on symm's kernels (rank-order \
              sums), {place}"
         ),
         Branch::NcclForced => format!("NCCL forced, {size}"),

@@ -23,6 +23,16 @@ macro_rules! float_types {
 }
 pub(crate) use float_types;
 
+/// The types that reduce in their own type (the reductions' `NATIVE`
+/// kernels): the integers of 32 and 64 bits and f64, by every op NCCL has
+/// for them (sum, min, max, product; avg only for f64).
+macro_rules! native_types {
+    ($m:ident) => {
+        $m!(f64, u32, u64, i32, i64);
+    };
+}
+pub(crate) use native_types;
+
 /// The float types of at least 16 bits (the fused kernels', whose vectors
 /// hold whole rows of `hidden`): f32, bf16 and f16.
 macro_rules! wide_float_types {
@@ -32,12 +42,13 @@ macro_rules! wide_float_types {
 }
 pub(crate) use wide_float_types;
 
-/// Every element type the copies move bit for bit: the float types and
-/// f64, u8, u32, u64, i32, i64.
+/// Every element type the copies move bit for bit: the float types, the
+/// native ones and u8.
 macro_rules! copy_types {
     ($m:ident) => {
         $crate::shared::elem::float_types!($m);
-        $m!(f64, u8, u32, u64, i32, i64);
+        $crate::shared::elem::native_types!($m);
+        $m!(u8);
     };
 }
 pub(crate) use copy_types;

@@ -3,8 +3,8 @@
 // dispatch macros.
 use symm::functional::{Collectives, ReduceOp};
 
-fn count(coll: &Collectives, x: &symm::DeviceBuffer<u32>) -> symm::Result<()> {
-    let mut out = coll.comm().device_buffer::<u32>(x.len())?;
+fn count(coll: &Collectives, x: &symm::DeviceBuffer<u8>) -> symm::Result<()> {
+    let mut out = coll.comm().device_buffer::<u8>(x.len())?;
     coll.all_reduce(x, &mut out, ReduceOp::Sum)?.wait()?;
     Ok(())
 }

@@ -251,13 +251,14 @@ pub fn ll_packets<T: Scalar, const E: usize>(
 /// (`scatter` 0: all `n` elements) by `OP`, by LL packets as
 /// [`copy_ll`]: each rank pushes what each peer reduces into the peer's
 /// stage, and each reduces what arrives with its own part in rank order in
-/// f32, rounding once, so every rank gets the same bits. One NVLink trip,
+/// f32, rounding once (in `T` where `NATIVE`), so every rank gets the same
+/// bits. One NVLink trip,
 /// no barrier. `out` may be this rank's `input` for the all-reduce (a
 /// thread reads its own elements before it writes them, and peers never
 /// read `input`). Launch as [`copy_ll`].
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn reduce_ll<T: Scalar, const E: usize, const OP: usize>(
+pub fn reduce_ll<T: Num, const E: usize, const OP: usize, const NATIVE: bool>(
     input: SymmBuf<T>,
     stage: SymmBuf<u64>,
     out: &mut [T],
@@ -322,6 +323,22 @@ pub fn reduce_ll<T: Scalar, const E: usize, const OP: usize>(
         let mut res: u64 = 0;
         for j in 0..E {
             let s = j as u32 * width;
+            if NATIVE {
+                let mut nat = T::zero();
+                for p in 0..8u32 {
+                    if p < world {
+                        let d = if p == rank { own } else { got[p] };
+                        let x = T::from_bits64(d >> s);
+                        nat = if p == 0u32 {
+                            x
+                        } else {
+                            combine_native::<T, OP>(nat, x)
+                        };
+                    }
+                }
+                res |= finish_native::<T, OP>(nat, world).to_bits64() << s;
+                continue;
+            }
             let mut acc: f32 = 0.0;
             // Loops to the constant 8, guarded, so `got` is indexed by
             // constants and stays in registers.

@@ -17,8 +17,10 @@
 //! over, and calls may run back to back with no host synchronisation.
 //! Copies move elements bit for bit (16-byte vectors where a span's
 //! offsets allow, or 8-byte packets), so any element type works.
-//! Reductions combine every rank's elements in f32 in rank order 0, 1, …
-//! (every rank gets the same bits) and round once.
+//! Reductions combine every rank's elements in rank order 0, 1, … (every
+//! rank gets the same bits): the float types of 32 bits or less in f32,
+//! rounding once to the element type, and the types that reduce natively
+//! (`NATIVE`: integers and f64) in the element type itself.
 
 use symm::dsl::*;
 use symm::symm_kernel;
@@ -382,11 +384,54 @@ pub(crate) fn combine<const OP: usize>(a: f32, b: f32) -> f32 {
     r
 }
 
+/// `a` combined with `b` by reduce op `OP` in `T` itself, for the element
+/// types that reduce natively (integers and f64): sums and products wrap
+/// for integers (as NCCL's do) and round once for f64; min and max as
+/// [`combine`]. An integer's sum and product are written as `fma`, the one
+/// generic operation that wraps in every build (a debug emulator reports
+/// a `+` that overflows, as Rust does).
+#[symm_kernel(device)]
+pub(crate) fn combine_native<T: Num, const OP: usize>(a: T, b: T) -> T {
+    // Constant for each instantiation: 0.5 truncates to 0 only in an integer.
+    let int = T::from_f32(0.5f32) == T::zero();
+    let mut r = if int { a.fma(T::one(), b) } else { a + b };
+    if OP == 4 {
+        r = if int { a.fma(b, T::zero()) } else { a * b };
+    } else if OP == 2 || OP == 3 {
+        if a != a {
+            r = a;
+        } else if b != b {
+            r = b;
+        } else if a == b {
+            // Equal: only f64 zeros differ in bits, as in `combine`.
+            let x = a.to_bits64();
+            let y = b.to_bits64();
+            r = T::from_bits64(if OP == 2 { x | y } else { x & y });
+        } else if OP == 2 {
+            r = if b < a { b } else { a };
+        } else {
+            r = if b > a { b } else { a };
+        }
+    }
+    r
+}
+
+/// The native reduction `acc` of `world` ranks' elements: divided by
+/// `world` for avg (f64 only; the calls refuse avg of integers).
+#[symm_kernel(device)]
+pub(crate) fn finish_native<T: Num, const OP: usize>(acc: T, world: u32) -> T {
+    let mut r = acc;
+    if OP == 1 {
+        r = acc / T::from_f32(world as f32);
+    }
+    r
+}
+
 /// Reduce-scatter: rank r gets, in `out[0..len]`, the reduction by `OP`
 /// of elements `r * chunk..r * chunk + len` of every rank's `input`, where
 /// `len` is `chunk` but for the last ranks (the rest of `n`, maybe none).
 #[symm_kernel]
-pub fn reduce_scatter_pull<T: Scalar, const V: usize, const OP: usize>(
+pub fn reduce_scatter_pull<T: Num, const V: usize, const OP: usize, const NATIVE: bool>(
     input: SymmBuf<T>,
     out: &mut [T],
     n: u32,
@@ -412,7 +457,7 @@ pub fn reduce_scatter_pull<T: Scalar, const V: usize, const OP: usize>(
         let vecs = len / v;
         let mut i = grid_thread();
         while i < vecs {
-            let res = reduce_vec::<T, V, OP>(input, start + i * v, world);
+            let res = reduce_vec::<T, V, OP, NATIVE>(input, start + i * v, world);
             out.store_vec::<V>(i * v, res);
             i += grid_threads();
         }
@@ -420,7 +465,7 @@ pub fn reduce_scatter_pull<T: Scalar, const V: usize, const OP: usize>(
     }
     let mut j = done + grid_thread();
     while j < len {
-        out[j] = reduce_one::<T, OP>(input, start + j, world);
+        out[j] = reduce_one::<T, OP, NATIVE>(input, start + j, world);
         j += grid_threads();
     }
     exit_checked(input, ch, call, sig);
@@ -439,10 +484,10 @@ pub(crate) fn finish<T: Scalar, const OP: usize>(acc: f32, world: u32) -> T {
 }
 
 /// Elements `i..i + V` (one 16-byte vector) of every rank's `input`,
-/// reduced by `OP` in f32 in rank order and rounded once: all loads issued
-/// before any arithmetic.
+/// reduced by `OP` in rank order, in f32 and rounded once (in `T` where
+/// `NATIVE`): all loads issued before any arithmetic.
 #[symm_kernel(device)]
-pub(crate) fn reduce_vec<T: Scalar, const V: usize, const OP: usize>(
+pub(crate) fn reduce_vec<T: Num, const V: usize, const OP: usize, const NATIVE: bool>(
     input: SymmBuf<T>,
     i: u32,
     world: u32,
@@ -456,6 +501,20 @@ pub(crate) fn reduce_vec<T: Scalar, const V: usize, const OP: usize>(
         if p < world {
             vals[p] = input.peer(p).load_vec::<V>(i);
         }
+    }
+    if NATIVE {
+        let mut nat: [T; V] = vals[0];
+        for p in 1..8u32 {
+            if p < world {
+                for k in 0..V {
+                    nat[k] = combine_native::<T, OP>(nat[k], vals[p][k]);
+                }
+            }
+        }
+        for k in 0..V {
+            nat[k] = finish_native::<T, OP>(nat[k], world);
+        }
+        return nat;
     }
     let mut acc: [f32; V] = [0.0f32; V];
     for k in 0..V {
@@ -477,7 +536,18 @@ pub(crate) fn reduce_vec<T: Scalar, const V: usize, const OP: usize>(
 
 /// Element `i` of every rank's `input`, reduced as [`reduce_vec`] does.
 #[symm_kernel(device)]
-pub(crate) fn reduce_one<T: Scalar, const OP: usize>(input: SymmBuf<T>, i: u32, world: u32) -> T {
+pub(crate) fn reduce_one<T: Num, const OP: usize, const NATIVE: bool>(
+    input: SymmBuf<T>,
+    i: u32,
+    world: u32,
+) -> T {
+    if NATIVE {
+        let mut nat = input.peer(0)[i];
+        for p in 1..world {
+            nat = combine_native::<T, OP>(nat, input.peer(p)[i]);
+        }
+        return finish_native::<T, OP>(nat, world);
+    }
     let mut acc = input.peer(0)[i].to_f32();
     for p in 1..world {
         acc = combine::<OP>(acc, input.peer(p)[i].to_f32());
@@ -495,7 +565,7 @@ pub(crate) fn reduce_one<T: Scalar, const OP: usize>(input: SymmBuf<T>, i: u32, 
 /// entered it, so finished copying). `out` may be this rank's `input`: it
 /// is written only after every rank finished reading.
 #[symm_kernel]
-pub fn all_reduce_op_two_shot<T: Scalar, const V: usize, const OP: usize>(
+pub fn all_reduce_op_two_shot<T: Num, const V: usize, const OP: usize, const NATIVE: bool>(
     input: SymmBuf<T>,
     scratch: SymmBuf<T>,
     out: &mut [T],
@@ -513,7 +583,7 @@ pub fn all_reduce_op_two_shot<T: Scalar, const V: usize, const OP: usize>(
     let mut j = grid_thread();
     while j < chunk && rank * chunk + j < vecs {
         let i = (rank * chunk + j) * v;
-        let res = reduce_vec::<T, V, OP>(input, i, world);
+        let res = reduce_vec::<T, V, OP, NATIVE>(input, i, world);
         for r in 0..world {
             scratch.peer(r).store_vec::<V>(i, res);
         }
@@ -525,7 +595,7 @@ pub fn all_reduce_op_two_shot<T: Scalar, const V: usize, const OP: usize>(
     let e = vecs * v + grid_thread();
     let mut tail = T::from_f32(0.0f32);
     if e < n {
-        tail = reduce_one::<T, OP>(input, e, world);
+        tail = reduce_one::<T, OP, NATIVE>(input, e, world);
     }
     exit_checked(input, ch, call, sig);
     let mine = scratch.local();
@@ -591,7 +661,7 @@ pub fn all_gather_coalesced_pull<T: Scalar, const V: usize>(
 /// only after the previous call on the stream ended, so it needs no
 /// parity.
 #[symm_kernel]
-pub fn all_reduce_coalesced_pull<T: Scalar, const V: usize, const OP: usize>(
+pub fn all_reduce_coalesced_pull<T: Num, const V: usize, const OP: usize, const NATIVE: bool>(
     buf: SymmBuf<T>,
     scratch: &mut [T],
     table: &[u32],
@@ -612,7 +682,7 @@ pub fn all_reduce_coalesced_pull<T: Scalar, const V: usize, const OP: usize>(
             let vecs = len / v;
             let mut i = grid_thread();
             while i < vecs {
-                let res = reduce_vec::<T, V, OP>(buf, start + i * v, world);
+                let res = reduce_vec::<T, V, OP, NATIVE>(buf, start + i * v, world);
                 scratch.store_vec::<V>(at + i * v, res);
                 i += grid_threads();
             }
@@ -620,7 +690,7 @@ pub fn all_reduce_coalesced_pull<T: Scalar, const V: usize, const OP: usize>(
         }
         let mut j = done + grid_thread();
         while j < len {
-            scratch[at + j] = reduce_one::<T, OP>(buf, start + j, world);
+            scratch[at + j] = reduce_one::<T, OP, NATIVE>(buf, start + j, world);
             j += grid_threads();
         }
     }
