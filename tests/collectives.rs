@@ -1013,9 +1013,9 @@ fn every_rank_fails_with(
 /// error says how to run in place only where the call can: all_gather
 /// names `all_gather_in_place`; broadcast and all_reduce_op ask for the
 /// input's own buffer, and name their in-place function where there is
-/// one (`broadcast_in_place`; `all_reduce_in_place` for a sum only);
-/// reduce_scatter, all_to_all and all_to_all_single say they have no
-/// in-place form.
+/// one (`broadcast_in_place`; `all_reduce_in_place` for a sum only;
+/// the functional `reduce_scatter_in_place`); all_to_all and
+/// all_to_all_single say they have no in-place form.
 #[test]
 fn an_overlapping_output_says_how_to_run_in_place_if_the_call_can() {
     if !tier::quick_test() {
@@ -1042,7 +1042,11 @@ fn an_overlapping_output_says_how_to_run_in_place_if_the_call_can() {
             none,
         ),
         ("all_reduce_op max", format!("{own})"), "or call"),
-        ("reduce_scatter", none.into(), "to run in place"),
+        (
+            "reduce_scatter",
+            "to run in place, call `symm::functional::Collectives::reduce_scatter_in_place`".into(),
+            none,
+        ),
         ("all_to_all", none.into(), "to run in place"),
         ("all_to_all_single", none.into(), "to run in place"),
     ];

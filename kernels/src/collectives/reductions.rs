@@ -43,7 +43,14 @@ pub fn reduce_scatter<T: ReduceElem>(
         }
         fits::<T>(input, n, "the input")?;
         out_fits(out, Some(mine.len()), "this rank's chunk")?;
-        disjoint(input, out, InPlace::No)
+        disjoint(
+            input,
+            out,
+            InPlace::Form(
+                "call `symm::functional::Collectives::reduce_scatter_in_place`, which stages \
+                 the input and writes this rank's chunk over the same elements",
+            ),
+        )
     })?;
     let Some(mut r) = ready else {
         return Ok(());

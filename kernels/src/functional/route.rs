@@ -176,9 +176,14 @@ impl Collectives {
         }
     }
 
-    /// The route of `facts`, or the rule's error (the same on every rank).
+    /// The route of `facts`, or the rule's error (the same on every rank);
+    /// an op the element type lacks is reported first, as the more basic
+    /// fault.
     pub(super) fn route(&self, facts: &CallFacts) -> Result<Route> {
-        rule::route(&self.options, &self.group, facts).map_err(|e| rule_error(&self.cs, e))
+        rule::route(&self.options, &self.group, facts).map_err(|e| match facts.op_problem() {
+            Some(p) => Error::with_kind(p.kind, self.cs.rank(), p.text),
+            None => rule_error(&self.cs, e),
+        })
     }
 
     /// One call: its route, checked across ranks with every rank's local

@@ -466,6 +466,13 @@ fn nccl_refuses<'a>(group: &'a GroupFacts, call: &CallFacts) -> Option<&'a str> 
              (IEEE 754-2019 minimum and maximum)",
         );
     }
+    if call.op == Some(ReduceOp::Avg) && call.dtype == DType::F64 && group.world == 1 {
+        // Measured on NCCL 2.28 (tests/functional.rs, numeric_types_on_nccl).
+        return Some(
+            "NCCL 2.28's f64 average on one rank leaves the last element of an odd count \
+             unwritten",
+        );
+    }
     let reduces = call.op.is_some();
     if reduces && matches!(call.dtype, DType::F8E4M3 | DType::F8E5M2) && !group.nccl_fp8 {
         return Some("this NCCL or GPU reduces no fp8 (NCCL 2.24+ on sm_90+)");
