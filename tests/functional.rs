@@ -544,7 +544,7 @@ fn numeric_case<T: Native>(world: usize, prefer: Prefer, n: usize) {
             let chunk = reduce_scatter_chunk(n, world, me);
             let mut out = c.device_buffer_from(&vec![poison; chunk.len()])?;
             match coll.reduce_scatter(&x, &mut out, op) {
-                Err(e) if prefer == Prefer::Nccl && n % world != 0 => {
+                Err(e) if prefer == Prefer::Nccl && !n.is_multiple_of(world) => {
                     assert!(e.to_string().contains("NCCL is forced"), "{what}: {e}");
                 }
                 r => {
