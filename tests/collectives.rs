@@ -568,6 +568,156 @@ fn native_reductions_every_op_type_and_path() {
     each::<u32>(false);
 }
 
+/// The reduction by `op` of every rank's element `i`, as the kernels
+/// compute it for a type that combines in f32 (rank order, one rounding).
+fn f32_reduce_at<T: Scalar>(inputs: &[Vec<T>], i: usize, op: ReduceOp) -> T {
+    let mut acc = inputs[0][i].to_f32();
+    for inp in &inputs[1..] {
+        acc = op.combine(acc, inp[i].to_f32());
+    }
+    if op == ReduceOp::Avg {
+        acc /= inputs.len() as f32;
+    }
+    T::from_f32(acc)
+}
+
+/// Gather, scatter and reduce with `root` on `world` ranks, `n` elements
+/// per rank: the root's (or each rank's) result exact, every other
+/// rank's output untouched (poisoned before, still poisoned after).
+fn root_case<T: CopyElem, R: ReduceElem>(
+    world: usize,
+    n: usize,
+    root: usize,
+    reduce_inputs: &[Vec<R>],
+    reduce_ref: &dyn Fn(usize, ReduceOp) -> R,
+    ops: &[ReduceOp],
+) {
+    let what = format!(
+        "{} / {} world {world} n {n} root {root}",
+        T::DTYPE,
+        R::DTYPE
+    );
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| random_bits::<T>(world * n)).collect();
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let me = c.rank();
+        let buf = c.alloc::<T>(world * n)?;
+        buf.copy_from_host(&inputs[me])?;
+        let s = buf.rendezvous()?;
+        let mut g = c.device_buffer_from(&vec![poison::<T>(); world * n + 1])?;
+        symm::kernels::collectives::gather(c, &s.clone(), &mut g, n, root)?;
+        let mut sc = c.device_buffer_from(&vec![poison::<T>(); n + 1])?;
+        symm::kernels::collectives::scatter(c, &s, &mut sc, n, root)?;
+        let rbuf = c.alloc::<R>(n)?;
+        rbuf.copy_from_host(&reduce_inputs[me])?;
+        let rs = rbuf.rendezvous()?;
+        let mut reduced = Vec::new();
+        for &op in ops {
+            let mut o = c.device_buffer_from(&vec![poison::<R>(); n + 1])?;
+            symm::kernels::collectives::reduce(c, &rs, &mut o, n, op, root)?;
+            reduced.push(o.to_host()?);
+        }
+        c.synchronize()?;
+        Ok((g.to_host()?, sc.to_host()?, reduced))
+    }) else {
+        return;
+    };
+    for (r, (g, sc, reduced)) in outs.iter().enumerate() {
+        let mut want: Vec<T> = if r == root {
+            inputs.iter().flat_map(|v| v[..n].to_vec()).collect()
+        } else {
+            vec![poison::<T>(); world * n]
+        };
+        want.push(poison::<T>());
+        assert_bits(&format!("{what}: gather, rank {r}"), g, &want);
+        let mut want = inputs[root][r * n..(r + 1) * n].to_vec();
+        want.push(poison::<T>());
+        assert_bits(&format!("{what}: scatter, rank {r}"), sc, &want);
+        for (&op, o) in ops.iter().zip(reduced) {
+            let mut want: Vec<R> = if r == root {
+                (0..n).map(|i| reduce_ref(i, op)).collect()
+            } else {
+                vec![poison::<R>(); n]
+            };
+            want.push(poison::<R>());
+            assert_values(&format!("{what}: reduce {op:?}, rank {r}"), o, &want);
+        }
+    }
+}
+
+/// Gather, scatter and reduce to and from every root (a sample of them at
+/// eight ranks), at odd sizes, for copies of any type and reductions of
+/// floats and integers; a root out of range, or roots that differ, fail
+/// every rank.
+#[test]
+fn root_collectives_from_and_to_every_root() {
+    for world in WORLDS {
+        for n in [1, 7, 4095] {
+            if !tier::runs(quick(world, n) && n < 4095) {
+                continue;
+            }
+            let roots: Vec<usize> = if world == 8 {
+                vec![0, 3, 7]
+            } else {
+                (0..world).collect()
+            };
+            for root in roots {
+                let f: Vec<Vec<bf16>> = (0..world).map(|_| random_values::<bf16>(n)).collect();
+                root_case::<f32, bf16>(
+                    world,
+                    n,
+                    root,
+                    &f,
+                    &|i, op| f32_reduce_at(&f, i, op),
+                    &ReduceOp::ALL,
+                );
+                let x: Vec<Vec<i64>> = (0..world).map(|_| native_values::<i64>(n, true)).collect();
+                let at = |i: usize, op: ReduceOp| {
+                    let vals: Vec<i64> = x.iter().map(|v| v[i]).collect();
+                    i64::reduce(op, &vals)
+                };
+                root_case::<u8, i64>(world, n, root, &x, &at, &native_ops::<i64>());
+            }
+        }
+    }
+    if !tier::quick_test() {
+        return;
+    }
+    for world in [2, 3] {
+        let Some(fails) = every_rank_fails(world, |c| {
+            let buf = c.alloc::<f32>(8 * world)?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer::<f32>(8 * world)?;
+            symm::kernels::collectives::gather(c, &s, &mut out, 8, world)
+        }) else {
+            return;
+        };
+        for f in &fails {
+            assert_eq!(f.kind, ErrorKind::InvalidArgument, "{f}");
+            assert!(
+                f.contains(&format!("root {world} is not a rank of {world}")),
+                "{f}"
+            );
+        }
+        let Some(fails) = every_rank_fails(world, |c| {
+            let buf = c.alloc::<f32>(8)?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer::<f32>(8)?;
+            let root = c.rank().min(1);
+            symm::kernels::collectives::reduce(c, &s, &mut out, 8, ReduceOp::Sum, root)
+        }) else {
+            return;
+        };
+        for f in &fails {
+            assert_eq!(f.kind, ErrorKind::Mismatch, "{f}");
+            assert!(
+                f.contains("reduce of 8 elements of f32 by Sum to root 0")
+                    && f.contains("to root 1"),
+                "{f}"
+            );
+        }
+    }
+}
+
 /// NaN, infinities and signed zeros follow IEEE (min and max as
 /// `minimum`/`maximum`), and every rank gets the same bits.
 #[test]
@@ -1580,7 +1730,8 @@ fn back_to_back_mixed_collectives() {
 
 use symm::kernels::collectives::{
     all_gather_coalesced_pull, all_gather_pull, all_reduce_coalesced_pull, all_reduce_op_two_shot,
-    all_to_all_pull, all_to_all_v_pull, broadcast_pull, copy_ll, reduce_ll, reduce_scatter_pull,
+    all_to_all_pull, all_to_all_v_pull, broadcast_pull, copy_ll, gather_pull, reduce_ll,
+    reduce_pull, reduce_scatter_pull, scatter_pull,
 };
 
 // Every kernel for every vector width and every op, and the copies (whose
@@ -1669,6 +1820,14 @@ fn collective_kernels_compile() {
         reduce_ll::<i64, 1, 4, true>,
         reduce_ll::<u32, 2, 0, true>,
         reduce_ll::<f64, 1, 3, true>,
+        // To and from a root.
+        gather_pull::<f32, 4>,
+        gather_pull::<u8, 16>,
+        scatter_pull::<bf16, 8>,
+        scatter_pull::<i64, 2>,
+        reduce_pull::<f32, 4, 0, false>,
+        reduce_pull::<f8e4m3, 16, 3, false>,
+        reduce_pull::<u64, 2, 4, true>,
     );
     collective_kernels();
 }

@@ -109,6 +109,7 @@ fn choice_rule_table() {
                         Collective::AllReduce
                             | Collective::ReduceScatter
                             | Collective::AllReduceCoalesced
+                            | Collective::Reduce
                     );
                     for &op in ops.iter().filter(|o| o.is_some() == reduces) {
                         for dtype in [
@@ -219,7 +220,7 @@ fn options_parse_and_refuse() {
         (Some("fast"), None, "expected symm, nccl or auto"),
         (None, Some("all_reduce"), "is not collective=size"),
         (None, Some("all_reduce=lots"), "is not a size"),
-        (None, Some("gather=1K"), "no collective `gather`"),
+        (None, Some("gatherv=1K"), "no collective `gatherv`"),
     ] {
         let e = Options::from_vars(b, t).unwrap_err();
         assert!(matches!(e, rule::RuleError::Setting(_)), "{e:?}");
@@ -674,6 +675,157 @@ fn numeric_types_on_nccl() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Reduce, gather and scatter through `Collectives` with `prefer`, from
+/// pool tensors and plain buffers, to and from every root: the root's (or
+/// each rank's) result exact, and the non-roots' outputs of reduce and
+/// gather empty buffers, which the calls take.
+fn root_calls(world: usize, prefer: Prefer, n: usize) {
+    let Some(r) = ranks(world) else { return };
+    let what = format!("world {world} {prefer:?} n {n}");
+    let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(world * n)).collect();
+    let ints: Vec<Vec<i32>> = (0..world).map(|_| native_values::<i32>(n, true)).collect();
+    run(r, options(), |c| {
+        let me = c.rank();
+        let coll = Collectives::with_options(c, Options::default().with_backend(prefer))?;
+        let pool = c.pool();
+        coll.register_pool(&pool);
+        for root in 0..world {
+            let what = format!("{what} root {root}");
+            let mine = &inputs[me];
+            // Reduce: f32 sum from a pool tensor, i32 max from a plain buffer.
+            let x = pool.alloc::<f32>(n)?;
+            x.write(0, &mine[..n])?;
+            let len = if me == root { n } else { 0 };
+            let got = coll
+                .reduce(
+                    &x,
+                    c.device_buffer_from(&vec![poison(); len])?,
+                    ReduceOp::Sum,
+                    root,
+                )?
+                .wait_host()?
+                .to_host()?;
+            if me == root {
+                let want: Vec<f32> = (0..n)
+                    .map(|i| {
+                        let head: Vec<Vec<f32>> = inputs.iter().map(|v| v[..n].to_vec()).collect();
+                        reduce_at(&head, i, ReduceOp::Sum)
+                    })
+                    .collect();
+                close(
+                    &format!("{what}: reduce"),
+                    &got,
+                    &want,
+                    prefer != Prefer::Nccl || world <= 2,
+                );
+            }
+            let xi = c.device_buffer_from(&ints[me])?;
+            let got = coll
+                .reduce(
+                    &xi,
+                    c.device_buffer::<i32>(len.max(1))?,
+                    ReduceOp::Max,
+                    root,
+                )?
+                .wait_host()?
+                .to_host()?;
+            if me == root {
+                let want: Vec<i32> = (0..n)
+                    .map(|i| ints.iter().map(|v| v[i]).max().unwrap())
+                    .collect();
+                assert_eq!(got, want, "{what}: reduce max of i32");
+            }
+            // Gather, from a plain buffer.
+            let x = c.device_buffer_from(&mine[..n])?;
+            let len = if me == root { world * n } else { 0 };
+            let got = coll
+                .gather(&x, c.device_buffer_from(&vec![poison(); len])?, root)?
+                .wait_host()?
+                .to_host()?;
+            if me == root {
+                let want: Vec<f32> = inputs.iter().flat_map(|v| v[..n].to_vec()).collect();
+                assert_bits(&format!("{what}: gather"), &got, &want);
+            }
+            // Scatter, from a pool tensor of world × n.
+            let x = pool.alloc::<f32>(world * n)?;
+            x.write(0, mine)?;
+            let got = coll
+                .scatter(&x, c.device_buffer_from(&vec![poison(); n])?, root)?
+                .wait_host()?
+                .to_host()?;
+            assert_bits(
+                &format!("{what}: scatter"),
+                &got,
+                &inputs[root][me * n..(me + 1) * n],
+            );
+        }
+        // A root out of range and an input the world does not divide fail
+        // every rank alike.
+        let x = c.device_buffer_from(&inputs[me][..n])?;
+        let e = coll
+            .gather(&x, c.device_buffer::<f32>(world * n)?, world)
+            .err()
+            .expect("bad root");
+        assert!(
+            e.to_string()
+                .contains(&format!("root {world} is not a rank of {world}")),
+            "{e}"
+        );
+        if world > 1 {
+            let x = c.device_buffer_from(&inputs[me][..world * n - 1])?;
+            let e = coll
+                .scatter(&x, c.device_buffer::<f32>(n)?, 0)
+                .err()
+                .expect("uneven");
+            assert!(
+                e.to_string()
+                    .contains("the world size must divide the input"),
+                "{e}"
+            );
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// Reduce, gather and scatter on symm's kernels at every world.
+#[test]
+fn root_calls_through_collectives() {
+    for world in [1, 2, 3, 4, 8] {
+        for n in [3, 4099] {
+            if tier::runs(tier::quick_world(world) && n < 4099) {
+                root_calls(world, Prefer::Symm, n);
+            }
+        }
+    }
+}
+
+/// Reduce, gather and scatter forced onto NCCL at world 1 on a GPU and at
+/// world 2 on two. Skipped, loudly, elsewhere.
+#[test]
+fn root_calls_on_nccl() {
+    if !tier::quick_test() {
+        return;
+    }
+    if !on_gpu() || !symm::functional::nccl_available() {
+        eprintln!("SKIPPED: root_calls_on_nccl needs a GPU and libnccl");
+        return;
+    }
+    let worlds: &[usize] = if symm::cuda_device_count() >= 2 {
+        &[1, 2]
+    } else {
+        &[1]
+    };
+    if worlds.len() == 1 {
+        eprintln!("SKIPPED: root_calls_on_nccl at world 2 needs 2 GPUs");
+    }
+    for &world in worlds {
+        for n in [3, 4099, 1 << 20] {
+            root_calls(world, Prefer::Nccl, n);
+        }
+    }
 }
 
 /// Every collective forced onto NCCL at world 2, a GPU per rank (where

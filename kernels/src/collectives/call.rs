@@ -56,6 +56,19 @@ pub(super) enum Kind {
         ranges: u64,
         op: ReduceOp,
     },
+    Gather {
+        n: usize,
+        root: usize,
+    },
+    Scatter {
+        n: usize,
+        root: usize,
+    },
+    Reduce {
+        n: usize,
+        op: ReduceOp,
+        root: usize,
+    },
 }
 
 /// One collective call as the ranks agree on it: its kind, element type
@@ -82,6 +95,9 @@ impl CallKey for Key {
             Kind::AllReduce { .. } => "all_reduce_op",
             Kind::AllGatherCoalesced { .. } => "all_gather_coalesced",
             Kind::AllReduceCoalesced { .. } => "all_reduce_coalesced",
+            Kind::Gather { .. } => "gather",
+            Kind::Scatter { .. } => "scatter",
+            Kind::Reduce { .. } => "reduce",
         }
     }
 }
@@ -95,6 +111,18 @@ impl fmt::Display for Key {
         match self.kind {
             Kind::AllGather { n } | Kind::AllGatherInPlace { n } => {
                 write!(f, "{name} of {n} elements of {ty} ({path})")
+            }
+            Kind::Gather { n, root } => {
+                write!(f, "{name} of {n} elements of {ty} per rank to root {root}")
+            }
+            Kind::Scatter { n, root } => {
+                write!(
+                    f,
+                    "{name} of {n} elements of {ty} per rank from root {root}"
+                )
+            }
+            Kind::Reduce { n, op, root } => {
+                write!(f, "{name} of {n} elements of {ty} by {op:?} to root {root}")
             }
             Kind::Broadcast { n, root } => {
                 write!(

@@ -41,7 +41,7 @@ pub fn all_gather<T: CopyElem>(
         None => Ok(()),
         // SAFETY: `n` fits every rank's input and `world × n` this rank's
         // `out` (checked on each rank, agreed by all).
-        Some(r) => unsafe { gather(comm, input, r, n, false) },
+        Some(r) => unsafe { launch_all_gather(comm, input, r, n, false) },
     }
 }
 
@@ -75,7 +75,7 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
     match ready {
         None => Ok(()),
         // SAFETY: `world × n` fits the buffer on every rank.
-        Some(r) => unsafe { gather(comm, &smem, r, n, true) },
+        Some(r) => unsafe { launch_all_gather(comm, &smem, r, n, true) },
     }
 }
 
@@ -85,7 +85,7 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
 ///
 /// `n` fits every rank's `input` and `world × n` fits `r.out` (or, in
 /// place, the buffer that is the input).
-unsafe fn gather<T: CopyElem>(
+unsafe fn launch_all_gather<T: CopyElem>(
     comm: &Comm,
     input: &SymmetricMemory,
     mut r: Ready<'_, T>,
@@ -176,6 +176,105 @@ pub fn broadcast_in_place<T: CopyElem>(
 ) -> Result<()> {
     let smem = buf.rendezvous()?;
     broadcast(comm, &smem, &mut buf.slice(..)?, n, root)
+}
+
+/// Gather: rank p's first `n` elements of `input` land at
+/// `out[p × n..]` of rank `root` only (which needs `world × n` elements
+/// there); the other ranks' `out` is not touched and may be empty. Always
+/// the pull kernel ([`gather_pull`](super::gather_pull)): the root reads
+/// every peer's input between the barriers.
+pub fn gather<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    root: usize,
+) -> Result<()> {
+    let world = comm.world_size();
+    let total = n.checked_mul(world);
+    let call = Call {
+        kind: Kind::Gather { n, root },
+        ll: None,
+        empty: n == 0,
+    };
+    let is_root = comm.rank() == root;
+    let ready = begin(comm, input, ("out", out), call, |out| {
+        if root >= world {
+            return Err(format!("root {root} is not a rank of {world}").into());
+        }
+        fits::<T>(input, n, "the input")?;
+        if is_root {
+            out_fits(out, total, "world × n on the root")?;
+            disjoint(input, out, InPlace::No)?;
+        }
+        Ok(())
+    })?;
+    let Some(mut r) = ready else {
+        return Ok(());
+    };
+    let cfg = grid::<T>(comm, total.unwrap_or(0) as u64, || {
+        T::__grid(Kernel::Gather, comm, threads::<T>())
+    })?;
+    let call = CopyCall::Gather {
+        input,
+        out: &mut r.out,
+        n: n as u32,
+        root: root as u32,
+        ch: r.ch,
+    };
+    // SAFETY: `n` fits every rank's input, and `world × n` the root's
+    // `out` (the only one written).
+    unsafe { T::__copy(comm, cfg, call) }
+}
+
+/// Scatter: every rank r's `out` gets elements `r × n..(r + 1) × n` of
+/// rank `root`'s `input` (which holds `world × n` on every rank, as
+/// symmetric memory does). Always the pull kernel
+/// ([`scatter_pull`](super::scatter_pull)).
+pub fn scatter<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    root: usize,
+) -> Result<()> {
+    let world = comm.world_size();
+    let total = n.checked_mul(world);
+    let call = Call {
+        kind: Kind::Scatter { n, root },
+        ll: None,
+        empty: n == 0,
+    };
+    let ready = begin(comm, input, ("out", out), call, |out| {
+        if root >= world {
+            return Err(format!("root {root} is not a rank of {world}").into());
+        }
+        match total {
+            Some(t) => fits::<T>(input, t, "the input")?,
+            None => {
+                return Err(Problem::capacity(format!(
+                    "{world} × {n} elements overflow"
+                )))
+            }
+        }
+        out_fits(out, Some(n), "n")?;
+        disjoint(input, out, InPlace::No)
+    })?;
+    let Some(mut r) = ready else {
+        return Ok(());
+    };
+    let cfg = grid::<T>(comm, n as u64, || {
+        T::__grid(Kernel::Scatter, comm, threads::<T>())
+    })?;
+    let call = CopyCall::Scatter {
+        input,
+        out: &mut r.out,
+        n: n as u32,
+        root: root as u32,
+        ch: r.ch,
+    };
+    // SAFETY: `world × n` fits every rank's input, and `n` this rank's `out`.
+    unsafe { T::__copy(comm, cfg, call) }
 }
 
 /// All-to-all with equal splits: rank p's `input[r × m..(r + 1) × m]`

@@ -165,17 +165,18 @@ pub trait ReduceElem: CopyElem {
     #[doc(hidden)]
     const __NATIVE: bool;
 
-    /// The all-reduce by sum: the built-in
-    /// [`all_reduce`](crate::all_reduce::all_reduce) (its kernels and
-    /// measured dispatch) for the types that combine in f32, and
-    /// [`all_reduce_op`](super::all_reduce_op)'s kernels for the others.
+    /// The built-in [`all_reduce`](crate::all_reduce::all_reduce) (its
+    /// kernels and measured dispatch) for the types that combine in f32;
+    /// `None` for the others, whose sum runs
+    /// [`all_reduce_op`](super::all_reduce_op)'s kernels
+    /// ([`sum`](super::sum) chooses).
     #[doc(hidden)]
-    fn __sum(
+    fn __builtin_sum(
         comm: &Comm,
         input: &SymmetricMemory,
         out: &mut (impl DeviceSlice<Self> + ?Sized),
         n: usize,
-    ) -> Result<()>;
+    ) -> Option<Result<()>>;
 
     #[doc(hidden)]
     fn __rs_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
@@ -232,6 +233,27 @@ pub trait ReduceElem: CopyElem {
     unsafe fn __reduce_ll(comm: &Comm, cfg: LaunchConfig, call: LlCall<'_, '_, Self>)
         -> Result<()>;
 
+    #[doc(hidden)]
+    fn __reduce_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    /// Launches the reduce-to-root kernel of `op`.
+    ///
+    /// # Safety
+    ///
+    /// As [`CopyElem::__copy`]; the root's `out` holds `n` elements.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn __reduce(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        op: ReduceOp,
+        input: &SymmetricMemory,
+        out: &mut BoundSlice<'_, Self>,
+        n: u32,
+        root: u32,
+        ch: Ch,
+    ) -> Result<()>;
+
     /// Launches the reduce-scatter kernel of `op`.
     ///
     /// # Safety
@@ -260,6 +282,8 @@ pub enum Kernel {
     AllToAll,
     AllToAllV,
     AllGatherCoalesced,
+    Gather,
+    Scatter,
 }
 
 /// One copy kernel's arguments.
@@ -293,6 +317,20 @@ pub enum CopyCall<'a, 'b, T: symm::dsl::Scalar> {
         count: u32,
         ch: Ch,
     },
+    Gather {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        n: u32,
+        root: u32,
+        ch: Ch,
+    },
+    Scatter {
+        input: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        n: u32,
+        root: u32,
+        ch: Ch,
+    },
     AllToAllV {
         input: &'a SymmetricMemory,
         meta: &'a SymmetricMemory,
@@ -316,6 +354,8 @@ macro_rules! copy_elem {
                     Kernel::AllToAll => all_to_all_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::AllToAllV => all_to_all_v_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::AllGatherCoalesced => all_gather_coalesced_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                    Kernel::Gather => gather_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                    Kernel::Scatter => scatter_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                 }
             }
 
@@ -335,6 +375,10 @@ macro_rules! copy_elem {
                             broadcast_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, root, skip, ch.index, ch.sig),
                         CopyCall::AllGatherCoalesced { input, out, table, count, ch } =>
                             all_gather_coalesced_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, table, count, ch.index, ch.sig),
+                        CopyCall::Gather { input, out, n, root, ch } =>
+                            gather_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, root, ch.index, ch.sig),
+                        CopyCall::Scatter { input, out, n, root, ch } =>
+                            scatter_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, root, ch.index, ch.sig),
                         CopyCall::AllToAll { input, out, m, ch } =>
                             all_to_all_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, m, ch.index, ch.sig),
                         CopyCall::AllToAllV { input, meta, out, out_cap, splits, dev, report, packed: p, ch } =>
@@ -375,31 +419,30 @@ macro_rules! by_op {
     };
 }
 
-/// The reductions' sum for the types that combine in f32: the built-in
-/// all-reduce.
+/// The built-in all-reduce, for the types that combine in f32.
 macro_rules! builtin_sum {
     () => {
-        fn __sum(
+        fn __builtin_sum(
             comm: &Comm,
             input: &SymmetricMemory,
             out: &mut (impl DeviceSlice<Self> + ?Sized),
             n: usize,
-        ) -> Result<()> {
-            crate::all_reduce::all_reduce(comm, input, out, n)
+        ) -> Option<Result<()>> {
+            Some(crate::all_reduce::all_reduce(comm, input, out, n))
         }
     };
 }
 
-/// The reductions' sum for the native types: the op kernels'.
+/// No built-in all-reduce, for the native types.
 macro_rules! native_sum {
     () => {
-        fn __sum(
-            comm: &Comm,
-            input: &SymmetricMemory,
-            out: &mut (impl DeviceSlice<Self> + ?Sized),
-            n: usize,
-        ) -> Result<()> {
-            super::all_reduce_op(comm, input, out, n, ReduceOp::Sum)
+        fn __builtin_sum(
+            _: &Comm,
+            _: &SymmetricMemory,
+            _: &mut (impl DeviceSlice<Self> + ?Sized),
+            _: usize,
+        ) -> Option<Result<()>> {
+            None
         }
     };
 }
@@ -476,6 +519,27 @@ macro_rules! reduce_elem {
                 // range against the buffer and sized the scratch for them.
                 unsafe {
                     by_op!(op, all_reduce_coalesced_pull::launch_unchecked::<$t, { vector::<$t>() }, $native>(comm, cfg, buf, scratch, table, count, ch.index, ch.sig))
+                }
+            }
+
+            fn __reduce_grid(op: ReduceOp, comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                by_op!(op, reduce_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }, $native>(comm, threads, 0))
+            }
+
+            unsafe fn __reduce(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                op: ReduceOp,
+                input: &SymmetricMemory,
+                out: &mut BoundSlice<'_, Self>,
+                n: u32,
+                root: u32,
+                ch: Ch,
+            ) -> Result<()> {
+                // SAFETY: as `__copy`: `reduce` checked `n` against the
+                // input and, on the root, its `out`.
+                unsafe {
+                    by_op!(op, reduce_pull::launch_unchecked::<$t, { vector::<$t>() }, $native>(comm, cfg, input, out, n, root, ch.index, ch.sig))
                 }
             }
 

@@ -3,7 +3,8 @@
 //! [`all_to_all`] with equal splits, [`all_to_all_single`] with split sizes
 //! given on the host, [`all_to_all_v`] with split sizes in device memory
 //! (no host synchronisation, for MoE dispatch and combine), and
-//! [`broadcast`] from any root, plus in-place forms.
+//! [`broadcast`] from any root, [`reduce`], [`gather`] and [`scatter`] to
+//! and from a root, plus in-place forms.
 //!
 //! Every call is a collective on a [`Comm`](symm::Comm): every rank makes it, with the
 //! same sizes, op and root, in the same order. It is enqueued on the
@@ -50,12 +51,14 @@ mod reductions;
 mod splits;
 
 pub use coalesced::{all_gather_coalesced, all_reduce_coalesced};
-pub use copies::{all_gather, all_gather_in_place, all_to_all, broadcast, broadcast_in_place};
+pub use copies::{
+    all_gather, all_gather_in_place, all_to_all, broadcast, broadcast_in_place, gather, scatter,
+};
 pub use device::*;
 pub(crate) use elem::{combines_natively, dtype_op_problem};
 pub use elem::{Ch, CopyCall, CopyElem, Kernel, LlCall, ReduceElem, ReduceOp};
 pub use path::{force_path, CollectivePath};
-pub use reductions::{all_reduce_op, reduce_scatter, reduce_scatter_chunk};
+pub use reductions::{all_reduce_op, reduce, reduce_scatter, reduce_scatter_chunk, sum};
 pub use splits::{all_to_all_single, all_to_all_v};
 
 /// Threads per block of the pull kernels, and the most an LL launch takes

@@ -112,11 +112,11 @@ pub fn all_reduce_op<T: ReduceElem>(
     n: usize,
     op: ReduceOp,
 ) -> Result<()> {
-    let sum = op == ReduceOp::Sum && !T::__NATIVE;
+    let builtin = op == ReduceOp::Sum && !T::__NATIVE;
     let call = Call {
         kind: Kind::AllReduce { n, op },
         // Sum runs the built-in all-reduce, which chooses its own kernel.
-        ll: (!sum).then_some(n),
+        ll: (!builtin).then_some(n),
         empty: n == 0,
     };
     let check = |bound: &BoundSlice<'_, T>| {
@@ -127,18 +127,18 @@ pub fn all_reduce_op<T: ReduceElem>(
         out_fits(bound, Some(n), "n")?;
         // A sum has an in-place function of its own; the other ops run in
         // place on the input's own buffer only.
-        let form = sum.then_some("symm::kernels::all_reduce::all_reduce_in_place");
+        let form = builtin.then_some("symm::kernels::all_reduce::all_reduce_in_place");
         same_or_disjoint(input, bound, form)
     };
     let Some(mut r) = begin(comm, input, ("out", &mut *out), call, check)? else {
         return Ok(());
     };
-    if sum {
+    if builtin {
         // Agreed like every op (a rank calling Sum where another calls Max
         // would otherwise run another kernel, and allocate staging its
         // peers do not); then the built-in's own kernels and dispatch.
         drop(r);
-        return T::__sum(comm, input, out, n);
+        return sum(comm, input, out, n);
     }
     if r.path == CollectivePath::Ll {
         let args = LlArgs {
@@ -157,6 +157,78 @@ pub fn all_reduce_op<T: ReduceElem>(
     // SAFETY: `n` fits every rank's input and this rank's `out`, and the
     // scratch holds at least `n` elements.
     unsafe { T::__all_reduce(comm, cfg, op, input, &scratch, &mut r.out, n as u32, r.ch) }
+}
+
+/// Reduce: rank `root`'s `out` gets the reduction by `op` of every rank's
+/// first `n` elements of `input`, combined as every reduction is
+/// ([`ReduceOp`]); the other ranks' `out` is not touched and may be
+/// empty. Always the pull kernel ([`reduce_pull`](super::reduce_pull)):
+/// the root reads every peer's input between the barriers.
+pub fn reduce<T: ReduceElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    op: ReduceOp,
+    root: usize,
+) -> Result<()> {
+    let world = comm.world_size();
+    let call = Call {
+        kind: Kind::Reduce { n, op, root },
+        ll: None,
+        empty: n == 0,
+    };
+    let is_root = comm.rank() == root;
+    let ready = begin(comm, input, ("out", out), call, |out| {
+        if let Some(p) = op_problem::<T>(op) {
+            return Err(p);
+        }
+        if root >= world {
+            return Err(format!("root {root} is not a rank of {world}").into());
+        }
+        fits::<T>(input, n, "the input")?;
+        if is_root {
+            out_fits(out, Some(n), "n on the root")?;
+            disjoint(input, out, InPlace::No)?;
+        }
+        Ok(())
+    })?;
+    let Some(mut r) = ready else {
+        return Ok(());
+    };
+    let cfg = grid::<T>(comm, n as u64, || {
+        T::__reduce_grid(op, comm, threads::<T>())
+    })?;
+    // SAFETY: `n` fits every rank's input, and the root's `out` (the only
+    // one written).
+    unsafe {
+        T::__reduce(
+            comm,
+            cfg,
+            op,
+            input,
+            &mut r.out,
+            n as u32,
+            root as u32,
+            r.ch,
+        )
+    }
+}
+
+/// The all-reduce by sum: the built-in
+/// [`all_reduce`](crate::all_reduce::all_reduce) (its kernels and measured
+/// dispatch) for the types that combine in f32, and [`all_reduce_op`]'s
+/// kernels for the others (integers and f64).
+pub fn sum<T: ReduceElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    match T::__builtin_sum(comm, input, &mut *out, n) {
+        Some(done) => done,
+        None => all_reduce_op(comm, input, out, n, ReduceOp::Sum),
+    }
 }
 
 /// A rank's scratch of at least `n` elements of `T` for

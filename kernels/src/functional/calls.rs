@@ -36,7 +36,7 @@ impl Collectives {
             (n, n, None),
             "all_reduce",
             |c, smem, out| match op {
-                ReduceOp::Sum => T::__sum(c, smem, out, n),
+                ReduceOp::Sum => collectives::sum(c, smem, out, n),
                 _ => collectives::all_reduce_op(c, smem, out, n, op),
             },
             |nccl, src, dst, stream| {
@@ -154,6 +154,141 @@ impl Collectives {
                 // the agreement), bound to the communication stream; root
                 // is a rank; agreed by every rank.
                 unsafe { nccl.broadcast(src.device_ptr(), dst.device_ptr(), bytes, root, stream) }
+            },
+        )
+    }
+
+    /// Reduce by `op` to `root`: rank `root`'s `out` (at least as long as
+    /// `input`) gets the reduction of every rank's `input`, combined as
+    /// every reduction is ([`ReduceOp`]); the other ranks' `out` is not
+    /// written and may be empty. On NCCL, `ncclReduce`.
+    pub fn reduce<'c, T: ReduceElem, O: Output<T>>(
+        &'c self,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<Pending<'c, O>> {
+        let n = input.__memory().len();
+        let bytes = n * std::mem::size_of::<T>();
+        let facts = self.facts(Collective::Reduce, Some(op), input, bytes, None);
+        let world = self.cs.world_size();
+        let bad_root = (root >= world).then(|| format!("root {root} is not a rank of {world}"));
+        let need = if self.cs.rank() == root { n } else { 0 };
+        self.run(
+            facts,
+            &[n as u64, op.code(), root as u64],
+            input,
+            out,
+            (need, n, bad_root),
+            "reduce",
+            |c, smem, out| collectives::reduce(c, smem, out, n, op, root),
+            |nccl, src, dst, stream| {
+                let ty = self.nccl_type::<T>(nccl)?;
+                // SAFETY: `src` holds `n` elements and the root's `dst` too
+                // (checked before the agreement), bound to the
+                // communication stream; root is a rank; agreed by every
+                // rank.
+                unsafe { nccl.reduce(src.device_ptr(), dst.device_ptr(), n, ty, op, root, stream) }
+            },
+        )
+    }
+
+    /// Gather to `root`: rank p's `input` lands at `out[p × n..]` of rank
+    /// `root` (whose `out` holds at least `world ×` the input's length
+    /// `n`); the other ranks' `out` is not written and may be empty. On
+    /// NCCL, sends to the root and its receives in one group.
+    pub fn gather<'c, T: CopyElem, O: Output<T>>(
+        &'c self,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
+        root: usize,
+    ) -> Result<Pending<'c, O>> {
+        let n = input.__memory().len();
+        let bytes = n * std::mem::size_of::<T>();
+        let facts = self.facts(Collective::Gather, None, input, bytes, None);
+        let world = self.cs.world_size();
+        let me = self.cs.rank();
+        let bad_root = (root >= world).then(|| format!("root {root} is not a rank of {world}"));
+        let need = if me == root {
+            n.saturating_mul(world)
+        } else {
+            0
+        };
+        self.run(
+            facts,
+            &[n as u64, root as u64],
+            input,
+            out,
+            (need, n, bad_root),
+            "gather",
+            |c, smem, out| collectives::gather(c, smem, out, n, root),
+            |nccl, src, dst, stream| {
+                let mut ops = vec![(root, true, src.device_ptr(), bytes)];
+                if me == root {
+                    ops.extend(
+                        (0..world)
+                            .map(|p| (p, false, dst.device_ptr() + (p * bytes) as u64, bytes)),
+                    );
+                }
+                ops.retain(|op| op.3 > 0);
+                // SAFETY: `src` holds `n` elements and the root's `dst`
+                // `world × n` (checked before the agreement), bound to the
+                // communication stream; every rank sends its part to the
+                // root, which receives every rank's (its own through
+                // NCCL's send to itself); agreed by every rank.
+                unsafe { nccl.p2p(&ops, stream) }
+            },
+        )
+    }
+
+    /// Scatter from `root`: every rank r's `out` (at least `n` long) gets
+    /// elements `r × n..(r + 1) × n` of rank `root`'s `input`, whose
+    /// length (the same on every rank; only the root's is read) is
+    /// `world × n`. On NCCL, the root's sends and every rank's receive in
+    /// one group.
+    pub fn scatter<'c, T: CopyElem, O: Output<T>>(
+        &'c self,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
+        root: usize,
+    ) -> Result<Pending<'c, O>> {
+        let len = input.__memory().len();
+        let world = self.cs.world_size();
+        let me = self.cs.rank();
+        let n = len / world;
+        let bytes = n * std::mem::size_of::<T>();
+        let facts = self.facts(Collective::Scatter, None, input, bytes, None);
+        let problem = if root >= world {
+            Some(format!("root {root} is not a rank of {world}"))
+        } else {
+            (!len.is_multiple_of(world)).then(|| {
+                format!("scatter of {len} elements on {world} ranks: the world size must divide the input")
+            })
+        };
+        self.run(
+            facts,
+            &[len as u64, root as u64],
+            input,
+            out,
+            (n, len, problem),
+            "scatter",
+            |c, smem, out| collectives::scatter(c, smem, out, n, root),
+            |nccl, src, dst, stream| {
+                let mut ops = Vec::new();
+                if me == root {
+                    ops.extend(
+                        (0..world).map(|p| (p, true, src.device_ptr() + (p * bytes) as u64, bytes)),
+                    );
+                }
+                ops.push((root, false, dst.device_ptr(), bytes));
+                ops.retain(|op| op.3 > 0);
+                // SAFETY: the root's `src` holds `world × n` elements and
+                // every `dst` `n` (checked before the agreement), bound to
+                // the communication stream; the root sends every rank its
+                // part (its own through NCCL's send to itself), which every
+                // rank receives; agreed by every rank.
+                unsafe { nccl.p2p(&ops, stream) }
             },
         )
     }

@@ -31,7 +31,7 @@ impl Collectives {
             (n, n, None),
             "all_reduce_in_place",
             |c, smem, out| match op {
-                ReduceOp::Sum => T::__sum(c, smem, out, n),
+                ReduceOp::Sum => collectives::sum(c, smem, out, n),
                 _ => collectives::all_reduce_op(c, smem, out, n, op),
             },
             |nccl, b, stream| {

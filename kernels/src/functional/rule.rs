@@ -54,11 +54,17 @@ pub enum Collective {
     AllReduceCoalesced,
     /// Point-to-point sends and receives (each its own call).
     SendRecv,
+    /// Reduce by an op to a root.
+    Reduce,
+    /// Gather to a root.
+    Gather,
+    /// Scatter from a root.
+    Scatter,
 }
 
 impl Collective {
     /// Every collective, for tests and tables.
-    pub const ALL: [Collective; 10] = [
+    pub const ALL: [Collective; 13] = [
         Collective::AllReduce,
         Collective::AllGather,
         Collective::ReduceScatter,
@@ -69,6 +75,9 @@ impl Collective {
         Collective::AllGatherCoalesced,
         Collective::AllReduceCoalesced,
         Collective::SendRecv,
+        Collective::Reduce,
+        Collective::Gather,
+        Collective::Scatter,
     ];
 
     /// Its name, as options and the environment spell it.
@@ -84,6 +93,9 @@ impl Collective {
             Collective::AllGatherCoalesced => "all_gather_coalesced",
             Collective::AllReduceCoalesced => "all_reduce_coalesced",
             Collective::SendRecv => "send_recv",
+            Collective::Reduce => "reduce",
+            Collective::Gather => "gather",
+            Collective::Scatter => "scatter",
         }
     }
 

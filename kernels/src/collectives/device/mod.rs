@@ -130,6 +130,67 @@ pub fn broadcast_pull<T: Scalar, const V: usize>(
     call_end(input, ch, call);
 }
 
+/// Gather: rank p's `input[0..n]` lands at `out[p * n..]` of rank `root`
+/// only; the other ranks pass the barriers and copy nothing (their `out`
+/// may be empty).
+#[symm_kernel]
+pub fn gather_pull<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    root: u32,
+    ch: u32,
+    sig: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let call = enter_sending(input, ch, sig);
+    if rank == root {
+        for k in 0..world {
+            let p = (rank + k) % world;
+            copy_span::<T, V>(
+                input.peer(p),
+                0u32,
+                out,
+                p * n,
+                n,
+                grid_thread(),
+                grid_threads(),
+            );
+        }
+    }
+    exit_checked(input, ch, call, sig);
+    call_end(input, ch, call);
+}
+
+/// Scatter: rank r's `out[0..n]` gets elements `r * n..(r + 1) * n` of
+/// rank `root`'s `input`.
+#[symm_kernel]
+pub fn scatter_pull<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    root: u32,
+    ch: u32,
+    sig: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let call = enter_sending(input, ch, sig);
+    copy_span::<T, V>(
+        input.peer(root),
+        rank * n,
+        out,
+        0u32,
+        n,
+        grid_thread(),
+        grid_threads(),
+    );
+    exit_checked(input, ch, call, sig);
+    call_end(input, ch, call);
+}
+
 /// All-to-all with equal splits: rank p's `input[r * m..(r + 1) * m]`
 /// lands at `out[p * m..]` of rank r.
 #[symm_kernel]
@@ -553,6 +614,41 @@ pub(crate) fn reduce_one<T: Num, const OP: usize, const NATIVE: bool>(
         acc = combine::<OP>(acc, input.peer(p)[i].to_f32());
     }
     finish::<T, OP>(acc, world)
+}
+
+/// Reduce: rank `root`'s `out[0..n]` gets the reduction by `OP` of every
+/// rank's `input[0..n]`, combined as [`reduce_vec`] does; the other ranks
+/// pass the barriers and compute nothing (their `out` may be empty).
+#[symm_kernel]
+pub fn reduce_pull<T: Num, const V: usize, const OP: usize, const NATIVE: bool>(
+    input: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    root: u32,
+    ch: u32,
+    sig: u32,
+) {
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let call = enter_sending(input, ch, sig);
+    if rank == root {
+        let v = V as u32;
+        let vecs = n / v;
+        let mut i = grid_thread();
+        while i < vecs {
+            let res = reduce_vec::<T, V, OP, NATIVE>(input, i * v, world);
+            out.store_vec::<V>(i * v, res);
+            i += grid_threads();
+        }
+        let mut j = vecs * v + grid_thread();
+        while j < n {
+            out[j] = reduce_one::<T, OP, NATIVE>(input, j, world);
+            j += grid_threads();
+        }
+    }
+    exit_checked(input, ch, call, sig);
+    call_end(input, ch, call);
 }
 
 /// All-reduce by `OP`, two-shot: rank r reduces chunk r of the 16-byte
