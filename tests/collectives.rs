@@ -718,6 +718,82 @@ fn root_collectives_from_and_to_every_root() {
     }
 }
 
+/// An application that holds all of its signal channels still runs every
+/// built-in (the all-reduce, the collectives, the fused kernel, point to
+/// point, the group barrier, the functional layer), whose channels come
+/// from the libraries' part of the pad; and its own channels still work
+/// after them.
+#[test]
+fn an_application_holding_all_its_channels_runs_every_built_in() {
+    if !tier::quick_test() {
+        return;
+    }
+    use symm::layout::APP_CHANNELS;
+    use symm::signal::Channel;
+    for world in [2, 3] {
+        let Some(outs) = on_ranks(world, "all channels held", |c| {
+            let mine: Vec<Channel> = (0..APP_CHANNELS)
+                .map(|_| Channel::request(c))
+                .collect::<symm::Result<_>>()?;
+            let extra = Channel::request(c).expect_err("a 17th application channel");
+            assert_eq!(extra.kind(), ErrorKind::Capacity, "{extra}");
+            let n = 64;
+            let buf = c.alloc::<f32>(n * world)?;
+            buf.copy_from_host(&vec![c.rank() as f32 + 1.0; n * world])?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer::<f32>(n * world)?;
+            symm::kernels::all_reduce::all_reduce(c, &s, &mut out, n)?;
+            all_reduce_op(c, &s, &mut out, n, ReduceOp::Max)?;
+            all_gather(c, &s, &mut out, n)?;
+            let mut res = c.device_buffer_from(&vec![0.0f32; n])?;
+            let w = c.device_buffer_from(&vec![1.0f32; n])?;
+            let mut normed = c.device_buffer::<f32>(n)?;
+            symm::kernels::fused::all_reduce_residual_rms_norm(
+                c,
+                &s,
+                &mut res,
+                &w,
+                &mut normed,
+                1,
+                n,
+                1e-6,
+            )?;
+            let p2p = symm::kernels::p2p::P2p::new(c)?;
+            let peer = (c.rank() + 1) % world;
+            let from = (c.rank() + world - 1) % world;
+            let x = c.device_buffer_from(&vec![c.rank() as f32; n])?;
+            let mut got = c.device_buffer::<f32>(n)?;
+            p2p.send_recv(&mut [
+                symm::kernels::p2p::P2pOp::Send { input: &x, peer },
+                symm::kernels::p2p::P2pOp::Recv {
+                    out: &mut got,
+                    peer: from,
+                },
+            ])?;
+            c.barrier()?;
+            let coll = symm::functional::Collectives::new(c)?;
+            coll.all_reduce(&x, &mut out, ReduceOp::Sum)?.wait_host()?;
+            // The application's own channels, after all of that.
+            for ch in &mine {
+                s.barrier(ch, Duration::from_secs(10))?;
+            }
+            c.synchronize()?;
+            Ok((normed.to_host()?, got.to_host()?))
+        }) else {
+            return;
+        };
+        for (r, (normed, got)) in outs.iter().enumerate() {
+            assert_eq!(
+                got,
+                &vec![((r + world - 1) % world) as f32; 64],
+                "p2p at rank {r}"
+            );
+            // Every element of the sum is the same, so RMSNorm gives 1.
+            assert!(normed.iter().all(|&v| (v - 1.0).abs() < 1e-5), "{normed:?}");
+        }
+    }
+}
+
 /// NaN, infinities and signed zeros follow IEEE (min and max as
 /// `minimum`/`maximum`), and every rank gets the same bits.
 #[test]

@@ -191,7 +191,7 @@ fn errors_say_their_kind() {
             Channel::request(c)?;
         }
     })
-    .expect_err("the pad has 8 channels");
+    .expect_err("the application has 16 channels");
     assert_eq!(
         kinds(&e),
         vec![(ErrorKind::Capacity, ErrorKind::Capacity)],

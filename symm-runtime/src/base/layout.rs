@@ -22,8 +22,17 @@ pub const DATA_ALIGN: usize = 128;
 
 /// Number of independent signal channels in every pad. Who uses which is
 /// decided by requesting them from the group
-/// ([`Channel`](crate::signal::Channel)), never by number.
-pub const SIGNAL_CHANNELS: usize = 8;
+/// ([`Channel`](crate::signal::Channel)), never by number: the first
+/// [`APP_CHANNELS`] are the application's, the rest the libraries' (the
+/// built-in collectives'), so neither can take the other's.
+pub const SIGNAL_CHANNELS: usize = 32;
+
+/// The channels of every pad that only the application requests
+/// ([`Channel::request`](crate::signal::Channel::request)): channels
+/// `0..APP_CHANNELS`. Libraries reserve from the others.
+pub const APP_CHANNELS: usize = 16;
+
+const _: () = assert!(APP_CHANNELS < SIGNAL_CHANNELS);
 
 /// Number of blocks that may signal concurrently on one channel.
 pub const SIGNAL_BLOCKS: usize = 128;

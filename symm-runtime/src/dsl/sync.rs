@@ -53,7 +53,7 @@ use crate::symm_kernel;
 
 // The pieces spell the pad's sizes as literals (kernels have no module
 // constants); keep them in step.
-const _: () = assert!(crate::layout::SIGNAL_BLOCKS == 128 && crate::layout::SIGNAL_CHANNELS == 8);
+const _: () = assert!(crate::layout::SIGNAL_BLOCKS == 128 && crate::layout::SIGNAL_CHANNELS == 32);
 
 /// This block's number for the current call on channel `ch` of `buf`: 1
 /// on the first call, then one more on each (wrapping). Read by every
@@ -65,8 +65,8 @@ pub fn call_begin<T: Scalar>(buf: SymmBuf<T>, ch: u32) -> u32 {
     // Past the pad's blocks or channels the slot would be another's (an
     // unchecked launch does not check indices).
     kernel_assert!(
-        grid_dim_x() <= 128u32 && grid_dim_y() == 1u32 && grid_dim_z() == 1u32 && ch < 8u32,
-        "call_begin: a one-dimensional grid of at most 128 blocks (SIGNAL_BLOCKS), and a channel below 8 (SIGNAL_CHANNELS)"
+        grid_dim_x() <= 128u32 && grid_dim_y() == 1u32 && grid_dim_z() == 1u32 && ch < 32u32,
+        "call_begin: a one-dimensional grid of at most 128 blocks (SIGNAL_BLOCKS), and a channel below 32 (SIGNAL_CHANNELS)"
     );
     let rank = buf.rank();
     buf.pad(rank)
@@ -130,8 +130,8 @@ pub fn call_word(id: u32, call: u32) -> u32 {
 #[symm_kernel(device)]
 fn identity_barrier_shape<T: Scalar>(buf: SymmBuf<T>, id_ch: u32) {
     kernel_assert!(
-        block_dim_x() >= 32u32 + buf.world_size() && id_ch < 8u32,
-        "an identity barrier needs at least 32 + world_size threads per block, and a channel below 8 (SIGNAL_CHANNELS)"
+        block_dim_x() >= 32u32 + buf.world_size() && id_ch < 32u32,
+        "an identity barrier needs at least 32 + world_size threads per block, and a channel below 32 (SIGNAL_CHANNELS)"
     );
 }
 

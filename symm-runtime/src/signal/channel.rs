@@ -4,11 +4,15 @@
 //! serve only one protocol at a time: two users signalling on the same
 //! slots would consume each other's signals. So nobody numbers channels by
 //! hand; they are requested from the rank's [`Comm`], as NCCL's device API
-//! has resources requested from the communicator. The application counts
-//! up from channel 0 ([`Channel::request`]); libraries such as the built-in
-//! all-reduce reserve theirs from the top, once per owner
-//! ([`Channel::reserve`]). A channel holds on every pad of the group, since
-//! a library signals on whatever buffer it is handed.
+//! has resources requested from the communicator. The pad is split in
+//! two: the application's [`APP_CHANNELS`], which it requests counting up
+//! from channel 0 ([`Channel::request`]), and the libraries' (such as the
+//! built-in collectives), which each reserve theirs from the top, once per
+//! owner ([`Channel::reserve`]). Neither side can take the other's, so an
+//! application that holds all its channels still runs every built-in, and
+//! the built-ins never leave the application fewer. A channel holds on
+//! every pad of the group, since a library signals on whatever buffer it
+//! is handed.
 //!
 //! The bookkeeping is per rank (a [`Comm::extension`]), so ranks agree as
 //! long as they make the same requests in the same order, the rule that
@@ -19,7 +23,7 @@ use std::sync::Mutex;
 
 use crate::comm::Comm;
 use crate::error::Result;
-use crate::layout::SIGNAL_CHANNELS;
+use crate::layout::{APP_CHANNELS, SIGNAL_CHANNELS};
 
 /// A signal channel of a group, requested from its [`Comm`].
 ///
@@ -49,19 +53,21 @@ enum Owner {
 }
 
 impl Channel {
-    /// The lowest free channel of `comm`'s group, for the application.
+    /// The lowest free channel of `comm`'s group among the application's
+    /// [`APP_CHANNELS`] (channels `0..APP_CHANNELS`, which no library
+    /// takes).
     ///
     /// Every rank must make its requests in the same order (as with
     /// [`Comm::alloc`]) to get the same channels. A channel stays taken for
-    /// the group's life (a pad has 8, a few of them the built-ins'), so
-    /// request once and reuse it; code that runs many times (a library's
-    /// collective) reserves its channels with [`Channel::reserve`], which
-    /// gives the same ones on every call. Fails when every channel is
-    /// taken, naming who holds them.
+    /// the group's life, so request once and reuse it; code that runs many
+    /// times (a library's collective) reserves its channels with
+    /// [`Channel::reserve`], which gives the same ones on every call. Fails
+    /// when the application holds all of its channels, naming who holds
+    /// which.
     pub fn request(comm: &Comm) -> Result<Channel> {
         let table = table(comm)?;
         let mut owners = table.owners.lock().unwrap_or_else(|p| p.into_inner());
-        match owners.iter().position(Option::is_none) {
+        match owners[..APP_CHANNELS].iter().position(Option::is_none) {
             Some(i) => {
                 owners[i] = Some(Owner::Application);
                 Ok(Channel::new(comm, i))
@@ -72,10 +78,10 @@ impl Channel {
 
     /// `N` adjacent channels (ascending) of `comm`'s group reserved for
     /// `owner`, a library's name (such as `"symm_kernels::all_reduce"`):
-    /// the highest free run the first time, the same channels on every
-    /// later call. Libraries reserve from the top and the application
-    /// requests from the bottom, so neither's numbers depend on the other's
-    /// unless the pad is full, which is an error.
+    /// the highest free run of the libraries' channels (`APP_CHANNELS..`)
+    /// the first time, the same channels on every later call. Libraries
+    /// never take the application's channels, so neither's numbers depend
+    /// on the other's; no free run of `N` is an error.
     pub fn reserve<const N: usize>(comm: &Comm, owner: &'static str) -> Result<[Channel; N]> {
         let table = table(comm)?;
         let mut owners = table.owners.lock().unwrap_or_else(|p| p.into_inner());
@@ -85,7 +91,7 @@ impl Channel {
             .collect();
         let first = if held.is_empty() {
             let free = |s: usize| (s..s + N).all(|i| owners[i].is_none());
-            let Some(first) = (0..=SIGNAL_CHANNELS.saturating_sub(N))
+            let Some(first) = (APP_CHANNELS..=SIGNAL_CHANNELS.saturating_sub(N))
                 .rev()
                 .find(|&s| s + N <= SIGNAL_CHANNELS && free(s))
             else {
@@ -152,20 +158,33 @@ fn table(comm: &Comm) -> Result<std::sync::Arc<Table>> {
     comm.extension(|_: &Table| true, |_| Ok(Table::default()))
 }
 
-/// Why `who` cannot get `n` channels: who holds which.
+/// Why `who` cannot get `n` channels: who holds which, in runs (`0-15:
+/// the application`), so the text stays short.
 fn full(owners: &[Option<Owner>; SIGNAL_CHANNELS], who: &str, n: usize) -> String {
+    let name = |o: &Option<Owner>| match o {
+        None => "free".to_string(),
+        Some(Owner::Application) => "the application".to_string(),
+        Some(Owner::Library(l)) => format!("`{l}`"),
+    };
     let mut held: Vec<String> = Vec::new();
-    for (i, o) in owners.iter().enumerate() {
-        let name = match o {
-            None => "free".to_string(),
-            Some(Owner::Application) => "the application".to_string(),
-            Some(Owner::Library(l)) => format!("`{l}`"),
-        };
-        held.push(format!("{i}: {name}"));
+    let mut start = 0;
+    for i in 1..=SIGNAL_CHANNELS {
+        if i == SIGNAL_CHANNELS || i == APP_CHANNELS || owners[i] != owners[start] {
+            let range = if i - 1 == start {
+                format!("{start}")
+            } else {
+                format!("{start}-{}", i - 1)
+            };
+            held.push(format!("{range}: {}", name(&owners[start])));
+            start = i;
+        }
     }
     format!(
-        "no {n} free adjacent signal channel(s) for {who}: a signal pad has {SIGNAL_CHANNELS} \
-         ({}); request channels once and reuse them",
+        "no {n} free adjacent signal channel(s) for {who}: a signal pad has {APP_CHANNELS} \
+         channels for the application (0-{}) and {} for libraries ({}); request channels once \
+         and reuse them",
+        APP_CHANNELS - 1,
+        SIGNAL_CHANNELS - APP_CHANNELS,
         held.join(", ")
     )
 }
@@ -205,38 +224,42 @@ mod tests {
         assert_eq!(got[0], got[1]);
         let (a, lib, b, again) = got[0];
         assert_eq!((a, b), (0, 1));
-        assert_eq!(lib, [5, 6, 7]);
+        assert_eq!(lib, [29, 30, 31]);
         assert_eq!(again, lib, "a library gets the same channels every time");
         // A reservation made first does not move the application's numbers.
         let c = &comms(1)[0];
         let lib = indices(Channel::reserve::<3>(c, "lib").unwrap());
-        assert_eq!(lib, [5, 6, 7]);
+        assert_eq!(lib, [29, 30, 31]);
         assert_eq!(Channel::request(c).unwrap().index(), 0);
     }
 
     #[test]
-    fn a_full_pad_is_a_clear_error() {
+    fn the_application_and_the_libraries_never_take_each_others_channels() {
         let c = &comms(1)[0];
         let lib = Channel::reserve::<3>(c, "symm_kernels::all_reduce").unwrap();
-        let mine: Vec<u32> = (0..SIGNAL_CHANNELS - 3)
+        let mine: Vec<u32> = (0..APP_CHANNELS)
             .map(|_| Channel::request(c).unwrap().index())
             .collect();
-        assert_eq!(mine, [0, 1, 2, 3, 4]);
-        for e in [
-            Channel::request(c).unwrap_err(),
-            Channel::reserve::<1>(c, "other").unwrap_err(),
+        assert_eq!(mine, (0..APP_CHANNELS as u32).collect::<Vec<_>>());
+        // The application holds all of its own: a 17th is an error, and
+        // libraries still reserve theirs.
+        let e = Channel::request(c).unwrap_err();
+        let Error::Capacity { rank: 0, message } = &e else {
+            panic!("{e:?}");
+        };
+        for needle in [
+            "16 channels for the application (0-15) and 16 for libraries",
+            "0-15: the application",
+            "16-28: free",
+            "29-31: `symm_kernels::all_reduce`",
         ] {
-            let Error::Capacity { rank: 0, message } = &e else {
-                panic!("{e:?}");
-            };
-            for needle in [
-                "a signal pad has 8",
-                "0: the application",
-                "7: `symm_kernels::all_reduce`",
-            ] {
-                assert!(message.contains(needle), "{message:?} lacks {needle:?}");
-            }
+            assert!(message.contains(needle), "{message:?} lacks {needle:?}");
         }
+        let more = indices(Channel::reserve::<13>(c, "other").unwrap());
+        assert_eq!(more, std::array::from_fn(|k| 16 + k as u32));
+        let e = Channel::reserve::<1>(c, "third").unwrap_err();
+        assert!(matches!(e, Error::Capacity { .. }), "{e:?}");
+        assert!(e.to_string().contains("16-28: `other`"), "{e}");
         // The library's own channels are still its own.
         assert_eq!(
             Channel::reserve::<3>(c, "symm_kernels::all_reduce").unwrap(),
@@ -249,11 +272,20 @@ mod tests {
     #[test]
     fn libraries_take_adjacent_runs_from_the_top() {
         let c = &comms(1)[0];
-        assert_eq!(indices(Channel::reserve::<2>(c, "a").unwrap()), [6, 7]);
+        assert_eq!(indices(Channel::reserve::<2>(c, "a").unwrap()), [30, 31]);
         assert_eq!(Channel::request(c).unwrap().index(), 0);
-        assert_eq!(indices(Channel::reserve::<3>(c, "b").unwrap()), [3, 4, 5]);
-        assert_eq!(indices(Channel::reserve::<2>(c, "c").unwrap()), [1, 2]);
-        assert!(Channel::reserve::<1>(c, "d").is_err());
+        assert_eq!(
+            indices(Channel::reserve::<3>(c, "b").unwrap()),
+            [27, 28, 29]
+        );
+        assert_eq!(
+            indices(Channel::reserve::<10>(c, "c").unwrap()),
+            [17, 18, 19, 20, 21, 22, 23, 24, 25, 26]
+        );
+        // One library channel is left: a run of two does not fit, nor does
+        // it spill into the application's.
+        assert!(Channel::reserve::<2>(c, "d").is_err());
+        assert_eq!(indices(Channel::reserve::<1>(c, "e").unwrap()), [16]);
         let other = &comms(1)[0];
         assert_ne!(
             Channel::request(other).unwrap(),
