@@ -289,3 +289,115 @@ fn memory_crosses_a_ranks_groups_and_no_further() {
     })
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// One allocation of the parent rendezvoused with its row and column
+/// groups too (`SymmBuffer::rendezvous_in`): every group's reduction reads
+/// it in place, round after round with new data, each exact; each group
+/// signals on pads of its own; the functional layer reads it in place for
+/// a group it was rendezvoused with; and a pool tensor, which is its
+/// segment's memory, is refused.
+#[test]
+fn one_allocation_rendezvoused_with_several_groups() {
+    use symm::kernels::collectives::{all_reduce_op, ReduceOp};
+    for world in [4, 8] {
+        if !tier::runs(world == 4) {
+            continue;
+        }
+        let Some(ranks) = ranks(world) else { return };
+        let n = 37;
+        let rows = 2;
+        let value = |g: usize, round: usize, i: usize| (g * 1000 + round * 31 + i) as i64 - 500;
+        run(ranks, options(), |c| {
+            let (tp, dp) = c.mesh(rows)?;
+            let me = c.rank();
+            let buf = c.alloc_unpooled::<i64>(n)?;
+            let whole = buf.rendezvous()?;
+            let in_tp = buf.rendezvous_in(&tp)?;
+            let in_dp = buf.rendezvous_in(&dp)?;
+            assert!(
+                buf.rendezvous_in(&tp)?.buffer_ptrs() == in_tp.buffer_ptrs(),
+                "cached"
+            );
+            assert_eq!(in_tp.world_size(), tp.world_size());
+            assert_ne!(
+                in_tp.signal_pad_ptrs(),
+                whole.signal_pad_ptrs(),
+                "pads of its own"
+            );
+            assert_ne!(
+                in_tp.signal_pad_ptrs(),
+                in_dp.signal_pad_ptrs(),
+                "pads of its own"
+            );
+            // The parent ranks of this rank's row and column groups.
+            let members = |g: &symm::Comm| -> symm::Result<Vec<usize>> {
+                let ids = g.device_buffer_from(&[me as u64])?;
+                let mut all = g.device_buffer::<u64>(g.world_size())?;
+                let s = g.alloc::<u64>(1)?;
+                g.copy(&ids, &mut s.slice(..)?)?;
+                all_gather(g, &*s.rendezvous()?, &mut all, 1)?;
+                Ok(all.to_host()?.into_iter().map(|v| v as usize).collect())
+            };
+            let (tp_ranks, dp_ranks) = (members(&tp)?, members(&dp)?);
+            let sum = |of: &[usize], round: usize| -> Vec<i64> {
+                (0..n)
+                    .map(|i| of.iter().map(|&g| value(g, round, i)).sum())
+                    .collect()
+            };
+            let everyone: Vec<usize> = (0..world).collect();
+            let (mut a, mut b, mut d) = (
+                c.device_buffer::<i64>(n)?,
+                c.device_buffer::<i64>(n)?,
+                c.device_buffer::<i64>(n)?,
+            );
+            for round in 0..20 {
+                let mine: Vec<i64> = (0..n).map(|i| value(me, round, i)).collect();
+                buf.copy_from_host(&mine)?;
+                // Each group's call waits for the last one's: the groups'
+                // streams are their own, and GPUs do not run two groups'
+                // waiting kernels at once (`Comm::split`).
+                all_reduce_op(&tp, &in_tp, &mut a, n, ReduceOp::Sum)?;
+                tp.synchronize()?;
+                all_reduce_op(&dp, &in_dp, &mut b, n, ReduceOp::Sum)?;
+                dp.synchronize()?;
+                all_reduce_op(c, &whole, &mut d, n, ReduceOp::Sum)?;
+                c.synchronize()?;
+                assert_eq!(
+                    a.to_host()?,
+                    sum(&tp_ranks, round),
+                    "row sum, round {round}"
+                );
+                assert_eq!(
+                    b.to_host()?,
+                    sum(&dp_ranks, round),
+                    "column sum, round {round}"
+                );
+                assert_eq!(
+                    d.to_host()?,
+                    sum(&everyone, round),
+                    "sum of all, round {round}"
+                );
+            }
+            // The functional layer reads it in place for the row group.
+            let coll = symm::functional::Collectives::new(&tp)?;
+            let got = coll
+                .all_reduce(&buf, tp.device_buffer::<i64>(n)?, ReduceOp::Max)?
+                .wait_host()?
+                .to_host()?;
+            let last: Vec<i64> = (0..n)
+                .map(|i| tp_ranks.iter().map(|&g| value(g, 19, i)).max().unwrap())
+                .collect();
+            assert_eq!(got, last, "functional max over the row");
+            // A pool tensor is its segment's memory.
+            let pool = c.pool();
+            let guard = c.use_pool(&pool)?;
+            let t = c.alloc::<f32>(8)?;
+            drop(guard);
+            let e = t.rendezvous_in(&tp).expect_err("a pool tensor");
+            assert_eq!(e.kind(), symm::ErrorKind::Unsupported, "{e}");
+            assert!(e.to_string().contains("alloc_unpooled"), "{e}");
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+    }
+}

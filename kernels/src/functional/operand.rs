@@ -55,19 +55,25 @@ pub trait Output<T: Element> {
     fn __memory_mut(&mut self) -> &mut dyn DeviceSlice<T>;
 }
 
+/// A buffer is symmetric for its own group, and for another group of the
+/// rank's where the user rendezvoused it with that group
+/// ([`SymmBuffer::rendezvous_in`]): read in place there, staged elsewhere.
 impl<T: Element> Operand<T> for SymmBuffer<T> {
     fn __memory(&self) -> &dyn DeviceSlice<T> {
         self
     }
     fn __placed(&self, comm: &Comm) -> Placed {
-        if self.comm().same_group(comm) {
+        if self.comm().same_group(comm) || self.rendezvoused_in(comm).is_some() {
             Placed::Symmetric
         } else {
             Placed::Plain
         }
     }
     fn __symmetric(&self, comm: &Comm) -> Option<Result<Arc<SymmetricMemory>>> {
-        self.comm().same_group(comm).then(|| self.rendezvous())
+        if self.comm().same_group(comm) {
+            return Some(self.rendezvous());
+        }
+        self.rendezvoused_in(comm).map(Ok)
     }
 }
 

@@ -24,6 +24,9 @@ pub(crate) struct BufInner {
     /// The per-allocation rendezvous cache. It lives and dies with the
     /// allocation, so a freed allocation can never be found again.
     smem: Mutex<Option<Arc<SymmetricMemory>>>,
+    /// Its rendezvous with other groups of this rank
+    /// ([`SymmBuffer::rendezvous_in`]), by the group's owner id.
+    elsewhere: Mutex<Vec<(usize, Arc<SymmetricMemory>)>>,
     /// Where the memory is a pool's tensor ([`Comm::use_pool`]): its block,
     /// given back when the buffer goes, and its rendezvous.
     pooled: Option<Box<dyn Lent>>,
@@ -100,6 +103,90 @@ impl<T: Element> std::fmt::Debug for SymmBuffer<T> {
 }
 
 impl<T: Element> SymmBuffer<T> {
+    /// This allocation as symmetric memory of `group`, another of this
+    /// rank's groups (a subgroup of the buffer's group, its parent, a
+    /// sibling): `group`'s kernels and functional calls then read and
+    /// write it in place, as PyTorch's rendezvous of one tensor with
+    /// several groups. Collective over `group` on the first call (every
+    /// rank of `group` calls it, in the same order as its other
+    /// allocations, with its matching buffer: the same length and type),
+    /// cached after; the buffer's own group needs no call. The memory
+    /// signals on pads of an allocation of `group`'s own, so the groups'
+    /// channels never share a slot. A pool's tensor is its segment's
+    /// memory, which this cannot rendezvous alone: it is an error.
+    pub fn rendezvous_in(&self, group: &Comm) -> Result<Arc<SymmetricMemory>> {
+        let comm = &self.inner.comm;
+        if comm.same_group(group) {
+            return self.rendezvous();
+        }
+        if comm.owner().home != group.owner().home {
+            return Err(group.invalid(format!(
+                "this buffer is memory of {}, and {} is another rank: a buffer rendezvouses \
+                 only with its own rank's groups",
+                comm.describe_rank(),
+                group.describe_rank()
+            )));
+        }
+        if self.inner.pooled.is_some() {
+            return Err(crate::Error::Unsupported {
+                rank: group.rank(),
+                message: format!(
+                    "this buffer is a pool tensor of {}, whose memory is its segment's: allocate \
+                 it with `alloc_unpooled` (or pass it to {}'s calls, which stage it)",
+                    comm.group_label(),
+                    group.group_label()
+                ),
+            });
+        }
+        let mut cache = self
+            .inner
+            .elsewhere
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some((_, s)) = cache.iter().find(|(id, _)| *id == group.owner_id()) {
+            return Ok(s.clone());
+        }
+        // The pads: a one-byte allocation of `group`'s own, whose
+        // rendezvous every rank of `group` makes first.
+        let pad = SymmBuffer::<u8>::new(group.clone(), group.next_alloc_id(), 1)?;
+        let pad_smem = pad.rendezvous()?;
+        let smem = symmetric::rendezvous(symmetric::Allocation {
+            comm: group,
+            id: self.inner.id,
+            alloc: &self.inner.alloc,
+            layout: self.inner.layout,
+            dtype: self.inner.dtype,
+            len: self.inner.len,
+            space: "x",
+        })?;
+        let smem = Arc::new(smem.with_pads_of(pad_smem, Box::new(pad)));
+        cache.push((group.owner_id(), smem.clone()));
+        Ok(smem)
+    }
+
+    /// This allocation's rendezvous with `group` if one was made
+    /// ([`rendezvous_in`](Self::rendezvous_in), or `rendezvous` for its own
+    /// group), with no collective.
+    pub fn rendezvoused_in(&self, group: &Comm) -> Option<Arc<SymmetricMemory>> {
+        if self.inner.comm.same_group(group) {
+            return self
+                .inner
+                .smem
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+        }
+        let cache = self
+            .inner
+            .elsewhere
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        cache
+            .iter()
+            .find(|(id, _)| *id == group.owner_id())
+            .map(|(_, s)| s.clone())
+    }
+
     pub(crate) fn new(comm: Comm, id: u64, len: usize) -> Result<SymmBuffer<T>> {
         let backend = comm.backend.clone();
         SymmBuffer::new_in(comm, id, len, |bytes| backend.allocate(bytes))
@@ -133,6 +220,7 @@ impl<T: Element> SymmBuffer<T> {
                 dtype: T::DTYPE,
                 len,
                 smem: Mutex::new(None),
+                elsewhere: Mutex::new(Vec::new()),
                 pooled: None,
             }),
             _t: PhantomData,
@@ -166,6 +254,7 @@ impl<T: Element> SymmBuffer<T> {
                 dtype: T::DTYPE,
                 len,
                 smem: Mutex::new(None),
+                elsewhere: Mutex::new(Vec::new()),
                 pooled: Some(tensor),
             }),
             _t: PhantomData,
@@ -311,6 +400,7 @@ impl<T: Element> SymmBuffer<T> {
                 layout: self.inner.layout,
                 dtype: self.inner.dtype,
                 len: self.inner.len,
+                space: "",
             })?),
         };
         self.inner.comm.register(

@@ -215,8 +215,8 @@ fn validate(infos: &[Info]) -> std::result::Result<(), String> {
     }
 }
 
-fn key(group: &str, alloc: u64, phase: &str, rank: usize) -> String {
-    format!("{group}/rdv/{alloc}/{phase}/{rank}")
+fn key(group: &str, alloc: (&str, u64), phase: &str, rank: usize) -> String {
+    format!("{group}/rdv/{}{}/{phase}/{rank}", alloc.0, alloc.1)
 }
 
 /// Runs the rendezvous protocol (module docs) for one allocation.
@@ -230,6 +230,10 @@ pub(crate) struct Allocation<'a> {
     pub layout: AllocLayout,
     pub dtype: DType,
     pub len: usize,
+    /// The namespace of `id` in the group's keys: `""` for the group's own
+    /// allocations, `"x"` for another group's (whose ids the group's own
+    /// may repeat), rendezvoused with this group too.
+    pub space: &'static str,
 }
 
 /// A check that memory runs before its first collective use (a pool
@@ -249,7 +253,9 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
     let backend = comm.backend.clone();
     let store_err = |source: StoreError| comm.store_error(source);
     let wait_all = |phase: &str| -> Result<()> {
-        let keys: Vec<String> = (0..world).map(|r| key(group, buf.id, phase, r)).collect();
+        let keys: Vec<String> = (0..world)
+            .map(|r| key(group, (buf.space, buf.id), phase, r))
+            .collect();
         store.wait(&keys, timeout).map_err(|e| match e {
             StoreError::Timeout { missing, .. } => Error::RendezvousTimeout {
                 rank,
@@ -277,13 +283,16 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
         export,
     };
     store
-        .set(&key(group, buf.id, "info", rank), &mine.encode())
+        .set(
+            &key(group, (buf.space, buf.id), "info", rank),
+            &mine.encode(),
+        )
         .map_err(store_err)?;
     wait_all("info")?;
     let mut infos = Vec::with_capacity(world);
     for r in 0..world {
         let raw = store
-            .try_get(&key(group, buf.id, "info", r))
+            .try_get(&key(group, (buf.space, buf.id), "info", r))
             .map_err(store_err)?
             .unwrap_or_default();
         let info = Info::decode(&raw).ok_or_else(|| Error::RendezvousMismatch {
@@ -322,7 +331,7 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
         }
     };
     store
-        .set(&key(group, buf.id, "mapped", rank), &outcome)
+        .set(&key(group, (buf.space, buf.id), "mapped", rank), &outcome)
         .map_err(store_err)?;
     // Wait for every outcome even after our own failure: until a peer has
     // published, it may still be retaining our allocation's handle, and our
@@ -333,7 +342,7 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
     waited?;
     for r in 0..world {
         let v = store
-            .try_get(&key(group, buf.id, "mapped", r))
+            .try_get(&key(group, (buf.space, buf.id), "mapped", r))
             .map_err(store_err)?
             .unwrap_or_default();
         if v.first() != Some(&0) {
@@ -448,6 +457,24 @@ impl SymmetricMemory {
             _peers: Vec::new(),
             _local: parent._local.clone(),
         })
+    }
+
+    /// This memory with the signal pads of `pad` instead of its own (an
+    /// allocation rendezvoused with a second group signals on pads of that
+    /// group's own, so the two groups' channels never share a slot), and
+    /// `pad` kept alive with `keep` (its buffer).
+    pub(crate) fn with_pads_of(
+        mut self,
+        pad: Arc<SymmetricMemory>,
+        keep: Box<dyn std::any::Any + Send + Sync>,
+    ) -> SymmetricMemory {
+        self.signal_pad_ptrs = pad.signal_pad_ptrs.clone();
+        self.signal_pad_ptrs_dev = Table {
+            ptr: pad.signal_pad_ptrs_dev.ptr,
+            _keep: Box::new(()),
+        };
+        self._parent = Some((pad, keep));
+        self
     }
 
     /// Runs a pool tensor's check of every rank's placement, before its
@@ -832,7 +859,7 @@ mod tests {
     #[test]
     fn missing_ranks_parse_from_keys() {
         assert_eq!(
-            missing_ranks(&[key("g", 3, "info", 1), key("g", 3, "info", 7)]),
+            missing_ranks(&[key("g", ("", 3), "info", 1), key("g", ("", 3), "info", 7)]),
             vec![1, 7]
         );
     }
