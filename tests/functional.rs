@@ -44,6 +44,10 @@ fn expected(prefer: Prefer, limit: usize, group: &GroupFacts, call: &CallFacts) 
         && call.nccl_shape.is_none()
         && !(matches!(call.op, Some(ReduceOp::Min) | Some(ReduceOp::Max)) && call.dtype.is_float())
         && !(call.op == Some(ReduceOp::Avg) && call.dtype == DType::F64 && group.world == 1)
+        && !matches!(
+            call.collective,
+            Collective::Reduce | Collective::Gather | Collective::Scatter
+        )
         && !(call.op.is_some() && fp8 && !group.nccl_fp8);
     match prefer {
         Prefer::Symm => Some(true),
@@ -482,9 +486,9 @@ fn numeric_case<T: Native>(world: usize, prefer: Prefer, n: usize) {
     let check = |what: &str, op: ReduceOp, got: &[T], want: &[T]| {
         let bad: Vec<usize> = (0..want.len())
             .filter(|&i| {
-                let (g, w) = (got[i].to_bits64() as i64, want[i].to_bits64() as i64);
+                let (g, w) = (got[i].to_bits64(), want[i].to_bits64());
                 if loose(op) {
-                    (g - w).abs() > 4
+                    g.abs_diff(w) > 4
                 } else {
                     g != w
                 }
@@ -694,60 +698,100 @@ fn root_calls(world: usize, prefer: Prefer, n: usize) {
         for root in 0..world {
             let what = format!("{what} root {root}");
             let mine = &inputs[me];
-            // Reduce: f32 sum from a pool tensor, i32 max from a plain buffer.
-            let x = pool.alloc::<f32>(n)?;
-            x.write(0, &mine[..n])?;
-            let len = if me == root { n } else { 0 };
-            let got = coll
-                .reduce(
-                    &x,
-                    c.device_buffer_from(&vec![poison(); len])?,
-                    ReduceOp::Sum,
-                    root,
-                )?
-                .wait_host()?
-                .to_host()?;
-            if me == root {
-                let want: Vec<f32> = (0..n)
-                    .map(|i| {
-                        let head: Vec<Vec<f32>> = inputs.iter().map(|v| v[..n].to_vec()).collect();
-                        reduce_at(&head, i, ReduceOp::Sum)
-                    })
-                    .collect();
-                close(
-                    &format!("{what}: reduce"),
-                    &got,
-                    &want,
-                    prefer != Prefer::Nccl || world <= 2,
-                );
+            let step = |s: &str| {
+                if on_gpu() {
+                    eprintln!("root_calls {what}, rank {me}: {s}");
+                }
+            };
+            step("reduce");
+            if prefer == Prefer::Nccl {
+                // NCCL's reduce is refused (the rule's note says why).
+                let x = c.device_buffer_from(&mine[..n])?;
+                let e = coll
+                    .reduce(&x, c.device_buffer::<f32>(n)?, ReduceOp::Sum, root)
+                    .err()
+                    .expect("forced NCCL reduce");
+                assert!(e.to_string().contains("NCCL is forced"), "{what}: {e}");
+            } else {
+                let x = pool.alloc::<f32>(n)?;
+                x.write(0, &mine[..n])?;
+                let len = if me == root { n } else { 0 };
+                let got = coll
+                    .reduce(
+                        &x,
+                        c.device_buffer_from(&vec![poison(); len])?,
+                        ReduceOp::Sum,
+                        root,
+                    )?
+                    .wait_host()?
+                    .to_host()?;
+                if me == root {
+                    let want: Vec<f32> = (0..n)
+                        .map(|i| {
+                            let head: Vec<Vec<f32>> =
+                                inputs.iter().map(|v| v[..n].to_vec()).collect();
+                            reduce_at(&head, i, ReduceOp::Sum)
+                        })
+                        .collect();
+                    close(
+                        &format!("{what}: reduce"),
+                        &got,
+                        &want,
+                        prefer != Prefer::Nccl || world <= 2,
+                    );
+                }
+                step("reduce i32");
+                let xi = c.device_buffer_from(&ints[me])?;
+                let got = coll
+                    .reduce(
+                        &xi,
+                        c.device_buffer::<i32>(len.max(1))?,
+                        ReduceOp::Max,
+                        root,
+                    )?
+                    .wait_host()?
+                    .to_host()?;
+                if me == root {
+                    let want: Vec<i32> = (0..n)
+                        .map(|i| ints.iter().map(|v| v[i]).max().unwrap())
+                        .collect();
+                    assert_eq!(got, want, "{what}: reduce max of i32");
+                }
             }
-            let xi = c.device_buffer_from(&ints[me])?;
-            let got = coll
-                .reduce(
-                    &xi,
-                    c.device_buffer::<i32>(len.max(1))?,
-                    ReduceOp::Max,
-                    root,
-                )?
-                .wait_host()?
-                .to_host()?;
-            if me == root {
-                let want: Vec<i32> = (0..n)
-                    .map(|i| ints.iter().map(|v| v[i]).max().unwrap())
-                    .collect();
-                assert_eq!(got, want, "{what}: reduce max of i32");
+            if prefer == Prefer::Nccl {
+                let x = c.device_buffer_from(&mine[..n])?;
+                let e = coll
+                    .gather(&x, c.device_buffer::<f32>(world * n)?, root)
+                    .err()
+                    .expect("forced NCCL gather");
+                assert!(e.to_string().contains("NCCL is forced"), "{what}: {e}");
+                let x = c.device_buffer_from(mine)?;
+                let e = coll
+                    .scatter(&x, c.device_buffer::<f32>(n)?, root)
+                    .err()
+                    .expect("forced NCCL scatter");
+                assert!(e.to_string().contains("NCCL is forced"), "{what}: {e}");
+                continue;
             }
-            // Gather, from a plain buffer.
-            let x = c.device_buffer_from(&mine[..n])?;
+            step("gather");
+            // Gather, from a pool tensor (even roots) or a plain buffer.
+            let x: Box<dyn Operand<f32>> = if root % 2 == 0 {
+                let t = pool.alloc::<f32>(n)?;
+                t.write(0, &mine[..n])?;
+                Box::new(t)
+            } else {
+                Box::new(c.device_buffer_from(&mine[..n])?)
+            };
             let len = if me == root { world * n } else { 0 };
             let got = coll
-                .gather(&x, c.device_buffer_from(&vec![poison(); len])?, root)?
+                .gather(&*x, c.device_buffer_from(&vec![poison(); len])?, root)?
                 .wait_host()?
                 .to_host()?;
             if me == root {
                 let want: Vec<f32> = inputs.iter().flat_map(|v| v[..n].to_vec()).collect();
                 assert_bits(&format!("{what}: gather"), &got, &want);
             }
+            step("scatter");
             // Scatter, from a pool tensor of world × n.
             let x = pool.alloc::<f32>(world * n)?;
             x.write(0, mine)?;
@@ -762,7 +806,10 @@ fn root_calls(world: usize, prefer: Prefer, n: usize) {
             );
         }
         // A root out of range and an input the world does not divide fail
-        // every rank alike.
+        // every rank alike (forced NCCL refuses the calls first).
+        if prefer == Prefer::Nccl {
+            return Ok(());
+        }
         let x = c.device_buffer_from(&inputs[me][..n])?;
         let e = coll
             .gather(&x, c.device_buffer::<f32>(world * n)?, world)
@@ -1184,6 +1231,63 @@ fn point_to_point(world: usize, n: usize) {
         coll.synchronize()
     })
     .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
+}
+
+/// Sends from pool tensors (registered with NCCL, on GPUs) into pool
+/// tensors and plain buffers, at sizes on both sides of the NCCL
+/// threshold: every byte arrives.
+fn point_to_point_from_pool(world: usize, n: usize) {
+    let Some(r) = ranks(world) else { return };
+    let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(n)).collect();
+    run(r, options(), |c| {
+        let me = c.rank();
+        let (next, prev) = ((me + 1) % world, (me + world - 1) % world);
+        let coll = Collectives::new(c)?;
+        let pool = c.pool();
+        coll.register_pool(&pool);
+        let x = pool.alloc::<f32>(n)?;
+        x.write(0, &inputs[me])?;
+        let mut into_pool = pool.alloc::<f32>(n)?;
+        into_pool.write(0, &vec![poison(); n])?;
+        let mut into_plain = c.device_buffer_from(&vec![poison(); n])?;
+        for out in [
+            &mut into_pool as &mut dyn symm::DeviceSlice<f32>,
+            &mut into_plain as &mut dyn symm::DeviceSlice<f32>,
+        ] {
+            let mut ops = [
+                symm::functional::P2pOp::Send {
+                    input: &x,
+                    peer: next,
+                },
+                symm::functional::P2pOp::Recv { out, peer: prev },
+            ];
+            coll.send_recv(&mut ops)?.wait_host()?;
+        }
+        assert_bits(
+            &format!("world {world}, n {n}, rank {me}: into a pool tensor"),
+            &into_pool.read(0, n)?,
+            &inputs[prev],
+        );
+        assert_bits(
+            &format!("world {world}, n {n}, rank {me}: into a plain buffer"),
+            &into_plain.to_host()?,
+            &inputs[prev],
+        );
+        coll.synchronize()
+    })
+    .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));
+}
+
+#[test]
+fn point_to_point_from_pool_tensors() {
+    for world in [2, 3] {
+        if !tier::runs(world == 2) {
+            continue;
+        }
+        for n in [4099, 1 << 20] {
+            point_to_point_from_pool(world, n);
+        }
+    }
 }
 
 #[test]

@@ -399,7 +399,8 @@ fn out_of_bounds(world: usize) -> Outcome {
             rerr.contains(&format!("index {w} is out of bounds for length {w}")),
             || format!("rank {r}: a peer rank past the world gave {rerr:?}"),
         )?;
-        rank_past_world::launch(c, LaunchConfig::linear(1, 32), &sm, 0, 8)?;
+        let chans = symm::layout::SIGNAL_CHANNELS as u32;
+        rank_past_world::launch(c, LaunchConfig::linear(1, 32), &sm, 0, chans)?;
         let cerr = c
             .synchronize()
             .err()
@@ -407,8 +408,10 @@ fn out_of_bounds(world: usize) -> Outcome {
             .unwrap_or_default();
         check(
             c,
-            cerr.contains("index 8 is out of bounds for length 8"),
-            || format!("rank {r}: signal channel 8 gave {cerr:?}"),
+            cerr.contains(&format!(
+                "index {chans} is out of bounds for length {chans}"
+            )),
+            || format!("rank {r}: signal channel {chans} gave {cerr:?}"),
         )?;
         let after = s.to_host()?;
         check(c, after[1] == 7, || {

@@ -315,7 +315,7 @@ fn one_allocation_rendezvoused_with_several_groups() {
             let in_tp = buf.rendezvous_in(&tp)?;
             let in_dp = buf.rendezvous_in(&dp)?;
             assert!(
-                buf.rendezvous_in(&tp)?.buffer_ptrs() == in_tp.buffer_ptrs(),
+                std::sync::Arc::ptr_eq(&buf.rendezvous_in(&tp)?, &in_tp),
                 "cached"
             );
             assert_eq!(in_tp.world_size(), tp.world_size());
@@ -378,6 +378,17 @@ fn one_allocation_rendezvoused_with_several_groups() {
                     "sum of all, round {round}"
                 );
             }
+            // A buffer of the column group, rendezvoused with the row group
+            // too: its id in its own group may equal the parent buffer's,
+            // and it is still another allocation.
+            let other = dp.alloc_unpooled::<i64>(n)?;
+            let other_in_tp = other.rendezvous_in(&tp)?;
+            assert_ne!(other_in_tp.alloc_id(), in_tp.alloc_id());
+            other.copy_from_host(&vec![me as i64; n])?;
+            all_reduce_op(&tp, &other_in_tp, &mut a, n, ReduceOp::Sum)?;
+            tp.synchronize()?;
+            let want = vec![tp_ranks.iter().map(|&g| g as i64).sum::<i64>(); n];
+            assert_eq!(a.to_host()?, want, "a column buffer summed over the row");
             // The functional layer reads it in place for the row group.
             let coll = symm::functional::Collectives::new(&tp)?;
             let got = coll

@@ -8,7 +8,7 @@ use super::elem::{CopyCall, CopyElem, Kernel};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint, InPlace};
+use crate::shared::checks::{disjoint, fits, out_fits, root_disjoint, same_or_disjoint, InPlace};
 
 /// Every rank's `n` elements of `input` (a rendezvoused symmetric buffer),
 /// in rank order, into this rank's `out[0..world × n]`. `out` must not
@@ -205,7 +205,7 @@ pub fn gather<T: CopyElem>(
         fits::<T>(input, n, "the input")?;
         if is_root {
             out_fits(out, total, "world × n on the root")?;
-            disjoint(input, out, InPlace::No)?;
+            root_disjoint(input, out)?;
         }
         Ok(())
     })?;

@@ -7,7 +7,7 @@ use super::call::{begin, grid, threads, Call, Kind};
 use super::elem::{op_problem, ReduceElem, ReduceOp};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
-use crate::shared::checks::{disjoint, fits, out_fits, same_or_disjoint, InPlace};
+use crate::shared::checks::{disjoint, fits, out_fits, root_disjoint, same_or_disjoint, InPlace};
 use crate::shared::staging::grow;
 
 /// The elements of a [`reduce_scatter`] of `n` that rank `rank` of `world`
@@ -189,7 +189,7 @@ pub fn reduce<T: ReduceElem>(
         fits::<T>(input, n, "the input")?;
         if is_root {
             out_fits(out, Some(n), "n on the root")?;
-            disjoint(input, out, InPlace::No)?;
+            root_disjoint(input, out)?;
         }
         Ok(())
     })?;

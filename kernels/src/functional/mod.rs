@@ -12,8 +12,8 @@
 //!
 //! - **symm's kernels** when the message is small enough for them to win
 //!   (each collective's threshold, from the measured crossovers) or NCCL
-//!   cannot run it (the emulator, ranks sharing a GPU, min and max, device
-//!   splits). A symmetric input is read in place; any other is first copied
+//!   cannot run it (the emulator, ranks sharing a GPU, min and max of floats,
+//!   device splits). A symmetric input is read in place; any other is first copied
 //!   into the group's persistent symmetric staging buffer.
 //! - **NCCL** otherwise, on a communicator made on first use from the
 //!   group's own store (no second launcher). Pool segments are registered
@@ -43,8 +43,10 @@
 //! Calls cross groups: an input or output may be memory of any of the
 //! rank's groups (the parent's, a sibling subgroup's), and a `Pending` of
 //! one group's call is another group's input in stream order (its stream
-//! waits on an event). Memory is symmetric only for the group that
-//! allocated it: another group's call stages it. Each call also has an
+//! waits on an event). Memory is symmetric for the group that allocated
+//! it, and for another group only where a buffer was rendezvoused with
+//! that group too ([`SymmBuffer::rendezvous_in`]): elsewhere another
+//! group's call stages it. Each call also has an
 //! in-place form where one is meaningful (`all_reduce_in_place`,
 //! `all_gather_in_place`, `broadcast_in_place`,
 //! `reduce_scatter_in_place`) and a `_new` form that allocates its output
@@ -258,6 +260,9 @@ pub struct Collectives {
     /// memory an in-place reduce-scatter writes a misaligned chunk through
     /// (the last is the largest; the others stay for captured graphs).
     scratch: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
+    /// Plain bytes that NCCL's sends and receives use in place of pool
+    /// memory (`p2p.rs`), one per operation of a batch, grown as needed.
+    p2p_scratch: Mutex<Vec<symm::DeviceBuffer<u8>>>,
     /// The group's point-to-point kernels on the communication stream.
     p2p: crate::p2p::P2p,
     /// Where new outputs come from when no pool is in use on the group.
@@ -326,6 +331,7 @@ impl Collectives {
             pools: Mutex::default(),
             own_pool: std::sync::OnceLock::new(),
             scratch: Mutex::default(),
+            p2p_scratch: Mutex::default(),
             seq,
         })
     }

@@ -76,6 +76,23 @@ impl Collectives {
         self.pending((), "send_recv")
     }
 
+    /// The address of scratch `k` of the NCCL sends and receives, grown
+    /// to at least `bytes` (on a first call of a size: not capturable).
+    fn p2p_room(
+        &self,
+        scratch: &mut Vec<symm::DeviceBuffer<u8>>,
+        k: usize,
+        bytes: usize,
+    ) -> Result<u64> {
+        while scratch.len() <= k {
+            scratch.push(self.cs.device_buffer::<u8>(16)?);
+        }
+        if scratch[k].len() < bytes {
+            scratch[k] = self.cs.device_buffer::<u8>(bytes.next_power_of_two())?;
+        }
+        Ok(scratch[k].device_ptr())
+    }
+
     fn p2p_ops<T: CopyElem>(&self, ops: &mut [P2pOp<'_, T>]) -> Result<()> {
         let size = std::mem::size_of::<T>();
         // Every operation checked and routed (by its bytes alone) before
@@ -113,17 +130,42 @@ impl Collectives {
         // NCCL's first: every rank's NCCL group comes before its symm
         // kernels of the batch, so no NCCL group waits behind a kernel
         // that waits for it.
+        let nccl = if routes.contains(&Route::Nccl) {
+            Some(self.nccl()?)
+        } else {
+            None
+        };
+        // Pool memory registered with NCCL goes through plain scratch: on
+        // NCCL 2.28 a 4 MiB send and receive between registered pool
+        // segments hung (tests/functional.rs, point_to_point_from_pool_tensors,
+        // 2 H200s). Sends are copied in before the group, receives out
+        // after it, all on the communication stream.
+        let mut scratch = self.p2p_scratch.lock().unwrap_or_else(|p| p.into_inner());
         let mut nccl_ops = Vec::new();
         let mut bound = Vec::new();
+        let mut copy_out = Vec::new();
         let mut kops: Vec<KernelOp<'_, T>> = Vec::new();
         for (op, route) in ops.iter_mut().zip(&routes) {
-            let nccl = *route == Route::Nccl;
+            let by_nccl = nccl.as_ref().filter(|_| *route == Route::Nccl);
             match op {
                 P2pOp::Send { input, peer } => {
                     let input: &dyn Operand<T> = *input;
-                    if nccl {
+                    if let Some(n) = by_nccl {
                         let b = self.cs.bind("input", input.__memory())?;
-                        nccl_ops.push((*peer, true, b.device_ptr(), b.len() * size));
+                        let bytes = b.len() * size;
+                        if bytes > 0 && n.registered(b.device_ptr(), bytes) {
+                            let k = nccl_ops.len();
+                            let at = self.p2p_room(&mut scratch, k, bytes)?;
+                            let mut room = self.cs.bind_mut("scratch", &mut scratch[k])?;
+                            let mut room = room.bytes_mut();
+                            let mut room = room.sub_mut(0..bytes).ok_or_else(|| {
+                                invalid(&self.cs, "the p2p scratch is too short".into())
+                            })?;
+                            self.cs.copy(&b.bytes(), &mut room)?;
+                            nccl_ops.push((*peer, true, at, bytes));
+                        } else {
+                            nccl_ops.push((*peer, true, b.device_ptr(), bytes));
+                        }
                         bound.push(b);
                     } else {
                         kops.push(KernelOp::Send {
@@ -133,10 +175,18 @@ impl Collectives {
                     }
                 }
                 P2pOp::Recv { out, peer } => {
-                    if nccl {
+                    if let Some(n) = by_nccl {
                         let b = self.cs.bind_mut("out", &mut **out)?;
-                        nccl_ops.push((*peer, false, b.device_ptr(), b.len() * size));
-                        bound.push(b);
+                        let bytes = b.len() * size;
+                        if bytes > 0 && n.registered(b.device_ptr(), bytes) {
+                            let k = nccl_ops.len();
+                            let at = self.p2p_room(&mut scratch, k, bytes)?;
+                            nccl_ops.push((*peer, false, at, bytes));
+                            copy_out.push((k, bytes, b));
+                        } else {
+                            nccl_ops.push((*peer, false, b.device_ptr(), bytes));
+                            bound.push(b);
+                        }
                     } else {
                         kops.push(KernelOp::Recv {
                             out: &mut **out,
@@ -147,14 +197,23 @@ impl Collectives {
             }
         }
         nccl_ops.retain(|op| op.3 > 0);
-        if !nccl_ops.is_empty() {
-            let n = self.nccl()?;
+        if let Some(n) = nccl.filter(|_| !nccl_ops.is_empty()) {
             // SAFETY: every address is memory of this rank bound to the
-            // communication stream (`bound`, alive until after the
-            // enqueue), of the bytes given; each peer makes the matching
+            // communication stream (`bound`, `copy_out`, or the scratch,
+            // kept in `self` and used by no other work of this stream in
+            // between), of the bytes given; each peer makes the matching
             // operation, chosen by the same bytes.
             unsafe { n.p2p(&nccl_ops, self.stream()?)? };
         }
+        for (k, bytes, mut b) in copy_out {
+            let room = self.cs.bind("scratch", &scratch[k])?;
+            let room = room.bytes();
+            let room = room
+                .sub(0..bytes)
+                .ok_or_else(|| invalid(&self.cs, "the p2p scratch is too short".into()))?;
+            self.cs.copy(&room, &mut b.bytes_mut())?;
+        }
+        drop(scratch);
         drop(bound);
         if kops.is_empty() {
             return Ok(());

@@ -472,6 +472,17 @@ fn nccl_refuses<'a>(group: &'a GroupFacts, call: &CallFacts) -> Option<&'a str> 
     if let Some(why) = call.nccl_shape {
         return Some(why);
     }
+    if matches!(
+        call.collective,
+        Collective::Reduce | Collective::Gather | Collective::Scatter
+    ) {
+        // Measured (tests/functional.rs, root_calls_on_nccl, 1 and 2 H200s).
+        return Some(
+            "on NCCL 2.28, a 4 MiB ncclReduce from a registered pool segment hung (1 and 2 \
+             ranks), and a gather by send and receive from one delivered zeros (2 ranks); \
+             symm's kernels run every call to or from a root",
+        );
+    }
     if matches!(call.op, Some(ReduceOp::Min | ReduceOp::Max)) && call.dtype.is_float() {
         return Some(
             "NCCL's min and max do not carry NaNs and signed zeros as symm's do \

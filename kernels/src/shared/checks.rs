@@ -138,6 +138,24 @@ pub(crate) fn disjoint<T: Element>(
     .into())
 }
 
+/// [`disjoint`] for a call whose root alone writes (reduce, gather): the
+/// root reads its own input as it writes its output, and no peer reads
+/// the root's input while it writes, so the advice differs.
+pub(crate) fn root_disjoint<T: Element>(
+    input: &SymmetricMemory,
+    out: &BoundSlice<'_, T>,
+) -> Result<(), Problem> {
+    if !overlaps_input(input, out) {
+        return Ok(());
+    }
+    Err(
+        "the root's output overlaps its symmetric input, which its kernel reads as it \
+         writes the output: give the output memory of its own"
+            .to_string()
+            .into(),
+    )
+}
+
 /// What an overlap error advises, by how the call can run in place.
 pub(crate) fn in_place_advice(in_place: InPlace) -> String {
     match in_place {

@@ -112,8 +112,13 @@ impl<T: Element> SymmBuffer<T> {
     /// allocations, with its matching buffer: the same length and type),
     /// cached after; the buffer's own group needs no call. The memory
     /// signals on pads of an allocation of `group`'s own, so the groups'
-    /// channels never share a slot. A pool's tensor is its segment's
-    /// memory, which this cannot rendezvous alone: it is an error.
+    /// channels never share a slot. Calls of two groups on the memory are
+    /// ordered only as their streams are: synchronize (or chain the
+    /// functional layer's `Pending`s) between them. A pool's tensor is its
+    /// segment's memory, which this cannot rendezvous alone: it is an
+    /// error. So is a buffer of another rank; both are found on this rank
+    /// alone, before the collective, so they fail this rank at once and
+    /// leave its peers to the rendezvous timeout.
     pub fn rendezvous_in(&self, group: &Comm) -> Result<Arc<SymmetricMemory>> {
         let comm = &self.inner.comm;
         if comm.same_group(group) {
@@ -147,12 +152,17 @@ impl<T: Element> SymmBuffer<T> {
             return Ok(s.clone());
         }
         // The pads: a one-byte allocation of `group`'s own, whose
-        // rendezvous every rank of `group` makes first.
+        // rendezvous every rank of `group` makes first. Its id, drawn from
+        // `group`'s numbering (the same on every rank of `group`, and used
+        // by no other of its allocations), also names the data's
+        // rendezvous: the buffer's own id counts in its home group, where
+        // matching buffers of different homes may differ, and another
+        // home's buffer may share it.
         let pad = SymmBuffer::<u8>::new(group.clone(), group.next_alloc_id(), 1)?;
         let pad_smem = pad.rendezvous()?;
         let smem = symmetric::rendezvous(symmetric::Allocation {
             comm: group,
-            id: self.inner.id,
+            id: pad_smem.alloc_id(),
             alloc: &self.inner.alloc,
             layout: self.inner.layout,
             dtype: self.inner.dtype,

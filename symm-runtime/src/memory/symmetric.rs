@@ -231,8 +231,9 @@ pub(crate) struct Allocation<'a> {
     pub dtype: DType,
     pub len: usize,
     /// The namespace of `id` in the group's keys: `""` for the group's own
-    /// allocations, `"x"` for another group's (whose ids the group's own
-    /// may repeat), rendezvoused with this group too.
+    /// allocations, `"x"` for another group's allocation rendezvoused with
+    /// this group too, named by the id of its pads' allocation in this
+    /// group (so the keys never meet that allocation's own).
     pub space: &'static str,
 }
 

@@ -24,8 +24,8 @@ use crate::signal::Channel;
 /// ranks' counters and halves may be out of step: make a new group.
 ///
 /// A stage holds its channel for the group's life, as every
-/// [`Channel::request`] does (a pad has 8, and the built-in all-reduce
-/// reserves one), so make a few stages and reuse them: keeping channels
+/// [`Channel::request`] does (the application has 16 of a pad's 32), so
+/// make a few stages and reuse them: keeping channels
 /// until the group ends is what keeps every rank's channel numbers the
 /// same whatever order the ranks drop their stages in.
 ///

@@ -110,6 +110,9 @@ struct Segments {
     /// deregisters at exit in the same order (window deregistration is
     /// collective).
     done: BTreeMap<(u64, usize), Registered>,
+    /// The address ranges (base, bytes) of the segments in `pending` and
+    /// `done`, by key: what [`Nccl::registered`] looks in.
+    ranges: BTreeMap<(u64, usize), (u64, usize)>,
 }
 
 /// How often the watchdog looks at the group, at NCCL's asynchronous

@@ -31,10 +31,12 @@ impl Nccl {
             SegmentEvent::Allocated(info) => {
                 let base = info.memory.buffer_ptrs()[info.memory.rank()];
                 s.pending.push(((info.pool, info.index), base, info.bytes));
+                s.ranges.insert((info.pool, info.index), (base, info.bytes));
             }
             SegmentEvent::Freeing(info) => {
                 let key = (info.pool, info.index);
                 s.pending.retain(|(k, ..)| *k != key);
+                s.ranges.remove(&key);
                 if let Some(r) = s.done.remove(&key) {
                     // Trims run at the same points on every rank (the pool's
                     // contract), so this collective deregistration meets its
@@ -71,6 +73,15 @@ impl Nccl {
         if let Err(e) = res {
             tracing::warn!(rank = self.rank, "{e}");
         }
+    }
+
+    /// Whether `bytes` at `ptr` touch a pool segment registered with this
+    /// communicator (or to be, at the next call).
+    pub(crate) fn registered(&self, ptr: u64, bytes: usize) -> bool {
+        let s = self.segments.lock().unwrap_or_else(|p| p.into_inner());
+        s.ranges
+            .values()
+            .any(|&(base, len)| ptr < base + len as u64 && base < ptr + bytes as u64)
     }
 
     /// Registers the segments heard of since the last call, unless
