@@ -728,6 +728,147 @@ fn root_collectives_from_and_to_every_root() {
     }
 }
 
+/// Every collective on a view of a symmetric allocation at element offset
+/// `k` (`SymmView::symmetric`), into an output at element offset `j` of
+/// another: for 4-byte elements every offset modulo a 16-byte vector, for
+/// 8-byte ones both, so the kernels take vectors where the two reach a
+/// boundary together and single elements elsewhere (the emulator faults
+/// on a misaligned vector). Each result exact, every element outside the
+/// output's range untouched.
+fn sub_range_case<T: Native + CopyElem>(world: usize, n: usize, k: usize, j: usize) {
+    let what = format!(
+        "{} world {world} n {n} input at +{k} output at +{j}",
+        T::DTYPE
+    );
+    let len = world * n;
+    let inputs: Vec<Vec<T>> = (0..world)
+        .map(|_| native_values::<T>(k + len + 3, false))
+        .collect();
+    let at = |op: ReduceOp, i: usize| {
+        let vals: Vec<T> = inputs.iter().map(|v| v[k + i]).collect();
+        T::reduce(op, &vals)
+    };
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let me = c.rank();
+        let buf = c.alloc::<T>(k + len + 3)?;
+        buf.copy_from_host(&inputs[me])?;
+        let view = buf.slice(k..k + len)?;
+        let s = view.symmetric()?;
+        let short = buf.slice(k..k + n)?.symmetric()?;
+        let out = c.alloc::<T>(j + len + 2)?;
+        let mut results = Vec::new();
+        let mut run_into = |f: &mut dyn FnMut(&mut symm::SymmView<'_, T>) -> symm::Result<()>,
+                            m: usize|
+         -> symm::Result<()> {
+            out.copy_from_host(&vec![poison::<T>(); j + len + 2])?;
+            f(&mut out.slice(j..j + m)?)?;
+            c.synchronize()?;
+            results.push(out.to_host()?);
+            Ok(())
+        };
+        run_into(&mut |o| all_gather(c, &short, o, n), len)?;
+        run_into(&mut |o| broadcast(c, &s, o, len, world - 1), len)?;
+        run_into(&mut |o| all_to_all(c, &s, o, n), len)?;
+        run_into(&mut |o| reduce_scatter(c, &s, o, len, ReduceOp::Sum), n)?;
+        run_into(&mut |o| all_reduce_op(c, &s, o, len, ReduceOp::Sum), len)?;
+        run_into(&mut |o| all_reduce_op(c, &s, o, len, ReduceOp::Max), len)?;
+        run_into(
+            &mut |o| symm::kernels::collectives::gather(c, &short, o, n, 0),
+            len,
+        )?;
+        run_into(
+            &mut |o| symm::kernels::collectives::scatter(c, &s, o, n, world - 1),
+            n,
+        )?;
+        run_into(
+            &mut |o| symm::kernels::collectives::reduce(c, &s, o, len, ReduceOp::Min, 0),
+            len,
+        )?;
+        // In place, on the view itself; what lies around it stays.
+        all_reduce_op(c, &s, &mut buf.slice(k..k + len)?, len, ReduceOp::Sum)?;
+        c.synchronize()?;
+        results.push(buf.to_host()?);
+        Ok(results)
+    }) else {
+        return;
+    };
+    let sum: Vec<T> = (0..len).map(|i| at(ReduceOp::Sum, i)).collect();
+    for (r, res) in outs.iter().enumerate() {
+        let expect = |name: &str, got: &[T], body: Vec<T>| {
+            let mut want = vec![poison::<T>(); j];
+            let m = body.len();
+            want.extend(body);
+            want.extend(vec![poison::<T>(); got.len() - j - m]);
+            assert_values(&format!("{what}: {name}, rank {r}"), got, &want);
+        };
+        expect(
+            "all_gather",
+            &res[0],
+            inputs.iter().flat_map(|v| v[k..k + n].to_vec()).collect(),
+        );
+        expect("broadcast", &res[1], inputs[world - 1][k..k + len].to_vec());
+        expect(
+            "all_to_all",
+            &res[2],
+            (0..world)
+                .flat_map(|p| inputs[p][k + r * n..k + (r + 1) * n].to_vec())
+                .collect(),
+        );
+        expect("reduce_scatter", &res[3], sum[r * n..(r + 1) * n].to_vec());
+        expect("all_reduce_op sum", &res[4], sum.clone());
+        expect(
+            "all_reduce_op max",
+            &res[5],
+            (0..len).map(|i| at(ReduceOp::Max, i)).collect(),
+        );
+        if r == 0 {
+            expect(
+                "gather",
+                &res[6],
+                inputs.iter().flat_map(|v| v[k..k + n].to_vec()).collect(),
+            );
+            expect(
+                "reduce",
+                &res[8],
+                (0..len).map(|i| at(ReduceOp::Min, i)).collect(),
+            );
+        } else {
+            expect("gather (not the root)", &res[6], vec![poison::<T>(); len]);
+            expect("reduce (not the root)", &res[8], vec![poison::<T>(); len]);
+        }
+        let sc = inputs[world - 1][k + r * n..k + (r + 1) * n].to_vec();
+        expect("scatter", &res[7], sc);
+        let mut whole = inputs[r].clone();
+        whole[k..k + len].copy_from_slice(&sum);
+        assert_values(&format!("{what}: in place, rank {r}"), &res[9], &whole);
+    }
+}
+
+/// Collectives on sub-ranges at every offset class, 4- and 8-byte types,
+/// on both paths (the root calls always pull).
+#[test]
+fn collectives_on_sub_ranges_at_any_offset() {
+    for world in WORLDS {
+        for n in [1, 5, 1031] {
+            if !tier::runs(quick(world, n) && n < 1031) {
+                continue;
+            }
+            for path in [CollectivePath::Ll, CollectivePath::Pull] {
+                on_path(Some(path), || {
+                    for (k, j) in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 3), (3, 2)] {
+                        sub_range_case::<i32>(world, n, k, j);
+                        sub_range_case::<f32>(world, n, k, j);
+                        if k < 2 && j < 2 {
+                            sub_range_case::<f64>(world, n, k, j);
+                            sub_range_case::<u64>(world, n, k, j);
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
 /// An application that holds all of its signal channels still runs every
 /// built-in (the all-reduce, the collectives, the fused kernel, point to
 /// point, the group barrier, the functional layer), whose channels come

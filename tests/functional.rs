@@ -1551,7 +1551,10 @@ fn deterministic_mode_keeps_reductions_off_nccl() {
         for bytes in [4, 1 << 20, 256 << 20] {
             let op = matches!(
                 c,
-                Collective::AllReduce | Collective::ReduceScatter | Collective::AllReduceCoalesced
+                Collective::AllReduce
+                    | Collective::ReduceScatter
+                    | Collective::AllReduceCoalesced
+                    | Collective::Reduce
             )
             .then_some(ReduceOp::Sum);
             let call = CallFacts {
@@ -1572,8 +1575,13 @@ fn deterministic_mode_keeps_reductions_off_nccl() {
                 let e = rule::route(&forced, &group, &call).expect_err("NCCL forced");
                 assert!(e.to_string().contains("deterministic"), "{e}");
             } else if bytes == 256 << 20
-                && c != Collective::AllToAllSingle
-                && c != Collective::AllToAllV
+                && !matches!(
+                    c,
+                    Collective::AllToAllSingle
+                        | Collective::AllToAllV
+                        | Collective::Gather
+                        | Collective::Scatter
+                )
             {
                 assert_eq!(r, Route::Nccl, "{c}: copies still take NCCL");
             }

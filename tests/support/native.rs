@@ -120,6 +120,70 @@ impl Native for f64 {
     }
 }
 
+/// f32, which every reduction combines in f32 too (the same reference).
+impl Native for f32 {
+    fn random(rng: &mut impl Rng, extremes: bool) -> Self {
+        match rng.random_range(0..16) {
+            0 => 0.0,
+            1 => -0.0,
+            2 if extremes => f32::MAX,
+            _ => {
+                let m = 1.0 + rng.random::<f32>();
+                let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
+                sign * m * 2f32.powi(rng.random_range(-20..20))
+            }
+        }
+    }
+    fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+        match op {
+            ReduceOp::Sum | ReduceOp::Avg => a + b,
+            ReduceOp::Prod => a * b,
+            // IEEE 754-2019 minimum and maximum: a NaN wins (the first),
+            // and -0 is below +0.
+            _ if a.is_nan() => a,
+            _ if b.is_nan() => b,
+            ReduceOp::Min if a == b => {
+                if a.is_sign_negative() {
+                    a
+                } else {
+                    b
+                }
+            }
+            ReduceOp::Max if a == b => {
+                if a.is_sign_positive() {
+                    a
+                } else {
+                    b
+                }
+            }
+            ReduceOp::Min => {
+                if b < a {
+                    b
+                } else {
+                    a
+                }
+            }
+            ReduceOp::Max => {
+                if b > a {
+                    b
+                } else {
+                    a
+                }
+            }
+        }
+    }
+    fn reduce(op: ReduceOp, vals: &[Self]) -> Self {
+        let acc = vals[1..]
+            .iter()
+            .fold(vals[0], |a, &b| Self::combine(op, a, b));
+        if op == ReduceOp::Avg {
+            acc / vals.len() as f32
+        } else {
+            acc
+        }
+    }
+}
+
 /// `n` random values of `T` ([`Native::random`]).
 pub fn native_values<T: Native>(n: usize, extremes: bool) -> Vec<T> {
     let mut rng = rand::rng();

@@ -36,9 +36,13 @@
 //! [`LL_MAX_BYTES`]), or a pull from the peers' symmetric inputs between
 //! an entry and an exit barrier. Either way an input may be rewritten as
 //! soon as the call is over in stream order. Inputs are rendezvoused
-//! symmetric memory ([`SymmetricMemory`](symm::SymmetricMemory)); outputs are this rank's device
-//! memory: symm memory or the user's cudarc memory ([`DeviceSlice`](symm::DeviceSlice)),
-//! 16-byte aligned.
+//! symmetric memory ([`SymmetricMemory`](symm::SymmetricMemory)), whole
+//! allocations or views at any element offset
+//! ([`SymmView::symmetric`](symm::SymmView::symmetric)); outputs are this
+//! rank's device memory at any element offset: symm memory or the user's
+//! cudarc memory ([`DeviceSlice`](symm::DeviceSlice)). The kernels move
+//! 16-byte vectors where input and output reach a boundary together, and
+//! single elements elsewhere.
 
 mod call;
 mod coalesced;

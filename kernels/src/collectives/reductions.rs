@@ -112,7 +112,10 @@ pub fn all_reduce_op<T: ReduceElem>(
     n: usize,
     op: ReduceOp,
 ) -> Result<()> {
-    let builtin = op == ReduceOp::Sum && !T::__NATIVE;
+    // The built-in all-reduce loads 16-byte vectors from the input's start;
+    // an input at another offset (the same on every rank) takes the op
+    // kernels, which load vectors past its head.
+    let builtin = op == ReduceOp::Sum && !T::__NATIVE && vector_aligned(input);
     let call = Call {
         kind: Kind::AllReduce { n, op },
         // Sum runs the built-in all-reduce, which chooses its own kernel.
@@ -218,17 +221,67 @@ pub fn reduce<T: ReduceElem>(
 /// The all-reduce by sum: the built-in
 /// [`all_reduce`](crate::all_reduce::all_reduce) (its kernels and measured
 /// dispatch) for the types that combine in f32, and [`all_reduce_op`]'s
-/// kernels for the others (integers and f64).
+/// kernels for the others (integers and f64) and for an input that does
+/// not start 16-byte aligned (a view at another offset). Any output
+/// works: where this rank's does not start 16-byte aligned, the built-in
+/// writes a scratch of this rank's, copied out after (the same bits: both
+/// sum in f32 in rank order).
 pub fn sum<T: ReduceElem>(
     comm: &Comm,
     input: &SymmetricMemory,
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> Result<()> {
-    match T::__builtin_sum(comm, input, &mut *out, n) {
-        Some(done) => done,
-        None => all_reduce_op(comm, input, out, n, ReduceOp::Sum),
+    if T::__NATIVE || !vector_aligned(input) {
+        return all_reduce_op(comm, input, out, n, ReduceOp::Sum);
     }
+    let off_vector = comm
+        .bind_mut("out", &mut *out)
+        .is_ok_and(|b| !b.device_ptr().is_multiple_of(16) && b.len() >= n);
+    if !off_vector {
+        return T::__builtin_sum(comm, input, out, n)
+            .unwrap_or_else(|| all_reduce_op(comm, input, out, n, ReduceOp::Sum));
+    }
+    let scratch = sum_scratch::<T>(comm, n)?;
+    let mut scratch = scratch.buf.lock().unwrap_or_else(|p| p.into_inner());
+    T::__builtin_sum(comm, input, &mut *scratch, n)
+        .unwrap_or_else(|| all_reduce_op(comm, input, &mut *scratch, n, ReduceOp::Sum))?;
+    let all = comm.bind("scratch", &*scratch)?;
+    let src = all.sub(0..n).ok_or_else(|| {
+        crate::shared::checks::invalid(comm, "the sum's scratch is too short".into())
+    })?;
+    comm.copy(&src, out)
+}
+
+/// Whether every rank's buffer of `input` starts 16-byte aligned (they
+/// all lie alike past a boundary: their allocations are aligned, and a
+/// view's offset is the same on every rank).
+pub(crate) fn vector_aligned(input: &SymmetricMemory) -> bool {
+    input.buffer_ptrs()[input.rank()].is_multiple_of(16)
+}
+
+/// This rank's scratch of at least `n` elements for [`sum`] into an
+/// output off 16 bytes: plain memory of its own, grown as needed (older
+/// ones kept for graphs captured with them).
+fn sum_scratch<T: ReduceElem>(comm: &Comm, n: usize) -> Result<std::sync::Arc<SumScratch<T>>> {
+    comm.extension(
+        |s: &SumScratch<T>| s.len >= n,
+        |older| {
+            let len = n.next_power_of_two().max(4096);
+            Ok(SumScratch {
+                buf: std::sync::Mutex::new(comm.device_buffer::<T>(len)?),
+                len,
+                _older: older,
+            })
+        },
+    )
+}
+
+/// [`sum_scratch`]'s memory.
+struct SumScratch<T: symm::Element> {
+    buf: std::sync::Mutex<symm::DeviceBuffer<T>>,
+    len: usize,
+    _older: Option<std::sync::Arc<SumScratch<T>>>,
 }
 
 /// A rank's scratch of at least `n` elements of `T` for

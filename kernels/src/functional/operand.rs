@@ -77,21 +77,25 @@ impl<T: Element> Operand<T> for SymmBuffer<T> {
     }
 }
 
-/// A view is read in place only where it starts its buffer (the kernels
-/// read a symmetric input from its start); elsewhere it is staged.
+/// A view is read in place at any offset, as symmetric memory of its own
+/// ([`SymmView::symmetric`]), for its buffer's group: every rank passes
+/// the same view.
 impl<T: Element> Operand<T> for SymmView<'_, T> {
     fn __memory(&self) -> &dyn DeviceSlice<T> {
         self
     }
     fn __placed(&self, comm: &Comm) -> Placed {
-        if self.offset() == 0 && self.buffer().comm().same_group(comm) {
+        if self.buffer().comm().same_group(comm) {
             Placed::Symmetric
         } else {
             Placed::Plain
         }
     }
     fn __symmetric(&self, comm: &Comm) -> Option<Result<Arc<SymmetricMemory>>> {
-        (self.offset() == 0 && self.buffer().comm().same_group(comm)).then(|| self.rendezvous())
+        self.buffer()
+            .comm()
+            .same_group(comm)
+            .then(|| self.symmetric())
     }
 }
 

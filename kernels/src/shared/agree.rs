@@ -165,10 +165,15 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
             let mine = problem.as_ref().map_or(String::new(), |p| {
                 format!("; this rank's own problem: {}", p.text)
             });
+            let of = if comm.is_subgroup() {
+                format!(" of group {}", comm.group_label())
+            } else {
+                String::new()
+            };
             Error::Mismatch {
                 rank,
                 message: format!(
-                    "{what}: ranks {ranks:?} did not make this call within {timeout:?} (a rank \
+                    "{what}: ranks {ranks:?}{of} did not make this call within {timeout:?} (a rank \
                      that skipped it or made another collective, or had an argument error on \
                      a call its peers had already checked){mine}"
                 ),

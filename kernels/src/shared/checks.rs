@@ -56,16 +56,19 @@ pub(crate) fn fits<T: Element>(
     }
 }
 
-/// A problem unless `out` is 16-byte aligned and holds `need` elements
-/// (`what` says what they are; `None`: more than `usize` counts).
+/// A problem unless `out` is aligned to its elements and holds `need`
+/// elements (`what` says what they are; `None`: more than `usize`
+/// counts). Any element offset works: the kernels store 16-byte vectors
+/// where the output reaches a 16-byte boundary, single elements elsewhere.
 pub(crate) fn out_fits<T: Element>(
     out: &BoundSlice<'_, T>,
     need: Option<usize>,
     what: &str,
 ) -> Result<(), Problem> {
-    if !out.device_ptr().is_multiple_of(16) {
+    let size = std::mem::size_of::<T>() as u64;
+    if !out.device_ptr().is_multiple_of(size) {
         return Err(format!(
-            "the output at {:#x} is not 16-byte aligned",
+            "the output at {:#x} is not aligned to its {size}-byte elements",
             out.device_ptr()
         )
         .into());

@@ -253,6 +253,19 @@ pub fn fma<T: Num>(a: T, b: T, c: T) -> T {
 }
 
 intrinsic! {
+    /// How many elements of `T` the first element of `s` lies past a
+    /// 16-byte boundary: 0 where `s` starts 16-byte aligned. Element `i`
+    /// starts a 16-byte vector exactly when `(i + vector_lag(s)) × size_of::<T>()`
+    /// is a multiple of 16, which lets a kernel load vectors where a view
+    /// at any element offset allows and single elements elsewhere.
+    /// `(ptr % 16) / sizeof(T)`.
+    pub fn vector_lag[T: Scalar, H: super::memory::Located<T>](s: H) -> u32 {
+        ((s.__address() % 16) / std::mem::size_of::<T>() as u64) as u32
+    }
+    cuda: "template<typename T> static __device__ __forceinline__ __attribute__((unused)) symm_u32 f_vector_lag(const symm_kctx&, symm_slice<T> s) { return (symm_u32)(((symm_u64)s.ptr % 16) / sizeof(T)); }\n";
+}
+
+intrinsic! {
     /// `e` to the power `x`, in f32 (softmax, SiLU). Not correctly
     /// rounded: the emulator's is Rust's `f32::exp` and the GPU's CUDA's
     /// `expf` (within 2 ulp), so the two may differ in the last bits. `expf`.

@@ -101,6 +101,14 @@ fn rmw_order(o: RmwOrder) -> Ordering {
     }
 }
 
+/// The handles whose elements lie at an address (slices and peers'
+/// buffers): what [`vector_lag`](super::vector_lag) reads.
+#[doc(hidden)]
+pub trait Located<T> {
+    /// The address of the first element (on the emulator, in its memory).
+    fn __address(&self) -> u64;
+}
+
 /// Shared body of the pointer-like handles.
 macro_rules! handle {
     ($(#[$doc:meta])* $name:ident, $what:literal) => {
@@ -117,6 +125,12 @@ macro_rules! handle {
             }
         }
         impl<T> Copy for $name<T> {}
+
+        impl<T> Located<T> for $name<T> {
+            fn __address(&self) -> u64 {
+                self.ptr
+            }
+        }
 
         impl<T: Scalar> $name<T> {
             /// The handle the emulator's kernel body sees for `len` elements

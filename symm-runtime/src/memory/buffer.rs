@@ -444,6 +444,27 @@ pub struct SymmView<'a, T: Element> {
 }
 
 impl<'a, T: Element> SymmView<'a, T> {
+    /// This view as symmetric memory of its own: the allocation's
+    /// rendezvous (collective on the allocation's first), narrowed to the
+    /// view's elements at the same offset on every rank, with no
+    /// collective and no device work. A collective on it reads and writes
+    /// only the view's elements, at any element offset: the built-in
+    /// kernels load 16-byte vectors where the offset reaches a boundary,
+    /// single elements elsewhere. Every rank must take the same view: the
+    /// kernels' check of each call names the allocation and byte offset.
+    pub fn symmetric(&self) -> Result<Arc<SymmetricMemory>> {
+        let whole = self.buf.rendezvous()?;
+        let size = std::mem::size_of::<T>();
+        Ok(Arc::new(SymmetricMemory::view(
+            &whole,
+            self.offset * size,
+            self.len * size,
+            T::DTYPE,
+            None,
+            Box::new(()),
+        )?))
+    }
+
     /// The buffer this view is part of.
     pub fn buffer(&self) -> &'a SymmBuffer<T> {
         self.buf

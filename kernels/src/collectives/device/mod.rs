@@ -30,10 +30,26 @@ use crate::shared::device::{enter_call, enter_sending, exit_checked, spread_firs
 mod ll;
 pub use ll::*;
 
+/// The elements of a span of `len` from element `off` of a buffer whose
+/// first element lies `lag` elements past a 16-byte boundary
+/// ([`vector_lag`]) that come before the span's first 16-byte vector: the
+/// head a kernel moves element by element, before its vectors.
+#[symm_kernel(device)]
+pub(crate) fn vector_head<const V: usize>(off: u32, lag: u32, len: u32) -> u32 {
+    let v = V as u32;
+    let head = (v - (off + lag) % v) % v;
+    if head < len {
+        head
+    } else {
+        len
+    }
+}
+
 /// Copies elements `src[src_off..src_off + len]` to `dst[dst_off..]`, this
 /// thread's share of a grid-stride loop starting at `first` with step
-/// `stride`: 16-byte vectors where both offsets are multiples of `V`, else
-/// element by element.
+/// `stride`: in 16-byte vectors where both sides reach a 16-byte boundary
+/// together (after the source's head), element by element elsewhere, so
+/// any element offset of either side works.
 #[symm_kernel(device)]
 pub(crate) fn copy_span<T: Scalar, const V: usize>(
     src: Remote<T>,
@@ -45,21 +61,26 @@ pub(crate) fn copy_span<T: Scalar, const V: usize>(
     stride: u32,
 ) {
     let v = V as u32;
-    let mut done: u32 = 0;
-    if src_off % v == 0 && dst_off % v == 0 {
-        let vecs = len / v;
-        let mut i = first;
-        while i < vecs {
-            let x: [T; V] = src.load_vec::<V>(src_off + i * v);
-            dst.store_vec::<V>(dst_off + i * v, x);
-            i += stride;
-        }
-        done = vecs * v;
+    let head = vector_head::<V>(src_off, vector_lag(src), len);
+    let mut vecs: u32 = 0;
+    if (dst_off + head + vector_lag(dst)) % v == 0u32 {
+        vecs = (len - head) / v;
     }
-    let mut j = done + first;
-    while j < len {
+    let mut i = first;
+    while i < vecs {
+        let x: [T; V] = src.load_vec::<V>(src_off + head + i * v);
+        dst.store_vec::<V>(dst_off + head + i * v, x);
+        i += stride;
+    }
+    let mut j = first;
+    while j < head {
         dst[dst_off + j] = src[src_off + j];
         j += stride;
+    }
+    let mut k = head + vecs * v + first;
+    while k < len {
+        dst[dst_off + k] = src[src_off + k];
+        k += stride;
     }
 }
 
@@ -488,6 +509,43 @@ pub(crate) fn finish_native<T: Num, const OP: usize>(acc: T, world: u32) -> T {
     r
 }
 
+/// `out[0..len]` gets the reduction by `OP` of elements `start..start +
+/// len` of every rank's `input`, this thread's share of a grid-stride
+/// loop: in 16-byte vectors where the input (whose every rank's buffer
+/// lies alike past a 16-byte boundary) and `out` reach a boundary together,
+/// element by element elsewhere.
+#[symm_kernel(device)]
+pub(crate) fn reduce_span<T: Num, const V: usize, const OP: usize, const NATIVE: bool>(
+    input: SymmBuf<T>,
+    start: u32,
+    out: SliceMut<T>,
+    len: u32,
+    world: u32,
+) {
+    let v = V as u32;
+    let head = vector_head::<V>(start, vector_lag(input.local()), len);
+    let mut vecs: u32 = 0;
+    if (head + vector_lag(out)) % v == 0u32 {
+        vecs = (len - head) / v;
+    }
+    let mut i = grid_thread();
+    while i < vecs {
+        let res = reduce_vec::<T, V, OP, NATIVE>(input, start + head + i * v, world);
+        out.store_vec::<V>(head + i * v, res);
+        i += grid_threads();
+    }
+    let mut j = grid_thread();
+    while j < head {
+        out[j] = reduce_one::<T, OP, NATIVE>(input, start + j, world);
+        j += grid_threads();
+    }
+    let mut k = head + vecs * v + grid_thread();
+    while k < len {
+        out[k] = reduce_one::<T, OP, NATIVE>(input, start + k, world);
+        k += grid_threads();
+    }
+}
+
 /// Reduce-scatter: rank r gets, in `out[0..len]`, the reduction by `OP`
 /// of elements `r * chunk..r * chunk + len` of every rank's `input`, where
 /// `len` is `chunk` but for the last ranks (the rest of `n`, maybe none).
@@ -512,23 +570,7 @@ pub fn reduce_scatter_pull<T: Num, const V: usize, const OP: usize, const NATIVE
             len = chunk;
         }
     }
-    let v = V as u32;
-    let mut done: u32 = 0;
-    if start % v == 0u32 {
-        let vecs = len / v;
-        let mut i = grid_thread();
-        while i < vecs {
-            let res = reduce_vec::<T, V, OP, NATIVE>(input, start + i * v, world);
-            out.store_vec::<V>(i * v, res);
-            i += grid_threads();
-        }
-        done = vecs * v;
-    }
-    let mut j = done + grid_thread();
-    while j < len {
-        out[j] = reduce_one::<T, OP, NATIVE>(input, start + j, world);
-        j += grid_threads();
-    }
+    reduce_span::<T, V, OP, NATIVE>(input, start, out, len, world);
     exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
 }
@@ -633,19 +675,7 @@ pub fn reduce_pull<T: Num, const V: usize, const OP: usize, const NATIVE: bool>(
     let world = input.world_size();
     let call = enter_sending(input, ch, sig);
     if rank == root {
-        let v = V as u32;
-        let vecs = n / v;
-        let mut i = grid_thread();
-        while i < vecs {
-            let res = reduce_vec::<T, V, OP, NATIVE>(input, i * v, world);
-            out.store_vec::<V>(i * v, res);
-            i += grid_threads();
-        }
-        let mut j = vecs * v + grid_thread();
-        while j < n {
-            out[j] = reduce_one::<T, OP, NATIVE>(input, j, world);
-            j += grid_threads();
-        }
+        reduce_span::<T, V, OP, NATIVE>(input, 0u32, out, n, world);
     }
     exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
@@ -674,34 +704,55 @@ pub fn all_reduce_op_two_shot<T: Num, const V: usize, const OP: usize, const NAT
     let world = input.world_size();
     let call = enter_sending(input, ch, sig);
     let v = V as u32;
-    let vecs = n / v;
+    // The vectors start after the input's head (none where it starts
+    // 16-byte aligned); the scratch holds them from its own start.
+    let head = vector_head::<V>(0u32, vector_lag(input.local()), n);
+    let vecs = (n - head) / v;
     let chunk = (vecs + world - 1) / world;
     let mut j = grid_thread();
     while j < chunk && rank * chunk + j < vecs {
         let i = (rank * chunk + j) * v;
-        let res = reduce_vec::<T, V, OP, NATIVE>(input, i, world);
+        let res = reduce_vec::<T, V, OP, NATIVE>(input, head + i, world);
         for r in 0..world {
             scratch.peer(r).store_vec::<V>(i, res);
         }
         j += grid_threads();
     }
-    // The tail that does not fill a vector (fewer than V elements, so at
-    // most one per thread): every rank reduces it itself, in rank order,
-    // before the exit barrier (`out` may be the input).
-    let e = vecs * v + grid_thread();
+    // The head and the tail that do not fill a vector (fewer than V
+    // elements each, so at most one of each per thread): every rank
+    // reduces them itself, in rank order, before the exit barrier (`out`
+    // may be the input).
+    let t = grid_thread();
+    let mut first = T::from_f32(0.0f32);
+    if t < head {
+        first = reduce_one::<T, OP, NATIVE>(input, t, world);
+    }
+    let e = head + vecs * v + t;
     let mut tail = T::from_f32(0.0f32);
     if e < n {
         tail = reduce_one::<T, OP, NATIVE>(input, e, world);
     }
     exit_checked(input, ch, call, sig);
     let mine = scratch.local();
+    // `out` takes vectors where it reaches a boundary with the input's.
+    let whole = (head + vector_lag(out)) % v == 0u32;
     for c in 0..world {
         let mut k = grid_thread();
         while k < chunk && c * chunk + k < vecs {
             let i = (c * chunk + k) * v;
-            out.store_vec::<V>(i, mine.load_vec::<V>(i));
+            let x: [T; V] = mine.load_vec::<V>(i);
+            if whole {
+                out.store_vec::<V>(head + i, x);
+            } else {
+                for q in 0..V {
+                    out[head + i + q as u32] = x[q];
+                }
+            }
             k += grid_threads();
         }
+    }
+    if t < head {
+        out[t] = first;
     }
     if e < n {
         out[e] = tail;
