@@ -57,132 +57,49 @@ macro_rules! native_int {
 }
 native_int!(i32, i64, u32, u64);
 
-impl Native for f64 {
-    fn random(rng: &mut impl Rng, extremes: bool) -> Self {
-        match rng.random_range(0..16) {
-            0 => 0.0,
-            1 => -0.0,
-            2 if extremes => f64::MAX,
-            _ => {
-                let m = 1.0 + rng.random::<f64>();
-                let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
-                sign * m * 2f64.powi(rng.random_range(-30..30))
-            }
-        }
-    }
-    fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
-        match op {
-            ReduceOp::Sum | ReduceOp::Avg => a + b,
-            ReduceOp::Prod => a * b,
-            // IEEE 754-2019 minimum and maximum: a NaN wins (the first),
-            // and -0 is below +0.
-            _ if a.is_nan() => a,
-            _ if b.is_nan() => b,
-            ReduceOp::Min if a == b => {
-                if a.is_sign_negative() {
-                    a
-                } else {
-                    b
+/// The floats: f64 combines in f64, and f32, which every reduction
+/// combines in f32 too, the same way.
+macro_rules! native_float {
+    ($($t:ident, $range:expr);*) => {$(
+        impl Native for $t {
+            fn random(rng: &mut impl Rng, extremes: bool) -> Self {
+                match rng.random_range(0..16) {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 if extremes => $t::MAX,
+                    _ => {
+                        let m = 1.0 + rng.random::<$t>();
+                        let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
+                        sign * m * (2.0 as $t).powi(rng.random_range($range))
+                    }
                 }
             }
-            ReduceOp::Max if a == b => {
-                if a.is_sign_positive() {
-                    a
-                } else {
-                    b
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Sum | ReduceOp::Avg => a + b,
+                    ReduceOp::Prod => a * b,
+                    // IEEE 754-2019 minimum and maximum: a NaN wins (the
+                    // first), and -0 is below +0.
+                    _ if a.is_nan() => a,
+                    _ if b.is_nan() => b,
+                    ReduceOp::Min if a == b => if a.is_sign_negative() { a } else { b },
+                    ReduceOp::Max if a == b => if a.is_sign_positive() { a } else { b },
+                    ReduceOp::Min => if b < a { b } else { a },
+                    ReduceOp::Max => if b > a { b } else { a },
                 }
             }
-            ReduceOp::Min => {
-                if b < a {
-                    b
+            fn reduce(op: ReduceOp, vals: &[Self]) -> Self {
+                let acc = vals[1..].iter().fold(vals[0], |a, &b| Self::combine(op, a, b));
+                if op == ReduceOp::Avg {
+                    acc / vals.len() as $t
                 } else {
-                    a
-                }
-            }
-            ReduceOp::Max => {
-                if b > a {
-                    b
-                } else {
-                    a
+                    acc
                 }
             }
         }
-    }
-    fn reduce(op: ReduceOp, vals: &[Self]) -> Self {
-        let acc = vals[1..]
-            .iter()
-            .fold(vals[0], |a, &b| Self::combine(op, a, b));
-        if op == ReduceOp::Avg {
-            acc / vals.len() as f64
-        } else {
-            acc
-        }
-    }
+    )*};
 }
-
-/// f32, which every reduction combines in f32 too (the same reference).
-impl Native for f32 {
-    fn random(rng: &mut impl Rng, extremes: bool) -> Self {
-        match rng.random_range(0..16) {
-            0 => 0.0,
-            1 => -0.0,
-            2 if extremes => f32::MAX,
-            _ => {
-                let m = 1.0 + rng.random::<f32>();
-                let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
-                sign * m * 2f32.powi(rng.random_range(-20..20))
-            }
-        }
-    }
-    fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
-        match op {
-            ReduceOp::Sum | ReduceOp::Avg => a + b,
-            ReduceOp::Prod => a * b,
-            // IEEE 754-2019 minimum and maximum: a NaN wins (the first),
-            // and -0 is below +0.
-            _ if a.is_nan() => a,
-            _ if b.is_nan() => b,
-            ReduceOp::Min if a == b => {
-                if a.is_sign_negative() {
-                    a
-                } else {
-                    b
-                }
-            }
-            ReduceOp::Max if a == b => {
-                if a.is_sign_positive() {
-                    a
-                } else {
-                    b
-                }
-            }
-            ReduceOp::Min => {
-                if b < a {
-                    b
-                } else {
-                    a
-                }
-            }
-            ReduceOp::Max => {
-                if b > a {
-                    b
-                } else {
-                    a
-                }
-            }
-        }
-    }
-    fn reduce(op: ReduceOp, vals: &[Self]) -> Self {
-        let acc = vals[1..]
-            .iter()
-            .fold(vals[0], |a, &b| Self::combine(op, a, b));
-        if op == ReduceOp::Avg {
-            acc / vals.len() as f32
-        } else {
-            acc
-        }
-    }
-}
+native_float!(f64, -30..30; f32, -20..20);
 
 /// `n` random values of `T` ([`Native::random`]).
 pub fn native_values<T: Native>(n: usize, extremes: bool) -> Vec<T> {

@@ -443,35 +443,15 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
 /// (the first in rank order), and −0 is below +0.
 #[symm_kernel(device)]
 pub(crate) fn combine<const OP: usize>(a: f32, b: f32) -> f32 {
-    let mut r = a + b;
-    if OP == 4 {
-        r = a * b;
-    } else if OP == 2 || OP == 3 {
-        if a != a {
-            r = a;
-        } else if b != b {
-            r = b;
-        } else if a == b {
-            // Equal: only zeros differ in bits (their signs); OR keeps a
-            // minus sign for min, AND drops it for max.
-            let x = a.to_bits32();
-            let y = b.to_bits32();
-            r = f32::from_bits32(if OP == 2 { x | y } else { x & y });
-        } else if OP == 2 {
-            r = if b < a { b } else { a };
-        } else {
-            r = if b > a { b } else { a };
-        }
-    }
-    r
+    combine_native::<f32, OP>(a, b)
 }
 
-/// `a` combined with `b` by reduce op `OP` in `T` itself, for the element
-/// types that reduce natively (integers and f64): sums and products wrap
-/// for integers (as NCCL's do) and round once for f64; min and max as
-/// [`combine`]. An integer's sum and product are written as `fma`, the one
-/// generic operation that wraps in every build (a debug emulator reports
-/// a `+` that overflows, as Rust does).
+/// `a` combined with `b` by reduce op `OP` in `T` itself (the native
+/// types, integers and f64, and f32 for [`combine`]): sums and products
+/// wrap for integers (as NCCL's do) and round once for floats; min and max
+/// as [`combine`] says. An integer's sum and product are written as `fma`,
+/// the one generic operation that wraps in every build (a debug emulator
+/// reports a `+` that overflows, as Rust does).
 #[symm_kernel(device)]
 pub(crate) fn combine_native<T: Num, const OP: usize>(a: T, b: T) -> T {
     // Constant for each instantiation: 0.5 truncates to 0 only in an integer.
@@ -485,7 +465,8 @@ pub(crate) fn combine_native<T: Num, const OP: usize>(a: T, b: T) -> T {
         } else if b != b {
             r = b;
         } else if a == b {
-            // Equal: only f64 zeros differ in bits, as in `combine`.
+            // Equal: only a float's zeros differ in bits (their signs); OR
+            // keeps a minus sign for min, AND drops it for max.
             let x = a.to_bits64();
             let y = b.to_bits64();
             r = T::from_bits64(if OP == 2 { x | y } else { x & y });
