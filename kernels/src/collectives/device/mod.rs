@@ -640,8 +640,9 @@ pub(crate) fn reduce_one<T: Num, const OP: usize, const NATIVE: bool>(
 }
 
 /// Reduce: rank `root`'s `out[0..n]` gets the reduction by `OP` of every
-/// rank's `input[0..n]`, combined as [`reduce_vec`] does; the other ranks
-/// pass the barriers and compute nothing (their `out` may be empty).
+/// rank's `input[0..n]`, combined as every reduction is (in rank order,
+/// as [`ReduceOp`](super::ReduceOp) says); the other ranks pass the
+/// barriers and compute nothing (their `out` may be empty).
 #[symm_kernel]
 pub fn reduce_pull<T: Num, const V: usize, const OP: usize, const NATIVE: bool>(
     input: SymmBuf<T>,
