@@ -761,7 +761,8 @@ fn sub_range_case<T: Native + CopyElem>(world: usize, n: usize, k: usize, j: usi
                             m: usize|
          -> symm::Result<()> {
             out.copy_from_host(&vec![poison::<T>(); j + len + 2])?;
-            f(&mut out.slice(j..j + m)?)?;
+            // One element longer than the call writes: it stays.
+            f(&mut out.slice(j..j + m + 1)?)?;
             c.synchronize()?;
             results.push(out.to_host()?);
             Ok(())
@@ -844,6 +845,58 @@ fn sub_range_case<T: Native + CopyElem>(world: usize, n: usize, k: usize, j: usi
     }
 }
 
+/// The copies on sub-ranges of 1- and 2-byte elements, whose vectors hold
+/// 16 and 8 (heads up to 15 elements long): bits moved exactly, nothing
+/// written outside the output's range.
+fn sub_range_copies<T: CopyElem>(world: usize, n: usize, k: usize, j: usize) {
+    let what = format!(
+        "{} world {world} n {n} input at +{k} output at +{j}",
+        T::DTYPE
+    );
+    let len = world * n;
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| random_bits::<T>(k + len + 3)).collect();
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let buf = c.alloc::<T>(k + len + 3)?;
+        buf.copy_from_host(&inputs[c.rank()])?;
+        let s = buf.slice(k..k + len)?.symmetric()?;
+        let short = buf.slice(k..k + n)?.symmetric()?;
+        let out = c.alloc::<T>(j + len + 2)?;
+        let mut results = Vec::new();
+        for call in 0..4 {
+            out.copy_from_host(&vec![poison::<T>(); j + len + 2])?;
+            let mut o = out.slice(j..j + len + 1)?;
+            match call {
+                0 => all_gather(c, &short, &mut o, n)?,
+                1 => broadcast(c, &s, &mut o, len, world - 1)?,
+                2 => all_to_all(c, &s, &mut o, n)?,
+                _ => symm::kernels::collectives::scatter(c, &s, &mut o, n, 0)?,
+            }
+            c.synchronize()?;
+            results.push(out.to_host()?);
+        }
+        Ok(results)
+    }) else {
+        return;
+    };
+    for (r, res) in outs.iter().enumerate() {
+        let bodies: [Vec<T>; 4] = [
+            inputs.iter().flat_map(|v| v[k..k + n].to_vec()).collect(),
+            inputs[world - 1][k..k + len].to_vec(),
+            (0..world)
+                .flat_map(|p| inputs[p][k + r * n..k + (r + 1) * n].to_vec())
+                .collect(),
+            inputs[0][k + r * n..k + (r + 1) * n].to_vec(),
+        ];
+        for (call, body) in bodies.into_iter().enumerate() {
+            let mut want = vec![poison::<T>(); j];
+            let m = body.len();
+            want.extend(body);
+            want.extend(vec![poison::<T>(); j + len + 2 - j - m]);
+            assert_bits(&format!("{what}: call {call}, rank {r}"), &res[call], &want);
+        }
+    }
+}
+
 /// Collectives on sub-ranges at every offset class, 4- and 8-byte types,
 /// on both paths (the root calls always pull).
 #[test]
@@ -863,9 +916,71 @@ fn collectives_on_sub_ranges_at_any_offset() {
                             sub_range_case::<u64>(world, n, k, j);
                         }
                     }
+                    for (k, j) in [(0, 0), (1, 0), (0, 3), (5, 7), (15, 1), (9, 9)] {
+                        sub_range_copies::<u8>(world, n, k, j);
+                        sub_range_copies::<bf16>(world, n, k, j);
+                    }
                 });
             }
         }
+    }
+}
+
+/// The built-in all-reduce and the fused kernel load vectors from their
+/// input's start: a view off 16 bytes is the same clear error on every
+/// rank, naming what takes any offset; the op kernels' sum of the same
+/// view is exact.
+#[test]
+fn built_ins_that_need_an_aligned_input_say_so() {
+    if !tier::quick_test() {
+        return;
+    }
+    let world = 2;
+    let Some(fails) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.slice(1..33)?.symmetric()?;
+        let mut out = c.device_buffer::<f32>(32)?;
+        symm::kernels::all_reduce::all_reduce(c, &s, &mut out, 32)
+    }) else {
+        return;
+    };
+    for f in &fails {
+        assert_eq!(f.kind, ErrorKind::InvalidArgument, "{f}");
+        assert!(
+            f.contains("starts off 16 bytes") && f.contains("all_reduce_op"),
+            "{f}"
+        );
+    }
+    let Some(fails) = every_rank_fails(world, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.slice(2..34)?.symmetric()?;
+        let mut res = c.device_buffer::<f32>(32)?;
+        let w = c.device_buffer_from(&[1.0f32; 32])?;
+        let mut out = c.device_buffer::<f32>(32)?;
+        symm::kernels::fused::all_reduce_residual_rms_norm(
+            c, &s, &mut res, &w, &mut out, 1, 32, 1e-6,
+        )
+    }) else {
+        return;
+    };
+    for f in &fails {
+        assert_eq!(f.kind, ErrorKind::InvalidArgument, "{f}");
+        assert!(f.contains("starts off 16 bytes"), "{f}");
+    }
+    let Some(outs) = on_ranks(world, "the op kernels' sum of a view", |c| {
+        let buf = c.alloc::<f32>(64)?;
+        buf.copy_from_host(&(0..64).map(|i| (i + c.rank()) as f32).collect::<Vec<_>>())?;
+        let s = buf.slice(1..33)?.symmetric()?;
+        let mut out = c.device_buffer::<f32>(40)?;
+        symm::kernels::collectives::sum(c, &s, &mut out, 32)?;
+        c.synchronize()?;
+        out.to_host()
+    }) else {
+        return;
+    };
+    for o in &outs {
+        let want: Vec<f32> = (1..33).map(|i| (2 * i + 1) as f32).collect();
+        assert_eq!(&o[..32], &want[..]);
     }
 }
 

@@ -1234,8 +1234,8 @@ fn point_to_point(world: usize, n: usize) {
 }
 
 /// Sends from pool tensors (registered with NCCL, on GPUs) into pool
-/// tensors and plain buffers, at sizes on both sides of the NCCL
-/// threshold: every byte arrives.
+/// tensors and plain buffers, and an all-to-all between pool tensors, at
+/// sizes on both sides of the NCCL threshold: every byte arrives.
 fn point_to_point_from_pool(world: usize, n: usize) {
     let Some(r) = ranks(world) else { return };
     let inputs: Vec<Vec<f32>> = (0..world).map(|_| data::mixed_f32s(n)).collect();
@@ -1273,6 +1273,21 @@ fn point_to_point_from_pool(world: usize, n: usize) {
             &into_plain.to_host()?,
             &inputs[prev],
         );
+        // The all-to-all, NCCL's sends and receives too past its threshold:
+        // from a pool tensor into another.
+        if n.is_multiple_of(world) {
+            let m = n / world;
+            into_pool.write(0, &vec![poison(); n])?;
+            coll.all_to_all(&x, &mut into_pool)?.wait_host()?;
+            let want: Vec<f32> = (0..world)
+                .flat_map(|p| inputs[p][me * m..(me + 1) * m].to_vec())
+                .collect();
+            assert_bits(
+                &format!("world {world}, n {n}, rank {me}: all_to_all between pool tensors"),
+                &into_pool.read(0, n)?,
+                &want,
+            );
+        }
         coll.synchronize()
     })
     .unwrap_or_else(|e| panic!("world {world}, n {n}: {e}"));

@@ -241,5 +241,15 @@ fn check<T: AllReduceElem>(
             ),
         ));
     }
+    // The same on every rank: a view lies at the same offset everywhere.
+    if !input.buffer_ptrs()[input.rank()].is_multiple_of(16) {
+        return Err(invalid(
+            comm,
+            "all_reduce's input starts off 16 bytes (a view at such an offset): \
+             symm::kernels::collectives::sum, all_reduce_op or the functional all_reduce \
+             take any offset"
+                .to_string(),
+        ));
+    }
     Ok(())
 }

@@ -96,7 +96,8 @@ pub fn reduce_scatter<T: ReduceElem>(
 
 /// All-reduce by `op`: every rank's `out[0..n]` gets the reduction of
 /// every rank's first `n` elements of `input`. [`ReduceOp::Sum`] of the
-/// types that combine in f32 runs the built-in
+/// types that combine in f32, from an input that starts 16-byte aligned,
+/// runs the built-in
 /// [`all_reduce`](crate::all_reduce::all_reduce) (its kernels and
 /// measured dispatch); the other ops and types run an LL kernel
 /// ([`reduce_ll`](super::reduce_ll)) or a two-shot one
@@ -237,7 +238,7 @@ pub fn sum<T: ReduceElem>(
     }
     let off_vector = comm
         .bind_mut("out", &mut *out)
-        .is_ok_and(|b| !b.device_ptr().is_multiple_of(16) && b.len() >= n);
+        .is_ok_and(|b| !b.device_ptr().is_multiple_of(16) && b.len() >= n && n > 0);
     if !off_vector {
         return T::__builtin_sum(comm, input, out, n)
             .unwrap_or_else(|| all_reduce_op(comm, input, out, n, ReduceOp::Sum));
@@ -246,11 +247,13 @@ pub fn sum<T: ReduceElem>(
     let mut scratch = scratch.buf.lock().unwrap_or_else(|p| p.into_inner());
     T::__builtin_sum(comm, input, &mut *scratch, n)
         .unwrap_or_else(|| all_reduce_op(comm, input, &mut *scratch, n, ReduceOp::Sum))?;
+    let short =
+        |what: &str| crate::shared::checks::invalid(comm, format!("the sum's {what} is too short"));
     let all = comm.bind("scratch", &*scratch)?;
-    let src = all.sub(0..n).ok_or_else(|| {
-        crate::shared::checks::invalid(comm, "the sum's scratch is too short".into())
-    })?;
-    comm.copy(&src, out)
+    let src = all.sub(0..n).ok_or_else(|| short("scratch"))?;
+    let mut dst = comm.bind_mut("out", out)?;
+    let mut dst = dst.sub_mut(0..n).ok_or_else(|| short("output"))?;
+    comm.copy(&src, &mut dst)
 }
 
 /// Whether every rank's buffer of `input` starts 16-byte aligned (they

@@ -161,7 +161,8 @@ impl Collectives {
     /// Reduce by `op` to `root`: rank `root`'s `out` (at least as long as
     /// `input`) gets the reduction of every rank's `input`, combined as
     /// every reduction is ([`ReduceOp`]); the other ranks' `out` is not
-    /// written and may be empty. On NCCL, `ncclReduce`.
+    /// written and may be empty. Always on symm's kernels (the rule refuses
+    /// NCCL: bench/NOTES.md v37).
     pub fn reduce<'c, T: ReduceElem, O: Output<T>>(
         &'c self,
         input: &'c (impl Operand<T> + ?Sized),
@@ -196,8 +197,8 @@ impl Collectives {
 
     /// Gather to `root`: rank p's `input` lands at `out[p × n..]` of rank
     /// `root` (whose `out` holds at least `world ×` the input's length
-    /// `n`); the other ranks' `out` is not written and may be empty. On
-    /// NCCL, sends to the root and its receives in one group.
+    /// `n`); the other ranks' `out` is not written and may be empty.
+    /// Always on symm's kernels, as [`reduce`](Self::reduce).
     pub fn gather<'c, T: CopyElem, O: Output<T>>(
         &'c self,
         input: &'c (impl Operand<T> + ?Sized),
@@ -245,8 +246,7 @@ impl Collectives {
     /// Scatter from `root`: every rank r's `out` (at least `n` long) gets
     /// elements `r × n..(r + 1) × n` of rank `root`'s `input`, whose
     /// length (the same on every rank; only the root's is read) is
-    /// `world × n`. On NCCL, the root's sends and every rank's receive in
-    /// one group.
+    /// `world × n`. Always on symm's kernels, as [`reduce`](Self::reduce).
     pub fn scatter<'c, T: CopyElem, O: Output<T>>(
         &'c self,
         input: &'c (impl Operand<T> + ?Sized),

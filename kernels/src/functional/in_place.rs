@@ -180,19 +180,8 @@ impl Collectives {
                 let mut out = b
                     .sub_mut(mine.clone())
                     .ok_or_else(|| invalid(c, "the chunk is not inside the buffer".into()))?;
-                if out.device_ptr().is_multiple_of(16) {
-                    return collectives::reduce_scatter(c, smem, &mut out, n, op);
-                }
-                // A chunk off the kernels' 16-byte vectors goes through
-                // scratch memory, copied into place after.
-                self.with_scratch::<T>(n.div_ceil(world), |scratch| {
-                    let mut at = c.bind_mut("scratch", scratch)?;
-                    let mut at = at
-                        .sub_mut(0..mine.len())
-                        .ok_or_else(|| invalid(c, "the scratch is too short".into()))?;
-                    collectives::reduce_scatter(c, smem, &mut at, n, op)?;
-                    c.copy(&at, &mut out)
-                })
+                // The kernels write a chunk at any element offset.
+                collectives::reduce_scatter(c, smem, &mut out, n, op)
             },
             |nccl, b, stream| {
                 let ty = self.nccl_type::<T>(nccl)?;

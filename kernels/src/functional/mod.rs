@@ -13,7 +13,8 @@
 //! - **symm's kernels** when the message is small enough for them to win
 //!   (each collective's threshold, from the measured crossovers) or NCCL
 //!   cannot run it (the emulator, ranks sharing a GPU, min and max of floats,
-//!   device splits). A symmetric input is read in place; any other is first copied
+//!   device splits, and reduce, gather and scatter, which NCCL 2.28 got
+//!   wrong: `bench/NOTES.md` v37). A symmetric input is read in place; any other is first copied
 //!   into the group's persistent symmetric staging buffer.
 //! - **NCCL** otherwise, on a communicator made on first use from the
 //!   group's own store (no second launcher). Pool segments are registered
@@ -55,7 +56,8 @@
 //! Every rank makes the same calls in the same order, as for the kernels
 //! themselves; sizes, ops and roots are checked across ranks (a mismatch
 //! is the same error on every rank). Every rank must also pass the same
-//! kind of input (symmetric on every rank, or on none): the kernels read
+//! kind of input (symmetric on every rank, or on none), and a view of a
+//! symmetric buffer at the same offset on every rank: the kernels read
 //! peers' inputs at their symmetric addresses, so a difference fails the
 //! call on every rank.
 
@@ -222,6 +224,16 @@ impl<T: Element, O: Operand<T>> Operand<T> for Pending<'_, O> {
     }
 }
 
+/// Plain bytes for NCCL's sends and receives of pool memory (`p2p.rs`):
+/// one room per operation of a batch, and the rooms they outgrew, kept
+/// for the CUDA graphs captured with them (as the staging keeps its
+/// older areas).
+#[derive(Default)]
+struct P2pScratch {
+    rooms: Vec<symm::DeviceBuffer<u8>>,
+    older: Vec<symm::DeviceBuffer<u8>>,
+}
+
 /// The lazily made NCCL communicator, or why there is none.
 enum NcclState {
     NotYet,
@@ -262,7 +274,7 @@ pub struct Collectives {
     scratch: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
     /// Plain bytes that NCCL's sends and receives use in place of pool
     /// memory (`p2p.rs`), one per operation of a batch, grown as needed.
-    p2p_scratch: Mutex<Vec<symm::DeviceBuffer<u8>>>,
+    p2p_scratch: Mutex<P2pScratch>,
     /// The group's point-to-point kernels on the communication stream.
     p2p: crate::p2p::P2p,
     /// Where new outputs come from when no pool is in use on the group.
@@ -547,7 +559,7 @@ impl Collectives {
         &self,
         nccl: &nccl::Nccl,
         src: &BoundSlice<'_, T>,
-        dst: &BoundSlice<'_, T>,
+        dst: &mut BoundSlice<'_, T>,
         sends: &[usize],
         recvs: &[usize],
         stream: &CudaStream,
@@ -571,11 +583,45 @@ impl Collectives {
             }
             Ok(v)
         };
-        let s = spans(src.device_ptr(), sends, src.len(), "send")?;
-        let r = spans(dst.device_ptr(), recvs, dst.len(), "receive")?;
-        // SAFETY: every span is inside `src` or `dst` (checked), bound to
-        // the communication stream; every rank agreed on the splits.
-        unsafe { nccl.exchange(&s, &r, stream) }
+        spans(src.device_ptr(), sends, src.len(), "send")?;
+        spans(dst.device_ptr(), recvs, dst.len(), "receive")?;
+        // Pool memory registered with NCCL goes through plain scratch, as
+        // `send_recv`'s does (bench/NOTES.md v37): the sends copied in
+        // before the group, the receives out after it.
+        let (sent, got): (usize, usize) = (sends.iter().sum(), recvs.iter().sum());
+        let short = || invalid(&self.cs, "the exchange's scratch is too short".into());
+        let mut scratch = self.p2p_scratch.lock().unwrap_or_else(|p| p.into_inner());
+        let mut src_base = src.device_ptr();
+        if sent > 0 && nccl.registered(src_base, sent) {
+            src_base = self.p2p_room(&mut scratch, 0, sent)?;
+            let mut room = self.cs.bind_mut("scratch", &mut scratch.rooms[0])?;
+            let mut room = room.bytes_mut();
+            let mut room = room.sub_mut(0..sent).ok_or_else(short)?;
+            let from = src.bytes();
+            let from = from.sub(0..sent).ok_or_else(short)?;
+            self.cs.copy(&from, &mut room)?;
+        }
+        let staged_dst = got > 0 && nccl.registered(dst.device_ptr(), got);
+        let dst_base = if staged_dst {
+            self.p2p_room(&mut scratch, 1, got)?
+        } else {
+            dst.device_ptr()
+        };
+        let s = spans(src_base, sends, src.len(), "send")?;
+        let r = spans(dst_base, recvs, dst.len(), "receive")?;
+        // SAFETY: every span is inside `src` or `dst` (checked), or the
+        // same bytes of the scratch, bound to the communication stream;
+        // every rank agreed on the splits.
+        unsafe { nccl.exchange(&s, &r, stream)? };
+        if staged_dst {
+            let room = self.cs.bind("scratch", &scratch.rooms[1])?;
+            let room = room.bytes();
+            let room = room.sub(0..got).ok_or_else(short)?;
+            let mut to = dst.bytes_mut();
+            let mut to = to.sub_mut(0..got).ok_or_else(short)?;
+            self.cs.copy(&room, &mut to)?;
+        }
+        Ok(())
     }
 }
 

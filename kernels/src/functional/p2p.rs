@@ -78,19 +78,16 @@ impl Collectives {
 
     /// The address of scratch `k` of the NCCL sends and receives, grown
     /// to at least `bytes` (on a first call of a size: not capturable).
-    fn p2p_room(
-        &self,
-        scratch: &mut Vec<symm::DeviceBuffer<u8>>,
-        k: usize,
-        bytes: usize,
-    ) -> Result<u64> {
-        while scratch.len() <= k {
-            scratch.push(self.cs.device_buffer::<u8>(16)?);
+    pub(super) fn p2p_room(&self, scratch: &mut P2pScratch, k: usize, bytes: usize) -> Result<u64> {
+        while scratch.rooms.len() <= k {
+            scratch.rooms.push(self.cs.device_buffer::<u8>(16)?);
         }
-        if scratch[k].len() < bytes {
-            scratch[k] = self.cs.device_buffer::<u8>(bytes.next_power_of_two())?;
+        if scratch.rooms[k].len() < bytes {
+            let bigger = self.cs.device_buffer::<u8>(bytes.next_power_of_two())?;
+            let old = std::mem::replace(&mut scratch.rooms[k], bigger);
+            scratch.older.push(old);
         }
-        Ok(scratch[k].device_ptr())
+        Ok(scratch.rooms[k].device_ptr())
     }
 
     fn p2p_ops<T: CopyElem>(&self, ops: &mut [P2pOp<'_, T>]) -> Result<()> {
@@ -156,7 +153,7 @@ impl Collectives {
                         if bytes > 0 && n.registered(b.device_ptr(), bytes) {
                             let k = nccl_ops.len();
                             let at = self.p2p_room(&mut scratch, k, bytes)?;
-                            let mut room = self.cs.bind_mut("scratch", &mut scratch[k])?;
+                            let mut room = self.cs.bind_mut("scratch", &mut scratch.rooms[k])?;
                             let mut room = room.bytes_mut();
                             let mut room = room.sub_mut(0..bytes).ok_or_else(|| {
                                 invalid(&self.cs, "the p2p scratch is too short".into())
@@ -206,7 +203,7 @@ impl Collectives {
             unsafe { n.p2p(&nccl_ops, self.stream()?)? };
         }
         for (k, bytes, mut b) in copy_out {
-            let room = self.cs.bind("scratch", &scratch[k])?;
+            let room = self.cs.bind("scratch", &scratch.rooms[k])?;
             let room = room.bytes();
             let room = room
                 .sub(0..bytes)

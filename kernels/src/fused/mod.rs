@@ -264,6 +264,13 @@ fn check<T: FusedElem>(
             comm.world_size()
         )));
     }
+    if !input.buffer_ptrs()[input.rank()].is_multiple_of(16) {
+        return Err(Problem::from(
+            "the input starts off 16 bytes (a view at such an offset): the fused kernel loads \
+             rows in 16-byte vectors from its start"
+                .to_string(),
+        ));
+    }
     for (name, b) in [("residual", res), ("out", o)] {
         if overlaps_input(input, b) {
             return Err(Problem::from(format!(

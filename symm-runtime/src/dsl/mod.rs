@@ -63,7 +63,7 @@
 //! [`ballot`], [`fence`] with a [`Scope`], [`globaltimer`],
 //! [`grid_dependency_wait`] and [`launch_dependents`] (programmatic
 //! dependent launch, see [`LaunchConfig::pdl`](crate::LaunchConfig::pdl)), [`min`], [`max`],
-//! [`abs`], [`fma`], [`exp`], `sqrt`, `to_bits` / `from_bits`, `T::from_f32`,
+//! [`abs`], [`fma`], [`exp`], [`vector_lag`], `sqrt`, `to_bits` / `from_bits`, `T::from_f32`,
 //! `to_f32`, `wrapping_add/sub/mul`. On slices and [`Remote`] buffers:
 //! indexing, `load`/`store` with a [`LoadOrder`]/[`StoreOrder`] and a
 //! [`Scope`], `atomic_add`/`exch`/`cas`/`max`/`min` with a [`RmwOrder`], and
