@@ -448,10 +448,13 @@ impl<'a, T: Element> SymmView<'a, T> {
     /// rendezvous (collective on the allocation's first), narrowed to the
     /// view's elements at the same offset on every rank, with no
     /// collective and no device work. A collective on it reads and writes
-    /// only the view's elements, at any element offset: the built-in
+    /// only the view's elements, at any element offset: the collectives'
     /// kernels load 16-byte vectors where the offset reaches a boundary,
-    /// single elements elsewhere. Every rank must take the same view: the
-    /// kernels' check of each call names the allocation and byte offset.
+    /// single elements elsewhere (the built-in all-reduce and the fused
+    /// kernel, which load vectors from the start, refuse an input off 16
+    /// bytes; `collectives::sum` takes it). Every rank must take the same
+    /// view: the kernels' check of each call names the allocation and byte
+    /// offset.
     pub fn symmetric(&self) -> Result<Arc<SymmetricMemory>> {
         let whole = self.buf.rendezvous()?;
         let size = std::mem::size_of::<T>();
