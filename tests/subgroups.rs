@@ -407,6 +407,22 @@ fn one_allocation_rendezvoused_with_several_groups() {
             let e = t.rendezvous_in(&tp).expect_err("a pool tensor");
             assert_eq!(e.kind(), symm::ErrorKind::Unsupported, "{e}");
             assert!(e.to_string().contains("alloc_unpooled"), "{e}");
+            // One rank's pool tensor fails every rank of the row at once
+            // (not at the timeout), naming that rank.
+            let plain = c.alloc_unpooled::<f32>(8)?;
+            let mixed = if tp.rank() == 0 { &t } else { &plain };
+            let start = std::time::Instant::now();
+            let e = mixed
+                .rendezvous_in(&tp)
+                .expect_err("one rank's pool tensor");
+            assert!(start.elapsed() < Duration::from_secs(10), "{e}");
+            assert_eq!(e.kind(), symm::ErrorKind::Unsupported, "{e}");
+            let label = tp.group_label();
+            assert!(
+                e.to_string()
+                    .contains(&format!("rank 0 of group {label}: it passed a pool tensor")),
+                "{e}"
+            );
             Ok(())
         })
         .unwrap_or_else(|e| panic!("world {world}: {e}"));

@@ -102,6 +102,65 @@ impl<T: Element> std::fmt::Debug for SymmBuffer<T> {
     }
 }
 
+/// The check of [`SymmBuffer::rendezvous_in`] that every rank of `group`
+/// makes before the data's rendezvous: each publishes its own `problem`
+/// (under `id`, its pads' allocation), and every rank fails alike, naming
+/// each rank's, if any has one.
+fn every_rank_can_share(
+    group: &Comm,
+    id: u64,
+    problem: Option<(crate::ErrorKind, String)>,
+) -> Result<()> {
+    let (rank, world) = (group.rank(), group.world_size());
+    let key = |r: usize| format!("{}/rdv/x{id}/check/{r}", group.key_prefix());
+    let store = group.store();
+    let mine = match &problem {
+        None => vec![0u8],
+        Some((kind, text)) => [&[kind.code()][..], text.as_bytes()].concat(),
+    };
+    store
+        .set(&key(rank), &mine)
+        .map_err(|e| group.store_error(e))?;
+    let keys: Vec<String> = (0..world).map(key).collect();
+    let timeout = group.options().timeout;
+    store.wait(&keys, timeout).map_err(|e| match e {
+        crate::StoreError::Timeout { missing, .. } => crate::Error::RendezvousTimeout {
+            rank,
+            alloc: id,
+            timeout,
+            missing: crate::error::missing_ranks(&missing),
+        },
+        other => group.store_error(other),
+    })?;
+    let mut found: Vec<(u8, String)> = Vec::new();
+    for (r, k) in keys.iter().enumerate() {
+        let v = store
+            .try_get(k)
+            .map_err(|e| group.store_error(e))?
+            .unwrap_or_default();
+        if let Some((&code, text)) = v.split_first().filter(|(&c, _)| c != 0) {
+            found.push((
+                code,
+                format!(
+                    "rank {r} of group {}: {}",
+                    group.group_label(),
+                    String::from_utf8_lossy(text)
+                ),
+            ));
+        }
+    }
+    let Some((code, _)) = found.first() else {
+        return Ok(());
+    };
+    let kind = crate::ErrorKind::from_code(*code).unwrap_or(crate::ErrorKind::InvalidArgument);
+    let each: Vec<&str> = found.iter().map(|(_, t)| t.as_str()).collect();
+    Err(crate::Error::with_kind(
+        kind,
+        rank,
+        format!("rendezvous_in: {}", each.join("; ")),
+    ))
+}
+
 impl<T: Element> SymmBuffer<T> {
     /// This allocation as symmetric memory of `group`, another of this
     /// rank's groups (a subgroup of the buffer's group, its parent, a
@@ -115,33 +174,13 @@ impl<T: Element> SymmBuffer<T> {
     /// channels never share a slot. Calls of two groups on the memory are
     /// ordered only as their streams are: synchronize (or chain the
     /// functional layer's `Pending`s) between them. A pool's tensor is its
-    /// segment's memory, which this cannot rendezvous alone: it is an
-    /// error. So is a buffer of another rank; both are found on this rank
-    /// alone, before the collective, so they fail this rank at once and
-    /// leave its peers to the rendezvous timeout.
+    /// segment's memory, which this cannot rendezvous alone, and another
+    /// rank's buffer is not this rank's to share: either is an error on
+    /// every rank of `group` at once, naming the rank that passed it.
     pub fn rendezvous_in(&self, group: &Comm) -> Result<Arc<SymmetricMemory>> {
         let comm = &self.inner.comm;
         if comm.same_group(group) {
             return self.rendezvous();
-        }
-        if comm.owner().home != group.owner().home {
-            return Err(group.invalid(format!(
-                "this buffer is memory of {}, and {} is another rank: a buffer rendezvouses \
-                 only with its own rank's groups",
-                comm.describe_rank(),
-                group.describe_rank()
-            )));
-        }
-        if self.inner.pooled.is_some() {
-            return Err(crate::Error::Unsupported {
-                rank: group.rank(),
-                message: format!(
-                    "this buffer is a pool tensor of {}, whose memory is its segment's: allocate \
-                 it with `alloc_unpooled` (or pass it to {}'s calls, which stage it)",
-                    comm.group_label(),
-                    group.group_label()
-                ),
-            });
         }
         let mut cache = self
             .inner
@@ -151,6 +190,28 @@ impl<T: Element> SymmBuffer<T> {
         if let Some((_, s)) = cache.iter().find(|(id, _)| *id == group.owner_id()) {
             return Ok(s.clone());
         }
+        let problem = if comm.owner().home != group.owner().home {
+            Some((
+                crate::ErrorKind::InvalidArgument,
+                format!(
+                    "it passed memory of {}, another rank: a buffer rendezvouses only with its \
+                     own rank's groups",
+                    comm.describe_rank()
+                ),
+            ))
+        } else if self.inner.pooled.is_some() {
+            Some((
+                crate::ErrorKind::Unsupported,
+                format!(
+                    "it passed a pool tensor of {}, whose memory is its segment's: allocate it \
+                     with `alloc_unpooled` (or pass it to {}'s calls, which stage it)",
+                    comm.group_label(),
+                    group.group_label()
+                ),
+            ))
+        } else {
+            None
+        };
         // The pads: a one-byte allocation of `group`'s own, whose
         // rendezvous every rank of `group` makes first. Its id, drawn from
         // `group`'s numbering (the same on every rank of `group`, and used
@@ -160,6 +221,7 @@ impl<T: Element> SymmBuffer<T> {
         // home's buffer may share it.
         let pad = SymmBuffer::<u8>::new(group.clone(), group.next_alloc_id(), 1)?;
         let pad_smem = pad.rendezvous()?;
+        every_rank_can_share(group, pad_smem.alloc_id(), problem)?;
         let smem = symmetric::rendezvous(symmetric::Allocation {
             comm: group,
             id: pad_smem.alloc_id(),
