@@ -242,7 +242,7 @@ fn check<T: AllReduceElem>(
         ));
     }
     // The same on every rank: a view lies at the same offset everywhere.
-    if !input.buffer_ptrs()[input.rank()].is_multiple_of(16) {
+    if !crate::shared::checks::vector_aligned(input) {
         return Err(invalid(
             comm,
             "all_reduce's input starts off 16 bytes (a view at such an offset): \

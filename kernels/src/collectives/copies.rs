@@ -8,7 +8,9 @@ use super::elem::{CopyCall, CopyElem, Kernel};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, fits, out_fits, root_disjoint, same_or_disjoint, InPlace};
+use crate::shared::checks::{
+    disjoint, fits, out_fits, root_disjoint, root_problem, same_or_disjoint, InPlace,
+};
 
 /// Every rank's `n` elements of `input` (a rendezvoused symmetric buffer),
 /// in rank order, into this rank's `out[0..world × n]`. `out` must not
@@ -128,8 +130,8 @@ pub fn broadcast<T: CopyElem>(
         empty: n == 0,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
-        if root >= world {
-            return Err(format!("root {root} is not a rank of {world}").into());
+        if let Some(why) = root_problem(root, world) {
+            return Err(why.into());
         }
         fits::<T>(input, n, "the input")?;
         out_fits(out, Some(n), "n")?;
@@ -199,8 +201,8 @@ pub fn gather<T: CopyElem>(
     };
     let is_root = comm.rank() == root;
     let ready = begin(comm, input, ("out", out), call, |out| {
-        if root >= world {
-            return Err(format!("root {root} is not a rank of {world}").into());
+        if let Some(why) = root_problem(root, world) {
+            return Err(why.into());
         }
         fits::<T>(input, n, "the input")?;
         if is_root {
@@ -246,8 +248,8 @@ pub fn scatter<T: CopyElem>(
         empty: n == 0,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
-        if root >= world {
-            return Err(format!("root {root} is not a rank of {world}").into());
+        if let Some(why) = root_problem(root, world) {
+            return Err(why.into());
         }
         match total {
             Some(t) => fits::<T>(input, t, "the input")?,

@@ -7,7 +7,10 @@ use super::call::{begin, grid, threads, Call, Kind};
 use super::elem::{op_problem, ReduceElem, ReduceOp};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
-use crate::shared::checks::{disjoint, fits, out_fits, root_disjoint, same_or_disjoint, InPlace};
+use crate::shared::checks::{
+    disjoint, fits, out_fits, root_disjoint, root_problem, same_or_disjoint, vector_aligned,
+    InPlace,
+};
 use crate::shared::staging::grow;
 
 /// The elements of a [`reduce_scatter`] of `n` that rank `rank` of `world`
@@ -187,8 +190,8 @@ pub fn reduce<T: ReduceElem>(
         if let Some(p) = op_problem::<T>(op) {
             return Err(p);
         }
-        if root >= world {
-            return Err(format!("root {root} is not a rank of {world}").into());
+        if let Some(why) = root_problem(root, world) {
+            return Err(why.into());
         }
         fits::<T>(input, n, "the input")?;
         if is_root {
@@ -254,13 +257,6 @@ pub fn sum<T: ReduceElem>(
     let mut dst = comm.bind_mut("out", out)?;
     let mut dst = dst.sub_mut(0..n).ok_or_else(|| short("output"))?;
     comm.copy(&src, &mut dst)
-}
-
-/// Whether every rank's buffer of `input` starts 16-byte aligned (they
-/// all lie alike past a boundary: their allocations are aligned, and a
-/// view's offset is the same on every rank).
-pub(crate) fn vector_aligned(input: &SymmetricMemory) -> bool {
-    input.buffer_ptrs()[input.rank()].is_multiple_of(16)
 }
 
 /// This rank's scratch of at least `n` elements for [`sum`] into an

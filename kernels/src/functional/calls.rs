@@ -4,6 +4,15 @@
 use super::*;
 
 impl Collectives {
+    /// The error of a call whose NCCL route the rule never takes (reduce,
+    /// gather, scatter: `rule::nccl_refuses`), should one reach it.
+    fn refused(&self, what: &str) -> Error {
+        unsupported(
+            &self.cs,
+            format!("{what} never runs on NCCL (bench/NOTES.md v37); symm's kernels run it"),
+        )
+    }
+
     /// All-reduce by `op`: every rank's `input` reduced into this rank's
     /// `out` (at least as long as `input`).
     pub fn all_reduce<'c, T, O>(
@@ -140,7 +149,7 @@ impl Collectives {
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::Broadcast, None, input, bytes, None);
         let world = self.cs.world_size();
-        let bad_root = (root >= world).then(|| format!("root {root} is not a rank of {world}"));
+        let bad_root = root_problem(root, world);
         self.run(
             facts,
             &[n as u64, root as u64],
@@ -174,7 +183,7 @@ impl Collectives {
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::Reduce, Some(op), input, bytes, None);
         let world = self.cs.world_size();
-        let bad_root = (root >= world).then(|| format!("root {root} is not a rank of {world}"));
+        let bad_root = root_problem(root, world);
         let need = if self.cs.rank() == root { n } else { 0 };
         self.run(
             facts,
@@ -184,14 +193,7 @@ impl Collectives {
             (need, n, bad_root),
             "reduce",
             |c, smem, out| collectives::reduce(c, smem, out, n, op, root),
-            |nccl, src, dst, stream| {
-                let ty = self.nccl_type::<T>(nccl)?;
-                // SAFETY: `src` holds `n` elements and the root's `dst` too
-                // (checked before the agreement), bound to the
-                // communication stream; root is a rank; agreed by every
-                // rank.
-                unsafe { nccl.reduce(src.device_ptr(), dst.device_ptr(), n, ty, op, root, stream) }
-            },
+            |_, _, _, _| Err(self.refused("reduce")),
         )
     }
 
@@ -209,9 +211,8 @@ impl Collectives {
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::Gather, None, input, bytes, None);
         let world = self.cs.world_size();
-        let me = self.cs.rank();
-        let bad_root = (root >= world).then(|| format!("root {root} is not a rank of {world}"));
-        let need = if me == root {
+        let bad_root = root_problem(root, world);
+        let need = if self.cs.rank() == root {
             n.saturating_mul(world)
         } else {
             0
@@ -224,22 +225,7 @@ impl Collectives {
             (need, n, bad_root),
             "gather",
             |c, smem, out| collectives::gather(c, smem, out, n, root),
-            |nccl, src, dst, stream| {
-                let mut ops = vec![(root, true, src.device_ptr(), bytes)];
-                if me == root {
-                    ops.extend(
-                        (0..world)
-                            .map(|p| (p, false, dst.device_ptr() + (p * bytes) as u64, bytes)),
-                    );
-                }
-                ops.retain(|op| op.3 > 0);
-                // SAFETY: `src` holds `n` elements and the root's `dst`
-                // `world × n` (checked before the agreement), bound to the
-                // communication stream; every rank sends its part to the
-                // root, which receives every rank's (its own through
-                // NCCL's send to itself); agreed by every rank.
-                unsafe { nccl.p2p(&ops, stream) }
-            },
+            |_, _, _, _| Err(self.refused("gather")),
         )
     }
 
@@ -255,17 +241,14 @@ impl Collectives {
     ) -> Result<Pending<'c, O>> {
         let len = input.__memory().len();
         let world = self.cs.world_size();
-        let me = self.cs.rank();
         let n = len / world;
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::Scatter, None, input, bytes, None);
-        let problem = if root >= world {
-            Some(format!("root {root} is not a rank of {world}"))
-        } else {
+        let problem = root_problem(root, world).or_else(|| {
             (!len.is_multiple_of(world)).then(|| {
                 format!("scatter of {len} elements on {world} ranks: the world size must divide the input")
             })
-        };
+        });
         self.run(
             facts,
             &[len as u64, root as u64],
@@ -274,22 +257,7 @@ impl Collectives {
             (n, len, problem),
             "scatter",
             |c, smem, out| collectives::scatter(c, smem, out, n, root),
-            |nccl, src, dst, stream| {
-                let mut ops = Vec::new();
-                if me == root {
-                    ops.extend(
-                        (0..world).map(|p| (p, true, src.device_ptr() + (p * bytes) as u64, bytes)),
-                    );
-                }
-                ops.push((root, false, dst.device_ptr(), bytes));
-                ops.retain(|op| op.3 > 0);
-                // SAFETY: the root's `src` holds `world × n` elements and
-                // every `dst` `n` (checked before the agreement), bound to
-                // the communication stream; the root sends every rank its
-                // part (its own through NCCL's send to itself), which every
-                // rank receives; agreed by every rank.
-                unsafe { nccl.p2p(&ops, stream) }
-            },
+            |_, _, _, _| Err(self.refused("scatter")),
         )
     }
 

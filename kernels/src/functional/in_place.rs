@@ -128,7 +128,7 @@ impl Collectives {
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts_in_place::<T>(Collective::Broadcast, None, n, bytes, None);
         let world = self.cs.world_size();
-        let bad_root = (root >= world).then(|| format!("root {root} is not a rank of {world}"));
+        let bad_root = root_problem(root, world);
         self.run_in_place(
             facts,
             &[n as u64, root as u64],

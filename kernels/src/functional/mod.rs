@@ -76,7 +76,7 @@ pub use operand::{Operand, Output};
 pub use p2p::P2pOp;
 
 use crate::shared::agree::{agree, Problem};
-use crate::shared::checks::{invalid, unsupported};
+use crate::shared::checks::{invalid, root_problem, unsupported};
 use crate::shared::key::CallKey;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;

@@ -264,7 +264,7 @@ fn check<T: FusedElem>(
             comm.world_size()
         )));
     }
-    if !input.buffer_ptrs()[input.rank()].is_multiple_of(16) {
+    if !crate::shared::checks::vector_aligned(input) {
         return Err(Problem::from(
             "the input starts off 16 bytes (a view at such an offset): the fused kernel loads \
              rows in 16-byte vectors from its start"

@@ -56,6 +56,18 @@ pub(crate) fn fits<T: Element>(
     }
 }
 
+/// Whether every rank's buffer of `input` starts 16-byte aligned (they
+/// all lie alike past a boundary: their allocations are aligned, and a
+/// view's offset is the same on every rank).
+pub(crate) fn vector_aligned(input: &SymmetricMemory) -> bool {
+    input.buffer_ptrs()[input.rank()].is_multiple_of(16)
+}
+
+/// Why `root` cannot be the root of a call on `world` ranks, if it cannot.
+pub(crate) fn root_problem(root: usize, world: usize) -> Option<String> {
+    (root >= world).then(|| format!("root {root} is not a rank of {world}"))
+}
+
 /// A problem unless `out` is aligned to its elements and holds `need`
 /// elements (`what` says what they are; `None`: more than `usize`
 /// counts). Any element offset works: the kernels store 16-byte vectors

@@ -98,9 +98,25 @@ pub fn all_gather_pull<T: Scalar, const V: usize>(
     sig: u32,
 ) {
     enter_call();
+    let call = enter_sending(input, ch, sig);
+    pull_parts::<T, V>(input, out, n, in_place);
+    exit_checked(input, ch, call, sig);
+    call_end(input, ch, call);
+}
+
+/// Every rank p's `n` elements into `out[p * n..]`, from `input[0..n]` of
+/// rank p, or from `input[p * n..]` where `in_place` is 1 (this rank's own
+/// part then already in place): the body of [`all_gather_pull`] and of
+/// [`gather_pull`]'s root.
+#[symm_kernel(device)]
+pub(crate) fn pull_parts<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    out: SliceMut<T>,
+    n: u32,
+    in_place: u32,
+) {
     let rank = input.rank();
     let world = input.world_size();
-    let call = enter_sending(input, ch, sig);
     for k in 0..world {
         // Every rank starts with a different peer, so the peers' links
         // share the load.
@@ -118,8 +134,6 @@ pub fn all_gather_pull<T: Scalar, const V: usize>(
             );
         }
     }
-    exit_checked(input, ch, call, sig);
-    call_end(input, ch, call);
 }
 
 /// Broadcast: rank `root`'s `input[0..n]` lands in `out[0..n]` on every
@@ -164,22 +178,9 @@ pub fn gather_pull<T: Scalar, const V: usize>(
     sig: u32,
 ) {
     enter_call();
-    let rank = input.rank();
-    let world = input.world_size();
     let call = enter_sending(input, ch, sig);
-    if rank == root {
-        for k in 0..world {
-            let p = (rank + k) % world;
-            copy_span::<T, V>(
-                input.peer(p),
-                0u32,
-                out,
-                p * n,
-                n,
-                grid_thread(),
-                grid_threads(),
-            );
-        }
+    if input.rank() == root {
+        pull_parts::<T, V>(input, out, n, 0u32);
     }
     exit_checked(input, ch, call, sig);
     call_end(input, ch, call);

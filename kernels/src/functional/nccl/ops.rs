@@ -54,40 +54,6 @@ impl Nccl {
         })
     }
 
-    /// `ncclReduce` of `count` elements to `root`.
-    ///
-    /// # Safety
-    ///
-    /// As [`Nccl::reduce_scatter`], for `count` in `src` (and in `dst` on
-    /// the root, the only rank that writes it).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) unsafe fn reduce(
-        &self,
-        src: u64,
-        dst: u64,
-        count: usize,
-        ty: sys::ncclDataType_t,
-        o: ReduceOp,
-        root: usize,
-        stream: &CudaStream,
-    ) -> Result<()> {
-        self.call("ncclReduce", stream, || {
-            // SAFETY: the caller's contract; the communicator is live.
-            unsafe {
-                nccl::reduce(
-                    src as _,
-                    dst as _,
-                    count,
-                    ty,
-                    op(o),
-                    root as i32,
-                    self.comm,
-                    stream.cu_stream() as _,
-                )
-            }
-        })
-    }
-
     /// `ncclBroadcast` of `bytes` from `root`.
     ///
     /// # Safety
