@@ -331,10 +331,7 @@ impl Bench<'_> {
     fn agree(&self, id: &Id, problem: Option<String>) -> Result<Option<String>> {
         let c = self.c;
         let key = |r: usize| c.store_key(&format!("bench/check/{id}/{r}"));
-        let store = |source| symm::Error::Store {
-            rank: c.rank(),
-            source,
-        };
+        let store = |source| c.store_error(source);
         c.store()
             .set(&key(c.rank()), problem.as_deref().unwrap_or("").as_bytes())
             .map_err(store)?;

@@ -364,7 +364,7 @@ fn an_unanswered_wait_records_its_timeout_and_ends_its_thread() {
             panic!("op {op}: rank 0 returned nothing")
         };
         assert!(
-            matches!(e, Error::SignalTimeout { rank: 0, block: 0, thread: 0, peer: 1, channel, kind: k, timeout_ms: 200 }
+            matches!(e, Error::SignalTimeout { rank: 0, block: 0, thread: 0, peer: 1, channel, kind: k, timeout_ms: 200, .. }
                 if channel == ch && *k == kind),
             "op {op}: {e}"
         );
@@ -577,6 +577,7 @@ fn a_checked_gather_names_the_rank_in_another_call() {
                 block,
                 thread,
                 peer,
+                ..
             } = e
             {
                 assert_eq!(
@@ -703,6 +704,7 @@ fn check_assert(
         thread: t,
         message: m,
         location: l,
+        ..
     } = e
     else {
         panic!("rank {rank}: expected the failed assertion at {location}, got: {e}")

@@ -315,6 +315,7 @@ fn fail_fast(world: usize, death: Death, pending: Pending) -> Option<Duration> {
                 Death::Error => {
                     return Err(Error::InvalidArgument {
                         rank: c.rank(),
+                        group: c.group_name().clone(),
                         message: "the victim fails on purpose".into(),
                     })
                 }
@@ -725,6 +726,7 @@ fn user_stream_rank(
         .new_stream()
         .map_err(|e| Error::InvalidArgument {
             rank: c.rank(),
+            group: c.group_name().clone(),
             message: format!("cuStreamCreate: {e:?}"),
         })?;
     let u = c.with_cuda_stream(stream.clone())?;
@@ -736,6 +738,7 @@ fn user_stream_rank(
         *left.lock().unwrap() = Some(Instant::now());
         return Err(Error::InvalidArgument {
             rank: c.rank(),
+            group: c.group_name().clone(),
             message: "the victim fails on purpose".into(),
         });
     }

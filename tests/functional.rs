@@ -1133,10 +1133,7 @@ fn in_place_calls_replay_in_a_cuda_graph() {
             // Warm-up: staging and segments exist before the capture.
             coll.all_reduce_in_place(&mut sum, ReduceOp::Sum)?.wait_host()?;
             coll.all_gather_in_place(&mut gathered)?.wait_host()?;
-            let err = |e: symm::cudarc::driver::DriverError| symm::Error::InvalidArgument {
-                rank: me,
-                message: format!("{e:?}"),
-            };
+            let err = |e: symm::cudarc::driver::DriverError| c.error(symm::ErrorKind::InvalidArgument, format!("{e:?}"));
             let user = c.cuda_stream().expect("GPU rank");
             user.begin_capture(
                 symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
@@ -2298,15 +2295,15 @@ fn nccl_route_at_world_one() {
         big.write(0, &vec![1.0; 8 << 20])?;
         let user = c.cuda_stream().expect("GPU rank");
         user.begin_capture(symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(|e| symm::Error::InvalidArgument { rank: 0, message: format!("{e:?}") })?;
+            .map_err(|e| c.error(symm::ErrorKind::InvalidArgument, format!("{e:?}")))?;
         let h = coll.all_reduce(&a, &mut out, ReduceOp::Sum)?;
         h.wait()?;
         let graph = user
             .end_capture(symm::cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
-            .map_err(|e| symm::Error::InvalidArgument { rank: 0, message: format!("{e:?}") })?;
+            .map_err(|e| c.error(symm::ErrorKind::InvalidArgument, format!("{e:?}")))?;
         assert_eq!(coll.nccl_registrations().3, 1, "deferred during capture");
         if let Some(g) = graph {
-            g.launch().map_err(|e| symm::Error::InvalidArgument { rank: 0, message: format!("{e:?}") })?;
+            g.launch().map_err(|e| c.error(symm::ErrorKind::InvalidArgument, format!("{e:?}")))?;
         }
         c.synchronize()?;
         let mut out2 = c.device_buffer::<f32>(8 << 20)?;
@@ -2367,10 +2364,10 @@ fn a_failed_rank_aborts_its_peers_nccl_calls() {
             if c.rank() == victim {
                 std::thread::sleep(Duration::from_millis(300));
                 *left.lock().unwrap() = Some(std::time::Instant::now());
-                return Err(symm::Error::InvalidArgument {
-                    rank: c.rank(),
-                    message: "the victim fails on purpose".into(),
-                });
+                return Err(c.error(
+                    symm::ErrorKind::InvalidArgument,
+                    "the victim fails on purpose",
+                ));
             }
             let r = coll
                 .all_reduce(&x, c.device_buffer::<f32>(1 << 16)?, ReduceOp::Sum)

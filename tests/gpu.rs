@@ -164,14 +164,7 @@ fn graphs(world: usize) -> Outcome {
             KernelArg::U32(n as u32),
         ];
         let check_args = [KernelArg::U64(buf.device_ptr()), KernelArg::U32(n as u32)];
-        let drv = |op: &'static str| {
-            move |source| Error::Driver {
-                rank: r,
-                device: comm.device(),
-                op,
-                source,
-            }
-        };
+        let drv = |op: &'static str| move |source| comm.driver_error(op, source);
         stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(drv("begin_capture"))?;
@@ -252,12 +245,7 @@ fn frees_while_a_peer_waits(world: usize) -> Outcome {
                     .expect("a GPU rank")
                     .context()
                     .new_stream();
-                let side = side.map_err(|source| Error::Driver {
-                    rank: 1,
-                    device: comm.device(),
-                    op: "cuStreamCreate",
-                    source,
-                })?;
+                let side = side.map_err(|source| comm.driver_error("cuStreamCreate", source))?;
                 let on_side = comm.with_cuda_stream(side)?;
                 drop(on_side.device_buffer::<u8>(4096)?);
                 let took = t.elapsed();
@@ -328,12 +316,7 @@ fn jit_times() -> Outcome {
 
 /// A driver error of `comm`'s rank from cudarc's call `op`.
 fn drv<'a>(comm: &'a Comm, op: &'static str) -> impl Fn(DriverError) -> Error + 'a {
-    move |source| Error::Driver {
-        rank: comm.rank(),
-        device: comm.device(),
-        op,
-        source,
-    }
+    move |source| comm.driver_error(op, source)
 }
 
 /// A stream of the user's own beside the rank's, in the device's primary

@@ -422,10 +422,7 @@ fn a_ring_replays_in_a_cuda_graph() {
                     P2pOp::Recv { out: &mut y, peer: prev },
                 ])?;
                 c.synchronize()?;
-                let err = |e: symm::cudarc::driver::DriverError| symm::Error::InvalidArgument {
-                    rank: me,
-                    message: format!("{e:?}"),
-                };
+                let err = |e: symm::cudarc::driver::DriverError| c.error(symm::ErrorKind::InvalidArgument, format!("{e:?}"));
                 let s = c.cuda_stream().expect("GPU rank");
                 s.begin_capture(
                     symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,

@@ -136,6 +136,7 @@ fn random_run(c: &Comm, seed: u64) -> symm::Result<Vec<u64>> {
             if (f64::from(*g) - want).abs() > 1e-6 * mag {
                 return Err(Error::InvalidArgument {
                     rank: c.rank(),
+                    group: c.group_name().clone(),
                     message: format!(
                         "CHECK FAILED (seed {seed}, op {ops}): element {i} of {t:?} is {g}, \
                          float64 says {want}"

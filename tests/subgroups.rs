@@ -290,6 +290,60 @@ fn memory_crosses_a_ranks_groups_and_no_further() {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// A subgroup's errors name its ranks as its own (`rank 1 of group
+/// symm.split0[1,3]`), from the host (an argument check) and from the
+/// device (a signal wait's timeout, which the subgroup's own status record
+/// reports): the rank number is the subgroup's, not the parent's.
+#[test]
+fn a_subgroups_errors_name_its_ranks_as_its_own() {
+    if !tier::quick_test() {
+        return;
+    }
+    let world = 4;
+    let Some(ranks) = ranks(world) else { return };
+    let options = options().with_kernel_timeout(Duration::from_millis(200));
+    run(ranks, options, |c| {
+        // Groups [0,2] and [1,3]: subgroup rank 1 is parent rank 2 or 3.
+        let g = c.split(Some((c.rank() % 2) as u32), 0)?.expect("a color");
+        let label = format!("symm.split0[{},{}]", c.rank() % 2, c.rank() % 2 + 2);
+        assert_eq!(g.group_label(), label);
+        assert_eq!(g.group_name().label(), Some(label.as_str()));
+        assert_eq!(c.group_name().label(), None, "the parent's ranks are plain");
+        // An argument check: the output is too short, on every rank.
+        let s = g.alloc::<f32>(8)?.rendezvous()?;
+        let mut short = g.device_buffer::<f32>(4)?;
+        let e = all_reduce(&g, &s, &mut short, 8).expect_err("a short output");
+        let m = e.to_string();
+        let me = format!("rank {} of group {label}: ", g.rank());
+        assert!(m.starts_with(&me), "rank {}: {me:?} first in {m}", c.rank());
+        assert_eq!(e.group().and_then(|n| n.label()), Some(label.as_str()));
+        // A device wait nobody answers: subgroup rank 1 waits on rank 0.
+        let ch = symm::signal::Channel::request(&g)?;
+        if g.rank() == 1 {
+            s.wait_signal(0, &ch, Duration::from_millis(200))?;
+            let e = g.synchronize().expect_err("nobody signals");
+            assert!(
+                matches!(
+                    e,
+                    symm::Error::SignalTimeout {
+                        rank: 1,
+                        peer: 0,
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            let m = e.to_string();
+            let want = format!("signal timeout: rank 1 of group {label}, block 0, thread 0: ");
+            assert!(m.starts_with(&want), "{want:?} first in {m}");
+        }
+        // Rank 0 stays until rank 1 has its answer.
+        c.host_barrier()?;
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// One allocation of the parent rendezvoused with its row and column
 /// groups too (`SymmBuffer::rendezvous_in`): every group's reduction reads
 /// it in place, round after round with new data, each exact; each group

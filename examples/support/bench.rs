@@ -48,17 +48,13 @@ pub(crate) fn drv<'a>(
     c: &'a Comm,
     op: &'static str,
 ) -> impl Fn(symm::cudarc::driver::DriverError) -> Error + 'a {
-    move |source| Error::Driver {
-        rank: c.rank(),
-        device: c.device(),
-        op,
-        source,
-    }
+    move |source| c.driver_error(op, source)
 }
 
 pub(crate) fn other(c: &Comm, what: impl std::fmt::Display) -> Error {
     Error::InvalidArgument {
         rank: c.rank(),
+        group: c.group_name().clone(),
         message: what.to_string(),
     }
 }
@@ -182,10 +178,11 @@ impl Nccl {
             let bytes: Vec<u8> = id.internal.iter().map(|&b| b as u8).collect();
             c.store()
                 .set(key, &bytes)
-                .map_err(|source| Error::Store { rank: 0, source })?;
+                .map_err(|source| c.store_error(source))?;
         }
         let bytes = c.store().get(key, T).map_err(|source| Error::Store {
             rank: c.rank(),
+            group: c.group_name().clone(),
             source,
         })?;
         let mut id = nccl_sys::ncclUniqueId { internal: [0; 128] };

@@ -41,7 +41,7 @@ pub use bootstrap::{Handles, LaunchEnv, Launcher, StoreSpec};
 pub use comm::{Comm, CommOptions, GroupWatch};
 pub use cuda::{cuda_available, cuda_device_count, prepare_shared_gpus};
 pub use dtype::{compare_bits, BitMismatch, DType, Element};
-pub use error::{Error, ErrorKind, Result, MISMATCH_ASSERT};
+pub use error::{Error, ErrorKind, GroupName, Result, MISMATCH_ASSERT};
 pub use launch::{KernelArg, LaunchConfig};
 pub use layout::WorldSizeError;
 pub use memory::buffer::{DeviceBuffer, SymmBuffer, SymmView};

@@ -208,6 +208,7 @@ impl SymmetricMemory {
             kernel_timeout: timeout,
             placement: self.placement(),
             group: self.group_key(),
+            name: self.group_name(),
         };
         let cfg = LaunchConfig::linear(1, threads.max(32));
         backend.launch(&spec, &cfg, &mut params, &ctx)

@@ -638,6 +638,7 @@ pub fn launch_reduce_scatter(
         _ => {
             return Err(symm::Error::InvalidArgument {
                 rank: c.rank(),
+                group: c.group_name().clone(),
                 message: format!("no reduce_scatter_w for W = {w}"),
             })
         }
@@ -968,6 +969,7 @@ pub fn run_warp_moves(c: &symm::Comm) -> symm::Result<()> {
             };
             return Err(symm::Error::InvalidArgument {
                 rank: c.rank(),
+                group: c.group_name().clone(),
                 message: format!("warp_moves: {what} wrong: {e}{lane}, delta {delta}, s {s}"),
             });
         }

@@ -388,12 +388,10 @@ pub fn put_and_wait_around_a_ring(ranks: Ranks) {
         );
         let user = match c.cuda_stream() {
             Some(s) => {
-                let u = s.context().new_stream().map_err(|source| Error::Driver {
-                    rank: r,
-                    device: c.device(),
-                    op: "cuStreamCreate",
-                    source,
-                })?;
+                let u = s
+                    .context()
+                    .new_stream()
+                    .map_err(|source| c.driver_error("cuStreamCreate", source))?;
                 Some((c.with_cuda_stream(u.clone())?, u))
             }
             None => None,

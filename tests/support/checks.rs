@@ -23,6 +23,7 @@ pub fn check(c: &Comm, ok: bool, what: impl FnOnce() -> String) -> symm::Result<
     }
     Err(symm::Error::InvalidArgument {
         rank: c.rank(),
+        group: c.group_name().clone(),
         message: format!("CHECK FAILED: {}", what()),
     })
 }

@@ -528,6 +528,7 @@ impl Collectives {
             }
             NcclState::Failed(e) => Err(Error::Nccl {
                 rank: self.cs.rank(),
+                group: self.cs.group_name().clone(),
                 message: format!("the group's NCCL communicator could not be made: {e}"),
             }),
             NcclState::NotYet => unreachable!("made above"),
@@ -664,12 +665,7 @@ fn wait_on(
 }
 
 fn driver(comm: &Comm, op: &'static str, source: symm::cudarc::driver::DriverError) -> Error {
-    Error::Driver {
-        rank: comm.rank(),
-        device: comm.device(),
-        op,
-        source,
-    }
+    comm.driver_error(op, source)
 }
 
 /// Elements a staging buffer holds at least (so that small calls of
@@ -725,6 +721,7 @@ fn group_facts(
     if opts.iter().any(|o| *o != opts[0]) {
         return Err(Error::Mismatch {
             rank: comm.rank(),
+            group: comm.group_name().clone(),
             message: format!(
                 "the ranks' functional collective options differ (every rank must choose \
                  alike): {}",

@@ -181,7 +181,7 @@ impl Collectives {
     /// fault.
     pub(super) fn route(&self, facts: &CallFacts) -> Result<Route> {
         rule::route(&self.options, &self.group, facts).map_err(|e| match facts.op_problem() {
-            Some(p) => Error::with_kind(p.kind, self.cs.rank(), p.text),
+            Some(p) => self.cs.error(p.kind, p.text),
             None => rule_error(&self.cs, e),
         })
     }

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use symm::{Comm, Error, ErrorKind, Result};
+use symm::{Comm, Error, ErrorKind, GroupName, Result};
 
 use super::key::CallKey;
 
@@ -135,11 +135,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
             // theirs for good.
             return match problem {
                 None => Ok(hash),
-                Some(p) => Err(Error::with_kind(
-                    p.kind,
-                    comm.rank(),
-                    format!("{what}: {}", p.text),
-                )),
+                Some(p) => Err(comm.error(p.kind, format!("{what}: {}", p.text))),
             };
         }
         s.1 += 1;
@@ -165,13 +161,10 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
             let mine = problem.as_ref().map_or(String::new(), |p| {
                 format!("; this rank's own problem: {}", p.text)
             });
-            let of = if comm.is_subgroup() {
-                format!(" of group {}", comm.group_label())
-            } else {
-                String::new()
-            };
+            let of = comm.group_name();
             Error::Mismatch {
                 rank,
+                group: of.clone(),
                 message: format!(
                     "{what}: ranks {ranks:?}{of} did not make this call within {timeout:?} (a rank \
                      that skipped it or made another collective, or had an argument error on \
@@ -188,8 +181,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
             decode(&raw).unwrap_or_else(|| (0, "?".into(), Some("an unreadable entry".into()))),
         );
     }
-    let group = comm.is_subgroup().then(|| comm.group_label());
-    verdict(what, rank, group, &entries)?;
+    verdict(what, rank, comm.group_name(), &entries)?;
     let mut s = agreed.keys.lock().unwrap_or_else(|p| p.into_inner());
     // Bounded (calls of ever new sizes must not grow it for good): every
     // rank inserts the same keys in the same order, after the same
@@ -210,13 +202,10 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
 fn verdict(
     what: &str,
     rank: usize,
-    group: Option<&str>,
+    group: &GroupName,
     entries: &[(u64, String, Option<Problem>)],
 ) -> Result<()> {
-    let name = |r: usize| match group {
-        Some(g) => format!("rank {r} of group {g}"),
-        None => format!("rank {r}"),
-    };
+    let name = |r: usize| format!("rank {r}{group}");
     let problems: Vec<(usize, &Problem)> = entries
         .iter()
         .enumerate()
@@ -230,6 +219,7 @@ fn verdict(
         return Err(Error::with_kind(
             first.kind,
             rank,
+            group.clone(),
             format!("{what}: {}", each.join("; ")),
         ));
     }
@@ -237,6 +227,7 @@ fn verdict(
         if entries.iter().all(|(_, w, _)| *w == entries[0].1) {
             return Err(Error::Mismatch {
                 rank,
+                group: group.clone(),
                 message: format!(
                     "{what}: the ranks' calls read alike ({}) but hash differently: the ranks \
                      run different builds of symm (every rank of a group must run one build)",
@@ -251,6 +242,7 @@ fn verdict(
             .collect();
         return Err(Error::Mismatch {
             rank,
+            group: group.clone(),
             message: format!(
                 "{what}: the ranks' calls differ (every rank must make the same call): {}",
                 each.join("; ")
@@ -262,7 +254,7 @@ fn verdict(
 
 #[cfg(test)]
 mod tests {
-    use super::{decode, encode, verdict, ErrorKind, Problem};
+    use super::{decode, encode, verdict, ErrorKind, GroupName, Problem};
 
     #[test]
     fn entries_round_trip() {
@@ -297,21 +289,24 @@ mod tests {
             (7, "call".to_string(), p(ErrorKind::Capacity, "no room")),
             (7, "call".to_string(), p(ErrorKind::InvalidArgument, "bad")),
         ];
-        let e = verdict("x", 0, None, &entries).unwrap_err();
+        let e = verdict("x", 0, &GroupName::NONE, &entries).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Capacity, "{e}");
         assert_eq!(e.to_string(), "rank 0: x: rank 1: no room; rank 2: bad");
         // In a subgroup, every rank the text names is the subgroup's.
-        let e = verdict("x", 0, Some("symm.split0[1,3,5]"), &entries).unwrap_err();
+        let sub = GroupName::of("symm.split0[1,3,5]");
+        let e = verdict("x", 0, &sub, &entries).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "rank 0: x: rank 1 of group symm.split0[1,3,5]: no room; rank 2 of group \
+            "rank 0 of group symm.split0[1,3,5]: x: rank 1 of group symm.split0[1,3,5]: no room; rank 2 of group \
              symm.split0[1,3,5]: bad"
         );
         let same = [(7, "a".to_string(), None), (7, "a".to_string(), None)];
-        assert!(verdict("x", 0, None, &same).is_ok());
+        assert!(verdict("x", 0, &GroupName::NONE, &same).is_ok());
         let differ = [(7, "a".to_string(), None), (8, "b".to_string(), None)];
         assert_eq!(
-            verdict("x", 1, None, &differ).unwrap_err().kind(),
+            verdict("x", 1, &GroupName::NONE, &differ)
+                .unwrap_err()
+                .kind(),
             ErrorKind::Mismatch
         );
     }

@@ -8,19 +8,19 @@ use super::agree::Problem;
 
 /// An invalid-argument error on `comm`'s rank.
 pub(crate) fn invalid(comm: &Comm, message: String) -> symm::Error {
-    symm::Error::with_kind(symm::ErrorKind::InvalidArgument, comm.rank(), message)
+    comm.error(symm::ErrorKind::InvalidArgument, message)
 }
 
 /// An unsupported-call error on `comm`'s rank: a route, type or op that
 /// symm cannot run here.
 pub(crate) fn unsupported(comm: &Comm, message: String) -> symm::Error {
-    symm::Error::with_kind(symm::ErrorKind::Unsupported, comm.rank(), message)
+    comm.error(symm::ErrorKind::Unsupported, message)
 }
 
 /// A capacity error on `comm`'s rank: a limit of symm's that the call
 /// passes (the 2^32 - 1 elements its kernels index).
 pub(crate) fn capacity(comm: &Comm, message: String) -> symm::Error {
-    symm::Error::with_kind(symm::ErrorKind::Capacity, comm.rank(), message)
+    comm.error(symm::ErrorKind::Capacity, message)
 }
 
 /// A problem unless the rank may still run collectives: after a kernel

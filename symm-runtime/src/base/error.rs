@@ -1,5 +1,7 @@
 //! The one error type of the runtime.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::jit::JitError;
@@ -8,8 +10,66 @@ use crate::status::{
 };
 use crate::store::StoreError;
 
+/// The group whose rank an error names: a subgroup's label
+/// ([`Comm::group_label`](crate::Comm::group_label)), or none for a group
+/// not made by a split, whose rank numbers need no qualifying. Displayed
+/// after the rank (`rank 1 of group symm.split0[2,3]`), so that an error
+/// of a tensor-parallel group is not read as one of the whole group's rank.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GroupName(Option<Arc<str>>);
+
+impl GroupName {
+    /// No qualifier: the rank of a group not made by a split.
+    pub const NONE: GroupName = GroupName(None);
+
+    /// The subgroup labelled `label`.
+    pub fn of(label: impl Into<Arc<str>>) -> GroupName {
+        GroupName(Some(label.into()))
+    }
+
+    /// The subgroup's label, if the rank is a subgroup's.
+    pub fn label(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl fmt::Display for GroupName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(l) => write!(f, " of group {l}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Result alias used across symm.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `Some($f(group))` for the variants that qualify their rank with a group
+/// (`group` bound by reference or by mutable reference, as `$e` is).
+macro_rules! with_group {
+    ($e:expr, $g:ident => $f:expr) => {
+        match $e {
+            Error::Driver { group: $g, .. }
+            | Error::Store { group: $g, .. }
+            | Error::RendezvousTimeout { group: $g, .. }
+            | Error::JoinTimeout { group: $g, .. }
+            | Error::AllocationMismatch { group: $g, .. }
+            | Error::SignalTimeout { group: $g, .. }
+            | Error::CallMismatch { group: $g, .. }
+            | Error::InvalidArgument { group: $g, .. }
+            | Error::Mismatch { group: $g, .. }
+            | Error::Unsupported { group: $g, .. }
+            | Error::Capacity { group: $g, .. }
+            | Error::KernelFault { group: $g, .. }
+            | Error::KernelAssert { group: $g, .. }
+            | Error::KernelHang { group: $g, .. }
+            | Error::PeerFailed { group: $g, .. }
+            | Error::Nccl { group: $g, .. } => Some($f),
+            _ => None,
+        }
+    };
+}
 
 /// Everything that can go wrong in symm. Each variant names the rank (and,
 /// for device-side failures, the block, peer and channel) that caused it.
@@ -26,10 +86,12 @@ pub enum Error {
     Bootstrap(String),
 
     /// A CUDA driver call failed.
-    #[error("rank {rank} on {device}: {op} failed: {source}")]
+    #[error("rank {rank}{group} on {device}: {op} failed: {source}")]
     Driver {
         /// Rank whose call failed.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// Device label, for example `cuda:1`.
         device: String,
         /// The driver entry point that failed.
@@ -43,22 +105,26 @@ pub enum Error {
     Jit(#[from] JitError),
 
     /// The group's store failed or timed out.
-    #[error("rank {rank}: store: {source}")]
+    #[error("rank {rank}{group}: store: {source}")]
     Store {
         /// Rank that saw the failure.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// What the store reported.
         source: StoreError,
     },
 
     /// Some ranks never arrived at a rendezvous.
     #[error(
-        "rank {rank}: rendezvous of allocation #{alloc} timed out after {timeout:?}; \
+        "rank {rank}{group}: rendezvous of allocation #{alloc} timed out after {timeout:?}; \
          missing ranks {missing:?} (did every rank call rendezvous on its matching allocation?)"
     )]
     RendezvousTimeout {
         /// Rank that timed out.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// Collective allocation sequence number.
         alloc: u64,
         /// How long it waited.
@@ -71,12 +137,14 @@ pub enum Error {
     /// [`Comm::from_env`](crate::Comm::from_env) and [`run`](crate::run)
     /// wait for every rank, to learn which ranks share a GPU).
     #[error(
-        "rank {rank}: joining the group timed out after {timeout:?}; missing ranks {missing:?} \
+        "rank {rank}{group}: joining the group timed out after {timeout:?}; missing ranks {missing:?} \
          (did every rank create its Comm with the same store, group and world size?)"
     )]
     JoinTimeout {
         /// Rank that timed out.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// How long it waited.
         timeout: Duration,
         /// Ranks that never published their part of the join (their
@@ -96,10 +164,12 @@ pub enum Error {
     /// Ranks placed a pool tensor differently: their sequences of pool
     /// allocations and frees differ. Found at the tensor's first
     /// collective use; every rank reports the same text.
-    #[error("rank {rank}: pool allocations differ across ranks: {detail}")]
+    #[error("rank {rank}{group}: pool allocations differ across ranks: {detail}")]
     AllocationMismatch {
         /// The reporting rank.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// Every rank's placement of the tensor, or which ranks never used it.
         detail: String,
     },
@@ -117,13 +187,15 @@ pub enum Error {
 
     /// A device-side signal operation gave up waiting.
     #[error(
-        "signal timeout: rank {rank}, block {block}, thread {thread}: {} did not complete \
+        "signal timeout: rank {rank}{group}, block {block}, thread {thread}: {} did not complete \
          within {timeout_ms} ms",
         waited_for(.kind, .channel, .peer)
     )]
     SignalTimeout {
         /// Rank whose kernel timed out.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// Block that timed out.
         block: u32,
         /// Thread that timed out.
@@ -145,7 +217,7 @@ pub enum Error {
     /// with). The ranks made different collective calls; the thread that
     /// found it recorded it and stopped, as for a failed `kernel_assert!`.
     #[error(
-        "kernel `{kernel}` on rank {rank}, block {block}, thread {thread}: rank {peer}'s data \
+        "kernel `{kernel}` on rank {rank}{group}, block {block}, thread {thread}: rank {peer}'s data \
          belongs to another call: the ranks made different calls (buffer, offset, size, element \
          type or kernel differ); every rank must make the same collective calls in the same order"
     )]
@@ -154,6 +226,8 @@ pub enum Error {
         kernel: String,
         /// Rank whose kernel found the mismatch.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// Linear block index (x fastest).
         block: u32,
         /// Linear thread index in the block (x fastest).
@@ -163,10 +237,12 @@ pub enum Error {
     },
 
     /// A caller passed something symm cannot use.
-    #[error("rank {rank}: invalid argument: {message}")]
+    #[error("rank {rank}{group}: invalid argument: {message}")]
     InvalidArgument {
         /// Rank that got the bad argument.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// What is wrong and what to do instead.
         message: String,
     },
@@ -175,10 +251,12 @@ pub enum Error {
     /// type, op or root, or one rank skipped a call its peers made (or
     /// did not make it within the group's timeout). Every rank reports it,
     /// or a [`Error::PeerFailed`] whose [`Error::root_kind`] it is.
-    #[error("rank {rank}: {message}")]
+    #[error("rank {rank}{group}: {message}")]
     Mismatch {
         /// The reporting rank.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// Every rank's call, or which ranks never made it.
         message: String,
     },
@@ -186,10 +264,12 @@ pub enum Error {
     /// Something symm does not support (here): a world size, a type on
     /// the NCCL route, a forced kernel that cannot run in place, a GPU
     /// feature an emulated rank lacks.
-    #[error("rank {rank}: {message}")]
+    #[error("rank {rank}{group}: {message}")]
     Unsupported {
         /// The reporting rank.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// What is unsupported, and what is.
         message: String,
     },
@@ -198,22 +278,29 @@ pub enum Error {
     /// signal channels, the memory a pool's segment allocator gives, a
     /// forced kernel's largest staging, the 2^32 - 1 elements a built-in's
     /// kernels index.
-    #[error("rank {rank}: {message}")]
+    #[error("rank {rank}{group}: {message}")]
     Capacity {
         /// The reporting rank.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// What is full, who holds it, and what to do.
         message: String,
     },
 
-    /// A kernel failed on the CPU emulator (out of bounds, timeout, ...).
-    #[error("{message}")]
+    /// A kernel failed: an index out of bounds (on the emulator, or on a
+    /// GPU under a checked launch), or, on the emulator, a panic in a
+    /// simulated thread or the lanes of a warp at different collectives.
+    #[error("kernel `{kernel}` on rank {rank}{group}, {message}")]
     KernelFault {
         /// The kernel.
         kernel: String,
         /// Rank whose launch failed.
         rank: usize,
-        /// Which block and thread, what happened, and the kernel source line.
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
+        /// Which block (and thread), what happened, and the kernel source
+        /// line: `block 3, thread 4: index 100 is out of bounds …`.
         message: String,
     },
 
@@ -222,7 +309,7 @@ pub enum Error {
     /// stopped: on the GPU the next synchronisation reports it, on the
     /// emulator the launch fails with it. Both word it alike.
     #[error(
-        "kernel `{kernel}` on rank {rank}, block {block}, thread {thread}: assertion failed: \
+        "kernel `{kernel}` on rank {rank}{group}, block {block}, thread {thread}: assertion failed: \
          {message} (at {location})"
     )]
     KernelAssert {
@@ -230,6 +317,8 @@ pub enum Error {
         kernel: String,
         /// Rank whose kernel failed the assertion.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// Linear block index (x fastest).
         block: u32,
         /// Linear thread index in the block (x fastest).
@@ -244,13 +333,15 @@ pub enum Error {
     /// No simulated thread of any rank made progress: a deadlock, reported
     /// instead of hanging.
     #[error(
-        "kernel `{kernel}` on rank {rank} made no progress for {stalled:?}; its simulated threads wait on:{report}"
+        "kernel `{kernel}` on rank {rank}{group} made no progress for {stalled:?}; its simulated threads wait on:{report}"
     )]
     KernelHang {
         /// The kernel.
         kernel: String,
         /// Rank whose threads are listed.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// How long nothing moved.
         stalled: Duration,
         /// One line per group of blocked threads: where, what for, and the
@@ -265,10 +356,14 @@ pub enum Error {
 
     /// Another rank of the group failed (returned an error, panicked) or
     /// left it (exited), so this rank's group operation cannot complete.
-    #[error("rank {rank}: rank {peer} {cause}; this group can no longer complete an operation")]
+    #[error(
+        "rank {rank}{group}: rank {peer} {cause}; this group can no longer complete an operation"
+    )]
     PeerFailed {
         /// Rank that saw it.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// The rank that failed or left.
         peer: usize,
         /// What happened to it ("failed: …", "panicked", "exited").
@@ -283,10 +378,12 @@ pub enum Error {
     /// watchdog, after a call outlived the group's timeout or NCCL reported
     /// an asynchronous error). An aborted communicator fails every later
     /// call; make a new group to continue.
-    #[error("rank {rank}: NCCL: {message}")]
+    #[error("rank {rank}{group}: NCCL: {message}")]
     Nccl {
         /// The rank.
         rank: usize,
+        /// The group `rank` counts in (none: a group not made by a split).
+        group: GroupName,
         /// What failed, in words.
         message: String,
     },
@@ -394,18 +491,49 @@ impl Error {
         }
     }
 
-    /// The error of `kind` on `rank` with `message`, for the kinds an
+    /// The error of `kind` on `rank` of `group` with `message`, for the kinds an
     /// argument check finds: [`Error::Mismatch`], [`Error::Unsupported`],
     /// [`Error::Capacity`], else [`Error::InvalidArgument`]. The inverse of
     /// [`Error::kind`] there, so that a problem that crossed ranks as a
     /// kind and a text (the kernels' agreement) is the same error again.
-    pub fn with_kind(kind: ErrorKind, rank: usize, message: String) -> Error {
+    pub fn with_kind(kind: ErrorKind, rank: usize, group: GroupName, message: String) -> Error {
         match kind {
-            ErrorKind::Mismatch => Error::Mismatch { rank, message },
-            ErrorKind::Unsupported => Error::Unsupported { rank, message },
-            ErrorKind::Capacity => Error::Capacity { rank, message },
-            _ => Error::InvalidArgument { rank, message },
+            ErrorKind::Mismatch => Error::Mismatch {
+                rank,
+                group,
+                message,
+            },
+            ErrorKind::Unsupported => Error::Unsupported {
+                rank,
+                group,
+                message,
+            },
+            ErrorKind::Capacity => Error::Capacity {
+                rank,
+                group,
+                message,
+            },
+            _ => Error::InvalidArgument {
+                rank,
+                group,
+                message,
+            },
         }
+    }
+
+    /// The group whose rank the error names, for the errors that name one.
+    pub fn group(&self) -> Option<&GroupName> {
+        with_group!(self, group => group)
+    }
+
+    /// The error with its rank qualified as `group`'s: what a layer that
+    /// knows the group (a subgroup's backend) does to an error of one that
+    /// does not (the driver's).
+    pub(crate) fn in_group(mut self, group: &GroupName) -> Error {
+        if let Some(g) = with_group!(&mut self, g => g) {
+            g.clone_from(group);
+        }
+        self
     }
 
     /// The text of an argument check's error (the kinds
@@ -459,9 +587,15 @@ impl Error {
 
     /// [`Error::JoinTimeout`] for a join's wait on the store keys
     /// `missing`, each ending in the rank that never wrote it.
-    pub(crate) fn join_timeout(rank: usize, timeout: Duration, missing: &[String]) -> Error {
+    pub(crate) fn join_timeout(
+        rank: usize,
+        group: GroupName,
+        timeout: Duration,
+        missing: &[String],
+    ) -> Error {
         Error::JoinTimeout {
             rank,
+            group,
             timeout,
             missing: missing_ranks(missing),
         }
@@ -482,9 +616,10 @@ pub(crate) fn missing_ranks(missing: &[String]) -> Vec<usize> {
 // the error type).
 
 impl StatusRecord {
-    pub(crate) fn into_error(self) -> Error {
+    pub(crate) fn into_error(self, group: &GroupName) -> Error {
         Error::SignalTimeout {
             rank: self.rank,
+            group: group.clone(),
             block: self.block,
             thread: self.thread,
             peer: self.peer,
@@ -497,7 +632,7 @@ impl StatusRecord {
 
 impl OutOfBounds {
     /// The error, worded as the emulator words an index out of bounds.
-    pub(crate) fn into_error(self) -> Error {
+    pub(crate) fn into_error(self, group: &GroupName) -> Error {
         let (sites, kernel) = kernel_named(self.kernel);
         let place = match sites
             .as_ref()
@@ -522,19 +657,19 @@ impl OutOfBounds {
         };
         Error::KernelFault {
             message: format!(
-                "kernel `{kernel}` on rank {}, block {}, thread {}: index {index} is out of \
-                 bounds for length {} (at {place})",
-                self.rank, self.block, self.thread, self.len
+                "block {}, thread {}: index {index} is out of bounds for length {} (at {place})",
+                self.block, self.thread, self.len
             ),
             kernel,
             rank: self.rank,
+            group: group.clone(),
         }
     }
 }
 
 impl AssertFailed {
     /// The error, worded as the emulator words a failed `kernel_assert!`.
-    pub(crate) fn into_error(self) -> Error {
+    pub(crate) fn into_error(self, group: &GroupName) -> Error {
         let (sites, kernel) = kernel_named(self.kernel);
         let site = sites.as_ref().and_then(|s| {
             let f = s.functions.get(self.function as usize)?;
@@ -553,6 +688,7 @@ impl AssertFailed {
         Error::KernelAssert {
             kernel,
             rank: self.rank,
+            group: group.clone(),
             block: self.block,
             thread: self.thread,
             message,
@@ -563,10 +699,11 @@ impl AssertFailed {
 
 impl CallMismatch {
     /// The error, worded as the emulator words it.
-    pub(crate) fn into_error(self) -> Error {
+    pub(crate) fn into_error(self, group: &GroupName) -> Error {
         Error::CallMismatch {
             kernel: kernel_named(self.kernel).1,
             rank: self.rank,
+            group: group.clone(),
             block: self.block,
             thread: self.thread,
             peer: self.peer,
@@ -576,14 +713,15 @@ impl CallMismatch {
 
 impl DeviceRecord {
     /// The error the record reports.
-    pub(crate) fn into_error(self) -> Error {
+    pub(crate) fn into_error(self, group: &GroupName) -> Error {
         match self {
-            DeviceRecord::Timeout(r) => r.into_error(),
-            DeviceRecord::OutOfBounds(r) => r.into_error(),
-            DeviceRecord::Assert(r) => r.into_error(),
-            DeviceRecord::Mismatch(r) => r.into_error(),
+            DeviceRecord::Timeout(r) => r.into_error(group),
+            DeviceRecord::OutOfBounds(r) => r.into_error(group),
+            DeviceRecord::Assert(r) => r.into_error(group),
+            DeviceRecord::Mismatch(r) => r.into_error(group),
             DeviceRecord::Aborted { rank, peer } => Error::PeerFailed {
                 rank,
+                group: group.clone(),
                 peer,
                 cause: "left the group (this rank's waits on it were stopped)".into(),
                 cause_kind: None,
@@ -618,6 +756,7 @@ mod tests {
             channel,
             kind: SignalKind::Wait,
             timeout_ms: 30000,
+            group: GroupName::NONE,
         };
         assert_eq!(
             e(u32::MAX).to_string(),

@@ -372,7 +372,7 @@ mod tests {
             (r.rank, r.block, r.peer, r.channel, r.thread, r.timeout_ms),
             (3, 7, 1, 2, 5, 250)
         );
-        let msg = r.into_error().to_string();
+        let msg = r.into_error(&crate::GroupName::NONE).to_string();
         for needle in [
             "rank 3",
             "block 7",
@@ -441,25 +441,27 @@ mod tests {
                 len,
             })
         );
-        let err = rec.into_error();
-        let crate::Error::KernelFault {
-            kernel,
-            rank,
-            message,
-        } = &err
-        else {
+        let err = rec.into_error(&crate::GroupName::NONE);
+        let crate::Error::KernelFault { kernel, rank, .. } = &err else {
             panic!("{err:?}")
         };
         assert_eq!((kernel.as_str(), *rank), ("off_by_one", 1));
         assert_eq!(
-            message,
+            err.to_string(),
             "kernel `off_by_one` on rank 1, block 3, thread 4: index 4294967301 is out of \
              bounds for length 4294967301 (at tests/gpu_dsl.rs:42)"
+        );
+        // A subgroup's rank says whose it is.
+        let sub = crate::GroupName::of("symm.split0[1,3]");
+        assert_eq!(
+            rec.into_error(&sub).to_string(),
+            "kernel `off_by_one` on rank 1 of group symm.split0[1,3], block 3, thread 4: index \
+             4294967301 is out of bounds for length 4294967301 (at tests/gpu_dsl.rs:42)"
         );
         // In a device function, and a negative index.
         let msg = DeviceRecord::decode(&words(1, 1, (-2i64) as u64))
             .unwrap()
-            .into_error()
+            .into_error(&crate::GroupName::NONE)
             .to_string();
         assert!(
             msg.ends_with(
@@ -471,7 +473,10 @@ mod tests {
         // An id this process never registered still names everything else.
         let mut w = words(0, 0, 9);
         w[4] = 0x0bad_0bad;
-        let msg = DeviceRecord::decode(&w).unwrap().into_error().to_string();
+        let msg = DeviceRecord::decode(&w)
+            .unwrap()
+            .into_error(&crate::GroupName::NONE)
+            .to_string();
         assert!(
             msg.starts_with("kernel `#0bad0bad` on rank 1, block 3, thread 4: index 9 is out"),
             "{msg}"
@@ -532,10 +537,11 @@ mod tests {
                 assert: 1,
             })
         );
-        let err = rec.into_error();
+        let err = rec.into_error(&crate::GroupName::NONE);
         let crate::Error::KernelAssert {
             kernel,
             rank,
+            group: _,
             block,
             thread,
             message,
@@ -559,7 +565,7 @@ mod tests {
         );
         let msg = DeviceRecord::decode(&words(0x5eed_0002, 0, 0))
             .unwrap()
-            .into_error()
+            .into_error(&crate::GroupName::NONE)
             .to_string();
         assert!(
             msg.ends_with("assertion failed: never (at src/guarded.rs:12:5)"),
@@ -574,7 +580,7 @@ mod tests {
         ] {
             let err = DeviceRecord::decode(&words(kernel, function, assert))
                 .unwrap()
-                .into_error();
+                .into_error(&crate::GroupName::NONE);
             let msg = err.to_string();
             assert!(matches!(
                 err,
@@ -626,7 +632,7 @@ mod tests {
                 peer: 2,
             }))
         );
-        let msg = rec.unwrap().into_error().to_string();
+        let msg = rec.unwrap().into_error(&crate::GroupName::NONE).to_string();
         assert!(
             msg.starts_with("kernel `#5eed0077` on rank 3, block 9, thread 40: rank 2's data belongs to another call: the ranks made different calls"),
             "{msg}"

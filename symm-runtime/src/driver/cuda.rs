@@ -434,6 +434,8 @@ impl CudaDevice {
     pub(crate) fn error(&self, rank: usize, e: DrvErr) -> crate::Error {
         crate::Error::Driver {
             rank,
+            // The backend that knows the group qualifies it.
+            group: crate::GroupName::NONE,
             device: format!("cuda:{}", self.ordinal),
             op: e.op,
             source: e.err,

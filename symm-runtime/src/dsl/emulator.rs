@@ -26,7 +26,7 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::dsl::thread::{set_current, KernelThread};
-use crate::error::{Error, Result};
+use crate::error::{Error, GroupName, Result};
 use crate::launch::LaunchConfig;
 use crate::layout::MAX_WORLD_SIZE;
 use crate::status::StatusRecord;
@@ -184,9 +184,10 @@ impl Down {
 
     /// The error a peer `rank` gets for a group operation that this
     /// departure keeps from completing.
-    pub(crate) fn error(&self, rank: usize) -> Error {
+    pub(crate) fn error(&self, rank: usize, group: &GroupName) -> Error {
         Error::PeerFailed {
             rank,
+            group: group.clone(),
             peer: self.rank,
             cause: self.cause.clone(),
             cause_kind: self.kind,
@@ -611,6 +612,8 @@ struct Launch {
     stall: Duration,
     world: usize,
     group: Arc<Group>,
+    /// The group `rank` counts in, for errors.
+    group_name: GroupName,
 }
 
 struct Thread {
@@ -644,12 +647,10 @@ impl Thread {
         unsafe { &*y }.suspend(e)
     }
 
+    /// The thread as a [`Error::KernelFault`]'s message places it (after
+    /// the kernel and rank, which the error names).
     fn place(&self) -> String {
-        let l = self.launch();
-        format!(
-            "kernel `{}` on rank {}, block {}, thread {}",
-            l.name, l.rank, self.linear_block, self.linear_thread
-        )
+        format!("block {}, thread {}", self.linear_block, self.linear_thread)
     }
 }
 
@@ -773,7 +774,7 @@ fn unflatten(i: u32, d: [u32; 3]) -> [u32; 3] {
 /// may take `kernel_timeout`; a signal wait that gives up is passed to
 /// `record`.
 pub(crate) fn run(
-    (rank, world, group_key): (usize, usize, &GroupKey),
+    (rank, world, group_key, group_name): (usize, usize, &GroupKey, &GroupName),
     kernel_timeout: Duration,
     name: &'static str,
     cfg: &LaunchConfig,
@@ -796,6 +797,7 @@ pub(crate) fn run(
         stall: stall(kernel_timeout),
         world,
         group: group_key.state.clone(),
+        group_name: group_name.clone(),
     };
     // Entering a launch is progress: a peer that has waited longer than the
     // stall window while this rank was busy on the host must not take the
@@ -888,6 +890,7 @@ fn run_window(
             Some(s) => s,
             None => DefaultStack::new(stack_bytes()).map_err(|e| Error::InvalidArgument {
                 rank: launch.rank as usize,
+                group: launch.group_name.clone(),
                 message: format!("the emulator could not allocate a thread stack: {e}"),
             })?,
         };
@@ -925,7 +928,9 @@ fn run_window(
         // every rank) reports its own failure.
         if !first_round {
             if let Some(d) = launch.group.peer_failed(launch.rank as usize) {
-                return Err(asserted.unwrap_or_else(|| d.error(launch.rank as usize)));
+                return Err(
+                    asserted.unwrap_or_else(|| d.error(launch.rank as usize, &launch.group_name))
+                );
             }
         }
         first_round = false;
@@ -1043,15 +1048,17 @@ fn run_window(
                                     Error::KernelHang {
                                         kernel,
                                         rank,
+                                        group,
                                         stalled,
                                         report,
                                     } => Error::KernelHang {
                                         kernel,
                                         rank,
+                                        group,
                                         stalled,
                                         report: format!(
-                                            "{report}\n  (rank {} {})",
-                                            d.rank, d.cause
+                                            "{report}\n  (rank {}{} {})",
+                                            d.rank, launch.group_name, d.cause
                                         ),
                                     },
                                     other => other,
@@ -1197,6 +1204,7 @@ fn divergent(launch: &Launch, t: &Thread, kinds: &[Collective]) -> Error {
     Error::KernelFault {
         kernel: launch.name.to_string(),
         rank: launch.rank as usize,
+        group: launch.group_name.clone(),
         message: format!(
             "block {}: the lanes of one warp reached different collectives ({}); every lane must reach the same one",
             t.linear_block,
@@ -1209,11 +1217,13 @@ fn fault(launch: &Launch, t: &Thread, payload: Box<dyn std::any::Any + Send>) ->
     let payload = match payload.downcast::<ThreadEnd>() {
         Ok(end) => {
             let (kernel, rank) = (launch.name.to_string(), launch.rank as usize);
+            let group = launch.group_name.clone();
             let (block, thread) = (t.linear_block, t.linear_thread);
             return match *end {
                 ThreadEnd::Assert(message, location) => Error::KernelAssert {
                     kernel,
                     rank,
+                    group,
                     block,
                     thread,
                     message: message.to_string(),
@@ -1222,6 +1232,7 @@ fn fault(launch: &Launch, t: &Thread, payload: Box<dyn std::any::Any + Send>) ->
                 ThreadEnd::Mismatch(peer) => Error::CallMismatch {
                     kernel,
                     rank,
+                    group,
                     block,
                     thread,
                     peer,
@@ -1246,6 +1257,7 @@ fn fault(launch: &Launch, t: &Thread, payload: Box<dyn std::any::Any + Send>) ->
     Error::KernelFault {
         kernel: launch.name.to_string(),
         rank: launch.rank as usize,
+        group: launch.group_name.clone(),
         message,
     }
 }
@@ -1295,14 +1307,16 @@ fn hang(launch: &Launch, threads: &[Box<Thread>], state: &[State], stall: Durati
             })
             .collect();
         report.push_str(&format!(
-            "\n  rank {}, {}: {what}",
+            "\n  rank {}{}, {}: {what}",
             launch.rank,
+            launch.group_name,
             places.join("; ")
         ));
     }
     Error::KernelHang {
         kernel: launch.name.to_string(),
         rank: launch.rank as usize,
+        group: launch.group_name.clone(),
         stalled: stall,
         report,
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use cudarc::driver::CudaStream;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, GroupName, Result};
 
 mod cuda;
 mod host;
@@ -151,6 +151,8 @@ pub(crate) struct LaunchCtx<'a> {
     pub placement: &'a crate::placement::Placement,
     /// The group, for the emulator's hang detection.
     pub group: &'a crate::emulator::GroupKey,
+    /// The group `rank` counts in, for errors.
+    pub name: &'a GroupName,
 }
 
 impl LaunchCtx<'_> {
@@ -161,6 +163,7 @@ impl LaunchCtx<'_> {
     pub(crate) fn invalid(&self, message: impl Into<String>) -> Error {
         Error::InvalidArgument {
             rank: self.rank,
+            group: self.name.clone(),
             message: message.into(),
         }
     }
@@ -276,8 +279,9 @@ pub(crate) trait Backend: Send + Sync {
     fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>>;
     /// A new backend on the same device with a stream (on a GPU) and a
     /// status record of its own: a subgroup's ([`crate::Comm::split`]), so
-    /// its work runs beside this one's and its failures are its own.
-    fn fork(&self) -> Result<Arc<dyn Backend>>;
+    /// its work runs beside this one's and its failures are its own,
+    /// reported as those of `rank` of `group`.
+    fn fork(&self, rank: usize, group: GroupName) -> Result<Arc<dyn Backend>>;
     /// Runs `kernel` with `params` (its hidden slots, status record, kernel
     /// timeout and rank, are filled here), compiling it on first use: enqueued
     /// on the stream on a GPU, run to completion on the emulator. `cfg` has
@@ -353,6 +357,8 @@ pub(crate) fn encode_export(tag: u8, ordinal: u32, addr: u64) -> Vec<u8> {
 pub(crate) fn decode_export(rank: usize, peer: usize, tag: u8, v: &[u8]) -> Result<(u32, u64)> {
     let bad = |why: String| Error::InvalidArgument {
         rank,
+        // The backend that knows the group qualifies it.
+        group: GroupName::NONE,
         message: format!("rank {peer}'s exported allocation {why}"),
     };
     if v.len() != 17 {

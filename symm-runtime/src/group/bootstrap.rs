@@ -261,7 +261,11 @@ impl LaunchEnv {
     /// connect (retrying until `timeout`), or every rank opens the directory.
     pub fn open_store(&self, timeout: std::time::Duration) -> Result<Arc<dyn Store>> {
         let rank = self.rank;
-        let store_err = |source| Error::Store { rank, source };
+        let store_err = |source| Error::Store {
+            rank,
+            group: crate::GroupName::NONE,
+            source,
+        };
         match &self.store {
             StoreSpec::Dir(d) => Ok(Arc::new(FileStore::new(d.clone()).map_err(store_err)?)),
             StoreSpec::Tcp { host, port } => {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::CudaStream;
 
 use crate::backend::{Backend, BackendKind, CudaBackend, HostBackend, Sharing};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, GroupName, Result};
 use crate::layout::MAX_WORLD_SIZE;
 use crate::placement::Placement;
 use crate::store::Store;
@@ -109,8 +109,8 @@ struct RankState {
     home: Arc<Home>,
     /// See [`Comm::group_label`].
     label: Arc<str>,
-    /// Whether the group was made by [`Comm::split`].
-    subgroup: bool,
+    /// See [`Comm::group_name`].
+    name: GroupName,
 }
 
 /// What a rank's state and its subgroups' share (see `RankState::home`).
@@ -195,7 +195,7 @@ impl Comm {
             world_size,
             store,
             options,
-            Arc::new(HostBackend::new(rank)),
+            Arc::new(HostBackend::new(rank, GroupName::NONE)),
         )
     }
 
@@ -222,24 +222,33 @@ impl Comm {
         min_share: usize,
         parent: Option<(Arc<Home>, String)>,
     ) -> Result<Comm> {
+        let name = parent
+            .as_ref()
+            .map_or(GroupName::NONE, |(_, label)| GroupName::of(label.as_str()));
+        let store_err = |source| Error::Store {
+            rank,
+            group: name.clone(),
+            source,
+        };
         // The n-th rank `r` to join a group on this store belongs to its n-th
         // generation. Ranks of one group (each joining once) agree on n without
         // waiting for each other, and a later group on the same store never
         // sees an earlier group's keys.
         let generation = store
             .add(&format!("{}/join/{rank}", options.group), 1)
-            .map_err(|source| Error::Store { rank, source })?;
+            .map_err(store_err)?;
         let prefix: Arc<str> = format!("{}/{generation}", options.group).into();
         if store.serves_others() {
             store
                 .set(&host_key(&prefix), rank.to_string().as_bytes())
-                .map_err(|source| Error::Store { rank, source })?;
+                .map_err(store_err)?;
         }
         // GPU ranks learn which of them share a device (and refuse two
         // processes on one) before anything can launch.
         let placement = match backend.device_id() {
             Some(id) => {
-                crate::placement::join(rank, world_size, &*store, &prefix, options.timeout, &id)?
+                crate::placement::join(rank, world_size, &*store, &prefix, options.timeout, &id)
+                    .map_err(|e| e.in_group(&name))?
             }
             None => Placement::alone(world_size),
         }
@@ -299,7 +308,13 @@ impl Comm {
         // in-process store shares one state, and stays joinable from one
         // thread, rank after rank, as an emulated group is.
         if !store.in_process() && options.check_calls {
-            if let Err(e) = join_ledger(rank, world_size, &*watched, &group, options.timeout) {
+            if let Err(e) = join_ledger(
+                (rank, &name),
+                world_size,
+                &*watched,
+                &group,
+                options.timeout,
+            ) {
                 // Peers waiting in their own join hear of it now.
                 departure.record(
                     true,
@@ -309,7 +324,6 @@ impl Comm {
                 return Err(e);
             }
         }
-        let subgroup = parent.is_some();
         let (home, label) = parent.unwrap_or_else(|| (Arc::new(Home), options.group.clone()));
         Ok(Comm {
             rank,
@@ -328,7 +342,7 @@ impl Comm {
                 departure,
                 home,
                 label: label.into(),
-                subgroup,
+                name,
             }),
             group,
         })
@@ -426,7 +440,7 @@ impl Comm {
             members.len(),
             self.raw_store.clone(),
             options,
-            self.backend.fork()?,
+            self.backend.fork(rank, GroupName::of(label.as_str()))?,
             self.max_ranks_on_device(),
             Some((self.state.home.clone(), label)),
         )
@@ -487,6 +501,7 @@ impl Comm {
             kernel_timeout: self.options.kernel_timeout,
             placement: &self.state.placement,
             group: &self.group,
+            name: self.group_name(),
         }
     }
 
@@ -584,9 +599,10 @@ impl Comm {
             }
         }
         match self.peer_down() {
-            Some(d) => d.error(self.rank),
+            Some(d) => d.error(self.rank, self.group_name()),
             None => Error::Store {
                 rank: self.rank,
+                group: self.group_name().clone(),
                 source,
             },
         }
@@ -606,6 +622,7 @@ impl Comm {
             store: self.raw_store.clone(),
             group: self.group.clone(),
             rank: self.rank,
+            name: self.group_name().clone(),
             world: self.world_size,
         }
     }
@@ -674,6 +691,7 @@ impl Comm {
         let Err(p) = parted else { return Ok(()) };
         let err = Error::Mismatch {
             rank: self.rank,
+            group: self.group_name().clone(),
             message: format!(
                 "the ranks made different calls: ranks {} and {} differ in call {} on signal \
                  channel {ch} (every rank must make the same collective calls in the same \
@@ -728,7 +746,7 @@ impl Comm {
         // group's record says why that rank (or the first to fail) left.
         if let Err(Error::PeerFailed { .. }) = &r {
             if let Some(d) = self.peer_down() {
-                return Err(d.error(self.rank));
+                return Err(d.error(self.rank, self.group_name()));
             }
         }
         r
@@ -826,7 +844,13 @@ impl Comm {
     /// Whether this group is a subgroup ([`split`](Self::split)), whose
     /// ranks errors qualify with its [`group_label`](Self::group_label).
     pub fn is_subgroup(&self) -> bool {
-        self.state.subgroup
+        self.state.name.label().is_some()
+    }
+
+    /// The group as errors qualify its ranks: a subgroup's label, none for
+    /// a group not made by a split.
+    pub fn group_name(&self) -> &GroupName {
+        &self.state.name
     }
 
     /// This rank as errors name it: `rank 1 of group symm.split1[0,2]`.
@@ -834,19 +858,30 @@ impl Comm {
         format!("rank {} of group {}", self.rank, self.group_label())
     }
 
-    pub(crate) fn invalid(&self, message: impl Into<String>) -> Error {
-        Error::InvalidArgument {
+    /// The error of `kind` ([`Error::with_kind`]) on this rank of this group.
+    pub fn error(&self, kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error::with_kind(kind, self.rank, self.group_name().clone(), message.into())
+    }
+
+    /// [`Error::Driver`] on this rank of this group, for a failed driver
+    /// call `op` that the caller made through cudarc (a stream, a graph).
+    pub fn driver_error(&self, op: &'static str, source: cudarc::driver::DriverError) -> Error {
+        Error::Driver {
             rank: self.rank,
-            message: message.into(),
+            group: self.group_name().clone(),
+            device: self.device(),
+            op,
+            source,
         }
+    }
+
+    pub(crate) fn invalid(&self, message: impl Into<String>) -> Error {
+        self.error(ErrorKind::InvalidArgument, message)
     }
 
     /// [`Error::Capacity`] on this rank: a fixed resource is used up.
     pub(crate) fn capacity(&self, message: impl Into<String>) -> Error {
-        Error::Capacity {
-            rank: self.rank,
-            message: message.into(),
-        }
+        self.error(ErrorKind::Capacity, message)
     }
 }
 
@@ -868,7 +903,7 @@ fn down_count_key(prefix: &str) -> String {
 /// identity checks still hold. Ranks on other hosts are compared by those
 /// checks only.
 fn join_ledger(
-    rank: usize,
+    (rank, name): (usize, &GroupName),
     world: usize,
     store: &dyn Store,
     group: &crate::emulator::GroupKey,
@@ -878,11 +913,15 @@ fn join_ledger(
     let key = |what: &str, r: usize| format!("{prefix}/ledger/{what}/{r}");
     let fail = |source: crate::store::StoreError| match source {
         crate::store::StoreError::Timeout { missing, .. } => {
-            Error::join_timeout(rank, timeout, &missing)
+            Error::join_timeout(rank, name.clone(), timeout, &missing)
         }
         source => match peer_down(store, group, rank, world) {
-            Some(d) => d.error(rank),
-            None => Error::Store { rank, source },
+            Some(d) => d.error(rank, name),
+            None => Error::Store {
+                rank,
+                group: name.clone(),
+                source,
+            },
         },
     };
     // Which host each rank runs on, and which group state it records in
@@ -1255,6 +1294,8 @@ pub struct GroupWatch {
     store: Arc<dyn Store>,
     group: crate::emulator::GroupKey,
     rank: usize,
+    /// The group `rank` counts in, for errors.
+    name: GroupName,
     world: usize,
 }
 
@@ -1263,7 +1304,7 @@ impl GroupWatch {
     /// first that exited), if one has; one store read while none has.
     pub fn check(&self) -> Result<()> {
         match peer_down(&*self.store, &self.group, self.rank, self.world) {
-            Some(d) => Err(d.error(self.rank)),
+            Some(d) => Err(d.error(self.rank, &self.name)),
             None => Ok(()),
         }
     }
@@ -1376,6 +1417,7 @@ pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
     if world_size == 0 || world_size > MAX_WORLD_SIZE {
         return Err(Error::Unsupported {
             rank,
+            group: GroupName::NONE,
             message: format!(
                 "world size {world_size} is not supported; use 1 to {MAX_WORLD_SIZE} ranks"
             ),
@@ -1384,6 +1426,7 @@ pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
     if rank >= world_size {
         return Err(Error::InvalidArgument {
             rank,
+            group: GroupName::NONE,
             message: format!("rank {rank} is out of range for world size {world_size}"),
         });
     }

@@ -264,11 +264,19 @@ pub(crate) fn join(
     mine: &DeviceId,
 ) -> Result<Placement> {
     let key = |r: usize| format!("{prefix}/placement/{r}");
-    let store_err = |source| Error::Store { rank, source };
+    // The subgroup's `Comm` qualifies these errors with its name.
+    let group = crate::GroupName::NONE;
+    let store_err = |source| Error::Store {
+        rank,
+        group: group.clone(),
+        source,
+    };
     store.set(&key(rank), &mine.encode()).map_err(store_err)?;
     let keys: Vec<String> = (0..world).map(key).collect();
     store.wait(&keys, timeout).map_err(|e| match e {
-        crate::StoreError::Timeout { missing, .. } => Error::join_timeout(rank, timeout, &missing),
+        crate::StoreError::Timeout { missing, .. } => {
+            Error::join_timeout(rank, group.clone(), timeout, &missing)
+        }
         other => store_err(other),
     })?;
     let mut ids = Vec::with_capacity(world);
@@ -277,17 +285,21 @@ pub(crate) fn join(
         ids.push(
             DeviceId::decode(&raw).ok_or_else(|| Error::InvalidArgument {
                 rank,
+                group: group.clone(),
                 message: format!(
                     "rank {r} joined with an unreadable device entry (a different symm version?)"
                 ),
             })?,
         );
     }
-    let placement =
-        Placement::resolve(&ids).map_err(|message| Error::InvalidArgument { rank, message })?;
+    let invalid = |message| Error::InvalidArgument {
+        rank,
+        group: group.clone(),
+        message,
+    };
+    let placement = Placement::resolve(&ids).map_err(invalid)?;
     let var = crate::cuda::queues_at_start();
-    check_queues(placement.share(), var.as_deref())
-        .map_err(|message| Error::InvalidArgument { rank, message })?;
+    check_queues(placement.share(), var.as_deref()).map_err(invalid)?;
     Ok(placement)
 }
 

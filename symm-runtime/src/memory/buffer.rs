@@ -126,6 +126,7 @@ fn every_rank_can_share(
     store.wait(&keys, timeout).map_err(|e| match e {
         crate::StoreError::Timeout { missing, .. } => crate::Error::RendezvousTimeout {
             rank,
+            group: group.group_name().clone(),
             alloc: id,
             timeout,
             missing: crate::error::missing_ranks(&missing),
@@ -154,11 +155,7 @@ fn every_rank_can_share(
     };
     let kind = crate::ErrorKind::from_code(*code).unwrap_or(crate::ErrorKind::InvalidArgument);
     let each: Vec<&str> = found.iter().map(|(_, t)| t.as_str()).collect();
-    Err(crate::Error::with_kind(
-        kind,
-        rank,
-        format!("rendezvous_in: {}", each.join("; ")),
-    ))
+    Err(group.error(kind, format!("rendezvous_in: {}", each.join("; "))))
 }
 
 impl<T: Element> SymmBuffer<T> {

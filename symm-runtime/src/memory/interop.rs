@@ -152,6 +152,7 @@ pub(crate) unsafe fn view_of<T: Element>(comm: &Comm, ptr: u64, len: usize) -> R
     // numbers).
     unsafe { Borrowed::new(stream, ptr, len) }.map_err(|e| Error::Driver {
         rank: comm.rank(),
+        group: comm.group_name().clone(),
         device: comm.device(),
         op: e.op,
         source: e.err,
@@ -314,6 +315,7 @@ pub(crate) fn copy_bound<T: Element>(
     if s.overlaps(d) {
         return Err(Error::InvalidArgument {
             rank: b.rank,
+            group: b.name.clone(),
             message: format!(
                 "copy from {:#x} to {:#x} of {} elements: source and destination overlap",
                 s.device_ptr(),

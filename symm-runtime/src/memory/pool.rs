@@ -743,6 +743,7 @@ impl<T: Element> PoolTensor<T> {
         let comm = &self.pool.comm;
         let check = FirstUse {
             rank: comm.rank(),
+            name: comm.group_name().clone(),
             world: comm.world_size(),
             prefix: format!("{}/pool/{}", comm.key_prefix(), self.pool.id),
             store: comm.store().clone(),
@@ -965,6 +966,8 @@ pub(crate) struct FirstUse {
     /// holds the rank's `Comm`: the all-reduce keeps mappings of its
     /// staging in that `Comm`, and would keep the rank alive through it).
     rank: usize,
+    /// The group `rank` counts in, for errors.
+    name: crate::GroupName,
     world: usize,
     /// The store key of the pool's records, and the group's timeout.
     prefix: String,
@@ -984,6 +987,7 @@ impl CollectiveCheck for FirstUse {
         let out = self.done.get_or_init(|| self.exchange());
         out.clone().map_err(|detail| Error::AllocationMismatch {
             rank: self.rank,
+            group: self.name.clone(),
             detail,
         })
     }

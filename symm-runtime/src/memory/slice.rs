@@ -273,6 +273,7 @@ pub(crate) struct Binder<'a> {
     pub owner: Owner,
     pub rank: usize,
     pub group: &'a str,
+    pub name: &'a crate::GroupName,
     pub backend: &'a dyn crate::backend::Backend,
 }
 
@@ -282,6 +283,7 @@ impl<'a> Binder<'a> {
             owner: comm.owner(),
             rank: comm.rank(),
             group: comm.group_label(),
+            name: comm.group_name(),
             backend: &*comm.backend,
         }
     }
@@ -312,6 +314,7 @@ impl<'a> Binder<'a> {
     fn invalid(&self, message: String) -> crate::Error {
         crate::Error::InvalidArgument {
             rank: self.rank,
+            group: self.name.clone(),
             message,
         }
     }
@@ -323,6 +326,7 @@ impl<'a> Binder<'a> {
     fn driver(&self, op: &'static str, source: cudarc::driver::DriverError) -> crate::Error {
         crate::Error::Driver {
             rank: self.rank,
+            group: self.name.clone(),
             device: self.backend.label(),
             op,
             source,

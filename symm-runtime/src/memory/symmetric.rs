@@ -57,6 +57,8 @@ pub struct SymmetricMemory {
     owner: crate::comm::Owner,
     /// The group's label ([`Comm::group_label`]), for errors.
     label: Arc<str>,
+    /// The group as errors qualify its ranks ([`Comm::group_name`]).
+    name: crate::GroupName,
     /// The group (for the emulator's hang detection) and which of its ranks
     /// share a device, as the signal operations' launches need them.
     group: crate::emulator::GroupKey,
@@ -260,6 +262,7 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
         store.wait(&keys, timeout).map_err(|e| match e {
             StoreError::Timeout { missing, .. } => Error::RendezvousTimeout {
                 rank,
+                group: comm.group_name().clone(),
                 alloc: buf.id,
                 timeout,
                 missing: missing_ranks(&missing),
@@ -369,6 +372,7 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
         backend,
         owner: comm.owner(),
         label: comm.group_label().into(),
+        name: comm.group_name().clone(),
         group: comm.group_key().clone(),
         placement: comm.placement().clone(),
         signal_kernels: std::sync::OnceLock::new(),
@@ -450,6 +454,7 @@ impl SymmetricMemory {
             backend: parent.backend.clone(),
             owner: parent.owner,
             label: parent.label.clone(),
+            name: parent.name.clone(),
             group: parent.group.clone(),
             placement: parent.placement.clone(),
             signal_kernels: std::sync::OnceLock::new(),
@@ -635,6 +640,7 @@ impl SymmetricMemory {
             owner: self.owner,
             rank: self.rank,
             group: &self.label,
+            name: &self.name,
             backend: &*self.backend,
         }
     }
@@ -739,8 +745,14 @@ impl SymmetricMemory {
     pub(crate) fn invalid(&self, message: String) -> Error {
         Error::InvalidArgument {
             rank: self.rank,
+            group: self.name.clone(),
             message,
         }
+    }
+
+    /// The group as errors qualify its ranks ([`Comm::group_name`]).
+    pub(crate) fn group_name(&self) -> &crate::GroupName {
+        &self.name
     }
 }
 

@@ -244,7 +244,10 @@ mod tests {
         // The application holds all of its own: a 17th is an error, and
         // libraries still reserve theirs.
         let e = Channel::request(c).unwrap_err();
-        let Error::Capacity { rank: 0, message } = &e else {
+        let Error::Capacity {
+            rank: 0, message, ..
+        } = &e
+        else {
             panic!("{e:?}");
         };
         for needle in [

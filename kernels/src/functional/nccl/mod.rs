@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use symm::cudarc::driver::{CudaEvent, CudaStream};
 use symm::cudarc::nccl::{result as nccl, sys};
-use symm::{Comm, DType, Error, GroupWatch, Result, SegmentEvent, SymmPool};
+use symm::{Comm, DType, Error, GroupName, GroupWatch, Result, SegmentEvent, SymmPool};
 
 use crate::collectives::ReduceOp;
 
@@ -134,7 +134,7 @@ enum Abort {
 }
 
 impl Abort {
-    fn error(&self, rank: usize) -> Error {
+    fn error(&self, (rank, group): (usize, &GroupName)) -> Error {
         match self {
             Abort::Peer {
                 peer,
@@ -142,12 +142,14 @@ impl Abort {
                 cause_kind,
             } => Error::PeerFailed {
                 rank,
+                group: group.clone(),
                 peer: *peer,
                 cause: cause.clone(),
                 cause_kind: *cause_kind,
             },
             Abort::Nccl(why) => Error::Nccl {
                 rank,
+                group: group.clone(),
                 message: format!("the group's communicator was aborted: {why}"),
             },
         }
@@ -208,6 +210,8 @@ pub(crate) struct Nccl {
     /// (NCCL work on it may still read the segment).
     stream: Arc<CudaStream>,
     rank: usize,
+    /// The group `rank` counts in, for errors.
+    name: GroupName,
     version: i32,
     windows: bool,
     segments: Mutex<Segments>,
@@ -221,8 +225,13 @@ unsafe impl Send for Nccl {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Nccl {}
 
-fn fail(rank: usize, message: String) -> Error {
-    Error::Nccl { rank, message }
+/// [`Error::Nccl`] on `rank` of `group`.
+fn fail((rank, group): (usize, &GroupName), message: String) -> Error {
+    Error::Nccl {
+        rank,
+        group: group.clone(),
+        message,
+    }
 }
 
 /// `ncclConfig_t` as `NCCL_CONFIG_INITIALIZER` makes it (every field
@@ -257,6 +266,11 @@ fn code(e: &nccl::NcclError) -> String {
 }
 
 impl Nccl {
+    /// This rank as its errors name it.
+    fn who(&self) -> (usize, &GroupName) {
+        (self.rank, &self.name)
+    }
+
     /// A communicator over `comm`'s group: rank 0 makes the unique id and
     /// publishes it under the group's store prefix (the `seq`-th NCCL
     /// communicator of this group), every rank reads it and joins. Every
@@ -266,12 +280,13 @@ impl Nccl {
     /// it.
     pub(crate) fn new(comm: &Comm, stream: &Arc<CudaStream>, seq: u64) -> Result<Arc<Nccl>> {
         let rank = comm.rank();
-        let version = version().map_err(|e| fail(rank, e))?;
+        let who = (rank, comm.group_name());
+        let version = version().map_err(|e| fail(who, e))?;
         let key = comm.store_key(&format!("functional/nccl/{seq}/id"));
         let store_err = |source| comm.store_error(source);
         if rank == 0 {
             let id = nccl::get_uniqueid()
-                .map_err(|e| fail(rank, format!("ncclGetUniqueId: {}", code(&e))))?;
+                .map_err(|e| fail(who, format!("ncclGetUniqueId: {}", code(&e))))?;
             let bytes: Vec<u8> = id.internal.iter().map(|&b| b as u8).collect();
             comm.store().set(&key, &bytes).map_err(store_err)?;
         }
@@ -282,7 +297,7 @@ impl Nccl {
         let mut id = sys::ncclUniqueId { internal: [0; 128] };
         if bytes.len() != id.internal.len() {
             return Err(fail(
-                rank,
+                who,
                 format!("NCCL unique id of {} bytes in the store", bytes.len()),
             ));
         }
@@ -292,7 +307,7 @@ impl Nccl {
         stream
             .context()
             .bind_to_thread()
-            .map_err(|e| fail(rank, format!("binding the CUDA context: {e:?}")))?;
+            .map_err(|e| fail(who, format!("binding the CUDA context: {e:?}")))?;
         // NCCL_COMM_BLOCKING=1 overrides the config: calls then block, and
         // a watchdog could wait behind a stuck one forever.
         let nonblocking = has("ncclCommInitRankConfig")
@@ -311,7 +326,7 @@ impl Nccl {
             // SAFETY: as above.
             unsafe { nccl::comm_init_rank(&mut raw, world, id, rank as i32) }
         };
-        made.map_err(|e| fail(rank, format!("ncclCommInitRank: {}", code(&e))))?;
+        made.map_err(|e| fail(who, format!("ncclCommInitRank: {}", code(&e))))?;
         let n = Nccl {
             comm: raw,
             calls: Mutex::new(()),
@@ -325,6 +340,7 @@ impl Nccl {
             watchdog: Mutex::new(None),
             stream: stream.clone(),
             rank,
+            name: comm.group_name().clone(),
             version,
             windows: has("ncclCommWindowRegister") && has("ncclCommWindowDeregister"),
             segments: Mutex::default(),
@@ -348,7 +364,7 @@ impl Nccl {
             let h = std::thread::Builder::new()
                 .name(format!("symm-nccl-watchdog-{rank}"))
                 .spawn(move || watchdog(me))
-                .map_err(|e| fail(rank, format!("cannot start the NCCL watchdog: {e}")))?;
+                .map_err(|e| fail(who, format!("cannot start the NCCL watchdog: {e}")))?;
             *n.watchdog.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
         }
         Ok(n)
@@ -411,7 +427,7 @@ impl Nccl {
             });
             if let Some(why) = why {
                 self.abort_locked(why.clone());
-                return Err(why.error(self.rank));
+                return Err(why.error(self.who()));
             }
             // Calls settle at once; joining and connecting take longer.
             if start.elapsed() < Duration::from_micros(200) {
@@ -431,7 +447,7 @@ impl Nccl {
         tracing::warn!(
             rank = self.rank,
             "aborting the group's NCCL communicator: {}",
-            why.error(self.rank)
+            why.error(self.who())
         );
         let _ = self.aborted.set(why);
         // SAFETY: the communicator is ours, and `aborted` (set above, under
@@ -454,7 +470,7 @@ impl Nccl {
     /// The error every call and wait gets once the communicator was
     /// aborted.
     pub(crate) fn aborted(&self) -> Option<Error> {
-        self.aborted.get().map(|a| a.error(self.rank))
+        self.aborted.get().map(|a| a.error(self.who()))
     }
 
     /// One watchdog look; false once the communicator is aborted.

@@ -14,7 +14,7 @@ impl Nccl {
         f: impl FnOnce() -> std::result::Result<nccl::NcclStatus, nccl::NcclError>,
     ) -> Result<()> {
         let _one = self.enter()?;
-        f().map_err(|e| fail(self.rank, format!("{what}: {}", code(&e))))?;
+        f().map_err(|e| fail(self.who(), format!("{what}: {}", code(&e))))?;
         self.settle(what)?;
         self.enqueued(stream);
         Ok(())
@@ -200,7 +200,7 @@ impl Nccl {
         let _one = self.enter()?;
         let check = |what: &str, r: std::result::Result<nccl::NcclStatus, nccl::NcclError>| {
             r.map(|_| ())
-                .map_err(|e| fail(self.rank, format!("{what}: {}", code(&e))))
+                .map_err(|e| fail(self.who(), format!("{what}: {}", code(&e))))
         };
         check("ncclGroupStart", nccl::group_start())?;
         let mut r = Ok(());

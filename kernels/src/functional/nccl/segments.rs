@@ -66,7 +66,7 @@ impl Nccl {
         let res = match res {
             Ok(_) => self.settle("NCCL deregistration"),
             Err(e) => Err(fail(
-                self.rank,
+                self.who(),
                 format!("NCCL deregistration: {}", code(&e)),
             )),
         };
@@ -119,7 +119,7 @@ impl Nccl {
             // communicator is live (not aborted, `calls` held).
             let r = unsafe { sys::ncclCommWindowRegister(self.comm, ptr, bytes, &mut win, 1) }
                 .result()
-                .map_err(|e| fail(self.rank, code(&e)))
+                .map_err(|e| fail(self.who(), code(&e)))
                 .and_then(|_| self.settle("ncclCommWindowRegister"));
             match r {
                 Ok(_) => {
@@ -145,7 +145,7 @@ impl Nccl {
             // SAFETY: as above; the handle is kept until deregistration.
             let r = unsafe { sys::ncclCommRegister(self.comm, ptr, bytes, &mut handle) }
                 .result()
-                .map_err(|e| fail(self.rank, code(&e)))
+                .map_err(|e| fail(self.who(), code(&e)))
                 .and_then(|_| self.settle("ncclCommRegister"));
             match r {
                 Ok(_) => {

@@ -13,7 +13,7 @@ use super::{EXPORT_CUDA_FABRIC, EXPORT_CUDA_FD, EXPORT_CUDA_IN_PROCESS};
 use crate::cuda::{
     device, CudaDevice, DeviceMem, DrvErr, FunctionKey, Mapping, RankStreams, TrackedStream,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, GroupName, Result};
 use crate::launch::LaunchConfig;
 use crate::placement::DeviceId;
 use crate::status::{DeviceRecord, ABORT_WORD, STATUS_WORDS};
@@ -21,6 +21,8 @@ use crate::status::{DeviceRecord, ABORT_WORD, STATUS_WORDS};
 /// A rank on one CUDA device, enqueueing on one stream.
 pub(crate) struct CudaBackend {
     rank: usize,
+    /// The group `rank` counts in, for errors.
+    group: GroupName,
     /// How peers map this rank's allocations.
     sharing: Sharing,
     pub(crate) dev: Arc<CudaDevice>,
@@ -76,6 +78,7 @@ impl CudaBackend {
         if ordinal >= count {
             return Err(Error::InvalidArgument {
                 rank,
+                group: GroupName::NONE,
                 message: format!(
                     "device cuda:{ordinal} does not exist; this machine has {count} CUDA devices"
                 ),
@@ -83,6 +86,7 @@ impl CudaBackend {
         }
         let dev = device(ordinal).map_err(|e| Error::Driver {
             rank,
+            group: GroupName::NONE,
             device: format!("cuda:{ordinal}"),
             op: e.op,
             source: e.err,
@@ -90,6 +94,7 @@ impl CudaBackend {
         if sharing == Sharing::FileDescriptor && !dev.supports_fd_handles() {
             return Err(Error::InvalidArgument {
                 rank,
+                group: GroupName::NONE,
                 message: format!(
                     "{dev:?} cannot export memory as POSIX file descriptors, which one process per GPU needs"
                 ),
@@ -98,6 +103,7 @@ impl CudaBackend {
         if sharing == Sharing::Fabric && !dev.supports_fabric_handles() {
             return Err(Error::InvalidArgument {
                 rank,
+                group: GroupName::NONE,
                 message: format!(
                     "{dev:?} cannot export memory as fabric handles, which ranks on several nodes \
                      need (multi-node NVLink with the IMEX service); on one node use \
@@ -117,11 +123,12 @@ impl CudaBackend {
             )
         })?;
         let streams = RankStreams::new(&dev, &stream).map_err(|e| dev.error(rank, e))?;
-        CudaBackend::on_stream(rank, dev, stream, sharing, streams)
+        CudaBackend::on_stream(rank, GroupName::NONE, dev, stream, sharing, streams)
     }
 
     fn on_stream(
         rank: usize,
+        group: GroupName,
         dev: Arc<CudaDevice>,
         stream: Arc<CudaStream>,
         sharing: Sharing,
@@ -133,6 +140,7 @@ impl CudaBackend {
         // registered.
         let tracked = TrackedStream::new(&dev, &stream).ok_or_else(|| Error::InvalidArgument {
             rank,
+            group: group.clone(),
             message: format!(
                 "the stream belongs to another CUDA context on cuda:{} than the device's \
                  primary one, which this rank uses; make it from `CudaContext::new({})`",
@@ -141,9 +149,10 @@ impl CudaBackend {
         })?;
         let status = streams
             .status_for(&stream)
-            .map_err(|e| dev.error(rank, e))?;
+            .map_err(|e| dev.error(rank, e).in_group(&group))?;
         Ok(CudaBackend {
             rank,
+            group,
             sharing,
             dev,
             stream,
@@ -157,7 +166,7 @@ impl CudaBackend {
     }
 
     fn err(&self, e: DrvErr) -> Error {
-        self.dev.error(self.rank, e)
+        self.dev.error(self.rank, e).in_group(&self.group)
     }
 
     /// What this rank's memory waits for before it is freed.
@@ -172,6 +181,7 @@ impl CudaBackend {
             .downcast_ref::<CudaLocal>()
             .ok_or_else(|| Error::InvalidArgument {
                 rank: self.rank,
+                group: self.group.clone(),
                 message: "only symmetric allocations can be exported".into(),
             })
     }
@@ -184,6 +194,7 @@ impl CudaBackend {
         }
         Err(Error::InvalidArgument {
             rank: self.rank,
+            group: self.group.clone(),
             message: format!(
                 "cuda:{} cannot access cuda:{ordinal} (rank {peer}) peer-to-peer; symmetric memory needs \
                  NVLink or PCIe P2P between every pair of devices",
@@ -289,6 +300,7 @@ impl Backend for CudaBackend {
         if self.sharing != Sharing::InProcess && alloc.as_any().is::<CudaForeign>() {
             return Err(Error::InvalidArgument {
                 rank: self.rank,
+                group: self.group.clone(),
                 message: "memory from a user's segment allocator can be shared only between \
                           ranks of one process (each peer retains its cuMemCreate handle by \
                           address); ranks in separate processes need symm's own segments"
@@ -314,6 +326,7 @@ impl Backend for CudaBackend {
                 let server =
                     crate::ipc::FdServer::serve(fd).map_err(|e| Error::InvalidArgument {
                         rank: self.rank,
+                        group: self.group.clone(),
                         message: format!(
                             "cannot serve an allocation's file descriptor to peers: {e}"
                         ),
@@ -341,7 +354,8 @@ impl Backend for CudaBackend {
         let m = match self.sharing {
             Sharing::InProcess => {
                 let (ordinal, addr) =
-                    decode_export(self.rank, peer, EXPORT_CUDA_IN_PROCESS, exported)?;
+                    decode_export(self.rank, peer, EXPORT_CUDA_IN_PROCESS, exported)
+                        .map_err(|e| e.in_group(&self.group))?;
                 self.check_peer_access(peer, ordinal as usize)?;
                 Mapping::retain_in_process(&self.dev, self.owner(), addr, size)
                     .map_err(|e| self.err(e))?
@@ -353,6 +367,7 @@ impl Backend for CudaBackend {
                     .and_then(|h| h.try_into().ok())
                     .ok_or_else(|| Error::InvalidArgument {
                         rank: self.rank,
+                        group: self.group.clone(),
                         message: format!(
                             "rank {peer}'s exported allocation is not a fabric handle"
                         ),
@@ -362,6 +377,7 @@ impl Backend for CudaBackend {
             Sharing::FileDescriptor => {
                 let bad = |why: String| Error::InvalidArgument {
                     rank: self.rank,
+                    group: self.group.clone(),
                     message: format!("rank {peer}'s exported allocation {why}"),
                 };
                 if exported.len() <= 17 || exported[0] != EXPORT_CUDA_FD {
@@ -446,7 +462,7 @@ impl Backend for CudaBackend {
                         .write_u32(ABORT_WORD, *aborted)
                         .map_err(|e| self.err(e))?;
                 }
-                Err(r.into_error())
+                Err(r.into_error(&self.group))
             }
             None => Ok(()),
         }
@@ -523,26 +539,31 @@ impl Backend for CudaBackend {
         Some(self.tracked.get())
     }
 
-    fn fork(&self) -> Result<Arc<dyn Backend>> {
+    fn fork(&self, rank: usize, group: GroupName) -> Result<Arc<dyn Backend>> {
         // A new stream of this rank (its status record is the stream's
         // own), not a new rank: the device still counts one rank here, so
         // frees wait as they did before the subgroup existed.
         let stream = self.dev.ctx.new_stream().map_err(|err| {
-            self.dev.error(
-                self.rank,
-                DrvErr {
-                    op: "cuStreamCreate",
-                    err,
-                },
-            )
+            self.err(DrvErr {
+                op: "cuStreamCreate",
+                err,
+            })
         })?;
-        self.with_cuda_stream(stream)
+        Ok(Arc::new(CudaBackend::on_stream(
+            rank,
+            group,
+            self.dev.clone(),
+            stream,
+            self.sharing,
+            self.streams.clone(),
+        )?))
     }
 
     fn with_cuda_stream(&self, stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
         if stream.context().ordinal() != self.dev.ordinal {
             return Err(Error::InvalidArgument {
                 rank: self.rank,
+                group: self.group.clone(),
                 message: format!(
                     "the stream belongs to cuda:{}, but this rank runs on cuda:{}",
                     stream.context().ordinal(),
@@ -557,6 +578,7 @@ impl Backend for CudaBackend {
         if !self.streams.has(&stream) && self.dev.stream_taken(&self.streams, &stream) {
             return Err(Error::InvalidArgument {
                 rank: self.rank,
+                group: self.group.clone(),
                 message: "the stream is already used by another rank on this GPU; give each \
                           rank streams of its own"
                     .into(),
@@ -564,6 +586,7 @@ impl Backend for CudaBackend {
         }
         Ok(Arc::new(CudaBackend::on_stream(
             self.rank,
+            self.group.clone(),
             self.dev.clone(),
             stream,
             self.sharing,
@@ -635,9 +658,12 @@ impl Backend for CudaBackend {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         std::hash::Hash::hash(source, &mut h);
         let key = FunctionKey::Raw(name.to_owned(), std::hash::Hasher::finish(&h));
-        let f = self.dev.function(self.rank, key, &|| {
-            (name.to_owned(), source.to_owned(), Vec::new())
-        })?;
+        let f = self
+            .dev
+            .function(self.rank, key, &|| {
+                (name.to_owned(), source.to_owned(), Vec::new())
+            })
+            .map_err(|e| e.in_group(&self.group))?;
         Ok(RawFunction {
             f,
             ordinal: self.dev.ordinal,
@@ -653,6 +679,7 @@ impl Backend for CudaBackend {
         if f.ordinal != self.dev.ordinal {
             return Err(Error::InvalidArgument {
                 rank: self.rank,
+                group: self.group.clone(),
                 message: format!(
                     "the kernel was loaded for cuda:{}, not for this rank's {:?}",
                     f.ordinal, self.dev
@@ -671,15 +698,17 @@ impl CudaBackend {
     /// The loaded instantiation `kernel` on this device, compiled on first use.
     fn dsl_function(&self, kernel: &KernelSpec<'_>) -> Result<CudaFunction> {
         let (def, inst) = kernel.id;
-        self.dev.function(
-            self.rank,
-            FunctionKey::Dsl(def, inst, kernel.checked),
-            &|| {
-                let entry = entry_name(kernel.name, inst, kernel.checked);
-                let source = (kernel.source)(&entry);
-                (entry, source, crate::jit::kernel_options())
-            },
-        )
+        self.dev
+            .function(
+                self.rank,
+                FunctionKey::Dsl(def, inst, kernel.checked),
+                &|| {
+                    let entry = entry_name(kernel.name, inst, kernel.checked);
+                    let source = (kernel.source)(&entry);
+                    (entry, source, crate::jit::kernel_options())
+                },
+            )
+            .map_err(|e| e.in_group(&self.group))
     }
 
     /// (largest co-resident grid, blocks per multiprocessor) of `f` launched

@@ -19,7 +19,7 @@ use super::{
     decode_export, encode_export, Backend, BackendKind, Export, KernelSpec, LaunchCtx, LocalAlloc,
     Mapped, RawFunction, Table,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, GroupName, Result};
 use crate::hostmem;
 use crate::status::StatusRecord;
 
@@ -95,13 +95,16 @@ fn registry() -> &'static Mutex<HashMap<u64, Weak<HostAlloc>>> {
 /// A simulated rank whose memory lives on the host.
 pub(crate) struct HostBackend {
     rank: usize,
+    /// The group `rank` counts in, for errors.
+    group: GroupName,
     status: Mutex<Option<StatusRecord>>,
 }
 
 impl HostBackend {
-    pub(crate) fn new(rank: usize) -> HostBackend {
+    pub(crate) fn new(rank: usize, group: GroupName) -> HostBackend {
         HostBackend {
             rank,
+            group,
             status: Mutex::new(None),
         }
     }
@@ -130,6 +133,7 @@ impl Backend for HostBackend {
     fn allocate_at(&self, size: usize, _numa: Option<u32>) -> Result<Arc<dyn LocalAlloc>> {
         let a = Arc::new(HostAlloc::new(size).ok_or_else(|| Error::InvalidArgument {
             rank: self.rank,
+            group: self.group.clone(),
             message: format!("cannot allocate {size} bytes of host memory for the emulator"),
         })?);
         registry()
@@ -155,6 +159,7 @@ impl Backend for HostBackend {
             .filter(|l| l.size().is_multiple_of(8) && ptr.is_multiple_of(8) && ptr != 0)
             .ok_or_else(|| Error::InvalidArgument {
                 rank: self.rank,
+                group: self.group.clone(),
                 message: format!(
                     "adopted memory at {ptr:#x} of {size} bytes is not whole 8-byte words"
                 ),
@@ -180,7 +185,8 @@ impl Backend for HostBackend {
     }
 
     fn import(&self, peer: usize, exported: &[u8], size: usize, _: Duration) -> Result<Mapped> {
-        let (_, addr) = decode_export(self.rank, peer, EXPORT_HOST_IN_PROCESS, exported)?;
+        let (_, addr) = decode_export(self.rank, peer, EXPORT_HOST_IN_PROCESS, exported)
+            .map_err(|e| e.in_group(&self.group))?;
         let strong = registry()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -193,6 +199,7 @@ impl Backend for HostBackend {
             }),
             _ => Err(Error::InvalidArgument {
                 rank: self.rank,
+                group: self.group.clone(),
                 message: format!("rank {peer}'s allocation at {addr:#x} is no longer alive"),
             }),
         }
@@ -241,7 +248,7 @@ impl Backend for HostBackend {
 
     fn synchronize(&self) -> Result<()> {
         match self.status.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            Some(r) => Err(r.into_error()),
+            Some(r) => Err(r.into_error(&self.group)),
             None => Ok(()),
         }
     }
@@ -253,6 +260,7 @@ impl Backend for HostBackend {
     fn mem_info(&self) -> Result<(usize, usize)> {
         Err(Error::Unsupported {
             rank: self.rank,
+            group: self.group.clone(),
             message: "the emulator has no device memory to report".into(),
         })
     }
@@ -265,13 +273,14 @@ impl Backend for HostBackend {
         None
     }
 
-    fn fork(&self) -> Result<Arc<dyn Backend>> {
-        Ok(Arc::new(HostBackend::new(self.rank)))
+    fn fork(&self, rank: usize, group: GroupName) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(HostBackend::new(rank, group)))
     }
 
     fn with_cuda_stream(&self, _stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
         Err(Error::Unsupported {
             rank: self.rank,
+            group: self.group.clone(),
             message: "an emulated rank has no CUDA stream to replace".into(),
         })
     }
@@ -284,7 +293,7 @@ impl Backend for HostBackend {
         ctx: &LaunchCtx<'_>,
     ) -> Result<()> {
         crate::emulator::run(
-            (ctx.rank, ctx.world, ctx.group),
+            (ctx.rank, ctx.world, ctx.group, &self.group),
             ctx.kernel_timeout,
             kernel.name,
             cfg,
@@ -310,6 +319,7 @@ impl Backend for HostBackend {
     fn raw_function(&self, _name: &str, _source: &str) -> Result<RawFunction> {
         Err(Error::Unsupported {
             rank: self.rank,
+            group: self.group.clone(),
             message: "CUDA C kernels need a GPU rank; on the emulator, write the kernel with \
                       #[symm_kernel]"
                 .into(),
@@ -325,6 +335,7 @@ impl Backend for HostBackend {
         // No `RawFunction` of the emulator exists.
         Err(Error::Unsupported {
             rank: self.rank,
+            group: self.group.clone(),
             message: "the emulator cannot run CUDA C kernels".into(),
         })
     }
