@@ -12,16 +12,24 @@ OUT=${OUT:-/tmp/symm-final}
 mkdir -p "$OUT"
 log="$OUT/final.log"
 end=$(( $(date +%s) + ${FINAL_LIMIT:-300} ))
+status=0
 for spec in "$@"; do
   IFS=: read -r bin worlds limit filters <<< "$spec"
   left=$(( end - $(date +%s) ))
-  [ "$left" -le 5 ] && { echo "=== $bin: NOT RUN (time)" | tee -a "$log"; continue; }
+  [ "$left" -le 5 ] && { echo "=== $bin: NOT RUN (time)" | tee -a "$log"; status=1; continue; }
   [ "$limit" -gt "$left" ] && limit=$left
   echo "=== $bin worlds $worlds limit ${limit}s ${filters:-}" >> "$log"
+  # This binary's own section of the log, for its summary line (one cut
+  # off by its limit has no result line of its own).
+  from=$(( $(wc -l < "$log") + 1 ))
   # shellcheck disable=SC2086
   SYMM_GPU_WORLDS=$worlds timeout "$limit" ".gpu-bin/$bin" ${filters:-} --test-threads 1 >> "$log" 2>&1
   rc=$?
   echo "=== $bin exited $rc" >> "$log"
-  printf '%-14s worlds %-5s rc %3s  %s\n' "$bin" "$worlds" "$rc" "$(grep -E '^test result' "$log" | tail -1)"
+  [ "$rc" = 0 ] || status=1
+  result=$(tail -n +"$from" "$log" | grep -E '^test result' | tail -1)
+  printf '%-14s worlds %-5s rc %3s  %s\n' "$bin" "$worlds" "$rc" "${result:-no result (cut off?)}"
 done
-grep -E 'panicked|FAILED|SKIPPED' "$log" | grep -v "^test .* ok$" | cut -c1-300 | sort | uniq -c | sort -rn | head -30
+grep -E 'panicked|FAILED|SKIPPED' "$log" | grep -v "^test .* ok$" | cut -c1-300 | sort | uniq -c | sort -rn | head -30 || true
+# Non-zero when a binary failed or was cut off (not when nothing was listed).
+exit $status

@@ -13,9 +13,10 @@ mod targets;
 mod tier;
 use targets::{on_gpu, ranks};
 
+use symm::dsl::*;
 use symm::kernels::all_reduce::all_reduce;
 use symm::kernels::collectives::all_gather;
-use symm::{run, CommOptions};
+use symm::{run, symm_kernel, CommOptions, LaunchConfig};
 
 fn options() -> CommOptions {
     CommOptions::default().with_timeout(Duration::from_secs(30))
@@ -290,10 +291,20 @@ fn memory_crosses_a_ranks_groups_and_no_further() {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Asserts in thread `bad` of block 0 (in none where `bad` is past the
+/// block).
+#[symm_kernel]
+fn asserts_in(out: &mut [u32], bad: u32) {
+    let i = thread_idx_x();
+    kernel_assert!(i != bad);
+    out[i] = i;
+}
+
 /// A subgroup's errors name its ranks as its own (`rank 1 of group
-/// symm.split0[1,3]`), from the host (an argument check) and from the
-/// device (a signal wait's timeout, which the subgroup's own status record
-/// reports): the rank number is the subgroup's, not the parent's.
+/// symm.split0[1,3]`), from the host (an argument check), its backend,
+/// and the device (a signal wait's timeout and a failed `kernel_assert!`,
+/// which the subgroup's own status record reports): the rank number is
+/// the subgroup's, not the parent's.
 #[test]
 fn a_subgroups_errors_name_its_ranks_as_its_own() {
     if !tier::quick_test() {
@@ -316,7 +327,14 @@ fn a_subgroups_errors_name_its_ranks_as_its_own() {
         let m = e.to_string();
         let me = format!("rank {} of group {label}: ", g.rank());
         assert!(m.starts_with(&me), "rank {}: {me:?} first in {m}", c.rank());
-        assert_eq!(e.group().and_then(|n| n.label()), Some(label.as_str()));
+        assert_eq!(e.group_label(), Some(label.as_str()));
+        // What the subgroup's backend reports (an emulated rank has no
+        // device memory to report), on the same device as the parent's.
+        if !on_gpu() {
+            let m = g.mem_info().expect_err("no device memory").to_string();
+            assert!(m.starts_with(&me), "rank {}: {me:?} first in {m}", c.rank());
+            assert_eq!(g.device(), c.device());
+        }
         // A device wait nobody answers: subgroup rank 1 waits on rank 0.
         let ch = symm::signal::Channel::request(&g)?;
         if g.rank() == 1 {
@@ -335,6 +353,27 @@ fn a_subgroups_errors_name_its_ranks_as_its_own() {
             );
             let m = e.to_string();
             let want = format!("signal timeout: rank 1 of group {label}, block 0, thread 0: ");
+            assert!(m.starts_with(&want), "{want:?} first in {m}");
+            // The kernel's own record (the rank the launch gave it).
+            let mut out = g.device_buffer::<u32>(32)?;
+            // (The emulator's launch fails; a GPU's next synchronisation.)
+            let e = asserts_in::launch(&g, LaunchConfig::linear(1, 32), &mut out, 5)
+                .and_then(|()| g.synchronize())
+                .expect_err("thread 5 asserts");
+            assert!(
+                matches!(
+                    e,
+                    symm::Error::KernelAssert {
+                        rank: 1,
+                        thread: 5,
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            let m = e.to_string();
+            let want =
+                format!("kernel `asserts_in` on rank 1 of group {label}, block 0, thread 5: ");
             assert!(m.starts_with(&want), "{want:?} first in {m}");
         }
         // Rank 0 stays until rank 1 has its answer.

@@ -180,11 +180,10 @@ impl Nccl {
                 .set(key, &bytes)
                 .map_err(|source| c.store_error(source))?;
         }
-        let bytes = c.store().get(key, T).map_err(|source| Error::Store {
-            rank: c.rank(),
-            group: c.group_name().clone(),
-            source,
-        })?;
+        let bytes = c
+            .store()
+            .get(key, T)
+            .map_err(|source| c.store_error(source))?;
         let mut id = nccl_sys::ncclUniqueId { internal: [0; 128] };
         for (d, s) in id.internal.iter_mut().zip(bytes) {
             *d = s as _;

@@ -33,6 +33,8 @@ impl GroupName {
     }
 }
 
+/// The qualifier as it follows a rank in a message: ` of group <label>`
+/// (with its leading space), or nothing.
 impl fmt::Display for GroupName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
@@ -54,7 +56,9 @@ macro_rules! with_group {
             | Error::Store { group: $g, .. }
             | Error::RendezvousTimeout { group: $g, .. }
             | Error::JoinTimeout { group: $g, .. }
+            | Error::RendezvousMismatch { group: $g, .. }
             | Error::AllocationMismatch { group: $g, .. }
+            | Error::RendezvousPeerFailed { group: $g, .. }
             | Error::SignalTimeout { group: $g, .. }
             | Error::CallMismatch { group: $g, .. }
             | Error::InvalidArgument { group: $g, .. }
@@ -72,7 +76,8 @@ macro_rules! with_group {
 }
 
 /// Everything that can go wrong in symm. Each variant names the rank (and,
-/// for device-side failures, the block, peer and channel) that caused it.
+/// for device-side failures, the block, peer and channel) that caused it,
+/// and a subgroup's rank with its group (`rank 1 of group symm.split0[1,3]`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -157,6 +162,9 @@ pub enum Error {
     RendezvousMismatch {
         /// Collective allocation sequence number.
         alloc: u64,
+        /// The group whose ranks `detail` names (none: a group not made
+        /// by a split); `detail` qualifies them with it.
+        group: GroupName,
         /// Which property differs, with every rank's value.
         detail: String,
     },
@@ -175,12 +183,15 @@ pub enum Error {
     },
 
     /// A peer failed while mapping memory during rendezvous.
-    #[error("rendezvous of allocation #{alloc} failed on rank {failed_rank}: {detail}")]
+    #[error("rendezvous of allocation #{alloc} failed on rank {failed_rank}{group}: {detail}")]
     RendezvousPeerFailed {
         /// Collective allocation sequence number.
         alloc: u64,
         /// The rank that failed.
         failed_rank: usize,
+        /// The group `failed_rank` counts in (none: a group not made by a
+        /// split).
+        group: GroupName,
         /// Its error.
         detail: String,
     },
@@ -289,8 +300,10 @@ pub enum Error {
     },
 
     /// A kernel failed: an index out of bounds (on the emulator, or on a
-    /// GPU under a checked launch), or, on the emulator, a panic in a
-    /// simulated thread or the lanes of a warp at different collectives.
+    /// GPU under a checked launch), or, on the emulator, another invalid
+    /// operation (a misaligned access, a rank or pad slot out of range, an
+    /// in-kernel wait that timed out, a panic in a simulated thread, the
+    /// lanes of a warp at different collectives).
     #[error("kernel `{kernel}` on rank {rank}{group}, {message}")]
     KernelFault {
         /// The kernel.
@@ -521,9 +534,11 @@ impl Error {
         }
     }
 
-    /// The group whose rank the error names, for the errors that name one.
-    pub fn group(&self) -> Option<&GroupName> {
-        with_group!(self, group => group)
+    /// The label of the subgroup ([`Comm::group_label`](crate::Comm::group_label))
+    /// whose ranks the error names; `None` for a group not made by a split,
+    /// and for errors that name no rank.
+    pub fn group_label(&self) -> Option<&str> {
+        with_group!(self, group => group).and_then(GroupName::label)
     }
 
     /// The error with its rank qualified as `group`'s: what a layer that

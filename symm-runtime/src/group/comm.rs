@@ -195,7 +195,7 @@ impl Comm {
             world_size,
             store,
             options,
-            Arc::new(HostBackend::new(rank, GroupName::NONE)),
+            Arc::new(HostBackend::new(rank)),
         )
     }
 
@@ -212,7 +212,7 @@ impl Comm {
     /// [`Comm::with_backend`] for a group whose ranks share their devices
     /// with at least `min_share` ranks of another group (a subgroup's
     /// parent's), which its kernels' co-resident grids must leave room for;
-    /// `parent` is a subgroup's rank's home and the subgroup's label.
+    /// `parent` is a subgroup's rank's home and the subgroup's name.
     fn sharing_devices(
         rank: usize,
         world_size: usize,
@@ -220,11 +220,11 @@ impl Comm {
         options: CommOptions,
         backend: Arc<dyn Backend>,
         min_share: usize,
-        parent: Option<(Arc<Home>, String)>,
+        parent: Option<(Arc<Home>, GroupName)>,
     ) -> Result<Comm> {
         let name = parent
             .as_ref()
-            .map_or(GroupName::NONE, |(_, label)| GroupName::of(label.as_str()));
+            .map_or(GroupName::NONE, |(_, name)| name.clone());
         let store_err = |source| Error::Store {
             rank,
             group: name.clone(),
@@ -324,7 +324,10 @@ impl Comm {
                 return Err(e);
             }
         }
-        let (home, label) = parent.unwrap_or_else(|| (Arc::new(Home), options.group.clone()));
+        let (home, label): (_, Arc<str>) = match &parent {
+            Some((home, name)) => (home.clone(), name.label().unwrap_or_default().into()),
+            None => (Arc::new(Home), options.group.as_str().into()),
+        };
         Ok(Comm {
             rank,
             world_size,
@@ -341,7 +344,7 @@ impl Comm {
                 placement,
                 departure,
                 home,
-                label: label.into(),
+                label,
                 name,
             }),
             group,
@@ -424,7 +427,7 @@ impl Comm {
         let options = (*self.options)
             .clone()
             .with_group(format!("{}/split/{n}/{color}", self.key_prefix()));
-        let label = format!(
+        let name = GroupName::of(format!(
             "{}.split{n}[{}]",
             self.group_label(),
             members
@@ -432,7 +435,7 @@ impl Comm {
                 .map(|(_, r)| r.to_string())
                 .collect::<Vec<_>>()
                 .join(",")
-        );
+        ));
         // Its kernels' grids leave room for every rank of this group on the
         // same device, which may run its own group's kernels meanwhile.
         Comm::sharing_devices(
@@ -440,9 +443,9 @@ impl Comm {
             members.len(),
             self.raw_store.clone(),
             options,
-            self.backend.fork(rank, GroupName::of(label.as_str()))?,
+            self.backend.fork(rank, name.clone())?,
             self.max_ranks_on_device(),
-            Some((self.state.home.clone(), label)),
+            Some((self.state.home.clone(), name)),
         )
         .map(Some)
     }
@@ -853,12 +856,17 @@ impl Comm {
         &self.state.name
     }
 
-    /// This rank as errors name it: `rank 1 of group symm.split1[0,2]`.
+    /// This rank with its group's label, even a top-level group's
+    /// (`rank 1 of group symm`, `rank 1 of group symm.split1[0,2]`): how
+    /// an error names memory of another group's rank.
     pub fn describe_rank(&self) -> String {
         format!("rank {} of group {}", self.rank, self.group_label())
     }
 
-    /// The error of `kind` ([`Error::with_kind`]) on this rank of this group.
+    /// The argument-check error of `kind` ([`Error::with_kind`]) on this
+    /// rank of this group: [`Error::Mismatch`], [`Error::Unsupported`] or
+    /// [`Error::Capacity`], and [`Error::InvalidArgument`] for any other
+    /// kind.
     pub fn error(&self, kind: ErrorKind, message: impl Into<String>) -> Error {
         Error::with_kind(kind, self.rank, self.group_name().clone(), message.into())
     }

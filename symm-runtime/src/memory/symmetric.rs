@@ -166,9 +166,9 @@ impl<'a> Reader<'a> {
 
 /// Checks every rank's info against the others. Pure and order-independent
 /// of the caller, so every rank derives the identical message.
-fn validate(infos: &[Info]) -> std::result::Result<(), String> {
+fn validate(infos: &[Info], group: &crate::GroupName) -> std::result::Result<(), String> {
     fn differ<T: PartialEq + Clone>(
-        infos: &[Info],
+        (infos, group): (&[Info], &crate::GroupName),
         what: &str,
         get: impl Fn(&Info) -> T,
         show: impl Fn(&T) -> String,
@@ -182,30 +182,38 @@ fn validate(infos: &[Info]) -> std::result::Result<(), String> {
             .enumerate()
             .map(|(r, i)| format!("rank {r}: {}", show(&get(i))))
             .collect();
-        Some(format!("{what} differ across ranks ({})", per.join(", ")))
+        Some(format!(
+            "{what} differ across ranks{group} ({})",
+            per.join(", ")
+        ))
     }
     let dtype_name = |c: &u8| {
         DType::from_code(*c).map_or_else(|| format!("unknown dtype code {c}"), |d| d.to_string())
     };
     let checks = [
-        differ(infos, "world sizes", |i| i.world, |w| w.to_string()),
         differ(
-            infos,
+            (infos, group),
+            "world sizes",
+            |i| i.world,
+            |w| w.to_string(),
+        ),
+        differ(
+            (infos, group),
             "backends",
             |i| i.backend,
             |b| {
                 BackendKind::from_code(*b).map_or_else(|| format!("unknown {b}"), |k| k.to_string())
             },
         ),
-        differ(infos, "element types", |i| i.dtype, dtype_name),
+        differ((infos, group), "element types", |i| i.dtype, dtype_name),
         differ(
-            infos,
+            (infos, group),
             "buffer sizes",
             |i| (i.len, i.dtype, i.data_bytes),
             |(len, d, bytes)| format!("{len} × {} = {bytes} bytes", dtype_name(d)),
         ),
         differ(
-            infos,
+            (infos, group),
             "mapped sizes",
             |i| i.total_bytes,
             |b| format!("{b} bytes"),
@@ -301,12 +309,17 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
             .unwrap_or_default();
         let info = Info::decode(&raw).ok_or_else(|| Error::RendezvousMismatch {
             alloc: buf.id,
-            detail: format!("rank {r} published an unreadable entry (a different symm version?)"),
+            group: comm.group_name().clone(),
+            detail: format!(
+                "rank {r}{} published an unreadable entry (a different symm version?)",
+                comm.group_name()
+            ),
         })?;
         infos.push(info);
     }
-    validate(&infos).map_err(|detail| Error::RendezvousMismatch {
+    validate(&infos, comm.group_name()).map_err(|detail| Error::RendezvousMismatch {
         alloc: buf.id,
+        group: comm.group_name().clone(),
         detail,
     })?;
 
@@ -353,6 +366,7 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
             return Err(Error::RendezvousPeerFailed {
                 alloc: buf.id,
                 failed_rank: r,
+                group: comm.group_name().clone(),
                 detail: String::from_utf8_lossy(v.get(1..).unwrap_or_default()).into_owned(),
             });
         }
@@ -843,11 +857,12 @@ mod tests {
 
     #[test]
     fn validation_names_every_rank_and_is_identical() {
+        let none = crate::GroupName::NONE;
         let ok = vec![info(3, DType::F32, 100); 3];
-        assert_eq!(validate(&ok), Ok(()));
+        assert_eq!(validate(&ok, &none), Ok(()));
         let mut sizes = ok.clone();
         sizes[1] = info(3, DType::F32, 200);
-        let m = validate(&sizes).unwrap_err();
+        let m = validate(&sizes, &none).unwrap_err();
         assert!(m.contains("buffer sizes"), "{m}");
         assert!(
             m.contains("rank 0: 100 × f32 = 400 bytes")
@@ -856,15 +871,23 @@ mod tests {
         );
         let mut dtypes = ok.clone();
         dtypes[2] = info(3, DType::BF16, 100);
-        assert!(validate(&dtypes).unwrap_err().contains(
+        assert!(validate(&dtypes, &none).unwrap_err().contains(
             "element types differ across ranks (rank 0: f32, rank 1: f32, rank 2: bf16)"
+        ));
+        // A subgroup's ranks are its own, said once.
+        let sub = crate::GroupName::of("symm.split0[1,3,5]");
+        assert!(validate(&dtypes, &sub).unwrap_err().contains(
+            "element types differ across ranks of group symm.split0[1,3,5] (rank 0: f32, rank \
+             1: f32, rank 2: bf16)"
         ));
         let mut worlds = ok.clone();
         worlds[0].world = 2;
-        assert!(validate(&worlds).unwrap_err().starts_with("world sizes"));
+        assert!(validate(&worlds, &none)
+            .unwrap_err()
+            .starts_with("world sizes"));
         let mut backends = ok;
         backends[1].backend = BackendKind::Emulator.code();
-        assert!(validate(&backends)
+        assert!(validate(&backends, &none)
             .unwrap_err()
             .contains("rank 1: emulator"));
     }

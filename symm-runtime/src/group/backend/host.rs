@@ -97,14 +97,20 @@ pub(crate) struct HostBackend {
     rank: usize,
     /// The group `rank` counts in, for errors.
     group: GroupName,
+    /// The emulated device: the rank's number in its top-level group,
+    /// which its subgroups' backends keep.
+    device: usize,
     status: Mutex<Option<StatusRecord>>,
 }
 
 impl HostBackend {
-    pub(crate) fn new(rank: usize, group: GroupName) -> HostBackend {
+    /// Rank `rank` of a group not made by a split, on emulated device
+    /// `rank`.
+    pub(crate) fn new(rank: usize) -> HostBackend {
         HostBackend {
             rank,
-            group,
+            group: GroupName::NONE,
+            device: rank,
             status: Mutex::new(None),
         }
     }
@@ -121,7 +127,7 @@ impl Backend for HostBackend {
     }
 
     fn label(&self) -> String {
-        format!("emulator:{}", self.rank)
+        format!("emulator:{}", self.device)
     }
 
     fn granularity(&self) -> usize {
@@ -274,7 +280,12 @@ impl Backend for HostBackend {
     }
 
     fn fork(&self, rank: usize, group: GroupName) -> Result<Arc<dyn Backend>> {
-        Ok(Arc::new(HostBackend::new(rank, group)))
+        Ok(Arc::new(HostBackend {
+            rank,
+            group,
+            device: self.device,
+            status: Mutex::new(None),
+        }))
     }
 
     fn with_cuda_stream(&self, _stream: Arc<CudaStream>) -> Result<Arc<dyn Backend>> {
