@@ -84,16 +84,19 @@ fn choice_rule_table() {
                 world,
                 no_nccl: None,
                 nccl_fp8: true,
+                spans_domains: false,
             },
             GroupFacts {
                 world,
                 no_nccl: None,
                 nccl_fp8: false,
+                spans_domains: false,
             },
             GroupFacts {
                 world,
                 no_nccl: Some("ranks share a GPU".into()),
                 nccl_fp8: false,
+                spans_domains: false,
             },
         ]
     };
@@ -183,6 +186,7 @@ fn choice_rule_table() {
             world: 4,
             no_nccl: None,
             nccl_fp8: true,
+            spans_domains: false,
         },
         &CallFacts {
             collective: Collective::AllGather,
@@ -1557,6 +1561,7 @@ fn deterministic_mode_keeps_reductions_off_nccl() {
         world: 4,
         nccl_fp8: true,
         no_nccl: None,
+        spans_domains: false,
     };
     let det = Options::default().with_deterministic(true);
     for c in Collective::ALL {
@@ -2406,4 +2411,69 @@ fn a_failed_rank_aborts_its_peers_nccl_calls() {
             slowest.as_secs_f64() * 1e3
         );
     }
+}
+
+/// A group that spans NVLink domains (simulated nodes) runs its functional
+/// collectives on NCCL, which crosses them, exact. Where NCCL cannot run
+/// (the emulator, ranks sharing a GPU), every rank gets an `Unsupported`
+/// error that says the group spans domains; symm forced, and the
+/// deterministic mode's reductions, are refused alike.
+#[test]
+fn a_group_across_domains_runs_on_nccl() {
+    if !tier::quick_test() {
+        return;
+    }
+    let nccl = on_gpu() && symm::cuda_device_count() >= 2 && symm::functional::nccl_available();
+    let world = if nccl { 2 } else { 4 };
+    if on_gpu() && !nccl {
+        eprintln!(
+            "SKIPPED: a_group_across_domains_runs_on_nccl's NCCL half needs 2 GPUs and libnccl"
+        );
+    }
+    let Some(ranks) = ranks(world) else { return };
+    let n = 1000;
+    run(ranks, options().with_nodes(2), |c| {
+        assert!(c.topology().spans_domains());
+        let me = c.rank();
+        let mine: Vec<f32> = (0..n).map(|i| ((i * 7 + me * 13) % 101) as f32).collect();
+        let input = c.device_buffer_from(&mine)?;
+        let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+        let coll = Collectives::new(c)?;
+        let got = coll
+            .all_reduce(&input, &mut out, ReduceOp::Sum)
+            .and_then(|p| p.wait_host().map(|_| ()));
+        if nccl {
+            got?;
+            let want: Vec<f32> = (0..n)
+                .map(|i| (0..world).map(|r| ((i * 7 + r * 13) % 101) as f32).sum())
+                .collect();
+            assert_eq!(out.to_host()?, want, "rank {me}: NCCL across domains");
+        } else {
+            let e = got.expect_err("no NCCL to cross domains");
+            assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+            let m = e.to_string();
+            for part in ["spans NVLink domains", "NCCL cannot run this call here"] {
+                assert!(m.contains(part), "rank {me}: {part:?} in {m}");
+            }
+        }
+        for (opts, part) in [
+            (
+                Options::default().with_backend(Prefer::Symm),
+                "symm is forced",
+            ),
+            (
+                Options::default().with_deterministic(true),
+                "the deterministic mode",
+            ),
+        ] {
+            let coll = Collectives::with_options(c, opts)?;
+            let e = coll
+                .all_reduce(&input, &mut out, ReduceOp::Sum)
+                .map(|_| ())
+                .expect_err("refused across domains");
+            assert!(e.to_string().contains(part), "rank {me}: {part:?} in {e}");
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
 }

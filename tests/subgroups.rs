@@ -521,3 +521,88 @@ fn one_allocation_rendezvoused_with_several_groups() {
         .unwrap_or_else(|e| panic!("world {world}: {e}"));
     }
 }
+
+/// Simulated nodes split a group into NVLink domains of consecutive ranks
+/// (`CommOptions::nodes`, `SYMM_NODES`): every rank learns its domain and
+/// index in it; symmetric memory and kernels on the whole group are
+/// refused on every rank, pointing to `domain()`; `domain()` and `rails()`
+/// are the intra-domain and same-index groups, and symm's collectives run
+/// inside a domain as usual. Bad node counts fail the group's creation.
+#[test]
+fn simulated_nodes_make_domains_and_rails() {
+    let cases = if tier::quick_test() {
+        vec![(4, 2), (8, 4)]
+    } else {
+        vec![(8, 2), (6, 3), (3, 2)]
+    };
+    for (world, nodes) in cases {
+        let Some(ranks) = ranks(world) else { continue };
+        run(ranks, options().with_nodes(nodes), |c| {
+            let me = c.rank();
+            let t = c.topology().clone();
+            let node = me * nodes / world;
+            let mates: Vec<usize> = (0..world).filter(|&r| r * nodes / world == node).collect();
+            let local = mates.iter().position(|&r| r == me).expect("in its node");
+            assert_eq!(t.domains(), nodes, "{t}");
+            assert_eq!((t.domain_of(me), t.local_rank(me)), (node, local), "{t}");
+            assert_eq!(t.ranks_of(node), mates);
+            // Nothing is mapped across domains, on every rank alike.
+            let e = c
+                .alloc::<f32>(8)?
+                .rendezvous()
+                .expect_err("the group spans domains");
+            assert_eq!(e.kind(), symm::ErrorKind::Unsupported, "{e}");
+            let m = e.to_string();
+            for part in ["spans NVLink domains", "comm.domain()", &t.to_string()] {
+                assert!(m.contains(part), "rank {me}: {part:?} in {m}");
+            }
+            let mut out = c.device_buffer::<u32>(32)?;
+            let e = asserts_in::launch(c, LaunchConfig::linear(1, 32), &mut out, 99)
+                .expect_err("a kernel on a group that spans domains");
+            assert!(e.to_string().contains("kernel `asserts_in`"), "{e}");
+            // The domain: symm's collectives as on any group.
+            let d = c.domain()?;
+            assert_eq!((d.rank(), d.world_size()), (local, mates.len()));
+            assert!(!d.topology().spans_domains());
+            let n = 37;
+            let mine: Vec<f32> = (0..n).map(|i| value(i, me, 0)).collect();
+            let s = d.alloc::<f32>(n)?;
+            s.copy_from_host(&mine)?;
+            let s = s.rendezvous()?;
+            let mut sum = d.device_buffer_from(&vec![f32::NAN; n])?;
+            all_reduce(&d, &s, &mut sum, n)?;
+            d.synchronize()?;
+            let want: Vec<f32> = (0..n)
+                .map(|i| mates.iter().map(|&r| value(i, r, 0)).sum())
+                .collect();
+            assert_eq!(sum.to_host()?, want, "rank {me}: the domain's sum");
+            // The rail: one rank of each domain, by domain; it spans them.
+            let r = c.rails()?;
+            let rail: Vec<usize> = (0..world).filter(|&q| t.local_rank(q) == local).collect();
+            assert_eq!((r.rank(), r.world_size()), (node, rail.len()));
+            assert_eq!(r.topology().spans_domains(), rail.len() > 1);
+            // Asked again, the same groups (no new split).
+            assert_eq!(c.domain()?.group_label(), d.group_label());
+            assert_eq!(c.rails()?.group_label(), r.group_label());
+            c.host_barrier()?;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("world {world}, {nodes} nodes: {e}"));
+    }
+    // No nodes, or more than ranks: every rank's creation fails.
+    if !tier::quick_test() {
+        return;
+    }
+    for nodes in [0, 5] {
+        let Some(ranks) = ranks(4) else { return };
+        let e = run(ranks, options().with_nodes(nodes), |_| Ok(())).expect_err("a bad node count");
+        assert_eq!(e.errors.len(), 4, "{e}");
+        for (_, m) in &e.errors {
+            assert!(
+                m.to_string()
+                    .contains(&format!("{nodes} simulated nodes for 4 ranks")),
+                "{m}"
+            );
+        }
+    }
+}

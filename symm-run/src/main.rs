@@ -5,28 +5,37 @@
 //! symm-run -n 8 --master-port 29500 --tag-output -- ./my-prog
 //! ```
 //!
-//! `symm-run` starts `N` copies of the program (ranks `0..N`) on this host and
-//! supervises them until they have all exited.
+//! `symm-run` starts `N` copies of the program on this host and supervises
+//! them until they have all exited.
+//!
+//! On several hosts, as torchrun: run `symm-run --nnodes M --node-rank R
+//! --master-addr H --master-port P -n N prog` on each host `R` of `0..M`,
+//! with the same `SYMM_STORE_TOKEN` (a secret of the job's) in every
+//! host's environment. Host `R` starts ranks `R × N .. (R + 1) × N` of
+//! `M × N`; rank 0, on host 0, hosts the group's store at `H:P`, which
+//! every host must reach.
 //!
 //! # Environment of each rank
 //!
 //! | variable           | value                                                 |
 //! |--------------------|-------------------------------------------------------|
-//! | `RANK`             | the rank, `0..N`                                      |
-//! | `WORLD_SIZE`       | `N`                                                   |
-//! | `LOCAL_RANK`       | the rank (single host, so equal to `RANK`)            |
+//! | `RANK`             | the rank, `node_rank × N + local rank`                |
+//! | `WORLD_SIZE`       | `nnodes × N`                                          |
+//! | `LOCAL_RANK`       | the rank on this host, `0..N`                         |
 //! | `LOCAL_WORLD_SIZE` | `N`                                                   |
-//! | `GROUP_RANK`       | `0` (this host's index; there is only one host)       |
+//! | `GROUP_RANK`       | `--node-rank` (this host's index), default `0`        |
 //! | `MASTER_ADDR`      | `--master-addr`, default `127.0.0.1`                  |
-//! | `MASTER_PORT`      | `--master-port`, default a port that was free at start |
+//! | `MASTER_PORT`      | `--master-port`, default (one host only) a port that was free at start |
 //! | `SYMM_STORE_TOKEN` | a random token for this job (32 hex digits), unless already set |
 //! | `SYMM_RUN`         | `1`                                                   |
 //!
 //! Every rank presents `SYMM_STORE_TOKEN` to the store rank 0 hosts, which
 //! refuses clients without it, so that nobody else who reaches the port can
-//! read or forge the rendezvous records. symm-run draws a fresh one from the
-//! OS's random source for every job; a `SYMM_STORE_TOKEN` already in
-//! symm-run's environment is passed on unchanged instead.
+//! read or forge the rendezvous records. On one host symm-run draws a fresh
+//! one from the OS's random source for every job; a `SYMM_STORE_TOKEN`
+//! already in symm-run's environment is passed on unchanged instead. With
+//! `--nnodes` above 1 it must be in the environment (the hosts cannot draw
+//! the same one), and so must `--master-port`.
 //!
 //! The rest of the environment is inherited. Without `--tag-output` the ranks
 //! share symm-run's stdin, stdout and stderr; with it, every line a rank writes
@@ -98,6 +107,9 @@ const OUTPUT_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Exit status when the program cannot be started, as in a shell.
 const EXIT_SPAWN_FAILED: i32 = 127;
 
+/// Exit status for a command line that cannot run (as clap's own errors).
+const EXIT_USAGE: i32 = 2;
+
 /// The variable through which every rank gets the store's token.
 const TOKEN_VAR: &str = "SYMM_STORE_TOKEN";
 
@@ -115,18 +127,30 @@ macro_rules! note {
     version,
     about = "Launch one process per GPU for a symm program, torchrun-style",
     override_usage = "symm-run [OPTIONS] -n <N> [--] <PROGRAM> [ARGS]...",
-    after_help = "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK=0, \
-                  MASTER_ADDR, MASTER_PORT, SYMM_STORE_TOKEN (random per job, unless already \
-                  set) and SYMM_RUN=1 in its environment.\n\
+    after_help = "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK \
+                  (--node-rank), MASTER_ADDR, MASTER_PORT, SYMM_STORE_TOKEN (random per job, \
+                  unless already set; required, the same on every host, with --nnodes > 1) and \
+                  SYMM_RUN=1 in its environment.\n\
                   Exit status: 0 if every rank exits 0; else the first failing rank's exit code \
                   (128+S if killed by signal S); 128+S if symm-run got signal S; 127 if the \
                   program cannot be started."
 )]
 struct Cli {
-    /// Number of ranks (processes) to launch, normally one per GPU.
+    /// Number of ranks (processes) to launch on this host, normally one
+    /// per GPU.
     #[arg(short = 'n', long = "nproc", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     nproc: u32,
+
+    /// Number of hosts of the job, each running symm-run with the same
+    /// flags but its own --node-rank.
+    #[arg(long, value_name = "M", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    nnodes: u32,
+
+    /// This host's index, 0..M; exported as GROUP_RANK.
+    #[arg(long, value_name = "R", default_value_t = 0)]
+    node_rank: u32,
 
     /// Address of the rendezvous host, exported as MASTER_ADDR.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
@@ -348,6 +372,10 @@ fn run(cli: &Cli) -> i32 {
         note!("cannot set up signal handling: {e}");
         return 1;
     }
+    if let Err(e) = check_nodes(cli, std::env::var_os(TOKEN_VAR).is_some()) {
+        note!("{e}");
+        return EXIT_USAGE;
+    }
     let token = match store_token() {
         Ok(token) => token,
         Err(e) => {
@@ -375,8 +403,10 @@ fn run(cli: &Cli) -> i32 {
     };
     let (done_tx, done_rx) = mpsc::channel();
     let mut pumps = 0;
-    for rank in 0..cli.nproc {
-        let mut child = match spawn_rank(cli, rank, port, &token) {
+    for local in 0..cli.nproc {
+        // Messages and tags name the job's rank.
+        let rank = cli.node_rank * cli.nproc + local;
+        let mut child = match spawn_rank(cli, local, port, &token) {
             Ok(child) => child,
             Err(e) => {
                 note!(
@@ -464,6 +494,38 @@ fn receive_signals(tx: Sender<Event>) -> io::Result<()> {
     Ok(())
 }
 
+/// What a job of several hosts needs that one host can choose alone: a
+/// node rank in range, the store's port, and a token every host shares.
+fn check_nodes(cli: &Cli, has_token: bool) -> Result<(), String> {
+    if cli.node_rank >= cli.nnodes {
+        return Err(format!(
+            "--node-rank {} is out of range for --nnodes {} (0 to {})",
+            cli.node_rank,
+            cli.nnodes,
+            cli.nnodes - 1
+        ));
+    }
+    if cli.nnodes > 1 && cli.master_port.is_none() {
+        return Err(format!(
+            "--nnodes {} needs --master-port: every host must name the port where rank 0 \
+             (on node 0, at --master-addr) hosts the store",
+            cli.nnodes
+        ));
+    }
+    if cli.nnodes > 1 && !has_token {
+        return Err(format!(
+            "--nnodes {} needs {TOKEN_VAR} in the environment, the same on every host (a \
+             secret of the job's, for example 32 hex digits drawn once and passed to every \
+             host's launch): hosts cannot draw one alike",
+            cli.nnodes
+        ));
+    }
+    if u64::from(cli.nnodes) * u64::from(cli.nproc) > u64::from(u32::MAX) {
+        return Err("--nnodes × --nproc ranks do not fit in 32 bits".into());
+    }
+    Ok(())
+}
+
 /// The job's store token: the one in our environment, else 128 fresh
 /// random bits from the OS, in hex.
 fn store_token() -> Result<OsString, rand::rand_core::OsError> {
@@ -487,14 +549,16 @@ fn free_port() -> io::Result<u16> {
 }
 
 /// Spawns rank `rank` in a process group of its own.
+/// Starts local rank `rank` of this host (global rank `node_rank × N +
+/// rank`).
 fn spawn_rank(cli: &Cli, rank: u32, port: u16, token: &OsString) -> io::Result<Child> {
     let mut cmd = Command::new(&cli.program);
     cmd.args(&cli.args)
-        .env("RANK", rank.to_string())
-        .env("WORLD_SIZE", cli.nproc.to_string())
+        .env("RANK", (cli.node_rank * cli.nproc + rank).to_string())
+        .env("WORLD_SIZE", (cli.nnodes * cli.nproc).to_string())
         .env("LOCAL_RANK", rank.to_string())
         .env("LOCAL_WORLD_SIZE", cli.nproc.to_string())
-        .env("GROUP_RANK", "0")
+        .env("GROUP_RANK", cli.node_rank.to_string())
         .env("MASTER_ADDR", &cli.master_addr)
         .env("MASTER_PORT", port.to_string())
         .env(TOKEN_VAR, token)

@@ -373,3 +373,88 @@ fn ranks_share_a_fresh_random_store_token() {
     let drawn = tokens_of_a_run(Some(""));
     assert_eq!(drawn[0].len(), 32, "{drawn:?}");
 }
+
+/// `--nnodes M --node-rank R`: this host's ranks are `R × N .. (R + 1) × N`
+/// of `M × N`, with their local ranks and `GROUP_RANK` R, and the token and
+/// port the job gave every host.
+#[test]
+fn a_node_of_several_starts_its_slice_of_the_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "--nnodes",
+            "3",
+            "--node-rank",
+            "1",
+            "--master-port",
+            "29999",
+        ])
+        .args(["--master-addr", "10.0.0.7", "-n", "2", "--tag-output"])
+        .args(["--", "sh", "-c"])
+        .arg(
+            "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR \
+             $MASTER_PORT $SYMM_STORE_TOKEN > $DIR/out$RANK; echo hello",
+        )
+        .env("DIR", dir.path())
+        .env("SYMM_STORE_TOKEN", "0123abcd")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    for (rank, local) in [(2, 0), (3, 1)] {
+        let got = fs::read_to_string(dir.path().join(format!("out{rank}"))).unwrap();
+        assert_eq!(
+            got,
+            format!("{rank} 6 {local} 2 1 10.0.0.7 29999 0123abcd\n")
+        );
+    }
+    assert!(!dir.path().join("out0").exists() && !dir.path().join("out4").exists());
+    // Output is tagged with the job's rank.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("[2] hello") && stdout.contains("[3] hello"),
+        "{stdout}"
+    );
+}
+
+/// What several hosts cannot choose alone is a usage error (2), said
+/// before any rank starts: a node rank out of range, no port, no shared
+/// token.
+#[test]
+fn a_node_of_several_needs_a_port_a_token_and_its_rank_in_range() {
+    let run = |args: &[&str], token: bool| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).args(["-n", "1", "--", "true"]);
+        cmd.env_remove("SYMM_STORE_TOKEN");
+        if token {
+            cmd.env("SYMM_STORE_TOKEN", "0123abcd");
+        }
+        cmd.output().unwrap()
+    };
+    for (args, token, needle) in [
+        (
+            &["--nnodes", "2", "--node-rank", "2", "--master-port", "1"][..],
+            true,
+            "--node-rank 2 is out of range",
+        ),
+        (
+            &["--nnodes", "2", "--node-rank", "1"][..],
+            true,
+            "needs --master-port",
+        ),
+        (
+            &["--nnodes", "2", "--master-port", "1"][..],
+            false,
+            "needs SYMM_STORE_TOKEN",
+        ),
+        (
+            &["--node-rank", "1"][..],
+            true,
+            "out of range for --nnodes 1",
+        ),
+    ] {
+        let out = run(args, token);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}

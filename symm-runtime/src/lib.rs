@@ -33,7 +33,7 @@ pub use base::{jit, layout, store};
 use driver::ipc;
 pub use driver::{cuda, cuda_prelude};
 use dsl::{emulator, hostmem};
-use group::{backend, bootstrap, comm, placement, run};
+use group::{backend, bootstrap, comm, placement, run, topology};
 use signal::stage;
 
 pub use backend::BackendKind;
@@ -56,6 +56,7 @@ pub use raw::RawKernel;
 pub use run::{run, run_local, Ranks, RunError};
 pub use stage::Stage;
 pub use store::{FileStore, InProcessStore, Store, StoreError, TcpStore};
+pub use topology::{Topology, NODES_VAR};
 
 /// Re-exported so users can name the f16 and bf16 element types.
 pub use half::{bf16, f16};

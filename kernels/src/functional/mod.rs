@@ -276,7 +276,9 @@ pub struct Collectives {
     /// memory (`p2p.rs`), one per operation of a batch, grown as needed.
     p2p_scratch: Mutex<P2pScratch>,
     /// The group's point-to-point kernels on the communication stream.
-    p2p: crate::p2p::P2p,
+    /// symm's point-to-point stages; `None` on a group that spans NVLink
+    /// domains, whose messages all take NCCL.
+    p2p: Option<crate::p2p::P2p>,
     /// Where new outputs come from when no pool is in use on the group.
     own_pool: std::sync::OnceLock<SymmPool>,
     seq: u64,
@@ -328,7 +330,10 @@ impl Collectives {
         let group = group_facts(comm, &user_stream, &options, seq)?;
         // Collective: the group's point-to-point stage, made here since a
         // send or receive involves two ranks only.
-        let p2p = crate::p2p::P2p::new(&on_stream)?;
+        let p2p = match comm.topology().spans_domains() {
+            true => None,
+            false => Some(crate::p2p::P2p::new(&on_stream)?),
+        };
         Ok(Collectives {
             p2p,
             user: comm.clone(),
@@ -761,6 +766,7 @@ fn group_facts(
         world,
         nccl_fp8: fp8 && no_nccl.is_none(),
         no_nccl,
+        spans_domains: comm.topology().spans_domains(),
     })
 }
 

@@ -101,7 +101,7 @@ impl Collectives {
                 P2pOp::Recv { out, peer } => (*peer, false, out.len()),
             })
             .collect();
-        self.p2p.check_ops::<T>(&plan)?;
+        crate::p2p::check_ops::<T>(&self.cs, &plan)?;
         let routes = plan
             .iter()
             .map(|&(_, _, len)| {
@@ -215,6 +215,13 @@ impl Collectives {
         if kops.is_empty() {
             return Ok(());
         }
-        self.p2p.send_recv(&mut kops)
+        match &self.p2p {
+            Some(p2p) => p2p.send_recv(&mut kops),
+            // The rule routes every message of such a group to NCCL.
+            None => Err(crate::shared::checks::unsupported(
+                &self.cs,
+                "symm's point-to-point cannot cross NVLink domains".into(),
+            )),
+        }
     }
 }

@@ -382,6 +382,10 @@ pub struct GroupFacts {
     /// Whether NCCL takes fp8 (NCCL 2.24 or later on compute capability
     /// 9.0 or later, on every rank).
     pub nccl_fp8: bool,
+    /// Whether the group spans NVLink domains
+    /// ([`Topology::spans_domains`](symm::Topology::spans_domains)), which
+    /// symm's kernels cannot cross: every call then takes NCCL.
+    pub spans_domains: bool,
 }
 
 /// One call, as the rule sees it.
@@ -527,6 +531,10 @@ fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
 
 /// Which branch of the rule a call takes.
 enum Branch<'a> {
+    /// The group spans NVLink domains: NCCL, which crosses them.
+    Domains,
+    /// The group spans NVLink domains, and this is why NCCL cannot run.
+    DomainsRefused(String),
     SymmForced,
     Deterministic,
     NcclForced,
@@ -540,6 +548,20 @@ enum Branch<'a> {
 fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Branch<'a> {
     let refusal = nccl_refuses(group, call);
     let reduces = call.op.is_some();
+    if group.spans_domains {
+        let across = "this group spans NVLink domains, which symm's kernels do not cross \
+                      (NCCL does; or run symm's collectives on comm.domain())";
+        return match (options.prefer, refusal) {
+            (Prefer::Symm, _) => Branch::DomainsRefused(format!("symm is forced, but {across}")),
+            (_, _) if options.deterministic && reduces => Branch::DomainsRefused(format!(
+                "the deterministic mode keeps reductions on symm's kernels, but {across}"
+            )),
+            (_, Some(why)) => Branch::DomainsRefused(format!(
+                "{across}, and NCCL cannot run this call here: {why}"
+            )),
+            (_, None) => Branch::Domains,
+        };
+    }
     match (options.prefer, refusal) {
         (Prefer::Symm, _) => Branch::SymmForced,
         (Prefer::Nccl, _) if options.deterministic && reduces => Branch::NcclRefused(
@@ -565,9 +587,14 @@ pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<
         staged: !call.placed.is_symmetric(),
     };
     match branch(options, group, call) {
-        Branch::NcclForced | Branch::Large => Ok(Route::Nccl),
+        Branch::NcclForced | Branch::Large | Branch::Domains => Ok(Route::Nccl),
         Branch::NcclRefused(why) => Err(RuleError::NcclRefused(format!(
             "NCCL is forced, but it cannot run this {} of {}: {why}",
+            call.collective,
+            size_name(call.bytes)
+        ))),
+        Branch::DomainsRefused(why) => Err(RuleError::NcclRefused(format!(
+            "this {} of {} cannot run: {why}",
             call.collective,
             size_name(call.bytes)
         ))),
@@ -590,6 +617,8 @@ pub fn choose(
         Placed::Plain => "input staged into the group's symmetric buffer".into(),
     };
     let reason = match branch(options, group, call) {
+        Branch::Domains => format!("{size}, the group spans NVLink domains, which NCCL crosses"),
+        Branch::DomainsRefused(_) => unreachable!("`route` failed"),
         Branch::SymmForced => format!("symm forced, {size}, {place}"),
         Branch::Deterministic => format!(
             "{size}, deterministic mode: reductions stay on symm's kernels (rank-order \

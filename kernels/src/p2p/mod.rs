@@ -263,28 +263,7 @@ impl P2p {
     /// Checks every operation of `ops` (its peer, its length) before any
     /// is enqueued.
     pub(crate) fn check_ops<T: Element>(&self, ops: &[(usize, bool, usize)]) -> Result<()> {
-        let world = self.comm.world_size();
-        let me = self.comm.rank();
-        for &(peer, send, len) in ops {
-            let what = if send { "destination" } else { "source" };
-            if peer >= world || peer == me {
-                return Err(invalid(
-                    &self.comm,
-                    format!(
-                        "p2p {what} rank {peer}: give another rank of the group's {world} \
-                         (this one is {me})"
-                    ),
-                ));
-            }
-            let bytes = len.saturating_mul(std::mem::size_of::<T>());
-            if bytes > u32::MAX as usize {
-                return Err(invalid(
-                    &self.comm,
-                    format!("a p2p message of {bytes} bytes is longer than 4 GiB - 1"),
-                ));
-            }
-        }
-        Ok(())
+        check_ops::<T>(&self.comm, ops)
     }
 
     /// Every operation of `ops`, by rounds: per peer, the pieces of the
@@ -523,4 +502,32 @@ impl P2p {
             }
         }
     }
+}
+
+/// The problem with a batch of point-to-point operations on `comm`
+/// (`(peer, send, elements)` each) that no stage is needed to find: a
+/// peer out of range or this rank, a message past 4 GiB - 1.
+pub(crate) fn check_ops<T: Element>(comm: &Comm, ops: &[(usize, bool, usize)]) -> Result<()> {
+    let world = comm.world_size();
+    let me = comm.rank();
+    for &(peer, send, len) in ops {
+        let what = if send { "destination" } else { "source" };
+        if peer >= world || peer == me {
+            return Err(invalid(
+                comm,
+                format!(
+                    "p2p {what} rank {peer}: give another rank of the group's {world} \
+                     (this one is {me})"
+                ),
+            ));
+        }
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        if bytes > u32::MAX as usize {
+            return Err(invalid(
+                comm,
+                format!("a p2p message of {bytes} bytes is longer than 4 GiB - 1"),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -8,9 +8,11 @@
 //! `MASTER_PORT + 1`, and `SYMM_STORE_PORT` overrides either; every rank
 //! presents the token in `SYMM_STORE_TOKEN`, which `symm-run` sets), opens
 //! GPU `LOCAL_RANK`, and shares allocations between processes as POSIX file
-//! descriptors passed over unix sockets (as fabric handles for a job that
-//! spans nodes, or with `SYMM_HANDLES=fabric`). From there everything works
-//! as with ranks that are threads of one process.
+//! descriptors passed over unix sockets (for a job that spans nodes, as
+//! fabric handles where the GPUs support them, or with
+//! `SYMM_HANDLES=fabric`; else each node is an NVLink domain of its own).
+//! From there everything works as with ranks that are threads of one
+//! process.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -64,6 +66,12 @@ pub enum Handles {
     /// travel through the store in clear text: whoever can read the store
     /// and may use the domain's IMEX channels can map the memory.
     Fabric,
+    /// A job on several nodes that did not choose: fabric handles where
+    /// the GPU supports them (a multi-node NVLink system), else file
+    /// descriptors within each node, whose ranks are then an NVLink domain
+    /// of their own ([`Comm::domain`]); the job's collectives cross nodes
+    /// through `symm::functional`.
+    Auto,
 }
 
 /// Where this process sits in a job, as its launcher described it.
@@ -89,8 +97,8 @@ pub struct LaunchEnv {
     /// random one per job.
     pub token: Option<String>,
     /// How allocations cross processes: `SYMM_HANDLES=fd|fabric`, else
-    /// fabric when the launcher says the job spans nodes (fewer local
-    /// processes than ranks), else file descriptors.
+    /// [`Handles::Auto`] when the launcher says the job spans nodes (fewer
+    /// local processes than ranks), else file descriptors.
     pub handles: Handles,
 }
 
@@ -230,7 +238,7 @@ impl LaunchEnv {
             Some("fd") => Handles::FileDescriptor,
             Some("fabric") => Handles::Fabric,
             Some(other) => return Err(format!("SYMM_HANDLES={other:?} is not fd or fabric")),
-            None if multi_node => Handles::Fabric,
+            None if multi_node => Handles::Auto,
             None => Handles::FileDescriptor,
         };
         if world_size == 0 || rank >= world_size {
@@ -315,16 +323,35 @@ impl Comm {
         // Before the store: a bad world size must not bind a port first.
         crate::comm::check_world(env.rank, env.world_size)?;
         let store = env.open_store(options.timeout)?;
-        let sharing = match env.handles {
-            Handles::FileDescriptor => Sharing::FileDescriptor,
-            Handles::Fabric => Sharing::Fabric,
-        };
         // One visible GPU per process (CUDA_VISIBLE_DEVICES set per task):
         // it is the one, whatever the local rank.
         let ordinal = if crate::cuda::cuda_device_count() == 1 {
             0
         } else {
             env.local_rank
+        };
+        let sharing = match env.handles {
+            Handles::FileDescriptor => Sharing::FileDescriptor,
+            Handles::Fabric => Sharing::Fabric,
+            Handles::Auto => {
+                let fabric = crate::cuda::cuda_available()
+                    && crate::cuda::device(ordinal).is_ok_and(|d| d.supports_fabric_handles());
+                tracing::info!(
+                    rank = env.rank,
+                    "the job spans nodes: {}",
+                    if fabric {
+                        "sharing memory by fabric handles (one multi-node NVLink domain)"
+                    } else {
+                        "this GPU has no fabric handles, so each node is an NVLink domain of \
+                         its own (file descriptors within it)"
+                    }
+                );
+                if fabric {
+                    Sharing::Fabric
+                } else {
+                    Sharing::FileDescriptor
+                }
+            }
         };
         let backend = Arc::new(CudaBackend::new(env.rank, ordinal, sharing)?);
         Comm::with_backend(env.rank, env.world_size, store, options, backend)
@@ -368,7 +395,7 @@ mod tests {
             (Launcher::Torchrun, 3, 8, 1, Some(2))
         );
         // Two processes per node of eight ranks: several nodes.
-        assert_eq!(t.handles, Handles::Fabric);
+        assert_eq!(t.handles, Handles::Auto);
         assert_eq!(
             t.store,
             StoreSpec::Tcp {

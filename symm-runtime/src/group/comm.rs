@@ -14,6 +14,7 @@ use crate::error::{Error, ErrorKind, GroupName, Result};
 use crate::layout::MAX_WORLD_SIZE;
 use crate::placement::Placement;
 use crate::store::Store;
+use crate::topology::Topology;
 
 /// Options shared by every rank of a group. Build with
 /// `CommOptions::default().with_timeout(..)`.
@@ -40,6 +41,12 @@ pub struct CommOptions {
     /// calls to the kernels' own checks, or to their timeouts where the
     /// calls use different kernels: for testing those.
     pub check_calls: bool,
+    /// Simulated nodes: the group's ranks split into this many NVLink
+    /// domains of consecutive ranks (as torchrun numbers nodes), between
+    /// which symm maps no memory, so that multi-node code runs on one
+    /// machine. `None` reads [`NODES_VAR`](crate::NODES_VAR) (`SYMM_NODES`),
+    /// else 1. A subgroup keeps its ranks' domains and ignores this.
+    pub nodes: Option<usize>,
 }
 
 impl Default for CommOptions {
@@ -50,6 +57,7 @@ impl Default for CommOptions {
             kernel_timeout: Duration::from_secs(10),
             pdl: true,
             check_calls: true,
+            nodes: None,
         }
     }
 }
@@ -59,6 +67,40 @@ impl CommOptions {
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// Sets [`nodes`](Self::nodes).
+    pub fn with_nodes(mut self, nodes: usize) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
+
+    /// The simulated nodes: [`nodes`](Self::nodes), else `SYMM_NODES`,
+    /// else 1; an error for 0, or for more nodes than ranks.
+    fn simulated_nodes(&self, rank: usize, world: usize) -> Result<usize> {
+        let nodes = match self.nodes {
+            Some(n) => n,
+            None => match std::env::var(crate::NODES_VAR) {
+                Ok(v) => v.trim().parse().map_err(|_| Error::InvalidArgument {
+                    rank,
+                    group: GroupName::NONE,
+                    message: format!("{}={v:?} is not a number of nodes", crate::NODES_VAR),
+                })?,
+                Err(_) => 1,
+            },
+        };
+        if nodes == 0 || nodes > world {
+            return Err(Error::InvalidArgument {
+                rank,
+                group: GroupName::NONE,
+                message: format!(
+                    "{nodes} simulated nodes for {world} ranks: give 1 to {world} \
+                     (CommOptions::nodes or {})",
+                    crate::NODES_VAR
+                ),
+            });
+        }
+        Ok(nodes)
     }
 
     /// Sets [`pdl`](Self::pdl).
@@ -111,6 +153,12 @@ struct RankState {
     label: Arc<str>,
     /// See [`Comm::group_name`].
     name: GroupName,
+    /// See [`Comm::topology`].
+    topology: Topology,
+    /// This group's domain and rail subgroups ([`Comm::domain`],
+    /// [`Comm::rails`]), made together at the first ask; the domain is
+    /// `None` where it is this group itself.
+    tiers: Mutex<Option<(Option<Comm>, Comm)>>,
 }
 
 /// What a rank's state and its subgroups' share (see `RankState::home`).
@@ -220,11 +268,11 @@ impl Comm {
         options: CommOptions,
         backend: Arc<dyn Backend>,
         min_share: usize,
-        parent: Option<(Arc<Home>, GroupName)>,
+        parent: Option<(Arc<Home>, GroupName, Topology)>,
     ) -> Result<Comm> {
         let name = parent
             .as_ref()
-            .map_or(GroupName::NONE, |(_, name)| name.clone());
+            .map_or(GroupName::NONE, |(_, name, _)| name.clone());
         let store_err = |source| Error::Store {
             rank,
             group: name.clone(),
@@ -324,9 +372,18 @@ impl Comm {
                 return Err(e);
             }
         }
-        let (home, label): (_, Arc<str>) = match &parent {
-            Some((home, name)) => (home.clone(), name.label().unwrap_or_default().into()),
-            None => (Arc::new(Home), options.group.as_str().into()),
+        let (home, label, topology): (_, Arc<str>, _) = match parent {
+            Some((home, name, topology)) => {
+                (home, name.label().unwrap_or_default().into(), topology)
+            }
+            None => (
+                Arc::new(Home),
+                options.group.as_str().into(),
+                Topology::top_level(
+                    placement.domains(),
+                    options.simulated_nodes(rank, world_size)?,
+                ),
+            ),
         };
         Ok(Comm {
             rank,
@@ -346,6 +403,8 @@ impl Comm {
                 home,
                 label,
                 name,
+                topology,
+                tiers: Mutex::new(None),
             }),
             group,
         })
@@ -427,6 +486,8 @@ impl Comm {
         let options = (*self.options)
             .clone()
             .with_group(format!("{}/split/{n}/{color}", self.key_prefix()));
+        let parents: Vec<usize> = members.iter().map(|&(_, r)| r).collect();
+        let topology = self.state.topology.sub(&parents);
         let name = GroupName::of(format!(
             "{}.split{n}[{}]",
             self.group_label(),
@@ -445,7 +506,7 @@ impl Comm {
             options,
             self.backend.fork(rank, name.clone())?,
             self.max_ranks_on_device(),
-            Some((self.state.home.clone(), name)),
+            Some((self.state.home.clone(), name, topology)),
         )
         .map(Some)
     }
@@ -835,6 +896,68 @@ impl Comm {
     /// of group `symm`, made of its ranks 0 and 2.
     pub fn group_label(&self) -> &str {
         &self.state.label
+    }
+
+    /// The group's NVLink domains: which ranks can map each other's
+    /// memory ([`Topology`]).
+    pub fn topology(&self) -> &Topology {
+        &self.state.topology
+    }
+
+    /// The subgroup of this rank's NVLink domain (this group itself where
+    /// it has one domain), on which symmetric memory and kernels work.
+    ///
+    /// Collective the first time it or [`rails`](Self::rails) is asked
+    /// for: every rank of the group asks at the same point (the two
+    /// subgroups are made together, by two [`split`](Self::split)s).
+    pub fn domain(&self) -> Result<Comm> {
+        Ok(self.tiers()?.0)
+    }
+
+    /// The subgroup of the ranks with this rank's index in their domain,
+    /// one per domain (a rail, as NCCL's hierarchical algorithms cross
+    /// domains), numbered by domain. Collective the first time, as
+    /// [`domain`](Self::domain).
+    pub fn rails(&self) -> Result<Comm> {
+        Ok(self.tiers()?.1)
+    }
+
+    /// (domain, rails), made at the first ask.
+    fn tiers(&self) -> Result<(Comm, Comm)> {
+        let mut tiers = self.state.tiers.lock().unwrap_or_else(|p| p.into_inner());
+        if tiers.is_none() {
+            let t = &self.state.topology;
+            let domain = match t.spans_domains() {
+                true => self.split(Some(t.domain_of(self.rank) as u32), 0)?,
+                false => None,
+            };
+            let rails = self
+                .split(Some(t.local_rank(self.rank) as u32), 0)?
+                .ok_or_else(|| self.invalid("rails: the split returned no group"))?;
+            *tiers = Some((domain, rails));
+        }
+        let (domain, rails) = tiers.as_ref().expect("made above");
+        Ok((
+            domain.clone().unwrap_or_else(|| self.clone()),
+            rails.clone(),
+        ))
+    }
+
+    /// An error unless the group lies in one NVLink domain: what symmetric
+    /// memory and kernels need (`what` names the refused operation).
+    pub(crate) fn one_domain(&self, what: &str) -> Result<()> {
+        let t = &self.state.topology;
+        if !t.spans_domains() {
+            return Ok(());
+        }
+        Err(self.error(
+            ErrorKind::Unsupported,
+            format!(
+                "{what}: this group spans NVLink domains ({t}), and symm maps memory only \
+                 within one; use comm.domain() for symmetric memory and kernels, and \
+                 symm::functional for collectives across domains (NCCL between them)"
+            ),
+        ))
     }
 
     /// Whether `other` is this rank in this group (a clone of this handle,

@@ -61,10 +61,19 @@ pub(crate) struct DeviceId {
     pub sms: u32,
     /// Compute capability.
     pub arch: (u32, u32),
+    /// What NVLink domain the device is in, as far as the machine says:
+    /// [`host_token`] (ranks of one host map each other's memory), or
+    /// [`FABRIC_DOMAIN`] for every rank of a multi-node NVLink system
+    /// (fabric handles).
+    pub domain: u64,
 }
 
-const DEVICE_ID_VERSION: u8 = 1;
-const DEVICE_ID_BYTES: usize = 1 + 16 + 8 + 4 * 5;
+/// [`DeviceId::domain`] of a rank that shares memory by fabric handles:
+/// one NVLink domain across hosts, where IMEX is provisioned.
+pub(crate) const FABRIC_DOMAIN: u64 = u64::MAX;
+
+const DEVICE_ID_VERSION: u8 = 2;
+const DEVICE_ID_BYTES: usize = 1 + 16 + 8 + 4 * 5 + 8;
 
 impl DeviceId {
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -75,6 +84,7 @@ impl DeviceId {
         for w in [self.pid, self.ordinal, self.sms, self.arch.0, self.arch.1] {
             v.extend_from_slice(&w.to_le_bytes());
         }
+        v.extend_from_slice(&self.domain.to_le_bytes());
         v
     }
 
@@ -93,6 +103,7 @@ impl DeviceId {
             ordinal: word(1),
             sms: word(2),
             arch: (word(3), word(4)),
+            domain: u64::from_le_bytes(v[45..53].try_into().ok()?),
         })
     }
 
@@ -150,6 +161,9 @@ pub(crate) struct Placement {
     min_sms: u32,
     /// The most ranks on one device (kept: launches read it).
     share: usize,
+    /// For each rank, its device's [`DeviceId::domain`] (0 on the
+    /// emulator, which has one machine).
+    domains: Vec<u64>,
 }
 
 impl Placement {
@@ -159,6 +173,7 @@ impl Placement {
             device_of: (0..world).collect(),
             min_sms: 0,
             share: 1,
+            domains: vec![0; world],
         }
     }
 
@@ -204,6 +219,7 @@ impl Placement {
             device_of,
             min_sms: ids.iter().map(|i| i.sms).min().unwrap_or(0),
             share,
+            domains: ids.iter().map(|i| i.domain).collect(),
         };
         if placement.share() > 1 {
             if let Some(other) = ids.iter().position(|i| i.arch != ids[0].arch) {
@@ -217,6 +233,11 @@ impl Placement {
             }
         }
         Ok(placement)
+    }
+
+    /// Each rank's NVLink domain as its device says it ([`DeviceId::domain`]).
+    pub(crate) fn domains(&self) -> &[u64] {
+        &self.domains
     }
 
     /// Number of ranks of the group on `rank`'s device, itself included.
@@ -315,6 +336,7 @@ mod tests {
             ordinal: u32::from(gpu),
             sms: 132,
             arch: (9, 0),
+            domain: 7,
         }
     }
 
@@ -327,6 +349,7 @@ mod tests {
             ordinal: 3,
             sms: 132,
             arch: (9, 0),
+            domain: 0x0102_0304_0506_0708,
         };
         assert_eq!(DeviceId::decode(&d.encode()), Some(d.clone()));
         assert_eq!(DeviceId::decode(&d.encode()[1..]), None);

@@ -528,6 +528,11 @@ impl Backend for CudaBackend {
             ordinal: self.dev.ordinal as u32,
             sms: self.dev.sms,
             arch: (self.dev.arch.major, self.dev.arch.minor),
+            domain: if self.sharing == Sharing::Fabric {
+                crate::placement::FABRIC_DOMAIN
+            } else {
+                crate::placement::host_token()
+            },
         })
     }
 
