@@ -152,9 +152,10 @@ struct Cli {
     #[arg(long, value_name = "R", default_value_t = 0)]
     node_rank: u32,
 
-    /// Address of the rendezvous host, exported as MASTER_ADDR.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
-    master_addr: String,
+    /// Address of the rendezvous host (node 0), exported as MASTER_ADDR
+    /// [default with one node: 127.0.0.1; required with several]
+    #[arg(long, value_name = "ADDR")]
+    master_addr: Option<String>,
 
     /// Port exported as MASTER_PORT [default: a free port of 127.0.0.1]
     #[arg(long, value_name = "PORT")]
@@ -372,7 +373,9 @@ fn run(cli: &Cli) -> i32 {
         note!("cannot set up signal handling: {e}");
         return 1;
     }
-    if let Err(e) = check_nodes(cli, std::env::var_os(TOKEN_VAR).is_some()) {
+    // An empty token counts as none, as `store_token` reads it.
+    let has_token = std::env::var_os(TOKEN_VAR).is_some_and(|t| !t.is_empty());
+    if let Err(e) = check_nodes(cli, has_token) {
         note!("{e}");
         return EXIT_USAGE;
     }
@@ -505,6 +508,12 @@ fn check_nodes(cli: &Cli, has_token: bool) -> Result<(), String> {
             cli.nnodes - 1
         ));
     }
+    if cli.nnodes > 1 && cli.master_addr.is_none() {
+        return Err(format!(
+            "--nnodes {} needs --master-addr: node 0's address, which every host reaches",
+            cli.nnodes
+        ));
+    }
     if cli.nnodes > 1 && cli.master_port.is_none() {
         return Err(format!(
             "--nnodes {} needs --master-port: every host must name the port where rank 0 \
@@ -548,9 +557,8 @@ fn free_port() -> io::Result<u16> {
         .port())
 }
 
-/// Spawns rank `rank` in a process group of its own.
 /// Starts local rank `rank` of this host (global rank `node_rank × N +
-/// rank`).
+/// rank`) in a process group of its own.
 fn spawn_rank(cli: &Cli, rank: u32, port: u16, token: &OsString) -> io::Result<Child> {
     let mut cmd = Command::new(&cli.program);
     cmd.args(&cli.args)
@@ -559,7 +567,10 @@ fn spawn_rank(cli: &Cli, rank: u32, port: u16, token: &OsString) -> io::Result<C
         .env("LOCAL_RANK", rank.to_string())
         .env("LOCAL_WORLD_SIZE", cli.nproc.to_string())
         .env("GROUP_RANK", cli.node_rank.to_string())
-        .env("MASTER_ADDR", &cli.master_addr)
+        .env(
+            "MASTER_ADDR",
+            cli.master_addr.as_deref().unwrap_or("127.0.0.1"),
+        )
         .env("MASTER_PORT", port.to_string())
         .env(TOKEN_VAR, token)
         .env("SYMM_RUN", "1")

@@ -438,12 +438,17 @@ fn a_node_of_several_needs_a_port_a_token_and_its_rank_in_range() {
             "--node-rank 2 is out of range",
         ),
         (
-            &["--nnodes", "2", "--node-rank", "1"][..],
+            &["--nnodes", "2", "--node-rank", "1", "--master-addr", "h"][..],
             true,
             "needs --master-port",
         ),
         (
             &["--nnodes", "2", "--master-port", "1"][..],
+            true,
+            "needs --master-addr",
+        ),
+        (
+            &["--nnodes", "2", "--master-port", "1", "--master-addr", "h"][..],
             false,
             "needs SYMM_STORE_TOKEN",
         ),

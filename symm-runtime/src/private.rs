@@ -415,7 +415,7 @@ impl KernelDef {
         source: &dyn Fn(&str) -> String,
         cpu: &dyn Fn(),
     ) -> Result<()> {
-        comm.one_domain(&format!("kernel `{}`", self.name))?;
+        comm.one_domain(|| format!("kernel `{}`", self.name))?;
         check_config(comm, &cfg)?;
         if params.len() != self.slots {
             return Err(comm.invalid(format!(

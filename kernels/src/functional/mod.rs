@@ -275,8 +275,8 @@ pub struct Collectives {
     /// Plain bytes that NCCL's sends and receives use in place of pool
     /// memory (`p2p.rs`), one per operation of a batch, grown as needed.
     p2p_scratch: Mutex<P2pScratch>,
-    /// The group's point-to-point kernels on the communication stream.
-    /// symm's point-to-point stages; `None` on a group that spans NVLink
+    /// symm's point-to-point stages, on the communication stream; `None`
+    /// on a group that spans NVLink
     /// domains, whose messages all take NCCL.
     p2p: Option<crate::p2p::P2p>,
     /// Where new outputs come from when no pool is in use on the group.

@@ -66,11 +66,12 @@ pub enum Handles {
     /// travel through the store in clear text: whoever can read the store
     /// and may use the domain's IMEX channels can map the memory.
     Fabric,
-    /// A job on several nodes that did not choose: fabric handles where
-    /// the GPU supports them (a multi-node NVLink system), else file
-    /// descriptors within each node, whose ranks are then an NVLink domain
-    /// of their own ([`Comm::domain`]); the job's collectives cross nodes
-    /// through `symm::functional`.
+    /// A job on several nodes that did not choose: file descriptors
+    /// within each node, whose ranks are then an NVLink domain of their
+    /// own ([`Comm::domain`]); the job's collectives cross nodes through
+    /// `symm::functional`. (Fabric handles only when asked for: GPUs
+    /// report fabric support where IMEX is not provisioned, and their
+    /// allocations then fail.)
     Auto,
 }
 
@@ -334,23 +335,12 @@ impl Comm {
             Handles::FileDescriptor => Sharing::FileDescriptor,
             Handles::Fabric => Sharing::Fabric,
             Handles::Auto => {
-                let fabric = crate::cuda::cuda_available()
-                    && crate::cuda::device(ordinal).is_ok_and(|d| d.supports_fabric_handles());
                 tracing::info!(
                     rank = env.rank,
-                    "the job spans nodes: {}",
-                    if fabric {
-                        "sharing memory by fabric handles (one multi-node NVLink domain)"
-                    } else {
-                        "this GPU has no fabric handles, so each node is an NVLink domain of \
-                         its own (file descriptors within it)"
-                    }
+                    "the job spans nodes: each node is an NVLink domain of its own (set \
+                     SYMM_HANDLES=fabric on a multi-node NVLink system with IMEX)"
                 );
-                if fabric {
-                    Sharing::Fabric
-                } else {
-                    Sharing::FileDescriptor
-                }
+                Sharing::FileDescriptor
             }
         };
         let backend = Arc::new(CudaBackend::new(env.rank, ordinal, sharing)?);

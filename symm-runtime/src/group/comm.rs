@@ -273,6 +273,12 @@ impl Comm {
         let name = parent
             .as_ref()
             .map_or(GroupName::NONE, |(_, name, _)| name.clone());
+        // Before the store, as a bad world size: a bad node count must not
+        // join first.
+        let nodes = match parent {
+            Some(_) => 1,
+            None => options.simulated_nodes(rank, world_size)?,
+        };
         let store_err = |source| Error::Store {
             rank,
             group: name.clone(),
@@ -379,10 +385,7 @@ impl Comm {
             None => (
                 Arc::new(Home),
                 options.group.as_str().into(),
-                Topology::top_level(
-                    placement.domains(),
-                    options.simulated_nodes(rank, world_size)?,
-                ),
+                Topology::top_level(placement.domains(), nodes),
             ),
         };
         Ok(Comm {
@@ -932,7 +935,10 @@ impl Comm {
                 false => None,
             };
             let rails = self
-                .split(Some(t.local_rank(self.rank) as u32), 0)?
+                .split(
+                    Some(t.local_rank(self.rank) as u32),
+                    t.domain_of(self.rank) as u32,
+                )?
                 .ok_or_else(|| self.invalid("rails: the split returned no group"))?;
             *tiers = Some((domain, rails));
         }
@@ -945,11 +951,12 @@ impl Comm {
 
     /// An error unless the group lies in one NVLink domain: what symmetric
     /// memory and kernels need (`what` names the refused operation).
-    pub(crate) fn one_domain(&self, what: &str) -> Result<()> {
+    pub(crate) fn one_domain(&self, what: impl FnOnce() -> String) -> Result<()> {
         let t = &self.state.topology;
         if !t.spans_domains() {
             return Ok(());
         }
+        let what = what();
         Err(self.error(
             ErrorKind::Unsupported,
             format!(

@@ -62,7 +62,7 @@ pub(crate) struct DeviceId {
     /// Compute capability.
     pub arch: (u32, u32),
     /// What NVLink domain the device is in, as far as the machine says:
-    /// [`host_token`] (ranks of one host map each other's memory), or
+    /// [`machine_domain`] (ranks of one host map each other's memory), or
     /// [`FABRIC_DOMAIN`] for every rank of a multi-node NVLink system
     /// (fabric handles).
     pub domain: u64,
@@ -148,6 +148,26 @@ pub(crate) fn host_token() -> u64 {
             32 => half(&hex[..16]) ^ half(&hex[16..]),
             _ => process_token(),
         }
+    })
+}
+
+/// This machine as [`DeviceId::domain`] names it: the kernel's boot id
+/// (folded), else the host name's hash, else 0. Never a per-process
+/// number: processes of one host must land in one domain.
+pub(crate) fn machine_domain() -> u64 {
+    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let hex: String = id.chars().filter(char::is_ascii_hexdigit).collect();
+        if hex.len() == 32 {
+            let half = |s: &str| u64::from_str_radix(s, 16).unwrap_or(0);
+            return half(&hex[..16]) ^ half(&hex[16..]);
+        }
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        // FNV-1a: the same in every process (std's hasher is seeded).
+        name.trim().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
     })
 }
 

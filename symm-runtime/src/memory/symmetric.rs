@@ -257,7 +257,7 @@ pub(crate) trait CollectiveCheck: Send + Sync {
 
 pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
     let comm = buf.comm;
-    comm.one_domain(&format!("rendezvous of allocation #{}", buf.id))?;
+    comm.one_domain(|| format!("rendezvous of allocation #{}", buf.id))?;
     let (rank, world) = (comm.rank(), comm.world_size());
     let store = comm.store();
     let group = comm.key_prefix();

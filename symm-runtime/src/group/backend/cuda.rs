@@ -531,7 +531,7 @@ impl Backend for CudaBackend {
             domain: if self.sharing == Sharing::Fabric {
                 crate::placement::FABRIC_DOMAIN
             } else {
-                crate::placement::host_token()
+                crate::placement::machine_domain()
             },
         })
     }
