@@ -2413,67 +2413,133 @@ fn a_failed_rank_aborts_its_peers_nccl_calls() {
     }
 }
 
-/// A group that spans NVLink domains (simulated nodes) runs its functional
-/// collectives on NCCL, which crosses them, exact. Where NCCL cannot run
-/// (the emulator, ranks sharing a GPU), every rank gets an `Unsupported`
-/// error that says the group spans domains; symm forced, and the
-/// deterministic mode's reductions, are refused alike.
+/// A group that spans NVLink domains (simulated nodes) all-reduces
+/// hierarchically: symm inside each domain, the chunks across domains on
+/// the rails (NCCL on GPUs; on the emulator, symm's kernels stand in),
+/// exact against a float64 reference on every rank, by every op, at
+/// lengths the domains chunk evenly and not. Forced NCCL takes the whole
+/// message on GPUs; where NCCL cannot run, every rank gets an
+/// `Unsupported` error that says the group spans domains. Domains of
+/// different sizes, symm forced and the deterministic mode are refused.
 #[test]
-fn a_group_across_domains_runs_on_nccl() {
-    if !tier::quick_test() {
+fn a_group_across_domains_all_reduces_hierarchically() {
+    let nccl = on_gpu() && symm::cuda_device_count() >= 2 && symm::functional::nccl_available();
+    let cases: Vec<(usize, usize)> = match (on_gpu(), tier::quick_test()) {
+        (true, true) if nccl => vec![(2, 2)],
+        (true, _) => {
+            eprintln!(
+                "SKIPPED: a_group_across_domains_all_reduces_hierarchically on GPUs needs 2 \
+                 GPUs and libnccl (quick tier)"
+            );
+            return;
+        }
+        (false, true) => vec![(4, 2), (8, 4)],
+        (false, false) => vec![(8, 2), (6, 3), (6, 2), (2, 2)],
+    };
+    for (world, nodes) in cases {
+        let Some(ranks) = ranks(world) else { continue };
+        run(ranks, options().with_nodes(nodes), |c| {
+            assert!(c.topology().spans_domains());
+            let me = c.rank();
+            // Multiples of the world size: every partial average is exact.
+            let value = |r: usize, i: usize, seed: usize| {
+                (world * ((i * 7 + r * 13 + seed * 5) % 23)) as f32 - (world * 11) as f32
+            };
+            let coll = Collectives::new(c)?;
+            for (seed, n) in [1usize, 999, 1000, 4104].into_iter().enumerate() {
+                for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Avg] {
+                    let mine: Vec<f32> = (0..n).map(|i| value(me, i, seed)).collect();
+                    let input = c.device_buffer_from(&mine)?;
+                    let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+                    coll.all_reduce(&input, &mut out, op)?.wait_host()?;
+                    let want: Vec<f32> = (0..n)
+                        .map(|i| {
+                            let all = (0..world).map(|r| f64::from(value(r, i, seed)));
+                            (match op {
+                                ReduceOp::Sum => all.sum::<f64>(),
+                                ReduceOp::Max => all.fold(f64::MIN, f64::max),
+                                ReduceOp::Min => all.fold(f64::MAX, f64::min),
+                                _ => all.sum::<f64>() / world as f64,
+                            }) as f32
+                        })
+                        .collect();
+                    let got = out.to_host()?;
+                    assert!(
+                        compare_bits(&got, &want).is_ok(),
+                        "rank {me}, {world} ranks in {nodes} domains, n {n}, {op:?}: {:?}",
+                        compare_bits(&got, &want)
+                    );
+                }
+            }
+            // An integer sum.
+            let ints: Vec<i32> = (0..1000).map(|i| (i * 31 + me * 7) as i32 - 500).collect();
+            let input = c.device_buffer_from(&ints)?;
+            let mut out = c.device_buffer_from(&vec![i32::MIN; 1000])?;
+            coll.all_reduce(&input, &mut out, ReduceOp::Sum)?
+                .wait_host()?;
+            let want: Vec<i32> = (0..1000)
+                .map(|i| (0..world).map(|r| (i * 31 + r * 7) as i32 - 500).sum())
+                .collect();
+            assert_eq!(out.to_host()?, want, "rank {me}: i32 sum across domains");
+            // Forced NCCL: the whole message on NCCL, where it runs.
+            let n = 1000;
+            let mine: Vec<f32> = (0..n).map(|i| value(me, i, 9)).collect();
+            let input = c.device_buffer_from(&mine)?;
+            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            let forced =
+                Collectives::with_options(c, Options::default().with_backend(Prefer::Nccl))?;
+            let got = forced
+                .all_reduce(&input, &mut out, ReduceOp::Sum)
+                .and_then(|p| p.wait_host().map(|_| ()));
+            if nccl {
+                got?;
+                let want: Vec<f32> = (0..n)
+                    .map(|i| (0..world).map(|r| value(r, i, 9)).sum())
+                    .collect();
+                assert_eq!(out.to_host()?, want, "rank {me}: NCCL across domains");
+            } else {
+                let e = got.expect_err("no NCCL to cross domains");
+                assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+                let m = e.to_string();
+                for part in ["spans NVLink domains", "NCCL cannot run this call here"] {
+                    assert!(m.contains(part), "rank {me}: {part:?} in {m}");
+                }
+            }
+            for (opts, part) in [
+                (
+                    Options::default().with_backend(Prefer::Symm),
+                    "symm is forced",
+                ),
+                (
+                    Options::default().with_deterministic(true),
+                    "the deterministic mode",
+                ),
+            ] {
+                let coll = Collectives::with_options(c, opts)?;
+                let e = coll
+                    .all_reduce(&input, &mut out, ReduceOp::Sum)
+                    .map(|_| ())
+                    .expect_err("refused across domains");
+                assert!(e.to_string().contains(part), "rank {me}: {part:?} in {e}");
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains: {e}"));
+    }
+    // Domains of different sizes: 2 and 1.
+    if on_gpu() || !tier::quick_test() {
         return;
     }
-    let nccl = on_gpu() && symm::cuda_device_count() >= 2 && symm::functional::nccl_available();
-    let world = if nccl { 2 } else { 4 };
-    if on_gpu() && !nccl {
-        eprintln!(
-            "SKIPPED: a_group_across_domains_runs_on_nccl's NCCL half needs 2 GPUs and libnccl"
-        );
-    }
-    let Some(ranks) = ranks(world) else { return };
-    let n = 1000;
-    run(ranks, options().with_nodes(2), |c| {
-        assert!(c.topology().spans_domains());
-        let me = c.rank();
-        let mine: Vec<f32> = (0..n).map(|i| ((i * 7 + me * 13) % 101) as f32).collect();
-        let input = c.device_buffer_from(&mine)?;
-        let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+    let Some(ranks) = ranks(3) else { return };
+    let e = run(ranks, options().with_nodes(2), |c| {
         let coll = Collectives::new(c)?;
-        let got = coll
-            .all_reduce(&input, &mut out, ReduceOp::Sum)
-            .and_then(|p| p.wait_host().map(|_| ()));
-        if nccl {
-            got?;
-            let want: Vec<f32> = (0..n)
-                .map(|i| (0..world).map(|r| ((i * 7 + r * 13) % 101) as f32).sum())
-                .collect();
-            assert_eq!(out.to_host()?, want, "rank {me}: NCCL across domains");
-        } else {
-            let e = got.expect_err("no NCCL to cross domains");
-            assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-            let m = e.to_string();
-            for part in ["spans NVLink domains", "NCCL cannot run this call here"] {
-                assert!(m.contains(part), "rank {me}: {part:?} in {m}");
-            }
-        }
-        for (opts, part) in [
-            (
-                Options::default().with_backend(Prefer::Symm),
-                "symm is forced",
-            ),
-            (
-                Options::default().with_deterministic(true),
-                "the deterministic mode",
-            ),
-        ] {
-            let coll = Collectives::with_options(c, opts)?;
-            let e = coll
-                .all_reduce(&input, &mut out, ReduceOp::Sum)
-                .map(|_| ())
-                .expect_err("refused across domains");
-            assert!(e.to_string().contains(part), "rank {me}: {part:?} in {e}");
-        }
-        Ok(())
+        let x = c.device_buffer_from(&[1.0f32; 8])?;
+        let mut out = c.device_buffer::<f32>(8)?;
+        coll.all_reduce(&x, &mut out, ReduceOp::Sum).map(|_| ())
     })
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect_err("domains of different sizes");
+    assert_eq!(e.errors.len(), 3, "{e}");
+    for (_, m) in &e.errors {
+        assert!(m.to_string().contains("domains differ in size"), "{m}");
+    }
 }

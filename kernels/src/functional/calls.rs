@@ -25,6 +25,9 @@ impl Collectives {
         T: ReduceElem,
         O: Output<T>,
     {
+        if self.hierarchical() {
+            return self.all_reduce_across(input, out, op);
+        }
         let n = input.__memory().len();
         let bytes = n * std::mem::size_of::<T>();
         let mut facts = self.facts(Collective::AllReduce, Some(op), input, bytes, None);

@@ -22,6 +22,11 @@
 //!   hooks: at the next NCCL call after a segment appears (registration is
 //!   collective, and a hook must not block), never during CUDA-graph
 //!   capture, and deregistered before the segment is freed.
+//! - **Across NVLink domains** (a group that spans them,
+//!   [`Comm::topology`](symm::Comm::topology)): the all-reduce
+//!   hierarchically, symm's kernels inside each domain and NCCL between
+//!   them on the rails (`hier.rs`; on the emulator, symm's kernels stand
+//!   in for NCCL across its simulated domains); every other call on NCCL.
 //!
 //! Waiting is device-side by default ([`Pending::wait`]: on a
 //! communication stream of its own, the user's stream waits on an event;
@@ -62,6 +67,7 @@
 //! call on every rank.
 
 mod calls;
+mod hier;
 mod in_place;
 mod nccl;
 mod operand;
@@ -281,6 +287,9 @@ pub struct Collectives {
     p2p: Option<crate::p2p::P2p>,
     /// Where new outputs come from when no pool is in use on the group.
     own_pool: std::sync::OnceLock<SymmPool>,
+    /// A group that spans NVLink domains: its domain and rail collectives
+    /// (`hier.rs`), made at the first hierarchical call.
+    hier: std::sync::OnceLock<Box<hier::Hier>>,
     seq: u64,
 }
 
@@ -330,7 +339,7 @@ impl Collectives {
         let group = group_facts(comm, &user_stream, &options, seq)?;
         // Collective: the group's point-to-point stage, made here since a
         // send or receive involves two ranks only.
-        let p2p = match comm.topology().spans_domains() {
+        let p2p = match comm.topology().spans_domains() && !comm.__is_emulated_network() {
             true => None,
             false => Some(crate::p2p::P2p::new(&on_stream)?),
         };
@@ -347,6 +356,7 @@ impl Collectives {
             nccl: Mutex::new(NcclState::NotYet),
             pools: Mutex::default(),
             own_pool: std::sync::OnceLock::new(),
+            hier: std::sync::OnceLock::new(),
             scratch: Mutex::default(),
             p2p_scratch: Mutex::default(),
             seq,
@@ -766,7 +776,7 @@ fn group_facts(
         world,
         nccl_fp8: fp8 && no_nccl.is_none(),
         no_nccl,
-        spans_domains: comm.topology().spans_domains(),
+        spans_domains: comm.topology().spans_domains() && !comm.__is_emulated_network(),
     })
 }
 

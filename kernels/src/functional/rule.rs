@@ -241,6 +241,11 @@ impl Options {
         self
     }
 
+    /// The backend preferred ([`with_backend`](Self::with_backend)).
+    pub fn prefer(&self) -> Prefer {
+        self.prefer
+    }
+
     /// Whether calls run on a communication stream of their own.
     pub fn own_stream(&self) -> bool {
         self.own_stream

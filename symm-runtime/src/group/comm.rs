@@ -193,6 +193,10 @@ pub struct Comm {
     /// The group in this process: `<group>/<generation>`, which every store
     /// key of the group starts with, and the emulator's state of it.
     group: crate::emulator::GroupKey,
+    /// Whether this handle maps memory across the group's simulated
+    /// domains: the emulator's stand-in for NCCL between them
+    /// ([`Comm::__emulated_network`]).
+    network: bool,
 }
 
 impl fmt::Debug for Comm {
@@ -394,6 +398,7 @@ impl Comm {
             store: watched,
             raw_store: store,
             options: Arc::new(options),
+            network: false,
             backend,
             state: Arc::new(RankState {
                 extensions: Mutex::new(HashMap::new()),
@@ -949,11 +954,31 @@ impl Comm {
         ))
     }
 
+    /// This rank of an emulated group whose domains are all simulated, as
+    /// a handle that maps memory across them: what stands in for NCCL
+    /// between the domains on the emulator (`symm::functional`'s
+    /// hierarchical collectives run their inter-domain leg on it), where
+    /// every rank's memory is host memory. `None` on GPUs, whose domains
+    /// NCCL crosses. For tests of multi-node code only.
+    #[doc(hidden)]
+    pub fn __emulated_network(&self) -> Option<Comm> {
+        (self.backend.kind() == crate::BackendKind::Emulator).then(|| Comm {
+            network: true,
+            ..self.clone()
+        })
+    }
+
+    /// Whether this handle is [`__emulated_network`](Self::__emulated_network)'s.
+    #[doc(hidden)]
+    pub fn __is_emulated_network(&self) -> bool {
+        self.network
+    }
+
     /// An error unless the group lies in one NVLink domain: what symmetric
     /// memory and kernels need (`what` names the refused operation).
     pub(crate) fn one_domain(&self, what: impl FnOnce() -> String) -> Result<()> {
         let t = &self.state.topology;
-        if !t.spans_domains() {
+        if !t.spans_domains() || self.network {
             return Ok(());
         }
         let what = what();

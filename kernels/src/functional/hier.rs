@@ -1,0 +1,140 @@
+//! The all-reduce of a group that spans NVLink domains, hierarchically:
+//! symm's reduce-scatter inside each domain, an all-reduce of each chunk
+//! across the domains on its rail, and symm's all-gather inside each
+//! domain. The rail's leg takes NCCL on GPUs; on the emulator, whose
+//! domains are all simulated, symm's own kernels stand in for it across
+//! them (`Comm::__emulated_network`), for tests of multi-node code.
+//!
+//! Every leg runs on the user's stream, in its order: the domain's and
+//! rail's handles of this rank are made on it, so their kernels' failures
+//! are reported by the group's own `synchronize`.
+
+use super::*;
+use symm::DeviceBuffer;
+
+/// A spanning group's domain and rail collectives, and the chunks that
+/// pass between them.
+pub(super) struct Hier {
+    domain: Collectives,
+    rails: Collectives,
+    /// Per element type and length: the reduce-scatter's and the rail
+    /// all-reduce's outputs. Kept (not freed and made again) for CUDA
+    /// graphs captured with them.
+    scratch: Mutex<HashMap<(TypeId, usize), Box<dyn Any + Send>>>,
+}
+
+/// A pair of chunk buffers of one type and length.
+struct Chunks<T: Element>(DeviceBuffer<T>, DeviceBuffer<T>);
+
+impl Collectives {
+    /// This group's domain and rail collectives, made at the first call
+    /// that needs them (collective: every rank makes the same calls in
+    /// the same order).
+    fn hier(&self) -> Result<&Hier> {
+        if let Some(h) = self.hier.get() {
+            return Ok(h);
+        }
+        let on_user = |c: Comm| match &self.user_stream {
+            Some(s) => c.with_cuda_stream(s.clone()),
+            None => Ok(c),
+        };
+        let options = self.options.clone().with_own_stream(false);
+        let domain = Collectives::with_options(&on_user(self.user.domain()?)?, options.clone())?;
+        let rails = self.user.rails()?;
+        let rails = match rails.__emulated_network() {
+            Some(network) => network,
+            None => on_user(rails)?,
+        };
+        let rails = Collectives::with_options(&rails, options)?;
+        let _ = self.hier.set(Box::new(Hier {
+            domain,
+            rails,
+            scratch: Mutex::default(),
+        }));
+        Ok(self.hier.get().expect("set above"))
+    }
+
+    /// Whether this call of a group that spans domains goes hierarchically
+    /// (the rule's choice, [`Prefer::Auto`]); otherwise the rule sends it
+    /// to NCCL whole, or refuses it.
+    pub(super) fn hierarchical(&self) -> bool {
+        self.group.spans_domains
+            && self.options.prefer() == Prefer::Auto
+            && !self.options.deterministic()
+    }
+
+    /// [`all_reduce`](Self::all_reduce) of a group that spans domains, by
+    /// its domains and rails (module docs). Domains of different sizes
+    /// are refused: a chunk's rail must meet every domain.
+    pub(super) fn all_reduce_across<'c, T, O>(
+        &'c self,
+        input: &'c (impl Operand<T> + ?Sized),
+        out: O,
+        op: ReduceOp,
+    ) -> Result<Pending<'c, O>>
+    where
+        T: ReduceElem,
+        O: Output<T>,
+    {
+        let t = self.user.topology();
+        let h = self.hier()?;
+        let l = h.domain.cs.world_size();
+        if (0..t.domains()).any(|d| t.ranks_of(d).len() != l) {
+            return Err(unsupported(
+                &self.cs,
+                format!(
+                    "all_reduce: this group's NVLink domains differ in size ({t}), and its \
+                     hierarchical all-reduce needs them alike (every chunk's rail must meet \
+                     every domain); force NCCL for it (Prefer::Nccl)"
+                ),
+            ));
+        }
+        let n = input.__memory().len();
+        let out = if l > 1 && n.is_multiple_of(l) {
+            // Reduce-scatter in the domain, the chunk across domains, and
+            // all-gather in the domain.
+            let mut scratch = h.scratch.lock().unwrap_or_else(|p| p.into_inner());
+            let chunks = chunks::<T>(&mut scratch, &self.user, n / l)?;
+            let Chunks(a, b) = chunks;
+            let p1 = h.domain.reduce_scatter(input, &mut *a, op)?;
+            let b = h.rails.all_reduce(&p1, &mut *b, op)?.wait()?;
+            drop(p1);
+            // (Bound, so that the call's temporaries end before `scratch`.)
+            let out = h.domain.all_gather(&*b, out)?.wait()?;
+            out
+        } else if l > 1 {
+            // A length the domain cannot chunk evenly: the whole message
+            // in the domain, then across domains.
+            let mut scratch = h.scratch.lock().unwrap_or_else(|p| p.into_inner());
+            let Chunks(a, _) = chunks::<T>(&mut scratch, &self.user, n)?;
+            let p1 = h.domain.all_reduce(input, &mut *a, op)?;
+            let out = h.rails.all_reduce(&p1, out, op)?.wait()?;
+            out
+        } else {
+            h.rails.all_reduce(input, out, op)?.wait()?
+        };
+        Ok(Pending {
+            out: Some(out),
+            done: None,
+            coll: self,
+            what: "all_reduce",
+        })
+    }
+}
+
+/// The chunk buffers of `T` and `len` in `scratch`, made (on `comm`) at
+/// first use.
+fn chunks<'s, T: Element>(
+    scratch: &'s mut HashMap<(TypeId, usize), Box<dyn Any + Send>>,
+    comm: &Comm,
+    len: usize,
+) -> Result<&'s mut Chunks<T>> {
+    let slot = match scratch.entry((TypeId::of::<T>(), len)) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => e.insert(Box::new(Chunks(
+            comm.device_buffer::<T>(len)?,
+            comm.device_buffer::<T>(len)?,
+        ))),
+    };
+    Ok(slot.downcast_mut::<Chunks<T>>().expect("keyed by its type"))
+}
