@@ -769,7 +769,7 @@ fn group_facts(
             }
         }
     }
-    if comm.max_ranks_on_device() > 1 {
+    if comm.group_ranks_on_device() > 1 {
         no_nccl = Some("ranks share a GPU, which NCCL does not allow".into());
     }
     Ok(GroupFacts {

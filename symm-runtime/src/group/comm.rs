@@ -604,6 +604,14 @@ impl Comm {
         self.state.placement.share()
     }
 
+    /// The most ranks of this group itself on one device: 1 where each of
+    /// its ranks has a GPU of its own, though a parent's ranks may share
+    /// them ([`max_ranks_on_device`](Self::max_ranks_on_device) counts
+    /// those). What NCCL asks: one rank of a communicator per GPU.
+    pub fn group_ranks_on_device(&self) -> usize {
+        self.state.placement.own_share()
+    }
+
     /// The largest grid that every rank of the group may launch of a kernel
     /// that waits on peers, where one multiprocessor holds `blocks_per_sm`
     /// of its blocks (a kernel module's `co_resident_grid` asks the driver

@@ -260,6 +260,16 @@ impl Placement {
         &self.domains
     }
 
+    /// The most ranks of this group itself on any one device (not counting
+    /// a parent's, as [`share`](Self::share) does): what NCCL, which takes
+    /// one rank of a communicator per GPU, asks.
+    pub(crate) fn own_share(&self) -> usize {
+        (0..self.device_of.len())
+            .map(|r| self.ranks_on_device(r))
+            .max()
+            .unwrap_or(1)
+    }
+
     /// Number of ranks of the group on `rank`'s device, itself included.
     pub(crate) fn ranks_on_device(&self, rank: usize) -> usize {
         let d = self.device_of[rank];
