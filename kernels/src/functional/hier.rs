@@ -56,9 +56,14 @@ impl Collectives {
 
     /// Whether this call of a group that spans domains goes hierarchically
     /// (the rule's choice, [`Prefer::Auto`]); otherwise the rule sends it
-    /// to NCCL whole, or refuses it.
+    /// to NCCL whole, or refuses it. Not on GPUs where every domain has
+    /// one rank (a rail, say): there the hierarchy is NCCL alone, and its
+    /// rail would be the group itself again. (On the emulator the rail is
+    /// the stand-in, which spans no domains.)
     pub(super) fn hierarchical(&self) -> bool {
         self.group.spans_domains
+            && (self.cs.world_size() > self.user.topology().domains()
+                || self.user.backend_kind() == symm::BackendKind::Emulator)
             && self.options.prefer() == Prefer::Auto
             && !self.options.deterministic()
     }
