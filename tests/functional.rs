@@ -85,18 +85,21 @@ fn choice_rule_table() {
                 no_nccl: None,
                 nccl_fp8: true,
                 spans_domains: false,
+                stand_in: false,
             },
             GroupFacts {
                 world,
                 no_nccl: None,
                 nccl_fp8: false,
                 spans_domains: false,
+                stand_in: false,
             },
             GroupFacts {
                 world,
                 no_nccl: Some("ranks share a GPU".into()),
                 nccl_fp8: false,
                 spans_domains: false,
+                stand_in: false,
             },
         ]
     };
@@ -187,6 +190,7 @@ fn choice_rule_table() {
             no_nccl: None,
             nccl_fp8: true,
             spans_domains: false,
+            stand_in: false,
         },
         &CallFacts {
             collective: Collective::AllGather,
@@ -1562,6 +1566,7 @@ fn deterministic_mode_keeps_reductions_off_nccl() {
         nccl_fp8: true,
         no_nccl: None,
         spans_domains: false,
+        stand_in: false,
     };
     let det = Options::default().with_deterministic(true);
     for c in Collective::ALL {
@@ -2416,12 +2421,13 @@ fn a_failed_rank_aborts_its_peers_nccl_calls() {
 /// A group that spans NVLink domains (simulated nodes) all-reduces
 /// hierarchically: symm inside each domain, the chunks across domains on
 /// the rails (NCCL on GPUs; on the emulator, symm's kernels stand in),
-/// exact against a float64 reference on every rank, by every op (float
-/// min and max on the emulator only: NCCL's are not IEEE's), at lengths
-/// the domains chunk evenly and not. Forced NCCL takes the whole
-/// message on GPUs; where NCCL cannot run, every rank gets an
-/// `Unsupported` error that says the group spans domains. Domains of
-/// different sizes, symm forced and the deterministic mode are refused.
+/// exact against a float64 reference on every rank, by sum and avg (float
+/// min and max are refused: NCCL's are not IEEE's), at lengths the
+/// domains chunk evenly and not. Forced NCCL takes the whole message (the
+/// stand-in on the emulator); where NCCL cannot run (ranks sharing a GPU),
+/// every rank gets an `Unsupported` error that says the group spans
+/// domains. Domains of different sizes, symm forced and the deterministic
+/// mode are refused.
 #[test]
 fn a_group_across_domains_all_reduces_hierarchically() {
     let nccl = on_gpu() && symm::cuda_device_count() >= 2 && symm::functional::nccl_available();
@@ -2457,8 +2463,8 @@ fn a_group_across_domains_all_reduces_hierarchically() {
                     let r = coll.all_reduce(&input, &mut out, op);
                     // NCCL's float min and max are not IEEE's minimum and
                     // maximum (NaNs, signed zeros), so they cannot cross
-                    // domains on GPUs; the stand-in is symm's.
-                    if on_gpu() && matches!(op, ReduceOp::Max | ReduceOp::Min) {
+                    // domains (the emulator's stand-in refuses them alike).
+                    if matches!(op, ReduceOp::Max | ReduceOp::Min) {
                         let e = r.map(|_| ()).expect_err("NCCL's float min/max refused");
                         assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
                         assert!(e.to_string().contains("NCCL's min and max"), "{e}");
@@ -2504,8 +2510,9 @@ fn a_group_across_domains_all_reduces_hierarchically() {
             let got = forced
                 .all_reduce(&input, &mut out, ReduceOp::Sum)
                 .and_then(|p| p.wait_host().map(|_| ()));
-            // NCCL takes one rank of a communicator per GPU.
-            if nccl && world <= symm::cuda_device_count() {
+            // NCCL takes one rank of a communicator per GPU; the emulator's
+            // stand-in takes any.
+            if !on_gpu() || (nccl && world <= symm::cuda_device_count()) {
                 got?;
                 let want: Vec<f32> = (0..n)
                     .map(|i| (0..world).map(|r| value(r, i, 9)).sum())
@@ -2555,5 +2562,92 @@ fn a_group_across_domains_all_reduces_hierarchically() {
     assert_eq!(e.errors.len(), 3, "{e}");
     for (_, m) in &e.errors {
         assert!(m.to_string().contains("domains differ in size"), "{m}");
+    }
+}
+
+/// Every collective of an emulated group across simulated domains, on the
+/// emulator's stand-in for NCCL between them (symm's kernels across the
+/// domains), exact against references, from poisoned outputs; what NCCL
+/// refuses (reduce to a root, float max) is refused alike.
+#[test]
+fn every_collective_across_emulated_domains() {
+    if on_gpu() {
+        eprintln!("SKIPPED: every_collective_across_emulated_domains is the emulator's");
+        return;
+    }
+    let cases = if tier::quick_test() {
+        vec![(4, 2)]
+    } else {
+        vec![(8, 2), (8, 4), (6, 3)]
+    };
+    for (world, nodes) in cases {
+        let Some(ranks) = ranks(world) else { continue };
+        run(ranks, options().with_nodes(nodes), |c| {
+            let me = c.rank();
+            let coll = Collectives::new(c)?;
+            let n = 37;
+            let v = |r: usize, i: usize| ((r * 131 + i * 17) % 97) as f32 - 48.0;
+            let mine: Vec<f32> = (0..n).map(|i| v(me, i)).collect();
+            let input = c.device_buffer_from(&mine)?;
+            // All-gather.
+            let mut out = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+            coll.all_gather(&input, &mut out)?.wait_host()?;
+            let want: Vec<f32> = (0..world)
+                .flat_map(|r| (0..n).map(move |i| v(r, i)))
+                .collect();
+            assert_eq!(out.to_host()?, want, "rank {me}: all_gather");
+            // Reduce-scatter by sum, of world × n.
+            let big: Vec<f32> = (0..world * n).map(|i| v(me, i)).collect();
+            let big_in = c.device_buffer_from(&big)?;
+            let mut chunk = c.device_buffer_from(&vec![f32::NAN; n])?;
+            coll.reduce_scatter(&big_in, &mut chunk, ReduceOp::Sum)?
+                .wait_host()?;
+            let want: Vec<f32> = (0..n)
+                .map(|i| (0..world).map(|r| v(r, me * n + i)).sum())
+                .collect();
+            assert_eq!(chunk.to_host()?, want, "rank {me}: reduce_scatter");
+            // Broadcast from rank 1.
+            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            coll.broadcast(&input, &mut out, 1)?.wait_host()?;
+            let want: Vec<f32> = (0..n).map(|i| v(1, i)).collect();
+            assert_eq!(out.to_host()?, want, "rank {me}: broadcast");
+            // All-to-all: block p of rank r goes to rank p.
+            let mut out = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+            coll.all_to_all(&big_in, &mut out)?.wait_host()?;
+            let want: Vec<f32> = (0..world)
+                .flat_map(|r| (0..n).map(move |i| v(r, me * n + i)))
+                .collect();
+            assert_eq!(out.to_host()?, want, "rank {me}: all_to_all");
+            // An integer max (NCCL has it).
+            let ints: Vec<i64> = (0..n).map(|i| (v(me, i) as i64) << 33).collect();
+            let ints_in = c.device_buffer_from(&ints)?;
+            let mut out = c.device_buffer_from(&vec![i64::MIN; n])?;
+            coll.all_reduce(&ints_in, &mut out, ReduceOp::Max)?
+                .wait_host()?;
+            let want: Vec<i64> = (0..n)
+                .map(|i| (0..world).map(|r| (v(r, i) as i64) << 33).max().unwrap())
+                .collect();
+            assert_eq!(out.to_host()?, want, "rank {me}: i64 max");
+            // Refused as on GPUs: a reduce to a root.
+            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            let e = coll
+                .reduce(&input, &mut out, ReduceOp::Sum, 0)
+                .map(|_| ())
+                .expect_err("NCCL's reduce is refused across domains");
+            assert!(e.to_string().contains("spans NVLink domains"), "{e}");
+            // The explanation says why.
+            let why = coll.explain(&CallFacts {
+                collective: Collective::AllGather,
+                dtype: DType::F32,
+                op: None,
+                bytes: n * 4,
+                bytes_per_peer: n * 4,
+                nccl_shape: None,
+                placed: Placed::Plain,
+            })?;
+            assert!(why.reason.contains("stand in"), "rank {me}: {why:?}");
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains: {e}"));
     }
 }

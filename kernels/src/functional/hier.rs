@@ -62,6 +62,7 @@ impl Collectives {
     /// the stand-in, which spans no domains.)
     pub(super) fn hierarchical(&self) -> bool {
         self.group.spans_domains
+            && !self.user.__is_emulated_network()
             && (self.cs.world_size() > self.user.topology().domains()
                 || self.user.backend_kind() == symm::BackendKind::Emulator)
             && self.options.prefer() == Prefer::Auto

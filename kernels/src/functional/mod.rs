@@ -334,12 +334,21 @@ impl Collectives {
                 )?;
                 (Some(cs.0.clone()), comm.with_cuda_stream(cs.0.clone())?)
             }
-            None => (None, comm.clone()),
+            // An emulated group across simulated domains runs its calls
+            // on the stand-in for NCCL between them (`GroupFacts::stand_in`).
+            None => (
+                None,
+                comm.topology()
+                    .spans_domains()
+                    .then(|| comm.__emulated_network())
+                    .flatten()
+                    .unwrap_or_else(|| comm.clone()),
+            ),
         };
         let group = group_facts(comm, &user_stream, &options, seq)?;
         // Collective: the group's point-to-point stage, made here since a
         // send or receive involves two ranks only.
-        let p2p = match comm.topology().spans_domains() && !comm.__is_emulated_network() {
+        let p2p = match on_stream.topology().spans_domains() && !on_stream.__is_emulated_network() {
             true => None,
             false => Some(crate::p2p::P2p::new(&on_stream)?),
         };
@@ -772,11 +781,19 @@ fn group_facts(
     if comm.group_ranks_on_device() > 1 {
         no_nccl = Some("ranks share a GPU, which NCCL does not allow".into());
     }
+    let spans_domains = comm.topology().spans_domains();
+    // On the emulator, symm's kernels stand in for NCCL across simulated
+    // domains: the rule then refuses what NCCL would refuse on GPUs.
+    let stand_in = spans_domains && comm.backend_kind() == symm::BackendKind::Emulator;
+    if stand_in {
+        (no_nccl, fp8) = (None, true);
+    }
     Ok(GroupFacts {
         world,
         nccl_fp8: fp8 && no_nccl.is_none(),
         no_nccl,
-        spans_domains: comm.topology().spans_domains() && !comm.__is_emulated_network(),
+        spans_domains,
+        stand_in,
     })
 }
 

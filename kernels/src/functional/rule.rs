@@ -391,6 +391,10 @@ pub struct GroupFacts {
     /// ([`Topology::spans_domains`](symm::Topology::spans_domains)), which
     /// symm's kernels cannot cross: every call then takes NCCL.
     pub spans_domains: bool,
+    /// Whether NCCL's place across those domains is taken by symm's
+    /// kernels (the emulator, whose domains are simulated: for tests); the
+    /// rule refuses what it would refuse NCCL.
+    pub stand_in: bool,
 }
 
 /// One call, as the rule sees it.
@@ -592,6 +596,7 @@ pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<
         staged: !call.placed.is_symmetric(),
     };
     match branch(options, group, call) {
+        Branch::Domains if group.stand_in => Ok(symm()),
         Branch::NcclForced | Branch::Large | Branch::Domains => Ok(Route::Nccl),
         Branch::NcclRefused(why) => Err(RuleError::NcclRefused(format!(
             "NCCL is forced, but it cannot run this {} of {}: {why}",
@@ -622,6 +627,10 @@ pub fn choose(
         Placed::Plain => "input staged into the group's symmetric buffer".into(),
     };
     let reason = match branch(options, group, call) {
+        Branch::Domains if group.stand_in => format!(
+            "{size}, the group spans NVLink domains, which NCCL crosses (symm's kernels stand \
+             in for it on the emulator)"
+        ),
         Branch::Domains => format!("{size}, the group spans NVLink domains, which NCCL crosses"),
         Branch::DomainsRefused(_) => unreachable!("`route` failed"),
         Branch::SymmForced => format!("symm forced, {size}, {place}"),
