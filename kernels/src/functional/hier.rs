@@ -5,9 +5,12 @@
 //! domains are all simulated, symm's own kernels stand in for it across
 //! them (`Comm::__emulated_network`), for tests of multi-node code.
 //!
-//! Every leg runs on the user's stream, in its order: the domain's and
-//! rail's handles of this rank are made on it, so their kernels' failures
-//! are reported by the group's own `synchronize`.
+//! The whole group agrees on the call first (as any call of the group),
+//! so ranks whose calls differ fail alike, before any leg. Every leg then
+//! runs on the group's stream (the user's, or its communication stream),
+//! in its order: the domain's and rail's handles of this rank are made on
+//! it, so their kernels' failures are reported by the group's own
+//! `synchronize`.
 
 use super::*;
 use symm::DeviceBuffer;
@@ -34,16 +37,16 @@ impl Collectives {
         if let Some(h) = self.hier.get() {
             return Ok(h);
         }
-        let on_user = |c: Comm| match &self.user_stream {
+        let on_stream = |c: Comm| match &self.stream {
             Some(s) => c.with_cuda_stream(s.clone()),
             None => Ok(c),
         };
         let options = self.options.clone().with_own_stream(false);
-        let domain = Collectives::with_options(&on_user(self.user.domain()?)?, options.clone())?;
+        let domain = Collectives::with_options(&on_stream(self.user.domain()?)?, options.clone())?;
         let rails = self.user.rails()?;
         let rails = match rails.__emulated_network() {
             Some(network) => network,
-            None => on_user(rails)?,
+            None => on_stream(rails)?,
         };
         let rails = Collectives::with_options(&rails, options)?;
         let _ = self.hier.set(Box::new(Hier {
@@ -59,43 +62,54 @@ impl Collectives {
     /// to NCCL whole, or refuses it. Not on GPUs where every domain has
     /// one rank (a rail, say): there the hierarchy is NCCL alone, and its
     /// rail would be the group itself again. (On the emulator the rail is
-    /// the stand-in, which spans no domains.)
+    /// the stand-in, which spans no domains.) Nor where domains differ in
+    /// size: a chunk's rail must meet every domain.
     pub(super) fn hierarchical(&self) -> bool {
+        let t = self.user.topology();
+        let l = self.cs.world_size() / t.domains().max(1);
         self.group.spans_domains
             && !self.user.__is_emulated_network()
-            && (self.cs.world_size() > self.user.topology().domains()
-                || self.user.backend_kind() == symm::BackendKind::Emulator)
+            && (0..t.domains()).all(|d| t.ranks_of(d).len() == l)
+            && (l > 1 || self.user.backend_kind() == symm::BackendKind::Emulator)
             && self.options.prefer() == Prefer::Auto
             && !self.options.deterministic()
     }
 
-    /// [`all_reduce`](Self::all_reduce) of a group that spans domains, by
-    /// its domains and rails (module docs). Domains of different sizes
-    /// are refused: a chunk's rail must meet every domain.
+    /// [`all_reduce`](Self::all_reduce) of a group that spans domains of
+    /// one size, by its domains and rails (module docs), where
+    /// [`hierarchical`](Self::hierarchical) says so.
     pub(super) fn all_reduce_across<'c, T, O>(
         &'c self,
         input: &'c (impl Operand<T> + ?Sized),
-        out: O,
+        mut out: O,
         op: ReduceOp,
     ) -> Result<Pending<'c, O>>
     where
         T: ReduceElem,
         O: Output<T>,
     {
-        let t = self.user.topology();
+        let n = input.__memory().len();
+        // The whole group's agreement, with the rule's verdict on the
+        // rail's leg (what NCCL refuses, such as float min and max).
+        let bytes = n * std::mem::size_of::<T>();
+        let facts = self.facts(Collective::AllReduce, Some(op), input, bytes, None);
+        let route = self.route(&facts)?;
+        let problem = facts.op_problem().or_else(|| {
+            self.local_problem(
+                route,
+                Some(input.__memory()),
+                (out.__memory_mut(), "out"),
+                n,
+                None,
+            )
+        });
+        self.decide(&facts, route, &[n as u64, op.code(), 1], problem)?;
+        self.enter()?;
+        if let Some(s) = &self.stream {
+            input.__order(s)?;
+        }
         let h = self.hier()?;
         let l = h.domain.cs.world_size();
-        if (0..t.domains()).any(|d| t.ranks_of(d).len() != l) {
-            return Err(unsupported(
-                &self.cs,
-                format!(
-                    "all_reduce: this group's NVLink domains differ in size ({t}), and its \
-                     hierarchical all-reduce needs them alike (every chunk's rail must meet \
-                     every domain); force NCCL for it (Prefer::Nccl)"
-                ),
-            ));
-        }
-        let n = input.__memory().len();
         let out = if l > 1 && n.is_multiple_of(l) {
             // Reduce-scatter in the domain, the chunk across domains, and
             // all-gather in the domain.
@@ -104,7 +118,7 @@ impl Collectives {
             let Chunks(a, b) = chunks;
             let p1 = h.domain.reduce_scatter(input, &mut *a, op)?;
             let b = h.rails.all_reduce(&p1, &mut *b, op)?.wait()?;
-            drop(p1);
+            p1.wait()?;
             // (Bound, so that the call's temporaries end before `scratch`.)
             let out = h.domain.all_gather(&*b, out)?.wait()?;
             out
@@ -115,16 +129,12 @@ impl Collectives {
             let Chunks(a, _) = chunks::<T>(&mut scratch, &self.user, n)?;
             let p1 = h.domain.all_reduce(input, &mut *a, op)?;
             let out = h.rails.all_reduce(&p1, out, op)?.wait()?;
+            p1.wait()?;
             out
         } else {
             h.rails.all_reduce(input, out, op)?.wait()?
         };
-        Ok(Pending {
-            out: Some(out),
-            done: None,
-            coll: self,
-            what: "all_reduce",
-        })
+        self.pending(out, "all_reduce")
     }
 }
 

@@ -389,7 +389,9 @@ pub struct GroupFacts {
     pub nccl_fp8: bool,
     /// Whether the group spans NVLink domains
     /// ([`Topology::spans_domains`](symm::Topology::spans_domains)), which
-    /// symm's kernels cannot cross: every call then takes NCCL.
+    /// symm's kernels cannot cross: every call then takes NCCL (the
+    /// all-reduce, with [`Prefer::Auto`], hierarchically: NCCL between the
+    /// domains only).
     pub spans_domains: bool,
     /// Whether NCCL's place across those domains is taken by symm's
     /// kernels (the emulator, whose domains are simulated: for tests); the
