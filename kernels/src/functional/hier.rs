@@ -89,11 +89,14 @@ impl Collectives {
         O: Output<T>,
     {
         let n = input.__memory().len();
+        let h = self.hier()?;
         // The whole group's agreement, with the rule's verdict on the
-        // rail's leg (what NCCL refuses, such as float min and max).
+        // rail's leg (what NCCL refuses there, such as float min and max;
+        // the whole group's own verdict would refuse ranks that share a
+        // GPU within a domain).
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllReduce, Some(op), input, bytes, None);
-        let route = self.route(&facts)?;
+        let route = h.rails.route(&facts)?;
         let problem = facts.op_problem().or_else(|| {
             self.local_problem(
                 route,
@@ -108,7 +111,6 @@ impl Collectives {
         if let Some(s) = &self.stream {
             input.__order(s)?;
         }
-        let h = self.hier()?;
         let l = h.domain.cs.world_size();
         let out = if l > 1 && n.is_multiple_of(l) {
             // Reduce-scatter in the domain, the chunk across domains, and
