@@ -87,6 +87,7 @@ mod book {
         CustomCollectives = "custom-collectives.md",
         TpDecode = "tp-decode.md",
         Launching = "launching.md",
+        AcrossNodes = "across-nodes.md",
         Memory = "memory.md",
         CudaGraphs = "cuda-graphs.md",
         Debugging = "debugging.md",

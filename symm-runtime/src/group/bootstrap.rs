@@ -287,6 +287,21 @@ impl LaunchEnv {
                     limits.max_connections = limits
                         .max_connections
                         .max(self.world_size.saturating_mul(4));
+                    // One line that says where ranks must reach the store,
+                    // and a warning where ranks of other hosts cannot.
+                    let other_hosts = self.local_world_size.is_some_and(|l| l < self.world_size);
+                    if other_hosts && addr.ip().is_loopback() {
+                        tracing::warn!(
+                            "rank 0 hosts the group's store at {addr} (MASTER_ADDR={host}), a \
+                             loopback address that ranks on other hosts cannot reach: set \
+                             MASTER_ADDR to this host's address on the network they share"
+                        );
+                    } else {
+                        tracing::info!(
+                            "rank 0 hosts the group's store at {addr} (MASTER_ADDR={host}); \
+                             every rank connects there"
+                        );
+                    }
                     TcpStore::host_with(addr, token, limits)
                 } else {
                     TcpStore::connect(addr, token, timeout)
