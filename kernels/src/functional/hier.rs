@@ -35,7 +35,7 @@ impl Collectives {
     /// the same order).
     fn hier(&self) -> Result<&Hier> {
         if let Some(h) = self.hier.get() {
-            return Ok(h);
+            return Ok(mine(&**h));
         }
         let on_stream = |c: Comm| match &self.stream {
             Some(s) => c.with_cuda_stream(s.clone()),
@@ -54,7 +54,7 @@ impl Collectives {
             rails,
             scratch: Mutex::default(),
         }));
-        Ok(self.hier.get().expect("set above"))
+        Ok(mine(&**self.hier.get().expect("set above")))
     }
 
     /// Whether this call of a group that spans domains goes hierarchically
@@ -155,4 +155,10 @@ fn chunks<'s, T: Element>(
         ))),
     };
     Ok(slot.downcast_mut::<Chunks<T>>().expect("keyed by its type"))
+}
+
+/// The [`Hier`] in `Collectives::hier` (which only this file sets).
+fn mine(h: &(dyn Any + Send + Sync)) -> &Hier {
+    h.downcast_ref::<Hier>()
+        .expect("only hier.rs sets Collectives::hier")
 }

@@ -288,8 +288,9 @@ pub struct Collectives {
     /// Where new outputs come from when no pool is in use on the group.
     own_pool: std::sync::OnceLock<SymmPool>,
     /// A group that spans NVLink domains: its domain and rail collectives
-    /// (`hier.rs`), made at the first hierarchical call.
-    hier: std::sync::OnceLock<Box<hier::Hier>>,
+    /// (`hier.rs`'s `Hier`, which this file does not name: the calls'
+    /// files sit above it), made at the first hierarchical call.
+    hier: std::sync::OnceLock<Box<dyn Any + Send + Sync>>,
     seq: u64,
 }
 
