@@ -2650,7 +2650,7 @@ fn every_collective_across_emulated_domains() {
                 .expect_err("NCCL's reduce is refused across domains");
             assert!(e.to_string().contains("spans NVLink domains"), "{e}");
             // The explanation says why.
-            let why = coll.explain(&CallFacts {
+            let why_facts = |n: usize| CallFacts {
                 collective: Collective::AllGather,
                 dtype: DType::F32,
                 op: None,
@@ -2658,8 +2658,19 @@ fn every_collective_across_emulated_domains() {
                 bytes_per_peer: n * 4,
                 nccl_shape: None,
                 placed: Placed::Plain,
-            })?;
+            };
+            let why = coll.explain(&why_facts(n))?;
             assert!(why.reason.contains("stand in"), "rank {me}: {why:?}");
+            let why = coll.explain(&CallFacts {
+                collective: Collective::AllReduce,
+                op: Some(ReduceOp::Sum),
+                ..why_facts(n)
+            })?;
+            assert!(
+                why.reason
+                    .contains(&format!("hierarchical across {nodes} NVLink domains")),
+                "rank {me}: {why:?}"
+            );
             Ok(())
         })
         .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains: {e}"));

@@ -57,24 +57,6 @@ impl Collectives {
         Ok(mine(&**self.hier.get().expect("set above")))
     }
 
-    /// Whether this call of a group that spans domains goes hierarchically
-    /// (the rule's choice, [`Prefer::Auto`]); otherwise the rule sends it
-    /// to NCCL whole, or refuses it. Not on GPUs where every domain has
-    /// one rank (a rail, say): there the hierarchy is NCCL alone, and its
-    /// rail would be the group itself again. (On the emulator the rail is
-    /// the stand-in, which spans no domains.) Nor where domains differ in
-    /// size: a chunk's rail must meet every domain.
-    pub(super) fn hierarchical(&self) -> bool {
-        let t = self.user.topology();
-        let l = self.cs.world_size() / t.domains().max(1);
-        self.group.spans_domains
-            && !self.user.__is_emulated_network()
-            && (0..t.domains()).all(|d| t.ranks_of(d).len() == l)
-            && (l > 1 || self.user.backend_kind() == symm::BackendKind::Emulator)
-            && self.options.prefer() == Prefer::Auto
-            && !self.options.deterministic()
-    }
-
     /// [`all_reduce`](Self::all_reduce) of a group that spans domains of
     /// one size, by its domains and rails (module docs), where
     /// [`hierarchical`](Self::hierarchical) says so.

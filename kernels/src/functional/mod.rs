@@ -443,7 +443,37 @@ impl Collectives {
     /// The choice for `call`: its route and the reason, in words (also
     /// logged at debug level by every call).
     pub fn explain(&self, call: &CallFacts) -> Result<Choice> {
-        rule::choose(&self.options, &self.group, call).map_err(|e| rule_error(&self.cs, e))
+        let mut choice =
+            rule::choose(&self.options, &self.group, call).map_err(|e| rule_error(&self.cs, e))?;
+        if call.collective == Collective::AllReduce && self.hierarchical() {
+            let t = self.user.topology();
+            choice.reason = format!(
+                "hierarchical across {} NVLink domains of {} ranks: symm's reduce-scatter and \
+                 all-gather in each domain, the rail's all-reduce between them ({})",
+                t.domains(),
+                self.cs.world_size() / t.domains().max(1),
+                choice.reason
+            );
+        }
+        Ok(choice)
+    }
+
+    /// Whether this call of a group that spans domains goes hierarchically
+    /// (the rule's choice, [`Prefer::Auto`]); otherwise the rule sends it
+    /// to NCCL whole, or refuses it. Not on GPUs where every domain has
+    /// one rank (a rail, say): there the hierarchy is NCCL alone, and its
+    /// rail would be the group itself again. (On the emulator the rail is
+    /// the stand-in, which spans no domains.) Nor where domains differ in
+    /// size: a chunk's rail must meet every domain.
+    pub(super) fn hierarchical(&self) -> bool {
+        let t = self.user.topology();
+        let l = self.cs.world_size() / t.domains().max(1);
+        self.group.spans_domains
+            && !self.user.__is_emulated_network()
+            && (0..t.domains()).all(|d| t.ranks_of(d).len() == l)
+            && (l > 1 || self.user.backend_kind() == symm::BackendKind::Emulator)
+            && self.options.prefer() == Prefer::Auto
+            && !self.options.deterministic()
     }
 
     fn driver(&self, op: &'static str, e: symm::cudarc::driver::DriverError) -> Error {

@@ -304,7 +304,10 @@ impl Comm {
         // GPU ranks learn which of them share a device (and refuse two
         // processes on one) before anything can launch.
         let placement = match backend.device_id() {
-            Some(id) => {
+            Some(mut id) => {
+                // Compared at the join: ranks that disagree would build
+                // different topologies.
+                id.nodes = nodes as u32;
                 crate::placement::join(rank, world_size, &*store, &prefix, options.timeout, &id)
                     .map_err(|e| e.in_group(&name))?
             }

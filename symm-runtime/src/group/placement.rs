@@ -66,14 +66,18 @@ pub(crate) struct DeviceId {
     /// [`FABRIC_DOMAIN`] for every rank of a multi-node NVLink system
     /// (fabric handles).
     pub domain: u64,
+    /// The simulated nodes the rank splits its group into
+    /// ([`CommOptions::nodes`](crate::CommOptions::nodes); 1 for a
+    /// subgroup, which keeps its parent's), the same on every rank.
+    pub nodes: u32,
 }
 
 /// [`DeviceId::domain`] of a rank that shares memory by fabric handles:
 /// one NVLink domain across hosts, where IMEX is provisioned.
 pub(crate) const FABRIC_DOMAIN: u64 = u64::MAX;
 
-const DEVICE_ID_VERSION: u8 = 2;
-const DEVICE_ID_BYTES: usize = 1 + 16 + 8 + 4 * 5 + 8;
+const DEVICE_ID_VERSION: u8 = 3;
+const DEVICE_ID_BYTES: usize = 1 + 16 + 8 + 4 * 5 + 8 + 4;
 
 impl DeviceId {
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -85,6 +89,7 @@ impl DeviceId {
             v.extend_from_slice(&w.to_le_bytes());
         }
         v.extend_from_slice(&self.domain.to_le_bytes());
+        v.extend_from_slice(&self.nodes.to_le_bytes());
         v
     }
 
@@ -104,6 +109,7 @@ impl DeviceId {
             sms: word(2),
             arch: (word(3), word(4)),
             domain: u64::from_le_bytes(v[45..53].try_into().ok()?),
+            nodes: u32::from_le_bytes(v[53..57].try_into().ok()?),
         })
     }
 
@@ -200,6 +206,14 @@ impl Placement {
     /// The placement that `ids` (one per rank, in rank order) describe, or
     /// the message every rank reports when it is not allowed.
     pub(crate) fn resolve(ids: &[DeviceId]) -> std::result::Result<Placement, String> {
+        if let Some(other) = ids.iter().position(|i| i.nodes != ids[0].nodes) {
+            return Err(format!(
+                "the ranks split the group into different numbers of simulated nodes (rank 0: \
+                 {}, rank {other}: {}): set SYMM_NODES (or CommOptions::nodes) alike on every \
+                 rank",
+                ids[0].nodes, ids[other].nodes
+            ));
+        }
         // The group's devices, each with the first rank on it.
         let mut devices: Vec<([u8; 16], usize)> = Vec::new();
         let mut device_of = Vec::with_capacity(ids.len());
@@ -367,6 +381,7 @@ mod tests {
             sms: 132,
             arch: (9, 0),
             domain: 7,
+            nodes: 1,
         }
     }
 
@@ -380,6 +395,7 @@ mod tests {
             sms: 132,
             arch: (9, 0),
             domain: 0x0102_0304_0506_0708,
+            nodes: 2,
         };
         assert_eq!(DeviceId::decode(&d.encode()), Some(d.clone()));
         assert_eq!(DeviceId::decode(&d.encode()[1..]), None);
@@ -418,6 +434,20 @@ mod tests {
         assert!(e.contains("(cuda:1 and cuda:1 in them)"), "{e}");
         assert!(e.contains("without MPS"), "{e}");
         assert_eq!(Placement::resolve(&ids), Placement::resolve(&ids));
+    }
+
+    /// Ranks that split the group into different numbers of simulated
+    /// nodes (`SYMM_NODES` set differently) fail alike, naming both.
+    #[test]
+    fn simulated_nodes_must_agree() {
+        let mut two = id(2, 1);
+        two.nodes = 2;
+        let e = Placement::resolve(&[id(1, 1), two]).unwrap_err();
+        assert!(
+            e.contains("different numbers of simulated nodes (rank 0: 1, rank 1: 2)"),
+            "{e}"
+        );
+        assert!(Placement::resolve(&[id(1, 1), id(2, 1)]).is_ok());
     }
 
     #[test]

@@ -533,6 +533,8 @@ impl Backend for CudaBackend {
             } else {
                 crate::placement::machine_domain()
             },
+            // The group's to set (`Comm::sharing_devices`).
+            nodes: 1,
         })
     }
 
