@@ -79,20 +79,8 @@ impl Collectives {
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllReduce, Some(op), input, bytes, None);
         let route = h.rails.route(&facts)?;
-        let problem = facts.op_problem().or_else(|| {
-            self.local_problem(
-                route,
-                Some(input.__memory()),
-                (out.__memory_mut(), "out"),
-                n,
-                None,
-            )
-        });
-        self.decide(&facts, route, &[n as u64, op.code(), 1], problem)?;
-        self.enter()?;
-        if let Some(s) = &self.stream {
-            input.__order(s)?;
-        }
+        let shape = [n as u64, op.code(), 1];
+        self.begin(&facts, route, &shape, input, &mut out, (n, None))?;
         let l = h.domain.cs.world_size();
         let out = if l > 1 && n.is_multiple_of(l) {
             // Reduce-scatter in the domain, the chunk across domains, and

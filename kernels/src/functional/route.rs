@@ -212,20 +212,7 @@ impl Collectives {
         ) -> Result<()>,
     ) -> Result<Pending<'c, O>> {
         let route = self.route(&facts)?;
-        let problem = facts.op_problem().or_else(|| {
-            self.local_problem(
-                route,
-                Some(input.__memory()),
-                (out.__memory_mut(), "out"),
-                need_out,
-                extra,
-            )
-        });
-        self.decide(&facts, route, shape, problem)?;
-        self.enter()?;
-        if let Some(s) = &self.stream {
-            input.__order(s)?;
-        }
+        self.begin(&facts, route, shape, input, &mut out, (need_out, extra))?;
         match route {
             Route::Symm { staged, .. } => {
                 let smem = self.symm_input(input, staged, grow)?;
@@ -239,6 +226,36 @@ impl Collectives {
             }
         }
         self.pending(out, what)
+    }
+
+    /// A call's start on `route`: this rank's problem (the op's, else
+    /// [`local_problem`](Self::local_problem)'s) agreed with every rank's,
+    /// then the communication stream ordered after the user's work and
+    /// the input's producer.
+    pub(super) fn begin<T: Element, I: Operand<T> + ?Sized, O: Output<T>>(
+        &self,
+        facts: &CallFacts,
+        route: Route,
+        shape: &[u64],
+        input: &I,
+        out: &mut O,
+        (need_out, extra): (usize, Option<String>),
+    ) -> Result<()> {
+        let problem = facts.op_problem().or_else(|| {
+            self.local_problem(
+                route,
+                Some(input.__memory()),
+                (out.__memory_mut(), "out"),
+                need_out,
+                extra,
+            )
+        });
+        self.decide(facts, route, shape, problem)?;
+        self.enter()?;
+        if let Some(s) = &self.stream {
+            input.__order(s)?;
+        }
+        Ok(())
     }
 
     /// [`run`](Self::run) of a call whose input is elements `input` of its

@@ -21,6 +21,8 @@ pub struct Topology {
     keys: Vec<(u64, u32)>,
     /// Each rank's domain index.
     domain_of: Vec<usize>,
+    /// Number of domains (asked on every launch).
+    domains: usize,
 }
 
 /// The environment variable that splits a group's ranks into simulated
@@ -31,7 +33,7 @@ impl Topology {
     /// The topology of ranks whose domains are `keys`, in rank order.
     pub(crate) fn from_keys(keys: Vec<(u64, u32)>) -> Topology {
         let mut firsts: Vec<(u64, u32)> = Vec::new();
-        let domain_of = keys
+        let domain_of: Vec<usize> = keys
             .iter()
             .map(|k| match firsts.iter().position(|f| f == k) {
                 Some(d) => d,
@@ -41,7 +43,11 @@ impl Topology {
                 }
             })
             .collect();
-        Topology { keys, domain_of }
+        Topology {
+            keys,
+            domain_of,
+            domains: firsts.len(),
+        }
     }
 
     /// A top-level group's topology: each rank's machine domain
@@ -66,7 +72,7 @@ impl Topology {
 
     /// Number of domains.
     pub fn domains(&self) -> usize {
-        self.domain_of.iter().max().map_or(0, |d| d + 1)
+        self.domains
     }
 
     /// Whether the group spans more than one domain.
