@@ -2676,3 +2676,172 @@ fn every_collective_across_emulated_domains() {
         .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains: {e}"));
     }
 }
+
+/// The hierarchical all-gather, reduce-scatter and broadcast (and the
+/// all-reduce beside them) of a group across domains, in both of their
+/// forms (below and from `REORDER_MIN_BYTES`), on fresh random integers
+/// (whose sums are exact in any order) from poisoned outputs, exact
+/// against references; `explain` names the form. On the emulator at 2 × 2
+/// (quick), 2 × 4, 4 × 2 and 3 × 2 domains × ranks; on GPUs at 2 × 2
+/// (ranks of a domain sharing a GPU, each rail across both).
+#[test]
+fn hierarchical_collectives_in_both_forms() {
+    use rand::{Rng, SeedableRng};
+    use symm::functional::rule::REORDER_MIN_BYTES;
+    let nccl = on_gpu() && symm::cuda_device_count() >= 2 && symm::functional::nccl_available();
+    let cases: Vec<(usize, usize)> = match (on_gpu(), tier::quick_test()) {
+        (true, true) if nccl => vec![(4, 2)],
+        (true, _) => {
+            eprintln!(
+                "SKIPPED: hierarchical_collectives_in_both_forms on GPUs needs 2 GPUs and \
+                 libnccl (quick tier)"
+            );
+            return;
+        }
+        (false, true) => vec![(4, 2)],
+        (false, false) => vec![(8, 2), (8, 4), (6, 3)],
+    };
+    let seed: u64 = rand::random();
+    for (world, nodes) in cases {
+        let Some(ranks) = ranks(world) else { continue };
+        run(ranks, options().with_nodes(nodes), |c| {
+            let me = c.rank();
+            let coll = Collectives::new(c)?;
+            // Rank r's i-th value of draw k: the same on every rank.
+            let draw = |r: usize, k: u64, len: usize| -> Vec<f32> {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (k << 8) ^ r as u64);
+                (0..len)
+                    .map(|_| rng.random_range(-64i32..=64) as f32)
+                    .collect()
+            };
+            let small = |whole: usize| (whole / 4) < REORDER_MIN_BYTES / 4;
+            let facts = |collective, op, bytes| CallFacts {
+                collective,
+                dtype: DType::F32,
+                op,
+                bytes,
+                bytes_per_peer: bytes,
+                nccl_shape: None,
+                placed: Placed::Plain,
+            };
+            for (k, n) in [(1u64, 37usize), (2, REORDER_MIN_BYTES / 4 / world + 5)] {
+                let reorders = !small(n * world * 4);
+                let form = if reorders {
+                    "reordered"
+                } else {
+                    "then the rail's"
+                };
+                // All-gather.
+                let all: Vec<Vec<f32>> = (0..world).map(|r| draw(r, k, n)).collect();
+                let input = c.device_buffer_from(&all[me])?;
+                let mut out = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+                coll.all_gather(&input, &mut out)?.wait_host()?;
+                assert!(
+                    out.to_host()? == all.concat(),
+                    "rank {me}: all_gather of {n}"
+                );
+                let why = coll.explain(&facts(Collective::AllGather, None, n * 4))?;
+                assert!(
+                    why.reason.contains("hierarchical across") && why.reason.contains(form),
+                    "rank {me}: {why}"
+                );
+                // Reduce-scatter (sum) of world × n.
+                let big: Vec<Vec<f32>> = (0..world).map(|r| draw(r, k + 10, world * n)).collect();
+                let big_in = c.device_buffer_from(&big[me])?;
+                let mut chunk = c.device_buffer_from(&vec![f32::NAN; n])?;
+                coll.reduce_scatter(&big_in, &mut chunk, ReduceOp::Sum)?
+                    .wait_host()?;
+                let want: Vec<f32> = (0..n)
+                    .map(|i| {
+                        (0..world)
+                            .map(|r| f64::from(big[r][me * n + i]))
+                            .sum::<f64>() as f32
+                    })
+                    .collect();
+                assert!(
+                    chunk.to_host()? == want,
+                    "rank {me}: reduce_scatter of {}",
+                    world * n
+                );
+                let why = coll.explain(&facts(
+                    Collective::ReduceScatter,
+                    Some(ReduceOp::Sum),
+                    world * n * 4,
+                ))?;
+                let form = if reorders {
+                    "reordered"
+                } else {
+                    "then symm's in each domain"
+                };
+                assert!(
+                    why.reason.contains("hierarchical across") && why.reason.contains(form),
+                    "rank {me}: {why}"
+                );
+                // All-reduce (sum) of the same.
+                let mut sum = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+                coll.all_reduce(&big_in, &mut sum, ReduceOp::Sum)?
+                    .wait_host()?;
+                let want: Vec<f32> = (0..world * n)
+                    .map(|i| (0..world).map(|r| f64::from(big[r][i])).sum::<f64>() as f32)
+                    .collect();
+                assert!(
+                    sum.to_host()? == want,
+                    "rank {me}: all_reduce of {}",
+                    world * n
+                );
+                // Broadcast from a rank of local index 1, and from the last.
+                for root in [1, world - 1] {
+                    let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+                    coll.broadcast(&input, &mut out, root)?.wait_host()?;
+                    assert!(
+                        out.to_host()? == all[root],
+                        "rank {me}: broadcast from {root}"
+                    );
+                }
+            }
+            // An i32 reduce-scatter, in both forms.
+            for n in [5usize, REORDER_MIN_BYTES / 4 / world + 1] {
+                let v = |r: usize, i: usize| ((r * 7919 + i * 104_729) % 2001) as i32 - 1000;
+                let mine: Vec<i32> = (0..world * n).map(|i| v(me, i)).collect();
+                let input = c.device_buffer_from(&mine)?;
+                let mut out = c.device_buffer_from(&vec![i32::MIN; n])?;
+                coll.reduce_scatter(&input, &mut out, ReduceOp::Sum)?
+                    .wait_host()?;
+                let want: Vec<i32> = (0..n)
+                    .map(|i| (0..world).map(|r| v(r, me * n + i)).sum())
+                    .collect();
+                assert_eq!(out.to_host()?, want, "rank {me}: i32 reduce_scatter of {n}");
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains (seed {seed}): {e}"));
+    }
+}
+
+/// Ranks whose inputs to a hierarchical call differ in kind (symmetric on
+/// one, plain on the others) fail alike at the call's agreement, before
+/// any leg: one domain's legs would otherwise fail where another's wait.
+#[test]
+fn hierarchical_inputs_of_different_kinds_fail_alike() {
+    if on_gpu() {
+        eprintln!("SKIPPED: hierarchical_inputs_of_different_kinds_fail_alike is the emulator's");
+        return;
+    }
+    let Some(ranks) = ranks(4) else { return };
+    let e = run(ranks, options().with_nodes(2), |c| {
+        let coll = Collectives::new(c)?;
+        let mut out = c.device_buffer::<f32>(4 * 8)?;
+        let sym = c.alloc::<f32>(8)?;
+        let plain = c.device_buffer_from(&[1.0f32; 8])?;
+        let r = match c.rank() {
+            3 => coll.all_gather(&sym, &mut out).map(|_| ()),
+            _ => coll.all_gather(&plain, &mut out).map(|_| ()),
+        };
+        r
+    })
+    .expect_err("inputs of different kinds");
+    assert_eq!(e.errors.len(), 4, "{e}");
+    for (r, m) in &e.errors {
+        assert_eq!(m.root_kind(), ErrorKind::Mismatch, "rank {r}: {m}");
+    }
+}

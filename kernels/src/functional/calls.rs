@@ -25,7 +25,7 @@ impl Collectives {
         T: ReduceElem,
         O: Output<T>,
     {
-        if self.hierarchical() {
+        if self.hierarchical(Collective::AllReduce, true) {
             return self.all_reduce_across(input, out, op);
         }
         let n = input.__memory().len();
@@ -71,6 +71,9 @@ impl Collectives {
         input: &'c (impl Operand<T> + ?Sized),
         out: O,
     ) -> Result<Pending<'c, O>> {
+        if self.hierarchical(Collective::AllGather, true) {
+            return self.all_gather_across(input, out);
+        }
         let n = input.__memory().len();
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllGather, None, input, bytes, None);
@@ -105,6 +108,9 @@ impl Collectives {
         let n = input.__memory().len();
         let world = self.cs.world_size();
         let chunk = n.div_ceil(world);
+        if self.hierarchical(Collective::ReduceScatter, n.is_multiple_of(world)) {
+            return self.reduce_scatter_across(input, out, op);
+        }
         let uneven = (!n.is_multiple_of(world)).then_some(
             "NCCL's reduce-scatter takes equal chunks, and n is no multiple of the world size",
         );
@@ -148,6 +154,9 @@ impl Collectives {
         out: O,
         root: usize,
     ) -> Result<Pending<'c, O>> {
+        if self.hierarchical(Collective::Broadcast, true) {
+            return self.broadcast_across(input, out, root);
+        }
         let n = input.__memory().len();
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::Broadcast, None, input, bytes, None);

@@ -23,10 +23,11 @@
 //!   collective, and a hook must not block), never during CUDA-graph
 //!   capture, and deregistered before the segment is freed.
 //! - **Across NVLink domains** (a group that spans them,
-//!   [`Comm::topology`](symm::Comm::topology)): the all-reduce
-//!   hierarchically, symm's kernels inside each domain and NCCL between
-//!   them on the rails (`hier.rs`; on the emulator, symm's kernels stand
-//!   in for NCCL across its simulated domains); every other call on NCCL.
+//!   [`Comm::topology`](symm::Comm::topology)): the all-reduce,
+//!   all-gather, reduce-scatter and broadcast hierarchically, symm's
+//!   kernels inside each domain and NCCL between them on the rails
+//!   (`hier.rs`; on the emulator, symm's kernels stand in for NCCL across
+//!   its simulated domains); every other call on NCCL.
 //!
 //! Waiting is device-side by default ([`Pending::wait`]: on a
 //! communication stream of its own, the user's stream waits on an event;
@@ -445,35 +446,80 @@ impl Collectives {
     pub fn explain(&self, call: &CallFacts) -> Result<Choice> {
         let mut choice =
             rule::choose(&self.options, &self.group, call).map_err(|e| rule_error(&self.cs, e))?;
-        if call.collective == Collective::AllReduce && self.hierarchical() {
+        if self.hierarchical(call.collective, call.nccl_shape.is_none()) {
             let t = self.user.topology();
+            let (d, l) = (t.domains(), self.cs.world_size() / t.domains().max(1));
+            let whole = match call.collective {
+                Collective::AllGather => call.bytes * self.cs.world_size(),
+                _ => call.bytes,
+            };
+            let legs = match call.collective {
+                Collective::AllReduce => "symm's reduce-scatter and all-gather in each domain, \
+                                         the rail's all-reduce between them"
+                    .to_string(),
+                Collective::AllGather | Collective::ReduceScatter => {
+                    let (first, then) = match call.collective {
+                        Collective::AllGather => ("all-gather", "rank order"),
+                        _ => ("reduce-scatter", "domain order"),
+                    };
+                    match whole < rule::REORDER_MIN_BYTES {
+                        true if call.collective == Collective::AllGather => {
+                            format!("symm's {first} in each domain, then the rail's")
+                        }
+                        true => format!("the rail's {first}, then symm's in each domain"),
+                        false if call.collective == Collective::AllGather => format!(
+                            "the rail's {first}, then symm's in each domain, reordered into \
+                             {then} (≥ {} in all)",
+                            rule::size_name(rule::REORDER_MIN_BYTES)
+                        ),
+                        false => format!(
+                            "reordered into {then}, symm's {first} in each domain, then the \
+                             rail's (≥ {} in all)",
+                            rule::size_name(rule::REORDER_MIN_BYTES)
+                        ),
+                    }
+                }
+                _ => "the root's rail's broadcast, then symm's in each domain".to_string(),
+            };
             choice.reason = format!(
-                "hierarchical across {} NVLink domains of {} ranks: symm's reduce-scatter and \
-                 all-gather in each domain, the rail's all-reduce between them ({})",
-                t.domains(),
-                self.cs.world_size() / t.domains().max(1),
+                "hierarchical across {d} NVLink domains of {l} ranks: {legs} ({})",
                 choice.reason
             );
         }
         Ok(choice)
     }
 
-    /// Whether this call of a group that spans domains goes hierarchically
-    /// (the rule's choice, [`Prefer::Auto`]); otherwise the rule sends it
-    /// to NCCL whole, or refuses it. Not on GPUs where every domain has
-    /// one rank (a rail, say): there the hierarchy is NCCL alone, and its
-    /// rail would be the group itself again. (On the emulator the rail is
-    /// the stand-in, which spans no domains.) Nor where domains differ in
-    /// size: a chunk's rail must meet every domain.
-    pub(super) fn hierarchical(&self) -> bool {
+    /// Whether a call of `collective` on a group that spans domains goes
+    /// hierarchically (`hier.rs`), under the rule's choice
+    /// ([`Prefer::Auto`]); otherwise the rule sends it to NCCL whole, or
+    /// refuses it. `even`: whether NCCL could take its shape (a
+    /// reduce-scatter the world size divides).
+    ///
+    /// Only the all-reduce, all-gather, reduce-scatter and broadcast have
+    /// hierarchical forms; the all-gather's and reduce-scatter's need
+    /// domains of consecutive ranks, and every form domains of one size
+    /// (a chunk's rail must meet every domain). Not on GPUs where every
+    /// domain has one rank (a rail, say): there the hierarchy is NCCL
+    /// alone, and its rail would be the group itself again. (On the
+    /// emulator the rail is the stand-in, which spans no domains.) The
+    /// deterministic mode's reductions never cross domains.
+    pub(super) fn hierarchical(&self, collective: Collective, even: bool) -> bool {
         let t = self.user.topology();
         let l = self.cs.world_size() / t.domains().max(1);
-        self.group.spans_domains
+        let blocks =
+            || (0..t.domains()).all(|d| t.ranks_of(d) == (d * l..(d + 1) * l).collect::<Vec<_>>());
+        let form = match collective {
+            Collective::AllReduce => !self.options.deterministic(),
+            Collective::ReduceScatter => !self.options.deterministic() && even && blocks(),
+            Collective::AllGather => blocks(),
+            Collective::Broadcast => true,
+            _ => false,
+        };
+        form && self.group.spans_domains
             && !self.user.__is_emulated_network()
             && (0..t.domains()).all(|d| t.ranks_of(d).len() == l)
             && (l > 1 || self.user.backend_kind() == symm::BackendKind::Emulator)
             && self.options.prefer() == Prefer::Auto
-            && !self.options.deterministic()
     }
 
     fn driver(&self, op: &'static str, e: symm::cudarc::driver::DriverError) -> Error {

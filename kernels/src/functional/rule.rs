@@ -347,6 +347,14 @@ fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("`{s}` is not a size (bytes, or a number with K, M or G)"))
 }
 
+/// The whole message's size (the all-gather's output, the reduce-scatter's
+/// input) from which the all-gather and reduce-scatter send only each
+/// rank's share across domains, at the cost of a reordering copy on the
+/// device (`hier.rs`). Not measured: the 2- and 4-GPU machines lent so
+/// far hold one NVLink domain each, so the two forms are compared only on
+/// simulated nodes of one GPU per node, where both send the same bytes.
+pub const REORDER_MIN_BYTES: usize = 1 << 20;
+
 /// Where this rank's input lies, as the rule and its explanation see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placed {
@@ -390,7 +398,8 @@ pub struct GroupFacts {
     /// Whether the group spans NVLink domains
     /// ([`Topology::spans_domains`](symm::Topology::spans_domains)), which
     /// symm's kernels cannot cross: every call then takes NCCL (the
-    /// all-reduce, with [`Prefer::Auto`], hierarchically: NCCL between the
+    /// all-reduce, all-gather, reduce-scatter and broadcast, with
+    /// [`Prefer::Auto`], hierarchically where they can: NCCL between the
     /// domains only).
     pub spans_domains: bool,
     /// Whether NCCL's place across those domains is taken by symm's
