@@ -6,6 +6,9 @@
 // binary does, so here it is compiled once per example.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "support/tier.rs"]
+mod tier;
+
 #[path = "../examples/all_reduce.rs"]
 #[allow(dead_code)]
 mod all_reduce;
@@ -19,27 +22,43 @@ mod peer_exchange;
 #[allow(dead_code)]
 mod ping_pong;
 
+#[path = "../examples/mesh.rs"]
+#[allow(dead_code)]
+mod mesh;
+
 #[path = "../examples/tp_decode/main.rs"]
 #[allow(dead_code)]
 mod tp_decode;
 
 #[test]
 fn the_main_job_runs() {
+    if !tier::quick() {
+        return; // (the quick tier's)
+    }
     all_reduce::main();
 }
 
 #[test]
 fn ping_pong_runs() {
+    if !tier::quick() {
+        return; // (the quick tier's)
+    }
     ping_pong::main();
 }
 
 #[test]
 fn custom_all_gather_runs() {
+    if !tier::quick() {
+        return; // (the quick tier's)
+    }
     custom_all_gather::main();
 }
 
 #[test]
 fn peer_exchange_runs() {
+    if !tier::quick() {
+        return; // (the quick tier's)
+    }
     peer_exchange::main();
 }
 
@@ -48,6 +67,9 @@ fn peer_exchange_runs() {
 /// checked against the world-1 reference and across ranks.
 #[test]
 fn tp_decode_matches_its_world_one_reference() {
+    if !tier::quick() {
+        return; // (the quick tier's)
+    }
     let args = tp_decode::Args {
         shape: "toy".into(),
         layers: 2,
@@ -58,6 +80,28 @@ fn tp_decode_matches_its_world_one_reference() {
         replays: 0,
     };
     assert_eq!(tp_decode::run_main(args), 0, "tp_decode's checks failed");
+}
+
+/// The 2-D mesh (TP in each simulated node's domain, DP hierarchically
+/// across them) on the emulator at 2 × 2 and, in the full tier, 2 × 4 and
+/// 4 × 2: every rank against the world-1 reference and every other rank.
+#[test]
+fn mesh_matches_its_world_one_reference() {
+    for (world, nodes) in tier::split([(4, 2), (8, 2), (8, 4)], |&(w, _)| w == 4) {
+        let args = mesh::Args {
+            world: Some(world),
+            nodes,
+            grad_mib: 0,
+            buckets: 4,
+            work: 4,
+            emulator: true,
+        };
+        assert_eq!(
+            mesh::run_main(args),
+            0,
+            "mesh at {world} ranks in {nodes} nodes"
+        );
+    }
 }
 
 symm::check_kernels!(
@@ -71,5 +115,6 @@ symm::check_kernels!(
     tp_decode::kernels::swiglu::<symm::bf16>,
     tp_decode::kernels::gemm_xwt::<symm::bf16>,
     ping_pong::ping_pong,
+    mesh::gradient,
     custom_all_gather::push_all_gather::<f32>,
 );

@@ -60,24 +60,35 @@ pub(crate) fn other(c: &Comm, what: impl std::fmt::Display) -> Error {
 }
 
 /// The host barrier that aligns the ranks before each replay: a channel
-/// (requested once: a group has few) and the buffer whose pads it uses.
+/// (requested once: a group has few) and the buffer whose pads it uses;
+/// on a group that spans NVLink domains (which maps no memory across
+/// them), the group's store.
 pub(crate) struct Barrier {
-    sync: Arc<SymmetricMemory>,
-    channel: Channel,
+    sync: Option<(Arc<SymmetricMemory>, Channel)>,
+    comm: Comm,
 }
 
 impl Barrier {
     /// Requests the channel with the rank's next `Channel::request`.
     pub(crate) fn new(c: &Comm) -> symm::Result<Barrier> {
-        let channel = Channel::request(c)?;
+        let sync = match c.topology().spans_domains() {
+            true => None,
+            false => {
+                let channel = Channel::request(c)?;
+                Some((c.alloc::<u8>(1)?.rendezvous()?, channel))
+            }
+        };
         Ok(Barrier {
-            sync: c.alloc::<u8>(1)?.rendezvous()?,
-            channel,
+            sync,
+            comm: c.clone(),
         })
     }
 
     fn wait(&self) -> symm::Result<()> {
-        self.sync.barrier(&self.channel, T)
+        match &self.sync {
+            Some((sync, channel)) => sync.barrier(channel, T),
+            None => self.comm.host_barrier(),
+        }
     }
 }
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# #34 on a machine of 2 or more GPUs, binaries of scripts/build-gpu-bin.sh in
+# .gpu-bin: groups across simulated nodes (NVLink domains of consecutive
+# ranks). Logs and tables go to $OUT.
+#   1. NCCL's own log of its transport between the simulated nodes;
+#   2. bench_across: symm's hierarchical collectives against flat NCCL,
+#      1 KiB-256 MiB, one rank per GPU, every GPU, 2 nodes;
+#   3. the mesh example, one rank per GPU, 256 MiB of gradients;
+#   4. the mesh example and the hierarchical tests with 2 ranks per GPU
+#      (a domain per GPU, each rail across GPUs): correctness only.
+# NCCL's P2P and SHM transports are off (NCCL_P2P_DISABLE=1,
+# NCCL_SHM_DISABLE=1) so that it crosses the simulated nodes by its
+# network transport, as between real ones; with one rank per GPU and a
+# GPU per node it uses nothing else anyway.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/gpu-libs.sh
+source scripts/gpu-libs.sh
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export CUDA_DEVICE_MAX_CONNECTIONS=32 SYMM_CACHE_DIR=/tmp/jc
+export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+OUT=${OUT:-/tmp/symm-across}
+mkdir -p "$OUT"
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+status=0
+step() { # name limit command...
+  local name=$1 limit=$2; shift 2
+  echo "=== $name (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
+  timeout "$limit" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
+  local rc=$?
+  echo "=== $name exited $rc" | tee -a "$OUT/steps.log"
+  [ "$rc" = 0 ] || status=1
+}
+step nccl_log 120 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET .gpu-bin/examples/bench_across \
+  --nodes 2 --max-bytes 1024 --calls all_reduce
+grep -E "via NET|via P2P|via SHM|NET/Socket|NET/IB" "$OUT/nccl_log.err" | sort | uniq -c | head -20 > "$OUT/nccl_transport.txt"
+step bench_across "${ACROSS_BENCH_LIMIT:-300}" .gpu-bin/examples/bench_across --nodes 2
+step mesh "${ACROSS_MESH_LIMIT:-120}" .gpu-bin/examples/mesh --nodes 2 --grad-mib 256
+step mesh_shared 120 env SYMM_RANKS_PER_GPU=2 .gpu-bin/examples/mesh --world $((2 * GPUS)) \
+  --nodes "$GPUS" --grad-mib 16
+step tests_shared 200 env SYMM_GPU_WORLDS=1,2 SYMM_KERNEL_TESTS_ON=gpu SYMM_TESTS=full \
+  .gpu-bin/functional --include-ignored across hierarchical --test-threads 1
+cat "$OUT/steps.log"
+exit $status
