@@ -280,7 +280,11 @@ pub fn run_main(args: Args) -> i32 {
         false => 64 << 10,
     };
     // (The emulator interprets every multiply-add: a token of busy work.)
-    let work = if on_gpu { args.work } else { Ord::min(args.work, 4) };
+    let work = if on_gpu {
+        args.work
+    } else {
+        Ord::min(args.work, 4)
+    };
     let (buckets, nodes) = (args.buckets.max(1), args.nodes);
     let placement = ranks.describe();
     let got = run(ranks, CommOptions::default().with_nodes(nodes), |c| {

@@ -115,10 +115,15 @@ fn world_sizes_0_and_9_are_rejected_and_shared_devices_are_not() {
     if !emulator_only() {
         return;
     }
-    for world in [0, 9] {
+    // 9 ranks fit a group, but not one domain (a group of more spans
+    // several); 0 and 4097 fit no group.
+    for world in [0, 9, 4097] {
         let e = run(Ranks::Emulator(world), CommOptions::default(), |_| Ok(()))
             .expect_err("no such world size");
-        let says = format!("world size {world} is not supported");
+        let says = match world {
+            9 => "9 ranks share NVLink domain 0".to_string(),
+            _ => format!("world size {world} is not supported"),
+        };
         assert!(e.to_string().contains(&says), "{e}");
         for (_, err) in &e.errors {
             assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");

@@ -26,7 +26,7 @@ use symm::functional::{
     ReduceOp, Route,
 };
 use symm::kernels::collectives::reduce_scatter_chunk;
-use symm::{compare_bits, run, Comm, CommOptions, DType, ErrorKind};
+use symm::{compare_bits, run, Comm, CommOptions, DType, ErrorKind, Ranks};
 
 fn options() -> CommOptions {
     CommOptions::default().with_timeout(Duration::from_secs(30))
@@ -2843,5 +2843,87 @@ fn hierarchical_inputs_of_different_kinds_fail_alike() {
     assert_eq!(e.errors.len(), 4, "{e}");
     for (r, m) in &e.errors {
         assert_eq!(m.root_kind(), ErrorKind::Mismatch, "rank {r}: {m}");
+    }
+}
+
+/// A group larger than one domain may hold (8 ranks) spans domains: 16
+/// ranks as 2 × 8 and 12 as 4 × 3 run the hierarchical collectives exactly
+/// (on GPUs, 16 ranks as 2 simulated nodes of 8 ranks sharing a GPU, each
+/// rail across both GPUs); 16 ranks in one domain are refused on every
+/// rank, naming the domain.
+#[test]
+fn groups_larger_than_a_domain_span_domains() {
+    let cases: Vec<(usize, usize)> = match (on_gpu(), tier::quick_test()) {
+        (true, true) => vec![(16, 2)],
+        (true, false) => return,
+        (false, true) => vec![(16, 2)],
+        (false, false) => vec![(12, 4)],
+    };
+    for (world, nodes) in cases {
+        let Some(ranks) = ranks(world) else { continue };
+        run(ranks, options().with_nodes(nodes), |c| {
+            let me = c.rank();
+            let t = c.topology();
+            assert_eq!(t.domains(), nodes, "rank {me}: {t}");
+            let coll = Collectives::new(c)?;
+            let n = 45;
+            let v = |r: usize, i: usize| ((r * 131 + i * 17) % 97) as f32 - 48.0;
+            let big: Vec<f32> = (0..world * n).map(|i| v(me, i)).collect();
+            let input = c.device_buffer_from(&big)?;
+            let mut sum = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+            coll.all_reduce(&input, &mut sum, ReduceOp::Sum)?
+                .wait_host()?;
+            let want: Vec<f32> = (0..world * n)
+                .map(|i| (0..world).map(|r| v(r, i)).sum())
+                .collect();
+            assert_eq!(sum.to_host()?, want, "rank {me}: all_reduce");
+            let mut chunk = c.device_buffer_from(&vec![f32::NAN; n])?;
+            coll.reduce_scatter(&input, &mut chunk, ReduceOp::Sum)?
+                .wait_host()?;
+            assert_eq!(
+                chunk.to_host()?,
+                want[me * n..(me + 1) * n],
+                "rank {me}: reduce_scatter"
+            );
+            let mine = c.device_buffer_from(&big[..n])?;
+            let mut all = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+            coll.all_gather(&mine, &mut all)?.wait_host()?;
+            let want: Vec<f32> = (0..world)
+                .flat_map(|r| (0..n).map(move |i| v(r, i)))
+                .collect();
+            assert_eq!(all.to_host()?, want, "rank {me}: all_gather");
+            let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+            coll.broadcast(&mine, &mut out, world - 2)?.wait_host()?;
+            let want: Vec<f32> = (0..n).map(|i| v(world - 2, i)).collect();
+            assert_eq!(out.to_host()?, want, "rank {me}: broadcast");
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains: {e}"));
+    }
+    if on_gpu() {
+        return;
+    }
+    // The emulator's stand-in for NCCL spans at most a domain's ranks: a
+    // flat call of 16 is an error on every rank, not a hang or a panic.
+    let e = run(Ranks::Emulator(16), options().with_nodes(2), |c| {
+        let coll = Collectives::new(c)?;
+        let x = c.device_buffer_from(&[1.0f32; 16])?;
+        let mut y = c.device_buffer::<f32>(16)?;
+        let r = coll.all_to_all(&x, &mut y)?.wait_host().map(drop);
+        r
+    })
+    .expect_err("no stand-in of 16 ranks");
+    let first = e.errors[0].1.to_string();
+    assert_eq!(e.errors.len(), 16, "{e}");
+    assert!(first.contains("NVLink domains"), "{first}");
+    // One domain of 16: refused on every rank, naming it.
+    let e = run(Ranks::Emulator(16), options(), |_| Ok(())).expect_err("16 ranks in one domain");
+    assert_eq!(e.errors.len(), 16, "{e}");
+    for (r, m) in &e.errors {
+        assert_eq!(m.kind(), ErrorKind::Unsupported, "rank {r}: {m}");
+        assert!(
+            m.to_string().contains("16 ranks share NVLink domain 0"),
+            "rank {r}: {m}"
+        );
     }
 }

@@ -860,8 +860,9 @@ fn group_facts(
     }
     let spans_domains = comm.topology().spans_domains();
     // On the emulator, symm's kernels stand in for NCCL across simulated
-    // domains: the rule then refuses what NCCL would refuse on GPUs.
-    let stand_in = spans_domains && comm.backend_kind() == symm::BackendKind::Emulator;
+    // domains (of a group no larger than a kernel's): the rule then
+    // refuses what NCCL would refuse on GPUs.
+    let stand_in = spans_domains && comm.__emulated_network().is_some();
     if stand_in {
         (no_nccl, fp8) = (None, true);
     }

@@ -37,8 +37,14 @@ const _: () = assert!(APP_CHANNELS < SIGNAL_CHANNELS);
 /// Number of blocks that may signal concurrently on one channel.
 pub const SIGNAL_BLOCKS: usize = 128;
 
-/// Largest world size the signal pad has room for.
+/// Largest world size the signal pad has room for: the most ranks of a
+/// group whose memory is mapped, one NVLink domain's.
 pub const MAX_WORLD_SIZE: usize = 8;
+
+/// Largest group: ranks across every NVLink domain, of which each domain
+/// holds at most [`MAX_WORLD_SIZE`] (a group that spans domains maps no
+/// memory across them, so it has no signal pad of its whole size).
+pub const MAX_GROUP_SIZE: usize = 4096;
 
 /// A world size outside `1..=`[`MAX_WORLD_SIZE`], where [`with_world!`]
 /// was to turn it into a const generic.

@@ -11,7 +11,7 @@ use cudarc::driver::CudaStream;
 
 use crate::backend::{Backend, BackendKind, CudaBackend, HostBackend, Sharing};
 use crate::error::{Error, ErrorKind, GroupName, Result};
-use crate::layout::MAX_WORLD_SIZE;
+use crate::layout::{MAX_GROUP_SIZE, MAX_WORLD_SIZE};
 use crate::placement::Placement;
 use crate::store::Store;
 use crate::topology::Topology;
@@ -395,6 +395,7 @@ impl Comm {
                 Topology::top_level(placement.domains(), nodes),
             ),
         };
+        check_domains(rank, &name, &topology)?;
         Ok(Comm {
             rank,
             world_size,
@@ -970,10 +971,13 @@ impl Comm {
     /// between the domains on the emulator (`symm::functional`'s
     /// hierarchical collectives run their inter-domain leg on it), where
     /// every rank's memory is host memory. `None` on GPUs, whose domains
-    /// NCCL crosses. For tests of multi-node code only.
+    /// NCCL crosses, and for a group larger than a kernel's
+    /// ([`MAX_WORLD_SIZE`]). For tests of multi-node code only.
     #[doc(hidden)]
     pub fn __emulated_network(&self) -> Option<Comm> {
-        (self.backend.kind() == crate::BackendKind::Emulator).then(|| Comm {
+        // (A kernel's group has at most a domain's ranks.)
+        let fits = self.world_size <= MAX_WORLD_SIZE;
+        (fits && self.backend.kind() == crate::BackendKind::Emulator).then(|| Comm {
             network: true,
             ..self.clone()
         })
@@ -1587,13 +1591,17 @@ impl Store for Watched {
     }
 }
 
+/// A group's size and rank, before its join: at most [`MAX_GROUP_SIZE`]
+/// ranks (each domain's at most [`MAX_WORLD_SIZE`], which the join checks
+/// once it knows the domains: [`check_domains`]).
 pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
-    if world_size == 0 || world_size > MAX_WORLD_SIZE {
+    if world_size == 0 || world_size > MAX_GROUP_SIZE {
         return Err(Error::Unsupported {
             rank,
             group: GroupName::NONE,
             message: format!(
-                "world size {world_size} is not supported; use 1 to {MAX_WORLD_SIZE} ranks"
+                "world size {world_size} is not supported; use 1 to {MAX_GROUP_SIZE} ranks, at \
+                 most {MAX_WORLD_SIZE} in each NVLink domain"
             ),
         });
     }
@@ -1605,6 +1613,24 @@ pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// An error (the same on every rank: they share the topology) where a
+/// domain of `t` holds more ranks than a group that maps memory may.
+fn check_domains(rank: usize, name: &GroupName, t: &Topology) -> Result<()> {
+    match (0..t.domains()).find(|&d| t.ranks_of(d).len() > MAX_WORLD_SIZE) {
+        None => Ok(()),
+        Some(d) => Err(Error::Unsupported {
+            rank,
+            group: name.clone(),
+            message: format!(
+                "{} ranks share NVLink domain {d} ({t}); symm maps at most {MAX_WORLD_SIZE} \
+                 ranks' memory in one domain. A group of more spans several: launch it \
+                 across nodes, or split it into simulated ones (SYMM_NODES)",
+                t.ranks_of(d).len()
+            ),
+        }),
+    }
 }
 
 #[cfg(test)]
