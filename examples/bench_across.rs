@@ -123,10 +123,9 @@ fn rows(c: &Comm, max: usize, calls: &[Collective]) -> Result<Vec<Row>> {
                     dtype: DType::F32,
                     op: matches!(call, Collective::AllReduce | Collective::ReduceScatter)
                         .then_some(ReduceOp::Sum),
-                    bytes: match call {
-                        Collective::ReduceScatter => n_out * 4,
-                        _ => n_in * 4,
-                    },
+                    // (The reduce-scatter's whole input, as `explain`
+                    // weighs its form.)
+                    bytes: n_in * 4,
                     bytes_per_peer: n_in * 4,
                     nccl_shape: None,
                     placed: Placed::Plain,

@@ -30,6 +30,7 @@
 //! cargo run --example mesh -- --emulator --world 4 --nodes 2
 //! ```
 
+use symm::cudarc::driver::sys::CUevent_flags;
 use symm::dsl::*;
 use symm::functional::{Collectives, Options, ReduceOp};
 use symm::kernels::fused::{self, all_reduce_residual_rms_norm};
@@ -228,7 +229,10 @@ fn step(c: &Comm, grad_elems: usize, buckets: usize, work: u32) -> Result<Report
     };
     // Timed: compute alone, all-reduces alone, overlapped.
     let ctx = user.context().clone();
-    let ev = || ctx.new_event(None).map_err(drv(c, "cuEventCreate"));
+    let ev = || {
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(drv(c, "cuEventCreate"))
+    };
     let mut times = [0.0; 3];
     for (k, (compute, reduce)) in [(true, false), (false, true), (true, true)]
         .into_iter()

@@ -33,12 +33,19 @@ step() { # name limit command...
 }
 step nccl_log 120 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET .gpu-bin/examples/bench_across \
   --nodes 2 --max-bytes 1024 --calls all_reduce
-grep -E "via NET|via P2P|via SHM|NET/Socket|NET/IB" "$OUT/nccl_log.err" | sort | uniq -c | head -20 > "$OUT/nccl_transport.txt"
-step bench_across "${ACROSS_BENCH_LIMIT:-300}" .gpu-bin/examples/bench_across --nodes 2
+# (NCCL logs to stdout.)
+sed 's/^[^ ]* //' "$OUT/nccl_log.out" | grep -E "via NET|via P2P|via SHM|Using network|nNodes" \
+  | sort | uniq -c | head -20 > "$OUT/nccl_transport.txt"
+rm -f "$OUT/nccl_log.out" "$OUT/nccl_log.err"
+[ -z "${SKIP_BENCH:-}" ] && step bench_across "${ACROSS_BENCH_LIMIT:-300}" .gpu-bin/examples/bench_across --nodes 2
 step mesh "${ACROSS_MESH_LIMIT:-120}" .gpu-bin/examples/mesh --nodes 2 --grad-mib 256
-step mesh_shared 120 env SYMM_RANKS_PER_GPU=2 .gpu-bin/examples/mesh --world $((2 * GPUS)) \
+step mesh_shared 120 .gpu-bin/examples/mesh --world $((2 * GPUS)) \
   --nodes "$GPUS" --grad-mib 16
-step tests_shared 200 env SYMM_GPU_WORLDS=1,2 SYMM_KERNEL_TESTS_ON=gpu SYMM_TESTS=full \
-  .gpu-bin/functional --include-ignored across hierarchical --test-threads 1
+step tests_shared 240 env SYMM_GPU_WORLDS=1,2,4,16 SYMM_KERNEL_TESTS_ON=gpu \
+  SYMM_TESTS=full .gpu-bin/functional --include-ignored across hierarchical larger --test-threads 1
+# One file back per kind: the runner returns a few files only.
+for f in "$OUT"/*.out "$OUT"/*.err "$OUT/nccl_transport.txt"; do
+  [ -s "$f" ] && { echo "##### $(basename "$f")"; tail -n 200 "$f"; }
+done > "$OUT/summary.txt"
 cat "$OUT/steps.log"
 exit $status

@@ -2724,6 +2724,13 @@ fn hierarchical_collectives_in_both_forms() {
                 nccl_shape: None,
                 placed: Placed::Plain,
             };
+            let why = coll.explain(&facts(Collective::AllGather, None, 148))?;
+            assert!(
+                why.reason.contains("hierarchical across"),
+                "rank {me}: {why}; {}; {:?}",
+                c.topology(),
+                coll.group_facts()
+            );
             for (k, n) in [(1u64, 37usize), (2, REORDER_MIN_BYTES / 4 / world + 5)] {
                 let reorders = !small(n * world * 4);
                 let form = if reorders {
@@ -2844,6 +2851,29 @@ fn hierarchical_inputs_of_different_kinds_fail_alike() {
     for (r, m) in &e.errors {
         assert_eq!(m.root_kind(), ErrorKind::Mismatch, "rank {r}: {m}");
     }
+    // A reduce-scatter whose length the world size does not divide on one
+    // rank only: every rank fails at once, none waits for it.
+    let Some(four) = self::ranks(4) else { return };
+    let started = std::time::Instant::now();
+    let e = run(four, options().with_nodes(2), |c| {
+        let coll = Collectives::new(c)?;
+        let n = if c.rank() == 2 { 14 } else { 16 };
+        let x = c.device_buffer_from(&vec![1.0f32; n])?;
+        let mut out = c.device_buffer::<f32>(4)?;
+        let r = coll.reduce_scatter(&x, &mut out, ReduceOp::Sum).map(|_| ());
+        r
+    })
+    .expect_err("an uneven reduce-scatter on one rank");
+    assert_eq!(e.errors.len(), 4, "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        e.to_string().contains("no multiple of the world size"),
+        "{e}"
+    );
 }
 
 /// A group larger than one domain may hold (8 ranks) spans domains: 16

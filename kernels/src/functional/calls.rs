@@ -108,7 +108,9 @@ impl Collectives {
         let n = input.__memory().len();
         let world = self.cs.world_size();
         let chunk = n.div_ceil(world);
-        if self.hierarchical(Collective::ReduceScatter, n.is_multiple_of(world)) {
+        // (Whatever this rank's `n`: ranks whose lengths differ, or that
+        // the world size does not divide, fail alike in the agreement.)
+        if self.hierarchical(Collective::ReduceScatter, true) {
             return self.reduce_scatter_across(input, out, op);
         }
         let uneven = (!n.is_multiple_of(world)).then_some(

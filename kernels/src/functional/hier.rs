@@ -53,7 +53,7 @@ impl Collectives {
     /// This group's domain and rail collectives, made at the first call
     /// that needs them (collective: every rank makes the same calls in
     /// the same order).
-    fn hier(&self) -> Result<&Hier> {
+    pub(super) fn hier(&self) -> Result<&Hier> {
         if let Some(h) = self.hier.get() {
             return Ok(mine(&**h));
         }
@@ -77,6 +77,23 @@ impl Collectives {
         Ok(mine(&**self.hier.get().expect("set above")))
     }
 
+    /// Why the domain's or rails' NCCL communicator was aborted (by its
+    /// watchdog: an NCCL error, a call past the timeout, a peer gone), if
+    /// one was: a hierarchical call's legs then ended early.
+    pub(super) fn legs_aborted(&self) -> Option<Error> {
+        let h = mine(&**self.hier.get()?);
+        h.rails.nccl_aborted().or_else(|| h.domain.nccl_aborted())
+    }
+
+    /// The rule's facts of the rails, which a hierarchical call's NCCL
+    /// legs take (the group's own, before they are made).
+    pub(super) fn rails_facts(&self) -> GroupFacts {
+        match self.hier.get() {
+            Some(h) => mine(&**h).rails.group.clone(),
+            None => self.group.clone(),
+        }
+    }
+
     /// A hierarchical call's start: the whole group's agreement on `shape`
     /// (with the input's kind: the legs read it as their own input, and
     /// ranks whose kinds differed would fail in one domain only), with
@@ -95,6 +112,8 @@ impl Collectives {
         let route = h.rails.route(facts)?;
         let mut shape = shape.to_vec();
         shape.push(u64::from(facts.placed.is_symmetric()));
+        // (Memory of the domain's own, which its leg reads in place.)
+        shape.push(u64::from(input.__placed(&h.domain.cs).is_symmetric()));
         self.begin(facts, route, &shape, input, out, need)?;
         Ok(h)
     }
@@ -191,8 +210,9 @@ impl Collectives {
         self.pending(out, "all_gather")
     }
 
-    /// [`reduce_scatter`](Self::reduce_scatter) across domains, of an
-    /// input the world size divides (module docs).
+    /// [`reduce_scatter`](Self::reduce_scatter) across domains (module
+    /// docs), of an input the world size divides (else an error on every
+    /// rank).
     pub(super) fn reduce_scatter_across<'c, T: ReduceElem, O: Output<T>>(
         &'c self,
         input: &'c (impl Operand<T> + ?Sized),
@@ -211,7 +231,13 @@ impl Collectives {
             None,
         );
         let shape = [n as u64, op.code()];
-        let h = self.begin_across(&facts, &shape, input, &mut out, (chunk, None))?;
+        let uneven = (!n.is_multiple_of(world)).then(|| {
+            format!(
+                "a reduce-scatter across NVLink domains takes equal chunks, and its input's \
+                 {n} elements are no multiple of the world size {world}"
+            )
+        });
+        let h = self.begin_across(&facts, &shape, input, &mut out, (chunk, uneven))?;
         let (l, d) = (h.domain.cs.world_size(), h.rails.cs.world_size());
         let out = self.legs(h, || {
             let mut scratch = h.scratch.lock().unwrap_or_else(|p| p.into_inner());

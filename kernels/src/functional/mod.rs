@@ -354,7 +354,7 @@ impl Collectives {
             true => None,
             false => Some(crate::p2p::P2p::new(&on_stream)?),
         };
-        Ok(Collectives {
+        let coll = Collectives {
             p2p,
             user: comm.clone(),
             cs: on_stream,
@@ -371,7 +371,13 @@ impl Collectives {
             scratch: Mutex::default(),
             p2p_scratch: Mutex::default(),
             seq,
-        })
+        };
+        // Collective, so made here: the first call that needs them may
+        // differ between ranks (as an error, which they then agree on).
+        if coll.hierarchy_applies() {
+            coll.hier()?;
+        }
+        Ok(coll)
     }
 
     /// The group, as the user holds it (on the user's stream).
@@ -433,27 +439,42 @@ impl Collectives {
         }
     }
 
-    /// Why the group's NCCL communicator was aborted, if it was.
+    /// Why the group's NCCL communicator (or its domain's or rails',
+    /// which its hierarchical calls take) was aborted, if it was.
     fn nccl_aborted(&self) -> Option<Error> {
-        match &*self.nccl.lock().unwrap_or_else(|p| p.into_inner()) {
+        let own = match &*self.nccl.lock().unwrap_or_else(|p| p.into_inner()) {
             NcclState::Ready(n) => n.aborted(),
             _ => None,
-        }
+        };
+        own.or_else(|| self.legs_aborted())
     }
 
     /// The choice for `call`: its route and the reason, in words (also
     /// logged at debug level by every call).
     pub fn explain(&self, call: &CallFacts) -> Result<Choice> {
+        let hierarchical = self.hierarchical(call.collective, call.nccl_shape.is_none());
+        // A hierarchical call's NCCL runs on its rails, whose verdict is
+        // the call's (its domains may share GPUs, which NCCL refuses).
+        let group = match hierarchical {
+            true => self.rails_facts(),
+            false => self.group.clone(),
+        };
         let mut choice =
-            rule::choose(&self.options, &self.group, call).map_err(|e| rule_error(&self.cs, e))?;
-        if self.hierarchical(call.collective, call.nccl_shape.is_none()) {
+            rule::choose(&self.options, &group, call).map_err(|e| rule_error(&self.cs, e))?;
+        if hierarchical {
             let t = self.user.topology();
             let (d, l) = (t.domains(), self.cs.world_size() / t.domains().max(1));
             let whole = match call.collective {
-                Collective::AllGather => call.bytes * self.cs.world_size(),
+                Collective::AllGather => call.bytes.saturating_mul(self.cs.world_size()),
                 _ => call.bytes,
             };
+            let elems = call.bytes / call.dtype.size().max(1);
             let legs = match call.collective {
+                Collective::AllReduce if l > 1 && !elems.is_multiple_of(l) => {
+                    "symm's all-reduce of the whole message in each domain (a length the \
+                     domain cannot split evenly), then the rail's"
+                        .to_string()
+                }
                 Collective::AllReduce => "symm's reduce-scatter and all-gather in each domain, \
                                          the rail's all-reduce between them"
                     .to_string(),
@@ -515,7 +536,15 @@ impl Collectives {
             Collective::Broadcast => true,
             _ => false,
         };
-        form && self.group.spans_domains
+        form && self.hierarchy_applies()
+    }
+
+    /// Whether any call of this group may go hierarchically
+    /// ([`hierarchical`](Self::hierarchical)'s conditions on the group).
+    fn hierarchy_applies(&self) -> bool {
+        let t = self.user.topology();
+        let l = self.cs.world_size() / t.domains().max(1);
+        self.group.spans_domains
             && !self.user.__is_emulated_network()
             && (0..t.domains()).all(|d| t.ranks_of(d).len() == l)
             && (l > 1 || self.user.backend_kind() == symm::BackendKind::Emulator)
