@@ -324,7 +324,9 @@ pub fn run_main(args: Args) -> i32 {
         eprintln!("mesh: {f}");
     }
     if let Some([compute, reduce, both]) = got[0].1 {
-        let hidden = (compute + reduce - both) / reduce.min(compute) * 100.0;
+        // The share of the shorter of the two that the overlap hid (within
+        // the all-reduces' own noise, which may exceed it: clamped).
+        let hidden = ((compute + reduce - both) / reduce.min(compute) * 100.0).clamp(0.0, 100.0);
         println!(
             "\nµs for the backward pass, rank 0 (CUDA events on the user's stream, median of 5)\n"
         );
