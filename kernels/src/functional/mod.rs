@@ -469,37 +469,30 @@ impl Collectives {
                 _ => call.bytes,
             };
             let elems = call.bytes / call.dtype.size().max(1);
-            let legs = match call.collective {
-                Collective::AllReduce if l > 1 && !elems.is_multiple_of(l) => {
+            let big = rule::size_name(rule::REORDER_MIN_BYTES);
+            let legs = match (call.collective, whole < rule::REORDER_MIN_BYTES) {
+                (Collective::AllReduce, _) if l > 1 && !elems.is_multiple_of(l) => {
                     "symm's all-reduce of the whole message in each domain (a length the \
                      domain cannot split evenly), then the rail's"
                         .to_string()
                 }
-                Collective::AllReduce => "symm's reduce-scatter and all-gather in each domain, \
-                                         the rail's all-reduce between them"
+                (Collective::AllReduce, _) => "symm's reduce-scatter and all-gather in each \
+                                               domain, the rail's all-reduce between them"
                     .to_string(),
-                Collective::AllGather | Collective::ReduceScatter => {
-                    let (first, then) = match call.collective {
-                        Collective::AllGather => ("all-gather", "rank order"),
-                        _ => ("reduce-scatter", "domain order"),
-                    };
-                    match whole < rule::REORDER_MIN_BYTES {
-                        true if call.collective == Collective::AllGather => {
-                            format!("symm's {first} in each domain, then the rail's")
-                        }
-                        true => format!("the rail's {first}, then symm's in each domain"),
-                        false if call.collective == Collective::AllGather => format!(
-                            "the rail's {first}, then symm's in each domain, reordered into \
-                             {then} (≥ {} in all)",
-                            rule::size_name(rule::REORDER_MIN_BYTES)
-                        ),
-                        false => format!(
-                            "reordered into {then}, symm's {first} in each domain, then the \
-                             rail's (≥ {} in all)",
-                            rule::size_name(rule::REORDER_MIN_BYTES)
-                        ),
-                    }
+                (Collective::AllGather, true) => {
+                    "symm's all-gather in each domain, then the rail's".to_string()
                 }
+                (Collective::AllGather, false) => format!(
+                    "the rail's all-gather, then symm's in each domain, reordered into rank \
+                     order (≥ {big} in all)"
+                ),
+                (Collective::ReduceScatter, true) => {
+                    "the rail's reduce-scatter, then symm's in each domain".to_string()
+                }
+                (Collective::ReduceScatter, false) => format!(
+                    "reordered into domain order, symm's reduce-scatter in each domain, then \
+                     the rail's (≥ {big} in all)"
+                ),
                 _ => "the root's rail's broadcast, then symm's in each domain".to_string(),
             };
             choice.reason = format!(
@@ -525,30 +518,28 @@ impl Collectives {
     /// emulator the rail is the stand-in, which spans no domains.) The
     /// deterministic mode's reductions never cross domains.
     pub(super) fn hierarchical(&self, collective: Collective, even: bool) -> bool {
-        let t = self.user.topology();
-        let l = self.cs.world_size() / t.domains().max(1);
-        let blocks =
-            || (0..t.domains()).all(|d| t.ranks_of(d) == (d * l..(d + 1) * l).collect::<Vec<_>>());
-        let form = match collective {
-            Collective::AllReduce => !self.options.deterministic(),
-            Collective::ReduceScatter => !self.options.deterministic() && even && blocks(),
-            Collective::AllGather => blocks(),
-            Collective::Broadcast => true,
-            _ => false,
-        };
-        form && self.hierarchy_applies()
+        let blocks = || self.user.topology().in_blocks();
+        self.hierarchy_applies()
+            && match collective {
+                Collective::AllReduce => !self.options.deterministic(),
+                Collective::ReduceScatter => !self.options.deterministic() && even && blocks(),
+                Collective::AllGather => blocks(),
+                Collective::Broadcast => true,
+                _ => false,
+            }
     }
 
     /// Whether any call of this group may go hierarchically
     /// ([`hierarchical`](Self::hierarchical)'s conditions on the group).
     fn hierarchy_applies(&self) -> bool {
-        let t = self.user.topology();
-        let l = self.cs.world_size() / t.domains().max(1);
         self.group.spans_domains
             && !self.user.__is_emulated_network()
-            && (0..t.domains()).all(|d| t.ranks_of(d).len() == l)
-            && (l > 1 || self.user.backend_kind() == symm::BackendKind::Emulator)
             && self.options.prefer() == Prefer::Auto
+            && self
+                .user
+                .topology()
+                .domain_size()
+                .is_some_and(|l| l > 1 || self.user.backend_kind() == symm::BackendKind::Emulator)
     }
 
     fn driver(&self, op: &'static str, e: symm::cudarc::driver::DriverError) -> Error {

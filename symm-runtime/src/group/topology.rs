@@ -23,6 +23,11 @@ pub struct Topology {
     domain_of: Vec<usize>,
     /// Number of domains (asked on every launch).
     domains: usize,
+    /// See [`domain_size`](Self::domain_size) (asked on every functional
+    /// call).
+    domain_size: Option<usize>,
+    /// See [`in_blocks`](Self::in_blocks).
+    in_blocks: bool,
 }
 
 /// The environment variable that splits a group's ranks into simulated
@@ -43,10 +48,26 @@ impl Topology {
                 }
             })
             .collect();
+        let domains = firsts.len();
+        let mut sizes = vec![0usize; domains];
+        for &d in &domain_of {
+            sizes[d] += 1;
+        }
+        let domain_size = sizes.windows(2).all(|w| w[0] == w[1]).then(|| sizes[0]);
+        // Consecutive ranks per domain, in domain order: rank r in domain
+        // r / size.
+        let in_blocks = domain_size.is_some_and(|l| {
+            domain_of
+                .iter()
+                .enumerate()
+                .all(|(r, &d)| d == r / l.max(1))
+        });
         Topology {
             keys,
             domain_of,
-            domains: firsts.len(),
+            domains,
+            domain_size,
+            in_blocks,
         }
     }
 
@@ -92,6 +113,19 @@ impl Topology {
             .collect()
     }
 
+    /// The ranks of each domain, where every domain has as many (`None`
+    /// where they differ).
+    pub fn domain_size(&self) -> Option<usize> {
+        self.domain_size
+    }
+
+    /// Whether every domain is a block of consecutive ranks, in domain
+    /// order (as torchrun numbers nodes), and all are of one size: then
+    /// the domains' chunks of a message in rank order are consecutive.
+    pub fn in_blocks(&self) -> bool {
+        self.in_blocks
+    }
+
     /// `rank`'s index among its domain's ranks: its rank in
     /// [`Comm::domain`](crate::Comm::domain), and its rail.
     pub fn local_rank(&self, rank: usize) -> usize {
@@ -129,6 +163,9 @@ mod tests {
         assert_eq!(t.domains(), 3);
         assert_eq!(t.ranks_of(0), vec![0, 1]);
         assert!(!Topology::top_level(&[5; 4], 1).spans_domains());
+        assert_eq!((t.domain_size(), t.in_blocks()), (None, false));
+        let t = Topology::top_level(&[5; 8], 4);
+        assert_eq!((t.domain_size(), t.in_blocks()), (Some(2), true));
     }
 
     #[test]
@@ -137,6 +174,8 @@ mod tests {
         let t = Topology::top_level(&[1, 2, 1, 2], 1);
         assert_eq!((t.ranks_of(0), t.ranks_of(1)), (vec![0, 2], vec![1, 3]));
         assert_eq!(t.local_rank(3), 1);
+        // Of one size, but not blocks.
+        assert_eq!((t.domain_size(), t.in_blocks()), (Some(2), false));
         // The subgroup of parent ranks 3, 2, 1 (in that order).
         let s = t.sub(&[3, 2, 1]);
         assert_eq!((s.ranks_of(0), s.ranks_of(1)), (vec![0, 2], vec![1]));
