@@ -174,11 +174,16 @@ impl Down {
     /// The ranks whose device waits its peers must end: every one after a
     /// failure (the group is broken, and a peer stopped by it may never
     /// send what a third rank waits for), only its own after an exit.
+    /// The abort word has a bit for each of 32 ranks (a kernel's group has
+    /// at most a domain's): a rank past them, of a group that spans
+    /// domains, ends every wait, as a failure does.
     pub(crate) fn stopped_ranks(&self) -> u32 {
-        if self.failed {
-            u32::MAX
-        } else {
-            1 << self.rank
+        match self.failed {
+            true => u32::MAX,
+            false => u32::try_from(self.rank)
+                .ok()
+                .and_then(|r| 1u32.checked_shl(r))
+                .unwrap_or(u32::MAX),
         }
     }
 
@@ -1345,6 +1350,24 @@ fn ranges(v: &[u32]) -> String {
 mod tests {
     use super::*;
     use crate::store::{InProcessStore, Store};
+
+    /// An exit stops its own rank's waits, and a rank past the abort
+    /// word's 32 bits (a group that spans domains) every wait, with no
+    /// overflowing shift.
+    #[test]
+    fn an_exit_stops_its_rank_or_every_rank_past_the_word() {
+        let down = |rank, failed| Down {
+            rank,
+            failed,
+            cause: String::new(),
+            kind: None,
+        };
+        assert_eq!(down(3, false).stopped_ranks(), 1 << 3);
+        assert_eq!(down(31, false).stopped_ranks(), 1 << 31);
+        assert_eq!(down(32, false).stopped_ranks(), u32::MAX);
+        assert_eq!(down(4095, false).stopped_ranks(), u32::MAX);
+        assert_eq!(down(3, true).stopped_ranks(), u32::MAX);
+    }
 
     /// A stall is a deadlock only once every rank in a launch has polled
     /// all its threads since the last progress: a rank whose OS thread has
