@@ -193,7 +193,8 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
     let blocks = (rows as u32).min(MAX_BLOCKS);
     let blocks = comm
         .co_resident_blocks(1)
-        .map_or(blocks, |limit| blocks.min(limit.max(1)));
+        .map_or(blocks, |limit| blocks.min(limit.max(1)))
+        .min(comm.spread_blocks().unwrap_or(u32::MAX));
     // What the identity barriers need: a first warp that handshakes and
     // a thread per rank in the second, which checks the peers' words.
     let threads = THREADS

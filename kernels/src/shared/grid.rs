@@ -48,8 +48,10 @@ pub(crate) fn fixed_grid(comm: &Comm, blocks: u32) -> u32 {
 /// `blocks`, or fewer where ranks share a GPU: at most each of `limits`
 /// (the largest co-resident grids the driver reports for the kernels the
 /// call's family launches; `None` for any), since blocks wait for their
-/// peers' and all must be resident at once. The result is the same on
-/// every rank. An error names `kernel` where not even one block fits.
+/// peers' and all must be resident at once, and at most
+/// [`Comm::spread_blocks`] (half the GPU left to other streams). The
+/// result is the same on every rank. An error names `kernel` where not
+/// even one block fits.
 pub(crate) fn fit_blocks(
     comm: &Comm,
     kernel: &str,
@@ -60,7 +62,7 @@ pub(crate) fn fit_blocks(
     if comm.max_ranks_on_device() == 1 {
         return Ok(blocks);
     }
-    let mut fitted = blocks;
+    let mut fitted = blocks.min(comm.spread_blocks().unwrap_or(u32::MAX));
     for limit in limits {
         if let Some(l) = limit? {
             fitted = fitted.min(l);

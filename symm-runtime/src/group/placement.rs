@@ -315,6 +315,17 @@ impl Placement {
         let capacity = u64::from(blocks_per_sm) * u64::from(self.min_sms);
         Some(u32::try_from(capacity / (2 * share as u64)).unwrap_or(u32::MAX))
     }
+
+    /// The most blocks that a built-in kernel that waits on peers takes
+    /// where ranks share a device: a quarter of the multiprocessors
+    /// between the ranks' kernels (two a rank), at least one; `None` when
+    /// no rank shares its device.
+    pub(crate) fn spread_blocks(&self) -> Option<u32> {
+        let share = self.share as u64;
+        (share > 1).then(|| {
+            u32::try_from((u64::from(self.min_sms) / (4 * share)).max(1)).unwrap_or(u32::MAX)
+        })
+    }
 }
 
 /// Publishes `mine` under this group's keys, waits for every rank's, and
@@ -571,5 +582,13 @@ mod tests {
         // 512-thread blocks, 4 per SM: 8 ranks fit 33 blocks each with PDL.
         let h100 = Placement::resolve(&vec![id(1, 1); 8]).unwrap();
         assert_eq!(h100.co_resident_blocks(4), Some(33));
+        // The built-in kernels take 132 / (4 × 8) of them, and at least one.
+        assert_eq!(h100.spread_blocks(), Some(4));
+        assert_eq!(p.spread_blocks(), Some(7));
+        assert_eq!(alone.spread_blocks(), None);
+        let mut tiny = vec![id(1, 1); 2];
+        tiny[0].sms = 1;
+        tiny[1].sms = 1;
+        assert_eq!(Placement::resolve(&tiny).unwrap().spread_blocks(), Some(1));
     }
 }
