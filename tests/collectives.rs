@@ -25,7 +25,7 @@ use native::{native_ops, native_values, Native};
 use symm::dsl::*;
 use symm::kernels::collectives::{
     all_gather, all_gather_coalesced, all_gather_in_place, all_reduce_coalesced, all_reduce_op,
-    all_to_all, all_to_all_single, all_to_all_v, broadcast, broadcast_in_place, force_path,
+    all_to_all, all_to_all_single, all_to_all_v, broadcast, broadcast_in_place, fold, force_path,
     reduce_scatter, reduce_scatter_chunk, CollectivePath, CopyElem, ReduceElem, ReduceOp,
 };
 use symm::{compare_bits, run, Comm, CommOptions, ErrorKind, LaunchConfig};
@@ -318,6 +318,73 @@ fn reduce_scatter_case<T: ReduceElem>(world: usize, n: usize, op: ReduceOp, inpu
                 let close = !tame || (got - exact).abs() <= 1e-5 * exact.abs().max(1.0);
                 assert!(close, "{what}, rank {r}, element {i}: {got} vs {exact}");
             }
+        }
+    }
+}
+
+/// `fold` of the rows that every rank's chunk would be (rank q's chunk r
+/// as row q, gathered on the host) gives, bit for bit, what the group's
+/// reduce-scatter gives rank r from the ranks' own memory: every op and
+/// type it takes, random data with poisoned outputs. Bad shapes are
+/// errors.
+fn fold_case<T: ReduceElem>(world: usize, n: usize) {
+    let inputs: Vec<Vec<T>> = (0..world).map(|_| random_values::<T>(n)).collect();
+    for op in ReduceOp::ALL {
+        let what = format!("fold {} {op:?} world {world} n {n}", T::DTYPE);
+        let Some(outs) = on_ranks(world, &what, |c| {
+            let buf = c.alloc::<T>(n)?;
+            buf.copy_from_host(&inputs[c.rank()])?;
+            let s = buf.rendezvous()?;
+            let mine = reduce_scatter_chunk(n, world, c.rank());
+            let mut rs = c.device_buffer_from(&vec![poison::<T>(); mine.len()])?;
+            if let Err(e) = reduce_scatter(c, &s, &mut rs, n, op) {
+                // (An op the type does not take: fold refuses it alike.)
+                let rows = c.device_buffer::<T>(world * mine.len())?;
+                let mut out = c.device_buffer::<T>(mine.len())?;
+                let f = fold(c, op, &rows, &mut out, world).expect_err("fold refuses it too");
+                assert_eq!(f.kind(), e.kind(), "{f} vs {e}");
+                return Ok(None);
+            }
+            c.synchronize()?;
+            let rows: Vec<T> = inputs
+                .iter()
+                .flat_map(|v| v[mine.clone()].to_vec())
+                .collect();
+            let rows = c.device_buffer_from(&rows)?;
+            let mut out = c.device_buffer_from(&vec![poison::<T>(); mine.len()])?;
+            fold(c, op, &rows, &mut out, world)?;
+            c.synchronize()?;
+            // Rows that do not fill the source exactly, and no rows.
+            for bad in [world + 1, 0] {
+                let e = fold(c, op, &rows, &mut out, bad).expect_err("a bad shape");
+                assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            }
+            Ok(Some((rs.to_host()?, out.to_host()?)))
+        }) else {
+            return;
+        };
+        for (r, got) in outs.iter().enumerate() {
+            if let Some((rs, folded)) = got {
+                assert_bits(&format!("{what}, rank {r}"), folded, rs);
+            }
+        }
+    }
+}
+
+#[test]
+fn fold_matches_the_reductions() {
+    for world in [1, 3, 8] {
+        let q = world == 3;
+        if tier::runs(q) {
+            fold_case::<f32>(world, 4099);
+            fold_case::<bf16>(world, 37);
+            fold_case::<i32>(world, 100);
+        }
+        if tier::runs(false) {
+            fold_case::<f16>(world, 333);
+            fold_case::<f8e4m3>(world, 64);
+            fold_case::<f64>(world, 65);
+            fold_case::<u64>(world, 65);
         }
     }
 }
@@ -2072,7 +2139,7 @@ fn back_to_back_mixed_collectives() {
 
 use symm::kernels::collectives::{
     all_gather_coalesced_pull, all_gather_pull, all_reduce_coalesced_pull, all_reduce_op_two_shot,
-    all_to_all_pull, all_to_all_v_pull, broadcast_pull, copy_ll, gather_pull, reduce_ll,
+    all_to_all_pull, all_to_all_v_pull, broadcast_pull, copy_ll, fold_rows, gather_pull, reduce_ll,
     reduce_pull, reduce_scatter_pull, scatter_pull,
 };
 
@@ -2098,6 +2165,7 @@ fn collective_kernels_sample_compile() {
         copy_ll::<f32, 2>,
         reduce_ll::<f32, 2, 0, false>,
         reduce_scatter_pull::<i64, 2, 0, true>,
+        fold_rows::<bf16, 0, false>,
     );
     collective_kernels_sample();
 }
@@ -2170,6 +2238,14 @@ fn collective_kernels_compile() {
         reduce_pull::<f32, 4, 0, false>,
         reduce_pull::<f8e4m3, 16, 3, false>,
         reduce_pull::<u64, 2, 4, true>,
+        // The local fold of an exact reduction across domains.
+        fold_rows::<f32, 1, false>,
+        fold_rows::<f32, 2, false>,
+        fold_rows::<f8e4m3, 3, false>,
+        fold_rows::<f16, 4, false>,
+        fold_rows::<i32, 0, true>,
+        fold_rows::<f64, 1, true>,
+        fold_rows::<u64, 4, true>,
     );
     collective_kernels();
 }

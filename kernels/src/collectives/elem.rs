@@ -254,6 +254,18 @@ pub trait ReduceElem: CopyElem {
         ch: Ch,
     ) -> Result<()>;
 
+    /// Launches [`fold_rows`](super::fold_rows) of `op` (a checked launch).
+    #[doc(hidden)]
+    fn __fold(
+        comm: &Comm,
+        cfg: LaunchConfig,
+        op: ReduceOp,
+        src: &BoundSlice<'_, Self>,
+        out: &mut BoundSlice<'_, Self>,
+        rows: u32,
+        chunk: u32,
+    ) -> Result<()>;
+
     /// Launches the reduce-scatter kernel of `op`.
     ///
     /// # Safety
@@ -540,6 +552,24 @@ macro_rules! reduce_elem {
                 // input and, on the root, its `out`.
                 unsafe {
                     by_op!(op, reduce_pull::launch_unchecked::<$t, { vector::<$t>() }, $native>(comm, cfg, input, out, n, root, ch.index, ch.sig))
+                }
+            }
+
+            fn __fold(
+                comm: &Comm,
+                cfg: LaunchConfig,
+                op: ReduceOp,
+                src: &BoundSlice<'_, Self>,
+                out: &mut BoundSlice<'_, Self>,
+                rows: u32,
+                chunk: u32,
+            ) -> Result<()> {
+                match op {
+                    ReduceOp::Sum => fold_rows::launch::<$t, 0, $native>(comm, cfg, src, out, rows, chunk),
+                    ReduceOp::Avg => fold_rows::launch::<$t, 1, $native>(comm, cfg, src, out, rows, chunk),
+                    ReduceOp::Min => fold_rows::launch::<$t, 2, $native>(comm, cfg, src, out, rows, chunk),
+                    ReduceOp::Max => fold_rows::launch::<$t, 3, $native>(comm, cfg, src, out, rows, chunk),
+                    ReduceOp::Prod => fold_rows::launch::<$t, 4, $native>(comm, cfg, src, out, rows, chunk),
                 }
             }
 

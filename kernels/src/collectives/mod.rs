@@ -62,7 +62,7 @@ pub use device::*;
 pub(crate) use elem::{combines_natively, dtype_op_problem};
 pub use elem::{Ch, CopyCall, CopyElem, Kernel, LlCall, ReduceElem, ReduceOp};
 pub use path::{force_path, CollectivePath};
-pub use reductions::{all_reduce_op, reduce, reduce_scatter, reduce_scatter_chunk, sum};
+pub use reductions::{all_reduce_op, fold, reduce, reduce_scatter, reduce_scatter_chunk, sum};
 pub use splits::{all_to_all_single, all_to_all_v};
 
 /// Threads per block of the pull kernels, and the most an LL launch takes

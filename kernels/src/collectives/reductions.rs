@@ -8,9 +8,10 @@ use super::elem::{op_problem, ReduceElem, ReduceOp};
 use super::ll::{run_ll, LlArgs};
 use super::path::CollectivePath;
 use crate::shared::checks::{
-    disjoint, fits, out_fits, root_disjoint, root_problem, same_or_disjoint, vector_aligned,
-    InPlace,
+    disjoint, fits, invalid, out_fits, root_disjoint, root_problem, same_or_disjoint,
+    vector_aligned, InPlace,
 };
+use crate::shared::grid::fixed_grid;
 use crate::shared::staging::grow;
 
 /// The elements of a [`reduce_scatter`] of `n` that rank `rank` of `world`
@@ -164,6 +165,43 @@ pub fn all_reduce_op<T: ReduceElem>(
     // SAFETY: `n` fits every rank's input and this rank's `out`, and the
     // scratch holds at least `n` elements.
     unsafe { T::__all_reduce(comm, cfg, op, input, &scratch, &mut r.out, n as u32, r.ch) }
+}
+
+/// `out` gets the reduction by `op` of the `rows` equal rows of `src`
+/// (row r, `out.len()` elements at `r × out.len()`, standing for rank
+/// r's), on `comm`'s stream, with the same bits as the group's reductions
+/// give where row r is rank r's input ([`fold_rows`](super::fold_rows)).
+/// Local: no peer takes part. What a reduction across NVLink domains runs
+/// once an all-to-all has brought every rank's chunk to one rank.
+pub fn fold<T: ReduceElem>(
+    comm: &Comm,
+    op: ReduceOp,
+    src: &(impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    rows: usize,
+) -> Result<()> {
+    if let Some(p) = op_problem::<T>(op) {
+        return Err(comm.error(p.kind, p.text));
+    }
+    let s = comm.bind("src", src)?;
+    let mut o = comm.bind_mut("out", out)?;
+    let chunk = o.len();
+    if rows == 0 || rows.checked_mul(chunk) != Some(s.len()) || s.len() > u32::MAX as usize {
+        return Err(invalid(comm, format!(
+            "fold of {} elements into {rows} rows of {chunk}: the source must hold exactly              the rows, at least one, in at most {} elements",
+            s.len(),
+            u32::MAX
+        )));
+    }
+    if chunk == 0 {
+        return Ok(());
+    }
+    let threads = 256u32;
+    // One element per thread, grid-stride; the emulator's few blocks only
+    // mean more steps per thread.
+    let blocks = (chunk as u64).div_ceil(u64::from(threads)).clamp(1, 1024) as u32;
+    let cfg = symm::LaunchConfig::linear(fixed_grid(comm, blocks), threads);
+    T::__fold(comm, cfg, op, &s, &mut o, rows as u32, chunk as u32)
 }
 
 /// Reduce: rank `root`'s `out` gets the reduction by `op` of every rank's

@@ -640,6 +640,45 @@ pub(crate) fn reduce_one<T: Num, const OP: usize, const NATIVE: bool>(
     finish::<T, OP>(acc, world)
 }
 
+/// `out[0..chunk]` gets the reduction by `OP` of the `rows` rows of
+/// `src` (row r, at `r * chunk`, from rank r), combined element by element
+/// exactly as every reduction combines the ranks' elements (rank order,
+/// f32 rounded once, or `T` itself where `NATIVE`): the same bits from
+/// rows that reached one rank by a copy (a reduction across NVLink
+/// domains gathers them by an all-to-all) as from the ranks' own memory.
+/// Local: it neither signals nor reads peers.
+#[symm_kernel]
+pub fn fold_rows<T: Num, const OP: usize, const NATIVE: bool>(
+    src: &[T],
+    out: &mut [T],
+    rows: u32,
+    chunk: u32,
+) {
+    kernel_assert!(
+        rows >= 1u32
+            && (rows as usize) * (chunk as usize) <= src.len()
+            && chunk as usize <= out.len(),
+        "fold_rows: rows x chunk elements pass `src`, or chunk passes `out`"
+    );
+    let mut i = grid_thread();
+    while i < chunk {
+        if NATIVE {
+            let mut nat = src[i];
+            for r in 1..rows {
+                nat = combine_native::<T, OP>(nat, src[r * chunk + i]);
+            }
+            out[i] = finish_native::<T, OP>(nat, rows);
+        } else {
+            let mut acc = src[i].to_f32();
+            for r in 1..rows {
+                acc = combine::<OP>(acc, src[r * chunk + i].to_f32());
+            }
+            out[i] = finish::<T, OP>(acc, rows);
+        }
+        i += grid_threads();
+    }
+}
+
 /// Reduce: rank `root`'s `out[0..n]` gets the reduction by `OP` of every
 /// rank's `input[0..n]`, combined as every reduction is (in rank order,
 /// as [`ReduceOp`](super::ReduceOp) says); the other ranks pass the
