@@ -1,9 +1,12 @@
 //! Collectives across NVLink domains: `symm::functional`'s hierarchical
-//! all-reduce, all-gather, reduce-scatter and broadcast (symm's kernels in
-//! each domain, NCCL on the rails between them) against flat NCCL over the
-//! whole group (`Prefer::Nccl`), on simulated nodes of one machine
-//! (`--nodes`: ranks split into that many domains of consecutive ranks,
-//! one rank per GPU).
+//! all-reduce, all-gather, reduce-scatter, broadcast and all-to-all
+//! (symm's kernels in each domain, NCCL on the rails between them) against
+//! flat NCCL over the whole group (`Prefer::Nccl`), on simulated nodes of
+//! one machine (`--nodes`: ranks split into that many domains of
+//! consecutive ranks, one rank per GPU). With `--deterministic`, the
+//! reductions take their exact form (an all-to-all, symm's fold in rank
+//! order, an all-gather): the price of the deterministic mode across
+//! domains.
 //!
 //! Every number is a CUDA graph of back-to-back calls (the median of its
 //! replays, as every benchmark here times), from plain device buffers (a
@@ -39,21 +42,26 @@ struct Args {
     /// Largest message, bytes (1 KiB to it, in powers of 4).
     #[arg(long, default_value_t = 256 << 20)]
     max_bytes: usize,
-    /// Collectives (all_reduce, all_gather, reduce_scatter, broadcast).
+    /// Collectives (all_reduce, all_gather, reduce_scatter, broadcast,
+    /// all_to_all).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "all_reduce,all_gather,reduce_scatter,broadcast"
+        default_value = "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all"
     )]
     calls: Vec<String>,
+    /// symm's side in the deterministic mode (its reductions' exact form).
+    #[arg(long)]
+    deterministic: bool,
 }
 
 /// The collectives with hierarchical forms.
-const CALLS: [Collective; 4] = [
+const CALLS: [Collective; 5] = [
     Collective::AllReduce,
     Collective::AllGather,
     Collective::ReduceScatter,
     Collective::Broadcast,
+    Collective::AllToAll,
 ];
 
 /// One row: the call, the message's bytes, µs of (hierarchical, flat
@@ -74,13 +82,14 @@ fn one(
         Collective::AllReduce => fc.all_reduce(x, y, ReduceOp::Sum)?.wait().map(drop),
         Collective::AllGather => fc.all_gather(x, y)?.wait().map(drop),
         Collective::ReduceScatter => fc.reduce_scatter(x, y, ReduceOp::Sum)?.wait().map(drop),
+        Collective::AllToAll => fc.all_to_all(x, y)?.wait().map(drop),
         _ => fc.broadcast(x, y, root)?.wait().map(drop),
     }
 }
 
-fn rows(c: &Comm, max: usize, calls: &[Collective]) -> Result<Vec<Row>> {
+fn rows(c: &Comm, max: usize, calls: &[Collective], det: bool) -> Result<Vec<Row>> {
     let world = c.world_size();
-    let hier = Collectives::with_options(c, Options::default())?;
+    let hier = Collectives::with_options(c, Options::default().with_deterministic(det))?;
     let flat = Collectives::with_options(c, Options::default().with_backend(Prefer::Nccl))?;
     let barrier = Barrier::new(c)?;
     let mut out = Vec::new();
@@ -93,6 +102,7 @@ fn rows(c: &Comm, max: usize, calls: &[Collective]) -> Result<Vec<Row>> {
             let (n_in, n_out) = match call {
                 Collective::AllGather => (whole / world, whole / world * world),
                 Collective::ReduceScatter => (whole / world * world, whole / world),
+                Collective::AllToAll => (whole / world * world, whole / world * world),
                 _ => (whole, whole),
             };
             if n_in == 0 || n_out == 0 {
@@ -173,7 +183,7 @@ fn main() {
         if !c.topology().spans_domains() {
             return Err(other(c, "the ranks are one domain: pass --nodes 2 or more"));
         }
-        rows(c, max, &calls)
+        rows(c, max, &calls, args.deterministic)
     });
     let got = match got {
         Ok(g) => g,
@@ -184,9 +194,14 @@ fn main() {
     };
     let p2p = std::env::var("NCCL_P2P_DISABLE").unwrap_or_default();
     let shm = std::env::var("NCCL_SHM_DISABLE").unwrap_or_default();
+    let det = if args.deterministic {
+        ", symm in the deterministic mode"
+    } else {
+        ""
+    };
     println!(
         "\n### {world} ranks as {nodes} simulated nodes ({placement}; NCCL_P2P_DISABLE={p2p} \
-         NCCL_SHM_DISABLE={shm})\n"
+         NCCL_SHM_DISABLE={shm}{det})\n"
     );
     println!(
         "µs per call, {}; rank 0. symm: `symm::functional` (hierarchical where a form \

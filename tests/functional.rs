@@ -2421,13 +2421,12 @@ fn a_failed_rank_aborts_its_peers_nccl_calls() {
 /// A group that spans NVLink domains (simulated nodes) all-reduces
 /// hierarchically: symm inside each domain, the chunks across domains on
 /// the rails (NCCL on GPUs; on the emulator, symm's kernels stand in),
-/// exact against a float64 reference on every rank, by sum and avg (float
-/// min and max are refused: NCCL's are not IEEE's), at lengths the
+/// exact against a float64 reference on every rank, by sum, avg, min and
+/// max (these two in the exact form: NCCL's are not IEEE's), at lengths the
 /// domains chunk evenly and not. Forced NCCL takes the whole message (the
 /// stand-in on the emulator); where NCCL cannot run (ranks sharing a GPU),
 /// every rank gets an `Unsupported` error that says the group spans
-/// domains. Domains of different sizes, symm forced and the deterministic
-/// mode are refused.
+/// domains. Domains of different sizes and symm forced are refused.
 #[test]
 fn a_group_across_domains_all_reduces_hierarchically() {
     let nccl = on_gpu() && symm::cuda_device_count() >= 2 && symm::functional::nccl_available();
@@ -2460,17 +2459,9 @@ fn a_group_across_domains_all_reduces_hierarchically() {
                     let mine: Vec<f32> = (0..n).map(|i| value(me, i, seed)).collect();
                     let input = c.device_buffer_from(&mine)?;
                     let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
-                    let r = coll.all_reduce(&input, &mut out, op);
-                    // NCCL's float min and max are not IEEE's minimum and
-                    // maximum (NaNs, signed zeros), so they cannot cross
-                    // domains (the emulator's stand-in refuses them alike).
-                    if matches!(op, ReduceOp::Max | ReduceOp::Min) {
-                        let e = r.map(|_| ()).expect_err("NCCL's float min/max refused");
-                        assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-                        assert!(e.to_string().contains("NCCL's min and max"), "{e}");
-                        continue;
-                    }
-                    r?.wait_host()?;
+                    // (Float min and max, which NCCL's are not IEEE's,
+                    // take the exact form: exact_reductions_across_domains.)
+                    coll.all_reduce(&input, &mut out, op)?.wait_host()?;
                     let want: Vec<f32> = (0..n)
                         .map(|i| {
                             let all = (0..world).map(|r| f64::from(value(r, i, seed)));
@@ -2526,23 +2517,15 @@ fn a_group_across_domains_all_reduces_hierarchically() {
                     assert!(m.contains(part), "rank {me}: {part:?} in {m}");
                 }
             }
-            for (opts, part) in [
-                (
-                    Options::default().with_backend(Prefer::Symm),
-                    "symm is forced",
-                ),
-                (
-                    Options::default().with_deterministic(true),
-                    "the deterministic mode",
-                ),
-            ] {
-                let coll = Collectives::with_options(c, opts)?;
-                let e = coll
-                    .all_reduce(&input, &mut out, ReduceOp::Sum)
-                    .map(|_| ())
-                    .expect_err("refused across domains");
-                assert!(e.to_string().contains(part), "rank {me}: {part:?} in {e}");
-            }
+            // Symm forced is refused (the deterministic mode runs:
+            // exact_reductions_across_domains).
+            let forced =
+                Collectives::with_options(c, Options::default().with_backend(Prefer::Symm))?;
+            let e = forced
+                .all_reduce(&input, &mut out, ReduceOp::Sum)
+                .map(|_| ())
+                .expect_err("refused across domains");
+            assert!(e.to_string().contains("symm is forced"), "rank {me}: {e}");
             Ok(())
         })
         .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains: {e}"));
@@ -2677,8 +2660,8 @@ fn every_collective_across_emulated_domains() {
     }
 }
 
-/// The hierarchical all-gather, reduce-scatter and broadcast (and the
-/// all-reduce beside them) of a group across domains, in both of their
+/// The hierarchical all-gather, reduce-scatter, broadcast and all-to-all
+/// (and the all-reduce beside them) of a group across domains, in both of their
 /// forms (below and from `REORDER_MIN_BYTES`), on fresh random integers
 /// (whose sums are exact in any order) from poisoned outputs, exact
 /// against references; `explain` names the form. On the emulator at 2 × 2
@@ -2742,6 +2725,7 @@ fn hierarchical_collectives_in_both_forms() {
                 let all: Vec<Vec<f32>> = (0..world).map(|r| draw(r, k, n)).collect();
                 let input = c.device_buffer_from(&all[me])?;
                 let mut out = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+                eprintln!("rank {me}: all_gather of {n}");
                 coll.all_gather(&input, &mut out)?.wait_host()?;
                 assert!(
                     out.to_host()? == all.concat(),
@@ -2756,6 +2740,7 @@ fn hierarchical_collectives_in_both_forms() {
                 let big: Vec<Vec<f32>> = (0..world).map(|r| draw(r, k + 10, world * n)).collect();
                 let big_in = c.device_buffer_from(&big[me])?;
                 let mut chunk = c.device_buffer_from(&vec![f32::NAN; n])?;
+                eprintln!("rank {me}: reduce_scatter of {n}");
                 coll.reduce_scatter(&big_in, &mut chunk, ReduceOp::Sum)?
                     .wait_host()?;
                 let want: Vec<f32> = (0..n)
@@ -2786,6 +2771,7 @@ fn hierarchical_collectives_in_both_forms() {
                 );
                 // All-reduce (sum) of the same.
                 let mut sum = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+                eprintln!("rank {me}: all_reduce of {n}");
                 coll.all_reduce(&big_in, &mut sum, ReduceOp::Sum)?
                     .wait_host()?;
                 let want: Vec<f32> = (0..world * n)
@@ -2796,9 +2782,24 @@ fn hierarchical_collectives_in_both_forms() {
                     "rank {me}: all_reduce of {}",
                     world * n
                 );
+                // All-to-all of n elements for each rank.
+                let mut a2a = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+                eprintln!("rank {me}: all_to_all of {n}");
+                coll.all_to_all(&big_in, &mut a2a)?.wait_host()?;
+                let want: Vec<f32> = (0..world)
+                    .flat_map(|r| big[r][me * n..(me + 1) * n].to_vec())
+                    .collect();
+                assert!(a2a.to_host()? == want, "rank {me}: all_to_all of {n} each");
+                let why = coll.explain(&facts(Collective::AllToAll, None, n * 4))?;
+                assert!(
+                    why.reason.contains("hierarchical across")
+                        && why.reason.contains("regrouped by domain"),
+                    "rank {me}: {why}"
+                );
                 // Broadcast from a rank of local index 1, and from the last.
                 for root in [1, world - 1] {
                     let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+                    eprintln!("rank {me}: broadcast of {n}");
                     coll.broadcast(&input, &mut out, root)?.wait_host()?;
                     assert!(
                         out.to_host()? == all[root],
@@ -2823,6 +2824,118 @@ fn hierarchical_collectives_in_both_forms() {
         })
         .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains (seed {seed}): {e}"));
     }
+}
+
+/// The exact reductions across domains: in the deterministic mode, the
+/// all-reduce (sum, avg, max) and reduce-scatter of a group that spans
+/// domains give the single-domain promise's bits (`det_ref`: f32 in rank
+/// order from −0, rounded once) at lengths from 1 element to past
+/// `REORDER_MIN_BYTES` (the all-gather's large form), padded where the
+/// world size does not divide them; without it, float min and max (which
+/// NCCL cannot run as IEEE's) take the same form and give the same bits.
+/// `explain` names the form. On the emulator at 2 × 2 (quick), 2 × 4,
+/// 4 × 2, 3 × 2 and 2 × 1; on GPUs at 2 × 2 (domains sharing a GPU) and
+/// 2 × 1 (the rail's legs alone).
+#[test]
+fn exact_reductions_across_domains() {
+    let nccl = on_gpu() && symm::cuda_device_count() >= 2 && symm::functional::nccl_available();
+    let cases: Vec<(usize, usize)> = match (on_gpu(), tier::quick_test()) {
+        (true, true) if nccl => vec![(4, 2), (2, 2)],
+        (true, _) => {
+            eprintln!(
+                "SKIPPED: exact_reductions_across_domains on GPUs needs 2 GPUs and libnccl \
+                 (quick tier)"
+            );
+            return;
+        }
+        (false, true) => vec![(4, 2)],
+        (false, false) => vec![(8, 2), (8, 4), (6, 3), (2, 2)],
+    };
+    for (world, nodes) in cases {
+        exact_case::<f32>(world, nodes);
+        if !tier::quick_test() || world == 4 {
+            exact_case::<symm::bf16>(world, nodes);
+        }
+    }
+}
+
+fn exact_case<T: DetElem>(world: usize, nodes: usize) {
+    use symm::functional::rule::REORDER_MIN_BYTES;
+    let Some(r) = ranks(world) else { return };
+    run(r, options().with_nodes(nodes), |c| {
+        let me = c.rank();
+        let det = Collectives::with_options(c, Options::default().with_deterministic(true))?;
+        let plain = Collectives::new(c)?;
+        let data = |first: usize, n: usize| -> Vec<T> {
+            (first..first + n)
+                .map(|e| T::of(det_value(me, e)))
+                .collect()
+        };
+        let tag = |what: &str, n: usize| {
+            format!(
+                "{world} ranks in {nodes} domains, {}, rank {me}: {what} of {n}",
+                T::DTYPE
+            )
+        };
+        let large = REORDER_MIN_BYTES / std::mem::size_of::<T>() + 3;
+        for (n, o) in [(1usize, 0usize), (7, 3), (4099, 5), (large, 1)] {
+            for (coll, op) in [
+                (&det, ReduceOp::Sum),
+                (&det, ReduceOp::Avg),
+                (&det, ReduceOp::Max),
+                (&plain, ReduceOp::Min),
+                (&plain, ReduceOp::Max),
+            ] {
+                let x = c.device_buffer_from(&data(o, n))?;
+                let mut out = c.device_buffer_from(&vec![T::of(f32::NAN); n])?;
+                coll.all_reduce(&x, &mut out, op)?.wait_host()?;
+                det_check::<T>(
+                    &tag(&format!("all_reduce {op:?}"), n),
+                    &out.to_host()?,
+                    o,
+                    world,
+                    op,
+                );
+            }
+            let m = n.div_ceil(world) * world;
+            let chunk = m / world;
+            for (coll, op) in [(&det, ReduceOp::Sum), (&plain, ReduceOp::Min)] {
+                let x = c.device_buffer_from(&data(o, m))?;
+                let mut out = c.device_buffer_from(&vec![T::of(f32::NAN); chunk])?;
+                coll.reduce_scatter(&x, &mut out, op)?.wait_host()?;
+                det_check::<T>(
+                    &tag(&format!("reduce_scatter {op:?}"), m),
+                    &out.to_host()?,
+                    o + me * chunk,
+                    world,
+                    op,
+                );
+            }
+        }
+        let facts = |collective, op| CallFacts {
+            collective,
+            dtype: T::DTYPE,
+            op: Some(op),
+            bytes: 4096,
+            bytes_per_peer: 4096,
+            nccl_shape: None,
+            placed: Placed::Plain,
+        };
+        for (coll, op, why) in [
+            (&det, ReduceOp::Sum, "deterministic"),
+            (&plain, ReduceOp::Max, "NCCL's min and max"),
+        ] {
+            for collective in [Collective::AllReduce, Collective::ReduceScatter] {
+                let got = coll.explain(&facts(collective, op))?.reason;
+                assert!(
+                    got.contains("exact across") && got.contains(why),
+                    "rank {me}: {got}"
+                );
+            }
+        }
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains, {}: {e}", T::DTYPE));
 }
 
 /// Ranks whose inputs to a hierarchical call differ in kind (symmetric on
@@ -2933,13 +3046,26 @@ fn groups_larger_than_a_domain_span_domains() {
     if on_gpu() {
         return;
     }
-    // The emulator's stand-in for NCCL spans at most a domain's ranks: a
-    // flat call of 16 is an error on every rank, not a hang or a panic.
+    // The all-to-all of 16 runs hierarchically (its rails and domains are
+    // of 8 and 2); the emulator's stand-in for NCCL spans at most a
+    // domain's ranks, so a flat call of 16 (the host-split all-to-all, of
+    // no hierarchical form) is an error on every rank, not a hang or a
+    // panic.
     let e = run(Ranks::Emulator(16), options().with_nodes(2), |c| {
         let coll = Collectives::new(c)?;
-        let x = c.device_buffer_from(&[1.0f32; 16])?;
-        let mut y = c.device_buffer::<f32>(16)?;
-        let r = coll.all_to_all(&x, &mut y)?.wait_host().map(drop);
+        let me = c.rank();
+        let x: Vec<f32> = (0..32).map(|i| (me * 100 + i) as f32).collect();
+        let x = c.device_buffer_from(&x)?;
+        let mut y = c.device_buffer_from(&[f32::NAN; 32])?;
+        coll.all_to_all(&x, &mut y)?.wait_host()?;
+        let want: Vec<f32> = (0..16)
+            .flat_map(|r| [(r * 100 + 2 * me) as f32, (r * 100 + 2 * me + 1) as f32])
+            .collect();
+        assert_eq!(y.to_host()?, want, "rank {me}: all_to_all of 16 ranks");
+        let r = coll
+            .all_to_all_single(&x, &mut y, &[2; 16], &[2; 16])?
+            .wait_host()
+            .map(drop);
         r
     })
     .expect_err("no stand-in of 16 ranks");

@@ -25,6 +25,9 @@ impl Collectives {
         T: ReduceElem,
         O: Output<T>,
     {
+        if self.exact_across(op, T::DTYPE) {
+            return self.all_reduce_exact(input, out, op);
+        }
         if self.hierarchical(Collective::AllReduce, true) {
             return self.all_reduce_across(input, out, op);
         }
@@ -110,6 +113,9 @@ impl Collectives {
         let chunk = n.div_ceil(world);
         // (Whatever this rank's `n`: ranks whose lengths differ, or that
         // the world size does not divide, fail alike in the agreement.)
+        if self.exact_across(op, T::DTYPE) {
+            return self.reduce_scatter_exact(input, out, op);
+        }
         if self.hierarchical(Collective::ReduceScatter, true) {
             return self.reduce_scatter_across(input, out, op);
         }
@@ -283,6 +289,9 @@ impl Collectives {
         input: &'c (impl Operand<T> + ?Sized),
         out: O,
     ) -> Result<Pending<'c, O>> {
+        if self.hierarchical(Collective::AllToAll, true) {
+            return self.all_to_all_across(input, out);
+        }
         let len = input.__memory().len();
         let world = self.cs.world_size();
         let uneven = (!len.is_multiple_of(world)).then(|| {

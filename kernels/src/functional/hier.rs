@@ -43,10 +43,11 @@ use super::rule::REORDER_MIN_BYTES;
 pub(super) struct Hier {
     domain: Collectives,
     rails: Collectives,
-    /// Per element type, call and lengths: the buffers between the legs,
-    /// a `[DeviceBuffer<T>; N]`. Kept (not freed and made again) for CUDA
-    /// graphs captured with them.
-    scratch: Mutex<HashMap<ScratchKey, Box<dyn Any + Send>>>,
+    /// Per element type, form and lengths: the buffers between the legs,
+    /// a `Mutex<[DeviceBuffer<T>; N]>` (each form holds its own while it
+    /// runs, so that one form may run another's legs). Kept (not freed and
+    /// made again) for CUDA graphs captured with them.
+    scratch: Mutex<HashMap<ScratchKey, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl Collectives {
@@ -62,13 +63,13 @@ impl Collectives {
             None => Ok(c),
         };
         let options = self.options.clone().with_own_stream(false);
-        let domain = Collectives::with_options(&on_stream(self.user.domain()?)?, options.clone())?;
+        let domain = Collectives::made(&on_stream(self.user.domain()?)?, options.clone(), true)?;
         let rails = self.user.rails()?;
         let rails = match rails.__emulated_network() {
             Some(network) => network,
             None => on_stream(rails)?,
         };
-        let rails = Collectives::with_options(&rails, options)?;
+        let rails = Collectives::made(&rails, options, true)?;
         let _ = self.hier.set(Box::new(Hier {
             domain,
             rails,
@@ -103,13 +104,14 @@ impl Collectives {
     fn begin_across<T: Element, I: Operand<T> + ?Sized, O: Output<T>>(
         &self,
         facts: &CallFacts,
+        rail_facts: &CallFacts,
         shape: &[u64],
         input: &I,
         out: &mut O,
         need: (usize, Option<String>),
     ) -> Result<&Hier> {
         let h = self.hier()?;
-        let route = h.rails.route(facts)?;
+        let route = h.rails.route(rail_facts)?;
         let mut shape = shape.to_vec();
         shape.push(u64::from(facts.placed.is_symmetric()));
         // (Memory of the domain's own, which its leg reads in place.)
@@ -144,26 +146,29 @@ impl Collectives {
         let n = input.__memory().len();
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllReduce, Some(op), input, bytes, None);
-        let h = self.begin_across(&facts, &[n as u64, op.code()], input, &mut out, (n, None))?;
+        let shape = [n as u64, op.code()];
+        let h = self.begin_across(&facts, &facts, &shape, input, &mut out, (n, None))?;
         let l = h.domain.cs.world_size();
         let out = self.legs(h, || {
             if l > 1 && n.is_multiple_of(l) {
                 // Reduce-scatter in the domain, the chunk across domains,
                 // and all-gather in the domain.
-                let mut scratch = h.scratch.lock().unwrap_or_else(|p| p.into_inner());
-                let [a, b] = bufs::<T, 2>(&mut scratch, &self.user, "all_reduce", [n / l; 2])?;
+                let slot = h.bufs::<T, 2>(&self.user, "all_reduce", [n / l; 2])?;
+                let mut slot = lock(&slot);
+                let [a, b] = &mut *slot;
                 let p1 = h.domain.reduce_scatter(input, &mut *a, op)?;
                 let b = h.rails.all_reduce(&p1, &mut *b, op)?.wait()?;
                 p1.wait()?;
                 // (Bound, so that the call's temporaries end before
-                // `scratch`.)
+                // `slot`.)
                 let out = h.domain.all_gather(&*b, out)?.wait()?;
                 Ok(out)
             } else if l > 1 {
                 // A length the domain cannot chunk evenly: the whole
                 // message in the domain, then across domains.
-                let mut scratch = h.scratch.lock().unwrap_or_else(|p| p.into_inner());
-                let [a] = bufs::<T, 1>(&mut scratch, &self.user, "all_reduce", [n])?;
+                let slot = h.bufs::<T, 1>(&self.user, "all_reduce", [n])?;
+                let mut slot = lock(&slot);
+                let [a] = &mut *slot;
                 let p1 = h.domain.all_reduce(input, &mut *a, op)?;
                 let out = h.rails.all_reduce(&p1, out, op)?.wait()?;
                 p1.wait()?;
@@ -173,6 +178,182 @@ impl Collectives {
             }
         })?;
         self.pending(out, "all_reduce")
+    }
+
+    /// [`all_reduce`](Self::all_reduce) across domains in the exact form,
+    /// where [`exact_across`](Self::exact_across) says so: the
+    /// all-to-all of the message's `world` chunks (the last ones padded),
+    /// this rank's chunk of every rank folded in rank order, as in one
+    /// domain, then the all-gather of the folded chunks. As many bytes
+    /// cross the network as in the hierarchical form.
+    pub(super) fn all_reduce_exact<'c, T, O>(
+        &'c self,
+        input: &'c (impl Operand<T> + ?Sized),
+        mut out: O,
+        op: ReduceOp,
+    ) -> Result<Pending<'c, O>>
+    where
+        T: ReduceElem,
+        O: Output<T>,
+    {
+        let n = input.__memory().len();
+        let world = self.cs.world_size();
+        let chunk = n.div_ceil(world);
+        let size = std::mem::size_of::<T>();
+        let facts = self.facts(Collective::AllReduce, Some(op), input, n * size, None);
+        let moves = self.exact_moves(&facts, chunk * size);
+        let shape = [n as u64, op.code()];
+        let h = self.begin_across(&facts, &moves, &shape, input, &mut out, (n, None))?;
+        let out = self.legs(h, || {
+            if n == 0 {
+                return Ok(out);
+            }
+            let padded = chunk * world;
+            let slot = h.bufs::<T, 3>(&self.user, "all_reduce_exact", [padded, padded, chunk])?;
+            let mut slot = lock(&slot);
+            let [p, q, b] = &mut *slot;
+            let q = self.exchange(h, input.__memory(), q, p, chunk)?;
+            // (On the domain's handle, on the same stream: the fold is
+            // local, and a group that spans domains launches no kernel.)
+            collectives::fold(&h.domain.cs, op, &*q, &mut *b, world)?;
+            if n == padded {
+                self.gather_legs(h, &*b, out, chunk)
+            } else {
+                // The padded chunks' all-gather, then its first `n`.
+                let p = self.gather_legs(h, &*b, &mut *p, chunk)?;
+                let mut o = out;
+                self.reorder(&*p, o.__memory_mut(), (1, 1), n)?;
+                Ok(o)
+            }
+        })?;
+        self.pending(out, "all_reduce")
+    }
+
+    /// The calls that move an exact reduction's bytes, as the rule sees
+    /// them (copies, which NCCL runs whatever the op): its route is the
+    /// rails' all-to-all's.
+    pub(super) fn exact_moves(&self, facts: &CallFacts, chunk_bytes: usize) -> CallFacts {
+        CallFacts {
+            collective: Collective::AllToAll,
+            op: None,
+            bytes: chunk_bytes,
+            bytes_per_peer: chunk_bytes,
+            nccl_shape: None,
+            ..facts.clone()
+        }
+    }
+
+    /// [`reduce_scatter`](Self::reduce_scatter) across domains in the
+    /// exact form ([`all_reduce_exact`](Self::all_reduce_exact)'s first
+    /// half), of an input the world size divides (else an error on every
+    /// rank).
+    pub(super) fn reduce_scatter_exact<'c, T: ReduceElem, O: Output<T>>(
+        &'c self,
+        input: &'c (impl Operand<T> + ?Sized),
+        mut out: O,
+        op: ReduceOp,
+    ) -> Result<Pending<'c, O>> {
+        let n = input.__memory().len();
+        let world = self.cs.world_size();
+        let chunk = n / world;
+        let size = std::mem::size_of::<T>();
+        let mut facts = self.facts(
+            Collective::ReduceScatter,
+            Some(op),
+            input,
+            chunk * size,
+            None,
+        );
+        facts.bytes = chunk * size;
+        let moves = self.exact_moves(&facts, chunk * size);
+        let uneven = (!n.is_multiple_of(world)).then(|| uneven_across(n, world));
+        let shape = [n as u64, op.code()];
+        let h = self.begin_across(&facts, &moves, &shape, input, &mut out, (chunk, uneven))?;
+        let out = self.legs(h, || {
+            if n == 0 {
+                return Ok(out);
+            }
+            let slot = h.bufs::<T, 2>(&self.user, "reduce_scatter_exact", [n, n])?;
+            let mut slot = lock(&slot);
+            let [p, q] = &mut *slot;
+            let q = self.exchange(h, input.__memory(), q, p, chunk)?;
+            let mut o = out;
+            collectives::fold(&h.domain.cs, op, &*q, o.__memory_mut(), world)?;
+            Ok(o)
+        })?;
+        self.pending(out, "reduce_scatter")
+    }
+
+    /// [`all_to_all`](Self::all_to_all) across domains of consecutive
+    /// ranks (module docs), of an input the world size divides (else an
+    /// error on every rank).
+    pub(super) fn all_to_all_across<'c, T: CopyElem, O: Output<T>>(
+        &'c self,
+        input: &'c (impl Operand<T> + ?Sized),
+        mut out: O,
+    ) -> Result<Pending<'c, O>> {
+        let len = input.__memory().len();
+        let world = self.cs.world_size();
+        let m = len / world;
+        let facts = self.facts(
+            Collective::AllToAll,
+            None,
+            input,
+            m * std::mem::size_of::<T>(),
+            None,
+        );
+        let uneven = (!len.is_multiple_of(world)).then(|| {
+            format!("all_to_all of {len} elements on {world} ranks: the world size must divide the input")
+        });
+        let h = self.begin_across(
+            &facts,
+            &facts,
+            &[len as u64],
+            input,
+            &mut out,
+            (len, uneven),
+        )?;
+        let out = self.legs(h, || {
+            if len == 0 {
+                return Ok(out);
+            }
+            let slot = h.bufs::<T, 2>(&self.user, "all_to_all", [len, len])?;
+            let mut slot = lock(&slot);
+            let [p, q] = &mut *slot;
+            let q = self.exchange(h, input.__memory(), q, p, m)?;
+            let mut o = out;
+            self.reorder(&*q, o.__memory_mut(), (1, 1), len)?;
+            Ok(o)
+        })?;
+        self.pending(out, "all_to_all")
+    }
+
+    /// The legs of an all-to-all across domains of consecutive ranks, of
+    /// `m` elements for each rank from `input` (`world × m`, or fewer: a
+    /// padded message's, whose missing elements are never read back),
+    /// into `out` (`world × m`), through `spare` (as long): the input
+    /// grouped by local index ([local index][domain]), the all-to-all of
+    /// those groups in the domain, regrouped by domain, and the rail's
+    /// all-to-all of those. Each rank's bytes cross the network once, in
+    /// one message per domain. Returns `out`.
+    fn exchange<'o, T: CopyElem>(
+        &self,
+        h: &Hier,
+        input: &dyn DeviceSlice<T>,
+        out: &'o mut DeviceBuffer<T>,
+        spare: &mut DeviceBuffer<T>,
+        m: usize,
+    ) -> Result<&'o mut DeviceBuffer<T>> {
+        let (l, d) = (h.domain.cs.world_size(), h.rails.cs.world_size());
+        if l == 1 {
+            // One rank per domain: the rail's all-to-all alone.
+            self.reorder(input, &mut *spare, (1, 1), d * m)?;
+            return h.rails.all_to_all(&*spare, out)?.wait();
+        }
+        self.reorder(input, &mut *spare, (d, l), m)?;
+        let got = h.domain.all_to_all(&*spare, &mut *out)?.wait()?;
+        self.reorder(&*got, &mut *spare, (l, d), m)?;
+        h.rails.all_to_all(&*spare, out)?.wait()
     }
 
     /// [`all_gather`](Self::all_gather) across domains (module docs).
@@ -186,28 +367,41 @@ impl Collectives {
         let world = self.cs.world_size();
         let facts = self.facts(Collective::AllGather, None, input, n * size, None);
         let need = n.saturating_mul(world);
-        let h = self.begin_across(&facts, &[n as u64], input, &mut out, (need, None))?;
-        let (l, d) = (h.domain.cs.world_size(), h.rails.cs.world_size());
-        let out = self.legs(h, || {
-            let mut scratch = h.scratch.lock().unwrap_or_else(|p| p.into_inner());
-            if need * size < REORDER_MIN_BYTES {
-                // The domain's chunks, then every domain's: rank order.
-                let [a] = bufs::<T, 1>(&mut scratch, &self.user, "all_gather", [l * n])?;
-                let a = h.domain.all_gather(input, &mut *a)?.wait()?;
-                let out = h.rails.all_gather(&*a, out)?.wait()?;
-                Ok(out)
-            } else {
-                // This rank's rail's chunks (one per domain), then the
-                // domain's rails': [local index][domain], reordered.
-                let [a, b] =
-                    bufs::<T, 2>(&mut scratch, &self.user, "all_gather", [d * n, l * d * n])?;
-                let a = h.rails.all_gather(input, &mut *a)?.wait()?;
-                let b = h.domain.all_gather(&*a, &mut *b)?.wait()?;
-                self.reorder(&*b, out.__memory_mut(), (l, d), n)?;
-                Ok(out)
-            }
-        })?;
+        let h = self.begin_across(&facts, &facts, &[n as u64], input, &mut out, (need, None))?;
+        let out = self.legs(h, || self.gather_legs(h, input, out, n))?;
         self.pending(out, "all_gather")
+    }
+
+    /// The legs of an all-gather of `n` elements across domains of
+    /// consecutive ranks, in the form its size takes (module docs).
+    fn gather_legs<T: CopyElem, I: Operand<T> + ?Sized, O: Output<T>>(
+        &self,
+        h: &Hier,
+        input: &I,
+        out: O,
+        n: usize,
+    ) -> Result<O> {
+        let (l, d) = (h.domain.cs.world_size(), h.rails.cs.world_size());
+        if n * l * d * std::mem::size_of::<T>() < REORDER_MIN_BYTES {
+            // The domain's chunks, then every domain's: rank order.
+            let slot = h.bufs::<T, 1>(&self.user, "all_gather", [l * n])?;
+            let mut slot = lock(&slot);
+            let [a] = &mut *slot;
+            let a = h.domain.all_gather(input, &mut *a)?.wait()?;
+            let out = h.rails.all_gather(&*a, out)?.wait()?;
+            Ok(out)
+        } else {
+            // This rank's rail's chunks (one per domain), then the
+            // domain's rails': [local index][domain], reordered.
+            let slot = h.bufs::<T, 2>(&self.user, "all_gather", [d * n, l * d * n])?;
+            let mut slot = lock(&slot);
+            let [a, b] = &mut *slot;
+            let a = h.rails.all_gather(input, &mut *a)?.wait()?;
+            let b = h.domain.all_gather(&*a, &mut *b)?.wait()?;
+            let mut out = out;
+            self.reorder(&*b, out.__memory_mut(), (l, d), n)?;
+            Ok(out)
+        }
     }
 
     /// [`reduce_scatter`](Self::reduce_scatter) across domains (module
@@ -231,28 +425,25 @@ impl Collectives {
             None,
         );
         let shape = [n as u64, op.code()];
-        let uneven = (!n.is_multiple_of(world)).then(|| {
-            format!(
-                "a reduce-scatter across NVLink domains takes equal chunks, and its input's \
-                 {n} elements are no multiple of the world size {world}"
-            )
-        });
-        let h = self.begin_across(&facts, &shape, input, &mut out, (chunk, uneven))?;
+        let uneven = (!n.is_multiple_of(world)).then(|| uneven_across(n, world));
+        let h = self.begin_across(&facts, &facts, &shape, input, &mut out, (chunk, uneven))?;
         let (l, d) = (h.domain.cs.world_size(), h.rails.cs.world_size());
         let out = self.legs(h, || {
-            let mut scratch = h.scratch.lock().unwrap_or_else(|p| p.into_inner());
             if n * size < REORDER_MIN_BYTES {
                 // The rail's sum of this rank's domain's chunks, then the
                 // domain's of this rank's.
-                let [a] = bufs::<T, 1>(&mut scratch, &self.user, "reduce_scatter", [l * chunk])?;
+                let slot = h.bufs::<T, 1>(&self.user, "reduce_scatter", [l * chunk])?;
+                let mut slot = lock(&slot);
+                let [a] = &mut *slot;
                 let a = h.rails.reduce_scatter(input, &mut *a, op)?.wait()?;
                 let out = h.domain.reduce_scatter(&*a, out, op)?.wait()?;
                 Ok(out)
             } else {
                 // The input in [local index][domain] order, the domain's
                 // sum of this rank's rail's chunks, then the rail's.
-                let [p, a] =
-                    bufs::<T, 2>(&mut scratch, &self.user, "reduce_scatter", [n, d * chunk])?;
+                let slot = h.bufs::<T, 2>(&self.user, "reduce_scatter", [n, d * chunk])?;
+                let mut slot = lock(&slot);
+                let [p, a] = &mut *slot;
                 self.reorder(input.__memory(), &mut *p, (d, l), chunk)?;
                 let a = h.domain.reduce_scatter(&*p, &mut *a, op)?.wait()?;
                 let out = h.rails.reduce_scatter(&*a, out, op)?.wait()?;
@@ -274,15 +465,17 @@ impl Collectives {
         let facts = self.facts(Collective::Broadcast, None, input, bytes, None);
         let world = self.cs.world_size();
         let need = (n, root_problem(root, world));
-        let h = self.begin_across(&facts, &[n as u64, root as u64], input, &mut out, need)?;
+        let shape = [n as u64, root as u64];
+        let h = self.begin_across(&facts, &facts, &shape, input, &mut out, need)?;
         let t = self.user.topology();
         let (root_domain, root_local) = (t.domain_of(root), t.local_rank(root));
         let out = self.legs(h, || {
-            let mut scratch = h.scratch.lock().unwrap_or_else(|p| p.into_inner());
             // Every domain's leg reads the same kind of input: this
             // buffer, the root's rail's copy of the root's input (only
             // the rail's rank's is read).
-            let [a] = bufs::<T, 1>(&mut scratch, &self.user, "broadcast", [n])?;
+            let slot = h.bufs::<T, 1>(&self.user, "broadcast", [n])?;
+            let mut slot = lock(&slot);
+            let [a] = &mut *slot;
             if h.domain.cs.rank() == root_local {
                 h.rails.broadcast(input, &mut *a, root_domain)?.wait()?;
             }
@@ -293,7 +486,8 @@ impl Collectives {
     }
 
     /// Copies `src`, `rows × cols` chunks of `chunk` elements (row-major),
-    /// into `dst` column-major, on the group's stream.
+    /// into `dst` column-major, on the group's stream. Either may end
+    /// early (a padded message's): only the elements both hold are copied.
     fn reorder<T: Element>(
         &self,
         src: &dyn DeviceSlice<T>,
@@ -303,12 +497,17 @@ impl Collectives {
     ) -> Result<()> {
         let s = self.cs.bind("input", src)?;
         let mut d = self.cs.bind_mut("out", dst)?;
-        let at = |k: usize| k * chunk..(k + 1) * chunk;
+        let (sl, dl) = (s.len(), d.len());
         let short = || invalid(&self.cs, "a reordered chunk lies outside its buffer".into());
         for i in 0..rows {
             for j in 0..cols {
-                let from = s.sub(at(i * cols + j)).ok_or_else(short)?;
-                let mut to = d.sub_mut(at(j * rows + i)).ok_or_else(short)?;
+                let (a, b) = ((i * cols + j) * chunk, (j * rows + i) * chunk);
+                let len = chunk.min(sl.saturating_sub(a)).min(dl.saturating_sub(b));
+                if len == 0 {
+                    continue;
+                }
+                let from = s.sub(a..a + len).ok_or_else(short)?;
+                let mut to = d.sub_mut(b..b + len).ok_or_else(short)?;
                 self.cs.copy(&from, &mut to)?;
             }
         }
@@ -316,33 +515,54 @@ impl Collectives {
     }
 }
 
-/// A scratch slot: the element type, the call, and the count, first and
-/// last lengths of its buffers (which determine the others).
-type ScratchKey = (TypeId, &'static str, [usize; 3]);
+/// A scratch slot: the element type, the call (a form's name), and the
+/// lengths of its buffers.
+type ScratchKey = (TypeId, &'static str, [usize; 4]);
 
-/// The `N` buffers of `T` for `call` on `lens` elements in `scratch`, made
-/// (on `comm`) at first use.
-fn bufs<'s, T: Element, const N: usize>(
-    scratch: &'s mut HashMap<ScratchKey, Box<dyn Any + Send>>,
-    comm: &Comm,
-    call: &'static str,
-    lens: [usize; N],
-) -> Result<&'s mut [DeviceBuffer<T>; N]> {
-    const { assert!(N > 0 && N <= 2) };
-    let key = (TypeId::of::<T>(), call, [N, lens[0], lens[N - 1]]);
-    let slot = match scratch.entry(key) {
-        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-        std::collections::hash_map::Entry::Vacant(e) => {
-            let mut made: [Option<DeviceBuffer<T>>; N] = std::array::from_fn(|_| None);
-            for (b, len) in made.iter_mut().zip(lens) {
-                *b = Some(comm.device_buffer::<T>(len)?);
+impl Hier {
+    /// The `N` buffers of `T` for `form` on `lens` elements, made (on
+    /// `comm`) at first use.
+    fn bufs<T: Element, const N: usize>(
+        &self,
+        comm: &Comm,
+        form: &'static str,
+        lens: [usize; N],
+    ) -> Result<Arc<Mutex<[DeviceBuffer<T>; N]>>> {
+        const { assert!(N > 0 && N <= 4) };
+        let mut key_lens = [0; 4];
+        key_lens[..N].copy_from_slice(&lens);
+        let key = (TypeId::of::<T>(), form, key_lens);
+        let mut scratch = lock(&self.scratch);
+        let slot = match scratch.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let mut made: [Option<DeviceBuffer<T>>; N] = std::array::from_fn(|_| None);
+                for (b, len) in made.iter_mut().zip(lens) {
+                    *b = Some(comm.device_buffer::<T>(len)?);
+                }
+                e.insert(Arc::new(Mutex::new(made.map(|b| b.expect("made above")))))
             }
-            e.insert(Box::new(made.map(|b| b.expect("made above"))))
-        }
-    };
-    Ok(slot
-        .downcast_mut::<[DeviceBuffer<T>; N]>()
-        .expect("keyed by its type, call and lengths"))
+        };
+        Ok(slot
+            .clone()
+            .downcast::<Mutex<[DeviceBuffer<T>; N]>>()
+            .unwrap_or_else(|_| unreachable!("keyed by its type, form and lengths")))
+    }
+}
+
+/// `m` locked, through a poisoning (what it guards is device memory that
+/// the next call overwrites whole).
+fn lock<X: ?Sized>(m: &Mutex<X>) -> std::sync::MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Why a reduce-scatter across domains of `n` elements on `world` ranks
+/// cannot run.
+fn uneven_across(n: usize, world: usize) -> String {
+    format!(
+        "a reduce-scatter across NVLink domains takes equal chunks, and its input's {n} \
+         elements are no multiple of the world size {world}"
+    )
 }
 
 /// The [`Hier`] in `Collectives::hier` (which only this file sets).

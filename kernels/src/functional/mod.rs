@@ -293,6 +293,9 @@ pub struct Collectives {
     /// files sit above it), made at the first hierarchical call.
     hier: std::sync::OnceLock<Box<dyn Any + Send + Sync>>,
     seq: u64,
+    /// A domain's or rail's collectives under a spanning group
+    /// ([`made`](Self::made)).
+    leg: bool,
 }
 
 /// A group's communication stream (kept by the rank, not a `Comm`, which
@@ -314,6 +317,13 @@ impl Collectives {
     /// [`new`](Self::new) with `options` (the same on every rank, which
     /// this checks).
     pub fn with_options(comm: &Comm, options: Options) -> Result<Collectives> {
+        Collectives::made(comm, options, false)
+    }
+
+    /// [`with_options`](Self::with_options); `leg`: a domain's or rail's
+    /// collectives under a group that spans domains, which run each leg
+    /// as given and never cross domains again themselves.
+    fn made(comm: &Comm, options: Options, leg: bool) -> Result<Collectives> {
         let seq = comm
             .extension(|_: &Made| true, |_| Ok(Made::default()))?
             .0
@@ -371,10 +381,11 @@ impl Collectives {
             scratch: Mutex::default(),
             p2p_scratch: Mutex::default(),
             seq,
+            leg,
         };
         // Collective, so made here: the first call that needs them may
         // differ between ranks (as an error, which they then agree on).
-        if coll.hierarchy_applies() {
+        if coll.tiers_apply() {
             coll.hier()?;
         }
         Ok(coll)
@@ -452,16 +463,45 @@ impl Collectives {
     /// The choice for `call`: its route and the reason, in words (also
     /// logged at debug level by every call).
     pub fn explain(&self, call: &CallFacts) -> Result<Choice> {
-        let hierarchical = self.hierarchical(call.collective, call.nccl_shape.is_none());
+        let exact = matches!(
+            call.collective,
+            Collective::AllReduce | Collective::ReduceScatter
+        ) && call.op.is_some_and(|op| self.exact_across(op, call.dtype));
+        let hierarchical = exact || self.hierarchical(call.collective, call.nccl_shape.is_none());
         // A hierarchical call's NCCL runs on its rails, whose verdict is
-        // the call's (its domains may share GPUs, which NCCL refuses).
+        // the call's (its domains may share GPUs, which NCCL refuses); an
+        // exact reduction's is its all-to-all's, a copy.
         let group = match hierarchical {
             true => self.rails_facts(),
             false => self.group.clone(),
         };
-        let mut choice =
-            rule::choose(&self.options, &group, call).map_err(|e| rule_error(&self.cs, e))?;
-        if hierarchical {
+        let moves = exact.then(|| self.exact_moves(call, call.bytes));
+        let mut choice = rule::choose(&self.options, &group, moves.as_ref().unwrap_or(call))
+            .map_err(|e| rule_error(&self.cs, e))?;
+        if exact {
+            let t = self.user.topology();
+            let (d, l) = (t.domains(), self.cs.world_size() / t.domains().max(1));
+            let why = match call
+                .op
+                .and_then(|op| rule::nccl_op_refusal(&group, op, call.dtype))
+            {
+                _ if self.options.deterministic() => {
+                    "the deterministic mode's rank-order reduction".to_string()
+                }
+                Some(why) => format!("NCCL cannot reduce it: {why}"),
+                None => String::new(),
+            };
+            let then = match call.collective {
+                Collective::AllReduce => ", then the all-gather of the folded chunks",
+                _ => "",
+            };
+            choice.reason = format!(
+                "exact across {d} NVLink domains of {l} ranks ({why}): the all-to-all of its \
+                 chunks (symm's in each domain, the rail's between them), this rank's chunk \
+                 of every rank folded in rank order by symm's kernel{then} ({})",
+                choice.reason
+            );
+        } else if hierarchical {
             let t = self.user.topology();
             let (d, l) = (t.domains(), self.cs.world_size() / t.domains().max(1));
             let whole = match call.collective {
@@ -493,6 +533,10 @@ impl Collectives {
                     "reordered into domain order, symm's reduce-scatter in each domain, then \
                      the rail's (≥ {big} in all)"
                 ),
+                (Collective::AllToAll, _) => "grouped by local index, symm's all-to-all in \
+                                              each domain, regrouped by domain, then the \
+                                              rail's"
+                    .to_string(),
                 _ => "the root's rail's broadcast, then symm's in each domain".to_string(),
             };
             choice.reason = format!(
@@ -509,37 +553,61 @@ impl Collectives {
     /// refuses it. `even`: whether NCCL could take its shape (a
     /// reduce-scatter the world size divides).
     ///
-    /// Only the all-reduce, all-gather, reduce-scatter and broadcast have
-    /// hierarchical forms; the all-gather's and reduce-scatter's need
-    /// domains of consecutive ranks, and every form domains of one size
-    /// (a chunk's rail must meet every domain). Not on GPUs where every
-    /// domain has one rank (a rail, say): there the hierarchy is NCCL
-    /// alone, and its rail would be the group itself again. (On the
-    /// emulator the rail is the stand-in, which spans no domains.) The
-    /// deterministic mode's reductions never cross domains.
+    /// Only the all-reduce, all-gather, reduce-scatter, broadcast and
+    /// all-to-all have hierarchical forms; all but the all-reduce's and
+    /// broadcast's need domains of consecutive ranks, and every form
+    /// domains of one size (a chunk's rail must meet every domain). Not on
+    /// GPUs where every domain has one rank (a rail, say): there the
+    /// hierarchy is NCCL alone, and its rail would be the group itself
+    /// again. (On the emulator the rail is the stand-in, which spans no
+    /// domains.) The deterministic mode's reductions, and those NCCL
+    /// cannot run, take the exact form instead
+    /// ([`exact_across`](Self::exact_across)).
     pub(super) fn hierarchical(&self, collective: Collective, even: bool) -> bool {
         let blocks = || self.user.topology().in_blocks();
         self.hierarchy_applies()
             && match collective {
                 Collective::AllReduce => !self.options.deterministic(),
                 Collective::ReduceScatter => !self.options.deterministic() && even && blocks(),
-                Collective::AllGather => blocks(),
+                Collective::AllGather | Collective::AllToAll => blocks(),
                 Collective::Broadcast => true,
                 _ => false,
             }
     }
 
+    /// Whether a reduction by `op` of `dtype` on a group that spans
+    /// domains takes the exact form (`hier.rs`: an all-to-all, symm's fold
+    /// in rank order, an all-gather): in the deterministic mode, whose
+    /// rank-order sums it keeps, and where NCCL cannot reduce by `op` on
+    /// the rails (float min and max), which it still copies. It needs
+    /// domains of consecutive ranks and of one size, of any size, one
+    /// rank included (its legs are then NCCL's copies and the fold).
+    pub(super) fn exact_across(&self, op: ReduceOp, dtype: symm::DType) -> bool {
+        self.tiers_apply()
+            && self.user.topology().in_blocks()
+            && (self.options.deterministic()
+                || rule::nccl_op_refusal(&self.rails_facts(), op, dtype).is_some())
+    }
+
     /// Whether any call of this group may go hierarchically
     /// ([`hierarchical`](Self::hierarchical)'s conditions on the group).
     fn hierarchy_applies(&self) -> bool {
-        self.group.spans_domains
-            && !self.user.__is_emulated_network()
-            && self.options.prefer() == Prefer::Auto
+        self.tiers_apply()
             && self
                 .user
                 .topology()
                 .domain_size()
                 .is_some_and(|l| l > 1 || self.user.backend_kind() == symm::BackendKind::Emulator)
+    }
+
+    /// Whether this group has a domain and rails to run calls across
+    /// domains on: it spans domains of one size, under the rule's choice.
+    fn tiers_apply(&self) -> bool {
+        !self.leg
+            && self.group.spans_domains
+            && !self.user.__is_emulated_network()
+            && self.options.prefer() == Prefer::Auto
+            && self.user.topology().domain_size().is_some()
     }
 
     fn driver(&self, op: &'static str, e: symm::cudarc::driver::DriverError) -> Error {

@@ -507,21 +507,32 @@ fn nccl_refuses<'a>(group: &'a GroupFacts, call: &CallFacts) -> Option<&'a str> 
              symm's kernels run every call to or from a root",
         );
     }
-    if matches!(call.op, Some(ReduceOp::Min | ReduceOp::Max)) && call.dtype.is_float() {
+    call.op
+        .and_then(|op| nccl_op_refusal(group, op, call.dtype))
+}
+
+/// Why NCCL cannot reduce by `op` in `dtype` on `group`, which it may
+/// still copy: a reduction across NVLink domains then takes its exact
+/// form (an all-to-all, symm's fold, an all-gather).
+pub(crate) fn nccl_op_refusal(
+    group: &GroupFacts,
+    op: ReduceOp,
+    dtype: DType,
+) -> Option<&'static str> {
+    if matches!(op, ReduceOp::Min | ReduceOp::Max) && dtype.is_float() {
         return Some(
             "NCCL's min and max do not carry NaNs and signed zeros as symm's do \
              (IEEE 754-2019 minimum and maximum)",
         );
     }
-    if call.op == Some(ReduceOp::Avg) && call.dtype == DType::F64 && group.world == 1 {
+    if op == ReduceOp::Avg && dtype == DType::F64 && group.world == 1 {
         // Measured on NCCL 2.28 (tests/functional.rs, numeric_types_on_nccl).
         return Some(
             "NCCL 2.28's f64 average on one rank leaves the last element of an odd count \
              unwritten",
         );
     }
-    let reduces = call.op.is_some();
-    if reduces && matches!(call.dtype, DType::F8E4M3 | DType::F8E5M2) && !group.nccl_fp8 {
+    if matches!(dtype, DType::F8E4M3 | DType::F8E5M2) && !group.nccl_fp8 {
         return Some("this NCCL or GPU reduces no fp8 (NCCL 2.24+ on sm_90+)");
     }
     None
