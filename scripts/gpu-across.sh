@@ -4,7 +4,8 @@
 # ranks). Logs and tables go to $OUT.
 #   1. NCCL's own log of its transport between the simulated nodes;
 #   2. bench_across: symm's hierarchical collectives against flat NCCL,
-#      1 KiB-256 MiB, one rank per GPU, every GPU, 2 nodes;
+#      1 KiB-256 MiB, one rank per GPU, every GPU, 2 nodes (ACROSS_CALLS
+#      picks the calls), and the deterministic mode's exact reductions;
 #   3. the mesh example, one rank per GPU, 256 MiB of gradients;
 #   4. the mesh example and the hierarchical tests with 2 ranks per GPU
 #      (a domain per GPU, each rail across GPUs): correctness only.
@@ -37,7 +38,11 @@ step nccl_log 120 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET .gpu-bin/exampl
 sed 's/^[^ ]* //' "$OUT/nccl_log.out" | grep -E "via NET|via P2P|via SHM|Using network|nNodes" \
   | sort | uniq -c | head -20 > "$OUT/nccl_transport.txt"
 rm -f "$OUT/nccl_log.out" "$OUT/nccl_log.err"
-[ -z "${SKIP_BENCH:-}" ] && step bench_across "${ACROSS_BENCH_LIMIT:-300}" .gpu-bin/examples/bench_across --nodes 2
+[ -z "${SKIP_BENCH:-}" ] && step bench_across "${ACROSS_BENCH_LIMIT:-300}" .gpu-bin/examples/bench_across \
+  --nodes 2 --calls "${ACROSS_CALLS:-all_reduce,all_gather,reduce_scatter,broadcast,all_to_all}"
+# The deterministic mode's exact reductions against flat NCCL.
+[ -z "${SKIP_BENCH:-}" ] && step bench_det "${ACROSS_BENCH_LIMIT:-300}" .gpu-bin/examples/bench_across \
+  --nodes 2 --deterministic --calls all_reduce,reduce_scatter
 step mesh "${ACROSS_MESH_LIMIT:-120}" .gpu-bin/examples/mesh --nodes 2 --grad-mib 256
 step mesh_shared 120 .gpu-bin/examples/mesh --world $((2 * GPUS)) \
   --nodes "$GPUS" --grad-mib 16
