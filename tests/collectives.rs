@@ -350,16 +350,29 @@ fn fold_case<T: ReduceElem>(world: usize, n: usize) {
                 .iter()
                 .flat_map(|v| v[mine.clone()].to_vec())
                 .collect();
+            let len = rows.len();
             let rows = c.device_buffer_from(&rows)?;
-            let mut out = c.device_buffer_from(&vec![poison::<T>(); mine.len()])?;
+            // An output longer than a row: only its first row's worth is
+            // written.
+            let mut out = c.device_buffer_from(&vec![poison::<T>(); mine.len() + 3])?;
             fold(c, op, &rows, &mut out, world)?;
             c.synchronize()?;
-            // Rows that do not fill the source exactly, and no rows.
-            for bad in [world + 1, 0] {
-                let e = fold(c, op, &rows, &mut out, bad).expect_err("a bad shape");
+            let out = out.to_host()?;
+            assert_bits(&what, &out[mine.len()..], &[poison::<T>(); 3]);
+            // No rows, rows that do not divide the source, and an output
+            // shorter than a row.
+            let mut short = c.device_buffer::<T>(mine.len().saturating_sub(1))?;
+            let mut bad = vec![0];
+            if len > 0 {
+                let e = fold(c, op, &rows, &mut short, world).expect_err("a short output");
+                assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+                bad.push(len + 1);
+            }
+            for r in bad {
+                let e = fold(c, op, &rows, &mut short, r).expect_err("a bad shape");
                 assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
             }
-            Ok(Some((rs.to_host()?, out.to_host()?)))
+            Ok(Some((rs.to_host()?, out[..mine.len()].to_vec())))
         }) else {
             return;
         };

@@ -1346,7 +1346,17 @@ fn det_value(r: usize, e: usize) -> f32 {
 /// The deterministic result at element `e` of `world` ranks' `T` data by
 /// `op`: f32 in rank order, a sum from −0, rounded once to `T`.
 fn det_ref<T: DetElem>(world: usize, e: usize, op: ReduceOp) -> T {
-    let vals: Vec<f32> = (0..world).map(|r| T::of(det_value(r, e)).wide()).collect();
+    det_ref_of::<T>(world, e, op, det_value)
+}
+
+/// [`det_ref`] of the data `value(rank, element)`.
+fn det_ref_of<T: DetElem>(
+    world: usize,
+    e: usize,
+    op: ReduceOp,
+    value: impl Fn(usize, usize) -> f32,
+) -> T {
+    let vals: Vec<f32> = (0..world).map(|r| T::of(value(r, e)).wide()).collect();
     let mut acc = match op {
         ReduceOp::Sum | ReduceOp::Avg => -0.0f32,
         _ => vals[0],
@@ -2725,6 +2735,8 @@ fn hierarchical_collectives_in_both_forms() {
                 let all: Vec<Vec<f32>> = (0..world).map(|r| draw(r, k, n)).collect();
                 let input = c.device_buffer_from(&all[me])?;
                 let mut out = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+                // Each step said (shown only when the test fails), so that
+                // a timeout shows where every rank was.
                 eprintln!("rank {me}: all_gather of {n}");
                 coll.all_gather(&input, &mut out)?.wait_host()?;
                 assert!(
@@ -2878,7 +2890,23 @@ fn exact_case<T: DetElem>(world: usize, nodes: usize) {
             )
         };
         let large = REORDER_MIN_BYTES / std::mem::size_of::<T>() + 3;
-        for (n, o) in [(1usize, 0usize), (7, 3), (4099, 5), (large, 1)] {
+        // The deterministic data with a NaN of its own payload from one
+        // rank at every 89th element: IEEE's minimum and maximum give the
+        // first NaN in rank order, which NCCL's do not.
+        let nan = |r: usize, e: usize| {
+            if e % 89 == 5 && (e / 89) % world <= r {
+                f32::from_bits(0x7FC0_0000 | (r as u32) << 16 | 1)
+            } else {
+                det_value(r, e)
+            }
+        };
+        // Past REORDER_MIN_BYTES (the all-gather's large form) for f32 at
+        // 2 × 2 and 3 × 2 only: the emulator's slowest case.
+        let mut sizes = vec![(1usize, 0usize), (7, 3), (4099, 5)];
+        if std::mem::size_of::<T>() == 4 && (world == 4 || world == 6) {
+            sizes.push((large, 1));
+        }
+        for (n, o) in sizes {
             for (coll, op) in [
                 (&det, ReduceOp::Sum),
                 (&det, ReduceOp::Avg),
@@ -2897,18 +2925,40 @@ fn exact_case<T: DetElem>(world: usize, nodes: usize) {
                     op,
                 );
             }
+            for op in [ReduceOp::Min, ReduceOp::Max]
+                .into_iter()
+                .filter(|_| n < large)
+            {
+                let mine: Vec<T> = (o..o + n).map(|e| T::of(nan(me, e))).collect();
+                let x = c.device_buffer_from(&mine)?;
+                let mut out = c.device_buffer_from(&vec![T::of(0.5); n])?;
+                plain.all_reduce(&x, &mut out, op)?.wait_host()?;
+                let want: Vec<T> = (o..o + n)
+                    .map(|e| det_ref_of::<T>(world, e, op, nan))
+                    .collect();
+                if let Err(m) = compare_bits(&out.to_host()?, &want) {
+                    panic!("{}: {m}", tag(&format!("all_reduce {op:?} with NaNs"), n));
+                }
+            }
             let m = n.div_ceil(world) * world;
             let chunk = m / world;
             for (coll, op) in [(&det, ReduceOp::Sum), (&plain, ReduceOp::Min)] {
                 let x = c.device_buffer_from(&data(o, m))?;
-                let mut out = c.device_buffer_from(&vec![T::of(f32::NAN); chunk])?;
+                // Longer than the chunk: the rest stays as it was.
+                let mut out = c.device_buffer_from(&vec![T::of(f32::NAN); chunk + 2])?;
                 coll.reduce_scatter(&x, &mut out, op)?.wait_host()?;
+                let got = out.to_host()?;
                 det_check::<T>(
                     &tag(&format!("reduce_scatter {op:?}"), m),
-                    &out.to_host()?,
+                    &got[..chunk],
                     o + me * chunk,
                     world,
                     op,
+                );
+                assert!(
+                    compare_bits(&got[chunk..], &[T::of(f32::NAN); 2]).is_ok(),
+                    "{}: past the chunk",
+                    tag("reduce_scatter", m)
                 );
             }
         }
@@ -2963,6 +3013,21 @@ fn hierarchical_inputs_of_different_kinds_fail_alike() {
     assert_eq!(e.errors.len(), 4, "{e}");
     for (r, m) in &e.errors {
         assert_eq!(m.root_kind(), ErrorKind::Mismatch, "rank {r}: {m}");
+    }
+    // An all-to-all across domains whose length the world size does not
+    // divide: an error on every rank.
+    let Some(four) = self::ranks(4) else { return };
+    let e = run(four, options().with_nodes(2), |c| {
+        let coll = Collectives::new(c)?;
+        let x = c.device_buffer_from(&[1.0f32; 6])?;
+        let mut out = c.device_buffer::<f32>(6)?;
+        let r = coll.all_to_all(&x, &mut out).map(|_| ());
+        r
+    })
+    .expect_err("an uneven all-to-all");
+    assert_eq!(e.errors.len(), 4, "{e}");
+    for (r, m) in &e.errors {
+        assert!(m.to_string().contains("must divide"), "rank {r}: {m}");
     }
     // A reduce-scatter whose length the world size does not divide on one
     // rank only: every rank fails at once, none waits for it.
@@ -3046,8 +3111,8 @@ fn groups_larger_than_a_domain_span_domains() {
     if on_gpu() {
         return;
     }
-    // The all-to-all of 16 runs hierarchically (its rails and domains are
-    // of 8 and 2); the emulator's stand-in for NCCL spans at most a
+    // The all-to-all of 16 runs hierarchically (its domains are of 8
+    // ranks, its rails of 2); the emulator's stand-in for NCCL spans at most a
     // domain's ranks, so a flat call of 16 (the host-split all-to-all, of
     // no hierarchical form) is an error on every rank, not a hang or a
     // panic.

@@ -167,12 +167,14 @@ pub fn all_reduce_op<T: ReduceElem>(
     unsafe { T::__all_reduce(comm, cfg, op, input, &scratch, &mut r.out, n as u32, r.ch) }
 }
 
-/// `out` gets the reduction by `op` of the `rows` equal rows of `src`
-/// (row r, `out.len()` elements at `r × out.len()`, standing for rank
-/// r's), on `comm`'s stream, with the same bits as the group's reductions
-/// give where row r is rank r's input ([`fold_rows`](super::fold_rows)).
-/// Local: no peer takes part. What a reduction across NVLink domains runs
-/// once an all-to-all has brought every rank's chunk to one rank.
+/// `out`'s first `src.len() / rows` elements get the reduction by `op` of
+/// the `rows` equal rows of `src` (row r, standing for rank r's), on
+/// `comm`'s stream, with the same bits as the group's reductions give
+/// where row r is rank r's input ([`fold_rows`](super::fold_rows)); the
+/// rest of `out` is not written. Local: no peer takes part. What a
+/// reduction across NVLink domains runs once an all-to-all has brought
+/// every rank's chunk to one rank. `rows` must divide `src` (at most
+/// 2^32 − 1 elements), and `out` hold a row.
 pub fn fold<T: ReduceElem>(
     comm: &Comm,
     op: ReduceOp,
@@ -185,13 +187,18 @@ pub fn fold<T: ReduceElem>(
     }
     let s = comm.bind("src", src)?;
     let mut o = comm.bind_mut("out", out)?;
-    let chunk = o.len();
-    if rows == 0 || rows.checked_mul(chunk) != Some(s.len()) || s.len() > u32::MAX as usize {
-        return Err(invalid(comm, format!(
-            "fold of {} elements into {rows} rows of {chunk}: the source must hold exactly              the rows, at least one, in at most {} elements",
-            s.len(),
-            u32::MAX
-        )));
+    let chunk = s.len().checked_div(rows).unwrap_or(0);
+    if rows == 0 || rows * chunk != s.len() || s.len() > u32::MAX as usize || o.len() < chunk {
+        return Err(invalid(
+            comm,
+            format!(
+                "fold of {} elements in {rows} rows into {}: the rows must be at least one, \
+                 divide the source (of at most {} elements), and fit the output",
+                s.len(),
+                o.len(),
+                u32::MAX
+            ),
+        ));
     }
     if chunk == 0 {
         return Ok(());

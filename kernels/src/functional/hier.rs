@@ -23,6 +23,19 @@
 //!   reduce-scatter's input).
 //! - **Broadcast:** the root's rail broadcasts from it, then every domain
 //!   from its rank on that rail.
+//! - **All-to-all** (domains of consecutive ranks): the input grouped by
+//!   destination's local index, the all-to-all of those groups in the
+//!   domain, what arrived regrouped by destination domain, and the rail's
+//!   all-to-all of that: each rank's bytes cross the network once, in one
+//!   message per domain.
+//! - **Exact reductions** (the all-reduce and reduce-scatter in the
+//!   deterministic mode, and those NCCL cannot run, such as float min and
+//!   max): the all-to-all above brings every rank's copy of this rank's
+//!   chunk here, `collectives::fold` combines them in rank order as a
+//!   reduction in one domain does, and the all-reduce all-gathers the
+//!   folded chunks. The network only copies: as many bytes as a flat ring
+//!   all-reduce, between the domain's size and half of it times the
+//!   hierarchical form's.
 //!
 //! The whole group agrees on the call first (as any call of the group),
 //! so ranks whose calls differ fail alike, before any leg. Every leg then
@@ -185,7 +198,7 @@ impl Collectives {
     /// all-to-all of the message's `world` chunks (the last ones padded),
     /// this rank's chunk of every rank folded in rank order, as in one
     /// domain, then the all-gather of the folded chunks. As many bytes
-    /// cross the network as in the hierarchical form.
+    /// cross the network as in a flat ring all-reduce (module docs).
     pub(super) fn all_reduce_exact<'c, T, O>(
         &'c self,
         input: &'c (impl Operand<T> + ?Sized),
@@ -202,8 +215,9 @@ impl Collectives {
         let size = std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllReduce, Some(op), input, n * size, None);
         let moves = self.exact_moves(&facts, chunk * size);
-        let shape = [n as u64, op.code()];
-        let h = self.begin_across(&facts, &moves, &shape, input, &mut out, (n, None))?;
+        let shape = [n as u64, op.code(), EXACT];
+        let big = (chunk * world > u32::MAX as usize).then(|| too_long(n));
+        let h = self.begin_across(&facts, &moves, &shape, input, &mut out, (n, big))?;
         let out = self.legs(h, || {
             if n == 0 {
                 return Ok(out);
@@ -266,9 +280,12 @@ impl Collectives {
         );
         facts.bytes = chunk * size;
         let moves = self.exact_moves(&facts, chunk * size);
-        let uneven = (!n.is_multiple_of(world)).then(|| uneven_across(n, world));
-        let shape = [n as u64, op.code()];
-        let h = self.begin_across(&facts, &moves, &shape, input, &mut out, (chunk, uneven))?;
+        let problem = match n.is_multiple_of(world) {
+            false => Some(uneven_across(n, world)),
+            true => (n > u32::MAX as usize).then(|| too_long(n)),
+        };
+        let shape = [n as u64, op.code(), EXACT];
+        let h = self.begin_across(&facts, &moves, &shape, input, &mut out, (chunk, problem))?;
         let out = self.legs(h, || {
             if n == 0 {
                 return Ok(out);
@@ -516,8 +533,13 @@ impl Collectives {
 }
 
 /// A scratch slot: the element type, the call (a form's name), and the
-/// lengths of its buffers.
-type ScratchKey = (TypeId, &'static str, [usize; 4]);
+/// count and lengths of its buffers.
+type ScratchKey = (TypeId, &'static str, [usize; 5]);
+
+/// The last word of an exact reduction's agreed shape: ranks that would
+/// take the exact form and the hierarchical one for the same call fail
+/// at its agreement, not in legs that never meet.
+const EXACT: u64 = u64::MAX;
 
 impl Hier {
     /// The `N` buffers of `T` for `form` on `lens` elements, made (on
@@ -529,8 +551,8 @@ impl Hier {
         lens: [usize; N],
     ) -> Result<Arc<Mutex<[DeviceBuffer<T>; N]>>> {
         const { assert!(N > 0 && N <= 4) };
-        let mut key_lens = [0; 4];
-        key_lens[..N].copy_from_slice(&lens);
+        let mut key_lens = [N, 0, 0, 0, 0];
+        key_lens[1..=N].copy_from_slice(&lens);
         let key = (TypeId::of::<T>(), form, key_lens);
         let mut scratch = lock(&self.scratch);
         let slot = match scratch.entry(key) {
@@ -554,6 +576,16 @@ impl Hier {
 /// the next call overwrites whole).
 fn lock<X: ?Sized>(m: &Mutex<X>) -> std::sync::MutexGuard<'_, X> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Why an exact reduction of `n` elements cannot run: past symm's
+/// kernels' lengths.
+fn too_long(n: usize) -> String {
+    format!(
+        "an exact reduction across NVLink domains (the deterministic mode's, or float min \
+         and max) of {n} elements passes symm's {} elements",
+        u32::MAX
+    )
 }
 
 /// Why a reduce-scatter across domains of `n` elements on `world` ranks

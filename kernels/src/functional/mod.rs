@@ -290,7 +290,10 @@ pub struct Collectives {
     own_pool: std::sync::OnceLock<SymmPool>,
     /// A group that spans NVLink domains: its domain and rail collectives
     /// (`hier.rs`'s `Hier`, which this file does not name: the calls'
-    /// files sit above it), made at the first hierarchical call.
+    /// files sit above it), made with the `Collectives` wherever it has
+    /// tiers (`tiers_apply`), domains of one rank included (whose rail is
+    /// the group's ranks again, with an NCCL communicator of its own once
+    /// an exact reduction runs there).
     hier: std::sync::OnceLock<Box<dyn Any + Send + Sync>>,
     seq: u64,
     /// A domain's or rail's collectives under a spanning group
@@ -463,10 +466,13 @@ impl Collectives {
     /// The choice for `call`: its route and the reason, in words (also
     /// logged at debug level by every call).
     pub fn explain(&self, call: &CallFacts) -> Result<Choice> {
-        let exact = matches!(
-            call.collective,
-            Collective::AllReduce | Collective::ReduceScatter
-        ) && call.op.is_some_and(|op| self.exact_across(op, call.dtype));
+        // (An uneven reduce-scatter fails in the exact form as the rule
+        // refuses it.)
+        let exact = match call.collective {
+            Collective::AllReduce => true,
+            Collective::ReduceScatter => call.nccl_shape.is_none(),
+            _ => false,
+        } && call.op.is_some_and(|op| self.exact_across(op, call.dtype));
         let hierarchical = exact || self.hierarchical(call.collective, call.nccl_shape.is_none());
         // A hierarchical call's NCCL runs on its rails, whose verdict is
         // the call's (its domains may share GPUs, which NCCL refuses); an
@@ -475,7 +481,16 @@ impl Collectives {
             true => self.rails_facts(),
             false => self.group.clone(),
         };
-        let moves = exact.then(|| self.exact_moves(call, call.bytes));
+        let moves = exact.then(|| {
+            // The all-to-all's chunk, as the call weighs it (a
+            // reduce-scatter's facts give its chunk already).
+            let size = call.dtype.size().max(1);
+            let chunk = match call.collective {
+                Collective::AllReduce => (call.bytes / size).div_ceil(self.cs.world_size()) * size,
+                _ => call.bytes,
+            };
+            self.exact_moves(call, chunk)
+        });
         let mut choice = rule::choose(&self.options, &group, moves.as_ref().unwrap_or(call))
             .map_err(|e| rule_error(&self.cs, e))?;
         if exact {
@@ -483,7 +498,7 @@ impl Collectives {
             let (d, l) = (t.domains(), self.cs.world_size() / t.domains().max(1));
             let why = match call
                 .op
-                .and_then(|op| rule::nccl_op_refusal(&group, op, call.dtype))
+                .and_then(|op| rule::nccl_op_refusal(&self.group, op, call.dtype))
             {
                 _ if self.options.deterministic() => {
                     "the deterministic mode's rank-order reduction".to_string()
@@ -583,10 +598,12 @@ impl Collectives {
     /// domains of consecutive ranks and of one size, of any size, one
     /// rank included (its legs are then NCCL's copies and the fold).
     pub(super) fn exact_across(&self, op: ReduceOp, dtype: symm::DType) -> bool {
+        // (On the whole group's facts, which every rank shares: a rail's
+        // own could differ between rails.)
         self.tiers_apply()
             && self.user.topology().in_blocks()
             && (self.options.deterministic()
-                || rule::nccl_op_refusal(&self.rails_facts(), op, dtype).is_some())
+                || rule::nccl_op_refusal(&self.group, op, dtype).is_some())
     }
 
     /// Whether any call of this group may go hierarchically

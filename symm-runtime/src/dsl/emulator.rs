@@ -175,15 +175,16 @@ impl Down {
     /// failure (the group is broken, and a peer stopped by it may never
     /// send what a third rank waits for), only its own after an exit.
     /// The abort word has a bit for each of 32 ranks (a kernel's group has
-    /// at most a domain's): a rank past them, of a group that spans
-    /// domains, ends every wait, as a failure does.
+    /// at most a domain's): the exit of a rank past them, of a group that
+    /// spans domains, where no kernel runs, ends none (its domain's own
+    /// departure ends the waits on it there), rather than another rank's.
     pub(crate) fn stopped_ranks(&self) -> u32 {
         match self.failed {
             true => u32::MAX,
             false => u32::try_from(self.rank)
                 .ok()
                 .and_then(|r| 1u32.checked_shl(r))
-                .unwrap_or(u32::MAX),
+                .unwrap_or(0),
         }
     }
 
@@ -1351,9 +1352,9 @@ mod tests {
     use super::*;
     use crate::store::{InProcessStore, Store};
 
-    /// An exit stops its own rank's waits, and a rank past the abort
-    /// word's 32 bits (a group that spans domains) every wait, with no
-    /// overflowing shift.
+    /// An exit stops its own rank's waits, and that of a rank past the
+    /// abort word's 32 bits (a group that spans domains) none, with no
+    /// overflowing shift; a failure stops every wait.
     #[test]
     fn an_exit_stops_its_rank_or_every_rank_past_the_word() {
         let down = |rank, failed| Down {
@@ -1364,8 +1365,8 @@ mod tests {
         };
         assert_eq!(down(3, false).stopped_ranks(), 1 << 3);
         assert_eq!(down(31, false).stopped_ranks(), 1 << 31);
-        assert_eq!(down(32, false).stopped_ranks(), u32::MAX);
-        assert_eq!(down(4095, false).stopped_ranks(), u32::MAX);
+        assert_eq!(down(32, false).stopped_ranks(), 0);
+        assert_eq!(down(4095, false).stopped_ranks(), 0);
         assert_eq!(down(3, true).stopped_ranks(), u32::MAX);
     }
 

@@ -317,9 +317,10 @@ impl Placement {
     }
 
     /// The most blocks that a built-in kernel that waits on peers takes
-    /// where ranks share a device: a quarter of the multiprocessors
-    /// between the ranks' kernels (two a rank), at least one; `None` when
-    /// no rank shares its device.
+    /// where ranks share a device: a quarter of the multiprocessors over
+    /// the ranks on the busiest device, at least one, so that with two
+    /// kernels a rank (programmatic dependent launch) half of them stay
+    /// free; `None` when no rank shares its device.
     pub(crate) fn spread_blocks(&self) -> Option<u32> {
         let share = self.share as u64;
         (share > 1).then(|| {
