@@ -28,7 +28,10 @@ pub enum ReduceOp {
     /// The sum divided by the world size (once, at the end).
     Avg,
     /// The least, by IEEE 754-2019 `minimum`: a NaN from any rank gives a
-    /// NaN (the first in rank order), and −0 counts below +0.
+    /// NaN (the first in rank order, bit for bit in f32 and f64; in bf16
+    /// and f16, rounded from f32, some NaN: the GPU's rounding gives the
+    /// canonical one, the emulator's keeps the payload, as the DSL
+    /// reference allows), and −0 counts below +0.
     Min,
     /// The greatest, by IEEE 754-2019 `maximum`: NaN as for `Min`, and +0
     /// counts above −0.

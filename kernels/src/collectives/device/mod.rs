@@ -441,7 +441,8 @@ pub fn all_to_all_v_pull<T: Scalar, const V: usize>(
 /// `a` combined with `b` by reduce op `OP` (0 sum and 1 avg, which adds
 /// and divides at the end, 2 min, 3 max, 4 product), in f32. Min and max
 /// follow IEEE 754-2019 `minimum`/`maximum`: a NaN operand gives that NaN
-/// (the first in rank order), and −0 is below +0.
+/// (the first in rank order; `finish`'s rounding to a narrower type may
+/// change its payload), and −0 is below +0.
 #[symm_kernel(device)]
 pub(crate) fn combine<const OP: usize>(a: f32, b: f32) -> f32 {
     combine_native::<f32, OP>(a, b)
