@@ -2794,6 +2794,38 @@ fn hierarchical_collectives_in_both_forms() {
                     "rank {me}: all_reduce of {}",
                     world * n
                 );
+                // In place, and coalesced over two ranges (the rest of the
+                // output is the input's).
+                let mut inp = c.device_buffer_from(&big[me])?;
+                coll.all_reduce_in_place(&mut inp, ReduceOp::Sum)?
+                    .wait_host()?;
+                assert!(
+                    inp.to_host()? == want,
+                    "rank {me}: all_reduce_in_place of {}",
+                    world * n
+                );
+                let ranges = [1..n, n + 2..world * n - 1];
+                let mut co = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+                coll.all_reduce_coalesced(&big_in, &ranges, &mut co, ReduceOp::Sum)?
+                    .wait_host()?;
+                let mut want_co = big[me].clone();
+                for r in &ranges {
+                    want_co[r.clone()].copy_from_slice(&want[r.clone()]);
+                }
+                assert!(
+                    co.to_host()? == want_co,
+                    "rank {me}: all_reduce_coalesced of {}",
+                    world * n
+                );
+                let why = coll.explain(&facts(
+                    Collective::AllReduceCoalesced,
+                    Some(ReduceOp::Sum),
+                    world * n * 4,
+                ))?;
+                assert!(
+                    why.reason.contains("hierarchical across") && why.reason.contains("packed"),
+                    "rank {me}: {why}"
+                );
                 // All-to-all of n elements for each rank.
                 let mut a2a = c.device_buffer_from(&vec![f32::NAN; world * n])?;
                 eprintln!("rank {me}: all_to_all of {n}");
@@ -2956,6 +2988,41 @@ fn exact_case<T: DetElem>(world: usize, nodes: usize) {
                     panic!("{}: {m}", tag(&format!("all_reduce {op:?} with NaNs"), n));
                 }
             }
+            // In place, and coalesced: the message as one range of a
+            // larger input, the rest of the output the input's.
+            let mut x = c.device_buffer_from(&data(o, n))?;
+            det.all_reduce_in_place(&mut x, ReduceOp::Sum)?
+                .wait_host()?;
+            det_check::<T>(
+                &tag("all_reduce_in_place", n),
+                &x.to_host()?,
+                o,
+                world,
+                ReduceOp::Sum,
+            );
+            let whole = data(o, n + 9);
+            let x = c.device_buffer_from(&whole)?;
+            let mut out = c.device_buffer_from(&vec![T::of(f32::NAN); n + 9])?;
+            let range = std::ops::Range {
+                start: 4,
+                end: 4 + n,
+            };
+            det.all_reduce_coalesced(&x, std::slice::from_ref(&range), &mut out, ReduceOp::Sum)?
+                .wait_host()?;
+            let got = out.to_host()?;
+            det_check::<T>(
+                &tag("all_reduce_coalesced", n),
+                &got[4..4 + n],
+                o + 4,
+                world,
+                ReduceOp::Sum,
+            );
+            assert!(
+                compare_bits(&got[..4], &whole[..4]).is_ok()
+                    && compare_bits(&got[4 + n..], &whole[4 + n..]).is_ok(),
+                "{}: outside the range",
+                tag("all_reduce_coalesced", n)
+            );
             let m = n.div_ceil(world) * world;
             let chunk = m / world;
             for (coll, op) in [(&det, ReduceOp::Sum), (&plain, ReduceOp::Min)] {
@@ -2991,7 +3058,11 @@ fn exact_case<T: DetElem>(world: usize, nodes: usize) {
             (&det, ReduceOp::Sum, "deterministic"),
             (&plain, ReduceOp::Max, "NCCL's min and max"),
         ] {
-            for collective in [Collective::AllReduce, Collective::ReduceScatter] {
+            for collective in [
+                Collective::AllReduce,
+                Collective::ReduceScatter,
+                Collective::AllReduceCoalesced,
+            ] {
                 let got = coll.explain(&facts(collective, op))?.reason;
                 assert!(
                     got.contains("exact across") && got.contains(why),

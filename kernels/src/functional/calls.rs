@@ -482,6 +482,10 @@ impl Collectives {
         mut out: O,
         op: ReduceOp,
     ) -> Result<Pending<'c, O>> {
+        let exact = self.exact_across(op, T::DTYPE);
+        if exact || self.hierarchical(Collective::AllReduceCoalesced, true) {
+            return self.all_reduce_coalesced_across(input, ranges, out, op, exact);
+        }
         let len = input.__memory().len();
         let out_len = out.__memory_mut().len();
         let problem = ranges_problem(ranges, len).or_else(|| {

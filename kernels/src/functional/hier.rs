@@ -28,6 +28,9 @@
 //!   domain, what arrived regrouped by destination domain, and the rail's
 //!   all-to-all of that: each rank's bytes cross the network once, in one
 //!   message per domain.
+//! - **In place and coalesced,** the all-reduce runs the same legs from
+//!   a copy of the buffer, or from its ranges packed into one message
+//!   (unpacked into the output over a copy of the input).
 //! - **Exact reductions** (the all-reduce and reduce-scatter in the
 //!   deterministic mode, and those NCCL cannot run, such as float min and
 //!   max): the all-to-all above brings every rank's copy of this rank's
@@ -161,36 +164,44 @@ impl Collectives {
         let facts = self.facts(Collective::AllReduce, Some(op), input, bytes, None);
         let shape = [n as u64, op.code()];
         let h = self.begin_across(&facts, &facts, &shape, input, &mut out, (n, None))?;
-        let l = h.domain.cs.world_size();
-        let out = self.legs(h, || {
-            if l > 1 && n.is_multiple_of(l) {
-                // Reduce-scatter in the domain, the chunk across domains,
-                // and all-gather in the domain.
-                let slot = h.bufs::<T, 2>(&self.user, "all_reduce", [n / l; 2])?;
-                let mut slot = lock(&slot);
-                let [a, b] = &mut *slot;
-                let p1 = h.domain.reduce_scatter(input, &mut *a, op)?;
-                let b = h.rails.all_reduce(&p1, &mut *b, op)?.wait()?;
-                p1.wait()?;
-                // (Bound, so that the call's temporaries end before
-                // `slot`.)
-                let out = h.domain.all_gather(&*b, out)?.wait()?;
-                Ok(out)
-            } else if l > 1 {
-                // A length the domain cannot chunk evenly: the whole
-                // message in the domain, then across domains.
-                let slot = h.bufs::<T, 1>(&self.user, "all_reduce", [n])?;
-                let mut slot = lock(&slot);
-                let [a] = &mut *slot;
-                let p1 = h.domain.all_reduce(input, &mut *a, op)?;
-                let out = h.rails.all_reduce(&p1, out, op)?.wait()?;
-                p1.wait()?;
-                Ok(out)
-            } else {
-                h.rails.all_reduce(input, out, op)?.wait()
-            }
-        })?;
+        let out = self.legs(h, || self.reduce_legs(h, input, out, op, n))?;
         self.pending(out, "all_reduce")
+    }
+
+    /// The legs of the hierarchical all-reduce of `input`'s `n` elements
+    /// into `out` (module docs).
+    fn reduce_legs<T, I, O>(&self, h: &Hier, input: &I, out: O, op: ReduceOp, n: usize) -> Result<O>
+    where
+        T: ReduceElem,
+        I: Operand<T> + ?Sized,
+        O: Output<T>,
+    {
+        let l = h.domain.cs.world_size();
+        if l > 1 && n.is_multiple_of(l) {
+            // Reduce-scatter in the domain, the chunk across domains, and
+            // all-gather in the domain.
+            let slot = h.bufs::<T, 2>(&self.user, "all_reduce", [n / l; 2])?;
+            let mut slot = lock(&slot);
+            let [a, b] = &mut *slot;
+            let p1 = h.domain.reduce_scatter(input, &mut *a, op)?;
+            let b = h.rails.all_reduce(&p1, &mut *b, op)?.wait()?;
+            p1.wait()?;
+            // (Bound, so that the call's temporaries end before `slot`.)
+            let out = h.domain.all_gather(&*b, out)?.wait()?;
+            Ok(out)
+        } else if l > 1 {
+            // A length the domain cannot chunk evenly: the whole message
+            // in the domain, then across domains.
+            let slot = h.bufs::<T, 1>(&self.user, "all_reduce", [n])?;
+            let mut slot = lock(&slot);
+            let [a] = &mut *slot;
+            let p1 = h.domain.all_reduce(input, &mut *a, op)?;
+            let out = h.rails.all_reduce(&p1, out, op)?.wait()?;
+            p1.wait()?;
+            Ok(out)
+        } else {
+            h.rails.all_reduce(input, out, op)?.wait()
+        }
     }
 
     /// [`all_reduce`](Self::all_reduce) across domains in the exact form,
@@ -210,37 +221,183 @@ impl Collectives {
         O: Output<T>,
     {
         let n = input.__memory().len();
-        let world = self.cs.world_size();
-        let chunk = n.div_ceil(world);
         let size = std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllReduce, Some(op), input, n * size, None);
-        let moves = self.exact_moves(&facts, chunk * size);
+        let moves = self.exact_moves(&facts, self.exact_chunk(n) * size);
         let shape = [n as u64, op.code(), EXACT];
-        let big = (chunk * world > u32::MAX as usize).then(|| too_long(n));
+        let big = self.exact_too_long(n);
         let h = self.begin_across(&facts, &moves, &shape, input, &mut out, (n, big))?;
+        let out = self.legs(h, || self.exact_legs(h, input.__memory(), out, op, n))?;
+        self.pending(out, "all_reduce")
+    }
+
+    /// The chunk of an exact all-reduce of `n` elements: the world's share,
+    /// rounded up (the last chunks padded).
+    fn exact_chunk(&self, n: usize) -> usize {
+        n.div_ceil(self.cs.world_size())
+    }
+
+    /// Why an exact all-reduce of `n` elements cannot run: its padded
+    /// chunks pass symm's kernels' lengths.
+    fn exact_too_long(&self, n: usize) -> Option<String> {
+        (self.exact_chunk(n) * self.cs.world_size() > u32::MAX as usize).then(|| too_long(n))
+    }
+
+    /// The legs of the exact all-reduce of `input`'s `n` elements into
+    /// `out` ([`all_reduce_exact`](Self::all_reduce_exact)).
+    fn exact_legs<T: ReduceElem, O: Output<T>>(
+        &self,
+        h: &Hier,
+        input: &dyn DeviceSlice<T>,
+        out: O,
+        op: ReduceOp,
+        n: usize,
+    ) -> Result<O> {
+        if n == 0 {
+            return Ok(out);
+        }
+        let world = self.cs.world_size();
+        let chunk = self.exact_chunk(n);
+        let padded = chunk * world;
+        let slot = h.bufs::<T, 3>(&self.user, "all_reduce_exact", [padded, padded, chunk])?;
+        let mut slot = lock(&slot);
+        let [p, q, b] = &mut *slot;
+        let q = self.exchange(h, input, q, p, chunk)?;
+        // (On the domain's handle, on the same stream: the fold is local,
+        // and a group that spans domains launches no kernel.)
+        collectives::fold(&h.domain.cs, op, &*q, &mut *b, world)?;
+        if n == padded {
+            self.gather_legs(h, &*b, out, chunk)
+        } else {
+            // The padded chunks' all-gather, then its first `n`.
+            let p = self.gather_legs(h, &*b, &mut *p, chunk)?;
+            let mut o = out;
+            self.reorder(&*p, o.__memory_mut(), (1, 1), n)?;
+            Ok(o)
+        }
+    }
+
+    /// [`all_reduce_in_place`](Self::all_reduce_in_place) across domains,
+    /// in the exact form (`exact`) or the hierarchical one: `buf` copied
+    /// aside, and the out-of-place form's legs from the copy into `buf`.
+    pub(super) fn all_reduce_in_place_across<'c, T: ReduceElem, O: Output<T>>(
+        &'c self,
+        mut buf: O,
+        op: ReduceOp,
+        exact: bool,
+    ) -> Result<Pending<'c, O>> {
+        let n = buf.__memory_mut().len();
+        let size = std::mem::size_of::<T>();
+        let facts = self.facts_in_place::<T>(Collective::AllReduce, Some(op), n, n * size, None);
+        let moves = self.exact_moves(&facts, self.exact_chunk(n) * size);
+        let (rail, form, big) = match exact {
+            true => (&moves, EXACT, self.exact_too_long(n)),
+            false => (&facts, 0, None),
+        };
+        let shape = [n as u64, op.code(), IN_PLACE, form];
+        let h = self.hier()?;
+        let route = h.rails.route(rail)?;
+        let problem = facts
+            .op_problem()
+            .or_else(|| self.local_problem(route, None, (buf.__memory_mut(), "buf"), n, big));
+        self.decide(&facts, route, &shape, problem)?;
+        self.enter()?;
         let out = self.legs(h, || {
-            if n == 0 {
-                return Ok(out);
-            }
-            let padded = chunk * world;
-            let slot = h.bufs::<T, 3>(&self.user, "all_reduce_exact", [padded, padded, chunk])?;
+            let slot = h.bufs::<T, 1>(&self.user, "in_place", [n])?;
             let mut slot = lock(&slot);
-            let [p, q, b] = &mut *slot;
-            let q = self.exchange(h, input.__memory(), q, p, chunk)?;
-            // (On the domain's handle, on the same stream: the fold is
-            // local, and a group that spans domains launches no kernel.)
-            collectives::fold(&h.domain.cs, op, &*q, &mut *b, world)?;
-            if n == padded {
-                self.gather_legs(h, &*b, out, chunk)
-            } else {
-                // The padded chunks' all-gather, then its first `n`.
-                let p = self.gather_legs(h, &*b, &mut *p, chunk)?;
-                let mut o = out;
-                self.reorder(&*p, o.__memory_mut(), (1, 1), n)?;
-                Ok(o)
+            let [copy] = &mut *slot;
+            let mut buf = buf;
+            self.reorder(&*buf.__memory_mut(), &mut *copy, (1, 1), n)?;
+            match exact {
+                true => self.exact_legs(h, &*copy, buf, op, n),
+                false => self.reduce_legs(h, &*copy, buf, op, n),
             }
         })?;
-        self.pending(out, "all_reduce")
+        self.pending(out, "all_reduce_in_place")
+    }
+
+    /// [`all_reduce_coalesced`](Self::all_reduce_coalesced) across
+    /// domains, in the exact form (`exact`) or the hierarchical one: the
+    /// ranges packed into one message, its all-reduce, and the reductions
+    /// unpacked into `out` over a copy of the input (what the call leaves
+    /// outside the ranges).
+    pub(super) fn all_reduce_coalesced_across<'c, T: ReduceElem, O: Output<T>>(
+        &'c self,
+        input: &'c (impl Operand<T> + ?Sized),
+        ranges: &[std::ops::Range<usize>],
+        mut out: O,
+        op: ReduceOp,
+        exact: bool,
+    ) -> Result<Pending<'c, O>> {
+        let len = input.__memory().len();
+        let out_len = out.__memory_mut().len();
+        let total: usize = ranges.iter().map(|r| r.len()).sum();
+        let size = std::mem::size_of::<T>();
+        let problem = ranges_problem(ranges, len)
+            .or_else(|| {
+                (out_len != len).then(|| {
+                    format!(
+                        "the output holds {out_len} elements, and the input {len}: they must match"
+                    )
+                })
+            })
+            .or_else(|| exact.then(|| self.exact_too_long(total)).flatten());
+        let mut facts = self.facts(
+            Collective::AllReduceCoalesced,
+            Some(op),
+            input,
+            total * size,
+            None,
+        );
+        facts.placed = Placed::Plain;
+        let legs_facts = CallFacts {
+            collective: Collective::AllReduce,
+            ..facts.clone()
+        };
+        let moves = self.exact_moves(&facts, self.exact_chunk(total) * size);
+        let rail = if exact { &moves } else { &legs_facts };
+        let mut shape = vec![len as u64, op.code()];
+        shape.extend(ranges.iter().flat_map(|r| [r.start as u64, r.end as u64]));
+        shape.push(if exact { EXACT } else { 0 });
+        let h = self.begin_across(&facts, rail, &shape, input, &mut out, (len, problem))?;
+        let out = self.legs(h, || {
+            let slot = h.bufs::<T, 2>(&self.user, "all_reduce_coalesced", [total; 2])?;
+            let mut slot = lock(&slot);
+            let [packed, sums] = &mut *slot;
+            let mut at = 0;
+            for r in ranges {
+                let src = self.cs.bind("input", input.__memory())?;
+                let mut dst = self.cs.bind_mut("packed", &mut *packed)?;
+                let (Some(from), Some(mut to)) =
+                    (src.sub(r.clone()), dst.sub_mut(at..at + r.len()))
+                else {
+                    return Err(invalid(&self.cs, "a range lies outside its buffer".into()));
+                };
+                self.cs.copy(&from, &mut to)?;
+                at += r.len();
+            }
+            let sums = match exact {
+                true => self.exact_legs(h, &*packed, &mut *sums, op, total)?,
+                false => self.reduce_legs(h, &*packed, &mut *sums, op, total)?,
+            };
+            let mut out = out;
+            self.reorder(input.__memory(), out.__memory_mut(), (1, 1), len)?;
+            let src = self.cs.bind("sums", &*sums)?;
+            let mut dst = self.cs.bind_mut("out", out.__memory_mut())?;
+            let mut at = 0;
+            for r in ranges {
+                let (Some(from), Some(mut to)) =
+                    (src.sub(at..at + r.len()), dst.sub_mut(r.clone()))
+                else {
+                    return Err(invalid(&self.cs, "a range lies outside its buffer".into()));
+                };
+                self.cs.copy(&from, &mut to)?;
+                at += r.len();
+            }
+            drop((src, dst));
+            Ok(out)
+        })?;
+        self.pending(out, "all_reduce_coalesced")
     }
 
     /// The calls that move an exact reduction's bytes, as the rule sees
@@ -540,6 +697,10 @@ type ScratchKey = (TypeId, &'static str, [usize; 5]);
 /// take the exact form and the hierarchical one for the same call fail
 /// at its agreement, not in legs that never meet.
 const EXACT: u64 = u64::MAX;
+
+/// The word an in-place reduction's agreed shape adds (against the same
+/// call out of place, whose input a rank could otherwise pass instead).
+const IN_PLACE: u64 = u64::MAX - 1;
 
 impl Hier {
     /// The `N` buffers of `T` for `form` on `lens` elements, made (on

@@ -20,6 +20,10 @@ impl Collectives {
         T: ReduceElem,
         O: Output<T>,
     {
+        let exact = self.exact_across(op, T::DTYPE);
+        if exact || self.hierarchical(Collective::AllReduce, true) {
+            return self.all_reduce_in_place_across(buf, op, exact);
+        }
         let n = buf.__memory_mut().len();
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts_in_place::<T>(Collective::AllReduce, Some(op), n, bytes, None);

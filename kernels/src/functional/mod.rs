@@ -469,7 +469,7 @@ impl Collectives {
         // (An uneven reduce-scatter fails in the exact form as the rule
         // refuses it.)
         let exact = match call.collective {
-            Collective::AllReduce => true,
+            Collective::AllReduce | Collective::AllReduceCoalesced => true,
             Collective::ReduceScatter => call.nccl_shape.is_none(),
             _ => false,
         } && call.op.is_some_and(|op| self.exact_across(op, call.dtype));
@@ -486,7 +486,9 @@ impl Collectives {
             // reduce-scatter's facts give its chunk already).
             let size = call.dtype.size().max(1);
             let chunk = match call.collective {
-                Collective::AllReduce => (call.bytes / size).div_ceil(self.cs.world_size()) * size,
+                Collective::AllReduce | Collective::AllReduceCoalesced => {
+                    (call.bytes / size).div_ceil(self.cs.world_size()) * size
+                }
                 _ => call.bytes,
             };
             self.exact_moves(call, chunk)
@@ -508,6 +510,10 @@ impl Collectives {
             };
             let then = match call.collective {
                 Collective::AllReduce => ", then the all-gather of the folded chunks",
+                Collective::AllReduceCoalesced => {
+                    ", then the all-gather of the folded chunks (its ranges packed into one \
+                     message, and unpacked)"
+                }
                 _ => "",
             };
             choice.reason = format!(
@@ -533,6 +539,10 @@ impl Collectives {
                 }
                 (Collective::AllReduce, _) => "symm's reduce-scatter and all-gather in each \
                                                domain, the rail's all-reduce between them"
+                    .to_string(),
+                (Collective::AllReduceCoalesced, _) => "its ranges packed into one message, \
+                    symm's reduce-scatter and all-gather in each domain and the rail's \
+                    all-reduce between them, unpacked"
                     .to_string(),
                 (Collective::AllGather, true) => {
                     "symm's all-gather in each domain, then the rail's".to_string()
@@ -568,9 +578,9 @@ impl Collectives {
     /// refuses it. `even`: whether NCCL could take its shape (a
     /// reduce-scatter the world size divides).
     ///
-    /// Only the all-reduce, all-gather, reduce-scatter, broadcast and
-    /// all-to-all have hierarchical forms; all but the all-reduce's and
-    /// broadcast's need domains of consecutive ranks, and every form
+    /// Only the all-reduce (coalesced too), all-gather, reduce-scatter,
+    /// broadcast and all-to-all have hierarchical forms; all but the
+    /// all-reduce's and broadcast's need domains of consecutive ranks, and every form
     /// domains of one size (a chunk's rail must meet every domain). Not on
     /// GPUs where every domain has one rank (a rail, say): there the
     /// hierarchy is NCCL alone, and its rail would be the group itself
@@ -582,7 +592,9 @@ impl Collectives {
         let blocks = || self.user.topology().in_blocks();
         self.hierarchy_applies()
             && match collective {
-                Collective::AllReduce => !self.options.deterministic(),
+                Collective::AllReduce | Collective::AllReduceCoalesced => {
+                    !self.options.deterministic()
+                }
                 Collective::ReduceScatter => !self.options.deterministic() && even && blocks(),
                 Collective::AllGather | Collective::AllToAll => blocks(),
                 Collective::Broadcast => true,
