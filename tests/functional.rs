@@ -2804,7 +2804,9 @@ fn hierarchical_collectives_in_both_forms() {
                     "rank {me}: all_reduce_in_place of {}",
                     world * n
                 );
-                let ranges = [1..n, n + 2..world * n - 1];
+                // (world × n − 3 elements: no domain size divides them,
+                // so the legs' whole-message branch runs.)
+                let ranges = [1..n, n + 2..world * n - 2];
                 let mut co = c.device_buffer_from(&vec![f32::NAN; world * n])?;
                 coll.all_reduce_coalesced(&big_in, &ranges, &mut co, ReduceOp::Sum)?
                     .wait_host()?;
@@ -3002,11 +3004,23 @@ fn exact_case<T: DetElem>(world: usize, nodes: usize) {
             );
             let whole = data(o, n + 9);
             let x = c.device_buffer_from(&whole)?;
+            // Min without the mode takes the exact form too.
             let mut out = c.device_buffer_from(&vec![T::of(f32::NAN); n + 9])?;
             let range = std::ops::Range {
                 start: 4,
                 end: 4 + n,
             };
+            plain
+                .all_reduce_coalesced(&x, std::slice::from_ref(&range), &mut out, ReduceOp::Min)?
+                .wait_host()?;
+            det_check::<T>(
+                &tag("all_reduce_coalesced Min", n),
+                &out.to_host()?[4..4 + n],
+                o + 4,
+                world,
+                ReduceOp::Min,
+            );
+            let mut out = c.device_buffer_from(&vec![T::of(f32::NAN); n + 9])?;
             det.all_reduce_coalesced(&x, std::slice::from_ref(&range), &mut out, ReduceOp::Sum)?
                 .wait_host()?;
             let got = out.to_host()?;
@@ -3100,6 +3114,26 @@ fn hierarchical_inputs_of_different_kinds_fail_alike() {
     assert_eq!(e.errors.len(), 4, "{e}");
     for (r, m) in &e.errors {
         assert_eq!(m.root_kind(), ErrorKind::Mismatch, "rank {r}: {m}");
+    }
+    // A coalesced all-reduce across domains of overlapping ranges, refused
+    // on every rank as in one domain.
+    let Some(four) = self::ranks(4) else { return };
+    let e = run(four, options().with_nodes(2), |c| {
+        let coll = Collectives::new(c)?;
+        let x = c.device_buffer_from(&[1.0f32; 8])?;
+        let mut out = c.device_buffer::<f32>(8)?;
+        let r = coll
+            .all_reduce_coalesced(&x, &[0..4, 2..6], &mut out, ReduceOp::Sum)
+            .map(|_| ());
+        r
+    })
+    .expect_err("overlapping ranges");
+    assert_eq!(e.errors.len(), 4, "{e}");
+    for (r, m) in &e.errors {
+        assert!(
+            m.to_string().contains("the ranges overlap"),
+            "rank {r}: {m}"
+        );
     }
     // An all-to-all across domains whose length the world size does not
     // divide: an error on every rank.

@@ -474,7 +474,10 @@ impl Collectives {
     /// Coalesced all-reduce by `op`: `out` (as long as `input`) gets
     /// `input` with each of `ranges` (the same on every rank) reduced
     /// across ranks. symm's kernel reduces in place, so the input is
-    /// always staged and copied back out.
+    /// always staged and copied back out; across NVLink domains, the
+    /// ranges are packed into one message for the all-reduce's
+    /// hierarchical or exact form (its first call of a length makes its
+    /// scratch: run it once before capturing a graph).
     pub fn all_reduce_coalesced<'c, T: ReduceElem, O: Output<T>>(
         &'c self,
         input: &'c (impl Operand<T> + ?Sized),

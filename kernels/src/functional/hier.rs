@@ -28,9 +28,10 @@
 //!   domain, what arrived regrouped by destination domain, and the rail's
 //!   all-to-all of that: each rank's bytes cross the network once, in one
 //!   message per domain.
-//! - **In place and coalesced,** the all-reduce runs the same legs from
-//!   a copy of the buffer, or from its ranges packed into one message
-//!   (unpacked into the output over a copy of the input).
+//! - **In place and coalesced,** the all-reduce runs the same legs
+//!   (hierarchical or exact) from a copy of the buffer, or from its
+//!   ranges packed into one message (unpacked into the output over a copy
+//!   of the input). Their scratch, as every form's, is kept per length.
 //! - **Exact reductions** (the all-reduce and reduce-scatter in the
 //!   deterministic mode, and those NCCL cannot run, such as float min and
 //!   max): the all-to-all above brings every rank's copy of this rank's
@@ -331,8 +332,12 @@ impl Collectives {
     ) -> Result<Pending<'c, O>> {
         let len = input.__memory().len();
         let out_len = out.__memory_mut().len();
-        let total: usize = ranges.iter().map(|r| r.len()).sum();
+        // (Saturating: a bogus range is an agreed problem, not a panic.)
+        let total = ranges.iter().fold(0usize, |t, r| t.saturating_add(r.len()));
         let size = std::mem::size_of::<T>();
+        // The same problems as in one domain (`collectives::all_reduce_coalesced`).
+        let mut sorted: Vec<_> = ranges.iter().filter(|r| !r.is_empty()).collect();
+        sorted.sort_by_key(|r| r.start);
         let problem = ranges_problem(ranges, len)
             .or_else(|| {
                 (out_len != len).then(|| {
@@ -341,12 +346,22 @@ impl Collectives {
                     )
                 })
             })
+            .or_else(|| {
+                sorted
+                    .windows(2)
+                    .any(|w| w[1].start < w[0].end)
+                    .then(|| "the ranges overlap".to_string())
+            })
+            .or_else(|| {
+                (total > u32::MAX as usize)
+                    .then(|| "the ranges hold 2^32 elements or more".to_string())
+            })
             .or_else(|| exact.then(|| self.exact_too_long(total)).flatten());
         let mut facts = self.facts(
             Collective::AllReduceCoalesced,
             Some(op),
             input,
-            total * size,
+            total.saturating_mul(size),
             None,
         );
         facts.placed = Placed::Plain;
@@ -354,12 +369,16 @@ impl Collectives {
             collective: Collective::AllReduce,
             ..facts.clone()
         };
-        let moves = self.exact_moves(&facts, self.exact_chunk(total) * size);
+        let moves = self.exact_moves(&facts, self.exact_chunk(total).saturating_mul(size));
         let rail = if exact { &moves } else { &legs_facts };
         let mut shape = vec![len as u64, op.code()];
         shape.extend(ranges.iter().flat_map(|r| [r.start as u64, r.end as u64]));
         shape.push(if exact { EXACT } else { 0 });
-        let h = self.begin_across(&facts, rail, &shape, input, &mut out, (len, problem))?;
+        // (Not `begin_across`: the legs read the packed copy, never the
+        // input in place, so its kind need not agree.)
+        let h = self.hier()?;
+        let route = h.rails.route(rail)?;
+        self.begin(&facts, route, &shape, input, &mut out, (len, problem))?;
         let out = self.legs(h, || {
             let slot = h.bufs::<T, 2>(&self.user, "all_reduce_coalesced", [total; 2])?;
             let mut slot = lock(&slot);

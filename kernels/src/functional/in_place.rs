@@ -10,7 +10,10 @@ impl Collectives {
     /// reduction of all ranks' (`buf` owned, or `&mut` of a pool tensor, a
     /// buffer or cudarc memory; returned by the wait). Graph-capturable.
     /// On symm's kernels the input is first staged, since a peer may still
-    /// read what the kernel writes; on NCCL, in place.
+    /// read what the kernel writes; on NCCL, in place; across NVLink
+    /// domains, the all-reduce's hierarchical or exact form from a copy of
+    /// the buffer (whose first call of a length makes its scratch: run it
+    /// once before capturing a graph).
     pub fn all_reduce_in_place<'c, T, O>(
         &'c self,
         mut buf: O,

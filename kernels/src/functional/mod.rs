@@ -485,9 +485,11 @@ impl Collectives {
             // The all-to-all's chunk, as the call weighs it (a
             // reduce-scatter's facts give its chunk already).
             let size = call.dtype.size().max(1);
+            // (A coalesced call's packed ranges are its bytes per peer.)
             let chunk = match call.collective {
-                Collective::AllReduce | Collective::AllReduceCoalesced => {
-                    (call.bytes / size).div_ceil(self.cs.world_size()) * size
+                Collective::AllReduce => (call.bytes / size).div_ceil(self.cs.world_size()) * size,
+                Collective::AllReduceCoalesced => {
+                    (call.bytes_per_peer / size).div_ceil(self.cs.world_size()) * size
                 }
                 _ => call.bytes,
             };
