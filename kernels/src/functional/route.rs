@@ -132,7 +132,8 @@ impl Collectives {
         agree(&self.cs, &key, problem)?;
         let name = facts.collective.name();
         if tracing::enabled!(tracing::Level::DEBUG) {
-            if let Ok(choice) = rule::choose(&self.options, &self.group, facts) {
+            // `explain`'s words: a call across domains is its form's.
+            if let Ok(choice) = self.explain(facts) {
                 tracing::debug!(rank = self.cs.rank(), call = name, "{choice}");
             }
         }
