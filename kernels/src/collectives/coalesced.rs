@@ -9,7 +9,7 @@ use symm::{Comm, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel, ReduceElem, ReduceOp};
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, out_fits, InPlace};
+use crate::shared::checks::{disjoint, out_fits, ranges_overlap, InPlace};
 use crate::shared::key::Fnv64;
 
 /// Coalesced all-gather: one launch for several tensors, each a range of
@@ -100,9 +100,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
         rows.push([r.start, r.len(), at]);
         at = at.saturating_add(r.len());
     }
-    let mut sorted: Vec<_> = ranges.iter().filter(|r| !r.is_empty()).collect();
-    sorted.sort_by_key(|r| r.start);
-    if sorted.windows(2).any(|w| w[1].start < w[0].end) {
+    if ranges_overlap(ranges) {
         problem.get_or_insert("the ranges overlap".into());
     }
     if at > u32::MAX as usize {

@@ -491,11 +491,7 @@ impl Collectives {
         }
         let len = input.__memory().len();
         let out_len = out.__memory_mut().len();
-        let problem = ranges_problem(ranges, len).or_else(|| {
-            (out_len != len).then(|| {
-                format!("the output holds {out_len} elements, and the input {len}: they must match")
-            })
-        });
+        let problem = coalesced_problem(ranges, len, out_len);
         let size = std::mem::size_of::<T>();
         let total: usize = ranges.iter().map(|r| r.len()).sum();
         let mut facts = self.facts(

@@ -54,6 +54,7 @@ use super::*;
 use symm::DeviceBuffer;
 
 use super::rule::REORDER_MIN_BYTES;
+use crate::shared::checks::ranges_overlap;
 
 /// A spanning group's domain and rail collectives, and the buffers that
 /// pass between them.
@@ -234,7 +235,7 @@ impl Collectives {
 
     /// The chunk of an exact all-reduce of `n` elements: the world's share,
     /// rounded up (the last chunks padded).
-    fn exact_chunk(&self, n: usize) -> usize {
+    pub(super) fn exact_chunk(&self, n: usize) -> usize {
         n.div_ceil(self.cs.world_size())
     }
 
@@ -263,10 +264,7 @@ impl Collectives {
         let slot = h.bufs::<T, 3>(&self.user, "all_reduce_exact", [padded, padded, chunk])?;
         let mut slot = lock(&slot);
         let [p, q, b] = &mut *slot;
-        let q = self.exchange(h, input, q, p, chunk)?;
-        // (On the domain's handle, on the same stream: the fold is local,
-        // and a group that spans domains launches no kernel.)
-        collectives::fold(&h.domain.cs, op, &*q, &mut *b, world)?;
+        self.exchange_fold(h, input, &mut *b, op, chunk, [p, q])?;
         if n == padded {
             self.gather_legs(h, &*b, out, chunk)
         } else {
@@ -276,6 +274,25 @@ impl Collectives {
             self.reorder(&*p, o.__memory_mut(), (1, 1), n)?;
             Ok(o)
         }
+    }
+
+    /// This rank's `chunk` of every rank's `input` (`world` chunks, the
+    /// last ones maybe short) into `out`, reduced in rank order: the exact
+    /// form's all-to-all, then `collectives::fold`, through `p` and `q`
+    /// (`world × chunk` each).
+    fn exchange_fold<T: ReduceElem>(
+        &self,
+        h: &Hier,
+        input: &dyn DeviceSlice<T>,
+        out: &mut dyn DeviceSlice<T>,
+        op: ReduceOp,
+        chunk: usize,
+        [p, q]: [&mut DeviceBuffer<T>; 2],
+    ) -> Result<()> {
+        let q = self.exchange(h, input, q, p, chunk)?;
+        // (On the domain's handle, on the same stream: the fold is local,
+        // and a group that spans domains launches no kernel.)
+        collectives::fold(&h.domain.cs, op, &*q, out, self.cs.world_size())
     }
 
     /// [`all_reduce_in_place`](Self::all_reduce_in_place) across domains,
@@ -298,11 +315,7 @@ impl Collectives {
         let shape = [n as u64, op.code(), IN_PLACE, form];
         let h = self.hier()?;
         let route = h.rails.route(rail)?;
-        let problem = facts
-            .op_problem()
-            .or_else(|| self.local_problem(route, None, (buf.__memory_mut(), "buf"), n, big));
-        self.decide(&facts, route, &shape, problem)?;
-        self.enter()?;
+        self.begin_in_place(&facts, route, &shape, &mut buf, (n, big))?;
         let out = self.legs(h, || {
             let slot = h.bufs::<T, 1>(&self.user, "in_place", [n])?;
             let mut slot = lock(&slot);
@@ -336,22 +349,8 @@ impl Collectives {
         let total = ranges.iter().fold(0usize, |t, r| t.saturating_add(r.len()));
         let size = std::mem::size_of::<T>();
         // The same problems as in one domain (`collectives::all_reduce_coalesced`).
-        let mut sorted: Vec<_> = ranges.iter().filter(|r| !r.is_empty()).collect();
-        sorted.sort_by_key(|r| r.start);
-        let problem = ranges_problem(ranges, len)
-            .or_else(|| {
-                (out_len != len).then(|| {
-                    format!(
-                        "the output holds {out_len} elements, and the input {len}: they must match"
-                    )
-                })
-            })
-            .or_else(|| {
-                sorted
-                    .windows(2)
-                    .any(|w| w[1].start < w[0].end)
-                    .then(|| "the ranges overlap".to_string())
-            })
+        let problem = coalesced_problem(ranges, len, out_len)
+            .or_else(|| ranges_overlap(ranges).then(|| "the ranges overlap".to_string()))
             .or_else(|| {
                 (total > u32::MAX as usize)
                     .then(|| "the ranges hold 2^32 elements or more".to_string())
@@ -383,40 +382,45 @@ impl Collectives {
             let slot = h.bufs::<T, 2>(&self.user, "all_reduce_coalesced", [total; 2])?;
             let mut slot = lock(&slot);
             let [packed, sums] = &mut *slot;
-            let mut at = 0;
-            for r in ranges {
-                let src = self.cs.bind("input", input.__memory())?;
-                let mut dst = self.cs.bind_mut("packed", &mut *packed)?;
-                let (Some(from), Some(mut to)) =
-                    (src.sub(r.clone()), dst.sub_mut(at..at + r.len()))
-                else {
-                    return Err(invalid(&self.cs, "a range lies outside its buffer".into()));
-                };
-                self.cs.copy(&from, &mut to)?;
-                at += r.len();
-            }
+            self.pack(input.__memory(), &mut *packed, ranges, true)?;
             let sums = match exact {
                 true => self.exact_legs(h, &*packed, &mut *sums, op, total)?,
                 false => self.reduce_legs(h, &*packed, &mut *sums, op, total)?,
             };
             let mut out = out;
             self.reorder(input.__memory(), out.__memory_mut(), (1, 1), len)?;
-            let src = self.cs.bind("sums", &*sums)?;
-            let mut dst = self.cs.bind_mut("out", out.__memory_mut())?;
-            let mut at = 0;
-            for r in ranges {
-                let (Some(from), Some(mut to)) =
-                    (src.sub(at..at + r.len()), dst.sub_mut(r.clone()))
-                else {
-                    return Err(invalid(&self.cs, "a range lies outside its buffer".into()));
-                };
-                self.cs.copy(&from, &mut to)?;
-                at += r.len();
-            }
-            drop((src, dst));
+            self.pack(&*sums, out.__memory_mut(), ranges, false)?;
             Ok(out)
         })?;
         self.pending(out, "all_reduce_coalesced")
+    }
+
+    /// Copies each of `ranges` of `src` into consecutive elements of `dst`
+    /// (`to_packed`), or consecutive elements of `src` into `ranges` of
+    /// `dst`, on the group's stream.
+    fn pack<T: Element>(
+        &self,
+        src: &dyn DeviceSlice<T>,
+        dst: &mut dyn DeviceSlice<T>,
+        ranges: &[std::ops::Range<usize>],
+        to_packed: bool,
+    ) -> Result<()> {
+        let src = self.cs.bind("src", src)?;
+        let mut dst = self.cs.bind_mut("dst", dst)?;
+        let mut at = 0;
+        for r in ranges {
+            let packed = at..at + r.len();
+            let (from, to) = match to_packed {
+                true => (r.clone(), packed),
+                false => (packed, r.clone()),
+            };
+            let (Some(from), Some(mut to)) = (src.sub(from), dst.sub_mut(to)) else {
+                return Err(invalid(&self.cs, "a range lies outside its buffer".into()));
+            };
+            self.cs.copy(&from, &mut to)?;
+            at += r.len();
+        }
+        Ok(())
     }
 
     /// The calls that move an exact reduction's bytes, as the rule sees
@@ -469,9 +473,8 @@ impl Collectives {
             let slot = h.bufs::<T, 2>(&self.user, "reduce_scatter_exact", [n, n])?;
             let mut slot = lock(&slot);
             let [p, q] = &mut *slot;
-            let q = self.exchange(h, input.__memory(), q, p, chunk)?;
             let mut o = out;
-            collectives::fold(&h.domain.cs, op, &*q, o.__memory_mut(), world)?;
+            self.exchange_fold(h, input.__memory(), o.__memory_mut(), op, chunk, [p, q])?;
             Ok(o)
         })?;
         self.pending(out, "reduce_scatter")

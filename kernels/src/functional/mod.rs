@@ -487,9 +487,9 @@ impl Collectives {
             let size = call.dtype.size().max(1);
             // (A coalesced call's packed ranges are its bytes per peer.)
             let chunk = match call.collective {
-                Collective::AllReduce => (call.bytes / size).div_ceil(self.cs.world_size()) * size,
+                Collective::AllReduce => self.exact_chunk(call.bytes / size) * size,
                 Collective::AllReduceCoalesced => {
-                    (call.bytes_per_peer / size).div_ceil(self.cs.world_size()) * size
+                    self.exact_chunk(call.bytes_per_peer / size) * size
                 }
                 _ => call.bytes,
             };
@@ -893,6 +893,20 @@ fn driver(comm: &Comm, op: &'static str, source: symm::cudarc::driver::DriverErr
 const MIN_STAGING: usize = 4096;
 
 /// A range that is not inside an input of `len` elements, as a problem.
+/// Why a coalesced all-reduce of `ranges` of an input of `len` elements
+/// into an output of `out_len` cannot run, if it cannot.
+fn coalesced_problem(
+    ranges: &[std::ops::Range<usize>],
+    len: usize,
+    out_len: usize,
+) -> Option<String> {
+    ranges_problem(ranges, len).or_else(|| {
+        (out_len != len).then(|| {
+            format!("the output holds {out_len} elements, and the input {len}: they must match")
+        })
+    })
+}
+
 fn ranges_problem(ranges: &[std::ops::Range<usize>], len: usize) -> Option<String> {
     ranges
         .iter()

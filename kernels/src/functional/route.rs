@@ -259,6 +259,23 @@ impl Collectives {
         Ok(())
     }
 
+    /// [`begin`](Self::begin) of a call whose input is part of its output
+    /// `buf` (checked to hold `need_out`, else the call's `extra` problem).
+    pub(super) fn begin_in_place<T: Element, O: Output<T>>(
+        &self,
+        facts: &CallFacts,
+        route: Route,
+        shape: &[u64],
+        buf: &mut O,
+        (need_out, extra): (usize, Option<String>),
+    ) -> Result<()> {
+        let problem = facts.op_problem().or_else(|| {
+            self.local_problem(route, None, (buf.__memory_mut(), "buf"), need_out, extra)
+        });
+        self.decide(facts, route, shape, problem)?;
+        self.enter()
+    }
+
     /// [`run`](Self::run) of a call whose input is elements `input` of its
     /// output `out` (checked to hold `need_out`, else the call's `extra`
     /// problem): on symm, the input is staged (the kernel then writes
@@ -278,11 +295,7 @@ impl Collectives {
         nccl: impl FnOnce(&nccl::Nccl, &mut BoundSlice<'_, T>, &CudaStream) -> Result<()>,
     ) -> Result<Pending<'c, O>> {
         let route = self.route(&facts)?;
-        let problem = facts.op_problem().or_else(|| {
-            self.local_problem(route, None, (out.__memory_mut(), "buf"), need_out, extra)
-        });
-        self.decide(&facts, route, shape, problem)?;
-        self.enter()?;
+        self.begin_in_place(&facts, route, shape, &mut out, (need_out, extra))?;
         let mut b = self.cs.bind_mut("buf", out.__memory_mut())?;
         match route {
             Route::Symm { .. } => {

@@ -63,6 +63,14 @@ pub(crate) fn vector_aligned(input: &SymmetricMemory) -> bool {
     input.buffer_ptrs()[input.rank()].is_multiple_of(16)
 }
 
+/// Whether two of a coalesced call's non-empty `ranges` share an element
+/// (which one domain's kernel and the packing across domains refuse alike).
+pub(crate) fn ranges_overlap(ranges: &[std::ops::Range<usize>]) -> bool {
+    let mut sorted: Vec<_> = ranges.iter().filter(|r| !r.is_empty()).collect();
+    sorted.sort_by_key(|r| r.start);
+    sorted.windows(2).any(|w| w[1].start < w[0].end)
+}
+
 /// Why `root` cannot be the root of a call on `world` ranks, if it cannot.
 pub(crate) fn root_problem(root: usize, world: usize) -> Option<String> {
     (root >= world).then(|| format!("root {root} is not a rank of {world}"))
