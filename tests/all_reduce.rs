@@ -849,3 +849,49 @@ fn a_rank_whose_kernel_failed_refuses_later_calls() {
     assert!(refusal.contains("failed earlier"), "{refusal}");
     assert!(outs[1].0 && !outs[1].1, "rank 1 never failed");
 }
+
+/// A domain of more than 8 ranks (a multi-node NVLink rack's): every size
+/// takes the pull kernel (two-shot in place), which reads its peers 8 at a
+/// time, exact against float64 and the same bits on every rank; a forced
+/// LL, push or Lamport path, unrolled for 8 ranks, is the same
+/// `Unsupported` error on every rank.
+#[test]
+fn domains_past_8_ranks_sum_on_the_pull_kernels() {
+    for world in [9, 16] {
+        if !tier::runs(world == 9) {
+            continue;
+        }
+        for n in [7, 4095] {
+            check::<f32>(world, n, 1e-6, Some(1e-5), false);
+            check::<f32>(world, n, 1e-6, Some(1e-5), true);
+            check::<bf16>(world, n, 1e-2, None, false);
+        }
+        let Some(ranks) = ranks(world) else { continue };
+        let errs = run(ranks, CommOptions::default(), |c| {
+            let buf = c.alloc::<f32>(64)?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer_from(&[0f32; 64])?;
+            let mut errs = Vec::new();
+            for path in AllReducePath::ALL.into_iter().filter(|p| !p.general()) {
+                let e = all_reduce_with(path, c, &s, &mut out, 64).unwrap_err();
+                errs.push((path, e.kind(), e.to_string()));
+            }
+            Ok(errs)
+        })
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+        for (r, errs) in errs.iter().enumerate() {
+            assert_eq!(errs.len(), 4, "rank {r}: {errs:?}");
+            for (path, kind, text) in errs {
+                assert_eq!(
+                    *kind,
+                    symm::ErrorKind::Unsupported,
+                    "rank {r} {path:?}: {text}"
+                );
+                assert!(
+                    text.contains("at most 8 ranks"),
+                    "rank {r} {path:?}: {text}"
+                );
+            }
+        }
+    }
+}

@@ -2263,3 +2263,48 @@ fn collective_kernels_compile() {
     );
     collective_kernels();
 }
+
+/// A domain of more than 8 ranks (a multi-node NVLink rack's): the
+/// reductions, whose kernels read their peers 8 at a time, and the copies
+/// run on the pull path, exact against the references and the same bits
+/// on every rank; the all-to-all with splits, unrolled for 8 ranks, is the
+/// same `Unsupported` error on every rank.
+#[test]
+fn domains_past_8_ranks_take_the_general_kernels() {
+    for world in [9, 16] {
+        // Also the quick tier's: the 8-wide gathers' second group of ranks.
+        if !tier::runs(world == 9) {
+            continue;
+        }
+        let n = 4099;
+        let inputs: Vec<Vec<f32>> = (0..world).map(|_| random_values::<f32>(n)).collect();
+        for op in [ReduceOp::Sum, ReduceOp::Max] {
+            reduce_scatter_case::<f32>(world, n, op, &inputs);
+            all_reduce_op_case::<f32>(world, n, op, false, &inputs);
+        }
+        all_reduce_op_case::<f32>(world, n, ReduceOp::Sum, true, &inputs);
+        let small: Vec<Vec<bf16>> = (0..world).map(|_| random_values::<bf16>(77)).collect();
+        reduce_scatter_case::<bf16>(world, 77, ReduceOp::Avg, &small);
+        native_case::<i32>(world, 100);
+        fold_case::<f32>(world, 333);
+        all_gather_case::<f32>(world, 7, false);
+        all_gather_case::<u8>(world, 100, true);
+        broadcast_case::<f32>(world, 4095, world - 1, false);
+        all_to_all_case::<bf16>(world, 7);
+        // The all-to-all with splits: refused alike, before any launch.
+        let Some(errs) = on_ranks(world, "all_to_all_single past 8 ranks", |c| {
+            let buf = c.alloc::<f32>(world)?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer_from(&vec![0f32; world])?;
+            let ones = vec![1usize; world];
+            let err = all_to_all_single(c, &s, &mut out, &ones, &ones).unwrap_err();
+            Ok((err.kind(), err.to_string()))
+        }) else {
+            continue;
+        };
+        for (r, (kind, text)) in errs.iter().enumerate() {
+            assert_eq!(*kind, ErrorKind::Unsupported, "rank {r}: {text}");
+            assert!(text.contains("at most 8 ranks"), "rank {r}: {text}");
+        }
+    }
+}

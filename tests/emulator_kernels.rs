@@ -915,6 +915,21 @@ fn ring_peer_is_the_rank_steps_ahead(world: usize) {
         .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
 }
 
+/// A domain of more than 8 ranks: every pair of ranks handshakes through
+/// the signal pad's slots past the first group of 8 peers (the
+/// all-to-all's put and wait per peer, after a host barrier on every
+/// peer), and a handle method computes as its reference.
+#[test]
+fn a_domain_past_8_ranks_signals_every_peer() {
+    for world in [12, 17] {
+        let Some(placed) = ranks(world) else { continue };
+        run(placed, assert_options(), |c| run_all_to_all(c, 32))
+            .unwrap_or_else(|e| panic!("world {world}: {e}"));
+    }
+    // (Its 64 threads hold the steps of up to 12 ranks.)
+    ring_peer_is_the_rank_steps_ahead(12);
+}
+
 per_world! {
     ring_peer: ring_peer_is_the_rank_steps_ahead
         => [world_1, world_2, world_3, world_4, world_5, world_6, world_7, world_8];

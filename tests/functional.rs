@@ -399,6 +399,10 @@ fn every_collective(world: usize, kind: Kind, prefer: Prefer, n: usize) {
             Err(e) if prefer == Prefer::Nccl => {
                 assert!(e.to_string().contains("NCCL is forced"), "{e}")
             }
+            // Past 8 ranks symm's kernel for it does not run either.
+            Err(e) if world > 8 => {
+                assert!(e.to_string().contains("runs on at most 8 ranks"), "{e}")
+            }
             r => {
                 r?.wait_host()?;
                 let mut want = Vec::new();
@@ -916,6 +920,20 @@ fn every_collective_from_every_input_kind() {
     // the emulator (and on ranks sharing a GPU) symm's kernels still run.
     if tier::quick_test() {
         every_collective(2, Kind::Plain, Prefer::Auto, 20_000);
+    }
+}
+
+/// One NVLink domain of more than 8 ranks (a multi-node NVLink rack's):
+/// every collective through `Collectives` on symm's general kernels, exact
+/// and the same bits on every rank; the all-to-all with splits, whose
+/// kernel runs on at most 8 ranks and which NCCL cannot take with splits
+/// that differ by rank, the same error on every rank.
+#[test]
+fn every_collective_in_a_domain_past_8_ranks() {
+    for (world, kind) in [(9, Kind::Pool), (16, Kind::Plain)] {
+        if tier::runs(world == 9) {
+            every_collective(world, kind, Prefer::Auto, 37);
+        }
     }
 }
 

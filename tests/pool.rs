@@ -25,8 +25,9 @@ mod data;
 #[path = "support/tier.rs"]
 mod tier;
 
-/// A segment's signal pad, which shares its 2 MiB granules with its data.
-const PAD: usize = symm::layout::SIGNAL_PAD_BYTES;
+/// A segment's signal pad, which shares its 2 MiB granules with its data:
+/// that of every world these tests run (at most 8 ranks).
+const PAD: usize = symm::layout::pad_bytes(8);
 
 /// Pool operations (allocations and frees) per run.
 const OPS: usize = 10_000;

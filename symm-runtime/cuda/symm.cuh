@@ -9,7 +9,8 @@
  *
  * Constants that come from Rust, #defined ahead of this file from the Rust
  * items themselves so the two sides cannot disagree (none is written here):
- *   SYMM_SIGNAL_BLOCKS, SYMM_MAX_WORLD, SYMM_PAD_SLOTS   symm::layout
+ *   SYMM_SIGNAL_BLOCKS, SYMM_MAX_DOMAIN,                 symm::layout
+ *   SYMM_PAD_PEER_GROUP, SYMM_PAD_GROUP_SLOTS
  *   SYMM_KIND_PUT, SYMM_KIND_WAIT,                       symm::signal::SignalKind
  *   SYMM_KIND_BARRIER_PUT, SYMM_KIND_BARRIER_WAIT
  *   SYMM_KIND_OUT_OF_BOUNDS, SYMM_KIND_ASSERT,           symm::status (record kinds)
@@ -171,7 +172,10 @@ template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(co
    function's line) and gives an empty slice. */
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_peer(const symm_kctx& c, const symm_buf<T>& b, symm_u32 r);
 template<typename T> __device__ __forceinline__ symm_slice<T> symm_local(const symm_buf<T>& b);
-/* Rank r's signal pad as SYMM_PAD_SLOTS u32 slots (checked as symm_peer). */
+/* u32 slots in the signal pad of a group of `world` ranks: one
+   SYMM_PAD_GROUP_SLOTS per SYMM_PAD_PEER_GROUP peers (symm::layout::pad_slots). */
+static __device__ __forceinline__ __attribute__((unused)) symm_u64 symm_pad_slots(symm_u32 world);
+/* Rank r's signal pad as symm_pad_slots(world) u32 slots (checked as symm_peer). */
 template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(const symm_kctx& c, const symm_buf<T>& b, symm_u32 r);
 /* In a checked kernel: whether a signal with `peer` of `world` on `channel`
    from this block has a slot (peer < world, channel < SYMM_SIGNAL_CHANNELS,

@@ -88,7 +88,7 @@ pub use symm_macros::symm_kernel;
 /// let got = symm::with_world!(world, W => peers::<W>().len());
 /// assert_eq!(got, Ok(3));
 /// let err = symm::with_world!(-1i32, W => W).unwrap_err();
-/// assert_eq!(err.to_string(), "world size -1 is not supported; symm groups have 1 to 8 ranks");
+/// assert!(err.to_string().starts_with("world size -1 is not supported"));
 /// assert!(symm::with_world!(9usize, W => W).is_err());
 /// ```
 #[macro_export]

@@ -544,7 +544,7 @@ pub fn empty_and_odd_sized_allocations_work(ranks: Ranks) {
         let sizes = (s.buffer_size(), s.signal_pad_size());
         check(
             c,
-            sizes == (4097 * 2, symm::layout::SIGNAL_PAD_BYTES),
+            sizes == (4097 * 2, symm::layout::pad_bytes(c.world_size())),
             || format!("buffer and pad bytes {sizes:?}"),
         )?;
         s.barrier(&Channel::request(c)?, T)?;

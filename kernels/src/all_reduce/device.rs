@@ -128,6 +128,18 @@ pub(crate) fn sum_with_own<T: Scalar, const V: usize>(
     rank: u32,
     world: u32,
 ) -> [T; V] {
+    round_sums::<T, V>(sums_with_own::<T, V>(vals, own, rank, world))
+}
+
+/// [`sum_with_own`]'s f32 sums of ranks `0..min(world, 8)`, not yet
+/// rounded.
+#[symm_kernel(device)]
+pub(crate) fn sums_with_own<T: Scalar, const V: usize>(
+    vals: [[T; V]; 8],
+    own: [T; V],
+    rank: u32,
+    world: u32,
+) -> [f32; V] {
     let mut acc: [f32; V] = [-0.0f32; V];
     // Guarded constant loops, as in [`sum_staged`].
     for r in 0..8u32 {
@@ -138,6 +150,12 @@ pub(crate) fn sum_with_own<T: Scalar, const V: usize>(
             }
         }
     }
+    acc
+}
+
+/// `acc` rounded once to `T`.
+#[symm_kernel(device)]
+pub(crate) fn round_sums<T: Scalar, const V: usize>(acc: [f32; V]) -> [T; V] {
     let mut res: [T; V] = [T::from_f32(0.0f32); V];
     for k in 0..V {
         res[k] = T::from_f32(acc[k]);
@@ -145,9 +163,41 @@ pub(crate) fn sum_with_own<T: Scalar, const V: usize>(
     res
 }
 
+/// `acc` plus elements `i..i + V` of ranks 8, 9, …, `world - 1`'s `buf`,
+/// in rank order, 8 ranks' loads issued at a time: the sums of a domain of
+/// more than 8 ranks carried on past the unrolled 8. Nothing up to 8 ranks.
+#[symm_kernel(device)]
+pub(crate) fn add_ranks_past_8<T: Scalar, const V: usize>(
+    buf: SymmBuf<T>,
+    i: u32,
+    world: u32,
+    acc: [f32; V],
+) -> [f32; V] {
+    let mut sums = acc;
+    let mut base = 8u32;
+    while base < world {
+        let zero: [T; V] = [T::from_f32(0.0f32); V];
+        let mut vals: [[T; V]; 8] = [zero; 8];
+        for r in 0..8u32 {
+            if base + r < world {
+                vals[r] = buf.peer(base + r).load_vec::<V>(i);
+            }
+        }
+        for r in 0..8u32 {
+            if base + r < world {
+                for k in 0..V {
+                    sums[k] += vals[r][k].to_f32();
+                }
+            }
+        }
+        base += 8u32;
+    }
+    sums
+}
+
 /// Loads elements `i..i + V` (one 16-byte vector) from every rank's `buf`,
-/// all loads issued before any arithmetic, and sums them in f32 in rank
-/// order 0, 1, …: the same bits on every rank.
+/// all loads of 8 ranks issued before their arithmetic, and sums them in
+/// f32 in rank order 0, 1, …: the same bits on every rank.
 #[symm_kernel(device)]
 pub(crate) fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, world: u32) -> [T; V] {
     let zero: [T; V] = [T::from_f32(0.0f32); V];
@@ -157,7 +207,8 @@ pub(crate) fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, worl
             vals[r] = buf.peer(r).load_vec::<V>(i);
         }
     }
-    sum_in_rank_order::<T, V>(vals, world)
+    let first = sums_with_own::<T, V>(vals, vals[0], 8, world);
+    round_sums::<T, V>(add_ranks_past_8::<T, V>(buf, i, world, first))
 }
 
 /// One-shot all-reduce of the first `n` elements of `buf` into `out`.

@@ -142,6 +142,17 @@ fn reduce<T: AllReduceElem>(
                 )))
             ),
         )),
+        _ if !chosen.general() && comm.world_size() > symm::layout::MAX_WORLD_SIZE => {
+            Err(unsupported(
+                comm,
+                format!(
+                    "the {chosen:?} kernel is unrolled for at most {} ranks, and this group has \
+                     {} (one NVLink domain of more); the pull and two-shot kernels run there",
+                    symm::layout::MAX_WORLD_SIZE,
+                    comm.world_size()
+                ),
+            ))
+        }
         Overlap::Exact if !chosen.allows_alias() => Err(unsupported(
             comm,
             format!(

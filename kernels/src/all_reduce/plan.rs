@@ -81,8 +81,13 @@ impl AllReducePath {
     /// code did that is not yet known; 3 ranks follow 4, unmeasured), then
     /// as more. More: LL to 2 KiB, Lamport to 128 KiB, Lamport two-shot to
     /// 64 MiB (the largest size measured; its staging takes 4n to 8n bytes,
-    /// as regions round up to a power of two), then two-shot.
+    /// as regions round up to a power of two), then two-shot. Past 8 ranks
+    /// (a multi-node NVLink domain) only the pull kernels are general
+    /// ([`AllReducePath::general`]): pull, two-shot in place.
     pub fn choose(world: usize, bytes: usize) -> AllReducePath {
+        if world > symm::layout::MAX_WORLD_SIZE {
+            return AllReducePath::Pull;
+        }
         let (ll, lamport, two_shot, large) = match world {
             0..=2 => (64 << 10, 1 << 20, 16 << 20, AllReducePath::Pull),
             3 | 4 => (16 << 10, 128 << 10, 64 << 20, AllReducePath::TwoShot),
@@ -97,6 +102,13 @@ impl AllReducePath {
         } else {
             large
         }
+    }
+
+    /// Whether the kernel runs on any world (it reads its peers in groups
+    /// of 8), rather than at most 8 ranks, which the LL, push and Lamport
+    /// kernels unroll their staging and packets for.
+    pub fn general(self) -> bool {
+        self.reads_peer_inputs()
     }
 
     /// Whether `out` may be exactly this rank's part of the input (in

@@ -81,6 +81,8 @@ fn forced(comm: &Comm) -> Result<std::sync::Arc<Forced>> {
 
 /// The path of a call that sends `elems` elements of `T` to each peer,
 /// and a problem to agree on where `SYMM_COLLECTIVES_PATH` is invalid.
+/// A domain of more than 8 ranks pulls at every size: the LL kernels
+/// unroll their packets for at most 8 ([`symm::layout::MAX_WORLD_SIZE`]).
 pub(super) fn path_for<T>(comm: &Comm, elems: usize) -> Result<(CollectivePath, Option<String>)> {
     let bytes = elems.saturating_mul(std::mem::size_of::<T>());
     let forced = forced(comm)?
@@ -88,8 +90,10 @@ pub(super) fn path_for<T>(comm: &Comm, elems: usize) -> Result<(CollectivePath, 
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
+    let general = comm.world_size() > symm::layout::MAX_WORLD_SIZE;
     Ok(match forced {
         Err(problem) => (CollectivePath::Pull, Some(problem)),
+        _ if general => (CollectivePath::Pull, None),
         Ok(Some(CollectivePath::Ll)) if bytes > LL_LIMIT_BYTES => (CollectivePath::Pull, None),
         Ok(Some(p)) => (p, None),
         Ok(None) => (CollectivePath::choose(bytes), None),

@@ -8,7 +8,7 @@ use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::MAX_BLOCKS;
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, fits, out_fits, InPlace};
+use crate::shared::checks::{disjoint, fits, out_fits, unrolled_world, InPlace};
 
 /// All-to-all with split sizes given on the host, as PyTorch's
 /// `all_to_all_single`: this rank sends `input[off..off + in_splits[r]]`
@@ -43,6 +43,8 @@ pub fn all_to_all_single<T: CopyElem>(
         problem = Some(Problem::capacity(format!(
             "a split of {bad} elements is 2^32 - 1 or more"
         )));
+    } else if let Err(p) = unrolled_world(comm, "all_to_all_single") {
+        problem = Some(p);
     } else {
         for r in 0..world {
             packed[r] = in_splits[r] as u64 | ((out_splits[r] as u64) << 32);
@@ -135,6 +137,7 @@ fn split_call<T: CopyElem>(
         empty: false,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
+        unrolled_world(comm, "all_to_all_v")?;
         disjoint(input, out, InPlace::No)?;
         match &splits {
             Splits::Host {

@@ -553,6 +553,14 @@ fn symm_kernel(group: &GroupFacts, call: &CallFacts) -> &'static str {
             | Collective::Broadcast
             | Collective::AllToAll,
             _,
+        ) if group.world > symm::layout::MAX_WORLD_SIZE => collectives::CollectivePath::Pull.name(),
+        (
+            Collective::AllReduce
+            | Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::Broadcast
+            | Collective::AllToAll,
+            _,
         ) => collectives::CollectivePath::choose(call.bytes_per_peer).name(),
         (Collective::AllReduceCoalesced, _) => "coalesced one-shot",
         (Collective::SendRecv, _) => "point-to-point",
@@ -566,6 +574,11 @@ enum Branch<'a> {
     Domains,
     /// The group spans NVLink domains, and this is why NCCL cannot run.
     DomainsRefused(String),
+    /// One NVLink domain of more ranks than symm's kernel for the call
+    /// unrolls for: NCCL.
+    Unrolled,
+    /// [`Branch::Unrolled`], and this is why NCCL cannot run.
+    UnrolledRefused(String),
     SymmForced,
     Deterministic,
     NcclForced,
@@ -591,6 +604,24 @@ fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Bra
                 "{across}, and NCCL cannot run this call here: {why}"
             )),
             (_, None) => Branch::Domains,
+        };
+    }
+    // The kernels of the all-to-all with splits unroll for at most 8 ranks
+    // (every other call's have general forms).
+    let unrolled = group.world > symm::layout::MAX_WORLD_SIZE
+        && matches!(
+            call.collective,
+            Collective::AllToAllSingle | Collective::AllToAllV
+        );
+    if unrolled && options.prefer != Prefer::Symm {
+        return match refusal {
+            Some(why) => Branch::UnrolledRefused(format!(
+                "symm's kernel for it runs on at most {} ranks, and this NVLink domain has {}; \
+                 NCCL cannot run it here either: {why}",
+                symm::layout::MAX_WORLD_SIZE,
+                group.world
+            )),
+            None => Branch::Unrolled,
         };
     }
     match (options.prefer, refusal) {
@@ -619,17 +650,19 @@ pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<
     };
     match branch(options, group, call) {
         Branch::Domains if group.stand_in => Ok(symm()),
-        Branch::NcclForced | Branch::Large | Branch::Domains => Ok(Route::Nccl),
+        Branch::NcclForced | Branch::Large | Branch::Domains | Branch::Unrolled => Ok(Route::Nccl),
         Branch::NcclRefused(why) => Err(RuleError::NcclRefused(format!(
             "NCCL is forced, but it cannot run this {} of {}: {why}",
             call.collective,
             size_name(call.bytes)
         ))),
-        Branch::DomainsRefused(why) => Err(RuleError::NcclRefused(format!(
-            "this {} of {} cannot run: {why}",
-            call.collective,
-            size_name(call.bytes)
-        ))),
+        Branch::DomainsRefused(why) | Branch::UnrolledRefused(why) => {
+            Err(RuleError::NcclRefused(format!(
+                "this {} of {} cannot run: {why}",
+                call.collective,
+                size_name(call.bytes)
+            )))
+        }
         _ => Ok(symm()),
     }
 }
@@ -654,7 +687,13 @@ pub fn choose(
              in for it on the emulator)"
         ),
         Branch::Domains => format!("{size}, the group spans NVLink domains, which NCCL crosses"),
-        Branch::DomainsRefused(_) => unreachable!("`route` failed"),
+        Branch::DomainsRefused(_) | Branch::UnrolledRefused(_) => unreachable!("`route` failed"),
+        Branch::Unrolled => format!(
+            "{size}, the NVLink domain has {} ranks, past the {} that symm's kernel for this \
+             call runs on",
+            group.world,
+            symm::layout::MAX_WORLD_SIZE
+        ),
         Branch::SymmForced => format!("symm forced, {size}, {place}"),
         Branch::Deterministic => format!(
             "{size}, deterministic mode: reductions stay on symm's kernels (rank-order \

@@ -17,7 +17,7 @@ use symm::dsl::Scalar;
 use symm::{BoundSlice, Comm, DType, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
 use crate::shared::agree::{agree, Problem};
-use crate::shared::checks::{overlaps_input, usable};
+use crate::shared::checks::{overlaps_input, unrolled_world, usable};
 use crate::shared::elem::{vector, wide_float_types};
 use crate::shared::grid::with_pdl;
 use crate::shared::key::{call_digest, CallKey};
@@ -232,6 +232,7 @@ fn check<T: FusedElem>(
     hidden: usize,
 ) -> std::result::Result<(), Problem> {
     usable(comm)?;
+    unrolled_world(comm, "all_reduce_residual_rms_norm")?;
     if hidden == 0 || !hidden.is_multiple_of(T::V) {
         return Err(Problem::from(format!(
             "hidden {hidden} is not a positive multiple of {} (16 bytes of {})",

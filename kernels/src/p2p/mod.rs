@@ -144,20 +144,19 @@ impl P2p {
     /// is an error.
     pub fn with_chunk(comm: &Comm, chunk_bytes: usize) -> Result<P2p> {
         let least = BLOCKS as usize * 16;
-        if chunk_bytes < least
-            || !chunk_bytes.is_multiple_of(16)
-            || chunk_bytes > u32::MAX as usize / 16
-        {
+        let world = comm.world_size();
+        // Every peer's region of the stage lies at a u32 byte offset, with
+        // room to spare (a domain of more than 8 ranks has less per peer).
+        let most = u32::MAX as usize / (2 * world).max(16) / 16 * 16;
+        if chunk_bytes < least || !chunk_bytes.is_multiple_of(16) || chunk_bytes > most {
             return Err(invalid(
                 comm,
                 format!(
                     "p2p chunks of {chunk_bytes} bytes: give a multiple of 16 bytes, from \
-                     {least} to {}",
-                    u32::MAX as usize / 16 / 16 * 16
+                     {least} to {most}"
                 ),
             ));
         }
-        let world = comm.world_size();
         let fit = |blocks| {
             // Every block waits for its peer's, so where ranks share a GPU,
             // one block per multiprocessor each, as the LL collectives take.
@@ -189,7 +188,8 @@ impl P2p {
                 unsafe {
                     p2p_prime::launch_unchecked(
                         comm,
-                        symm::LaunchConfig::linear(blocks, 32),
+                        // A thread per peer (of a domain of up to 72).
+                        symm::LaunchConfig::linear(blocks, (world as u32).div_ceil(32) * 32),
                         &smem,
                     )?;
                 }

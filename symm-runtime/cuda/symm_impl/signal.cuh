@@ -18,12 +18,13 @@ static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* sta
 }
 
 /* Whether the host has stopped this rank's waits on `peer`: bit `peer` of
-   the status record's abort word, which the host sets when `peer` exits
+   the status record's abort words, which the host sets when `peer` exits
    (every bit when a rank fails). Read only once a wait has spun
    SYMM_ABORT_POLL_NS, so a wait that ends sooner never loads it. */
 static __device__ __forceinline__ __attribute__((unused)) bool symm_wait_aborted(const symm_u32* status, symm_u32 peer, symm_u64 waited) {
     return waited > SYMM_ABORT_POLL_NS
-        && ((symm_ld<SYMM_VOLATILE, SYMM_SYS>(status + SYMM_ABORT_WORD) >> (peer & 31u)) & 1u) != 0u;
+        && peer < SYMM_MAX_DOMAIN
+        && ((symm_ld<SYMM_VOLATILE, SYMM_SYS>(status + SYMM_ABORT_WORD + (peer >> 5u)) >> (peer & 31u)) & 1u) != 0u;
 }
 
 /* A wait's give-up check, on each turn of its loop: past `timeout_ns` it

@@ -15,6 +15,12 @@ static __device__ __forceinline__ __attribute__((unused)) symm_u64 symm_table_at
     return v;
 }
 
+static __device__ __forceinline__ __attribute__((unused)) symm_u64 symm_pad_slots(symm_u32 world) {
+    symm_u32 w = world < SYMM_MAX_DOMAIN ? world : SYMM_MAX_DOMAIN;
+    symm_u32 groups = (w + SYMM_PAD_PEER_GROUP - 1u) / SYMM_PAD_PEER_GROUP;
+    return (symm_u64)(groups == 0u ? 1u : groups) * SYMM_PAD_GROUP_SLOTS;
+}
+
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_slice<T>& s) { return s.len; }
 template<typename T> __device__ __forceinline__ symm_u64 symm_len(const symm_buf<T>& b) { return b.len; }
 template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(const symm_array<T, N>&) { return N; }
@@ -91,7 +97,7 @@ template<typename T> __device__ __forceinline__ symm_slice<symm_u32> symm_pad(co
 #else
     (void)c;
 #endif
-    return symm_slice<symm_u32>{(symm_u32*)(r == b.rank ? b.lpad : symm_table_at(b.pads, r)), SYMM_PAD_SLOTS};
+    return symm_slice<symm_u32>{(symm_u32*)(r == b.rank ? b.lpad : symm_table_at(b.pads, r)), symm_pad_slots(b.world)};
 }
 template<typename T> __device__ __forceinline__ symm_u32 symm_rank(const symm_buf<T>& b) { return b.rank; }
 template<typename T> __device__ __forceinline__ symm_u32 symm_world(const symm_buf<T>& b) { return b.world; }

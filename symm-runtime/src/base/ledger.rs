@@ -14,7 +14,7 @@ use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::layout::{MAX_WORLD_SIZE, SIGNAL_CHANNELS};
+use crate::layout::{MAX_DOMAIN_SIZE, SIGNAL_CHANNELS};
 
 /// Calls remembered per rank and channel. A rank whose host runs more than
 /// this many calls ahead of a peer's on one channel is not compared with
@@ -22,7 +22,7 @@ use crate::layout::{MAX_WORLD_SIZE, SIGNAL_CHANNELS};
 const RING: usize = 64;
 
 /// One count per rank and channel.
-const LANES: usize = MAX_WORLD_SIZE * SIGNAL_CHANNELS;
+const LANES: usize = MAX_DOMAIN_SIZE * SIGNAL_CHANNELS;
 
 /// The ledger's words: [`LANES`] counts (how many calls each rank made on
 /// each channel, of which the low 32 bits number them), then [`RING`] slots
@@ -182,7 +182,7 @@ impl Ledger {
         ch: usize,
         digest: u32,
     ) -> Result<(), Parted> {
-        if rank >= MAX_WORLD_SIZE || ch >= SIGNAL_CHANNELS {
+        if rank >= MAX_DOMAIN_SIZE || ch >= SIGNAL_CHANNELS {
             return Ok(());
         }
         let words = self.words();
@@ -195,7 +195,7 @@ impl Ledger {
         let key = WRITTEN | u64::from(number & 0x7FFF_FFFF) << 32;
         let entry = key | u64::from(digest);
         slots[at(rank)].store(entry, Ordering::SeqCst);
-        for peer in (0..world.min(MAX_WORLD_SIZE)).filter(|&p| p != rank) {
+        for peer in (0..world.min(MAX_DOMAIN_SIZE)).filter(|&p| p != rank) {
             let theirs = slots[at(peer)].load(Ordering::SeqCst);
             if theirs & !0xFFFF_FFFF == key && theirs != entry {
                 return Err(Parted { number, peer });

@@ -85,10 +85,25 @@ pub(crate) const ABORTED_KIND: u32 = 18;
 /// (`SYMM_KIND_MISMATCH` on the device; see [`CallMismatch`]).
 pub(crate) const MISMATCH_KIND: u32 = 19;
 
-/// The status record's abort word (`SYMM_ABORT_WORD`): bit `r` set by the
+/// The status record's abort words (`SYMM_ABORT_WORD`, the first of
+/// [`ABORT_WORDS`]): bit `r % 32` of word `ABORT_WORD + r / 32` set by the
 /// host stops this stream's kernels' waits on rank `r` (every bit, when a
-/// rank of the group failed). No record writes it.
-pub(crate) const ABORT_WORD: usize = STATUS_WORDS - 1;
+/// rank of the group failed). No record writes them.
+pub(crate) const ABORT_WORD: usize = STATUS_WORDS - ABORT_WORDS;
+
+/// Words of the abort mask: a bit for each rank of the largest domain.
+pub(crate) const ABORT_WORDS: usize = crate::layout::MAX_DOMAIN_SIZE.div_ceil(32);
+
+/// A set of a domain's ranks, bit `r` for rank `r` (the abort words'
+/// mask, as the host keeps it).
+pub(crate) type RankMask = u128;
+
+const _: () = assert!(ABORT_WORDS * 32 <= RankMask::BITS as usize && ABORT_WORD >= 13);
+
+/// `ranks` as the abort words hold it.
+pub(crate) fn abort_words(ranks: RankMask) -> [u32; ABORT_WORDS] {
+    std::array::from_fn(|k| (ranks >> (32 * k)) as u32)
+}
 
 /// How long a device wait spins before it reads the abort word
 /// (`SYMM_ABORT_POLL_NS`): a wait that ends sooner never loads it.

@@ -794,19 +794,19 @@ impl DeviceMem {
         s.synchronize().op("cuStreamSynchronize")
     }
 
-    /// Writes `value` to `u32` word `index` of the allocation, through the
-    /// device's service stream (a copy, which needs no multiprocessor, so
-    /// it lands while kernels on other streams spin), finished on return.
-    pub(crate) fn write_u32(&self, index: usize, value: u32) -> DrvResult<()> {
-        if (index + 1) * 4 > self.bytes {
+    /// Writes `values` to the `u32` words from `index` of the allocation,
+    /// through the device's service stream (a copy, which needs no
+    /// multiprocessor, so it lands while kernels on other streams spin),
+    /// finished on return.
+    pub(crate) fn write_u32s(&self, index: usize, values: &[u32]) -> DrvResult<()> {
+        if (index + values.len()) * 4 > self.bytes {
             return Ok(());
         }
         self.dev.bind()?;
         let s = &self.dev.service;
-        let src = [value];
-        // SAFETY: writes 4 bytes inside this allocation from `src`, which
-        // lives until the sync below.
-        unsafe { result::memcpy_htod_async(self.ptr + (index * 4) as u64, &src, s.cu_stream()) }
+        // SAFETY: writes `values.len()` words inside this allocation from
+        // `values`, which stays borrowed until the sync below.
+        unsafe { result::memcpy_htod_async(self.ptr + (index * 4) as u64, values, s.cu_stream()) }
             .op("cuMemcpyHtoDAsync")?;
         s.synchronize().op("cuStreamSynchronize")
     }

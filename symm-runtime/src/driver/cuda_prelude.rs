@@ -16,7 +16,7 @@
 //! their `#define`s from the Rust items ([`crate::layout`],
 //! [`crate::signal::SignalKind`]) and prepends them.
 
-use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_PAD_SLOTS};
+use crate::layout::{MAX_DOMAIN_SIZE, PAD_GROUP_SLOTS, PAD_PEER_GROUP, SIGNAL_BLOCKS};
 use crate::status::{SignalKind, ASSERT_KIND, OUT_OF_BOUNDS_KIND};
 
 /// CUDA C source that every kernel symm compiles starts with: the core
@@ -62,8 +62,9 @@ pub(crate) const DSL_CONTRACT: &str = include_str!("../../cuda/symm.cuh");
 pub(crate) fn device_constants() -> Vec<(&'static str, u64)> {
     let mut v = vec![
         ("SYMM_SIGNAL_BLOCKS", SIGNAL_BLOCKS as u64),
-        ("SYMM_MAX_WORLD", MAX_WORLD_SIZE as u64),
-        ("SYMM_PAD_SLOTS", SIGNAL_PAD_SLOTS as u64),
+        ("SYMM_MAX_DOMAIN", MAX_DOMAIN_SIZE as u64),
+        ("SYMM_PAD_PEER_GROUP", PAD_PEER_GROUP as u64),
+        ("SYMM_PAD_GROUP_SLOTS", PAD_GROUP_SLOTS as u64),
         (
             "SYMM_SIGNAL_CHANNELS",
             crate::layout::SIGNAL_CHANNELS as u64,
@@ -104,7 +105,7 @@ pub(crate) fn device_defines() -> String {
 mod tests {
     use super::*;
     use crate::dsl::support::DSL_SUPPORT;
-    use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_PAD_SLOTS};
+    use crate::layout::{MAX_DOMAIN_SIZE, PAD_GROUP_SLOTS, PAD_PEER_GROUP, SIGNAL_BLOCKS};
 
     /// Every file under `cuda/`, by name.
     const HEADERS: &[(&str, &str)] = &[
@@ -180,8 +181,9 @@ mod tests {
     fn every_define_from_rust_equals_its_rust_constant() {
         let want: Vec<(&str, u64)> = vec![
             ("SYMM_SIGNAL_BLOCKS", SIGNAL_BLOCKS as u64),
-            ("SYMM_MAX_WORLD", MAX_WORLD_SIZE as u64),
-            ("SYMM_PAD_SLOTS", SIGNAL_PAD_SLOTS as u64),
+            ("SYMM_MAX_DOMAIN", MAX_DOMAIN_SIZE as u64),
+            ("SYMM_PAD_PEER_GROUP", PAD_PEER_GROUP as u64),
+            ("SYMM_PAD_GROUP_SLOTS", PAD_GROUP_SLOTS as u64),
             (
                 "SYMM_SIGNAL_CHANNELS",
                 crate::layout::SIGNAL_CHANNELS as u64,

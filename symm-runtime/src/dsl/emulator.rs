@@ -28,7 +28,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use crate::dsl::thread::{set_current, KernelThread};
 use crate::error::{Error, GroupName, Result};
 use crate::launch::LaunchConfig;
-use crate::layout::MAX_WORLD_SIZE;
+use crate::layout::MAX_DOMAIN_SIZE;
 use crate::status::StatusRecord;
 
 /// Most simulated threads alive at once on one rank. Each has its own stack
@@ -67,6 +67,23 @@ const ASSERT_SETTLE: Duration = Duration::from_millis(20);
 /// settled, before it fails (instead of [`stall`]).
 const DOWN_STALL: Duration = Duration::from_millis(30);
 
+/// One value per rank of the largest domain (arrays that long have no
+/// `Default` of their own).
+pub(crate) struct PerRank<T>([T; MAX_DOMAIN_SIZE]);
+
+impl<T: Default> Default for PerRank<T> {
+    fn default() -> Self {
+        PerRank(std::array::from_fn(|_| T::default()))
+    }
+}
+
+impl<T> std::ops::Deref for PerRank<T> {
+    type Target = [T; MAX_DOMAIN_SIZE];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// What the emulator knows of one group of ranks. Per group, so that
 /// unrelated emulations in the same process (concurrent tests) cannot hide
 /// a deadlock.
@@ -81,10 +98,10 @@ pub(crate) struct Group {
     bell: Mutex<()>,
     ring: Condvar,
     /// Per rank: [`ON_HOST`], [`IN_LAUNCH`] or [`FINISHED`].
-    status: [AtomicU8; MAX_WORLD_SIZE],
+    status: PerRank<AtomicU8>,
     /// Per rank: one more than the `progress` count at which the rank last
     /// resumed every thread of its launch and none progressed (0: never).
-    quiet: [AtomicU64; MAX_WORLD_SIZE],
+    quiet: PerRank<AtomicU64>,
     /// Whether `down` holds any record (read on every check, without the
     /// lock).
     any_down: AtomicBool,
@@ -145,7 +162,7 @@ fn since_start() -> u64 {
 /// it is gone.
 pub(crate) trait Stop: Send + Sync {
     /// Ends the waits on the ranks whose bits are set in `ranks`.
-    fn stop(&self, ranks: u32);
+    fn stop(&self, ranks: crate::status::RankMask);
     /// Whether what it stops still exists.
     fn alive(&self) -> bool;
     /// Its stream's [`crate::backend::Backend::launch_counts`].
@@ -174,16 +191,19 @@ impl Down {
     /// The ranks whose device waits its peers must end: every one after a
     /// failure (the group is broken, and a peer stopped by it may never
     /// send what a third rank waits for), only its own after an exit.
-    /// The abort word has a bit for each of 32 ranks (a kernel's group has
-    /// at most a domain's): the exit of a rank past them, of a group that
-    /// spans domains, where no kernel runs, ends none (its domain's own
-    /// departure ends the waits on it there), rather than another rank's.
-    pub(crate) fn stopped_ranks(&self) -> u32 {
+    /// The abort words have a bit for each rank of the largest domain (a
+    /// kernel's group has at most a domain's): the exit of a rank past
+    /// them, of a group that spans domains, where no kernel runs, ends none
+    /// (its domain's own departure ends the waits on it there), rather than
+    /// another rank's.
+    pub(crate) fn stopped_ranks(&self) -> crate::status::RankMask {
+        use crate::status::RankMask;
         match self.failed {
-            true => u32::MAX,
+            true => RankMask::MAX,
             false => u32::try_from(self.rank)
                 .ok()
-                .and_then(|r| 1u32.checked_shl(r))
+                .filter(|&r| (r as usize) < crate::layout::MAX_DOMAIN_SIZE)
+                .and_then(|r| RankMask::checked_shl(1, r))
                 .unwrap_or(0),
         }
     }
@@ -845,7 +865,7 @@ fn take_stacks(n: usize) -> Vec<DefaultStack> {
 /// Returns stacks to the pool, unmapping what is beyond its bound.
 fn give_back_stacks(mut stacks: Vec<DefaultStack>) {
     let mut pool = STACK_POOL.lock().unwrap_or_else(|p| p.into_inner());
-    let room = (MAX_WORLD_SIZE * WINDOW_THREADS).saturating_sub(pool.len());
+    let room = (crate::layout::MAX_WORLD_SIZE * WINDOW_THREADS).saturating_sub(pool.len());
     let keep = stacks.len().min(room);
     pool.extend(stacks.drain(..keep));
     drop(pool);
@@ -1365,9 +1385,10 @@ mod tests {
         };
         assert_eq!(down(3, false).stopped_ranks(), 1 << 3);
         assert_eq!(down(31, false).stopped_ranks(), 1 << 31);
-        assert_eq!(down(32, false).stopped_ranks(), 0);
+        assert_eq!(down(71, false).stopped_ranks(), 1 << 71);
+        assert_eq!(down(72, false).stopped_ranks(), 0);
         assert_eq!(down(4095, false).stopped_ranks(), 0);
-        assert_eq!(down(3, true).stopped_ranks(), u32::MAX);
+        assert_eq!(down(3, true).stopped_ranks(), u128::MAX);
     }
 
     /// A stall is a deadlock only once every rank in a launch has polled

@@ -794,8 +794,8 @@ impl<T: Scalar> SymmBuf<T> {
     /// # Safety
     /// `a.ptrs` and `a.pads` must each address `a.world` addresses of
     /// emulator memory: rank `r`'s buffer, whose `a.len` elements start
-    /// `a.off` bytes after its address, and its signal pad of
-    /// [`SIGNAL_PAD_SLOTS`](crate::layout::SIGNAL_PAD_SLOTS) slots, all live
+    /// `a.off` bytes after its address, and its signal pad of at least
+    /// [`pad_slots`](crate::layout::pad_slots)`(a.world)` slots, all live
     /// for as long as any copy of the handle is used.
     #[doc(hidden)]
     pub unsafe fn __from_abi(a: symm_abi::SymmBufArg) -> Self {
@@ -836,9 +836,9 @@ impl<T: Scalar> SymmBuf<T> {
     #[track_caller]
     pub fn pad(&self, r: u32) -> Remote<u32> {
         let ptr = self.table(self.abi.pads, r, "SymmBuf::pad");
-        // SAFETY: rank `r`'s pad holds SIGNAL_PAD_SLOTS slots, and outlives
+        // SAFETY: rank `r`'s pad holds pad_slots(world) slots, and outlives
         // this handle (`__from_abi`'s contract).
-        unsafe { Remote::__new(ptr, crate::layout::SIGNAL_PAD_SLOTS) }
+        unsafe { Remote::__new(ptr, crate::layout::pad_slots(self.abi.world as usize)) }
     }
 
     /// This rank.

@@ -29,7 +29,9 @@ use super::memory::SymmBuf;
 use super::scalar::Scalar;
 use super::thread::{current, fault};
 use crate::dsl::*;
-use crate::layout::{MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
+use crate::layout::{
+    MAX_DOMAIN_SIZE, PAD_GROUP_SLOTS, PAD_PEER_GROUP, SIGNAL_BLOCKS, SIGNAL_CHANNELS,
+};
 use crate::status::{SignalKind, StatusRecord};
 use crate::symm_kernel;
 
@@ -98,7 +100,7 @@ intrinsic! {
         if crate::layout::signal_slot(channel as usize, block as usize, peer as usize).is_none() {
             fault(format!(
                 "{what}: channel {channel}, block {block}, peer {peer} is outside the signal pad \
-                 ({SIGNAL_CHANNELS} channels, {SIGNAL_BLOCKS} blocks, {MAX_WORLD_SIZE} ranks)"
+                 ({SIGNAL_CHANNELS} channels, {SIGNAL_BLOCKS} blocks, {MAX_DOMAIN_SIZE} ranks)"
             ));
         }
         true
@@ -237,20 +239,23 @@ intrinsic! {
 }
 
 // `signal_slot` spells the pad's sizes as literals; keep them in step.
-const _: () = assert!(SIGNAL_BLOCKS == 128 && MAX_WORLD_SIZE == 8);
+const _: () = assert!(SIGNAL_BLOCKS == 128 && PAD_PEER_GROUP == 8 && PAD_GROUP_SLOTS == 32768);
 
 /// Index of the signal-pad slot through which rank `peer` signals on
 /// `channel` from block `block` (see [`crate::layout`]), wrapping: pure
-/// arithmetic, `(channel * SIGNAL_BLOCKS + block) * MAX_WORLD_SIZE + peer`.
-/// The one formula of kernels, GPU and emulator alike; the host's
-/// [`crate::layout::signal_slot`] is checked against it for every slot.
+/// arithmetic, `(peer / 8) * PAD_GROUP_SLOTS + (channel * SIGNAL_BLOCKS +
+/// block) * 8 + peer % 8`, so 8 peers' slots of one block are adjacent and
+/// worlds of up to 8 use the first group alone. The one formula of kernels,
+/// GPU and emulator alike; the host's [`crate::layout::signal_slot`] is
+/// checked against it for every slot.
 #[symm_kernel(device)]
 pub fn signal_slot(channel: u32, block: u32, peer: u32) -> u32 {
-    channel
+    let in_group = channel
         .wrapping_mul(128u32)
         .wrapping_add(block)
         .wrapping_mul(8u32)
-        .wrapping_add(peer)
+        .wrapping_add(peer % 8u32);
+    (peer / 8u32).wrapping_mul(32768u32).wrapping_add(in_group)
 }
 
 /// One signal from this block to rank `dst` on `channel`: waits until this
@@ -370,7 +375,7 @@ pub fn wait_flag<T: Scalar>(buf: SymmBuf<T>, src: u32, channel: u32, value: u32)
 
 #[cfg(test)]
 mod tests {
-    use crate::layout::{slot_index, MAX_WORLD_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
+    use crate::layout::{slot_index, MAX_DOMAIN_SIZE, SIGNAL_BLOCKS, SIGNAL_CHANNELS};
 
     /// The kernels' formula and the host's agree on every slot of the pad,
     /// and, wrapping, on arguments past it.
@@ -378,7 +383,7 @@ mod tests {
     fn the_kernels_slot_formula_is_the_hosts() {
         for c in 0..SIGNAL_CHANNELS {
             for b in 0..SIGNAL_BLOCKS {
-                for p in 0..MAX_WORLD_SIZE {
+                for p in 0..MAX_DOMAIN_SIZE {
                     let host = crate::layout::signal_slot(c, b, p).expect("in range");
                     assert_eq!(
                         super::signal_slot(c as u32, b as u32, p as u32) as usize,

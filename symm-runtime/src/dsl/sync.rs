@@ -123,15 +123,30 @@ pub fn call_word(id: u32, call: u32) -> u32 {
     id ^ call.wrapping_mul(0x9E37_79B9u32)
 }
 
-/// What both identity barriers need: a first warp that handshakes (thread
-/// `r` with rank `r`) and a second that checks the words (thread `32 + r`
-/// rank `r`'s), so `32 + world_size` threads per block, and an identity
-/// channel inside the pad (an unchecked launch does not check its slots).
+/// The first thread of the identity barriers' checkers: past the whole
+/// warps whose thread `r` handshakes with rank `r` (32 up to a world of 32,
+/// so that handshakes and checks run in different warps).
+#[symm_kernel(device)]
+pub fn identity_checkers(world: u32) -> u32 {
+    let warps = (world + 31u32) / 32u32;
+    if warps == 0u32 {
+        32u32
+    } else {
+        warps * 32u32
+    }
+}
+
+/// What both identity barriers need: first warps that handshake (thread
+/// `r` with rank `r`) and then threads that check the words (thread
+/// [`identity_checkers`]` + r` rank `r`'s), so `identity_checkers(world) +
+/// world_size` threads per block (`32 + world_size` up to 32 ranks), and an
+/// identity channel inside the pad (an unchecked launch does not check its
+/// slots).
 #[symm_kernel(device)]
 fn identity_barrier_shape<T: Scalar>(buf: SymmBuf<T>, id_ch: u32) {
     kernel_assert!(
-        block_dim_x() >= 32u32 + buf.world_size() && id_ch < 32u32,
-        "an identity barrier needs at least 32 + world_size threads per block, and a channel below 32 (SIGNAL_CHANNELS)"
+        block_dim_x() >= identity_checkers(buf.world_size()) + buf.world_size() && id_ch < 32u32,
+        "an identity barrier needs at least identity_checkers(world_size) + world_size threads per block (32 + world_size up to 32 ranks), and a channel below 32 (SIGNAL_CHANNELS)"
     );
 }
 
@@ -143,9 +158,9 @@ fn identity_barrier_shape<T: Scalar>(buf: SymmBuf<T>, id_ch: u32) {
 /// trip over NVLink: 0.3 to 0.5 µs a call on 2 H200s, `bench/NOTES.md`
 /// v30). [`exit_barrier_checking`] compares it. Calls alternate between
 /// two slots by parity, so a peer's next call never overwrites a word
-/// before this rank has read it. Needs at least `32 + world_size` threads
-/// per block (as [`exit_barrier_checking`]); channel `id_ch` holds nothing
-/// else.
+/// before this rank has read it. Needs at least
+/// [`identity_checkers`]`(world_size) + world_size` threads per block (as
+/// [`exit_barrier_checking`]); channel `id_ch` holds nothing else.
 #[symm_kernel(device)]
 pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_ch: u32, id: u32) {
     identity_barrier_shape(buf, id_ch);
@@ -170,11 +185,12 @@ pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_
 
 /// [`exit_barrier`] that also checks the identity rank `r` sent in this
 /// call's [`enter_barrier_sending`] on channel `id_ch`: whether it is
-/// [`call_word`]`(id, call)`, in thread `32 + r` of block 0 (true in every
-/// other thread). Fail the call unless it holds, before the call returns
-/// what it computed from its peers' data.
+/// [`call_word`]`(id, call)`, in thread [`identity_checkers`]` + r` of
+/// block 0 (`32 + r` up to 32 ranks; true in every other thread). Fail
+/// the call unless it holds, before the call returns what it computed
+/// from its peers' data.
 ///
-/// The word is loaded by the second warp while the first awaits the
+/// The word is loaded by the checkers' warp while the first awaits the
 /// flags, so that neither the flag's release nor its poll waits on the
 /// load: on 2 H200s the check then costs the pull and two-shot all-reduce
 /// 0.02 to 0.05 µs a call, against 0.05 to 0.08 when the thread that
@@ -182,7 +198,7 @@ pub fn enter_barrier_sending<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, id_
 /// stored it a barrier ago, so it is there unless the load was early, and
 /// a word other than the expected one is loaded again once the flag (whose
 /// release covers it) arrived, and only that one counts. Needs at least
-/// `32 + world_size` threads per block. Every call on this counter must
+/// `identity_checkers(world_size) + world_size` threads per block. Every call on this counter must
 /// send its word on `id_ch` ([`call_word`]).
 #[symm_kernel(device)]
 pub fn exit_barrier_checking<T: Scalar>(
@@ -199,14 +215,15 @@ pub fn exit_barrier_checking<T: Scalar>(
     let t = thread_idx_x();
     let rank = buf.rank();
     let world = buf.world_size();
-    let checks = block_idx_x() == 0u32 && t >= 32u32 && t < 32u32 + world && t - 32u32 != rank;
+    let base = identity_checkers(world);
+    let checks = block_idx_x() == 0u32 && t >= base && t < base + world && t - base != rank;
     let mut word = want;
     if t < world && t != rank {
         buf.signal_flag(t, ch, value);
         buf.wait_flag(t, ch, value);
     } else if checks {
         word = buf.pad(rank).load(
-            signal_slot(id_ch, call & 1u32, t - 32u32),
+            signal_slot(id_ch, call & 1u32, t - base),
             LoadOrder::Relaxed,
             Scope::System,
         );
@@ -215,7 +232,7 @@ pub fn exit_barrier_checking<T: Scalar>(
     let mut same = true;
     if checks && word != want {
         word = buf.pad(rank).load(
-            signal_slot(id_ch, call & 1u32, t - 32u32),
+            signal_slot(id_ch, call & 1u32, t - base),
             LoadOrder::Relaxed,
             Scope::System,
         );

@@ -237,7 +237,10 @@ pub(crate) trait Backend: Send + Sync {
     /// the group: for the ranks whose bits it returns, the waits of this
     /// rank's kernels end ([`abort_waits`](Self::abort_waits)). For ranks
     /// in other processes, whose departure only the store tells.
-    fn synchronize_watching(&self, watch: &dyn Fn() -> Option<u32>) -> Result<()> {
+    fn synchronize_watching(
+        &self,
+        watch: &dyn Fn() -> Option<crate::status::RankMask>,
+    ) -> Result<()> {
         let _ = watch;
         self.synchronize()
     }
@@ -245,7 +248,7 @@ pub(crate) trait Backend: Send + Sync {
     /// is set in `ranks` (they record [`Error::PeerFailed`]), now and in
     /// later kernels: those ranks left the group. Nothing on the emulator,
     /// whose waits see the group's record themselves.
-    fn abort_waits(&self, ranks: u32) {
+    fn abort_waits(&self, ranks: crate::status::RankMask) {
         let _ = ranks;
     }
     /// Whether peers in other processes may wait with this rank's kernels,

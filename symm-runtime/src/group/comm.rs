@@ -11,7 +11,7 @@ use cudarc::driver::CudaStream;
 
 use crate::backend::{Backend, BackendKind, CudaBackend, HostBackend, Sharing};
 use crate::error::{Error, ErrorKind, GroupName, Result};
-use crate::layout::{MAX_GROUP_SIZE, MAX_WORLD_SIZE};
+use crate::layout::{MAX_DOMAIN_SIZE, MAX_GROUP_SIZE, MAX_WORLD_SIZE};
 use crate::placement::Placement;
 use crate::store::Store;
 use crate::topology::Topology;
@@ -985,11 +985,13 @@ impl Comm {
     /// between the domains on the emulator (`symm::functional`'s
     /// hierarchical collectives run their inter-domain leg on it), where
     /// every rank's memory is host memory. `None` on GPUs, whose domains
-    /// NCCL crosses, and for a group larger than a kernel's
-    /// ([`MAX_WORLD_SIZE`]). For tests of multi-node code only.
+    /// NCCL crosses, and for a group larger than the built-in reductions'
+    /// kernels unroll for ([`MAX_WORLD_SIZE`]). For tests of multi-node
+    /// code only.
     #[doc(hidden)]
     pub fn __emulated_network(&self) -> Option<Comm> {
-        // (A kernel's group has at most a domain's ranks.)
+        // (Past 8 ranks, the built-in collectives refuse their reductions,
+        // which a stand-in for NCCL must have.)
         let fits = self.world_size <= MAX_WORLD_SIZE;
         (fits && self.backend.kind() == crate::BackendKind::Emulator).then(|| Comm {
             network: true,
@@ -1261,7 +1263,7 @@ struct Watch {
     /// The group's departure count as last read, and the ranks whose waits
     /// those departures end.
     departures: i64,
-    stopped: u32,
+    stopped: crate::status::RankMask,
 }
 
 impl Watch {
@@ -1464,7 +1466,7 @@ impl BackendStop {
 }
 
 impl crate::emulator::Stop for BackendStop {
-    fn stop(&self, ranks: u32) {
+    fn stop(&self, ranks: crate::status::RankMask) {
         if let Some(b) = self.0.upgrade() {
             b.abort_waits(ranks);
         }
@@ -1606,7 +1608,7 @@ impl Store for Watched {
 }
 
 /// A group's size and rank, before its join: at most [`MAX_GROUP_SIZE`]
-/// ranks (each domain's at most [`MAX_WORLD_SIZE`], which the join checks
+/// ranks (each domain's at most [`MAX_DOMAIN_SIZE`], which the join checks
 /// once it knows the domains: [`check_domains`]).
 pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
     if world_size == 0 || world_size > MAX_GROUP_SIZE {
@@ -1615,7 +1617,7 @@ pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
             group: GroupName::NONE,
             message: format!(
                 "world size {world_size} is not supported; use 1 to {MAX_GROUP_SIZE} ranks, at \
-                 most {MAX_WORLD_SIZE} in each NVLink domain"
+                 most {MAX_DOMAIN_SIZE} in each NVLink domain"
             ),
         });
     }
@@ -1632,13 +1634,13 @@ pub(crate) fn check_world(rank: usize, world_size: usize) -> Result<()> {
 /// An error (the same on every rank: they share the topology) where a
 /// domain of `t` holds more ranks than a group that maps memory may.
 fn check_domains(rank: usize, name: &GroupName, t: &Topology) -> Result<()> {
-    match (0..t.domains()).find(|&d| t.ranks_of(d).len() > MAX_WORLD_SIZE) {
+    match (0..t.domains()).find(|&d| t.ranks_of(d).len() > MAX_DOMAIN_SIZE) {
         None => Ok(()),
         Some(d) => Err(Error::Unsupported {
             rank,
             group: name.clone(),
             message: format!(
-                "{} ranks share NVLink domain {d} ({t}); symm maps at most {MAX_WORLD_SIZE} \
+                "{} ranks share NVLink domain {d} ({t}); symm maps at most {MAX_DOMAIN_SIZE} \
                  ranks' memory in one domain. A group of more spans several: launch it \
                  across nodes, or split it into simulated ones (SYMM_NODES)",
                 t.ranks_of(d).len()
@@ -1658,11 +1660,11 @@ mod tests {
     struct FakeStop {
         launched: AtomicU64,
         synced: AtomicU64,
-        stopped: Mutex<Vec<u32>>,
+        stopped: Mutex<Vec<crate::status::RankMask>>,
     }
 
     impl crate::emulator::Stop for FakeStop {
-        fn stop(&self, ranks: u32) {
+        fn stop(&self, ranks: crate::status::RankMask) {
             self.stopped.lock().unwrap().push(ranks);
         }
         fn alive(&self) -> bool {
@@ -1741,7 +1743,7 @@ mod tests {
         // Rank 1 fails: every wait ends.
         depart(1, true);
         assert!(w.tick(&store, prefix, &stops, 0, 4, at(1400)));
-        assert_eq!(stopped().last(), Some(&u32::MAX));
+        assert_eq!(stopped().last(), Some(&u128::MAX));
         // With no stream left, the watch ends.
         assert!(!w.tick(&store, prefix, &[], 0, 4, at(1500)));
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::backend::{CudaBackend, Sharing};
 use crate::comm::{check_world, Comm, CommOptions};
 use crate::error::{Error, Result};
-use crate::layout::MAX_WORLD_SIZE;
+use crate::layout::MAX_DOMAIN_SIZE;
 use crate::store::{InProcessStore, Store};
 
 /// Where [`run`] puts its ranks.
@@ -26,7 +26,7 @@ pub enum Ranks {
 impl Ranks {
     /// Every local GPU when there are any, otherwise `emulated` simulated ranks.
     pub fn auto(emulated: usize) -> Ranks {
-        match crate::cuda::cuda_device_count().min(MAX_WORLD_SIZE) {
+        match crate::cuda::cuda_device_count().min(MAX_DOMAIN_SIZE) {
             0 => Ranks::Emulator(emulated),
             n => Ranks::Cuda((0..n).collect()),
         }

@@ -9,7 +9,7 @@ use crate::backend::LocalAlloc;
 use crate::comm::Comm;
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::Result;
-use crate::layout::{AllocLayout, SIGNAL_PAD_BYTES};
+use crate::layout::{pad_bytes, AllocLayout};
 use crate::memory::interop::{self, CudaRef, CudaRefMut};
 use crate::memory::slice::{checked, read_elems, sealed, DeviceSlice, Memory};
 use crate::memory::symmetric::{self, SymmetricMemory};
@@ -270,16 +270,18 @@ impl<T: Element> SymmBuffer<T> {
         allocate: impl FnOnce(usize) -> Result<Arc<dyn LocalAlloc>>,
     ) -> Result<SymmBuffer<T>> {
         let bytes = byte_len::<T>(&comm, len)?;
-        let layout = AllocLayout::new(bytes, comm.backend.granularity()).ok_or_else(|| {
-            comm.invalid(format!(
-                "{bytes} bytes plus a signal pad overflow the address space"
-            ))
-        })?;
+        let pad = pad_bytes(comm.world_size());
+        let layout = AllocLayout::new(bytes, comm.backend.granularity(), comm.world_size())
+            .ok_or_else(|| {
+                comm.invalid(format!(
+                    "{bytes} bytes plus a signal pad overflow the address space"
+                ))
+            })?;
         let alloc = allocate(layout.total_bytes)?;
         // Peers may signal as soon as rendezvous completes, so the pad must be
         // zero before this rank can publish it.
         comm.backend
-            .fill(alloc.ptr() + layout.pad_offset as u64, 0, SIGNAL_PAD_BYTES)?;
+            .fill(alloc.ptr() + layout.pad_offset as u64, 0, pad)?;
         Ok(SymmBuffer {
             inner: Arc::new(BufInner {
                 comm,
@@ -312,7 +314,7 @@ impl<T: Element> SymmBuffer<T> {
         let layout = AllocLayout {
             data_bytes: bytes,
             pad_offset: (pad - ptr) as usize,
-            total_bytes: (pad - ptr) as usize + SIGNAL_PAD_BYTES,
+            total_bytes: (pad - ptr) as usize + pad_bytes(comm.world_size()),
         };
         Ok(SymmBuffer {
             inner: Arc::new(BufInner {

@@ -247,9 +247,11 @@ impl SymmPool {
         let _one = self.inner.growing.lock().unwrap_or_else(|p| p.into_inner());
         GROWING.with(|g| g.borrow_mut().push(me));
         let made = (|| {
-            // The data plus its signal pad fill whole 2 MiB granules.
-            let pad = crate::layout::SIGNAL_PAD_BYTES;
-            let size = if bytes >= LARGE_TENSOR {
+            // The data plus its signal pad fill whole 2 MiB granules (the
+            // pad of a domain of more than 8 ranks is larger, so a smaller
+            // tensor may need more than one).
+            let pad = crate::layout::pad_bytes(comm.world_size());
+            let size = if bytes >= LARGE_TENSOR || bytes.saturating_add(pad) > SMALL_SEGMENT {
                 bytes
                     .checked_add(pad)
                     .and_then(|b| b.checked_next_multiple_of(SMALL_SEGMENT))

@@ -24,7 +24,7 @@ use crate::backend::{Backend, BackendKind, LocalAlloc, Mapped, Table};
 use crate::comm::Comm;
 use crate::dtype::{as_bytes, DType, Element};
 use crate::error::{missing_ranks, Error, Result};
-use crate::layout::{AllocLayout, SIGNAL_PAD_BYTES, SIGNAL_PAD_SLOTS};
+use crate::layout::{pad_bytes, pad_slots, AllocLayout};
 use crate::memory::slice::{read_elems, Binder, DeviceSlice};
 use crate::store::StoreError;
 
@@ -530,9 +530,9 @@ impl SymmetricMemory {
         self.buffer_size
     }
 
-    /// Bytes in each rank's signal pad (see [`crate::layout`]).
+    /// Bytes in each rank's signal pad (see [`crate::layout::pad_bytes`]).
     pub fn signal_pad_size(&self) -> usize {
-        SIGNAL_PAD_BYTES
+        pad_bytes(self.buffer_ptrs.len())
     }
 
     /// Every rank's buffer address, as mapped for this rank.
@@ -699,7 +699,11 @@ impl SymmetricMemory {
     /// Reads rank `peer`'s whole signal pad (for diagnostics and tests).
     pub fn read_signal_pad(&self, peer: usize) -> Result<Vec<u32>> {
         self.check_rank("peer", peer)?;
-        read_elems(&*self.backend, self.signal_pad_ptrs[peer], SIGNAL_PAD_SLOTS)
+        read_elems(
+            &*self.backend,
+            self.signal_pad_ptrs[peer],
+            pad_slots(self.buffer_ptrs.len()),
+        )
     }
 
     /// Zeroes this rank's own signal pad. Correct only when no peer is
@@ -709,7 +713,7 @@ impl SymmetricMemory {
     /// agree across ranks.
     pub fn reset_signal_pad(&self) -> Result<()> {
         self.backend
-            .fill(self.signal_pad_ptrs[self.rank], 0, SIGNAL_PAD_BYTES)
+            .fill(self.signal_pad_ptrs[self.rank], 0, self.signal_pad_size())
     }
 
     /// The backend this memory's operations are enqueued on.

@@ -597,6 +597,7 @@ pub(crate) fn reduce_vec<T: Num, const V: usize, const OP: usize, const NATIVE: 
                 }
             }
         }
+        nat = fold_native_past_8::<T, V, OP>(input, i, world, nat);
         for k in 0..V {
             nat[k] = finish_native::<T, OP>(nat[k], world);
         }
@@ -613,11 +614,81 @@ pub(crate) fn reduce_vec<T: Num, const V: usize, const OP: usize, const NATIVE: 
             }
         }
     }
+    acc = fold_past_8::<T, V, OP>(input, i, world, acc);
     let mut res: [T; V] = zero;
     for k in 0..V {
         res[k] = finish::<T, OP>(acc[k], world);
     }
     res
+}
+
+/// The 8 ranks' elements `i..i + V` of `input` from rank `base` (those
+/// below `world`), 8 loads issued before any arithmetic.
+#[symm_kernel(device)]
+fn load_8_ranks<T: Num, const V: usize>(
+    input: SymmBuf<T>,
+    i: u32,
+    base: u32,
+    world: u32,
+) -> [[T; V]; 8] {
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut vals: [[T; V]; 8] = [zero; 8];
+    for p in 0..8u32 {
+        if base + p < world {
+            vals[p] = input.peer(base + p).load_vec::<V>(i);
+        }
+    }
+    vals
+}
+
+/// [`reduce_vec`]'s f32 fold `acc` carried on past rank 8: combined with
+/// ranks 8, 9, …, `world - 1`'s elements, in rank order, 8 ranks' loads at
+/// a time (a domain of more than 8 ranks). Nothing up to 8 ranks.
+#[symm_kernel(device)]
+fn fold_past_8<T: Num, const V: usize, const OP: usize>(
+    input: SymmBuf<T>,
+    i: u32,
+    world: u32,
+    acc: [f32; V],
+) -> [f32; V] {
+    let mut out = acc;
+    let mut base = 8u32;
+    while base < world {
+        let vals = load_8_ranks::<T, V>(input, i, base, world);
+        for p in 0..8u32 {
+            if base + p < world {
+                for k in 0..V {
+                    out[k] = combine::<OP>(out[k], vals[p][k].to_f32());
+                }
+            }
+        }
+        base += 8u32;
+    }
+    out
+}
+
+/// [`fold_past_8`] in `T` itself (`NATIVE`).
+#[symm_kernel(device)]
+fn fold_native_past_8<T: Num, const V: usize, const OP: usize>(
+    input: SymmBuf<T>,
+    i: u32,
+    world: u32,
+    acc: [T; V],
+) -> [T; V] {
+    let mut out = acc;
+    let mut base = 8u32;
+    while base < world {
+        let vals = load_8_ranks::<T, V>(input, i, base, world);
+        for p in 0..8u32 {
+            if base + p < world {
+                for k in 0..V {
+                    out[k] = combine_native::<T, OP>(out[k], vals[p][k]);
+                }
+            }
+        }
+        base += 8u32;
+    }
+    out
 }
 
 /// Element `i` of every rank's `input`, reduced as [`reduce_vec`] does.

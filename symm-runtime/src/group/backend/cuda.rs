@@ -16,7 +16,7 @@ use crate::cuda::{
 use crate::error::{Error, GroupName, Result};
 use crate::launch::LaunchConfig;
 use crate::placement::DeviceId;
-use crate::status::{DeviceRecord, ABORT_WORD, STATUS_WORDS};
+use crate::status::{abort_words, DeviceRecord, RankMask, ABORT_WORD, STATUS_WORDS};
 
 /// A rank on one CUDA device, enqueueing on one stream.
 pub(crate) struct CudaBackend {
@@ -38,7 +38,7 @@ pub(crate) struct CudaBackend {
     /// holds them (kept here to write again after `status` is cleared).
     /// Held while the word is written or cleared, so that two writers (a
     /// peer's departure and a `synchronize`) cannot lose a bit.
-    aborted: Arc<std::sync::Mutex<u32>>,
+    aborted: Arc<std::sync::Mutex<RankMask>>,
     /// Every stream of this rank: its memory waits for them before a free.
     streams: Arc<RankStreams>,
     /// Kernels launched through this handle, and how many of them a
@@ -458,9 +458,7 @@ impl Backend for CudaBackend {
                 self.status.zero().map_err(|e| self.err(e))?;
                 // The ranks that left stay left.
                 if *aborted != 0 {
-                    self.status
-                        .write_u32(ABORT_WORD, *aborted)
-                        .map_err(|e| self.err(e))?;
+                    self.write_aborted(*aborted).map_err(|e| self.err(e))?;
                 }
                 Err(r.into_error(&self.group))
             }
@@ -468,7 +466,7 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn synchronize_watching(&self, watch: &dyn Fn() -> Option<u32>) -> Result<()> {
+    fn synchronize_watching(&self, watch: &dyn Fn() -> Option<RankMask>) -> Result<()> {
         // Ranks of this process hear of a departure from the group's state
         // at once (`abort_waits` through its hooks); only ranks in other
         // processes need the store watched.
@@ -506,13 +504,13 @@ impl Backend for CudaBackend {
         )
     }
 
-    fn abort_waits(&self, ranks: u32) {
+    fn abort_waits(&self, ranks: RankMask) {
         let mut aborted = self.aborted.lock().unwrap_or_else(|p| p.into_inner());
         if *aborted | ranks != *aborted {
             *aborted |= ranks;
-            // Best effort: a device that cannot take the word leaves the
+            // Best effort: a device that cannot take the words leaves the
             // waits to their timeouts.
-            let _ = self.status.write_u32(ABORT_WORD, *aborted);
+            let _ = self.write_aborted(*aborted);
         }
     }
 
@@ -702,6 +700,11 @@ impl Backend for CudaBackend {
 }
 
 impl CudaBackend {
+    /// Writes the abort words for `ranks` (see [`ABORT_WORD`]).
+    fn write_aborted(&self, ranks: RankMask) -> crate::driver::cuda::DrvResult<()> {
+        self.status.write_u32s(ABORT_WORD, &abort_words(ranks))
+    }
+
     /// The loaded instantiation `kernel` on this device, compiled on first use.
     fn dsl_function(&self, kernel: &KernelSpec<'_>) -> Result<CudaFunction> {
         let (def, inst) = kernel.id;
