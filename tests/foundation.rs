@@ -111,17 +111,18 @@ fn a_store_reused_by_a_later_group_serves_no_stale_entries() {
 }
 
 #[test]
-fn world_sizes_0_and_9_are_rejected_and_shared_devices_are_not() {
+fn world_sizes_0_and_73_are_rejected_and_shared_devices_are_not() {
     if !emulator_only() {
         return;
     }
-    // 9 ranks fit a group, but not one domain (a group of more spans
-    // several); 0 and 4097 fit no group.
-    for world in [0, 9, 4097] {
+    // 73 ranks fit a group, but not one domain (a group of more spans
+    // several), where 72 fit; 0 and 4097 fit no group.
+    run(Ranks::Emulator(72), CommOptions::default(), |_| Ok(())).expect("a domain of 72");
+    for world in [0, 73, 4097] {
         let e = run(Ranks::Emulator(world), CommOptions::default(), |_| Ok(()))
             .expect_err("no such world size");
         let says = match world {
-            9 => "9 ranks share NVLink domain 0".to_string(),
+            73 => "73 ranks share NVLink domain 0".to_string(),
             _ => format!("world size {world} is not supported"),
         };
         assert!(e.to_string().contains(&says), "{e}");

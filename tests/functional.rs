@@ -3193,11 +3193,11 @@ fn hierarchical_inputs_of_different_kinds_fail_alike() {
     );
 }
 
-/// A group larger than one domain may hold (8 ranks) spans domains: 16
-/// ranks as 2 × 8 and 12 as 4 × 3 run the hierarchical collectives exactly
-/// (on GPUs, 16 ranks as 2 simulated nodes of 8 ranks sharing a GPU, each
-/// rail across both GPUs); 16 ranks in one domain are refused on every
-/// rank, naming the domain.
+/// A group split into domains spans them: 16 ranks as 2 × 8 and 12 as
+/// 4 × 3 run the hierarchical collectives exactly (on GPUs, 16 ranks as 2
+/// simulated nodes of 8 ranks sharing a GPU, each rail across both GPUs);
+/// 73 ranks in one domain (one more than a domain holds) are refused on
+/// every rank, naming the domain.
 #[test]
 fn groups_larger_than_a_domain_span_domains() {
     let cases: Vec<(usize, usize)> = match (on_gpu(), tier::quick_test()) {
@@ -3276,13 +3276,15 @@ fn groups_larger_than_a_domain_span_domains() {
     let first = e.errors[0].1.to_string();
     assert_eq!(e.errors.len(), 16, "{e}");
     assert!(first.contains("NVLink domains"), "{first}");
-    // One domain of 16: refused on every rank, naming it.
-    let e = run(Ranks::Emulator(16), options(), |_| Ok(())).expect_err("16 ranks in one domain");
-    assert_eq!(e.errors.len(), 16, "{e}");
+    // One domain of 73: refused on every rank, naming it.
+    let too_many = symm::layout::MAX_DOMAIN_SIZE + 1;
+    let e =
+        run(Ranks::Emulator(too_many), options(), |_| Ok(())).expect_err("73 ranks in one domain");
+    assert_eq!(e.errors.len(), too_many, "{e}");
     for (r, m) in &e.errors {
         assert_eq!(m.kind(), ErrorKind::Unsupported, "rank {r}: {m}");
         assert!(
-            m.to_string().contains("16 ranks share NVLink domain 0"),
+            m.to_string().contains("73 ranks share NVLink domain 0"),
             "rank {r}: {m}"
         );
     }

@@ -63,6 +63,9 @@ pub fn vectorized_all_reduce<T: Scalar, const V: usize>(
 ) {
     block_barrier(buf, entry);
     let world = buf.world_size();
+    // Its `parts` hold 8 ranks' vectors (a domain of more needs them in
+    // groups of 8, as the built-in reductions read them).
+    kernel_assert!(world <= 8u32, "vectorized_all_reduce sums at most 8 ranks");
     let stride = grid_dim_x() * block_dim_x();
     let first = block_idx_x() * block_dim_x() + thread_idx_x();
     let vecs = n / V as u32;

@@ -214,8 +214,9 @@ pub(crate) fn sum_peers<T: Scalar, const V: usize>(buf: SymmBuf<T>, i: u32, worl
 /// One-shot all-reduce of the first `n` elements of `buf` into `out`.
 /// `V` elements make 16 bytes; `W` is the world size when it is 2, 4 or 8
 /// (unrolled), or 0 to read it at run time. Launch with at least
-/// `32 + world_size` threads per block (the identity barriers' two warps)
-/// and at most 128 blocks; every rank must
+/// `identity_checkers(world_size) + world_size` threads per block (the
+/// identity barriers' handshakes and checks) and at most 128 blocks; every
+/// rank must
 /// launch the same grid on the same buffer. The call counter, both
 /// barriers and the identity check (`sig`, see [`exit_barrier_checking`]) are on
 /// channel `ch` of `ctl`'s pad, one small allocation that every barrier

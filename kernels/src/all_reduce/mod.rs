@@ -74,8 +74,9 @@ use launch::launch;
 /// Errors (never a hang or a wrong result) for: `n` larger than the buffer
 /// or than `out`, `out` of another rank, device or CUDA context (or cudarc
 /// memory on an emulated rank), an element type other than the buffer's, `out` not
-/// 16-byte aligned or overlapping `input` other than exactly, a world
-/// size above 8, no free channels left to reserve, and a rank where a
+/// 16-byte aligned or overlapping `input` other than exactly, a path
+/// unrolled for 8 ranks forced on a group of more, no free channels left
+/// to reserve, and a rank where a
 /// kernel already failed ([`Comm::kernel_failed`]).
 pub fn all_reduce<T: AllReduceElem>(
     comm: &Comm,

@@ -3,7 +3,7 @@
 //! An allocation is one physical block per rank:
 //!
 //! ```text
-//! offset 0                      pad_offset                 pad_offset + SIGNAL_PAD_BYTES
+//! offset 0                      pad_offset                 pad_offset + pad_bytes(world)
 //! | data (len × size_of<T>) ... | signal pad (u32 slots) ... | granularity padding |
 //! ```
 //!

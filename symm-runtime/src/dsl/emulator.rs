@@ -31,10 +31,19 @@ use crate::launch::LaunchConfig;
 use crate::layout::MAX_DOMAIN_SIZE;
 use crate::status::StatusRecord;
 
-/// Most simulated threads alive at once on one rank. Each has its own stack
-/// mapping (plus a guard page), and the kernel limits mappings per process
-/// (65530 by default), so 8 ranks × 1024 threads stay well inside it.
+/// Most simulated threads alive at once on one rank of a group of up to 8.
+/// Each has its own stack mapping (plus a guard page), and the kernel
+/// limits mappings per process (`vm.max_map_count`, 65530 by default), so
+/// 8 ranks × 1024 threads stay well inside it; a larger group's ranks take
+/// fewer each ([`window_threads`]), but never less than a block.
 pub const WINDOW_THREADS: usize = 1024;
+
+/// Threads alive at once on each rank of a group of `world` ranks:
+/// [`WINDOW_THREADS`] up to 8 ranks, and as many in all past them.
+fn window_threads(world: usize) -> usize {
+    let max = crate::layout::MAX_WORLD_SIZE;
+    WINDOW_THREADS * max / world.max(max)
+}
 /// Stack of one simulated thread, unless `SYMM_EMULATOR_STACK_KIB` says
 /// otherwise. A GPU thread may hold up to 512 KiB of local memory, and a
 /// debug build of a kernel's body copies an array a few times over (into a
@@ -834,8 +843,9 @@ pub(crate) fn run(
     let _in_launch = InLaunch::new(&launch.group, launch.rank as usize);
     let blocks = grid.iter().product::<u32>();
     let per_block = block.iter().product::<u32>();
-    let window = (WINDOW_THREADS / per_block as usize).max(1) as u32;
-    let mut stacks = take_stacks((per_block as usize * blocks as usize).min(WINDOW_THREADS));
+    let live = window_threads(launch.world);
+    let window = (live / per_block as usize).max(1) as u32;
+    let mut stacks = take_stacks((per_block as usize * blocks as usize).min(live));
     let mut first = 0u32;
     let mut result = Ok(());
     while first < blocks && result.is_ok() {
@@ -917,7 +927,13 @@ fn run_window(
             None => DefaultStack::new(stack_bytes()).map_err(|e| Error::InvalidArgument {
                 rank: launch.rank as usize,
                 group: launch.group_name.clone(),
-                message: format!("the emulator could not allocate a thread stack: {e}"),
+                message: format!(
+                    "the emulator could not allocate a thread stack ({e}): every simulated \
+                     thread alive has a stack mapping, and {} ranks of {} live threads each may \
+                     pass the process's mappings (vm.max_map_count); launch smaller blocks",
+                    launch.world,
+                    threads.len()
+                ),
             })?,
         };
         let th: *const Thread = &**th;

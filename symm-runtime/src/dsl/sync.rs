@@ -359,7 +359,9 @@ pub fn sentinel_take_at<T: DslFloat, const V: usize>(
     let empty = sentinel_empty::<T>();
     let cleared: [T; V] = [empty; V];
     let got: [[T; V]; 8] = mine.gather_ready::<V>(first, stride, from, empty);
-    for r in 0..world {
+    // A gather covers ranks 0 to 7 (its mask's bits past them fault).
+    let n = if world < 8u32 { world } else { 8u32 };
+    for r in 0..n {
         if ((from >> r) & 1u32) == 1u32 {
             mine.store_vec::<V>(first + r * stride, cleared);
         }
@@ -368,9 +370,15 @@ pub fn sentinel_take_at<T: DslFloat, const V: usize>(
 }
 
 /// The bit mask of every rank of `buf`'s group: the `from` of a
-/// [`sentinel_take`] that hears from all.
+/// [`sentinel_take`] that hears from all. A gather covers at most 8 ranks
+/// ([`MAX_WORLD_SIZE`](crate::layout::MAX_WORLD_SIZE)), so a group of more
+/// fails the kernel's assertion.
 #[symm_kernel(device)]
 pub fn all_ranks<T: Scalar>(buf: SymmBuf<T>) -> u32 {
+    kernel_assert!(
+        buf.world_size() <= 8u32,
+        "all_ranks: a gather covers at most 8 ranks (MAX_WORLD_SIZE)"
+    );
     (1u32 << buf.world_size()) - 1
 }
 
