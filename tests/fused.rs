@@ -153,6 +153,18 @@ fn matches_its_reference_bitwise_on_every_rank() {
     case::<bf16>(2, 2, 8256, 2);
 }
 
+/// A domain of more than 8 ranks (a multi-node NVLink rack's): the sums
+/// read the ranks past 8 in groups of 8, and the identity barriers need
+/// more than the 40 threads of up to 8 ranks; still bitwise the reference
+/// on every rank.
+#[test]
+fn matches_its_reference_past_8_ranks() {
+    for world in [9, 16] {
+        case::<bf16>(world, 3, 40, 2);
+        case::<f32>(world, 2, 1032, 2);
+    }
+}
+
 /// A hidden size that is no multiple of 16 bytes, rows that differ
 /// between ranks, a short residual, an output that is the input, and an
 /// element type other than the input's: the same error on every rank.

@@ -14,7 +14,7 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-use crate::shared::device::{enter_call, spread_first};
+use crate::shared::device::{add_ranks_past_8, enter_call, spread_first};
 
 /// This call's identity digest `sig` as one 16-byte vector of `T`: 7 bits
 /// of it in each element's low bits (bits `7 (k % 4)..` in element `k`),
@@ -161,38 +161,6 @@ pub(crate) fn round_sums<T: Scalar, const V: usize>(acc: [f32; V]) -> [T; V] {
         res[k] = T::from_f32(acc[k]);
     }
     res
-}
-
-/// `acc` plus elements `i..i + V` of ranks 8, 9, …, `world - 1`'s `buf`,
-/// in rank order, 8 ranks' loads issued at a time: the sums of a domain of
-/// more than 8 ranks carried on past the unrolled 8. Nothing up to 8 ranks.
-#[symm_kernel(device)]
-pub(crate) fn add_ranks_past_8<T: Scalar, const V: usize>(
-    buf: SymmBuf<T>,
-    i: u32,
-    world: u32,
-    acc: [f32; V],
-) -> [f32; V] {
-    let mut sums = acc;
-    let mut base = 8u32;
-    while base < world {
-        let zero: [T; V] = [T::from_f32(0.0f32); V];
-        let mut vals: [[T; V]; 8] = [zero; 8];
-        for r in 0..8u32 {
-            if base + r < world {
-                vals[r] = buf.peer(base + r).load_vec::<V>(i);
-            }
-        }
-        for r in 0..8u32 {
-            if base + r < world {
-                for k in 0..V {
-                    sums[k] += vals[r][k].to_f32();
-                }
-            }
-        }
-        base += 8u32;
-    }
-    sums
 }
 
 /// Loads elements `i..i + V` (one 16-byte vector) from every rank's `buf`,

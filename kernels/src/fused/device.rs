@@ -3,11 +3,11 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-use crate::shared::device::{enter_call, enter_sending, exit_checked};
+use crate::shared::device::{add_ranks_past_8, enter_call, enter_sending, exit_checked};
 
 /// Loads elements `i..i + V` from every rank's `buf` and sums them in f32
 /// in rank order 0, 1, …, from −0 as the all-reduce's sums (no rounding:
-/// the residual is added first).
+/// the residual is added first); past 8 ranks, 8 ranks' loads at a time.
 #[symm_kernel(device)]
 pub(crate) fn sum_peers_f32<T: Scalar, const V: usize>(
     buf: SymmBuf<T>,
@@ -29,7 +29,7 @@ pub(crate) fn sum_peers_f32<T: Scalar, const V: usize>(
             }
         }
     }
-    acc
+    add_ranks_past_8::<T, V>(buf, i, world, acc)
 }
 
 /// `a + b`, or the larger where `MAX` is 1: [`block_reduce`]'s combine.
@@ -102,9 +102,10 @@ pub fn block_sum(v: f32, partial: Shared<f32, 32>) -> f32 {
 /// `T(Σ_ranks input + residual)` (f32, rank order, one rounding) and `out`
 /// that row times `weight` over its root mean square,
 /// `T(r · (1 / sqrt(mean(r²) + eps)) · w)` in f32. `hidden` is a multiple of
-/// `V` (16 bytes); launch with whole warps, at least `32 + world_size`
-/// threads per block (the identity barriers' two warps), at most [`super::MAX_BLOCKS`] blocks, the same grid on
-/// every rank.
+/// `V` (16 bytes); launch with whole warps, at least
+/// `identity_checkers(world_size) + world_size` threads per block (the
+/// identity barriers' handshakes and checks), at most
+/// [`super::MAX_BLOCKS`] blocks, the same grid on every rank.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn all_reduce_rms_norm<T: Scalar, const V: usize>(

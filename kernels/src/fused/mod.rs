@@ -17,7 +17,7 @@ use symm::dsl::Scalar;
 use symm::{BoundSlice, Comm, DType, DeviceSlice, LaunchConfig, Result, SymmetricMemory};
 
 use crate::shared::agree::{agree, Problem};
-use crate::shared::checks::{overlaps_input, unrolled_world, usable};
+use crate::shared::checks::{overlaps_input, usable};
 use crate::shared::elem::{vector, wide_float_types};
 use crate::shared::grid::with_pdl;
 use crate::shared::key::{call_digest, CallKey};
@@ -195,11 +195,14 @@ pub fn all_reduce_residual_rms_norm<T: FusedElem>(
         .co_resident_blocks(1)
         .map_or(blocks, |limit| blocks.min(limit.max(1)))
         .min(comm.spread_blocks().unwrap_or(u32::MAX));
-    // What the identity barriers need: a first warp that handshakes and
-    // a thread per rank in the second, which checks the peers' words.
+    // What the identity barriers need: warps whose thread r handshakes
+    // with rank r, then a thread per rank that checks the peers' words
+    // (`identity_checkers`; 40 threads up to 8 ranks, as always).
+    let world = comm.world_size() as u32;
+    let checkers = world.div_ceil(32).max(1) * 32;
     let threads = THREADS
         .min((hidden / T::V) as u32)
-        .max(32 + symm::layout::MAX_WORLD_SIZE as u32);
+        .max(checkers + world.max(symm::layout::MAX_WORLD_SIZE as u32));
     let threads = threads.div_ceil(32) * 32;
     let cfg = with_pdl(comm, LaunchConfig::linear(blocks, threads));
     // SAFETY: checked above on this rank and agreed by every rank: each
@@ -232,7 +235,6 @@ fn check<T: FusedElem>(
     hidden: usize,
 ) -> std::result::Result<(), Problem> {
     usable(comm)?;
-    unrolled_world(comm, "all_reduce_residual_rms_norm")?;
     if hidden == 0 || !hidden.is_multiple_of(T::V) {
         return Err(Problem::from(format!(
             "hidden {hidden} is not a positive multiple of {} (16 bytes of {})",

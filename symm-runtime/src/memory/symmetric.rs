@@ -165,8 +165,15 @@ impl<'a> Reader<'a> {
 }
 
 /// Checks every rank's info against the others. Pure and order-independent
-/// of the caller, so every rank derives the identical message.
-fn validate(infos: &[Info], group: &crate::GroupName) -> std::result::Result<(), String> {
+/// of the caller, so every rank derives the identical message. `own`: the
+/// group's own allocations, whose mapped sizes agree too (another group's,
+/// rendezvoused with this one, carry their home groups' pads, which differ
+/// with those groups' sizes, and signal on this group's).
+fn validate(
+    infos: &[Info],
+    group: &crate::GroupName,
+    own: bool,
+) -> std::result::Result<(), String> {
     fn differ<T: PartialEq + Clone>(
         (infos, group): (&[Info], &crate::GroupName),
         what: &str,
@@ -215,7 +222,7 @@ fn validate(infos: &[Info], group: &crate::GroupName) -> std::result::Result<(),
         differ(
             (infos, group),
             "mapped sizes",
-            |i| i.total_bytes,
+            |i| if own { i.total_bytes } else { 0 },
             |b| format!("{b} bytes"),
         ),
     ];
@@ -318,10 +325,12 @@ pub(crate) fn rendezvous(buf: Allocation<'_>) -> Result<SymmetricMemory> {
         })?;
         infos.push(info);
     }
-    validate(&infos, comm.group_name()).map_err(|detail| Error::RendezvousMismatch {
-        alloc: buf.id,
-        group: comm.group_name().clone(),
-        detail,
+    validate(&infos, comm.group_name(), buf.space.is_empty()).map_err(|detail| {
+        Error::RendezvousMismatch {
+            alloc: buf.id,
+            group: comm.group_name().clone(),
+            detail,
+        }
     })?;
 
     // Everything that can fail on one rank alone (mapping, the device
@@ -864,10 +873,19 @@ mod tests {
     fn validation_names_every_rank_and_is_identical() {
         let none = crate::GroupName::NONE;
         let ok = vec![info(3, DType::F32, 100); 3];
-        assert_eq!(validate(&ok, &none), Ok(()));
+        assert_eq!(validate(&ok, &none, true), Ok(()));
+        // Mapped sizes that differ (home groups of more and fewer than 8
+        // ranks, whose pads differ): a mismatch of the group's own
+        // allocation, not of another group's rendezvoused with it.
+        let mut mapped = ok.clone();
+        mapped[2].total_bytes = 4 << 20;
+        assert!(validate(&mapped, &none, true)
+            .unwrap_err()
+            .contains("mapped sizes"));
+        assert_eq!(validate(&mapped, &none, false), Ok(()));
         let mut sizes = ok.clone();
         sizes[1] = info(3, DType::F32, 200);
-        let m = validate(&sizes, &none).unwrap_err();
+        let m = validate(&sizes, &none, true).unwrap_err();
         assert!(m.contains("buffer sizes"), "{m}");
         assert!(
             m.contains("rank 0: 100 × f32 = 400 bytes")
@@ -876,23 +894,23 @@ mod tests {
         );
         let mut dtypes = ok.clone();
         dtypes[2] = info(3, DType::BF16, 100);
-        assert!(validate(&dtypes, &none).unwrap_err().contains(
+        assert!(validate(&dtypes, &none, true).unwrap_err().contains(
             "element types differ across ranks (rank 0: f32, rank 1: f32, rank 2: bf16)"
         ));
         // A subgroup's ranks are its own, said once.
         let sub = crate::GroupName::of("symm.split0[1,3,5]");
-        assert!(validate(&dtypes, &sub).unwrap_err().contains(
+        assert!(validate(&dtypes, &sub, true).unwrap_err().contains(
             "element types differ across ranks of group symm.split0[1,3,5] (rank 0: f32, rank \
              1: f32, rank 2: bf16)"
         ));
         let mut worlds = ok.clone();
         worlds[0].world = 2;
-        assert!(validate(&worlds, &none)
+        assert!(validate(&worlds, &none, true)
             .unwrap_err()
             .starts_with("world sizes"));
         let mut backends = ok;
         backends[1].backend = BackendKind::Emulator.code();
-        assert!(validate(&backends, &none)
+        assert!(validate(&backends, &none, true)
             .unwrap_err()
             .contains("rank 1: emulator"));
     }
