@@ -91,7 +91,7 @@ macro_rules! fused_elem {
                 // below `rows × hidden`, which every buffer holds (the
                 // weight: `i + V <= hidden`); peers' inputs hold as much
                 // (agreed). tests/fused.rs runs it bounds-checked on the
-                // emulator (worlds 1-8, every type, rows beyond the grid,
+                // emulator (worlds 1-8, 9, 16 and 40, every type, rows beyond the grid,
                 // rows of one to many vectors per thread), and
                 // `SYMM_CHECK_ALL=1` on a GPU.
                 unsafe {

@@ -59,6 +59,38 @@ pub(crate) fn exit_checked<T: Scalar>(buf: SymmBuf<T>, ch: u32, call: u32, sig: 
     );
 }
 
+/// `acc` plus elements `i..i + V` of ranks 8, 9, …, `world - 1`'s `buf`,
+/// in rank order, 8 ranks' loads issued at a time: the sums of a domain of
+/// more than 8 ranks carried on past the unrolled 8. Nothing up to 8 ranks.
+#[symm_kernel(device)]
+pub(crate) fn add_ranks_past_8<T: Scalar, const V: usize>(
+    buf: SymmBuf<T>,
+    i: u32,
+    world: u32,
+    acc: [f32; V],
+) -> [f32; V] {
+    let mut sums = acc;
+    let mut base = 8u32;
+    while base < world {
+        let zero: [T; V] = [T::from_f32(0.0f32); V];
+        let mut vals: [[T; V]; 8] = [zero; 8];
+        for r in 0..8u32 {
+            if base + r < world {
+                vals[r] = buf.peer(base + r).load_vec::<V>(i);
+            }
+        }
+        for r in 0..8u32 {
+            if base + r < world {
+                for k in 0..V {
+                    sums[k] += vals[r][k].to_f32();
+                }
+            }
+        }
+        base += 8u32;
+    }
+    sums
+}
+
 #[cfg(test)]
 mod tests {
     /// A built-in identity check's failure reports `ErrorKind::Mismatch`
@@ -96,36 +128,4 @@ mod tests {
             assert!(found > 0, "{name}: no identity check found");
         }
     }
-}
-
-/// `acc` plus elements `i..i + V` of ranks 8, 9, …, `world - 1`'s `buf`,
-/// in rank order, 8 ranks' loads issued at a time: the sums of a domain of
-/// more than 8 ranks carried on past the unrolled 8. Nothing up to 8 ranks.
-#[symm_kernel(device)]
-pub(crate) fn add_ranks_past_8<T: Scalar, const V: usize>(
-    buf: SymmBuf<T>,
-    i: u32,
-    world: u32,
-    acc: [f32; V],
-) -> [f32; V] {
-    let mut sums = acc;
-    let mut base = 8u32;
-    while base < world {
-        let zero: [T; V] = [T::from_f32(0.0f32); V];
-        let mut vals: [[T; V]; 8] = [zero; 8];
-        for r in 0..8u32 {
-            if base + r < world {
-                vals[r] = buf.peer(base + r).load_vec::<V>(i);
-            }
-        }
-        for r in 0..8u32 {
-            if base + r < world {
-                for k in 0..V {
-                    sums[k] += vals[r][k].to_f32();
-                }
-            }
-        }
-        base += 8u32;
-    }
-    sums
 }
