@@ -2271,7 +2271,8 @@ fn collective_kernels_compile() {
 /// same `Unsupported` error on every rank.
 #[test]
 fn domains_past_8_ranks_take_the_general_kernels() {
-    for world in [9, 16] {
+    // 40: the identity barriers' checkers start past two handshake warps.
+    for world in [9, 16, 40] {
         // Also the quick tier's: the 8-wide gathers' second group of ranks.
         if !tier::runs(world == 9) {
             continue;

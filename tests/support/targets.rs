@@ -46,6 +46,24 @@ pub fn gpu_ranks(test: &str, world: usize) -> Option<Ranks> {
         ));
         return None;
     };
+    // A GPU runs at most 31 ranks: each needs a hardware work queue, and
+    // one more serves the device (CUDA_DEVICE_MAX_CONNECTIONS is at most
+    // 32), which the run refuses past.
+    if let Ranks::Cuda(devices) = &r {
+        let most = devices
+            .iter()
+            .map(|d| devices.iter().filter(|x| *x == d).count())
+            .max()
+            .unwrap_or(0);
+        if most > 31 {
+            loud(&format!(
+                "SKIPPED: world size {world} puts {most} ranks on one of {} GPU(s); a GPU \
+                 takes at most 31\n",
+                symm::cuda_device_count()
+            ));
+            return None;
+        }
+    }
     say_case(test, world, Some(&r));
     Some(r)
 }

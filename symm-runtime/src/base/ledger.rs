@@ -21,7 +21,8 @@ use crate::layout::{MAX_DOMAIN_SIZE, SIGNAL_CHANNELS};
 /// it for those calls (the kernels' own checks still are).
 const RING: usize = 64;
 
-/// One count per rank and channel.
+/// One count per rank and channel: a domain's ranks (a group's own
+/// touch only their lanes' pages).
 const LANES: usize = MAX_DOMAIN_SIZE * SIGNAL_CHANNELS;
 
 /// The ledger's words: [`LANES`] counts (how many calls each rank made on
@@ -52,10 +53,21 @@ pub(crate) struct Ledger {
     backing: Backing,
 }
 
+// A `u64` array reads as `AtomicU64`s only where the two align alike.
+const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<u64>());
+
 impl Default for Ledger {
     fn default() -> Self {
+        // Zeroed by the allocator, whose pages of this size are mapped on
+        // first touch: a group touches only its own ranks' lanes, not the
+        // whole 72 ranks' 1.2 MB.
+        let zeros: Box<[u64]> = vec![0u64; WORDS].into_boxed_slice();
+        // SAFETY: `AtomicU64` has the size and bit validity of `u64`, and
+        // (checked above) its alignment, so the allocation holds WORDS
+        // valid atomics, and is freed with the same layout.
+        let words = unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU64]) };
         Ledger {
-            backing: Backing::Heap((0..WORDS).map(|_| AtomicU64::new(0)).collect()),
+            backing: Backing::Heap(words),
         }
     }
 }
