@@ -575,9 +575,7 @@ enum Branch<'a> {
     /// The group spans NVLink domains, and this is why NCCL cannot run.
     DomainsRefused(String),
     /// One NVLink domain of more ranks than symm's kernel for the call
-    /// unrolls for: NCCL.
-    Unrolled,
-    /// [`Branch::Unrolled`], and this is why NCCL cannot run.
+    /// unrolls for, and this is why NCCL cannot run it either.
     UnrolledRefused(String),
     SymmForced,
     Deterministic,
@@ -613,16 +611,16 @@ fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Bra
             call.collective,
             Collective::AllToAllSingle | Collective::AllToAllV
         );
-    if unrolled && options.prefer != Prefer::Symm {
-        return match refusal {
-            Some(why) => Branch::UnrolledRefused(format!(
-                "symm's kernel for it runs on at most {} ranks, and this NVLink domain has {}; \
-                 NCCL cannot run it here either: {why}",
-                symm::layout::MAX_WORLD_SIZE,
-                group.world
-            )),
-            None => Branch::Unrolled,
-        };
+    // (NCCL refuses both today: their splits may differ by rank. Where it
+    // took one, the branches below would route it; forced onto either
+    // backend, they say why it cannot run.)
+    if let (true, Prefer::Auto, Some(why)) = (unrolled, options.prefer, refusal) {
+        return Branch::UnrolledRefused(format!(
+            "symm's kernel for it runs on at most {} ranks, and this NVLink domain has {}; \
+             NCCL cannot run it here either: {why}",
+            symm::layout::MAX_WORLD_SIZE,
+            group.world
+        ));
     }
     match (options.prefer, refusal) {
         (Prefer::Symm, _) => Branch::SymmForced,
@@ -650,7 +648,7 @@ pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<
     };
     match branch(options, group, call) {
         Branch::Domains if group.stand_in => Ok(symm()),
-        Branch::NcclForced | Branch::Large | Branch::Domains | Branch::Unrolled => Ok(Route::Nccl),
+        Branch::NcclForced | Branch::Large | Branch::Domains => Ok(Route::Nccl),
         Branch::NcclRefused(why) => Err(RuleError::NcclRefused(format!(
             "NCCL is forced, but it cannot run this {} of {}: {why}",
             call.collective,
@@ -688,12 +686,6 @@ pub fn choose(
         ),
         Branch::Domains => format!("{size}, the group spans NVLink domains, which NCCL crosses"),
         Branch::DomainsRefused(_) | Branch::UnrolledRefused(_) => unreachable!("`route` failed"),
-        Branch::Unrolled => format!(
-            "{size}, the NVLink domain has {} ranks, past the {} that symm's kernel for this \
-             call runs on",
-            group.world,
-            symm::layout::MAX_WORLD_SIZE
-        ),
         Branch::SymmForced => format!("symm forced, {size}, {place}"),
         Branch::Deterministic => format!(
             "{size}, deterministic mode: reductions stay on symm's kernels (rank-order \
