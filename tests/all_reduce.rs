@@ -857,9 +857,12 @@ fn a_rank_whose_kernel_failed_refuses_later_calls() {
 /// `Unsupported` error on every rank.
 #[test]
 fn domains_past_8_ranks_sum_on_the_pull_kernels() {
-    // 40: the identity barriers' checkers start past two handshake warps.
+    // 40: the identity barriers' checkers start past two handshake warps,
+    // on GPUs only (on the emulator, 40 ranks of 512-thread blocks beside
+    // the other tests' ranks pass the process's stack mappings; the fused
+    // test's 40 ranks run small blocks).
     for world in [9, 16, 40] {
-        if !tier::runs(world == 9) {
+        if !tier::runs(world == 9) || (world == 40 && !on_gpu()) {
             continue;
         }
         for n in [7, 4095] {
