@@ -2153,8 +2153,8 @@ fn back_to_back_mixed_collectives() {
 
 use symm::kernels::collectives::{
     all_gather_coalesced_pull, all_gather_pull, all_reduce_coalesced_pull, all_reduce_op_two_shot,
-    all_to_all_pull, all_to_all_v_pull, broadcast_pull, copy_ll, fold_rows, gather_pull, reduce_ll,
-    reduce_pull, reduce_scatter_pull, scatter_pull,
+    all_to_all_pull, all_to_all_v_pull, all_to_all_v_wide, broadcast_pull, copy_ll, fold_rows,
+    gather_pull, reduce_ll, reduce_pull, reduce_scatter_pull, scatter_pull,
 };
 
 // Every kernel for every vector width and every op, and the copies (whose
@@ -2180,6 +2180,7 @@ fn collective_kernels_sample_compile() {
         reduce_ll::<f32, 2, 0, false>,
         reduce_scatter_pull::<i64, 2, 0, true>,
         fold_rows::<bf16, 0, false>,
+        all_to_all_v_wide::<f32, 4>,
     );
     collective_kernels_sample();
 }
@@ -2209,6 +2210,8 @@ fn collective_kernels_compile() {
         all_to_all_pull::<u8, 16>,
         all_to_all_v_pull::<u8, 16>,
         all_to_all_v_pull::<i64, 2>,
+        all_to_all_v_wide::<u8, 16>,
+        all_to_all_v_wide::<i64, 2>,
         reduce_scatter_pull::<f32, 4, 0, false>,
         reduce_scatter_pull::<f32, 4, 1, false>,
         reduce_scatter_pull::<f32, 4, 4, false>,
@@ -2266,9 +2269,8 @@ fn collective_kernels_compile() {
 
 /// A domain of more than 8 ranks (a multi-node NVLink rack's): the
 /// reductions, whose kernels read their peers 8 at a time, and the copies
-/// run on the pull path, exact against the references and the same bits
-/// on every rank; the all-to-all with splits, unrolled for 8 ranks, is the
-/// same `Unsupported` error on every rank.
+/// run on the pull path, and the all-to-all with splits on its wide
+/// kernel, exact against the references and the same bits on every rank.
 #[test]
 fn domains_past_8_ranks_take_the_general_kernels() {
     // 40: the identity barriers' checkers start past two handshake warps,
@@ -2294,20 +2296,12 @@ fn domains_past_8_ranks_take_the_general_kernels() {
         all_gather_case::<u8>(world, 100, true);
         broadcast_case::<f32>(world, 4095, world - 1, false);
         all_to_all_case::<bf16>(world, 7);
-        // The all-to-all with splits: refused alike, before any launch.
-        let Some(errs) = on_ranks(world, "all_to_all_single past 8 ranks", |c| {
-            let buf = c.alloc::<f32>(world)?;
-            let s = buf.rendezvous()?;
-            let mut out = c.device_buffer_from(&vec![0f32; world])?;
-            let ones = vec![1usize; world];
-            let err = all_to_all_single(c, &s, &mut out, &ones, &ones).unwrap_err();
-            Ok((err.kind(), err.to_string()))
-        }) else {
-            continue;
-        };
-        for (r, (kind, text)) in errs.iter().enumerate() {
-            assert_eq!(*kind, ErrorKind::Unsupported, "rank {r}: {text}");
-            assert!(text.contains("at most 8 ranks"), "rank {r}: {text}");
+        // The all-to-all with splits: its wide kernel, host and device
+        // splits, uneven and zero ones among them.
+        for max in [0, 9, 300] {
+            let splits = random_splits(world, max);
+            all_to_all_split_case::<f32>(world, &splits, false);
+            all_to_all_split_case::<u8>(world, &splits, true);
         }
     }
 }

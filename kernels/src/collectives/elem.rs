@@ -367,6 +367,8 @@ macro_rules! copy_elem {
                     Kernel::AllGather => all_gather_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::Broadcast => broadcast_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::AllToAll => all_to_all_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                    Kernel::AllToAllV if comm.world_size() > symm::layout::MAX_WORLD_SIZE =>
+                        all_to_all_v_wide::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::AllToAllV => all_to_all_v_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::AllGatherCoalesced => all_gather_coalesced_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::Gather => gather_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
@@ -396,6 +398,13 @@ macro_rules! copy_elem {
                             scatter_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, root, ch.index, ch.sig),
                         CopyCall::AllToAll { input, out, m, ch } =>
                             all_to_all_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, m, ch.index, ch.sig),
+                        // Past 8 ranks the splits (the host's packed in
+                        // `splits`, `dev` 2) are read from device memory.
+                        CopyCall::AllToAllV { input, meta, out, out_cap, splits, dev, report, ch, .. }
+                            if comm.world_size() > symm::layout::MAX_WORLD_SIZE =>
+                            all_to_all_v_wide::launch_unchecked::<$t, { vector::<$t>() }>(
+                                comm, cfg, input, meta, out, out_cap, splits, dev, report, ch.index, ch.sig,
+                            ),
                         CopyCall::AllToAllV { input, meta, out, out_cap, splits, dev, report, packed: p, ch } =>
                             all_to_all_v_pull::launch_unchecked::<$t, { vector::<$t>() }>(
                                 comm, cfg, input, meta, out, out_cap, splits, dev, report,

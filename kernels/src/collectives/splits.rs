@@ -8,7 +8,7 @@ use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::MAX_BLOCKS;
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, fits, out_fits, unrolled_world, InPlace};
+use crate::shared::checks::{disjoint, fits, out_fits, InPlace};
 
 /// All-to-all with split sizes given on the host, as PyTorch's
 /// `all_to_all_single`: this rank sends `input[off..off + in_splits[r]]`
@@ -17,7 +17,10 @@ use crate::shared::checks::{disjoint, fits, out_fits, unrolled_world, InPlace};
 /// Every rank's `out_splits[p]` must be rank p's `in_splits` entry for it:
 /// the kernel checks the whole exchange, and a mismatch fails it on every
 /// rank alike ([`symm::Error::KernelAssert`]; the group then refuses
-/// further collectives, as after any failed kernel).
+/// further collectives, as after any failed kernel). Up to 8 ranks the
+/// splits travel in the launch's parameters; past 8 they are copied to
+/// device memory on the rank's stream first, a copy that a CUDA graph
+/// capture refuses (capture [`all_to_all_v`] there).
 pub fn all_to_all_single<T: CopyElem>(
     comm: &Comm,
     input: &SymmetricMemory,
@@ -26,7 +29,7 @@ pub fn all_to_all_single<T: CopyElem>(
     out_splits: &[usize],
 ) -> Result<()> {
     let world = comm.world_size();
-    let mut packed = [0u64; 8];
+    let mut packed = vec![0u64; world];
     let mut problem = None;
     if in_splits.len() != world || out_splits.len() != world {
         problem = Some(Problem::from(format!(
@@ -43,8 +46,7 @@ pub fn all_to_all_single<T: CopyElem>(
         problem = Some(Problem::capacity(format!(
             "a split of {bad} elements is 2^32 - 1 or more"
         )));
-    } else if world <= symm::layout::MAX_WORLD_SIZE {
-        // (Past 8 ranks `split_call` refuses the call.)
+    } else {
         for r in 0..world {
             packed[r] = in_splits[r] as u64 | ((out_splits[r] as u64) << 32);
         }
@@ -96,7 +98,9 @@ pub fn all_to_all_v<T: CopyElem>(
 /// Where an all-to-all's split sizes come from.
 enum Splits<'a> {
     Host {
-        packed: [u64; 8],
+        /// Per rank, the split sent and (high 32 bits) the split expected
+        /// back.
+        packed: Vec<u64>,
         problem: Option<Problem>,
         sent: usize,
         received: usize,
@@ -121,7 +125,7 @@ fn split_call<T: CopyElem>(
     // (the launch takes them with one lifetime).
     let holders = placeholders(comm)?;
     let mut holders = holders.0.lock().unwrap_or_else(|p| p.into_inner());
-    let (empty, report_host) = &mut *holders;
+    let (empty, report_host, wide_host) = &mut *holders;
     let world = comm.world_size();
     let dev = matches!(splits, Splits::Device { .. });
     let call = Call {
@@ -136,14 +140,6 @@ fn split_call<T: CopyElem>(
         empty: false,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
-        unrolled_world(
-            comm,
-            if dev {
-                "all_to_all_v"
-            } else {
-                "all_to_all_single"
-            },
-        )?;
         disjoint(input, out, InPlace::No)?;
         match &splits {
             Splits::Host {
@@ -177,7 +173,10 @@ fn split_call<T: CopyElem>(
     let Some(mut r) = ready else {
         return Ok(());
     };
-    let meta = meta(comm)?;
+    // Past 8 ranks the wide kernel (`all_to_all_v_wide`): rows of 72
+    // splits in `meta`, and the host's splits in device memory.
+    let wide = world > symm::layout::MAX_WORLD_SIZE;
+    let meta = meta(comm, wide)?;
     // The grid must be the same on every rank (each block waits for the
     // same block of every peer), and the splits are not known before the
     // kernel reads them (device splits): so it follows the input's length,
@@ -188,13 +187,25 @@ fn split_call<T: CopyElem>(
     let cfg = grid::<T>(comm, (in_len as u64).max(1), || {
         T::__grid(Kernel::AllToAllV, comm, threads::<T>())
     })?;
-    let (in_splits, mut report, packed) = match splits {
+    let (in_splits, mut report, packed, dev) = match splits {
+        Splits::Host { packed, .. } if wide => {
+            // Written on the rank's stream, after its earlier kernels
+            // (the last that read these splits).
+            wide_host.write(0, &packed)?;
+            (
+                comm.bind("in_splits", &*wide_host)?,
+                comm.bind_mut("report", &mut *report_host)?,
+                [0u64; 8],
+                2,
+            )
+        }
         Splits::Host { packed, .. } => (
             comm.bind("in_splits", &*empty)?,
             comm.bind_mut("report", &mut *report_host)?,
-            packed,
+            std::array::from_fn(|r| packed.get(r).copied().unwrap_or(0)),
+            0,
         ),
-        Splits::Device { in_splits, report } => (in_splits, report, [0u64; 8]),
+        Splits::Device { in_splits, report } => (in_splits, report, [0u64; 8], 1),
     };
     let call = CopyCall::AllToAllV {
         input,
@@ -202,7 +213,7 @@ fn split_call<T: CopyElem>(
         out: &mut r.out,
         out_cap: cap as u32,
         splits: &in_splits,
-        dev: u32::from(dev),
+        dev,
         report: &mut report,
         packed,
         ch: r.ch,
@@ -214,14 +225,16 @@ fn split_call<T: CopyElem>(
     unsafe { T::__copy(comm, cfg, call) }
 }
 
-/// The all-to-all's meta area ([`meta_entries`] u64 per block, for every
-/// block), rendezvoused once per rank and kept in its extensions.
-fn meta(comm: &Comm) -> Result<std::sync::Arc<SymmetricMemory>> {
+/// The all-to-all's meta area (`meta_entries` u64 per block, or
+/// `wide_meta_entries` for the `wide` kernel, for every block),
+/// rendezvoused once per rank and kept in its extensions.
+fn meta(comm: &Comm, wide: bool) -> Result<std::sync::Arc<SymmetricMemory>> {
     struct Meta(std::sync::Arc<SymmetricMemory>);
     let m = comm.extension(
         |_: &Meta| true,
         |_| {
-            let buf = comm.alloc::<u64>(32 * MAX_BLOCKS as usize)?;
+            let per_block = if wide { 160 } else { 32 };
+            let buf = comm.alloc::<u64>(per_block * MAX_BLOCKS as usize)?;
             Ok(Meta(buf.rendezvous()?))
         },
     )?;
@@ -230,9 +243,17 @@ fn meta(comm: &Comm) -> Result<std::sync::Arc<SymmetricMemory>> {
 
 /// Stand-ins for the device splits and report of a call with host splits
 /// (the kernel never touches them there; one element each, since a slice
-/// needs memory), made once per rank: an allocation per call would cost
-/// time and could not be captured in a CUDA graph.
-struct Placeholders(std::sync::Mutex<(symm::DeviceBuffer<u64>, symm::DeviceBuffer<u64>)>);
+/// needs memory), and, past 8 ranks, where the host's splits go for the
+/// wide kernel (a split per rank), made once per rank: an allocation per
+/// call would cost time and could not be captured in a CUDA graph.
+#[allow(clippy::type_complexity)]
+struct Placeholders(
+    std::sync::Mutex<(
+        symm::DeviceBuffer<u64>,
+        symm::DeviceBuffer<u64>,
+        symm::DeviceBuffer<u64>,
+    )>,
+);
 
 fn placeholders(comm: &Comm) -> Result<std::sync::Arc<Placeholders>> {
     comm.extension(
@@ -241,6 +262,7 @@ fn placeholders(comm: &Comm) -> Result<std::sync::Arc<Placeholders>> {
             Ok(Placeholders(std::sync::Mutex::new((
                 comm.device_buffer::<u64>(1)?,
                 comm.device_buffer::<u64>(1)?,
+                comm.device_buffer::<u64>(comm.world_size())?,
             ))))
         },
     )

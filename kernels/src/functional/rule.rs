@@ -574,9 +574,6 @@ enum Branch<'a> {
     Domains,
     /// The group spans NVLink domains, and this is why NCCL cannot run.
     DomainsRefused(String),
-    /// One NVLink domain of more ranks than symm's kernel for the call
-    /// unrolls for, and this is why NCCL cannot run it either.
-    UnrolledRefused(String),
     SymmForced,
     Deterministic,
     NcclForced,
@@ -603,24 +600,6 @@ fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Bra
             )),
             (_, None) => Branch::Domains,
         };
-    }
-    // The kernels of the all-to-all with splits unroll for at most 8 ranks
-    // (every other call's have general forms).
-    let unrolled = group.world > symm::layout::MAX_WORLD_SIZE
-        && matches!(
-            call.collective,
-            Collective::AllToAllSingle | Collective::AllToAllV
-        );
-    // (NCCL refuses both today: their splits may differ by rank. Where it
-    // took one, the branches below would route it; forced onto either
-    // backend, they say why it cannot run.)
-    if let (true, Prefer::Auto, Some(why)) = (unrolled, options.prefer, refusal) {
-        return Branch::UnrolledRefused(format!(
-            "symm's kernel for it runs on at most {} ranks, and this NVLink domain has {}; \
-             NCCL cannot run it here either: {why}",
-            symm::layout::MAX_WORLD_SIZE,
-            group.world
-        ));
     }
     match (options.prefer, refusal) {
         (Prefer::Symm, _) => Branch::SymmForced,
@@ -654,13 +633,11 @@ pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<
             call.collective,
             size_name(call.bytes)
         ))),
-        Branch::DomainsRefused(why) | Branch::UnrolledRefused(why) => {
-            Err(RuleError::NcclRefused(format!(
-                "this {} of {} cannot run: {why}",
-                call.collective,
-                size_name(call.bytes)
-            )))
-        }
+        Branch::DomainsRefused(why) => Err(RuleError::NcclRefused(format!(
+            "this {} of {} cannot run: {why}",
+            call.collective,
+            size_name(call.bytes)
+        ))),
         _ => Ok(symm()),
     }
 }
@@ -685,7 +662,7 @@ pub fn choose(
              in for it on the emulator)"
         ),
         Branch::Domains => format!("{size}, the group spans NVLink domains, which NCCL crosses"),
-        Branch::DomainsRefused(_) | Branch::UnrolledRefused(_) => unreachable!("`route` failed"),
+        Branch::DomainsRefused(_) => unreachable!("`route` failed"),
         Branch::SymmForced => format!("symm forced, {size}, {place}"),
         Branch::Deterministic => format!(
             "{size}, deterministic mode: reductions stay on symm's kernels (rank-order \

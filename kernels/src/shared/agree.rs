@@ -59,15 +59,6 @@ impl Problem {
         }
     }
 
-    /// Something symm cannot run here (a kernel unrolled for fewer ranks
-    /// than the group has, say).
-    pub(crate) fn unsupported(text: String) -> Problem {
-        Problem {
-            kind: ErrorKind::Unsupported,
-            text,
-        }
-    }
-
     /// The problem with a call that needs `count` elements (`None`: more
     /// than `usize` holds) where fewer fit: a capacity problem past the
     /// 2^32 - 1 its kernels index, whatever the memory, else an invalid

@@ -38,23 +38,6 @@ pub(crate) fn usable(comm: &Comm) -> Result<(), Problem> {
     }
 }
 
-/// A problem where `comm`'s group has more ranks than `what`'s kernel
-/// unrolls its per-rank gathers for ([`symm::layout::MAX_WORLD_SIZE`]), a
-/// domain of a multi-node NVLink rack: the same on every rank, which all
-/// refuse the call.
-pub(crate) fn unrolled_world(comm: &Comm, what: &str) -> Result<(), Problem> {
-    let world = comm.world_size();
-    if world > symm::layout::MAX_WORLD_SIZE {
-        Err(Problem::unsupported(format!(
-            "{what}'s kernel is unrolled for at most {} ranks, and this group has {world} (one \
-             NVLink domain of more)",
-            symm::layout::MAX_WORLD_SIZE
-        )))
-    } else {
-        Ok(())
-    }
-}
-
 /// A problem unless `n` elements of `T` fit this rank's buffer of `input`
 /// (`what` names it) and index in `u32` (past that, a capacity problem).
 pub(crate) fn fits<T: Element>(

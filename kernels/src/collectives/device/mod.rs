@@ -243,6 +243,170 @@ pub fn all_to_all_pull<T: Scalar, const V: usize>(
     call_end(input, ch, call);
 }
 
+/// Entries per block in a rank's `meta` for [`all_to_all_v_wide`]: its
+/// send splits (`0..72`), the splits it expects back or all ones
+/// (`72..144`), its output's capacity (`144`) and its input's length
+/// (`145`), rounded up to 160.
+#[symm_kernel(device)]
+pub(crate) fn wide_meta_entries() -> u32 {
+    160u32
+}
+
+/// [`all_to_all_v_pull`] for a domain of more than 8 ranks (up to 72),
+/// whose world² splits do not fit shared memory: every rank publishes its
+/// row (sends and expected receives, from `splits`: device splits where
+/// `dev` is 1, and where it is 2 the host's packed as `s0..s7` are), then
+/// thread p of each block checks rank p's row and column against every
+/// rank's (so every rank finds the same faults) and finds what p sends
+/// this rank and from where; then every rank's parts are copied in rank
+/// order. Launch with at least `world_size` threads per block.
+// Over 100 lines on purpose, as all_to_all_v_pull: one kernel whose
+// phases share the call's counters.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn all_to_all_v_wide<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    meta: SymmBuf<u64>,
+    out: &mut [T],
+    out_cap: u32,
+    splits: &[u64],
+    dev: u32,
+    report: &mut [u64],
+    ch: u32,
+    sig: u32,
+) {
+    // Per rank p: what p sends this rank, where in p's input, and p's
+    // faults (1: splits disagree, 2: past an input, 4: past an output).
+    let sizes = shared_array::<u64, 128>();
+    let offs = shared_array::<u64, 128>();
+    let faults = shared_array::<u32, 128>();
+    enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    kernel_assert!(
+        world <= 72u32 && block_dim_x() >= world,
+        "all_to_all_v_wide: at most 72 ranks (MAX_DOMAIN_SIZE), and a thread per rank in every block"
+    );
+    let m = wide_meta_entries();
+    let base = block_idx_x() * m;
+    let mine = meta.local();
+    let t = thread_idx_x();
+    if t < world {
+        let mut send: u64 = splits[t];
+        let mut expect: u64 = 0xFFFF_FFFFu64;
+        if dev != 1u32 {
+            send = splits[t] & 0xFFFF_FFFFu64;
+            expect = splits[t] >> 32u32;
+        }
+        mine.store(base + t, send, StoreOrder::Relaxed, Scope::System);
+        mine.store(base + 72u32 + t, expect, StoreOrder::Relaxed, Scope::System);
+    }
+    if t == 0u32 {
+        mine.store(
+            base + 144u32,
+            out_cap as u64,
+            StoreOrder::Relaxed,
+            Scope::System,
+        );
+        let mut in_len: u64 = input.len() as u64;
+        if in_len > 0xFFFF_FFFFu64 {
+            in_len = 0xFFFF_FFFFu64;
+        }
+        mine.store(base + 145u32, in_len, StoreOrder::Relaxed, Scope::System);
+    }
+    // As in all_to_all_v_pull: the barrier's release publishes the rows,
+    // and every read below stays within this rank's own lengths whatever
+    // a peer in another call published.
+    let call = enter_sending(input, ch, sig);
+    let own_len: u64 = input.len() as u64;
+    if t < world {
+        let p = t;
+        let row = meta.peer(p);
+        let mut sent: u64 = 0;
+        let mut received: u64 = 0;
+        let mut off: u64 = 0;
+        let mut bad: u32 = 0;
+        for q in 0..world {
+            let s = row.load(base + q, LoadOrder::Relaxed, Scope::System);
+            if s >= 0xFFFF_FFFFu64 {
+                bad |= 2u32;
+            }
+            sent += s;
+            if q < rank {
+                off += s;
+            }
+            // q to p, and what p expects from q.
+            let r = meta
+                .peer(q)
+                .load(base + p, LoadOrder::Relaxed, Scope::System);
+            received += r;
+            let want = row.load(base + 72u32 + q, LoadOrder::Relaxed, Scope::System);
+            if want != 0xFFFF_FFFFu64 && want != r {
+                bad |= 1u32;
+            }
+        }
+        let len_p = row.load(base + 145u32, LoadOrder::Relaxed, Scope::System);
+        let cap_p = row.load(base + 144u32, LoadOrder::Relaxed, Scope::System);
+        if sent > len_p || sent > own_len {
+            bad |= 2u32;
+        }
+        if received > cap_p {
+            bad |= 4u32;
+        }
+        faults[p] = bad;
+        sizes[p] = row.load(base + rank, LoadOrder::Relaxed, Scope::System);
+        offs[p] = off;
+    }
+    sync_threads();
+    let mut agree = true;
+    let mut fits_input = true;
+    let mut fits_output = true;
+    for p in 0..world {
+        let f = faults[p];
+        if (f & 1u32) != 0u32 {
+            agree = false;
+        }
+        if (f & 2u32) != 0u32 {
+            fits_input = false;
+        }
+        if (f & 4u32) != 0u32 {
+            fits_output = false;
+        }
+    }
+    kernel_assert!(
+        agree,
+        "all_to_all: the ranks made different calls: their split sizes disagree (a rank sends a size that its receiver does not expect); every rank must make the same collective calls in the same order"
+    );
+    kernel_assert!(
+        fits_input,
+        "all_to_all: a rank sends more than its input holds (its send splits total past its input's length)"
+    );
+    kernel_assert!(
+        fits_output,
+        "all_to_all: a rank's output is too small for what it receives (the splits sent to it total past its output's length)"
+    );
+    let mut at: u32 = 0;
+    for p in 0..world {
+        let len = sizes[p] as u32;
+        copy_span::<T, V>(
+            input.peer(p),
+            offs[p] as u32,
+            out,
+            at,
+            len,
+            grid_thread(),
+            grid_threads(),
+        );
+        if dev == 1u32 && grid_thread() == 0u32 {
+            report[p] = len as u64;
+            report[world + p] = at as u64;
+        }
+        at += len;
+    }
+    exit_checked(input, ch, call, sig);
+    call_end(input, ch, call);
+}
+
 /// Entries per block in a rank's all-to-all `meta` buffer: the rank's send
 /// splits (`0..8`), the splits it expects to receive or all ones where the
 /// kernel reports them instead (`8..16`), its output's capacity (`16`) and
