@@ -1956,19 +1956,27 @@ fn all_to_all_v_with_outputs_of_different_sizes() {
     assert_eq!(outs[1].1, [1, 5000, 0, 1]);
 }
 
+/// Splits that disagree, overflow an output or pass an input: the same
+/// kernel failure on every rank, naming the fault alone, at 3 ranks and
+/// at 10 (the wide kernel of a domain of more than 8).
 #[test]
 fn mismatched_splits_fail_every_rank() {
     if !tier::quick_test() {
         return;
     }
-    let world = 3;
+    for world in [3, 10] {
+        mismatched_splits_at(world);
+    }
+}
+
+fn mismatched_splits_at(world: usize) {
     // Rank 1 expects 5 from rank 0, which sends 4.
     if let Some(msgs) = every_rank_fails(world, |c| {
         let buf = c.alloc::<f32>(64)?;
         let s = buf.rendezvous()?;
         let mut out = c.device_buffer::<f32>(64)?;
-        let send = [4, 4, 4];
-        let mut expect = [4, 4, 4];
+        let send = vec![4; world];
+        let mut expect = vec![4; world];
         if c.rank() == 1 {
             expect[0] = 5;
         }
@@ -1979,24 +1987,24 @@ fn mismatched_splits_fail_every_rank() {
         for m in &msgs {
             // The kernel's assertion of this fault alone: the ranks'
             // calls differ, a mismatch.
-            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
+            assert_eq!(m.kind, ErrorKind::Mismatch, "world {world}: {m}");
             assert!(m.contains("split sizes disagree"), "{m}");
             assert!(!m.contains("too small") && !m.contains("more than"), "{m}");
         }
     }
     // Device splits that overflow rank 2's output.
     if let Some(msgs) = every_rank_fails(world, |c| {
-        let buf = c.alloc::<f32>(64)?;
+        let buf = c.alloc::<f32>(6 * world)?;
         let s = buf.rendezvous()?;
-        let mut out = c.device_buffer::<f32>(if c.rank() == 2 { 10 } else { 64 })?;
-        let splits = c.device_buffer_from(&[6u64, 6, 6])?;
-        let mut report = c.device_buffer::<u64>(6)?;
+        let mut out = c.device_buffer::<f32>(if c.rank() == 2 { 10 } else { 6 * world })?;
+        let splits = c.device_buffer_from(&vec![6u64; world])?;
+        let mut report = c.device_buffer::<u64>(2 * world)?;
         all_to_all_v(c, &s, &mut out, &splits, &mut report)?;
         c.synchronize()
     }) {
         for m in &msgs {
             // Device splits are checked by the kernel: a kernel failure.
-            assert_eq!(m.kind, ErrorKind::Kernel, "{m}");
+            assert_eq!(m.kind, ErrorKind::Kernel, "world {world}: {m}");
             assert!(m.contains("too small"), "{m}");
             assert!(!m.contains("disagree") && !m.contains("more than"), "{m}");
         }
@@ -2006,14 +2014,14 @@ fn mismatched_splits_fail_every_rank() {
         let buf = c.alloc::<f32>(8)?;
         let s = buf.rendezvous()?;
         let mut out = c.device_buffer::<f32>(64)?;
-        let splits = c.device_buffer_from(&[3u64, 3, 3])?;
-        let mut report = c.device_buffer::<u64>(6)?;
+        let splits = c.device_buffer_from(&vec![3u64; world])?;
+        let mut report = c.device_buffer::<u64>(2 * world)?;
         all_to_all_v(c, &s, &mut out, &splits, &mut report)?;
         c.synchronize()
     }) {
         for m in &msgs {
             // Device splits are checked by the kernel: a kernel failure.
-            assert_eq!(m.kind, ErrorKind::Kernel, "{m}");
+            assert_eq!(m.kind, ErrorKind::Kernel, "world {world}: {m}");
             assert!(m.contains("more than its input holds"), "{m}");
             assert!(!m.contains("disagree") && !m.contains("too small"), "{m}");
         }
