@@ -11,7 +11,9 @@
 //! rank's stream, may run back to back with others with no host
 //! synchronisation, and can be captured in a CUDA graph once the same
 //! call has run eagerly (its first call of a shape checks the arguments
-//! across ranks through the store, which capture cannot do). Copies take
+//! across ranks through the store, which capture cannot do); only
+//! [`all_to_all_single`] past 8 ranks waits for its stream and cannot be
+//! captured. Copies take
 //! any element type and move it bit for bit; reductions take f32, bf16,
 //! f16, f8e4m3 and f8e5m2, which they combine in f32 and round once, and
 //! f64, i32, i64, u32 and u64, which they combine in their own type

@@ -19,8 +19,10 @@ use crate::shared::checks::{disjoint, fits, out_fits, InPlace};
 /// rank alike ([`symm::Error::KernelAssert`]; the group then refuses
 /// further collectives, as after any failed kernel). Up to 8 ranks the
 /// splits travel in the launch's parameters; past 8 they are copied to
-/// device memory on the rank's stream first, a copy that a CUDA graph
-/// capture refuses (capture [`all_to_all_v`] there).
+/// device memory on the rank's stream first, the host waiting for the
+/// stream's earlier work, so that there the call synchronises the host and
+/// cannot be captured in a CUDA graph (an error on every rank: capture
+/// [`all_to_all_v`] instead).
 pub fn all_to_all_single<T: CopyElem>(
     comm: &Comm,
     input: &SymmetricMemory,
@@ -139,8 +141,17 @@ fn split_call<T: CopyElem>(
         // that sends and receives nothing still meets its peers').
         empty: false,
     };
+    let wide = world > symm::layout::MAX_WORLD_SIZE;
     let ready = begin(comm, input, ("out", out), call, |out| {
         disjoint(input, out, InPlace::No)?;
+        if wide && !dev && capturing(comm) {
+            return Err(Problem::from(
+                "all_to_all_single past 8 ranks copies its splits to the device, with the \
+                 host waiting for the rank's stream, which a CUDA graph's capture cannot \
+                 hold: capture all_to_all_v, whose splits are in device memory"
+                    .to_string(),
+            ));
+        }
         match &splits {
             Splits::Host {
                 problem: Some(p), ..
@@ -175,7 +186,6 @@ fn split_call<T: CopyElem>(
     };
     // Past 8 ranks the wide kernel (`all_to_all_v_wide`): rows of 72
     // splits in `meta`, and the host's splits in device memory.
-    let wide = world > symm::layout::MAX_WORLD_SIZE;
     let meta = meta(comm, wide)?;
     // The grid must be the same on every rank (each block waits for the
     // same block of every peer), and the splits are not known before the
@@ -221,7 +231,8 @@ fn split_call<T: CopyElem>(
     // SAFETY: the kernel checks every rank's splits against every rank's
     // input length and output capacity (`out_cap`) before it copies, on
     // every rank alike, and reads `in_splits` only where `dev` is 1 (then
-    // it holds `world` entries), and writes `report` only there too.
+    // it holds `world` entries, checked) or 2 (the wide kernel's host
+    // splits, `world` entries), and writes `report` only where it is 1.
     unsafe { T::__copy(comm, cfg, call) }
 }
 
@@ -266,4 +277,13 @@ fn placeholders(comm: &Comm) -> Result<std::sync::Arc<Placeholders>> {
             ))))
         },
     )
+}
+
+/// Whether `comm`'s stream is capturing a CUDA graph (never on the
+/// emulator).
+fn capturing(comm: &Comm) -> bool {
+    use symm::cudarc::driver::sys::CUstreamCaptureStatus as S;
+    comm.cuda_stream()
+        .and_then(|s| s.capture_status().ok())
+        .is_some_and(|st| st != S::CU_STREAM_CAPTURE_STATUS_NONE)
 }

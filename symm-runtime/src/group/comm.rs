@@ -985,13 +985,11 @@ impl Comm {
     /// between the domains on the emulator (`symm::functional`'s
     /// hierarchical collectives run their inter-domain leg on it), where
     /// every rank's memory is host memory. `None` on GPUs, whose domains
-    /// NCCL crosses, and for a group larger than [`MAX_WORLD_SIZE`] (the
-    /// built-in all-to-all with splits stops there). For tests of
-    /// multi-node code only.
+    /// NCCL crosses, and for a group larger than [`MAX_WORLD_SIZE`] (how
+    /// far the stand-in is tested). For tests of multi-node code only.
     #[doc(hidden)]
     pub fn __emulated_network(&self) -> Option<Comm> {
-        // (Past 8 ranks the built-in all-to-all with splits refuses, and
-        // the stand-in is checked, in tests, up to 8.)
+        // (The stand-in is checked, in tests, up to 8 ranks.)
         let fits = self.world_size <= MAX_WORLD_SIZE;
         (fits && self.backend.kind() == crate::BackendKind::Emulator).then(|| Comm {
             network: true,

@@ -255,7 +255,8 @@ pub(crate) fn wide_meta_entries() -> u32 {
 /// [`all_to_all_v_pull`] for a domain of more than 8 ranks (up to 72),
 /// whose world² splits do not fit shared memory: every rank publishes its
 /// row (sends and expected receives, from `splits`: device splits where
-/// `dev` is 1, and where it is 2 the host's packed as `s0..s7` are), then
+/// `dev` is 1, and where it is 2 the host's, each the split sent in its
+/// low 32 bits and the split expected back in its high 32), then
 /// thread p of each block checks rank p's row and column against every
 /// rank's (so every rank finds the same faults) and finds what p sends
 /// this rank and from where; then every rank's parts are copied in rank
@@ -326,23 +327,34 @@ pub fn all_to_all_v_wide<T: Scalar, const V: usize>(
         let mut received: u64 = 0;
         let mut off: u64 = 0;
         let mut bad: u32 = 0;
+        let mut to_me: u64 = 0;
         for q in 0..world {
-            let s = row.load(base + q, LoadOrder::Relaxed, Scope::System);
+            let mut s = row.load(base + q, LoadOrder::Relaxed, Scope::System);
             if s >= 0xFFFF_FFFFu64 {
+                // A fault; clamped, so that no sum wraps (72 × 2^32 fits).
                 bad |= 2u32;
+                s = 0xFFFF_FFFFu64;
             }
             sent += s;
             if q < rank {
                 off += s;
             }
+            if q == rank {
+                to_me = s;
+            }
             // q to p, and what p expects from q.
             let r = meta
                 .peer(q)
                 .load(base + p, LoadOrder::Relaxed, Scope::System);
-            received += r;
             let want = row.load(base + 72u32 + q, LoadOrder::Relaxed, Scope::System);
             if want != 0xFFFF_FFFFu64 && want != r {
                 bad |= 1u32;
+            }
+            // (Past 2^32 - 1 it is q's own fault, which q's thread finds.)
+            if r < 0xFFFF_FFFFu64 {
+                received += r;
+            } else {
+                received += 0xFFFF_FFFFu64;
             }
         }
         let len_p = row.load(base + 145u32, LoadOrder::Relaxed, Scope::System);
@@ -354,7 +366,7 @@ pub fn all_to_all_v_wide<T: Scalar, const V: usize>(
             bad |= 4u32;
         }
         faults[p] = bad;
-        sizes[p] = row.load(base + rank, LoadOrder::Relaxed, Scope::System);
+        sizes[p] = to_me;
         offs[p] = off;
     }
     sync_threads();
