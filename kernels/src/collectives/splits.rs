@@ -8,7 +8,7 @@ use super::call::{begin, channel, grid, threads, Call, Kind};
 use super::elem::{CopyCall, CopyElem, Kernel};
 use super::MAX_BLOCKS;
 use crate::shared::agree::Problem;
-use crate::shared::checks::{disjoint, fits, out_fits, InPlace};
+use crate::shared::checks::{capturing, disjoint, fits, out_fits, InPlace};
 
 /// All-to-all with split sizes given on the host, as PyTorch's
 /// `all_to_all_single`: this rank sends `input[off..off + in_splits[r]]`
@@ -144,7 +144,7 @@ fn split_call<T: CopyElem>(
     let wide = world > symm::layout::MAX_WORLD_SIZE;
     let ready = begin(comm, input, ("out", out), call, |out| {
         disjoint(input, out, InPlace::No)?;
-        if wide && !dev && capturing(comm) {
+        if wide && !dev && capturing(comm.cuda_stream().as_deref()) {
             return Err(Problem::from(
                 "all_to_all_single past 8 ranks copies its splits to the device, with the \
                  host waiting for the rank's stream, which a CUDA graph's capture cannot \
@@ -277,13 +277,4 @@ fn placeholders(comm: &Comm) -> Result<std::sync::Arc<Placeholders>> {
             ))))
         },
     )
-}
-
-/// Whether `comm`'s stream is capturing a CUDA graph (never on the
-/// emulator).
-fn capturing(comm: &Comm) -> bool {
-    use symm::cudarc::driver::sys::CUstreamCaptureStatus as S;
-    comm.cuda_stream()
-        .and_then(|s| s.capture_status().ok())
-        .is_some_and(|st| st != S::CU_STREAM_CAPTURE_STATUS_NONE)
 }

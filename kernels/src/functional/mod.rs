@@ -713,11 +713,7 @@ impl Collectives {
 
     /// Whether the communication stream is capturing a CUDA graph.
     fn capturing(&self) -> bool {
-        use symm::cudarc::driver::sys::CUstreamCaptureStatus as S;
-        self.stream
-            .as_ref()
-            .and_then(|s| s.capture_status().ok())
-            .is_some_and(|st| st != S::CU_STREAM_CAPTURE_STATUS_NONE)
+        crate::shared::checks::capturing(self.stream.as_deref())
     }
 
     /// The group's NCCL communicator, made on first use.
@@ -892,7 +888,6 @@ fn driver(comm: &Comm, op: &'static str, source: symm::cudarc::driver::DriverErr
 /// different sizes share one).
 const MIN_STAGING: usize = 4096;
 
-/// A range that is not inside an input of `len` elements, as a problem.
 /// Why a coalesced all-reduce of `ranges` of an input of `len` elements
 /// into an output of `out_len` cannot run, if it cannot.
 fn coalesced_problem(
@@ -907,6 +902,7 @@ fn coalesced_problem(
     })
 }
 
+/// A range that is not inside an input of `len` elements, as a problem.
 fn ranges_problem(ranges: &[std::ops::Range<usize>], len: usize) -> Option<String> {
     ranges
         .iter()

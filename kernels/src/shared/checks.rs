@@ -23,6 +23,15 @@ pub(crate) fn capacity(comm: &Comm, message: String) -> symm::Error {
     comm.error(symm::ErrorKind::Capacity, message)
 }
 
+/// Whether `stream` is capturing a CUDA graph (`None`: the emulator's,
+/// which never does; a status the driver will not give counts as not).
+pub(crate) fn capturing(stream: Option<&symm::cudarc::driver::CudaStream>) -> bool {
+    use symm::cudarc::driver::sys::CUstreamCaptureStatus as S;
+    stream
+        .and_then(|s| s.capture_status().ok())
+        .is_some_and(|st| st != S::CU_STREAM_CAPTURE_STATUS_NONE)
+}
+
 /// A problem unless the rank may still run collectives: after a kernel
 /// failed, its call counters may be out of step with its peers'.
 pub(crate) fn usable(comm: &Comm) -> Result<(), Problem> {
