@@ -14,6 +14,10 @@
 //! Before timing, each size's two results are compared bit for bit (sums
 //! of small integers: exact in any order).
 //!
+//! With `--calibrate`, it also prints what `Collectives::calibrate`
+//! measures on the same group (its own timing: host clocks around
+//! back-to-back calls, not graphs) and the thresholds it derives.
+//!
 //! Run it with NCCL's network transport between the simulated nodes, as
 //! between real ones (one GPU per node: within a node NCCL then uses
 //! nothing else):
@@ -23,7 +27,9 @@
 //!   cargo run --release --example bench_across -- --nodes 2
 //! ```
 
-use symm::functional::{CallFacts, Collective, Collectives, Options, Placed, Prefer, ReduceOp};
+use symm::functional::{
+    CalibrateOptions, CallFacts, Collective, Collectives, Options, Placed, Prefer, ReduceOp,
+};
 use symm::{run, Comm, CommOptions, DType, DeviceBuffer, Ranks, Result};
 
 #[path = "support/bench.rs"]
@@ -53,6 +59,10 @@ struct Args {
     /// symm's side in the deterministic mode (its reductions' exact form).
     #[arg(long)]
     deterministic: bool,
+    /// Also run `Collectives::calibrate` (1 KiB to `--max-bytes`) and print
+    /// its table and the `SYMM_FUNCTIONAL_MIN_HIER_BYTES` it measured.
+    #[arg(long)]
+    calibrate: bool,
 }
 
 /// The collectives with hierarchical forms.
@@ -183,7 +193,14 @@ fn main() {
         if !c.topology().spans_domains() {
             return Err(other(c, "the ranks are one domain: pass --nodes 2 or more"));
         }
-        rows(c, max, &calls, args.deterministic)
+        let cal = match args.calibrate {
+            true => {
+                let how = CalibrateOptions::default().with_sizes(1 << 10, max);
+                Some(Collectives::new(c)?.calibrate(&how)?.to_string())
+            }
+            false => None,
+        };
+        Ok((rows(c, max, &calls, args.deterministic)?, cal))
     });
     let got = match got {
         Ok(g) => g,
@@ -212,14 +229,17 @@ fn main() {
     );
     println!("| call | bytes | symm µs | NCCL µs | NCCL / symm | same | symm's choice |");
     println!("|---|---|---|---|---|---|---|");
-    for (call, bytes, [h, f], agree, choice) in &got[0] {
+    for (call, bytes, [h, f], agree, choice) in &got[0].0 {
         println!(
             "| {call} | {bytes} | {h:.1} | {f:.1} | {:.2} | {} | {choice} |",
             f / h,
             if *agree { "yes" } else { "**NO**" }
         );
     }
-    if got.iter().flatten().any(|r| !r.3) {
+    if let Some(cal) = &got[0].1 {
+        println!("\n`Collectives::calibrate` on the same group, rank 0 (the slowest rank's times):\n\n{cal}");
+    }
+    if got.iter().flat_map(|g| &g.0).any(|r| !r.3) {
         eprintln!("bench_across: the hierarchical and flat results differ");
         std::process::exit(1);
     }

@@ -243,6 +243,62 @@ fn options_parse_and_refuse() {
     }
 }
 
+/// The smallest hierarchical messages and the reordering size from
+/// `SYMM_FUNCTIONAL_MIN_HIER_BYTES`'s list form (what
+/// `Calibration::setting` writes), clear errors for malformed ones, and
+/// the crossover of measured rows.
+#[test]
+fn hierarchical_thresholds_parse_and_cross() {
+    use symm::functional::crossover;
+    if !tier::quick_test() {
+        return;
+    }
+    let mut o = Options::default();
+    assert_eq!(o.min_hier_bytes(Collective::AllReduce), 0);
+    assert_eq!(o.reorder_min_bytes(), rule::REORDER_MIN_BYTES);
+    o.apply_hier_thresholds("*=4K, all_gather=1M,reorder=2M")
+        .unwrap();
+    assert_eq!(o.min_hier_bytes(Collective::AllReduce), 4 << 10);
+    assert_eq!(o.min_hier_bytes(Collective::AllGather), 1 << 20);
+    assert_eq!(o.reorder_min_bytes(), 2 << 20);
+    assert_eq!(
+        o.max_symm_bytes(Collective::AllGather),
+        64 << 10,
+        "untouched"
+    );
+    for (list, needle) in [
+        ("reorder", "is not collective=size"),
+        ("all_reduce=big", "is not a size"),
+        ("gatherv=1K", "no collective `gatherv`"),
+    ] {
+        let e = o
+            .clone()
+            .apply_hier_thresholds(list)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{list}: {e}");
+    }
+    // `reorder` is no collective of the symm-or-NCCL thresholds.
+    let e = o.apply_thresholds("reorder=1M").unwrap_err().to_string();
+    assert!(e.contains("no collective `reorder`"), "{e}");
+    // (bytes, fast, slow): from the first size it wins at and every larger
+    // one; 0 if it wins everywhere; never if it loses at the largest.
+    let k = 1usize << 10;
+    for (rows, want) in [
+        (vec![(k, 1.0, 2.0), (4 * k, 1.0, 2.0)], 0),
+        (vec![(k, 3.0, 2.0), (4 * k, 1.0, 2.0)], 4 * k),
+        (
+            vec![(k, 1.0, 2.0), (4 * k, 3.0, 2.0), (16 * k, 1.0, 2.0)],
+            16 * k,
+        ),
+        (vec![(k, 1.0, 2.0), (4 * k, 3.0, 2.0)], usize::MAX),
+        (vec![(k, 2.0, 2.0)], 0),
+        (vec![], usize::MAX),
+    ] {
+        assert_eq!(crossover(&rows), want, "{rows:?}");
+    }
+}
+
 // ---------------------------------------------------------------- data
 
 /// A value no result should hold.
@@ -2882,6 +2938,201 @@ fn hierarchical_collectives_in_both_forms() {
             Ok(())
         })
         .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains (seed {seed}): {e}"));
+    }
+}
+
+/// A calibration of a group across domains: every rank gets the same
+/// timings and thresholds, each threshold is the crossover of its rows,
+/// its setting reads back as the same options, and the calibrated
+/// options route each size as their thresholds say. Thresholds set by
+/// hand then split one collective's sizes between its two forms, each
+/// exact against the reference on fresh random integers. On the emulator
+/// at 2 × 2 (its times are the emulator's: the thresholds may fall
+/// anywhere, so only their consistency is checked); on GPUs at 2 × 2 with
+/// a domain's ranks sharing a GPU (flat NCCL cannot run there: the
+/// calibration says so and keeps the hierarchy, and a call set below its
+/// threshold fails on every rank) and at 2 × 1 (nothing to measure).
+#[test]
+fn calibrated_crossovers_route_each_size() {
+    use rand::{Rng, SeedableRng};
+    use symm::functional::{CalibrateOptions, Calibration};
+    if !tier::quick_test() {
+        return;
+    }
+    let nccl = symm::cuda_device_count() >= 2 && symm::functional::nccl_available();
+    let cases: Vec<(usize, usize)> = match on_gpu() {
+        true if nccl => vec![(4, 2), (2, 2)],
+        true => {
+            eprintln!(
+                "SKIPPED: calibrated_crossovers_route_each_size on GPUs needs 2 GPUs and libnccl"
+            );
+            return;
+        }
+        false => vec![(4, 2)],
+    };
+    let seed: u64 = rand::random();
+    for (world, nodes) in cases {
+        let Some(ranks) = ranks(world) else { continue };
+        let got = run(ranks, options().with_nodes(nodes), |c| {
+            let me = c.rank();
+            let coll = Collectives::new(c)?;
+            let how = CalibrateOptions::default()
+                .with_sizes(256, 4 << 10)
+                .with_repeats(2, 1);
+            let cal: Calibration = coll.calibrate(&how)?;
+            if me == 0 {
+                eprintln!("{world} ranks in {nodes} domains, rank 0's calibration:\n{cal}");
+            }
+            let o = cal.options();
+            if world == nodes {
+                // One rank a domain on GPUs: the hierarchy is NCCL alone.
+                assert!(cal.rows().is_empty(), "rank {me}: {cal}");
+                assert!(cal.notes()[0].contains("nothing measured"), "{cal}");
+                assert_eq!(o, coll.options());
+                return Ok(format!("{cal:?}"));
+            }
+            let flat_runs = !on_gpu();
+            for call in [
+                Collective::AllReduce,
+                Collective::AllGather,
+                Collective::ReduceScatter,
+                Collective::Broadcast,
+                Collective::AllToAll,
+            ] {
+                let rows: Vec<_> = cal.rows().iter().filter(|r| r.collective == call).collect();
+                assert_eq!(rows.len(), 3, "rank {me}: {call}, 256 B to 4 KiB: {cal}");
+                assert!(rows.iter().all(|r| r.hier_us > 0.0), "{cal}");
+                assert_eq!(
+                    rows.iter().all(|r| r.flat_us.is_some()),
+                    flat_runs,
+                    "rank {me}: {call}: {cal}"
+                );
+                let want = match flat_runs {
+                    true => symm::functional::crossover(
+                        &rows
+                            .iter()
+                            .map(|r| (r.bytes, r.best_hier_us(), r.flat_us.unwrap()))
+                            .collect::<Vec<_>>(),
+                    ),
+                    false => 0,
+                };
+                assert_eq!(o.min_hier_bytes(call), want, "rank {me}: {call}: {cal}");
+            }
+            assert_eq!(
+                o.min_hier_bytes(Collective::AllReduceCoalesced),
+                o.min_hier_bytes(Collective::AllReduce)
+            );
+            if !flat_runs {
+                assert!(
+                    cal.notes().iter().any(|n| n.contains("cannot run")),
+                    "rank {me}: {cal}"
+                );
+            }
+            // The setting reads back as the same thresholds.
+            let mut back = coll.options().clone();
+            back.apply_hier_thresholds(&cal.setting())
+                .expect("the setting parses");
+            for call in Collective::ALL {
+                let (a, b) = (back.min_hier_bytes(call), o.min_hier_bytes(call));
+                assert!(
+                    a == b || (b == usize::MAX && a > 1 << 40),
+                    "{call}: {a} {b}"
+                );
+            }
+            assert_eq!(back.reorder_min_bytes(), o.reorder_min_bytes());
+            // The calibrated options route each size by its threshold.
+            let tuned = Collectives::with_options(c, o.clone())?;
+            let facts = |collective, bytes| CallFacts {
+                collective,
+                dtype: DType::F32,
+                op: Some(ReduceOp::Sum),
+                bytes,
+                bytes_per_peer: bytes,
+                nccl_shape: None,
+                placed: Placed::Plain,
+            };
+            for bytes in [256usize, 1024, 4096] {
+                let why = tuned.explain(&facts(Collective::AllReduce, bytes));
+                let hier = bytes >= o.min_hier_bytes(Collective::AllReduce);
+                match (why, hier) {
+                    (Ok(w), true) => assert!(w.reason.contains("hierarchical across"), "{w}"),
+                    (Ok(w), false) => assert!(w.reason.contains("flat across"), "{w}"),
+                    (Err(e), false) if !flat_runs => assert!(e.to_string().contains("cannot run")),
+                    (r, _) => panic!("rank {me}: {bytes} B: {r:?}"),
+                }
+            }
+            // The deterministic mode's reductions take their exact form,
+            // which no threshold moves: not measured, and said so.
+            let det = Collectives::with_options(c, Options::default().with_deterministic(true))?;
+            let dcal = det.calibrate(&CalibrateOptions::default().with_sizes(256, 256))?;
+            for call in [Collective::AllReduce, Collective::ReduceScatter] {
+                assert!(!dcal.rows().iter().any(|r| r.collective == call), "{dcal}");
+                let said = format!("{call}: not measured");
+                assert!(dcal.notes().iter().any(|n| n.starts_with(&said)), "{dcal}");
+            }
+            assert_eq!(dcal.rows().len(), 3, "{dcal}");
+            // Set by hand: the all-reduce and all-gather hierarchical from
+            // 1 KiB, each run on both sides of it.
+            let set = Options::default()
+                .with_min_hier_bytes(Collective::AllReduce, 1 << 10)
+                .with_min_hier_bytes(Collective::AllGather, 1 << 10);
+            let split = Collectives::with_options(c, set)?;
+            let draw = |r: usize, k: u64, len: usize| -> Vec<f32> {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (k << 8) ^ r as u64);
+                (0..len)
+                    .map(|_| rng.random_range(-64i32..=64) as f32)
+                    .collect()
+            };
+            for (k, n) in [(1u64, 37usize), (2, 256 + 3)] {
+                let hier = n * 4 >= 1 << 10;
+                let want = if hier {
+                    "hierarchical across"
+                } else {
+                    "flat across"
+                };
+                let why = split.explain(&facts(Collective::AllReduce, n * 4));
+                if !hier && !flat_runs {
+                    // NCCL refuses ranks sharing a GPU: an error on every
+                    // rank, before any launch.
+                    let input = c.device_buffer_from(&draw(me, k, n))?;
+                    let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+                    let e = split
+                        .all_reduce(&input, &mut out, ReduceOp::Sum)
+                        .err()
+                        .unwrap_or_else(|| panic!("rank {me}: flat across shared GPUs ran"));
+                    assert!(e.to_string().contains("cannot run"), "rank {me}: {e}");
+                    assert!(why.is_err());
+                    continue;
+                }
+                let why = why?;
+                assert!(why.reason.contains(want), "rank {me}: {n}: {why}");
+                let all: Vec<Vec<f32>> = (0..world).map(|r| draw(r, k, n)).collect();
+                let input = c.device_buffer_from(&all[me])?;
+                let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+                split
+                    .all_reduce(&input, &mut out, ReduceOp::Sum)?
+                    .wait_host()?;
+                let sum: Vec<f32> = (0..n).map(|i| all.iter().map(|v| v[i]).sum()).collect();
+                assert_bits(
+                    &format!("rank {me}: all_reduce of {n} ({want})"),
+                    &out.to_host()?,
+                    &sum,
+                );
+                let mut out = c.device_buffer_from(&vec![f32::NAN; world * n])?;
+                split.all_gather(&input, &mut out)?.wait_host()?;
+                assert_bits(
+                    &format!("rank {me}: all_gather of {n} ({want})"),
+                    &out.to_host()?,
+                    &all.concat(),
+                );
+            }
+            Ok(format!("{cal:?}"))
+        })
+        .unwrap_or_else(|e| panic!("{world} ranks in {nodes} domains: {e}"));
+        assert!(
+            got.iter().all(|g| *g == got[0]),
+            "{world} ranks in {nodes} domains: the ranks' calibrations differ: {got:#?}"
+        );
     }
 }
 

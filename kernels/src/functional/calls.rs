@@ -28,7 +28,7 @@ impl Collectives {
         if self.exact_across(op, T::DTYPE) {
             return self.all_reduce_exact(input, out, op);
         }
-        if self.hierarchical(Collective::AllReduce, true) {
+        if self.hierarchical(Collective::AllReduce, true, input_bytes(input)) {
             return self.all_reduce_across(input, out, op);
         }
         let n = input.__memory().len();
@@ -74,7 +74,7 @@ impl Collectives {
         input: &'c (impl Operand<T> + ?Sized),
         out: O,
     ) -> Result<Pending<'c, O>> {
-        if self.hierarchical(Collective::AllGather, true) {
+        if self.hierarchical(Collective::AllGather, true, input_bytes(input)) {
             return self.all_gather_across(input, out);
         }
         let n = input.__memory().len();
@@ -116,7 +116,7 @@ impl Collectives {
         if self.exact_across(op, T::DTYPE) {
             return self.reduce_scatter_exact(input, out, op);
         }
-        if self.hierarchical(Collective::ReduceScatter, true) {
+        if self.hierarchical(Collective::ReduceScatter, true, input_bytes(input)) {
             return self.reduce_scatter_across(input, out, op);
         }
         let uneven = (!n.is_multiple_of(world)).then_some(
@@ -162,7 +162,7 @@ impl Collectives {
         out: O,
         root: usize,
     ) -> Result<Pending<'c, O>> {
-        if self.hierarchical(Collective::Broadcast, true) {
+        if self.hierarchical(Collective::Broadcast, true, input_bytes(input)) {
             return self.broadcast_across(input, out, root);
         }
         let n = input.__memory().len();
@@ -289,7 +289,7 @@ impl Collectives {
         input: &'c (impl Operand<T> + ?Sized),
         out: O,
     ) -> Result<Pending<'c, O>> {
-        if self.hierarchical(Collective::AllToAll, true) {
+        if self.hierarchical(Collective::AllToAll, true, input_bytes(input)) {
             return self.all_to_all_across(input, out);
         }
         let len = input.__memory().len();
@@ -486,7 +486,7 @@ impl Collectives {
         op: ReduceOp,
     ) -> Result<Pending<'c, O>> {
         let exact = self.exact_across(op, T::DTYPE);
-        if exact || self.hierarchical(Collective::AllReduceCoalesced, true) {
+        if exact || self.hierarchical(Collective::AllReduceCoalesced, true, input_bytes(input)) {
             return self.all_reduce_coalesced_across(input, ranges, out, op, exact);
         }
         let len = input.__memory().len();
@@ -537,4 +537,9 @@ impl Collectives {
             },
         )
     }
+}
+
+/// Bytes of `input` ([`CallFacts::bytes`]), which the rule weighs.
+fn input_bytes<T: Element>(input: &(impl Operand<T> + ?Sized)) -> usize {
+    input.__memory().len() * std::mem::size_of::<T>()
 }

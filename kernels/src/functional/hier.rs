@@ -11,7 +11,7 @@
 //!   the network once per domain, as in NCCL's own hierarchy.
 //! - **All-gather** and **reduce-scatter** need domains that are blocks of
 //!   consecutive ranks (as torchrun and `symm-run` number them), so that
-//!   a domain's ranks' chunks are consecutive. Up to `REORDER_MIN_BYTES`
+//!   a domain's ranks' chunks are consecutive. Up to `Options::reorder_min_bytes`
 //!   of the whole message, the rail's leg runs on what the domain's leg
 //!   made (the all-gather: in the domain, then on the rail; the
 //!   reduce-scatter: on the rail, then in the domain), which needs no
@@ -53,7 +53,6 @@
 use super::*;
 use symm::DeviceBuffer;
 
-use super::rule::REORDER_MIN_BYTES;
 use crate::shared::checks::ranges_overlap;
 
 /// A spanning group's domain and rail collectives, and the buffers that
@@ -578,7 +577,7 @@ impl Collectives {
         n: usize,
     ) -> Result<O> {
         let (l, d) = (h.domain.cs.world_size(), h.rails.cs.world_size());
-        if n * l * d * std::mem::size_of::<T>() < REORDER_MIN_BYTES {
+        if n * l * d * std::mem::size_of::<T>() < self.options.reorder_min_bytes() {
             // The domain's chunks, then every domain's: rank order.
             let slot = h.bufs::<T, 1>(&self.user, "all_gather", [l * n])?;
             let mut slot = lock(&slot);
@@ -625,7 +624,7 @@ impl Collectives {
         let h = self.begin_across(&facts, &facts, &shape, input, &mut out, (chunk, uneven))?;
         let (l, d) = (h.domain.cs.world_size(), h.rails.cs.world_size());
         let out = self.legs(h, || {
-            if n * size < REORDER_MIN_BYTES {
+            if n * size < self.options.reorder_min_bytes() {
                 // The rail's sum of this rank's domain's chunks, then the
                 // domain's of this rank's.
                 let slot = h.bufs::<T, 1>(&self.user, "reduce_scatter", [l * chunk])?;

@@ -24,7 +24,13 @@ impl Collectives {
         O: Output<T>,
     {
         let exact = self.exact_across(op, T::DTYPE);
-        if exact || self.hierarchical(Collective::AllReduce, true) {
+        if exact
+            || self.hierarchical(
+                Collective::AllReduce,
+                true,
+                buf.__memory_mut().len() * std::mem::size_of::<T>(),
+            )
+        {
             return self.all_reduce_in_place_across(buf, op, exact);
         }
         let n = buf.__memory_mut().len();

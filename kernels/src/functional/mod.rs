@@ -67,6 +67,7 @@
 //! peers' inputs at their symmetric addresses, so a difference fails the
 //! call on every rank.
 
+mod calibrate;
 mod calls;
 mod hier;
 mod in_place;
@@ -79,6 +80,7 @@ pub mod rule;
 /// The reduction a call applies (`symm::functional::ReduceOp`, as its
 /// calls take it).
 pub use crate::collectives::ReduceOp;
+pub use calibrate::{crossover, CalibrateOptions, Calibration, Timed};
 pub use operand::{Operand, Output};
 pub use p2p::P2pOp;
 
@@ -97,7 +99,7 @@ use symm::{
 use crate::collectives::{self, CopyElem, ReduceElem};
 pub use rule::{
     CallFacts, Choice, Collective, GroupFacts, Options, Placed, Prefer, Route, RuleError,
-    ENV_BACKEND, ENV_DETERMINISTIC, ENV_MAX_SYMM_BYTES,
+    ENV_BACKEND, ENV_DETERMINISTIC, ENV_MAX_SYMM_BYTES, ENV_MIN_HIER_BYTES,
 };
 
 /// Whether libnccl loads here (and exports what the NCCL route calls).
@@ -473,7 +475,8 @@ impl Collectives {
             Collective::ReduceScatter => call.nccl_shape.is_none(),
             _ => false,
         } && call.op.is_some_and(|op| self.exact_across(op, call.dtype));
-        let hierarchical = exact || self.hierarchical(call.collective, call.nccl_shape.is_none());
+        let hierarchical =
+            exact || self.hierarchical(call.collective, call.nccl_shape.is_none(), call.bytes);
         // A hierarchical call's NCCL runs on its rails, whose verdict is
         // the call's (its domains may share GPUs, which NCCL refuses); an
         // exact reduction's is its all-to-all's, a copy.
@@ -532,8 +535,9 @@ impl Collectives {
                 _ => call.bytes,
             };
             let elems = call.bytes / call.dtype.size().max(1);
-            let big = rule::size_name(rule::REORDER_MIN_BYTES);
-            let legs = match (call.collective, whole < rule::REORDER_MIN_BYTES) {
+            let reorder = self.options.reorder_min_bytes();
+            let big = rule::size_name(reorder);
+            let legs = match (call.collective, whole < reorder) {
                 (Collective::AllReduce, _) if l > 1 && !elems.is_multiple_of(l) => {
                     "symm's all-reduce of the whole message in each domain (a length the \
                      domain cannot split evenly), then the rail's"
@@ -570,6 +574,14 @@ impl Collectives {
                 "hierarchical across {d} NVLink domains of {l} ranks: {legs} ({})",
                 choice.reason
             );
+        } else if self.has_hierarchy(call.collective, call.nccl_shape.is_none()) {
+            choice.reason = format!(
+                "flat across NVLink domains: {} < {}, the smallest message it takes \
+                 hierarchically (Options::min_hier_bytes, which a Calibration measures) ({})",
+                rule::size_name(call.bytes),
+                rule::size_name(self.options.min_hier_bytes(call.collective)),
+                choice.reason
+            );
         }
         Ok(choice)
     }
@@ -578,7 +590,11 @@ impl Collectives {
     /// hierarchically (`hier.rs`), under the rule's choice
     /// ([`Prefer::Auto`]); otherwise the rule sends it to NCCL whole, or
     /// refuses it. `even`: whether NCCL could take its shape (a
-    /// reduce-scatter the world size divides).
+    /// reduce-scatter the world size divides); `bytes`: this rank's input
+    /// ([`CallFacts::bytes`]), which takes the hierarchical form from the
+    /// collective's [`Options::min_hier_bytes`] (every rank's the same, or
+    /// the call's agreement fails on every rank before either form runs:
+    /// both agree on the whole group first).
     ///
     /// Only the all-reduce (coalesced too), all-gather, reduce-scatter,
     /// broadcast and all-to-all have hierarchical forms; all but the
@@ -590,7 +606,13 @@ impl Collectives {
     /// domains.) The deterministic mode's reductions, and those NCCL
     /// cannot run, take the exact form instead
     /// ([`exact_across`](Self::exact_across)).
-    pub(super) fn hierarchical(&self, collective: Collective, even: bool) -> bool {
+    pub(super) fn hierarchical(&self, collective: Collective, even: bool, bytes: usize) -> bool {
+        self.has_hierarchy(collective, even) && bytes >= self.options.min_hier_bytes(collective)
+    }
+
+    /// Whether `collective` has a hierarchical form on this group
+    /// ([`hierarchical`](Self::hierarchical) at any size).
+    pub(super) fn has_hierarchy(&self, collective: Collective, even: bool) -> bool {
         let blocks = || self.user.topology().in_blocks();
         self.hierarchy_applies()
             && match collective {

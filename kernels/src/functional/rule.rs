@@ -152,6 +152,8 @@ pub enum Prefer {
 pub struct Options {
     prefer: Prefer,
     max_symm_bytes: [usize; Collective::ALL.len()],
+    min_hier_bytes: [usize; Collective::ALL.len()],
+    reorder_min_bytes: usize,
     own_stream: bool,
     deterministic: bool,
 }
@@ -161,6 +163,8 @@ impl Default for Options {
         Options {
             prefer: Prefer::Auto,
             max_symm_bytes: Collective::ALL.map(Collective::default_max_symm_bytes),
+            min_hier_bytes: [0; Collective::ALL.len()],
+            reorder_min_bytes: REORDER_MIN_BYTES,
             own_stream: false,
             deterministic: false,
         }
@@ -178,17 +182,28 @@ pub const ENV_DETERMINISTIC: &str = "SYMM_DETERMINISTIC";
 
 /// The environment variable that sets thresholds: a comma-separated list of
 /// `collective=size` (a size in bytes, with an optional `K`, `M` or `G`
-/// suffix), and `*=size` for every collective.
+/// suffix, or `never`), and `*=size` for every collective.
 pub const ENV_MAX_SYMM_BYTES: &str = "SYMM_FUNCTIONAL_MAX_SYMM_BYTES";
 
+/// The environment variable that sets, on a group that spans NVLink
+/// domains, the smallest message each collective takes hierarchically
+/// ([`Options::with_min_hier_bytes`]), in [`ENV_MAX_SYMM_BYTES`]'s list
+/// form; `reorder=size` sets [`Options::with_reorder_min_bytes`]. What
+/// [`Calibration::setting`](super::Calibration::setting) prints.
+pub const ENV_MIN_HIER_BYTES: &str = "SYMM_FUNCTIONAL_MIN_HIER_BYTES";
+
 impl Options {
-    /// The defaults, then [`ENV_BACKEND`], [`ENV_MAX_SYMM_BYTES`] and
-    /// [`ENV_DETERMINISTIC`] where set. A malformed value is an error
-    /// naming the variable.
+    /// The defaults, then [`ENV_BACKEND`], [`ENV_MAX_SYMM_BYTES`],
+    /// [`ENV_MIN_HIER_BYTES`] and [`ENV_DETERMINISTIC`] where set. A
+    /// malformed value is an error naming the variable.
     pub fn from_env() -> Result<Options, RuleError> {
         let backend = std::env::var(ENV_BACKEND).ok();
         let thresholds = std::env::var(ENV_MAX_SYMM_BYTES).ok();
         let mut o = Options::from_vars(backend.as_deref(), thresholds.as_deref())?;
+        if let Ok(v) = std::env::var(ENV_MIN_HIER_BYTES) {
+            o.apply_hier_thresholds(&v)
+                .map_err(|e| RuleError::Setting(format!("{ENV_MIN_HIER_BYTES}={v}: {e}")))?;
+        }
         if let Ok(v) = std::env::var(ENV_DETERMINISTIC) {
             o.deterministic = match v.trim().to_ascii_lowercase().as_str() {
                 "1" | "true" | "on" => true,
@@ -298,41 +313,109 @@ impl Options {
         self.max_symm_bytes[collective.index()]
     }
 
-    /// Applies a `collective=size,...` list.
-    pub fn apply_thresholds(&mut self, list: &str) -> Result<(), RuleError> {
-        self.apply_threshold_list(list).map_err(RuleError::Setting)
+    /// On a group that spans NVLink domains, the smallest message (bytes
+    /// of this rank's input, as [`CallFacts::bytes`] counts them) that
+    /// `collective` runs hierarchically: smaller ones take flat NCCL over
+    /// the whole group. By default 0 (hierarchical at every size); a
+    /// [`Calibration`](super::Calibration) measures this machine's
+    /// crossovers. Only the collectives with hierarchical forms read it
+    /// (the all-reduce, coalesced too, all-gather, reduce-scatter,
+    /// broadcast and all-to-all); the exact form of a reduction ignores it.
+    pub fn with_min_hier_bytes(mut self, collective: Collective, bytes: usize) -> Self {
+        self.min_hier_bytes[collective.index()] = bytes;
+        self
     }
 
-    /// [`apply_thresholds`](Self::apply_thresholds), with the problem in
-    /// words.
-    fn apply_threshold_list(&mut self, list: &str) -> Result<(), String> {
-        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (name, size) = item
-                .split_once('=')
-                .ok_or_else(|| format!("`{item}` is not collective=size"))?;
-            let bytes = parse_size(size.trim())?;
-            let name = name.trim();
-            if name == "*" {
-                self.max_symm_bytes = [bytes; Collective::ALL.len()];
-            } else {
-                let c = Collective::ALL
-                    .into_iter()
-                    .find(|c| c.name() == name)
-                    .ok_or_else(|| {
-                        format!(
-                            "no collective `{name}` (expected one of {} or *)",
-                            Collective::ALL.map(Collective::name).join(", ")
-                        )
-                    })?;
-                self.max_symm_bytes[c.index()] = bytes;
+    /// The smallest message `collective` takes hierarchically.
+    pub fn min_hier_bytes(&self, collective: Collective) -> usize {
+        self.min_hier_bytes[collective.index()]
+    }
+
+    /// The whole message's size (the all-gather's output, the
+    /// reduce-scatter's input) from which the hierarchical all-gather and
+    /// reduce-scatter send only each rank's share across domains
+    /// (default [`REORDER_MIN_BYTES`]).
+    pub fn with_reorder_min_bytes(mut self, bytes: usize) -> Self {
+        self.reorder_min_bytes = bytes;
+        self
+    }
+
+    /// The size from which the all-gather and reduce-scatter reorder.
+    pub fn reorder_min_bytes(&self) -> usize {
+        self.reorder_min_bytes
+    }
+
+    /// Applies a `collective=size,...` list.
+    pub fn apply_thresholds(&mut self, list: &str) -> Result<(), RuleError> {
+        for (target, bytes) in parse_list(list, false).map_err(RuleError::Setting)? {
+            match target {
+                Target::One(c) => self.max_symm_bytes[c.index()] = bytes,
+                _ => self.max_symm_bytes = [bytes; Collective::ALL.len()],
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a `collective=size,...` list to the smallest hierarchical
+    /// messages ([`ENV_MIN_HIER_BYTES`]'s form, where `reorder=size` sets
+    /// [`with_reorder_min_bytes`](Self::with_reorder_min_bytes)).
+    pub fn apply_hier_thresholds(&mut self, list: &str) -> Result<(), RuleError> {
+        for (target, bytes) in parse_list(list, true).map_err(RuleError::Setting)? {
+            match target {
+                Target::One(c) => self.min_hier_bytes[c.index()] = bytes,
+                Target::All => self.min_hier_bytes = [bytes; Collective::ALL.len()],
+                Target::Reorder => self.reorder_min_bytes = bytes,
             }
         }
         Ok(())
     }
 }
 
-/// Bytes from `123`, `64K`, `1M` or `2G` (binary units).
+/// What an item of a threshold list sets.
+enum Target {
+    /// `*`: every collective.
+    All,
+    One(Collective),
+    /// `reorder` ([`Options::with_reorder_min_bytes`]).
+    Reorder,
+}
+
+/// A `collective=size,...` list's items in order, or the problem in
+/// words. `reorder`: whether the list may name `reorder`.
+fn parse_list(list: &str, reorder: bool) -> Result<Vec<(Target, usize)>, String> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, size) = item
+            .split_once('=')
+            .ok_or_else(|| format!("`{item}` is not collective=size"))?;
+        let bytes = parse_size(size.trim())?;
+        let target = match name.trim() {
+            "*" => Target::All,
+            "reorder" if reorder => Target::Reorder,
+            name => Target::One(
+                Collective::ALL
+                    .into_iter()
+                    .find(|c| c.name() == name)
+                    .ok_or_else(|| {
+                        format!(
+                            "no collective `{name}` (expected one of {}{} or *)",
+                            Collective::ALL.map(Collective::name).join(", "),
+                            if reorder { ", reorder" } else { "" }
+                        )
+                    })?,
+            ),
+        };
+        out.push((target, bytes));
+    }
+    Ok(out)
+}
+
+/// Bytes from `123`, `64K`, `1M` or `2G` (binary units), or `never`
+/// (`usize::MAX`: no message reaches it).
 fn parse_size(s: &str) -> Result<usize, String> {
+    if s.eq_ignore_ascii_case("never") {
+        return Ok(usize::MAX);
+    }
     let (digits, shift) = match s.as_bytes().last() {
         Some(b'k' | b'K') => (&s[..s.len() - 1], 10),
         Some(b'm' | b'M') => (&s[..s.len() - 1], 20),
@@ -344,15 +427,18 @@ fn parse_size(s: &str) -> Result<usize, String> {
         .parse::<usize>()
         .ok()
         .and_then(|v| v.checked_mul(1usize << shift))
-        .ok_or_else(|| format!("`{s}` is not a size (bytes, or a number with K, M or G)"))
+        .ok_or_else(|| format!("`{s}` is not a size (bytes, a number with K, M or G, or never)"))
 }
 
-/// The whole message's size (the all-gather's output, the reduce-scatter's
-/// input) from which the all-gather and reduce-scatter send only each
-/// rank's share across domains, at the cost of a reordering copy on the
-/// device (`hier.rs`). Not measured: the 2- and 4-GPU machines lent so
-/// far hold one NVLink domain each, so the two forms are compared only on
-/// simulated nodes of one GPU per node, where both send the same bytes.
+/// The default of [`Options::reorder_min_bytes`]: the whole message's
+/// size (the all-gather's output, the reduce-scatter's input) from which
+/// the all-gather and reduce-scatter send only each rank's share across
+/// domains, at the cost of a reordering copy on the device (`hier.rs`).
+/// Not measured: the 2-GPU machines lent so far hold one NVLink domain
+/// each, so the two forms are compared only on simulated nodes of one
+/// GPU per node, where both send the same bytes. A
+/// [`Calibration`](super::Calibration) measures it where domains hold
+/// two or more GPUs.
 pub const REORDER_MIN_BYTES: usize = 1 << 20;
 
 /// Where this rank's input lies, as the rule and its explanation see it.
