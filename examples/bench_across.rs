@@ -16,7 +16,9 @@
 //!
 //! With `--calibrate`, it also prints what `Collectives::calibrate`
 //! measures on the same group (its own timing: host clocks around
-//! back-to-back calls, not graphs) and the thresholds it derives.
+//! back-to-back calls, not graphs) and the thresholds it derives; with
+//! one GPU per simulated node there is nothing to measure (the hierarchy
+//! is NCCL alone), and it says so.
 //!
 //! Run it with NCCL's network transport between the simulated nodes, as
 //! between real ones (one GPU per node: within a node NCCL then uses
@@ -143,10 +145,9 @@ fn rows(c: &Comm, max: usize, calls: &[Collective], det: bool) -> Result<Vec<Row
                     dtype: DType::F32,
                     op: matches!(call, Collective::AllReduce | Collective::ReduceScatter)
                         .then_some(ReduceOp::Sum),
-                    // (The reduce-scatter's whole input, as `explain`
-                    // weighs its form.)
-                    bytes: n_in * 4,
-                    bytes_per_peer: n_in * 4,
+                    // (The reduce-scatter's chunk, as its call weighs it.)
+                    bytes: n_in.min(n_out) * 4,
+                    bytes_per_peer: n_in.min(n_out) * 4,
                     nccl_shape: None,
                     placed: Placed::Plain,
                 })?

@@ -3007,11 +3007,18 @@ fn calibrated_crossovers_route_each_size() {
                     flat_runs,
                     "rank {me}: {call}: {cal}"
                 );
+                // The form that runs at each size: the all-gather and
+                // reduce-scatter reorder from the calibrated size (of the
+                // whole message: the chunk's or input's `world` times).
+                let runs = |r: &symm::functional::Timed| match r.reorder_us {
+                    Some(t) if r.bytes * world >= o.reorder_min_bytes() => t,
+                    _ => r.hier_us,
+                };
                 let want = match flat_runs {
                     true => symm::functional::crossover(
                         &rows
                             .iter()
-                            .map(|r| (r.bytes, r.best_hier_us(), r.flat_us.unwrap()))
+                            .map(|r| (r.bytes, runs(r), r.flat_us.unwrap()))
                             .collect::<Vec<_>>(),
                     ),
                     false => 0,
@@ -3071,12 +3078,28 @@ fn calibrated_crossovers_route_each_size() {
                 assert!(dcal.notes().iter().any(|n| n.starts_with(&said)), "{dcal}");
             }
             assert_eq!(dcal.rows().len(), 3, "{dcal}");
-            // Set by hand: the all-reduce and all-gather hierarchical from
-            // 1 KiB, each run on both sides of it.
+            // Set by hand: the all-reduce, all-gather and reduce-scatter
+            // hierarchical from 1 KiB (the reduce-scatter's chunk), each
+            // run on both sides of it.
             let set = Options::default()
                 .with_min_hier_bytes(Collective::AllReduce, 1 << 10)
-                .with_min_hier_bytes(Collective::AllGather, 1 << 10);
+                .with_min_hier_bytes(Collective::AllGather, 1 << 10)
+                .with_min_hier_bytes(Collective::ReduceScatter, 1 << 10);
             let split = Collectives::with_options(c, set)?;
+            // The threshold itself takes the hierarchical form, a byte less
+            // the flat one.
+            for (call, bytes, hier) in [
+                (Collective::AllReduce, 1024, true),
+                (Collective::AllReduce, 1023, false),
+                (Collective::ReduceScatter, 1024, true),
+                (Collective::ReduceScatter, 1020, false),
+            ] {
+                match split.explain(&facts(call, bytes)) {
+                    Ok(w) if hier => assert!(w.reason.contains("hierarchical across"), "{w}"),
+                    Ok(w) => assert!(w.reason.contains("flat across"), "{w}"),
+                    Err(e) => assert!(!hier && !flat_runs, "rank {me}: {call} {bytes}: {e}"),
+                }
+            }
             let draw = |r: usize, k: u64, len: usize| -> Vec<f32> {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (k << 8) ^ r as u64);
                 (0..len)
@@ -3124,6 +3147,22 @@ fn calibrated_crossovers_route_each_size() {
                     &format!("rank {me}: all_gather of {n} ({want})"),
                     &out.to_host()?,
                     &all.concat(),
+                );
+                // The reduce-scatter of chunks of `n`: whole inputs of
+                // `world × n`.
+                let whole: Vec<Vec<f32>> = (0..world).map(|r| draw(r, k + 8, world * n)).collect();
+                let input = c.device_buffer_from(&whole[me])?;
+                let mut out = c.device_buffer_from(&vec![f32::NAN; n])?;
+                split
+                    .reduce_scatter(&input, &mut out, ReduceOp::Sum)?
+                    .wait_host()?;
+                let mine: Vec<f32> = (me * n..(me + 1) * n)
+                    .map(|i| whole.iter().map(|v| v[i]).sum())
+                    .collect();
+                assert_bits(
+                    &format!("rank {me}: reduce_scatter of {n} a rank ({want})"),
+                    &out.to_host()?,
+                    &mine,
                 );
             }
             Ok(format!("{cal:?}"))

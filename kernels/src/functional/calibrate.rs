@@ -159,7 +159,7 @@ impl fmt::Display for Calibration {
     }
 }
 
-/// A size as the threshold lists take it.
+/// A size as the threshold lists take it (`never`: no message reaches it).
 fn size_setting(b: usize) -> String {
     match b {
         usize::MAX => "never".to_string(),
@@ -214,6 +214,31 @@ impl Collectives {
     /// hold one rank each on GPUs (the hierarchy is then NCCL alone), it
     /// measures nothing and says so in [`Calibration::notes`].
     pub fn calibrate(&self, how: &CalibrateOptions) -> Result<Calibration> {
+        // Counted first, so that the ranks' store keys stay in step
+        // whatever happens below.
+        let k = self
+            .user
+            .extension(|_: &Calibrations| true, |_| Ok(Calibrations::default()))?
+            .0
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if how.min_bytes > how.max_bytes {
+            return Err(invalid(
+                &self.user,
+                format!(
+                    "calibrate: the smallest size ({}) is past the largest ({})",
+                    rule::size_name(how.min_bytes),
+                    rule::size_name(how.max_bytes)
+                ),
+            ));
+        }
+        // A rank that fails here would leave its peers waiting in a
+        // collective or the store: they hear of it at once.
+        self.calibrate_at(how, k)
+            .inspect_err(|e| self.user.abort_with(e))
+    }
+
+    /// [`calibrate`](Self::calibrate), its exchange numbered `k`.
+    fn calibrate_at(&self, how: &CalibrateOptions, k: u64) -> Result<Calibration> {
         let mut notes = Vec::new();
         let mut options = self.options.clone();
         let calls: Vec<Collective> = [
@@ -250,6 +275,9 @@ impl Collectives {
                 notes,
             });
         }
+        let world = self.cs.world_size();
+        let reorders =
+            |c: Collective| matches!(c, Collective::AllGather | Collective::ReduceScatter);
         // Each form on collectives of its own, made alike on every rank.
         let base = self.options.clone();
         let hier = (0..Collective::ALL.len()).fold(base.clone(), |o, i| {
@@ -260,12 +288,20 @@ impl Collectives {
             hier.clone().with_reorder_min_bytes(usize::MAX),
             false,
         )?;
-        let reorder = Collectives::made(&self.user, hier.with_reorder_min_bytes(0), false)?;
+        let reorder = match calls.iter().any(|&c| reorders(c)) {
+            true => Some(Collectives::made(
+                &self.user,
+                hier.with_reorder_min_bytes(0),
+                false,
+            )?),
+            false => None,
+        };
         let flat = Collectives::made(&self.user, base.with_backend(Prefer::Nccl), false)?;
-        let world = self.cs.world_size();
         let mut rows = Vec::new();
         for &call in &calls {
             for bytes in how.sizes() {
+                // `bytes` of input on every rank (of the whole message: the
+                // all-gather's input is its share).
                 let n = match call {
                     Collective::ReduceScatter | Collective::AllToAll => bytes / 4 / world * world,
                     _ => bytes / 4,
@@ -275,26 +311,31 @@ impl Collectives {
                 }
                 let out_n = match call {
                     Collective::AllGather => n * world,
+                    Collective::ReduceScatter => n / world,
                     _ => n,
                 };
                 let x = self.user.device_buffer_from(&vec![1f32; n])?;
                 let mut y = self.user.device_buffer::<f32>(out_n)?;
+                // The size as the call's facts weigh it (`hier_bytes`).
+                let weighed = match call {
+                    Collective::ReduceScatter => n / world * 4,
+                    _ => n * 4,
+                };
                 let facts = CallFacts {
                     collective: call,
                     dtype: symm::DType::F32,
                     op: matches!(call, Collective::AllReduce | Collective::ReduceScatter)
                         .then_some(ReduceOp::Sum),
-                    bytes: n * 4,
-                    bytes_per_peer: n * 4,
+                    bytes: weighed,
+                    bytes_per_peer: weighed,
                     nccl_shape: None,
                     placed: Placed::Plain,
                 };
                 let flat_runs = rule::route(&flat.options, &flat.group, &facts).is_ok();
-                let reorders = matches!(call, Collective::AllGather | Collective::ReduceScatter);
                 let hier_us = time(&direct, how, call, &x, &mut y)?;
-                let reorder_us = match reorders {
-                    true => Some(time(&reorder, how, call, &x, &mut y)?),
-                    false => None,
+                let reorder_us = match (&reorder, reorders(call)) {
+                    (Some(r), true) => Some(time(r, how, call, &x, &mut y)?),
+                    _ => None,
                 };
                 let flat_us = match flat_runs {
                     true => Some(time(&flat, how, call, &x, &mut y)?),
@@ -302,60 +343,71 @@ impl Collectives {
                 };
                 rows.push(Timed {
                     collective: call,
-                    bytes: n * 4,
+                    bytes: weighed,
                     hier_us,
                     reorder_us,
                     flat_us,
                 });
             }
         }
-        self.slowest(&mut rows)?;
-        let mut reorder_from = Vec::new();
+        self.slowest(&mut rows, k)?;
+        // The whole message's bytes of a row (the all-gather's output, the
+        // reduce-scatter's input), as the reordering size counts them.
+        let whole = |r: &Timed| match r.collective {
+            Collective::AllGather | Collective::ReduceScatter => r.bytes * world,
+            _ => r.bytes,
+        };
+        // The reordering size first (one for both: where each of them gains
+        // from reordering), so that the crossover with flat NCCL weighs the
+        // form that runs at each size.
+        let reorder_from = calls
+            .iter()
+            .filter(|&&c| reorders(c))
+            .filter_map(|&call| {
+                let mine: Vec<(usize, f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.collective == call)
+                    .filter_map(|r| Some((whole(r), r.reorder_us?, r.hier_us)))
+                    .collect();
+                (!mine.is_empty()).then(|| crossover(&mine))
+            })
+            .max();
+        if let Some(r) = reorder_from {
+            options = options.with_reorder_min_bytes(r);
+        }
+        let reorder_min = options.reorder_min_bytes();
+        let runs = |r: &Timed| match r.reorder_us {
+            Some(t) if whole(r) >= reorder_min => t,
+            _ => r.hier_us,
+        };
         for &call in &calls {
             let mine: Vec<&Timed> = rows.iter().filter(|r| r.collective == call).collect();
-            let from = match mine.iter().all(|r| r.flat_us.is_some()) {
-                true => crossover(
+            let from = if mine.is_empty() {
+                notes.push(format!(
+                    "{call}: no size of {} to {} fits the world, not measured",
+                    rule::size_name(how.min_bytes),
+                    rule::size_name(how.max_bytes)
+                ));
+                continue;
+            } else if mine.iter().any(|r| r.flat_us.is_none()) {
+                notes.push(format!(
+                    "{call}: flat NCCL cannot run on this group ({}), so it is \
+                     hierarchical at every size",
+                    flat.group.no_nccl.as_deref().unwrap_or("refused")
+                ));
+                0
+            } else {
+                crossover(
                     &mine
                         .iter()
-                        .map(|r| {
-                            (
-                                r.bytes,
-                                r.best_hier_us(),
-                                r.flat_us.unwrap_or(f64::INFINITY),
-                            )
-                        })
+                        .map(|r| (r.bytes, runs(r), r.flat_us.unwrap_or(f64::INFINITY)))
                         .collect::<Vec<_>>(),
-                ),
-                false => {
-                    notes.push(format!(
-                        "{call}: flat NCCL cannot run on this group ({}), so it is \
-                         hierarchical at every size",
-                        flat.group.no_nccl.as_deref().unwrap_or("refused")
-                    ));
-                    0
-                }
+                )
             };
             options = options.with_min_hier_bytes(call, from);
             if call == Collective::AllReduce {
                 options = options.with_min_hier_bytes(Collective::AllReduceCoalesced, from);
             }
-            if mine.iter().any(|r| r.reorder_us.is_some()) {
-                // (In the whole message's bytes, as the option counts them.)
-                let whole = |r: &Timed| match call {
-                    Collective::AllGather => r.bytes * world,
-                    _ => r.bytes,
-                };
-                reorder_from.push(crossover(
-                    &mine
-                        .iter()
-                        .map(|r| (whole(r), r.reorder_us.unwrap_or(f64::INFINITY), r.hier_us))
-                        .collect::<Vec<_>>(),
-                ));
-            }
-        }
-        // One size for both: where each of them gains from reordering.
-        if let Some(&r) = reorder_from.iter().max() {
-            options = options.with_reorder_min_bytes(r);
         }
         Ok(Calibration {
             options,
@@ -366,12 +418,8 @@ impl Collectives {
 
     /// Every rank's timings exchanged through the store, each replaced by
     /// the slowest rank's, so that every rank derives the same thresholds.
-    fn slowest(&self, rows: &mut [Timed]) -> Result<()> {
+    fn slowest(&self, rows: &mut [Timed], k: u64) -> Result<()> {
         let comm = &self.user;
-        let k = comm
-            .extension(|_: &Calibrations| true, |_| Ok(Calibrations::default()))?
-            .0
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let key = |r: usize| {
             comm.store_key(&format!(
                 "symm_kernels/functional/{}/calibrate/{k}/{r}",

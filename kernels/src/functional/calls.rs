@@ -116,7 +116,11 @@ impl Collectives {
         if self.exact_across(op, T::DTYPE) {
             return self.reduce_scatter_exact(input, out, op);
         }
-        if self.hierarchical(Collective::ReduceScatter, true, input_bytes(input)) {
+        if self.hierarchical(
+            Collective::ReduceScatter,
+            true,
+            chunk * std::mem::size_of::<T>(),
+        ) {
             return self.reduce_scatter_across(input, out, op);
         }
         let uneven = (!n.is_multiple_of(world)).then_some(
@@ -486,7 +490,12 @@ impl Collectives {
         op: ReduceOp,
     ) -> Result<Pending<'c, O>> {
         let exact = self.exact_across(op, T::DTYPE);
-        if exact || self.hierarchical(Collective::AllReduceCoalesced, true, input_bytes(input)) {
+        // (The packed ranges' bytes, as the hierarchical form sends them.)
+        let packed = ranges
+            .iter()
+            .fold(0usize, |t, r| t.saturating_add(r.len()))
+            .saturating_mul(std::mem::size_of::<T>());
+        if exact || self.hierarchical(Collective::AllReduceCoalesced, true, packed) {
             return self.all_reduce_coalesced_across(input, ranges, out, op, exact);
         }
         let len = input.__memory().len();

@@ -612,13 +612,15 @@ impl Collectives {
         let size = std::mem::size_of::<T>();
         let world = self.cs.world_size();
         let chunk = n / world;
-        let facts = self.facts(
+        let mut facts = self.facts(
             Collective::ReduceScatter,
             Some(op),
             input,
             chunk * size,
             None,
         );
+        // (The chunk, as the flat call's facts weigh it.)
+        facts.bytes = chunk * size;
         let shape = [n as u64, op.code()];
         let uneven = (!n.is_multiple_of(world)).then(|| uneven_across(n, world));
         let h = self.begin_across(&facts, &facts, &shape, input, &mut out, (chunk, uneven))?;

@@ -475,8 +475,8 @@ impl Collectives {
             Collective::ReduceScatter => call.nccl_shape.is_none(),
             _ => false,
         } && call.op.is_some_and(|op| self.exact_across(op, call.dtype));
-        let hierarchical =
-            exact || self.hierarchical(call.collective, call.nccl_shape.is_none(), call.bytes);
+        let hierarchical = exact
+            || self.hierarchical(call.collective, call.nccl_shape.is_none(), hier_bytes(call));
         // A hierarchical call's NCCL runs on its rails, whose verdict is
         // the call's (its domains may share GPUs, which NCCL refuses); an
         // exact reduction's is its all-to-all's, a copy.
@@ -530,8 +530,11 @@ impl Collectives {
         } else if hierarchical {
             let t = self.user.topology();
             let (d, l) = (t.domains(), self.cs.world_size() / t.domains().max(1));
+            // (The reduce-scatter's facts weigh each rank's chunk.)
             let whole = match call.collective {
-                Collective::AllGather => call.bytes.saturating_mul(self.cs.world_size()),
+                Collective::AllGather | Collective::ReduceScatter => {
+                    call.bytes.saturating_mul(self.cs.world_size())
+                }
                 _ => call.bytes,
             };
             let elems = call.bytes / call.dtype.size().max(1);
@@ -578,7 +581,7 @@ impl Collectives {
             choice.reason = format!(
                 "flat across NVLink domains: {} < {}, the smallest message it takes \
                  hierarchically (Options::min_hier_bytes, which a Calibration measures) ({})",
-                rule::size_name(call.bytes),
+                rule::size_name(hier_bytes(call)),
                 rule::size_name(self.options.min_hier_bytes(call.collective)),
                 choice.reason
             );
@@ -590,11 +593,13 @@ impl Collectives {
     /// hierarchically (`hier.rs`), under the rule's choice
     /// ([`Prefer::Auto`]); otherwise the rule sends it to NCCL whole, or
     /// refuses it. `even`: whether NCCL could take its shape (a
-    /// reduce-scatter the world size divides); `bytes`: this rank's input
-    /// ([`CallFacts::bytes`]), which takes the hierarchical form from the
-    /// collective's [`Options::min_hier_bytes`] (every rank's the same, or
-    /// the call's agreement fails on every rank before either form runs:
-    /// both agree on the whole group first).
+    /// reduce-scatter the world size divides); `bytes`: the call's size as
+    /// [`hier_bytes`] weighs it, which takes the hierarchical form from the
+    /// collective's [`Options::min_hier_bytes`]. Ranks whose sizes differ
+    /// may take different forms; both start with an agreement on the whole
+    /// group, which then fails on every rank for a call it has not agreed
+    /// on before (a call agreed before relies on the kernels' and NCCL's
+    /// own checks, as any call whose sizes later differ).
     ///
     /// Only the all-reduce (coalesced too), all-gather, reduce-scatter,
     /// broadcast and all-to-all have hierarchical forms; all but the
@@ -934,6 +939,17 @@ fn ranges_problem(ranges: &[std::ops::Range<usize>], len: usize) -> Option<Strin
 
 /// Every rank's NCCL support and options, compared: the same facts on
 /// every rank, or an error on every rank.
+/// A call's size as [`Options::min_hier_bytes`] weighs it: its facts'
+/// bytes (this rank's input; the reduce-scatter's chunk), and for the
+/// coalesced all-reduce its packed ranges' (what its hierarchical form
+/// sends), its bytes per peer.
+fn hier_bytes(call: &CallFacts) -> usize {
+    match call.collective {
+        Collective::AllReduceCoalesced => call.bytes_per_peer,
+        _ => call.bytes,
+    }
+}
+
 fn group_facts(
     comm: &Comm,
     stream: &Option<Arc<CudaStream>>,

@@ -182,7 +182,8 @@ pub const ENV_DETERMINISTIC: &str = "SYMM_DETERMINISTIC";
 
 /// The environment variable that sets thresholds: a comma-separated list of
 /// `collective=size` (a size in bytes, with an optional `K`, `M` or `G`
-/// suffix, or `never`), and `*=size` for every collective.
+/// suffix, or `never`: symm's kernels at every size), and `*=size` for
+/// every collective.
 pub const ENV_MAX_SYMM_BYTES: &str = "SYMM_FUNCTIONAL_MAX_SYMM_BYTES";
 
 /// The environment variable that sets, on a group that spans NVLink
@@ -314,8 +315,9 @@ impl Options {
     }
 
     /// On a group that spans NVLink domains, the smallest message (bytes
-    /// of this rank's input, as [`CallFacts::bytes`] counts them) that
-    /// `collective` runs hierarchically: smaller ones take flat NCCL over
+    /// of this rank's input, as [`CallFacts::bytes`] counts them: the
+    /// reduce-scatter's chunk, and for the coalesced all-reduce its packed
+    /// ranges) that `collective` runs hierarchically: smaller ones take flat NCCL over
     /// the whole group. By default 0 (hierarchical at every size); a
     /// [`Calibration`](super::Calibration) measures this machine's
     /// crossovers. Only the collectives with hierarchical forms read it
