@@ -402,10 +402,16 @@ impl Bench<'_> {
         // The sum all-reduce (fp8 here) is the built-in's, with its own
         // paths (bench_all_reduce times them).
         if self.paths && saved.imp == "symm" && saved.coll != Coll::AllReduceFp8 {
+            // (The copy engines' path for the copies that have it.)
+            let ce = matches!(saved.coll, Coll::AllGather | Coll::AllToAll);
             for (path, tag) in [
                 (coll::CollectivePath::Ll, "symm_ll"),
                 (coll::CollectivePath::Pull, "symm_pull"),
-            ] {
+                (coll::CollectivePath::CopyEngine, "symm_ce"),
+            ]
+            .into_iter()
+            .filter(|(p, _)| ce || *p != coll::CollectivePath::CopyEngine)
+            {
                 coll::force_path(c, Some(path))?;
                 let forced = Id {
                     imp: tag.into(),
@@ -977,7 +983,8 @@ struct Args {
     /// to --max-bytes in steps of 4×).
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
-    /// Also time symm's calls forced onto each of its paths (LL and pull)
+    /// Also time symm's calls forced onto each of its paths (LL and pull,
+    /// and the copy engines' for the all-gather and all-to-all)
     /// where the call has both: the crossovers of their dispatch. (Above
     /// `LL_LIMIT_BYTES` per peer a forced LL call pulls, so its `symm_ll`
     /// column is the pull path there.)

@@ -1275,6 +1275,92 @@ fn every_collective_on_the_other_path() {
     }
 }
 
+/// The all-gather and all-to-all on the copy engines
+/// ([`CollectivePath::CopyEngine`]: one-block barriers around
+/// stream-ordered copies from each peer's input), bit for bit at every
+/// world and odd sizes, the element past the output untouched; the calls
+/// with no such form (the in-place all-gather, broadcast, reduce-scatter)
+/// pull where it is forced. Then the same calls asked for by name
+/// (`*_with`), back to back with pull and LL calls on the same channel.
+#[test]
+fn copies_on_the_copy_engines() {
+    use symm::kernels::collectives::{all_gather_with, all_to_all_with};
+    for world in WORLDS {
+        on_path(Some(CollectivePath::CopyEngine), || {
+            if !tier::runs(quick(world, 4095)) {
+                return;
+            }
+            for n in [1, 7, 4095] {
+                all_gather_case::<f32>(world, n, false);
+                all_gather_case::<u8>(world, n, n == 7);
+                all_to_all_case::<bf16>(world, n.min(1000));
+                broadcast_case::<i64>(world, n, world - 1, false);
+            }
+            let inputs: Vec<Vec<f32>> = (0..world).map(|_| random_values(7 * world)).collect();
+            reduce_scatter_case::<f32>(world, 7 * world, ReduceOp::Sum, &inputs);
+        });
+        if !tier::runs(quick(world, 1)) {
+            continue;
+        }
+        let n = 1000;
+        let inputs: Vec<Vec<u32>> = (0..world).map(|_| random_bits::<u32>(world * n)).collect();
+        let Some(outs) = on_ranks(world, "copy engine by name", |c| {
+            let buf = c.alloc::<u32>(world * n)?;
+            buf.copy_from_host(&inputs[c.rank()])?;
+            let s = buf.rendezvous()?;
+            let mut got = Vec::new();
+            for (k, path) in [
+                CollectivePath::CopyEngine,
+                CollectivePath::Pull,
+                CollectivePath::CopyEngine,
+                CollectivePath::Ll,
+                CollectivePath::CopyEngine,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut a = c.device_buffer_from(&vec![poison::<u32>(); world * n])?;
+                let mut b = c.device_buffer_from(&vec![poison::<u32>(); world * n])?;
+                // A part of `n - k` a rank: every call's shape differs.
+                all_gather_with(path, c, &s, &mut a, n - k)?;
+                all_to_all_with(path, c, &s, &mut b, n - k)?;
+                got.push((a, b));
+            }
+            c.synchronize()?;
+            got.into_iter()
+                .map(|(a, b)| Ok((a.to_host()?, b.to_host()?)))
+                .collect::<symm::Result<Vec<_>>>()
+        }) else {
+            continue;
+        };
+        for (r, calls) in outs.iter().enumerate() {
+            for (k, (a, b)) in calls.iter().enumerate() {
+                let m = n - k;
+                let gathered: Vec<u32> = (0..world)
+                    .flat_map(|p| inputs[p][..m].iter().copied())
+                    .collect();
+                assert_bits(
+                    &format!("all_gather_with, world {world}, rank {r}, call {k}"),
+                    &a[..world * m],
+                    &gathered,
+                );
+                let sent: Vec<u32> = (0..world)
+                    .flat_map(|p| inputs[p][r * m..(r + 1) * m].iter().copied())
+                    .collect();
+                assert_bits(
+                    &format!("all_to_all_with, world {world}, rank {r}, call {k}"),
+                    &b[..world * m],
+                    &sent,
+                );
+                assert!(a[world * m..]
+                    .iter()
+                    .chain(&b[world * m..])
+                    .all(|x| *x == poison::<u32>()));
+            }
+        }
+    }
+}
+
 /// The dispatch follows the crossover measured in `bench/NOTES.md` v20 (LL
 /// to 128 KiB per peer, on 2, 3 and 4 GPUs alike).
 #[test]
@@ -2069,16 +2155,11 @@ fn back_to_back_mixed_collectives() {
                 let n = size(k);
                 let m = n / world as u32;
                 fill_input::launch(c, cfg, &s, n, k, seed)?;
-                // Both paths, interleaved: each kind (k % 6) alternates
-                // between them from one round of six to the next.
-                force_path(
-                    c,
-                    Some(if (k / 6) % 2 == 1 {
-                        CollectivePath::Pull
-                    } else {
-                        CollectivePath::Ll
-                    }),
-                )?;
+                // Every path, interleaved: each kind (k % 6) goes round
+                // them from one round of six to the next (the copy
+                // engines' for the all-gather and all-to-all, the pull for
+                // the other kinds).
+                force_path(c, Some(CollectivePath::ALL[(k as usize / 6) % 3]))?;
                 match k % 6 {
                     5 => all_reduce_op(c, &s, &mut out, n as usize, ReduceOp::Min)?,
                     0 => all_gather(c, &s, &mut out, n as usize)?,
@@ -2161,8 +2242,8 @@ fn back_to_back_mixed_collectives() {
 
 use symm::kernels::collectives::{
     all_gather_coalesced_pull, all_gather_pull, all_reduce_coalesced_pull, all_reduce_op_two_shot,
-    all_to_all_pull, all_to_all_v_pull, all_to_all_v_wide, broadcast_pull, copy_ll, fold_rows,
-    gather_pull, reduce_ll, reduce_pull, reduce_scatter_pull, scatter_pull,
+    all_to_all_pull, all_to_all_v_pull, all_to_all_v_wide, broadcast_pull, ce_sync, copy_ll,
+    fold_rows, gather_pull, reduce_ll, reduce_pull, reduce_scatter_pull, scatter_pull,
 };
 
 // Every kernel for every vector width and every op, and the copies (whose
@@ -2189,6 +2270,7 @@ fn collective_kernels_sample_compile() {
         reduce_scatter_pull::<i64, 2, 0, true>,
         fold_rows::<bf16, 0, false>,
         all_to_all_v_wide::<f32, 4>,
+        ce_sync::<f32>,
     );
     collective_kernels_sample();
 }
@@ -2220,6 +2302,7 @@ fn collective_kernels_compile() {
         all_to_all_v_pull::<i64, 2>,
         all_to_all_v_wide::<u8, 16>,
         all_to_all_v_wide::<i64, 2>,
+        ce_sync::<u8>,
         reduce_scatter_pull::<f32, 4, 0, false>,
         reduce_scatter_pull::<f32, 4, 1, false>,
         reduce_scatter_pull::<f32, 4, 4, false>,

@@ -2941,6 +2941,99 @@ fn hierarchical_collectives_in_both_forms() {
     }
 }
 
+/// The rule takes the copy engines for the all-gather and all-to-all from
+/// `Options::copy_engine_min_bytes` (by default `COPY_ENGINE_MIN_BYTES`
+/// where calls run on their own stream, never otherwise), the call's size
+/// itself included, a byte less not; other collectives never. Set low,
+/// both calls run on them on both sides of the threshold, bit for bit on
+/// fresh random data from poisoned outputs. On the emulator at 2 and 3
+/// ranks; on GPUs at 2.
+#[test]
+fn copy_engines_where_calls_overlap_compute() {
+    use symm::functional::rule::COPY_ENGINE_MIN_BYTES;
+    if !tier::quick_test() {
+        return;
+    }
+    let worlds: &[usize] = if on_gpu() { &[2] } else { &[2, 3] };
+    for &world in worlds {
+        let Some(ranks) = ranks(world) else { continue };
+        run(ranks, options(), |c| {
+            let me = c.rank();
+            let facts = |collective, bytes| CallFacts {
+                collective,
+                dtype: DType::F32,
+                op: None,
+                bytes,
+                bytes_per_peer: bytes / world,
+                nccl_shape: None,
+                placed: Placed::Plain,
+            };
+            let on_ce = |coll: &Collectives, call, bytes| -> symm::Result<bool> {
+                let choice = coll.explain(&facts(call, bytes))?;
+                Ok(matches!(
+                    choice.route,
+                    Route::Symm {
+                        kernel: "copy engine",
+                        ..
+                    }
+                ))
+            };
+            let plain = Collectives::with_options(c, Options::default())?;
+            let own = Collectives::with_options(c, Options::default().with_own_stream(true))?;
+            let big = COPY_ENGINE_MIN_BYTES;
+            for call in [Collective::AllGather, Collective::AllToAll] {
+                assert!(
+                    !on_ce(&plain, call, big << 4)?,
+                    "{call}: not on its own stream"
+                );
+                assert!(on_ce(&own, call, big)?, "{call}: at the threshold");
+                assert!(!on_ce(&own, call, big - 1)?, "{call}: a byte below");
+            }
+            assert!(!on_ce(&own, Collective::Broadcast, big << 4)?);
+            assert!(!on_ce(&own, Collective::AllReduce, big << 4)?);
+            let why = own.explain(&facts(Collective::AllGather, big))?.to_string();
+            assert!(why.contains("copy-engine threshold"), "{why}");
+            // Set low: both sides of it, bit for bit.
+            let low =
+                Collectives::with_options(c, Options::default().with_copy_engine_min_bytes(1024))?;
+            let seed: u64 = 0x5eed ^ world as u64;
+            for n in [100usize, 300] {
+                assert_eq!(on_ce(&low, Collective::AllGather, n * 4)?, n * 4 >= 1024);
+                let draw = |r: usize, len: usize| -> Vec<f32> {
+                    use rand::{Rng, SeedableRng};
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ ((n * 64 + r) as u64));
+                    (0..len).map(|_| rng.random::<f32>()).collect()
+                };
+                let all: Vec<Vec<f32>> = (0..world).map(|r| draw(r, n * world)).collect();
+                let input = c.device_buffer_from(&all[me][..n])?;
+                let mut out = c.device_buffer_from(&vec![poison(); world * n])?;
+                low.all_gather(&input, &mut out)?.wait_host()?;
+                let want: Vec<f32> = all.iter().flat_map(|v| v[..n].iter().copied()).collect();
+                assert_bits(
+                    &format!("rank {me}: all_gather of {n}"),
+                    &out.to_host()?,
+                    &want,
+                );
+                // The all-to-all of `world × n` a rank (its threshold: the
+                // whole input).
+                let input = c.device_buffer_from(&all[me])?;
+                let mut out = c.device_buffer_from(&vec![poison(); world * n])?;
+                low.all_to_all(&input, &mut out)?.wait_host()?;
+                let want: Vec<f32> = (0..world)
+                    .flat_map(|p| all[p][me * n..(me + 1) * n].iter().copied())
+                    .collect();
+                assert_bits(
+                    &format!("rank {me}: all_to_all of {n} a peer"),
+                    &out.to_host()?,
+                    &want,
+                );
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("world {world}: {e}"));
+    }
+}
+
 /// A calibration of a group across domains: every rank gets the same
 /// timings and thresholds, each threshold is the crossover of its rows,
 /// its setting reads back as the same options, and the calibrated

@@ -71,6 +71,13 @@ pub(super) enum Kind {
     },
 }
 
+impl Kind {
+    /// Whether the call has a copy-engine form ([`CollectivePath::CopyEngine`]).
+    fn has_copy_engine(self) -> bool {
+        matches!(self, Kind::AllGather { .. } | Kind::AllToAll { .. })
+    }
+}
+
 /// One collective call as the ranks agree on it: its kind, element type
 /// and, for a call with an LL form, its path (`None` otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -166,6 +173,9 @@ pub(super) struct Call {
     /// Whether the call moves nothing (it still agrees, so that every rank
     /// takes part in every call).
     pub empty: bool,
+    /// The path its caller named (the `*_with` forms), for a call with an
+    /// LL form; `None`: forced or by size.
+    pub path: Option<CollectivePath>,
 }
 
 /// An agreed call, ready to launch.
@@ -193,7 +203,7 @@ pub(super) fn begin<'o, T: CopyElem>(
     // First, before any check that could fail on one rank alone.
     let index = channel(comm)?;
     let (path, path_problem) = match call.ll {
-        Some(per_peer) => path_for::<T>(comm, per_peer)?,
+        Some(per_peer) => path_for::<T>(comm, per_peer, call.path, call.kind.has_copy_engine())?,
         None => (CollectivePath::Pull, None),
     };
     let bound = comm.bind_mut(name, out);

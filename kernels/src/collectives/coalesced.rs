@@ -45,6 +45,7 @@ pub fn all_gather_coalesced<T: CopyElem>(
         },
         ll: None,
         empty: at == 0,
+        path: None,
     };
     let ready = begin(comm, input, ("out", out), call, |out| match problem {
         Some(p) => Err(p),
@@ -116,6 +117,7 @@ pub fn all_reduce_coalesced<T: ReduceElem>(
         },
         ll: None,
         empty: at == 0,
+        path: None,
     };
     // The buffer is the output: bound like any, and written by the kernel
     // through the symmetric memory.

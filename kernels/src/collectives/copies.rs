@@ -21,11 +21,36 @@ pub fn all_gather<T: CopyElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     n: usize,
 ) -> Result<()> {
+    all_gather_on(None, comm, input, out, n)
+}
+
+/// [`all_gather`] on `path` whatever the size ([`CollectivePath::CopyEngine`]
+/// to leave the SMs to compute that overlaps it; LL past
+/// [`LL_LIMIT_BYTES`](super::LL_LIMIT_BYTES) per peer pulls). Every rank
+/// names the same path (it is part of what they agree on).
+pub fn all_gather_with<T: CopyElem>(
+    path: CollectivePath,
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    all_gather_on(Some(path), comm, input, out, n)
+}
+
+fn all_gather_on<T: CopyElem>(
+    path: Option<CollectivePath>,
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
     let world = comm.world_size();
     let call = Call {
         kind: Kind::AllGather { n },
         ll: Some(n),
         empty: n == 0,
+        path,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
         fits::<T>(input, n, "the input")?;
@@ -59,6 +84,7 @@ pub fn all_gather_in_place<T: CopyElem>(comm: &Comm, buf: &SymmBuffer<T>, n: usi
         kind: Kind::AllGatherInPlace { n },
         ll: Some(n),
         empty: n == 0,
+        path: None,
     };
     let ready = begin(comm, &smem, ("buf", &mut whole), call, |_| {
         let total = n.checked_mul(world);
@@ -94,6 +120,13 @@ unsafe fn launch_all_gather<T: CopyElem>(
     n: usize,
     in_place: bool,
 ) -> Result<()> {
+    if r.path == CollectivePath::CopyEngine {
+        // (Only `all_gather` asks for it: in place, the call has no such form.)
+        let me = comm.rank();
+        return copy_engine(comm, input, &mut r.out, r.ch, |p| {
+            (if p == me && in_place { None } else { Some(0) }, p * n, n)
+        });
+    }
     let in_place = u32::from(in_place);
     if r.path == CollectivePath::Ll {
         let args = LlArgs::copy(0, 0, in_place);
@@ -128,6 +161,7 @@ pub fn broadcast<T: CopyElem>(
         kind: Kind::Broadcast { n, root },
         ll: Some(n),
         empty: n == 0,
+        path: None,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
         if let Some(why) = root_problem(root, world) {
@@ -198,6 +232,7 @@ pub fn gather<T: CopyElem>(
         kind: Kind::Gather { n, root },
         ll: None,
         empty: n == 0,
+        path: None,
     };
     let is_root = comm.rank() == root;
     let ready = begin(comm, input, ("out", out), call, |out| {
@@ -246,6 +281,7 @@ pub fn scatter<T: CopyElem>(
         kind: Kind::Scatter { n, root },
         ll: None,
         empty: n == 0,
+        path: None,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
         if let Some(why) = root_problem(root, world) {
@@ -287,12 +323,35 @@ pub fn all_to_all<T: CopyElem>(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     m: usize,
 ) -> Result<()> {
+    all_to_all_on(None, comm, input, out, m)
+}
+
+/// [`all_to_all`] on `path` whatever the size, as
+/// [`all_gather_with`] is.
+pub fn all_to_all_with<T: CopyElem>(
+    path: CollectivePath,
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    m: usize,
+) -> Result<()> {
+    all_to_all_on(Some(path), comm, input, out, m)
+}
+
+fn all_to_all_on<T: CopyElem>(
+    path: Option<CollectivePath>,
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    m: usize,
+) -> Result<()> {
     let world = comm.world_size();
     let total = m.checked_mul(world);
     let call = Call {
         kind: Kind::AllToAll { m },
         ll: Some(m),
         empty: m == 0,
+        path,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
         match total {
@@ -309,6 +368,10 @@ pub fn all_to_all<T: CopyElem>(
     let Some(mut r) = ready else {
         return Ok(());
     };
+    if r.path == CollectivePath::CopyEngine {
+        let me = comm.rank();
+        return copy_engine(comm, input, &mut r.out, r.ch, |p| (Some(me * m), p * m, m));
+    }
     if r.path == CollectivePath::Ll {
         let args = LlArgs::copy(2, 0, 0);
         // SAFETY: `world × m` fits every rank's input and this rank's `out`.
@@ -325,4 +388,43 @@ pub fn all_to_all<T: CopyElem>(
     };
     // SAFETY: `world × m` fits every rank's input and this rank's `out`.
     unsafe { T::__copy(comm, cfg, call) }
+}
+
+/// The copy-engine form of an agreed copy ([`CollectivePath::CopyEngine`]):
+/// [`ce_sync`](super::ce_sync)'s entry barrier, then for each rank p,
+/// starting past this one so that the peers' links share the load,
+/// `part(p)`'s elements (`(offset in p's input, or None for none; offset
+/// in out; length)`) copied by the copy engines from p's symmetric input
+/// into `out`, then its exit barrier. All on the comm's stream.
+fn copy_engine<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut symm::BoundSlice<'_, T>,
+    ch: super::elem::Ch,
+    part: impl Fn(usize) -> (Option<usize>, usize, usize),
+) -> Result<()> {
+    let world = comm.world_size();
+    let sync = |exit: u32| {
+        // The identity barriers' threads (`identity_checkers` + a thread
+        // per rank), in whole warps.
+        let checkers = (world as u32).div_ceil(32).max(1) * 32;
+        let threads = (checkers + world as u32).div_ceil(32) * 32;
+        let cfg = crate::shared::grid::with_pdl(comm, symm::LaunchConfig::linear(1, threads));
+        super::ce_sync::launch::<T>(comm, cfg, input, ch.index, ch.sig, exit)
+    };
+    sync(0)?;
+    for k in 0..world {
+        let p = (comm.rank() + k) % world;
+        if let (Some(from), at, len) = part(p) {
+            // (Every part fits: checked on each rank before the agreement.)
+            let Some(mut dst) = out.sub_mut(at..at + len) else {
+                return Err(crate::shared::checks::invalid(
+                    comm,
+                    format!("the output holds no elements {at}..{}", at + len),
+                ));
+            };
+            input.copy_from_peer_on(comm, p, from, &mut dst)?;
+        }
+    }
+    sync(1)
 }

@@ -32,11 +32,15 @@
 //! counters, scratch, stage and tables: run them in order on one stream
 //! (concurrent streams need separate groups).
 //!
-//! Each call runs one kernel on one of two [`CollectivePath`]s, by the bytes each
+//! Each call runs one kernel on one of two [`CollectivePath`]s by the bytes each
 //! rank sends to each peer ([`CollectivePath::choose`]): LL packets pushed into
 //! every receiver's stage, with no barrier (`copy_ll`, `reduce_ll`; up to
 //! [`LL_MAX_BYTES`]), or a pull from the peers' symmetric inputs between
-//! an entry and an exit barrier. Either way an input may be rewritten as
+//! an entry and an exit barrier. The all-gather and all-to-all also have
+//! a third, asked for by name ([`all_gather_with`], [`all_to_all_with`])
+//! and never by size: the pull's barriers as one-block kernels around
+//! copies by the copy engines, which leave the SMs to overlapping compute
+//! ([`CollectivePath::CopyEngine`]). On every path an input may be rewritten as
 //! soon as the call is over in stream order. Inputs are rendezvoused
 //! symmetric memory ([`SymmetricMemory`](symm::SymmetricMemory)), whole
 //! allocations or views at any element offset
@@ -58,7 +62,8 @@ mod splits;
 
 pub use coalesced::{all_gather_coalesced, all_reduce_coalesced};
 pub use copies::{
-    all_gather, all_gather_in_place, all_to_all, broadcast, broadcast_in_place, gather, scatter,
+    all_gather, all_gather_in_place, all_gather_with, all_to_all, all_to_all_with, broadcast,
+    broadcast_in_place, gather, scatter,
 };
 pub use device::*;
 pub(crate) use elem::{combines_natively, dtype_op_problem};

@@ -40,6 +40,7 @@ pub fn reduce_scatter<T: ReduceElem>(
         kind: Kind::ReduceScatter { n, op },
         ll: Some(chunk),
         empty: n == 0,
+        path: None,
     };
     let ready = begin(comm, input, ("out", out), call, |out| {
         if let Some(p) = op_problem::<T>(op) {
@@ -126,6 +127,7 @@ pub fn all_reduce_op<T: ReduceElem>(
         // Sum runs the built-in all-reduce, which chooses its own kernel.
         ll: (!builtin).then_some(n),
         empty: n == 0,
+        path: None,
     };
     let check = |bound: &BoundSlice<'_, T>| {
         if let Some(p) = op_problem::<T>(op) {
@@ -229,6 +231,7 @@ pub fn reduce<T: ReduceElem>(
         kind: Kind::Reduce { n, op, root },
         ll: None,
         empty: n == 0,
+        path: None,
     };
     let is_root = comm.rank() == root;
     let ready = begin(comm, input, ("out", out), call, |out| {

@@ -140,6 +140,7 @@ fn split_call<T: CopyElem>(
         // Never empty: every rank launches, whatever its splits (a rank
         // that sends and receives nothing still meets its peers').
         empty: false,
+        path: None,
     };
     let wide = world > symm::layout::MAX_WORLD_SIZE;
     let ready = begin(comm, input, ("out", out), call, |out| {

@@ -81,6 +81,7 @@ impl Collectives {
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllGather, None, input, bytes, None);
         let world = self.cs.world_size();
+        let path = self.copy_engine(&facts);
         self.run(
             facts,
             &[n as u64],
@@ -88,7 +89,10 @@ impl Collectives {
             out,
             (n.saturating_mul(world), n, None),
             "all_gather",
-            |c, smem, out| collectives::all_gather(c, smem, out, n),
+            |c, smem, out| match path {
+                Some(p) => collectives::all_gather_with(p, c, smem, out, n),
+                None => collectives::all_gather(c, smem, out, n),
+            },
             |nccl, src, dst, stream| {
                 // SAFETY: `src` holds `n` elements and `dst` `world × n`
                 // (checked before the agreement), bound to the
@@ -304,6 +308,7 @@ impl Collectives {
         let m = len / world;
         let bytes = m * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllToAll, None, input, bytes, None);
+        let path = self.copy_engine(&facts);
         self.run(
             facts,
             &[len as u64],
@@ -311,7 +316,10 @@ impl Collectives {
             out,
             (len, len, uneven),
             "all_to_all",
-            |c, smem, out| collectives::all_to_all(c, smem, out, m),
+            |c, smem, out| match path {
+                Some(p) => collectives::all_to_all_with(p, c, smem, out, m),
+                None => collectives::all_to_all(c, smem, out, m),
+            },
             |nccl, src, dst, stream| {
                 let each = vec![bytes; world];
                 self.nccl_exchange(nccl, src, dst, &each, &each, stream)
@@ -545,6 +553,16 @@ impl Collectives {
                 unsafe { nccl.all_reduces(&ops, ty, op, stream) }
             },
         )
+    }
+}
+
+impl Collectives {
+    /// The copy engines' path where the rule takes it for `facts` (its
+    /// kernel family's name), else `None` (the call's own dispatch).
+    fn copy_engine(&self, facts: &CallFacts) -> Option<collectives::CollectivePath> {
+        let ce = collectives::CollectivePath::CopyEngine;
+        matches!(self.route(facts), Ok(Route::Symm { kernel, .. }) if kernel == ce.name())
+            .then_some(ce)
     }
 }
 

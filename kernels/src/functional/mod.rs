@@ -99,7 +99,8 @@ use symm::{
 use crate::collectives::{self, CopyElem, ReduceElem};
 pub use rule::{
     CallFacts, Choice, Collective, GroupFacts, Options, Placed, Prefer, Route, RuleError,
-    ENV_BACKEND, ENV_DETERMINISTIC, ENV_MAX_SYMM_BYTES, ENV_MIN_HIER_BYTES,
+    ENV_BACKEND, ENV_COPY_ENGINE_MIN_BYTES, ENV_DETERMINISTIC, ENV_MAX_SYMM_BYTES,
+    ENV_MIN_HIER_BYTES,
 };
 
 /// Whether libnccl loads here (and exports what the NCCL route calls).

@@ -154,6 +154,7 @@ pub struct Options {
     max_symm_bytes: [usize; Collective::ALL.len()],
     min_hier_bytes: [usize; Collective::ALL.len()],
     reorder_min_bytes: usize,
+    copy_engine_min_bytes: Option<usize>,
     own_stream: bool,
     deterministic: bool,
 }
@@ -165,6 +166,7 @@ impl Default for Options {
             max_symm_bytes: Collective::ALL.map(Collective::default_max_symm_bytes),
             min_hier_bytes: [0; Collective::ALL.len()],
             reorder_min_bytes: REORDER_MIN_BYTES,
+            copy_engine_min_bytes: None,
             own_stream: false,
             deterministic: false,
         }
@@ -186,6 +188,10 @@ pub const ENV_DETERMINISTIC: &str = "SYMM_DETERMINISTIC";
 /// every collective.
 pub const ENV_MAX_SYMM_BYTES: &str = "SYMM_FUNCTIONAL_MAX_SYMM_BYTES";
 
+/// The environment variable that sets [`Options::with_copy_engine_min_bytes`]:
+/// a size (`4M`), or `never`.
+pub const ENV_COPY_ENGINE_MIN_BYTES: &str = "SYMM_FUNCTIONAL_COPY_ENGINE_MIN_BYTES";
+
 /// The environment variable that sets, on a group that spans NVLink
 /// domains, the smallest message each collective takes hierarchically
 /// ([`Options::with_min_hier_bytes`]), in [`ENV_MAX_SYMM_BYTES`]'s list
@@ -195,12 +201,18 @@ pub const ENV_MIN_HIER_BYTES: &str = "SYMM_FUNCTIONAL_MIN_HIER_BYTES";
 
 impl Options {
     /// The defaults, then [`ENV_BACKEND`], [`ENV_MAX_SYMM_BYTES`],
-    /// [`ENV_MIN_HIER_BYTES`] and [`ENV_DETERMINISTIC`] where set. A
+    /// [`ENV_COPY_ENGINE_MIN_BYTES`], [`ENV_MIN_HIER_BYTES`] and
+    /// [`ENV_DETERMINISTIC`] where set. A
     /// malformed value is an error naming the variable.
     pub fn from_env() -> Result<Options, RuleError> {
         let backend = std::env::var(ENV_BACKEND).ok();
         let thresholds = std::env::var(ENV_MAX_SYMM_BYTES).ok();
         let mut o = Options::from_vars(backend.as_deref(), thresholds.as_deref())?;
+        if let Ok(v) = std::env::var(ENV_COPY_ENGINE_MIN_BYTES) {
+            o.copy_engine_min_bytes = Some(parse_size(v.trim()).map_err(|e| {
+                RuleError::Setting(format!("{ENV_COPY_ENGINE_MIN_BYTES}={v}: {e}"))
+            })?);
+        }
         if let Ok(v) = std::env::var(ENV_MIN_HIER_BYTES) {
             o.apply_hier_thresholds(&v)
                 .map_err(|e| RuleError::Setting(format!("{ENV_MIN_HIER_BYTES}={v}: {e}")))?;
@@ -347,6 +359,30 @@ impl Options {
         self.reorder_min_bytes
     }
 
+    /// The smallest all-gather and all-to-all (bytes of this rank's input)
+    /// that run on symm's copy engines
+    /// ([`CollectivePath::CopyEngine`](crate::collectives::CollectivePath::CopyEngine):
+    /// one-block barriers around `cuMemcpyAsync` from each peer), ahead of
+    /// the symm-or-NCCL threshold: the SMs then stay with the compute that
+    /// the calls overlap. By default [`COPY_ENGINE_MIN_BYTES`] where calls
+    /// run on their own stream ([`with_own_stream`](Self::with_own_stream),
+    /// whose purpose is that overlap), and never otherwise; `usize::MAX`
+    /// turns it off.
+    pub fn with_copy_engine_min_bytes(mut self, bytes: usize) -> Self {
+        self.copy_engine_min_bytes = Some(bytes);
+        self
+    }
+
+    /// The smallest all-gather and all-to-all on the copy engines, as
+    /// [`with_copy_engine_min_bytes`](Self::with_copy_engine_min_bytes)
+    /// set it or by default.
+    pub fn copy_engine_min_bytes(&self) -> usize {
+        self.copy_engine_min_bytes.unwrap_or(match self.own_stream {
+            true => COPY_ENGINE_MIN_BYTES,
+            false => usize::MAX,
+        })
+    }
+
     /// Applies a `collective=size,...` list.
     pub fn apply_thresholds(&mut self, list: &str) -> Result<(), RuleError> {
         for (target, bytes) in parse_list(list, false).map_err(RuleError::Setting)? {
@@ -442,6 +478,18 @@ fn parse_size(s: &str) -> Result<usize, String> {
 /// [`Calibration`](super::Calibration) measures it where domains hold
 /// two or more GPUs.
 pub const REORDER_MIN_BYTES: usize = 1 << 20;
+
+/// The default of [`Options::copy_engine_min_bytes`] where calls run on
+/// their own stream: bytes of each rank's input from which the all-gather
+/// and all-to-all take the copy engines. Measured on 2 H200s beside a bf16
+/// GEMM of 8192³ (`bench/NOTES.md` v41): on the copy engines the GEMM ran
+/// within 1% of its time alone at every size, where symm's SM kernel
+/// slowed it by 3% at a 16 MiB message and by 70% at 256 MiB (NCCL by up
+/// to 7%); from a 16 MiB message (an all-gather's 8 MiB a rank on 2 GPUs)
+/// both were also done no later than with the SM kernel, while below
+/// the copies' fixed cost (two one-block barriers and a copy per peer)
+/// outweighs it. NCCL's own default (`NCCL_SYM_CE_THRESHOLD`) is 8 MiB too.
+pub const COPY_ENGINE_MIN_BYTES: usize = 8 << 20;
 
 /// Where this rank's input lies, as the rule and its explanation see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -667,6 +715,8 @@ enum Branch<'a> {
     NcclForced,
     NcclRefused(&'a str),
     SplitsDiffer,
+    /// The all-gather or all-to-all on the copy engines.
+    CopyEngine,
     Small,
     Large,
     Fallback(&'a str),
@@ -699,6 +749,14 @@ fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Bra
         (Prefer::Nccl, None) => Branch::NcclForced,
         (Prefer::Nccl, Some(why)) => Branch::NcclRefused(why),
         (Prefer::Auto, _) if call.collective == Collective::AllToAllSingle => Branch::SplitsDiffer,
+        (Prefer::Auto, _)
+            if matches!(
+                call.collective,
+                Collective::AllGather | Collective::AllToAll
+            ) && call.bytes >= options.copy_engine_min_bytes() =>
+        {
+            Branch::CopyEngine
+        }
         (Prefer::Auto, _) if call.bytes <= options.max_symm_bytes(call.collective) => Branch::Small,
         (Prefer::Auto, None) => Branch::Large,
         (Prefer::Auto, Some(why)) => Branch::Fallback(why),
@@ -714,6 +772,10 @@ pub fn route(options: &Options, group: &GroupFacts, call: &CallFacts) -> Result<
         staged: !call.placed.is_symmetric(),
     };
     match branch(options, group, call) {
+        Branch::CopyEngine => Ok(Route::Symm {
+            kernel: collectives::CollectivePath::CopyEngine.name(),
+            staged: !call.placed.is_symmetric(),
+        }),
         Branch::Domains if group.stand_in => Ok(symm()),
         Branch::NcclForced | Branch::Large | Branch::Domains => Ok(Route::Nccl),
         Branch::NcclRefused(why) => Err(RuleError::NcclRefused(format!(
@@ -761,6 +823,11 @@ pub fn choose(
         Branch::SplitsDiffer => format!(
             "{size} here, but the ranks' splits differ, so no size chooses alike on every \
              rank (force NCCL to take it); {place}"
+        ),
+        Branch::CopyEngine => format!(
+            "{size} ≥ {} copy-engine threshold (calls on their own stream overlap compute, \
+             which keeps the SMs), {place}",
+            size_name(options.copy_engine_min_bytes())
         ),
         Branch::Small => format!("{size} ≤ {limit} threshold, {place}"),
         Branch::Large => format!("{size} > {limit} threshold"),

@@ -658,6 +658,40 @@ impl SymmetricMemory {
         self.copy_checked(d.device_ptr(), at, d.len() * std::mem::size_of::<T>())
     }
 
+    /// [`copy_from_peer`](Self::copy_from_peer) on `comm`'s stream
+    /// instead of this memory's: `comm` is a handle of the rank that
+    /// rendezvoused it (on any of its streams), such as the one a
+    /// collective's kernels run on, so that the copy sits in their order.
+    pub fn copy_from_peer_on<T: Element>(
+        &self,
+        comm: &crate::comm::Comm,
+        peer: usize,
+        offset: usize,
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+    ) -> Result<()> {
+        self.before_collective_use()?;
+        if comm.owner_id() != self.owner.id {
+            return Err(self.invalid(
+                "copy_from_peer_on: the handle is another rank's or group's than the one that \
+                 rendezvoused this memory"
+                    .to_string(),
+            ));
+        }
+        let b = Binder::of(comm);
+        let d = b.bind_mut("dst", dst)?;
+        let at = self.peer_range::<T>(peer, offset, d.len())?;
+        // SAFETY: `d` is bound on `comm`'s backend, which is this rank's
+        // (checked above) and enqueues on `comm`'s stream.
+        unsafe {
+            self.copy_checked_on(
+                b.backend,
+                d.device_ptr(),
+                at,
+                d.len() * std::mem::size_of::<T>(),
+            )
+        }
+    }
+
     /// Binds memory for this rank, on this memory's stream.
     fn binder(&self) -> Binder<'_> {
         Binder {
@@ -690,6 +724,21 @@ impl SymmetricMemory {
     /// buffer mapped here and the other bound for this rank, unless they
     /// overlap.
     fn copy_checked(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        // SAFETY: this memory's own backend is its rank's.
+        unsafe { self.copy_checked_on(&*self.backend, dst, src, bytes) }
+    }
+
+    /// [`copy_checked`](Self::copy_checked) enqueued on `backend`.
+    ///
+    /// # Safety
+    /// `backend` is this memory's rank's (on any of its streams).
+    unsafe fn copy_checked_on(
+        &self,
+        backend: &dyn Backend,
+        dst: u64,
+        src: u64,
+        bytes: usize,
+    ) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
@@ -701,8 +750,9 @@ impl SymmetricMemory {
         // SAFETY: one range lies in a peer's buffer, mapped here for as
         // long as this memory lives (and unmapped only after the rank's
         // streams are idle); the other is memory bound for this rank, kept
-        // alive likewise or by cudarc's tracking; they do not overlap.
-        unsafe { self.backend.copy(dst, src, bytes) }
+        // alive likewise or by cudarc's tracking; they do not overlap; the
+        // caller's promise: `backend` is this rank's, which maps both.
+        unsafe { backend.copy(dst, src, bytes) }
     }
 
     /// Reads rank `peer`'s whole signal pad (for diagnostics and tests).

@@ -104,6 +104,26 @@ pub fn all_gather_pull<T: Scalar, const V: usize>(
     call_end(input, ch, call);
 }
 
+/// The copy-engine path's two handshakes, one block each, around the
+/// copies the host enqueues between them (`copies.rs`): `exit` 0 is the
+/// entry barrier (every rank's input is ready) with the call's identity
+/// `sig` sent to every peer, as a pull kernel's entry; `exit` 1 the exit
+/// barrier (no peer still reads this rank's input) that checks the
+/// peers' identities and ends the call. The call's number is read in
+/// both and stored only by the exit, so both halves are one call on
+/// channel `ch` (`ch + 1` for the identities) of block 0's counter.
+#[symm_kernel]
+pub fn ce_sync<T: Scalar>(input: SymmBuf<T>, ch: u32, sig: u32, exit: u32) {
+    enter_call();
+    if exit == 0u32 {
+        let _call = enter_sending(input, ch, sig);
+    } else {
+        let call = call_begin(input, ch);
+        exit_checked(input, ch, call, sig);
+        call_end(input, ch, call);
+    }
+}
+
 /// Every rank p's `n` elements into `out[p * n..]`, from `input[0..n]` of
 /// rank p, or from `input[p * n..]` where `in_place` is 1 (this rank's own
 /// part then already in place): the body of [`all_gather_pull`] and of
