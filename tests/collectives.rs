@@ -1302,12 +1302,26 @@ fn copies_on_the_copy_engines() {
         if !tier::runs(quick(world, 1)) {
             continue;
         }
-        let n = 1000;
+        // Large enough that the pull kernel runs several blocks, whose
+        // signals the copy engines' one-block barriers never touch.
+        let n = 1 << 15;
         let inputs: Vec<Vec<u32>> = (0..world).map(|_| random_bits::<u32>(world * n)).collect();
         let Some(outs) = on_ranks(world, "copy engine by name", |c| {
             let buf = c.alloc::<u32>(world * n)?;
             buf.copy_from_host(&inputs[c.rank()])?;
             let s = buf.rendezvous()?;
+            // Which blocks' signal slots of this rank's pad a call moved.
+            let blocks_moved = |before: &[u32], after: &[u32]| -> Vec<usize> {
+                let mut b: Vec<usize> = before
+                    .iter()
+                    .zip(after)
+                    .enumerate()
+                    .filter(|(_, (x, y))| x != y)
+                    .map(|(i, _)| (i % 32768) / 8 % 128)
+                    .collect();
+                b.dedup();
+                b
+            };
             let mut got = Vec::new();
             for (k, path) in [
                 CollectivePath::CopyEngine,
@@ -1321,41 +1335,51 @@ fn copies_on_the_copy_engines() {
             {
                 let mut a = c.device_buffer_from(&vec![poison::<u32>(); world * n])?;
                 let mut b = c.device_buffer_from(&vec![poison::<u32>(); world * n])?;
+                c.synchronize()?;
+                let before = s.read_signal_pad(c.rank())?;
                 // A part of `n - k` a rank: every call's shape differs.
                 all_gather_with(path, c, &s, &mut a, n - k)?;
                 all_to_all_with(path, c, &s, &mut b, n - k)?;
-                got.push((a, b));
+                c.synchronize()?;
+                let moved = blocks_moved(&before, &s.read_signal_pad(c.rank())?);
+                got.push((a.to_host()?, b.to_host()?, path, moved));
             }
-            c.synchronize()?;
-            got.into_iter()
-                .map(|(a, b)| Ok((a.to_host()?, b.to_host()?)))
-                .collect::<symm::Result<Vec<_>>>()
+            Ok(got)
         }) else {
             continue;
         };
         for (r, calls) in outs.iter().enumerate() {
-            for (k, (a, b)) in calls.iter().enumerate() {
+            for (k, (a, b, path, moved)) in calls.iter().enumerate() {
                 let m = n - k;
+                let what = format!("world {world}, rank {r}, call {k} on {path:?}");
                 let gathered: Vec<u32> = (0..world)
                     .flat_map(|p| inputs[p][..m].iter().copied())
                     .collect();
                 assert_bits(
-                    &format!("all_gather_with, world {world}, rank {r}, call {k}"),
+                    &format!("all_gather_with, {what}"),
                     &a[..world * m],
                     &gathered,
                 );
                 let sent: Vec<u32> = (0..world)
                     .flat_map(|p| inputs[p][r * m..(r + 1) * m].iter().copied())
                     .collect();
-                assert_bits(
-                    &format!("all_to_all_with, world {world}, rank {r}, call {k}"),
-                    &b[..world * m],
-                    &sent,
-                );
+                assert_bits(&format!("all_to_all_with, {what}"), &b[..world * m], &sent);
                 assert!(a[world * m..]
                     .iter()
                     .chain(&b[world * m..])
                     .all(|x| *x == poison::<u32>()));
+                // The copy engines' barriers are block 0's (its counter and
+                // flags; the identities' slots are blocks 0 and 1), where
+                // the pull kernel's grid signals on blocks past them too.
+                match path {
+                    CollectivePath::CopyEngine => {
+                        assert!(moved.iter().all(|&b| b < 2), "{what}: blocks {moved:?}")
+                    }
+                    CollectivePath::Pull if world > 1 => {
+                        assert!(moved.iter().any(|&b| b >= 2), "{what}: blocks {moved:?}")
+                    }
+                    _ => {}
+                }
             }
         }
     }
@@ -1982,6 +2006,33 @@ fn mismatches_of_agreed_shapes(host: bool) {
                 || m.contains("from rank")
                 || (0..world).any(|r| m.contains(&format!("rank {r} failed: kernel")));
             assert!(waited && named, "{m}");
+        }
+    }
+    // One rank on the copy engines and the other on pull (a cached shape
+    // of each, one block's grid): their barriers meet on block 0, and the
+    // exit's identity check (the path is in the call's digest) fails the
+    // call on both.
+    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(128)?;
+        for path in [CollectivePath::CopyEngine, CollectivePath::Pull] {
+            force_path(c, Some(path))?;
+            all_gather(c, &s, &mut out, 16)?;
+        }
+        let path = [CollectivePath::CopyEngine, CollectivePath::Pull][c.rank() % 2];
+        force_path(c, Some(path))?;
+        all_gather(c, &s, &mut out, 16)?;
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            if host {
+                assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
+                continue;
+            }
+            let said = m.contains("made different calls")
+                || (0..world).any(|r| m.contains(&format!("rank {r} failed: kernel")));
+            assert!(said, "{m}");
         }
     }
     // Sum on one rank and Max on the other, first call: the store check

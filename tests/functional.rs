@@ -2942,7 +2942,7 @@ fn hierarchical_collectives_in_both_forms() {
 }
 
 /// The rule takes the copy engines for the all-gather and all-to-all from
-/// `Options::copy_engine_min_bytes` (by default `COPY_ENGINE_MIN_BYTES`
+/// `Options::copy_engine_min_bytes` a peer (by default `COPY_ENGINE_MIN_BYTES`
 /// where calls run on their own stream, never otherwise), the call's size
 /// itself included, a byte less not; other collectives never. Set low,
 /// both calls run on them on both sides of the threshold, bit for bit on
@@ -2959,12 +2959,13 @@ fn copy_engines_where_calls_overlap_compute() {
         let Some(ranks) = ranks(world) else { continue };
         run(ranks, options(), |c| {
             let me = c.rank();
-            let facts = |collective, bytes| CallFacts {
+            // (`per_peer`: what the threshold weighs.)
+            let facts = |collective, per_peer: usize| CallFacts {
                 collective,
                 dtype: DType::F32,
                 op: None,
-                bytes,
-                bytes_per_peer: bytes / world,
+                bytes: per_peer * world,
+                bytes_per_peer: per_peer,
                 nccl_shape: None,
                 placed: Placed::Plain,
             };
@@ -2998,7 +2999,9 @@ fn copy_engines_where_calls_overlap_compute() {
                 Collectives::with_options(c, Options::default().with_copy_engine_min_bytes(1024))?;
             let seed: u64 = 0x5eed ^ world as u64;
             for n in [100usize, 300] {
-                assert_eq!(on_ce(&low, Collective::AllGather, n * 4)?, n * 4 >= 1024);
+                for call in [Collective::AllGather, Collective::AllToAll] {
+                    assert_eq!(on_ce(&low, call, n * 4)?, n * 4 >= 1024, "{call} of {n}");
+                }
                 let draw = |r: usize, len: usize| -> Vec<f32> {
                     use rand::{Rng, SeedableRng};
                     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ ((n * 64 + r) as u64));
@@ -3014,8 +3017,7 @@ fn copy_engines_where_calls_overlap_compute() {
                     &out.to_host()?,
                     &want,
                 );
-                // The all-to-all of `world × n` a rank (its threshold: the
-                // whole input).
+                // The all-to-all of `n` a peer.
                 let input = c.device_buffer_from(&all[me])?;
                 let mut out = c.device_buffer_from(&vec![poison(); world * n])?;
                 low.all_to_all(&input, &mut out)?.wait_host()?;

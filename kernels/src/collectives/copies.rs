@@ -120,12 +120,9 @@ unsafe fn launch_all_gather<T: CopyElem>(
     n: usize,
     in_place: bool,
 ) -> Result<()> {
-    if r.path == CollectivePath::CopyEngine {
-        // (Only `all_gather` asks for it: in place, the call has no such form.)
-        let me = comm.rank();
-        return copy_engine(comm, input, &mut r.out, r.ch, |p| {
-            (if p == me && in_place { None } else { Some(0) }, p * n, n)
-        });
+    // (The in-place all-gather has no copy-engine form: it pulls.)
+    if r.path == CollectivePath::CopyEngine && !in_place {
+        return copy_engine(comm, input, &mut r.out, r.ch, |p| (0, p * n, n));
     }
     let in_place = u32::from(in_place);
     if r.path == CollectivePath::Ll {
@@ -370,7 +367,7 @@ fn all_to_all_on<T: CopyElem>(
     };
     if r.path == CollectivePath::CopyEngine {
         let me = comm.rank();
-        return copy_engine(comm, input, &mut r.out, r.ch, |p| (Some(me * m), p * m, m));
+        return copy_engine(comm, input, &mut r.out, r.ch, |p| (me * m, p * m, m));
     }
     if r.path == CollectivePath::Ll {
         let args = LlArgs::copy(2, 0, 0);
@@ -392,16 +389,21 @@ fn all_to_all_on<T: CopyElem>(
 
 /// The copy-engine form of an agreed copy ([`CollectivePath::CopyEngine`]):
 /// [`ce_sync`](super::ce_sync)'s entry barrier, then for each rank p,
-/// starting past this one so that the peers' links share the load,
-/// `part(p)`'s elements (`(offset in p's input, or None for none; offset
-/// in out; length)`) copied by the copy engines from p's symmetric input
-/// into `out`, then its exit barrier. All on the comm's stream.
+/// from this one on (so that the peers' links share the load),
+/// `part(p)`'s elements (`(offset in p's input; offset in out; length)`)
+/// copied by the copy engines from p's symmetric input into `out`, then
+/// its exit barrier. All on the comm's stream.
+///
+/// Once the entry barrier is enqueued the exit barrier always follows it,
+/// even where a copy could not be enqueued (whose error the call then
+/// returns): the exit stores the call's number, so this rank's next call
+/// is not taken for this one, and its peers are not left waiting for it.
 fn copy_engine<T: CopyElem>(
     comm: &Comm,
     input: &SymmetricMemory,
     out: &mut symm::BoundSlice<'_, T>,
     ch: super::elem::Ch,
-    part: impl Fn(usize) -> (Option<usize>, usize, usize),
+    part: impl Fn(usize) -> (usize, usize, usize),
 ) -> Result<()> {
     let world = comm.world_size();
     let sync = |exit: u32| {
@@ -413,9 +415,10 @@ fn copy_engine<T: CopyElem>(
         super::ce_sync::launch::<T>(comm, cfg, input, ch.index, ch.sig, exit)
     };
     sync(0)?;
-    for k in 0..world {
-        let p = (comm.rank() + k) % world;
-        if let (Some(from), at, len) = part(p) {
+    let mut copies = || -> Result<()> {
+        for k in 0..world {
+            let p = (comm.rank() + k) % world;
+            let (from, at, len) = part(p);
             // (Every part fits: checked on each rank before the agreement.)
             let Some(mut dst) = out.sub_mut(at..at + len) else {
                 return Err(crate::shared::checks::invalid(
@@ -425,6 +428,9 @@ fn copy_engine<T: CopyElem>(
             };
             input.copy_from_peer_on(comm, p, from, &mut dst)?;
         }
-    }
-    sync(1)
+        Ok(())
+    };
+    let copied = copies();
+    let ended = sync(1);
+    copied.and(ended)
 }

@@ -359,15 +359,16 @@ impl Options {
         self.reorder_min_bytes
     }
 
-    /// The smallest all-gather and all-to-all (bytes of this rank's input)
-    /// that run on symm's copy engines
+    /// The smallest all-gather and all-to-all (bytes sent to each peer,
+    /// [`CallFacts::bytes_per_peer`]) that run on symm's copy engines
     /// ([`CollectivePath::CopyEngine`](crate::collectives::CollectivePath::CopyEngine):
     /// one-block barriers around `cuMemcpyAsync` from each peer), ahead of
     /// the symm-or-NCCL threshold: the SMs then stay with the compute that
     /// the calls overlap. By default [`COPY_ENGINE_MIN_BYTES`] where calls
     /// run on their own stream ([`with_own_stream`](Self::with_own_stream),
     /// whose purpose is that overlap), and never otherwise; `usize::MAX`
-    /// turns it off.
+    /// turns it off. Only the rule's own choice ([`Prefer::Auto`]) takes
+    /// it: forced symm runs each call's own dispatch.
     pub fn with_copy_engine_min_bytes(mut self, bytes: usize) -> Self {
         self.copy_engine_min_bytes = Some(bytes);
         self
@@ -480,15 +481,16 @@ fn parse_size(s: &str) -> Result<usize, String> {
 pub const REORDER_MIN_BYTES: usize = 1 << 20;
 
 /// The default of [`Options::copy_engine_min_bytes`] where calls run on
-/// their own stream: bytes of each rank's input from which the all-gather
-/// and all-to-all take the copy engines. Measured on 2 H200s beside a bf16
-/// GEMM of 8192³ (`bench/NOTES.md` v41): on the copy engines the GEMM ran
-/// within 1% of its time alone at every size, where symm's SM kernel
-/// slowed it by 3% at a 16 MiB message and by 70% at 256 MiB (NCCL by up
-/// to 7%); from a 16 MiB message (an all-gather's 8 MiB a rank on 2 GPUs)
-/// both were also done no later than with the SM kernel, while below
-/// the copies' fixed cost (two one-block barriers and a copy per peer)
-/// outweighs it. NCCL's own default (`NCCL_SYM_CE_THRESHOLD`) is 8 MiB too.
+/// their own stream: bytes sent to each peer from which the all-gather and
+/// all-to-all take the copy engines. Measured on 2 H200s only, beside a
+/// bf16 GEMM of 8192³ (`bench/NOTES.md` v41): on the copy engines the GEMM
+/// ran within 2% of its time alone at every size, where symm's SM kernel
+/// slowed it by 2.5–3.3% at 8 MiB a peer and by 70% at 128 MiB (NCCL by
+/// up to 7%). At 8 MiB a peer both were done within 5% of the SM kernel's
+/// time (the all-gather sooner, the all-to-all later), and sooner from 32
+/// MiB; below, the copies' fixed cost (two one-block barriers and a copy
+/// per peer, one after another) outweighs what they leave to the compute.
+/// NCCL's own default (`NCCL_SYM_CE_THRESHOLD`) is 8 MiB too.
 pub const COPY_ENGINE_MIN_BYTES: usize = 8 << 20;
 
 /// Where this rank's input lies, as the rule and its explanation see it.
@@ -753,7 +755,7 @@ fn branch<'a>(options: &Options, group: &'a GroupFacts, call: &CallFacts) -> Bra
             if matches!(
                 call.collective,
                 Collective::AllGather | Collective::AllToAll
-            ) && call.bytes >= options.copy_engine_min_bytes() =>
+            ) && call.bytes_per_peer >= options.copy_engine_min_bytes() =>
         {
             Branch::CopyEngine
         }
