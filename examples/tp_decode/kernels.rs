@@ -6,7 +6,7 @@
 //! cuBLAS.
 
 use symm::dsl::*;
-use symm::kernels::fused::{block_reduce, block_sum, warp_reduce};
+use symm::kernels::fused::{block_reduce, block_sum};
 use symm::symm_kernel;
 
 /// A value in `[-scale, scale)` from the element's place `g` in its full
@@ -50,24 +50,40 @@ pub fn fill<T: Scalar>(
 }
 
 /// One block per row: `out = T(x · (1 / sqrt(mean(x²) + eps)) · w)` in
-/// f32.
+/// f32, each thread taking whole 16-byte vectors (`V` elements; `hidden`
+/// a multiple of `V`), so a row's reads are few and wide (a thread per
+/// element, one after another, waited on memory each time: NOTES v41).
 #[symm_kernel]
-pub fn rms_norm<T: Scalar>(x: &[T], w: &[T], out: &mut [T], hidden: u32, eps: f32) {
+pub fn rms_norm<T: Scalar, const V: usize>(x: &[T], w: &[T], out: &mut [T], hidden: u32, eps: f32) {
     let partial = shared_array::<f32, 32>();
+    let v = V as u32;
+    kernel_assert!(
+        hidden % v == 0u32,
+        "rms_norm: hidden must be a multiple of V"
+    );
     let base = block_idx_x() * hidden;
     let mut ss: f32 = 0.0;
-    let mut i = thread_idx_x();
+    let mut i = thread_idx_x() * v;
     while i < hidden {
-        let f = x[base + i].to_f32();
-        ss += f * f;
-        i += block_dim_x();
+        let xv: [T; V] = x.load_vec::<V>(base + i);
+        for e in 0..V {
+            let f = xv[e].to_f32();
+            ss += f * f;
+        }
+        i += block_dim_x() * v;
     }
     let total = block_sum(ss, partial);
     let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
-    let mut j = thread_idx_x();
+    let mut j = thread_idx_x() * v;
     while j < hidden {
-        out[base + j] = T::from_f32(x[base + j].to_f32() * inv * w[j].to_f32());
-        j += block_dim_x();
+        let xv: [T; V] = x.load_vec::<V>(base + j);
+        let wv: [T; V] = w.load_vec::<V>(j);
+        let mut o: [T; V] = xv;
+        for e in 0..V {
+            o[e] = T::from_f32(xv[e].to_f32() * inv * wv[e].to_f32());
+        }
+        out.store_vec::<V>(base + j, o);
+        j += block_dim_x() * v;
     }
 }
 
@@ -114,13 +130,18 @@ pub fn kv_write<T: Scalar>(
 /// `split × chunk ..`, and leaves in `part` its softmax partials: the
 /// scores' maximum, the sum of their exponentials, and the
 /// exponential-weighted sum of the values (`dim + 2` floats).
-/// [`attention_combine`] merges the splits. Each warp takes every
-/// `warps`-th position, its lanes `dim / 32` dimensions each, so a warp
-/// reads a whole key or value row at once. `chunk` at most 2048, `dim` a
-/// multiple of 32 up to 256; at most 256 threads, a multiple of 32.
+/// [`attention_combine`] merges the splits.
+///
+/// Each lane reads one 16-byte vector of a key or value row (`V`
+/// elements), so `dim / V` lanes cover a row and a warp reads `32 ×
+/// V / dim` rows at once: a warp's loads are whole vectors, several rows
+/// in flight (one element a lane, a row at a time, left it waiting on
+/// memory one row after another: `bench/NOTES.md` v41). `chunk` at most
+/// 2048; `dim / V` a power of two up to 32, and `dim` at most 256 with
+/// `warps × dim` at most 2048; a multiple of 32 threads.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_split<T: Scalar>(
+pub fn attention_split<T: Scalar, const V: usize>(
     qkv: &[T],
     kc: &[T],
     vc: &[T],
@@ -136,6 +157,13 @@ pub fn attention_split<T: Scalar>(
     let scores = shared_array::<f32, 2048>();
     let partial = shared_array::<f32, 32>();
     let acc_s = shared_array::<f32, 2048>();
+    let v = V as u32;
+    let lpp = dim / v;
+    kernel_assert!(
+        dim % v == 0u32 && lpp >= 1u32 && lpp <= 32u32 && 32u32 % lpp == 0u32,
+        "attention_split: dim / V must be a power of two up to 32"
+    );
+    let ppw = 32u32 / lpp;
     let splits = (ctx + chunk - 1) / chunk;
     let bh = block_idx_x() / splits;
     let split = block_idx_x() % splits;
@@ -146,31 +174,41 @@ pub fn attention_split<T: Scalar>(
     let warp = thread_idx_x() / 32;
     let warps = block_dim_x() / 32;
     let lane = lane_id();
-    let per = dim / 32;
+    // This lane's row of the warp's step, and its dimensions in it.
+    let sub = lane / lpp;
+    let at = (lane % lpp) * v;
     let first = split * chunk;
     let end = min(ctx, first + chunk);
-    let mut qv: [f32; 8] = [0.0f32; 8];
-    for j in 0..8u32 {
-        if j < per {
-            qv[j] = qkv[q + j * 32 + lane].to_f32();
-        }
+    let qx: [T; V] = qkv.load_vec::<V>(q + at);
+    let mut qf: [f32; V] = [0.0f32; V];
+    for e in 0..V {
+        qf[e] = qx[e].to_f32();
     }
     let mut best: f32 = -3.0e38;
-    let mut t = first + warp;
-    while t < end {
-        let k = ((b * ctx + t) * kv_heads + g) * dim;
+    let mut base = first + warp * ppw;
+    while base < end {
+        let t = base + sub;
         let mut s: f32 = 0.0;
-        for j in 0..8u32 {
-            if j < per {
-                s += qv[j] * kc[k + j * 32 + lane].to_f32();
+        if t < end {
+            let kx: [T; V] = kc.load_vec::<V>(((b * ctx + t) * kv_heads + g) * dim + at);
+            for e in 0..V {
+                s += qf[e] * kx[e].to_f32();
             }
         }
-        s = warp_reduce::<0>(s) * scale;
-        if lane == 0 {
-            scores[t - first] = s;
+        // The row's sum, over its `lpp` lanes (every lane takes part).
+        let mut m = lpp / 2u32;
+        while m > 0u32 {
+            s += shfl_xor(s, m);
+            m /= 2u32;
         }
-        best = max(best, s);
-        t += warps;
+        s *= scale;
+        if t < end {
+            if lane % lpp == 0u32 {
+                scores[t - first] = s;
+            }
+            best = max(best, s);
+        }
+        base += warps * ppw;
     }
     let top = block_reduce::<1>(best, partial);
     let mut sum: f32 = 0.0;
@@ -182,28 +220,37 @@ pub fn attention_split<T: Scalar>(
         u += block_dim_x();
     }
     let total = block_sum(sum, partial);
-    let mut acc: [f32; 8] = [0.0f32; 8];
-    let mut p = first + warp;
-    while p < end {
-        let w = scores[p - first];
-        let v = ((b * ctx + p) * kv_heads + g) * dim;
-        for j in 0..8u32 {
-            if j < per {
-                acc[j] += w * vc[v + j * 32 + lane].to_f32();
+    let mut acc: [f32; V] = [0.0f32; V];
+    let mut pbase = first + warp * ppw;
+    while pbase < end {
+        let p = pbase + sub;
+        if p < end {
+            let w = scores[p - first];
+            let vx: [T; V] = vc.load_vec::<V>(((b * ctx + p) * kv_heads + g) * dim + at);
+            for e in 0..V {
+                acc[e] += w * vx[e].to_f32();
             }
         }
-        p += warps;
+        pbase += warps * ppw;
     }
-    for j in 0..8u32 {
-        if j < per {
-            acc_s[warp * dim + j * 32 + lane] = acc[j];
+    // The warp's rows summed into the lanes of its first row.
+    let mut m2 = lpp;
+    while m2 < 32u32 {
+        for e in 0..V {
+            acc[e] += shfl_xor(acc[e], m2);
+        }
+        m2 *= 2u32;
+    }
+    if sub == 0u32 {
+        for e in 0..V {
+            acc_s[warp * dim + at + e as u32] = acc[e];
         }
     }
     sync_threads();
-    let at = block_idx_x() * (dim + 2);
+    let out_at = block_idx_x() * (dim + 2);
     if thread_idx_x() == 0 {
-        part[at] = top;
-        part[at + 1] = total;
+        part[out_at] = top;
+        part[out_at + 1] = total;
     }
     let mut d = thread_idx_x();
     while d < dim {
@@ -211,36 +258,61 @@ pub fn attention_split<T: Scalar>(
         for w in 0..warps {
             o += acc_s[w * dim + d];
         }
-        part[at + 2 + d] = o;
+        part[out_at + 2 + d] = o;
         d += block_dim_x();
     }
 }
 
 /// Merges [`attention_split`]'s `splits` partials of each (row, query
-/// head), one block each, a thread per dimension: rescaled to the largest
-/// maximum, summed, divided by the summed exponentials.
+/// head), one block each: rescaled to the largest maximum, summed,
+/// divided by the summed exponentials. Each split's weight is computed
+/// once (by thread `s`, into shared memory); then `block_dim / dim`
+/// groups of threads (a thread per dimension in each) sum every group's
+/// share of the splits, and the first group adds the shares: many short
+/// loops of independent loads rather than one long one (NOTES v41). At
+/// most 256 splits, at least as many threads as splits, `block_dim` a
+/// multiple of `dim` (at most 1024 threads).
 #[symm_kernel]
 pub fn attention_combine<T: Scalar>(part: &[f32], out: &mut [T], dim: u32, splits: u32) {
+    let partial = shared_array::<f32, 32>();
+    let weight = shared_array::<f32, 256>();
+    let shares = shared_array::<f32, 1024>();
     let bh = block_idx_x();
     let base = bh * splits * (dim + 2);
-    let mut top: f32 = -3.0e38;
-    for s in 0..splits {
-        top = max(top, part[base + s * (dim + 2)]);
+    let t = thread_idx_x();
+    let mut m: f32 = -3.0e38;
+    if t < splits {
+        m = part[base + t * (dim + 2)];
     }
-    let mut total: f32 = 0.0;
-    for s in 0..splits {
-        let at = base + s * (dim + 2);
-        total += part[at + 1] * exp(part[at] - top);
+    let top = block_reduce::<1>(m, partial);
+    let mut e: f32 = 0.0;
+    if t < splits {
+        let at = base + t * (dim + 2);
+        e = exp(part[at] - top);
+        weight[t] = e;
+        e *= part[at + 1];
     }
-    let mut d = thread_idx_x();
-    while d < dim {
-        let mut o: f32 = 0.0;
-        for s in 0..splits {
-            let at = base + s * (dim + 2);
-            o += part[at + 2 + d] * exp(part[at] - top);
+    let total = block_sum(e, partial);
+    sync_threads();
+    let groups = block_dim_x() / dim;
+    let d = t % dim;
+    let grp = t / dim;
+    let mut o: f32 = 0.0;
+    if grp < groups {
+        let mut s = grp;
+        while s < splits {
+            o += part[base + s * (dim + 2) + 2 + d] * weight[s];
+            s += groups;
         }
-        out[bh * dim + d] = T::from_f32(o / total);
-        d += block_dim_x();
+        shares[t] = o;
+    }
+    sync_threads();
+    if grp == 0u32 {
+        let mut sum: f32 = 0.0;
+        for k in 0..groups {
+            sum += shares[k * dim + d];
+        }
+        out[bh * dim + d] = T::from_f32(sum / total);
     }
 }
 

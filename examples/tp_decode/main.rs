@@ -151,8 +151,8 @@ struct Model {
     act: DeviceBuffer<T>,
     /// Attention's per-split softmax partials.
     part: DeviceBuffer<f32>,
-    /// Attention's (splits, positions per split): enough blocks to fill
-    /// a GPU's multiprocessors (about 264 for an H100's 132).
+    /// Attention's (splits, positions per split): about eight blocks a
+    /// multiprocessor.
     splits: (usize, usize),
     gemm: Gemm,
     _pool: symm::SymmPool,
@@ -320,7 +320,16 @@ impl Model {
         };
         let pool = c.pool();
         let b = s.batch;
-        let want = 264usize.div_ceil(b * nh).clamp(1, 64);
+        // Eight blocks of attention a multiprocessor (1056 on an H200's
+        // 132; `bench/NOTES.md` v41: the split positions a warp reads one
+        // after another are what its time goes to).
+        let sms = c.cuda_stream().map_or(132, |s| {
+            use symm::cudarc::driver::sys::CUdevice_attribute as A;
+            s.context()
+                .attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_or(132, |n| n as usize)
+        });
+        let want = (8 * sms).div_ceil(b * nh).clamp(1, 64);
         let chunk = s.ctx.div_ceil(want).clamp(4, 2048).min(s.ctx);
         let splits = s.ctx.div_ceil(chunk);
         Ok(Model {
@@ -422,8 +431,8 @@ impl Model {
         );
         let stride = (nh + 2 * nkv) * d;
         let eps = 1e-5f32;
-        let rows = LaunchConfig::linear(b as u32, 256);
-        rms_norm::launch::<T>(
+        let rows = norm_grid(b, h);
+        rms_norm::launch::<T, { 16 / std::mem::size_of::<T>() }>(
             c,
             rows,
             &self.x,
@@ -456,7 +465,7 @@ impl Model {
                 (s.ctx - 1) as u32,
             )?;
             let (splits, chunk) = self.splits;
-            attention_split::launch::<T>(
+            attention_split::launch::<T, { 16 / std::mem::size_of::<T>() }>(
                 c,
                 LaunchConfig::linear((b * nh * splits) as u32, 128),
                 &self.qkv,
@@ -473,7 +482,12 @@ impl Model {
             )?;
             attention_combine::launch::<T>(
                 c,
-                LaunchConfig::linear((b * nh) as u32, d.min(256) as u32),
+                // (A thread per dimension in each of up to four groups,
+                // and at least one per split.)
+                LaunchConfig::linear(
+                    (b * nh) as u32,
+                    (d * (1024 / d).min(4)).max(splits.next_multiple_of(d)) as u32,
+                ),
                 &self.part,
                 &mut self.att,
                 d as u32,
@@ -512,6 +526,16 @@ impl Model {
         }
         Ok(())
     }
+}
+
+/// `rms_norm`'s grid for `b` rows of `h`: a block a row, a thread a
+/// 16-byte vector of it (up to 1024).
+fn norm_grid(b: usize, h: usize) -> LaunchConfig {
+    let vectors = h / (16 / std::mem::size_of::<T>());
+    LaunchConfig::linear(
+        b as u32,
+        vectors.next_multiple_of(32).clamp(32, 1024) as u32,
+    )
 }
 
 /// Which norm follows an all-reduce: layer `l`'s FFN norm, or the one
@@ -554,8 +578,16 @@ impl Model {
                 .wait()?;
             add::launch::<T>(c, lin(n), &mut self.x, &self.y, n as u32)?;
         }
-        let rows = LaunchConfig::linear(b as u32, 256);
-        rms_norm::launch::<T>(c, rows, &self.x, w, &mut self.a, h as u32, eps)
+        let rows = norm_grid(b, h);
+        rms_norm::launch::<T, { 16 / std::mem::size_of::<T>() }>(
+            c,
+            rows,
+            &self.x,
+            w,
+            &mut self.a,
+            h as u32,
+            eps,
+        )
     }
 }
 
