@@ -163,6 +163,10 @@ pub fn attention_split<T: Scalar, const V: usize>(
         dim % v == 0u32 && lpp >= 1u32 && lpp <= 32u32 && 32u32 % lpp == 0u32,
         "attention_split: dim / V must be a power of two up to 32"
     );
+    kernel_assert!(
+        chunk <= 2048u32 && (block_dim_x() / 32u32) * dim <= 2048u32 && block_dim_x() % 32u32 == 0u32,
+        "attention_split: a chunk of at most 2048 positions, whole warps, and warps × dim at most 2048"
+    );
     let ppw = 32u32 / lpp;
     let splits = (ctx + chunk - 1) / chunk;
     let bh = block_idx_x() / splits;
@@ -277,6 +281,10 @@ pub fn attention_combine<T: Scalar>(part: &[f32], out: &mut [T], dim: u32, split
     let partial = shared_array::<f32, 32>();
     let weight = shared_array::<f32, 256>();
     let shares = shared_array::<f32, 1024>();
+    kernel_assert!(
+        splits <= block_dim_x() && splits <= 256u32 && dim <= block_dim_x() && block_dim_x() <= 1024u32 && block_dim_x() % dim == 0u32,
+        "attention_combine: at most 256 splits, and a block of whole groups of dim threads (at most 1024), at least as many as splits"
+    );
     let bh = block_idx_x();
     let base = bh * splits * (dim + 2);
     let t = thread_idx_x();
@@ -292,8 +300,8 @@ pub fn attention_combine<T: Scalar>(part: &[f32], out: &mut [T], dim: u32, split
         weight[t] = e;
         e *= part[at + 1];
     }
+    // (`block_sum` ends with a barrier: `weight` is complete.)
     let total = block_sum(e, partial);
-    sync_threads();
     let groups = block_dim_x() / dim;
     let d = t % dim;
     let grp = t / dim;

@@ -482,12 +482,7 @@ impl Model {
             )?;
             attention_combine::launch::<T>(
                 c,
-                // (A thread per dimension in each of up to four groups,
-                // and at least one per split.)
-                LaunchConfig::linear(
-                    (b * nh) as u32,
-                    (d * (1024 / d).min(4)).max(splits.next_multiple_of(d)) as u32,
-                ),
+                LaunchConfig::linear((b * nh) as u32, combine_threads(d, splits)),
                 &self.part,
                 &mut self.att,
                 d as u32,
@@ -526,6 +521,13 @@ impl Model {
         }
         Ok(())
     }
+}
+
+/// `attention_combine`'s block for heads of `dim` and `splits` splits: a
+/// thread per dimension in each of up to four groups, and at least one
+/// per split.
+pub fn combine_threads(dim: usize, splits: usize) -> u32 {
+    (dim * (1024 / dim).min(4)).max(splits.next_multiple_of(dim)) as u32
 }
 
 /// `rms_norm`'s grid for `b` rows of `h`: a block a row, a thread a
@@ -627,9 +629,12 @@ fn shape(args: &Args) -> std::result::Result<Shape, String> {
     if !(1..=8).contains(&s.batch) || s.ctx == 0 || s.ctx > 4096 || s.layers == 0 {
         return Err(format!("batch 1-8, context 1-4096 and a layer: got {s:?}"));
     }
-    if !s.dim().is_multiple_of(32) || s.dim() > 256 {
+    // (`attention_split` spreads a row over `dim / V` lanes, a power of
+    // two up to a warp.)
+    let lanes = s.dim() / (16 / std::mem::size_of::<T>());
+    if !s.dim().is_multiple_of(32) || s.dim() > 256 || !lanes.is_power_of_two() || lanes > 32 {
         return Err(format!(
-            "the head size {} is not a multiple of 32 up to 256",
+            "the head size {} is not 32, 64, 128 or 256",
             s.dim()
         ));
     }
