@@ -1385,6 +1385,55 @@ fn copies_on_the_copy_engines() {
     }
 }
 
+/// A copy-engine call one rank never makes (its shape agreed before, so
+/// no host exchange waits for it) fails on the rank that made it after one
+/// kernel timeout: its entry barrier's wait gives up, naming the peer, and
+/// its exit barrier does not wait again. (The peer stays alive meanwhile,
+/// so its departure does not end the waits.) GPU ranks only: the
+/// emulator's scheduler ends a stuck launch itself.
+#[test]
+fn a_copy_engine_call_a_peer_never_makes_fails_after_one_timeout() {
+    if !on_gpu() {
+        eprintln!(
+            "SKIPPED: a_copy_engine_call_a_peer_never_makes_fails_after_one_timeout needs GPU \
+             ranks (the emulator ends a stuck launch by its own scheduler)"
+        );
+        return;
+    }
+    if !tier::quick_test() {
+        return;
+    }
+    let Some(ranks) = ranks(2) else { return };
+    let timeout = Duration::from_secs(2);
+    let opts = options().with_kernel_timeout(timeout);
+    let took = std::sync::Mutex::new(None);
+    let got = run(ranks, opts, |c| {
+        let buf = c.alloc::<f32>(1024)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(2048)?;
+        force_path(c, Some(CollectivePath::CopyEngine))?;
+        all_gather(c, &s, &mut out, 512)?;
+        c.synchronize()?;
+        if c.rank() == 1 {
+            // Alive, but never in the call: past both timeouts.
+            std::thread::sleep(4 * timeout);
+            return Ok(());
+        }
+        let start = std::time::Instant::now();
+        let r = all_gather(c, &s, &mut out, 512).and_then(|()| c.synchronize());
+        *took.lock().unwrap() = Some(start.elapsed());
+        r
+    });
+    let e = got.expect_err("the call rank 1 never made fails");
+    let took = took.lock().unwrap().expect("rank 0 timed its call");
+    assert!(
+        took < timeout + timeout / 2,
+        "rank 0's call failed after {took:?}: more than one timeout of {timeout:?}: {e}"
+    );
+    let text = e.to_string();
+    assert!(text.contains("peer 1") || text.contains("rank 1"), "{text}");
+}
+
 /// The dispatch follows the crossover measured in `bench/NOTES.md` v20 (LL
 /// to 128 KiB per peer, on 2, 3 and 4 GPUs alike).
 #[test]

@@ -112,14 +112,41 @@ pub fn all_gather_pull<T: Scalar, const V: usize>(
 /// peers' identities and ends the call. The call's number is read in
 /// both and stored only by the exit, so both halves are one call on
 /// channel `ch` (`ch + 1` for the identities) of block 0's counter.
+///
+/// The entry counts the peers it met (slot `(ch + 1, 2, rank)` of this
+/// rank's pad, which the identities, in blocks 0 and 1 of that channel,
+/// never use). Where a wait gave up (recorded, naming its peer), the exit
+/// raises this rank's flags without waiting: the call fails after one
+/// timeout, not two, and its peers are not left waiting for this rank.
 #[symm_kernel]
 pub fn ce_sync<T: Scalar>(input: SymmBuf<T>, ch: u32, sig: u32, exit: u32) {
     enter_call();
+    let rank = input.rank();
+    let world = input.world_size();
+    let met = signal_slot(ch + 1u32, 2u32, rank);
+    let call = call_begin(input, ch);
+    let t = thread_idx_x();
     if exit == 0u32 {
-        let _call = enter_sending(input, ch, sig);
+        enter_barrier_sending(input, ch, call, ch + 1u32, sig);
+        // (A thread whose wait gave up has exited: those here met theirs.)
+        if t < world && t != rank {
+            input
+                .pad(rank)
+                .atomic_add(met, 1u32, RmwOrder::Relaxed, Scope::Gpu);
+        }
     } else {
-        let call = call_begin(input, ch);
-        exit_checked(input, ch, call, sig);
+        let all = input.pad(rank).load(met, LoadOrder::Relaxed, Scope::Gpu) == world - 1u32;
+        if all {
+            exit_checked(input, ch, call, sig);
+        } else if t < world && t != rank {
+            input.signal_flag(t, ch, call.wrapping_mul(2u32).wrapping_add(1u32));
+        }
+        sync_threads();
+        if t == 0u32 {
+            input
+                .pad(rank)
+                .store(met, 0u32, StoreOrder::Relaxed, Scope::Gpu);
+        }
         call_end(input, ch, call);
     }
 }
