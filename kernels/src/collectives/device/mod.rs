@@ -66,7 +66,22 @@ pub(crate) fn copy_span<T: Scalar, const V: usize>(
     if (dst_off + head + vector_lag(dst)) % v == 0u32 {
         vecs = (len - head) / v;
     }
+    // Four vectors in flight a thread (their loads issued before any
+    // store), so that the grid keeps enough of a peer's reads over NVLink
+    // outstanding to fill its bandwidth-delay product; then the rest one
+    // at a time.
     let mut i = first;
+    while i + 3u32 * stride < vecs {
+        let x0: [T; V] = src.load_vec::<V>(src_off + head + i * v);
+        let x1: [T; V] = src.load_vec::<V>(src_off + head + (i + stride) * v);
+        let x2: [T; V] = src.load_vec::<V>(src_off + head + (i + 2u32 * stride) * v);
+        let x3: [T; V] = src.load_vec::<V>(src_off + head + (i + 3u32 * stride) * v);
+        dst.store_vec::<V>(dst_off + head + i * v, x0);
+        dst.store_vec::<V>(dst_off + head + (i + stride) * v, x1);
+        dst.store_vec::<V>(dst_off + head + (i + 2u32 * stride) * v, x2);
+        dst.store_vec::<V>(dst_off + head + (i + 3u32 * stride) * v, x3);
+        i += 4u32 * stride;
+    }
     while i < vecs {
         let x: [T; V] = src.load_vec::<V>(src_off + head + i * v);
         dst.store_vec::<V>(dst_off + head + i * v, x);
