@@ -192,11 +192,15 @@ fn random_allocations(world: usize) {
 fn random_allocations_with(r: symm::Ranks, seed: u64) {
     let out = run(r, opts(), |c| random_run(c, seed))
         .unwrap_or_else(|e| panic!("SYMM_POOL_SEED={seed}: {e}"));
-    // A point where no tensor is live skips its all-reduce.
+    // A point where no tensor is live skips its all-reduce: most do not
+    // (the live count is a random walk that spends about a 25th of its
+    // time at 0, but lingers there, so a seed may skip a tenth or more:
+    // SYMM_POOL_SEED=8156892499624141723 reduced at 179 of 200).
     assert!(
-        out[0].len() >= OPS / REDUCE_EVERY * 9 / 10,
-        "{}",
-        out[0].len()
+        out[0].len() >= OPS / REDUCE_EVERY / 2,
+        "SYMM_POOL_SEED={seed}: {} all-reduces of {}",
+        out[0].len(),
+        OPS / REDUCE_EVERY
     );
     for (k, o) in out.iter().enumerate() {
         assert!(
