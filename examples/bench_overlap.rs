@@ -26,6 +26,8 @@ use symm::{run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks, Result};
 #[path = "support/bench.rs"]
 #[allow(dead_code)] // what the other benchmarks use
 mod bench;
+#[path = "support/gemm.rs"]
+mod gemm;
 use bench::{drv, other, Nccl};
 
 #[derive(clap::Parser)]
@@ -214,32 +216,13 @@ fn measure(c: &Comm, args: &Args, high: bool) -> Result<Vec<Row>> {
             .map_err(drv(c, "record"))?;
         match &gemm {
             Some((blas, a, y)) => {
-                use symm::cudarc::cublas::{result, sys};
-                let (alpha, beta) = (1.0f32, 0.0f32);
                 // SAFETY: `a` and `y` hold g × g bf16 elements of this
-                // rank, on the compute stream cuBLAS runs on; alpha and
-                // beta are f32, as CUBLAS_COMPUTE_32F takes them.
+                // rank, on the compute stream cuBLAS runs on.
                 unsafe {
-                    result::gemm_ex(
-                        *blas.handle(),
-                        sys::cublasOperation_t::CUBLAS_OP_T,
-                        sys::cublasOperation_t::CUBLAS_OP_N,
-                        g as i32,
-                        g as i32,
-                        g as i32,
-                        (&alpha) as *const f32 as *const _,
-                        a.device_ptr() as *const _,
-                        sys::cudaDataType::CUDA_R_16BF,
-                        g as i32,
-                        a.device_ptr() as *const _,
-                        sys::cudaDataType::CUDA_R_16BF,
-                        g as i32,
-                        (&beta) as *const f32 as *const _,
-                        y.device_ptr() as *mut _,
-                        sys::cudaDataType::CUDA_R_16BF,
-                        g as i32,
-                        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                        sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    gemm::gemm_bf16_xwt(
+                        blas,
+                        (a.device_ptr(), a.device_ptr(), y.device_ptr()),
+                        (g, g, g),
                     )
                 }
                 .map_err(|e| other(c, format!("cublasGemmEx: {e:?}")))?;

@@ -371,7 +371,6 @@ fn gemm(
     match g {
         Gemm::Dsl => gemm_xwt::launch::<T>(c, lin(m * n), x, w, y, m as u32, n as u32, k as u32),
         Gemm::Cublas(blas) => {
-            use symm::cudarc::cublas::{result, sys};
             let (bx, bw, by) = (c.bind("x", x)?, c.bind("w", w)?, c.bind_mut("y", y)?);
             if bx.len() < m * k || bw.len() < n * k || by.len() < m * n {
                 return Err(other(
@@ -384,32 +383,14 @@ fn gemm(
                     ),
                 ));
             }
-            let (alpha, beta) = (1.0f32, 0.0f32);
             // SAFETY: x, w and y are this rank's device memory of at least
             // m × k, n × k and m × n bf16 elements (checked above), bound to
-            // the rank's stream, which cuBLAS runs on; alpha and beta are
-            // f32, as CUBLAS_COMPUTE_32F takes them.
+            // the rank's stream, which cuBLAS runs on.
             unsafe {
-                result::gemm_ex(
-                    *blas.handle(),
-                    sys::cublasOperation_t::CUBLAS_OP_T,
-                    sys::cublasOperation_t::CUBLAS_OP_N,
-                    n as i32,
-                    m as i32,
-                    k as i32,
-                    (&alpha) as *const f32 as *const _,
-                    bw.device_ptr() as *const _,
-                    sys::cudaDataType::CUDA_R_16BF,
-                    k as i32,
-                    bx.device_ptr() as *const _,
-                    sys::cudaDataType::CUDA_R_16BF,
-                    k as i32,
-                    (&beta) as *const f32 as *const _,
-                    by.device_ptr() as *mut _,
-                    sys::cudaDataType::CUDA_R_16BF,
-                    n as i32,
-                    sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                    sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                gemm::gemm_bf16_xwt(
+                    blas,
+                    (bx.device_ptr(), bw.device_ptr(), by.device_ptr()),
+                    (m, n, k),
                 )
             }
             .map_err(|e| other(c, format!("cublasGemmEx: {e:?}")))
@@ -596,6 +577,8 @@ impl Model {
 #[path = "../support/bench.rs"]
 #[allow(dead_code)] // the NCCL baselines of the other benchmarks
 mod bench;
+#[path = "../support/gemm.rs"]
+mod gemm;
 
 /// The shape the flags ask for.
 fn shape(args: &Args) -> std::result::Result<Shape, String> {

@@ -280,9 +280,9 @@ impl Collectives {
             |c: Collective| matches!(c, Collective::AllGather | Collective::ReduceScatter);
         // Each form on collectives of its own, made alike on every rank.
         let base = self.options.clone();
-        let hier = (0..Collective::ALL.len()).fold(base.clone(), |o, i| {
-            o.with_min_hier_bytes(Collective::ALL[i], 0)
-        });
+        let hier = Collective::ALL
+            .into_iter()
+            .fold(base.clone(), |o, c| o.with_min_hier_bytes(c, 0));
         let direct = Collectives::made(
             &self.user,
             hier.clone().with_reorder_min_bytes(usize::MAX),

@@ -81,8 +81,10 @@ impl Collectives {
         let bytes = n * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllGather, None, input, bytes, None);
         let world = self.cs.world_size();
-        let path = self.copy_engine(&facts);
-        self.run(
+        let route = self.route(&facts)?;
+        let path = copy_engine(route);
+        self.run_on(
+            route,
             facts,
             &[n as u64],
             input,
@@ -308,8 +310,10 @@ impl Collectives {
         let m = len / world;
         let bytes = m * std::mem::size_of::<T>();
         let facts = self.facts(Collective::AllToAll, None, input, bytes, None);
-        let path = self.copy_engine(&facts);
-        self.run(
+        let route = self.route(&facts)?;
+        let path = copy_engine(route);
+        self.run_on(
+            route,
             facts,
             &[len as u64],
             input,
@@ -556,14 +560,11 @@ impl Collectives {
     }
 }
 
-impl Collectives {
-    /// The copy engines' path where the rule takes it for `facts` (its
-    /// kernel family's name), else `None` (the call's own dispatch).
-    fn copy_engine(&self, facts: &CallFacts) -> Option<collectives::CollectivePath> {
-        let ce = collectives::CollectivePath::CopyEngine;
-        matches!(self.route(facts), Ok(Route::Symm { kernel, .. }) if kernel == ce.name())
-            .then_some(ce)
-    }
+/// The copy engines' path where the rule's `route` names it (its kernel
+/// family), else `None` (the call's own dispatch).
+fn copy_engine(route: Route) -> Option<collectives::CollectivePath> {
+    let ce = collectives::CollectivePath::CopyEngine;
+    matches!(route, Route::Symm { kernel, .. } if kernel == ce.name()).then_some(ce)
 }
 
 /// Bytes of `input` ([`CallFacts::bytes`]), which the rule weighs.

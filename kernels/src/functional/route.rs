@@ -201,7 +201,7 @@ impl Collectives {
         facts: CallFacts,
         shape: &[u64],
         input: &'c I,
-        mut out: O,
+        out: O,
         (need_out, grow, extra): (usize, usize, Option<String>),
         what: &'static str,
         symm: impl FnOnce(&Comm, &SymmetricMemory, &mut dyn DeviceSlice<T>) -> Result<()>,
@@ -213,6 +213,39 @@ impl Collectives {
         ) -> Result<()>,
     ) -> Result<Pending<'c, O>> {
         let route = self.route(&facts)?;
+        self.run_on(
+            route,
+            facts,
+            shape,
+            input,
+            out,
+            (need_out, grow, extra),
+            what,
+            symm,
+            nccl,
+        )
+    }
+
+    /// [`run`](Self::run) on `route`, which the caller took from
+    /// [`route`](Self::route) for `facts` (to choose its symm kernel by it).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_on<'c, T: Element, I: Operand<T> + ?Sized, O: Output<T>>(
+        &'c self,
+        route: Route,
+        facts: CallFacts,
+        shape: &[u64],
+        input: &'c I,
+        mut out: O,
+        (need_out, grow, extra): (usize, usize, Option<String>),
+        what: &'static str,
+        symm: impl FnOnce(&Comm, &SymmetricMemory, &mut dyn DeviceSlice<T>) -> Result<()>,
+        nccl: impl FnOnce(
+            &nccl::Nccl,
+            &BoundSlice<'_, T>,
+            &mut BoundSlice<'_, T>,
+            &CudaStream,
+        ) -> Result<()>,
+    ) -> Result<Pending<'c, O>> {
         self.begin(&facts, route, shape, input, &mut out, (need_out, extra))?;
         match route {
             Route::Symm { staged, .. } => {
