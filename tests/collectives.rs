@@ -1436,6 +1436,67 @@ fn a_copy_engine_call_a_peer_never_makes_fails_after_one_timeout() {
 
 /// The dispatch follows the crossover measured in `bench/NOTES.md` v20 (LL
 /// to 128 KiB per peer, on 2, 3 and 4 GPUs alike).
+/// A packet left in an LL slot by a call a multiple of 256 epochs earlier
+/// agrees with a new call's tag in the bits the wait checks, so the
+/// kernels clear each parity's slots once every 256 epochs (as the
+/// all-reduce's LL does). A large all-gather (no headers: its packets fill
+/// the slots where the broadcast's headers go) grows the stage and spends
+/// epoch 1; then `lead` small broadcasts (headers), the large all-gather,
+/// 255 small broadcasts, and the large all-gather again, 256 epochs later
+/// on the same parity: every call is exact, and none fails.
+#[test]
+fn ll_collectives_256_epochs_apart_do_not_read_stale_packets() {
+    for lead in [1, 0] {
+        if tier::runs(lead == 1) {
+            ll_collectives_256_epochs_apart(lead);
+        }
+    }
+}
+
+fn ll_collectives_256_epochs_apart(lead: usize) {
+    let world = 2;
+    let (big, small) = (2048usize, 8usize);
+    let inputs: Vec<Vec<f32>> = (0..world).map(|_| random_bits::<f32>(big)).collect();
+    let want = inputs.concat();
+    let what = format!("LL collectives 256 epochs apart, lead {lead}");
+    let Some(outs) = on_ranks(world, &what, |c| {
+        force_path(c, Some(CollectivePath::Ll))?;
+        let buf = c.alloc::<f32>(big)?;
+        buf.copy_from_host(&inputs[c.rank()])?;
+        let s = buf.rendezvous()?;
+        let mut grow = c.device_buffer_from(&vec![poison::<f32>(); world * big])?;
+        let mut first = c.device_buffer_from(&vec![poison::<f32>(); world * big])?;
+        let mut last = c.device_buffer_from(&vec![poison::<f32>(); world * big])?;
+        let mut few = c.device_buffer_from(&vec![poison::<f32>(); small])?;
+        all_gather(c, &s, &mut grow, big)?;
+        for _ in 0..lead {
+            broadcast(c, &s, &mut few, small, 1)?;
+        }
+        all_gather(c, &s, &mut first, big)?;
+        for _ in 0..255 {
+            broadcast(c, &s, &mut few, small, 1)?;
+        }
+        all_gather(c, &s, &mut last, big)?;
+        c.synchronize()?;
+        Ok((first.to_host()?, few.to_host()?, last.to_host()?))
+    }) else {
+        return;
+    };
+    for (r, (first, few, last)) in outs.iter().enumerate() {
+        assert_bits(
+            &format!("{what}: rank {r}, the first large call"),
+            first,
+            &want,
+        );
+        assert_bits(
+            &format!("{what}: rank {r}, the last broadcast"),
+            few,
+            &inputs[1][..small],
+        );
+        assert_bits(&format!("{what}: rank {r}, 256 epochs later"), last, &want);
+    }
+}
+
 #[test]
 fn dispatch_takes_ll_to_the_measured_crossover() {
     if !tier::quick_test() {
@@ -2004,7 +2065,9 @@ fn mismatches_of_agreed_shapes(host: bool) {
         }
     }
     // Different kinds and types, each agreed before, both on the LL path:
-    // the LL headers carry the digest, and every LL call shares them.
+    // the LL packets' tags carry the digest, and every LL call shares the
+    // stage; then a broadcast (headers) against an all-gather (none),
+    // whose headers meet the all-gather's first packets.
     if let Some(msgs) = every_rank_fails_with(world, host, |c| {
         let buf = c.alloc::<f32>(64)?;
         let s = buf.rendezvous()?;
@@ -2019,6 +2082,40 @@ fn mismatches_of_agreed_shapes(host: bool) {
             0 => all_gather::<u8>(c, &s8, &mut out8, 16)?,
             _ => reduce_scatter(c, &s, &mut out, 32, ReduceOp::Min)?,
         }
+        c.synchronize()
+    }) {
+        for m in &msgs {
+            assert_eq!(m.kind, ErrorKind::Mismatch, "{m}");
+        }
+    }
+    for root in 0..world {
+        if let Some(msgs) = every_rank_fails_with(world, host, |c| {
+            let buf = c.alloc::<f32>(64)?;
+            let s = buf.rendezvous()?;
+            let mut out = c.device_buffer::<f32>(128)?;
+            all_gather(c, &s, &mut out, 16)?;
+            broadcast(c, &s, &mut out, 16, root)?;
+            match c.rank() {
+                0 => all_gather(c, &s, &mut out, 16)?,
+                _ => broadcast(c, &s, &mut out, 16, root)?,
+            }
+            c.synchronize()
+        }) {
+            for m in &msgs {
+                assert_eq!(m.kind, ErrorKind::Mismatch, "root {root}: {m}");
+            }
+        }
+    }
+    // A reduce-scatter whose last chunk is empty (headers) against one
+    // whose chunks all hold elements (none).
+    if let Some(msgs) = every_rank_fails_with(world, host, |c| {
+        let buf = c.alloc::<f32>(64)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(64)?;
+        reduce_scatter(c, &s, &mut out, 1, ReduceOp::Max)?;
+        reduce_scatter(c, &s, &mut out, 8, ReduceOp::Max)?;
+        let n = if c.rank() == 0 { 1 } else { 8 };
+        reduce_scatter(c, &s, &mut out, n, ReduceOp::Max)?;
         c.synchronize()
     }) {
         for m in &msgs {

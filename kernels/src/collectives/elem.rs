@@ -129,7 +129,7 @@ pub trait CopyElem: symm::dsl::Scalar {
     /// # Safety
     ///
     /// As [`CopyElem::__copy`]; `stage` holds `2 × world` regions of `cap`
-    /// packets, each at least the grid's headers and the call's packets.
+    /// packets, at least `32 × blocks` (the headers' slots) and the call's packets.
     #[doc(hidden)]
     unsafe fn __copy_ll(comm: &Comm, cfg: LaunchConfig, call: LlCall<'_, '_, Self>) -> Result<()>;
 }

@@ -38,14 +38,15 @@ impl LlArgs {
 }
 
 /// The LL stage: `2 × world` regions (parity, sender) of at least
-/// `packets` data packets after `blocks` headers, zeroed (no stale bits
-/// read as a packet of epoch 1); grown as [`grow`] does. One for every LL
-/// call of the rank, whatever its kind, type and op, so that ranks making
-/// different calls meet at the same headers and fail alike. Returns the
-/// area and its packets per region.
+/// `packets` data packets and `32 × blocks` slots (a header goes where the
+/// sender's packet `32 × block` would), zeroed (no stale bits read as a
+/// packet); grown as [`grow`] does. One for every LL call of the rank,
+/// whatever its kind, type and op, so that ranks making different calls
+/// meet at the same slots and fail alike. Returns the area and its packets
+/// per region.
 fn ll_stage(comm: &Comm, blocks: u32, packets: usize) -> Result<(Arc<SymmetricMemory>, u32)> {
     struct LlStage;
-    let words = 2 * (blocks as usize + packets);
+    let words = 2 * packets.max(32 * blocks as usize);
     let (smem, per_region) = grow::<u64, LlStage>(comm, words, 2 * comm.world_size(), 0)?;
     Ok((smem, (per_region / 2) as u32))
 }
@@ -103,9 +104,9 @@ pub(super) unsafe fn run_ll<T: CopyElem>(
         ch,
     };
     // SAFETY: the caller's promise, and the stage holds `cap` packets per
-    // region: the grid's headers and `per_peer`'s packets. Every rank's
+    // region: the headers' slots and `per_peer`'s packets. Every rank's
     // stage has the same size (each grows it in the same call, the first
     // of a larger agreed shape), so the pushes into peers' stages, which
-    // happen before the headers are checked, stay in bounds too.
+    // happen before any tag or header is checked, stay in bounds too.
     unsafe { launch(comm, cfg, call) }
 }

@@ -61,64 +61,132 @@ pub(crate) fn ll_launch_check(world: u32) {
     );
 }
 
-/// The start of every LL collective, after `enter_call` and
-/// [`call_begin`]: thread `t` sends this block's header, this call's digest
-/// `sig`, into rank `t`'s stage (packet `block` of this rank's region of
-/// parity `epoch & 1`, regions `cap` packets apart), then every thread
-/// waits for every peer's header and checks it, so ranks that made
-/// different calls fail alike before anyone waits for data that a peer
-/// will never send. A header also proves, for the next call, that the
-/// peer finished this block's previous call: every rank hears from every
-/// rank in every call, which is what makes the parity staging safe (see
-/// [`symm::dsl::sync`]) even where only one rank sends data (broadcast).
+/// The tag of every packet of an LL call: the block's `epoch` (low 31
+/// bits) with bits 8..31 of the call's digest `sig` folded in, and the top
+/// bit set, so no tag is zero (a never-written or cleared slot). A packet
+/// arrives when its tag is whole; one that agrees with it in the top bit
+/// and the epoch's low 8 bits (`0x8000_00FF`) but not whole is a peer's
+/// packet of this round from another call, and the wait
+/// (`gather_tagged2_checked`) fails the call at once, naming the peer.
 #[symm_kernel(device)]
-pub(crate) fn ll_headers(stage: SymmBuf<u64>, epoch: u32, cap: u32, sig: u32) {
+pub(crate) fn ll_tag(epoch: u32, sig: u32) -> u32 {
+    ((epoch ^ (sig & 0x7FFF_FF00u32)) & 0x7FFF_FFFFu32) | 0x8000_0000u32
+}
+
+/// The 8 data bytes of a packet pair that `store_tagged64` sent.
+#[symm_kernel(device)]
+pub(crate) fn ll_data(pair: [u64; 2]) -> u64 {
+    (pair[0] & 0xFFFF_FFFFu64) | (pair[1] << 32u64)
+}
+
+/// The header trade of an LL call in which some rank sends no data to
+/// some peer (the broadcast; a reduce-scatter with an empty chunk): thread
+/// `t` sends this block's header, the call's digest `sig` tagged `tag`,
+/// into rank `t`'s stage if bit `t` of `to` is set, then every thread
+/// waits for the headers of the ranks in `from` and checks them. A header
+/// goes where the sender's data would (slot `32 × block` of its region of
+/// parity `par`, regions `cap` packets apart: the packet that thread 0 of
+/// the block sends and waits for), to a rank that gets no data from it:
+/// so a header proves, for the next call, that the peer finished this
+/// block's previous call, and with the data every rank hears from every
+/// rank in every call, which is what makes the parity staging safe (see
+/// [`symm::dsl::sync`]). A call with headers and one without that meet
+/// find each other's packet or header in that slot, with another call's
+/// tag, and fail at once on both ranks, not at the timeout.
+#[symm_kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn ll_headers(
+    stage: SymmBuf<u64>,
+    par: u32,
+    cap: u32,
+    tag: u32,
+    sig: u32,
+    to: u32,
+    from: u32,
+) {
     let rank = stage.rank();
     let world = stage.world_size();
     let t = thread_idx_x();
-    let par = epoch & 1u32;
-    if t < world && t != rank {
-        stage.peer(t).store_tagged64(
-            ((par * world + rank) * cap + block_idx_x()) * 2u32,
-            sig as u64,
-            epoch,
+    let slot = 32u32 * block_idx_x();
+    if t < world && ((to >> t) & 1u32) == 1u32 {
+        stage
+            .peer(t)
+            .store_tagged64(((par * world + rank) * cap + slot) * 2u32, sig as u64, tag);
+    }
+    if from != 0u32 {
+        let got = stage.local().gather_tagged2_checked(
+            (par * world * cap + slot) * 2u32,
+            cap * 2u32,
+            from,
+            tag,
+            0x8000_00FFu32,
+        );
+        let mut same = true;
+        // To the constant 8, guarded, so `got` stays in registers.
+        for p in 0..8u32 {
+            if p < world && ((from >> p) & 1u32) == 1u32 && got[p][0] as u32 != sig {
+                same = false;
+            }
+        }
+        kernel_assert!(
+            same,
+            "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
         );
     }
-    let peers = all_ranks(stage) & !(1u32 << rank);
-    let got = stage.local().gather_tagged64(
-        (par * world * cap + block_idx_x()) * 2u32,
-        cap * 2u32,
-        peers,
-        epoch,
-    );
-    let mut same = true;
-    // To the constant 8, guarded, so `got` stays in registers.
-    for p in 0..8u32 {
-        if p < world && p != rank && got[p] as u32 != sig {
-            same = false;
+}
+
+/// The end of every LL call, before `call_end`: once every 256 epochs of
+/// each parity (the epoch's low 8 bits 0 or 1), this rank's slots of that
+/// parity are cleared, so a packet left in a slot since epoch e (by a
+/// larger call than those since) never agrees with one of epoch e + 256 in
+/// the bits the wait checks, which would fail that healthy call. Each
+/// thread clears the slots it reads (`first..cap` by the grid's `stride`;
+/// thread 0 of each block also its header's, once the block's threads
+/// have read it). A peer writes a slot of this parity again only in the
+/// call after next, which starts after this kernel ended. One call in 128
+/// pays it.
+#[symm_kernel(device)]
+pub(crate) fn ll_clear(stage: SymmBuf<u64>, epoch: u32, cap: u32, first: u32, stride: u32) {
+    if (epoch & 0xFEu32) == 0u32 {
+        sync_threads();
+        let rank = stage.rank();
+        let world = stage.world_size();
+        let par = epoch & 1u32;
+        let mine = stage.local();
+        let mut q = first;
+        while q < cap {
+            for r in 0..world {
+                if r != rank {
+                    mine.store_vec_volatile::<2>(
+                        ((par * world + r) * cap + q) * 2u32,
+                        [0u64, 0u64],
+                    );
+                }
+            }
+            q += stride;
         }
     }
-    kernel_assert!(
-        same,
-        "the ranks made different calls (kind, buffer, element type, sizes, op, root or ranges differ); every rank must make the same collective calls in the same order"
-    );
 }
 
 /// The low-latency copies (all-gather, broadcast, all-to-all with equal
-/// splits) by LL packets (`E` elements make 8 bytes): each rank pushes 8 bytes of data with their
-/// call's epoch as one 16-byte store ([`Remote::store_tagged64`]) into its
-/// region of every receiver's `stage`, and each receiver polls its own
-/// stage, so data crosses NVLink once, with no barrier. `kind` 0 is the
+/// splits) by LL packets (`E` elements make 8 bytes): each rank pushes 8
+/// bytes of data with their call's tag (`ll_tag`: the epoch and the
+/// call's digest `sig`) as one 16-byte store ([`Remote::store_tagged64`])
+/// into its region of every receiver's `stage`, and each receiver polls its
+/// own stage, so data crosses NVLink once, with no barrier. `kind` 0 is the
 /// all-gather (`flag` 1: in place, rank r's chunk at `input[r × n..]`), 1
 /// the broadcast from `root` (`flag` 1: the root's `out` is its input), 2
-/// the all-to-all (`n` per peer). Every peer sends `n` elements or none,
-/// so a receiver takes packet `q` of every sender at once. Stage regions
-/// (parity, sender) are `cap` packets: the grid's headers
-/// (`ll_headers`), then data. Launch every call on one `stage` with the
-/// same number of blocks (the per-block epochs stay in step; the threads
-/// per block may change, since every block hears from every peer's same
-/// block in every call). Peers never read `input`, so the caller may
-/// rewrite it as soon as the call is over.
+/// the all-to-all (`n` per peer). Every peer sends `n` elements or none, so
+/// a receiver takes packet `q` of every sender at once. In the all-gather
+/// and all-to-all every rank sends data to every peer, which is all the
+/// parity staging needs (see [`symm::dsl::sync`]); the broadcast's
+/// non-roots send no data, so they send headers (`ll_headers`) to every
+/// peer instead, and the root waits for them.
+/// Stage regions (parity, sender) are `cap` packets. Launch every call on one `stage` with the same number of
+/// blocks (the per-block epochs stay in step; the threads per block may
+/// change, since every block hears from every peer's same block in every
+/// call). Peers never read `input`, so the caller may rewrite it as soon
+/// as the call is over.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn copy_ll<T: Scalar, const E: usize>(
@@ -149,15 +217,14 @@ pub fn copy_ll<T: Scalar, const E: usize>(
     let mut data = ll_packets::<T, E>(src, kind, n, flag, rank, world, first, packets, sends);
     let epoch = call_begin(stage, ch);
     let par = epoch & 1u32;
-    let to = (par * world + rank) * cap + grid_dim_x();
+    let tag = ll_tag(epoch, sig);
+    let to = (par * world + rank) * cap;
     let mut q = first;
     while q < packets && sends {
         for k in 1..8u32 {
             if k < world {
                 let r = (rank + k) % world;
-                stage
-                    .peer(r)
-                    .store_tagged64((to + q) * 2u32, data[k], epoch);
+                stage.peer(r).store_tagged64((to + q) * 2u32, data[k], tag);
             }
         }
         // This rank's own part, from the packet already in registers
@@ -173,23 +240,29 @@ pub fn copy_ll<T: Scalar, const E: usize>(
         q += stride;
         data = ll_packets::<T, E>(src, kind, n, flag, rank, world, q, packets, sends);
     }
-    ll_headers(stage, epoch, cap, sig);
-    let mut from = all_ranks(stage) & !(1u32 << rank);
+    let peers = all_ranks(stage) & !(1u32 << rank);
+    let mut from = peers;
     if kind == 1u32 {
+        // The root's data proves its arrival to the non-roots; the
+        // non-roots' headers prove theirs to the root and to each other.
         from = 0u32;
+        let mut to = 0u32;
         if rank != root {
             from = 1u32 << root;
+            to = peers;
         }
+        ll_headers(stage, par, cap, tag, sig, to, peers & !(1u32 << root));
     }
     let mine = stage.local();
     let mut q = first;
     // (The broadcast's root hears nothing.)
     while q < packets && from != 0u32 {
-        let got = mine.gather_tagged64(
-            (par * world * cap + grid_dim_x() + q) * 2u32,
+        let got = mine.gather_tagged2_checked(
+            (par * world * cap + q) * 2u32,
             cap * 2u32,
             from,
-            epoch,
+            tag,
+            0x8000_00FFu32,
         );
         for p in 0..8u32 {
             if p < world && ((from >> p) & 1u32) == 1u32 {
@@ -197,11 +270,12 @@ pub fn copy_ll<T: Scalar, const E: usize>(
                 if kind == 1u32 {
                     at = 0u32;
                 }
-                ll_unpack::<T, E>(out, at, n, q, got[p]);
+                ll_unpack::<T, E>(out, at, n, q, ll_data(got[p]));
             }
         }
         q += stride;
     }
+    ll_clear(stage, epoch, cap, first, stride);
     call_end(stage, ch, epoch);
 }
 
@@ -253,9 +327,13 @@ pub fn ll_packets<T: Scalar, const E: usize>(
 /// stage, and each reduces what arrives with its own part in rank order in
 /// f32, rounding once (in `T` where `NATIVE`), so every rank gets the same
 /// bits. One NVLink trip,
-/// no barrier. `out` may be this rank's `input` for the all-reduce (a
-/// thread reads its own elements before it writes them, and peers never
-/// read `input`). Launch as [`copy_ll`].
+/// no barrier. Where some rank's chunk is empty (a reduce-scatter of at
+/// most `(world - 1) × chunk` elements) no peer sends it data, so every
+/// peer sends it a header instead (`ll_headers`), as the broadcast's
+/// non-roots do. `out`
+/// may be this rank's `input` for the all-reduce (a thread reads its own
+/// elements before it writes them, and peers never read `input`). Launch
+/// as [`copy_ll`].
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn reduce_ll<T: Num, const E: usize, const OP: usize, const NATIVE: bool>(
@@ -276,10 +354,10 @@ pub fn reduce_ll<T: Num, const E: usize, const OP: usize, const NATIVE: bool>(
     let src = input.local();
     let epoch = call_begin(stage, ch);
     let par = epoch & 1u32;
-    let hdrs = grid_dim_x();
+    let tag = ll_tag(epoch, sig);
     let first = spread_first();
     let stride = grid_threads();
-    let to = (par * world + rank) * cap + hdrs;
+    let to = (par * world + rank) * cap;
     // Every peer's packet q loaded before any is sent, so the loads are in
     // flight together.
     let most = (reduce_span(n, chunk, scatter, 0u32)[1] + E as u32 - 1) / E as u32;
@@ -297,29 +375,46 @@ pub fn reduce_ll<T: Num, const E: usize, const OP: usize, const NATIVE: bool>(
                 let r = (rank + k) % world;
                 let span = reduce_span(n, chunk, scatter, r);
                 if q * (E as u32) < span[1] {
-                    stage
-                        .peer(r)
-                        .store_tagged64((to + q) * 2u32, data[k], epoch);
+                    stage.peer(r).store_tagged64((to + q) * 2u32, data[k], tag);
                 }
             }
         }
         q += stride;
     }
-    ll_headers(stage, epoch, cap, sig);
+    let peers = all_ranks(stage) & !(1u32 << rank);
     let span = reduce_span(n, chunk, scatter, rank);
+    // The last rank's chunk is the first to be empty; ranks with empty
+    // chunks get no data, so every peer sends them a header instead.
+    if scatter == 1u32 && (world - 1u32) * chunk >= n {
+        let mut to = 0u32;
+        for r in 0..8u32 {
+            if r < world && r != rank && r * chunk >= n {
+                to |= 1u32 << r;
+            }
+        }
+        let mut from = 0u32;
+        if span[1] == 0u32 {
+            from = peers;
+        }
+        ll_headers(stage, par, cap, tag, sig, to, from);
+    }
     let packets = (span[1] + E as u32 - 1) / E as u32;
     let width = 64u32 / E as u32;
-    let peers = all_ranks(stage) & !(1u32 << rank);
     let mine = stage.local();
     let mut q = first;
     while q < packets {
         let own = ll_pack::<T, E>(src, span[0], span[1], q);
-        let got = mine.gather_tagged64(
-            (par * world * cap + hdrs + q) * 2u32,
+        let pairs = mine.gather_tagged2_checked(
+            (par * world * cap + q) * 2u32,
             cap * 2u32,
             peers,
-            epoch,
+            tag,
+            0x8000_00FFu32,
         );
+        let mut got: [u64; 8] = [0u64; 8];
+        for p in 0..8u32 {
+            got[p] = ll_data(pairs[p]);
+        }
         let mut res: u64 = 0;
         for j in 0..E {
             let s = j as u32 * width;
@@ -354,6 +449,7 @@ pub fn reduce_ll<T: Num, const E: usize, const OP: usize, const NATIVE: bool>(
         ll_unpack::<T, E>(out, 0u32, span[1], q, res);
         q += stride;
     }
+    ll_clear(stage, epoch, cap, first, stride);
     call_end(stage, ch, epoch);
 }
 

@@ -7,11 +7,13 @@
 //! `ch + 1` of the input's signal pad ([`symm::dsl::sync`]).
 //!
 //! **LL** ([`copy_ll`], [`reduce_ll`]): every rank pushes what each peer
-//! needs into that peer's stage as LL packets (8 data bytes and the call's
-//! epoch in one 16-byte store), and every block trades a header (the
-//! call's digest) with the same block of every peer ([`ll_headers`]); the
-//! counter lives on channel `ch` of the stage's pad. No barrier, and no
-//! peer ever reads this rank's input.
+//! needs into that peer's stage as LL packets (8 data bytes and a tag of
+//! the epoch and the call's digest in one 16-byte store, [`ll_tag`]), so a
+//! peer in another call fails the wait at once; where some rank sends no
+//! data to some peer (the broadcast), every block also trades a header with
+//! the same block of every peer ([`ll_headers`]). The counter lives on
+//! channel `ch` of the stage's pad. No barrier, and no peer ever reads this
+//! rank's input.
 //!
 //! Either way the caller may overwrite the input as soon as the call is
 //! over, and calls may run back to back with no host synchronisation.
