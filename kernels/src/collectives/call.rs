@@ -236,12 +236,13 @@ pub(super) fn begin<'o, T: CopyElem>(
     Ok(Some(Ready { path, out, ch }))
 }
 
-/// The collectives' two adjacent channels (counters and barriers on the
-/// first, the calls' digests on the second), reserved on the first call
-/// and remembered in the rank's extensions.
+/// The collectives' three adjacent channels (the pull kernels' counters
+/// and barriers on the first, their calls' digests on the second, the LL
+/// calls' counters on the third), reserved on the first call and
+/// remembered in the rank's extensions.
 pub(super) fn channel(comm: &Comm) -> Result<u32> {
     struct Collectives;
-    reserved_channels::<Collectives, 2>(comm, CHANNEL_OWNER)
+    reserved_channels::<Collectives, 3>(comm, CHANNEL_OWNER)
 }
 
 /// A pull kernel's grid for `elems` elements of `T` per rank: one 16-byte

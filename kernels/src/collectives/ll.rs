@@ -91,6 +91,15 @@ pub(super) unsafe fn run_ll<T: CopyElem>(
     let packets = per_peer.div_ceil(wide_packet::<T>());
     let cfg = ll_grid::<T>(comm, packets)?;
     let (stage, cap) = ll_stage(comm, cfg.grid.0, packets)?;
+    // The LL calls count on a channel of their own (the third of the
+    // family's), which no pull kernel touches: where the stage and a pulled
+    // input share a pool segment, and so a signal pad, the pulls would
+    // otherwise advance the LL blocks' epochs and skip the ones that clear
+    // the stage (`ll_clear`).
+    let ch = Ch {
+        index: ch.index + 2,
+        sig: ch.sig,
+    };
     let call = LlCall {
         input,
         stage: &stage,

@@ -26,9 +26,9 @@
 //! agreed on before, CUDA graph replays) fails every rank: on the host
 //! before the launch, between the ranks of each host
 //! ([`Comm::check_call`](symm::Comm::check_call)), and in every kernel
-//! (block 0 of the pull kernels at their exit barrier, every block of the
-//! LL kernels by its header) with
-//! [`symm::Error::KernelAssert`]. A rank's calls share their
+//! (block 0 of the pull kernels at their exit barrier, with
+//! [`symm::Error::KernelAssert`]; the LL kernels' waits, by the digest in
+//! every packet's tag, with [`symm::Error::CallMismatch`]). A rank's calls share their
 //! counters, scratch, stage and tables: run them in order on one stream
 //! (concurrent streams need separate groups).
 //!

@@ -9,7 +9,7 @@ use super::{LL_LIMIT_BYTES, LL_MAX_BYTES};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CollectivePath {
     /// LL packets pushed into each receiver's stage: 8 bytes of data and
-    /// the call's epoch in each 16-byte store, so data crosses NVLink once
+    /// the call's tag (epoch and digest) in each 16-byte store, so data crosses NVLink once
     /// and no barrier is needed ([`copy_ll`](super::copy_ll),
     /// [`reduce_ll`](super::reduce_ll)). For small messages: it moves twice
     /// the bytes.

@@ -33,7 +33,7 @@ pub(crate) fn spread_first() -> u32 {
 /// [`enter_call`]: this call's number ([`call_begin`] on channel `ch` of
 /// `buf`) once the entry barrier passed, with the call's identity `sig` (a
 /// digest of its kind, element type, sizes, op and root) sent to every peer
-/// on channel `ch + 1` (the collectives and the all-reduce each reserve two
+/// on channel `ch + 1` (the collectives and the all-reduce each reserve at least two
 /// adjacent channels) after the barrier's flag ([`enter_barrier_sending`]),
 /// so it costs no round trip of its own. [`exit_checked`] compares it.
 #[symm_kernel(device)]

@@ -224,8 +224,8 @@ pub enum Error {
 
     /// A receive took a peer's data of another call: its tag agreed with
     /// the awaited one in the bits that say "this round" but not whole
-    /// (`gather_tagged2_checked`, which the all-reduce's LL path waits
-    /// with). The ranks made different collective calls; the thread that
+    /// (`gather_tagged2_checked`, which the LL paths of the all-reduce and
+    /// the collectives wait with). The ranks made different collective calls; the thread that
     /// found it recorded it and stopped, as for a failed `kernel_assert!`.
     #[error(
         "kernel `{kernel}` on rank {rank}{group}, block {block}, thread {thread}: rank {peer}'s data \

@@ -51,26 +51,36 @@ pub(crate) fn ll_unpack<T: Scalar, const E: usize>(
 }
 
 /// The LL kernels' launch rule: whole warps per block (a packet's sender
-/// and receiver threads share a block only so: `spread_first`), and at
-/// least `world` threads (thread `t` trades the header with rank `t`).
+/// and receiver threads share a block only so: `spread_first`), at least
+/// `world` threads (thread `t` sends the header to rank `t`), at least one
+/// packet (`n` elements; an empty call would hear from no peer), and
+/// regions of `cap` packets that hold the call's `packets` and the
+/// headers' slots (`32 × blocks`).
 #[symm_kernel(device)]
-pub(crate) fn ll_launch_check(world: u32) {
+pub(crate) fn ll_launch_check(world: u32, n: u32, packets: u32, cap: u32) {
     kernel_assert!(
-        block_dim_x() % 32u32 == 0u32 && block_dim_x() >= world,
-        "LL collectives: launch whole warps per block, and at least world_size threads"
+        block_dim_x() % 32u32 == 0u32
+            && block_dim_x() >= world
+            && n > 0u32
+            && cap >= packets
+            && cap >= 32u32 * grid_dim_x(),
+        "LL collectives: launch whole warps per block, at least world_size threads, at least one element, and a stage of at least the call's packets and 32 × blocks a region"
     );
 }
 
 /// The tag of every packet of an LL call: the block's `epoch` (low 31
-/// bits) with bits 8..31 of the call's digest `sig` folded in, and the top
-/// bit set, so no tag is zero (a never-written or cleared slot). A packet
+/// bits) with 23 bits of a mix of the call's whole digest `sig` folded into
+/// bits 8..31 (so digests that differ only in their low byte or top bit
+/// differ there too), and the top bit set, so no tag is zero (a
+/// never-written or cleared slot). A packet
 /// arrives when its tag is whole; one that agrees with it in the top bit
 /// and the epoch's low 8 bits (`0x8000_00FF`) but not whole is a peer's
 /// packet of this round from another call, and the wait
 /// (`gather_tagged2_checked`) fails the call at once, naming the peer.
 #[symm_kernel(device)]
 pub(crate) fn ll_tag(epoch: u32, sig: u32) -> u32 {
-    ((epoch ^ (sig & 0x7FFF_FF00u32)) & 0x7FFF_FFFFu32) | 0x8000_0000u32
+    let mix = (sig ^ (sig >> 16u32)).wrapping_mul(0x9E37_79B1u32);
+    ((epoch ^ (mix & 0x7FFF_FF00u32)) & 0x7FFF_FFFFu32) | 0x8000_0000u32
 }
 
 /// The 8 data bytes of a packet pair that `store_tagged64` sent.
@@ -86,11 +96,10 @@ pub(crate) fn ll_data(pair: [u64; 2]) -> u64 {
 /// waits for the headers of the ranks in `from` and checks them. A header
 /// goes where the sender's data would (slot `32 × block` of its region of
 /// parity `par`, regions `cap` packets apart: the packet that thread 0 of
-/// the block sends and waits for), to a rank that gets no data from it:
-/// so a header proves, for the next call, that the peer finished this
-/// block's previous call, and with the data every rank hears from every
-/// rank in every call, which is what makes the parity staging safe (see
-/// [`symm::dsl::sync`]). A call with headers and one without that meet
+/// the block sends and waits for), to a rank that gets no data from it,
+/// so that with the data every rank hears from every rank in every call
+/// (block 0 at least), which is what makes the parity staging safe (see
+/// [`copy_ll`]). A call with headers and one without that meet
 /// find each other's packet or header in that slot, with another call's
 /// tag, and fail at once on both ranks, not at the timeout.
 #[symm_kernel(device)]
@@ -140,11 +149,12 @@ pub(crate) fn ll_headers(
 /// parity are cleared, so a packet left in a slot since epoch e (by a
 /// larger call than those since) never agrees with one of epoch e + 256 in
 /// the bits the wait checks, which would fail that healthy call. Each
-/// thread clears the slots it reads (`first..cap` by the grid's `stride`;
-/// thread 0 of each block also its header's, once the block's threads
-/// have read it). A peer writes a slot of this parity again only in the
-/// call after next, which starts after this kernel ended. One call in 128
-/// pays it.
+/// thread clears its own slots (`first..cap` by the grid's `stride`; a
+/// header's slot, `32 × block`, is thread 0's first, read by every thread
+/// of the block, so the block's barrier comes first). A peer writes a slot
+/// of this parity again only in the call after next, which starts after
+/// this kernel ended. One call in 128 pays it: `cap × (world − 1)` 16-byte
+/// stores, whatever the call's size.
 #[symm_kernel(device)]
 pub(crate) fn ll_clear(stage: SymmBuf<u64>, epoch: u32, cap: u32, first: u32, stride: u32) {
     if (epoch & 0xFEu32) == 0u32 {
@@ -177,16 +187,22 @@ pub(crate) fn ll_clear(stage: SymmBuf<u64>, epoch: u32, cap: u32, first: u32, st
 /// all-gather (`flag` 1: in place, rank r's chunk at `input[r × n..]`), 1
 /// the broadcast from `root` (`flag` 1: the root's `out` is its input), 2
 /// the all-to-all (`n` per peer). Every peer sends `n` elements or none, so
-/// a receiver takes packet `q` of every sender at once. In the all-gather
-/// and all-to-all every rank sends data to every peer, which is all the
-/// parity staging needs (see [`symm::dsl::sync`]); the broadcast's
-/// non-roots send no data, so they send headers (`ll_headers`) to every
-/// peer instead, and the root waits for them.
-/// Stage regions (parity, sender) are `cap` packets. Launch every call on one `stage` with the same number of
-/// blocks (the per-block epochs stay in step; the threads per block may
-/// change, since every block hears from every peer's same block in every
-/// call). Peers never read `input`, so the caller may rewrite it as soon
-/// as the call is over.
+/// a receiver takes packet `q` of every sender at once.
+///
+/// The parity staging (see [`symm::dsl::sync`]) is safe at the kernel's
+/// level: in every call, thread 0 of block 0 of every rank waits for slot
+/// 0 from every peer (its data, or the header `ll_headers` sends where a
+/// peer gets no data: the broadcast's non-roots send one to every peer),
+/// and a peer sends in call c + 1 only after `enter_call`'s
+/// `grid_dependency_wait`, once its whole kernel of call c has ended. So
+/// no rank writes a region of parity p while a peer still reads it from
+/// two calls before. That needs `n` of at least 1 (the host launches no
+/// empty call) and a stage of `cap` packets a region (parity, sender),
+/// at least the call's packets and `32 × blocks`, both asserted. Launch
+/// every call on one `stage` with the same number of blocks (the
+/// per-block epochs stay in step; the threads per block may change).
+/// Peers never read `input`, so the caller may rewrite it as soon as the
+/// call is over.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn copy_ll<T: Scalar, const E: usize>(
@@ -204,11 +220,11 @@ pub fn copy_ll<T: Scalar, const E: usize>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    ll_launch_check(world);
+    let packets = (n + E as u32 - 1) / E as u32;
+    ll_launch_check(world, n, packets, cap);
     let src = input.local();
     let first = spread_first();
     let stride = grid_threads();
-    let packets = (n + E as u32 - 1) / E as u32;
     // Only the broadcast's root sends among the broadcast's ranks.
     let sends = kind != 1u32 || rank == root;
     // This thread's first packets are read before the epoch, so the loads
@@ -255,7 +271,7 @@ pub fn copy_ll<T: Scalar, const E: usize>(
     }
     let mine = stage.local();
     let mut q = first;
-    // (The broadcast's root hears nothing.)
+    // (The broadcast's root gets no data, only the non-roots' headers.)
     while q < packets && from != 0u32 {
         let got = mine.gather_tagged2_checked(
             (par * world * cap + q) * 2u32,
@@ -350,7 +366,10 @@ pub fn reduce_ll<T: Num, const E: usize, const OP: usize, const NATIVE: bool>(
     enter_call();
     let rank = input.rank();
     let world = input.world_size();
-    ll_launch_check(world);
+    // The largest span's packets: all `n` for the all-reduce, a chunk for
+    // the reduce-scatter.
+    let most = (reduce_span(n, chunk, scatter, 0u32)[1] + E as u32 - 1) / E as u32;
+    ll_launch_check(world, n, most, cap);
     let src = input.local();
     let epoch = call_begin(stage, ch);
     let par = epoch & 1u32;
@@ -360,7 +379,6 @@ pub fn reduce_ll<T: Num, const E: usize, const OP: usize, const NATIVE: bool>(
     let to = (par * world + rank) * cap;
     // Every peer's packet q loaded before any is sent, so the loads are in
     // flight together.
-    let most = (reduce_span(n, chunk, scatter, 0u32)[1] + E as u32 - 1) / E as u32;
     let mut q = first;
     while q < most {
         let mut data: [u64; 8] = [0u64; 8];
