@@ -86,6 +86,7 @@ mod book {
         Collectives = "collectives.md",
         CustomCollectives = "custom-collectives.md",
         TpDecode = "tp-decode.md",
+        ExpertParallelism = "expert-parallelism.md",
         Launching = "launching.md",
         AcrossNodes = "across-nodes.md",
         Memory = "memory.md",

@@ -12,6 +12,7 @@ pub mod all_reduce;
 pub mod collectives;
 pub mod functional;
 pub mod fused;
+pub mod moe;
 pub mod p2p;
 mod samples;
 pub mod tutorial;

@@ -1,0 +1,302 @@
+//! The MoE kernels: the routing's layout (one block), the rows packed for
+//! their destinations, the received rows' expert-major layout (one block),
+//! and the copies and weighted sums around the two all-to-alls.
+
+use symm::dsl::*;
+use symm::symm_kernel;
+
+/// The routing's layout on the sending rank, in one block of at least
+/// `experts` threads (at most 1024): thread `e` counts the (token, slot)
+/// pairs of `idx` (`pairs` of them, `top_k` a token) routed to expert `e`,
+/// then gives each its row of the send buffer, `pos[p]`: the rows are
+/// sorted by expert (so by destination rank, then its local expert) and,
+/// within an expert, by pair, a stable order that does not depend on any
+/// timing. Pairs whose index is not an expert (`-1`, or out of range,
+/// which [`moe_pack`] reports, and which makes every split `u32::MAX` so
+/// the all-to-all fails on every rank) get no row (`u32::MAX`). `splits[d]` gets
+/// the elements (`hidden` a row) sent to rank `d`, and `counts[d × local +
+/// l]` the rows for rank `d`'s local expert `l`.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_layout(
+    idx: &[i32],
+    pairs: u32,
+    experts: u32,
+    local: u32,
+    hidden: u32,
+    pos: &mut [u32],
+    splits: &mut [u64],
+    counts: &mut [u32],
+) {
+    let e = thread_idx_x();
+    let chunk = shared_array::<i32, 1024>();
+    let base = shared_array::<u32, 1024>();
+    let bad = shared_array::<u32, 1>();
+    let threads = block_dim_x();
+    if e == 0u32 {
+        bad[0] = 0u32;
+    }
+    sync_threads();
+    // Pass 1: every expert's pairs, a chunk of `idx` at a time in shared
+    // memory (each thread then reads every entry of the chunk).
+    let mut mine = 0u32;
+    let mut start = 0u32;
+    while start < pairs {
+        let mut i = e;
+        while i < 1024u32 && start + i < pairs {
+            let v = idx[start + i];
+            chunk[i] = v;
+            if v < -1i32 || v >= experts as i32 {
+                bad[0] = 1u32;
+            }
+            i += threads;
+        }
+        sync_threads();
+        let mut j = 0u32;
+        while j < 1024u32 && start + j < pairs {
+            if e < experts && chunk[j] == e as i32 {
+                mine += 1u32;
+            }
+            j += 1u32;
+        }
+        sync_threads();
+        start += 1024u32;
+    }
+    if e < experts {
+        base[e] = mine;
+    }
+    sync_threads();
+    if e == 0u32 {
+        // Exclusive prefix over the experts, and each destination's rows.
+        let mut run = 0u32;
+        let mut x = 0u32;
+        while x < experts {
+            let c = base[x];
+            base[x] = run;
+            counts[x] = c;
+            run += c;
+            if (x + 1u32) % local == 0u32 {
+                let d = x / local;
+                let first = base[d * local];
+                splits[d] = ((run - first) as u64) * (hidden as u64);
+                // A bad index (which `moe_pack` reports on this rank) makes
+                // every split one that no input holds, so the all-to-all's
+                // check fails the step on every rank, not on this one alone.
+                if bad[0] == 1u32 {
+                    splits[d] = 0xFFFF_FFFFu64;
+                }
+            }
+            x += 1u32;
+        }
+    }
+    sync_threads();
+    // Pass 2: each pair's row, in pair order within its expert.
+    let mut next = 0u32;
+    if e < experts {
+        next = base[e];
+    }
+    let mut start = 0u32;
+    while start < pairs {
+        let mut i = e;
+        while i < 1024u32 && start + i < pairs {
+            let v = idx[start + i];
+            chunk[i] = v;
+            if v < 0i32 || v >= experts as i32 {
+                pos[start + i] = 0xFFFF_FFFFu32;
+            }
+            i += threads;
+        }
+        sync_threads();
+        let mut j = 0u32;
+        while j < 1024u32 && start + j < pairs {
+            if e < experts && chunk[j] == e as i32 {
+                pos[start + j] = next;
+                next += 1u32;
+            }
+            j += 1u32;
+        }
+        sync_threads();
+        start += 1024u32;
+    }
+}
+
+/// Copies token `block`'s row of `x` (`hidden` elements) to each row
+/// `pos[block × top_k + k]` of `send` that [`moe_layout`] gave it. Thread
+/// 0 first checks the token's `top_k` indices: each is `-1` (no expert)
+/// or below `experts`.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_pack<T: Scalar>(
+    x: &[T],
+    idx: &[i32],
+    pos: &[u32],
+    send: &mut [T],
+    top_k: u32,
+    experts: u32,
+    hidden: u32,
+) {
+    let t = block_idx_x();
+    if thread_idx_x() == 0u32 {
+        let mut ok = true;
+        for k in 0..top_k {
+            let v = idx[t * top_k + k];
+            if v < -1i32 || v >= experts as i32 {
+                ok = false;
+            }
+        }
+        kernel_assert!(
+            ok,
+            "moe dispatch: a top-k index is neither -1 nor below num_experts; the token is this report's block"
+        );
+    }
+    sync_threads();
+    for k in 0..top_k {
+        let row = pos[t * top_k + k];
+        if row != 0xFFFF_FFFFu32 {
+            let mut i = thread_idx_x();
+            while i < hidden {
+                send[row * hidden + i] = x[t * hidden + i];
+                i += block_dim_x();
+            }
+        }
+    }
+}
+
+/// The received rows' expert-major layout, in one block: rank `s` sent
+/// `recv[s × local + l]` rows for local expert `l`, which lie in the
+/// received buffer in rank order, each rank's rows by expert. Writes `layout[l]`
+/// (expert `l`'s rows), `layout[local + l]` (its first row in the
+/// expert-major output: experts in order, each starting at a multiple of
+/// `align`), `layout[2 × local]` (the rows received in all) and
+/// `layout[2 × local + 1]` (the output's rows in use, padding included);
+/// and `row_dst[r]`, received row `r`'s row in the output: ranks in
+/// order within an expert, each rank's rows in the order it sent them.
+/// Fails the call if the aligned layout passes `out_rows`.
+#[symm_kernel]
+pub fn moe_rows(
+    recv: &[u32],
+    world: u32,
+    local: u32,
+    align: u32,
+    out_rows: u32,
+    layout: &mut [u32],
+    row_dst: &mut [u32],
+) {
+    let l = thread_idx_x();
+    let dst = shared_array::<u32, 1024>();
+    let from = shared_array::<u32, 1024>();
+    if l < local {
+        let mut c = 0u32;
+        for s in 0..world {
+            c += recv[s * local + l];
+        }
+        layout[l] = c;
+        dst[l] = c;
+    }
+    sync_threads();
+    if l == 0u32 {
+        let mut at = 0u32;
+        let mut total = 0u32;
+        for x in 0..local {
+            let c = dst[x];
+            layout[local + x] = at;
+            dst[x] = at;
+            total += c;
+            at += (c + align - 1u32) / align * align;
+        }
+        layout[2u32 * local] = total;
+        layout[2u32 * local + 1u32] = at;
+        kernel_assert!(
+            at <= out_rows,
+            "moe dispatch: the received rows, each expert's aligned, pass the planned capacity"
+        );
+        // Where each rank's rows start in the received buffer.
+        let mut run = 0u32;
+        for s in 0..world {
+            from[s] = run;
+            for x in 0..local {
+                run += recv[s * local + x];
+            }
+        }
+    }
+    sync_threads();
+    // Thread l places expert l's rows: rank s's start after every row of
+    // ranks before s and of s's experts before l, and land after the
+    // expert's rows from ranks before s.
+    if l < local {
+        let mut to = dst[l];
+        for s in 0..world {
+            let mut src = from[s];
+            for x in 0..l {
+                src += recv[s * local + x];
+            }
+            let c = recv[s * local + l];
+            for j in 0..c {
+                row_dst[src + j] = to + j;
+            }
+            to += c;
+        }
+    }
+}
+
+/// Copies row `r` of `from` to row `row_dst[r]` of `to` (`forward`), or
+/// row `row_dst[r]` of `from` to row `r` of `to`, for every received row
+/// `r` below `layout[2 × local]`; rows of `hidden` elements, a block a
+/// row at a time.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_move<T: Scalar>(
+    from: &[T],
+    to: &mut [T],
+    row_dst: &[u32],
+    layout: &[u32],
+    local: u32,
+    hidden: u32,
+    forward: bool,
+) {
+    let rows = layout[2u32 * local];
+    let mut r = block_idx_x();
+    while r < rows {
+        let mut a = r;
+        let mut b = row_dst[r];
+        if !forward {
+            a = row_dst[r];
+            b = r;
+        }
+        let mut i = thread_idx_x();
+        while i < hidden {
+            to[b * hidden + i] = from[a * hidden + i];
+            i += block_dim_x();
+        }
+        r += grid_dim_x();
+    }
+}
+
+/// Token `block`'s combined row: the sum over its slots `k` in order of
+/// `weights[p] × back[pos[p]]` (`p = block × top_k + k`, slots with no row
+/// skipped) in f32, rounded once to `T`, so the bits depend on the
+/// routing and the inputs alone, never on arrival order.
+#[symm_kernel]
+pub fn moe_sum<T: Scalar>(
+    back: &[T],
+    pos: &[u32],
+    weights: &[f32],
+    out: &mut [T],
+    top_k: u32,
+    hidden: u32,
+) {
+    let t = block_idx_x();
+    let mut i = thread_idx_x();
+    while i < hidden {
+        let mut acc = 0.0f32;
+        for k in 0..top_k {
+            let p = t * top_k + k;
+            let row = pos[p];
+            if row != 0xFFFF_FFFFu32 {
+                acc += weights[p] * back[row * hidden + i].to_f32();
+            }
+        }
+        out[t * hidden + i] = T::from_f32(acc);
+        i += block_dim_x();
+    }
+}
