@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 #[path = "support/targets.rs"]
 mod targets;
 use targets::ranks;
@@ -17,7 +18,9 @@ mod tier;
 
 use symm::dsl::*;
 use symm::kernels::collectives::CopyElem;
-use symm::kernels::moe::{moe_layout, moe_move, moe_pack, moe_rows, moe_sum, Moe, MoeConfig};
+use symm::kernels::moe::{
+    moe_layout, moe_move, moe_pack, moe_pack_fp8, moe_rows, moe_sum, Fp8Scales, Moe, MoeConfig,
+};
 use symm::symm_kernel;
 use symm::{bf16, run, Comm, CommOptions, Error, ErrorKind, LaunchConfig};
 
@@ -46,8 +49,17 @@ enum Routing {
     OneExpert,
 }
 
-fn step<T: Scalar>(cfg: &MoeConfig, tokens: usize, routing: Routing) -> Step<T> {
-    let mut rng = rand::rng();
+/// A generator seeded from `SYMM_MOE_SEED`, else at random, and its seed,
+/// which every case names in its failures.
+fn seeded() -> (StdRng, u64) {
+    let seed = std::env::var("SYMM_MOE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    (StdRng::seed_from_u64(seed), seed)
+}
+
+fn step<T: Scalar>(rng: &mut StdRng, cfg: &MoeConfig, tokens: usize, routing: Routing) -> Step<T> {
     let (h, k, e) = (cfg.hidden, cfg.top_k, cfg.num_experts);
     let x = (0..tokens * h)
         .map(|_| T::from_f32(rng.random_range(-4.0f32..4.0)))
@@ -148,8 +160,21 @@ fn same_bits<T: Scalar>(what: &str, got: &[T], want: &[T]) {
 /// with no host synchronisation between them; the last step's received
 /// rows and every step's output checked against the references.
 fn case<T: CopyElem>(world: usize, cfg: MoeConfig, steps: usize, routing: Routing) {
+    case_with::<T>(world, cfg, steps, routing, false)
+}
+
+/// [`case`], with the receive capacity set to the most rows any rank
+/// receives in any step where `exact` (a plan filled to the last row).
+fn case_with<T: CopyElem>(
+    world: usize,
+    mut cfg: MoeConfig,
+    steps: usize,
+    routing: Routing,
+    exact: bool,
+) {
     let Some(ranks) = ranks(world) else { return };
     let local = cfg.num_experts / world;
+    let (mut rng, seed) = seeded();
     let data: Vec<Vec<Step<T>>> = (0..steps)
         .map(|i| {
             (0..world)
@@ -158,14 +183,33 @@ fn case<T: CopyElem>(world: usize, cfg: MoeConfig, steps: usize, routing: Routin
                     let n = if i == 0 && r == 1 {
                         0
                     } else {
-                        rand::rng().random_range(1..=cfg.max_tokens)
+                        rng.random_range(1..=cfg.max_tokens)
                     };
-                    step::<T>(&cfg, n, routing)
+                    step::<T>(&mut rng, &cfg, n, routing)
                 })
                 .collect()
         })
         .collect();
-    let what = format!("moe {} world {world} {cfg:?} {routing:?}", T::DTYPE);
+    if exact {
+        let most = data
+            .iter()
+            .flat_map(|st| {
+                let local = cfg.num_experts / world;
+                (0..world).map(move |r| {
+                    st.iter()
+                        .flat_map(|s| &s.idx)
+                        .filter(|&&v| v >= 0 && v as usize / local == r)
+                        .count()
+                })
+            })
+            .max()
+            .unwrap_or(1);
+        cfg.recv_capacity = Some(most.max(1));
+    }
+    let what = format!(
+        "moe {} world {world} {cfg:?} {routing:?} (SYMM_MOE_SEED={seed})",
+        T::DTYPE
+    );
     let outs = run(ranks, options(), |c: &Comm| {
         let mut moe = Moe::<T>::new(c, cfg.clone())?;
         let h = cfg.hidden;
@@ -268,6 +312,13 @@ fn dispatch_and_combine_match_the_reference() {
             Routing::OneExpert,
         );
     }
+    // Many experts (multi-warp layout blocks), more pairs than one chunk
+    // of the layout (1024), rows wider than a block, and a capacity filled
+    // to its last row.
+    if tier::runs(false) {
+        let cfg = MoeConfig::new(300, 256, 8, 160).with_align(16);
+        case_with::<bf16>(2, cfg, 2, Routing::Random, true);
+    }
 }
 
 /// What every rank got from `f` on `world` ranks: every one must fail.
@@ -282,19 +333,89 @@ fn every_rank_fails(
     Some(e.errors.into_iter().map(|(_, e)| e).collect())
 }
 
+/// `moe_layout` on its own: pairs routed nowhere (`-1`) or to no expert
+/// get no row, the others rows in expert order; a bad index, or `poison`,
+/// makes every split one that no input holds.
+#[test]
+fn the_layout_poisons_the_splits_of_a_bad_routing() {
+    if !tier::quick_test() {
+        return;
+    }
+    let Some(ranks) = ranks(1) else { return };
+    let got = run(ranks, options(), |c: &Comm| {
+        let mut results = Vec::new();
+        for (idx, poison) in [
+            (vec![1i32, -1, 0, 1], 0u32),
+            (vec![1i32, 7, 0, -1], 0),
+            (vec![0i32, 1, 1, 0], 1),
+        ] {
+            let idx = c.device_buffer_from(&idx)?;
+            let mut pos = c.device_buffer::<u32>(4)?;
+            let mut splits = c.device_buffer::<u64>(1)?;
+            let mut scale_splits = c.device_buffer::<u64>(1)?;
+            let mut counts = c.device_buffer::<u32>(2)?;
+            moe_layout::launch(
+                c,
+                LaunchConfig::linear(1, 32),
+                &idx,
+                4,
+                2,
+                2,
+                10,
+                3,
+                poison,
+                &mut pos,
+                &mut splits,
+                &mut scale_splits,
+                &mut counts,
+            )?;
+            c.synchronize()?;
+            results.push((
+                pos.to_host()?,
+                splits.to_host()?,
+                scale_splits.to_host()?,
+                counts.to_host()?,
+            ));
+        }
+        Ok(results)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let m = u32::MAX;
+    let bad = 0xFFFF_FFFFu64;
+    // Expert 0's pairs (2) first, then expert 1's (0, 3), in pair order.
+    assert_eq!(got[0][0], (vec![1, m, 0, 2], vec![30], vec![9], vec![1, 2]));
+    assert_eq!(
+        got[0][1],
+        (vec![1, m, 0, m], vec![bad], vec![bad], vec![1, 1])
+    );
+    assert_eq!(got[0][2].1, vec![bad]);
+    assert_eq!(got[0][2].2, vec![bad]);
+}
+
 #[test]
 fn misuse_fails_every_rank() {
     if !tier::quick_test() {
         return;
     }
     let world = 2;
-    // A config that differs: every rank says so at once.
+    // A config that differs: every rank says so at once, itself (the
+    // agreement's verdict, not a peer's failure passed on).
     if let Some(errs) = every_rank_fails(world, |c| {
         let cfg = MoeConfig::new(16 + 8 * c.rank(), 4, 2, 4);
         Moe::<bf16>::new(c, cfg).map(|_| ())
     }) {
         for e in &errs {
             assert_eq!(e.root_kind(), ErrorKind::Mismatch, "{e}");
+            assert!(!matches!(e, Error::PeerFailed { .. }), "{e}");
+        }
+    }
+    // Rows of a type combine cannot sum.
+    if let Some(errs) = every_rank_fails(world, |c| {
+        Moe::<u32>::new(c, MoeConfig::new(16, 4, 2, 4)).map(|_| ())
+    }) {
+        for e in &errs {
+            assert!(e.to_string().contains("f32, bf16 or f16"), "{e}");
+            assert!(!matches!(e, Error::PeerFailed { .. }), "{e}");
         }
     }
     // Experts that do not spread evenly.
@@ -303,19 +424,60 @@ fn misuse_fails_every_rank() {
     }) {
         for e in &errs {
             assert!(e.to_string().contains("do not spread evenly"), "{e}");
+            assert!(!matches!(e, Error::PeerFailed { .. }), "{e}");
         }
     }
-    // More tokens than planned, on one rank.
+    // fp8 scales per 128 elements of rows of 100.
     if let Some(errs) = every_rank_fails(world, |c| {
-        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4))?;
-        let n = if c.rank() == 1 { 5 } else { 4 };
-        let x = c.device_buffer::<bf16>(n * 16)?;
-        let idx = c.device_buffer_from(&vec![0i32; n * 2])?;
-        moe.dispatch(c, &x, &idx, n)?;
-        c.synchronize()
+        let cfg = MoeConfig::new(100, 4, 2, 4).with_fp8(Fp8Scales::Per128);
+        Moe::<bf16>::new(c, cfg).map(|_| ())
     }) {
         for e in &errs {
-            assert!(e.to_string().contains("at most 4"), "{e}");
+            assert!(e.to_string().contains("multiple of 128"), "{e}");
+        }
+    }
+    // More tokens than planned, on one rank, in the first step and in a
+    // later one. Every rank goes on after an error (as a server that
+    // reports a bad batch and keeps running would) and returns its first:
+    // the bad rank's part of the step runs on split sizes no input holds,
+    // so its peers fail at once, not at the kernel timeout.
+    for bad_step in [0, 1] {
+        let start = std::time::Instant::now();
+        if let Some(errs) = every_rank_fails(world, |c| {
+            let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4))?;
+            let mut first = None;
+            for step in 0..=bad_step {
+                let n = if c.rank() == 1 && step == bad_step {
+                    5
+                } else {
+                    4
+                };
+                let x = c.device_buffer::<bf16>(n * 16)?;
+                let idx = c.device_buffer_from(&vec![0i32; n * 2])?;
+                let w = c.device_buffer::<f32>(n * 2)?;
+                let y = c.device_buffer::<bf16>(moe.received_rows() * 16)?;
+                let mut out = c.device_buffer::<bf16>(n * 16)?;
+                if let Err(e) = moe.dispatch(c, &x, &idx, n) {
+                    first.get_or_insert(e);
+                }
+                if let Err(e) = moe.combine(c, &y, &w, &mut out) {
+                    first.get_or_insert(e);
+                }
+            }
+            if let Err(e) = c.synchronize() {
+                first.get_or_insert(e);
+            }
+            first.map_or(Ok(()), Err)
+        }) {
+            assert!(errs[1].to_string().contains("at most 4"), "{}", errs[1]);
+            // (Without the poisoned part, a GPU waits for its kernel
+            // timeout; on the emulator the host's check of the calls'
+            // sequence tells the ranks apart after 2 s; with it, 40 ms.)
+            assert!(
+                start.elapsed() < Duration::from_secs(1),
+                "step {bad_step}: {:?}: {errs:?}",
+                start.elapsed()
+            );
         }
     }
     // An index past the experts on rank 1, token 2: its report names the
@@ -390,21 +552,19 @@ fn back_to_back<T: CopyElem>(world: usize, steps: usize) {
     let Some(ranks) = ranks(world) else { return };
     let cfg = MoeConfig::new(16, 2 * world, 2, 4).with_align(2);
     let local = 2;
+    let (mut rng, seed) = seeded();
     let data: Vec<Vec<Step<T>>> = (0..steps)
         .map(|_| {
             (0..world)
                 .map(|_| {
-                    step::<T>(
-                        &cfg,
-                        rand::rng().random_range(0..=cfg.max_tokens),
-                        Routing::Random,
-                    )
+                    let n = rng.random_range(0..=cfg.max_tokens);
+                    step::<T>(&mut rng, &cfg, n, Routing::Random)
                 })
                 .collect()
         })
         .collect();
     let what = format!(
-        "moe back to back, {} world {world}, {steps} steps",
+        "moe back to back, {} world {world}, {steps} steps (SYMM_MOE_SEED={seed})",
         T::DTYPE
     );
     let outs = run(ranks, options(), |c: &Comm| {
@@ -486,6 +646,7 @@ fn moe_kernels_sample_compile() {
         moe_layout,
         moe_rows,
         moe_pack::<bf16>,
+        moe_pack_fp8::<bf16>,
         moe_move::<bf16>,
         moe_sum::<bf16>,
     );
@@ -502,10 +663,137 @@ fn moe_kernels_compile() {
     symm::check_kernels!(
         fn moe_kernels;
         moe_pack::<f32>,
+        moe_pack_fp8::<f32>,
         moe_move::<f32>,
+        moe_move::<f8e4m3>,
         moe_sum::<f32>,
         scale_rows::<bf16>,
         scale_rows::<f32>,
     );
     moe_kernels();
+}
+
+/// A row quantized as `moe_pack_fp8` does: each group's scale its largest
+/// magnitude over 448 (1 for zeros), each element `x / scale` in e4m3.
+fn quantize<T: Scalar>(row: &[T], group: usize) -> (Vec<f8e4m3>, Vec<f32>) {
+    let mut q = Vec::with_capacity(row.len());
+    let mut scales = Vec::new();
+    for g in row.chunks(group) {
+        let m = g.iter().fold(0.0f32, |m, v| m.max(v.to_f32().abs()));
+        let s = if m > 0.0 { m / 448.0 } else { 1.0 };
+        scales.push(s);
+        q.extend(g.iter().map(|v| f8e4m3::from_f32(v.to_f32() / s)));
+    }
+    (q, scales)
+}
+
+/// An fp8 expert's work in the test: the row dequantized, times (expert +
+/// 1), rounded to `T`.
+fn fp8_expert<T: Scalar>(e: usize, q: f8e4m3, scale: f32) -> T {
+    T::from_f32(q.to_f32() * scale * (e as f32 + 1.0))
+}
+
+/// An fp8 dispatch (`scales` of rows of `hidden`) on `world` ranks: the
+/// received rows and scales bit for bit against the host's quantization,
+/// and the combine of the dequantized experts' rows.
+fn fp8_case(world: usize, scales: Fp8Scales, hidden: usize) {
+    let Some(ranks) = ranks(world) else { return };
+    let cfg = MoeConfig::new(hidden, 2 * std::cmp::max(world, 2), 2, 5)
+        .with_align(2)
+        .with_fp8(scales);
+    let local = cfg.num_experts / world;
+    let group = scales.group(hidden);
+    let per_row = hidden / group;
+    let (mut rng, seed) = seeded();
+    let data: Vec<Step<bf16>> = (0..world)
+        .map(|r| {
+            let n = if r == 1 {
+                0
+            } else {
+                rng.random_range(1..=cfg.max_tokens)
+            };
+            step::<bf16>(&mut rng, &cfg, n, Routing::Random)
+        })
+        .collect();
+    let what = format!("moe fp8 {scales:?} world {world} hidden {hidden} (SYMM_MOE_SEED={seed})");
+    let outs = run(ranks, options(), |c: &Comm| {
+        let mut moe = Moe::<bf16>::new(c, cfg.clone())?;
+        let mine = &data[c.rank()];
+        let x = c.device_buffer_from(&pad(&mine.x, bf16::from_f32(0.0)))?;
+        let idx = c.device_buffer_from(&pad(&mine.idx, 0))?;
+        let w = c.device_buffer_from(&pad(&mine.weights, 0.0))?;
+        moe.dispatch(c, &x, &idx, mine.tokens)?;
+        let rows = moe.received_rows();
+        let layout = moe.layout().read(0, 2 * local + 2)?;
+        let q = moe.received_fp8().expect("fp8").read(0, rows * hidden)?;
+        let s = moe
+            .received_scales()
+            .expect("fp8")
+            .read(0, rows * per_row)?;
+        let mut y = vec![bf16::from_f32(0.0); rows * hidden];
+        for l in 0..local {
+            let (n, at) = (layout[l] as usize, layout[local + l] as usize);
+            for row in at..at + n {
+                for i in 0..hidden {
+                    let e = c.rank() * local + l;
+                    y[row * hidden + i] =
+                        fp8_expert(e, q[row * hidden + i], s[row * per_row + i / group]);
+                }
+            }
+        }
+        let y = c.device_buffer_from(&y)?;
+        let mut out =
+            c.device_buffer_from(&vec![bf16::from_f32(f32::NAN); mine.tokens.max(1) * hidden])?;
+        moe.combine(c, &y, &w, &mut out)?;
+        c.synchronize()?;
+        Ok((layout, q, s, out.read(0, mine.tokens * hidden)?))
+    })
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (r, (layout, q, s, out)) in outs.iter().enumerate() {
+        for (l, rows) in expected_rows(&cfg, &data, r, local).iter().enumerate() {
+            let (n, at) = (layout[l] as usize, layout[local + l] as usize);
+            assert_eq!(n, rows.len(), "{what}: rank {r} expert {l}'s rows");
+            for (j, row) in rows.iter().enumerate() {
+                let (wq, ws) = quantize(row, group);
+                let got_q = &q[(at + j) * hidden..(at + j + 1) * hidden];
+                let got_s = &s[(at + j) * per_row..(at + j + 1) * per_row];
+                same_bits(&format!("{what}: rank {r} expert {l} row {j}"), got_q, &wq);
+                same_bits(
+                    &format!("{what}: rank {r} expert {l} row {j}'s scales"),
+                    got_s,
+                    &ws,
+                );
+            }
+        }
+        // Each token's combined row, from its own quantization.
+        let st = &data[r];
+        let (k, h) = (cfg.top_k, hidden);
+        let mut want = vec![bf16::from_f32(0.0); st.tokens * h];
+        for t in 0..st.tokens {
+            let (wq, ws) = quantize(&st.x[t * h..(t + 1) * h], group);
+            for i in 0..h {
+                let mut acc = 0.0f32;
+                for j in 0..k {
+                    let p = t * k + j;
+                    if st.idx[p] >= 0 {
+                        let y: bf16 = fp8_expert(st.idx[p] as usize, wq[i], ws[i / group]);
+                        acc += st.weights[p] * y.to_f32();
+                    }
+                }
+                want[t * h + i] = bf16::from_f32(acc);
+            }
+        }
+        same_bits(&format!("{what}: rank {r}'s output"), out, &want);
+    }
+}
+
+#[test]
+fn fp8_dispatch_with_scales() {
+    for world in [1, 2, 3, 4, 8] {
+        if !tier::runs(world <= 2) {
+            continue;
+        }
+        fp8_case(world, Fp8Scales::PerToken, 40);
+        fp8_case(world, Fp8Scales::Per128, 256);
+    }
 }

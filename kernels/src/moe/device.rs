@@ -13,9 +13,11 @@ use symm::symm_kernel;
 /// within an expert, by pair, a stable order that does not depend on any
 /// timing. Pairs whose index is not an expert (`-1`, or out of range,
 /// which [`moe_pack`] reports, and which makes every split `u32::MAX` so
-/// the all-to-all fails on every rank) get no row (`u32::MAX`). `splits[d]` gets
-/// the elements (`hidden` a row) sent to rank `d`, and `counts[d × local +
-/// l]` the rows for rank `d`'s local expert `l`.
+/// the all-to-all fails on every rank, as `poison` 1 does) get no row
+/// (`u32::MAX`). `splits[d]` gets
+/// the elements (`hidden` a row) sent to rank `d`, `scale_splits[d]` its
+/// rows' fp8 scales (`scales` a row; 0 outside fp8), and `counts[d ×
+/// local + l]` the rows for rank `d`'s local expert `l`.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn moe_layout(
@@ -24,8 +26,11 @@ pub fn moe_layout(
     experts: u32,
     local: u32,
     hidden: u32,
+    scales: u32,
+    poison: u32,
     pos: &mut [u32],
     splits: &mut [u64],
+    scale_splits: &mut [u64],
     counts: &mut [u32],
 ) {
     let e = thread_idx_x();
@@ -34,7 +39,7 @@ pub fn moe_layout(
     let bad = shared_array::<u32, 1>();
     let threads = block_dim_x();
     if e == 0u32 {
-        bad[0] = 0u32;
+        bad[0] = poison;
     }
     sync_threads();
     // Pass 1: every expert's pairs, a chunk of `idx` at a time in shared
@@ -79,11 +84,13 @@ pub fn moe_layout(
                 let d = x / local;
                 let first = base[d * local];
                 splits[d] = ((run - first) as u64) * (hidden as u64);
+                scale_splits[d] = ((run - first) as u64) * (scales as u64);
                 // A bad index (which `moe_pack` reports on this rank) makes
                 // every split one that no input holds, so the all-to-all's
                 // check fails the step on every rank, not on this one alone.
                 if bad[0] == 1u32 {
                     splits[d] = 0xFFFF_FFFFu64;
+                    scale_splits[d] = 0xFFFF_FFFFu64;
                 }
             }
             x += 1u32;
@@ -136,6 +143,24 @@ pub fn moe_pack<T: Scalar>(
     hidden: u32,
 ) {
     let t = block_idx_x();
+    moe_check_token(idx, t, top_k, experts);
+    for k in 0..top_k {
+        let row = pos[t * top_k + k];
+        if row != 0xFFFF_FFFFu32 {
+            let mut i = thread_idx_x();
+            while i < hidden {
+                send[row * hidden + i] = x[t * hidden + i];
+                i += block_dim_x();
+            }
+        }
+    }
+}
+
+/// Thread 0 checks token `t`'s `top_k` indices (each `-1`, no expert, or
+/// below `experts`). No barrier follows: a thread that fails stops, and
+/// the others need nothing from it.
+#[symm_kernel(device)]
+pub(crate) fn moe_check_token(idx: Slice<i32>, t: u32, top_k: u32, experts: u32) {
     if thread_idx_x() == 0u32 {
         let mut ok = true;
         for k in 0..top_k {
@@ -149,14 +174,68 @@ pub fn moe_pack<T: Scalar>(
             "moe dispatch: a top-k index is neither -1 nor below num_experts; the token is this report's block"
         );
     }
+}
+
+/// [`moe_pack`] in fp8 (e4m3): token `block`'s row in groups of `group`
+/// elements (the row, or 128), each group's scale its largest magnitude
+/// over 448 (e4m3's largest; 1 for a group of zeros), and each element
+/// sent as `f8e4m3::from_f32(x / scale)`, with the row's scales
+/// (`hidden / group` of them, f32) in `send_scales`. A warp a group for
+/// the scales (a group's largest magnitude is the same whatever the order
+/// it is found in).
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_pack_fp8<T: Scalar>(
+    x: &[T],
+    idx: &[i32],
+    pos: &[u32],
+    send: &mut [f8e4m3],
+    send_scales: &mut [f32],
+    top_k: u32,
+    experts: u32,
+    hidden: u32,
+    group: u32,
+) {
+    let t = block_idx_x();
+    moe_check_token(idx, t, top_k, experts);
+    let sc = shared_array::<f32, 1024>();
+    let groups = hidden / group;
+    let warps = block_dim_x() / 32u32;
+    let lane = thread_idx_x() % 32u32;
+    let mut g = thread_idx_x() / 32u32;
+    while g < groups {
+        let mut m = 0.0f32;
+        let mut i = lane;
+        while i < group {
+            m = max(m, x[t * hidden + g * group + i].to_f32().abs());
+            i += 32u32;
+        }
+        for b in 0..5u32 {
+            m = max(m, shfl_xor(m, 1u32 << b));
+        }
+        if lane == 0u32 {
+            let mut scale = 1.0f32;
+            if m > 0.0f32 {
+                scale = m / 448.0f32;
+            }
+            sc[g] = scale;
+        }
+        g += warps;
+    }
     sync_threads();
     for k in 0..top_k {
         let row = pos[t * top_k + k];
         if row != 0xFFFF_FFFFu32 {
             let mut i = thread_idx_x();
             while i < hidden {
-                send[row * hidden + i] = x[t * hidden + i];
+                send[row * hidden + i] =
+                    f8e4m3::from_f32(x[t * hidden + i].to_f32() / sc[i / group]);
                 i += block_dim_x();
+            }
+            let mut j = thread_idx_x();
+            while j < groups {
+                send_scales[row * groups + j] = sc[j];
+                j += block_dim_x();
             }
         }
     }
@@ -185,6 +264,7 @@ pub fn moe_rows(
     let l = thread_idx_x();
     let dst = shared_array::<u32, 1024>();
     let from = shared_array::<u32, 1024>();
+    let over = shared_array::<u32, 1>();
     if l < local {
         let mut c = 0u32;
         for s in 0..world {
@@ -206,10 +286,6 @@ pub fn moe_rows(
         }
         layout[2u32 * local] = total;
         layout[2u32 * local + 1u32] = at;
-        kernel_assert!(
-            at <= out_rows,
-            "moe dispatch: the received rows, each expert's aligned, pass the planned capacity"
-        );
         // Where each rank's rows start in the received buffer.
         let mut run = 0u32;
         for s in 0..world {
@@ -218,8 +294,23 @@ pub fn moe_rows(
                 run += recv[s * local + x];
             }
         }
+        over[0] = 0u32;
+        if at > out_rows || total > row_dst.len() as u32 {
+            over[0] = 1u32;
+        }
     }
     sync_threads();
+    // Past the plan (only after a failed all-to-all, whose own check
+    // reports it): nothing placed, and the call fails here too.
+    if over[0] == 1u32 {
+        if l == 0u32 {
+            kernel_assert!(
+                false,
+                "moe dispatch: the received rows, each expert's aligned, pass the planned capacity"
+            );
+        }
+        return;
+    }
     // Thread l places expert l's rows: rank s's start after every row of
     // ranks before s and of s's experts before l, and land after the
     // expert's rows from ranks before s.
@@ -254,7 +345,8 @@ pub fn moe_move<T: Scalar>(
     hidden: u32,
     forward: bool,
 ) {
-    let rows = layout[2u32 * local];
+    // At most the plan's rows, whatever a failed call left in `layout`.
+    let rows = min(layout[2u32 * local], row_dst.len() as u32);
     let mut r = block_idx_x();
     while r < rows {
         let mut a = r;

@@ -2,11 +2,14 @@
 //! on the GPU and no host synchronisation.
 //!
 //! An [`Moe`] is planned once per group ([`Moe::new`], collective): it
-//! agrees on its [`MoeConfig`] with every rank and allocates every buffer
-//! a step needs, sized by `max_tokens` and the receive capacity, so that
-//! nothing allocates afterwards and a step may be captured in a CUDA graph
-//! and replayed with new routings. Experts are spread in order, `num_experts /
-//! world` to a rank (rank `d` holds experts `d × local ..`).
+//! agrees on its [`MoeConfig`] with every rank, allocates every buffer a
+//! step needs (sized by `max_tokens` and the receive capacity), loads its
+//! kernels, and runs an empty step, so that every agreement and every
+//! collective's first call (their own allocations) is behind it: nothing
+//! allocates or waits on the store afterwards, and a step, from the first,
+//! may be captured in a CUDA graph and replayed with new routings (the
+//! token counts are the graph's). Experts are spread in order,
+//! `num_experts / world` to a rank (rank `d` holds experts `d × local ..`).
 //!
 //! A step is [`Moe::dispatch`], the experts' own work on
 //! [`Moe::received`] (expert-major rows, each expert's first row a
@@ -25,19 +28,25 @@
 //!   in f32, rounding once (`moe_sum`): the result depends on the routing
 //!   and the values alone, never on arrival order.
 //!
+//! With [`MoeConfig::with_fp8`] the rows travel in fp8 (e4m3), each group
+//! of elements (a row, or 128) scaled by its largest magnitude over 448
+//! (`moe_pack_fp8`), and arrive in [`Moe::received_fp8`] with their scales
+//! in [`Moe::received_scales`], laid out as the rows; combine stays in `T`.
+//!
 //! A token reaches a rank once per slot routed there (two slots on one
 //! rank's experts travel twice). This is the composed form: correct and
-//! graph-safe, not yet the one-kernel low-latency form of #36.
+//! graph-safe, not yet the one-kernel low-latency form.
 
 mod device;
 pub use device::*;
 
 use std::sync::Arc;
 
+use symm::dsl::f8e4m3;
 use symm::{Comm, DType, DeviceBuffer, DeviceSlice, Result, SymmBuffer, SymmetricMemory};
 
 use crate::collectives::{all_to_all, all_to_all_v, CopyElem};
-use crate::shared::agree::{agree, Problem};
+use crate::shared::agree::{agree, agree_or_alone, Agreement, Problem};
 use crate::shared::key::CallKey;
 
 /// Most experts an [`Moe`] spreads over its group (one layout thread
@@ -75,6 +84,32 @@ pub struct MoeConfig {
     /// more (fewer planned rows, or an expert named twice by one token)
     /// fails on every rank, never writing past it.
     pub recv_capacity: Option<usize>,
+    /// Dispatch in fp8 (e4m3) with these scales: the rows arrive in
+    /// [`Moe::received_fp8`] and their scales in [`Moe::received_scales`]
+    /// (combine stays in `T`). `None`: rows travel as `T`.
+    pub fp8: Option<Fp8Scales>,
+}
+
+/// How an fp8 dispatch scales its rows: each group of elements by its
+/// largest magnitude over 448 (e4m3's largest finite value), so that every
+/// element fits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fp8Scales {
+    /// One scale a row.
+    PerToken,
+    /// One scale for each 128 elements of a row (the hidden size a
+    /// multiple of 128), as DeepSeek-V3's fp8 GEMMs take them.
+    Per128,
+}
+
+impl Fp8Scales {
+    /// Elements a scale covers, in rows of `hidden`.
+    pub fn group(self, hidden: usize) -> usize {
+        match self {
+            Fp8Scales::PerToken => hidden,
+            Fp8Scales::Per128 => 128,
+        }
+    }
 }
 
 impl MoeConfig {
@@ -89,6 +124,7 @@ impl MoeConfig {
             max_tokens,
             align: 1,
             recv_capacity: None,
+            fp8: None,
         }
     }
 
@@ -103,16 +139,33 @@ impl MoeConfig {
         self.recv_capacity = Some(rows);
         self
     }
+
+    /// Dispatching in fp8 (e4m3) with `scales`.
+    pub fn with_fp8(mut self, scales: Fp8Scales) -> MoeConfig {
+        self.fp8 = Some(scales);
+        self
+    }
+
+    /// Scales in a row: `hidden / group` in fp8, 0 otherwise.
+    fn scales(&self) -> usize {
+        self.fp8
+            .map_or(0, |f| self.hidden / f.group(self.hidden).max(1))
+    }
 }
 
 /// Loads every MoE kernel of `T` where ranks share the GPU (elsewhere
 /// loading needs no idle device, and this does nothing).
-fn preload<T: CopyElem>(comm: &Comm) -> Result<()> {
+fn preload<T: CopyElem>(comm: &Comm, fp8: bool) -> Result<()> {
     moe_layout::co_resident_grid(comm, 1024, 0)?;
     moe_rows::co_resident_grid(comm, 1024, 0)?;
     moe_pack::co_resident_grid::<T>(comm, THREADS, 0)?;
     moe_move::co_resident_grid::<T>(comm, THREADS, 0)?;
     moe_sum::co_resident_grid::<T>(comm, THREADS, 0)?;
+    if fp8 {
+        moe_pack_fp8::co_resident_grid::<T>(comm, THREADS, 0)?;
+        moe_move::co_resident_grid::<f8e4m3>(comm, THREADS, 0)?;
+        moe_move::co_resident_grid::<f32>(comm, THREADS, 0)?;
+    }
     Ok(())
 }
 
@@ -177,6 +230,9 @@ impl MoeMemory {
 /// (see the [module](self)).
 pub struct Moe<T: CopyElem> {
     config: MoeConfig,
+    /// The group planned for: calls on another are refused.
+    group: symm::GroupName,
+    rank: usize,
     world: usize,
     local: usize,
     capacity: usize,
@@ -188,6 +244,8 @@ pub struct Moe<T: CopyElem> {
     recv_counts: DeviceBuffer<u32>,
     pos: DeviceBuffer<u32>,
     splits: DeviceBuffer<u64>,
+    /// The fp8 scales' split sizes (written, and unused, without fp8).
+    scale_splits: DeviceBuffer<u64>,
     report: DeviceBuffer<u64>,
     report_back: DeviceBuffer<u64>,
     raw: DeviceBuffer<T>,
@@ -197,8 +255,33 @@ pub struct Moe<T: CopyElem> {
     back: SymmBuffer<T>,
     back_s: Arc<SymmetricMemory>,
     returned: DeviceBuffer<T>,
+    /// The fp8 dispatch's buffers, where the config asks for it.
+    fp8: Option<Fp8Buffers>,
     /// Tokens of the last dispatch (`None` before the first).
     tokens: Option<usize>,
+    /// Split sizes no input holds: the all-to-alls of a step that one rank
+    /// alone found a problem with run on them, so every rank fails it.
+    poisoned: DeviceBuffer<u64>,
+}
+
+/// A split size past every input (the all-to-all's own check refuses
+/// sizes of 2^32 - 1 or more).
+const POISON: u64 = 0xFFFF_FFFF;
+
+/// What an fp8 dispatch sends and receives: the rows in e4m3 and their
+/// scales, each as the `T` rows are (packed, received in rank order, then
+/// expert-major), and the scales' split sizes and report.
+struct Fp8Buffers {
+    send: SymmBuffer<f8e4m3>,
+    send_s: Arc<SymmetricMemory>,
+    scales: SymmBuffer<f32>,
+    scales_s: Arc<SymmetricMemory>,
+    report: DeviceBuffer<u64>,
+    scale_report: DeviceBuffer<u64>,
+    raw: DeviceBuffer<f8e4m3>,
+    raw_scales: DeviceBuffer<f32>,
+    received: DeviceBuffer<f8e4m3>,
+    received_scales: DeviceBuffer<f32>,
 }
 
 impl<T: CopyElem> Moe<T> {
@@ -208,10 +291,25 @@ impl<T: CopyElem> Moe<T> {
     pub fn new(comm: &Comm, config: MoeConfig) -> Result<Moe<T>> {
         let world = comm.world_size();
         let c = &config;
-        let problem = if c.hidden == 0 || c.top_k == 0 || c.max_tokens == 0 || c.align == 0 {
+        let problem = if !matches!(T::DTYPE, DType::F32 | DType::BF16 | DType::F16) {
+            Some(Problem::from(format!(
+                "moe: rows of {}: combine sums them in f32, so they must be f32, bf16 or f16",
+                T::DTYPE
+            )))
+        } else if c.hidden == 0 || c.top_k == 0 || c.max_tokens == 0 || c.align == 0 {
             Some(Problem::from(
                 "moe: hidden, top_k, max_tokens and align must be at least 1",
             ))
+        } else if c.fp8 == Some(Fp8Scales::Per128) && !c.hidden.is_multiple_of(128) {
+            Some(Problem::from(format!(
+                "moe: fp8 scales per 128 elements need a hidden size that is a multiple of 128, not {}",
+                c.hidden
+            )))
+        } else if c.scales() > MAX_EXPERTS {
+            Some(Problem::from(format!(
+                "moe: {} fp8 scales a row; at most {MAX_EXPERTS}",
+                c.scales()
+            )))
         } else if c.num_experts == 0
             || !c.num_experts.is_multiple_of(world)
             || c.num_experts > MAX_EXPERTS
@@ -228,21 +326,29 @@ impl<T: CopyElem> Moe<T> {
         } else {
             1
         };
-        let worst = world * c.max_tokens * c.top_k.min(local);
-        let capacity = c.recv_capacity.unwrap_or(worst).max(1);
-        let out_rows = capacity + local * (c.align.max(1) - 1);
-        let pairs = c.max_tokens * c.top_k;
+        // Checked, so that absurd sizes are a problem, never a wrap.
+        let sizes = || -> Option<(usize, usize, usize)> {
+            let worst = world
+                .checked_mul(c.max_tokens)?
+                .checked_mul(c.top_k.min(local))?;
+            let capacity = c.recv_capacity.unwrap_or(worst).max(1);
+            let pad = local.checked_mul(c.align.max(1) - 1)?;
+            let out_rows = capacity.checked_add(pad)?;
+            let pairs = c.max_tokens.checked_mul(c.top_k)?;
+            for r in [pairs, out_rows] {
+                if r.checked_mul(c.hidden)? > u32::MAX as usize || c.align > u32::MAX as usize {
+                    return None;
+                }
+            }
+            Some((capacity, out_rows, pairs))
+        };
+        let (capacity, out_rows, pairs) = sizes().unwrap_or((1, 1, 1));
         let problem = problem.or_else(|| {
-            let rows = [pairs, capacity, out_rows];
-            let too_big = rows.iter().any(|&r| {
-                r.checked_mul(c.hidden)
-                    .is_none_or(|e| e > u32::MAX as usize)
-            });
-            too_big.then(|| {
+            sizes().is_none().then(|| {
                 Problem::capacity(format!(
-                    "moe: {} rows of {} elements pass the 2^32 - 1 elements its kernels index",
-                    rows.iter().max().unwrap_or(&0),
-                    c.hidden
+                    "moe: {} tokens of top-{}, rows of {} elements, capacity {:?} and align {}: \
+                     past the 2^32 - 1 elements its kernels index",
+                    c.max_tokens, c.top_k, c.hidden, c.recv_capacity, c.align
                 ))
             })
         });
@@ -250,22 +356,49 @@ impl<T: CopyElem> Moe<T> {
         // rank can wait on a peer): where ranks share a GPU, a kernel's
         // first load waits for the device to be idle, which a rank spinning
         // on a peer that is itself loading would keep it from being.
-        if problem.is_none() {
-            preload::<T>(comm)?;
-        }
+        let problem = problem.or_else(|| {
+            preload::<T>(comm, config.fp8.is_some())
+                .err()
+                .map(|e| Problem::from(&e))
+        });
         let key = Key {
             call: "plan",
             config: config.clone(),
             dtype: T::DTYPE,
         };
         agree(comm, &key, problem)?;
-        let send = comm.alloc::<T>(pairs * c.hidden)?;
+        // In fp8 the rows travel as e4m3: the `T` buffers of the way
+        // there hold one element.
+        let there = if c.fp8.is_some() { 0 } else { c.hidden };
+        let send = comm.alloc::<T>((pairs * there).max(1))?;
         let send_s = send.rendezvous()?;
+        let fp8 = match c.fp8 {
+            None => None,
+            Some(_) => {
+                let sc = c.scales();
+                let send = comm.alloc::<f8e4m3>(pairs * c.hidden)?;
+                let send_s = send.rendezvous()?;
+                let scales = comm.alloc::<f32>(pairs * sc)?;
+                let scales_s = scales.rendezvous()?;
+                Some(Fp8Buffers {
+                    send,
+                    send_s,
+                    scales,
+                    scales_s,
+                    report: comm.device_buffer(2 * world)?,
+                    scale_report: comm.device_buffer(2 * world)?,
+                    raw: comm.device_buffer(capacity * c.hidden)?,
+                    raw_scales: comm.device_buffer(capacity * sc)?,
+                    received: comm.device_buffer(out_rows * c.hidden)?,
+                    received_scales: comm.device_buffer(out_rows * sc)?,
+                })
+            }
+        };
         let counts = comm.alloc::<u32>(world * local)?;
         let counts_s = counts.rendezvous()?;
         let back = comm.alloc::<T>(capacity * c.hidden)?;
         let back_s = back.rendezvous()?;
-        Ok(Moe {
+        let mut moe = Moe {
             world,
             local,
             capacity,
@@ -277,18 +410,25 @@ impl<T: CopyElem> Moe<T> {
             recv_counts: comm.device_buffer(world * local)?,
             pos: comm.device_buffer(pairs)?,
             splits: comm.device_buffer(world)?,
+            scale_splits: comm.device_buffer(world)?,
             report: comm.device_buffer(2 * world)?,
             report_back: comm.device_buffer(2 * world)?,
-            raw: comm.device_buffer(capacity * c.hidden)?,
+            raw: comm.device_buffer((capacity * there).max(1))?,
             row_dst: comm.device_buffer(capacity)?,
             layout: comm.device_buffer(2 * local + 2)?,
-            received: comm.device_buffer(out_rows * c.hidden)?,
+            received: comm.device_buffer((out_rows * there).max(1))?,
             back,
             back_s,
             returned: comm.device_buffer(pairs * c.hidden)?,
+            fp8,
             tokens: None,
+            poisoned: comm.device_buffer_from(&vec![POISON; world])?,
+            group: comm.group_name().clone(),
+            rank: comm.rank(),
             config,
-        })
+        };
+        moe.warm_up(comm)?;
+        Ok(moe)
     }
 
     /// The plan.
@@ -310,25 +450,48 @@ impl<T: CopyElem> Moe<T> {
     /// What the plan holds on this rank.
     pub fn memory(&self) -> MoeMemory {
         let e = std::mem::size_of::<T>();
-        let h = self.config.hidden;
-        MoeMemory {
+        let mut m = MoeMemory {
             send: self.send.len() * e,
-            received_raw: self.capacity * h * e,
-            received: self.out_rows * h * e,
-            back: self.capacity * h * e,
+            received_raw: self.raw.len() * e,
+            received: self.received.len() * e,
+            back: self.back.len() * e,
             returned: self.returned.len() * e,
             small: 4 * (self.counts.len() + self.recv_counts.len() + self.pos.len())
                 + 4 * (self.row_dst.len() + self.layout.len())
-                + 8 * (self.splits.len() + self.report.len() + self.report_back.len()),
+                + 8 * (self.splits.len() + self.scale_splits.len())
+                + 8 * (self.report.len() + self.report_back.len()),
+        };
+        if let Some(f) = &self.fp8 {
+            // e4m3 is a byte; each scale an f32.
+            m.send += f.send.len() + 4 * f.scales.len();
+            m.received_raw += f.raw.len() + 4 * f.raw_scales.len();
+            m.received += f.received.len() + 4 * f.received_scales.len();
+            m.small += 8 * (f.report.len() + f.scale_report.len());
         }
+        m
     }
 
     /// The last dispatch's rows, expert-major: expert `l` (this rank's
     /// `l`-th) has `layout[l]` rows from row `layout[local + l]`, each
     /// `hidden` elements; rows between experts (alignment) and past the
-    /// last hold stale values.
+    /// last hold stale values. In fp8 the rows are in
+    /// [`Moe::received_fp8`], and this holds one element.
     pub fn received(&self) -> &DeviceBuffer<T> {
         &self.received
+    }
+
+    /// An fp8 dispatch's rows, laid out as [`Moe::received`] (its rows
+    /// stay unused then): each element `f8e4m3`, worth itself times its
+    /// group's scale in [`Moe::received_scales`]. `None` where the config
+    /// has no fp8.
+    pub fn received_fp8(&self) -> Option<&DeviceBuffer<f8e4m3>> {
+        self.fp8.as_ref().map(|f| &f.received)
+    }
+
+    /// An fp8 dispatch's scales: row `r`'s `hidden / group` scales (f32)
+    /// from `r × hidden / group`, rows as in [`Moe::received_fp8`].
+    pub fn received_scales(&self) -> Option<&DeviceBuffer<f32>> {
+        self.fp8.as_ref().map(|f| &f.received_scales)
     }
 
     /// The last dispatch's layout on the device, `2 × local + 2` words:
@@ -342,10 +505,16 @@ impl<T: CopyElem> Moe<T> {
     /// elements each) to the ranks of the experts `topk_idx` names for it
     /// (`top_k` a token, `-1` for none); the rows this rank receives land
     /// in [`Moe::received`], laid out by [`Moe::layout`]. Ranks may
-    /// dispatch different numbers of tokens. An index that is neither `-1`
-    /// nor an expert fails the call (a `KernelAssert` naming the token as
-    /// its block); a routing that sends a rank more rows than the plan's
-    /// capacity fails it on every rank.
+    /// dispatch different numbers of tokens.
+    ///
+    /// Errors: an argument problem is this rank's error, and its part of
+    /// the step still runs, on split sizes that no input holds, so the step
+    /// fails on every rank instead of its peers waiting for it. On a GPU
+    /// the device's failures surface at the next synchronisation: an
+    /// index that is neither `-1` nor an expert (a `KernelAssert` whose
+    /// block is the token, on its rank; its peers' all-to-all fails too),
+    /// and a routing that sends a rank more rows than the plan's capacity
+    /// (the all-to-all's check, on every rank).
     pub fn dispatch(
         &mut self,
         comm: &Comm,
@@ -353,6 +522,9 @@ impl<T: CopyElem> Moe<T> {
         topk_idx: &(impl DeviceSlice<i32> + ?Sized),
         tokens: usize,
     ) -> Result<()> {
+        // A dispatch that fails leaves no layout for a combine to use.
+        self.tokens = None;
+        self.planned_group(comm)?;
         let c = &self.config;
         let (hidden, top_k) = (c.hidden, c.top_k);
         let problem = if tokens > c.max_tokens {
@@ -375,9 +547,14 @@ impl<T: CopyElem> Moe<T> {
         } else {
             None
         };
-        self.agree(comm, "dispatch", problem)?;
+        if let Agreement::Alone(e) = self.agree(comm, "dispatch", problem)? {
+            self.fail_dispatch(comm);
+            return Err(e);
+        }
+        let c = &self.config;
         let pairs = (tokens * top_k) as u32;
         let threads = (c.num_experts.next_multiple_of(32) as u32).clamp(32, 1024);
+        let scales = c.scales();
         moe_layout::launch(
             comm,
             symm::LaunchConfig::linear(1, threads),
@@ -386,14 +563,18 @@ impl<T: CopyElem> Moe<T> {
             c.num_experts as u32,
             self.local as u32,
             hidden as u32,
+            scales as u32,
+            0,
             &mut self.pos,
             &mut self.splits,
+            &mut self.scale_splits,
             &mut self.counts,
         )?;
-        if tokens > 0 {
-            moe_pack::launch::<T>(
+        let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
+        match &mut self.fp8 {
+            None if tokens > 0 => moe_pack::launch::<T>(
                 comm,
-                symm::LaunchConfig::linear(tokens as u32, THREADS),
+                grid,
                 x,
                 topk_idx,
                 &self.pos,
@@ -401,16 +582,42 @@ impl<T: CopyElem> Moe<T> {
                 top_k as u32,
                 c.num_experts as u32,
                 hidden as u32,
-            )?;
+            )?,
+            Some(f) if tokens > 0 => moe_pack_fp8::launch::<T>(
+                comm,
+                grid,
+                x,
+                topk_idx,
+                &self.pos,
+                &mut f.send,
+                &mut f.scales,
+                top_k as u32,
+                c.num_experts as u32,
+                hidden as u32,
+                (hidden / scales.max(1)) as u32,
+            )?,
+            _ => {}
         }
         all_to_all::<u32>(comm, &self.counts_s, &mut self.recv_counts, self.local)?;
-        all_to_all_v::<T>(
-            comm,
-            &self.send_s,
-            &mut self.raw,
-            &self.splits,
-            &mut self.report,
-        )?;
+        match &mut self.fp8 {
+            None => all_to_all_v::<T>(
+                comm,
+                &self.send_s,
+                &mut self.raw,
+                &self.splits,
+                &mut self.report,
+            )?,
+            Some(f) => {
+                all_to_all_v::<f8e4m3>(comm, &f.send_s, &mut f.raw, &self.splits, &mut f.report)?;
+                all_to_all_v::<f32>(
+                    comm,
+                    &f.scales_s,
+                    &mut f.raw_scales,
+                    &self.scale_splits,
+                    &mut f.scale_report,
+                )?;
+            }
+        }
         let lthreads = (self.local.next_multiple_of(32) as u32).clamp(32, 1024);
         moe_rows::launch(
             comm,
@@ -423,17 +630,44 @@ impl<T: CopyElem> Moe<T> {
             &mut self.layout,
             &mut self.row_dst,
         )?;
-        moe_move::launch::<T>(
-            comm,
-            self.row_grid(),
-            &self.raw,
-            &mut self.received,
-            &self.row_dst,
-            &self.layout,
-            self.local as u32,
-            hidden as u32,
-            true,
-        )?;
+        let rows = self.row_grid();
+        match &mut self.fp8 {
+            None => moe_move::launch::<T>(
+                comm,
+                rows,
+                &self.raw,
+                &mut self.received,
+                &self.row_dst,
+                &self.layout,
+                self.local as u32,
+                hidden as u32,
+                true,
+            )?,
+            Some(f) => {
+                moe_move::launch::<f8e4m3>(
+                    comm,
+                    rows,
+                    &f.raw,
+                    &mut f.received,
+                    &self.row_dst,
+                    &self.layout,
+                    self.local as u32,
+                    hidden as u32,
+                    true,
+                )?;
+                moe_move::launch::<f32>(
+                    comm,
+                    rows,
+                    &f.raw_scales,
+                    &mut f.received_scales,
+                    &self.row_dst,
+                    &self.layout,
+                    self.local as u32,
+                    scales as u32,
+                    true,
+                )?;
+            }
+        }
         self.tokens = Some(tokens);
         Ok(())
     }
@@ -452,12 +686,27 @@ impl<T: CopyElem> Moe<T> {
         topk_weights: &(impl DeviceSlice<f32> + ?Sized),
         out: &mut (impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
+        self.combine_checked(comm, y, topk_weights, out, true)
+    }
+
+    /// [`Moe::combine`], with `y`'s length checked against the received
+    /// layout's rows only where `check_y` (the plan's own empty step
+    /// passes a stand-in, which no row of an empty step reads).
+    fn combine_checked(
+        &mut self,
+        comm: &Comm,
+        y: &(impl DeviceSlice<T> + ?Sized),
+        topk_weights: &(impl DeviceSlice<f32> + ?Sized),
+        out: &mut (impl DeviceSlice<T> + ?Sized),
+        check_y: bool,
+    ) -> Result<()> {
+        self.planned_group(comm)?;
         let c = &self.config;
         let (hidden, top_k) = (c.hidden, c.top_k);
         let tokens = self.tokens.unwrap_or(0);
         let problem = if self.tokens.is_none() {
             Some(Problem::from("moe combine before any dispatch"))
-        } else if y.len() < self.out_rows * hidden {
+        } else if check_y && y.len() < self.out_rows * hidden {
             Some(Problem::from(format!(
                 "moe combine: y holds {} elements, the received layout {}",
                 y.len(),
@@ -478,7 +727,18 @@ impl<T: CopyElem> Moe<T> {
         } else {
             None
         };
-        self.agree(comm, "combine", problem)?;
+        if let Agreement::Alone(e) = self.agree(comm, "combine", problem)? {
+            // This rank's part of the call, on split sizes that no input
+            // holds: the all-to-all fails on every rank, not only here.
+            let _ = all_to_all_v::<T>(
+                comm,
+                &self.back_s,
+                &mut self.returned,
+                &self.poisoned,
+                &mut self.report_back,
+            );
+            return Err(e);
+        }
         moe_move::launch::<T>(
             comm,
             self.row_grid(),
@@ -493,7 +753,11 @@ impl<T: CopyElem> Moe<T> {
         // What came from each rank goes back to it: the dispatch's report
         // (sizes received, then offsets) gives the splits.
         let world = self.world;
-        let bound = comm.bind("report", &self.report)?;
+        let report = match &self.fp8 {
+            Some(f) => &f.report,
+            None => &self.report,
+        };
+        let bound = comm.bind("report", report)?;
         let sizes = bound.sub(0..world).ok_or_else(|| {
             crate::shared::checks::invalid(comm, "moe: the report's sizes".into())
         })?;
@@ -520,14 +784,94 @@ impl<T: CopyElem> Moe<T> {
     }
 
     /// Agrees on a call with every rank (its config and element type), with
-    /// this rank's `problem`, if any.
-    fn agree(&self, comm: &Comm, call: &'static str, problem: Option<Problem>) -> Result<()> {
+    /// this rank's `problem`, if any: an `Err` every rank returns alike, or
+    /// [`Agreement::Alone`] where this rank alone has a problem on a call
+    /// agreed before (its peers go on into the step).
+    fn agree(
+        &self,
+        comm: &Comm,
+        call: &'static str,
+        problem: Option<Problem>,
+    ) -> Result<Agreement> {
         let key = Key {
             call,
             config: self.config.clone(),
             dtype: T::DTYPE,
         };
-        agree(comm, &key, problem).map(|_| ())
+        agree_or_alone(comm, &key, problem)
+    }
+
+    /// This rank's part of a dispatch it alone found a problem with: the
+    /// step's collective calls, the all-to-alls of rows on split sizes that
+    /// no input holds, so the step fails on every rank (at its kernels'
+    /// check) instead of its peers waiting for it. Their own errors are
+    /// this rank's to drop: it returns its problem.
+    fn fail_dispatch(&mut self, comm: &Comm) {
+        let _ = all_to_all::<u32>(comm, &self.counts_s, &mut self.recv_counts, self.local);
+        match &mut self.fp8 {
+            None => {
+                let _ = all_to_all_v::<T>(
+                    comm,
+                    &self.send_s,
+                    &mut self.raw,
+                    &self.poisoned,
+                    &mut self.report,
+                );
+            }
+            Some(f) => {
+                let _ = all_to_all_v::<f8e4m3>(
+                    comm,
+                    &f.send_s,
+                    &mut f.raw,
+                    &self.poisoned,
+                    &mut f.report,
+                );
+                let _ = all_to_all_v::<f32>(
+                    comm,
+                    &f.scales_s,
+                    &mut f.raw_scales,
+                    &self.poisoned,
+                    &mut f.scale_report,
+                );
+            }
+        }
+    }
+
+    /// Refuses a call on another group than the plan's.
+    fn planned_group(&self, comm: &Comm) -> Result<()> {
+        if comm.group_name() != &self.group
+            || comm.rank() != self.rank
+            || comm.world_size() != self.world
+        {
+            return Err(crate::shared::checks::invalid(
+                comm,
+                format!(
+                    "moe: planned on rank {} of {} ranks{}, called on rank {} of {}{}",
+                    self.rank,
+                    self.world,
+                    self.group,
+                    comm.rank(),
+                    comm.world_size(),
+                    comm.group_name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The plan's own empty step (no tokens on any rank): every agreement
+    /// and every collective's first call (their allocations and exchanges)
+    /// made now, so that no later step allocates or waits on the store,
+    /// and the first may be captured in a CUDA graph.
+    fn warm_up(&mut self, comm: &Comm) -> Result<()> {
+        let x = comm.device_buffer::<T>(1)?;
+        let idx = comm.device_buffer::<i32>(1)?;
+        let w = comm.device_buffer::<f32>(1)?;
+        let mut out = comm.device_buffer::<T>(1)?;
+        self.dispatch(comm, &x, &idx, 0)?;
+        self.combine_checked(comm, &x, &w, &mut out, false)?;
+        self.tokens = None;
+        Ok(())
     }
 
     /// The grid of the kernels that walk the received rows.

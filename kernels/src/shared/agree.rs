@@ -122,6 +122,30 @@ fn decode(raw: &[u8]) -> Option<(u64, String, Option<Problem>)> {
 /// verdict. Returns the key's hash ([`CallKey::hash64`]), for the
 /// call's digest, so that a call hashes its key once.
 pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) -> Result<u64> {
+    match agree_or_alone(comm, key, problem)? {
+        Agreement::Agreed(hash) => Ok(hash),
+        Agreement::Alone(e) => Err(e),
+    }
+}
+
+/// How [`agree_or_alone`] ended, short of an error every rank shares.
+pub(crate) enum Agreement {
+    /// Every rank makes the call, with no problem: the key's hash.
+    Agreed(u64),
+    /// A key agreed on before, and a problem of this rank's alone: its
+    /// peers, which know nothing of it, go on into the call.
+    Alone(Error),
+}
+
+/// [`agree`], telling a problem every rank returns alike (the `Err`, from
+/// an exchange) from one this rank alone has on a key agreed before
+/// ([`Agreement::Alone`]), so that a caller whose peers would otherwise
+/// wait for it can still make its part of the call fail on every rank.
+pub(crate) fn agree_or_alone<K: CallKey>(
+    comm: &Comm,
+    key: &K,
+    problem: Option<Problem>,
+) -> Result<Agreement> {
     let what = key.name();
     let hash = key.hash64();
     let agreed = comm.extension(|_: &Agreed| true, |_| Ok(Agreed::default()))?;
@@ -133,10 +157,10 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
             // kernels time out waiting for it, naming it). Joining an
             // exchange here would leave this rank's sequence one ahead of
             // theirs for good.
-            return match problem {
-                None => Ok(hash),
-                Some(p) => Err(comm.error(p.kind, format!("{what}: {}", p.text))),
-            };
+            return Ok(match problem {
+                None => Agreement::Agreed(hash),
+                Some(p) => Agreement::Alone(comm.error(p.kind, format!("{what}: {}", p.text))),
+            });
         }
         s.1 += 1;
         s.1
@@ -191,7 +215,7 @@ pub(crate) fn agree<K: CallKey>(comm: &Comm, key: &K, problem: Option<Problem>) 
         s.0.clear();
     }
     s.0.insert(hash);
-    Ok(hash)
+    Ok(Agreement::Agreed(hash))
 }
 
 /// The verdict on every rank's entry (hash, words, problem): every rank's
