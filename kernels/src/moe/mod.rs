@@ -264,6 +264,16 @@ pub struct Moe<T: CopyElem> {
     poisoned: DeviceBuffer<u64>,
 }
 
+/// The problem with an argument `name` of a `call` that holds `have`
+/// elements where it needs `need`, if it does.
+fn short(call: &str, name: &str, have: usize, need: usize) -> Option<Problem> {
+    (have < need).then(|| {
+        Problem::from(format!(
+            "moe {call}: {name} holds {have} elements, the step needs {need}"
+        ))
+    })
+}
+
 /// A split size past every input (the all-to-all's own check refuses
 /// sizes of 2^32 - 1 or more).
 const POISON: u64 = 0xFFFF_FFFF;
@@ -532,20 +542,9 @@ impl<T: CopyElem> Moe<T> {
                 "moe dispatch of {tokens} tokens: the plan holds at most {}",
                 c.max_tokens
             )))
-        } else if x.len() < tokens * hidden {
-            Some(Problem::from(format!(
-                "moe dispatch: x holds {} elements, {tokens} tokens of {hidden} need {}",
-                x.len(),
-                tokens * hidden
-            )))
-        } else if topk_idx.len() < tokens * top_k {
-            Some(Problem::from(format!(
-                "moe dispatch: topk_idx holds {} indices, {tokens} tokens of top-{top_k} need {}",
-                topk_idx.len(),
-                tokens * top_k
-            )))
         } else {
-            None
+            short("dispatch", "x", x.len(), tokens * hidden)
+                .or_else(|| short("dispatch", "topk_idx", topk_idx.len(), tokens * top_k))
         };
         if let Agreement::Alone(e) = self.agree(comm, "dispatch", problem)? {
             self.fail_dispatch(comm);
@@ -706,26 +705,18 @@ impl<T: CopyElem> Moe<T> {
         let tokens = self.tokens.unwrap_or(0);
         let problem = if self.tokens.is_none() {
             Some(Problem::from("moe combine before any dispatch"))
-        } else if check_y && y.len() < self.out_rows * hidden {
-            Some(Problem::from(format!(
-                "moe combine: y holds {} elements, the received layout {}",
-                y.len(),
-                self.out_rows * hidden
-            )))
-        } else if topk_weights.len() < tokens * top_k {
-            Some(Problem::from(format!(
-                "moe combine: topk_weights holds {} weights, {tokens} tokens of top-{top_k} need {}",
-                topk_weights.len(),
-                tokens * top_k
-            )))
-        } else if out.len() < tokens * hidden {
-            Some(Problem::from(format!(
-                "moe combine: out holds {} elements, {tokens} tokens of {hidden} need {}",
-                out.len(),
-                tokens * hidden
-            )))
         } else {
-            None
+            let y_need = if check_y { self.out_rows * hidden } else { 0 };
+            short("combine", "y", y.len(), y_need)
+                .or_else(|| {
+                    short(
+                        "combine",
+                        "topk_weights",
+                        topk_weights.len(),
+                        tokens * top_k,
+                    )
+                })
+                .or_else(|| short("combine", "out", out.len(), tokens * hidden))
         };
         if let Agreement::Alone(e) = self.agree(comm, "combine", problem)? {
             // This rank's part of the call, on split sizes that no input
