@@ -441,10 +441,13 @@ fn misuse_fails_every_rank() {
     // reports a bad batch and keeps running would) and returns its first:
     // the bad rank's part of the step runs on split sizes no input holds,
     // so its peers fail at once, not at the kernel timeout.
-    for bad_step in [0, 1] {
-        let start = std::time::Instant::now();
+    for (bad_step, fp8) in [(0, false), (1, false), (1, true)] {
         if let Some(errs) = every_rank_fails(world, |c| {
-            let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4))?;
+            let mut cfg = MoeConfig::new(16, 4, 2, 4);
+            if fp8 {
+                cfg = cfg.with_fp8(Fp8Scales::PerToken);
+            }
+            let mut moe = Moe::<bf16>::new(c, cfg)?;
             let mut first = None;
             for step in 0..=bad_step {
                 let n = if c.rank() == 1 && step == bad_step {
@@ -470,14 +473,29 @@ fn misuse_fails_every_rank() {
             first.map_or(Ok(()), Err)
         }) {
             assert!(errs[1].to_string().contains("at most 4"), "{}", errs[1]);
-            // (Without the poisoned part, a GPU waits for its kernel
-            // timeout; on the emulator the host's check of the calls'
-            // sequence tells the ranks apart after 2 s; with it, 40 ms.)
+            // The peer's own all-to-all found the poisoned sizes. (Without
+            // them, a GPU waits for its kernel timeout, and the emulator's
+            // check of the calls' sequence tells the ranks apart after 2 s
+            // with a mismatch.)
             assert!(
-                start.elapsed() < Duration::from_secs(1),
-                "step {bad_step}: {:?}: {errs:?}",
-                start.elapsed()
+                matches!(&errs[0], Error::KernelAssert { message, .. }
+                    if message.contains("sends more than its input holds")),
+                "step {bad_step}, fp8 {fp8}: {}",
+                errs[0]
             );
+        }
+    }
+    // Configs that differ in fp8 alone: the error names it.
+    if let Some(errs) = every_rank_fails(world, |c| {
+        let mut cfg = MoeConfig::new(16, 4, 2, 4);
+        if c.rank() == 1 {
+            cfg = cfg.with_fp8(Fp8Scales::PerToken);
+        }
+        Moe::<bf16>::new(c, cfg).map(|_| ())
+    }) {
+        for e in &errs {
+            assert_eq!(e.root_kind(), ErrorKind::Mismatch, "{e}");
+            assert!(e.to_string().contains("fp8 Some(PerToken)"), "{e}");
         }
     }
     // An index past the experts on rank 1, token 2: its report names the
@@ -680,7 +698,11 @@ fn quantize<T: Scalar>(row: &[T], group: usize) -> (Vec<f8e4m3>, Vec<f32>) {
     let mut scales = Vec::new();
     for g in row.chunks(group) {
         let m = g.iter().fold(0.0f32, |m, v| m.max(v.to_f32().abs()));
-        let s = if m > 0.0 { m / 448.0 } else { 1.0 };
+        let s = if m > 0.0 {
+            (m / 448.0).max(f32::MIN_POSITIVE)
+        } else {
+            1.0
+        };
         scales.push(s);
         q.extend(g.iter().map(|v| f8e4m3::from_f32(v.to_f32() / s)));
     }
@@ -796,4 +818,63 @@ fn fp8_dispatch_with_scales() {
         fp8_case(world, Fp8Scales::PerToken, 40);
         fp8_case(world, Fp8Scales::Per128, 256);
     }
+    // More groups than a block's 8 warps, and a row wider than a block.
+    if tier::runs(false) {
+        fp8_case(2, Fp8Scales::Per128, 1536);
+        fp8_case(2, Fp8Scales::PerToken, 600);
+    }
+}
+
+/// What a plan says it holds: every buffer, by its length, in `T` and in
+/// fp8 (where `send` also takes the rows that come back and `back` the
+/// rows as they arrive).
+#[test]
+fn the_plan_reports_its_memory() {
+    if !tier::quick_test() {
+        return;
+    }
+    let Some(ranks) = ranks(2) else { return };
+    let got = run(ranks, options(), |c: &Comm| {
+        let cfg = MoeConfig::new(16, 4, 2, 4).with_align(4);
+        let plain = Moe::<bf16>::new(c, cfg.clone())?.memory();
+        let fp8 = Moe::<bf16>::new(c, cfg.with_fp8(Fp8Scales::PerToken))?.memory();
+        Ok((plain, fp8))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    // 2 local experts; 8 pairs; capacity 2 × 4 × 2 = 16 rows; 16 + 2 × 3
+    // = 22 expert-major rows; bf16 rows of 16 (32 bytes).
+    let small = 4 * (4 + 4 + 8) + 4 * (16 + 6) + 8 * (2 + 2) + 8 * (4 + 4);
+    let (plain, fp8) = &got[0];
+    assert_eq!(
+        (
+            plain.send,
+            plain.received_raw,
+            plain.received,
+            plain.back,
+            plain.small
+        ),
+        (8 * 32, 0, 22 * 32, 16 * 32, small)
+    );
+    // fp8: e4m3 rows of 16 bytes and one f32 scale a row beside them; the
+    // bf16 expert-major rows hold one element.
+    assert_eq!(
+        (
+            fp8.send,
+            fp8.received_raw,
+            fp8.received,
+            fp8.back,
+            fp8.small
+        ),
+        (
+            8 * 32 + 8 * 16 + 8 * 4,
+            16 * 16 + 16 * 4,
+            2 + 22 * 16 + 22 * 4,
+            16 * 32,
+            small + 8 * (4 + 4)
+        )
+    );
+    assert_eq!(
+        plain.total(),
+        plain.send + plain.received + plain.back + plain.small
+    );
 }

@@ -197,7 +197,6 @@ pub fn moe_pack_fp8<T: Scalar>(
     group: u32,
 ) {
     let t = block_idx_x();
-    moe_check_token(idx, t, top_k, experts);
     let sc = shared_array::<f32, 1024>();
     let groups = hidden / group;
     let warps = block_dim_x() / 32u32;
@@ -216,13 +215,18 @@ pub fn moe_pack_fp8<T: Scalar>(
         if lane == 0u32 {
             let mut scale = 1.0f32;
             if m > 0.0f32 {
-                scale = m / 448.0f32;
+                // At least f32's smallest normal: a subnormal quotient
+                // would put `x / scale` past e4m3's range.
+                scale = max(m / 448.0f32, 1.17549435e-38f32);
             }
             sc[g] = scale;
         }
         g += warps;
     }
     sync_threads();
+    // After the shuffles: a thread that fails the check stops, and a warp
+    // shuffle after an exited lane is undefined.
+    moe_check_token(idx, t, top_k, experts);
     for k in 0..top_k {
         let row = pos[t * top_k + k];
         if row != 0xFFFF_FFFFu32 {
@@ -304,6 +308,10 @@ pub fn moe_rows(
     // reports it): nothing placed, and the call fails here too.
     if over[0] == 1u32 {
         if l == 0u32 {
+            // No layout past the plan for an expert kernel to read.
+            for x in 0..2u32 * local + 2u32 {
+                layout[x] = 0u32;
+            }
             kernel_assert!(
                 false,
                 "moe dispatch: the received rows, each expert's aligned, pass the planned capacity"

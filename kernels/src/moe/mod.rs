@@ -92,7 +92,9 @@ pub struct MoeConfig {
 
 /// How an fp8 dispatch scales its rows: each group of elements by its
 /// largest magnitude over 448 (e4m3's largest finite value), so that every
-/// element fits.
+/// element fits; a group of zeros (or of magnitudes so small that the
+/// quotient is below f32's smallest normal) by that smallest normal, or 1
+/// for zeros. At most 1024 scales a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fp8Scales {
     /// One scale a row.
@@ -182,7 +184,7 @@ impl std::fmt::Display for Key {
         let c = &self.config;
         write!(
             f,
-            "moe {} of {} (hidden {}, {} experts, top-{}, {} tokens, align {}, capacity {:?})",
+            "moe {} of {} (hidden {}, {} experts, top-{}, {} tokens, align {}, capacity {:?}, fp8 {:?})",
             self.call,
             self.dtype,
             c.hidden,
@@ -190,7 +192,8 @@ impl std::fmt::Display for Key {
             c.top_k,
             c.max_tokens,
             c.align,
-            c.recv_capacity
+            c.recv_capacity,
+            c.fp8
         )
     }
 }
@@ -205,24 +208,27 @@ impl CallKey for Key {
 /// The bytes an [`Moe`] holds on each rank, by buffer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MoeMemory {
-    /// The rows packed for sending (symmetric).
+    /// The rows packed for sending (symmetric), which also take the
+    /// experts' rows that come back.
     pub send: usize,
-    /// The rows received, in rank order.
+    /// An fp8 dispatch's rows and scales as received, in rank order (in
+    /// `T` they land in `back`).
     pub received_raw: usize,
-    /// The rows received, expert-major ([`Moe::received`]).
+    /// The rows received, expert-major ([`Moe::received`], or in fp8
+    /// [`Moe::received_fp8`] and its scales).
     pub received: usize,
-    /// The expert rows on their way back (symmetric).
+    /// The expert rows on their way back (symmetric), which also take a
+    /// dispatch's rows in `T` as they arrive.
     pub back: usize,
-    /// The rows that came back, in send order.
-    pub returned: usize,
     /// Counts, layouts and split sizes.
     pub small: usize,
 }
 
 impl MoeMemory {
-    /// Every buffer together.
+    /// Every buffer together (the collectives' own staging, shared by all
+    /// of a group's calls, is not counted).
     pub fn total(&self) -> usize {
-        self.send + self.received_raw + self.received + self.back + self.returned + self.small
+        self.send + self.received_raw + self.received + self.back + self.small
     }
 }
 
@@ -248,13 +254,14 @@ pub struct Moe<T: CopyElem> {
     scale_splits: DeviceBuffer<u64>,
     report: DeviceBuffer<u64>,
     report_back: DeviceBuffer<u64>,
-    raw: DeviceBuffer<T>,
     row_dst: DeviceBuffer<u32>,
     layout: DeviceBuffer<u32>,
     received: DeviceBuffer<T>,
+    /// The experts' rows on their way back; in `T`, also where a
+    /// dispatch's rows arrive (each use ends before the other begins: an
+    /// all-to-all returns only once no peer reads its input).
     back: SymmBuffer<T>,
     back_s: Arc<SymmetricMemory>,
-    returned: DeviceBuffer<T>,
     /// The fp8 dispatch's buffers, where the config asks for it.
     fp8: Option<Fp8Buffers>,
     /// Tokens of the last dispatch (`None` before the first).
@@ -377,10 +384,10 @@ impl<T: CopyElem> Moe<T> {
             dtype: T::DTYPE,
         };
         agree(comm, &key, problem)?;
-        // In fp8 the rows travel as e4m3: the `T` buffers of the way
-        // there hold one element.
+        // In fp8 the rows travel as e4m3: `received` holds one element.
+        // `send` also takes the rows that come back, in either.
         let there = if c.fp8.is_some() { 0 } else { c.hidden };
-        let send = comm.alloc::<T>((pairs * there).max(1))?;
+        let send = comm.alloc::<T>(pairs * c.hidden)?;
         let send_s = send.rendezvous()?;
         let fp8 = match c.fp8 {
             None => None,
@@ -423,13 +430,11 @@ impl<T: CopyElem> Moe<T> {
             scale_splits: comm.device_buffer(world)?,
             report: comm.device_buffer(2 * world)?,
             report_back: comm.device_buffer(2 * world)?,
-            raw: comm.device_buffer((capacity * there).max(1))?,
             row_dst: comm.device_buffer(capacity)?,
             layout: comm.device_buffer(2 * local + 2)?,
             received: comm.device_buffer((out_rows * there).max(1))?,
             back,
             back_s,
-            returned: comm.device_buffer(pairs * c.hidden)?,
             fp8,
             tokens: None,
             poisoned: comm.device_buffer_from(&vec![POISON; world])?,
@@ -462,10 +467,9 @@ impl<T: CopyElem> Moe<T> {
         let e = std::mem::size_of::<T>();
         let mut m = MoeMemory {
             send: self.send.len() * e,
-            received_raw: self.raw.len() * e,
+            received_raw: 0,
             received: self.received.len() * e,
             back: self.back.len() * e,
-            returned: self.returned.len() * e,
             small: 4 * (self.counts.len() + self.recv_counts.len() + self.pos.len())
                 + 4 * (self.row_dst.len() + self.layout.len())
                 + 8 * (self.splits.len() + self.scale_splits.len())
@@ -517,14 +521,21 @@ impl<T: CopyElem> Moe<T> {
     /// in [`Moe::received`], laid out by [`Moe::layout`]. Ranks may
     /// dispatch different numbers of tokens.
     ///
-    /// Errors: an argument problem is this rank's error, and its part of
-    /// the step still runs, on split sizes that no input holds, so the step
-    /// fails on every rank instead of its peers waiting for it. On a GPU
-    /// the device's failures surface at the next synchronisation: an
+    /// In fp8 the rows land in [`Moe::received_fp8`] instead.
+    ///
+    /// Errors: an argument problem (more tokens than planned, a short or
+    /// foreign buffer) is this rank's error, and its part of the step
+    /// still runs, on split sizes that no input holds, so the step fails
+    /// on every rank instead of its peers waiting for it; keep making the
+    /// step's calls (the combine too) or leave the group, as after any
+    /// failed collective, after which the group takes no more calls. On a
+    /// GPU the device's failures surface at the next synchronisation: an
     /// index that is neither `-1` nor an expert (a `KernelAssert` whose
-    /// block is the token, on its rank; its peers' all-to-all fails too),
-    /// and a routing that sends a rank more rows than the plan's capacity
-    /// (the all-to-all's check, on every rank).
+    /// block is the token, on its rank; its peers' all-to-all fails too;
+    /// on the emulator the launch fails at once, and the rank's error ends
+    /// its peers' step when it leaves), and a routing that sends a rank
+    /// more rows than the plan's capacity (the all-to-all's check, on
+    /// every rank).
     pub fn dispatch(
         &mut self,
         comm: &Comm,
@@ -546,8 +557,17 @@ impl<T: CopyElem> Moe<T> {
             short("dispatch", "x", x.len(), tokens * hidden)
                 .or_else(|| short("dispatch", "topk_idx", topk_idx.len(), tokens * top_k))
         };
+        // Memory of another device or group is this rank's problem, found
+        // before the agreement (a launch that failed after it would leave
+        // the peers waiting).
+        let problem = problem.or_else(|| {
+            comm.check_memory("x", x, false)
+                .and_then(|()| comm.check_memory("topk_idx", topk_idx, false))
+                .err()
+                .map(|e| Problem::from(&e))
+        });
         if let Agreement::Alone(e) = self.agree(comm, "dispatch", problem)? {
-            self.fail_dispatch(comm);
+            self.fail_dispatch(comm, topk_idx);
             return Err(e);
         }
         let c = &self.config;
@@ -602,7 +622,7 @@ impl<T: CopyElem> Moe<T> {
             None => all_to_all_v::<T>(
                 comm,
                 &self.send_s,
-                &mut self.raw,
+                &mut self.back,
                 &self.splits,
                 &mut self.report,
             )?,
@@ -634,7 +654,7 @@ impl<T: CopyElem> Moe<T> {
             None => moe_move::launch::<T>(
                 comm,
                 rows,
-                &self.raw,
+                &self.back,
                 &mut self.received,
                 &self.row_dst,
                 &self.layout,
@@ -678,6 +698,9 @@ impl<T: CopyElem> Moe<T> {
     /// f32) times its expert's row, in slot order, in f32 rounded once: the
     /// same bits whatever the arrival order. Tokens routed nowhere get
     /// zeros.
+    ///
+    /// Errors: as [`Moe::dispatch`]'s (a combine with no dispatch before
+    /// it, or whose dispatch failed, is an argument problem).
     pub fn combine(
         &mut self,
         comm: &Comm,
@@ -718,13 +741,20 @@ impl<T: CopyElem> Moe<T> {
                 })
                 .or_else(|| short("combine", "out", out.len(), tokens * hidden))
         };
+        let problem = problem.or_else(|| {
+            comm.check_memory("y", y, false)
+                .and_then(|()| comm.check_memory("topk_weights", topk_weights, false))
+                .and_then(|()| comm.check_memory("out", &*out, true))
+                .err()
+                .map(|e| Problem::from(&e))
+        });
         if let Agreement::Alone(e) = self.agree(comm, "combine", problem)? {
             // This rank's part of the call, on split sizes that no input
             // holds: the all-to-all fails on every rank, not only here.
             let _ = all_to_all_v::<T>(
                 comm,
                 &self.back_s,
-                &mut self.returned,
+                &mut self.send,
                 &self.poisoned,
                 &mut self.report_back,
             );
@@ -755,7 +785,7 @@ impl<T: CopyElem> Moe<T> {
         all_to_all_v::<T>(
             comm,
             &self.back_s,
-            &mut self.returned,
+            &mut self.send,
             &sizes,
             &mut self.report_back,
         )?;
@@ -763,7 +793,7 @@ impl<T: CopyElem> Moe<T> {
             moe_sum::launch::<T>(
                 comm,
                 symm::LaunchConfig::linear(tokens as u32, THREADS),
-                &self.returned,
+                &self.send,
                 &self.pos,
                 topk_weights,
                 out,
@@ -797,15 +827,33 @@ impl<T: CopyElem> Moe<T> {
     /// no input holds, so the step fails on every rank (at its kernels'
     /// check) instead of its peers waiting for it. Their own errors are
     /// this rank's to drop: it returns its problem.
-    fn fail_dispatch(&mut self, comm: &Comm) {
+    fn fail_dispatch(&mut self, comm: &Comm, topk_idx: &(impl DeviceSlice<i32> + ?Sized)) {
+        // No pairs, and poisoned splits: the peers get zero counts from
+        // this rank, and every rank's all-to-all of rows fails its check.
+        let c = &self.config;
+        let _ = moe_layout::launch(
+            comm,
+            symm::LaunchConfig::linear(1, 32),
+            topk_idx,
+            0,
+            c.num_experts as u32,
+            self.local as u32,
+            c.hidden as u32,
+            c.scales() as u32,
+            1,
+            &mut self.pos,
+            &mut self.splits,
+            &mut self.scale_splits,
+            &mut self.counts,
+        );
         let _ = all_to_all::<u32>(comm, &self.counts_s, &mut self.recv_counts, self.local);
         match &mut self.fp8 {
             None => {
                 let _ = all_to_all_v::<T>(
                     comm,
                     &self.send_s,
-                    &mut self.raw,
-                    &self.poisoned,
+                    &mut self.back,
+                    &self.splits,
                     &mut self.report,
                 );
             }
@@ -814,14 +862,14 @@ impl<T: CopyElem> Moe<T> {
                     comm,
                     &f.send_s,
                     &mut f.raw,
-                    &self.poisoned,
+                    &self.splits,
                     &mut f.report,
                 );
                 let _ = all_to_all_v::<f32>(
                     comm,
                     &f.scales_s,
                     &mut f.raw_scales,
-                    &self.poisoned,
+                    &self.scale_splits,
                     &mut f.scale_report,
                 );
             }
