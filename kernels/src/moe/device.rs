@@ -127,31 +127,60 @@ pub fn moe_layout(
     }
 }
 
-/// Copies token `block`'s row of `x` (`hidden` elements) to each row
-/// `pos[block × top_k + k]` of `send` that [`moe_layout`] gave it. Thread
-/// 0 first checks the token's `top_k` indices: each is `-1` (no expert)
-/// or below `experts`.
+/// Copies token `block`'s row of `x` (`row_bytes` bytes: rows of any
+/// element type, as bytes) to each row `pos[block × top_k + k]` of `send`
+/// that [`moe_layout`] gave it ([`moe_copy_row`]). Thread 0 first checks
+/// the token's `top_k` indices: each is `-1` (no expert) or below
+/// `experts`.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn moe_pack<T: Scalar>(
-    x: &[T],
+pub fn moe_pack(
+    x: &[u8],
     idx: &[i32],
     pos: &[u32],
-    send: &mut [T],
+    send: &mut [u8],
     top_k: u32,
     experts: u32,
-    hidden: u32,
+    row_bytes: u32,
+    vec: bool,
 ) {
     let t = block_idx_x();
     moe_check_token(idx, t, top_k, experts);
     for k in 0..top_k {
         let row = pos[t * top_k + k];
         if row != 0xFFFF_FFFFu32 {
-            let mut i = thread_idx_x();
-            while i < hidden {
-                send[row * hidden + i] = x[t * hidden + i];
-                i += block_dim_x();
-            }
+            moe_copy_row(x, t, send, row, row_bytes, vec);
+        }
+    }
+}
+
+/// Row `a` of `from` to row `b` of `to`, rows of `row_bytes` bytes, by the
+/// block's threads: 16-byte vectors where `vec` (the caller's promise that
+/// `row_bytes` and both buffers' addresses are multiples of 16), else
+/// byte by byte. Offsets in 64 bits: a plan's rows may pass 2^32 bytes.
+#[symm_kernel(device)]
+pub(crate) fn moe_copy_row(
+    from: Slice<u8>,
+    a: u32,
+    to: SliceMut<u8>,
+    b: u32,
+    row_bytes: u32,
+    vec: bool,
+) {
+    let fa = (a as u64) * (row_bytes as u64);
+    let tb = (b as u64) * (row_bytes as u64);
+    if vec {
+        let mut i = (thread_idx_x() as u64) * 16u64;
+        let step = (block_dim_x() as u64) * 16u64;
+        while i < row_bytes as u64 {
+            to.store_vec::<16>(tb + i, from.load_vec::<16>(fa + i));
+            i += step;
+        }
+    } else {
+        let mut i = thread_idx_x() as u64;
+        while i < row_bytes as u64 {
+            to[tb + i] = from[fa + i];
+            i += block_dim_x() as u64;
         }
     }
 }
@@ -340,18 +369,19 @@ pub fn moe_rows(
 
 /// Copies row `r` of `from` to row `row_dst[r]` of `to` (`forward`), or
 /// row `row_dst[r]` of `from` to row `r` of `to`, for every received row
-/// `r` below `layout[2 × local]`; rows of `hidden` elements, a block a
-/// row at a time.
+/// `r` below `layout[2 × local]`; rows of `row_bytes` bytes (any element
+/// type, as bytes), a block a row at a time ([`moe_copy_row`]).
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn moe_move<T: Scalar>(
-    from: &[T],
-    to: &mut [T],
+pub fn moe_move(
+    from: &[u8],
+    to: &mut [u8],
     row_dst: &[u32],
     layout: &[u32],
     local: u32,
-    hidden: u32,
+    row_bytes: u32,
     forward: bool,
+    vec: bool,
 ) {
     // At most the plan's rows, whatever a failed call left in `layout`.
     let rows = min(layout[2u32 * local], row_dst.len() as u32);
@@ -363,11 +393,7 @@ pub fn moe_move<T: Scalar>(
             a = row_dst[r];
             b = r;
         }
-        let mut i = thread_idx_x();
-        while i < hidden {
-            to[b * hidden + i] = from[a * hidden + i];
-            i += block_dim_x();
-        }
+        moe_copy_row(from, a, to, b, row_bytes, vec);
         r += grid_dim_x();
     }
 }

@@ -160,13 +160,11 @@ impl MoeConfig {
 fn preload<T: CopyElem>(comm: &Comm, fp8: bool) -> Result<()> {
     moe_layout::co_resident_grid(comm, 1024, 0)?;
     moe_rows::co_resident_grid(comm, 1024, 0)?;
-    moe_pack::co_resident_grid::<T>(comm, THREADS, 0)?;
-    moe_move::co_resident_grid::<T>(comm, THREADS, 0)?;
+    moe_pack::co_resident_grid(comm, THREADS, 0)?;
+    moe_move::co_resident_grid(comm, THREADS, 0)?;
     moe_sum::co_resident_grid::<T>(comm, THREADS, 0)?;
     if fp8 {
         moe_pack_fp8::co_resident_grid::<T>(comm, THREADS, 0)?;
-        moe_move::co_resident_grid::<f8e4m3>(comm, THREADS, 0)?;
-        moe_move::co_resident_grid::<f32>(comm, THREADS, 0)?;
     }
     Ok(())
 }
@@ -269,6 +267,43 @@ pub struct Moe<T: CopyElem> {
     /// Split sizes no input holds: the all-to-alls of a step that one rank
     /// alone found a problem with run on them, so every rank fails it.
     poisoned: DeviceBuffer<u64>,
+}
+
+/// Whether rows of `row_bytes` at these addresses copy as 16-byte vectors:
+/// every row, and so every buffer's first, starts on a 16-byte boundary.
+fn vectors(row_bytes: usize, ptrs: &[u64]) -> bool {
+    row_bytes.is_multiple_of(16) && ptrs.iter().all(|p| p.is_multiple_of(16))
+}
+
+/// `moe_move` of rows of `per_row` elements of `A` (`B`, the same width)
+/// between `from` and `to` by `map` (`row_dst`, `layout`, local experts),
+/// as bytes, in 16-byte vectors where the rows align.
+fn move_rows<A: symm::Element, B: symm::Element>(
+    comm: &Comm,
+    grid: symm::LaunchConfig,
+    from: &(impl DeviceSlice<A> + ?Sized),
+    to: &mut (impl DeviceSlice<B> + ?Sized),
+    (row_dst, layout, local): (&DeviceBuffer<u32>, &DeviceBuffer<u32>, usize),
+    per_row: usize,
+    forward: bool,
+) -> Result<()> {
+    let from = comm.bind("from", from)?;
+    let mut to = comm.bind_mut("to", to)?;
+    let (from, mut to) = (from.bytes(), to.bytes_mut());
+    let row = per_row * std::mem::size_of::<A>();
+    let vec = vectors(row, &[from.device_ptr(), to.device_ptr()]);
+    moe_move::launch(
+        comm,
+        grid,
+        &from,
+        &mut to,
+        row_dst,
+        layout,
+        local as u32,
+        row as u32,
+        forward,
+        vec,
+    )
 }
 
 /// The problem with an argument `name` of a `call` that holds `have`
@@ -591,17 +626,25 @@ impl<T: CopyElem> Moe<T> {
         )?;
         let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
         match &mut self.fp8 {
-            None if tokens > 0 => moe_pack::launch::<T>(
-                comm,
-                grid,
-                x,
-                topk_idx,
-                &self.pos,
-                &mut self.send,
-                top_k as u32,
-                c.num_experts as u32,
-                hidden as u32,
-            )?,
+            None if tokens > 0 => {
+                let x = comm.bind("x", x)?;
+                let mut send = comm.bind_mut("send", &mut self.send)?;
+                let (x, mut send) = (x.bytes(), send.bytes_mut());
+                let row = hidden * std::mem::size_of::<T>();
+                let vec = vectors(row, &[x.device_ptr(), send.device_ptr()]);
+                moe_pack::launch(
+                    comm,
+                    grid,
+                    &x,
+                    topk_idx,
+                    &self.pos,
+                    &mut send,
+                    top_k as u32,
+                    c.num_experts as u32,
+                    row as u32,
+                    vec,
+                )?
+            }
             Some(f) if tokens > 0 => moe_pack_fp8::launch::<T>(
                 comm,
                 grid,
@@ -650,39 +693,26 @@ impl<T: CopyElem> Moe<T> {
             &mut self.row_dst,
         )?;
         let rows = self.row_grid();
+        let map = (&self.row_dst, &self.layout, self.local);
         match &mut self.fp8 {
-            None => moe_move::launch::<T>(
+            None => move_rows(
                 comm,
                 rows,
                 &self.back,
                 &mut self.received,
-                &self.row_dst,
-                &self.layout,
-                self.local as u32,
-                hidden as u32,
+                map,
+                hidden,
                 true,
             )?,
             Some(f) => {
-                moe_move::launch::<f8e4m3>(
-                    comm,
-                    rows,
-                    &f.raw,
-                    &mut f.received,
-                    &self.row_dst,
-                    &self.layout,
-                    self.local as u32,
-                    hidden as u32,
-                    true,
-                )?;
-                moe_move::launch::<f32>(
+                move_rows(comm, rows, &f.raw, &mut f.received, map, hidden, true)?;
+                move_rows(
                     comm,
                     rows,
                     &f.raw_scales,
                     &mut f.received_scales,
-                    &self.row_dst,
-                    &self.layout,
-                    self.local as u32,
-                    scales as u32,
+                    map,
+                    scales,
                     true,
                 )?;
             }
@@ -760,17 +790,8 @@ impl<T: CopyElem> Moe<T> {
             );
             return Err(e);
         }
-        moe_move::launch::<T>(
-            comm,
-            self.row_grid(),
-            y,
-            &mut self.back,
-            &self.row_dst,
-            &self.layout,
-            self.local as u32,
-            hidden as u32,
-            false,
-        )?;
+        let map = (&self.row_dst, &self.layout, self.local);
+        move_rows(comm, self.row_grid(), y, &mut self.back, map, hidden, false)?;
         // What came from each rank goes back to it: the dispatch's report
         // (sizes received, then offsets) gives the splits.
         let world = self.world;
