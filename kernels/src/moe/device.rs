@@ -129,7 +129,7 @@ pub fn moe_layout(
 
 /// Copies token `block`'s row of `x` (`row_bytes` bytes: rows of any
 /// element type, as bytes) to each row `pos[block × top_k + k]` of `send`
-/// that [`moe_layout`] gave it ([`moe_copy_row`]). Thread 0 first checks
+/// that [`moe_layout`] gave it (`moe_copy_row`). Thread 0 first checks
 /// the token's `top_k` indices: each is `-1` (no expert) or below
 /// `experts`.
 #[symm_kernel]
@@ -370,7 +370,7 @@ pub fn moe_rows(
 /// Copies row `r` of `from` to row `row_dst[r]` of `to` (`forward`), or
 /// row `row_dst[r]` of `from` to row `r` of `to`, for every received row
 /// `r` below `layout[2 × local]`; rows of `row_bytes` bytes (any element
-/// type, as bytes), a block a row at a time ([`moe_copy_row`]).
+/// type, as bytes), a block a row at a time (`moe_copy_row`).
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn moe_move(
