@@ -12,6 +12,7 @@
 #   scripts/gpu-measure.sh collectives   # the collective-set benchmark
 #   scripts/gpu-measure.sh functional    # the functional layer's rows
 #   scripts/gpu-measure.sh decode:8b     # tp_decode: TP 2 and 4, batch 1 and 8 (8b or 70b)
+#   scripts/gpu-measure.sh moe           # bench_moe: dispatch + combine, 128 and 4096 tokens
 #   scripts/gpu-measure.sh all_reduce@200 lead_in@150 decode:8b@100
 #
 # Correctness runs every world up to the GPU count (one rank per GPU, never
@@ -25,13 +26,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 export SYMM_CACHE_DIR=${SYMM_CACHE_DIR:-/tmp/symm-jit-cache}
 OUT=${OUT:-/tmp/symm-measure}
-usage="steps (each NAME or NAME@SECONDS): validate, multiprocess, all_reduce, lead_in, collectives, functional, decode:8b, decode:70b"
+usage="steps (each NAME or NAME@SECONDS): validate, multiprocess, all_reduce, lead_in, collectives, functional, decode:8b, decode:70b, moe"
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 # Every step checked before the first one runs.
 for spec in "$@"; do
   name=${spec%@*}
   case "$name" in
-    validate|multiprocess|all_reduce|lead_in|collectives|functional|decode:8b|decode:70b) ;;
+    validate|multiprocess|all_reduce|lead_in|collectives|functional|decode:8b|decode:70b|moe) ;;
     *) echo "unknown step '$name'; $usage" >&2; exit 2 ;;
   esac
   if [ "$name" != "$spec" ] && ! [[ ${spec##*@} =~ ^[0-9]+$ ]]; then
@@ -84,6 +85,13 @@ run_step() {
     functional)
       .gpu-bin/examples/bench_functional --worlds "$bench_worlds" --sizes 1024,16384,65536,1048576 \
         > "$dir/table.md" 2> "$dir/log.txt"
+      ;;
+    moe)
+      local rc=0
+      for w in ${bench_worlds//,/ }; do
+        .gpu-bin/examples/bench_moe --world "$w" > "$dir/world$w.md" 2>> "$dir/log.txt" || rc=$?
+      done
+      return $rc
       ;;
     decode)
       # TP sizes: the benchmark worlds (the heads divide 2 and 4).

@@ -30,6 +30,20 @@ mod mesh;
 #[allow(dead_code)]
 mod tp_decode;
 
+#[path = "../examples/bench_moe.rs"]
+#[allow(dead_code)]
+mod bench_moe;
+
+/// The MoE benchmark's emulator check: its steps on 3 emulated ranks, each
+/// rank's combined rows against its reference.
+#[test]
+fn bench_moe_checks_its_steps_on_the_emulator() {
+    if !tier::quick() {
+        return; // (the quick tier's)
+    }
+    assert_eq!(bench_moe::check(3), 0);
+}
+
 #[test]
 fn the_main_job_runs() {
     if !tier::quick() {
@@ -115,6 +129,7 @@ symm::check_kernels!(
     tp_decode::kernels::swiglu::<symm::bf16>,
     tp_decode::kernels::gemm_xwt::<symm::bf16>,
     ping_pong::ping_pong,
+    bench_moe::copy_rows,
     mesh::gradient,
     custom_all_gather::push_all_gather::<f32>,
 );
