@@ -488,6 +488,47 @@ fn misuse_fails_every_rank() {
             );
         }
     }
+    // A combine before any dispatch, on every rank (the plan's agreement
+    // of combine ran in its empty step, so each rank finds it alone and
+    // runs its part on poisoned sizes): every rank says so.
+    if let Some(errs) = every_rank_fails(world, |c| {
+        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4))?;
+        let y = c.device_buffer::<bf16>(moe.received_rows() * 16)?;
+        let w = c.device_buffer::<f32>(8)?;
+        let mut out = c.device_buffer::<bf16>(4 * 16)?;
+        moe.combine(c, &y, &w, &mut out)?;
+        c.synchronize()
+    }) {
+        for e in &errs {
+            assert!(e.to_string().contains("combine before any dispatch"), "{e}");
+        }
+    }
+    // A `y` shorter than the received layout, on one rank, after a good
+    // step: that rank says so, and its peer's combine fails at once on
+    // the poisoned sizes.
+    if let Some(errs) = every_rank_fails(world, |c| {
+        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4))?;
+        let x = c.device_buffer::<bf16>(4 * 16)?;
+        let idx = c.device_buffer_from(&[0i32, 1, 2, 3, 1, 2, 0, 3])?;
+        let w = c.device_buffer::<f32>(8)?;
+        let rows = moe.received_rows() - usize::from(c.rank() == 1);
+        let y = c.device_buffer::<bf16>(rows * 16)?;
+        let mut out = c.device_buffer::<bf16>(4 * 16)?;
+        moe.dispatch(c, &x, &idx, 4)?;
+        let mut first = moe.combine(c, &y, &w, &mut out).err();
+        if let Err(e) = c.synchronize() {
+            first.get_or_insert(e);
+        }
+        first.map_or(Ok(()), Err)
+    }) {
+        assert!(errs[1].to_string().contains("y holds"), "{}", errs[1]);
+        assert!(
+            matches!(&errs[0], Error::KernelAssert { message, .. }
+                if message.contains("sends more than its input holds")),
+            "{}",
+            errs[0]
+        );
+    }
     // Configs that differ in fp8 alone: the error names it.
     if let Some(errs) = every_rank_fails(world, |c| {
         let mut cfg = MoeConfig::new(16, 4, 2, 4);
