@@ -10,19 +10,25 @@
 //! checks each rank's combined rows against a host reference (nothing
 //! timed).
 //!
-//! Not yet here (#36): NCCL's all-to-all in the same run, and torch's
-//! `all_to_all_vdev_2d`.
+//! Beside it, bf16 only: the same step with NCCL moving the rows (symm's
+//! own layout and copy kernels, NCCL's grouped sends and receives, whose
+//! sizes the host reads back each step), and symm's step timed the same
+//! way (each step alone, synchronised), for a like-for-like ratio. Not yet
+//! here: torch's `all_to_all_vdev_2d`.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
 use symm::dsl::*;
-use symm::kernels::moe::{Fp8Scales, Moe, MoeConfig};
+use symm::kernels::moe::{
+    moe_layout, moe_move, moe_pack, moe_rows, moe_sum, Fp8Scales, Moe, MoeConfig,
+};
 use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
 
 #[path = "support/bench.rs"]
 #[allow(dead_code)] // what the other benchmarks use
 mod bench;
-use bench::{method_line, time_graph, Barrier, CALLS};
+use bench::{method_line, time_graph, Barrier, Nccl, CALLS};
 
 #[derive(clap::Parser)]
 struct Args {
@@ -132,6 +138,296 @@ impl Step {
     }
 }
 
+/// The same step with NCCL moving the rows: symm's own layout, pack and
+/// expert-major kernels (public), the counts and rows by grouped
+/// `ncclSend`/`ncclRecv`, whose sizes the host must know, so each step
+/// reads its split sizes back (a host synchronisation: no CUDA graph).
+/// What an NCCL-based MoE layer without device-side sizes does.
+struct NcclStep {
+    nc: Nccl,
+    cfg: MoeConfig,
+    local: usize,
+    tokens: usize,
+    x: symm::DeviceBuffer<bf16>,
+    idx: symm::DeviceBuffer<i32>,
+    w: symm::DeviceBuffer<f32>,
+    pos: symm::DeviceBuffer<u32>,
+    splits: symm::DeviceBuffer<u64>,
+    scale_splits: symm::DeviceBuffer<u64>,
+    counts: symm::DeviceBuffer<u32>,
+    recv_counts: symm::DeviceBuffer<u32>,
+    send: symm::DeviceBuffer<bf16>,
+    raw: symm::DeviceBuffer<bf16>,
+    layout: symm::DeviceBuffer<u32>,
+    row_dst: symm::DeviceBuffer<u32>,
+    received: symm::DeviceBuffer<bf16>,
+    y: symm::DeviceBuffer<bf16>,
+    out: symm::DeviceBuffer<bf16>,
+    out_rows: usize,
+}
+
+impl NcclStep {
+    fn new(
+        c: &Comm,
+        cfg: MoeConfig,
+        tokens: usize,
+        x: &[bf16],
+        idx: &[i32],
+        w: &[f32],
+    ) -> symm::Result<NcclStep> {
+        let world = c.world_size();
+        let local = cfg.num_experts / world;
+        let pairs = tokens * cfg.top_k;
+        let capacity = world * tokens * cfg.top_k.min(local);
+        let out_rows = capacity + local * (cfg.align - 1);
+        let h = cfg.hidden;
+        Ok(NcclStep {
+            nc: Nccl::new(c)?,
+            local,
+            tokens,
+            x: c.device_buffer_from(x)?,
+            idx: c.device_buffer_from(idx)?,
+            w: c.device_buffer_from(w)?,
+            pos: c.device_buffer(pairs)?,
+            splits: c.device_buffer(world)?,
+            scale_splits: c.device_buffer(world)?,
+            counts: c.device_buffer(world * local)?,
+            recv_counts: c.device_buffer(world * local)?,
+            send: c.device_buffer(pairs * h)?,
+            raw: c.device_buffer(capacity * h)?,
+            layout: c.device_buffer(2 * local + 2)?,
+            row_dst: c.device_buffer(capacity)?,
+            received: c.device_buffer(out_rows * h)?,
+            y: c.device_buffer(out_rows * h)?,
+            out: c.device_buffer(tokens * h)?,
+            out_rows,
+            cfg,
+        })
+    }
+
+    /// Grouped sends and receives: `parts[p]` = (send offset, count,
+    /// receive offset, count), in elements of `size` bytes.
+    fn exchange(
+        &self,
+        c: &Comm,
+        (src, dst): (u64, u64),
+        parts: &[(usize, usize, usize, usize)],
+        size: usize,
+        dtype: nccl_sys::ncclDataType_t,
+    ) -> symm::Result<()> {
+        let stream = Nccl::stream(c)?;
+        let ok = |what: &str, r: std::result::Result<nccl::NcclStatus, nccl::NcclError>| {
+            r.map(|_| ())
+                .map_err(|e| bench::other(c, format!("{what}: {e:?}")))
+        };
+        ok("ncclGroupStart", nccl::group_start())?;
+        let mut first = Ok(());
+        for (p, &(so, sn, ro, rn)) in parts.iter().enumerate() {
+            // SAFETY: `src` and `dst` are this rank's device buffers, alive
+            // until the step synchronises, and each span lies inside them
+            // (the sizes come from the layout of buffers sized for them).
+            let sent = unsafe {
+                nccl::send(
+                    (src + (so * size) as u64) as _,
+                    sn,
+                    dtype,
+                    p as i32,
+                    self.nc.comm,
+                    stream,
+                )
+            };
+            // SAFETY: as for the send.
+            let got = unsafe {
+                nccl::recv(
+                    (dst + (ro * size) as u64) as _,
+                    rn,
+                    dtype,
+                    p as i32,
+                    self.nc.comm,
+                    stream,
+                )
+            };
+            first = first
+                .and_then(|()| ok("ncclSend", sent))
+                .and_then(|()| ok("ncclRecv", got));
+        }
+        // The group ends whatever failed in it.
+        first.and(ok("ncclGroupEnd", nccl::group_end()))
+    }
+
+    fn run(&mut self, c: &Comm) -> symm::Result<()> {
+        let (world, local, h, k) = (c.world_size(), self.local, self.cfg.hidden, self.cfg.top_k);
+        let experts = self.cfg.num_experts as u32;
+        moe_layout::launch(
+            c,
+            LaunchConfig::linear(
+                1,
+                std::cmp::min((self.cfg.num_experts as u32).next_multiple_of(32), 1024),
+            ),
+            &self.idx,
+            (self.tokens * k) as u32,
+            experts,
+            local as u32,
+            h as u32,
+            0,
+            0,
+            &mut self.pos,
+            &mut self.splits,
+            &mut self.scale_splits,
+            &mut self.counts,
+        )?;
+        {
+            let x = c.bind("x", &self.x)?;
+            let mut send = c.bind_mut("send", &mut self.send)?;
+            let (x, mut send) = (x.bytes(), send.bytes_mut());
+            moe_pack::launch(
+                c,
+                LaunchConfig::linear(self.tokens as u32, 256),
+                &x,
+                &self.idx,
+                &self.pos,
+                &mut send,
+                k as u32,
+                experts,
+                (2 * h) as u32,
+                (2 * h) % 16 == 0,
+            )?;
+        }
+        // The counts, then the sizes back on the host.
+        let counts: Vec<(usize, usize, usize, usize)> = (0..world)
+            .map(|p| (p * local, local, p * local, local))
+            .collect();
+        self.exchange(
+            c,
+            (self.counts.device_ptr(), self.recv_counts.device_ptr()),
+            &counts,
+            4,
+            nccl_sys::ncclDataType_t::ncclUint32,
+        )?;
+        let sends = self.splits.read(0, world)?;
+        let got = self.recv_counts.read(0, world * local)?;
+        let recvs: Vec<usize> = (0..world)
+            .map(|p| {
+                got[p * local..(p + 1) * local]
+                    .iter()
+                    .map(|&n| n as usize)
+                    .sum::<usize>()
+                    * h
+            })
+            .collect();
+        let mut parts = Vec::with_capacity(world);
+        let (mut so, mut ro) = (0, 0);
+        for p in 0..world {
+            parts.push((so, sends[p] as usize, ro, recvs[p]));
+            so += sends[p] as usize;
+            ro += recvs[p];
+        }
+        self.exchange(
+            c,
+            (self.send.device_ptr(), self.raw.device_ptr()),
+            &parts,
+            2,
+            nccl_sys::ncclDataType_t::ncclBfloat16,
+        )?;
+        let lthreads = std::cmp::min((local as u32).next_multiple_of(32), 1024);
+        moe_rows::launch(
+            c,
+            LaunchConfig::linear(1, lthreads),
+            &self.recv_counts,
+            world as u32,
+            local as u32,
+            self.cfg.align as u32,
+            self.out_rows as u32,
+            &mut self.layout,
+            &mut self.row_dst,
+        )?;
+        let grid = LaunchConfig::linear((self.row_dst.len() as u32).clamp(1, 1024), 256);
+        {
+            let raw = c.bind("raw", &self.raw)?;
+            let mut rec = c.bind_mut("received", &mut self.received)?;
+            let (raw, mut rec) = (raw.bytes(), rec.bytes_mut());
+            moe_move::launch(
+                c,
+                grid,
+                &raw,
+                &mut rec,
+                &self.row_dst,
+                &self.layout,
+                local as u32,
+                (2 * h) as u32,
+                true,
+                (2 * h) % 16 == 0,
+            )?;
+        }
+        copy_rows::launch(
+            c,
+            LaunchConfig::linear(264, 256),
+            &self.received,
+            &mut self.y,
+        )?;
+        {
+            let y = c.bind("y", &self.y)?;
+            let mut raw = c.bind_mut("raw", &mut self.raw)?;
+            let (y, mut raw) = (y.bytes(), raw.bytes_mut());
+            moe_move::launch(
+                c,
+                grid,
+                &y,
+                &mut raw,
+                &self.row_dst,
+                &self.layout,
+                local as u32,
+                (2 * h) as u32,
+                false,
+                (2 * h) % 16 == 0,
+            )?;
+        }
+        // Each rank's rows back to it, into the send layout.
+        let back: Vec<(usize, usize, usize, usize)> = parts
+            .iter()
+            .map(|&(so, sn, ro, rn)| (ro, rn, so, sn))
+            .collect();
+        self.exchange(
+            c,
+            (self.raw.device_ptr(), self.send.device_ptr()),
+            &back,
+            2,
+            nccl_sys::ncclDataType_t::ncclBfloat16,
+        )?;
+        moe_sum::launch::<bf16>(
+            c,
+            LaunchConfig::linear(self.tokens as u32, 256),
+            &self.send,
+            &self.pos,
+            &self.w,
+            &mut self.out,
+            k as u32,
+            h as u32,
+        )
+    }
+}
+
+/// Median µs of `steps` steps of `body`, each timed alone by the host
+/// (after a warm-up), for steps that synchronise inside.
+fn time_steps(
+    c: &Comm,
+    steps: usize,
+    body: &mut dyn FnMut() -> symm::Result<()>,
+) -> symm::Result<f64> {
+    body()?;
+    c.synchronize()?;
+    let mut us = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        c.host_barrier()?;
+        let t = std::time::Instant::now();
+        body()?;
+        c.synchronize()?;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}
+
 fn cfg(a: &Args, tokens: usize, fp8: bool) -> MoeConfig {
     let cfg = MoeConfig::new(a.hidden, a.experts, a.top_k, tokens).with_align(16);
     if fp8 {
@@ -206,8 +502,10 @@ fn main() {
         "\n### MoE dispatch + combine, {world} ranks, hidden {}, {} experts, top-{} (rank 0)\n",
         args.hidden, args.experts, args.top_k
     );
-    println!("| tokens a rank | rows | µs per step | bytes to peers a step, MB | GB/s to peers |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| tokens a rank | rows | symm µs a step (graph) | GB/s to peers | symm µs, each step alone | NCCL µs, each step alone | symm / NCCL | MB to peers a step |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for &tokens in &args.tokens {
         for fp8 in [false, true] {
             let res = run(ranks.clone(), CommOptions::default(), |c| {
@@ -218,6 +516,21 @@ fn main() {
                 let mut s = Step::new(c, cfg(&args, tokens, fp8), tokens, &x, &idx, &w)?;
                 let barrier = Barrier::new(c)?;
                 let us = time_graph(c, &barrier, &mut || s.run(c))?;
+                let alone = time_steps(c, 20, &mut || s.run(c))?;
+                // NCCL in bf16 only; an NCCL that fails is said, not fatal.
+                let nccl_us = if fp8 {
+                    None
+                } else {
+                    match NcclStep::new(c, cfg(&args, tokens, false), tokens, &x, &idx, &w)
+                        .and_then(|mut n| time_steps(c, 20, &mut || n.run(c)))
+                    {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            eprintln!("rank {}: NCCL step: {e}", c.rank());
+                            None
+                        }
+                    }
+                };
                 let rows = rows_to_peers(&idx, c.rank(), args.experts / c.world_size());
                 // Both ways: the rows there (bf16, or e4m3 and a scale per
                 // 128) and the experts' rows back (bf16).
@@ -226,16 +539,20 @@ fn main() {
                 } else {
                     2 * args.hidden
                 };
-                Ok((us, rows * (there + 2 * args.hidden)))
+                Ok((us, alone, nccl_us, rows * (there + 2 * args.hidden)))
             });
             match res {
                 Ok(r) => {
-                    let (us, bytes) = r[0];
+                    let (us, alone, nccl_us, bytes) = r[0];
+                    let (nc, ratio) = match nccl_us {
+                        Some(n) => (format!("{n:.1}"), format!("{:.2}×", alone / n)),
+                        None => ("–".into(), "–".into()),
+                    };
                     println!(
-                        "| {tokens} | {} | {us:.1} | {:.2} | {:.1} |",
+                        "| {tokens} | {} | {us:.1} | {:.1} | {alone:.1} | {nc} | {ratio} | {:.2} |",
                         if fp8 { "fp8, scales per 128" } else { "bf16" },
-                        bytes as f64 / 1e6,
-                        bytes as f64 / us / 1e3
+                        bytes as f64 / us / 1e3,
+                        bytes as f64 / 1e6
                     );
                 }
                 Err(e) => {
