@@ -90,15 +90,44 @@ fn rows_to_peers(idx: &[i32], rank: usize, local: usize) -> usize {
         .count()
 }
 
-/// A step's parts on `c`: the plan, its inputs and outputs.
-struct Step {
-    moe: Moe<bf16>,
+/// What a step reads and writes, whoever moves the rows: the tokens'
+/// rows, routing and weights, the experts' rows (`y`, as many as the
+/// received layout holds) and the combined rows.
+struct Io {
+    tokens: usize,
     x: symm::DeviceBuffer<bf16>,
     idx: symm::DeviceBuffer<i32>,
     w: symm::DeviceBuffer<f32>,
     y: symm::DeviceBuffer<bf16>,
     out: symm::DeviceBuffer<bf16>,
-    tokens: usize,
+}
+
+impl Io {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        c: &Comm,
+        hidden: usize,
+        tokens: usize,
+        x: &[bf16],
+        idx: &[i32],
+        w: &[f32],
+        y_rows: usize,
+    ) -> symm::Result<Io> {
+        Ok(Io {
+            tokens,
+            x: c.device_buffer_from(x)?,
+            idx: c.device_buffer_from(idx)?,
+            w: c.device_buffer_from(w)?,
+            y: c.device_buffer(y_rows * hidden)?,
+            out: c.device_buffer(tokens * hidden)?,
+        })
+    }
+}
+
+/// A step's parts on `c`: the plan and the step's buffers.
+struct Step {
+    moe: Moe<bf16>,
+    io: Io,
 }
 
 impl Step {
@@ -111,30 +140,24 @@ impl Step {
         w: &[f32],
     ) -> symm::Result<Step> {
         let moe = Moe::<bf16>::new(c, cfg.clone())?;
-        Ok(Step {
-            y: c.device_buffer(moe.received_rows() * cfg.hidden)?,
-            out: c.device_buffer(tokens * cfg.hidden)?,
-            x: c.device_buffer_from(x)?,
-            idx: c.device_buffer_from(idx)?,
-            w: c.device_buffer_from(w)?,
-            moe,
-            tokens,
-        })
+        let io = Io::new(c, cfg.hidden, tokens, x, idx, w, moe.received_rows())?;
+        Ok(Step { moe, io })
     }
 
     /// Dispatch, the experts (a copy, or nothing in fp8, whose rows are
     /// not `bf16`), combine.
     fn run(&mut self, c: &Comm) -> symm::Result<()> {
-        self.moe.dispatch(c, &self.x, &self.idx, self.tokens)?;
+        let io = &mut self.io;
+        self.moe.dispatch(c, &io.x, &io.idx, io.tokens)?;
         if self.moe.received_fp8().is_none() {
             copy_rows::launch(
                 c,
                 LaunchConfig::linear(264, 256),
                 self.moe.received(),
-                &mut self.y,
+                &mut io.y,
             )?;
         }
-        self.moe.combine(c, &self.y, &self.w, &mut self.out)
+        self.moe.combine(c, &io.y, &io.w, &mut io.out)
     }
 }
 
@@ -147,10 +170,7 @@ struct NcclStep {
     nc: Nccl,
     cfg: MoeConfig,
     local: usize,
-    tokens: usize,
-    x: symm::DeviceBuffer<bf16>,
-    idx: symm::DeviceBuffer<i32>,
-    w: symm::DeviceBuffer<f32>,
+    io: Io,
     pos: symm::DeviceBuffer<u32>,
     splits: symm::DeviceBuffer<u64>,
     scale_splits: symm::DeviceBuffer<u64>,
@@ -161,8 +181,6 @@ struct NcclStep {
     layout: symm::DeviceBuffer<u32>,
     row_dst: symm::DeviceBuffer<u32>,
     received: symm::DeviceBuffer<bf16>,
-    y: symm::DeviceBuffer<bf16>,
-    out: symm::DeviceBuffer<bf16>,
     out_rows: usize,
 }
 
@@ -184,10 +202,7 @@ impl NcclStep {
         Ok(NcclStep {
             nc: Nccl::new(c)?,
             local,
-            tokens,
-            x: c.device_buffer_from(x)?,
-            idx: c.device_buffer_from(idx)?,
-            w: c.device_buffer_from(w)?,
+            io: Io::new(c, h, tokens, x, idx, w, out_rows)?,
             pos: c.device_buffer(pairs)?,
             splits: c.device_buffer(world)?,
             scale_splits: c.device_buffer(world)?,
@@ -198,8 +213,6 @@ impl NcclStep {
             layout: c.device_buffer(2 * local + 2)?,
             row_dst: c.device_buffer(capacity)?,
             received: c.device_buffer(out_rows * h)?,
-            y: c.device_buffer(out_rows * h)?,
-            out: c.device_buffer(tokens * h)?,
             out_rows,
             cfg,
         })
@@ -264,8 +277,8 @@ impl NcclStep {
                 1,
                 std::cmp::min((self.cfg.num_experts as u32).next_multiple_of(32), 1024),
             ),
-            &self.idx,
-            (self.tokens * k) as u32,
+            &self.io.idx,
+            (self.io.tokens * k) as u32,
             experts,
             local as u32,
             h as u32,
@@ -277,14 +290,14 @@ impl NcclStep {
             &mut self.counts,
         )?;
         {
-            let x = c.bind("x", &self.x)?;
+            let x = c.bind("x", &self.io.x)?;
             let mut send = c.bind_mut("send", &mut self.send)?;
             let (x, mut send) = (x.bytes(), send.bytes_mut());
             moe_pack::launch(
                 c,
-                LaunchConfig::linear(self.tokens as u32, 256),
+                LaunchConfig::linear(self.io.tokens as u32, 256),
                 &x,
-                &self.idx,
+                &self.io.idx,
                 &self.pos,
                 &mut send,
                 k as u32,
@@ -342,46 +355,15 @@ impl NcclStep {
             &mut self.row_dst,
         )?;
         let grid = LaunchConfig::linear((self.row_dst.len() as u32).clamp(1, 1024), 256);
-        {
-            let raw = c.bind("raw", &self.raw)?;
-            let mut rec = c.bind_mut("received", &mut self.received)?;
-            let (raw, mut rec) = (raw.bytes(), rec.bytes_mut());
-            moe_move::launch(
-                c,
-                grid,
-                &raw,
-                &mut rec,
-                &self.row_dst,
-                &self.layout,
-                local as u32,
-                (2 * h) as u32,
-                true,
-                (2 * h) % 16 == 0,
-            )?;
-        }
+        let map = (&self.row_dst, &self.layout, local, 2 * h);
+        move_rows(c, grid, &self.raw, &mut self.received, map, true)?;
         copy_rows::launch(
             c,
             LaunchConfig::linear(264, 256),
             &self.received,
-            &mut self.y,
+            &mut self.io.y,
         )?;
-        {
-            let y = c.bind("y", &self.y)?;
-            let mut raw = c.bind_mut("raw", &mut self.raw)?;
-            let (y, mut raw) = (y.bytes(), raw.bytes_mut());
-            moe_move::launch(
-                c,
-                grid,
-                &y,
-                &mut raw,
-                &self.row_dst,
-                &self.layout,
-                local as u32,
-                (2 * h) as u32,
-                false,
-                (2 * h) % 16 == 0,
-            )?;
-        }
+        move_rows(c, grid, &self.io.y, &mut self.raw, map, false)?;
         // Each rank's rows back to it, into the send layout.
         let back: Vec<(usize, usize, usize, usize)> = parts
             .iter()
@@ -396,15 +378,48 @@ impl NcclStep {
         )?;
         moe_sum::launch::<bf16>(
             c,
-            LaunchConfig::linear(self.tokens as u32, 256),
+            LaunchConfig::linear(self.io.tokens as u32, 256),
             &self.send,
             &self.pos,
-            &self.w,
-            &mut self.out,
+            &self.io.w,
+            &mut self.io.out,
             k as u32,
             h as u32,
         )
     }
+}
+
+/// `moe_move` of bf16 rows between `from` and `to` by `map` (`row_dst`,
+/// `layout`, local experts, bytes a row), as bytes, in 16-byte vectors
+/// where the rows allow (device buffers start aligned).
+fn move_rows(
+    c: &Comm,
+    grid: LaunchConfig,
+    from: &symm::DeviceBuffer<bf16>,
+    to: &mut symm::DeviceBuffer<bf16>,
+    (row_dst, layout, local, row_bytes): (
+        &symm::DeviceBuffer<u32>,
+        &symm::DeviceBuffer<u32>,
+        usize,
+        usize,
+    ),
+    forward: bool,
+) -> symm::Result<()> {
+    let from = c.bind("from", from)?;
+    let mut to = c.bind_mut("to", to)?;
+    let (from, mut to) = (from.bytes(), to.bytes_mut());
+    moe_move::launch(
+        c,
+        grid,
+        &from,
+        &mut to,
+        row_dst,
+        layout,
+        local as u32,
+        row_bytes as u32,
+        forward,
+        row_bytes % 16 == 0,
+    )
 }
 
 /// Median µs of `steps` steps of `body`, each timed alone by the host
@@ -456,7 +471,7 @@ pub(crate) fn check(n: usize) -> i32 {
         let mut s = Step::new(c, cfg(&a, 5, false), 5, &x, &idx, &w)?;
         s.run(c)?;
         c.synchronize()?;
-        let got = s.out.to_host()?;
+        let got = s.io.out.to_host()?;
         let mut bad = 0;
         for t in 0..5 {
             for i in 0..a.hidden {
