@@ -3,8 +3,12 @@
 //! and in fp8 (scales per 128 elements), at decode and prefill batches, in
 //! CUDA graphs of back-to-back steps (a new routing is a new graph; the
 //! numbers are a fixed random routing's), medians of the replays. Prints a
-//! table of µs per step and the bytes each rank sends to its peers per
-//! step over that time.
+//! table of µs per dispatch, per combine and per step (no expert between
+//! them: the combine sends back whatever its input holds), and the bytes
+//! each rank sends to its peers per step over the step's time.
+//!
+//! `--stages` times each part of the bf16 step alone instead: symm's
+//! kernels, and the rows' exchange by symm and by NCCL.
 //!
 //! `--emulator N` runs the same steps at toy sizes on N emulated ranks and
 //! checks each rank's combined rows against a host reference (nothing
@@ -21,7 +25,8 @@ use rand::{Rng, SeedableRng};
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
 use symm::dsl::*;
 use symm::kernels::moe::{
-    moe_layout, moe_move, moe_pack, moe_rows, moe_sum, Fp8Scales, Moe, MoeConfig,
+    layout_threads, moe_layout, moe_move, moe_pack, moe_rows, rows_grid, sum_rows, Fp8Scales, Moe,
+    MoeConfig,
 };
 use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
 
@@ -50,6 +55,9 @@ struct Args {
     /// Only check the steps on N emulated ranks, at toy sizes.
     #[arg(long, value_name = "N")]
     emulator: Option<usize>,
+    /// Time each part of the bf16 step alone instead (where the µs go).
+    #[arg(long)]
+    stages: bool,
 }
 
 /// The experts' work in the benchmark: each row copied (the step's time
@@ -144,12 +152,14 @@ impl Step {
         Ok(Step { moe, io })
     }
 
-    /// Dispatch, the experts (a copy, or nothing in fp8, whose rows are
-    /// not `bf16`), combine.
-    fn run(&mut self, c: &Comm) -> symm::Result<()> {
+    /// Dispatch, then combine of the experts' rows `y`: with `experts`,
+    /// the received rows copied (identity experts, for the check; not in
+    /// fp8, whose rows are not `bf16`), else whatever `y` holds (the
+    /// timings: the communication's, not an expert's).
+    fn run(&mut self, c: &Comm, experts: bool) -> symm::Result<()> {
         let io = &mut self.io;
         self.moe.dispatch(c, &io.x, &io.idx, io.tokens)?;
-        if self.moe.received_fp8().is_none() {
+        if experts && self.moe.received_fp8().is_none() {
             copy_rows::launch(
                 c,
                 LaunchConfig::linear(264, 256),
@@ -157,6 +167,16 @@ impl Step {
                 &mut io.y,
             )?;
         }
+        self.moe.combine(c, &io.y, &io.w, &mut io.out)
+    }
+
+    fn dispatch(&mut self, c: &Comm) -> symm::Result<()> {
+        let io = &self.io;
+        self.moe.dispatch(c, &io.x, &io.idx, io.tokens)
+    }
+
+    fn combine(&mut self, c: &Comm) -> symm::Result<()> {
+        let io = &mut self.io;
         self.moe.combine(c, &io.y, &io.w, &mut io.out)
     }
 }
@@ -268,18 +288,15 @@ impl NcclStep {
         first.and(ok("ncclGroupEnd", nccl::group_end()))
     }
 
-    fn run(&mut self, c: &Comm) -> symm::Result<()> {
-        let (world, local, h, k) = (c.world_size(), self.local, self.cfg.hidden, self.cfg.top_k);
-        let experts = self.cfg.num_experts as u32;
+    /// The routing's layout (symm's kernel).
+    fn layout(&mut self, c: &Comm) -> symm::Result<()> {
+        let (local, h, k) = (self.local, self.cfg.hidden, self.cfg.top_k);
         moe_layout::launch(
             c,
-            LaunchConfig::linear(
-                1,
-                std::cmp::min((self.cfg.num_experts as u32).next_multiple_of(32), 1024),
-            ),
+            LaunchConfig::linear(1, layout_threads(self.cfg.num_experts, self.io.tokens * k)),
             &self.io.idx,
             (self.io.tokens * k) as u32,
-            experts,
+            self.cfg.num_experts as u32,
             local as u32,
             h as u32,
             0,
@@ -288,25 +305,36 @@ impl NcclStep {
             &mut self.splits,
             &mut self.scale_splits,
             &mut self.counts,
-        )?;
-        {
-            let x = c.bind("x", &self.io.x)?;
-            let mut send = c.bind_mut("send", &mut self.send)?;
-            let (x, mut send) = (x.bytes(), send.bytes_mut());
-            moe_pack::launch(
-                c,
-                LaunchConfig::linear(self.io.tokens as u32, 256),
-                &x,
-                &self.io.idx,
-                &self.pos,
-                &mut send,
-                k as u32,
-                experts,
-                (2 * h) as u32,
-                (2 * h) % 16 == 0,
-            )?;
-        }
-        // The counts, then the sizes back on the host.
+        )
+    }
+
+    /// The tokens' rows packed by destination (symm's kernel).
+    fn pack(&mut self, c: &Comm) -> symm::Result<()> {
+        let (h, k) = (self.cfg.hidden, self.cfg.top_k);
+        let x = c.bind("x", &self.io.x)?;
+        let mut send = c.bind_mut("send", &mut self.send)?;
+        let (x, mut send) = (x.bytes(), send.bytes_mut());
+        moe_pack::launch(
+            c,
+            LaunchConfig {
+                grid: (self.io.tokens as u32, k as u32, 1),
+                ..LaunchConfig::linear(1, 256)
+            },
+            &x,
+            &self.io.idx,
+            &self.pos,
+            &mut send,
+            k as u32,
+            self.cfg.num_experts as u32,
+            (2 * h) as u32,
+            (2 * h) % 16 == 0,
+        )
+    }
+
+    /// The counts by NCCL, then the row exchange's parts (send offset,
+    /// count, receive offset, count) read back on the host.
+    fn sizes(&mut self, c: &Comm) -> symm::Result<Vec<(usize, usize, usize, usize)>> {
+        let (world, local, h) = (c.world_size(), self.local, self.cfg.hidden);
         let counts: Vec<(usize, usize, usize, usize)> = (0..world)
             .map(|p| (p * local, local, p * local, local))
             .collect();
@@ -335,17 +363,15 @@ impl NcclStep {
             so += sends[p] as usize;
             ro += recvs[p];
         }
-        self.exchange(
-            c,
-            (self.send.device_ptr(), self.raw.device_ptr()),
-            &parts,
-            2,
-            nccl_sys::ncclDataType_t::ncclBfloat16,
-        )?;
-        let lthreads = std::cmp::min((local as u32).next_multiple_of(32), 1024);
+        Ok(parts)
+    }
+
+    /// The received rows' expert-major layout (symm's kernel).
+    fn rows(&mut self, c: &Comm) -> symm::Result<()> {
+        let (world, local) = (c.world_size(), self.local);
         moe_rows::launch(
             c,
-            LaunchConfig::linear(1, lthreads),
+            rows_grid(self.cfg.num_experts, self.row_dst.len()),
             &self.recv_counts,
             world as u32,
             local as u32,
@@ -353,17 +379,47 @@ impl NcclStep {
             self.out_rows as u32,
             &mut self.layout,
             &mut self.row_dst,
-        )?;
+        )
+    }
+
+    /// The received rows to (`forward`) or from the expert-major layout.
+    fn shuffle(&mut self, c: &Comm, forward: bool) -> symm::Result<()> {
         let grid = LaunchConfig::linear((self.row_dst.len() as u32).clamp(1, 1024), 256);
-        let map = (&self.row_dst, &self.layout, local, 2 * h);
-        move_rows(c, grid, &self.raw, &mut self.received, map, true)?;
-        copy_rows::launch(
+        let map = (&self.row_dst, &self.layout, self.local, 2 * self.cfg.hidden);
+        if forward {
+            move_rows(c, grid, &self.raw, &mut self.received, map, true)
+        } else {
+            move_rows(c, grid, &self.io.y, &mut self.raw, map, false)
+        }
+    }
+
+    /// The combined rows (symm's kernel).
+    fn sum(&mut self, c: &Comm) -> symm::Result<()> {
+        sum_rows(
             c,
-            LaunchConfig::linear(264, 256),
-            &self.received,
-            &mut self.io.y,
+            self.io.tokens,
+            &self.send,
+            &self.pos,
+            &self.io.w,
+            &mut self.io.out,
+            (self.cfg.top_k, self.cfg.hidden),
+        )
+    }
+
+    fn run(&mut self, c: &Comm) -> symm::Result<()> {
+        self.layout(c)?;
+        self.pack(c)?;
+        let parts = self.sizes(c)?;
+        self.exchange(
+            c,
+            (self.send.device_ptr(), self.raw.device_ptr()),
+            &parts,
+            2,
+            nccl_sys::ncclDataType_t::ncclBfloat16,
         )?;
-        move_rows(c, grid, &self.io.y, &mut self.raw, map, false)?;
+        self.rows(c)?;
+        self.shuffle(c, true)?;
+        self.shuffle(c, false)?;
         // Each rank's rows back to it, into the send layout.
         let back: Vec<(usize, usize, usize, usize)> = parts
             .iter()
@@ -376,16 +432,58 @@ impl NcclStep {
             2,
             nccl_sys::ncclDataType_t::ncclBfloat16,
         )?;
-        moe_sum::launch::<bf16>(
-            c,
-            LaunchConfig::linear(self.io.tokens as u32, 256),
-            &self.send,
-            &self.pos,
-            &self.io.w,
-            &mut self.io.out,
-            k as u32,
-            h as u32,
-        )
+        self.sum(c)
+    }
+
+    /// Each part of the step timed alone, µs: symm's kernels in graphs,
+    /// the row exchange by symm's `all_to_all_v` (in a graph) and by NCCL
+    /// (each alone, synchronised).
+    fn stages(&mut self, c: &Comm) -> symm::Result<Vec<(&'static str, f64)>> {
+        self.run(c)?;
+        c.synchronize()?;
+        let barrier = Barrier::new(c)?;
+        let mut t = Vec::new();
+        t.push(("layout", time_graph(c, &barrier, &mut || self.layout(c))?));
+        t.push(("pack", time_graph(c, &barrier, &mut || self.pack(c))?));
+        let parts = self.sizes(c)?;
+        let this = &*self;
+        t.push((
+            "rows by NCCL",
+            time_steps(c, 20, &mut || {
+                this.exchange(
+                    c,
+                    (this.send.device_ptr(), this.raw.device_ptr()),
+                    &parts,
+                    2,
+                    nccl_sys::ncclDataType_t::ncclBfloat16,
+                )
+            })?,
+        ));
+        let send = c.alloc::<bf16>(self.send.len())?;
+        let smem = send.rendezvous()?;
+        let mut report = c.device_buffer::<u64>(2 * c.world_size())?;
+        let splits = &self.splits;
+        let raw = &mut self.raw;
+        t.push((
+            "rows by symm",
+            time_graph(c, &barrier, &mut || {
+                symm::kernels::collectives::all_to_all_v::<bf16>(c, &smem, raw, splits, &mut report)
+            })?,
+        ));
+        t.push((
+            "expert-major",
+            time_graph(c, &barrier, &mut || self.rows(c))?,
+        ));
+        t.push((
+            "move there",
+            time_graph(c, &barrier, &mut || self.shuffle(c, true))?,
+        ));
+        t.push((
+            "move back",
+            time_graph(c, &barrier, &mut || self.shuffle(c, false))?,
+        ));
+        t.push(("sum", time_graph(c, &barrier, &mut || self.sum(c))?));
+        Ok(t)
     }
 }
 
@@ -462,6 +560,7 @@ pub(crate) fn check(n: usize) -> i32 {
         experts: 2 * n,
         top_k: 2,
         emulator: None,
+        stages: false,
     };
     let res = run(Ranks::Emulator(n), CommOptions::default(), |c| {
         let (idx, w) = routing(7 + c.rank() as u64, 5, a.experts, a.top_k);
@@ -469,7 +568,7 @@ pub(crate) fn check(n: usize) -> i32 {
             .map(|i| bf16::from_f32((i % 13) as f32 - 6.0))
             .collect();
         let mut s = Step::new(c, cfg(&a, 5, false), 5, &x, &idx, &w)?;
-        s.run(c)?;
+        s.run(c, true)?;
         c.synchronize()?;
         let got = s.io.out.to_host()?;
         let mut bad = 0;
@@ -508,19 +607,45 @@ fn main() {
         std::process::exit(check(n));
     }
     let world = args.world.unwrap_or_else(symm::cuda_device_count);
-    let Some(ranks) = Ranks::gpus(world).filter(|_| world >= 2) else {
+    // `--stages` also at one rank: its kernels alone, for a profiler.
+    let Some(ranks) = Ranks::gpus(world).filter(|_| world >= 2 || args.stages) else {
         eprintln!("SKIPPED: bench_moe needs 2 or more GPUs (one rank per GPU)");
         return;
     };
     println!("{}", method_line().replace("calls", "steps"));
+    if args.stages {
+        for &tokens in &args.tokens {
+            let res = run(ranks.clone(), CommOptions::default(), |c| {
+                let (idx, w) = routing(11 + c.rank() as u64, tokens, args.experts, args.top_k);
+                let x: Vec<bf16> = (0..tokens * args.hidden)
+                    .map(|i| bf16::from_f32((i % 7) as f32))
+                    .collect();
+                NcclStep::new(c, cfg(&args, tokens, false), tokens, &x, &idx, &w)?.stages(c)
+            });
+            match res {
+                Ok(r) => {
+                    println!("\n### Parts of the bf16 step, {world} ranks, {tokens} tokens a rank (rank 0)\n");
+                    println!("| part | µs |\n|---|---|");
+                    for (name, us) in &r[0] {
+                        println!("| {name} | {us:.1} |");
+                    }
+                }
+                Err(e) => {
+                    eprintln!("bench_moe --stages, {tokens} tokens: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        return;
+    }
     println!(
         "\n### MoE dispatch + combine, {world} ranks, hidden {}, {} experts, top-{} (rank 0)\n",
         args.hidden, args.experts, args.top_k
     );
     println!(
-        "| tokens a rank | rows | symm µs a step (graph) | GB/s to peers | symm µs, each step alone | NCCL µs, each step alone | symm / NCCL | MB to peers a step |"
+        "| tokens a rank | rows | dispatch µs | combine µs | step µs | GB/s to peers | symm µs, each step alone | NCCL µs, each step alone | symm / NCCL | MB to peers a step |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for &tokens in &args.tokens {
         for fp8 in [false, true] {
             let res = run(ranks.clone(), CommOptions::default(), |c| {
@@ -530,8 +655,10 @@ fn main() {
                     .collect();
                 let mut s = Step::new(c, cfg(&args, tokens, fp8), tokens, &x, &idx, &w)?;
                 let barrier = Barrier::new(c)?;
-                let us = time_graph(c, &barrier, &mut || s.run(c))?;
-                let alone = time_steps(c, 20, &mut || s.run(c))?;
+                let us = time_graph(c, &barrier, &mut || s.run(c, false))?;
+                let there_us = time_graph(c, &barrier, &mut || s.dispatch(c))?;
+                let back_us = time_graph(c, &barrier, &mut || s.combine(c))?;
+                let alone = time_steps(c, 20, &mut || s.run(c, false))?;
                 // NCCL in bf16 only; an NCCL that fails is said, not fatal.
                 let nccl_us = if fp8 {
                     None
@@ -554,17 +681,21 @@ fn main() {
                 } else {
                     2 * args.hidden
                 };
-                Ok((us, alone, nccl_us, rows * (there + 2 * args.hidden)))
+                Ok((
+                    [there_us, back_us, us, alone],
+                    nccl_us,
+                    rows * (there + 2 * args.hidden),
+                ))
             });
             match res {
                 Ok(r) => {
-                    let (us, alone, nccl_us, bytes) = r[0];
+                    let ([there_us, back_us, us, alone], nccl_us, bytes) = r[0];
                     let (nc, ratio) = match nccl_us {
                         Some(n) => (format!("{n:.1}"), format!("{:.2}×", alone / n)),
                         None => ("–".into(), "–".into()),
                     };
                     println!(
-                        "| {tokens} | {} | {us:.1} | {:.1} | {alone:.1} | {nc} | {ratio} | {:.2} |",
+                        "| {tokens} | {} | {there_us:.1} | {back_us:.1} | {us:.1} | {:.1} | {alone:.1} | {nc} | {ratio} | {:.2} |",
                         if fp8 { "fp8, scales per 128" } else { "bf16" },
                         bytes as f64 / us / 1e3,
                         bytes as f64 / 1e6

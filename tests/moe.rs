@@ -17,9 +17,10 @@ use targets::ranks;
 mod tier;
 
 use symm::dsl::*;
-use symm::kernels::collectives::CopyElem;
+
 use symm::kernels::moe::{
     moe_layout, moe_move, moe_pack, moe_pack_fp8, moe_rows, moe_sum, Fp8Scales, Moe, MoeConfig,
+    MoeElem,
 };
 use symm::symm_kernel;
 use symm::{bf16, run, Comm, CommOptions, Error, ErrorKind, LaunchConfig};
@@ -159,13 +160,13 @@ fn same_bits<T: Scalar>(what: &str, got: &[T], want: &[T]) {
 /// `steps` steps of `cfg` on `world` ranks, each dispatched and combined
 /// with no host synchronisation between them; the last step's received
 /// rows and every step's output checked against the references.
-fn case<T: CopyElem>(world: usize, cfg: MoeConfig, steps: usize, routing: Routing) {
+fn case<T: MoeElem>(world: usize, cfg: MoeConfig, steps: usize, routing: Routing) {
     case_with::<T>(world, cfg, steps, routing, false)
 }
 
 /// [`case`], with the receive capacity set to the most rows any rank
 /// receives in any step where `exact` (a plan filled to the last row).
-fn case_with<T: CopyElem>(
+fn case_with<T: MoeElem>(
     world: usize,
     mut cfg: MoeConfig,
     steps: usize,
@@ -315,9 +316,17 @@ fn dispatch_and_combine_match_the_reference() {
         let odd = MoeConfig::new(20, 2 * std::cmp::max(world, 2), 2, 4);
         case::<bf16>(world, odd, 2, Routing::Random);
     }
-    // Many experts (multi-warp layout blocks), more pairs than one chunk
-    // of the layout (1024), rows wider than a block, and a capacity filled
-    // to its last row.
+    // More slots than the combine's loads in flight (8), and more pairs
+    // than one chunk of the layout (256).
+    if tier::runs(true) {
+        let cfg = MoeConfig::new(40, 32, 10, 30).with_align(2);
+        case::<bf16>(2, cfg, 2, Routing::Random);
+        // More experts than the layout's threads (a warp for 12 pairs):
+        // its scan over the experts in rounds.
+        case::<bf16>(2, MoeConfig::new(16, 128, 2, 6), 2, Routing::Random);
+    }
+    // Many experts, rows wider than a block, and a capacity filled to its
+    // last row.
     if tier::runs(false) {
         let cfg = MoeConfig::new(300, 256, 8, 160).with_align(16);
         case_with::<bf16>(2, cfg, 2, Routing::Random, true);
@@ -409,15 +418,6 @@ fn misuse_fails_every_rank() {
     }) {
         for e in &errs {
             assert_eq!(e.root_kind(), ErrorKind::Mismatch, "{e}");
-            assert!(!matches!(e, Error::PeerFailed { .. }), "{e}");
-        }
-    }
-    // Rows of a type combine cannot sum.
-    if let Some(errs) = every_rank_fails(world, |c| {
-        Moe::<u32>::new(c, MoeConfig::new(16, 4, 2, 4)).map(|_| ())
-    }) {
-        for e in &errs {
-            assert!(e.to_string().contains("f32, bf16 or f16"), "{e}");
             assert!(!matches!(e, Error::PeerFailed { .. }), "{e}");
         }
     }
@@ -610,7 +610,7 @@ fn scale_rows<T: Scalar>(
 /// Many steps back to back, each with a new routing and new rows, the
 /// experts' work on the device, and no host synchronisation until the
 /// end: every step's output is exact.
-fn back_to_back<T: CopyElem>(world: usize, steps: usize) {
+fn back_to_back<T: MoeElem>(world: usize, steps: usize) {
     let Some(ranks) = ranks(world) else { return };
     let cfg = MoeConfig::new(16, 2 * world, 2, 4).with_align(2);
     let local = 2;
@@ -710,7 +710,7 @@ fn moe_kernels_sample_compile() {
         moe_pack,
         moe_pack_fp8::<bf16>,
         moe_move,
-        moe_sum::<bf16>,
+        moe_sum::<bf16, 8>,
     );
     moe_kernels_sample();
 }
@@ -725,7 +725,7 @@ fn moe_kernels_compile() {
     symm::check_kernels!(
         fn moe_kernels;
         moe_pack_fp8::<f32>,
-        moe_sum::<f32>,
+        moe_sum::<f32, 4>,
         scale_rows::<bf16>,
         scale_rows::<f32>,
     );

@@ -5,19 +5,26 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-/// The routing's layout on the sending rank, in one block of at least
-/// `experts` threads (at most 1024): thread `e` counts the (token, slot)
-/// pairs of `idx` (`pairs` of them, `top_k` a token) routed to expert `e`,
-/// then gives each its row of the send buffer, `pos[p]`: the rows are
-/// sorted by expert (so by destination rank, then its local expert) and,
-/// within an expert, by pair, a stable order that does not depend on any
-/// timing. Pairs whose index is not an expert (`-1`, or out of range,
-/// which [`moe_pack`] reports, and which makes every split `u32::MAX` so
-/// the all-to-all fails on every rank, as `poison` 1 does) get no row
-/// (`u32::MAX`). `splits[d]` gets
-/// the elements (`hidden` a row) sent to rank `d`, `scale_splits[d]` its
-/// rows' fp8 scales (`scales` a row; 0 outside fp8), and `counts[d ×
-/// local + l]` the rows for rank `d`'s local expert `l`.
+/// The routing's layout on the sending rank, in one block of whole warps
+/// (at most 1024 threads, and warps × `experts` at most 8192:
+/// `layout_threads`): gives each (token, slot) pair of `idx` (`pairs` of
+/// them, `top_k` a token) routed to an expert its row of the send buffer,
+/// `pos[p]`: the rows are sorted by expert (so by destination rank, then
+/// its local expert) and, within an expert, by pair, a stable order that
+/// does not depend on any timing. Pairs whose index is not an expert
+/// (`-1`, or out of range, which [`moe_pack`] reports, and which makes
+/// every split `u32::MAX` so the all-to-all fails on every rank, as
+/// `poison` 1 does) get no row (`u32::MAX`). `splits[d]` gets the
+/// elements (`hidden` a row) sent to rank `d`, `scale_splits[d]` its rows'
+/// fp8 scales (`scales` a row; 0 outside fp8), and `counts[d × local +
+/// l]` the rows for rank `d`'s local expert `l`.
+///
+/// The block takes the pairs a thread each, a chunk at a time: a pair's
+/// rank among its expert's pairs is the expert's pairs in earlier chunks,
+/// plus those of earlier warps in this chunk (a count per warp and
+/// expert), plus those of earlier lanes in its warp (the lanes that vote
+/// alike on every bit of the expert). A block scan over the experts then
+/// gives each expert its first row.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn moe_layout(
@@ -33,103 +40,236 @@ pub fn moe_layout(
     scale_splits: &mut [u64],
     counts: &mut [u32],
 ) {
-    let e = thread_idx_x();
-    let chunk = shared_array::<i32, 1024>();
-    let base = shared_array::<u32, 1024>();
-    let bad = shared_array::<u32, 1>();
+    let tid = thread_idx_x();
+    let lane = tid % 32u32;
+    let warp = tid / 32u32;
     let threads = block_dim_x();
-    if e == 0u32 {
+    let warps = threads / 32u32;
+    // A chunk's pairs per warp and expert; then each expert's pairs so far,
+    // then its first row.
+    let wc = shared_array::<u32, 8192>();
+    let cnt = shared_array::<u32, 1024>();
+    let bad = shared_array::<u32, 1>();
+    // The scan's rows so far, between its rounds.
+    let run = shared_array::<u32, 1>();
+    kernel_assert!(
+        threads % 32u32 == 0u32 && experts <= 1024u32 && warps * experts <= 8192u32,
+        "moe_layout: a block of whole warps, at most 1024 experts, warps × experts at most 8192"
+    );
+    let mut i = tid;
+    while i < warps * experts {
+        wc[i] = 0u32;
+        i += threads;
+    }
+    let mut e = tid;
+    while e < experts {
+        cnt[e] = 0u32;
+        e += threads;
+    }
+    if tid == 0u32 {
         bad[0] = poison;
     }
+    // Bits that tell every expert and the stand-in `experts` (no expert)
+    // apart.
+    let mut bits = 1u32;
+    while (1u32 << bits) <= experts {
+        bits += 1u32;
+    }
     sync_threads();
-    // Pass 1: every expert's pairs, a chunk of `idx` at a time in shared
-    // memory (each thread then reads every entry of the chunk).
-    let mut mine = 0u32;
+    // The next chunk's index, loaded while this chunk is ranked.
+    let mut next = -1i32;
+    if tid < pairs {
+        next = idx[tid];
+    }
     let mut start = 0u32;
     while start < pairs {
-        let mut i = e;
-        while i < 1024u32 && start + i < pairs {
-            let v = idx[start + i];
-            chunk[i] = v;
-            if v < -1i32 || v >= experts as i32 {
+        let p = start + tid;
+        let x = next;
+        if p + threads < pairs {
+            next = idx[p + threads];
+        }
+        let mut v = experts;
+        if p < pairs {
+            if x >= 0i32 && x < experts as i32 {
+                v = x as u32;
+            } else if x != -1i32 {
                 bad[0] = 1u32;
             }
-            i += threads;
         }
-        sync_threads();
-        let mut j = 0u32;
-        while j < 1024u32 && start + j < pairs {
-            if e < experts && chunk[j] == e as i32 {
-                mine += 1u32;
+        // The lanes of this warp whose pair has the same expert.
+        let mut same = 0xFFFF_FFFFu32;
+        for b in 0..bits {
+            let one = (v >> b) & 1u32;
+            let vote = ballot(one == 1u32);
+            if one == 1u32 {
+                same &= vote;
+            } else {
+                same &= vote ^ 0xFFFF_FFFFu32;
             }
-            j += 1u32;
+        }
+        let r = moe_popc(same & ((1u32 << lane) - 1u32));
+        let last = (same >> lane) == 1u32;
+        if v < experts && last {
+            wc[warp * experts + v] = r + 1u32;
         }
         sync_threads();
-        start += 1024u32;
-    }
-    if e < experts {
-        base[e] = mine;
-    }
-    sync_threads();
-    if e == 0u32 {
-        // Exclusive prefix over the experts, and each destination's rows.
-        let mut run = 0u32;
-        let mut x = 0u32;
-        while x < experts {
-            let c = base[x];
-            base[x] = run;
-            counts[x] = c;
-            run += c;
-            if (x + 1u32) % local == 0u32 {
-                let d = x / local;
-                let first = base[d * local];
-                splits[d] = ((run - first) as u64) * (hidden as u64);
-                scale_splits[d] = ((run - first) as u64) * (scales as u64);
-                // A bad index (which `moe_pack` reports on this rank) makes
-                // every split one that no input holds, so the all-to-all's
-                // check fails the step on every rank, not on this one alone.
-                if bad[0] == 1u32 {
-                    splits[d] = 0xFFFF_FFFFu64;
-                    scale_splits[d] = 0xFFFF_FFFFu64;
+        let mut before = 0u32;
+        let mut total = 0u32;
+        if v < experts {
+            for w in 0..warps {
+                let c = wc[w * experts + v];
+                if w < warp {
+                    before += c;
                 }
+                total += c;
             }
-            x += 1u32;
-        }
-    }
-    sync_threads();
-    // Pass 2: each pair's row, in pair order within its expert.
-    let mut next = 0u32;
-    if e < experts {
-        next = base[e];
-    }
-    let mut start = 0u32;
-    while start < pairs {
-        let mut i = e;
-        while i < 1024u32 && start + i < pairs {
-            let v = idx[start + i];
-            chunk[i] = v;
-            if v < 0i32 || v >= experts as i32 {
-                pos[start + i] = 0xFFFF_FFFFu32;
-            }
-            i += threads;
+            // The rank within the expert; pass 2 adds its first row.
+            pos[p] = cnt[v] + before + r;
+        } else if p < pairs {
+            pos[p] = 0xFFFF_FFFFu32;
         }
         sync_threads();
-        let mut j = 0u32;
-        while j < 1024u32 && start + j < pairs {
-            if e < experts && chunk[j] == e as i32 {
-                pos[start + j] = next;
-                next += 1u32;
+        if v < experts {
+            if last {
+                wc[warp * experts + v] = 0u32;
             }
-            j += 1u32;
+            if before + r + 1u32 == total {
+                cnt[v] += total;
+            }
         }
         sync_threads();
-        start += 1024u32;
+        start += threads;
+    }
+    // Each expert's first row (an exclusive scan, `threads` experts at a
+    // time) and its count.
+    let mut carry = 0u32;
+    let mut e0 = 0u32;
+    while e0 < experts {
+        let e = e0 + tid;
+        let mut c = 0u32;
+        if e < experts {
+            c = cnt[e];
+            counts[e] = c;
+        }
+        let end = moe_scan(c) + carry;
+        if e < experts {
+            cnt[e] = end - c;
+        }
+        if tid == threads - 1u32 {
+            run[0] = end;
+        }
+        sync_threads();
+        carry = run[0];
+        // Every thread has the carry before the next round rewrites it.
+        sync_threads();
+        e0 += threads;
+    }
+    // Each destination's rows: its experts' first rows apart.
+    let ranks = experts / local;
+    let mut d = tid;
+    while d < ranks {
+        let first = cnt[d * local];
+        let mut end = carry;
+        if d + 1u32 < ranks {
+            end = cnt[(d + 1u32) * local];
+        }
+        splits[d] = ((end - first) as u64) * (hidden as u64);
+        scale_splits[d] = ((end - first) as u64) * (scales as u64);
+        // A bad index (which `moe_pack` reports on this rank) makes every
+        // split one that no input holds, so the all-to-all's check fails
+        // the step on every rank, not on this one alone.
+        if bad[0] == 1u32 {
+            splits[d] = 0xFFFF_FFFFu64;
+            scale_splits[d] = 0xFFFF_FFFFu64;
+        }
+        d += threads;
+    }
+    // Pass 2: each thread's own pairs of pass 1 get their expert's first
+    // row, 8 pairs' loads in flight at a time.
+    let mut p0 = tid;
+    while p0 < pairs {
+        let mut xs: [i32; 8] = [-1i32; 8];
+        let mut ps: [u32; 8] = [0u32; 8];
+        for u in 0..8u32 {
+            let p = p0 + u * threads;
+            if p < pairs {
+                xs[u] = idx[p];
+                ps[u] = pos[p];
+            }
+        }
+        for u in 0..8u32 {
+            let p = p0 + u * threads;
+            let x = xs[u];
+            if p < pairs && x >= 0i32 && x < experts as i32 {
+                pos[p] = ps[u] + cnt[x as u32];
+            }
+        }
+        p0 += 8u32 * threads;
     }
 }
 
-/// Copies token `block`'s row of `x` (`row_bytes` bytes: rows of any
-/// element type, as bytes) to each row `pos[block × top_k + k]` of `send`
-/// that [`moe_layout`] gave it (`moe_copy_row`). Thread 0 first checks
+/// The bits set in `v`.
+#[symm_kernel(device)]
+pub(crate) fn moe_popc(v: u32) -> u32 {
+    let a = v - ((v >> 1u32) & 0x5555_5555u32);
+    let b = (a & 0x3333_3333u32) + ((a >> 2u32) & 0x3333_3333u32);
+    let c = (b + (b >> 4u32)) & 0x0F0F_0F0Fu32;
+    let d = c + (c >> 8u32);
+    (d + (d >> 16u32)) & 0x3Fu32
+}
+
+/// The inclusive sum of `v` over the block's threads up to this one, in
+/// whole warps (at most 1024 threads), every thread calling it: a scan in
+/// each warp, then over the warps' totals.
+#[symm_kernel(device)]
+pub(crate) fn moe_scan(v: u32) -> u32 {
+    let sums = shared_array::<u32, 32>();
+    let lane = lane_id();
+    let warp = thread_idx_x() / 32u32;
+    let warps = block_dim_x() / 32u32;
+    let mut x = v;
+    let mut d = 1u32;
+    while d < 32u32 {
+        let y = shfl_up(x, d);
+        if lane >= d {
+            x += y;
+        }
+        d *= 2u32;
+    }
+    if lane == 31u32 {
+        sums[warp] = x;
+    }
+    sync_threads();
+    if warp == 0u32 {
+        let mut s = 0u32;
+        if lane < warps {
+            s = sums[lane];
+        }
+        let mut d = 1u32;
+        while d < 32u32 {
+            let y = shfl_up(s, d);
+            if lane >= d {
+                s += y;
+            }
+            d *= 2u32;
+        }
+        if lane < warps {
+            sums[lane] = s;
+        }
+    }
+    sync_threads();
+    if warp > 0u32 {
+        x += sums[warp - 1u32];
+    }
+    // Every thread has read `sums` before a later call rewrites it.
+    sync_threads();
+    x
+}
+
+/// Copies token `block_idx_x`'s row of `x` (`row_bytes` bytes: rows of
+/// any element type, as bytes) to row `pos[token × top_k + block_idx_y]`
+/// of `send`, which [`moe_layout`] gave its slot (`moe_copy_row`): a grid
+/// of tokens × `top_k` blocks. The slot-0 block's thread 0 first checks
 /// the token's `top_k` indices: each is `-1` (no expert) or below
 /// `experts`.
 #[symm_kernel]
@@ -145,12 +285,13 @@ pub fn moe_pack(
     vec: bool,
 ) {
     let t = block_idx_x();
-    moe_check_token(idx, t, top_k, experts);
-    for k in 0..top_k {
-        let row = pos[t * top_k + k];
-        if row != 0xFFFF_FFFFu32 {
-            moe_copy_row(x, t, send, row, row_bytes, vec);
-        }
+    let k = block_idx_y();
+    if k == 0u32 {
+        moe_check_token(idx, t, top_k, experts);
+    }
+    let row = pos[t * top_k + k];
+    if row != 0xFFFF_FFFFu32 {
+        moe_copy_row(x, t, send, row, row_bytes, vec);
     }
 }
 
@@ -169,16 +310,17 @@ pub(crate) fn moe_copy_row(
 ) {
     let fa = (a as u64) * (row_bytes as u64);
     let tb = (b as u64) * (row_bytes as u64);
+    let n = row_bytes as u64;
     if vec {
         let mut i = (thread_idx_x() as u64) * 16u64;
         let step = (block_dim_x() as u64) * 16u64;
-        while i < row_bytes as u64 {
+        while i < n {
             to.store_vec::<16>(tb + i, from.load_vec::<16>(fa + i));
             i += step;
         }
     } else {
         let mut i = thread_idx_x() as u64;
-        while i < row_bytes as u64 {
+        while i < n {
             to[tb + i] = from[fa + i];
             i += block_dim_x() as u64;
         }
@@ -274,16 +416,22 @@ pub fn moe_pack_fp8<T: Scalar>(
     }
 }
 
-/// The received rows' expert-major layout, in one block: rank `s` sent
+/// The received rows' expert-major layout, in blocks of whole warps, at
+/// least `world × local` threads (at most 1024): rank `s` sent
 /// `recv[s × local + l]` rows for local expert `l`, which lie in the
-/// received buffer in rank order, each rank's rows by expert. Writes `layout[l]`
-/// (expert `l`'s rows), `layout[local + l]` (its first row in the
-/// expert-major output: experts in order, each starting at a multiple of
-/// `align`), `layout[2 × local]` (the rows received in all) and
+/// received buffer in rank order, each rank's rows by expert. Writes
+/// `layout[l]` (expert `l`'s rows), `layout[local + l]` (its first row in
+/// the expert-major output: experts in order, each starting at a multiple
+/// of `align`), `layout[2 × local]` (the rows received in all) and
 /// `layout[2 × local + 1]` (the output's rows in use, padding included);
-/// and `row_dst[r]`, received row `r`'s row in the output: ranks in
-/// order within an expert, each rank's rows in the order it sent them.
-/// Fails the call if the aligned layout passes `out_rows`.
+/// and `row_dst[r]`, received row `r`'s row in the output: ranks in order
+/// within an expert, each rank's rows in the order it sent them. Fails the
+/// call if the aligned layout passes `out_rows`.
+///
+/// Each block finds each (rank, expert) segment's first received and
+/// output row (two block scans of at most 1024 segments), then places its
+/// share of the received rows, each by a binary search for its segment;
+/// block 0 writes `layout`.
 #[symm_kernel]
 pub fn moe_rows(
     recv: &[u32],
@@ -294,50 +442,57 @@ pub fn moe_rows(
     layout: &mut [u32],
     row_dst: &mut [u32],
 ) {
-    let l = thread_idx_x();
+    let tid = thread_idx_x();
+    let n = world * local;
+    // Per segment (rank s, expert l, at s × local + l): its rows, its first
+    // received row, its first output row.
+    let cnt = shared_array::<u32, 1024>();
+    let src = shared_array::<u32, 1024>();
     let dst = shared_array::<u32, 1024>();
-    let from = shared_array::<u32, 1024>();
-    let over = shared_array::<u32, 1>();
-    if l < local {
-        let mut c = 0u32;
-        for s in 0..world {
-            c += recv[s * local + l];
-        }
-        layout[l] = c;
-        dst[l] = c;
+    // The rows received, and the output's rows in use.
+    let tot = shared_array::<u32, 2>();
+    kernel_assert!(
+        block_dim_x() % 32u32 == 0u32 && n <= block_dim_x() && n <= 1024u32,
+        "moe_rows: a block of whole warps, at least world × local threads, at most 1024"
+    );
+    let mut a = 0u32;
+    if tid < n {
+        a = recv[tid];
+        cnt[tid] = a;
     }
-    sync_threads();
-    if l == 0u32 {
-        let mut at = 0u32;
-        let mut total = 0u32;
-        for x in 0..local {
-            let c = dst[x];
-            layout[local + x] = at;
-            dst[x] = at;
-            total += c;
-            at += (c + align - 1u32) / align * align;
-        }
-        layout[2u32 * local] = total;
-        layout[2u32 * local + 1u32] = at;
-        // Where each rank's rows start in the received buffer.
-        let mut run = 0u32;
+    let end = moe_scan(a);
+    if tid < n {
+        src[tid] = end - a;
+    }
+    // Expert `tid`'s rows from every rank, aligned.
+    let mut c = 0u32;
+    if tid < local {
         for s in 0..world {
-            from[s] = run;
-            for x in 0..local {
-                run += recv[s * local + x];
-            }
-        }
-        over[0] = 0u32;
-        if at > out_rows || total > row_dst.len() as u32 {
-            over[0] = 1u32;
+            c += cnt[s * local + tid];
         }
     }
+    let padded = (c + align - 1u32) / align * align;
+    let at = moe_scan(padded);
+    let first = at - padded;
+    if tid < local {
+        let mut to = first;
+        for s in 0..world {
+            dst[s * local + tid] = to;
+            to += cnt[s * local + tid];
+        }
+    }
+    if tid == block_dim_x() - 1u32 {
+        tot[0] = end;
+        tot[1] = at;
+    }
     sync_threads();
+    let total = tot[0];
+    let used = tot[1];
     // Past the plan (only after a failed all-to-all, whose own check
-    // reports it): nothing placed, and the call fails here too.
-    if over[0] == 1u32 {
-        if l == 0u32 {
-            // No layout past the plan for an expert kernel to read.
+    // reports it): no layout for an expert kernel to read, nothing
+    // placed, and the call fails here too.
+    if used > out_rows || total > row_dst.len() as u32 {
+        if tid == 0u32 && block_idx_x() == 0u32 {
             for x in 0..2u32 * local + 2u32 {
                 layout[x] = 0u32;
             }
@@ -348,22 +503,32 @@ pub fn moe_rows(
         }
         return;
     }
-    // Thread l places expert l's rows: rank s's start after every row of
-    // ranks before s and of s's experts before l, and land after the
-    // expert's rows from ranks before s.
-    if l < local {
-        let mut to = dst[l];
-        for s in 0..world {
-            let mut src = from[s];
-            for x in 0..l {
-                src += recv[s * local + x];
-            }
-            let c = recv[s * local + l];
-            for j in 0..c {
-                row_dst[src + j] = to + j;
-            }
-            to += c;
+    if block_idx_x() == 0u32 {
+        if tid < local {
+            layout[tid] = c;
+            layout[local + tid] = first;
         }
+        if tid == 0u32 {
+            layout[2u32 * local] = total;
+            layout[2u32 * local + 1u32] = used;
+        }
+    }
+    let mut r = block_idx_x() * block_dim_x() + tid;
+    while r < total {
+        // The last segment that starts at or before `r` holds it (an empty
+        // one starts where the next does).
+        let mut lo = 0u32;
+        let mut hi = n;
+        while hi - lo > 1u32 {
+            let mid = (lo + hi) / 2u32;
+            if src[mid] <= r {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        row_dst[r] = dst[lo] + (r - src[lo]);
+        r += grid_dim_x() * block_dim_x();
     }
 }
 
@@ -398,31 +563,81 @@ pub fn moe_move(
     }
 }
 
-/// Token `block`'s combined row: the sum over its slots `k` in order of
-/// `weights[p] × back[pos[p]]` (`p = block × top_k + k`, slots with no row
-/// skipped) in f32, rounded once to `T`, so the bits depend on the
-/// routing and the inputs alone, never on arrival order.
+/// Token `block_idx_x`'s combined row: the sum over its slots `k` in
+/// order of `weights[p] × back[pos[p]]` (`p = token × top_k + k`, slots
+/// with no row skipped) in f32, rounded once to `T`, so the bits depend on
+/// the routing and the inputs alone, never on arrival order. A block's
+/// threads take `V` elements (16 bytes) each of the row's span
+/// `block_idx_y` (a grid of tokens × spans of `block_dim_x × V`), with up
+/// to 8 slots' loads in flight before their sums: as 16-byte vectors where
+/// `vec` (the caller's promise that `hidden` is a multiple of `V` and that
+/// `back` and `out` start 16-byte aligned), else element by element.
 #[symm_kernel]
-pub fn moe_sum<T: Scalar>(
+#[allow(clippy::too_many_arguments)]
+pub fn moe_sum<T: Scalar, const V: usize>(
     back: &[T],
     pos: &[u32],
     weights: &[f32],
     out: &mut [T],
     top_k: u32,
     hidden: u32,
+    vec: bool,
 ) {
     let t = block_idx_x();
-    let mut i = thread_idx_x();
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let span = block_dim_x() * V as u32;
+    let mut i = block_idx_y() * span + thread_idx_x() * V as u32;
     while i < hidden {
-        let mut acc = 0.0f32;
-        for k in 0..top_k {
-            let p = t * top_k + k;
-            let row = pos[p];
-            if row != 0xFFFF_FFFFu32 {
-                acc += weights[p] * back[row * hidden + i].to_f32();
+        let mut acc: [f32; V] = [0.0f32; V];
+        let mut k0 = 0u32;
+        while k0 < top_k {
+            let mut vals: [[T; V]; 8] = [zero; 8];
+            for j in 0..8u32 {
+                let k = k0 + j;
+                if k < top_k {
+                    let row = pos[t * top_k + k];
+                    if row != 0xFFFF_FFFFu32 {
+                        if vec {
+                            vals[j] = back.load_vec::<V>(row * hidden + i);
+                        } else {
+                            let mut one: [T; V] = zero;
+                            for e in 0..V {
+                                if i + (e as u32) < hidden {
+                                    one[e] = back[row * hidden + i + e as u32];
+                                }
+                            }
+                            vals[j] = one;
+                        }
+                    }
+                }
+            }
+            for j in 0..8u32 {
+                let k = k0 + j;
+                if k < top_k {
+                    let p = t * top_k + k;
+                    if pos[p] != 0xFFFF_FFFFu32 {
+                        let w = weights[p];
+                        for e in 0..V {
+                            acc[e] += w * vals[j][e].to_f32();
+                        }
+                    }
+                }
+            }
+            k0 += 8u32;
+        }
+        let mut o: [T; V] = zero;
+        for e in 0..V {
+            o[e] = T::from_f32(acc[e]);
+        }
+        if vec {
+            out.store_vec::<V>(t * hidden + i, o);
+        } else {
+            for e in 0..V {
+                if i + (e as u32) < hidden {
+                    out[t * hidden + i + e as u32] = o[e];
+                }
             }
         }
-        out[t * hidden + i] = T::from_f32(acc);
-        i += block_dim_x();
+        i += grid_dim_y() * span;
     }
 }

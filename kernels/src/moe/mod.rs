@@ -53,6 +53,27 @@ use crate::shared::key::CallKey;
 /// each).
 pub const MAX_EXPERTS: usize = 1024;
 
+/// The threads of [`moe_layout`]'s one block for `pairs` (token, slot)
+/// pairs over `experts` experts: a thread a pair of a chunk, as many as
+/// its per-warp counts allow (warps × experts at most 8192, 32 KiB of
+/// shared memory), at most 1024, and no more than the pairs need.
+pub fn layout_threads(experts: usize, pairs: usize) -> u32 {
+    let warps = (8192 / experts.max(1))
+        .min(32)
+        .min(pairs.div_ceil(32))
+        .max(1);
+    warps as u32 * 32
+}
+
+/// The grid of [`moe_rows`] for `experts` experts in all (a thread a
+/// (rank, local expert) pair in each block) and at most `rows` received
+/// rows (about 8 a thread).
+pub fn rows_grid(experts: usize, rows: usize) -> symm::LaunchConfig {
+    let threads = (experts.next_multiple_of(32) as u32).clamp(32, 1024);
+    let blocks = rows.div_ceil(8 * threads as usize).clamp(1, 128) as u32;
+    symm::LaunchConfig::linear(blocks, threads)
+}
+
 /// Threads of the copy kernels' blocks (a block a row).
 const THREADS: u32 = 256;
 
@@ -157,12 +178,12 @@ impl MoeConfig {
 
 /// Loads every MoE kernel of `T` where ranks share the GPU (elsewhere
 /// loading needs no idle device, and this does nothing).
-fn preload<T: CopyElem>(comm: &Comm, fp8: bool) -> Result<()> {
-    moe_layout::co_resident_grid(comm, 1024, 0)?;
+fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
+    moe_layout::co_resident_grid(comm, 32, 0)?;
     moe_rows::co_resident_grid(comm, 1024, 0)?;
     moe_pack::co_resident_grid(comm, THREADS, 0)?;
     moe_move::co_resident_grid(comm, THREADS, 0)?;
-    moe_sum::co_resident_grid::<T>(comm, THREADS, 0)?;
+    T::__preload_sum(comm)?;
     if fp8 {
         moe_pack_fp8::co_resident_grid::<T>(comm, THREADS, 0)?;
     }
@@ -232,7 +253,7 @@ impl MoeMemory {
 
 /// Expert-parallel dispatch and combine for one group, planned up front
 /// (see the [module](self)).
-pub struct Moe<T: CopyElem> {
+pub struct Moe<T: MoeElem> {
     config: MoeConfig,
     /// The group planned for: calls on another are refused.
     group: symm::GroupName,
@@ -308,6 +329,98 @@ fn move_rows<A: symm::Element, B: symm::Element>(
 
 /// The problem with an argument `name` of a `call` that holds `have`
 /// elements where it needs `need`, if it does.
+/// Row types of an [`Moe`]: f32, bf16 and f16 (its combine sums them in
+/// f32).
+#[diagnostic::on_unimplemented(
+    message = "symm's MoE layer does not take rows of `{Self}`",
+    label = "not a row type of the MoE layer",
+    note = "its combine sums in f32: rows are f32, bf16 or f16"
+)]
+pub trait MoeElem: CopyElem {
+    /// Launches [`moe_sum`] at this type's 16-byte vector width.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn __sum(
+        comm: &Comm,
+        grid: symm::LaunchConfig,
+        back: &symm::BoundSlice<'_, Self>,
+        pos: &DeviceBuffer<u32>,
+        weights: &(impl DeviceSlice<f32> + ?Sized),
+        out: &mut symm::BoundSlice<'_, Self>,
+        top_k: u32,
+        hidden: u32,
+        vec: bool,
+    ) -> Result<()>;
+
+    /// Loads [`moe_sum`] of this type where ranks share the GPU.
+    #[doc(hidden)]
+    fn __preload_sum(comm: &Comm) -> Result<()>;
+}
+
+macro_rules! moe_elem {
+    ($($t:ty),* $(,)?) => {$(
+        impl MoeElem for $t {
+            fn __sum(
+                comm: &Comm,
+                grid: symm::LaunchConfig,
+                back: &symm::BoundSlice<'_, Self>,
+                pos: &DeviceBuffer<u32>,
+                weights: &(impl DeviceSlice<f32> + ?Sized),
+                out: &mut symm::BoundSlice<'_, Self>,
+                top_k: u32,
+                hidden: u32,
+                vec: bool,
+            ) -> Result<()> {
+                moe_sum::launch::<$t, { 16 / std::mem::size_of::<$t>() }>(
+                    comm, grid, back, pos, weights, out, top_k, hidden, vec,
+                )
+            }
+
+            fn __preload_sum(comm: &Comm) -> Result<()> {
+                moe_sum::co_resident_grid::<$t, { 16 / std::mem::size_of::<$t>() }>(
+                    comm, THREADS, 0,
+                )
+                .map(|_| ())
+            }
+        }
+    )*};
+}
+crate::shared::elem::wide_float_types!(moe_elem);
+
+/// [`moe_sum`] of `tokens` tokens, in 16-byte vectors where `hidden` and
+/// the buffers allow.
+pub fn sum_rows<T: MoeElem>(
+    comm: &Comm,
+    tokens: usize,
+    back: &(impl DeviceSlice<T> + ?Sized),
+    pos: &DeviceBuffer<u32>,
+    weights: &(impl DeviceSlice<f32> + ?Sized),
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    (top_k, hidden): (usize, usize),
+) -> Result<()> {
+    let back = comm.bind("back", back)?;
+    let mut out = comm.bind_mut("out", out)?;
+    let v = 16 / std::mem::size_of::<T>();
+    let vec = hidden.is_multiple_of(v) && vectors(0, &[back.device_ptr(), out.device_ptr()]);
+    // A block a token and span of the row: one position a thread.
+    let spans = hidden.div_ceil(v * THREADS as usize).min(u16::MAX as usize) as u32;
+    let grid = symm::LaunchConfig {
+        grid: (tokens as u32, spans, 1),
+        ..symm::LaunchConfig::linear(1, THREADS)
+    };
+    T::__sum(
+        comm,
+        grid,
+        &back,
+        pos,
+        weights,
+        &mut out,
+        top_k as u32,
+        hidden as u32,
+        vec,
+    )
+}
+
 fn short(call: &str, name: &str, have: usize, need: usize) -> Option<Problem> {
     (have < need).then(|| {
         Problem::from(format!(
@@ -336,19 +449,14 @@ struct Fp8Buffers {
     received_scales: DeviceBuffer<f32>,
 }
 
-impl<T: CopyElem> Moe<T> {
+impl<T: MoeElem> Moe<T> {
     /// Plans `config` on every rank of `comm`'s group (collective: every
     /// rank, at the same point of its allocations); a config that differs
     /// between ranks, or does not fit, is the same error on every rank.
     pub fn new(comm: &Comm, config: MoeConfig) -> Result<Moe<T>> {
         let world = comm.world_size();
         let c = &config;
-        let problem = if !matches!(T::DTYPE, DType::F32 | DType::BF16 | DType::F16) {
-            Some(Problem::from(format!(
-                "moe: rows of {}: combine sums them in f32, so they must be f32, bf16 or f16",
-                T::DTYPE
-            )))
-        } else if c.hidden == 0 || c.top_k == 0 || c.max_tokens == 0 || c.align == 0 {
+        let problem = if c.hidden == 0 || c.top_k == 0 || c.max_tokens == 0 || c.align == 0 {
             Some(Problem::from(
                 "moe: hidden, top_k, max_tokens and align must be at least 1",
             ))
@@ -607,11 +715,10 @@ impl<T: CopyElem> Moe<T> {
         }
         let c = &self.config;
         let pairs = (tokens * top_k) as u32;
-        let threads = (c.num_experts.next_multiple_of(32) as u32).clamp(32, 1024);
         let scales = c.scales();
         moe_layout::launch(
             comm,
-            symm::LaunchConfig::linear(1, threads),
+            symm::LaunchConfig::linear(1, layout_threads(c.num_experts, pairs as usize)),
             topk_idx,
             pairs,
             c.num_experts as u32,
@@ -627,6 +734,12 @@ impl<T: CopyElem> Moe<T> {
         let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
         match &mut self.fp8 {
             None if tokens > 0 => {
+                // A block a (token, slot): a decode step's few tokens still
+                // fill the GPU.
+                let grid = symm::LaunchConfig {
+                    grid: (tokens as u32, top_k as u32, 1),
+                    ..grid
+                };
                 let x = comm.bind("x", x)?;
                 let mut send = comm.bind_mut("send", &mut self.send)?;
                 let (x, mut send) = (x.bytes(), send.bytes_mut());
@@ -680,10 +793,9 @@ impl<T: CopyElem> Moe<T> {
                 )?;
             }
         }
-        let lthreads = (self.local.next_multiple_of(32) as u32).clamp(32, 1024);
         moe_rows::launch(
             comm,
-            symm::LaunchConfig::linear(1, lthreads),
+            rows_grid(c.num_experts, self.capacity),
             &self.recv_counts,
             self.world as u32,
             self.local as u32,
@@ -811,15 +923,14 @@ impl<T: CopyElem> Moe<T> {
             &mut self.report_back,
         )?;
         if tokens > 0 {
-            moe_sum::launch::<T>(
+            sum_rows(
                 comm,
-                symm::LaunchConfig::linear(tokens as u32, THREADS),
+                tokens,
                 &self.send,
                 &self.pos,
                 topk_weights,
                 out,
-                top_k as u32,
-                hidden as u32,
+                (top_k, hidden),
             )?;
         }
         Ok(())
