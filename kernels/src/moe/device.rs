@@ -353,7 +353,10 @@ pub(crate) fn moe_check_token(idx: Slice<i32>, t: u32, top_k: u32, experts: u32)
 /// sent as `f8e4m3::from_f32(x / scale)`, with the row's scales
 /// (`hidden / group` of them, f32) in `send_scales`. A warp a group for
 /// the scales (a group's largest magnitude is the same whatever the order
-/// it is found in).
+/// it is found in). Where `vec` (the caller's promise that `hidden` is a
+/// multiple of 16 and `send` starts 16-byte aligned), each thread
+/// quantizes 16 elements once and stores them to every slot's row as one
+/// vector; else element by element, per slot.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn moe_pack_fp8<T: Scalar>(
@@ -366,6 +369,7 @@ pub fn moe_pack_fp8<T: Scalar>(
     experts: u32,
     hidden: u32,
     group: u32,
+    vec: bool,
 ) {
     let t = block_idx_x();
     let sc = shared_array::<f32, 1024>();
@@ -398,15 +402,39 @@ pub fn moe_pack_fp8<T: Scalar>(
     // After the shuffles: a thread that fails the check stops, and a warp
     // shuffle after an exited lane is undefined.
     moe_check_token(idx, t, top_k, experts);
+    if vec {
+        // 16 elements a thread: quantized once, stored to each slot's row
+        // as one 16-byte vector.
+        let mut i = thread_idx_x() * 16u32;
+        while i < hidden {
+            let mut q: [f8e4m3; 16] = [f8e4m3::from_f32(0.0f32); 16];
+            for e in 0..16u32 {
+                q[e] = f8e4m3::from_f32(x[t * hidden + i + e].to_f32() / sc[(i + e) / group]);
+            }
+            for k in 0..top_k {
+                let row = pos[t * top_k + k];
+                if row != 0xFFFF_FFFFu32 {
+                    send.store_vec::<16>(row * hidden + i, q);
+                }
+            }
+            i += block_dim_x() * 16u32;
+        }
+    } else {
+        for k in 0..top_k {
+            let row = pos[t * top_k + k];
+            if row != 0xFFFF_FFFFu32 {
+                let mut i = thread_idx_x();
+                while i < hidden {
+                    send[row * hidden + i] =
+                        f8e4m3::from_f32(x[t * hidden + i].to_f32() / sc[i / group]);
+                    i += block_dim_x();
+                }
+            }
+        }
+    }
     for k in 0..top_k {
         let row = pos[t * top_k + k];
         if row != 0xFFFF_FFFFu32 {
-            let mut i = thread_idx_x();
-            while i < hidden {
-                send[row * hidden + i] =
-                    f8e4m3::from_f32(x[t * hidden + i].to_f32() / sc[i / group]);
-                i += block_dim_x();
-            }
             let mut j = thread_idx_x();
             while j < groups {
                 send_scales[row * groups + j] = sc[j];

@@ -758,19 +758,23 @@ impl<T: MoeElem> Moe<T> {
                     vec,
                 )?
             }
-            Some(f) if tokens > 0 => moe_pack_fp8::launch::<T>(
-                comm,
-                grid,
-                x,
-                topk_idx,
-                &self.pos,
-                &mut f.send,
-                &mut f.scales,
-                top_k as u32,
-                c.num_experts as u32,
-                hidden as u32,
-                (hidden / scales.max(1)) as u32,
-            )?,
+            Some(f) if tokens > 0 => {
+                let vec = vectors(hidden, &[f.send.device_ptr()]);
+                moe_pack_fp8::launch::<T>(
+                    comm,
+                    grid,
+                    x,
+                    topk_idx,
+                    &self.pos,
+                    &mut f.send,
+                    &mut f.scales,
+                    top_k as u32,
+                    c.num_experts as u32,
+                    hidden as u32,
+                    (hidden / scales.max(1)) as u32,
+                    vec,
+                )?
+            }
             _ => {}
         }
         all_to_all::<u32>(comm, &self.counts_s, &mut self.recv_counts, self.local)?;
