@@ -25,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
 use symm::dsl::*;
 use symm::kernels::moe::{
-    layout_threads, moe_layout, moe_move, moe_pack, moe_rows, rows_grid, sum_rows, Fp8Scales, Moe,
+    layout, layout_scratch, moe_move, moe_pack, moe_rows, rows_grid, sum_rows, Fp8Scales, Moe,
     MoeConfig,
 };
 use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
@@ -192,6 +192,7 @@ struct NcclStep {
     local: usize,
     io: Io,
     pos: symm::DeviceBuffer<u32>,
+    scratch: symm::DeviceBuffer<u32>,
     splits: symm::DeviceBuffer<u64>,
     scale_splits: symm::DeviceBuffer<u64>,
     counts: symm::DeviceBuffer<u32>,
@@ -224,6 +225,7 @@ impl NcclStep {
             local,
             io: Io::new(c, h, tokens, x, idx, w, out_rows)?,
             pos: c.device_buffer(pairs)?,
+            scratch: c.device_buffer(layout_scratch(cfg.num_experts))?,
             splits: c.device_buffer(world)?,
             scale_splits: c.device_buffer(world)?,
             counts: c.device_buffer(world * local)?,
@@ -291,20 +293,15 @@ impl NcclStep {
     /// The routing's layout (symm's kernel).
     fn layout(&mut self, c: &Comm) -> symm::Result<()> {
         let (local, h, k) = (self.local, self.cfg.hidden, self.cfg.top_k);
-        moe_layout::launch(
+        layout(
             c,
-            LaunchConfig::linear(1, layout_threads(self.cfg.num_experts, self.io.tokens * k)),
             &self.io.idx,
-            (self.io.tokens * k) as u32,
-            self.cfg.num_experts as u32,
-            local as u32,
-            h as u32,
-            0,
-            0,
+            self.io.tokens * k,
+            (self.cfg.num_experts, local, h, 0),
+            false,
+            &mut self.scratch,
             &mut self.pos,
-            &mut self.splits,
-            &mut self.scale_splits,
-            &mut self.counts,
+            (&mut self.splits, &mut self.scale_splits, &mut self.counts),
         )
     }
 

@@ -19,8 +19,8 @@ mod tier;
 use symm::dsl::*;
 
 use symm::kernels::moe::{
-    moe_layout, moe_move, moe_pack, moe_pack_fp8, moe_rows, moe_sum, Fp8Scales, Moe, MoeConfig,
-    MoeElem,
+    layout, layout_scratch, moe_layout, moe_layout_place, moe_layout_scan, moe_move, moe_pack,
+    moe_pack_fp8, moe_rows, moe_sum, Fp8Scales, Moe, MoeConfig, MoeElem,
 };
 use symm::symm_kernel;
 use symm::{bf16, run, Comm, CommOptions, Error, ErrorKind, LaunchConfig};
@@ -366,20 +366,16 @@ fn the_layout_poisons_the_splits_of_a_bad_routing() {
             let mut splits = c.device_buffer::<u64>(1)?;
             let mut scale_splits = c.device_buffer::<u64>(1)?;
             let mut counts = c.device_buffer::<u32>(2)?;
-            moe_layout::launch(
+            let mut scratch = c.device_buffer::<u32>(layout_scratch(2))?;
+            layout(
                 c,
-                LaunchConfig::linear(1, 32),
                 &idx,
                 4,
-                2,
-                2,
-                10,
-                3,
-                poison,
+                (2, 2, 10, 3),
+                poison == 1,
+                &mut scratch,
                 &mut pos,
-                &mut splits,
-                &mut scale_splits,
-                &mut counts,
+                (&mut splits, &mut scale_splits, &mut counts),
             )?;
             c.synchronize()?;
             results.push((
@@ -402,6 +398,90 @@ fn the_layout_poisons_the_splits_of_a_bad_routing() {
     );
     assert_eq!(got[0][2].1, vec![bad]);
     assert_eq!(got[0][2].2, vec![bad]);
+}
+
+/// The layout of many pairs over many blocks (and several chunks a
+/// block) against the host's stable sort by expert: each pair's row, each
+/// expert's count, each rank's split.
+#[test]
+fn the_layout_is_a_stable_sort_by_expert() {
+    if !tier::quick_test() {
+        return;
+    }
+    let Some(ranks) = ranks(1) else { return };
+    let (mut rng, seed) = seeded();
+    // (experts, local, pairs): 6 blocks of one chunk; 40 blocks of two.
+    let cases: Vec<(usize, usize, Vec<i32>)> = [(24usize, 8usize, 3000usize), (1024, 512, 20000)]
+        .into_iter()
+        .map(|(e, l, n)| {
+            let idx = (0..n)
+                .map(|_| {
+                    if rng.random_range(0..10) == 0 {
+                        -1
+                    } else {
+                        rng.random_range(0..e as i32)
+                    }
+                })
+                .collect();
+            (e, l, idx)
+        })
+        .collect();
+    let got = run(ranks, options(), |c: &Comm| {
+        let mut out = Vec::new();
+        for (e, l, idx) in &cases {
+            let n = idx.len();
+            let d_idx = c.device_buffer_from(idx)?;
+            let mut pos = c.device_buffer::<u32>(n)?;
+            let mut splits = c.device_buffer::<u64>(e / l)?;
+            let mut scale_splits = c.device_buffer::<u64>(e / l)?;
+            let mut counts = c.device_buffer::<u32>(*e)?;
+            let mut scratch = c.device_buffer::<u32>(layout_scratch(*e))?;
+            layout(
+                c,
+                &d_idx,
+                n,
+                (*e, *l, 3, 1),
+                false,
+                &mut scratch,
+                &mut pos,
+                (&mut splits, &mut scale_splits, &mut counts),
+            )?;
+            c.synchronize()?;
+            out.push((pos.to_host()?, splits.to_host()?, counts.to_host()?));
+        }
+        Ok(out)
+    })
+    .unwrap_or_else(|err| panic!("{err}"));
+    for ((e, l, idx), (pos, splits, counts)) in cases.iter().zip(&got[0]) {
+        let mut want_counts = vec![0u32; *e];
+        for &x in idx.iter().filter(|&&x| x >= 0) {
+            want_counts[x as usize] += 1;
+        }
+        let mut base = vec![0u32; *e];
+        for x in 1..*e {
+            base[x] = base[x - 1] + want_counts[x - 1];
+        }
+        let mut next = base.clone();
+        let want_pos: Vec<u32> = idx
+            .iter()
+            .map(|&x| {
+                if x < 0 {
+                    u32::MAX
+                } else {
+                    next[x as usize] += 1;
+                    next[x as usize] - 1
+                }
+            })
+            .collect();
+        let want_splits: Vec<u64> = want_counts
+            .chunks(*l)
+            .map(|c| 3 * c.iter().map(|&n| n as u64).sum::<u64>())
+            .collect();
+        let what = format!("{e} experts, {} pairs (SYMM_MOE_SEED={seed})", idx.len());
+        assert_eq!(counts, &want_counts, "counts, {what}");
+        assert_eq!(splits, &want_splits, "splits, {what}");
+        assert!(pos == &want_pos, "rows, {what}");
+    }
 }
 
 #[test]
@@ -706,6 +786,8 @@ fn moe_kernels_sample_compile() {
     symm::check_kernels!(
         fn moe_kernels_sample;
         moe_layout,
+        moe_layout_scan,
+        moe_layout_place,
         moe_rows,
         moe_pack,
         moe_pack_fp8::<bf16>,
@@ -883,8 +965,9 @@ fn the_plan_reports_its_memory() {
     })
     .unwrap_or_else(|e| panic!("{e}"));
     // 2 local experts; 8 pairs; capacity 2 × 4 × 2 = 16 rows; 16 + 2 × 3
-    // = 22 expert-major rows; bf16 rows of 16 (32 bytes).
-    let small = 4 * (4 + 4 + 8) + 4 * (16 + 6) + 8 * (2 + 2) + 8 * (4 + 4);
+    // = 22 expert-major rows; bf16 rows of 16 (32 bytes); the layout's
+    // scratch for 4 experts.
+    let small = 4 * (4 + 4 + 8) + 4 * layout_scratch(4) + 4 * (16 + 6) + 8 * (2 + 2) + 8 * (4 + 4);
     let (plain, fp8) = &got[0];
     assert_eq!(
         (

@@ -5,56 +5,47 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-/// The routing's layout on the sending rank, in one block of whole warps
-/// (at most 1024 threads, and warps × `experts` at most 8192:
-/// `layout_threads`): gives each (token, slot) pair of `idx` (`pairs` of
-/// them, `top_k` a token) routed to an expert its row of the send buffer,
-/// `pos[p]`: the rows are sorted by expert (so by destination rank, then
-/// its local expert) and, within an expert, by pair, a stable order that
-/// does not depend on any timing. Pairs whose index is not an expert
-/// (`-1`, or out of range, which [`moe_pack`] reports, and which makes
-/// every split `u32::MAX` so the all-to-all fails on every rank, as
-/// `poison` 1 does) get no row (`u32::MAX`). `splits[d]` gets the
-/// elements (`hidden` a row) sent to rank `d`, `scale_splits[d]` its rows'
-/// fp8 scales (`scales` a row; 0 outside fp8), and `counts[d × local +
-/// l]` the rows for rank `d`'s local expert `l`.
+/// The routing's layout, first of three kernels ([`layout`](super::layout)
+/// launches them): each block of whole warps (warps × `experts` at most
+/// 8192; `layout_threads`) ranks the (token, slot) pairs of `idx` in its
+/// span of `per_block` pairs (block `b`'s from `b × per_block`; `pairs`
+/// in all) within their experts: `pos[p]` gets a pair's rank among its
+/// block's pairs of its expert, in pair order, and `scratch[b × experts +
+/// e]` the block's pairs of expert `e`. A pair whose index is `-1` gets
+/// `u32::MAX`; one out of range gets it too and sets the block's flag
+/// `scratch[grid × experts + b]` (which makes every split `u32::MAX`, so
+/// the all-to-all fails on every rank; [`moe_pack`] reports the token).
 ///
-/// The block takes the pairs a thread each, a chunk at a time: a pair's
-/// rank among its expert's pairs is the expert's pairs in earlier chunks,
-/// plus those of earlier warps in this chunk (a count per warp and
-/// expert), plus those of earlier lanes in its warp (the lanes that vote
-/// alike on every bit of the expert). A block scan over the experts then
-/// gives each expert its first row.
+/// The block takes its pairs a thread each, a chunk at a time: a pair's
+/// rank is its expert's pairs in earlier chunks, plus those of earlier
+/// warps of this chunk (a count per warp and expert), plus those of
+/// earlier lanes of its warp (the lanes that vote alike on every bit of
+/// the expert): stable, and no atomics, whose order would vary.
 #[symm_kernel]
-#[allow(clippy::too_many_arguments)]
 pub fn moe_layout(
     idx: &[i32],
     pairs: u32,
     experts: u32,
-    local: u32,
-    hidden: u32,
-    scales: u32,
-    poison: u32,
+    per_block: u32,
     pos: &mut [u32],
-    splits: &mut [u64],
-    scale_splits: &mut [u64],
-    counts: &mut [u32],
+    scratch: &mut [u32],
 ) {
     let tid = thread_idx_x();
     let lane = tid % 32u32;
     let warp = tid / 32u32;
     let threads = block_dim_x();
     let warps = threads / 32u32;
-    // A chunk's pairs per warp and expert; then each expert's pairs so far,
-    // then its first row.
+    let blk = block_idx_x();
+    // A chunk's pairs per warp and expert; each expert's pairs so far.
     let wc = shared_array::<u32, 8192>();
     let cnt = shared_array::<u32, 1024>();
     let bad = shared_array::<u32, 1>();
-    // The scan's rows so far, between its rounds.
-    let run = shared_array::<u32, 1>();
     kernel_assert!(
-        threads % 32u32 == 0u32 && experts <= 1024u32 && warps * experts <= 8192u32,
-        "moe_layout: a block of whole warps, at most 1024 experts, warps × experts at most 8192"
+        threads % 32u32 == 0u32
+            && experts <= 1024u32
+            && warps * experts <= 8192u32
+            && per_block % threads == 0u32,
+        "moe_layout: blocks of whole warps, at most 1024 experts, warps × experts at most 8192, spans of whole blocks"
     );
     let mut i = tid;
     while i < warps * experts {
@@ -67,7 +58,7 @@ pub fn moe_layout(
         e += threads;
     }
     if tid == 0u32 {
-        bad[0] = poison;
+        bad[0] = 0u32;
     }
     // Bits that tell every expert and the stand-in `experts` (no expert)
     // apart.
@@ -76,20 +67,25 @@ pub fn moe_layout(
         bits += 1u32;
     }
     sync_threads();
+    let first = blk * per_block;
+    let mut end = pairs;
+    if first + per_block < pairs {
+        end = first + per_block;
+    }
     // The next chunk's index, loaded while this chunk is ranked.
     let mut next = -1i32;
-    if tid < pairs {
-        next = idx[tid];
+    if first + tid < end {
+        next = idx[first + tid];
     }
-    let mut start = 0u32;
-    while start < pairs {
+    let mut start = first;
+    while start < end {
         let p = start + tid;
         let x = next;
-        if p + threads < pairs {
+        if p + threads < end {
             next = idx[p + threads];
         }
         let mut v = experts;
-        if p < pairs {
+        if p < end {
             if x >= 0i32 && x < experts as i32 {
                 v = x as u32;
             } else if x != -1i32 {
@@ -123,9 +119,8 @@ pub fn moe_layout(
                 }
                 total += c;
             }
-            // The rank within the expert; pass 2 adds its first row.
             pos[p] = cnt[v] + before + r;
-        } else if p < pairs {
+        } else if p < end {
             pos[p] = 0xFFFF_FFFFu32;
         }
         sync_threads();
@@ -140,20 +135,86 @@ pub fn moe_layout(
         sync_threads();
         start += threads;
     }
-    // Each expert's first row (an exclusive scan, `threads` experts at a
-    // time) and its count.
+    let mut e = tid;
+    while e < experts {
+        scratch[blk * experts + e] = cnt[e];
+        e += threads;
+    }
+    if tid == 0u32 {
+        scratch[grid_dim_x() * experts + blk] = bad[0];
+    }
+}
+
+/// The routing's layout, second kernel, in one block of whole warps: from
+/// [`moe_layout`]'s `blocks` blocks' counts in `scratch`, each expert's
+/// pairs (`counts[e]`) and first row in the send buffer (experts in
+/// order), and in place of each block's count of an expert, the first row
+/// of that block's pairs of it. `splits[d]` gets the elements (`hidden` a
+/// row) sent to rank `d` (`local` experts a rank), `scale_splits[d]` its
+/// rows' fp8 scales (`scales` a row; 0 outside fp8); a block's flag, or
+/// `poison` 1, makes every split `u32::MAX` instead, which the
+/// all-to-all's check fails on every rank.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_layout_scan(
+    scratch: &mut [u32],
+    blocks: u32,
+    experts: u32,
+    local: u32,
+    hidden: u32,
+    scales: u32,
+    poison: u32,
+    splits: &mut [u64],
+    scale_splits: &mut [u64],
+    counts: &mut [u32],
+) {
+    let tid = thread_idx_x();
+    let threads = block_dim_x();
+    // Each expert's first row; the rows so far between the scan's rounds;
+    // whether any block saw a bad index.
+    let base = shared_array::<u32, 1024>();
+    let run = shared_array::<u32, 1>();
+    let bad = shared_array::<u32, 1>();
+    kernel_assert!(
+        threads % 32u32 == 0u32 && experts <= 1024u32 && local > 0u32,
+        "moe_layout_scan: a block of whole warps, at most 1024 experts"
+    );
+    if tid == 0u32 {
+        bad[0] = poison;
+    }
+    sync_threads();
+    let mut b = tid;
+    while b < blocks {
+        if scratch[blocks * experts + b] != 0u32 {
+            bad[0] = 1u32;
+        }
+        b += threads;
+    }
     let mut carry = 0u32;
     let mut e0 = 0u32;
     while e0 < experts {
         let e = e0 + tid;
+        // Expert e's pairs over the blocks, 8 blocks' loads in flight.
         let mut c = 0u32;
         if e < experts {
-            c = cnt[e];
+            let mut b0 = 0u32;
+            while b0 < blocks {
+                let mut part: [u32; 8] = [0u32; 8];
+                for u in 0..8u32 {
+                    if b0 + u < blocks {
+                        part[u] = scratch[(b0 + u) * experts + e];
+                    }
+                }
+                for u in 0..8u32 {
+                    c += part[u];
+                }
+                b0 += 8u32;
+            }
             counts[e] = c;
         }
         let end = moe_scan(c) + carry;
         if e < experts {
-            cnt[e] = end - c;
+            base[e] = end - c;
         }
         if tid == threads - 1u32 {
             run[0] = end;
@@ -164,14 +225,37 @@ pub fn moe_layout(
         sync_threads();
         e0 += threads;
     }
+    // Each block's first row of each expert: the expert's, plus its pairs
+    // in earlier blocks.
+    let mut e = tid;
+    while e < experts {
+        let mut at = base[e];
+        let mut b0 = 0u32;
+        while b0 < blocks {
+            let mut part: [u32; 8] = [0u32; 8];
+            for u in 0..8u32 {
+                if b0 + u < blocks {
+                    part[u] = scratch[(b0 + u) * experts + e];
+                }
+            }
+            for u in 0..8u32 {
+                if b0 + u < blocks {
+                    scratch[(b0 + u) * experts + e] = at;
+                    at += part[u];
+                }
+            }
+            b0 += 8u32;
+        }
+        e += threads;
+    }
     // Each destination's rows: its experts' first rows apart.
     let ranks = experts / local;
     let mut d = tid;
     while d < ranks {
-        let first = cnt[d * local];
+        let first = base[d * local];
         let mut end = carry;
         if d + 1u32 < ranks {
-            end = cnt[(d + 1u32) * local];
+            end = base[(d + 1u32) * local];
         }
         splits[d] = ((end - first) as u64) * (hidden as u64);
         scale_splits[d] = ((end - first) as u64) * (scales as u64);
@@ -184,27 +268,28 @@ pub fn moe_layout(
         }
         d += threads;
     }
-    // Pass 2: each thread's own pairs of pass 1 get their expert's first
-    // row, 8 pairs' loads in flight at a time.
-    let mut p0 = tid;
-    while p0 < pairs {
-        let mut xs: [i32; 8] = [-1i32; 8];
-        let mut ps: [u32; 8] = [0u32; 8];
-        for u in 0..8u32 {
-            let p = p0 + u * threads;
-            if p < pairs {
-                xs[u] = idx[p];
-                ps[u] = pos[p];
-            }
+}
+
+/// The routing's layout, third kernel: each pair of `idx` routed to an
+/// expert (`pairs` of them, `per_block` a [`moe_layout`] block) gets its
+/// row, its rank in its block plus its block's first row of its expert
+/// ([`moe_layout_scan`]'s `scratch`); a grid-stride loop.
+#[symm_kernel]
+pub fn moe_layout_place(
+    idx: &[i32],
+    pairs: u32,
+    experts: u32,
+    per_block: u32,
+    scratch: &[u32],
+    pos: &mut [u32],
+) {
+    let mut p = block_idx_x() * block_dim_x() + thread_idx_x();
+    while p < pairs {
+        let x = idx[p];
+        if x >= 0i32 && x < experts as i32 {
+            pos[p] += scratch[(p / per_block) * experts + x as u32];
         }
-        for u in 0..8u32 {
-            let p = p0 + u * threads;
-            let x = xs[u];
-            if p < pairs && x >= 0i32 && x < experts as i32 {
-                pos[p] = ps[u] + cnt[x as u32];
-            }
-        }
-        p0 += 8u32 * threads;
+        p += grid_dim_x() * block_dim_x();
     }
 }
 

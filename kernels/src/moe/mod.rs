@@ -53,16 +53,93 @@ use crate::shared::key::CallKey;
 /// each).
 pub const MAX_EXPERTS: usize = 1024;
 
-/// The threads of [`moe_layout`]'s one block for `pairs` (token, slot)
-/// pairs over `experts` experts: a thread a pair of a chunk, as many as
-/// its per-warp counts allow (warps × experts at most 8192, 32 KiB of
-/// shared memory), at most 1024, and no more than the pairs need.
-pub fn layout_threads(experts: usize, pairs: usize) -> u32 {
+/// Most blocks of [`moe_layout`] (so of the counts [`moe_layout_scan`]
+/// adds up a expert).
+pub const LAYOUT_BLOCKS: usize = 64;
+
+/// The `u32`s of a [`layout`] scratch buffer for `experts` experts.
+pub fn layout_scratch(experts: usize) -> usize {
+    LAYOUT_BLOCKS * experts + LAYOUT_BLOCKS
+}
+
+/// The routing's layout on the sending rank, three kernels: gives each
+/// (token, slot) pair `p` of `idx` (`pairs` of them) routed to an expert
+/// its row of the send buffer, `pos[p]`, sorted by expert (so by
+/// destination rank, then its local expert) and, within an expert, by
+/// pair, a stable order that does not depend on any timing; pairs whose
+/// index is not an expert get `u32::MAX`. `counts[e]` gets expert `e`'s
+/// pairs, `splits[d]` the elements sent to rank `d` (`local` experts a
+/// rank, `hidden` elements a row) and `scale_splits[d]` their fp8 scales
+/// (`scales` a row). An index out of range, or `poison`, makes every
+/// split `u32::MAX`, so the all-to-all that follows fails on every rank.
+/// `scratch` holds [`layout_scratch`]`(experts)` elements.
+#[allow(clippy::too_many_arguments)]
+pub fn layout(
+    comm: &Comm,
+    idx: &(impl DeviceSlice<i32> + ?Sized),
+    pairs: usize,
+    (experts, local, hidden, scales): (usize, usize, usize, usize),
+    poison: bool,
+    scratch: &mut (impl DeviceSlice<u32> + ?Sized),
+    pos: &mut (impl DeviceSlice<u32> + ?Sized),
+    (splits, scale_splits, counts): (
+        &mut (impl DeviceSlice<u64> + ?Sized),
+        &mut (impl DeviceSlice<u64> + ?Sized),
+        &mut (impl DeviceSlice<u32> + ?Sized),
+    ),
+) -> Result<()> {
+    // A thread a pair of a chunk, as many as the per-warp counts allow
+    // (warps × experts at most 8192: 32 KiB of shared memory), and no
+    // more than the pairs need; a block's span whole chunks, at most
+    // LAYOUT_BLOCKS blocks.
     let warps = (8192 / experts.max(1))
         .min(32)
         .min(pairs.div_ceil(32))
         .max(1);
-    warps as u32 * 32
+    let threads = warps * 32;
+    let per_block = pairs
+        .div_ceil(LAYOUT_BLOCKS)
+        .next_multiple_of(threads)
+        .max(threads);
+    let blocks = pairs.div_ceil(per_block).max(1);
+    let (e, pb) = (experts as u32, per_block as u32);
+    moe_layout::launch(
+        comm,
+        symm::LaunchConfig::linear(blocks as u32, threads as u32),
+        idx,
+        pairs as u32,
+        e,
+        pb,
+        pos,
+        scratch,
+    )?;
+    moe_layout_scan::launch(
+        comm,
+        symm::LaunchConfig::linear(1, (experts.next_multiple_of(32) as u32).clamp(32, 1024)),
+        scratch,
+        blocks as u32,
+        e,
+        local as u32,
+        hidden as u32,
+        scales as u32,
+        poison as u32,
+        splits,
+        scale_splits,
+        counts,
+    )?;
+    if pairs > 0 {
+        moe_layout_place::launch(
+            comm,
+            symm::LaunchConfig::linear(pairs.div_ceil(THREADS as usize).min(1024) as u32, THREADS),
+            idx,
+            pairs as u32,
+            e,
+            pb,
+            scratch,
+            pos,
+        )?;
+    }
+    Ok(())
 }
 
 /// The grid of [`moe_rows`] for `experts` experts in all (a thread a
@@ -180,6 +257,8 @@ impl MoeConfig {
 /// loading needs no idle device, and this does nothing).
 fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
     moe_layout::co_resident_grid(comm, 32, 0)?;
+    moe_layout_scan::co_resident_grid(comm, 32, 0)?;
+    moe_layout_place::co_resident_grid(comm, THREADS, 0)?;
     moe_rows::co_resident_grid(comm, 1024, 0)?;
     moe_pack::co_resident_grid(comm, THREADS, 0)?;
     moe_move::co_resident_grid(comm, THREADS, 0)?;
@@ -268,6 +347,8 @@ pub struct Moe<T: MoeElem> {
     counts_s: Arc<SymmetricMemory>,
     recv_counts: DeviceBuffer<u32>,
     pos: DeviceBuffer<u32>,
+    /// The layout's counts per block and expert, and its blocks' flags.
+    scratch: DeviceBuffer<u32>,
     splits: DeviceBuffer<u64>,
     /// The fp8 scales' split sizes (written, and unused, without fp8).
     scale_splits: DeviceBuffer<u64>,
@@ -569,6 +650,7 @@ impl<T: MoeElem> Moe<T> {
             counts_s,
             recv_counts: comm.device_buffer(world * local)?,
             pos: comm.device_buffer(pairs)?,
+            scratch: comm.device_buffer(layout_scratch(c.num_experts))?,
             splits: comm.device_buffer(world)?,
             scale_splits: comm.device_buffer(world)?,
             report: comm.device_buffer(2 * world)?,
@@ -614,6 +696,7 @@ impl<T: MoeElem> Moe<T> {
             received: self.received.len() * e,
             back: self.back.len() * e,
             small: 4 * (self.counts.len() + self.recv_counts.len() + self.pos.len())
+                + 4 * self.scratch.len()
                 + 4 * (self.row_dst.len() + self.layout.len())
                 + 8 * (self.splits.len() + self.scale_splits.len())
                 + 8 * (self.report.len() + self.report_back.len()),
@@ -714,22 +797,16 @@ impl<T: MoeElem> Moe<T> {
             return Err(e);
         }
         let c = &self.config;
-        let pairs = (tokens * top_k) as u32;
         let scales = c.scales();
-        moe_layout::launch(
+        layout(
             comm,
-            symm::LaunchConfig::linear(1, layout_threads(c.num_experts, pairs as usize)),
             topk_idx,
-            pairs,
-            c.num_experts as u32,
-            self.local as u32,
-            hidden as u32,
-            scales as u32,
-            0,
+            tokens * top_k,
+            (c.num_experts, self.local, hidden, scales),
+            false,
+            &mut self.scratch,
             &mut self.pos,
-            &mut self.splits,
-            &mut self.scale_splits,
-            &mut self.counts,
+            (&mut self.splits, &mut self.scale_splits, &mut self.counts),
         )?;
         let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
         match &mut self.fp8 {
@@ -967,20 +1044,15 @@ impl<T: MoeElem> Moe<T> {
         // No pairs, and poisoned splits: the peers get zero counts from
         // this rank, and every rank's all-to-all of rows fails its check.
         let c = &self.config;
-        let _ = moe_layout::launch(
+        let _ = layout(
             comm,
-            symm::LaunchConfig::linear(1, 32),
             topk_idx,
             0,
-            c.num_experts as u32,
-            self.local as u32,
-            c.hidden as u32,
-            c.scales() as u32,
-            1,
+            (c.num_experts, self.local, c.hidden, c.scales()),
+            true,
+            &mut self.scratch,
             &mut self.pos,
-            &mut self.splits,
-            &mut self.scale_splits,
-            &mut self.counts,
+            (&mut self.splits, &mut self.scale_splits, &mut self.counts),
         );
         let _ = all_to_all::<u32>(comm, &self.counts_s, &mut self.recv_counts, self.local);
         match &mut self.fp8 {
