@@ -1,14 +1,14 @@
-//! The MoE kernels: the routing's layout (one block), the rows packed for
-//! their destinations, the received rows' expert-major layout (one block),
-//! and the copies and weighted sums around the two all-to-alls.
+//! The MoE kernels: the routing's layout (three kernels), the rows packed
+//! for their destinations, the received rows' expert-major layout, and the
+//! copies and weighted sums around the two all-to-alls.
 
 use symm::dsl::*;
 use symm::symm_kernel;
 
 /// The routing's layout, first of three kernels ([`layout`](super::layout)
 /// launches them): each block of whole warps (warps × `experts` at most
-/// 8192; `layout_threads`) ranks the (token, slot) pairs of `idx` in its
-/// span of `per_block` pairs (block `b`'s from `b × per_block`; `pairs`
+/// 8192; `layout` picks the size) ranks the (token, slot) pairs of `idx`
+/// in its span of `per_block` pairs (block `b`'s from `b × per_block`; `pairs`
 /// in all) within their experts: `pos[p]` gets a pair's rank among its
 /// block's pairs of its expert, in pair order, and `scratch[b × experts +
 /// e]` the block's pairs of expert `e`. A pair whose index is `-1` gets
