@@ -44,6 +44,20 @@ fn bench_moe_checks_its_steps_on_the_emulator() {
     assert_eq!(bench_moe::check(3), 0);
 }
 
+#[path = "../examples/moe_layer.rs"]
+#[allow(dead_code)]
+mod moe_layer;
+
+/// The MoE layer (gate, dispatch, SwiGLU experts, combine) on 3 emulated
+/// ranks against the world-1 layer, bit for bit.
+#[test]
+fn moe_layer_matches_the_world_1_layer_on_the_emulator() {
+    if !tier::quick() {
+        return; // (the quick tier's)
+    }
+    assert_eq!(moe_layer::check_emulator(3), 0);
+}
+
 #[test]
 fn the_main_job_runs() {
     if !tier::quick() {
@@ -130,6 +144,8 @@ symm::check_kernels!(
     tp_decode::kernels::gemm_xwt::<symm::bf16>,
     ping_pong::ping_pong,
     bench_moe::copy_rows,
+    moe_layer::gate_topk,
+    moe_layer::grouped_xwt,
     mesh::gradient,
     custom_all_gather::push_all_gather::<f32>,
 );
