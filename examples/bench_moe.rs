@@ -22,18 +22,19 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
+use symm::cudarc::nccl::sys as nccl_sys;
 use symm::dsl::*;
-use symm::kernels::moe::{
-    layout, layout_scratch, moe_move, moe_pack, moe_rows, rows_grid, sum_rows, Fp8Scales, Moe,
-    MoeConfig,
-};
+use symm::kernels::moe::{Fp8Scales, Moe, MoeConfig};
 use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
 
 #[path = "support/bench.rs"]
 #[allow(dead_code)] // what the other benchmarks use
 mod bench;
-use bench::{method_line, time_graph, Barrier, Nccl, CALLS};
+use bench::{method_line, time_graph, Barrier, CALLS};
+
+#[path = "support/moe_nccl.rs"]
+mod moe_nccl;
+use moe_nccl::NcclMoe;
 
 #[derive(clap::Parser)]
 struct Args {
@@ -181,28 +182,10 @@ impl Step {
     }
 }
 
-/// The same step with NCCL moving the rows: symm's own layout, pack and
-/// expert-major kernels (public), the counts and rows by grouped
-/// `ncclSend`/`ncclRecv`, whose sizes the host must know, so each step
-/// reads its split sizes back (a host synchronisation: no CUDA graph).
-/// What an NCCL-based MoE layer without device-side sizes does.
+/// The same step with NCCL moving the rows (`support/moe_nccl.rs`).
 struct NcclStep {
-    nc: Nccl,
-    cfg: MoeConfig,
-    local: usize,
+    m: NcclMoe,
     io: Io,
-    pos: symm::DeviceBuffer<u32>,
-    scratch: symm::DeviceBuffer<u32>,
-    splits: symm::DeviceBuffer<u64>,
-    scale_splits: symm::DeviceBuffer<u64>,
-    counts: symm::DeviceBuffer<u32>,
-    recv_counts: symm::DeviceBuffer<u32>,
-    send: symm::DeviceBuffer<bf16>,
-    raw: symm::DeviceBuffer<bf16>,
-    layout: symm::DeviceBuffer<u32>,
-    row_dst: symm::DeviceBuffer<u32>,
-    received: symm::DeviceBuffer<bf16>,
-    out_rows: usize,
 }
 
 impl NcclStep {
@@ -214,222 +197,16 @@ impl NcclStep {
         idx: &[i32],
         w: &[f32],
     ) -> symm::Result<NcclStep> {
-        let world = c.world_size();
-        let local = cfg.num_experts / world;
-        let pairs = tokens * cfg.top_k;
-        let capacity = world * tokens * cfg.top_k.min(local);
-        let out_rows = capacity + local * (cfg.align - 1);
         let h = cfg.hidden;
-        Ok(NcclStep {
-            nc: Nccl::new(c)?,
-            local,
-            io: Io::new(c, h, tokens, x, idx, w, out_rows)?,
-            pos: c.device_buffer(pairs)?,
-            scratch: c.device_buffer(layout_scratch(cfg.num_experts))?,
-            splits: c.device_buffer(world)?,
-            scale_splits: c.device_buffer(world)?,
-            counts: c.device_buffer(world * local)?,
-            recv_counts: c.device_buffer(world * local)?,
-            send: c.device_buffer(pairs * h)?,
-            raw: c.device_buffer(capacity * h)?,
-            layout: c.device_buffer(2 * local + 2)?,
-            row_dst: c.device_buffer(capacity)?,
-            received: c.device_buffer(out_rows * h)?,
-            out_rows,
-            cfg,
-        })
-    }
-
-    /// Grouped sends and receives: `parts[p]` = (send offset, count,
-    /// receive offset, count), in elements of `size` bytes.
-    fn exchange(
-        &self,
-        c: &Comm,
-        (src, dst): (u64, u64),
-        parts: &[(usize, usize, usize, usize)],
-        size: usize,
-        dtype: nccl_sys::ncclDataType_t,
-    ) -> symm::Result<()> {
-        let stream = Nccl::stream(c)?;
-        let ok = |what: &str, r: std::result::Result<nccl::NcclStatus, nccl::NcclError>| {
-            r.map(|_| ())
-                .map_err(|e| bench::other(c, format!("{what}: {e:?}")))
-        };
-        ok("ncclGroupStart", nccl::group_start())?;
-        let mut first = Ok(());
-        for (p, &(so, sn, ro, rn)) in parts.iter().enumerate() {
-            // SAFETY: `src` and `dst` are this rank's device buffers, alive
-            // until the step synchronises, and each span lies inside them
-            // (the sizes come from the layout of buffers sized for them).
-            let sent = unsafe {
-                nccl::send(
-                    (src + (so * size) as u64) as _,
-                    sn,
-                    dtype,
-                    p as i32,
-                    self.nc.comm,
-                    stream,
-                )
-            };
-            // SAFETY: as for the send.
-            let got = unsafe {
-                nccl::recv(
-                    (dst + (ro * size) as u64) as _,
-                    rn,
-                    dtype,
-                    p as i32,
-                    self.nc.comm,
-                    stream,
-                )
-            };
-            first = first
-                .and_then(|()| ok("ncclSend", sent))
-                .and_then(|()| ok("ncclRecv", got));
-        }
-        // The group ends whatever failed in it.
-        first.and(ok("ncclGroupEnd", nccl::group_end()))
-    }
-
-    /// The routing's layout (symm's kernel).
-    fn layout(&mut self, c: &Comm) -> symm::Result<()> {
-        let (local, h, k) = (self.local, self.cfg.hidden, self.cfg.top_k);
-        layout(
-            c,
-            &self.io.idx,
-            self.io.tokens * k,
-            (self.cfg.num_experts, local, h, 0),
-            false,
-            &mut self.scratch,
-            &mut self.pos,
-            (&mut self.splits, &mut self.scale_splits, &mut self.counts),
-        )
-    }
-
-    /// The tokens' rows packed by destination (symm's kernel).
-    fn pack(&mut self, c: &Comm) -> symm::Result<()> {
-        let (h, k) = (self.cfg.hidden, self.cfg.top_k);
-        let x = c.bind("x", &self.io.x)?;
-        let mut send = c.bind_mut("send", &mut self.send)?;
-        let (x, mut send) = (x.bytes(), send.bytes_mut());
-        moe_pack::launch(
-            c,
-            LaunchConfig {
-                grid: (self.io.tokens as u32, k as u32, 1),
-                ..LaunchConfig::linear(1, 256)
-            },
-            &x,
-            &self.io.idx,
-            &self.pos,
-            &mut send,
-            k as u32,
-            self.cfg.num_experts as u32,
-            (2 * h) as u32,
-            (2 * h) % 16 == 0,
-        )
-    }
-
-    /// The counts by NCCL, then the row exchange's parts (send offset,
-    /// count, receive offset, count) read back on the host.
-    fn sizes(&mut self, c: &Comm) -> symm::Result<Vec<(usize, usize, usize, usize)>> {
-        let (world, local, h) = (c.world_size(), self.local, self.cfg.hidden);
-        let counts: Vec<(usize, usize, usize, usize)> = (0..world)
-            .map(|p| (p * local, local, p * local, local))
-            .collect();
-        self.exchange(
-            c,
-            (self.counts.device_ptr(), self.recv_counts.device_ptr()),
-            &counts,
-            4,
-            nccl_sys::ncclDataType_t::ncclUint32,
-        )?;
-        let sends = self.splits.read(0, world)?;
-        let got = self.recv_counts.read(0, world * local)?;
-        let recvs: Vec<usize> = (0..world)
-            .map(|p| {
-                got[p * local..(p + 1) * local]
-                    .iter()
-                    .map(|&n| n as usize)
-                    .sum::<usize>()
-                    * h
-            })
-            .collect();
-        let mut parts = Vec::with_capacity(world);
-        let (mut so, mut ro) = (0, 0);
-        for p in 0..world {
-            parts.push((so, sends[p] as usize, ro, recvs[p]));
-            so += sends[p] as usize;
-            ro += recvs[p];
-        }
-        Ok(parts)
-    }
-
-    /// The received rows' expert-major layout (symm's kernel).
-    fn rows(&mut self, c: &Comm) -> symm::Result<()> {
-        let (world, local) = (c.world_size(), self.local);
-        moe_rows::launch(
-            c,
-            rows_grid(self.cfg.num_experts, self.row_dst.len()),
-            &self.recv_counts,
-            world as u32,
-            local as u32,
-            self.cfg.align as u32,
-            self.out_rows as u32,
-            &mut self.layout,
-            &mut self.row_dst,
-        )
-    }
-
-    /// The received rows to (`forward`) or from the expert-major layout.
-    fn shuffle(&mut self, c: &Comm, forward: bool) -> symm::Result<()> {
-        let grid = LaunchConfig::linear((self.row_dst.len() as u32).clamp(1, 1024), 256);
-        let map = (&self.row_dst, &self.layout, self.local, 2 * self.cfg.hidden);
-        if forward {
-            move_rows(c, grid, &self.raw, &mut self.received, map, true)
-        } else {
-            move_rows(c, grid, &self.io.y, &mut self.raw, map, false)
-        }
-    }
-
-    /// The combined rows (symm's kernel).
-    fn sum(&mut self, c: &Comm) -> symm::Result<()> {
-        sum_rows(
-            c,
-            self.io.tokens,
-            &self.send,
-            &self.pos,
-            &self.io.w,
-            &mut self.io.out,
-            (self.cfg.top_k, self.cfg.hidden),
-        )
+        let m = NcclMoe::new(c, cfg)?;
+        let io = Io::new(c, h, tokens, x, idx, w, m.received_rows())?;
+        Ok(NcclStep { m, io })
     }
 
     fn run(&mut self, c: &Comm) -> symm::Result<()> {
-        self.layout(c)?;
-        self.pack(c)?;
-        let parts = self.sizes(c)?;
-        self.exchange(
-            c,
-            (self.send.device_ptr(), self.raw.device_ptr()),
-            &parts,
-            2,
-            nccl_sys::ncclDataType_t::ncclBfloat16,
-        )?;
-        self.rows(c)?;
-        self.shuffle(c, true)?;
-        self.shuffle(c, false)?;
-        // Each rank's rows back to it, into the send layout.
-        let back: Vec<(usize, usize, usize, usize)> = parts
-            .iter()
-            .map(|&(so, sn, ro, rn)| (ro, rn, so, sn))
-            .collect();
-        self.exchange(
-            c,
-            (self.raw.device_ptr(), self.send.device_ptr()),
-            &back,
-            2,
-            nccl_sys::ncclDataType_t::ncclBfloat16,
-        )?;
-        self.sum(c)
+        let io = &mut self.io;
+        self.m.dispatch(c, &io.x, &io.idx, io.tokens)?;
+        self.m.combine(c, &io.y, &io.w, &mut io.out)
     }
 
     /// Each part of the step timed alone, µs: symm's kernels in graphs,
@@ -439,11 +216,19 @@ impl NcclStep {
         self.run(c)?;
         c.synchronize()?;
         let barrier = Barrier::new(c)?;
+        let (m, io) = (&mut self.m, &mut self.io);
+        let n = io.tokens;
         let mut t = Vec::new();
-        t.push(("layout", time_graph(c, &barrier, &mut || self.layout(c))?));
-        t.push(("pack", time_graph(c, &barrier, &mut || self.pack(c))?));
-        let parts = self.sizes(c)?;
-        let this = &*self;
+        t.push((
+            "layout",
+            time_graph(c, &barrier, &mut || m.layout(c, &io.idx, n))?,
+        ));
+        t.push((
+            "pack",
+            time_graph(c, &barrier, &mut || m.pack(c, &io.x, &io.idx, n))?,
+        ));
+        let parts = m.sizes(c)?;
+        let this = &*m;
         t.push((
             "rows by NCCL",
             time_steps(c, 20, &mut || {
@@ -456,65 +241,31 @@ impl NcclStep {
                 )
             })?,
         ));
-        let send = c.alloc::<bf16>(self.send.len())?;
+        let send = c.alloc::<bf16>(m.send.len())?;
         let smem = send.rendezvous()?;
         let mut report = c.device_buffer::<u64>(2 * c.world_size())?;
-        let splits = &self.splits;
-        let raw = &mut self.raw;
+        let (splits, raw) = (&m.splits, &mut m.raw);
         t.push((
             "rows by symm",
             time_graph(c, &barrier, &mut || {
                 symm::kernels::collectives::all_to_all_v::<bf16>(c, &smem, raw, splits, &mut report)
             })?,
         ));
-        t.push((
-            "expert-major",
-            time_graph(c, &barrier, &mut || self.rows(c))?,
-        ));
+        t.push(("expert-major", time_graph(c, &barrier, &mut || m.rows(c))?));
         t.push((
             "move there",
-            time_graph(c, &barrier, &mut || self.shuffle(c, true))?,
+            time_graph(c, &barrier, &mut || m.move_there(c))?,
         ));
         t.push((
             "move back",
-            time_graph(c, &barrier, &mut || self.shuffle(c, false))?,
+            time_graph(c, &barrier, &mut || m.move_back(c, &io.y))?,
         ));
-        t.push(("sum", time_graph(c, &barrier, &mut || self.sum(c))?));
+        t.push((
+            "sum",
+            time_graph(c, &barrier, &mut || m.sum(c, &io.w, &mut io.out, n))?,
+        ));
         Ok(t)
     }
-}
-
-/// `moe_move` of bf16 rows between `from` and `to` by `map` (`row_dst`,
-/// `layout`, local experts, bytes a row), as bytes, in 16-byte vectors
-/// where the rows allow (device buffers start aligned).
-fn move_rows(
-    c: &Comm,
-    grid: LaunchConfig,
-    from: &symm::DeviceBuffer<bf16>,
-    to: &mut symm::DeviceBuffer<bf16>,
-    (row_dst, layout, local, row_bytes): (
-        &symm::DeviceBuffer<u32>,
-        &symm::DeviceBuffer<u32>,
-        usize,
-        usize,
-    ),
-    forward: bool,
-) -> symm::Result<()> {
-    let from = c.bind("from", from)?;
-    let mut to = c.bind_mut("to", to)?;
-    let (from, mut to) = (from.bytes(), to.bytes_mut());
-    moe_move::launch(
-        c,
-        grid,
-        &from,
-        &mut to,
-        row_dst,
-        layout,
-        local as u32,
-        row_bytes as u32,
-        forward,
-        row_bytes % 16 == 0,
-    )
 }
 
 /// Median µs of `steps` steps of `body`, each timed alone by the host

@@ -21,7 +21,10 @@
 //! expert GEMMs of the two runs see the same rows but may be split
 //! differently by cuBLAS.
 //!
-//! Not here yet: the NCCL and torch `all_to_all_vdev_2d` columns.
+//! Beside symm, the same layer with NCCL moving the rows (symm's layout
+//! kernels around grouped `ncclSend`/`ncclRecv`, sizes read on the host:
+//! `support/moe_nccl.rs`). Not here: torch's `all_to_all_vdev_2d`, which
+//! needs NVSHMEM.
 
 use std::time::Instant;
 
@@ -41,6 +44,10 @@ use bench::other;
 
 #[path = "support/gemm.rs"]
 mod gemm;
+
+#[path = "support/moe_nccl.rs"]
+mod moe_nccl;
+use moe_nccl::NcclMoe;
 
 type T = bf16;
 
@@ -192,7 +199,7 @@ struct Layer {
     w1: DeviceBuffer<T>,
     /// Each local expert's down projection, `hidden` rows of `inter`.
     w2: DeviceBuffer<T>,
-    moe: Moe<T>,
+    moe: Mover,
     logits: DeviceBuffer<T>,
     idx: DeviceBuffer<i32>,
     w: DeviceBuffer<f32>,
@@ -203,6 +210,36 @@ struct Layer {
     blas: Option<Blas>,
 }
 
+/// What moves the rows: symm's `Moe`, or NCCL's grouped sends and
+/// receives around symm's layout kernels (`support/moe_nccl.rs`).
+enum Mover {
+    Symm(Box<Moe<T>>),
+    Nccl(Box<NcclMoe>),
+}
+
+impl Mover {
+    fn received(&self) -> &DeviceBuffer<T> {
+        match self {
+            Mover::Symm(m) => m.received(),
+            Mover::Nccl(m) => &m.received,
+        }
+    }
+
+    fn layout(&self) -> &DeviceBuffer<u32> {
+        match self {
+            Mover::Symm(m) => m.layout(),
+            Mover::Nccl(m) => &m.layout,
+        }
+    }
+
+    fn received_rows(&self) -> usize {
+        match self {
+            Mover::Symm(m) => m.received_rows(),
+            Mover::Nccl(m) => m.received_rows(),
+        }
+    }
+}
+
 /// cuBLAS, and the device arrays of a grouped GEMM's pointers.
 struct Blas {
     handle: symm::cudarc::cublas::CudaBlas,
@@ -210,13 +247,18 @@ struct Blas {
 }
 
 impl Layer {
-    /// Rank `rank` of `world`'s part of the layer, for `tokens` tokens.
-    fn new(c: &Comm, s: Shape, tokens: usize) -> Result<Layer> {
+    /// This rank's part of the layer, for `tokens` tokens, its rows moved
+    /// by symm or (`nccl`) by NCCL.
+    fn new(c: &Comm, s: Shape, tokens: usize, nccl: bool) -> Result<Layer> {
         let (world, rank) = (c.world_size(), c.rank());
         let local = s.experts / world;
         let (h, i) = (s.hidden, s.inter);
         let cfg = MoeConfig::new(h, s.experts, s.top_k, tokens).with_align(8);
-        let moe = Moe::<T>::new(c, cfg)?;
+        let moe = if nccl {
+            Mover::Nccl(Box::new(NcclMoe::new(c, cfg)?))
+        } else {
+            Mover::Symm(Box::new(Moe::<T>::new(c, cfg)?))
+        };
         let rows = moe.received_rows();
         let mut wg = c.device_buffer::<T>(s.experts * h)?;
         let mut w1 = c.device_buffer::<T>(local * 2 * i * h)?;
@@ -340,9 +382,15 @@ impl Layer {
         if !routed {
             self.gate(c, x, tokens)?;
         }
-        self.moe.dispatch(c, x, &self.idx, tokens)?;
+        match &mut self.moe {
+            Mover::Symm(m) => m.dispatch(c, x, &self.idx, tokens)?,
+            Mover::Nccl(m) => m.dispatch(c, x, &self.idx, tokens)?,
+        }
         self.experts(c)?;
-        self.moe.combine(c, &self.y, &self.w, &mut self.out)
+        match &mut self.moe {
+            Mover::Symm(m) => m.combine(c, &self.y, &self.w, &mut self.out),
+            Mover::Nccl(m) => m.combine(c, &self.y, &self.w, &mut self.out),
+        }
     }
 
     /// Each local expert's SwiGLU over its rows of the received layout.
@@ -518,17 +566,19 @@ fn tokens_of(c: &Comm, s: Shape, rank: usize, n: usize) -> Result<DeviceBuffer<T
 }
 
 /// Every rank's outputs and routing (`idx`, `w`) on `ranks` world-N
-/// ranks; then the world-1 layer on all their tokens and routings; the
-/// largest difference, and the elements that differ.
+/// ranks, the rows moved by symm or (`nccl`) NCCL; then the world-1 layer
+/// (symm's) on all their tokens and routings; the largest difference, and
+/// the elements that differ.
 fn check(
     ranks: Ranks,
     one: Ranks,
     s: Shape,
     tokens: usize,
+    nccl: bool,
 ) -> std::result::Result<(f32, usize, usize), symm::RunError> {
     let world = ranks.world_size();
     let parts = run(ranks, CommOptions::default(), |c| {
-        let mut layer = Layer::new(c, s, tokens)?;
+        let mut layer = Layer::new(c, s, tokens, nccl)?;
         let x = tokens_of(c, s, c.rank(), tokens)?;
         layer.step(c, &x, tokens, false)?;
         c.synchronize()?;
@@ -540,7 +590,7 @@ fn check(
     })?;
     let all = world * tokens;
     let reference = run(one, CommOptions::default(), |c| {
-        let mut layer = Layer::new(c, s, all)?;
+        let mut layer = Layer::new(c, s, all, false)?;
         let mut x = c.device_buffer::<T>(all * s.hidden)?;
         fill::launch::<T>(
             c,
@@ -592,7 +642,7 @@ pub(crate) fn check_emulator(n: usize) -> i32 {
         top_k: 2,
         inter: 32,
     };
-    match check(Ranks::Emulator(n), Ranks::Emulator(1), s, 6) {
+    match check(Ranks::Emulator(n), Ranks::Emulator(1), s, 6, false) {
         Ok((_, 0, total)) => {
             println!("moe_layer --emulator {n}: all {total} elements equal the world-1 layer's, bit for bit");
             0
@@ -629,43 +679,56 @@ fn main() {
             "\n### {} layer, {world} ranks: hidden {}, {} experts, top-{}, expert width {} (rank 0)\n",
             s.name, s.hidden, s.experts, s.top_k, s.inter
         );
-        println!("| tokens a rank | symm µs a layer | tokens/s |");
-        println!("|---|---|---|");
+        println!("| tokens a rank | symm µs a layer | NCCL µs a layer | symm tokens/s | NCCL tokens/s | symm / NCCL |");
+        println!("|---|---|---|---|---|---|");
         for &tokens in &args.tokens {
-            if args.check {
-                match check(ranks.clone(), one.clone(), s, tokens) {
+            for nccl in [false, true] {
+                if !args.check {
+                    break;
+                }
+                let by = if nccl { "NCCL" } else { "symm" };
+                match check(ranks.clone(), one.clone(), s, tokens, nccl) {
                     Ok((worst, differ, total)) => eprintln!(
-                        "check {} at {tokens} tokens a rank: {differ} of {total} elements differ from the world-1 layer's, worst relative {worst:e}",
+                        "check {} ({by}) at {tokens} tokens a rank: {differ} of {total} elements differ from the world-1 layer's, worst relative {worst:e}",
                         s.name
                     ),
                     Err(e) => {
-                        eprintln!("check {} at {tokens} tokens: {e}", s.name);
+                        eprintln!("check {} ({by}) at {tokens} tokens: {e}", s.name);
                         std::process::exit(1);
                     }
                 }
             }
             let res = run(ranks.clone(), CommOptions::default(), |c| {
-                let mut layer = Layer::new(c, s, tokens)?;
-                let x = tokens_of(c, s, c.rank(), tokens)?;
-                let mut us = Vec::new();
-                for n in 0..12 {
-                    c.host_barrier()?;
-                    let t = Instant::now();
-                    layer.step(c, &x, tokens, false)?;
-                    c.synchronize()?;
-                    if n >= 2 {
-                        us.push(t.elapsed().as_secs_f64() * 1e6);
+                let mut times = [0.0; 2];
+                for (v, nccl) in [false, true].into_iter().enumerate() {
+                    let mut layer = Layer::new(c, s, tokens, nccl)?;
+                    let x = tokens_of(c, s, c.rank(), tokens)?;
+                    let mut us = Vec::new();
+                    for n in 0..12 {
+                        c.host_barrier()?;
+                        let t = Instant::now();
+                        layer.step(c, &x, tokens, false)?;
+                        c.synchronize()?;
+                        if n >= 2 {
+                            us.push(t.elapsed().as_secs_f64() * 1e6);
+                        }
                     }
+                    us.sort_by(f64::total_cmp);
+                    times[v] = us[us.len() / 2];
                 }
-                us.sort_by(f64::total_cmp);
-                Ok(us[us.len() / 2])
+                Ok(times)
             });
             match res {
-                Ok(r) => println!(
-                    "| {tokens} | {:.1} | {:.0} |",
-                    r[0],
-                    (world * tokens) as f64 / r[0] * 1e6
-                ),
+                Ok(r) => {
+                    let [symm_us, nccl_us] = r[0];
+                    let rate = |us: f64| (world * tokens) as f64 / us * 1e6;
+                    println!(
+                        "| {tokens} | {symm_us:.1} | {nccl_us:.1} | {:.0} | {:.0} | {:.2}× |",
+                        rate(symm_us),
+                        rate(nccl_us),
+                        symm_us / nccl_us
+                    );
+                }
                 Err(e) => {
                     eprintln!("moe_layer {} at {tokens} tokens: {e}", s.name);
                     std::process::exit(1);
