@@ -12,7 +12,7 @@
 #   scripts/gpu-measure.sh collectives   # the collective-set benchmark
 #   scripts/gpu-measure.sh functional    # the functional layer's rows
 #   scripts/gpu-measure.sh decode:8b     # tp_decode: TP 2 and 4, batch 1 and 8 (8b or 70b)
-#   scripts/gpu-measure.sh moe           # bench_moe: dispatch + combine, 128 and 4096 tokens
+#   scripts/gpu-measure.sh moe           # bench_moe (and --stages), torch's all_to_all_vdev_2d, moe_layer
 #   scripts/gpu-measure.sh all_reduce@200 lead_in@150 decode:8b@100
 #
 # Correctness runs every world up to the GPU count (one rank per GPU, never
@@ -90,6 +90,11 @@ run_step() {
       local rc=0
       for w in ${bench_worlds//,/ }; do
         .gpu-bin/examples/bench_moe --world "$w" > "$dir/world$w.md" 2>> "$dir/log.txt" || rc=$?
+        .gpu-bin/examples/bench_moe --world "$w" --stages > "$dir/stages$w.md" 2>> "$dir/log.txt" || rc=$?
+        # torch's all_to_all_vdev_2d takes fewer than 16 experts a rank.
+        python3 bench/torch_moe.py --world "$w" --experts 16 > "$dir/torch$w.md" 2>> "$dir/log.txt" || rc=$?
+        .gpu-bin/examples/bench_moe --world "$w" --experts 16 > "$dir/world${w}_16.md" 2>> "$dir/log.txt" || rc=$?
+        .gpu-bin/examples/moe_layer --world "$w" --experts 128 > "$dir/layer$w.md" 2>> "$dir/log.txt" || rc=$?
       done
       return $rc
       ;;
