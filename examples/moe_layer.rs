@@ -188,6 +188,32 @@ fn lin(n: usize) -> LaunchConfig {
     LaunchConfig::linear((n.div_ceil(256) as u32).clamp(1, 1024), 256)
 }
 
+/// `rows × cols` of `out` from the full matrix `seed` (as wide), from its
+/// row `from`: the same values whatever the world size.
+fn fill_rows(
+    c: &Comm,
+    out: &mut DeviceBuffer<T>,
+    (rows, cols): (usize, usize),
+    from: usize,
+    seed: u32,
+    scale: f32,
+) -> Result<()> {
+    let (r, k) = (rows as u32, cols as u32);
+    fill::launch::<T>(
+        c,
+        lin(rows * cols),
+        out,
+        r,
+        k,
+        0,
+        from as u32,
+        0,
+        k,
+        seed,
+        scale,
+    )
+}
+
 /// One rank's layer: the gate (every rank's the whole), its experts'
 /// weights, the plan and the step's buffers.
 struct Layer {
@@ -266,46 +292,18 @@ impl Layer {
         // Each expert's weights from its global index: the same on every
         // world size.
         let scale = 1.0 / (h as f32).sqrt();
-        fill::launch::<T>(
-            c,
-            lin(s.experts * h),
-            &mut wg,
-            s.experts as u32,
-            h as u32,
-            0,
-            0,
-            0,
-            h as u32,
-            0x6a7e,
-            scale,
-        )?;
+        fill_rows(c, &mut wg, (s.experts, h), 0, 0x6a7e, scale)?;
         let (r1, r2) = (2 * i, h);
-        fill::launch::<T>(
+        fill_rows(
             c,
-            lin(local * r1 * h),
             &mut w1,
-            (local * r1) as u32,
-            h as u32,
-            0,
-            (rank * local * r1) as u32,
-            0,
-            h as u32,
+            (local * r1, h),
+            rank * local * r1,
             0x1111,
             scale,
         )?;
-        fill::launch::<T>(
-            c,
-            lin(local * r2 * i),
-            &mut w2,
-            (local * r2) as u32,
-            i as u32,
-            0,
-            (rank * local * r2) as u32,
-            0,
-            i as u32,
-            0x2222,
-            1.0 / (i as f32).sqrt(),
-        )?;
+        let down = 1.0 / (i as f32).sqrt();
+        fill_rows(c, &mut w2, (local * r2, i), rank * local * r2, 0x2222, down)?;
         let blas = match c.cuda_stream() {
             Some(stream) => Some(Blas {
                 handle: symm::cudarc::cublas::CudaBlas::new(stream)
@@ -548,19 +546,7 @@ fn grouped(
 fn tokens_of(c: &Comm, s: Shape, rank: usize, n: usize) -> Result<DeviceBuffer<T>> {
     let mut x = c.device_buffer::<T>((n * s.hidden).max(1))?;
     if n > 0 {
-        fill::launch::<T>(
-            c,
-            lin(n * s.hidden),
-            &mut x,
-            n as u32,
-            s.hidden as u32,
-            0,
-            (rank * n) as u32,
-            0,
-            s.hidden as u32,
-            0x7075,
-            1.0,
-        )?;
+        fill_rows(c, &mut x, (n, s.hidden), rank * n, 0x7075, 1.0)?;
     }
     Ok(x)
 }
@@ -592,19 +578,7 @@ fn check(
     let reference = run(one, CommOptions::default(), |c| {
         let mut layer = Layer::new(c, s, all, false)?;
         let mut x = c.device_buffer::<T>(all * s.hidden)?;
-        fill::launch::<T>(
-            c,
-            lin(all * s.hidden),
-            &mut x,
-            all as u32,
-            s.hidden as u32,
-            0,
-            0,
-            0,
-            s.hidden as u32,
-            0x7075,
-            1.0,
-        )?;
+        fill_rows(c, &mut x, (all, s.hidden), 0, 0x7075, 1.0)?;
         let idx: Vec<i32> = parts.iter().flat_map(|p| p.1.clone()).collect();
         let w: Vec<f32> = parts.iter().flat_map(|p| p.2.clone()).collect();
         layer.idx.write(0, &idx)?;

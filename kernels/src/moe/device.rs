@@ -199,12 +199,7 @@ pub fn moe_layout_scan(
         if e < experts {
             let mut b0 = 0u32;
             while b0 < blocks {
-                let mut part: [u32; 8] = [0u32; 8];
-                for u in 0..8u32 {
-                    if b0 + u < blocks {
-                        part[u] = scratch[(b0 + u) * experts + e];
-                    }
-                }
+                let part = moe_counts8(scratch, b0, blocks, experts, e);
                 for u in 0..8u32 {
                     c += part[u];
                 }
@@ -232,12 +227,7 @@ pub fn moe_layout_scan(
         let mut at = base[e];
         let mut b0 = 0u32;
         while b0 < blocks {
-            let mut part: [u32; 8] = [0u32; 8];
-            for u in 0..8u32 {
-                if b0 + u < blocks {
-                    part[u] = scratch[(b0 + u) * experts + e];
-                }
-            }
+            let part = moe_counts8(scratch, b0, blocks, experts, e);
             for u in 0..8u32 {
                 if b0 + u < blocks {
                     scratch[(b0 + u) * experts + e] = at;
@@ -268,6 +258,25 @@ pub fn moe_layout_scan(
         }
         d += threads;
     }
+}
+
+/// Blocks `b0..b0 + 8`'s counts of expert `e` in a layout's `scratch`
+/// (0 past `blocks`), their 8 loads issued together.
+#[symm_kernel(device)]
+pub(crate) fn moe_counts8(
+    scratch: SliceMut<u32>,
+    b0: u32,
+    blocks: u32,
+    experts: u32,
+    e: u32,
+) -> [u32; 8] {
+    let mut part: [u32; 8] = [0u32; 8];
+    for u in 0..8u32 {
+        if b0 + u < blocks {
+            part[u] = scratch[(b0 + u) * experts + e];
+        }
+    }
+    part
 }
 
 /// The routing's layout, third kernel: each pair of `idx` routed to an
