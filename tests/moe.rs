@@ -316,7 +316,7 @@ fn dispatch_and_combine_match_the_reference() {
         let odd = MoeConfig::new(20, 2 * std::cmp::max(world, 2), 2, 4);
         case::<bf16>(world, odd, 2, Routing::Random);
     }
-    // More slots than the combine's loads in flight (8), and more pairs
+    // More slots than the combine's loads in flight (4), and more pairs
     // than one chunk of the layout (256).
     if tier::runs(true) {
         let cfg = MoeConfig::new(40, 32, 10, 30).with_align(2);
