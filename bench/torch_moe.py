@@ -106,8 +106,10 @@ def main():
     p.add_argument("--align", type=int, default=16)
     args = p.parse_args()
     if args.world < 2:
-        print("SKIPPED: bench_moe_torch needs 2 or more GPUs")
+        print("SKIPPED: torch_moe needs 2 or more GPUs")
         return
+    if args.experts % args.world:
+        p.error(f"--experts {args.experts}: a multiple of --world {args.world}")
     mp.spawn(worker, args=(args,), nprocs=args.world)
 
 

@@ -2,29 +2,31 @@
 //! GPU (the token's logits, its top-k experts and their softmax weights),
 //! dispatch, each local expert's SwiGLU feed-forward (`y = (silu(x·Wgᵀ) ⊙
 //! x·Wuᵀ)·Wdᵀ`) over its rows of the expert-major layout, then combine.
-//! Two shapes: DeepSeek-V3-like (hidden 7168, 256 experts, top-8, expert
-//! width 2048) and Mixtral-like (hidden 4096, 8 experts, top-2, width
-//! 14336); `--experts` scales the first down to fit a machine.
+//! Two shapes: DeepSeek-V3-like (hidden 7168, top-8, expert width 2048,
+//! 128 experts by default: `--experts`, at most 146, whose up projections
+//! the weight fill's 32-bit index still reaches) and Mixtral-like (hidden
+//! 4096, 8 experts, top-2, width 14336).
 //!
 //! On GPUs the GEMMs run through cuBLAS: the gate as one GEMM, the experts
 //! as one grouped GEMM (`cublasGemmGroupedBatchedEx`) a projection, whose
-//! per-expert row counts the host reads after the dispatch (one
-//! synchronisation a layer: cuBLAS takes its sizes from the host). It
+//! per-expert row counts the host reads after the dispatch, and whose
+//! pointer arrays it then writes (each a synchronisation: cuBLAS takes
+//! its sizes from the host). It
 //! prints tokens/s a layer: every rank's tokens over the layer's time,
 //! each layer alone, median of 10. On the emulator (`--emulator N`, or no
 //! GPU) the GEMMs are DSL kernels, reading the expert-major layout on the
 //! device.
 //!
 //! `--check` compares every rank's output with a world-1 run of the same
-//! layer (all experts on one rank, every rank's tokens and routing): bit
-//! for bit on the emulator, and within bf16's rounding on a GPU, where the
-//! expert GEMMs of the two runs see the same rows but may be split
-//! differently by cuBLAS.
+//! layer (all experts on one rank, every rank's tokens and routing), bit
+//! for bit, and fails if any element differs: each expert's GEMM sees the
+//! same rows in the same order in both runs (on a GPU, cuBLAS could in
+//! principle split a group differently; on 2 H200s it did not).
 //!
 //! Beside symm, the same layer with NCCL moving the rows (symm's layout
 //! kernels around grouped `ncclSend`/`ncclRecv`, sizes read on the host:
-//! `support/moe_nccl.rs`). Not here: torch's `all_to_all_vdev_2d`, which
-//! needs NVSHMEM.
+//! `support/moe_nccl.rs`). torch's `all_to_all_vdev_2d` is timed apart
+//! (`bench/torch_moe.py`): it takes fewer than 16 experts a rank.
 
 use std::time::Instant;
 
@@ -59,9 +61,9 @@ struct Args {
     /// Shapes: deepseek, mixtral.
     #[arg(long, value_delimiter = ',', default_value = "deepseek,mixtral")]
     shape: Vec<String>,
-    /// Experts of the DeepSeek-like shape (a multiple of the ranks and of
-    /// its top-8 is not needed; at least 8).
-    #[arg(long, default_value_t = 256)]
+    /// Experts of the DeepSeek-like shape (a multiple of the ranks, at
+    /// least 8, at most 146).
+    #[arg(long, default_value_t = 128)]
     experts: usize,
     /// Tokens a rank, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "128,4096")]
@@ -279,6 +281,16 @@ impl Layer {
         let (world, rank) = (c.world_size(), c.rank());
         let local = s.experts / world;
         let (h, i) = (s.hidden, s.inter);
+        // The fill indexes the full up projection (every expert's) in u32.
+        if s.experts * 2 * i * h > u32::MAX as usize || !s.experts.is_multiple_of(world) {
+            return Err(other(
+                c,
+                format!(
+                    "{} experts of {}: a multiple of {world} ranks whose up projections hold at most 2^32 - 1 elements",
+                    s.experts, s.name
+                ),
+            ));
+        }
         let cfg = MoeConfig::new(h, s.experts, s.top_k, tokens).with_align(8);
         let moe = if nccl {
             Mover::Nccl(Box::new(NcclMoe::new(c, cfg)?))
@@ -308,7 +320,7 @@ impl Layer {
             Some(stream) => Some(Blas {
                 handle: symm::cudarc::cublas::CudaBlas::new(stream)
                     .map_err(|e| other(c, format!("cuBLAS: {e:?}")))?,
-                ptrs: c.device_buffer(3 * local)?,
+                ptrs: c.device_buffer(6 * local)?,
             }),
             None => None,
         };
@@ -439,16 +451,26 @@ impl Layer {
                     .collect();
                 let starts: Vec<usize> = (0..local).map(|l| layout[local + l] as usize).collect();
                 let received = self.moe.received().device_ptr();
-                grouped(
-                    c,
-                    b,
+                // Both projections' pointer arrays, written once (a write
+                // synchronises the stream).
+                let mut ptrs = pointers(
                     &groups,
+                    &starts,
                     (received, h),
                     (self.w1.device_ptr(), 2 * i * h),
                     (self.gu.device_ptr(), 2 * i),
+                );
+                ptrs.extend(pointers(
+                    &groups,
                     &starts,
-                    (2 * i, h),
-                )?;
+                    (self.act.device_ptr(), i),
+                    (self.w2.device_ptr(), h * i),
+                    (self.y.device_ptr(), h),
+                ));
+                b.ptrs.write(0, &ptrs)?;
+                let first = b.ptrs.device_ptr();
+                let second = first + 8 * 3 * groups.len() as u64;
+                grouped(c, b, &groups, first, (2 * i, h, h, 2 * i))?;
                 swiglu::launch::<T>(
                     c,
                     lin(used * i),
@@ -457,48 +479,46 @@ impl Layer {
                     used as u32,
                     i as u32,
                 )?;
-                grouped(
-                    c,
-                    b,
-                    &groups,
-                    (self.act.device_ptr(), i),
-                    (self.w2.device_ptr(), h * i),
-                    (self.y.device_ptr(), h),
-                    &starts,
-                    (h, i),
-                )
+                grouped(c, b, &groups, second, (h, i, i, h))
             }
         }
     }
 }
 
-/// One grouped GEMM: for each `(expert, rows)` of `groups`, its rows from
-/// `starts[expert]` of `x` (row stride `xs` elements) times its weight
-/// (`w` + expert × `ws` elements, `n × k`)ᵀ into the same rows of `y`
-/// (row stride `ys`).
-#[allow(clippy::too_many_arguments)]
-fn grouped(
-    c: &Comm,
-    b: &mut Blas,
+/// A grouped GEMM's device pointers for each `(expert, rows)` of
+/// `groups`: the weights (`w` + expert × `ws` elements), then the rows of
+/// `x` from `starts[expert]` (row stride `xs` elements), then the same
+/// rows of `y` (row stride `ys`).
+fn pointers(
     groups: &[(usize, usize)],
+    starts: &[usize],
     (x, xs): (u64, usize),
     (w, ws): (u64, usize),
     (y, ys): (u64, usize),
-    starts: &[usize],
-    (n, k): (usize, usize),
+) -> Vec<u64> {
+    let e = std::mem::size_of::<T>() as u64;
+    let mut ptrs = Vec::with_capacity(3 * groups.len());
+    ptrs.extend(groups.iter().map(|&(l, _)| w + (l * ws) as u64 * e));
+    ptrs.extend(groups.iter().map(|&(l, _)| x + (starts[l] * xs) as u64 * e));
+    ptrs.extend(groups.iter().map(|&(l, _)| y + (starts[l] * ys) as u64 * e));
+    ptrs
+}
+
+/// One grouped GEMM: for each `(expert, rows)` of `groups`, `y = x · wᵀ`
+/// (`w` `n × k`, `x` rows of stride `xs`, `y` of stride `ys`), with the
+/// `3 × groups` device pointers ([`pointers`]) at `base`.
+fn grouped(
+    c: &Comm,
+    b: &Blas,
+    groups: &[(usize, usize)],
+    base: u64,
+    (n, k, xs, ys): (usize, usize, usize, usize),
 ) -> Result<()> {
     use symm::cudarc::cublas::sys;
     if groups.is_empty() {
         return Ok(());
     }
     let g = groups.len();
-    let e = std::mem::size_of::<T>() as u64;
-    let mut ptrs = Vec::with_capacity(3 * g);
-    ptrs.extend(groups.iter().map(|&(l, _)| w + (l * ws) as u64 * e));
-    ptrs.extend(groups.iter().map(|&(l, _)| x + (starts[l] * xs) as u64 * e));
-    ptrs.extend(groups.iter().map(|&(l, _)| y + (starts[l] * ys) as u64 * e));
-    b.ptrs.write(0, &ptrs)?;
-    let base = b.ptrs.device_ptr();
     let ta = vec![sys::cublasOperation_t::CUBLAS_OP_T; g];
     let tb = vec![sys::cublasOperation_t::CUBLAS_OP_N; g];
     let ms = vec![n as i32; g];
@@ -507,11 +527,12 @@ fn grouped(
     let (alpha, beta) = (vec![1.0f32; g], vec![0.0f32; g]);
     let (lda, ldb, ldc) = (vec![k as i32; g], vec![xs as i32; g], vec![ys as i32; g]);
     let sizes = vec![1i32; g];
-    // SAFETY: every pointer is this rank's device memory: each expert's
-    // weight inside `w`, its rows (below the layout's rows in use) inside
-    // `x` and `y`; the pointer arrays were written on the handle's stream
-    // before this call reads them; the host arrays live past the call,
-    // which reads them before it returns.
+    // SAFETY: every pointer at `base` is this rank's device memory: each
+    // expert's weight inside its weights, its rows (below the layout's
+    // rows in use) inside its input and output; the pointer arrays were
+    // written (synchronously) before this call, and are not rewritten
+    // before the next layer's synchronisation; the host arrays live past
+    // the call, which reads them before it returns.
     let status = unsafe {
         sys::cublasGemmGroupedBatchedEx(
             *b.handle.handle(),
@@ -662,10 +683,15 @@ fn main() {
                 }
                 let by = if nccl { "NCCL" } else { "symm" };
                 match check(ranks.clone(), one.clone(), s, tokens, nccl) {
-                    Ok((worst, differ, total)) => eprintln!(
-                        "check {} ({by}) at {tokens} tokens a rank: {differ} of {total} elements differ from the world-1 layer's, worst relative {worst:e}",
-                        s.name
-                    ),
+                    Ok((worst, differ, total)) => {
+                        eprintln!(
+                            "check {} ({by}) at {tokens} tokens a rank: {differ} of {total} elements differ from the world-1 layer's, worst relative {worst:e}",
+                            s.name
+                        );
+                        if differ > 0 {
+                            std::process::exit(1);
+                        }
+                    }
                     Err(e) => {
                         eprintln!("check {} ({by}) at {tokens} tokens: {e}", s.name);
                         std::process::exit(1);

@@ -316,13 +316,12 @@ fn dispatch_and_combine_match_the_reference() {
         let odd = MoeConfig::new(20, 2 * std::cmp::max(world, 2), 2, 4);
         case::<bf16>(world, odd, 2, Routing::Random);
     }
-    // More slots than the combine's loads in flight (4), and more pairs
-    // than one chunk of the layout (256).
+    // More slots than the combine's loads in flight (4).
     if tier::runs(true) {
         let cfg = MoeConfig::new(40, 32, 10, 30).with_align(2);
         case::<bf16>(2, cfg, 2, Routing::Random);
         // More experts than the layout's threads (a warp for 12 pairs):
-        // its scan over the experts in rounds.
+        // its per-expert loops in rounds.
         case::<bf16>(2, MoeConfig::new(16, 128, 2, 6), 2, Routing::Random);
     }
     // Many experts, rows wider than a block, and a capacity filled to its
@@ -345,7 +344,7 @@ fn every_rank_fails(
     Some(e.errors.into_iter().map(|(_, e)| e).collect())
 }
 
-/// `moe_layout` on its own: pairs routed nowhere (`-1`) or to no expert
+/// The layout on its own: pairs routed nowhere (`-1`) or to no expert
 /// get no row, the others rows in expert order; a bad index, or `poison`,
 /// makes every split one that no input holds.
 #[test]
@@ -402,7 +401,8 @@ fn the_layout_poisons_the_splits_of_a_bad_routing() {
 
 /// The layout of many pairs over many blocks (and several chunks a
 /// block) against the host's stable sort by expert: each pair's row, each
-/// expert's count, each rank's split.
+/// expert's count, each rank's split; and a bad index in the last of 40
+/// blocks poisons every split.
 #[test]
 fn the_layout_is_a_stable_sort_by_expert() {
     if !tier::quick_test() {
@@ -410,22 +410,27 @@ fn the_layout_is_a_stable_sort_by_expert() {
     }
     let Some(ranks) = ranks(1) else { return };
     let (mut rng, seed) = seeded();
-    // (experts, local, pairs): 6 blocks of one chunk; 40 blocks of two.
-    let cases: Vec<(usize, usize, Vec<i32>)> = [(24usize, 8usize, 3000usize), (1024, 512, 20000)]
-        .into_iter()
-        .map(|(e, l, n)| {
-            let idx = (0..n)
-                .map(|_| {
-                    if rng.random_range(0..10) == 0 {
-                        -1
-                    } else {
-                        rng.random_range(0..e as i32)
-                    }
-                })
-                .collect();
-            (e, l, idx)
-        })
-        .collect();
+    // (experts, local, pairs): 3 blocks of one chunk; 40 blocks of two;
+    // the last with an index out of range near its end.
+    let mut cases: Vec<(usize, usize, Vec<i32>)> =
+        [(24usize, 8usize, 3000usize), (1024, 512, 20000)]
+            .into_iter()
+            .map(|(e, l, n)| {
+                let idx = (0..n)
+                    .map(|_| {
+                        if rng.random_range(0..10) == 0 {
+                            -1
+                        } else {
+                            rng.random_range(0..e as i32)
+                        }
+                    })
+                    .collect();
+                (e, l, idx)
+            })
+            .collect();
+    let mut bad = cases[1].clone();
+    bad.2[19_990] = 1024;
+    cases.push(bad);
     let got = run(ranks, options(), |c: &Comm| {
         let mut out = Vec::new();
         for (e, l, idx) in &cases {
@@ -447,12 +452,23 @@ fn the_layout_is_a_stable_sort_by_expert() {
                 (&mut splits, &mut scale_splits, &mut counts),
             )?;
             c.synchronize()?;
-            out.push((pos.to_host()?, splits.to_host()?, counts.to_host()?));
+            out.push((
+                pos.to_host()?,
+                splits.to_host()?,
+                scale_splits.to_host()?,
+                counts.to_host()?,
+            ));
         }
         Ok(out)
     })
     .unwrap_or_else(|err| panic!("{err}"));
-    for ((e, l, idx), (pos, splits, counts)) in cases.iter().zip(&got[0]) {
+    let (_, _, poisoned, _) = &got[0][2];
+    assert!(
+        got[0][2].1.iter().chain(poisoned).all(|&s| s == 0xFFFF_FFFF),
+        "a bad index in the last block: splits {:?}, scale splits {poisoned:?} (SYMM_MOE_SEED={seed})",
+        got[0][2].1
+    );
+    for ((e, l, idx), (pos, splits, scale_splits, counts)) in cases.iter().zip(&got[0]).take(2) {
         let mut want_counts = vec![0u32; *e];
         for &x in idx.iter().filter(|&&x| x >= 0) {
             want_counts[x as usize] += 1;
@@ -473,13 +489,15 @@ fn the_layout_is_a_stable_sort_by_expert() {
                 }
             })
             .collect();
-        let want_splits: Vec<u64> = want_counts
+        let rows: Vec<u64> = want_counts
             .chunks(*l)
-            .map(|c| 3 * c.iter().map(|&n| n as u64).sum::<u64>())
+            .map(|c| c.iter().map(|&n| n as u64).sum::<u64>())
             .collect();
+        let want_splits: Vec<u64> = rows.iter().map(|r| 3 * r).collect();
         let what = format!("{e} experts, {} pairs (SYMM_MOE_SEED={seed})", idx.len());
         assert_eq!(counts, &want_counts, "counts, {what}");
         assert_eq!(splits, &want_splits, "splits, {what}");
+        assert_eq!(scale_splits, &rows, "scale splits, {what}");
         assert!(pos == &want_pos, "rows, {what}");
     }
 }

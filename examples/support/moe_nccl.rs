@@ -95,7 +95,8 @@ impl NcclMoe {
         for (p, &(so, sn, ro, rn)) in parts.iter().enumerate() {
             // SAFETY: `src` and `dst` are this rank's device buffers, alive
             // until the step synchronises, and each span lies inside them
-            // (the sizes come from the layout of buffers sized for them).
+            // (`sizes` checks the rows' totals against the buffers; the
+            // counts' spans are the counts buffers' own).
             let sent = unsafe {
                 nccl::send(
                     (src + (so * size) as u64) as _,
@@ -208,6 +209,18 @@ impl NcclMoe {
             parts.push((so, sends[p] as usize, ro, recvs[p]));
             so += sends[p] as usize;
             ro += recvs[p];
+        }
+        // What NCCL is told to move stays inside the buffers (a bad index
+        // poisons the splits; a routing past the plan overflows `raw`).
+        if so > self.send.len() || ro > self.raw.len() {
+            return Err(other(
+                c,
+                format!(
+                    "moe (NCCL): sends {so} and receives {ro} elements; the buffers hold {} and {}",
+                    self.send.len(),
+                    self.raw.len()
+                ),
+            ));
         }
         Ok(parts)
     }

@@ -145,7 +145,8 @@ pub fn moe_layout(
     }
 }
 
-/// The routing's layout, second kernel, in one block of whole warps: from
+/// The routing's layout, second kernel, in one block of whole warps, a
+/// thread an expert (at least `experts` threads, at most 1024): from
 /// [`moe_layout`]'s `blocks` blocks' counts in `scratch`, each expert's
 /// pairs (`counts[e]`) and first row in the send buffer (experts in
 /// order), and in place of each block's count of an expert, the first row
@@ -170,14 +171,14 @@ pub fn moe_layout_scan(
 ) {
     let tid = thread_idx_x();
     let threads = block_dim_x();
-    // Each expert's first row; the rows so far between the scan's rounds;
-    // whether any block saw a bad index.
+    // Each expert's first row; every expert's rows; whether any block saw
+    // a bad index.
     let base = shared_array::<u32, 1024>();
     let run = shared_array::<u32, 1>();
     let bad = shared_array::<u32, 1>();
     kernel_assert!(
-        threads % 32u32 == 0u32 && experts <= 1024u32 && local > 0u32,
-        "moe_layout_scan: a block of whole warps, at most 1024 experts"
+        threads % 32u32 == 0u32 && experts <= threads && local > 0u32,
+        "moe_layout_scan: a block of whole warps, a thread an expert"
     );
     if tid == 0u32 {
         bad[0] = poison;
@@ -190,40 +191,34 @@ pub fn moe_layout_scan(
         }
         b += threads;
     }
-    let mut carry = 0u32;
-    let mut e0 = 0u32;
-    while e0 < experts {
-        let e = e0 + tid;
-        // Expert e's pairs over the blocks, 8 blocks' loads in flight.
-        let mut c = 0u32;
-        if e < experts {
-            let mut b0 = 0u32;
-            while b0 < blocks {
-                let part = moe_counts8(scratch, b0, blocks, experts, e);
-                for u in 0..8u32 {
-                    c += part[u];
-                }
-                b0 += 8u32;
+    // Expert `tid`'s pairs over the blocks, 8 blocks' loads in flight,
+    // then its first row (a block scan).
+    let e = tid;
+    let mut c = 0u32;
+    if e < experts {
+        let mut b0 = 0u32;
+        while b0 < blocks {
+            let part = moe_counts8(scratch, b0, blocks, experts, e);
+            for u in 0..8u32 {
+                c += part[u];
             }
-            counts[e] = c;
+            b0 += 8u32;
         }
-        let end = moe_scan(c) + carry;
-        if e < experts {
-            base[e] = end - c;
-        }
-        if tid == threads - 1u32 {
-            run[0] = end;
-        }
-        sync_threads();
-        carry = run[0];
-        // Every thread has the carry before the next round rewrites it.
-        sync_threads();
-        e0 += threads;
+        counts[e] = c;
     }
+    let end = moe_scan(c);
+    if e < experts {
+        base[e] = end - c;
+    }
+    if tid == threads - 1u32 {
+        run[0] = end;
+    }
+    sync_threads();
+    // Every expert's rows.
+    let total = run[0];
     // Each block's first row of each expert: the expert's, plus its pairs
     // in earlier blocks.
-    let mut e = tid;
-    while e < experts {
+    if e < experts {
         let mut at = base[e];
         let mut b0 = 0u32;
         while b0 < blocks {
@@ -236,14 +231,13 @@ pub fn moe_layout_scan(
             }
             b0 += 8u32;
         }
-        e += threads;
     }
     // Each destination's rows: its experts' first rows apart.
     let ranks = experts / local;
     let mut d = tid;
     while d < ranks {
         let first = base[d * local];
-        let mut end = carry;
+        let mut end = total;
         if d + 1u32 < ranks {
             end = base[(d + 1u32) * local];
         }
@@ -362,7 +356,7 @@ pub(crate) fn moe_scan(v: u32) -> u32 {
 
 /// Copies token `block_idx_x`'s row of `x` (`row_bytes` bytes: rows of
 /// any element type, as bytes) to row `pos[token × top_k + block_idx_y]`
-/// of `send`, which [`moe_layout`] gave its slot (`moe_copy_row`): a grid
+/// of `send`, which the layout (`super::layout`) gave its slot (`moe_copy_row`): a grid
 /// of tokens × `top_k` blocks. The slot-0 block's thread 0 first checks
 /// the token's `top_k` indices: each is `-1` (no expert) or below
 /// `experts`.

@@ -16,7 +16,7 @@
 //! multiple of [`MoeConfig::align`], its row count in
 //! [`Moe::layout`]), then [`Moe::combine`]:
 //!
-//! - **dispatch** lays the routing out on the device (`moe_layout`: every
+//! - **dispatch** lays the routing out on the device ([`layout`]: every
 //!   (token, slot) pair's row, sorted by expert then by pair), packs each
 //!   routed row for its rank (`moe_pack`, which also checks every index),
 //!   sends the per-expert counts and the rows with the collectives'
@@ -49,12 +49,12 @@ use crate::collectives::{all_to_all, all_to_all_v, CopyElem};
 use crate::shared::agree::{agree, agree_or_alone, Agreement, Problem};
 use crate::shared::key::CallKey;
 
-/// Most experts an [`Moe`] spreads over its group (one layout thread
-/// each).
+/// Most experts an [`Moe`] spreads over its group (the layout kernels'
+/// shared tables hold a count an expert).
 pub const MAX_EXPERTS: usize = 1024;
 
 /// Most blocks of [`moe_layout`] (so of the counts [`moe_layout_scan`]
-/// adds up a expert).
+/// adds up an expert).
 pub const LAYOUT_BLOCKS: usize = 64;
 
 /// The `u32`s of a [`layout`] scratch buffer for `experts` experts.
@@ -73,6 +73,10 @@ pub fn layout_scratch(experts: usize) -> usize {
 /// (`scales` a row). An index out of range, or `poison`, makes every
 /// split `u32::MAX`, so the all-to-all that follows fails on every rank.
 /// `scratch` holds [`layout_scratch`]`(experts)` elements.
+///
+/// Errors: at most [`MAX_EXPERTS`] experts, `local` experts a rank
+/// dividing them, and buffers that hold what the call needs
+/// (`InvalidArgument`).
 #[allow(clippy::too_many_arguments)]
 pub fn layout(
     comm: &Comm,
@@ -88,6 +92,30 @@ pub fn layout(
         &mut (impl DeviceSlice<u32> + ?Sized),
     ),
 ) -> Result<()> {
+    let ranks = experts.checked_div(local).unwrap_or(0);
+    let problem = if experts == 0 || experts > MAX_EXPERTS || ranks * local != experts {
+        Some(format!(
+            "{experts} experts, {local} a rank: at most {MAX_EXPERTS}, a whole number of ranks"
+        ))
+    } else {
+        [
+            ("idx", idx.len(), pairs),
+            ("pos", pos.len(), pairs),
+            ("scratch", scratch.len(), layout_scratch(experts)),
+            ("splits", splits.len(), ranks),
+            ("scale_splits", scale_splits.len(), ranks),
+            ("counts", counts.len(), experts),
+        ]
+        .into_iter()
+        .find(|&(_, have, need)| have < need)
+        .map(|(name, have, need)| format!("{name} holds {have} elements, the layout needs {need}"))
+    };
+    if let Some(p) = problem {
+        return Err(crate::shared::checks::invalid(
+            comm,
+            format!("moe layout: {p}"),
+        ));
+    }
     // A thread a pair of a chunk, as many as the per-warp counts allow
     // (warps × experts at most 8192: 32 KiB of shared memory), and no
     // more than the pairs need; a block's span whole chunks, at most
@@ -256,8 +284,10 @@ impl MoeConfig {
 /// Loads every MoE kernel of `T` where ranks share the GPU (elsewhere
 /// loading needs no idle device, and this does nothing).
 fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
-    moe_layout::co_resident_grid(comm, 32, 0)?;
-    moe_layout_scan::co_resident_grid(comm, 32, 0)?;
+    // At the largest blocks `layout` and `rows_grid` launch: a kernel that
+    // cannot run them fails here, before the ranks agree.
+    moe_layout::co_resident_grid(comm, 1024, 0)?;
+    moe_layout_scan::co_resident_grid(comm, 1024, 0)?;
     moe_layout_place::co_resident_grid(comm, THREADS, 0)?;
     moe_rows::co_resident_grid(comm, 1024, 0)?;
     moe_pack::co_resident_grid(comm, THREADS, 0)?;
@@ -349,6 +379,8 @@ pub struct Moe<T: MoeElem> {
     pos: DeviceBuffer<u32>,
     /// The layout's counts per block and expert, and its blocks' flags.
     scratch: DeviceBuffer<u32>,
+    /// An index buffer of the plan's own, for the layout of a failed step.
+    no_idx: DeviceBuffer<i32>,
     splits: DeviceBuffer<u64>,
     /// The fp8 scales' split sizes (written, and unused, without fp8).
     scale_splits: DeviceBuffer<u64>,
@@ -408,8 +440,6 @@ fn move_rows<A: symm::Element, B: symm::Element>(
     )
 }
 
-/// The problem with an argument `name` of a `call` that holds `have`
-/// elements where it needs `need`, if it does.
 /// Row types of an [`Moe`]: f32, bf16 and f16 (its combine sums them in
 /// f32).
 #[diagnostic::on_unimplemented(
@@ -502,6 +532,8 @@ pub fn sum_rows<T: MoeElem>(
     )
 }
 
+/// The problem with an argument `name` of a `call` that holds `have`
+/// elements where it needs `need`, if it does.
 fn short(call: &str, name: &str, have: usize, need: usize) -> Option<Problem> {
     (have < need).then(|| {
         Problem::from(format!(
@@ -541,6 +573,13 @@ impl<T: MoeElem> Moe<T> {
             Some(Problem::from(
                 "moe: hidden, top_k, max_tokens and align must be at least 1",
             ))
+        } else if c.top_k > u16::MAX as usize {
+            // A pack block a (token, slot): the grid's y holds at most 65535.
+            Some(Problem::from(format!(
+                "moe: top_k {}: at most {}",
+                c.top_k,
+                u16::MAX
+            )))
         } else if c.fp8 == Some(Fp8Scales::Per128) && !c.hidden.is_multiple_of(128) {
             Some(Problem::from(format!(
                 "moe: fp8 scales per 128 elements need a hidden size that is a multiple of 128, not {}",
@@ -651,6 +690,7 @@ impl<T: MoeElem> Moe<T> {
             recv_counts: comm.device_buffer(world * local)?,
             pos: comm.device_buffer(pairs)?,
             scratch: comm.device_buffer(layout_scratch(c.num_experts))?,
+            no_idx: comm.device_buffer(1)?,
             splits: comm.device_buffer(world)?,
             scale_splits: comm.device_buffer(world)?,
             report: comm.device_buffer(2 * world)?,
@@ -793,7 +833,7 @@ impl<T: MoeElem> Moe<T> {
                 .map(|e| Problem::from(&e))
         });
         if let Agreement::Alone(e) = self.agree(comm, "dispatch", problem)? {
-            self.fail_dispatch(comm, topk_idx);
+            self.fail_dispatch(comm);
             return Err(e);
         }
         let c = &self.config;
@@ -1040,13 +1080,15 @@ impl<T: MoeElem> Moe<T> {
     /// no input holds, so the step fails on every rank (at its kernels'
     /// check) instead of its peers waiting for it. Their own errors are
     /// this rank's to drop: it returns its problem.
-    fn fail_dispatch(&mut self, comm: &Comm, topk_idx: &(impl DeviceSlice<i32> + ?Sized)) {
+    fn fail_dispatch(&mut self, comm: &Comm) {
         // No pairs, and poisoned splits: the peers get zero counts from
         // this rank, and every rank's all-to-all of rows fails its check.
         let c = &self.config;
+        // The plan's own index buffer, not the caller's, whose problem
+        // (memory of another device or group) may be why this runs.
         let _ = layout(
             comm,
-            topk_idx,
+            &self.no_idx,
             0,
             (c.num_experts, self.local, c.hidden, c.scales()),
             true,
