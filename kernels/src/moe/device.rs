@@ -685,9 +685,10 @@ pub fn moe_move(
 /// the routing and the inputs alone, never on arrival order. A block's
 /// threads take `V` elements (16 bytes) each of the row's span
 /// `block_idx_y` (a grid of tokens × spans of `block_dim_x × V`), with up
-/// to 4 slots' loads in flight before their sums (8 held 96 registers a
-/// thread, a quarter of the SM's threads, and took 1.7× as long: NOTES
-/// v44): as 16-byte vectors where
+/// to 2 slots' loads in flight before their sums (more hold more
+/// registers, so fewer threads an SM: 8 held 96 registers, a quarter of
+/// the SM's threads, and took twice as long; NOTES v44): as 16-byte
+/// vectors where
 /// `vec` (the caller's promise that `hidden` is a multiple of `V` and that
 /// `back` and `out` start 16-byte aligned), else element by element.
 #[symm_kernel]
@@ -709,8 +710,8 @@ pub fn moe_sum<T: Scalar, const V: usize>(
         let mut acc: [f32; V] = [0.0f32; V];
         let mut k0 = 0u32;
         while k0 < top_k {
-            let mut vals: [[T; V]; 4] = [zero; 4];
-            for j in 0..4u32 {
+            let mut vals: [[T; V]; 2] = [zero; 2];
+            for j in 0..2u32 {
                 let k = k0 + j;
                 if k < top_k {
                     let row = pos[t * top_k + k];
@@ -729,7 +730,7 @@ pub fn moe_sum<T: Scalar, const V: usize>(
                     }
                 }
             }
-            for j in 0..4u32 {
+            for j in 0..2u32 {
                 let k = k0 + j;
                 if k < top_k {
                     let p = t * top_k + k;
@@ -741,7 +742,7 @@ pub fn moe_sum<T: Scalar, const V: usize>(
                     }
                 }
             }
-            k0 += 4u32;
+            k0 += 2u32;
         }
         let mut o: [T; V] = zero;
         for e in 0..V {
