@@ -789,6 +789,110 @@ fn back_to_back_steps_need_no_host_sync() {
     }
 }
 
+/// A step captured once in a CUDA graph (dispatch, the experts on the
+/// device, combine) and replayed with a new routing, new rows and new
+/// weights written into the same buffers before each replay: every
+/// replay's output is exact. GPU only (skipped, loudly, elsewhere).
+#[test]
+fn a_step_replays_in_a_cuda_graph_with_new_routings() {
+    if !tier::quick_test() {
+        return;
+    }
+    if !targets::on_gpu() {
+        eprintln!(
+            "SKIPPED: a_step_replays_in_a_cuda_graph_with_new_routings needs a GPU (SYMM_KERNEL_TESTS_ON=gpu)"
+        );
+        return;
+    }
+    for world in [2, 4] {
+        let Some(ranks) = ranks(world) else { continue };
+        let cfg = MoeConfig::new(64, 2 * world, 3, 5).with_align(4);
+        let (local, tokens, h) = (2, 5, cfg.hidden);
+        let (mut rng, seed) = seeded();
+        // Replay 0 is the capture's own (eager) step.
+        let data: Vec<Vec<Step<bf16>>> = (0..5)
+            .map(|_| {
+                (0..world)
+                    .map(|_| step::<bf16>(&mut rng, &cfg, tokens, Routing::Random))
+                    .collect()
+            })
+            .collect();
+        let what = format!("moe in a CUDA graph, world {world} (SYMM_MOE_SEED={seed})");
+        let outs = run(ranks, options(), |c: &Comm| {
+            scale_rows::co_resident_grid::<bf16>(c, 64, 0)?;
+            let mut moe = Moe::<bf16>::new(c, cfg.clone())?;
+            let mine = &data[0][c.rank()];
+            let x = c.device_buffer_from(&mine.x)?;
+            let idx = c.device_buffer_from(&mine.idx)?;
+            let w = c.device_buffer_from(&mine.weights)?;
+            let mut y = c.device_buffer::<bf16>(moe.received_rows() * h)?;
+            let mut out = c.device_buffer::<bf16>(tokens * h)?;
+            // One step: dispatch, the experts on the device, combine.
+            let body = |moe: &mut Moe<bf16>,
+                        y: &mut symm::DeviceBuffer<bf16>,
+                        out: &mut symm::DeviceBuffer<bf16>|
+             -> symm::Result<()> {
+                moe.dispatch(c, &x, &idx, tokens)?;
+                scale_rows::launch::<bf16>(
+                    c,
+                    LaunchConfig::linear(local as u32, 64),
+                    moe.received(),
+                    moe.layout(),
+                    y,
+                    local as u32,
+                    h as u32,
+                    c.rank() as u32,
+                )?;
+                moe.combine(c, y, &w, out)
+            };
+            // Eager first: the collectives' first calls happen outside the
+            // capture.
+            body(&mut moe, &mut y, &mut out)?;
+            c.synchronize()?;
+            let mut outs = vec![out.read(0, tokens * h)?];
+            let err = |e: symm::cudarc::driver::DriverError| {
+                c.error(ErrorKind::InvalidArgument, format!("{e:?}"))
+            };
+            let s = c.cuda_stream().expect("GPU rank");
+            s.begin_capture(
+                symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+            .map_err(err)?;
+            body(&mut moe, &mut y, &mut out)?;
+            let g = s
+                .end_capture(
+                    symm::cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+                )
+                .map_err(err)?
+                .expect("a graph");
+            for st in &data[1..] {
+                let mine = &st[c.rank()];
+                c.synchronize()?;
+                x.write(0, &mine.x)?;
+                idx.write(0, &mine.idx)?;
+                w.write(0, &mine.weights)?;
+                out.write(0, &vec![bf16::from_f32(f32::NAN); tokens * h])?;
+                c.host_barrier()?;
+                g.launch().map_err(err)?;
+                c.synchronize()?;
+                outs.push(out.read(0, tokens * h)?);
+                c.host_barrier()?;
+            }
+            Ok(outs)
+        })
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        for (r, outs) in outs.iter().enumerate() {
+            for (i, out) in outs.iter().enumerate() {
+                same_bits(
+                    &format!("{what}: rank {r} replay {i}"),
+                    out,
+                    &expected_out(&cfg, &data[i][r]),
+                );
+            }
+        }
+    }
+}
+
 // The MoE kernels compile with NVRTC (sm_90 and sm_80, checked and not),
 // for bf16 and f32: a sample in the quick tier, the rest in the full one.
 // Each `check_kernels!` test is an inner function of a test that asks the
