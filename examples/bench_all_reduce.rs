@@ -38,6 +38,7 @@ use symm::signal::Channel;
 use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
 
 #[path = "support/bench.rs"]
+#[allow(dead_code)] // what the other benchmarks use
 mod bench;
 use bench::{sizes, time_graph, Barrier, Nccl, Window, LEAD_IN, T};
 

@@ -42,6 +42,7 @@ use symm::kernels::collectives::{self as coll, ReduceElem, ReduceOp};
 use symm::{bf16, f8e4m3, run, Comm, CommOptions, DeviceBuffer, Ranks, Result};
 
 #[path = "support/bench.rs"]
+#[allow(dead_code)] // what the other benchmarks use
 mod bench;
 use bench::{drv, other, sizes, time_graph, Barrier, Nccl, Window, LEAD_IN, T};
 

@@ -22,7 +22,6 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use symm::cudarc::nccl::sys as nccl_sys;
 use symm::dsl::*;
 use symm::kernels::moe::{Fp8Scales, Moe, MoeConfig};
 use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
@@ -30,7 +29,7 @@ use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
 #[path = "support/bench.rs"]
 #[allow(dead_code)] // what the other benchmarks use
 mod bench;
-use bench::{method_line, time_graph, Barrier, CALLS};
+use bench::{method_line, time_graph, time_steps, Barrier, CALLS};
 
 #[path = "support/moe_nccl.rs"]
 mod moe_nccl;
@@ -231,15 +230,7 @@ impl NcclStep {
         let this = &*m;
         t.push((
             "rows by NCCL",
-            time_steps(c, 20, &mut || {
-                this.exchange(
-                    c,
-                    (this.send.device_ptr(), this.raw.device_ptr()),
-                    &parts,
-                    2,
-                    nccl_sys::ncclDataType_t::ncclBfloat16,
-                )
-            })?,
+            time_steps(c, 20, &mut || this.exchange_rows(c, &parts, false))?,
         ));
         let send = c.alloc::<bf16>(m.send.len())?;
         let smem = send.rendezvous()?;
@@ -266,27 +257,6 @@ impl NcclStep {
         ));
         Ok(t)
     }
-}
-
-/// Median µs of `steps` steps of `body`, each timed alone by the host
-/// (after a warm-up), for steps that synchronise inside.
-fn time_steps(
-    c: &Comm,
-    steps: usize,
-    body: &mut dyn FnMut() -> symm::Result<()>,
-) -> symm::Result<f64> {
-    body()?;
-    c.synchronize()?;
-    let mut us = Vec::with_capacity(steps);
-    for _ in 0..steps {
-        c.host_barrier()?;
-        let t = std::time::Instant::now();
-        body()?;
-        c.synchronize()?;
-        us.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    us.sort_by(f64::total_cmp);
-    Ok(us[us.len() / 2])
 }
 
 fn cfg(a: &Args, tokens: usize, fp8: bool) -> MoeConfig {

@@ -28,8 +28,6 @@
 //! `support/moe_nccl.rs`). torch's `all_to_all_vdev_2d` is timed apart
 //! (`bench/torch_moe.py`): it takes fewer than 16 experts a rank.
 
-use std::time::Instant;
-
 use symm::dsl::*;
 use symm::kernels::moe::{Moe, MoeConfig};
 use symm::{bf16, run, symm_kernel, Comm, CommOptions, DeviceBuffer, LaunchConfig, Ranks, Result};
@@ -37,12 +35,12 @@ use symm::{bf16, run, symm_kernel, Comm, CommOptions, DeviceBuffer, LaunchConfig
 #[path = "tp_decode/kernels.rs"]
 #[allow(dead_code)] // the decode step's other kernels
 mod kernels;
-use kernels::{fill, gemm_xwt, swiglu};
+use kernels::{fill_slice, gemm_xwt, lin, swiglu};
 
 #[path = "support/bench.rs"]
 #[allow(dead_code)] // what the other benchmarks use
 mod bench;
-use bench::other;
+use bench::{other, time_steps};
 
 #[path = "support/gemm.rs"]
 mod gemm;
@@ -186,36 +184,6 @@ pub fn grouped_xwt(
     }
 }
 
-fn lin(n: usize) -> LaunchConfig {
-    LaunchConfig::linear((n.div_ceil(256) as u32).clamp(1, 1024), 256)
-}
-
-/// `rows × cols` of `out` from the full matrix `seed` (as wide), from its
-/// row `from`: the same values whatever the world size.
-fn fill_rows(
-    c: &Comm,
-    out: &mut DeviceBuffer<T>,
-    (rows, cols): (usize, usize),
-    from: usize,
-    seed: u32,
-    scale: f32,
-) -> Result<()> {
-    let (r, k) = (rows as u32, cols as u32);
-    fill::launch::<T>(
-        c,
-        lin(rows * cols),
-        out,
-        r,
-        k,
-        0,
-        from as u32,
-        0,
-        k,
-        seed,
-        scale,
-    )
-}
-
 /// One rank's layer: the gate (every rank's the whole), its experts'
 /// weights, the plan and the step's buffers.
 struct Layer {
@@ -304,18 +272,29 @@ impl Layer {
         // Each expert's weights from its global index: the same on every
         // world size.
         let scale = 1.0 / (h as f32).sqrt();
-        fill_rows(c, &mut wg, (s.experts, h), 0, 0x6a7e, scale)?;
+        fill_slice(c, &mut wg, s.experts, h, 0, (0, 0, h), 0x6a7e, scale)?;
         let (r1, r2) = (2 * i, h);
-        fill_rows(
+        fill_slice(
             c,
             &mut w1,
-            (local * r1, h),
-            rank * local * r1,
+            local * r1,
+            h,
+            0,
+            (rank * local * r1, 0, h),
             0x1111,
             scale,
         )?;
         let down = 1.0 / (i as f32).sqrt();
-        fill_rows(c, &mut w2, (local * r2, i), rank * local * r2, 0x2222, down)?;
+        fill_slice(
+            c,
+            &mut w2,
+            local * r2,
+            i,
+            0,
+            (rank * local * r2, 0, i),
+            0x2222,
+            down,
+        )?;
         let blas = match c.cuda_stream() {
             Some(stream) => Some(Blas {
                 handle: symm::cudarc::cublas::CudaBlas::new(stream)
@@ -567,7 +546,16 @@ fn grouped(
 fn tokens_of(c: &Comm, s: Shape, rank: usize, n: usize) -> Result<DeviceBuffer<T>> {
     let mut x = c.device_buffer::<T>((n * s.hidden).max(1))?;
     if n > 0 {
-        fill_rows(c, &mut x, (n, s.hidden), rank * n, 0x7075, 1.0)?;
+        fill_slice(
+            c,
+            &mut x,
+            n,
+            s.hidden,
+            0,
+            (rank * n, 0, s.hidden),
+            0x7075,
+            1.0,
+        )?;
     }
     Ok(x)
 }
@@ -599,7 +587,7 @@ fn check(
     let reference = run(one, CommOptions::default(), |c| {
         let mut layer = Layer::new(c, s, all, false)?;
         let mut x = c.device_buffer::<T>(all * s.hidden)?;
-        fill_rows(c, &mut x, (all, s.hidden), 0, 0x7075, 1.0)?;
+        fill_slice(c, &mut x, all, s.hidden, 0, (0, 0, s.hidden), 0x7075, 1.0)?;
         let idx: Vec<i32> = parts.iter().flat_map(|p| p.1.clone()).collect();
         let w: Vec<f32> = parts.iter().flat_map(|p| p.2.clone()).collect();
         layer.idx.write(0, &idx)?;
@@ -703,18 +691,9 @@ fn main() {
                 for (v, nccl) in [false, true].into_iter().enumerate() {
                     let mut layer = Layer::new(c, s, tokens, nccl)?;
                     let x = tokens_of(c, s, c.rank(), tokens)?;
-                    let mut us = Vec::new();
-                    for n in 0..12 {
-                        c.host_barrier()?;
-                        let t = Instant::now();
-                        layer.step(c, &x, tokens, false)?;
-                        c.synchronize()?;
-                        if n >= 2 {
-                            us.push(t.elapsed().as_secs_f64() * 1e6);
-                        }
-                    }
-                    us.sort_by(f64::total_cmp);
-                    times[v] = us[us.len() / 2];
+                    // Two warm-ups: this one and time_steps' own.
+                    layer.step(c, &x, tokens, false)?;
+                    times[v] = time_steps(c, 10, &mut || layer.step(c, &x, tokens, false))?;
                 }
                 Ok(times)
             });

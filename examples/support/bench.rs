@@ -281,3 +281,25 @@ impl Window {
         }
     }
 }
+
+/// Median µs of `steps` steps of `body`, each timed alone by the host
+/// (after a warm-up), for steps that synchronise inside (those whose
+/// sizes the host reads, which no graph can hold).
+pub(crate) fn time_steps(
+    c: &Comm,
+    steps: usize,
+    body: &mut dyn FnMut() -> symm::Result<()>,
+) -> symm::Result<f64> {
+    body()?;
+    c.synchronize()?;
+    let mut us = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        c.host_barrier()?;
+        let t = std::time::Instant::now();
+        body()?;
+        c.synchronize()?;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}

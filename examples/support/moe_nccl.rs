@@ -7,7 +7,7 @@
 
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
 use symm::kernels::moe::{
-    layout, layout_scratch, moe_move, moe_pack, moe_rows, rows_grid, sum_rows, MoeConfig,
+    layout, layout_scratch, moe_pack, moe_rows, move_rows, rows_grid, sum_rows, MoeConfig,
 };
 use symm::{bf16, Comm, DeviceBuffer, LaunchConfig, Result};
 
@@ -124,6 +124,19 @@ impl NcclMoe {
         }
         // The group ends whatever failed in it.
         first.and(ok("ncclGroupEnd", nccl::group_end()))
+    }
+
+    /// The rows by `parts`, from `send` to `raw`, or (`back`) from `raw`
+    /// to `send`.
+    pub(crate) fn exchange_rows(
+        &self,
+        c: &Comm,
+        parts: &[(usize, usize, usize, usize)],
+        back: bool,
+    ) -> Result<()> {
+        let (send, raw) = (self.send.device_ptr(), self.raw.device_ptr());
+        let ends = if back { (raw, send) } else { (send, raw) };
+        self.exchange(c, ends, parts, 2, nccl_sys::ncclDataType_t::ncclBfloat16)
     }
 
     /// The routing's layout (symm's kernels).
@@ -243,14 +256,14 @@ impl NcclMoe {
 
     /// The received rows to the expert-major layout.
     pub(crate) fn move_there(&mut self, c: &Comm) -> Result<()> {
-        let map = (&self.row_dst, &self.layout, self.local, 2 * self.cfg.hidden);
-        move_rows(c, &self.raw, &mut self.received, map, true)
+        let map = (&self.row_dst, &self.layout, self.local);
+        move_rows(c, &self.raw, &mut self.received, map, self.cfg.hidden, true)
     }
 
     /// The experts' rows `y` (expert-major) back to the received order.
     pub(crate) fn move_back(&mut self, c: &Comm, y: &DeviceBuffer<bf16>) -> Result<()> {
-        let map = (&self.row_dst, &self.layout, self.local, 2 * self.cfg.hidden);
-        move_rows(c, y, &mut self.raw, map, false)
+        let map = (&self.row_dst, &self.layout, self.local);
+        move_rows(c, y, &mut self.raw, map, self.cfg.hidden, false)
     }
 
     /// The combined rows (symm's kernel).
@@ -287,13 +300,7 @@ impl NcclMoe {
         self.layout(c, idx, tokens)?;
         self.pack(c, x, idx, tokens)?;
         let parts = self.sizes(c)?;
-        self.exchange(
-            c,
-            (self.send.device_ptr(), self.raw.device_ptr()),
-            &parts,
-            2,
-            nccl_sys::ncclDataType_t::ncclBfloat16,
-        )?;
+        self.exchange_rows(c, &parts, false)?;
         self.rows(c)?;
         self.move_there(c)?;
         self.parts = parts;
@@ -317,41 +324,7 @@ impl NcclMoe {
             .iter()
             .map(|&(so, sn, ro, rn)| (ro, rn, so, sn))
             .collect();
-        self.exchange(
-            c,
-            (self.raw.device_ptr(), self.send.device_ptr()),
-            &back,
-            2,
-            nccl_sys::ncclDataType_t::ncclBfloat16,
-        )?;
+        self.exchange_rows(c, &back, true)?;
         self.sum(c, w, out, self.tokens)
     }
-}
-
-/// `moe_move` of bf16 rows between `from` and `to` by `map` (`row_dst`,
-/// `layout`, local experts, bytes a row), as bytes, in 16-byte vectors
-/// where the rows allow (device buffers start aligned).
-fn move_rows(
-    c: &Comm,
-    from: &DeviceBuffer<bf16>,
-    to: &mut DeviceBuffer<bf16>,
-    (row_dst, layout, local, row_bytes): (&DeviceBuffer<u32>, &DeviceBuffer<u32>, usize, usize),
-    forward: bool,
-) -> Result<()> {
-    let grid = LaunchConfig::linear((row_dst.len() as u32).clamp(1, 1024), 256);
-    let from = c.bind("from", from)?;
-    let mut to = c.bind_mut("to", to)?;
-    let (from, mut to) = (from.bytes(), to.bytes_mut());
-    moe_move::launch(
-        c,
-        grid,
-        &from,
-        &mut to,
-        row_dst,
-        layout,
-        local as u32,
-        row_bytes as u32,
-        forward,
-        row_bytes % 16 == 0,
-    )
 }

@@ -3,7 +3,7 @@
 //! rank's slice and the world-1 reference's whole agree), RMSNorm,
 //! residual add, the KV-cache append, single-query attention with grouped
 //! KV heads, SwiGLU, and the GEMM the emulator runs where a GPU runs
-//! cuBLAS.
+//! cuBLAS; and the host's launches of the fill (`moe_layer` shares them).
 
 use symm::dsl::*;
 use symm::kernels::fused::{block_reduce, block_sum};
@@ -356,4 +356,37 @@ pub fn gemm_xwt<T: Scalar>(x: &[T], w: &[T], y: &mut [T], m: u32, n: u32, k: u32
         y[i] = T::from_f32(acc);
         i += grid_dim_x() * block_dim_x();
     }
+}
+
+/// A grid-stride launch over `n` elements.
+pub fn lin(n: usize) -> symm::LaunchConfig {
+    symm::LaunchConfig::linear((n.div_ceil(256) as u32).clamp(1, 1024), 256)
+}
+
+/// Fills `rows × cols` of `out` from row `dst_row0` with the full matrix
+/// (`seed`, `full_cols` wide) from (`src_row0`, `src_col0`).
+#[allow(clippy::too_many_arguments)]
+pub fn fill_slice<T: Scalar>(
+    c: &symm::Comm,
+    out: &mut symm::DeviceBuffer<T>,
+    rows: usize,
+    cols: usize,
+    dst_row0: usize,
+    (src_row0, src_col0, full_cols): (usize, usize, usize),
+    seed: u32,
+    scale: f32,
+) -> symm::Result<()> {
+    fill::launch::<T>(
+        c,
+        lin(rows * cols),
+        out,
+        rows as u32,
+        cols as u32,
+        dst_row0 as u32,
+        src_row0 as u32,
+        src_col0 as u32,
+        full_cols as u32,
+        seed,
+        scale,
+    )
 }

@@ -158,39 +158,6 @@ struct Model {
     _pool: symm::SymmPool,
 }
 
-/// A grid-stride launch over `n` elements.
-fn lin(n: usize) -> LaunchConfig {
-    LaunchConfig::linear((n.div_ceil(256) as u32).clamp(1, 1024), 256)
-}
-
-/// Fills `rows × cols` of `out` from row `dst_row0` with the full matrix
-/// (`seed`, `full_cols` wide) from (`src_row0`, `src_col0`).
-#[allow(clippy::too_many_arguments)]
-fn fill_slice(
-    c: &Comm,
-    out: &mut DeviceBuffer<T>,
-    rows: usize,
-    cols: usize,
-    dst_row0: usize,
-    (src_row0, src_col0, full_cols): (usize, usize, usize),
-    seed: u32,
-    scale: f32,
-) -> Result<()> {
-    fill::launch::<T>(
-        c,
-        lin(rows * cols),
-        out,
-        rows as u32,
-        cols as u32,
-        dst_row0 as u32,
-        src_row0 as u32,
-        src_col0 as u32,
-        full_cols as u32,
-        seed,
-        scale,
-    )
-}
-
 impl Model {
     /// Rank `c.rank()` of `world`'s slices (`world` 1: the whole model).
     fn new(c: &Comm, s: Shape) -> Result<Model> {

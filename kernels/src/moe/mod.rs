@@ -409,18 +409,20 @@ fn vectors(row_bytes: usize, ptrs: &[u64]) -> bool {
     row_bytes.is_multiple_of(16) && ptrs.iter().all(|p| p.is_multiple_of(16))
 }
 
-/// `moe_move` of rows of `per_row` elements of `A` (`B`, the same width)
-/// between `from` and `to` by `map` (`row_dst`, `layout`, local experts),
-/// as bytes, in 16-byte vectors where the rows align.
-fn move_rows<A: symm::Element, B: symm::Element>(
+/// [`moe_move`] of rows of `per_row` elements of `A` (`B`, the same
+/// width) between `from` and `to` by `map` (`row_dst`, `layout` as
+/// [`moe_rows`] writes them, local experts), as bytes, in 16-byte vectors
+/// where the rows align: `forward`, received row `r` to row `row_dst[r]`,
+/// else back. A block a row, up to 1024 blocks.
+pub fn move_rows<A: symm::Element, B: symm::Element>(
     comm: &Comm,
-    grid: symm::LaunchConfig,
     from: &(impl DeviceSlice<A> + ?Sized),
     to: &mut (impl DeviceSlice<B> + ?Sized),
     (row_dst, layout, local): (&DeviceBuffer<u32>, &DeviceBuffer<u32>, usize),
     per_row: usize,
     forward: bool,
 ) -> Result<()> {
+    let grid = symm::LaunchConfig::linear((row_dst.len() as u32).clamp(1, MAX_ROW_BLOCKS), THREADS);
     let from = comm.bind("from", from)?;
     let mut to = comm.bind_mut("to", to)?;
     let (from, mut to) = (from.bytes(), to.bytes_mut());
@@ -925,23 +927,13 @@ impl<T: MoeElem> Moe<T> {
             &mut self.layout,
             &mut self.row_dst,
         )?;
-        let rows = self.row_grid();
         let map = (&self.row_dst, &self.layout, self.local);
         match &mut self.fp8 {
-            None => move_rows(
-                comm,
-                rows,
-                &self.back,
-                &mut self.received,
-                map,
-                hidden,
-                true,
-            )?,
+            None => move_rows(comm, &self.back, &mut self.received, map, hidden, true)?,
             Some(f) => {
-                move_rows(comm, rows, &f.raw, &mut f.received, map, hidden, true)?;
+                move_rows(comm, &f.raw, &mut f.received, map, hidden, true)?;
                 move_rows(
                     comm,
-                    rows,
                     &f.raw_scales,
                     &mut f.received_scales,
                     map,
@@ -1024,7 +1016,7 @@ impl<T: MoeElem> Moe<T> {
             return Err(e);
         }
         let map = (&self.row_dst, &self.layout, self.local);
-        move_rows(comm, self.row_grid(), y, &mut self.back, map, hidden, false)?;
+        move_rows(comm, y, &mut self.back, map, hidden, false)?;
         // What came from each rank goes back to it: the dispatch's report
         // (sizes received, then offsets) gives the splits.
         let world = self.world;
@@ -1161,10 +1153,5 @@ impl<T: MoeElem> Moe<T> {
         self.combine_checked(comm, &x, &w, &mut out, false)?;
         self.tokens = None;
         Ok(())
-    }
-
-    /// The grid of the kernels that walk the received rows.
-    fn row_grid(&self) -> symm::LaunchConfig {
-        symm::LaunchConfig::linear((self.capacity as u32).clamp(1, MAX_ROW_BLOCKS), THREADS)
     }
 }
