@@ -1,11 +1,15 @@
 //! Times a MoE step (`symm::kernels::moe`: dispatch, then combine) on
-//! every rank's GPU, one rank per GPU: the composed form with rows in bf16
+//! every rank's GPU, one rank per GPU: each form (`--mode`: the pull form,
+//! the all-to-all form, or both) with rows in bf16
 //! and in fp8 (scales per 128 elements), at decode and prefill batches, in
 //! CUDA graphs of back-to-back steps (a new routing is a new graph; the
 //! numbers are a fixed random routing's), medians of the replays. Prints a
 //! table of µs per dispatch, per combine and per step (no expert between
 //! them: the combine sends back whatever its input holds), and the bytes
-//! each rank sends to its peers per step over the step's time.
+//! that cross between each rank and its peers per step (the form's own:
+//! the pull form sends a token to a rank once and gets a row or an f32
+//! sum back from each rank once, the all-to-all form a row a slot each
+//! way) over the step's time.
 //!
 //! `--stages` times each part of the bf16 step alone instead: symm's
 //! kernels, and the rows' exchange by symm and by NCCL.
@@ -23,7 +27,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use symm::dsl::*;
-use symm::kernels::moe::{Fp8Scales, Moe, MoeConfig};
+use symm::kernels::moe::{Fp8Scales, Moe, MoeConfig, MoeMode};
 use symm::{bf16, run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks};
 
 #[path = "support/bench.rs"]
@@ -58,6 +62,22 @@ struct Args {
     /// Time each part of the bf16 step alone instead (where the µs go).
     #[arg(long)]
     stages: bool,
+    /// The forms to time: `pull`, `all-to-all` or `both`.
+    #[arg(long, default_value = "both")]
+    mode: String,
+}
+
+/// The forms `--mode` names.
+fn modes(a: &Args) -> Vec<MoeMode> {
+    match a.mode.as_str() {
+        "pull" => vec![MoeMode::Pull],
+        "all-to-all" => vec![MoeMode::AllToAll],
+        "both" => vec![MoeMode::Pull, MoeMode::AllToAll],
+        other => {
+            eprintln!("bench_moe: --mode {other}: pull, all-to-all or both");
+            std::process::exit(2);
+        }
+    }
 }
 
 /// The experts' work in the benchmark: each row copied (the step's time
@@ -91,11 +111,54 @@ fn routing(seed: u64, tokens: usize, experts: usize, top_k: usize) -> (Vec<i32>,
     (idx, w)
 }
 
-/// Rows this rank sends to its peers (not to itself) in a dispatch.
-fn rows_to_peers(idx: &[i32], rank: usize, local: usize) -> usize {
-    idx.iter()
-        .filter(|&&e| e >= 0 && e as usize / local != rank)
-        .count()
+/// Bytes this rank's tokens get back from its peers in a combine of rows
+/// of `hidden` bf16: a row a slot, or (`once`, the pull form) a row a
+/// token and peer, in f32 where the peer holds several of its slots.
+fn bytes_back(
+    idx: &[i32],
+    rank: usize,
+    local: usize,
+    top_k: usize,
+    hidden: usize,
+    once: bool,
+) -> usize {
+    if !once {
+        return 2 * hidden * rows_to_peers(idx, rank, local, top_k, false);
+    }
+    idx.chunks(top_k)
+        .map(|slots| {
+            let mut ranks: Vec<usize> = slots
+                .iter()
+                .filter(|&&e| e >= 0 && e as usize / local != rank)
+                .map(|&e| e as usize / local)
+                .collect();
+            ranks.sort_unstable();
+            ranks
+                .chunk_by(|a, b| a == b)
+                .map(|g| if g.len() == 1 { 2 * hidden } else { 4 * hidden })
+                .sum::<usize>()
+        })
+        .sum()
+}
+/// Rows this rank sends to its peers (not to itself) in a dispatch: one
+/// a slot, or (`once`, the pull form) one a token and peer.
+fn rows_to_peers(idx: &[i32], rank: usize, local: usize, top_k: usize, once: bool) -> usize {
+    let to_peer = |e: i32| e >= 0 && e as usize / local != rank;
+    if !once {
+        return idx.iter().filter(|&&e| to_peer(e)).count();
+    }
+    idx.chunks(top_k)
+        .map(|slots| {
+            let mut ranks: Vec<usize> = slots
+                .iter()
+                .filter(|&&e| to_peer(e))
+                .map(|&e| e as usize / local)
+                .collect();
+            ranks.sort_unstable();
+            ranks.dedup();
+            ranks.len()
+        })
+        .sum()
 }
 
 /// What a step reads and writes, whoever moves the rows: the tokens'
@@ -259,8 +322,107 @@ impl NcclStep {
     }
 }
 
-fn cfg(a: &Args, tokens: usize, fp8: bool) -> MoeConfig {
-    let cfg = MoeConfig::new(a.hidden, a.experts, a.top_k, tokens).with_align(16);
+/// The pull form's staging kernels timed alone (each in a graph), and its
+/// whole dispatch in bf16 and in fp8: what the barrier kernel between
+/// them takes is the difference.
+fn pull_stages(
+    c: &Comm,
+    a: &Args,
+    tokens: usize,
+    x: &[bf16],
+    idx: &[i32],
+) -> symm::Result<Vec<(&'static str, f64)>> {
+    use symm::kernels::moe::{layout, layout_scratch, moe_pack_fp8, moe_stage};
+    let barrier = Barrier::new(c)?;
+    let (e, k, h) = (a.experts, a.top_k, a.hidden);
+    let local = e / c.world_size();
+    let xs = c.device_buffer_from(x)?;
+    let ids = c.device_buffer_from(idx)?;
+    let mut scratch = c.device_buffer::<u32>(layout_scratch(e))?;
+    let mut pos = c.device_buffer::<u32>(tokens * k)?;
+    let mut counts = c.device_buffer::<u32>(e)?;
+    let mut splits = c.device_buffer::<u64>(c.world_size())?;
+    let mut scale_splits = c.device_buffer::<u64>(c.world_size())?;
+    let mut stage = c.device_buffer::<u8>(tokens * h * 2)?;
+    let mut idx_out = c.device_buffer::<i32>(tokens * k)?;
+    let mut f8 = c.device_buffer::<f8e4m3>(tokens * h)?;
+    let mut scales = c.device_buffer::<f32>(tokens * h / 128)?;
+    let grid = LaunchConfig::linear(tokens as u32, 256);
+    let mut t = vec![(
+        "pull: layout (ranks within experts)",
+        time_graph(c, &barrier, &mut || {
+            layout(
+                c,
+                &ids,
+                tokens * k,
+                (e, local, h, 0),
+                false,
+                true,
+                &mut scratch,
+                &mut pos,
+                (&mut splits, &mut scale_splits, &mut counts),
+            )
+            .map(|_| ())
+        })?,
+    )];
+    let xb = c.bind("x", &xs)?;
+    let xb = xb.bytes();
+    t.push((
+        "pull: stage bf16 rows",
+        time_graph(c, &barrier, &mut || {
+            moe_stage::launch(
+                c,
+                grid,
+                &xb,
+                &ids,
+                &mut stage,
+                &mut idx_out,
+                k as u32,
+                e as u32,
+                (2 * h) as u32,
+                true,
+                true,
+            )
+        })?,
+    ));
+    t.push((
+        "pull: stage fp8 rows (scales per 128)",
+        time_graph(c, &barrier, &mut || {
+            moe_pack_fp8::launch::<bf16, 8>(
+                c,
+                LaunchConfig::linear(tokens as u32, 256),
+                &xs,
+                &ids,
+                &pos,
+                &mut f8,
+                &mut scales,
+                k as u32,
+                e as u32,
+                h as u32,
+                128,
+                true,
+                true,
+            )
+        })?,
+    ));
+    for (name, fp8) in [("pull: dispatch bf16", false), ("pull: dispatch fp8", true)] {
+        let mut s = Step::new(
+            c,
+            cfg(a, tokens, fp8, MoeMode::Pull),
+            tokens,
+            x,
+            idx,
+            &[0.5; 1],
+        )?;
+        t.push((name, time_graph(c, &barrier, &mut || s.dispatch(c))?));
+    }
+    Ok(t)
+}
+
+fn cfg(a: &Args, tokens: usize, fp8: bool, mode: MoeMode) -> MoeConfig {
+    let cfg = MoeConfig::new(a.hidden, a.experts, a.top_k, tokens)
+        .with_align(16)
+        .with_mode(mode);
     if fp8 {
         cfg.with_fp8(Fp8Scales::Per128)
     } else {
@@ -279,25 +441,40 @@ pub(crate) fn check(n: usize) -> i32 {
         top_k: 2,
         emulator: None,
         stages: false,
+        mode: "both".into(),
     };
     let res = run(Ranks::Emulator(n), CommOptions::default(), |c| {
         let (idx, w) = routing(7 + c.rank() as u64, 5, a.experts, a.top_k);
         let x: Vec<bf16> = (0..5 * a.hidden)
             .map(|i| bf16::from_f32((i % 13) as f32 - 6.0))
             .collect();
-        let mut s = Step::new(c, cfg(&a, 5, false), 5, &x, &idx, &w)?;
-        s.run(c, true)?;
-        c.synchronize()?;
-        let got = s.io.out.to_host()?;
         let mut bad = 0;
-        for t in 0..5 {
-            for i in 0..a.hidden {
-                let mut acc = 0.0f32;
-                for k in 0..a.top_k {
-                    acc += w[t * a.top_k + k] * x[t * a.hidden + i].to_f32();
-                }
-                if got[t * a.hidden + i].to_bits() != bf16::from_f32(acc).to_bits() {
-                    bad += 1;
+        for mode in [MoeMode::Pull, MoeMode::AllToAll] {
+            let mut s = Step::new(c, cfg(&a, 5, false, mode), 5, &x, &idx, &w)?;
+            s.run(c, true)?;
+            c.synchronize()?;
+            let got = s.io.out.to_host()?;
+            for t in 0..5 {
+                for i in 0..a.hidden {
+                    // By rank, then slot (as the combine sums).
+                    let local = a.experts / c.world_size();
+                    let mut acc = 0.0f32;
+                    for d in 0..c.world_size() {
+                        let mut part = None;
+                        for k in 0..a.top_k {
+                            let p = t * a.top_k + k;
+                            if idx[p] as usize / local == d {
+                                let v = w[p] * x[t * a.hidden + i].to_f32();
+                                part = Some(part.unwrap_or(-0.0f32) + v);
+                            }
+                        }
+                        if let Some(part) = part {
+                            acc += part;
+                        }
+                    }
+                    if got[t * a.hidden + i].to_bits() != bf16::from_f32(acc).to_bits() {
+                        bad += 1;
+                    }
                 }
             }
         }
@@ -338,7 +515,17 @@ fn main() {
                 let x: Vec<bf16> = (0..tokens * args.hidden)
                     .map(|i| bf16::from_f32((i % 7) as f32))
                     .collect();
-                NcclStep::new(c, cfg(&args, tokens, false), tokens, &x, &idx, &w)?.stages(c)
+                let mut parts = NcclStep::new(
+                    c,
+                    cfg(&args, tokens, false, MoeMode::AllToAll),
+                    tokens,
+                    &x,
+                    &idx,
+                    &w,
+                )?
+                .stages(c)?;
+                parts.extend(pull_stages(c, &args, tokens, &x, &idx)?);
+                Ok(parts)
             });
             match res {
                 Ok(r) => {
@@ -361,17 +548,21 @@ fn main() {
         args.hidden, args.experts, args.top_k
     );
     println!(
-        "| tokens a rank | rows | dispatch µs | combine µs | step µs | GB/s to peers | symm µs, each step alone | NCCL µs, each step alone | symm / NCCL | MB to peers a step |"
+        "| tokens a rank | form | rows | dispatch µs | combine µs | step µs | GB/s to peers | symm µs, each step alone | NCCL µs, each step alone | symm / NCCL | MB to peers a step |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let modes = modes(&args);
     for &tokens in &args.tokens {
-        for fp8 in [false, true] {
+        for (mode, fp8) in modes
+            .iter()
+            .flat_map(|&m| [false, true].map(move |f| (m, f)))
+        {
             let res = run(ranks.clone(), CommOptions::default(), |c| {
                 let (idx, w) = routing(11 + c.rank() as u64, tokens, args.experts, args.top_k);
                 let x: Vec<bf16> = (0..tokens * args.hidden)
                     .map(|i| bf16::from_f32((i % 7) as f32))
                     .collect();
-                let mut s = Step::new(c, cfg(&args, tokens, fp8), tokens, &x, &idx, &w)?;
+                let mut s = Step::new(c, cfg(&args, tokens, fp8, mode), tokens, &x, &idx, &w)?;
                 let barrier = Barrier::new(c)?;
                 let us = time_graph(c, &barrier, &mut || s.run(c, false))?;
                 let there_us = time_graph(c, &barrier, &mut || s.dispatch(c))?;
@@ -381,7 +572,7 @@ fn main() {
                 let nccl_us = if fp8 {
                     None
                 } else {
-                    match NcclStep::new(c, cfg(&args, tokens, false), tokens, &x, &idx, &w)
+                    match NcclStep::new(c, cfg(&args, tokens, false, mode), tokens, &x, &idx, &w)
                         .and_then(|mut n| time_steps(c, 20, &mut || n.run(c)))
                     {
                         Ok(t) => Some(t),
@@ -391,7 +582,10 @@ fn main() {
                         }
                     }
                 };
-                let rows = rows_to_peers(&idx, c.rank(), args.experts / c.world_size());
+                let local = args.experts / c.world_size();
+                let once = mode == MoeMode::Pull;
+                let sent = rows_to_peers(&idx, c.rank(), local, args.top_k, once);
+                let back = bytes_back(&idx, c.rank(), local, args.top_k, args.hidden, once);
                 // Both ways: the rows there (bf16, or e4m3 and a scale per
                 // 128) and the experts' rows back (bf16).
                 let there = if fp8 {
@@ -399,11 +593,7 @@ fn main() {
                 } else {
                     2 * args.hidden
                 };
-                Ok((
-                    [there_us, back_us, us, alone],
-                    nccl_us,
-                    rows * (there + 2 * args.hidden),
-                ))
+                Ok(([there_us, back_us, us, alone], nccl_us, sent * there + back))
             });
             match res {
                 Ok(r) => {
@@ -413,7 +603,11 @@ fn main() {
                         None => ("–".into(), "–".into()),
                     };
                     println!(
-                        "| {tokens} | {} | {there_us:.1} | {back_us:.1} | {us:.1} | {:.1} | {alone:.1} | {nc} | {ratio} | {:.2} |",
+                        "| {tokens} | {} | {} | {there_us:.1} | {back_us:.1} | {us:.1} | {:.1} | {alone:.1} | {nc} | {ratio} | {:.2} |",
+                        match mode {
+                            MoeMode::Pull => "pull",
+                            MoeMode::AllToAll => "all-to-all",
+                        },
                         if fp8 { "fp8, scales per 128" } else { "bf16" },
                         bytes as f64 / us / 1e3,
                         bytes as f64 / 1e6

@@ -19,11 +19,15 @@ mod tier;
 use symm::dsl::*;
 
 use symm::kernels::moe::{
-    layout, layout_scratch, moe_layout, moe_layout_place, moe_layout_scan, moe_move, moe_pack,
-    moe_pack_fp8, moe_rows, moe_sum, Fp8Scales, Moe, MoeConfig, MoeElem,
+    layout, layout_scratch, moe_copy, moe_layout, moe_layout_place, moe_layout_scan, moe_move,
+    moe_pack, moe_pack_fp8, moe_pull, moe_push, moe_rows, moe_stage, moe_sum, moe_sum_ranks,
+    Fp8Scales, Moe, MoeConfig, MoeElem, MoeMode,
 };
 use symm::symm_kernel;
 use symm::{bf16, run, Comm, CommOptions, Error, ErrorKind, LaunchConfig};
+
+/// Both forms: every case runs in each.
+const MODES: [MoeMode; 2] = [MoeMode::Pull, MoeMode::AllToAll];
 
 fn options() -> CommOptions {
     CommOptions::default()
@@ -126,21 +130,38 @@ fn expected_rows<T: Scalar>(
         .collect()
 }
 
-/// Token `t`'s combined row on its own rank, as `moe_sum` computes it.
-fn expected_out<T: Scalar>(cfg: &MoeConfig, s: &Step<T>) -> Vec<T> {
+/// One element of a combined row, as both forms sum it: for each rank in
+/// order that holds any of the token's slots (`(expert, weight, value)`,
+/// `local` experts a rank), the sum of its slots in slot order from −0,
+/// then those sums added from 0, in f32, rounded once.
+fn combined<T: Scalar>(world: usize, local: usize, slots: &[(usize, f32, f32)]) -> T {
+    let mut acc = 0.0f32;
+    for d in 0..world {
+        let mine: Vec<_> = slots.iter().filter(|s| s.0 / local == d).collect();
+        if !mine.is_empty() {
+            acc += mine.iter().fold(-0.0f32, |a, s| a + s.1 * s.2);
+        }
+    }
+    T::from_f32(acc)
+}
+
+/// Token `t`'s combined row on its own rank (of `world`), as `moe_sum`
+/// computes it.
+fn expected_out<T: Scalar>(cfg: &MoeConfig, world: usize, s: &Step<T>) -> Vec<T> {
     let (h, k) = (cfg.hidden, cfg.top_k);
+    let local = cfg.num_experts / world;
     let mut out = vec![T::from_f32(0.0); s.tokens * h];
     for t in 0..s.tokens {
         for i in 0..h {
-            let mut acc = 0.0f32;
-            for j in 0..k {
-                let p = t * k + j;
-                let e = s.idx[p];
-                if e >= 0 {
-                    acc += s.weights[p] * expert(e as usize, s.x[t * h + i]).to_f32();
-                }
-            }
-            out[t * h + i] = T::from_f32(acc);
+            let slots: Vec<(usize, f32, f32)> = (0..k)
+                .map(|j| t * k + j)
+                .filter(|&p| s.idx[p] >= 0)
+                .map(|p| {
+                    let e = s.idx[p] as usize;
+                    (e, s.weights[p], expert(e, s.x[t * h + i]).to_f32())
+                })
+                .collect();
+            out[t * h + i] = combined(world, local, &slots);
         }
     }
     out
@@ -165,8 +186,22 @@ fn case<T: MoeElem>(world: usize, cfg: MoeConfig, steps: usize, routing: Routing
 }
 
 /// [`case`], with the receive capacity set to the most rows any rank
-/// receives in any step where `exact` (a plan filled to the last row).
+/// receives in any step where `exact` (a plan filled to the last row), in
+/// each of [`MODES`].
 fn case_with<T: MoeElem>(
+    world: usize,
+    cfg: MoeConfig,
+    steps: usize,
+    routing: Routing,
+    exact: bool,
+) {
+    for mode in MODES {
+        case_in::<T>(world, cfg.clone().with_mode(mode), steps, routing, exact);
+    }
+}
+
+/// [`case_with`] in `cfg`'s mode.
+fn case_in<T: MoeElem>(
     world: usize,
     mut cfg: MoeConfig,
     steps: usize,
@@ -280,7 +315,7 @@ fn case_with<T: MoeElem>(
             same_bits(
                 &format!("{what}: rank {r} step {i}'s output"),
                 out,
-                &expected_out(&cfg, &data[i][r]),
+                &expected_out(&cfg, world, &data[i][r]),
             );
         }
     }
@@ -372,6 +407,7 @@ fn the_layout_poisons_the_splits_of_a_bad_routing() {
                 4,
                 (2, 2, 10, 3),
                 poison == 1,
+                false,
                 &mut scratch,
                 &mut pos,
                 (&mut splits, &mut scale_splits, &mut counts),
@@ -401,7 +437,8 @@ fn the_layout_poisons_the_splits_of_a_bad_routing() {
 
 /// The layout of many pairs over many blocks (and several chunks a
 /// block) against the host's stable sort by expert: each pair's row, each
-/// expert's count, each rank's split; and a bad index in the last of 40
+/// expert's count, each rank's split, and (the pull form's `within`) each
+/// pair's rank within its expert; and a bad index in the last of 40
 /// blocks poisons every split.
 #[test]
 fn the_layout_is_a_stable_sort_by_expert() {
@@ -411,29 +448,36 @@ fn the_layout_is_a_stable_sort_by_expert() {
     let Some(ranks) = ranks(1) else { return };
     let (mut rng, seed) = seeded();
     // (experts, local, pairs): 3 blocks of one chunk; 40 blocks of two;
-    // the last with an index out of range near its end.
-    let mut cases: Vec<(usize, usize, Vec<i32>)> =
-        [(24usize, 8usize, 3000usize), (1024, 512, 20000)]
-            .into_iter()
-            .map(|(e, l, n)| {
-                let idx = (0..n)
-                    .map(|_| {
-                        if rng.random_range(0..10) == 0 {
-                            -1
-                        } else {
-                            rng.random_range(0..e as i32)
-                        }
-                    })
-                    .collect();
-                (e, l, idx)
+    // one block (with `within`, that kernel alone); the last with an index
+    // out of range near its end.
+    let mut cases: Vec<(usize, usize, Vec<i32>)> = [
+        (24usize, 8usize, 3000usize),
+        (1024, 512, 20000),
+        (16, 4, 700),
+    ]
+    .into_iter()
+    .map(|(e, l, n)| {
+        let idx = (0..n)
+            .map(|_| {
+                if rng.random_range(0..10) == 0 {
+                    -1
+                } else {
+                    rng.random_range(0..e as i32)
+                }
             })
             .collect();
+        (e, l, idx)
+    })
+    .collect();
     let mut bad = cases[1].clone();
     bad.2[19_990] = 1024;
     cases.push(bad);
     let got = run(ranks, options(), |c: &Comm| {
         let mut out = Vec::new();
-        for (e, l, idx) in &cases {
+        for ((e, l, idx), within) in cases
+            .iter()
+            .flat_map(|c| [false, true].map(move |w| (c, w)))
+        {
             let n = idx.len();
             let d_idx = c.device_buffer_from(idx)?;
             let mut pos = c.device_buffer::<u32>(n)?;
@@ -447,6 +491,7 @@ fn the_layout_is_a_stable_sort_by_expert() {
                 n,
                 (*e, *l, 3, 1),
                 false,
+                within,
                 &mut scratch,
                 &mut pos,
                 (&mut splits, &mut scale_splits, &mut counts),
@@ -462,13 +507,17 @@ fn the_layout_is_a_stable_sort_by_expert() {
         Ok(out)
     })
     .unwrap_or_else(|err| panic!("{err}"));
-    let (_, _, poisoned, _) = &got[0][2];
-    assert!(
-        got[0][2].1.iter().chain(poisoned).all(|&s| s == 0xFFFF_FFFF),
-        "a bad index in the last block: splits {:?}, scale splits {poisoned:?} (SYMM_MOE_SEED={seed})",
-        got[0][2].1
-    );
-    for ((e, l, idx), (pos, splits, scale_splits, counts)) in cases.iter().zip(&got[0]).take(2) {
+    for bad in &got[0][6..] {
+        let (_, splits, poisoned, _) = bad;
+        assert!(
+            splits.iter().chain(poisoned).all(|&s| s == 0xFFFF_FFFF),
+            "a bad index in the last block: splits {splits:?}, scale splits {poisoned:?} (SYMM_MOE_SEED={seed})",
+        );
+    }
+    let runs = cases
+        .iter()
+        .flat_map(|c| [false, true].map(move |w| (c, w)));
+    for (((e, l, idx), within), (pos, splits, scale_splits, counts)) in runs.zip(&got[0]).take(6) {
         let mut want_counts = vec![0u32; *e];
         for &x in idx.iter().filter(|&&x| x >= 0) {
             want_counts[x as usize] += 1;
@@ -485,7 +534,12 @@ fn the_layout_is_a_stable_sort_by_expert() {
                     u32::MAX
                 } else {
                     next[x as usize] += 1;
-                    next[x as usize] - 1
+                    let row = next[x as usize] - 1;
+                    if within {
+                        row - base[x as usize]
+                    } else {
+                        row
+                    }
                 }
             })
             .collect();
@@ -494,10 +548,17 @@ fn the_layout_is_a_stable_sort_by_expert() {
             .map(|c| c.iter().map(|&n| n as u64).sum::<u64>())
             .collect();
         let want_splits: Vec<u64> = rows.iter().map(|r| 3 * r).collect();
-        let what = format!("{e} experts, {} pairs (SYMM_MOE_SEED={seed})", idx.len());
+        let what = format!(
+            "{e} experts, {} pairs, within {within} (SYMM_MOE_SEED={seed})",
+            idx.len()
+        );
         assert_eq!(counts, &want_counts, "counts, {what}");
-        assert_eq!(splits, &want_splits, "splits, {what}");
-        assert_eq!(scale_splits, &rows, "scale splits, {what}");
+        // One block with `within` writes no splits (the pull form reads
+        // none).
+        if !(within && idx.len() == 700) {
+            assert_eq!(splits, &want_splits, "splits, {what}");
+            assert_eq!(scale_splits, &rows, "scale splits, {what}");
+        }
         assert!(pos == &want_pos, "rows, {what}");
     }
 }
@@ -507,11 +568,29 @@ fn misuse_fails_every_rank() {
     if !tier::quick_test() {
         return;
     }
+    for mode in MODES {
+        misuse_in(mode);
+    }
+}
+
+/// What a peer's error says where a rank's `call` (dispatch or combine)
+/// failed on that rank alone, in `mode`.
+fn peer_failure(mode: MoeMode, call: &str) -> &'static str {
+    match (mode, call) {
+        // The peer's own all-to-all found the poisoned sizes.
+        (MoeMode::AllToAll, _) => "sends more than its input holds",
+        (MoeMode::Pull, "dispatch") => "a rank's step failed",
+        (MoeMode::Pull, _) => "a rank's combine was refused",
+    }
+}
+
+/// [`misuse_fails_every_rank`] in `mode`.
+fn misuse_in(mode: MoeMode) {
     let world = 2;
     // A config that differs: every rank says so at once, itself (the
     // agreement's verdict, not a peer's failure passed on).
     if let Some(errs) = every_rank_fails(world, |c| {
-        let cfg = MoeConfig::new(16 + 8 * c.rank(), 4, 2, 4);
+        let cfg = MoeConfig::new(16 + 8 * c.rank(), 4, 2, 4).with_mode(mode);
         Moe::<bf16>::new(c, cfg).map(|_| ())
     }) {
         for e in &errs {
@@ -521,7 +600,7 @@ fn misuse_fails_every_rank() {
     }
     // Experts that do not spread evenly.
     if let Some(errs) = every_rank_fails(world, |c| {
-        Moe::<bf16>::new(c, MoeConfig::new(16, 3, 2, 4)).map(|_| ())
+        Moe::<bf16>::new(c, MoeConfig::new(16, 3, 2, 4).with_mode(mode)).map(|_| ())
     }) {
         for e in &errs {
             assert!(e.to_string().contains("do not spread evenly"), "{e}");
@@ -530,7 +609,9 @@ fn misuse_fails_every_rank() {
     }
     // fp8 scales per 128 elements of rows of 100.
     if let Some(errs) = every_rank_fails(world, |c| {
-        let cfg = MoeConfig::new(100, 4, 2, 4).with_fp8(Fp8Scales::Per128);
+        let cfg = MoeConfig::new(100, 4, 2, 4)
+            .with_mode(mode)
+            .with_fp8(Fp8Scales::Per128);
         Moe::<bf16>::new(c, cfg).map(|_| ())
     }) {
         for e in &errs {
@@ -544,7 +625,7 @@ fn misuse_fails_every_rank() {
     // so its peers fail at once, not at the kernel timeout.
     for (bad_step, fp8) in [(0, false), (1, false), (1, true)] {
         if let Some(errs) = every_rank_fails(world, |c| {
-            let mut cfg = MoeConfig::new(16, 4, 2, 4);
+            let mut cfg = MoeConfig::new(16, 4, 2, 4).with_mode(mode);
             if fp8 {
                 cfg = cfg.with_fp8(Fp8Scales::PerToken);
             }
@@ -574,14 +655,14 @@ fn misuse_fails_every_rank() {
             first.map_or(Ok(()), Err)
         }) {
             assert!(errs[1].to_string().contains("at most 4"), "{}", errs[1]);
-            // The peer's own all-to-all found the poisoned sizes. (Without
-            // them, a GPU waits for its kernel timeout, and the emulator's
+            // The bad rank's part of the step made its peer's fail. (Without
+            // it, a GPU waits for its kernel timeout, and the emulator's
             // check of the calls' sequence tells the ranks apart after 2 s
             // with a mismatch.)
             assert!(
                 matches!(&errs[0], Error::KernelAssert { message, .. }
-                    if message.contains("sends more than its input holds")),
-                "step {bad_step}, fp8 {fp8}: {}",
+                    if message.contains(peer_failure(mode, "dispatch"))),
+                "{mode:?} step {bad_step}, fp8 {fp8}: {}",
                 errs[0]
             );
         }
@@ -590,7 +671,7 @@ fn misuse_fails_every_rank() {
     // of combine ran in its empty step, so each rank finds it alone and
     // runs its part on poisoned sizes): every rank says so.
     if let Some(errs) = every_rank_fails(world, |c| {
-        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4))?;
+        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4).with_mode(mode))?;
         let y = c.device_buffer::<bf16>(moe.received_rows() * 16)?;
         let w = c.device_buffer::<f32>(8)?;
         let mut out = c.device_buffer::<bf16>(4 * 16)?;
@@ -605,7 +686,7 @@ fn misuse_fails_every_rank() {
     // step: that rank says so, and its peer's combine fails at once on
     // the poisoned sizes.
     if let Some(errs) = every_rank_fails(world, |c| {
-        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4))?;
+        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4).with_mode(mode))?;
         let x = c.device_buffer::<bf16>(4 * 16)?;
         let idx = c.device_buffer_from(&[0i32, 1, 2, 3, 1, 2, 0, 3])?;
         let w = c.device_buffer::<f32>(8)?;
@@ -622,14 +703,14 @@ fn misuse_fails_every_rank() {
         assert!(errs[1].to_string().contains("y holds"), "{}", errs[1]);
         assert!(
             matches!(&errs[0], Error::KernelAssert { message, .. }
-                if message.contains("sends more than its input holds")),
-            "{}",
+                if message.contains(peer_failure(mode, "combine"))),
+            "{mode:?}: {}",
             errs[0]
         );
     }
     // Configs that differ in fp8 alone: the error names it.
     if let Some(errs) = every_rank_fails(world, |c| {
-        let mut cfg = MoeConfig::new(16, 4, 2, 4);
+        let mut cfg = MoeConfig::new(16, 4, 2, 4).with_mode(mode);
         if c.rank() == 1 {
             cfg = cfg.with_fp8(Fp8Scales::PerToken);
         }
@@ -643,7 +724,7 @@ fn misuse_fails_every_rank() {
     // An index past the experts on rank 1, token 2: its report names the
     // token as the block; every rank fails.
     if let Some(errs) = every_rank_fails(world, |c| {
-        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4))?;
+        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4).with_mode(mode))?;
         let mut idx = vec![0i32, 1, 2, 3, 1, 2, 0, 3];
         if c.rank() == 1 {
             idx[5] = 4;
@@ -662,7 +743,12 @@ fn misuse_fails_every_rank() {
     // A routing that sends rank 0 more rows than its capacity: every rank
     // fails, none writes past it.
     if let Some(errs) = every_rank_fails(world, |c| {
-        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4).with_recv_capacity(6))?;
+        let mut moe = Moe::<bf16>::new(
+            c,
+            MoeConfig::new(16, 4, 2, 4)
+                .with_mode(mode)
+                .with_recv_capacity(6),
+        )?;
         let x = c.device_buffer::<bf16>(4 * 16)?;
         let idx = c.device_buffer_from(&[0i32, 1, 0, 1, 0, 1, 0, 1])?;
         moe.dispatch(c, &x, &idx, 4)?;
@@ -674,8 +760,11 @@ fn misuse_fails_every_rank() {
                     e.root_kind(),
                     ErrorKind::Kernel | ErrorKind::Capacity | ErrorKind::PeerFailed
                 ),
-                "{e}"
+                "{mode:?}: {e}"
             );
+            if mode == MoeMode::Pull && !matches!(e, Error::PeerFailed { .. }) {
+                assert!(e.to_string().contains("receive capacity"), "{e}");
+            }
         }
     }
 }
@@ -709,8 +798,17 @@ fn scale_rows<T: Scalar>(
 /// experts' work on the device, and no host synchronisation until the
 /// end: every step's output is exact.
 fn back_to_back<T: MoeElem>(world: usize, steps: usize) {
+    for mode in MODES {
+        back_to_back_in::<T>(world, steps, mode);
+    }
+}
+
+/// [`back_to_back`] in `mode`.
+fn back_to_back_in<T: MoeElem>(world: usize, steps: usize, mode: MoeMode) {
     let Some(ranks) = ranks(world) else { return };
-    let cfg = MoeConfig::new(16, 2 * world, 2, 4).with_align(2);
+    let cfg = MoeConfig::new(16, 2 * world, 2, 4)
+        .with_align(2)
+        .with_mode(mode);
     let local = 2;
     let (mut rng, seed) = seeded();
     let data: Vec<Vec<Step<T>>> = (0..steps)
@@ -724,7 +822,7 @@ fn back_to_back<T: MoeElem>(world: usize, steps: usize) {
         })
         .collect();
     let what = format!(
-        "moe back to back, {} world {world}, {steps} steps (SYMM_MOE_SEED={seed})",
+        "moe back to back, {} world {world}, {steps} steps, {mode:?} (SYMM_MOE_SEED={seed})",
         T::DTYPE
     );
     let outs = run(ranks, options(), |c: &Comm| {
@@ -770,7 +868,7 @@ fn back_to_back<T: MoeElem>(world: usize, steps: usize) {
             same_bits(
                 &format!("{what}: rank {r} step {i}"),
                 out,
-                &expected_out(&cfg, &data[i][r]),
+                &expected_out(&cfg, world, &data[i][r]),
             );
         }
     }
@@ -782,7 +880,9 @@ fn back_to_back_steps_need_no_host_sync() {
         back_to_back::<bf16>(2, 100);
     }
     if tier::runs(false) {
-        back_to_back::<bf16>(2, 1000);
+        // 1000 steps in the default form, 100 in the other.
+        back_to_back_in::<bf16>(2, 1000, MoeMode::default());
+        back_to_back_in::<bf16>(2, 100, MoeMode::AllToAll);
         for world in [3, 4, 8] {
             back_to_back::<f32>(world, 100);
         }
@@ -804,9 +904,11 @@ fn a_step_replays_in_a_cuda_graph_with_new_routings() {
         );
         return;
     }
-    for world in [2, 4] {
+    for (world, mode) in [2, 4].into_iter().flat_map(|w| MODES.map(|m| (w, m))) {
         let Some(ranks) = ranks(world) else { continue };
-        let cfg = MoeConfig::new(64, 2 * world, 3, 5).with_align(4);
+        let cfg = MoeConfig::new(64, 2 * world, 3, 5)
+            .with_align(4)
+            .with_mode(mode);
         let (local, tokens, h) = (2, 5, cfg.hidden);
         let (mut rng, seed) = seeded();
         // Replay 0 is the capture's own (eager) step.
@@ -817,7 +919,7 @@ fn a_step_replays_in_a_cuda_graph_with_new_routings() {
                     .collect()
             })
             .collect();
-        let what = format!("moe in a CUDA graph, world {world} (SYMM_MOE_SEED={seed})");
+        let what = format!("moe in a CUDA graph, world {world}, {mode:?} (SYMM_MOE_SEED={seed})");
         let outs = run(ranks, options(), |c: &Comm| {
             scale_rows::co_resident_grid::<bf16>(c, 64, 0)?;
             let mut moe = Moe::<bf16>::new(c, cfg.clone())?;
@@ -886,7 +988,7 @@ fn a_step_replays_in_a_cuda_graph_with_new_routings() {
                 same_bits(
                     &format!("{what}: rank {r} replay {i}"),
                     out,
-                    &expected_out(&cfg, &data[i][r]),
+                    &expected_out(&cfg, world, &data[i][r]),
                 );
             }
         }
@@ -912,9 +1014,16 @@ fn moe_kernels_sample_compile() {
         moe_layout_place,
         moe_rows,
         moe_pack,
-        moe_pack_fp8::<bf16>,
+        moe_pack_fp8::<bf16, 8>,
         moe_move,
         moe_sum::<bf16, 8>,
+        moe_stage,
+        moe_pull::<bf16, 8>,
+        moe_pull::<f8e4m3, 16>,
+        moe_push::<bf16, 8>,
+        moe_sum_ranks::<bf16, 8>,
+        moe_copy::<f32>,
+        moe_copy::<i32>,
     );
     moe_kernels_sample();
 }
@@ -928,8 +1037,11 @@ fn moe_kernels_compile() {
     }
     symm::check_kernels!(
         fn moe_kernels;
-        moe_pack_fp8::<f32>,
+        moe_pack_fp8::<f32, 4>,
         moe_sum::<f32, 4>,
+        moe_pull::<f32, 4>,
+        moe_push::<f32, 4>,
+        moe_sum_ranks::<f32, 4>,
         scale_rows::<bf16>,
         scale_rows::<f32>,
     );
@@ -964,10 +1076,18 @@ fn fp8_expert<T: Scalar>(e: usize, q: f8e4m3, scale: f32) -> T {
 /// received rows and scales bit for bit against the host's quantization,
 /// and the combine of the dequantized experts' rows.
 fn fp8_case(world: usize, scales: Fp8Scales, hidden: usize) {
+    for mode in MODES {
+        fp8_case_in(world, scales, hidden, mode);
+    }
+}
+
+/// [`fp8_case`] in `mode`.
+fn fp8_case_in(world: usize, scales: Fp8Scales, hidden: usize, mode: MoeMode) {
     let Some(ranks) = ranks(world) else { return };
     let cfg = MoeConfig::new(hidden, 2 * std::cmp::max(world, 2), 2, 5)
         .with_align(2)
-        .with_fp8(scales);
+        .with_fp8(scales)
+        .with_mode(mode);
     let local = cfg.num_experts / world;
     let group = scales.group(hidden);
     let per_row = hidden / group;
@@ -982,7 +1102,8 @@ fn fp8_case(world: usize, scales: Fp8Scales, hidden: usize) {
             step::<bf16>(&mut rng, &cfg, n, Routing::Random)
         })
         .collect();
-    let what = format!("moe fp8 {scales:?} world {world} hidden {hidden} (SYMM_MOE_SEED={seed})");
+    let what =
+        format!("moe fp8 {scales:?} world {world} hidden {hidden} {mode:?} (SYMM_MOE_SEED={seed})");
     let outs = run(ranks, options(), |c: &Comm| {
         let mut moe = Moe::<bf16>::new(c, cfg.clone())?;
         let mine = &data[c.rank()];
@@ -1039,15 +1160,16 @@ fn fp8_case(world: usize, scales: Fp8Scales, hidden: usize) {
         for t in 0..st.tokens {
             let (wq, ws) = quantize(&st.x[t * h..(t + 1) * h], group);
             for i in 0..h {
-                let mut acc = 0.0f32;
-                for j in 0..k {
-                    let p = t * k + j;
-                    if st.idx[p] >= 0 {
-                        let y: bf16 = fp8_expert(st.idx[p] as usize, wq[i], ws[i / group]);
-                        acc += st.weights[p] * y.to_f32();
-                    }
-                }
-                want[t * h + i] = bf16::from_f32(acc);
+                let slots: Vec<(usize, f32, f32)> = (0..k)
+                    .map(|j| t * k + j)
+                    .filter(|&p| st.idx[p] >= 0)
+                    .map(|p| {
+                        let e = st.idx[p] as usize;
+                        let y: bf16 = fp8_expert(e, wq[i], ws[i / group]);
+                        (e, st.weights[p], y.to_f32())
+                    })
+                    .collect();
+                want[t * h + i] = combined(world, local, &slots);
             }
         }
         same_bits(&format!("{what}: rank {r}'s output"), out, &want);
@@ -1060,13 +1182,20 @@ fn fp8_dispatch_with_scales() {
         if !tier::runs(world <= 2) {
             continue;
         }
+        // Rows of 40 element by element; of 64 and 256 in vectors of 16
+        // (a scale a row by the block's reduction, a scale a 128 by
+        // shuffles).
         fp8_case(world, Fp8Scales::PerToken, 40);
+        fp8_case(world, Fp8Scales::PerToken, 64);
         fp8_case(world, Fp8Scales::Per128, 256);
     }
-    // More groups than a block's 8 warps, and a row wider than a block.
+    // More groups than a block's 8 warps, a row wider than a block, and
+    // rows of several passes of the block's 256 threads in vectors.
     if tier::runs(false) {
         fp8_case(2, Fp8Scales::Per128, 1536);
         fp8_case(2, Fp8Scales::PerToken, 600);
+        fp8_case(2, Fp8Scales::PerToken, 8320);
+        fp8_case(2, Fp8Scales::Per128, 8320);
     }
 }
 
@@ -1080,17 +1209,64 @@ fn the_plan_reports_its_memory() {
     }
     let Some(ranks) = ranks(2) else { return };
     let got = run(ranks, options(), |c: &Comm| {
-        let cfg = MoeConfig::new(16, 4, 2, 4).with_align(4);
-        let plain = Moe::<bf16>::new(c, cfg.clone())?.memory();
-        let fp8 = Moe::<bf16>::new(c, cfg.with_fp8(Fp8Scales::PerToken))?.memory();
-        Ok((plain, fp8))
+        let mut plans = Vec::new();
+        for mode in MODES {
+            let cfg = MoeConfig::new(16, 4, 2, 4).with_align(4).with_mode(mode);
+            let plain = Moe::<bf16>::new(c, cfg.clone())?.memory();
+            let fp8 = Moe::<bf16>::new(c, cfg.with_fp8(Fp8Scales::PerToken))?.memory();
+            plans.push((plain, fp8));
+        }
+        Ok(plans)
     })
     .unwrap_or_else(|e| panic!("{e}"));
     // 2 local experts; 8 pairs; capacity 2 × 4 × 2 = 16 rows; 16 + 2 × 3
     // = 22 expert-major rows; bf16 rows of 16 (32 bytes); the layout's
-    // scratch for 4 experts.
-    let small = 4 * (4 + 4 + 8) + 4 * layout_scratch(4) + 4 * (16 + 6) + 8 * (2 + 2) + 8 * (4 + 4);
-    let (plain, fp8) = &got[0];
+    // scratch for 4 experts; 4 counts and the pull form's 3 words past
+    // them.
+    let shared = 4 * (7 + 4) + 4 * layout_scratch(4) + 4 * (16 + 6) + 8 * (2 + 2) + 8 * (4 + 4);
+    // (`pos` and the kept indices, a pair each in the all-to-all form,
+    // are counted with each form.)
+    // The pull form: the all-to-all form's `pos` and kept indices hold
+    // one element each; its own indices, ranks and weights a pair, rows
+    // a (rank, pair), tokens a rank, and the one-element stand-ins for
+    // scales.
+    let small = shared + 4 + 4 + 4 * (8 + 8 + 8) + 4 * (16 + 2) + 4 * (1 + 1);
+    // What comes back: a row a (token, rank), in bf16 and in f32.
+    let back = 2 + 4 * 2 * 32 + 4 * 2 * 16 * 4;
+    let (plain, fp8) = &got[0][0];
+    // The rows staged (4 × 32 bytes); what only the all-to-all form uses
+    // holds one element.
+    assert_eq!(
+        (
+            plain.send,
+            plain.received_raw,
+            plain.received,
+            plain.back,
+            plain.small
+        ),
+        (4 * 32 + 2, 0, 22 * 32, back, small)
+    );
+    // fp8: the rows staged in e4m3 (4 × 16 bytes) and their scales, beside
+    // one-element stand-ins for the bf16 staging and the all-to-all form's
+    // fp8 rows and scales.
+    assert_eq!(
+        (
+            fp8.send,
+            fp8.received_raw,
+            fp8.received,
+            fp8.back,
+            fp8.small
+        ),
+        (
+            2 + 2 + 4 * 16 + 4 * 4 + 1 + 4,
+            1 + 4,
+            2 + 22 * 16 + 22 * 4,
+            back,
+            small + 8 * (4 + 4)
+        )
+    );
+    let small = shared + 4 * 8 + 4 * 8;
+    let (plain, fp8) = &got[0][1];
     assert_eq!(
         (
             plain.send,

@@ -7,7 +7,7 @@
 
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
 use symm::kernels::moe::{
-    layout, layout_scratch, moe_pack, moe_rows, move_rows, rows_grid, sum_rows, MoeConfig,
+    layout, layout_scratch, moe_copy, moe_pack, moe_rows, move_rows, rows_grid, sum_rows, MoeConfig,
 };
 use symm::{bf16, Comm, DeviceBuffer, LaunchConfig, Result};
 
@@ -24,6 +24,8 @@ pub(crate) struct NcclMoe {
     cfg: MoeConfig,
     local: usize,
     pos: DeviceBuffer<u32>,
+    /// The last dispatch's indices, for the sum (by rank, then slot).
+    idx: DeviceBuffer<i32>,
     scratch: DeviceBuffer<u32>,
     pub(crate) splits: DeviceBuffer<u64>,
     scale_splits: DeviceBuffer<u64>,
@@ -54,6 +56,7 @@ impl NcclMoe {
             nc: Nccl::new(c)?,
             local,
             pos: c.device_buffer(pairs)?,
+            idx: c.device_buffer(pairs)?,
             scratch: c.device_buffer(layout_scratch(cfg.num_experts))?,
             splits: c.device_buffer(world)?,
             scale_splits: c.device_buffer(world)?,
@@ -147,16 +150,28 @@ impl NcclMoe {
         tokens: usize,
     ) -> Result<()> {
         let (local, h, k) = (self.local, self.cfg.hidden, self.cfg.top_k);
+        if tokens > 0 {
+            let n = tokens * k;
+            moe_copy::launch::<i32>(
+                c,
+                LaunchConfig::linear(n.div_ceil(256) as u32, 256),
+                idx,
+                &mut self.idx,
+                n as u32,
+            )?;
+        }
         layout(
             c,
             idx,
             tokens * k,
             (self.cfg.num_experts, local, h, 0),
             false,
+            false,
             &mut self.scratch,
             &mut self.pos,
             (&mut self.splits, &mut self.scale_splits, &mut self.counts),
         )
+        .map(|_| ())
     }
 
     /// The tokens' rows packed by destination (symm's kernel).
@@ -282,9 +297,10 @@ impl NcclMoe {
             tokens,
             &self.send,
             &self.pos,
+            &self.idx,
             w,
             out,
-            (self.cfg.top_k, self.cfg.hidden),
+            (self.cfg.top_k, self.cfg.hidden, self.local),
         )
     }
 

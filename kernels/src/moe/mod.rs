@@ -14,31 +14,50 @@
 //! A step is [`Moe::dispatch`], the experts' own work on
 //! [`Moe::received`] (expert-major rows, each expert's first row a
 //! multiple of [`MoeConfig::align`], its row count in
-//! [`Moe::layout`]), then [`Moe::combine`]:
+//! [`Moe::layout`]), then [`Moe::combine`]. The rows travel in one of two
+//! forms ([`MoeMode`]); the received rows, the layout and the combined
+//! rows are the same bits in both:
 //!
-//! - **dispatch** lays the routing out on the device ([`layout`]: every
-//!   (token, slot) pair's row, sorted by expert then by pair), packs each
-//!   routed row for its rank (`moe_pack`, which also checks every index),
-//!   sends the per-expert counts and the rows with the collectives'
-//!   all-to-alls (the rows' split sizes read on the device), and puts the
-//!   received rows in expert-major order (`moe_rows`, `moe_move`): within
-//!   an expert, by source rank, then in the order the source sent them;
-//! - **combine** sends each expert row back to the rank it came from, and
-//!   sums each token's rows weighted by its `topk_weights` in slot order
-//!   in f32, rounding once (`moe_sum`): the result depends on the routing
-//!   and the values alone, never on arrival order.
+//! - **the pull form** ([`MoeMode::Pull`], the default; `pull.rs` has how
+//!   its buffers are reused safely). Dispatch lays the routing out on
+//!   the device ([`layout`]: each (token, slot) pair's rank within its
+//!   expert, stable, by pair), stages the tokens' indices and rows in
+//!   symmetric memory once a token ([`moe_stage`]; [`moe_pack_fp8`] in
+//!   fp8), and each receiver then reads every token routed to its experts
+//!   once from its sender and writes it to each of its rows
+//!   ([`moe_pull`], a barrier kernel, which also checks every rank's
+//!   step). Combine stages the weights, and each expert's rank sends each
+//!   token back once ([`moe_push`], a barrier kernel): the row itself
+//!   where the rank holds one of the token's slots, else the weighted sum
+//!   of its slots in f32; the token's rank adds the ranks' parts
+//!   ([`moe_sum_ranks`]). A token crosses to a rank once however many of
+//!   its experts are there.
+//! - **the all-to-all form** ([`MoeMode::AllToAll`]), composed of the
+//!   collectives: the layout gives each pair its row in a send buffer,
+//!   `moe_pack` copies each routed row there (once a slot), the counts and
+//!   rows go by the collectives' all-to-alls (the rows' split sizes read
+//!   on the device), and `moe_rows` and `moe_move` put the received rows
+//!   in expert-major order; combine moves the experts' rows back, sends
+//!   them by an all-to-all, and [`moe_sum`] adds them.
+//!
+//! In both, an expert's rows are by source rank, then in the order of the
+//! source's pairs, and a token's combined row is, for each rank in order
+//! that holds any of its slots, the sum of that rank's slots weighted by
+//! `topk_weights` in slot order, then the ranks' sums added, in f32,
+//! rounded once: the bits depend on the routing, the values and the
+//! experts' placement (so the world size) alone, never on arrival order.
+//! (A world-1 step adds in slot order; a step over ranks may round a
+//! token whose experts span ranks once differently.)
 //!
 //! With [`MoeConfig::with_fp8`] the rows travel in fp8 (e4m3), each group
 //! of elements (a row, or 128) scaled by its largest magnitude over 448
 //! (`moe_pack_fp8`), and arrive in [`Moe::received_fp8`] with their scales
 //! in [`Moe::received_scales`], laid out as the rows; combine stays in `T`.
-//!
-//! A token reaches a rank once per slot routed there (two slots on one
-//! rank's experts travel twice). This is the composed form: correct and
-//! graph-safe, not yet the one-kernel low-latency form.
 
 mod device;
 pub use device::*;
+mod pull;
+pub use pull::{PullArgs, PushArgs, CHANNEL_OWNER};
 
 use std::sync::Arc;
 
@@ -47,7 +66,8 @@ use symm::{Comm, DType, DeviceBuffer, DeviceSlice, Result, SymmBuffer, Symmetric
 
 use crate::collectives::{all_to_all, all_to_all_v, CopyElem};
 use crate::shared::agree::{agree, agree_or_alone, Agreement, Problem};
-use crate::shared::key::CallKey;
+use crate::shared::key::{call_digest, CallKey};
+use pull::{launch_pull, launch_push, PullBuffers};
 
 /// Most experts an [`Moe`] spreads over its group (the layout kernels'
 /// shared tables hold a count an expert).
@@ -72,7 +92,13 @@ pub fn layout_scratch(experts: usize) -> usize {
 /// rank, `hidden` elements a row) and `scale_splits[d]` their fp8 scales
 /// (`scales` a row). An index out of range, or `poison`, makes every
 /// split `u32::MAX`, so the all-to-all that follows fails on every rank.
-/// `scratch` holds [`layout_scratch`]`(experts)` elements.
+/// `scratch` holds [`layout_scratch`]`(experts)` elements. Where `within`,
+/// `pos[p]` is the pair's rank among its expert's pairs instead (its row
+/// less its expert's first row: the pull form's), and where the pairs fit
+/// one [`moe_layout`] block, that kernel alone runs (`splits` and
+/// `scale_splits` are not written). Returns the [`moe_layout`] blocks
+/// that ran: block `b`'s flag (1 where it found an index out of range) is
+/// `scratch[blocks × experts + b]`.
 ///
 /// Errors: at most [`MAX_EXPERTS`] experts, `local` experts a rank
 /// dividing them, and buffers that hold what the call needs
@@ -84,6 +110,7 @@ pub fn layout(
     pairs: usize,
     (experts, local, hidden, scales): (usize, usize, usize, usize),
     poison: bool,
+    within: bool,
     scratch: &mut (impl DeviceSlice<u32> + ?Sized),
     pos: &mut (impl DeviceSlice<u32> + ?Sized),
     (splits, scale_splits, counts): (
@@ -91,7 +118,7 @@ pub fn layout(
         &mut (impl DeviceSlice<u64> + ?Sized),
         &mut (impl DeviceSlice<u32> + ?Sized),
     ),
-) -> Result<()> {
+) -> Result<usize> {
     let ranks = experts.checked_div(local).unwrap_or(0);
     let problem = if experts == 0 || experts > MAX_EXPERTS || ranks * local != experts {
         Some(format!(
@@ -131,6 +158,7 @@ pub fn layout(
         .max(threads);
     let blocks = pairs.div_ceil(per_block).max(1);
     let (e, pb) = (experts as u32, per_block as u32);
+    let direct = within && blocks == 1;
     moe_layout::launch(
         comm,
         symm::LaunchConfig::linear(blocks as u32, threads as u32),
@@ -140,7 +168,12 @@ pub fn layout(
         pb,
         pos,
         scratch,
+        direct,
+        counts,
     )?;
+    if direct {
+        return Ok(blocks);
+    }
     moe_layout_scan::launch(
         comm,
         symm::LaunchConfig::linear(1, (experts.next_multiple_of(32) as u32).clamp(32, 1024)),
@@ -151,6 +184,7 @@ pub fn layout(
         hidden as u32,
         scales as u32,
         poison as u32,
+        within as u32,
         splits,
         scale_splits,
         counts,
@@ -167,7 +201,7 @@ pub fn layout(
             pos,
         )?;
     }
-    Ok(())
+    Ok(blocks)
 }
 
 /// The grid of [`moe_rows`] for `experts` experts in all (a thread a
@@ -214,6 +248,26 @@ pub struct MoeConfig {
     /// [`Moe::received_fp8`] and their scales in [`Moe::received_scales`]
     /// (combine stays in `T`). `None`: rows travel as `T`.
     pub fp8: Option<Fp8Scales>,
+    /// How the rows travel.
+    pub mode: MoeMode,
+}
+
+/// How an [`Moe`]'s rows travel between ranks; the rows, the layout and
+/// the sums are the same bits either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MoeMode {
+    /// Each receiver reads every token routed to its experts once from its
+    /// sender's symmetric staging and writes it to each of its rows; each
+    /// expert's rank writes its output rows straight into the token's
+    /// rank. A token crosses once per rank (not per slot), and nothing is
+    /// copied beyond that. At most 64 ranks and 32 slots a token (and, in
+    /// fp8, 512 experts).
+    #[default]
+    Pull,
+    /// The collectives' all-to-alls, with the split sizes read on the
+    /// device: rows packed per slot, exchanged, then moved to expert-major
+    /// order (and back).
+    AllToAll,
 }
 
 /// How an fp8 dispatch scales its rows: each group of elements by its
@@ -253,6 +307,7 @@ impl MoeConfig {
             align: 1,
             recv_capacity: None,
             fp8: None,
+            mode: MoeMode::default(),
         }
     }
 
@@ -268,6 +323,12 @@ impl MoeConfig {
         self
     }
 
+    /// With the rows travelling by `mode`.
+    pub fn with_mode(mut self, mode: MoeMode) -> MoeConfig {
+        self.mode = mode;
+        self
+    }
+
     /// Dispatching in fp8 (e4m3) with `scales`.
     pub fn with_fp8(mut self, scales: Fp8Scales) -> MoeConfig {
         self.fp8 = Some(scales);
@@ -275,7 +336,7 @@ impl MoeConfig {
     }
 
     /// Scales in a row: `hidden / group` in fp8, 0 otherwise.
-    fn scales(&self) -> usize {
+    pub(super) fn scales(&self) -> usize {
         self.fp8
             .map_or(0, |f| self.hidden / f.group(self.hidden).max(1))
     }
@@ -293,8 +354,17 @@ fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
     moe_pack::co_resident_grid(comm, THREADS, 0)?;
     moe_move::co_resident_grid(comm, THREADS, 0)?;
     T::__preload_sum(comm)?;
+    // (`moe_pack_fp8` loads with the sums.)
+    let _ = fp8;
+    // The pull form's (a plan of either form loads them: cheap, and the
+    // mode is not yet agreed).
+    moe_stage::co_resident_grid(comm, THREADS, 0)?;
+    moe_copy::co_resident_grid::<f32>(comm, THREADS, 0)?;
+    moe_copy::co_resident_grid::<i32>(comm, THREADS, 0)?;
+    T::__pull_limit(comm, pull::THREADS)?;
+    T::__push_limit(comm, pull::THREADS)?;
     if fp8 {
-        moe_pack_fp8::co_resident_grid::<T>(comm, THREADS, 0)?;
+        moe_pull::co_resident_grid::<f8e4m3, 16>(comm, pull::FP8_THREADS, 0)?;
     }
     Ok(())
 }
@@ -312,7 +382,7 @@ impl std::fmt::Display for Key {
         let c = &self.config;
         write!(
             f,
-            "moe {} of {} (hidden {}, {} experts, top-{}, {} tokens, align {}, capacity {:?}, fp8 {:?})",
+            "moe {} of {} (hidden {}, {} experts, top-{}, {} tokens, align {}, capacity {:?}, fp8 {:?}, {:?})",
             self.call,
             self.dtype,
             c.hidden,
@@ -321,7 +391,8 @@ impl std::fmt::Display for Key {
             c.max_tokens,
             c.align,
             c.recv_capacity,
-            c.fp8
+            c.fp8,
+            c.mode
         )
     }
 }
@@ -336,8 +407,8 @@ impl CallKey for Key {
 /// The bytes an [`Moe`] holds on each rank, by buffer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MoeMemory {
-    /// The rows packed for sending (symmetric), which also take the
-    /// experts' rows that come back.
+    /// The rows packed for sending, or in the pull form staged, a row a
+    /// token (symmetric), and the experts' rows that come back.
     pub send: usize,
     /// An fp8 dispatch's rows and scales as received, in rank order (in
     /// `T` they land in `back`).
@@ -401,6 +472,13 @@ pub struct Moe<T: MoeElem> {
     /// Split sizes no input holds: the all-to-alls of a step that one rank
     /// alone found a problem with run on them, so every rank fails it.
     poisoned: DeviceBuffer<u64>,
+    /// The last dispatch's indices, for the all-to-all form's sum (the
+    /// pull form stages its own).
+    kept_idx: DeviceBuffer<i32>,
+    /// The pull form's buffers, where the config asks for it.
+    pull: Option<PullBuffers<T>>,
+    /// The pull form's signal channel (reserved by every plan).
+    ch: u32,
 }
 
 /// Whether rows of `row_bytes` at these addresses copy as 16-byte vectors:
@@ -450,24 +528,71 @@ pub fn move_rows<A: symm::Element, B: symm::Element>(
     note = "its combine sums in f32: rows are f32, bf16 or f16"
 )]
 pub trait MoeElem: CopyElem {
-    /// Launches [`moe_sum`] at this type's 16-byte vector width.
+    /// Launches [`moe_sum`] at this type's 16-byte vector width, or, where
+    /// `part` is the pull form's, [`moe_sum_ranks`] (`back` its single
+    /// rows).
     #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
     fn __sum(
         comm: &Comm,
         grid: symm::LaunchConfig,
         back: &symm::BoundSlice<'_, Self>,
-        pos: &DeviceBuffer<u32>,
-        weights: &(impl DeviceSlice<f32> + ?Sized),
+        part: Option<&symm::BoundSlice<'_, f32>>,
         out: &mut symm::BoundSlice<'_, Self>,
-        top_k: u32,
-        hidden: u32,
-        vec: bool,
+        args: &SumArgs<'_>,
     ) -> Result<()>;
 
-    /// Loads [`moe_sum`] of this type where ranks share the GPU.
+    /// Launches [`moe_pack_fp8`] of this type's rows (`nums`: top_k,
+    /// experts, hidden, group).
+    #[doc(hidden)]
+    fn __pack_fp8(
+        comm: &Comm,
+        grid: symm::LaunchConfig,
+        x: &symm::BoundSlice<'_, Self>,
+        idx_pos: (
+            &(impl DeviceSlice<i32> + ?Sized),
+            &(impl DeviceSlice<u32> + ?Sized),
+        ),
+        out: (
+            &mut (impl DeviceSlice<f8e4m3> + ?Sized),
+            &mut (impl DeviceSlice<f32> + ?Sized),
+        ),
+        nums: [u32; 4],
+        once_vec: (bool, bool),
+    ) -> Result<()>;
+
+    /// Loads [`moe_sum`] and [`moe_sum_ranks`] of this type where ranks
+    /// share the GPU.
     #[doc(hidden)]
     fn __preload_sum(comm: &Comm) -> Result<()>;
+
+    /// Launches [`moe_pull`] of rows of this type (`rows` its staging,
+    /// `out` the received rows).
+    #[doc(hidden)]
+    fn __pull(
+        comm: &Comm,
+        cfg: symm::LaunchConfig,
+        rows: &SymmetricMemory,
+        out: &mut DeviceBuffer<Self>,
+        args: &mut PullArgs<'_>,
+    ) -> Result<()>;
+
+    /// Launches [`moe_push`] of this type's rows `y`.
+    #[doc(hidden)]
+    fn __push(
+        comm: &Comm,
+        cfg: symm::LaunchConfig,
+        y: &symm::BoundSlice<'_, Self>,
+        args: &PushArgs<'_>,
+    ) -> Result<()>;
+
+    /// Loads [`moe_pull`] of this type; its co-resident grid of blocks
+    /// of `threads` where ranks share the GPU.
+    #[doc(hidden)]
+    fn __pull_limit(comm: &Comm, threads: u32) -> Result<Option<u32>>;
+
+    /// Loads [`moe_push`] of this type; its co-resident grid.
+    #[doc(hidden)]
+    fn __push_limit(comm: &Comm, threads: u32) -> Result<Option<u32>>;
 }
 
 macro_rules! moe_elem {
@@ -477,61 +602,210 @@ macro_rules! moe_elem {
                 comm: &Comm,
                 grid: symm::LaunchConfig,
                 back: &symm::BoundSlice<'_, Self>,
-                pos: &DeviceBuffer<u32>,
-                weights: &(impl DeviceSlice<f32> + ?Sized),
+                part: Option<&symm::BoundSlice<'_, f32>>,
                 out: &mut symm::BoundSlice<'_, Self>,
-                top_k: u32,
-                hidden: u32,
-                vec: bool,
+                a: &SumArgs<'_>,
             ) -> Result<()> {
-                moe_sum::launch::<$t, { 16 / std::mem::size_of::<$t>() }>(
-                    comm, grid, back, pos, weights, out, top_k, hidden, vec,
+                const V: usize = 16 / std::mem::size_of::<$t>();
+                let n = a.nums;
+                match part {
+                    None => moe_sum::launch::<$t, V>(
+                        comm, grid, back, a.pos, a.idx, a.weights, out, n[0], n[1], n[2], n[3],
+                        a.vec,
+                    ),
+                    Some(part) => moe_sum_ranks::launch::<$t, V>(
+                        comm, grid, back, part, a.idx, a.weights, out, n[0], n[1], n[2], n[3],
+                        a.vec,
+                    ),
+                }
+            }
+
+            fn __pack_fp8(
+                comm: &Comm,
+                grid: symm::LaunchConfig,
+                x: &symm::BoundSlice<'_, Self>,
+                (idx, pos): (
+                    &(impl DeviceSlice<i32> + ?Sized),
+                    &(impl DeviceSlice<u32> + ?Sized),
+                ),
+                (send, scales): (
+                    &mut (impl DeviceSlice<f8e4m3> + ?Sized),
+                    &mut (impl DeviceSlice<f32> + ?Sized),
+                ),
+                n: [u32; 4],
+                (once, vec): (bool, bool),
+            ) -> Result<()> {
+                moe_pack_fp8::launch::<$t, { 16 / std::mem::size_of::<$t>() }>(
+                    comm, grid, x, idx, pos, send, scales, n[0], n[1], n[2], n[3], once, vec,
                 )
             }
 
             fn __preload_sum(comm: &Comm) -> Result<()> {
-                moe_sum::co_resident_grid::<$t, { 16 / std::mem::size_of::<$t>() }>(
-                    comm, THREADS, 0,
+                const V: usize = 16 / std::mem::size_of::<$t>();
+                moe_pack_fp8::co_resident_grid::<$t, V>(comm, FP8_THREADS, 0)?;
+                moe_sum::co_resident_grid::<$t, V>(comm, THREADS, 0)?;
+                moe_sum_ranks::co_resident_grid::<$t, V>(comm, THREADS, 0).map(|_| ())
+            }
+
+            fn __pull(
+                comm: &Comm,
+                cfg: symm::LaunchConfig,
+                rows: &SymmetricMemory,
+                out: &mut DeviceBuffer<Self>,
+                args: &mut PullArgs<'_>,
+            ) -> Result<()> {
+                launch_pull!($t, 16 / std::mem::size_of::<$t>(), comm, cfg, rows, out, args)
+            }
+
+            fn __push(
+                comm: &Comm,
+                cfg: symm::LaunchConfig,
+                y: &symm::BoundSlice<'_, Self>,
+                args: &PushArgs<'_>,
+            ) -> Result<()> {
+                launch_push!($t, 16 / std::mem::size_of::<$t>(), comm, cfg, y, args)
+            }
+
+            fn __pull_limit(comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                moe_pull::co_resident_grid::<$t, { 16 / std::mem::size_of::<$t>() }>(
+                    comm, threads, 0,
                 )
-                .map(|_| ())
+            }
+
+            fn __push_limit(comm: &Comm, threads: u32) -> Result<Option<u32>> {
+                moe_push::co_resident_grid::<$t, { 16 / std::mem::size_of::<$t>() }>(
+                    comm, threads, 0,
+                )
             }
         }
     )*};
 }
 crate::shared::elem::wide_float_types!(moe_elem);
 
-/// [`moe_sum`] of `tokens` tokens, in 16-byte vectors where `hidden` and
-/// the buffers allow.
+/// Threads of a [`moe_pack_fp8`] block: 16 elements each, in f32, a
+/// pass (a row of 7168 in two); 512 asked for more registers than an SM
+/// holds (the launch failed on an H200).
+const FP8_THREADS: u32 = 256;
+
+/// [`moe_pack_fp8`] of `tokens` tokens in groups of `group` elements,
+/// into each slot's row (`pos`) or, where `once`, the token's own row; in
+/// 16-byte vectors where the sizes and buffers allow.
+fn pack_fp8<T: MoeElem>(
+    comm: &Comm,
+    (tokens, group): (usize, usize),
+    (x, idx, pos): (
+        &(impl DeviceSlice<T> + ?Sized),
+        &(impl DeviceSlice<i32> + ?Sized),
+        &(impl DeviceSlice<u32> + ?Sized),
+    ),
+    (send, scales): (
+        &mut (impl DeviceSlice<f8e4m3> + ?Sized),
+        &mut (impl DeviceSlice<f32> + ?Sized),
+    ),
+    c: &MoeConfig,
+    once: bool,
+) -> Result<()> {
+    let xb = comm.bind("x", x)?;
+    let mut sb = comm.bind_mut("send", send)?;
+    let vec = c.hidden.is_multiple_of(16)
+        && group.is_multiple_of(16)
+        && vectors(0, &[xb.device_ptr(), sb.device_ptr()]);
+    T::__pack_fp8(
+        comm,
+        symm::LaunchConfig::linear(tokens as u32, FP8_THREADS),
+        &xb,
+        (idx, pos),
+        (&mut sb, scales),
+        [
+            c.top_k as u32,
+            c.num_experts as u32,
+            c.hidden as u32,
+            group as u32,
+        ],
+        (once, vec),
+    )
+}
+
+/// What [`moe_sum`] and [`moe_sum_ranks`] take besides their rows.
+#[doc(hidden)]
+pub struct SumArgs<'a> {
+    pos: &'a symm::BoundSlice<'a, u32>,
+    idx: &'a symm::BoundSlice<'a, i32>,
+    weights: &'a symm::BoundSlice<'a, f32>,
+    /// top_k, hidden, local, world.
+    nums: [u32; 4],
+    vec: bool,
+}
+
+/// [`moe_sum`] of `tokens` tokens (their `top_k` indices `idx`, each
+/// pair's row of `back` in `pos`, `local` experts a rank), in 16-byte
+/// vectors where `hidden` and the buffers allow.
+#[allow(clippy::too_many_arguments)]
 pub fn sum_rows<T: MoeElem>(
     comm: &Comm,
     tokens: usize,
     back: &(impl DeviceSlice<T> + ?Sized),
-    pos: &DeviceBuffer<u32>,
+    pos: &(impl DeviceSlice<u32> + ?Sized),
+    idx: &(impl DeviceSlice<i32> + ?Sized),
     weights: &(impl DeviceSlice<f32> + ?Sized),
     out: &mut (impl DeviceSlice<T> + ?Sized),
-    (top_k, hidden): (usize, usize),
+    (top_k, hidden, local): (usize, usize, usize),
+) -> Result<()> {
+    let none: Option<&DeviceBuffer<f32>> = None;
+    sum_any(
+        comm,
+        tokens,
+        (back, none),
+        (pos, idx, weights),
+        out,
+        (top_k, hidden, local),
+    )
+}
+
+/// [`moe_sum`] (`part` `None`) or the pull form's [`moe_sum_ranks`] of
+/// `back`'s single rows and `part`'s sums, a block a token and span of the
+/// row (one position a thread).
+fn sum_any<T: MoeElem>(
+    comm: &Comm,
+    tokens: usize,
+    (back, part): (
+        &(impl DeviceSlice<T> + ?Sized),
+        Option<&(impl DeviceSlice<f32> + ?Sized)>,
+    ),
+    (pos, idx, weights): (
+        &(impl DeviceSlice<u32> + ?Sized),
+        &(impl DeviceSlice<i32> + ?Sized),
+        &(impl DeviceSlice<f32> + ?Sized),
+    ),
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    (top_k, hidden, local): (usize, usize, usize),
 ) -> Result<()> {
     let back = comm.bind("back", back)?;
+    let part = part.map(|p| comm.bind("part", p)).transpose()?;
+    let (pos, idx, weights) = (
+        comm.bind("pos", pos)?,
+        comm.bind("idx", idx)?,
+        comm.bind("weights", weights)?,
+    );
     let mut out = comm.bind_mut("out", out)?;
     let v = 16 / std::mem::size_of::<T>();
-    let vec = hidden.is_multiple_of(v) && vectors(0, &[back.device_ptr(), out.device_ptr()]);
-    // A block a token and span of the row: one position a thread.
+    let mut ptrs = vec![back.device_ptr(), out.device_ptr()];
+    ptrs.extend(part.as_ref().map(|p| p.device_ptr()));
+    let vec = hidden.is_multiple_of(v) && vectors(0, &ptrs);
     let spans = hidden.div_ceil(v * THREADS as usize).min(u16::MAX as usize) as u32;
     let grid = symm::LaunchConfig {
         grid: (tokens as u32, spans, 1),
         ..symm::LaunchConfig::linear(1, THREADS)
     };
-    T::__sum(
-        comm,
-        grid,
-        &back,
-        pos,
-        weights,
-        &mut out,
-        top_k as u32,
-        hidden as u32,
+    let world = comm.world_size();
+    let args = SumArgs {
+        pos: &pos,
+        idx: &idx,
+        weights: &weights,
+        nums: [top_k as u32, hidden as u32, local as u32, world as u32],
         vec,
-    )
+    };
+    T::__sum(comm, grid, &back, part.as_ref(), &mut out, &args)
 }
 
 /// The problem with an argument `name` of a `call` that holds `have`
@@ -569,8 +843,11 @@ impl<T: MoeElem> Moe<T> {
     /// rank, at the same point of its allocations); a config that differs
     /// between ranks, or does not fit, is the same error on every rank.
     pub fn new(comm: &Comm, config: MoeConfig) -> Result<Moe<T>> {
+        // First, before any check that could fail on one rank alone.
+        let ch = pull::channel(comm)?;
         let world = comm.world_size();
         let c = &config;
+        let pulls = c.mode == MoeMode::Pull;
         let problem = if c.hidden == 0 || c.top_k == 0 || c.max_tokens == 0 || c.align == 0 {
             Some(Problem::from(
                 "moe: hidden, top_k, max_tokens and align must be at least 1",
@@ -598,6 +875,17 @@ impl<T: MoeElem> Moe<T> {
         {
             Some(Problem::from(format!(
                 "moe: {} experts do not spread evenly over {world} ranks (a multiple of the world size, at most {MAX_EXPERTS})",
+                c.num_experts
+            )))
+        } else if pulls && (c.top_k > 32 || world > 64) {
+            Some(Problem::from(format!(
+                "moe: the pull form takes at most 32 slots a token and 64 ranks, not top-{} on {world}",
+                c.top_k
+            )))
+        } else if pulls && c.fp8.is_some() && c.num_experts > pull::FP8_THREADS as usize {
+            Some(Problem::from(format!(
+                "moe: the pull form in fp8 takes at most {} experts, not {} (its block holds a thread an expert)",
+                pull::FP8_THREADS,
                 c.num_experts
             )))
         } else {
@@ -650,17 +938,20 @@ impl<T: MoeElem> Moe<T> {
         };
         agree(comm, &key, problem)?;
         // In fp8 the rows travel as e4m3: `received` holds one element.
-        // `send` also takes the rows that come back, in either.
+        // `send` also takes the rows that come back, in either form (in
+        // the pull form, only them). What only the all-to-all form uses
+        // holds one element in the pull form (`all` 0).
         let there = if c.fp8.is_some() { 0 } else { c.hidden };
-        let send = comm.alloc::<T>(pairs * c.hidden)?;
+        let all = usize::from(!pulls);
+        let send = comm.alloc::<T>((all * pairs * c.hidden).max(1))?;
         let send_s = send.rendezvous()?;
         let fp8 = match c.fp8 {
             None => None,
             Some(_) => {
                 let sc = c.scales();
-                let send = comm.alloc::<f8e4m3>(pairs * c.hidden)?;
+                let send = comm.alloc::<f8e4m3>((all * pairs * c.hidden).max(1))?;
                 let send_s = send.rendezvous()?;
-                let scales = comm.alloc::<f32>(pairs * sc)?;
+                let scales = comm.alloc::<f32>((all * pairs * sc).max(1))?;
                 let scales_s = scales.rendezvous()?;
                 Some(Fp8Buffers {
                     send,
@@ -669,17 +960,24 @@ impl<T: MoeElem> Moe<T> {
                     scales_s,
                     report: comm.device_buffer(2 * world)?,
                     scale_report: comm.device_buffer(2 * world)?,
-                    raw: comm.device_buffer(capacity * c.hidden)?,
-                    raw_scales: comm.device_buffer(capacity * sc)?,
+                    raw: comm.device_buffer((all * capacity * c.hidden).max(1))?,
+                    raw_scales: comm.device_buffer((all * capacity * sc).max(1))?,
                     received: comm.device_buffer(out_rows * c.hidden)?,
                     received_scales: comm.device_buffer(out_rows * sc)?,
                 })
             }
         };
-        let counts = comm.alloc::<u32>(world * local)?;
+        // The pull form's words past the counts: each rank's tokens, and
+        // whether its dispatch and its combine failed.
+        let counts = comm.alloc::<u32>(world * local + 3)?;
         let counts_s = counts.rendezvous()?;
-        let back = comm.alloc::<T>(capacity * c.hidden)?;
+        let back = comm.alloc::<T>((all * capacity * c.hidden).max(1))?;
         let back_s = back.rendezvous()?;
+        let pull = if pulls {
+            Some(PullBuffers::new(comm, c)?)
+        } else {
+            None
+        };
         let mut moe = Moe {
             world,
             local,
@@ -690,7 +988,7 @@ impl<T: MoeElem> Moe<T> {
             counts,
             counts_s,
             recv_counts: comm.device_buffer(world * local)?,
-            pos: comm.device_buffer(pairs)?,
+            pos: comm.device_buffer((all * pairs).max(1))?,
             scratch: comm.device_buffer(layout_scratch(c.num_experts))?,
             no_idx: comm.device_buffer(1)?,
             splits: comm.device_buffer(world)?,
@@ -708,6 +1006,9 @@ impl<T: MoeElem> Moe<T> {
             group: comm.group_name().clone(),
             rank: comm.rank(),
             config,
+            kept_idx: comm.device_buffer((all * pairs).max(1))?,
+            pull,
+            ch,
         };
         moe.warm_up(comm)?;
         Ok(moe)
@@ -738,6 +1039,7 @@ impl<T: MoeElem> Moe<T> {
             received: self.received.len() * e,
             back: self.back.len() * e,
             small: 4 * (self.counts.len() + self.recv_counts.len() + self.pos.len())
+                + 4 * self.kept_idx.len()
                 + 4 * self.scratch.len()
                 + 4 * (self.row_dst.len() + self.layout.len())
                 + 8 * (self.splits.len() + self.scale_splits.len())
@@ -749,6 +1051,12 @@ impl<T: MoeElem> Moe<T> {
             m.received_raw += f.raw.len() + 4 * f.raw_scales.len();
             m.received += f.received.len() + 4 * f.received_scales.len();
             m.small += 8 * (f.report.len() + f.scale_report.len());
+        }
+        if let Some(p) = &self.pull {
+            let (staged, back, small) = p.memory();
+            m.send += staged;
+            m.back += back;
+            m.small += small;
         }
         m
     }
@@ -838,6 +1146,11 @@ impl<T: MoeElem> Moe<T> {
             self.fail_dispatch(comm);
             return Err(e);
         }
+        if self.pull.is_some() {
+            self.dispatch_pull(comm, x, topk_idx, tokens)?;
+            self.tokens = Some(tokens);
+            return Ok(());
+        }
         let c = &self.config;
         let scales = c.scales();
         layout(
@@ -846,10 +1159,22 @@ impl<T: MoeElem> Moe<T> {
             tokens * top_k,
             (c.num_experts, self.local, hidden, scales),
             false,
+            false,
             &mut self.scratch,
             &mut self.pos,
             (&mut self.splits, &mut self.scale_splits, &mut self.counts),
         )?;
+        if tokens > 0 {
+            // The indices, for the combine's sum (by rank, then slot).
+            let n = tokens * top_k;
+            moe_copy::launch::<i32>(
+                comm,
+                symm::LaunchConfig::linear(n.div_ceil(THREADS as usize) as u32, THREADS),
+                topk_idx,
+                &mut self.kept_idx,
+                n as u32,
+            )?;
+        }
         let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
         match &mut self.fp8 {
             None if tokens > 0 => {
@@ -877,23 +1202,14 @@ impl<T: MoeElem> Moe<T> {
                     vec,
                 )?
             }
-            Some(f) if tokens > 0 => {
-                let vec = vectors(hidden, &[f.send.device_ptr()]);
-                moe_pack_fp8::launch::<T>(
-                    comm,
-                    grid,
-                    x,
-                    topk_idx,
-                    &self.pos,
-                    &mut f.send,
-                    &mut f.scales,
-                    top_k as u32,
-                    c.num_experts as u32,
-                    hidden as u32,
-                    (hidden / scales.max(1)) as u32,
-                    vec,
-                )?
-            }
+            Some(f) if tokens > 0 => pack_fp8::<T>(
+                comm,
+                (tokens, hidden / scales.max(1)),
+                (x, topk_idx, &self.pos),
+                (&mut f.send, &mut f.scales),
+                c,
+                false,
+            )?,
             _ => {}
         }
         all_to_all::<u32>(comm, &self.counts_s, &mut self.recv_counts, self.local)?;
@@ -950,9 +1266,10 @@ impl<T: MoeElem> Moe<T> {
     /// the same rows, each `hidden` elements) back to the ranks their
     /// tokens came from, and writes each token of the last dispatch, in
     /// `out`, the sum over its slots of `topk_weights` (`top_k` a token,
-    /// f32) times its expert's row, in slot order, in f32 rounded once: the
-    /// same bits whatever the arrival order. Tokens routed nowhere get
-    /// zeros.
+    /// f32) times its expert's row, each rank's slots in slot order, then
+    /// the ranks in order, in f32 rounded once (the [module](self)'s
+    /// order): the same bits whatever the arrival order. Tokens routed
+    /// nowhere get zeros.
     ///
     /// Errors: as [`Moe::dispatch`]'s (a combine with no dispatch before
     /// it, or whose dispatch failed, is an argument problem).
@@ -1004,6 +1321,13 @@ impl<T: MoeElem> Moe<T> {
                 .map(|e| Problem::from(&e))
         });
         if let Agreement::Alone(e) = self.agree(comm, "combine", problem)? {
+            if self.pull.is_some() {
+                // This rank's push, failed: every rank's fails alike (the
+                // plan's own rows stand in for `y`, which it never reads).
+                let (sig, _) = self.pull_sig(comm, "combine");
+                let _ = self.push(comm, &self.received, true, sig);
+                return Err(e);
+            }
             // This rank's part of the call, on split sizes that no input
             // holds: the all-to-all fails on every rank, not only here.
             let _ = all_to_all_v::<T>(
@@ -1014,6 +1338,34 @@ impl<T: MoeElem> Moe<T> {
                 &mut self.report_back,
             );
             return Err(e);
+        }
+        if self.pull.is_some() {
+            let (sig, checked) = self.pull_sig(comm, "combine");
+            checked?;
+            if let Some(p) = &mut self.pull {
+                if tokens > 0 {
+                    let n = tokens * top_k;
+                    moe_copy::launch::<f32>(
+                        comm,
+                        symm::LaunchConfig::linear(n.div_ceil(THREADS as usize) as u32, THREADS),
+                        topk_weights,
+                        &mut p.wts,
+                        n as u32,
+                    )?;
+                }
+            }
+            self.push(comm, y, false, sig)?;
+            if let (Some(p), true) = (&self.pull, tokens > 0) {
+                sum_any(
+                    comm,
+                    tokens,
+                    (&p.single, Some(&p.part)),
+                    (&p.ntoks, &p.idx, topk_weights),
+                    out,
+                    (top_k, hidden, self.local),
+                )?;
+            }
+            return Ok(());
         }
         let map = (&self.row_dst, &self.layout, self.local);
         move_rows(comm, y, &mut self.back, map, hidden, false)?;
@@ -1041,9 +1393,10 @@ impl<T: MoeElem> Moe<T> {
                 tokens,
                 &self.send,
                 &self.pos,
+                &self.kept_idx,
                 topk_weights,
                 out,
-                (top_k, hidden),
+                (top_k, hidden, self.local),
             )?;
         }
         Ok(())
@@ -1067,12 +1420,239 @@ impl<T: MoeElem> Moe<T> {
         agree_or_alone(comm, &key, problem)
     }
 
+    /// The identity of the pull form's `call` ([`moe_pull`] or
+    /// [`moe_push`]) that its barriers compare (the call's key and the
+    /// plan's `counts`), and the host's check of it against its peers'.
+    fn pull_sig(&self, comm: &Comm, call: &'static str) -> (u32, Result<()>) {
+        let key = Key {
+            call,
+            config: self.config.clone(),
+            dtype: T::DTYPE,
+        };
+        let sig = call_digest(key.hash64(), &self.counts_s);
+        let checked = comm.check_call(self.ch, sig, || {
+            format!("{key}, plan allocation #{}", self.counts_s.alloc_id())
+        });
+        (sig, checked)
+    }
+
+    /// The pull form's dispatch, agreed: the layout with pairs ranked
+    /// within their experts, the staging, then [`moe_pull`].
+    fn dispatch_pull(
+        &mut self,
+        comm: &Comm,
+        x: &(impl DeviceSlice<T> + ?Sized),
+        topk_idx: &(impl DeviceSlice<i32> + ?Sized),
+        tokens: usize,
+    ) -> Result<()> {
+        let (sig, checked) = self.pull_sig(comm, "dispatch");
+        checked?;
+        let c = &self.config;
+        let (hidden, top_k, experts) = (c.hidden, c.top_k, c.num_experts);
+        let scales = c.scales();
+        let Some(p) = &mut self.pull else {
+            return Err(crate::shared::checks::invalid(
+                comm,
+                "moe: a pull dispatch of a plan of the all-to-all form".into(),
+            ));
+        };
+        let lblocks = layout(
+            comm,
+            topk_idx,
+            tokens * top_k,
+            (experts, self.local, hidden, scales),
+            false,
+            true,
+            &mut self.scratch,
+            &mut p.pos,
+            (&mut self.splits, &mut self.scale_splits, &mut self.counts),
+        )?;
+        if tokens > 0 {
+            let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
+            let rows = c.fp8.is_none();
+            {
+                let xb = comm.bind("x", x)?;
+                let mut stage = comm.bind_mut("stage", &mut p.stage)?;
+                let (xb, mut sb) = (xb.bytes(), stage.bytes_mut());
+                let row = hidden * std::mem::size_of::<T>();
+                let vec = rows && vectors(row, &[xb.device_ptr(), sb.device_ptr()]);
+                moe_stage::launch(
+                    comm,
+                    grid,
+                    &xb,
+                    topk_idx,
+                    &mut sb,
+                    &mut p.idx,
+                    top_k as u32,
+                    experts as u32,
+                    row as u32,
+                    rows,
+                    vec,
+                )?;
+            }
+            if let Some((f8, _, sc, _)) = &mut p.fp8 {
+                pack_fp8::<T>(
+                    comm,
+                    (tokens, hidden / scales.max(1)),
+                    (x, topk_idx, &p.pos),
+                    (f8, sc),
+                    c,
+                    true,
+                )?;
+            }
+        }
+        self.pull_rows(comm, (tokens, lblocks), false, sig)
+    }
+
+    /// [`moe_pull`] of this rank's step of `tokens` tokens, whose layout
+    /// ran `lblocks` [`moe_layout`] blocks (`poison`: its step failed
+    /// here, so every rank's fails).
+    fn pull_rows(
+        &mut self,
+        comm: &Comm,
+        (tokens, lblocks): (usize, usize),
+        poison: bool,
+        sig: u32,
+    ) -> Result<()> {
+        let Moe {
+            config: c,
+            pull,
+            fp8,
+            counts_s,
+            layout,
+            scratch,
+            received,
+            local,
+            capacity,
+            out_rows,
+            ch,
+            ..
+        } = self;
+        let Some(p) = pull else {
+            return Err(crate::shared::checks::invalid(
+                comm,
+                "moe: a pull of a plan of the all-to-all form".into(),
+            ));
+        };
+        let groups = if c.fp8.is_some() { c.scales() } else { 0 };
+        let nums = [
+            tokens as u32,
+            c.max_tokens as u32,
+            u32::from(poison),
+            c.num_experts as u32,
+            *local as u32,
+            c.top_k as u32,
+            c.align as u32,
+            *out_rows as u32,
+            *capacity as u32,
+            c.hidden as u32,
+            groups as u32,
+        ];
+        let cfg = p.pull_cfg;
+        match (fp8, &p.fp8) {
+            (Some(f), Some((_, rows_s, _, scales_s))) => {
+                let vec = vectors(
+                    c.hidden,
+                    &[rows_s.buffer_ptrs()[rows_s.rank()], f.received.device_ptr()],
+                );
+                let mut args = PullArgs {
+                    scales: scales_s,
+                    counts: counts_s,
+                    idx: &p.idx_s,
+                    pos: &p.pos_s,
+                    out_scales: &mut f.received_scales,
+                    layout,
+                    item_rows: &mut p.item_rows,
+                    ntoks: &mut p.ntoks,
+                    scratch,
+                    lblocks: lblocks as u32,
+                    nums,
+                    vec,
+                    ch: *ch,
+                    sig,
+                };
+                launch_pull!(f8e4m3, 16, comm, cfg, rows_s, &mut f.received, &mut args)
+            }
+            _ => {
+                let vec = vectors(
+                    c.hidden * std::mem::size_of::<T>(),
+                    &[p.stage.device_ptr(), received.device_ptr()],
+                );
+                let mut args = PullArgs {
+                    scales: &p.no_scales_s,
+                    counts: counts_s,
+                    idx: &p.idx_s,
+                    pos: &p.pos_s,
+                    out_scales: &mut p.no_out_scales,
+                    layout,
+                    item_rows: &mut p.item_rows,
+                    ntoks: &mut p.ntoks,
+                    scratch,
+                    lblocks: lblocks as u32,
+                    nums,
+                    vec,
+                    ch: *ch,
+                    sig,
+                };
+                T::__pull(comm, cfg, &p.stage_s, received, &mut args)
+            }
+        }
+    }
+
+    /// [`moe_push`] of the experts' rows `y` back to their tokens' ranks
+    /// (`poison`: this rank's combine failed, so every rank's fails).
+    fn push(
+        &self,
+        comm: &Comm,
+        y: &(impl DeviceSlice<T> + ?Sized),
+        poison: bool,
+        sig: u32,
+    ) -> Result<()> {
+        let Some(p) = &self.pull else {
+            return Err(crate::shared::checks::invalid(
+                comm,
+                "moe: a push of a plan of the all-to-all form".into(),
+            ));
+        };
+        let c = &self.config;
+        let y = comm.bind("y", y)?;
+        let vec = vectors(
+            c.hidden * std::mem::size_of::<T>(),
+            &[y.device_ptr(), p.single.device_ptr(), p.part.device_ptr()],
+        );
+        let args = PushArgs {
+            single: &p.single_s,
+            part: &p.part_s,
+            wts: &p.wts_s,
+            counts: &self.counts_s,
+            item_rows: &p.item_rows,
+            ntoks: &p.ntoks,
+            nums: [
+                u32::from(poison),
+                c.num_experts as u32,
+                c.max_tokens as u32,
+                c.top_k as u32,
+                c.hidden as u32,
+            ],
+            vec,
+            ch: self.ch,
+            sig,
+        };
+        T::__push(comm, p.push_cfg, &y, &args)
+    }
+
     /// This rank's part of a dispatch it alone found a problem with: the
     /// step's collective calls, the all-to-alls of rows on split sizes that
     /// no input holds, so the step fails on every rank (at its kernels'
     /// check) instead of its peers waiting for it. Their own errors are
     /// this rank's to drop: it returns its problem.
     fn fail_dispatch(&mut self, comm: &Comm) {
+        if self.pull.is_some() {
+            // The pull, failed: every rank's fails alike, at once.
+            let (sig, _) = self.pull_sig(comm, "dispatch");
+            let _ = self.pull_rows(comm, (0, 0), true, sig);
+            return;
+        }
         // No pairs, and poisoned splits: the peers get zero counts from
         // this rank, and every rank's all-to-all of rows fails its check.
         let c = &self.config;
@@ -1084,6 +1664,7 @@ impl<T: MoeElem> Moe<T> {
             0,
             (c.num_experts, self.local, c.hidden, c.scales()),
             true,
+            false,
             &mut self.scratch,
             &mut self.pos,
             (&mut self.splits, &mut self.scale_splits, &mut self.counts),

@@ -1,9 +1,15 @@
 //! The MoE kernels: the routing's layout (three kernels), the rows packed
 //! for their destinations, the received rows' expert-major layout, and the
-//! copies and weighted sums around the two all-to-alls.
+//! copies and weighted sums around the two all-to-alls; the pull form's
+//! own kernels in [`pull`].
 
 use symm::dsl::*;
 use symm::symm_kernel;
+
+use crate::fused::block_reduce;
+
+mod pull;
+pub use pull::*;
 
 /// The routing's layout, first of three kernels ([`layout`](super::layout)
 /// launches them): each block of whole warps (warps × `experts` at most
@@ -21,7 +27,12 @@ use symm::symm_kernel;
 /// warps of this chunk (a count per warp and expert), plus those of
 /// earlier lanes of its warp (the lanes that vote alike on every bit of
 /// the expert): stable, and no atomics, whose order would vary.
+///
+/// Where `direct` (one block) it also writes each expert's pairs to
+/// `counts`, and its ranks are the layout's (each pair's rank within its
+/// expert), with no kernel after it.
 #[symm_kernel]
+#[allow(clippy::too_many_arguments)]
 pub fn moe_layout(
     idx: &[i32],
     pairs: u32,
@@ -29,6 +40,8 @@ pub fn moe_layout(
     per_block: u32,
     pos: &mut [u32],
     scratch: &mut [u32],
+    direct: bool,
+    counts: &mut [u32],
 ) {
     let tid = thread_idx_x();
     let lane = tid % 32u32;
@@ -138,6 +151,9 @@ pub fn moe_layout(
     let mut e = tid;
     while e < experts {
         scratch[blk * experts + e] = cnt[e];
+        if direct {
+            counts[e] = cnt[e];
+        }
         e += threads;
     }
     if tid == 0u32 {
@@ -154,7 +170,10 @@ pub fn moe_layout(
 /// row) sent to rank `d` (`local` experts a rank), `scale_splits[d]` its
 /// rows' fp8 scales (`scales` a row; 0 outside fp8); a block's flag, or
 /// `poison` 1, makes every split `u32::MAX` instead, which the
-/// all-to-all's check fails on every rank.
+/// all-to-all's check fails on every rank. Where `within` is 1 each
+/// block's first row of an expert counts from the expert's first row
+/// (so [`moe_layout_place`] gives each pair its rank among its expert's
+/// pairs, what the pull form's receivers add to their own first rows).
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn moe_layout_scan(
@@ -165,6 +184,7 @@ pub fn moe_layout_scan(
     hidden: u32,
     scales: u32,
     poison: u32,
+    within: u32,
     splits: &mut [u64],
     scale_splits: &mut [u64],
     counts: &mut [u32],
@@ -220,6 +240,9 @@ pub fn moe_layout_scan(
     // in earlier blocks.
     if e < experts {
         let mut at = base[e];
+        if within == 1u32 {
+            at = 0u32;
+        }
         let mut b0 = 0u32;
         while b0 < blocks {
             let part = moe_counts8(scratch, b0, blocks, experts, e);
@@ -439,15 +462,23 @@ pub(crate) fn moe_check_token(idx: Slice<i32>, t: u32, top_k: u32, experts: u32)
 /// elements (the row, or 128), each group's scale its largest magnitude
 /// over 448 (e4m3's largest; 1 for a group of zeros), and each element
 /// sent as `f8e4m3::from_f32(x / scale)`, with the row's scales
-/// (`hidden / group` of them, f32) in `send_scales`. A warp a group for
-/// the scales (a group's largest magnitude is the same whatever the order
-/// it is found in). Where `vec` (the caller's promise that `hidden` is a
-/// multiple of 16 and `send` starts 16-byte aligned), each thread
-/// quantizes 16 elements once and stores them to every slot's row as one
-/// vector; else element by element, per slot.
+/// (`hidden / group` of them, f32) in `send_scales`. Where `once` (the
+/// pull form's staging), the row goes to row `t` alone, whatever its
+/// slots; else to each slot's row (`pos`).
+///
+/// Where `vec` (the caller's promise that `hidden` and `group` are
+/// multiples of 16, that `x` starts 16-byte aligned and `send` too, and
+/// that the block is whole warps), each thread takes 16 elements at a
+/// time, loaded as `V`-element 16-byte vectors: their largest magnitude
+/// goes to the group's by shuffles among the group's 8 threads (groups of
+/// 128) or by a block reduction (a scale a row), and they are quantized
+/// from registers and stored to each row as one vector. Else a warp a
+/// group for the scales, then element by element. A group's largest
+/// magnitude is the same whatever the order it is found in.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn moe_pack_fp8<T: Scalar>(
+// Over 100 lines on purpose: the two paths share the block's scales.
+pub fn moe_pack_fp8<T: Scalar, const V: usize>(
     x: &[T],
     idx: &[i32],
     pos: &[u32],
@@ -457,78 +488,155 @@ pub fn moe_pack_fp8<T: Scalar>(
     experts: u32,
     hidden: u32,
     group: u32,
+    once: bool,
     vec: bool,
 ) {
     let t = block_idx_x();
+    let tid = thread_idx_x();
+    let threads = block_dim_x();
     let sc = shared_array::<f32, 1024>();
+    let red = shared_array::<f32, 32>();
     let groups = hidden / group;
-    let warps = block_dim_x() / 32u32;
-    let lane = thread_idx_x() % 32u32;
-    let mut g = thread_idx_x() / 32u32;
-    while g < groups {
-        let mut m = 0.0f32;
-        let mut i = lane;
-        while i < group {
-            m = max(m, x[t * hidden + g * group + i].to_f32().abs());
-            i += 32u32;
-        }
-        for b in 0..5u32 {
-            m = max(m, shfl_xor(m, 1u32 << b));
-        }
-        if lane == 0u32 {
-            let mut scale = 1.0f32;
-            if m > 0.0f32 {
-                // At least f32's smallest normal: a subnormal quotient
-                // would put `x / scale` past e4m3's range.
-                scale = max(m / 448.0f32, 1.17549435e-38f32);
-            }
-            sc[g] = scale;
-        }
-        g += warps;
+    // The rows this token's row goes to: one a slot, or row `t` alone.
+    let mut slots = top_k;
+    if once {
+        slots = 1u32;
     }
-    sync_threads();
-    // After the shuffles: a thread that fails the check stops, and a warp
-    // shuffle after an exited lane is undefined.
-    moe_check_token(idx, t, top_k, experts);
     if vec {
-        // 16 elements a thread: quantized once, stored to each slot's row
-        // as one 16-byte vector.
-        let mut i = thread_idx_x() * 16u32;
-        while i < hidden {
-            let mut q: [f8e4m3; 16] = [f8e4m3::from_f32(0.0f32); 16];
-            for e in 0..16u32 {
-                q[e] = f8e4m3::from_f32(x[t * hidden + i + e].to_f32() / sc[(i + e) / group]);
+        let step = threads * 16u32;
+        // A scale a row: the block's largest magnitude first.
+        let mut whole = 1.0f32;
+        if group != 128u32 {
+            let mut m = 0.0f32;
+            let mut base = 0u32;
+            while base < hidden {
+                let c = base + tid * 16u32;
+                if c < hidden {
+                    let f = moe_load16::<T, V>(x, t * hidden + c);
+                    for e in 0..16u32 {
+                        m = max(m, f[e].abs());
+                    }
+                }
+                base += step;
             }
-            for k in 0..top_k {
-                let row = pos[t * top_k + k];
-                if row != 0xFFFF_FFFFu32 {
-                    send.store_vec::<16>(row * hidden + i, q);
+            whole = moe_scale(block_reduce::<1>(m, red));
+        }
+        let mut base = 0u32;
+        while base < hidden {
+            let c = base + tid * 16u32;
+            let mut f: [f32; 16] = [0.0f32; 16];
+            let mut m = 0.0f32;
+            if c < hidden {
+                f = moe_load16::<T, V>(x, t * hidden + c);
+                for e in 0..16u32 {
+                    m = max(m, f[e].abs());
                 }
             }
-            i += block_dim_x() * 16u32;
+            // Groups of 128: 8 consecutive threads (every lane of the warp
+            // takes part; a group is whole, as `hidden` is a multiple of
+            // 128).
+            for b in 0..3u32 {
+                m = max(m, shfl_xor(m, 1u32 << b));
+            }
+            let mut scale = whole;
+            if group == 128u32 {
+                scale = moe_scale(m);
+            }
+            if c < hidden {
+                let mut q: [f8e4m3; 16] = [f8e4m3::from_f32(0.0f32); 16];
+                for e in 0..16u32 {
+                    q[e] = f8e4m3::from_f32(f[e] / scale);
+                }
+                for k in 0..slots {
+                    let row = moe_slot_row(pos, t, top_k, k, once);
+                    if row != 0xFFFF_FFFFu32 {
+                        send.store_vec::<16>(row * hidden + c, q);
+                        if c % group == 0u32 {
+                            send_scales[row * groups + c / group] = scale;
+                        }
+                    }
+                }
+            }
+            base += step;
         }
     } else {
-        for k in 0..top_k {
-            let row = pos[t * top_k + k];
+        let warps = threads / 32u32;
+        let lane = tid % 32u32;
+        let mut g = tid / 32u32;
+        while g < groups {
+            let mut m = 0.0f32;
+            let mut i = lane;
+            while i < group {
+                m = max(m, x[t * hidden + g * group + i].to_f32().abs());
+                i += 32u32;
+            }
+            for b in 0..5u32 {
+                m = max(m, shfl_xor(m, 1u32 << b));
+            }
+            if lane == 0u32 {
+                sc[g] = moe_scale(m);
+            }
+            g += warps;
+        }
+        sync_threads();
+        for k in 0..slots {
+            let row = moe_slot_row(pos, t, top_k, k, once);
             if row != 0xFFFF_FFFFu32 {
-                let mut i = thread_idx_x();
+                let mut i = tid;
                 while i < hidden {
                     send[row * hidden + i] =
                         f8e4m3::from_f32(x[t * hidden + i].to_f32() / sc[i / group]);
-                    i += block_dim_x();
+                    i += threads;
+                }
+                let mut j = tid;
+                while j < groups {
+                    send_scales[row * groups + j] = sc[j];
+                    j += threads;
                 }
             }
         }
     }
-    for k in 0..top_k {
-        let row = pos[t * top_k + k];
-        if row != 0xFFFF_FFFFu32 {
-            let mut j = thread_idx_x();
-            while j < groups {
-                send_scales[row * groups + j] = sc[j];
-                j += block_dim_x();
-            }
+    // After the shuffles: a thread that fails the check stops, and a warp
+    // shuffle after an exited lane is undefined.
+    moe_check_token(idx, t, top_k, experts);
+}
+
+/// Elements `at..at + 16` of `x` in f32, loaded as `V`-element 16-byte
+/// vectors (`at` a multiple of 16, `x` 16-byte aligned).
+#[symm_kernel(device)]
+pub(crate) fn moe_load16<T: Scalar, const V: usize>(x: Slice<T>, at: u32) -> [f32; 16] {
+    let mut f: [f32; 16] = [0.0f32; 16];
+    let v = V as u32;
+    for h in 0..16u32 / v {
+        let w: [T; V] = x.load_vec::<V>(at + h * v);
+        for u in 0..V {
+            f[h * v + u as u32] = w[u].to_f32();
         }
+    }
+    f
+}
+
+/// The fp8 scale of a group whose largest magnitude is `m`: `m / 448`
+/// (e4m3's largest finite value), at least f32's smallest normal (a
+/// subnormal quotient would put `x / scale` past e4m3's range), or 1 for
+/// a group of zeros.
+#[symm_kernel(device)]
+pub(crate) fn moe_scale(m: f32) -> f32 {
+    if m > 0.0f32 {
+        max(m / 448.0f32, 1.17549435e-38f32)
+    } else {
+        1.0f32
+    }
+}
+
+/// The send row of token `t`'s slot `k` (`pos`, `u32::MAX` for none), or
+/// row `t` itself where `once`.
+#[symm_kernel(device)]
+pub(crate) fn moe_slot_row(pos: Slice<u32>, t: u32, top_k: u32, k: u32, once: bool) -> u32 {
+    if once {
+        t
+    } else {
+        pos[t * top_k + k]
     }
 }
 
@@ -679,27 +787,30 @@ pub fn moe_move(
     }
 }
 
-/// Token `block_idx_x`'s combined row: the sum over its slots `k` in
-/// order of `weights[p] × back[pos[p]]` (`p = token × top_k + k`, slots
-/// with no row skipped) in f32, rounded once to `T`, so the bits depend on
-/// the routing and the inputs alone, never on arrival order. A block's
-/// threads take `V` elements (16 bytes) each of the row's span
-/// `block_idx_y` (a grid of tokens × spans of `block_dim_x × V`), with up
-/// to 2 slots' loads in flight before their sums (more hold more
-/// registers, so fewer threads an SM: 8 held 96 registers, a quarter of
-/// the SM's threads, and took twice as long; NOTES v44): as 16-byte
-/// vectors where
-/// `vec` (the caller's promise that `hidden` is a multiple of `V` and that
-/// `back` and `out` start 16-byte aligned), else element by element.
+/// Token `block_idx_x`'s combined row: for each rank `d` in order (experts
+/// `d × local ..` are rank `d`'s), the sum of its slots `k` in slot order
+/// of `weights[p] × back[pos[p]]` (`p = token × top_k + k`; slots with no
+/// row, or naming no expert, skipped), from −0, then the ranks' sums added
+/// from 0, in f32, rounded once to `T`: the bits depend on the routing,
+/// the inputs and the experts' placement alone, never on arrival order,
+/// and are the pull form's ([`moe_sum_ranks`]), whose experts' ranks add
+/// their slots before sending. A block's threads take `V` elements (16
+/// bytes) each of the row's span `block_idx_y` (a grid of tokens × spans
+/// of `block_dim_x × V`): as 16-byte vectors where `vec` (the caller's
+/// promise that `hidden` is a multiple of `V` and that `back` and `out`
+/// start 16-byte aligned), else element by element.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn moe_sum<T: Scalar, const V: usize>(
     back: &[T],
     pos: &[u32],
+    idx: &[i32],
     weights: &[f32],
     out: &mut [T],
     top_k: u32,
     hidden: u32,
+    local: u32,
+    world: u32,
     vec: bool,
 ) {
     let t = block_idx_x();
@@ -708,55 +819,63 @@ pub fn moe_sum<T: Scalar, const V: usize>(
     let mut i = block_idx_y() * span + thread_idx_x() * V as u32;
     while i < hidden {
         let mut acc: [f32; V] = [0.0f32; V];
-        let mut k0 = 0u32;
-        while k0 < top_k {
-            let mut vals: [[T; V]; 2] = [zero; 2];
-            for j in 0..2u32 {
-                let k = k0 + j;
-                if k < top_k {
-                    let row = pos[t * top_k + k];
-                    if row != 0xFFFF_FFFFu32 {
-                        if vec {
-                            vals[j] = back.load_vec::<V>(row * hidden + i);
-                        } else {
-                            let mut one: [T; V] = zero;
-                            for e in 0..V {
-                                if i + (e as u32) < hidden {
-                                    one[e] = back[row * hidden + i + e as u32];
-                                }
+        for d in 0..world {
+            let mut part: [f32; V] = [-0.0f32; V];
+            let mut any = false;
+            for k in 0..top_k {
+                let p = t * top_k + k;
+                let row = pos[p];
+                let e = idx[p];
+                if row != 0xFFFF_FFFFu32 && e >= 0i32 && (e as u32) / local == d {
+                    let mut vals: [T; V] = zero;
+                    if vec {
+                        vals = back.load_vec::<V>(row * hidden + i);
+                    } else {
+                        for u in 0..V {
+                            if i + (u as u32) < hidden {
+                                vals[u] = back[row * hidden + i + u as u32];
                             }
-                            vals[j] = one;
                         }
                     }
-                }
-            }
-            for j in 0..2u32 {
-                let k = k0 + j;
-                if k < top_k {
-                    let p = t * top_k + k;
-                    if pos[p] != 0xFFFF_FFFFu32 {
-                        let w = weights[p];
-                        for e in 0..V {
-                            acc[e] += w * vals[j][e].to_f32();
-                        }
+                    let w = weights[p];
+                    for u in 0..V {
+                        part[u] += w * vals[u].to_f32();
                     }
+                    any = true;
                 }
             }
-            k0 += 2u32;
-        }
-        let mut o: [T; V] = zero;
-        for e in 0..V {
-            o[e] = T::from_f32(acc[e]);
-        }
-        if vec {
-            out.store_vec::<V>(t * hidden + i, o);
-        } else {
-            for e in 0..V {
-                if i + (e as u32) < hidden {
-                    out[t * hidden + i + e as u32] = o[e];
+            if any {
+                for u in 0..V {
+                    acc[u] += part[u];
                 }
             }
         }
+        moe_store_sum::<T, V>(out, t * hidden + i, hidden - i, acc, vec);
         i += grid_dim_y() * span;
+    }
+}
+
+/// `acc` rounded to `T` at `out[at..at + V]` (only the first `left` where
+/// fewer remain), one 16-byte vector where `vec`.
+#[symm_kernel(device)]
+pub(crate) fn moe_store_sum<T: Scalar, const V: usize>(
+    out: SliceMut<T>,
+    at: u32,
+    left: u32,
+    acc: [f32; V],
+    vec: bool,
+) {
+    let mut o: [T; V] = [T::from_f32(0.0f32); V];
+    for u in 0..V {
+        o[u] = T::from_f32(acc[u]);
+    }
+    if vec {
+        out.store_vec::<V>(at, o);
+    } else {
+        for u in 0..V {
+            if (u as u32) < left {
+                out[at + u as u32] = o[u];
+            }
+        }
     }
 }

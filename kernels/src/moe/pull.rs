@@ -1,0 +1,322 @@
+//! The pull form's buffers and launches ([`MoeMode::Pull`](super::MoeMode)):
+//! a token crosses to a rank once however many of its slots that rank's
+//! experts hold, each way.
+//!
+//! A step is, on each rank: the layout with pairs ranked within their
+//! experts (into the symmetric `pos` and `counts`), [`moe_stage`] (the
+//! indices and, in `T`, the rows into symmetric memory; in fp8
+//! [`moe_pack_fp8`](super::moe_pack_fp8) stages the rows), [`moe_pull`]
+//! (entry barrier; every rank's counts and verdict, the receiver's
+//! layout, every token routed here read once from its sender and written
+//! to each of its rows; exit barrier); the experts; then [`moe_copy`] of
+//! the weights into symmetric memory, [`moe_push`] (entry barrier; each
+//! token sent back once by each rank that holds its slots, as a row or a
+//! weighted sum; exit barrier) and [`moe_sum_ranks`] of what came back.
+//!
+//! Why two barriers a call are enough to reuse every buffer the next
+//! step: a rank's push starts after its own pull ended, whose exit barrier
+//! every peer passed only once its pull (which read this rank's stage,
+//! indices, ranks and counts) ended; a peer's push writes this rank's
+//! `single` and `part` only after the push's entry barrier, which this
+//! rank reaches after its previous sum (stream order), and reads its
+//! weights, which it staged after its pull; and the next step's staging
+//! runs after this rank's push, whose exit barrier every peer passed only
+//! once its push (which read this rank's weights) ended.
+
+use std::sync::Arc;
+
+use symm::dsl::f8e4m3;
+use symm::{Comm, DeviceBuffer, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
+
+use super::{moe_pull, MoeConfig, MoeElem};
+use crate::shared::grid::{fit_blocks, fixed_grid, with_pdl};
+use crate::shared::staging::reserved_channels;
+
+/// The owner of the pull form's signal channels.
+pub const CHANNEL_OWNER: &str = "symm_kernels::moe";
+
+/// Most blocks of [`moe_pull`] and [`moe_push`] (fewer where ranks share a
+/// GPU).
+const MAX_BLOCKS: usize = 128;
+
+/// The pull form's channel on `comm`'s group (and the next, for the
+/// calls' identities), reserved on first use: every plan reserves it
+/// first, whatever its mode, so that every rank reserves at the same point.
+pub(super) fn channel(comm: &Comm) -> Result<u32> {
+    struct Moe;
+    reserved_channels::<Moe, 2>(comm, CHANNEL_OWNER)
+}
+
+/// Threads of a [`moe_pull`] or [`moe_push`] block on a GPU: 1024, which
+/// holds a thread an expert (the pull's scans), the identity barriers'
+/// (whole warps of handshakes, then a checker a rank, at most 64), a batch
+/// of 32 tokens' 32 slots (the pull), and a row of 7168 bf16 elements in
+/// one vector a thread.
+pub(super) const THREADS: u32 = 1024;
+
+/// Threads of an fp8 [`moe_pull`] block on a GPU: its 4 tokens' 16-byte
+/// vectors of e4m3 in flight hold a register a byte, more than 1024
+/// threads' share of an SM's (the launch failed on an H200).
+pub(super) const FP8_THREADS: u32 = 512;
+
+/// The barrier kernels' block: [`THREADS`] on a GPU ([`FP8_THREADS`] for
+/// an fp8 pull); on the emulator, where each thread is a CPU thread, the
+/// fewest whole warps that hold a thread an expert and the barriers' (the
+/// kernels take any such block: smaller ones only batch fewer tokens and
+/// loop more).
+fn block(comm: &Comm, experts: usize, fp8: bool) -> u32 {
+    match comm.backend_kind() {
+        symm::BackendKind::Emulator => {
+            let world = comm.world_size();
+            let barriers = world.div_ceil(32).max(1) * 32 + world;
+            experts.max(barriers).next_multiple_of(32).min(1024) as u32
+        }
+        _ if fp8 => FP8_THREADS,
+        _ => THREADS,
+    }
+}
+
+/// What [`moe_pull`] takes besides its rows and their output (one
+/// launch's arguments, for [`MoeElem`]'s launches and the fp8 one).
+#[doc(hidden)]
+pub struct PullArgs<'a> {
+    pub(super) scales: &'a SymmetricMemory,
+    pub(super) counts: &'a SymmetricMemory,
+    pub(super) idx: &'a SymmetricMemory,
+    pub(super) pos: &'a SymmetricMemory,
+    pub(super) out_scales: &'a mut DeviceBuffer<f32>,
+    pub(super) layout: &'a mut DeviceBuffer<u32>,
+    pub(super) item_rows: &'a mut DeviceBuffer<u32>,
+    pub(super) ntoks: &'a mut DeviceBuffer<u32>,
+    pub(super) scratch: &'a DeviceBuffer<u32>,
+    pub(super) lblocks: u32,
+    /// tokens, max_tokens, poison, experts, local, top_k, align,
+    /// out_rows, capacity, row_len, groups.
+    pub(super) nums: [u32; 11],
+    pub(super) vec: bool,
+    pub(super) ch: u32,
+    pub(super) sig: u32,
+}
+
+/// What [`moe_push`] takes besides the experts' rows.
+#[doc(hidden)]
+pub struct PushArgs<'a> {
+    pub(super) single: &'a SymmetricMemory,
+    pub(super) part: &'a SymmetricMemory,
+    pub(super) wts: &'a SymmetricMemory,
+    pub(super) counts: &'a SymmetricMemory,
+    pub(super) item_rows: &'a DeviceBuffer<u32>,
+    pub(super) ntoks: &'a DeviceBuffer<u32>,
+    /// poison, experts, max_tokens, top_k, hidden.
+    pub(super) nums: [u32; 5],
+    pub(super) vec: bool,
+    pub(super) ch: u32,
+    pub(super) sig: u32,
+}
+
+/// [`moe_pull`] of rows of `$r` in `$v`-element vectors.
+macro_rules! launch_pull {
+    ($r:ty, $v:expr, $comm:expr, $cfg:expr, $rows:expr, $out:expr, $a:expr) => {{
+        let a: &mut $crate::moe::pull::PullArgs<'_> = $a;
+        let n = a.nums;
+        $crate::moe::moe_pull::launch::<$r, { $v }>(
+            $comm,
+            $cfg,
+            $rows,
+            a.scales,
+            a.counts,
+            a.idx,
+            a.pos,
+            $out,
+            &mut *a.out_scales,
+            &mut *a.layout,
+            &mut *a.item_rows,
+            &mut *a.ntoks,
+            a.scratch,
+            a.lblocks,
+            n[0],
+            n[1],
+            n[2],
+            n[3],
+            n[4],
+            n[5],
+            n[6],
+            n[7],
+            n[8],
+            n[9],
+            n[10],
+            a.vec,
+            a.ch,
+            a.sig,
+        )
+    }};
+}
+pub(super) use launch_pull;
+
+/// [`moe_push`] of rows of `$t` in `$v`-element vectors.
+macro_rules! launch_push {
+    ($t:ty, $v:expr, $comm:expr, $cfg:expr, $y:expr, $a:expr) => {{
+        let a: &$crate::moe::pull::PushArgs<'_> = $a;
+        let n = a.nums;
+        $crate::moe::moe_push::launch::<$t, { $v }>(
+            $comm,
+            $cfg,
+            $y,
+            a.single,
+            a.part,
+            a.wts,
+            a.counts,
+            a.item_rows,
+            a.ntoks,
+            n[0],
+            n[1],
+            n[2],
+            n[3],
+            n[4],
+            a.vec,
+            a.ch,
+            a.sig,
+        )
+    }};
+}
+pub(super) use launch_push;
+
+/// The pull form's fp8 staging: e4m3 rows and their scales (symmetric,
+/// each with its rendezvous).
+pub(super) type Fp8Stage = (
+    SymmBuffer<f8e4m3>,
+    Arc<SymmetricMemory>,
+    SymmBuffer<f32>,
+    Arc<SymmetricMemory>,
+);
+
+/// The pull form's own buffers of a plan.
+pub(super) struct PullBuffers<T: MoeElem> {
+    /// This rank's tokens' rows (symmetric, `max_tokens` rows; in fp8 the
+    /// e4m3 rows and scales stage in `fp8` instead, and this holds one).
+    pub(super) stage: SymmBuffer<T>,
+    pub(super) stage_s: Arc<SymmetricMemory>,
+    /// This rank's top-k indices and each pair's rank within its expert
+    /// (symmetric: the receivers read them).
+    pub(super) idx: SymmBuffer<i32>,
+    pub(super) idx_s: Arc<SymmetricMemory>,
+    pub(super) pos: SymmBuffer<u32>,
+    pub(super) pos_s: Arc<SymmetricMemory>,
+    /// Each rank's tokens' slots' rows here, and each rank's tokens.
+    pub(super) item_rows: DeviceBuffer<u32>,
+    pub(super) ntoks: DeviceBuffer<u32>,
+    /// This rank's weights, staged for its tokens' expert ranks
+    /// (symmetric).
+    pub(super) wts: SymmBuffer<f32>,
+    pub(super) wts_s: Arc<SymmetricMemory>,
+    /// What comes back, row `t × world + d` for token `t` and expert rank
+    /// `d` (symmetric): the row itself where `d` holds one slot, in `T`,
+    /// or `d`'s weighted sum of its slots in f32.
+    pub(super) single: SymmBuffer<T>,
+    pub(super) single_s: Arc<SymmetricMemory>,
+    pub(super) part: SymmBuffer<f32>,
+    pub(super) part_s: Arc<SymmetricMemory>,
+    /// The fp8 staging: e4m3 rows and their scales (symmetric).
+    pub(super) fp8: Option<Fp8Stage>,
+    /// Stand-ins for the scales of a pull of `T` rows (symmetric, and
+    /// local), which it never touches.
+    pub(super) no_scales: SymmBuffer<f32>,
+    pub(super) no_scales_s: Arc<SymmetricMemory>,
+    pub(super) no_out_scales: DeviceBuffer<f32>,
+    /// The grids of the barrier kernels, the same on every rank.
+    pub(super) pull_cfg: LaunchConfig,
+    pub(super) push_cfg: LaunchConfig,
+}
+
+impl<T: MoeElem> PullBuffers<T> {
+    /// Allocates the pull form's buffers of `c` (collective: every rank at
+    /// the same point) and fits its barrier kernels' grids.
+    pub(super) fn new(comm: &Comm, c: &MoeConfig) -> Result<PullBuffers<T>> {
+        let world = comm.world_size();
+        let pairs = c.max_tokens * c.top_k;
+        let fp8 = c.fp8.is_some();
+        let stage = comm.alloc::<T>(if fp8 { 1 } else { c.max_tokens * c.hidden })?;
+        let stage_s = stage.rendezvous()?;
+        let idx = comm.alloc::<i32>(pairs)?;
+        let idx_s = idx.rendezvous()?;
+        let pos = comm.alloc::<u32>(pairs)?;
+        let pos_s = pos.rendezvous()?;
+        let fp8 = match c.fp8 {
+            None => None,
+            Some(_) => {
+                let rows = comm.alloc::<f8e4m3>(c.max_tokens * c.hidden)?;
+                let rows_s = rows.rendezvous()?;
+                let scales = comm.alloc::<f32>(c.max_tokens * c.scales())?;
+                let scales_s = scales.rendezvous()?;
+                Some((rows, rows_s, scales, scales_s))
+            }
+        };
+        let no_scales = comm.alloc::<f32>(1)?;
+        let no_scales_s = no_scales.rendezvous()?;
+        let wts = comm.alloc::<f32>(pairs)?;
+        let wts_s = wts.rendezvous()?;
+        let back = c.max_tokens * world * c.hidden;
+        let single = comm.alloc::<T>(back)?;
+        let single_s = single.rendezvous()?;
+        let part = comm.alloc::<f32>(back)?;
+        let part_s = part.rendezvous()?;
+        let threads = block(comm, c.num_experts, c.fp8.is_some());
+        let limit = if c.fp8.is_some() {
+            moe_pull::co_resident_grid::<f8e4m3, 16>(comm, threads, 0)?
+        } else {
+            T::__pull_limit(comm, threads)?
+        };
+        let blocks = fit_blocks(
+            comm,
+            "moe pull",
+            fixed_grid(comm, (world * c.max_tokens).clamp(1, MAX_BLOCKS) as u32),
+            [Ok(limit)],
+        )?;
+        let pull_cfg = with_pdl(comm, LaunchConfig::linear(blocks, threads));
+        let threads = block(comm, 0, false);
+        let limit = T::__push_limit(comm, threads)?;
+        let blocks = fit_blocks(
+            comm,
+            "moe push",
+            fixed_grid(comm, (world * c.max_tokens).clamp(1, MAX_BLOCKS) as u32),
+            [Ok(limit)],
+        )?;
+        let push_cfg = with_pdl(comm, LaunchConfig::linear(blocks, threads));
+        Ok(PullBuffers {
+            stage,
+            stage_s,
+            idx,
+            idx_s,
+            pos,
+            pos_s,
+            item_rows: comm.device_buffer(world * pairs)?,
+            ntoks: comm.device_buffer(world)?,
+            wts,
+            wts_s,
+            single,
+            single_s,
+            part,
+            part_s,
+            fp8,
+            no_scales,
+            no_scales_s,
+            no_out_scales: comm.device_buffer(1)?,
+            pull_cfg,
+            push_cfg,
+        })
+    }
+
+    /// The bytes these buffers hold: (staged rows and scales, what comes
+    /// back, the rest).
+    pub(super) fn memory(&self) -> (usize, usize, usize) {
+        let mut staged = self.stage.len() * std::mem::size_of::<T>();
+        if let Some((rows, _, scales, _)) = &self.fp8 {
+            staged += rows.len() + 4 * scales.len();
+        }
+        let back = self.single.len() * std::mem::size_of::<T>() + 4 * self.part.len();
+        let small = 4 * (self.idx.len() + self.pos.len() + self.wts.len())
+            + 4 * (self.item_rows.len() + self.ntoks.len())
+            + 4 * (self.no_scales.len() + self.no_out_scales.len());
+        (staged, back, small)
+    }
+}
