@@ -358,6 +358,9 @@ fn dispatch_and_combine_match_the_reference() {
         // More experts than the layout's threads (a warp for 12 pairs):
         // its per-expert loops in rounds.
         case::<bf16>(2, MoeConfig::new(16, 128, 2, 6), 2, Routing::Random);
+        // Up to 600 tokens of top-8: past 128 a rank, the layout runs
+        // several blocks (and its scan and place kernels).
+        case::<bf16>(2, MoeConfig::new(16, 16, 8, 600), 2, Routing::Random);
     }
     // Many experts, rows wider than a block, and a capacity filled to its
     // last row.
@@ -739,6 +742,40 @@ fn misuse_in(mode: MoeMode) {
         };
         assert_eq!(*block, 2, "{}", errs[1]);
         assert!(message.contains("top-k index"), "{message}");
+        // The pull form's peer fails at once, with the step's verdict.
+        if mode == MoeMode::Pull {
+            assert!(
+                errs[0].to_string().contains(peer_failure(mode, "dispatch")),
+                "{}",
+                errs[0]
+            );
+        }
+    }
+    // The same past the layout's first block (700 tokens of top-2: 2
+    // blocks), at token 650.
+    if let Some(errs) = every_rank_fails(world, |c| {
+        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 700).with_mode(mode))?;
+        let mut idx: Vec<i32> = (0..1400).map(|p| p % 4).collect();
+        if c.rank() == 1 {
+            idx[1301] = 9;
+        }
+        let x = c.device_buffer::<bf16>(700 * 16)?;
+        let idx = c.device_buffer_from(&idx)?;
+        moe.dispatch(c, &x, &idx, 700)?;
+        c.synchronize()
+    }) {
+        let Error::KernelAssert { block, message, .. } = &errs[1] else {
+            panic!("rank 1: {}", errs[1])
+        };
+        assert_eq!(*block, 650, "{}", errs[1]);
+        assert!(message.contains("top-k index"), "{message}");
+        if mode == MoeMode::Pull {
+            assert!(
+                errs[0].to_string().contains(peer_failure(mode, "dispatch")),
+                "{}",
+                errs[0]
+            );
+        }
     }
     // A routing that sends rank 0 more rows than its capacity: every rank
     // fails, none writes past it.
@@ -1223,14 +1260,14 @@ fn the_plan_reports_its_memory() {
     // = 22 expert-major rows; bf16 rows of 16 (32 bytes); the layout's
     // scratch for 4 experts; 4 counts and the pull form's 3 words past
     // them.
-    let shared = 4 * (7 + 4) + 4 * layout_scratch(4) + 4 * (16 + 6) + 8 * (2 + 2) + 8 * (4 + 4);
-    // (`pos` and the kept indices, a pair each in the all-to-all form,
-    // are counted with each form.)
+    let shared = 4 * (7 + 4) + 4 * layout_scratch(4) + 4 * 6 + 8 * (2 + 2) + 8 * (4 + 4);
+    // (`pos` and the kept indices, a pair each in the all-to-all form, and
+    // `row_dst`, a received row each there, are counted with each form.)
     // The pull form: the all-to-all form's `pos` and kept indices hold
     // one element each; its own indices, ranks and weights a pair, rows
     // a (rank, pair), tokens a rank, and the one-element stand-ins for
     // scales.
-    let small = shared + 4 + 4 + 4 * (8 + 8 + 8) + 4 * (16 + 2) + 4 * (1 + 1);
+    let small = shared + 4 + 4 + 4 + 4 * (8 + 8 + 8) + 4 * (16 + 2) + 4 * (1 + 1);
     // What comes back: a row a (token, rank), in bf16 and in f32.
     let back = 2 + 4 * 2 * 32 + 4 * 2 * 16 * 4;
     let (plain, fp8) = &got[0][0];
@@ -1265,7 +1302,7 @@ fn the_plan_reports_its_memory() {
             small + 8 * (4 + 4)
         )
     );
-    let small = shared + 4 * 8 + 4 * 8;
+    let small = shared + 4 * 8 + 4 * 8 + 4 * 16;
     let (plain, fp8) = &got[0][1];
     assert_eq!(
         (

@@ -98,7 +98,8 @@ pub fn layout_scratch(experts: usize) -> usize {
 /// one [`moe_layout`] block, that kernel alone runs (`splits` and
 /// `scale_splits` are not written). Returns the [`moe_layout`] blocks
 /// that ran: block `b`'s flag (1 where it found an index out of range) is
-/// `scratch[blocks × experts + b]`.
+/// `scratch[blocks × experts + b]` (with `within` and one block,
+/// `poison` is not applied: the flags are the verdict).
 ///
 /// Errors: at most [`MAX_EXPERTS`] experts, `local` experts a rank
 /// dividing them, and buffers that hold what the call needs
@@ -258,10 +259,12 @@ pub struct MoeConfig {
 pub enum MoeMode {
     /// Each receiver reads every token routed to its experts once from its
     /// sender's symmetric staging and writes it to each of its rows; each
-    /// expert's rank writes its output rows straight into the token's
-    /// rank. A token crosses once per rank (not per slot), and nothing is
-    /// copied beyond that. At most 64 ranks and 32 slots a token (and, in
-    /// fp8, 512 experts).
+    /// expert's rank sends each token back once, straight into the token's
+    /// rank (its row, or the weighted sum of its slots' rows). A token
+    /// crosses once per rank each way (not per slot), and nothing is
+    /// copied on the way beyond the staging of each token (and, in the
+    /// combine, of the weights). At most 64 ranks and 32 slots a token
+    /// (and, in fp8, 512 experts).
     #[default]
     Pull,
     /// The collectives' all-to-alls, with the split sizes read on the
@@ -354,8 +357,6 @@ fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
     moe_pack::co_resident_grid(comm, THREADS, 0)?;
     moe_move::co_resident_grid(comm, THREADS, 0)?;
     T::__preload_sum(comm)?;
-    // (`moe_pack_fp8` loads with the sums.)
-    let _ = fp8;
     // The pull form's (a plan of either form loads them: cheap, and the
     // mode is not yet agreed).
     moe_stage::co_resident_grid(comm, THREADS, 0)?;
@@ -407,8 +408,9 @@ impl CallKey for Key {
 /// The bytes an [`Moe`] holds on each rank, by buffer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MoeMemory {
-    /// The rows packed for sending, or in the pull form staged, a row a
-    /// token (symmetric), and the experts' rows that come back.
+    /// The rows packed for sending (the all-to-all form, which also takes
+    /// the experts' rows that come back there), or staged, a row a token
+    /// (the pull form); symmetric.
     pub send: usize,
     /// An fp8 dispatch's rows and scales as received, in rank order (in
     /// `T` they land in `back`).
@@ -416,8 +418,9 @@ pub struct MoeMemory {
     /// The rows received, expert-major ([`Moe::received`], or in fp8
     /// [`Moe::received_fp8`] and its scales).
     pub received: usize,
-    /// The expert rows on their way back (symmetric), which also take a
-    /// dispatch's rows in `T` as they arrive.
+    /// The expert rows on their way back (symmetric): in the all-to-all
+    /// form, which also takes a dispatch's rows in `T` as they arrive; in
+    /// the pull form, each token's row or f32 sum from each rank.
     pub back: usize,
     /// Counts, layouts and split sizes.
     pub small: usize,
@@ -642,7 +645,7 @@ macro_rules! moe_elem {
 
             fn __preload_sum(comm: &Comm) -> Result<()> {
                 const V: usize = 16 / std::mem::size_of::<$t>();
-                moe_pack_fp8::co_resident_grid::<$t, V>(comm, FP8_THREADS, 0)?;
+                moe_pack_fp8::co_resident_grid::<$t, V>(comm, PACK_FP8_THREADS, 0)?;
                 moe_sum::co_resident_grid::<$t, V>(comm, THREADS, 0)?;
                 moe_sum_ranks::co_resident_grid::<$t, V>(comm, THREADS, 0).map(|_| ())
             }
@@ -685,7 +688,7 @@ crate::shared::elem::wide_float_types!(moe_elem);
 /// Threads of a [`moe_pack_fp8`] block: 16 elements each, in f32, a
 /// pass (a row of 7168 in two); 512 asked for more registers than an SM
 /// holds (the launch failed on an H200).
-const FP8_THREADS: u32 = 256;
+const PACK_FP8_THREADS: u32 = 256;
 
 /// [`moe_pack_fp8`] of `tokens` tokens in groups of `group` elements,
 /// into each slot's row (`pos`) or, where `once`, the token's own row; in
@@ -708,11 +711,11 @@ fn pack_fp8<T: MoeElem>(
     let xb = comm.bind("x", x)?;
     let mut sb = comm.bind_mut("send", send)?;
     let vec = c.hidden.is_multiple_of(16)
-        && group.is_multiple_of(16)
+        && (group == 128 || group == c.hidden)
         && vectors(0, &[xb.device_ptr(), sb.device_ptr()]);
     T::__pack_fp8(
         comm,
-        symm::LaunchConfig::linear(tokens as u32, FP8_THREADS),
+        symm::LaunchConfig::linear(tokens as u32, PACK_FP8_THREADS),
         &xb,
         (idx, pos),
         (&mut sb, scales),
@@ -910,6 +913,15 @@ impl<T: MoeElem> Moe<T> {
                     return None;
                 }
             }
+            // The pull form's rows back (a token and rank each) and its
+            // map (a pair of each rank each).
+            let back = c.max_tokens.checked_mul(world)?;
+            if pulls
+                && (back.checked_mul(c.hidden)? > u32::MAX as usize
+                    || pairs.checked_mul(world)? > u32::MAX as usize)
+            {
+                return None;
+            }
             Some((capacity, out_rows, pairs))
         };
         let (capacity, out_rows, pairs) = sizes().unwrap_or((1, 1, 1));
@@ -938,9 +950,9 @@ impl<T: MoeElem> Moe<T> {
         };
         agree(comm, &key, problem)?;
         // In fp8 the rows travel as e4m3: `received` holds one element.
-        // `send` also takes the rows that come back, in either form (in
-        // the pull form, only them). What only the all-to-all form uses
-        // holds one element in the pull form (`all` 0).
+        // `send` also takes the rows that come back (the all-to-all form).
+        // What only the all-to-all form uses holds one element in the pull
+        // form (`all` 0), which has its own (`PullBuffers`).
         let there = if c.fp8.is_some() { 0 } else { c.hidden };
         let all = usize::from(!pulls);
         let send = comm.alloc::<T>((all * pairs * c.hidden).max(1))?;
@@ -995,7 +1007,7 @@ impl<T: MoeElem> Moe<T> {
             scale_splits: comm.device_buffer(world)?,
             report: comm.device_buffer(2 * world)?,
             report_back: comm.device_buffer(2 * world)?,
-            row_dst: comm.device_buffer(capacity)?,
+            row_dst: comm.device_buffer((all * capacity).max(1))?,
             layout: comm.device_buffer(2 * local + 2)?,
             received: comm.device_buffer((out_rows * there).max(1))?,
             back,
@@ -1101,17 +1113,18 @@ impl<T: MoeElem> Moe<T> {
     ///
     /// Errors: an argument problem (more tokens than planned, a short or
     /// foreign buffer) is this rank's error, and its part of the step
-    /// still runs, on split sizes that no input holds, so the step fails
-    /// on every rank instead of its peers waiting for it; keep making the
-    /// step's calls (the combine too) or leave the group, as after any
-    /// failed collective, after which the group takes no more calls. On a
-    /// GPU the device's failures surface at the next synchronisation: an
-    /// index that is neither `-1` nor an expert (a `KernelAssert` whose
-    /// block is the token, on its rank; its peers' all-to-all fails too;
-    /// on the emulator the launch fails at once, and the rank's error ends
-    /// its peers' step when it leaves), and a routing that sends a rank
-    /// more rows than the plan's capacity (the all-to-all's check, on
-    /// every rank).
+    /// still runs, marked failed (the pull form; on split sizes that no
+    /// input holds in the all-to-all form), so the step fails on every rank
+    /// instead of its peers waiting for it; keep making the step's calls
+    /// (the combine too) or leave the group, as after any failed
+    /// collective, after which the group takes no more calls. On a GPU the
+    /// device's failures surface at the next synchronisation: an index
+    /// that is neither `-1` nor an expert (a `KernelAssert` whose block is
+    /// the token, on its rank; its peers' step fails too; on the emulator
+    /// the launch fails at once), and a routing that sends a rank more
+    /// rows than the plan's capacity (on every rank: the pull's check of
+    /// every rank's counts, or the all-to-all's). A failed pull leaves an
+    /// empty layout.
     pub fn dispatch(
         &mut self,
         comm: &Comm,
@@ -1342,17 +1355,22 @@ impl<T: MoeElem> Moe<T> {
         if self.pull.is_some() {
             let (sig, checked) = self.pull_sig(comm, "combine");
             checked?;
-            if let Some(p) = &mut self.pull {
-                if tokens > 0 {
-                    let n = tokens * top_k;
-                    moe_copy::launch::<f32>(
-                        comm,
-                        symm::LaunchConfig::linear(n.div_ceil(THREADS as usize) as u32, THREADS),
-                        topk_weights,
-                        &mut p.wts,
-                        n as u32,
-                    )?;
-                }
+            let mut staged = Ok(());
+            if let (Some(p), true) = (&mut self.pull, tokens > 0) {
+                let n = tokens * top_k;
+                staged = moe_copy::launch::<f32>(
+                    comm,
+                    symm::LaunchConfig::linear(n.div_ceil(THREADS as usize) as u32, THREADS),
+                    topk_weights,
+                    &mut p.wts,
+                    n as u32,
+                );
+            }
+            if let Err(e) = staged {
+                // The push still launches (its peers would wait for it),
+                // marked failed.
+                let _ = self.push(comm, &self.received, true, sig);
+                return Err(e);
             }
             self.push(comm, y, false, sig)?;
             if let (Some(p), true) = (&self.pull, tokens > 0) {
@@ -1447,6 +1465,27 @@ impl<T: MoeElem> Moe<T> {
     ) -> Result<()> {
         let (sig, checked) = self.pull_sig(comm, "dispatch");
         checked?;
+        // A launch that fails here still leaves the pull to launch (its
+        // peers would wait for it), marked failed.
+        let staged = self.stage(comm, x, topk_idx, tokens);
+        match staged {
+            Ok(lblocks) => self.pull_rows(comm, (tokens, lblocks), false, sig),
+            Err(e) => {
+                let _ = self.pull_rows(comm, (0, 0), true, sig);
+                Err(e)
+            }
+        }
+    }
+
+    /// The pull form's layout and staging of this rank's step: the
+    /// [`moe_layout`] blocks that ran.
+    fn stage(
+        &mut self,
+        comm: &Comm,
+        x: &(impl DeviceSlice<T> + ?Sized),
+        topk_idx: &(impl DeviceSlice<i32> + ?Sized),
+        tokens: usize,
+    ) -> Result<usize> {
         let c = &self.config;
         let (hidden, top_k, experts) = (c.hidden, c.top_k, c.num_experts);
         let scales = c.scales();
@@ -1501,7 +1540,7 @@ impl<T: MoeElem> Moe<T> {
                 )?;
             }
         }
-        self.pull_rows(comm, (tokens, lblocks), false, sig)
+        Ok(lblocks)
     }
 
     /// [`moe_pull`] of this rank's step of `tokens` tokens, whose layout
@@ -1549,52 +1588,39 @@ impl<T: MoeElem> Moe<T> {
             groups as u32,
         ];
         let cfg = p.pull_cfg;
+        // Stand-ins for the scales, which an fp8 pull replaces.
+        let mut a = PullArgs {
+            scales: &p.no_scales_s,
+            counts: counts_s,
+            idx: &p.idx_s,
+            pos: &p.pos_s,
+            out_scales: &mut p.no_out_scales,
+            layout,
+            item_rows: &mut p.item_rows,
+            ntoks: &mut p.ntoks,
+            scratch,
+            lblocks: lblocks as u32,
+            nums,
+            vec: false,
+            ch: *ch,
+            sig,
+        };
         match (fp8, &p.fp8) {
             (Some(f), Some((_, rows_s, _, scales_s))) => {
-                let vec = vectors(
+                a.vec = vectors(
                     c.hidden,
                     &[rows_s.buffer_ptrs()[rows_s.rank()], f.received.device_ptr()],
                 );
-                let mut args = PullArgs {
-                    scales: scales_s,
-                    counts: counts_s,
-                    idx: &p.idx_s,
-                    pos: &p.pos_s,
-                    out_scales: &mut f.received_scales,
-                    layout,
-                    item_rows: &mut p.item_rows,
-                    ntoks: &mut p.ntoks,
-                    scratch,
-                    lblocks: lblocks as u32,
-                    nums,
-                    vec,
-                    ch: *ch,
-                    sig,
-                };
-                launch_pull!(f8e4m3, 16, comm, cfg, rows_s, &mut f.received, &mut args)
+                a.scales = scales_s;
+                a.out_scales = &mut f.received_scales;
+                launch_pull!(f8e4m3, 16, comm, cfg, rows_s, &mut f.received, &mut a)
             }
             _ => {
-                let vec = vectors(
+                a.vec = vectors(
                     c.hidden * std::mem::size_of::<T>(),
                     &[p.stage.device_ptr(), received.device_ptr()],
                 );
-                let mut args = PullArgs {
-                    scales: &p.no_scales_s,
-                    counts: counts_s,
-                    idx: &p.idx_s,
-                    pos: &p.pos_s,
-                    out_scales: &mut p.no_out_scales,
-                    layout,
-                    item_rows: &mut p.item_rows,
-                    ntoks: &mut p.ntoks,
-                    scratch,
-                    lblocks: lblocks as u32,
-                    nums,
-                    vec,
-                    ch: *ch,
-                    sig,
-                };
-                T::__pull(comm, cfg, &p.stage_s, received, &mut args)
+                T::__pull(comm, cfg, &p.stage_s, received, &mut a)
             }
         }
     }

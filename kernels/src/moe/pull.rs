@@ -21,7 +21,10 @@
 //! rank reaches after its previous sum (stream order), and reads its
 //! weights, which it staged after its pull; and the next step's staging
 //! runs after this rank's push, whose exit barrier every peer passed only
-//! once its push (which read this rank's weights) ended.
+//! once its push (which read this rank's weights) ended. Dispatches back
+//! to back with no combine between them, and combines back to back, are
+//! safe the same way: each barrier kernel's exit follows every peer's
+//! reads of what the next call rewrites.
 
 use std::sync::Arc;
 

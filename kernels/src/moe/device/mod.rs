@@ -466,9 +466,9 @@ pub(crate) fn moe_check_token(idx: Slice<i32>, t: u32, top_k: u32, experts: u32)
 /// pull form's staging), the row goes to row `t` alone, whatever its
 /// slots; else to each slot's row (`pos`).
 ///
-/// Where `vec` (the caller's promise that `hidden` and `group` are
-/// multiples of 16, that `x` starts 16-byte aligned and `send` too, and
-/// that the block is whole warps), each thread takes 16 elements at a
+/// Where `vec` (the caller's promise that `hidden` is a multiple of 16,
+/// `group` 128 or `hidden`, that `x` starts 16-byte aligned and `send`
+/// too, and that the block is whole warps), each thread takes 16 elements at a
 /// time, loaded as `V`-element 16-byte vectors: their largest magnitude
 /// goes to the group's by shuffles among the group's 8 threads (groups of
 /// 128) or by a block reduction (a scale a row), and they are quantized

@@ -120,6 +120,7 @@ pub fn moe_pull<R: Scalar, const V: usize>(
     let exr = shared_array::<u32, 1025>();
     let ntok = shared_array::<u32, 64>();
     let dsts = shared_array::<u32, 1024>();
+    let held = shared_array::<u32, 32>();
     let flags = shared_array::<u32, 3>();
     enter_call();
     let rank = counts.rank();
@@ -162,6 +163,7 @@ pub fn moe_pull<R: Scalar, const V: usize>(
         }
     }
     sync_threads();
+    moe_no_layout(layout, ntoks, local, world, flags[0]);
     kernel_assert!(
         flags[0] == 0u32,
         "moe dispatch: a rank's step failed (a top-k index neither -1 nor below num_experts, reported on its rank, or arguments its rank refused), so no rank takes its rows"
@@ -199,6 +201,7 @@ pub fn moe_pull<R: Scalar, const V: usize>(
         }
     }
     sync_threads();
+    moe_no_layout(layout, ntoks, local, world, flags[1]);
     kernel_assert!(
         flags[1] == 0u32,
         "moe dispatch: the routing sends a rank more rows than the plan's receive capacity (or, each expert's aligned, than its received rows hold)"
@@ -249,6 +252,12 @@ pub fn moe_pull<R: Scalar, const V: usize>(
             }
         }
         dsts[tid] = dst;
+        // Whether any of the token's slots is here (its warp's 32 threads
+        // are its slots): a token with none is not read at all.
+        let mask = ballot(dst != 0xFFFF_FFFFu32);
+        if k == 0u32 {
+            held[i] = mask;
+        }
         sync_threads();
         // The batch's tokens, two at a time: both rows' loads issued
         // before their stores.
@@ -263,7 +272,7 @@ pub fn moe_pull<R: Scalar, const V: usize>(
                 if q < items {
                     let t = q / world;
                     let d = (q % world + rank + 1u32) % world;
-                    if t < ntok[d] {
+                    if t < ntok[d] && held[j] != 0u32 {
                         ts[n] = t;
                         ds[n] = d;
                         js[n] = j * 32u32;
@@ -284,6 +293,30 @@ pub fn moe_pull<R: Scalar, const V: usize>(
     }
     exit_checked(counts, ch, call, sig);
     call_end(counts, ch, call);
+}
+
+/// Where `failed` is not 0 (the same in every block), block 0 empties the
+/// received layout (`layout`, `2 × local + 2` words) and the tokens a rank
+/// (`ntoks`), so that the experts and the combine of a failed step find no
+/// rows, not the last step's: [`moe_pull`]'s before its verdicts.
+#[symm_kernel(device)]
+pub(crate) fn moe_no_layout(
+    layout: SliceMut<u32>,
+    ntoks: SliceMut<u32>,
+    local: u32,
+    world: u32,
+    failed: u32,
+) {
+    if failed != 0u32 && block_idx_x() == 0u32 {
+        let mut x = thread_idx_x();
+        while x < 2u32 * local + 2u32 {
+            layout[x] = 0u32;
+            x += block_dim_x();
+        }
+        if thread_idx_x() < world {
+            ntoks[thread_idx_x()] = 0u32;
+        }
+    }
 }
 
 /// The block's copy of `n` (1 or 2) tokens' rows: token `u`'s `row_len`
