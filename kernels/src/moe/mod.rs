@@ -986,7 +986,22 @@ impl<T: MoeElem> Moe<T> {
         let back = comm.alloc::<T>((all * capacity * c.hidden).max(1))?;
         let back_s = back.rendezvous()?;
         let pull = if pulls {
-            Some(PullBuffers::new(comm, c)?)
+            let fp8 = c.fp8.is_some();
+            let threads = pull::block(comm, c.num_experts, fp8);
+            let limit = if fp8 {
+                moe_pull::co_resident_grid::<f8e4m3, 16>(comm, threads, 0)?
+            } else {
+                T::__pull_limit(comm, threads)?
+            };
+            let push = pull::block(comm, 0, false);
+            let sizes = pull::PullSizes {
+                hidden: c.hidden,
+                top_k: c.top_k,
+                max_tokens: c.max_tokens,
+                fp8: c.fp8.map(|_| c.scales()),
+            };
+            let fitted = ((threads, limit), (push, T::__push_limit(comm, push)?));
+            Some(PullBuffers::new(comm, &sizes, fitted)?)
         } else {
             None
         };

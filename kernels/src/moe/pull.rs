@@ -28,10 +28,9 @@
 
 use std::sync::Arc;
 
-use symm::dsl::f8e4m3;
+use symm::dsl::{f8e4m3, Scalar};
 use symm::{Comm, DeviceBuffer, LaunchConfig, Result, SymmBuffer, SymmetricMemory};
 
-use super::{moe_pull, MoeConfig, MoeElem};
 use crate::shared::grid::{fit_blocks, fixed_grid, with_pdl};
 use crate::shared::staging::reserved_channels;
 
@@ -67,7 +66,7 @@ pub(super) const FP8_THREADS: u32 = 512;
 /// fewest whole warps that hold a thread an expert and the barriers' (the
 /// kernels take any such block: smaller ones only batch fewer tokens and
 /// loop more).
-fn block(comm: &Comm, experts: usize, fp8: bool) -> u32 {
+pub(super) fn block(comm: &Comm, experts: usize, fp8: bool) -> u32 {
     match comm.backend_kind() {
         symm::BackendKind::Emulator => {
             let world = comm.world_size();
@@ -80,7 +79,7 @@ fn block(comm: &Comm, experts: usize, fp8: bool) -> u32 {
 }
 
 /// What [`moe_pull`] takes besides its rows and their output (one
-/// launch's arguments, for [`MoeElem`]'s launches and the fp8 one).
+/// launch's arguments, for `MoeElem`'s launches and the fp8 one).
 #[doc(hidden)]
 pub struct PullArgs<'a> {
     pub(super) scales: &'a SymmetricMemory,
@@ -122,7 +121,7 @@ macro_rules! launch_pull {
     ($r:ty, $v:expr, $comm:expr, $cfg:expr, $rows:expr, $out:expr, $a:expr) => {{
         let a: &mut $crate::moe::pull::PullArgs<'_> = $a;
         let n = a.nums;
-        $crate::moe::moe_pull::launch::<$r, { $v }>(
+        $crate::moe::device::moe_pull::launch::<$r, { $v }>(
             $comm,
             $cfg,
             $rows,
@@ -161,7 +160,7 @@ macro_rules! launch_push {
     ($t:ty, $v:expr, $comm:expr, $cfg:expr, $y:expr, $a:expr) => {{
         let a: &$crate::moe::pull::PushArgs<'_> = $a;
         let n = a.nums;
-        $crate::moe::moe_push::launch::<$t, { $v }>(
+        $crate::moe::device::moe_push::launch::<$t, { $v }>(
             $comm,
             $cfg,
             $y,
@@ -194,7 +193,7 @@ pub(super) type Fp8Stage = (
 );
 
 /// The pull form's own buffers of a plan.
-pub(super) struct PullBuffers<T: MoeElem> {
+pub(super) struct PullBuffers<T: Scalar> {
     /// This rank's tokens' rows (symmetric, `max_tokens` rows; in fp8 the
     /// e4m3 rows and scales stage in `fp8` instead, and this holds one).
     pub(super) stage: SymmBuffer<T>,
@@ -231,14 +230,37 @@ pub(super) struct PullBuffers<T: MoeElem> {
     pub(super) push_cfg: LaunchConfig,
 }
 
-impl<T: MoeElem> PullBuffers<T> {
-    /// Allocates the pull form's buffers of `c` (collective: every rank at
-    /// the same point) and fits its barrier kernels' grids.
-    pub(super) fn new(comm: &Comm, c: &MoeConfig) -> Result<PullBuffers<T>> {
+/// What a plan's pull form is sized by: rows of `hidden` elements, `top_k`
+/// slots a token, at most `max_tokens` tokens a rank, and, in fp8,
+/// `Some(scales)` a row.
+pub(super) struct PullSizes {
+    pub(super) hidden: usize,
+    pub(super) top_k: usize,
+    pub(super) max_tokens: usize,
+    pub(super) fp8: Option<usize>,
+}
+
+/// A barrier kernel's block and its co-resident grid where ranks share a
+/// GPU (`None`: any).
+pub(super) type Fitted = (u32, Option<u32>);
+
+impl<T: Scalar> PullBuffers<T> {
+    /// Allocates the pull form's buffers of a plan of `c` (collective:
+    /// every rank at the same point) and fits its barrier kernels' grids
+    /// (`pull` and `push`: each one's block, from [`block`], and its
+    /// co-resident grid).
+    pub(super) fn new(
+        comm: &Comm,
+        c: &PullSizes,
+        (pull, push): (Fitted, Fitted),
+    ) -> Result<PullBuffers<T>> {
         let world = comm.world_size();
         let pairs = c.max_tokens * c.top_k;
-        let fp8 = c.fp8.is_some();
-        let stage = comm.alloc::<T>(if fp8 { 1 } else { c.max_tokens * c.hidden })?;
+        let stage = comm.alloc::<T>(if c.fp8.is_some() {
+            1
+        } else {
+            c.max_tokens * c.hidden
+        })?;
         let stage_s = stage.rendezvous()?;
         let idx = comm.alloc::<i32>(pairs)?;
         let idx_s = idx.rendezvous()?;
@@ -246,10 +268,10 @@ impl<T: MoeElem> PullBuffers<T> {
         let pos_s = pos.rendezvous()?;
         let fp8 = match c.fp8 {
             None => None,
-            Some(_) => {
+            Some(per_row) => {
                 let rows = comm.alloc::<f8e4m3>(c.max_tokens * c.hidden)?;
                 let rows_s = rows.rendezvous()?;
-                let scales = comm.alloc::<f32>(c.max_tokens * c.scales())?;
+                let scales = comm.alloc::<f32>(c.max_tokens * per_row)?;
                 let scales_s = scales.rendezvous()?;
                 Some((rows, rows_s, scales, scales_s))
             }
@@ -263,28 +285,17 @@ impl<T: MoeElem> PullBuffers<T> {
         let single_s = single.rendezvous()?;
         let part = comm.alloc::<f32>(back)?;
         let part_s = part.rendezvous()?;
-        let threads = block(comm, c.num_experts, c.fp8.is_some());
-        let limit = if c.fp8.is_some() {
-            moe_pull::co_resident_grid::<f8e4m3, 16>(comm, threads, 0)?
-        } else {
-            T::__pull_limit(comm, threads)?
+        let grid = |name: &str, (threads, limit): Fitted| -> Result<LaunchConfig> {
+            let blocks = fit_blocks(
+                comm,
+                name,
+                fixed_grid(comm, (world * c.max_tokens).clamp(1, MAX_BLOCKS) as u32),
+                [Ok(limit)],
+            )?;
+            Ok(with_pdl(comm, LaunchConfig::linear(blocks, threads)))
         };
-        let blocks = fit_blocks(
-            comm,
-            "moe pull",
-            fixed_grid(comm, (world * c.max_tokens).clamp(1, MAX_BLOCKS) as u32),
-            [Ok(limit)],
-        )?;
-        let pull_cfg = with_pdl(comm, LaunchConfig::linear(blocks, threads));
-        let threads = block(comm, 0, false);
-        let limit = T::__push_limit(comm, threads)?;
-        let blocks = fit_blocks(
-            comm,
-            "moe push",
-            fixed_grid(comm, (world * c.max_tokens).clamp(1, MAX_BLOCKS) as u32),
-            [Ok(limit)],
-        )?;
-        let push_cfg = with_pdl(comm, LaunchConfig::linear(blocks, threads));
+        let pull_cfg = grid("moe pull", pull)?;
+        let push_cfg = grid("moe push", push)?;
         Ok(PullBuffers {
             stage,
             stage_s,
