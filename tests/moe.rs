@@ -19,9 +19,9 @@ mod tier;
 use symm::dsl::*;
 
 use symm::kernels::moe::{
-    layout, layout_scratch, moe_copy, moe_layout, moe_layout_place, moe_layout_scan, moe_move,
-    moe_pack, moe_pack_fp8, moe_pull, moe_push, moe_rows, moe_stage, moe_sum, moe_sum_ranks,
-    Fp8Scales, Moe, MoeConfig, MoeElem, MoeMode,
+    layout, layout_scratch, moe_layout, moe_layout_place, moe_layout_scan, moe_move, moe_pack,
+    moe_pack_fp8, moe_pull, moe_push, moe_rows, moe_stage, moe_sum, moe_sum_ranks, Fp8Scales, Moe,
+    MoeConfig, MoeElem, MoeMode,
 };
 use symm::symm_kernel;
 use symm::{bf16, run, Comm, CommOptions, Error, ErrorKind, LaunchConfig};
@@ -726,57 +726,11 @@ fn misuse_in(mode: MoeMode) {
     }
     // An index past the experts on rank 1, token 2: its report names the
     // token as the block; every rank fails.
-    if let Some(errs) = every_rank_fails(world, |c| {
-        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 4).with_mode(mode))?;
-        let mut idx = vec![0i32, 1, 2, 3, 1, 2, 0, 3];
-        if c.rank() == 1 {
-            idx[5] = 4;
-        }
-        let x = c.device_buffer::<bf16>(4 * 16)?;
-        let idx = c.device_buffer_from(&idx)?;
-        moe.dispatch(c, &x, &idx, 4)?;
-        c.synchronize()
-    }) {
-        let Error::KernelAssert { block, message, .. } = &errs[1] else {
-            panic!("rank 1: {}", errs[1])
-        };
-        assert_eq!(*block, 2, "{}", errs[1]);
-        assert!(message.contains("top-k index"), "{message}");
-        // The pull form's peer fails at once, with the step's verdict.
-        if mode == MoeMode::Pull {
-            assert!(
-                errs[0].to_string().contains(peer_failure(mode, "dispatch")),
-                "{}",
-                errs[0]
-            );
-        }
-    }
+    bad_index_fails_every_rank(mode, &[0, 1, 2, 3, 1, 2, 0, 3], (5, 4));
     // The same past the layout's first block (700 tokens of top-2: 2
     // blocks), at token 650.
-    if let Some(errs) = every_rank_fails(world, |c| {
-        let mut moe = Moe::<bf16>::new(c, MoeConfig::new(16, 4, 2, 700).with_mode(mode))?;
-        let mut idx: Vec<i32> = (0..1400).map(|p| p % 4).collect();
-        if c.rank() == 1 {
-            idx[1301] = 9;
-        }
-        let x = c.device_buffer::<bf16>(700 * 16)?;
-        let idx = c.device_buffer_from(&idx)?;
-        moe.dispatch(c, &x, &idx, 700)?;
-        c.synchronize()
-    }) {
-        let Error::KernelAssert { block, message, .. } = &errs[1] else {
-            panic!("rank 1: {}", errs[1])
-        };
-        assert_eq!(*block, 650, "{}", errs[1]);
-        assert!(message.contains("top-k index"), "{message}");
-        if mode == MoeMode::Pull {
-            assert!(
-                errs[0].to_string().contains(peer_failure(mode, "dispatch")),
-                "{}",
-                errs[0]
-            );
-        }
-    }
+    let many: Vec<i32> = (0..1400).map(|p| p % 4).collect();
+    bad_index_fails_every_rank(mode, &many, (1301, 9));
     // A routing that sends rank 0 more rows than its capacity: every rank
     // fails, none writes past it.
     if let Some(errs) = every_rank_fails(world, |c| {
@@ -802,6 +756,39 @@ fn misuse_in(mode: MoeMode) {
             if mode == MoeMode::Pull && !matches!(e, Error::PeerFailed { .. }) {
                 assert!(e.to_string().contains("receive capacity"), "{e}");
             }
+        }
+    }
+}
+
+/// A dispatch in `mode` (4 experts over 2 ranks, top-2, rows of 16) of
+/// the tokens of `idx`, where rank 1's pair `bad.0` names expert `bad.1`,
+/// past the experts: rank 1's error names the pair's token as its block,
+/// and (the pull form) its peer fails at once with the step's verdict.
+fn bad_index_fails_every_rank(mode: MoeMode, idx: &[i32], bad: (usize, i32)) {
+    let tokens = idx.len() / 2;
+    if let Some(errs) = every_rank_fails(2, |c| {
+        let cfg = MoeConfig::new(16, 4, 2, tokens).with_mode(mode);
+        let mut moe = Moe::<bf16>::new(c, cfg)?;
+        let mut idx = idx.to_vec();
+        if c.rank() == 1 {
+            idx[bad.0] = bad.1;
+        }
+        let x = c.device_buffer::<bf16>(tokens * 16)?;
+        let idx = c.device_buffer_from(&idx)?;
+        moe.dispatch(c, &x, &idx, tokens)?;
+        c.synchronize()
+    }) {
+        let Error::KernelAssert { block, message, .. } = &errs[1] else {
+            panic!("rank 1: {}", errs[1])
+        };
+        assert_eq!(*block as usize, bad.0 / 2, "{}", errs[1]);
+        assert!(message.contains("top-k index"), "{message}");
+        if mode == MoeMode::Pull {
+            assert!(
+                errs[0].to_string().contains(peer_failure(mode, "dispatch")),
+                "{}",
+                errs[0]
+            );
         }
     }
 }
@@ -1059,8 +1046,6 @@ fn moe_kernels_sample_compile() {
         moe_pull::<f8e4m3, 16>,
         moe_push::<bf16, 8>,
         moe_sum_ranks::<bf16, 8>,
-        moe_copy::<f32>,
-        moe_copy::<i32>,
     );
     moe_kernels_sample();
 }

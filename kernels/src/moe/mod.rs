@@ -360,8 +360,6 @@ fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
     // The pull form's (a plan of either form loads them: cheap, and the
     // mode is not yet agreed).
     moe_stage::co_resident_grid(comm, THREADS, 0)?;
-    moe_copy::co_resident_grid::<f32>(comm, THREADS, 0)?;
-    moe_copy::co_resident_grid::<i32>(comm, THREADS, 0)?;
     T::__pull_limit(comm, pull::THREADS)?;
     T::__push_limit(comm, pull::THREADS)?;
     if fp8 {
@@ -482,6 +480,9 @@ pub struct Moe<T: MoeElem> {
     pull: Option<PullBuffers<T>>,
     /// The pull form's signal channel (reserved by every plan).
     ch: u32,
+    /// The identities of the pull form's dispatch and combine that its
+    /// barriers compare: each call's key and the plan's `counts`.
+    sigs: [u32; 2],
 }
 
 /// Whether rows of `row_bytes` at these addresses copy as 16-byte vectors:
@@ -727,6 +728,24 @@ fn pack_fp8<T: MoeElem>(
         ],
         (once, vec),
     )
+}
+
+/// The first `n` elements of `from` into `to`, on the comm's stream
+/// ([`Comm::copy`]: stream-ordered, graph-capturable, by the copy
+/// engines): the pull form's weights staged for the expert ranks, and the
+/// all-to-all form's indices kept for its sum.
+fn copy_first<T: symm::Element>(
+    comm: &Comm,
+    from: &(impl DeviceSlice<T> + ?Sized),
+    to: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+) -> Result<()> {
+    let from = comm.bind("from", from)?;
+    let mut to = comm.bind_mut("to", to)?;
+    let short = || crate::shared::checks::invalid(comm, format!("moe: a copy of {n} elements"));
+    let src = from.sub(0..n).ok_or_else(short)?;
+    let mut dst = to.sub_mut(0..n).ok_or_else(short)?;
+    comm.copy(&src, &mut dst)
 }
 
 /// What [`moe_sum`] and [`moe_sum_ranks`] take besides their rows.
@@ -983,6 +1002,14 @@ impl<T: MoeElem> Moe<T> {
         // whether its dispatch and its combine failed.
         let counts = comm.alloc::<u32>(world * local + 3)?;
         let counts_s = counts.rendezvous()?;
+        let sigs = ["dispatch", "combine"].map(|call| {
+            let key = Key {
+                call,
+                config: config.clone(),
+                dtype: T::DTYPE,
+            };
+            call_digest(key.hash64(), &counts_s)
+        });
         let back = comm.alloc::<T>((all * capacity * c.hidden).max(1))?;
         let back_s = back.rendezvous()?;
         let pull = if pulls {
@@ -1036,6 +1063,7 @@ impl<T: MoeElem> Moe<T> {
             kept_idx: comm.device_buffer((all * pairs).max(1))?,
             pull,
             ch,
+            sigs,
         };
         moe.warm_up(comm)?;
         Ok(moe)
@@ -1195,13 +1223,7 @@ impl<T: MoeElem> Moe<T> {
         if tokens > 0 {
             // The indices, for the combine's sum (by rank, then slot).
             let n = tokens * top_k;
-            moe_copy::launch::<i32>(
-                comm,
-                symm::LaunchConfig::linear(n.div_ceil(THREADS as usize) as u32, THREADS),
-                topk_idx,
-                &mut self.kept_idx,
-                n as u32,
-            )?;
+            copy_first(comm, topk_idx, &mut self.kept_idx, n)?;
         }
         let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
         match &mut self.fp8 {
@@ -1373,13 +1395,7 @@ impl<T: MoeElem> Moe<T> {
             let mut staged = Ok(());
             if let (Some(p), true) = (&mut self.pull, tokens > 0) {
                 let n = tokens * top_k;
-                staged = moe_copy::launch::<f32>(
-                    comm,
-                    symm::LaunchConfig::linear(n.div_ceil(THREADS as usize) as u32, THREADS),
-                    topk_weights,
-                    &mut p.wts,
-                    n as u32,
-                );
+                staged = copy_first(comm, topk_weights, &mut p.wts, n);
             }
             if let Err(e) = staged {
                 // The push still launches (its peers would wait for it),
@@ -1457,13 +1473,13 @@ impl<T: MoeElem> Moe<T> {
     /// [`moe_push`]) that its barriers compare (the call's key and the
     /// plan's `counts`), and the host's check of it against its peers'.
     fn pull_sig(&self, comm: &Comm, call: &'static str) -> (u32, Result<()>) {
-        let key = Key {
-            call,
-            config: self.config.clone(),
-            dtype: T::DTYPE,
-        };
-        let sig = call_digest(key.hash64(), &self.counts_s);
+        let sig = self.sigs[usize::from(call == "combine")];
         let checked = comm.check_call(self.ch, sig, || {
+            let key = Key {
+                call,
+                config: self.config.clone(),
+                dtype: T::DTYPE,
+            };
             format!("{key}, plan allocation #{}", self.counts_s.alloc_id())
         });
         (sig, checked)

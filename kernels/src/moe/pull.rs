@@ -8,8 +8,8 @@
 //! [`moe_pack_fp8`](super::moe_pack_fp8) stages the rows), [`moe_pull`]
 //! (entry barrier; every rank's counts and verdict, the receiver's
 //! layout, every token routed here read once from its sender and written
-//! to each of its rows; exit barrier); the experts; then [`moe_copy`] of
-//! the weights into symmetric memory, [`moe_push`] (entry barrier; each
+//! to each of its rows; exit barrier); the experts; then a copy of the
+//! weights into symmetric memory (`Comm::copy`), [`moe_push`] (entry barrier; each
 //! token sent back once by each rank that holds its slots, as a row or a
 //! weighted sum; exit barrier) and [`moe_sum_ranks`] of what came back.
 //!

@@ -814,7 +814,6 @@ pub fn moe_sum<T: Scalar, const V: usize>(
     vec: bool,
 ) {
     let t = block_idx_x();
-    let zero: [T; V] = [T::from_f32(0.0f32); V];
     let span = block_dim_x() * V as u32;
     let mut i = block_idx_y() * span + thread_idx_x() * V as u32;
     while i < hidden {
@@ -827,16 +826,7 @@ pub fn moe_sum<T: Scalar, const V: usize>(
                 let row = pos[p];
                 let e = idx[p];
                 if row != 0xFFFF_FFFFu32 && e >= 0i32 && (e as u32) / local == d {
-                    let mut vals: [T; V] = zero;
-                    if vec {
-                        vals = back.load_vec::<V>(row * hidden + i);
-                    } else {
-                        for u in 0..V {
-                            if i + (u as u32) < hidden {
-                                vals[u] = back[row * hidden + i + u as u32];
-                            }
-                        }
-                    }
+                    let vals = moe_load_sum::<T, V>(back, row * hidden + i, hidden - i, vec);
                     let w = weights[p];
                     for u in 0..V {
                         part[u] += w * vals[u].to_f32();
@@ -853,6 +843,29 @@ pub fn moe_sum<T: Scalar, const V: usize>(
         moe_store_sum::<T, V>(out, t * hidden + i, hidden - i, acc, vec);
         i += grid_dim_y() * span;
     }
+}
+
+/// `src[at..at + V]` (only the first `left` where fewer remain, the rest
+/// zero), one 16-byte vector where `vec`: a summed row's elements, the
+/// load beside [`moe_store_sum`]'s store.
+#[symm_kernel(device)]
+pub(crate) fn moe_load_sum<T: Scalar, const V: usize>(
+    src: Slice<T>,
+    at: u32,
+    left: u32,
+    vec: bool,
+) -> [T; V] {
+    let mut x: [T; V] = [T::from_f32(0.0f32); V];
+    if vec {
+        x = src.load_vec::<V>(at);
+    } else {
+        for u in 0..V {
+            if (u as u32) < left {
+                x[u] = src[at + u as u32];
+            }
+        }
+    }
+    x
 }
 
 /// `acc` rounded to `T` at `out[at..at + V]` (only the first `left` where

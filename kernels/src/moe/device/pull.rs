@@ -16,7 +16,7 @@
 use symm::dsl::*;
 use symm::symm_kernel;
 
-use super::{moe_check_token, moe_copy_row, moe_popc, moe_scan, moe_store_sum};
+use super::{moe_check_token, moe_copy_row, moe_load_sum, moe_popc, moe_scan, moe_store_sum};
 use crate::shared::device::{enter_call, enter_sending, exit_checked};
 
 /// A token's staging for the pull form, a block a token: checks its
@@ -430,18 +430,6 @@ pub(crate) fn moe_fan_out<R: Scalar, const V: usize>(
     }
 }
 
-/// `n` elements of `from` copied to `to`, a grid-stride loop: the pull
-/// form's weights staged for the expert ranks' [`moe_push`], and the
-/// all-to-all form's indices kept for its [`moe_sum`](super::moe_sum).
-#[symm_kernel]
-pub fn moe_copy<T: Scalar>(from: &[T], to: &mut [T], n: u32) {
-    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
-    while i < n {
-        to[i] = from[i];
-        i += grid_dim_x() * block_dim_x();
-    }
-}
-
 /// The pull form's combine on the expert's rank, the same grid on every
 /// rank (blocks of whole warps, at least the identity barriers' threads).
 /// After the entry barrier (every rank's verdict in `counts[experts + 2]`,
@@ -677,7 +665,6 @@ pub fn moe_sum_ranks<T: Scalar, const V: usize>(
     vec: bool,
 ) {
     let t = block_idx_x();
-    let zero: [T; V] = [T::from_f32(0.0f32); V];
     let span = block_dim_x() * V as u32;
     let v = V as u32;
     let mut i = block_idx_y() * span + thread_idx_x() * v;
@@ -698,16 +685,7 @@ pub fn moe_sum_ranks<T: Scalar, const V: usize>(
             let at = (t * world + d) * hidden + i;
             let mut got: [f32; V] = [-0.0f32; V];
             if n == 1u32 {
-                let mut x: [T; V] = zero;
-                if vec {
-                    x = single.load_vec::<V>(at);
-                } else {
-                    for u in 0..V {
-                        if i + (u as u32) < hidden {
-                            x[u] = single[at + u as u32];
-                        }
-                    }
-                }
+                let x = moe_load_sum::<T, V>(single, at, hidden - i, vec);
                 let w = weights[p1];
                 for u in 0..V {
                     got[u] += w * x[u].to_f32();
