@@ -1226,6 +1226,41 @@ fn all_to_all_with_equal_splits() {
     }
 }
 
+/// The pull copies at four vectors a thread or more in each part, where
+/// they take every part at once (warp-sized runs of each part in turn,
+/// then a rest of fewer than 32 vectors a part): the all-gather, in place
+/// too, the gather's root and the equal all-to-all, with a size that
+/// moves in whole vectors and one that does not (part by part then). The
+/// emulator's pull grid is 4 blocks of 512 threads (8192 vectors a part
+/// reach it); a GPU's up to 128, so there the sizes are larger.
+#[test]
+fn pull_copies_of_every_part_at_once() {
+    let whole = if on_gpu() { (1 << 20) + 36 } else { 32768 + 36 };
+    for world in WORLDS {
+        if !tier::runs(quick(world, whole)) {
+            continue;
+        }
+        on_path(Some(CollectivePath::Pull), || {
+            for n in [whole, whole + 1] {
+                all_gather_case::<f32>(world, n, false);
+                all_gather_case::<f32>(world, n, true);
+                all_to_all_case::<f32>(world, n);
+            }
+            all_gather_case::<bf16>(world, 2 * whole, false);
+            // (No reduction: only the gather's root pulls parts.)
+            let f: Vec<Vec<bf16>> = (0..world).map(|_| random_values::<bf16>(whole)).collect();
+            root_case::<f32, bf16>(
+                world,
+                whole,
+                world - 1,
+                &f,
+                &|i, op| f32_reduce_at(&f, i, op),
+                &[],
+            );
+        });
+    }
+}
+
 /// Each collective with an LL form on the path its size would not take:
 /// pull at small sizes, LL above [`LL_MAX_BYTES`](symm::kernels::collectives::LL_MAX_BYTES)
 /// (the other tests run each size on its own dispatch).

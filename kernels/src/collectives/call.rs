@@ -15,7 +15,7 @@ use super::path::{path_for, CollectivePath};
 use super::{CHANNEL_OWNER, MAX_BLOCKS, THREADS};
 use crate::shared::agree::{agree, Problem};
 use crate::shared::checks::usable;
-use crate::shared::grid::{fit_blocks, threads_for, vector_blocks, with_pdl};
+use crate::shared::grid::{emulated_at_most, fit_blocks, threads_for, vector_blocks, with_pdl};
 use crate::shared::key::{call_digest, CallKey};
 use crate::shared::staging::reserved_channels;
 
@@ -255,11 +255,8 @@ pub(super) fn grid<T: CopyElem>(
     elems: u64,
     limit: impl FnOnce() -> Result<Option<u32>>,
 ) -> Result<LaunchConfig> {
-    fitted::<T>(
-        comm,
-        vector_blocks::<T>(elems, threads::<T>(), MAX_BLOCKS),
-        limit,
-    )
+    let blocks = vector_blocks::<T>(elems, threads::<T>(), MAX_BLOCKS);
+    fitted::<T>(comm, emulated_at_most(comm, blocks), limit)
 }
 
 /// `blocks` blocks of [`threads`], or fewer where ranks share a GPU, with

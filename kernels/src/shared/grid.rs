@@ -45,6 +45,17 @@ pub(crate) fn fixed_grid(comm: &Comm, blocks: u32) -> u32 {
     }
 }
 
+/// `blocks` on a GPU, at most `EMULATED_BLOCKS` on the emulator: a vector
+/// grid there also steps through its grid-stride loops (the pull copies'
+/// interleaved form needs four vectors a thread in each part, which a
+/// full grid reaches only past megabytes), and runs fewer CPU threads.
+pub(crate) fn emulated_at_most(comm: &Comm, blocks: u32) -> u32 {
+    match comm.backend_kind() {
+        symm::BackendKind::Emulator => blocks.min(EMULATED_BLOCKS),
+        _ => blocks,
+    }
+}
+
 /// `blocks`, or fewer where ranks share a GPU: at most each of `limits`
 /// (the largest co-resident grids the driver reports for the kernels the
 /// call's family launches; `None` for any), since blocks wait for their
