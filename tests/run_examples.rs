@@ -107,6 +107,8 @@ fn tp_decode_matches_its_world_one_reference() {
         worlds: vec![2, 4],
         emulator: true,
         replays: 0,
+        shard: None,
+        cublas: false,
     };
     assert_eq!(tp_decode::run_main(args), 0, "tp_decode's checks failed");
 }
@@ -138,11 +140,16 @@ symm::check_kernels!(
     tp_decode::kernels::fill::<symm::bf16>,
     tp_decode::kernels::rms_norm::<symm::bf16, 8>,
     tp_decode::kernels::add::<symm::bf16>,
+    tp_decode::kernels::add_rms_norm::<symm::bf16, 8>,
     tp_decode::kernels::kv_write::<symm::bf16>,
     tp_decode::kernels::attention_split::<symm::bf16, 8>,
     tp_decode::kernels::attention_combine::<symm::bf16>,
     tp_decode::kernels::swiglu::<symm::bf16>,
     tp_decode::kernels::gemm_xwt::<symm::bf16>,
+    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 1>,
+    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 8>,
+    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 1>,
+    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 8>,
     ping_pong::ping_pong,
     bench_moe::copy_rows,
     moe_layer::gate_topk,
@@ -150,6 +157,104 @@ symm::check_kernels!(
     mesh::gradient,
     custom_all_gather::push_all_gather::<f32>,
 );
+
+/// tp_decode's GEMV kernels (four weight rows a block, two 16-byte
+/// vectors of each in flight a thread, then the warps' butterflies added
+/// in order) against a host reference in f64 on random data: 1 to 8 rows
+/// of x; rows of 1 to 137 vectors against blocks of 64 threads (fewer
+/// vectors than threads, a second vector past the end, several steps);
+/// weight rows and SwiGLU outputs that do not fill the last group; more
+/// groups than blocks. Outputs are poisoned first; each element must be
+/// within its bf16 rounding plus the f32 sum's error. On the emulator, or
+/// on a GPU where `SYMM_KERNEL_TESTS_ON=gpu`.
+#[test]
+fn tp_decode_gemv_matches_a_host_reference() {
+    use rand::{Rng, SeedableRng};
+    use symm::{bf16, run, CommOptions, LaunchConfig, Ranks};
+    use tp_decode::kernels::{gemv_swiglu, gemv_xwt};
+    if !tier::quick() {
+        return;
+    }
+    let seed: u64 = rand::random();
+    // (Vectors a row: 1; 40, fewer than a block's threads; 70 and 100, a
+    // second vector past the end for some threads; 137, two steps.)
+    for (m, n, k) in [
+        (1usize, 40usize, 8usize),
+        (3, 19, 320),
+        (8, 70, 560),
+        (2, 33, 800),
+        (8, 70, 1096),
+    ] {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (m * 1_000_000 + k) as u64);
+        let mut draw = |len: usize| -> Vec<bf16> {
+            (0..len)
+                .map(|_| bf16::from_f32(rng.random_range(-1.0f32..1.0)))
+                .collect()
+        };
+        let (x, w) = (draw(m * k), draw(2 * n * k));
+        // On a GPU where the GPU suite runs (SYMM_KERNEL_TESTS_ON=gpu), as
+        // compiled by NVRTC; else on the emulator.
+        let on_gpu = std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu");
+        let ranks = if on_gpu {
+            Ranks::gpus(1).expect("SYMM_KERNEL_TESTS_ON=gpu: a GPU")
+        } else {
+            Ranks::Emulator(1)
+        };
+        let (y, act) = run(ranks, CommOptions::default(), |c| {
+            let (xb, wb) = (c.device_buffer_from(&x)?, c.device_buffer_from(&w)?);
+            let mut y = c.device_buffer_from(&vec![bf16::NAN; m * 2 * n])?;
+            let mut act = c.device_buffer_from(&vec![bf16::NAN; m * n])?;
+            // 2 blocks of 2 warps: fewer blocks than groups of rows, so
+            // blocks loop.
+            let grid = LaunchConfig::linear(2, 64);
+            let (wide, inter, k32) = ((2 * n) as u32, n as u32, k as u32);
+            macro_rules! both {
+                ($m:literal) => {{
+                    gemv_xwt::launch::<bf16, 8, $m>(c, grid, &xb, &wb, &mut y, wide, k32)?;
+                    gemv_swiglu::launch::<bf16, 8, $m>(c, grid, &xb, &wb, &mut act, inter, k32)?;
+                }};
+            }
+            match m {
+                1 => both!(1),
+                2 => both!(2),
+                3 => both!(3),
+                _ => both!(8),
+            }
+            c.synchronize()?;
+            Ok((y.to_host()?, act.to_host()?))
+        })
+        .expect("the GEMVs run")
+        .remove(0);
+        let f = |v: bf16| f64::from(v.to_f32());
+        let dot = |r: usize, j: usize| {
+            (0..k)
+                .map(|i| f(x[r * k + i]) * f(w[j * k + i]))
+                .sum::<f64>()
+        };
+        // A bf16 rounding (2^-8 relative) plus the f32 sum's error over k
+        // products of magnitude at most 1.
+        let tol = |want: f64| want.abs() * 2f64.powi(-8) + k as f64 * 2f64.powi(-23) + 1e-30;
+        for r in 0..m {
+            for j in 0..2 * n {
+                let (want, have) = (dot(r, j), f(y[r * 2 * n + j]));
+                assert!(
+                    (have - want).abs() <= tol(want),
+                    "gemv m {m} n {} k {k} (seed {seed}): y[{r}, {j}] = {have}, want {want}",
+                    2 * n
+                );
+            }
+            for j in 0..n {
+                let (g, u) = (dot(r, j), dot(r, n + j));
+                let want = g / (1.0 + (-g).exp()) * u;
+                let have = f(act[r * n + j]);
+                assert!(
+                    (have - want).abs() <= tol(want) + 1e-5 * (g.abs() + u.abs()),
+                    "gemv_swiglu m {m} inter {n} k {k} (seed {seed}): out[{r}, {j}] = {have}, want {want}"
+                );
+            }
+        }
+    }
+}
 
 /// tp_decode's attention (its split kernel, a warp reading several key
 /// and value rows a step in 16-byte vectors, then the merge of the

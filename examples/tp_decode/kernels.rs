@@ -1,12 +1,16 @@
 //! The decode step's own kernels, in the DSL: weight and cache fill (a
 //! hash of each element's place in the full, unsplit matrix, so every
 //! rank's slice and the world-1 reference's whole agree), RMSNorm,
-//! residual add, the KV-cache append, single-query attention with grouped
-//! KV heads, SwiGLU, and the GEMM the emulator runs where a GPU runs
-//! cuBLAS; and the host's launches of the fill (`moe_layer` shares them).
+//! residual add (and the two in one), the KV-cache append, single-query
+//! attention with grouped KV heads, SwiGLU, the projections as GEMV (SwiGLU
+//! fused into the gate/up one), and the plain GEMM `moe_layer`'s emulator
+//! runs; and the host's launches of the fill (`moe_layer` shares them).
+//! The step's kernels wait for the kernel before them first
+//! (`grid_dependency_wait`), so they can be launched with programmatic
+//! dependent launch.
 
 use symm::dsl::*;
-use symm::kernels::fused::{block_reduce, block_sum};
+use symm::kernels::fused::{block_reduce, block_sum, warp_reduce};
 use symm::symm_kernel;
 
 /// A value in `[-scale, scale)` from the element's place `g` in its full
@@ -56,6 +60,10 @@ pub fn fill<T: Scalar>(
 #[symm_kernel]
 pub fn rms_norm<T: Scalar, const V: usize>(x: &[T], w: &[T], out: &mut [T], hidden: u32, eps: f32) {
     let partial = shared_array::<f32, 32>();
+    // Programmatic dependent launch: wait for the kernel before, then let
+    // the next one's blocks in as this one's free their places.
+    grid_dependency_wait();
+    launch_dependents();
     let v = V as u32;
     kernel_assert!(
         hidden % v == 0u32,
@@ -90,10 +98,64 @@ pub fn rms_norm<T: Scalar, const V: usize>(x: &[T], w: &[T], out: &mut [T], hidd
 /// `x = T(x + y)`.
 #[symm_kernel]
 pub fn add<T: Scalar>(x: &mut [T], y: &[T], n: u32) {
+    grid_dependency_wait();
+    launch_dependents();
     let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
     while i < n {
         x[i] = T::from_f32(x[i].to_f32() + y[i].to_f32());
         i += grid_dim_x() * block_dim_x();
+    }
+}
+
+/// [`add`] then [`rms_norm`] in one kernel, with the same bits (the same
+/// block gives the same order): each row of `x` becomes `T(x + y)`, and
+/// `out` that rounded row times `w` over its root mean square. One block
+/// per row, whole 16-byte vectors a thread (`hidden` a multiple of `V`).
+#[symm_kernel]
+pub fn add_rms_norm<T: Scalar, const V: usize>(
+    x: &mut [T],
+    y: &[T],
+    w: &[T],
+    out: &mut [T],
+    hidden: u32,
+    eps: f32,
+) {
+    let partial = shared_array::<f32, 32>();
+    grid_dependency_wait();
+    launch_dependents();
+    let v = V as u32;
+    kernel_assert!(
+        hidden % v == 0u32,
+        "add_rms_norm: hidden must be a multiple of V"
+    );
+    let base = block_idx_x() * hidden;
+    let mut ss: f32 = 0.0;
+    let mut i = thread_idx_x() * v;
+    while i < hidden {
+        let xv: [T; V] = x.load_vec::<V>(base + i);
+        let yv: [T; V] = y.load_vec::<V>(base + i);
+        let mut sum: [T; V] = xv;
+        for e in 0..V {
+            sum[e] = T::from_f32(xv[e].to_f32() + yv[e].to_f32());
+            let f = sum[e].to_f32();
+            ss += f * f;
+        }
+        x.store_vec::<V>(base + i, sum);
+        i += block_dim_x() * v;
+    }
+    let total = block_sum(ss, partial);
+    let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
+    // (Each thread reads back only the vectors it wrote.)
+    let mut j = thread_idx_x() * v;
+    while j < hidden {
+        let xv: [T; V] = x.load_vec::<V>(base + j);
+        let wv: [T; V] = w.load_vec::<V>(j);
+        let mut o: [T; V] = xv;
+        for e in 0..V {
+            o[e] = T::from_f32(xv[e].to_f32() * inv * wv[e].to_f32());
+        }
+        out.store_vec::<V>(base + j, o);
+        j += block_dim_x() * v;
     }
 }
 
@@ -112,6 +174,8 @@ pub fn kv_write<T: Scalar>(
     ctx: u32,
     pos: u32,
 ) {
+    grid_dependency_wait();
+    launch_dependents();
     let n = rows * kv_width;
     let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
     while i < n {
@@ -157,6 +221,8 @@ pub fn attention_split<T: Scalar, const V: usize>(
     let scores = shared_array::<f32, 2048>();
     let partial = shared_array::<f32, 32>();
     let acc_s = shared_array::<f32, 2048>();
+    grid_dependency_wait();
+    launch_dependents();
     let v = V as u32;
     let lpp = dim / v;
     kernel_assert!(
@@ -281,6 +347,8 @@ pub fn attention_combine<T: Scalar>(part: &[f32], out: &mut [T], dim: u32, split
     let partial = shared_array::<f32, 32>();
     let weight = shared_array::<f32, 256>();
     let shares = shared_array::<f32, 1024>();
+    grid_dependency_wait();
+    launch_dependents();
     kernel_assert!(
         splits <= block_dim_x() && splits <= 256u32 && dim <= block_dim_x() && block_dim_x() <= 1024u32 && block_dim_x() % dim == 0u32,
         "attention_combine: at most 256 splits, and a block of whole groups of dim threads (at most 1024), at least as many as splits"
@@ -328,6 +396,8 @@ pub fn attention_combine<T: Scalar>(part: &[f32], out: &mut [T], dim: u32, split
 /// each row of `gu` (gate first).
 #[symm_kernel]
 pub fn swiglu<T: Scalar>(gu: &[T], out: &mut [T], rows: u32, inter: u32) {
+    grid_dependency_wait();
+    launch_dependents();
     let n = rows * inter;
     let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
     while i < n {
@@ -337,6 +407,185 @@ pub fn swiglu<T: Scalar>(gu: &[T], out: &mut [T], rows: u32, inter: u32) {
         let u = gu[r * 2 * inter + inter + c].to_f32();
         out[i] = T::from_f32(g / (1.0f32 + exp(-g)) * u);
         i += grid_dim_x() * block_dim_x();
+    }
+}
+
+/// The block's dot products of four rows of `w` (`r0` to `r3`, `k` wide,
+/// a multiple of `V`) with each of the `M` rows of `x` (1 to 8, a
+/// constant, so that the accumulators stay in registers), in f32: thread
+/// `q < 4M` gets row `r(q % 4)`'s product with row `q / 4` of
+/// x (every other thread 0). Each thread takes the rows' 16-byte vectors
+/// `t, t + threads, …`, eight loads in flight (four rows × two vectors),
+/// so the block's rows are read in a round trip or two; then each warp's
+/// butterfly, and the warps added in order through `red` (a fixed order
+/// throughout). Every thread of the block calls it; at most 8 warps.
+#[symm_kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub fn block_dots4<T: Scalar, const V: usize, const M: usize>(
+    x: Slice<T>,
+    w: Slice<T>,
+    r0: u32,
+    r1: u32,
+    r2: u32,
+    r3: u32,
+    k: u32,
+    red: Shared<f32, 256>,
+) -> f32 {
+    let m = M as u32;
+    let v = V as u32;
+    let vecs = k / v;
+    let last = vecs - 1u32;
+    let t = thread_idx_x();
+    let threads = block_dim_x();
+    let mut acc: [f32; 32] = [0.0f32; 32];
+    let mut i = t;
+    while i < vecs {
+        // The second vector, past the row's end, reads the last again and
+        // adds nothing.
+        let j = min(i + threads, last);
+        let a0: [T; V] = w.load_vec::<V>(r0 * k + i * v);
+        let a1: [T; V] = w.load_vec::<V>(r1 * k + i * v);
+        let a2: [T; V] = w.load_vec::<V>(r2 * k + i * v);
+        let a3: [T; V] = w.load_vec::<V>(r3 * k + i * v);
+        let b0: [T; V] = w.load_vec::<V>(r0 * k + j * v);
+        let b1: [T; V] = w.load_vec::<V>(r1 * k + j * v);
+        let b2: [T; V] = w.load_vec::<V>(r2 * k + j * v);
+        let b3: [T; V] = w.load_vec::<V>(r3 * k + j * v);
+        let two = i + threads < vecs;
+        // (`M` a constant: the loops unroll and `acc` stays in registers.)
+        for r in 0..M {
+            let xa: [T; V] = x.load_vec::<V>(r as u32 * k + i * v);
+            for e in 0..V {
+                let f = xa[e].to_f32();
+                acc[r * 4] += f * a0[e].to_f32();
+                acc[r * 4 + 1] += f * a1[e].to_f32();
+                acc[r * 4 + 2] += f * a2[e].to_f32();
+                acc[r * 4 + 3] += f * a3[e].to_f32();
+            }
+            if two {
+                let xb: [T; V] = x.load_vec::<V>(r as u32 * k + j * v);
+                for e in 0..V {
+                    let f = xb[e].to_f32();
+                    acc[r * 4] += f * b0[e].to_f32();
+                    acc[r * 4 + 1] += f * b1[e].to_f32();
+                    acc[r * 4 + 2] += f * b2[e].to_f32();
+                    acc[r * 4 + 3] += f * b3[e].to_f32();
+                }
+            }
+        }
+        i += 2u32 * threads;
+    }
+    let warp = t / 32u32;
+    let warps = threads / 32u32;
+    for q in 0..4 * M {
+        let s = warp_reduce::<0>(acc[q]);
+        if lane_id() == 0u32 {
+            red[warp * 32u32 + q as u32] = s;
+        }
+    }
+    sync_threads();
+    let mut total: f32 = 0.0;
+    if t < 4u32 * m {
+        for u in 0..warps {
+            total += red[u * 32u32 + t];
+        }
+    }
+    // Every sum is read before a later call overwrites `red`.
+    sync_threads();
+    total
+}
+
+/// `y[r, j] = T(Σ_i x[r, i] · w[j, i])` in f32 for the `M` (1 to 8)
+/// rows of `x` and the `n` rows of `w` (`k` wide, a multiple of `V`): the
+/// decode step's projections, whose `M` is the batch. Four rows of `w` a
+/// block at a time ([`block_dots4`]): the weights are read once, in
+/// 16-byte vectors, with the whole matrix in flight across the grid, where
+/// cuBLAS's split-K GEMMs for a batch of 1 take two kernels (NOTES v46).
+/// Blocks of whole warps, at most 8.
+#[symm_kernel]
+pub fn gemv_xwt<T: Scalar, const V: usize, const M: usize>(
+    x: &[T],
+    w: &[T],
+    y: &mut [T],
+    n: u32,
+    k: u32,
+) {
+    let red = shared_array::<f32, 256>();
+    grid_dependency_wait();
+    launch_dependents();
+    let m = M as u32;
+    kernel_assert!(
+        m <= 8u32
+            && k % (V as u32) == 0u32
+            && k > 0u32
+            && block_dim_x() % 32u32 == 0u32
+            && block_dim_x() <= 256u32,
+        "gemv_xwt: at most 8 rows of x, k a multiple of V, blocks of whole warps (at most 8)"
+    );
+    let t = thread_idx_x();
+    let mut r0 = block_idx_x() * 4u32;
+    while r0 < n {
+        // Rows past the end repeat the last row and are not stored.
+        let last = n - 1u32;
+        let got = block_dots4::<T, V, M>(
+            x,
+            w,
+            r0,
+            min(r0 + 1u32, last),
+            min(r0 + 2u32, last),
+            min(r0 + 3u32, last),
+            k,
+            red,
+        );
+        let row = r0 + t % 4u32;
+        if t < 4u32 * m && row < n {
+            y[(t / 4u32) * n + row] = T::from_f32(got);
+        }
+        r0 += grid_dim_x() * 4u32;
+    }
+}
+
+/// SwiGLU fused into its gate/up projection: for the `M` rows of `x`,
+/// `out[r, j] = T(silu(g) · u)` with `g` and `u` the f32 products of `x`
+/// with rows `j` and `inter + j` of `w` (gate rows first), never rounded
+/// on the way ([`gemv_xwt`] and [`swiglu`] in one pass, without the
+/// `2 × inter` intermediate). Two outputs a block at a time (their gate
+/// and up rows are [`block_dots4`]'s four).
+#[symm_kernel]
+pub fn gemv_swiglu<T: Scalar, const V: usize, const M: usize>(
+    x: &[T],
+    w: &[T],
+    out: &mut [T],
+    inter: u32,
+    k: u32,
+) {
+    let red = shared_array::<f32, 256>();
+    grid_dependency_wait();
+    launch_dependents();
+    let m = M as u32;
+    kernel_assert!(
+        m <= 8u32
+            && k % (V as u32) == 0u32
+            && k > 0u32
+            && block_dim_x() % 32u32 == 0u32
+            && block_dim_x() <= 256u32,
+        "gemv_swiglu: at most 8 rows of x, k a multiple of V, blocks of whole warps (at most 8)"
+    );
+    let t = thread_idx_x();
+    let mut j = block_idx_x() * 2u32;
+    while j < inter {
+        let j1 = min(j + 1u32, inter - 1u32);
+        // Thread q: (q % 4) 0 and 1 the gates of j and j1, 2 and 3 their
+        // ups.
+        let got = block_dots4::<T, V, M>(x, w, j, j1, inter + j, inter + j1, k, red);
+        // The up beside each gate (lanes q and q ^ 2, in warp 0; every
+        // lane takes part).
+        let up = shfl_xor(got, 2u32);
+        let col = j + t % 4u32;
+        if t < 4u32 * m && t % 4u32 < 2u32 && col < inter {
+            out[(t / 4u32) * inter + col] = T::from_f32(got / (1.0f32 + exp(-got)) * up);
+        }
+        j += grid_dim_x() * 2u32;
     }
 }
 
@@ -356,6 +605,12 @@ pub fn gemm_xwt<T: Scalar>(x: &[T], w: &[T], y: &mut [T], m: u32, n: u32, k: u32
         y[i] = T::from_f32(acc);
         i += grid_dim_x() * block_dim_x();
     }
+}
+
+/// [`gemv_xwt`]'s and [`gemv_swiglu`]'s grid for `outputs` outputs a row
+/// of x (`per` a block at a time: 4 and 2): 8 warps a block.
+pub fn gemv_grid(outputs: usize, per: usize) -> symm::LaunchConfig {
+    symm::LaunchConfig::linear((outputs.div_ceil(per) as u32).clamp(1, 8192), 256)
 }
 
 /// A grid-stride launch over `n` elements.

@@ -11,17 +11,23 @@
 //! row-parallel down projection, **all-reduce**, residual add. Weights,
 //! cache and input are random bf16 (a hash of each element's place in the
 //! full matrix, so every rank's slice and a world-1 model's whole agree).
-//! GEMMs run through cuBLAS on GPUs (loaded at run time) and through a DSL
-//! kernel on the emulator.
+//! The projections run through symm's GEMV kernels (a batch of 1 to 8 rows;
+//! SwiGLU fused into the gate/up projection), or through cuBLAS with
+//! `--cublas`; the residual add and the norm after it are one kernel, and
+//! every kernel of the step starts by programmatic dependent launch.
 //!
 //! Every variant's step is checked against a world-1 reference that holds
 //! the full weights, and every rank's final hidden state must equal rank
 //! 0's bit for bit. Then each step is captured in one CUDA graph and
 //! replayed: µs per step, tokens per second, the share spent in
 //! communication (against the control), and the speedup over NCCL.
+//! `--shard N` instead times what one rank of TP N computes (rank 0's
+//! slices, alone on one GPU) per layer against the floor of its weights and
+//! cache at the HBM's bandwidth.
 //!
 //! ```text
 //! cargo run --release --example tp_decode -- --shape 8b --layers 4 --worlds 1,2
+//! cargo run --release --example tp_decode -- --shape 8b --shard 4   # one rank's compute
 //! cargo run --example tp_decode -- --emulator --worlds 2,4     # toy sizes
 //! ```
 
@@ -86,6 +92,24 @@ pub struct Args {
     /// median graph's median counts); 0: check only, no timing.
     #[arg(long, default_value_t = 9)]
     pub replays: usize,
+    /// Time one rank's compute of a TP-N step on one GPU instead: rank 0's
+    /// slices of TP N at world 1, the control only (no all-reduce, no
+    /// check against the whole model), per layer against the floor of
+    /// its weights and KV cache at the HBM's bandwidth.
+    #[arg(long, value_name = "N")]
+    pub shard: Option<usize>,
+    /// The projections through cuBLAS (its split-K GEMMs, and SwiGLU a
+    /// kernel of its own) instead of symm's GEMV kernels: the step before
+    /// NOTES v46, for comparison. GPU only.
+    #[arg(long)]
+    pub cublas: bool,
+}
+
+/// How a run builds its model: `--shard` and `--cublas`.
+#[derive(Clone, Copy, Default)]
+struct Build {
+    shard: Option<usize>,
+    cublas: bool,
 }
 
 /// How a step does its all-reduces.
@@ -115,6 +139,28 @@ impl Variant {
 
 type T = bf16;
 
+/// Elements of `T` in a 16-byte vector.
+const V: usize = 16 / std::mem::size_of::<T>();
+
+/// Launches the GEMV kernel `$k` (`gemv_xwt` or `gemv_swiglu`, whose
+/// batch is their constant `M`, so that their accumulators stay in
+/// registers) for a batch of `$m` (1 to 8).
+macro_rules! by_batch {
+    ($c:expr, $m:expr, $k:ident, $($arg:expr),+ $(,)?) => {
+        match $m {
+            1 => $k::launch::<T, V, 1>($c, $($arg),+),
+            2 => $k::launch::<T, V, 2>($c, $($arg),+),
+            3 => $k::launch::<T, V, 3>($c, $($arg),+),
+            4 => $k::launch::<T, V, 4>($c, $($arg),+),
+            5 => $k::launch::<T, V, 5>($c, $($arg),+),
+            6 => $k::launch::<T, V, 6>($c, $($arg),+),
+            7 => $k::launch::<T, V, 7>($c, $($arg),+),
+            8 => $k::launch::<T, V, 8>($c, $($arg),+),
+            m => Err(other($c, format!("{}: a batch of 1 to 8, not {m}", stringify!($k)))),
+        }
+    };
+}
+
 /// One layer's weights and KV cache on one rank (its slices).
 struct Layer {
     attn_w: DeviceBuffer<T>,
@@ -127,7 +173,7 @@ struct Layer {
     vc: DeviceBuffer<T>,
 }
 
-/// How GEMMs run: cuBLAS on a GPU, the DSL kernel on the emulator.
+/// How the projections run: symm's GEMV kernels, or cuBLAS (`--cublas`).
 enum Gemm {
     Cublas(symm::cudarc::cublas::CudaBlas),
     Dsl,
@@ -159,9 +205,15 @@ struct Model {
 }
 
 impl Model {
-    /// Rank `c.rank()` of `world`'s slices (`world` 1: the whole model).
-    fn new(c: &Comm, s: Shape) -> Result<Model> {
-        let (w, r) = (c.world_size(), c.rank());
+    /// Rank `c.rank()` of `world`'s slices (`world` 1: the whole model),
+    /// or, where `shard` is `Some(n)` (one rank alone), rank 0's slices of
+    /// a TP-`n` model: what each rank of TP `n` computes, timed with no
+    /// peer.
+    fn new(c: &Comm, s: Shape, build: Build) -> Result<Model> {
+        let (w, r) = match build.shard {
+            Some(n) => (n, 0),
+            None => (c.world_size(), c.rank()),
+        };
         let (d, h) = (s.dim(), s.hidden);
         let (nh, nkv, il) = (s.heads / w, s.kv_heads / w, s.inter / w);
         let qkv_rows = (nh + 2 * nkv) * d;
@@ -279,11 +331,11 @@ impl Model {
         let mut final_w = c.device_buffer::<T>(h)?;
         fill_slice(c, &mut final_w, 1, h, 0, (0, 0, h), 0xf1a1, 0.2)?;
         let gemm = match c.cuda_stream() {
-            Some(stream) => Gemm::Cublas(
+            Some(stream) if build.cublas => Gemm::Cublas(
                 symm::cudarc::cublas::CudaBlas::new(stream)
                     .map_err(|e| other(c, format!("cuBLAS: {e:?}")))?,
             ),
-            None => Gemm::Dsl,
+            _ => Gemm::Dsl,
         };
         let pool = c.pool();
         let b = s.batch;
@@ -336,7 +388,17 @@ fn gemm(
     (m, n, k): (usize, usize, usize),
 ) -> Result<()> {
     match g {
-        Gemm::Dsl => gemm_xwt::launch::<T>(c, lin(m * n), x, w, y, m as u32, n as u32, k as u32),
+        Gemm::Dsl => by_batch!(
+            c,
+            m,
+            gemv_xwt,
+            pdl(c, gemv_grid(n, 4)),
+            x,
+            w,
+            y,
+            n as u32,
+            k as u32
+        ),
         Gemm::Cublas(blas) => {
             let (bx, bw, by) = (c.bind("x", x)?, c.bind("w", w)?, c.bind_mut("y", y)?);
             if bx.len() < m * k || bw.len() < n * k || by.len() < m * n {
@@ -379,8 +441,8 @@ impl Model {
         );
         let stride = (nh + 2 * nkv) * d;
         let eps = 1e-5f32;
-        let rows = norm_grid(b, h);
-        rms_norm::launch::<T, { 16 / std::mem::size_of::<T>() }>(
+        let rows = pdl(c, norm_grid(b, h));
+        rms_norm::launch::<T, V>(
             c,
             rows,
             &self.x,
@@ -401,7 +463,7 @@ impl Model {
             )?;
             kv_write::launch::<T>(
                 c,
-                lin(b * nkv * d),
+                pdl(c, lin(b * nkv * d)),
                 &self.qkv,
                 &mut lay.kc,
                 &mut lay.vc,
@@ -413,9 +475,9 @@ impl Model {
                 (s.ctx - 1) as u32,
             )?;
             let (splits, chunk) = self.splits;
-            attention_split::launch::<T, { 16 / std::mem::size_of::<T>() }>(
+            attention_split::launch::<T, V>(
                 c,
-                LaunchConfig::linear((b * nh * splits) as u32, 128),
+                pdl(c, LaunchConfig::linear((b * nh * splits) as u32, 128)),
                 &self.qkv,
                 &lay.kc,
                 &lay.vc,
@@ -430,7 +492,10 @@ impl Model {
             )?;
             attention_combine::launch::<T>(
                 c,
-                LaunchConfig::linear((b * nh) as u32, combine_threads(d, splits)),
+                pdl(
+                    c,
+                    LaunchConfig::linear((b * nh) as u32, combine_threads(d, splits)),
+                ),
                 &self.part,
                 &mut self.att,
                 d as u32,
@@ -446,15 +511,37 @@ impl Model {
             )?;
             // First all-reduce, residual add, the FFN's norm.
             self.reduce_add_norm(c, v, coll, Norm::Ffn(l))?;
-            gemm(
-                &self.gemm,
-                c,
-                &self.a,
-                &self.layers[l].wgu,
-                &mut self.gu,
-                (b, 2 * il, h),
-            )?;
-            swiglu::launch::<T>(c, lin(b * il), &self.gu, &mut self.act, b as u32, il as u32)?;
+            match &self.gemm {
+                Gemm::Dsl => by_batch!(
+                    c,
+                    b,
+                    gemv_swiglu,
+                    pdl(c, gemv_grid(il, 2)),
+                    &self.a,
+                    &self.layers[l].wgu,
+                    &mut self.act,
+                    il as u32,
+                    h as u32,
+                )?,
+                Gemm::Cublas(_) => {
+                    gemm(
+                        &self.gemm,
+                        c,
+                        &self.a,
+                        &self.layers[l].wgu,
+                        &mut self.gu,
+                        (b, 2 * il, h),
+                    )?;
+                    swiglu::launch::<T>(
+                        c,
+                        pdl(c, lin(b * il)),
+                        &self.gu,
+                        &mut self.act,
+                        b as u32,
+                        il as u32,
+                    )?;
+                }
+            }
             gemm(
                 &self.gemm,
                 c,
@@ -478,14 +565,28 @@ pub fn combine_threads(dim: usize, splits: usize) -> u32 {
     (dim * (1024 / dim).min(4)).max(splits.next_multiple_of(dim)) as u32
 }
 
-/// `rms_norm`'s grid for `b` rows of `h`: a block a row, a thread a
-/// 16-byte vector of it (up to 1024).
+/// `rms_norm`'s and `add_rms_norm`'s grid for `b` rows of `h`: a block a
+/// row, a thread a 16-byte vector of it (up to 1024).
 fn norm_grid(b: usize, h: usize) -> LaunchConfig {
-    let vectors = h / (16 / std::mem::size_of::<T>());
+    let vectors = h / V;
     LaunchConfig::linear(
         b as u32,
         vectors.next_multiple_of(32).clamp(32, 1024) as u32,
     )
+}
+
+/// `cfg` with programmatic dependent launch where every rank has a GPU of
+/// its own. Where ranks share one, a kernel launched so after a barrier
+/// kernel (the fused all-reduce, whose blocks let their dependents launch
+/// at once) fills the GPU with blocks waiting for it, and the other rank's
+/// barrier kernel then finds no room: both wait until the timeout
+/// (seen at world 2 on one H200, NOTES v46).
+fn pdl(c: &Comm, cfg: LaunchConfig) -> LaunchConfig {
+    if c.max_ranks_on_device() == 1 {
+        cfg.with_pdl()
+    } else {
+        cfg
+    }
 }
 
 /// Which norm follows an all-reduce: layer `l`'s FFN norm, or the one
@@ -509,7 +610,6 @@ impl Model {
     ) -> Result<()> {
         let s = self.s;
         let (b, h, eps) = (s.batch, s.hidden, 1e-5f32);
-        let n = b * h;
         let w = match norm {
             Norm::Ffn(l) => &self.layers[l].ffn_w,
             Norm::Next(l) => self
@@ -521,23 +621,22 @@ impl Model {
             let p = self.p.rendezvous()?;
             return all_reduce_residual_rms_norm(c, &p, &mut self.x, w, &mut self.a, b, h, eps);
         }
+        let grid = pdl(c, norm_grid(b, h));
         if v == Variant::Control {
-            add::launch::<T>(c, lin(n), &mut self.x, &self.p, n as u32)?;
-        } else {
-            coll.all_reduce(&self.p, &mut self.y, ReduceOp::Sum)?
-                .wait()?;
-            add::launch::<T>(c, lin(n), &mut self.x, &self.y, n as u32)?;
+            return add_rms_norm::launch::<T, V>(
+                c,
+                grid,
+                &mut self.x,
+                &self.p,
+                w,
+                &mut self.a,
+                h as u32,
+                eps,
+            );
         }
-        let rows = norm_grid(b, h);
-        rms_norm::launch::<T, { 16 / std::mem::size_of::<T>() }>(
-            c,
-            rows,
-            &self.x,
-            w,
-            &mut self.a,
-            h as u32,
-            eps,
-        )
+        coll.all_reduce(&self.p, &mut self.y, ReduceOp::Sum)?
+            .wait()?;
+        add_rms_norm::launch::<T, V>(c, grid, &mut self.x, &self.y, w, &mut self.a, h as u32, eps)
     }
 }
 
@@ -602,13 +701,14 @@ fn run_variants(
     s: Shape,
     variants: &[Variant],
     replays: usize,
+    build: Build,
 ) -> std::result::Result<Vec<Vec<Option<Outcome>>>, symm::RunError> {
     let variants = variants.to_vec();
     run(
         ranks,
         CommOptions::default().with_timeout(Duration::from_secs(120)),
         move |c| {
-            let mut m = Model::new(c, s)?;
+            let mut m = Model::new(c, s, build)?;
             if c.rank() == 0 {
                 eprintln!("world {}: model ready", c.world_size());
             }
@@ -726,7 +826,24 @@ pub fn run_main(args: Args) -> i32 {
         Variant::Fused,
     ];
     // The world-1 reference: the full weights on one device.
-    let reference = match run_variants(place(1).expect("one rank"), s, &[Variant::Control], 0) {
+    let build = Build {
+        shard: None,
+        cublas: args.cublas && on_gpu,
+    };
+    if let Some(n) = args.shard {
+        let build = Build {
+            shard: Some(n),
+            ..build
+        };
+        return shard_table(s, n, args.replays, place(1).expect("one rank"), build);
+    }
+    let reference = match run_variants(
+        place(1).expect("one rank"),
+        s,
+        &[Variant::Control],
+        0,
+        build,
+    ) {
         Ok(r) => r[0][0].clone().expect("the control runs"),
         Err(e) => {
             eprintln!("reference: {e}");
@@ -746,7 +863,7 @@ pub fn run_main(args: Args) -> i32 {
             continue;
         };
         let placement = ranks.describe();
-        let got = match run_variants(ranks, s, &variants, args.replays) {
+        let got = match run_variants(ranks, s, &variants, args.replays, build) {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("world {w}: {e}");
@@ -832,3 +949,52 @@ pub fn run_main(args: Args) -> i32 {
     }
     0
 }
+
+/// `--shard n`: rank 0's compute of a TP-`n` step alone on one rank, per
+/// step and per layer, against the floor of the bytes it must read (its
+/// weight slices and its heads' KV cache) at `HBM_BYTES_PER_S`; the exit
+/// status.
+fn shard_table(s: Shape, n: usize, replays: usize, one: Ranks, build: Build) -> i32 {
+    if n == 0
+        || !s.heads.is_multiple_of(n)
+        || !s.kv_heads.is_multiple_of(n)
+        || !s.inter.is_multiple_of(n)
+    {
+        eprintln!("--shard {n}: the heads, KV heads and intermediate size must divide by it");
+        return 2;
+    }
+    let got = match run_variants(one, s, &[Variant::Control], replays, build) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("--shard {n}: {e}");
+            return 1;
+        }
+    };
+    let (h, d) = (s.hidden, s.dim());
+    let (nh, nkv, il) = (s.heads / n, s.kv_heads / n, s.inter / n);
+    let weights = ((nh + 2 * nkv) * d * h + h * nh * d + 3 * il * h + 2 * h) * 2;
+    let cache = 2 * s.batch * s.ctx * nkv * d * 2;
+    let floor = (weights + cache) as f64 / HBM_BYTES_PER_S * 1e6;
+    println!("\n## one rank of TP {n}, alone (its compute: the control, no all-reduce)\n");
+    println!("| µs per step | µs per layer | bytes per layer (weights + KV cache) | floor µs per layer at {:.1} TB/s | layer / floor |", HBM_BYTES_PER_S / 1e12);
+    println!("|---|---|---|---|---|");
+    match got[0][0].as_ref().and_then(|o| o.1) {
+        Some(t) => {
+            let per = t / s.layers as f64;
+            println!(
+                "| {t:.1} | {per:.1} | {} + {} | {floor:.1} | {:.2}× |",
+                weights,
+                cache,
+                per / floor
+            );
+            0
+        }
+        None => {
+            println!("| not timed (the emulator, or --replays 0) | | {weights} + {cache} | {floor:.1} | |");
+            0
+        }
+    }
+}
+
+/// The HBM bandwidth the floors assume: an H200's 4.8 TB/s.
+const HBM_BYTES_PER_S: f64 = 4.8e12;
