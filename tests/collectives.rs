@@ -1228,11 +1228,15 @@ fn all_to_all_with_equal_splits() {
 
 /// The pull copies at four vectors a thread or more in each part, where
 /// they take every part at once (warp-sized runs of each part in turn,
-/// then a rest of fewer than 32 vectors a part): the all-gather, in place
-/// too, the gather's root and the equal all-to-all, with a size that
-/// moves in whole vectors and one that does not (part by part then). The
-/// emulator's pull grid is 4 blocks of 512 threads (8192 vectors a part
-/// reach it); a GPU's up to 128, so there the sizes are larger.
+/// four at a time, then one at a time, then a rest of fewer than 32
+/// vectors a part): the all-gather, in place too, the gather's root and the
+/// equal all-to-all, with a size that moves in whole vectors and one that
+/// does not (part by part then); and, past the quick tier, five grid
+/// strides of vectors a part (so the one-at-a-time loop runs) in f32, in a
+/// one-byte type (16-element vectors, 256-thread blocks) and in an
+/// eight-byte one. The emulator's pull grid is 4 blocks (8192 vectors a
+/// part of f32 reach the form); a GPU's up to 128, so there the sizes are
+/// larger.
 #[test]
 fn pull_copies_of_every_part_at_once() {
     let whole = if on_gpu() { (1 << 20) + 36 } else { 32768 + 36 };
@@ -1257,6 +1261,24 @@ fn pull_copies_of_every_part_at_once() {
                 &|i, op| f32_reduce_at(&f, i, op),
                 &[],
             );
+        });
+        // Five strides of vectors a part, and a rest: 40960 + 36 f32, 81920
+        // + 48 bytes, 20480 + 6 i64 on the emulator.
+        let (five, bytes, longs) = if on_gpu() {
+            (5 * (1 << 18) + 36, 5 * (1 << 19) + 48, 5 * (1 << 17) + 6)
+        } else {
+            (5 * 8192 + 36, 5 * 16384 + 48, 5 * 4096 + 6)
+        };
+        if !tier::runs(quick(world, bytes)) {
+            continue;
+        }
+        on_path(Some(CollectivePath::Pull), || {
+            all_gather_case::<f32>(world, five, true);
+            all_to_all_case::<f32>(world, five);
+            all_gather_case::<u8>(world, bytes, false);
+            all_to_all_case::<u8>(world, bytes);
+            all_gather_case::<i64>(world, longs, true);
+            all_to_all_case::<i64>(world, longs);
         });
     }
 }

@@ -176,14 +176,17 @@ fn tp_decode_gemv_matches_a_host_reference() {
         return;
     }
     let seed: u64 = rand::random();
-    // (Vectors a row: 1; 40, fewer than a block's threads; 70 and 100, a
-    // second vector past the end for some threads; 137, two steps.)
-    for (m, n, k) in [
-        (1usize, 40usize, 8usize),
-        (3, 19, 320),
-        (8, 70, 560),
-        (2, 33, 800),
-        (8, 70, 1096),
+    // (Vectors a row against 64 threads: 1; 40, fewer than the threads;
+    // 70 and 100, a second vector past the end for some threads; 137, two
+    // steps. Against 256: 257 and 513, a step and one vector more.)
+    for (m, n, k, threads) in [
+        (1usize, 40usize, 8usize, 64u32),
+        (3, 19, 320, 64),
+        (8, 70, 560, 64),
+        (2, 33, 800, 64),
+        (8, 70, 1096, 64),
+        (1, 70, 2056, 256),
+        (8, 33, 4104, 256),
     ] {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (m * 1_000_000 + k) as u64);
         let mut draw = |len: usize| -> Vec<bf16> {
@@ -204,9 +207,9 @@ fn tp_decode_gemv_matches_a_host_reference() {
             let (xb, wb) = (c.device_buffer_from(&x)?, c.device_buffer_from(&w)?);
             let mut y = c.device_buffer_from(&vec![bf16::NAN; m * 2 * n])?;
             let mut act = c.device_buffer_from(&vec![bf16::NAN; m * n])?;
-            // 2 blocks of 2 warps: fewer blocks than groups of rows, so
-            // blocks loop.
-            let grid = LaunchConfig::linear(2, 64);
+            // 2 blocks of 2 warps, then of 8 (the example's): fewer blocks
+            // than groups of rows, so blocks loop.
+            let grid = LaunchConfig::linear(2, threads);
             let (wide, inter, k32) = ((2 * n) as u32, n as u32, k as u32);
             macro_rules! both {
                 ($m:literal) => {{
@@ -231,15 +234,17 @@ fn tp_decode_gemv_matches_a_host_reference() {
                 .map(|i| f(x[r * k + i]) * f(w[j * k + i]))
                 .sum::<f64>()
         };
-        // A bf16 rounding (2^-8 relative) plus the f32 sum's error over k
-        // products of magnitude at most 1.
+        // A bf16 rounding (2^-8 relative) plus a margin for the f32 sum
+        // of k products of magnitude at most 1: k · 2^-23, about 30 times
+        // the expected error of such sums (not a worst-case bound, which
+        // is near k² · 2^-24).
         let tol = |want: f64| want.abs() * 2f64.powi(-8) + k as f64 * 2f64.powi(-23) + 1e-30;
         for r in 0..m {
             for j in 0..2 * n {
                 let (want, have) = (dot(r, j), f(y[r * 2 * n + j]));
                 assert!(
                     (have - want).abs() <= tol(want),
-                    "gemv m {m} n {} k {k} (seed {seed}): y[{r}, {j}] = {have}, want {want}",
+                    "gemv m {m} n {} k {k} threads {threads} (seed {seed}): y[{r}, {j}] = {have}, want {want}",
                     2 * n
                 );
             }
@@ -249,7 +254,7 @@ fn tp_decode_gemv_matches_a_host_reference() {
                 let have = f(act[r * n + j]);
                 assert!(
                     (have - want).abs() <= tol(want) + 1e-5 * (g.abs() + u.abs()),
-                    "gemv_swiglu m {m} inter {n} k {k} (seed {seed}): out[{r}, {j}] = {have}, want {want}"
+                    "gemv_swiglu m {m} inter {n} k {k} threads {threads} (seed {seed}): out[{r}, {j}] = {have}, want {want}"
                 );
             }
         }

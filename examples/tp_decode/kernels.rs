@@ -433,6 +433,15 @@ pub fn block_dots4<T: Scalar, const V: usize, const M: usize>(
 ) -> f32 {
     let m = M as u32;
     let v = V as u32;
+    kernel_assert!(
+        m >= 1u32
+            && m <= 8u32
+            && k % v == 0u32
+            && k > 0u32
+            && block_dim_x() % 32u32 == 0u32
+            && block_dim_x() <= 256u32,
+        "gemv: 1 to 8 rows of x, k a positive multiple of V, blocks of whole warps (at most 8)"
+    );
     let vecs = k / v;
     let last = vecs - 1u32;
     let t = thread_idx_x();
@@ -514,14 +523,6 @@ pub fn gemv_xwt<T: Scalar, const V: usize, const M: usize>(
     grid_dependency_wait();
     launch_dependents();
     let m = M as u32;
-    kernel_assert!(
-        m <= 8u32
-            && k % (V as u32) == 0u32
-            && k > 0u32
-            && block_dim_x() % 32u32 == 0u32
-            && block_dim_x() <= 256u32,
-        "gemv_xwt: at most 8 rows of x, k a multiple of V, blocks of whole warps (at most 8)"
-    );
     let t = thread_idx_x();
     let mut r0 = block_idx_x() * 4u32;
     while r0 < n {
@@ -563,14 +564,6 @@ pub fn gemv_swiglu<T: Scalar, const V: usize, const M: usize>(
     grid_dependency_wait();
     launch_dependents();
     let m = M as u32;
-    kernel_assert!(
-        m <= 8u32
-            && k % (V as u32) == 0u32
-            && k > 0u32
-            && block_dim_x() % 32u32 == 0u32
-            && block_dim_x() <= 256u32,
-        "gemv_swiglu: at most 8 rows of x, k a multiple of V, blocks of whole warps (at most 8)"
-    );
     let t = thread_idx_x();
     let mut j = block_idx_x() * 2u32;
     while j < inter {

@@ -830,7 +830,13 @@ pub fn run_main(args: Args) -> i32 {
         shard: None,
         cublas: args.cublas && on_gpu,
     };
+    if args.cublas && !on_gpu {
+        eprintln!("--cublas: no GPU, so no cuBLAS: the projections run symm's GEMV kernels");
+    }
     if let Some(n) = args.shard {
+        if args.worlds != [1] {
+            eprintln!("--shard {n}: one rank alone; --worlds is not used");
+        }
         let build = Build {
             shard: Some(n),
             ..build
@@ -878,9 +884,10 @@ pub fn run_main(args: Args) -> i32 {
         // layer carries the relative error it receives on roughly
         // unchanged (its norms rescale, its weights are scaled by
         // 1 / sqrt(fan-in)); plus one half-ulp. The other roundings that
-        // differ (cuBLAS on slices of k, the later intermediates) are of
-        // the same order and inside the margin: the measured errors sit
-        // 3-8× below it, and a step without its all-reduces 5-10× above.
+        // differ (the projections' sums over slices of k, the later
+        // intermediates) are of the same order and inside the margin: the
+        // measured errors sit 3-8× below it, and a step without its
+        // all-reduces 5-10× above.
         let tol =
             (2 * s.layers * (w + 1)) as f32 / 2.0 * 2f32.powi(-8) * scale + 2f32.powi(-8) * scale;
         println!("\n## world {w}: {placement}\n");
@@ -939,8 +946,8 @@ pub fn run_main(args: Args) -> i32 {
             );
         }
         println!(
-            "\nThe communication share is 1 − control / step, at least 0: the fused step also \
-             saves the add and norm kernels, so it can be faster than the control."
+            "\nThe communication share is 1 − control / step, at least 0: the fused step's \
+             kernel also does the control's add and norm, so it can be faster than the control."
         );
     }
     if failed {

@@ -246,7 +246,8 @@ pub(super) fn channel(comm: &Comm) -> Result<u32> {
 }
 
 /// A pull kernel's grid for `elems` elements of `T` per rank: one 16-byte
-/// vector per thread, 1 to [`MAX_BLOCKS`] blocks of [`THREADS`], fewer
+/// vector per thread, 1 to [`MAX_BLOCKS`] blocks of [`THREADS`] (at most 4
+/// on the emulator, so its tests step through the grid-stride loops), fewer
 /// where ranks share a GPU (`limit` asks the driver for the kernel's
 /// co-resident grid), with programmatic dependent launch unless the comm
 /// turned it off. The same on every rank for one call.

@@ -107,8 +107,9 @@ pub(crate) fn copy_span<T: Scalar, const V: usize>(
 /// consecutive warps of the grid take consecutive parts, so the local part
 /// (HBM) and every peer's (NVLink) move together instead of one after
 /// another. Returns 0 without copying anything where some part cannot move
-/// in whole 16-byte vectors from its first element; the caller then copies
-/// part by part ([`copy_span`]).
+/// in whole 16-byte vectors from its first element, or a part gives a grid
+/// thread fewer than four vectors; the caller then copies part by part
+/// ([`copy_span`]).
 #[symm_kernel(device)]
 pub(crate) fn copy_parts<T: Scalar, const V: usize>(
     input: SymmBuf<T>,
@@ -131,8 +132,11 @@ pub(crate) fn copy_parts<T: Scalar, const V: usize>(
     }
     let vecs = len / v;
     let stride = grid_threads();
-    // Below four vectors a thread in each part, part by part is as fast
-    // or faster (measured: +0.55 µs at 1 MiB a part on 2 H200s, NOTES v46).
+    // With one vector a thread a part, interleaving cost the 1 MiB
+    // all-gather 0.55 µs on 2 H200s (its remote warps wait two round trips
+    // to a peer where part by part a thread waits one local and one remote:
+    // NOTES v46); from four (a whole step of four in flight) it gained.
+    // Two and three were not measured.
     if !whole || vecs < 4u32 * stride {
         return 0u32;
     }
@@ -391,18 +395,19 @@ pub fn all_to_all_pull<T: Scalar, const V: usize>(
     let rank = input.rank();
     let world = input.world_size();
     let call = enter_sending(input, ch, sig);
-    let spread = copy_parts::<T, V>(input, rank * m, 0u32, out, m, 0u32, world);
-    for k in 0..world * (1u32 - spread) {
-        let p = (rank + k) % world;
-        copy_span::<T, V>(
-            input.peer(p),
-            rank * m,
-            out,
-            p * m,
-            m,
-            grid_thread(),
-            grid_threads(),
-        );
+    if copy_parts::<T, V>(input, rank * m, 0u32, out, m, 0u32, world) == 0u32 {
+        for k in 0..world {
+            let p = (rank + k) % world;
+            copy_span::<T, V>(
+                input.peer(p),
+                rank * m,
+                out,
+                p * m,
+                m,
+                grid_thread(),
+                grid_threads(),
+            );
+        }
     }
     exit_checked(input, ch, call, sig);
     call_end(input, ch, call);
