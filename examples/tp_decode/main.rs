@@ -63,6 +63,15 @@ impl Shape {
     fn dim(&self) -> usize {
         self.hidden / self.heads
     }
+
+    /// Whether `n` ranks each take a whole share of the heads, the KV heads
+    /// and the intermediate size (TP `n` needs it).
+    fn splits_over(&self, n: usize) -> bool {
+        n > 0
+            && self.heads.is_multiple_of(n)
+            && self.kv_heads.is_multiple_of(n)
+            && self.inter.is_multiple_of(n)
+    }
 }
 
 /// The flags (also what `tests/run_examples.rs` passes).
@@ -575,14 +584,15 @@ fn norm_grid(b: usize, h: usize) -> LaunchConfig {
     )
 }
 
-/// `cfg` with programmatic dependent launch where every rank has a GPU of
-/// its own. Where ranks share one, a kernel launched so after a barrier
+/// `cfg` with programmatic dependent launch, as symm's own kernels have it
+/// (unless the comm's options turned it off), where every rank has a GPU
+/// of its own. Where ranks share one, a kernel launched so after a barrier
 /// kernel (the fused all-reduce, whose blocks let their dependents launch
 /// at once) fills the GPU with blocks waiting for it, and the other rank's
 /// barrier kernel then finds no room: both wait until the timeout
 /// (seen at world 2 on one H200, NOTES v46).
 fn pdl(c: &Comm, cfg: LaunchConfig) -> LaunchConfig {
-    if c.max_ranks_on_device() == 1 {
+    if c.options().pdl && c.max_ranks_on_device() == 1 {
         cfg.with_pdl()
     } else {
         cfg
@@ -859,7 +869,7 @@ pub fn run_main(args: Args) -> i32 {
     let scale = reference.0.iter().fold(0f32, |m, v| m.max(v.abs()));
     let mut failed = false;
     for &w in &worlds {
-        if s.heads % w != 0 || s.kv_heads % w != 0 || s.inter % w != 0 {
+        if !s.splits_over(w) {
             eprintln!("world {w}: the heads, KV heads and intermediate size must divide by it");
             failed = true;
             continue;
@@ -962,11 +972,7 @@ pub fn run_main(args: Args) -> i32 {
 /// weight slices and its heads' KV cache) at `HBM_BYTES_PER_S`; the exit
 /// status.
 fn shard_table(s: Shape, n: usize, replays: usize, one: Ranks, build: Build) -> i32 {
-    if n == 0
-        || !s.heads.is_multiple_of(n)
-        || !s.kv_heads.is_multiple_of(n)
-        || !s.inter.is_multiple_of(n)
-    {
+    if !s.splits_over(n) {
         eprintln!("--shard {n}: the heads, KV heads and intermediate size must divide by it");
         return 2;
     }
