@@ -93,8 +93,12 @@ static __device__ __attribute__((unused)) void symm_record_timeout(symm_u32* sta
    integer's bits) was out of bounds for length `len`, at Rust line `line`
    (relative to the function's name) of function `fn` of kernel
    SYMM_KERNEL_ID (see symm::signal::OutOfBounds for the layout), unless an
-   earlier failure already did. Block and thread are linear. */
-static __device__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u32* status, symm_u32 rank, symm_u64 index, bool negative,
+   earlier failure already did. Block and thread are linear. Out of line,
+   as symm_assert_failed is: inlined at every checked index, its record
+   (about 25 instructions a site) filled the instruction cache of large
+   unrolled kernels, which then ran up to twice as long as with it out of
+   line (bench/NOTES.md v47). */
+static __device__ __noinline__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u32* status, symm_u32 rank, symm_u64 index, bool negative,
                                                  symm_u64 len, symm_u32 fn, symm_u32 line);
 /* Records that assertion `index` (its position in the Rust list of function
    `fn`'s kernel_assert!s) of kernel SYMM_KERNEL_ID failed in this thread

@@ -45,7 +45,7 @@ static __device__ __forceinline__ __attribute__((unused)) bool symm_wait_gives_u
     return false;
 }
 
-static __device__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u32* status, symm_u32 rank, symm_u64 index, bool negative,
+static __device__ __noinline__ __attribute__((unused)) void symm_record_out_of_bounds(symm_u32* status, symm_u32 rank, symm_u64 index, bool negative,
                                                  symm_u64 len, symm_u32 fn, symm_u32 line) {
     /* Claimed and published as a timeout is (one protocol, so whichever
        failure comes first wins). */

@@ -27,7 +27,8 @@ template<typename T, symm_u64 N> __device__ __forceinline__ symm_u64 symm_len(co
 /* Checked indexing (SYMM_AT with SYMM_CHECKED 1). A failed check yields a
    dummy element: one zero-initialised __device__ object per element type
    that every failing thread shares (so its value is unspecified), never
-   memory out of bounds. */
+   memory out of bounds. The check is marked likely and its record is out
+   of line, so that a site costs a compare and a branch in the hot code. */
 namespace symm_detail {
 template<class E> __device__ E oob_sink;
 } /* namespace symm_detail */
@@ -35,7 +36,7 @@ template<class B, class I>
 __device__ __forceinline__ auto symm_at(const symm_kctx& c, B&& base, I index, symm_u32 fn, symm_u32 line) -> decltype(base[(symm_u64)index]) {
     const symm_u64 i = (symm_u64)index;
     const symm_u64 n = symm_len(base);
-    if (i < n) return base[i];
+    if (__builtin_expect(i < n, 1)) return base[i];
     bool negative = false;
     if constexpr (symm_detail::is_signed_int<I>) negative = index < 0;
     symm_record_out_of_bounds(c.status, c.rank, i, negative, n, fn, line);
@@ -50,7 +51,7 @@ template<class T, class I>
 __device__ __forceinline__ symm_slice<T> symm_slice_at(const symm_kctx& c, const symm_slice<T>& s, I index, symm_u64 elems, symm_u64 bytes, symm_u32 fn, symm_u32 line) {
     const symm_u64 i = (symm_u64)index;
     const symm_u64 need = elems * sizeof(T) > bytes ? elems * sizeof(T) : bytes;
-    if (i < s.len && (s.len - i) * sizeof(T) >= need) return symm_slice<T>{s.ptr + i, s.len - i};
+    if (__builtin_expect(i < s.len && (s.len - i) * sizeof(T) >= need, 1)) return symm_slice<T>{s.ptr + i, s.len - i};
     bool negative = false;
     if constexpr (symm_detail::is_signed_int<I>) negative = index < 0;
     symm_record_out_of_bounds(c.status, c.rank, i, negative, s.len, fn, line);
