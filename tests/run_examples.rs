@@ -109,6 +109,7 @@ fn tp_decode_matches_its_world_one_reference() {
         replays: 0,
         shard: None,
         cublas: false,
+        profile: false,
     };
     assert_eq!(tp_decode::run_main(args), 0, "tp_decode's checks failed");
 }
@@ -146,10 +147,10 @@ symm::check_kernels!(
     tp_decode::kernels::attention_combine::<symm::bf16>,
     tp_decode::kernels::swiglu::<symm::bf16>,
     tp_decode::kernels::gemm_xwt::<symm::bf16>,
-    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 1>,
-    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 8>,
-    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 1>,
-    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 8>,
+    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 1, 1, 16>,
+    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 8, 2, 4>,
+    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 1, 2, 8>,
+    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 8, 2, 4>,
     ping_pong::ping_pong,
     bench_moe::copy_rows,
     moe_layer::gate_topk,
@@ -158,15 +159,16 @@ symm::check_kernels!(
     custom_all_gather::push_all_gather::<f32>,
 );
 
-/// tp_decode's GEMV kernels (four weight rows a block, two 16-byte
-/// vectors of each in flight a thread, then the warps' butterflies added
-/// in order) against a host reference in f64 on random data: 1 to 8 rows
-/// of x; rows of 1 to 137 vectors against blocks of 64 threads (fewer
-/// vectors than threads, a second vector past the end, several steps);
-/// weight rows and SwiGLU outputs that do not fill the last group; more
-/// groups than blocks. Outputs are poisoned first; each element must be
-/// within its bf16 rounding plus the f32 sum's error. On the emulator, or
-/// on a GPU where `SYMM_KERNEL_TESTS_ON=gpu`.
+/// tp_decode's GEMV kernels (a warp per `R` weight rows, `U` 16-byte
+/// vectors of each and of x in flight a lane, then the warp's
+/// butterflies) against a host reference in f64 on random data, in the
+/// forms the example launches (`R` 1 and 2, `U` 2 to 16) and in SwiGLU's
+/// two outputs a warp (`R` 4): 1 to 8 rows of x; rows of 1 to 513 vectors
+/// (fewer than a warp, a step and a rest, several steps); weight rows and
+/// SwiGLU outputs that do not fill the last group; more groups than
+/// warps, so warps loop. Outputs are poisoned before each form; each
+/// element must be within its bf16 rounding plus the f32 sum's error. On
+/// the emulator, or on a GPU where `SYMM_KERNEL_TESTS_ON=gpu`.
 #[test]
 fn tp_decode_gemv_matches_a_host_reference() {
     use rand::{Rng, SeedableRng};
@@ -176,17 +178,17 @@ fn tp_decode_gemv_matches_a_host_reference() {
         return;
     }
     let seed: u64 = rand::random();
-    // (Vectors a row against 64 threads: 1; 40, fewer than the threads;
-    // 70 and 100, a second vector past the end for some threads; 137, two
-    // steps. Against 256: 257 and 513, a step and one vector more.)
+    // (Vectors a row: 1; 40, fewer than a step of 64; 70, a step of 64
+    // and a rest; 100 and 137, several steps of 32; 257 and 513, a step
+    // of 256 or 512 and one vector more.)
     for (m, n, k, threads) in [
         (1usize, 40usize, 8usize, 64u32),
         (3, 19, 320, 64),
         (8, 70, 560, 64),
         (2, 33, 800, 64),
         (8, 70, 1096, 64),
-        (1, 70, 2056, 256),
-        (8, 33, 4104, 256),
+        (1, 70, 2056, 128),
+        (2, 33, 4104, 128),
     ] {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (m * 1_000_000 + k) as u64);
         let mut draw = |len: usize| -> Vec<bf16> {
@@ -203,28 +205,55 @@ fn tp_decode_gemv_matches_a_host_reference() {
         } else {
             Ranks::Emulator(1)
         };
-        let (y, act) = run(ranks, CommOptions::default(), |c| {
+        let seen = run(ranks, CommOptions::default(), |c| {
             let (xb, wb) = (c.device_buffer_from(&x)?, c.device_buffer_from(&w)?);
-            let mut y = c.device_buffer_from(&vec![bf16::NAN; m * 2 * n])?;
-            let mut act = c.device_buffer_from(&vec![bf16::NAN; m * n])?;
-            // 2 blocks of 2 warps, then of 8 (the example's): fewer blocks
-            // than groups of rows, so blocks loop.
+            let mut y = c.device_buffer::<bf16>(m * 2 * n)?;
+            let mut act = c.device_buffer::<bf16>(m * n)?;
+            // 2 blocks of 2 or 4 warps: fewer warps than groups of rows.
             let grid = LaunchConfig::linear(2, threads);
             let (wide, inter, k32) = ((2 * n) as u32, n as u32, k as u32);
-            macro_rules! both {
-                ($m:literal) => {{
-                    gemv_xwt::launch::<bf16, 8, $m>(c, grid, &xb, &wb, &mut y, wide, k32)?;
-                    gemv_swiglu::launch::<bf16, 8, $m>(c, grid, &xb, &wb, &mut act, inter, k32)?;
+            let mut seen = Vec::new();
+            // gemv_xwt at (R, U) and gemv_swiglu at (SR, SU), each on
+            // poisoned outputs.
+            macro_rules! form {
+                ($m:literal, $r:literal, $u:literal, $sr:literal, $su:literal) => {{
+                    y.write(0, &vec![bf16::NAN; m * 2 * n])?;
+                    act.write(0, &vec![bf16::NAN; m * n])?;
+                    gemv_xwt::launch::<bf16, 8, $m, $r, $u>(c, grid, &xb, &wb, &mut y, wide, k32)?;
+                    gemv_swiglu::launch::<bf16, 8, $m, $sr, $su>(
+                        c, grid, &xb, &wb, &mut act, inter, k32,
+                    )?;
+                    c.synchronize()?;
+                    seen.push((
+                        format!("R {} U {}, SwiGLU's R {} U {}", $r, $u, $sr, $su),
+                        y.to_host()?,
+                        act.to_host()?,
+                    ));
                 }};
             }
             match m {
-                1 => both!(1),
-                2 => both!(2),
-                3 => both!(3),
-                _ => both!(8),
+                1 => {
+                    form!(1, 1, 16, 2, 16);
+                    form!(1, 1, 8, 2, 8);
+                    form!(1, 2, 4, 4, 2);
+                    form!(1, 1, 2, 2, 4);
+                    form!(1, 2, 16, 2, 2);
+                }
+                2 => {
+                    form!(2, 1, 16, 2, 8);
+                    form!(2, 2, 8, 4, 4);
+                    form!(2, 2, 2, 2, 16);
+                }
+                3 => {
+                    form!(3, 1, 8, 2, 8);
+                    form!(3, 2, 4, 4, 4);
+                }
+                _ => {
+                    form!(8, 1, 4, 2, 4);
+                    form!(8, 2, 2, 4, 2);
+                }
             }
-            c.synchronize()?;
-            Ok((y.to_host()?, act.to_host()?))
+            Ok(seen)
         })
         .expect("the GEMVs run")
         .remove(0);
@@ -239,23 +268,25 @@ fn tp_decode_gemv_matches_a_host_reference() {
         // the expected error of such sums (not a worst-case bound, which
         // is near k² · 2^-24).
         let tol = |want: f64| want.abs() * 2f64.powi(-8) + k as f64 * 2f64.powi(-23) + 1e-30;
-        for r in 0..m {
-            for j in 0..2 * n {
-                let (want, have) = (dot(r, j), f(y[r * 2 * n + j]));
-                assert!(
-                    (have - want).abs() <= tol(want),
-                    "gemv m {m} n {} k {k} threads {threads} (seed {seed}): y[{r}, {j}] = {have}, want {want}",
-                    2 * n
-                );
-            }
-            for j in 0..n {
-                let (g, u) = (dot(r, j), dot(r, n + j));
-                let want = g / (1.0 + (-g).exp()) * u;
-                let have = f(act[r * n + j]);
-                assert!(
-                    (have - want).abs() <= tol(want) + 1e-5 * (g.abs() + u.abs()),
-                    "gemv_swiglu m {m} inter {n} k {k} threads {threads} (seed {seed}): out[{r}, {j}] = {have}, want {want}"
-                );
+        for (form, y, act) in &seen {
+            for r in 0..m {
+                for j in 0..2 * n {
+                    let (want, have) = (dot(r, j), f(y[r * 2 * n + j]));
+                    assert!(
+                        (have - want).abs() <= tol(want),
+                        "gemv ({form}) m {m} n {} k {k} threads {threads} (seed {seed}): y[{r}, {j}] = {have}, want {want}",
+                        2 * n
+                    );
+                }
+                for j in 0..n {
+                    let (g, u) = (dot(r, j), dot(r, n + j));
+                    let want = g / (1.0 + (-g).exp()) * u;
+                    let have = f(act[r * n + j]);
+                    assert!(
+                        (have - want).abs() <= tol(want) + 1e-5 * (g.abs() + u.abs()),
+                        "gemv_swiglu ({form}) m {m} inter {n} k {k} threads {threads} (seed {seed}): out[{r}, {j}] = {have}, want {want}"
+                    );
+                }
             }
         }
     }

@@ -2,12 +2,13 @@
 //! hash of each element's place in the full, unsplit matrix, so every
 //! rank's slice and the world-1 reference's whole agree), RMSNorm,
 //! residual add (and the two in one), the KV-cache append, single-query
-//! attention with grouped KV heads, SwiGLU, the projections as GEMV (SwiGLU
-//! fused into the gate/up one), and the plain GEMM `moe_layer`'s emulator
-//! runs; and the host's launches of the fill (`moe_layer` shares them).
-//! The step's kernels wait for the kernel before them first
-//! (`grid_dependency_wait`), so they can be launched with programmatic
-//! dependent launch.
+//! attention with grouped KV heads, SwiGLU, the projections as GEMV (a
+//! warp per weight row or two; SwiGLU fused into the gate/up one), and the
+//! plain GEMM `moe_layer`'s emulator runs; and the host's launches of the
+//! fill (`moe_layer` shares them). The step's kernels wait for the kernel
+//! before them (`grid_dependency_wait`) before they read what it wrote, so
+//! they can be launched with programmatic dependent launch: first thing,
+//! except the GEMVs, which load their first weights before.
 
 use symm::dsl::*;
 use symm::kernels::fused::{block_reduce, block_sum, warp_reduce};
@@ -410,139 +411,131 @@ pub fn swiglu<T: Scalar>(gu: &[T], out: &mut [T], rows: u32, inter: u32) {
     }
 }
 
-/// The block's dot products of four rows of `w` (`r0` to `r3`, `k` wide,
-/// a multiple of `V`) with each of the `M` rows of `x` (1 to 8, a
-/// constant, so that the accumulators stay in registers), in f32: thread
-/// `q < 4M` gets row `r(q % 4)`'s product with row `q / 4` of
-/// x (every other thread 0). Each thread takes the rows' 16-byte vectors
-/// `t, t + threads, …`, eight loads in flight (four rows × two vectors),
-/// so the block's rows are read in a round trip or two; then each warp's
-/// butterfly, and the warps added in order through `red` (a fixed order
-/// throughout). Every thread of the block calls it; at most 8 warps.
+/// One warp's dot products of `R` rows of `w` (`k` wide, a multiple of
+/// `V`) with each of the `M` rows of `x`, in f32: row `q` is
+/// `min(r0 + q % per, last) + (q / per) × off` (`per` consecutive rows,
+/// then as many `off` further on: gate rows, then their up rows), and lane
+/// `q × M + r` (below `R × M`) gets row `q`'s product with row `r` of x
+/// (every other lane 0). Lanes take the rows' 16-byte vectors `lane,
+/// lane + 32, …` in steps of `32 × U` vectors; every load of a step (the
+/// rows' `R × U` vectors and x's `M × U`) is issued before any is used,
+/// and each product is one `fma`. Then the warp's butterflies. No block
+/// barrier: while one warp sums, the others' loads keep the memory busy
+/// (NOTES v47).
+///
+/// The weights never depend on the kernel before, x does: the first
+/// step's weights are loaded before `grid_dependency_wait`, so that with
+/// programmatic dependent launch they are in flight while the kernel
+/// before ends. The caller's kernel must not have waited already, and
+/// must write nothing before this returns. Every lane of the warp calls
+/// it; `R × U × V` and `M × U × V` at most 256, `R × M` at most 32.
 #[symm_kernel(device)]
 #[allow(clippy::too_many_arguments)]
-pub fn block_dots4<T: Scalar, const V: usize, const M: usize>(
+pub fn warp_dots<T: Scalar, const V: usize, const M: usize, const R: usize, const U: usize>(
     x: Slice<T>,
     w: Slice<T>,
     r0: u32,
-    r1: u32,
-    r2: u32,
-    r3: u32,
+    per: u32,
+    off: u32,
+    last: u32,
     k: u32,
-    red: Shared<f32, 256>,
 ) -> f32 {
-    let m = M as u32;
     let v = V as u32;
     kernel_assert!(
-        m >= 1u32
-            && m <= 8u32
+        M as u32 >= 1u32
+            && (M * R) as u32 <= 32u32
+            && (R * U * V) as u32 <= 256u32
+            && (M * U * V) as u32 <= 256u32
             && k % v == 0u32
-            && k > 0u32
-            && block_dim_x() % 32u32 == 0u32
-            && block_dim_x() <= 256u32,
-        "gemv: 1 to 8 rows of x, k a positive multiple of V, blocks of whole warps (at most 8)"
+            && k > 0u32,
+        "gemv: R × M at most 32, R × U × V and M × U × V at most 256, k a positive multiple of V"
     );
     let vecs = k / v;
-    let last = vecs - 1u32;
-    let t = thread_idx_x();
-    let threads = block_dim_x();
+    let lane = lane_id();
     let mut acc: [f32; 32] = [0.0f32; 32];
-    let mut i = t;
-    while i < vecs {
-        // The second vector, past the row's end, reads the last again and
-        // adds nothing.
-        let j = min(i + threads, last);
-        let a0: [T; V] = w.load_vec::<V>(r0 * k + i * v);
-        let a1: [T; V] = w.load_vec::<V>(r1 * k + i * v);
-        let a2: [T; V] = w.load_vec::<V>(r2 * k + i * v);
-        let a3: [T; V] = w.load_vec::<V>(r3 * k + i * v);
-        let b0: [T; V] = w.load_vec::<V>(r0 * k + j * v);
-        let b1: [T; V] = w.load_vec::<V>(r1 * k + j * v);
-        let b2: [T; V] = w.load_vec::<V>(r2 * k + j * v);
-        let b3: [T; V] = w.load_vec::<V>(r3 * k + j * v);
-        let two = i + threads < vecs;
-        // (`M` a constant: the loops unroll and `acc` stays in registers.)
-        for r in 0..M {
-            let xa: [T; V] = x.load_vec::<V>(r as u32 * k + i * v);
-            for e in 0..V {
-                let f = xa[e].to_f32();
-                acc[r * 4] += f * a0[e].to_f32();
-                acc[r * 4 + 1] += f * a1[e].to_f32();
-                acc[r * 4 + 2] += f * a2[e].to_f32();
-                acc[r * 4 + 3] += f * a3[e].to_f32();
-            }
-            if two {
-                let xb: [T; V] = x.load_vec::<V>(r as u32 * k + j * v);
+    let mut wb: [T; 256] = [T::from_f32(0.0f32); 256];
+    let mut xb: [T; 256] = [T::from_f32(0.0f32); 256];
+    let mut base = 0u32;
+    while base < vecs {
+        // (`R`, `U`, `M` and `V` constants: the loops unroll, and `wb` and
+        // `xb` stay in registers.)
+        for q in 0..R {
+            let row = min(r0 + q as u32 % per, last) + (q as u32 / per) * off;
+            for u in 0..U {
+                // A vector past the row's end reads the last again (the
+                // same address across the warp) and adds nothing.
+                let i = min(base + u as u32 * 32u32 + lane, vecs - 1u32);
+                let a: [T; V] = w.load_vec::<V>(row * k + i * v);
                 for e in 0..V {
-                    let f = xb[e].to_f32();
-                    acc[r * 4] += f * b0[e].to_f32();
-                    acc[r * 4 + 1] += f * b1[e].to_f32();
-                    acc[r * 4 + 2] += f * b2[e].to_f32();
-                    acc[r * 4 + 3] += f * b3[e].to_f32();
+                    wb[(q * U + u) * V + e] = a[e];
                 }
             }
         }
-        i += 2u32 * threads;
+        // (Once the kernel before has ended, this returns at once.)
+        grid_dependency_wait();
+        for r in 0..M {
+            for u in 0..U {
+                let i = min(base + u as u32 * 32u32 + lane, vecs - 1u32);
+                let a: [T; V] = x.load_vec::<V>(r as u32 * k + i * v);
+                for e in 0..V {
+                    xb[(r * U + u) * V + e] = a[e];
+                }
+            }
+        }
+        for u in 0..U {
+            if base + u as u32 * 32u32 + lane < vecs {
+                for r in 0..M {
+                    for e in 0..V {
+                        let f = xb[(r * U + u) * V + e].to_f32();
+                        for q in 0..R {
+                            acc[q * M + r] =
+                                fma(f, wb[(q * U + u) * V + e].to_f32(), acc[q * M + r]);
+                        }
+                    }
+                }
+            }
+        }
+        base += 32u32 * U as u32;
     }
-    let warp = t / 32u32;
-    let warps = threads / 32u32;
-    for q in 0..4 * M {
+    let mut mine: f32 = 0.0;
+    for q in 0..R * M {
         let s = warp_reduce::<0>(acc[q]);
-        if lane_id() == 0u32 {
-            red[warp * 32u32 + q as u32] = s;
+        if lane == q as u32 {
+            mine = s;
         }
     }
-    sync_threads();
-    let mut total: f32 = 0.0;
-    if t < 4u32 * m {
-        for u in 0..warps {
-            total += red[u * 32u32 + t];
-        }
-    }
-    // Every sum is read before a later call overwrites `red`.
-    sync_threads();
-    total
+    mine
 }
 
-/// `y[r, j] = T(Σ_i x[r, i] · w[j, i])` in f32 for the `M` (1 to 8)
-/// rows of `x` and the `n` rows of `w` (`k` wide, a multiple of `V`): the
-/// decode step's projections, whose `M` is the batch. Four rows of `w` a
-/// block at a time ([`block_dots4`]): the weights are read once, in
-/// 16-byte vectors, with the whole matrix in flight across the grid, where
-/// cuBLAS's split-K GEMMs for a batch of 1 take two kernels (NOTES v46).
-/// Blocks of whole warps, at most 8.
+/// `y[r, j] = T(Σ_i x[r, i] · w[j, i])` in f32 for the `M` rows of `x`
+/// (the decode step's batch, 1 to 8) and the `n` rows of `w` (`k` wide, a
+/// multiple of `V`): the step's projections. A warp per `R` consecutive
+/// rows of `w` ([`warp_dots`]); warps loop over the row groups. Launch it
+/// with whole warps.
 #[symm_kernel]
-pub fn gemv_xwt<T: Scalar, const V: usize, const M: usize>(
+pub fn gemv_xwt<T: Scalar, const V: usize, const M: usize, const R: usize, const U: usize>(
     x: &[T],
     w: &[T],
     y: &mut [T],
     n: u32,
     k: u32,
 ) {
-    let red = shared_array::<f32, 256>();
-    grid_dependency_wait();
+    // (`warp_dots` waits for the kernel before, after its first loads.)
     launch_dependents();
     let m = M as u32;
-    let t = thread_idx_x();
-    let mut r0 = block_idx_x() * 4u32;
-    while r0 < n {
-        // Rows past the end repeat the last row and are not stored.
-        let last = n - 1u32;
-        let got = block_dots4::<T, V, M>(
-            x,
-            w,
-            r0,
-            min(r0 + 1u32, last),
-            min(r0 + 2u32, last),
-            min(r0 + 3u32, last),
-            k,
-            red,
-        );
-        let row = r0 + t % 4u32;
-        if t < 4u32 * m && row < n {
-            y[(t / 4u32) * n + row] = T::from_f32(got);
+    let rows = R as u32;
+    let lane = lane_id();
+    let warps = grid_dim_x() * (block_dim_x() / 32u32);
+    let groups = (n + rows - 1u32) / rows;
+    let mut g = block_idx_x() * (block_dim_x() / 32u32) + thread_idx_x() / 32u32;
+    while g < groups {
+        let r0 = g * rows;
+        let got = warp_dots::<T, V, M, R, U>(x, w, r0, rows, 0u32, n - 1u32, k);
+        let row = r0 + lane / m;
+        if lane < rows * m && row < n {
+            y[(lane % m) * n + row] = T::from_f32(got);
         }
-        r0 += grid_dim_x() * 4u32;
+        g += warps;
     }
 }
 
@@ -550,35 +543,38 @@ pub fn gemv_xwt<T: Scalar, const V: usize, const M: usize>(
 /// `out[r, j] = T(silu(g) · u)` with `g` and `u` the f32 products of `x`
 /// with rows `j` and `inter + j` of `w` (gate rows first), never rounded
 /// on the way ([`gemv_xwt`] and [`swiglu`] in one pass, without the
-/// `2 × inter` intermediate). Two outputs a block at a time (their gate
-/// and up rows are [`block_dots4`]'s four).
+/// `2 × inter` intermediate). A warp per `R / 2` outputs: their gate rows
+/// and their up rows ([`warp_dots`]). Launch it with whole warps.
 #[symm_kernel]
-pub fn gemv_swiglu<T: Scalar, const V: usize, const M: usize>(
+pub fn gemv_swiglu<T: Scalar, const V: usize, const M: usize, const R: usize, const U: usize>(
     x: &[T],
     w: &[T],
     out: &mut [T],
     inter: u32,
     k: u32,
 ) {
-    let red = shared_array::<f32, 256>();
-    grid_dependency_wait();
     launch_dependents();
+    kernel_assert!(
+        R as u32 % 2u32 == 0u32,
+        "gemv_swiglu: R gate and up rows, an even number"
+    );
     let m = M as u32;
-    let t = thread_idx_x();
-    let mut j = block_idx_x() * 2u32;
-    while j < inter {
-        let j1 = min(j + 1u32, inter - 1u32);
-        // Thread q: (q % 4) 0 and 1 the gates of j and j1, 2 and 3 their
-        // ups.
-        let got = block_dots4::<T, V, M>(x, w, j, j1, inter + j, inter + j1, k, red);
-        // The up beside each gate (lanes q and q ^ 2, in warp 0; every
-        // lane takes part).
-        let up = shfl_xor(got, 2u32);
-        let col = j + t % 4u32;
-        if t < 4u32 * m && t % 4u32 < 2u32 && col < inter {
-            out[(t / 4u32) * inter + col] = T::from_f32(got / (1.0f32 + exp(-got)) * up);
+    let per = (R / 2) as u32;
+    let lane = lane_id();
+    let warps = grid_dim_x() * (block_dim_x() / 32u32);
+    let groups = (inter + per - 1u32) / per;
+    let mut g = block_idx_x() * (block_dim_x() / 32u32) + thread_idx_x() / 32u32;
+    while g < groups {
+        let j0 = g * per;
+        let got = warp_dots::<T, V, M, R, U>(x, w, j0, per, inter, inter - 1u32, k);
+        // Lane q × M + r holds gate q's product; its up is `per × M` lanes
+        // on (every lane takes part).
+        let up = shfl_down(got, per * m);
+        let col = j0 + lane / m;
+        if lane < per * m && col < inter {
+            out[(lane % m) * inter + col] = T::from_f32(got / (1.0f32 + exp(-got)) * up);
         }
-        j += grid_dim_x() * 2u32;
+        g += warps;
     }
 }
 
@@ -598,12 +594,6 @@ pub fn gemm_xwt<T: Scalar>(x: &[T], w: &[T], y: &mut [T], m: u32, n: u32, k: u32
         y[i] = T::from_f32(acc);
         i += grid_dim_x() * block_dim_x();
     }
-}
-
-/// [`gemv_xwt`]'s and [`gemv_swiglu`]'s grid for `outputs` outputs a row
-/// of x (`per` a block at a time: 4 and 2): 8 warps a block.
-pub fn gemv_grid(outputs: usize, per: usize) -> symm::LaunchConfig {
-    symm::LaunchConfig::linear((outputs.div_ceil(per) as u32).clamp(1, 8192), 256)
 }
 
 /// A grid-stride launch over `n` elements.

@@ -11,10 +11,11 @@
 //! row-parallel down projection, **all-reduce**, residual add. Weights,
 //! cache and input are random bf16 (a hash of each element's place in the
 //! full matrix, so every rank's slice and a world-1 model's whole agree).
-//! The projections run through symm's GEMV kernels (a batch of 1 to 8 rows;
-//! SwiGLU fused into the gate/up projection), or through cuBLAS with
-//! `--cublas`; the residual add and the norm after it are one kernel, and
-//! every kernel of the step starts by programmatic dependent launch.
+//! The projections run through symm's GEMV kernels (a warp per two weight
+//! rows, a batch of 1 to 8 rows; SwiGLU fused into the gate/up
+//! projection), or through cuBLAS with `--cublas`; the residual add and
+//! the norm after it are one kernel, and every kernel of the step is
+//! launched with programmatic dependent launch where each rank has a GPU.
 //!
 //! Every variant's step is checked against a world-1 reference that holds
 //! the full weights, and every rank's final hidden state must equal rank
@@ -23,11 +24,13 @@
 //! communication (against the control), and the speedup over NCCL.
 //! `--shard N` instead times what one rank of TP N computes (rank 0's
 //! slices, alone on one GPU) per layer against the floor of its weights and
-//! cache at the HBM's bandwidth.
+//! cache at the HBM's bandwidth; with `--profile`, also what each kernel
+//! costs in the step and each projection's GEMV in every form.
 //!
 //! ```text
 //! cargo run --release --example tp_decode -- --shape 8b --layers 4 --worlds 1,2
 //! cargo run --release --example tp_decode -- --shape 8b --shard 4   # one rank's compute
+//! cargo run --release --example tp_decode -- --shape 8b --shard 4 --profile
 //! cargo run --example tp_decode -- --emulator --worlds 2,4     # toy sizes
 //! ```
 
@@ -112,13 +115,64 @@ pub struct Args {
     /// NOTES v46, for comparison. GPU only.
     #[arg(long)]
     pub cublas: bool,
+    /// With `--shard`: where the layer's time goes. The step again with
+    /// each of its kernels left out (what each costs in the step), then
+    /// each projection's GEMV alone in every form (graphs of back-to-back
+    /// calls over the layers' weights: µs a call and the HBM bandwidth it
+    /// reaches). GPU only.
+    #[arg(long)]
+    pub profile: bool,
 }
 
-/// How a run builds its model: `--shard` and `--cublas`.
+/// How a run builds its model: `--shard`, `--cublas`, and the kernel
+/// `--profile` leaves out.
 #[derive(Clone, Copy, Default)]
 struct Build {
     shard: Option<usize>,
     cublas: bool,
+    leave_out: Option<Kernel>,
+}
+
+/// The kernels of a layer's step, as `--profile` leaves them out one at a
+/// time (the residual adds and norms as one: both leave).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    Qkv,
+    KvWrite,
+    AttentionSplit,
+    AttentionCombine,
+    Output,
+    AddNorm,
+    GateUp,
+    Down,
+}
+
+impl Kernel {
+    /// The layer's kernels in the step's order.
+    const ALL: [Kernel; 8] = [
+        Kernel::Qkv,
+        Kernel::KvWrite,
+        Kernel::AttentionSplit,
+        Kernel::AttentionCombine,
+        Kernel::Output,
+        Kernel::AddNorm,
+        Kernel::GateUp,
+        Kernel::Down,
+    ];
+
+    /// The kernel as `--profile`'s table names it.
+    fn name(self) -> &'static str {
+        match self {
+            Kernel::Qkv => "QKV GEMV",
+            Kernel::KvWrite => "KV-cache append",
+            Kernel::AttentionSplit => "attention, splits",
+            Kernel::AttentionCombine => "attention, merge",
+            Kernel::Output => "output GEMV",
+            Kernel::AddNorm => "residual add + RMSNorm (both)",
+            Kernel::GateUp => "gate/up GEMV + SwiGLU",
+            Kernel::Down => "down GEMV",
+        }
+    }
 }
 
 /// How a step does its all-reduces.
@@ -151,23 +205,153 @@ type T = bf16;
 /// Elements of `T` in a 16-byte vector.
 const V: usize = 16 / std::mem::size_of::<T>();
 
-/// Launches the GEMV kernel `$k` (`gemv_xwt` or `gemv_swiglu`, whose
-/// batch is their constant `M`, so that their accumulators stay in
-/// registers) for a batch of `$m` (1 to 8).
+/// A GEMV's form: `r` weight rows a warp and `u` 16-byte vectors of each
+/// row a lane in flight (`gemv_xwt`'s and `gemv_swiglu`'s `R` and `U`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Form {
+    r: usize,
+    u: usize,
+}
+
+impl Form {
+    /// Every form the host launches; `--gemv-table` times them all.
+    const ALL: [Form; 8] = [
+        Form { r: 1, u: 2 },
+        Form { r: 1, u: 4 },
+        Form { r: 1, u: 8 },
+        Form { r: 1, u: 16 },
+        Form { r: 2, u: 2 },
+        Form { r: 2, u: 4 },
+        Form { r: 2, u: 8 },
+        Form { r: 2, u: 16 },
+    ];
+
+    /// `gemv_xwt`'s form for `n` rows of `k` at a batch of `m`, from
+    /// `--profile` on an H200 (NOTES v47): two rows a warp, and a step of
+    /// up to a row, 16 vectors a lane where there are few rows (fewer
+    /// warps than 8 a multiprocessor), else 8.
+    fn xwt(m: usize, n: usize, k: usize) -> Form {
+        Form::stepped(m, n, k)
+    }
+
+    /// `gemv_swiglu`'s form for `inter` outputs of rows of `k` at a batch
+    /// of `m`: a gate and its up row a warp, stepped as `xwt`'s.
+    fn swiglu(m: usize, inter: usize, k: usize) -> Form {
+        Form::stepped(m, 2 * inter, k)
+    }
+
+    /// Two rows a warp, and the largest power of two `u` (2 to 16, at most
+    /// 8 for 2048 rows or more) with a step of at most the row (`32 × u`
+    /// vectors) and the batch's vectors of x in registers (`m × u × V` at
+    /// most 256).
+    fn stepped(m: usize, rows: usize, k: usize) -> Form {
+        let mut u = if rows < 2048 { 16 } else { 8 };
+        while u > 2 && (32 * u > k / V || m * u * V > 256) {
+            u /= 2;
+        }
+        Form { r: 2, u }
+    }
+
+    /// Whether the kernels take this form at a batch of `m` (and, for
+    /// `gemv_swiglu`, whether `r` is even).
+    fn fits(self, m: usize, swiglu: bool) -> bool {
+        (1..=8).contains(&m)
+            && self.r * m <= 32
+            && self.r * self.u * V <= 256
+            && m * self.u * V <= 256
+            && (!swiglu || self.r.is_multiple_of(2))
+    }
+}
+
+/// Launches `gemv_xwt` or `gemv_swiglu` (`$k`) at batch `$m` (1 to 8) with
+/// `R` and `U` the literals `$r` and `$u`: the batch, rows and vectors are
+/// constants, so that the accumulators and loads stay in registers.
 macro_rules! by_batch {
-    ($c:expr, $m:expr, $k:ident, $($arg:expr),+ $(,)?) => {
+    ($c:expr, $m:expr, $k:ident, $r:literal, $u:literal, $($arg:expr),+) => {
         match $m {
-            1 => $k::launch::<T, V, 1>($c, $($arg),+),
-            2 => $k::launch::<T, V, 2>($c, $($arg),+),
-            3 => $k::launch::<T, V, 3>($c, $($arg),+),
-            4 => $k::launch::<T, V, 4>($c, $($arg),+),
-            5 => $k::launch::<T, V, 5>($c, $($arg),+),
-            6 => $k::launch::<T, V, 6>($c, $($arg),+),
-            7 => $k::launch::<T, V, 7>($c, $($arg),+),
-            8 => $k::launch::<T, V, 8>($c, $($arg),+),
-            m => Err(other($c, format!("{}: a batch of 1 to 8, not {m}", stringify!($k)))),
+            1 => $k::launch::<T, V, 1, $r, $u>($c, $($arg),+),
+            2 => $k::launch::<T, V, 2, $r, $u>($c, $($arg),+),
+            3 => $k::launch::<T, V, 3, $r, $u>($c, $($arg),+),
+            4 => $k::launch::<T, V, 4, $r, $u>($c, $($arg),+),
+            5 => $k::launch::<T, V, 5, $r, $u>($c, $($arg),+),
+            6 => $k::launch::<T, V, 6, $r, $u>($c, $($arg),+),
+            7 => $k::launch::<T, V, 7, $r, $u>($c, $($arg),+),
+            _ => $k::launch::<T, V, 8, $r, $u>($c, $($arg),+),
         }
     };
+}
+
+/// Launches `$k` in form `$f` (one of `Form::ALL`, which fits batch `$m`:
+/// checked by the caller).
+macro_rules! by_form {
+    ($c:expr, $m:expr, $f:expr, $k:ident, $($arg:expr),+ $(,)?) => {
+        match ($f.r, $f.u) {
+            (1, 2) => by_batch!($c, $m, $k, 1, 2, $($arg),+),
+            (1, 4) => by_batch!($c, $m, $k, 1, 4, $($arg),+),
+            (1, 8) => by_batch!($c, $m, $k, 1, 8, $($arg),+),
+            (1, 16) => by_batch!($c, $m, $k, 1, 16, $($arg),+),
+            (2, 2) => by_batch!($c, $m, $k, 2, 2, $($arg),+),
+            (2, 4) => by_batch!($c, $m, $k, 2, 4, $($arg),+),
+            (2, 8) => by_batch!($c, $m, $k, 2, 8, $($arg),+),
+            _ => by_batch!($c, $m, $k, 2, 16, $($arg),+),
+        }
+    };
+}
+
+/// The GEMVs' grid for `groups` groups of rows: a warp each, four warps a
+/// block.
+fn warp_grid(groups: usize) -> LaunchConfig {
+    LaunchConfig::linear(groups.div_ceil(4).clamp(1, 1 << 20) as u32, 128)
+}
+
+/// `y[m × n] = x[m × k] · w[n × k]ᵀ` through `gemv_xwt` in form `f`.
+fn gemv(
+    c: &Comm,
+    f: Form,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    w: &DeviceBuffer<T>,
+    y: &mut (impl DeviceSlice<T> + ?Sized),
+    (m, n, k): (usize, usize, usize),
+) -> Result<()> {
+    if !Form::ALL.contains(&f) || !f.fits(m, false) {
+        return Err(other(
+            c,
+            format!("gemv_xwt: no form {f:?} at a batch of {m}"),
+        ));
+    }
+    let grid = pdl(c, warp_grid(n.div_ceil(f.r)));
+    by_form!(c, m, f, gemv_xwt, grid, x, w, y, n as u32, k as u32)
+}
+
+/// `out[m × inter] = silu(x · gateᵀ) · (x · upᵀ)` (`w`: the gate rows, then
+/// the up rows) through `gemv_swiglu` in form `f`.
+fn gemv_glu(
+    c: &Comm,
+    f: Form,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    w: &DeviceBuffer<T>,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    (m, inter, k): (usize, usize, usize),
+) -> Result<()> {
+    if !Form::ALL.contains(&f) || !f.fits(m, true) {
+        return Err(other(
+            c,
+            format!("gemv_swiglu: no form {f:?} at a batch of {m}"),
+        ));
+    }
+    let grid = pdl(c, warp_grid(inter.div_ceil(f.r / 2)));
+    by_form!(
+        c,
+        m,
+        f,
+        gemv_swiglu,
+        grid,
+        x,
+        w,
+        out,
+        inter as u32,
+        k as u32
+    )
 }
 
 /// One layer's weights and KV cache on one rank (its slices).
@@ -210,6 +394,9 @@ struct Model {
     /// multiprocessor.
     splits: (usize, usize),
     gemm: Gemm,
+    /// A kernel left out of every layer (`--profile`; the step's result
+    /// is then not checked).
+    leave_out: Option<Kernel>,
     _pool: symm::SymmPool,
 }
 
@@ -376,6 +563,7 @@ impl Model {
             part: c.device_buffer(b * nh * splits * (d + 2))?,
             splits: (splits, chunk),
             gemm,
+            leave_out: build.leave_out,
             _pool: pool,
         })
     }
@@ -397,17 +585,7 @@ fn gemm(
     (m, n, k): (usize, usize, usize),
 ) -> Result<()> {
     match g {
-        Gemm::Dsl => by_batch!(
-            c,
-            m,
-            gemv_xwt,
-            pdl(c, gemv_grid(n, 4)),
-            x,
-            w,
-            y,
-            n as u32,
-            k as u32
-        ),
+        Gemm::Dsl => gemv(c, Form::xwt(m, n, k), x, w, y, (m, n, k)),
         Gemm::Cublas(blas) => {
             let (bx, bw, by) = (c.bind("x", x)?, c.bind("w", w)?, c.bind_mut("y", y)?);
             if bx.len() < m * k || bw.len() < n * k || by.len() < m * n {
@@ -460,108 +638,126 @@ impl Model {
             h as u32,
             eps,
         )?;
+        // (`--profile` leaves one kernel of every layer out.)
+        let out = self.leave_out;
+        let run = |k: Kernel| out != Some(k);
         for l in 0..s.layers {
             let lay = &mut self.layers[l];
-            gemm(
-                &self.gemm,
-                c,
-                &self.a,
-                &lay.wqkv,
-                &mut self.qkv,
-                (b, stride, h),
-            )?;
-            kv_write::launch::<T>(
-                c,
-                pdl(c, lin(b * nkv * d)),
-                &self.qkv,
-                &mut lay.kc,
-                &mut lay.vc,
-                b as u32,
-                stride as u32,
-                (nh * d) as u32,
-                (nkv * d) as u32,
-                s.ctx as u32,
-                (s.ctx - 1) as u32,
-            )?;
-            let (splits, chunk) = self.splits;
-            attention_split::launch::<T, V>(
-                c,
-                pdl(c, LaunchConfig::linear((b * nh * splits) as u32, 128)),
-                &self.qkv,
-                &lay.kc,
-                &lay.vc,
-                &mut self.part,
-                stride as u32,
-                nh as u32,
-                nkv as u32,
-                d as u32,
-                s.ctx as u32,
-                chunk as u32,
-                1.0 / (d as f32).sqrt(),
-            )?;
-            attention_combine::launch::<T>(
-                c,
-                pdl(
+            if run(Kernel::Qkv) {
+                gemm(
+                    &self.gemm,
                     c,
-                    LaunchConfig::linear((b * nh) as u32, combine_threads(d, splits)),
-                ),
-                &self.part,
-                &mut self.att,
-                d as u32,
-                splits as u32,
-            )?;
-            gemm(
-                &self.gemm,
-                c,
-                &self.att,
-                &lay.wo,
-                &mut self.p,
-                (b, h, nh * d),
-            )?;
-            // First all-reduce, residual add, the FFN's norm.
-            self.reduce_add_norm(c, v, coll, Norm::Ffn(l))?;
-            match &self.gemm {
-                Gemm::Dsl => by_batch!(
-                    c,
-                    b,
-                    gemv_swiglu,
-                    pdl(c, gemv_grid(il, 2)),
                     &self.a,
-                    &self.layers[l].wgu,
-                    &mut self.act,
-                    il as u32,
-                    h as u32,
-                )?,
-                Gemm::Cublas(_) => {
-                    gemm(
-                        &self.gemm,
+                    &lay.wqkv,
+                    &mut self.qkv,
+                    (b, stride, h),
+                )?;
+            }
+            if run(Kernel::KvWrite) {
+                kv_write::launch::<T>(
+                    c,
+                    pdl(c, lin(b * nkv * d)),
+                    &self.qkv,
+                    &mut lay.kc,
+                    &mut lay.vc,
+                    b as u32,
+                    stride as u32,
+                    (nh * d) as u32,
+                    (nkv * d) as u32,
+                    s.ctx as u32,
+                    (s.ctx - 1) as u32,
+                )?;
+            }
+            let (splits, chunk) = self.splits;
+            if run(Kernel::AttentionSplit) {
+                attention_split::launch::<T, V>(
+                    c,
+                    pdl(c, LaunchConfig::linear((b * nh * splits) as u32, 128)),
+                    &self.qkv,
+                    &lay.kc,
+                    &lay.vc,
+                    &mut self.part,
+                    stride as u32,
+                    nh as u32,
+                    nkv as u32,
+                    d as u32,
+                    s.ctx as u32,
+                    chunk as u32,
+                    1.0 / (d as f32).sqrt(),
+                )?;
+            }
+            if run(Kernel::AttentionCombine) {
+                attention_combine::launch::<T>(
+                    c,
+                    pdl(
                         c,
+                        LaunchConfig::linear((b * nh) as u32, combine_threads(d, splits)),
+                    ),
+                    &self.part,
+                    &mut self.att,
+                    d as u32,
+                    splits as u32,
+                )?;
+            }
+            if run(Kernel::Output) {
+                gemm(
+                    &self.gemm,
+                    c,
+                    &self.att,
+                    &lay.wo,
+                    &mut self.p,
+                    (b, h, nh * d),
+                )?;
+            }
+            // First all-reduce, residual add, the FFN's norm.
+            if run(Kernel::AddNorm) {
+                self.reduce_add_norm(c, v, coll, Norm::Ffn(l))?;
+            }
+            if run(Kernel::GateUp) {
+                match &self.gemm {
+                    Gemm::Dsl => gemv_glu(
+                        c,
+                        Form::swiglu(b, il, h),
                         &self.a,
                         &self.layers[l].wgu,
-                        &mut self.gu,
-                        (b, 2 * il, h),
-                    )?;
-                    swiglu::launch::<T>(
-                        c,
-                        pdl(c, lin(b * il)),
-                        &self.gu,
                         &mut self.act,
-                        b as u32,
-                        il as u32,
-                    )?;
+                        (b, il, h),
+                    )?,
+                    Gemm::Cublas(_) => {
+                        gemm(
+                            &self.gemm,
+                            c,
+                            &self.a,
+                            &self.layers[l].wgu,
+                            &mut self.gu,
+                            (b, 2 * il, h),
+                        )?;
+                        swiglu::launch::<T>(
+                            c,
+                            pdl(c, lin(b * il)),
+                            &self.gu,
+                            &mut self.act,
+                            b as u32,
+                            il as u32,
+                        )?;
+                    }
                 }
             }
-            gemm(
-                &self.gemm,
-                c,
-                &self.act,
-                &self.layers[l].wdown,
-                &mut self.p,
-                (b, h, il),
-            )?;
+            if run(Kernel::Down) {
+                gemm(
+                    &self.gemm,
+                    c,
+                    &self.act,
+                    &self.layers[l].wdown,
+                    &mut self.p,
+                    (b, h, il),
+                )?;
+            }
             // Second all-reduce and residual add, then the next layer's
             // attention norm (or the final norm).
-            self.reduce_add_norm(c, v, coll, Norm::Next(l))?;
+            if run(Kernel::AddNorm) {
+                self.reduce_add_norm(c, v, coll, Norm::Next(l))?;
+            }
         }
         Ok(())
     }
@@ -839,9 +1035,13 @@ pub fn run_main(args: Args) -> i32 {
     let build = Build {
         shard: None,
         cublas: args.cublas && on_gpu,
+        leave_out: None,
     };
     if args.cublas && !on_gpu {
         eprintln!("--cublas: no GPU, so no cuBLAS: the projections run symm's GEMV kernels");
+    }
+    if args.profile && args.shard.is_none() {
+        eprintln!("--profile: only with --shard; not used");
     }
     if let Some(n) = args.shard {
         if args.worlds != [1] {
@@ -851,7 +1051,15 @@ pub fn run_main(args: Args) -> i32 {
             shard: Some(n),
             ..build
         };
-        return shard_table(s, n, args.replays, place(1).expect("one rank"), build);
+        let status = shard_table(s, n, args.replays, place(1).expect("one rank"), build);
+        if status != 0 || !args.profile {
+            return status;
+        }
+        if !on_gpu {
+            println!("\n--profile: no GPU here, nothing timed");
+            return 0;
+        }
+        return profile(s, n, args.replays, build);
     }
     let reference = match run_variants(
         place(1).expect("one rank"),
@@ -1007,6 +1215,118 @@ fn shard_table(s: Shape, n: usize, replays: usize, one: Ranks, build: Build) -> 
             0
         }
     }
+}
+
+/// `--profile` (after `shard_table`'s row): the layer's time with each
+/// kernel left out, then `gemv_table`; the exit status.
+fn profile(s: Shape, n: usize, replays: usize, build: Build) -> i32 {
+    let per_layer = |leave_out: Option<Kernel>| -> Option<f64> {
+        let build = Build { leave_out, ..build };
+        let one = Ranks::gpus(1)?;
+        let got = run_variants(one, s, &[Variant::Control], replays.max(1), build).ok()?;
+        Some(got[0][0].as_ref()?.1? / s.layers as f64)
+    };
+    let Some(whole) = per_layer(None) else {
+        eprintln!("--profile: the whole step could not be timed");
+        return 1;
+    };
+    println!("\n## where one layer's {whole:.1} µs go: the step with one kernel of every layer left out\n");
+    println!("| left out | µs per layer | the kernel's cost in the step, µs |");
+    println!("|---|---|---|");
+    for k in Kernel::ALL {
+        match per_layer(Some(k)) {
+            Some(t) => println!("| {} | {t:.1} | {:.1} |", k.name(), whole - t),
+            None => println!("| {} | failed | |", k.name()),
+        }
+    }
+    println!(
+        "\n(A kernel's cost is the step's time less the step's time without it: \
+         what leaving it out saves, overlap with its neighbours included.)"
+    );
+    gemv_table(s, n, build)
+}
+
+/// Each projection of rank 0's TP-`n` slices timed alone in every GEMV
+/// form that takes the batch (a graph of back-to-back calls, each on the
+/// next layer's weights, so that they come from HBM unless the layers'
+/// weights fit in L2), against the HBM's bandwidth; the exit status.
+fn gemv_table(s: Shape, n: usize, build: Build) -> i32 {
+    let Some(one) = Ranks::gpus(1) else {
+        return 1;
+    };
+    let got = run(one, CommOptions::default(), move |c| {
+        let mut m = Model::new(c, s, build)?;
+        let bar = bench::Barrier::new(c)?;
+        let (b, h, d) = (s.batch, s.hidden, s.dim());
+        let (nh, nkv, il) = (s.heads / n, s.kv_heads / n, s.inter / n);
+        let stride = (nh + 2 * nkv) * d;
+        let mut rows = Vec::new();
+        for proj in 0..4 {
+            // (name, weight rows, k, the form the step takes)
+            let (name, rn, k, chosen) = match proj {
+                0 => ("QKV", stride, h, Form::xwt(b, stride, h)),
+                1 => ("output", h, nh * d, Form::xwt(b, h, nh * d)),
+                2 => ("gate/up + SwiGLU", 2 * il, h, Form::swiglu(b, il, h)),
+                _ => ("down", h, il, Form::xwt(b, h, il)),
+            };
+            for f in Form::ALL {
+                if !f.fits(b, proj == 2) {
+                    continue;
+                }
+                let Model {
+                    layers,
+                    a,
+                    qkv,
+                    att,
+                    act,
+                    p,
+                    ..
+                } = &mut m;
+                let mut l = 0;
+                let t = bench::time_graph(c, &bar, &mut || {
+                    let lay = &layers[l % layers.len()];
+                    l += 1;
+                    match proj {
+                        0 => gemv(c, f, &*a, &lay.wqkv, &mut *qkv, (b, stride, h)),
+                        1 => gemv(c, f, &*att, &lay.wo, &mut *p, (b, h, nh * d)),
+                        2 => gemv_glu(c, f, &*a, &lay.wgu, &mut *act, (b, il, h)),
+                        _ => gemv(c, f, &*act, &lay.wdown, &mut *p, (b, h, il)),
+                    }
+                })?;
+                rows.push((name, rn, k, f, f == chosen, t));
+            }
+        }
+        Ok(rows)
+    });
+    let rows = match got {
+        Ok(mut r) => r.remove(0),
+        Err(e) => {
+            eprintln!("--profile: {e}");
+            return 1;
+        }
+    };
+    println!(
+        "\n## rank 0's GEMVs of TP {n}, batch {}, each alone (graphs of back-to-back calls over {} layers' weights)\n",
+        s.batch, s.layers
+    );
+    println!(
+        "| projection | rows × k | MB | rows a warp × vectors in flight a lane | µs a call | TB/s | floor µs at {:.1} TB/s |",
+        HBM_BYTES_PER_S / 1e12
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (name, rn, k, f, chosen, t) in rows {
+        let bytes = (rn * k * std::mem::size_of::<T>()) as f64;
+        println!(
+            "| {name} | {rn} × {k} | {:.1} | {} × {}{} | {t:.2} | {:.2} | {:.2} |",
+            bytes / 1e6,
+            f.r,
+            f.u,
+            if chosen { " (the step's)" } else { "" },
+            bytes / t / 1e6,
+            bytes / HBM_BYTES_PER_S * 1e6
+        );
+    }
+    0
 }
 
 /// The HBM bandwidth the floors assume: an H200's 4.8 TB/s.
