@@ -147,9 +147,12 @@ symm::check_kernels!(
     tp_decode::kernels::attention_combine::<symm::bf16>,
     tp_decode::kernels::swiglu::<symm::bf16>,
     tp_decode::kernels::gemm_xwt::<symm::bf16>,
-    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 1, 1, 16>,
+    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 1, 2, 16>,
+    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 1, 2, 8>,
+    tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 2, 2, 8>,
     tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 8, 2, 4>,
     tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 1, 2, 8>,
+    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 1, 2, 4>,
     tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 8, 2, 4>,
     ping_pong::ping_pong,
     bench_moe::copy_rows,
@@ -166,7 +169,7 @@ symm::check_kernels!(
 /// two outputs a warp (`R` 4): 1 to 8 rows of x; rows of 1 to 513 vectors
 /// (fewer than a warp, a step and a rest, several steps); weight rows and
 /// SwiGLU outputs that do not fill the last group; more groups than
-/// warps, so warps loop. Outputs are poisoned before each form; each
+/// warps, so warps loop, and fewer, so some have none. Outputs are poisoned before each form; each
 /// element must be within its bf16 rounding plus the f32 sum's error. On
 /// the emulator, or on a GPU where `SYMM_KERNEL_TESTS_ON=gpu`.
 #[test]
@@ -179,13 +182,16 @@ fn tp_decode_gemv_matches_a_host_reference() {
     }
     let seed: u64 = rand::random();
     // (Vectors a row: 1; 40, fewer than a step of 64; 70, a step of 64
-    // and a rest; 100 and 137, several steps of 32; 257 and 513, a step
-    // of 256 or 512 and one vector more.)
+    // and a rest; 100, 129 and 137, several steps; 257 and 513, a step of
+    // 256 or 512 and one vector more. 3 SwiGLU outputs: fewer groups of
+    // rows than warps.)
     for (m, n, k, threads) in [
         (1usize, 40usize, 8usize, 64u32),
+        (1, 3, 320, 128),
         (3, 19, 320, 64),
         (8, 70, 560, 64),
         (2, 33, 800, 64),
+        (5, 37, 1032, 64),
         (8, 70, 1096, 64),
         (1, 70, 2056, 128),
         (2, 33, 4104, 128),
@@ -231,25 +237,33 @@ fn tp_decode_gemv_matches_a_host_reference() {
                     ));
                 }};
             }
+            // (Every form the example's rule picks, `Form::stepped`: 2
+            // rows a warp with 16, 8 or 4 vectors at batch 1, 8 or 4 at
+            // batches 2 to 4, 4 at 5 to 8; and others the kernels take.)
             match m {
                 1 => {
-                    form!(1, 1, 16, 2, 16);
-                    form!(1, 1, 8, 2, 8);
+                    form!(1, 2, 16, 2, 16);
+                    form!(1, 2, 8, 2, 8);
                     form!(1, 2, 4, 4, 2);
-                    form!(1, 1, 2, 2, 4);
-                    form!(1, 2, 16, 2, 2);
+                    form!(1, 1, 16, 2, 4);
+                    form!(1, 1, 2, 2, 2);
                 }
                 2 => {
-                    form!(2, 1, 16, 2, 8);
-                    form!(2, 2, 8, 4, 4);
-                    form!(2, 2, 2, 2, 16);
+                    form!(2, 2, 8, 2, 8);
+                    form!(2, 2, 16, 4, 4);
+                    form!(2, 1, 16, 2, 16);
+                    form!(2, 2, 4, 2, 4);
                 }
                 3 => {
-                    form!(3, 1, 8, 2, 8);
-                    form!(3, 2, 4, 4, 4);
+                    form!(3, 2, 8, 2, 8);
+                    form!(3, 1, 8, 4, 4);
+                    form!(3, 2, 4, 2, 4);
+                }
+                5 => {
+                    form!(5, 2, 4, 2, 4);
                 }
                 _ => {
-                    form!(8, 1, 4, 2, 4);
+                    form!(8, 2, 4, 2, 4);
                     form!(8, 2, 2, 4, 2);
                 }
             }

@@ -443,12 +443,15 @@ pub fn warp_dots<T: Scalar, const V: usize, const M: usize, const R: usize, cons
     let v = V as u32;
     kernel_assert!(
         M as u32 >= 1u32
+            && R as u32 >= 1u32
+            && U as u32 >= 1u32
+            && block_dim_x() % 32u32 == 0u32
             && (M * R) as u32 <= 32u32
             && (R * U * V) as u32 <= 256u32
             && (M * U * V) as u32 <= 256u32
             && k % v == 0u32
             && k > 0u32,
-        "gemv: R × M at most 32, R × U × V and M × U × V at most 256, k a positive multiple of V"
+        "gemv: whole warps, R and U at least 1, R × M at most 32, R × U × V and M × U × V at most 256, k a positive multiple of V"
     );
     let vecs = k / v;
     let lane = lane_id();
@@ -555,7 +558,7 @@ pub fn gemv_swiglu<T: Scalar, const V: usize, const M: usize, const R: usize, co
 ) {
     launch_dependents();
     kernel_assert!(
-        R as u32 % 2u32 == 0u32,
+        R as u32 % 2u32 == 0u32 && R as u32 >= 2u32,
         "gemv_swiglu: R gate and up rows, an even number"
     );
     let m = M as u32;

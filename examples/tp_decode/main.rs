@@ -214,7 +214,7 @@ struct Form {
 }
 
 impl Form {
-    /// Every form the host launches; `--gemv-table` times them all.
+    /// Every form the host launches; `--profile` times them all.
     const ALL: [Form; 8] = [
         Form { r: 1, u: 2 },
         Form { r: 1, u: 4 },
@@ -228,8 +228,9 @@ impl Form {
 
     /// `gemv_xwt`'s form for `n` rows of `k` at a batch of `m`, from
     /// `--profile` on an H200 (NOTES v47): two rows a warp, and a step of
-    /// up to a row, 16 vectors a lane where there are few rows (fewer
-    /// warps than 8 a multiprocessor), else 8.
+    /// up to a row, with fewer vectors in flight a lane the more warps
+    /// there are (16 below 2048 rows, 8 below 6144, else 4: registers
+    /// spent on loads in flight are warps that cannot be resident).
     fn xwt(m: usize, n: usize, k: usize) -> Form {
         Form::stepped(m, n, k)
     }
@@ -241,15 +242,21 @@ impl Form {
     }
 
     /// Two rows a warp, and the largest power of two `u` (2 to 16, at most
-    /// 8 for 2048 rows or more) with a step of at most the row (`32 × u`
-    /// vectors) and the batch's vectors of x in registers (`m × u × V` at
-    /// most 256).
+    /// 8 from 2048 rows and 4 from 6144) with a step of at most the row
+    /// (`32 × u` vectors) and the step's vectors of w and x in registers
+    /// without spilling (`(r + m) × u × V` at most 384: at batch 2, 2 × 16
+    /// took 255 registers and spilled).
     fn stepped(m: usize, rows: usize, k: usize) -> Form {
-        let mut u = if rows < 2048 { 16 } else { 8 };
-        while u > 2 && (32 * u > k / V || m * u * V > 256) {
+        let r = 2;
+        let mut u = match rows {
+            0..2048 => 16,
+            2048..6144 => 8,
+            _ => 4,
+        };
+        while u > 2 && (32 * u > k / V || (r + m) * u * V > 384) {
             u /= 2;
         }
-        Form { r: 2, u }
+        Form { r, u }
     }
 
     /// Whether the kernels take this form at a batch of `m` (and, for
@@ -276,13 +283,13 @@ macro_rules! by_batch {
             5 => $k::launch::<T, V, 5, $r, $u>($c, $($arg),+),
             6 => $k::launch::<T, V, 6, $r, $u>($c, $($arg),+),
             7 => $k::launch::<T, V, 7, $r, $u>($c, $($arg),+),
-            _ => $k::launch::<T, V, 8, $r, $u>($c, $($arg),+),
+            8 => $k::launch::<T, V, 8, $r, $u>($c, $($arg),+),
+            m => Err(other($c, format!("{}: a batch of 1 to 8, not {m}", stringify!($k)))),
         }
     };
 }
 
-/// Launches `$k` in form `$f` (one of `Form::ALL`, which fits batch `$m`:
-/// checked by the caller).
+/// Launches `$k` in form `$f` (one of `Form::ALL`) at batch `$m`.
 macro_rules! by_form {
     ($c:expr, $m:expr, $f:expr, $k:ident, $($arg:expr),+ $(,)?) => {
         match ($f.r, $f.u) {
@@ -293,7 +300,8 @@ macro_rules! by_form {
             (2, 2) => by_batch!($c, $m, $k, 2, 2, $($arg),+),
             (2, 4) => by_batch!($c, $m, $k, 2, 4, $($arg),+),
             (2, 8) => by_batch!($c, $m, $k, 2, 8, $($arg),+),
-            _ => by_batch!($c, $m, $k, 2, 16, $($arg),+),
+            (2, 16) => by_batch!($c, $m, $k, 2, 16, $($arg),+),
+            (r, u) => Err(other($c, format!("{}: no form of {r} rows × {u} vectors", stringify!($k)))),
         }
     };
 }
@@ -313,7 +321,7 @@ fn gemv(
     y: &mut (impl DeviceSlice<T> + ?Sized),
     (m, n, k): (usize, usize, usize),
 ) -> Result<()> {
-    if !Form::ALL.contains(&f) || !f.fits(m, false) {
+    if !f.fits(m, false) {
         return Err(other(
             c,
             format!("gemv_xwt: no form {f:?} at a batch of {m}"),
@@ -333,7 +341,7 @@ fn gemv_glu(
     out: &mut (impl DeviceSlice<T> + ?Sized),
     (m, inter, k): (usize, usize, usize),
 ) -> Result<()> {
-    if !Form::ALL.contains(&f) || !f.fits(m, true) {
+    if !f.fits(m, true) {
         return Err(other(
             c,
             format!("gemv_swiglu: no form {f:?} at a batch of {m}"),
@@ -1220,11 +1228,20 @@ fn shard_table(s: Shape, n: usize, replays: usize, one: Ranks, build: Build) -> 
 /// `--profile` (after `shard_table`'s row): the layer's time with each
 /// kernel left out, then `gemv_table`; the exit status.
 fn profile(s: Shape, n: usize, replays: usize, build: Build) -> i32 {
+    if replays == 0 {
+        println!("\n--profile: --replays 0, nothing timed");
+        return 0;
+    }
     let per_layer = |leave_out: Option<Kernel>| -> Option<f64> {
         let build = Build { leave_out, ..build };
         let one = Ranks::gpus(1)?;
-        let got = run_variants(one, s, &[Variant::Control], replays.max(1), build).ok()?;
-        Some(got[0][0].as_ref()?.1? / s.layers as f64)
+        match run_variants(one, s, &[Variant::Control], replays, build) {
+            Ok(got) => Some(got[0][0].as_ref()?.1? / s.layers as f64),
+            Err(e) => {
+                eprintln!("--profile: {e}");
+                None
+            }
+        }
     };
     let Some(whole) = per_layer(None) else {
         eprintln!("--profile: the whole step could not be timed");
