@@ -78,6 +78,22 @@ mod oob {
 }
 use oob::{count_past_end, off_by_one, rank_past_world};
 
+mod pdl {
+    use symm::dsl::*;
+    use symm::symm_kernel;
+
+    /// Waits for the kernel before (programmatic dependent launch), then
+    /// marks its block.
+    #[symm_kernel]
+    pub fn mark_after(marks: &mut [u32]) {
+        grid_dependency_wait();
+        if thread_idx_x() == 0 {
+            marks[block_idx_x()] = 1u32;
+        }
+    }
+}
+use pdl::mark_after;
+
 /// The line of this file that `off_by_one` indexes on.
 fn oob_line() -> usize {
     marked_line("// OOB-SITE")
@@ -670,6 +686,79 @@ fn fp8_conversions() -> Outcome {
     ))
 }
 
+/// A kernel that cannot wait on peers, launched with programmatic
+/// dependent launch right after symm's all-reduce (a barrier kernel, which
+/// lets its dependents start at once) with a grid of 4096 blocks of 1024
+/// threads, while the last rank starts its all-reduce 300 ms late. Where
+/// ranks share a GPU the runtime launches that kernel without PDL, so its
+/// blocks never fill the GPU while they wait; with PDL they took the room
+/// the late rank's all-reduce needed, and both ranks waited until the
+/// kernel timeout (3 s here; bench/NOTES.md v46). The sums and every
+/// block's mark are checked.
+fn pdl_after_a_barrier_kernel(world: usize) -> Outcome {
+    const BLOCKS: usize = 4096;
+    let opts = CommOptions::default()
+        .with_timeout(T)
+        .with_kernel_timeout(Duration::from_secs(3));
+    let n = 2048usize;
+    let res = gpus_with(world, opts, |c| {
+        let buf = c.alloc::<f32>(n)?;
+        let s = buf.rendezvous()?;
+        let mut out = c.device_buffer::<f32>(n)?;
+        let mut marks = c.device_buffer::<u32>(BLOCKS)?;
+        let host = Channel::request(c)?;
+        let cfg = LaunchConfig::linear(BLOCKS as u32, 1024).with_pdl();
+        // Once to compile and load both, so that the late rank is late by
+        // its sleep alone.
+        symm::kernels::all_reduce::all_reduce(c, &s, &mut out, n)?;
+        mark_after::launch(c, cfg, &mut marks)?;
+        c.synchronize()?;
+        buf.copy_from_host(&vec![(c.rank() + 1) as f32; n])?;
+        marks.write(0, &vec![0u32; BLOCKS])?;
+        s.barrier(&host, T)?;
+        if c.rank() + 1 == c.world_size() {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let t = Instant::now();
+        symm::kernels::all_reduce::all_reduce(c, &s, &mut out, n)?;
+        mark_after::launch(c, cfg, &mut marks)?;
+        c.synchronize()?;
+        let el = t.elapsed();
+        let want = (c.world_size() * (c.world_size() + 1) / 2) as f32;
+        let sums = out.to_host()?;
+        check(c, sums.iter().all(|&v| v == want), || {
+            format!("rank {}: a sum is not {want}", c.rank())
+        })?;
+        let got = marks.to_host()?;
+        check(c, got.iter().all(|&m| m == 1), || {
+            format!(
+                "rank {}: {} of {BLOCKS} blocks unmarked",
+                c.rank(),
+                got.iter().filter(|&&m| m != 1).count()
+            )
+        })?;
+        s.barrier(&host, T)?;
+        Ok(el)
+    })?;
+    let slowest = res.iter().max().copied().unwrap_or_default();
+    Ok(format!(
+        "{world} ranks sharing a GPU: all-reduce then {BLOCKS} blocks launched with PDL, the last rank 300 ms late: done in {:.0} ms at the most",
+        slowest.as_secs_f64() * 1e3
+    ))
+}
+
+/// [`pdl_after_a_barrier_kernel`] where the ranks of `world` share a GPU;
+/// skipped, loudly, where none do.
+fn pdl_where_shared(world: usize) -> Option<Outcome> {
+    if !placement(world)?.shares_a_gpu() {
+        harness::skip(&format!(
+            "world={world}: dsl_pdl_where_shared needs ranks that share a GPU, and none do (see SYMM_RANKS_PER_GPU)"
+        ));
+        return None;
+    }
+    Some(pdl_after_a_barrier_kernel(world))
+}
+
 /// [`co_residency`] where the ranks of `world` share a GPU; skipped,
 /// loudly, where none do.
 fn co_residency_where_shared(world: usize) -> Option<Outcome> {
@@ -694,4 +783,5 @@ gpu_per_world! {
     // Two ranks at least: one waits on a peer that never signals.
     dsl_kernel_timeout: kernel_timeout => [world_2, world_3, world_4, world_8];
     dsl_co_residency: co_residency_where_shared => [world_1, world_2, world_3, world_4, world_8];
+    dsl_pdl_where_shared: pdl_where_shared => [world_2, world_4];
 }

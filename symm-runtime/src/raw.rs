@@ -44,6 +44,10 @@ impl RawKernel {
     /// [`Comm::co_resident_blocks`].
     pub unsafe fn launch(&self, comm: &Comm, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
         let mut slots: Vec<[u8; 8]> = args.iter().map(|a| a.slot()).collect();
+        // (Whether it waits on peers is unknown: where ranks share a GPU it
+        // goes without programmatic dependent launch, see
+        // `LaunchConfig::pdl`.)
+        let cfg = cfg.pdl_where_safe(false, comm.max_ranks_on_device());
         // SAFETY: the caller vouches for `args` (this function's contract).
         unsafe { comm.backend.launch_raw(&self.f, &cfg, &mut slots) }
     }

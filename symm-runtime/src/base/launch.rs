@@ -16,6 +16,12 @@ pub struct LaunchConfig {
     /// kernels. The kernel must call
     /// [`grid_dependency_wait`](crate::dsl::grid_dependency_wait) before it
     /// touches memory the previous kernel may write or read.
+    ///
+    /// Where ranks share a GPU, a kernel that cannot wait on peers (no
+    /// `SymmBuf`), and every raw kernel, is launched without it: symm's
+    /// barrier kernels let their dependents start at once, so such a
+    /// kernel's waiting blocks could fill the GPU and leave no room for a
+    /// peer's barrier kernel, which the first one waits on.
     pub pdl: bool,
 }
 
@@ -34,6 +40,18 @@ impl LaunchConfig {
     /// [`LaunchConfig::pdl`]).
     pub fn with_pdl(self) -> LaunchConfig {
         LaunchConfig { pdl: true, ..self }
+    }
+
+    /// This launch as it may go where the busiest GPU holds `share` of the
+    /// group's ranks: without programmatic dependent launch where they
+    /// share it, unless the kernel waits on peers (`peers`), whose grids
+    /// are sized to fit beside the other ranks' with one early kernel each
+    /// (see [`LaunchConfig::pdl`]).
+    pub(crate) fn pdl_where_safe(self, peers: bool, share: usize) -> LaunchConfig {
+        LaunchConfig {
+            pdl: self.pdl && (peers || share <= 1),
+            ..self
+        }
     }
 }
 
@@ -67,5 +85,25 @@ impl KernelArg {
             KernelArg::F64(v) => s = v.to_le_bytes(),
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LaunchConfig;
+
+    /// Programmatic dependent launch stays where every rank has its own
+    /// GPU, and for kernels that wait on peers; it goes for the others
+    /// where ranks share one, and is never added.
+    #[test]
+    fn pdl_only_where_safe() {
+        let on = LaunchConfig::linear(4, 64).with_pdl();
+        assert!(on.pdl_where_safe(false, 1).pdl);
+        assert!(on.pdl_where_safe(true, 2).pdl);
+        assert!(!on.pdl_where_safe(false, 2).pdl);
+        assert!(!on.pdl_where_safe(false, 8).pdl);
+        let off = LaunchConfig::linear(4, 64);
+        assert!(!off.pdl_where_safe(true, 1).pdl);
+        assert_eq!(on.pdl_where_safe(false, 2).grid, on.grid);
     }
 }

@@ -631,8 +631,9 @@ impl Backend for CudaBackend {
             rank: self.rank as u32,
         };
         params[..symm_abi::KernelCtx::SLOTS].copy_from_slice(&hidden.slots());
+        let cfg = cfg.pdl_where_safe(kernel.peers, ctx.placement.share());
         self.dev
-            .launch(&f, &self.stream, cfg, params)
+            .launch(&f, &self.stream, &cfg, params)
             .map_err(|e| self.err(e))?;
         self.count_launch();
         Ok(())
