@@ -756,7 +756,26 @@ fn pdl_where_shared(world: usize) -> Option<Outcome> {
         ));
         return None;
     }
-    Some(pdl_after_a_barrier_kernel(world))
+    // (Before sm_90 there is no programmatic dependent launch, so the
+    // test would pass with or without the rule it checks.)
+    let major = gpus(1, |c| {
+        use symm::cudarc::driver::sys::CUdevice_attribute as A;
+        let stream = c.cuda_stream().expect("a GPU rank has a stream");
+        Ok(stream
+            .context()
+            .attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+            .unwrap_or(0))
+    });
+    match major.as_deref() {
+        Ok([m, ..]) if *m >= 9 => Some(pdl_after_a_barrier_kernel(world)),
+        Ok(_) => {
+            harness::skip(&format!(
+                "world={world}: dsl_pdl_where_shared needs sm_90 or later (programmatic dependent launch)"
+            ));
+            None
+        }
+        Err(e) => Some(Err(e.clone())),
+    }
 }
 
 /// [`co_residency`] where the ranks of `world` share a GPU; skipped,

@@ -789,14 +789,13 @@ fn norm_grid(b: usize, h: usize) -> LaunchConfig {
 }
 
 /// `cfg` with programmatic dependent launch, as symm's own kernels have it
-/// (unless the comm's options turned it off), where every rank has a GPU
-/// of its own. Where ranks share one, a kernel launched so after a barrier
-/// kernel (the fused all-reduce, whose blocks let their dependents launch
-/// at once) fills the GPU with blocks waiting for it, and the other rank's
-/// barrier kernel then finds no room: both wait until the timeout
-/// (seen at world 2 on one H200, NOTES v46).
+/// (unless the comm's options turned it off). Where ranks share a GPU the
+/// runtime launches these kernels (no `SymmBuf`) without it: launched
+/// early after a barrier kernel (the fused all-reduce), their waiting
+/// blocks filled the GPU and the other rank's barrier kernel found no
+/// room (seen at world 2 on one H200, NOTES v46).
 fn pdl(c: &Comm, cfg: LaunchConfig) -> LaunchConfig {
-    if c.options().pdl && c.max_ranks_on_device() == 1 {
+    if c.options().pdl {
         cfg.with_pdl()
     } else {
         cfg

@@ -41,7 +41,8 @@ impl RawKernel {
     /// `#[symm_kernel]` launcher is the checked alternative. Where ranks
     /// share a GPU, nothing checks that the grid fits beside theirs either:
     /// a kernel that waits on peers must keep to
-    /// [`Comm::co_resident_blocks`].
+    /// [`Comm::co_resident_blocks`]. Where ranks share a GPU it is launched
+    /// without programmatic dependent launch (see [`LaunchConfig::pdl`]).
     pub unsafe fn launch(&self, comm: &Comm, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
         let mut slots: Vec<[u8; 8]> = args.iter().map(|a| a.slot()).collect();
         // (Whether it waits on peers is unknown: where ranks share a GPU it

@@ -19,9 +19,12 @@ pub struct LaunchConfig {
     ///
     /// Where ranks share a GPU, a kernel that cannot wait on peers (no
     /// `SymmBuf`), and every raw kernel, is launched without it: symm's
-    /// barrier kernels let their dependents start at once, so such a
-    /// kernel's waiting blocks could fill the GPU and leave no room for a
-    /// peer's barrier kernel, which the first one waits on.
+    /// barrier kernels let their dependents start as soon as they start,
+    /// so such a kernel's waiting blocks could fill the GPU and leave no
+    /// room for a peer's barrier kernel, which the first one waits on. A
+    /// kernel that waits on peers keeps it, as its grid is sized for one
+    /// early kernel beside it: it must call `grid_dependency_wait` before
+    /// `launch_dependents`, as the built-in kernels do.
     pub pdl: bool,
 }
 
@@ -97,13 +100,15 @@ mod tests {
     /// where ranks share one, and is never added.
     #[test]
     fn pdl_only_where_safe() {
-        let on = LaunchConfig::linear(4, 64).with_pdl();
-        assert!(on.pdl_where_safe(false, 1).pdl);
-        assert!(on.pdl_where_safe(true, 2).pdl);
-        assert!(!on.pdl_where_safe(false, 2).pdl);
-        assert!(!on.pdl_where_safe(false, 8).pdl);
-        let off = LaunchConfig::linear(4, 64);
-        assert!(!off.pdl_where_safe(true, 1).pdl);
-        assert_eq!(on.pdl_where_safe(false, 2).grid, on.grid);
+        let on = LaunchConfig {
+            shared_mem: 512,
+            ..LaunchConfig::linear(4, 64).with_pdl()
+        };
+        let off = LaunchConfig { pdl: false, ..on };
+        assert_eq!(on.pdl_where_safe(false, 1), on);
+        assert_eq!(on.pdl_where_safe(true, 2), on);
+        assert_eq!(on.pdl_where_safe(false, 2), off);
+        assert_eq!(on.pdl_where_safe(false, 8), off);
+        assert_eq!(off.pdl_where_safe(true, 1), off);
     }
 }
