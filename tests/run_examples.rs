@@ -237,7 +237,7 @@ fn tp_decode_gemv_matches_a_host_reference() {
                     ));
                 }};
             }
-            // (Every form the example's rule picks, `Form::stepped`: 2
+            // (Every form the example's rule picks, `Form::for_rows`: 2
             // rows a warp with 16, 8 or 4 vectors at batch 1, 8 or 4 at
             // batches 2 to 4, 4 at 5 to 8; and others the kernels take.)
             match m {

@@ -7,7 +7,8 @@
 
 use symm::cudarc::nccl::{result as nccl, sys as nccl_sys};
 use symm::kernels::moe::{
-    layout, layout_scratch, moe_pack, moe_rows, move_rows, rows_grid, sum_rows, MoeConfig,
+    copy_first, layout, layout_scratch, moe_pack, moe_rows, move_rows, rows_grid, sum_rows,
+    MoeConfig,
 };
 use symm::{bf16, Comm, DeviceBuffer, LaunchConfig, Result};
 
@@ -151,17 +152,7 @@ impl NcclMoe {
     ) -> Result<()> {
         let (local, h, k) = (self.local, self.cfg.hidden, self.cfg.top_k);
         if tokens > 0 {
-            let n = tokens * k;
-            let all = c.bind("idx", idx)?;
-            let mut kept = c.bind_mut("kept", &mut self.idx)?;
-            let (src, dst) = (all.sub(0..n), kept.sub_mut(0..n));
-            let (Some(src), Some(mut dst)) = (src, dst) else {
-                return Err(c.error(
-                    symm::ErrorKind::InvalidArgument,
-                    format!("{n} indices: past the buffers"),
-                ));
-            };
-            c.copy(&src, &mut dst)?;
+            copy_first(c, idx, &mut self.idx, tokens * k)?;
         }
         layout(
             c,

@@ -85,15 +85,21 @@ pub fn rms_norm<T: Scalar, const V: usize>(x: &[T], w: &[T], out: &mut [T], hidd
     let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
     let mut j = thread_idx_x() * v;
     while j < hidden {
-        let xv: [T; V] = x.load_vec::<V>(base + j);
-        let wv: [T; V] = w.load_vec::<V>(j);
-        let mut o: [T; V] = xv;
-        for e in 0..V {
-            o[e] = T::from_f32(xv[e].to_f32() * inv * wv[e].to_f32());
-        }
+        let o = norm_scaled::<T, V>(x.load_vec::<V>(base + j), w.load_vec::<V>(j), inv);
         out.store_vec::<V>(base + j, o);
         j += block_dim_x() * v;
     }
+}
+
+/// `T(x · inv · w)` a 16-byte vector at a time: the norms' second pass
+/// ([`rms_norm`] and [`add_rms_norm`] give the same bits).
+#[symm_kernel(device)]
+pub fn norm_scaled<T: Scalar, const V: usize>(x: [T; V], w: [T; V], inv: f32) -> [T; V] {
+    let mut o: [T; V] = x;
+    for e in 0..V {
+        o[e] = T::from_f32(x[e].to_f32() * inv * w[e].to_f32());
+    }
+    o
 }
 
 /// `x = T(x + y)`.
@@ -149,12 +155,7 @@ pub fn add_rms_norm<T: Scalar, const V: usize>(
     // (Each thread reads back only the vectors it wrote.)
     let mut j = thread_idx_x() * v;
     while j < hidden {
-        let xv: [T; V] = x.load_vec::<V>(base + j);
-        let wv: [T; V] = w.load_vec::<V>(j);
-        let mut o: [T; V] = xv;
-        for e in 0..V {
-            o[e] = T::from_f32(xv[e].to_f32() * inv * wv[e].to_f32());
-        }
+        let o = norm_scaled::<T, V>(x.load_vec::<V>(base + j), w.load_vec::<V>(j), inv);
         out.store_vec::<V>(base + j, o);
         j += block_dim_x() * v;
     }

@@ -75,6 +75,12 @@ impl Shape {
             && self.kv_heads.is_multiple_of(n)
             && self.inter.is_multiple_of(n)
     }
+
+    /// One rank's share of TP `n`: its query heads, KV heads and
+    /// intermediate columns (`splits_over(n)` checked first).
+    fn share(&self, n: usize) -> (usize, usize, usize) {
+        (self.heads / n, self.kv_heads / n, self.inter / n)
+    }
 }
 
 /// The flags (also what `tests/run_examples.rs` passes).
@@ -226,27 +232,16 @@ impl Form {
         Form { r: 2, u: 16 },
     ];
 
-    /// `gemv_xwt`'s form for `n` rows of `k` at a batch of `m`, from
-    /// `--profile` on an H200 (NOTES v47): two rows a warp, and a step of
-    /// up to a row, with fewer vectors in flight a lane the more warps
-    /// there are (16 below 2048 rows, 8 below 6144, else 4: registers
-    /// spent on loads in flight are warps that cannot be resident).
-    fn xwt(m: usize, n: usize, k: usize) -> Form {
-        Form::stepped(m, n, k)
-    }
-
-    /// `gemv_swiglu`'s form for `inter` outputs of rows of `k` at a batch
-    /// of `m`: a gate and its up row a warp, stepped as `xwt`'s.
-    fn swiglu(m: usize, inter: usize, k: usize) -> Form {
-        Form::stepped(m, 2 * inter, k)
-    }
-
-    /// Two rows a warp, and the largest power of two `u` (2 to 16, at most
-    /// 8 from 2048 rows and 4 from 6144) with a step of at most the row
-    /// (`32 × u` vectors) and the step's vectors of w and x in registers
+    /// The form for `rows` weight rows of `k` at a batch of `m` (a
+    /// SwiGLU's rows: its gate and up rows), from `--profile` on an H200
+    /// (NOTES v47): two rows a warp, and the largest power of two `u` (2 to
+    /// 16) with fewer vectors in flight a lane the more warps there are (at
+    /// most 8 from 2048 rows and 4 from 6144: registers spent on loads in
+    /// flight are warps that cannot be resident), a step of at most the row
+    /// (`32 × u` vectors), and the step's vectors of w and x in registers
     /// without spilling (`(r + m) × u × V` at most 384: at batch 2, 2 × 16
     /// took 255 registers and spilled).
-    fn stepped(m: usize, rows: usize, k: usize) -> Form {
+    fn for_rows(m: usize, rows: usize, k: usize) -> Form {
         let r = 2;
         let mut u = match rows {
             0..2048 => 16,
@@ -419,7 +414,7 @@ impl Model {
             None => (c.world_size(), c.rank()),
         };
         let (d, h) = (s.dim(), s.hidden);
-        let (nh, nkv, il) = (s.heads / w, s.kv_heads / w, s.inter / w);
+        let (nh, nkv, il) = s.share(w);
         let qkv_rows = (nh + 2 * nkv) * d;
         let mut layers = Vec::with_capacity(s.layers);
         for l in 0..s.layers {
@@ -593,7 +588,7 @@ fn gemm(
     (m, n, k): (usize, usize, usize),
 ) -> Result<()> {
     match g {
-        Gemm::Dsl => gemv(c, Form::xwt(m, n, k), x, w, y, (m, n, k)),
+        Gemm::Dsl => gemv(c, Form::for_rows(m, n, k), x, w, y, (m, n, k)),
         Gemm::Cublas(blas) => {
             let (bx, bw, by) = (c.bind("x", x)?, c.bind("w", w)?, c.bind_mut("y", y)?);
             if bx.len() < m * k || bw.len() < n * k || by.len() < m * n {
@@ -629,11 +624,7 @@ impl Model {
     fn step(&mut self, c: &Comm, v: Variant, coll: &Collectives) -> Result<()> {
         let s = self.s;
         let (b, h, d) = (s.batch, s.hidden, s.dim());
-        let (nh, nkv, il) = (
-            s.heads / self.world,
-            s.kv_heads / self.world,
-            s.inter / self.world,
-        );
+        let (nh, nkv, il) = s.share(self.world);
         let stride = (nh + 2 * nkv) * d;
         let eps = 1e-5f32;
         let rows = pdl(c, norm_grid(b, h));
@@ -725,7 +716,7 @@ impl Model {
                 match &self.gemm {
                     Gemm::Dsl => gemv_glu(
                         c,
-                        Form::swiglu(b, il, h),
+                        Form::for_rows(b, 2 * il, h),
                         &self.a,
                         &self.layers[l].wgu,
                         &mut self.act,
@@ -1199,7 +1190,7 @@ fn shard_table(s: Shape, n: usize, replays: usize, one: Ranks, build: Build) -> 
         }
     };
     let (h, d) = (s.hidden, s.dim());
-    let (nh, nkv, il) = (s.heads / n, s.kv_heads / n, s.inter / n);
+    let (nh, nkv, il) = s.share(n);
     let weights = ((nh + 2 * nkv) * d * h + h * nh * d + 3 * il * h + 2 * h) * 2;
     let cache = 2 * s.batch * s.ctx * nkv * d * 2;
     let floor = (weights + cache) as f64 / HBM_BYTES_PER_S * 1e6;
@@ -1274,16 +1265,16 @@ fn gemv_table(s: Shape, n: usize, build: Build) -> i32 {
         let mut m = Model::new(c, s, build)?;
         let bar = bench::Barrier::new(c)?;
         let (b, h, d) = (s.batch, s.hidden, s.dim());
-        let (nh, nkv, il) = (s.heads / n, s.kv_heads / n, s.inter / n);
+        let (nh, nkv, il) = s.share(n);
         let stride = (nh + 2 * nkv) * d;
         let mut rows = Vec::new();
         for proj in 0..4 {
             // (name, weight rows, k, the form the step takes)
             let (name, rn, k, chosen) = match proj {
-                0 => ("QKV", stride, h, Form::xwt(b, stride, h)),
-                1 => ("output", h, nh * d, Form::xwt(b, h, nh * d)),
-                2 => ("gate/up + SwiGLU", 2 * il, h, Form::swiglu(b, il, h)),
-                _ => ("down", h, il, Form::xwt(b, h, il)),
+                0 => ("QKV", stride, h, Form::for_rows(b, stride, h)),
+                1 => ("output", h, nh * d, Form::for_rows(b, h, nh * d)),
+                2 => ("gate/up + SwiGLU", 2 * il, h, Form::for_rows(b, 2 * il, h)),
+                _ => ("down", h, il, Form::for_rows(b, h, il)),
             };
             for f in Form::ALL {
                 if !f.fits(b, proj == 2) {

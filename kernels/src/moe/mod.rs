@@ -368,6 +368,26 @@ fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
     Ok(())
 }
 
+/// The pull form's two calls whose barriers compare an identity.
+#[derive(Clone, Copy)]
+enum PullCall {
+    Dispatch,
+    Combine,
+}
+
+impl PullCall {
+    /// Both, in the order of `Moe`'s `sigs`.
+    const ALL: [PullCall; 2] = [PullCall::Dispatch, PullCall::Combine];
+
+    /// The call as its key names it.
+    fn name(self) -> &'static str {
+        match self {
+            PullCall::Dispatch => "dispatch",
+            PullCall::Combine => "combine",
+        }
+    }
+}
+
 /// An [`Moe`] call, as the ranks agree on it.
 #[derive(Hash)]
 struct Key {
@@ -733,8 +753,10 @@ fn pack_fp8<T: MoeElem>(
 /// The first `n` elements of `from` into `to`, on the comm's stream
 /// ([`Comm::copy`]: stream-ordered, graph-capturable, by the copy
 /// engines): the pull form's weights staged for the expert ranks, and the
-/// all-to-all form's indices kept for its sum.
-fn copy_first<T: symm::Element>(
+/// all-to-all form's indices kept for its sum (and the NCCL baseline's, in
+/// `examples/support/moe_nccl.rs`).
+#[doc(hidden)]
+pub fn copy_first<T: symm::Element>(
     comm: &Comm,
     from: &(impl DeviceSlice<T> + ?Sized),
     to: &mut (impl DeviceSlice<T> + ?Sized),
@@ -1002,9 +1024,9 @@ impl<T: MoeElem> Moe<T> {
         // whether its dispatch and its combine failed.
         let counts = comm.alloc::<u32>(world * local + 3)?;
         let counts_s = counts.rendezvous()?;
-        let sigs = ["dispatch", "combine"].map(|call| {
+        let sigs = PullCall::ALL.map(|call| {
             let key = Key {
-                call,
+                call: call.name(),
                 config: config.clone(),
                 dtype: T::DTYPE,
             };
@@ -1374,7 +1396,7 @@ impl<T: MoeElem> Moe<T> {
             if self.pull.is_some() {
                 // This rank's push, failed: every rank's fails alike (the
                 // plan's own rows stand in for `y`, which it never reads).
-                let (sig, _) = self.pull_sig(comm, "combine");
+                let (sig, _) = self.pull_sig(comm, PullCall::Combine);
                 let _ = self.push(comm, &self.received, true, sig);
                 return Err(e);
             }
@@ -1390,7 +1412,7 @@ impl<T: MoeElem> Moe<T> {
             return Err(e);
         }
         if self.pull.is_some() {
-            let (sig, checked) = self.pull_sig(comm, "combine");
+            let (sig, checked) = self.pull_sig(comm, PullCall::Combine);
             checked?;
             let mut staged = Ok(());
             if let (Some(p), true) = (&mut self.pull, tokens > 0) {
@@ -1472,11 +1494,11 @@ impl<T: MoeElem> Moe<T> {
     /// The identity of the pull form's `call` ([`moe_pull`] or
     /// [`moe_push`]) that its barriers compare (the call's key and the
     /// plan's `counts`), and the host's check of it against its peers'.
-    fn pull_sig(&self, comm: &Comm, call: &'static str) -> (u32, Result<()>) {
-        let sig = self.sigs[usize::from(call == "combine")];
+    fn pull_sig(&self, comm: &Comm, call: PullCall) -> (u32, Result<()>) {
+        let sig = self.sigs[call as usize];
         let checked = comm.check_call(self.ch, sig, || {
             let key = Key {
-                call,
+                call: call.name(),
                 config: self.config.clone(),
                 dtype: T::DTYPE,
             };
@@ -1494,7 +1516,7 @@ impl<T: MoeElem> Moe<T> {
         topk_idx: &(impl DeviceSlice<i32> + ?Sized),
         tokens: usize,
     ) -> Result<()> {
-        let (sig, checked) = self.pull_sig(comm, "dispatch");
+        let (sig, checked) = self.pull_sig(comm, PullCall::Dispatch);
         checked?;
         // A launch that fails here still leaves the pull to launch (its
         // peers would wait for it), marked failed.
@@ -1706,7 +1728,7 @@ impl<T: MoeElem> Moe<T> {
     fn fail_dispatch(&mut self, comm: &Comm) {
         if self.pull.is_some() {
             // The pull, failed: every rank's fails alike, at once.
-            let (sig, _) = self.pull_sig(comm, "dispatch");
+            let (sig, _) = self.pull_sig(comm, PullCall::Dispatch);
             let _ = self.pull_rows(comm, (0, 0), true, sig);
             return;
         }
