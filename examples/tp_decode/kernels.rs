@@ -58,37 +58,69 @@ pub fn fill<T: Scalar>(
 /// f32, each thread taking whole 16-byte vectors (`V` elements; `hidden`
 /// a multiple of `V`), so a row's reads are few and wide (a thread per
 /// element, one after another, waited on memory each time: NOTES v41).
+/// A thread holds its vectors (at most [`NORM_VECTORS`]) from the first
+/// pass to the second, and loads its vectors of `w` (a weight: no kernel
+/// of the step writes it) before `grid_dependency_wait`, so the row costs
+/// one round trip after the kernel before (NOTES v48).
 #[symm_kernel]
 pub fn rms_norm<T: Scalar, const V: usize>(x: &[T], w: &[T], out: &mut [T], hidden: u32, eps: f32) {
     let partial = shared_array::<f32, 32>();
+    let v = V as u32;
+    let step = block_dim_x() * v;
+    kernel_assert!(
+        hidden % v == 0u32 && hidden <= 4u32 * step,
+        "rms_norm: hidden must be a multiple of V, at most NORM_VECTORS vectors a thread"
+    );
+    let wv = norm_weights::<T, V>(w, hidden);
     // Programmatic dependent launch: wait for the kernel before, then let
     // the next one's blocks in as this one's free their places.
     grid_dependency_wait();
     launch_dependents();
-    let v = V as u32;
-    kernel_assert!(
-        hidden % v == 0u32,
-        "rms_norm: hidden must be a multiple of V"
-    );
     let base = block_idx_x() * hidden;
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut xv: [[T; V]; 4] = [zero; 4];
     let mut ss: f32 = 0.0;
-    let mut i = thread_idx_x() * v;
-    while i < hidden {
-        let xv: [T; V] = x.load_vec::<V>(base + i);
+    for k in 0..4 {
+        let i = thread_idx_x() * v + k as u32 * step;
+        if i < hidden {
+            xv[k] = x.load_vec::<V>(base + i);
+        }
+    }
+    for k in 0..4 {
         for e in 0..V {
-            let f = xv[e].to_f32();
+            let f = xv[k][e].to_f32();
             ss += f * f;
         }
-        i += block_dim_x() * v;
     }
     let total = block_sum(ss, partial);
     let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
-    let mut j = thread_idx_x() * v;
-    while j < hidden {
-        let o = norm_scaled::<T, V>(x.load_vec::<V>(base + j), w.load_vec::<V>(j), inv);
-        out.store_vec::<V>(base + j, o);
-        j += block_dim_x() * v;
+    for k in 0..4 {
+        let i = thread_idx_x() * v + k as u32 * step;
+        if i < hidden {
+            out.store_vec::<V>(base + i, norm_scaled::<T, V>(xv[k], wv[k], inv));
+        }
     }
+}
+
+/// The most 16-byte vectors of a row a thread of [`rms_norm`] and
+/// [`add_rms_norm`] holds (the kernels' literal 4): rows of up to `4 ×
+/// block_dim × V` elements.
+pub const NORM_VECTORS: usize = 4;
+
+/// This thread's vectors of the norm's weight `w` (zeros past `hidden`):
+/// vector `k` at `(thread + k × block_dim) × V`.
+#[symm_kernel(device)]
+pub fn norm_weights<T: Scalar, const V: usize>(w: Slice<T>, hidden: u32) -> [[T; V]; 4] {
+    let v = V as u32;
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut wv: [[T; V]; 4] = [zero; 4];
+    for k in 0..4 {
+        let i = thread_idx_x() * v + k as u32 * block_dim_x() * v;
+        if i < hidden {
+            wv[k] = w.load_vec::<V>(i);
+        }
+    }
+    wv
 }
 
 /// `T(x · inv · w)` a 16-byte vector at a time: the norms' second pass
@@ -117,7 +149,8 @@ pub fn add<T: Scalar>(x: &mut [T], y: &[T], n: u32) {
 /// [`add`] then [`rms_norm`] in one kernel, with the same bits (the same
 /// block gives the same order): each row of `x` becomes `T(x + y)`, and
 /// `out` that rounded row times `w` over its root mean square. One block
-/// per row, whole 16-byte vectors a thread (`hidden` a multiple of `V`).
+/// per row, whole 16-byte vectors a thread (`hidden` a multiple of `V`, at
+/// most [`NORM_VECTORS`] a thread), `w`'s loaded before the wait.
 #[symm_kernel]
 pub fn add_rms_norm<T: Scalar, const V: usize>(
     x: &mut [T],
@@ -128,36 +161,47 @@ pub fn add_rms_norm<T: Scalar, const V: usize>(
     eps: f32,
 ) {
     let partial = shared_array::<f32, 32>();
+    let v = V as u32;
+    let step = block_dim_x() * v;
+    kernel_assert!(
+        hidden % v == 0u32 && hidden <= 4u32 * step,
+        "add_rms_norm: hidden must be a multiple of V, at most NORM_VECTORS vectors a thread"
+    );
+    let wv = norm_weights::<T, V>(w, hidden);
     grid_dependency_wait();
     launch_dependents();
-    let v = V as u32;
-    kernel_assert!(
-        hidden % v == 0u32,
-        "add_rms_norm: hidden must be a multiple of V"
-    );
     let base = block_idx_x() * hidden;
+    let zero: [T; V] = [T::from_f32(0.0f32); V];
+    let mut xv: [[T; V]; 4] = [zero; 4];
+    let mut yv: [[T; V]; 4] = [zero; 4];
+    for k in 0..4 {
+        let i = thread_idx_x() * v + k as u32 * step;
+        if i < hidden {
+            xv[k] = x.load_vec::<V>(base + i);
+            yv[k] = y.load_vec::<V>(base + i);
+        }
+    }
     let mut ss: f32 = 0.0;
-    let mut i = thread_idx_x() * v;
-    while i < hidden {
-        let xv: [T; V] = x.load_vec::<V>(base + i);
-        let yv: [T; V] = y.load_vec::<V>(base + i);
-        let mut sum: [T; V] = xv;
+    for k in 0..4 {
+        let mut sum: [T; V] = xv[k];
         for e in 0..V {
-            sum[e] = T::from_f32(xv[e].to_f32() + yv[e].to_f32());
+            sum[e] = T::from_f32(xv[k][e].to_f32() + yv[k][e].to_f32());
             let f = sum[e].to_f32();
             ss += f * f;
         }
-        x.store_vec::<V>(base + i, sum);
-        i += block_dim_x() * v;
+        xv[k] = sum;
+        let i = thread_idx_x() * v + k as u32 * step;
+        if i < hidden {
+            x.store_vec::<V>(base + i, xv[k]);
+        }
     }
     let total = block_sum(ss, partial);
     let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
-    // (Each thread reads back only the vectors it wrote.)
-    let mut j = thread_idx_x() * v;
-    while j < hidden {
-        let o = norm_scaled::<T, V>(x.load_vec::<V>(base + j), w.load_vec::<V>(j), inv);
-        out.store_vec::<V>(base + j, o);
-        j += block_dim_x() * v;
+    for k in 0..4 {
+        let i = thread_idx_x() * v + k as u32 * step;
+        if i < hidden {
+            out.store_vec::<V>(base + i, norm_scaled::<T, V>(xv[k], wv[k], inv));
+        }
     }
 }
 
