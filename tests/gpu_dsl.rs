@@ -694,8 +694,9 @@ fn fp8_conversions() -> Outcome {
 /// blocks never fill the GPU while they wait; with PDL they took the room
 /// the late rank's all-reduce needed, and both ranks waited until the
 /// kernel timeout (3 s here; bench/NOTES.md v46). The sums and every
-/// block's mark are checked.
-fn pdl_after_a_barrier_kernel(world: usize) -> Outcome {
+/// block's mark are checked. `raw`: the same kernel as a raw CUDA C
+/// kernel (`Comm::raw_kernel`), whose launch takes the same rule.
+fn pdl_after_a_barrier_kernel(world: usize, raw: bool) -> Outcome {
     const BLOCKS: usize = 4096;
     let opts = CommOptions::default()
         .with_timeout(T)
@@ -708,10 +709,24 @@ fn pdl_after_a_barrier_kernel(world: usize) -> Outcome {
         let mut marks = c.device_buffer::<u32>(BLOCKS)?;
         let host = Channel::request(c)?;
         let cfg = LaunchConfig::linear(BLOCKS as u32, 1024).with_pdl();
+        let raw_mark = if raw {
+            Some(c.raw_kernel("t_mark_after", RAW_MARK_AFTER)?)
+        } else {
+            None
+        };
+        let mark = |marks: &mut symm::DeviceBuffer<u32>| -> symm::Result<()> {
+            match &raw_mark {
+                // SAFETY: `t_mark_after` takes one pointer to at least
+                // `BLOCKS` u32s (one a block of the grid), and `marks` is
+                // this rank's device buffer of `BLOCKS`.
+                Some(k) => unsafe { k.launch(c, cfg, &[symm::KernelArg::U64(marks.device_ptr())]) },
+                None => mark_after::launch(c, cfg, marks),
+            }
+        };
         // Once to compile and load both, so that the late rank is late by
         // its sleep alone.
         symm::kernels::all_reduce::all_reduce(c, &s, &mut out, n)?;
-        mark_after::launch(c, cfg, &mut marks)?;
+        mark(&mut marks)?;
         c.synchronize()?;
         buf.copy_from_host(&vec![(c.rank() + 1) as f32; n])?;
         marks.write(0, &vec![0u32; BLOCKS])?;
@@ -721,7 +736,7 @@ fn pdl_after_a_barrier_kernel(world: usize) -> Outcome {
         }
         let t = Instant::now();
         symm::kernels::all_reduce::all_reduce(c, &s, &mut out, n)?;
-        mark_after::launch(c, cfg, &mut marks)?;
+        mark(&mut marks)?;
         c.synchronize()?;
         let el = t.elapsed();
         let want = (c.world_size() * (c.world_size() + 1) / 2) as f32;
@@ -742,17 +757,42 @@ fn pdl_after_a_barrier_kernel(world: usize) -> Outcome {
     })?;
     let slowest = res.iter().max().copied().unwrap_or_default();
     Ok(format!(
-        "{world} ranks sharing a GPU: all-reduce then {BLOCKS} blocks launched with PDL, the last rank 300 ms late: done in {:.0} ms at the most",
+        "{world} ranks sharing a GPU: all-reduce then {BLOCKS} blocks ({}) launched with PDL, the last rank 300 ms late: done in {:.0} ms at the most",
+        if raw { "a raw kernel" } else { "a DSL kernel" },
         slowest.as_secs_f64() * 1e3
     ))
 }
 
+/// [`mark_after`] as a raw CUDA C kernel.
+const RAW_MARK_AFTER: &str = r#"
+extern "C" __global__ void t_mark_after(unsigned int* marks) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (threadIdx.x == 0) marks[blockIdx.x] = 1u;
+}
+"#;
+
 /// [`pdl_after_a_barrier_kernel`] where the ranks of `world` share a GPU;
 /// skipped, loudly, where none do.
 fn pdl_where_shared(world: usize) -> Option<Outcome> {
+    pdl_where_shared_as(world, false)
+}
+
+/// [`pdl_where_shared`] with a raw kernel.
+fn pdl_where_shared_raw(world: usize) -> Option<Outcome> {
+    pdl_where_shared_as(world, true)
+}
+
+/// [`pdl_after_a_barrier_kernel`] (`raw` or not) where the ranks of
+/// `world` share a GPU; skipped, loudly, where none do or before sm_90.
+fn pdl_where_shared_as(world: usize, raw: bool) -> Option<Outcome> {
+    let name = if raw {
+        "dsl_pdl_where_shared_raw"
+    } else {
+        "dsl_pdl_where_shared"
+    };
     if !placement(world)?.shares_a_gpu() {
         harness::skip(&format!(
-            "world={world}: dsl_pdl_where_shared needs ranks that share a GPU, and none do (see SYMM_RANKS_PER_GPU)"
+            "world={world}: {name} needs ranks that share a GPU, and none do (see SYMM_RANKS_PER_GPU)"
         ));
         return None;
     }
@@ -767,10 +807,10 @@ fn pdl_where_shared(world: usize) -> Option<Outcome> {
             .unwrap_or(0))
     });
     match major.as_deref() {
-        Ok([m, ..]) if *m >= 9 => Some(pdl_after_a_barrier_kernel(world)),
+        Ok([m, ..]) if *m >= 9 => Some(pdl_after_a_barrier_kernel(world, raw)),
         Ok(_) => {
             harness::skip(&format!(
-                "world={world}: dsl_pdl_where_shared needs sm_90 or later (programmatic dependent launch)"
+                "world={world}: {name} needs sm_90 or later (programmatic dependent launch)"
             ));
             None
         }
@@ -803,4 +843,5 @@ gpu_per_world! {
     dsl_kernel_timeout: kernel_timeout => [world_2, world_3, world_4, world_8];
     dsl_co_residency: co_residency_where_shared => [world_1, world_2, world_3, world_4, world_8];
     dsl_pdl_where_shared: pdl_where_shared => [world_2, world_4];
+    dsl_pdl_where_shared_raw: pdl_where_shared_raw => [world_2, world_4];
 }
