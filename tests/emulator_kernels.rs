@@ -58,6 +58,14 @@ fn arithmetic_matches_the_reference_bitwise() {
     });
 }
 
+/// `#[symm_kernel(max_threads = N)]`: blocks up to N run, larger ones are
+/// refused alike on both backends (and on a GPU, a kernel whose registers
+/// do not fit its block is a clear error).
+#[test]
+fn max_threads_bounds_a_kernels_blocks() {
+    emu(1, run_block_bounds);
+}
+
 #[test]
 fn exp_is_within_two_ulp() {
     emu(1, run_exp);

@@ -231,6 +231,9 @@ pub struct KernelDef {
     deps: fn() -> Vec<&'static DeviceFn>,
     /// Parameter slots of its CUDA entry: a launch must fill exactly these.
     slots: usize,
+    /// `#[symm_kernel(max_threads = N)]`'s N (its entry's
+    /// `__launch_bounds__`), or 0: no block of the kernel has more threads.
+    max_threads: u32,
 }
 
 /// Hash of an instantiation's generic arguments.
@@ -273,6 +276,17 @@ impl KernelDef {
             asserts,
             deps,
             slots,
+            max_threads: 0,
+        }
+    }
+
+    /// This kernel, compiled for blocks of at most `n` threads
+    /// (`#[symm_kernel(max_threads = n)]`): a launch with larger blocks is
+    /// refused.
+    pub const fn with_max_threads(self, n: u32) -> KernelDef {
+        KernelDef {
+            max_threads: n,
+            ..self
         }
     }
 
@@ -417,6 +431,14 @@ impl KernelDef {
     ) -> Result<()> {
         comm.one_domain(|| format!("kernel `{}`", self.name))?;
         check_config(comm, &cfg)?;
+        let threads = u64::from(cfg.block.0) * u64::from(cfg.block.1) * u64::from(cfg.block.2);
+        if self.max_threads != 0 && threads > u64::from(self.max_threads) {
+            return Err(comm.invalid(format!(
+                "kernel `{}`: a block of {threads} threads, but it is compiled for at most {} \
+                 (`#[symm_kernel(max_threads = {})]`)",
+                self.name, self.max_threads, self.max_threads
+            )));
+        }
         if params.len() != self.slots {
             return Err(comm.invalid(format!(
                 "kernel `{}`: {} parameter slots for an entry of {}",

@@ -394,6 +394,107 @@ pub fn copy_n(x: &[f32], y: &mut [f32], n: u32) {
     }
 }
 
+/// `y[t] = Σ_i a[i] · (s + i)` over thread `t`'s 128 values `a` of `x`
+/// (from `t × 128`), where `s` is their sum: every value is live until `s`
+/// is known, more registers a thread than a block of 1024 holds unless the
+/// kernel is compiled for such blocks.
+#[symm_kernel(device)]
+pub fn many_live(x: Slice<f32>, y: SliceMut<f32>) {
+    let t = block_idx_x() * block_dim_x() + thread_idx_x();
+    let mut a: [f32; 128] = [0.0f32; 128];
+    for i in 0..128 {
+        a[i] = x[t * 128u32 + i as u32];
+    }
+    let mut s = 0.0f32;
+    for i in 0..128 {
+        s += a[i];
+    }
+    let mut o = 0.0f32;
+    for i in 0..128 {
+        o += a[i] * (s + i as f32);
+    }
+    y[t] = o;
+}
+
+/// [`many_live`] as compiled by default: as many registers as it wants.
+#[symm_kernel]
+pub fn many_live_any(x: &[f32], y: &mut [f32]) {
+    many_live(x, y);
+}
+
+/// [`many_live`] compiled for blocks of up to 1024 threads
+/// (`__launch_bounds__`): its registers fit such a block.
+#[symm_kernel(max_threads = 1024)]
+pub fn many_live_1024(x: &[f32], y: &mut [f32]) {
+    many_live(x, y);
+}
+
+/// [`copy_n`] compiled for blocks of at most 64 threads.
+#[symm_kernel(max_threads = 64)]
+pub fn copy_n_64(x: &[f32], y: &mut [f32], n: u32) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        y[i] = x[i];
+    }
+}
+
+/// `max_threads`: [`copy_n_64`] runs with blocks of 64 threads and refuses
+/// 96, alike on both backends; [`many_live_1024`] runs with blocks of 1024
+/// threads, and on a GPU [`many_live_any`] does not, with an error that
+/// says why (its registers) and what fits. Outputs poisoned first and
+/// checked against the host's sums in the kernel's order.
+pub fn run_block_bounds(c: &Comm) -> symm::Result<()> {
+    let mut rng = StdRng::seed_from_u64(rand::random());
+    let n = 256usize;
+    let x: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let xb = c.device_buffer_from(&x)?;
+    let mut yb = c.device_buffer_from(&vec![f32::NAN; n])?;
+    copy_n_64::launch(c, LaunchConfig::linear(4, 64), &xb, &mut yb, n as u32)?;
+    c.synchronize()?;
+    check(c, yb.to_host()? == x, || {
+        "copy_n_64: the copy differs".into()
+    })?;
+    let e = copy_n_64::launch(c, LaunchConfig::linear(3, 96), &xb, &mut yb, n as u32)
+        .map(|_| "launched".to_string())
+        .unwrap_or_else(|e| e.to_string());
+    check(
+        c,
+        e.contains("a block of 96 threads") && e.contains("max_threads = 64"),
+        || format!("copy_n_64 with blocks of 96: {e}"),
+    )?;
+    let threads = 1024usize;
+    let x: Vec<f32> = (0..threads * 128)
+        .map(|_| rng.random_range(-1.0f32..1.0))
+        .collect();
+    let want: Vec<f32> = x
+        .chunks(128)
+        .map(|a| {
+            let s = a.iter().fold(0.0f32, |s, &v| s + v);
+            a.iter()
+                .enumerate()
+                .fold(0.0f32, |o, (i, &v)| o + v * (s + i as f32))
+        })
+        .collect();
+    let xb = c.device_buffer_from(&x)?;
+    let mut yb = c.device_buffer_from(&vec![f32::NAN; threads])?;
+    let block = LaunchConfig::linear(1, threads as u32);
+    many_live_1024::launch(c, block, &xb, &mut yb)?;
+    c.synchronize()?;
+    check_bits(c, "many_live_1024", &yb.to_host()?, &want)?;
+    if c.backend_kind() != symm::BackendKind::Emulator {
+        // (Registers are a GPU's: the emulator has no such limit.)
+        let e = many_live_any::launch(c, block, &xb, &mut yb)
+            .map(|_| "launched".to_string())
+            .unwrap_or_else(|e| e.to_string());
+        check(
+            c,
+            e.contains("registers a thread") && e.contains("max_threads = 1024"),
+            || format!("many_live_any with blocks of 1024: {e}"),
+        )?;
+    }
+    Ok(())
+}
+
 /// Every block of every rank counts itself in rank 0's word 0, then waits
 /// (at most `timeout_ns`) until all `world × grid` blocks have: it finishes
 /// only if every block of every rank is resident at once. A block that

@@ -13,8 +13,8 @@ use crate::translate::{self, generic_name};
 
 /// Expands `#[symm_kernel(attr)] item`.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let kind = match parse::attr(attr) {
-        Ok(k) => k,
+    let (kind, max_threads) = match parse::attr(attr) {
+        Ok(a) => (a.kind, a.max_threads),
         Err(e) => return with_item(e, item),
     };
     let f: ItemFn = match syn::parse2(item.clone()) {
@@ -65,7 +65,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     match kind {
         Kind::Device => device(&f, &sig, out),
-        Kind::Kernel => kernel(&f, &sig, out),
+        Kind::Kernel => kernel(&f, &sig, out, max_threads),
     }
 }
 
@@ -150,7 +150,7 @@ fn placeholder(s: &Scalar) -> String {
 /// The `extern "C"` entry with `$ENTRY$` and generic placeholders, written
 /// from the kernel ABI ([`symm_abi`]): the hidden parameters, then each
 /// argument's fields; returns it and its number of parameter slots.
-fn wrapper(sig: &Sig) -> (String, usize) {
+fn wrapper(sig: &Sig, max_threads: Option<u32>) -> (String, usize) {
     let mut params: Vec<String> = symm_abi::HIDDEN
         .iter()
         .map(|f| format!("{} __{}", f.c_type, f.name))
@@ -214,8 +214,11 @@ fn wrapper(sig: &Sig) -> (String, usize) {
     } else {
         format!("<{}>", targs.join(", "))
     };
+    // `max_threads`: ptxas keeps the kernel's registers within what a
+    // block of that many threads may hold.
+    let bounds = max_threads.map_or(String::new(), |n| format!("__launch_bounds__({n}) "));
     let src = format!(
-        "extern \"C\" __global__ void $ENTRY$({}) {{\n    symm_kctx __ctx = {{{}}};\n    {}{targs}({});\n}}\n",
+        "extern \"C\" __global__ void {bounds}$ENTRY$({}) {{\n    symm_kctx __ctx = {{{}}};\n    {}{targs}({});\n}}\n",
         params.join(", "),
         ctx.join(", "),
         translate::kernel_name(&sig.name),
@@ -335,7 +338,7 @@ fn device(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
     }
 }
 
-fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
+fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>, max_threads: Option<u32>) -> TokenStream {
     let Out {
         mut cpu_block,
         cuda_fn,
@@ -352,7 +355,8 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
     let name_str = name.to_string();
     let generics = generics_with_scalar(f);
     let wc = &generics.where_clause;
-    let (wrapper_src, slots) = wrapper(sig);
+    let (wrapper_src, slots) = wrapper(sig, max_threads);
+    let def_bounds = max_threads.map_or(quote!(), |n| quote!(.with_max_threads(#n)));
     let hidden = quote!(#private::HIDDEN_SLOTS);
 
     // Instantiation: fill the generic placeholders, keyed by their values.
@@ -576,7 +580,7 @@ fn kernel(f: &ItemFn, sig: &Sig, out: Out<'_>) -> TokenStream {
 
             /// The kernel as the runtime knows it.
             #[doc(hidden)]
-            pub static DEF: #private::KernelDef = #private::KernelDef::new(NAME, #peers, FILE, LINE, ASSERTS, __deps, PARAM_SLOTS);
+            pub static DEF: #private::KernelDef = #private::KernelDef::new(NAME, #peers, FILE, LINE, ASSERTS, __deps, PARAM_SLOTS) #def_bounds;
 
             /// The largest grid of this kernel, with `block` threads and
             /// `shared_mem` bytes of dynamic shared memory per block, that

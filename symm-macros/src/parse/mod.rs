@@ -13,25 +13,101 @@ pub enum Kind {
     Device,
 }
 
-/// Parses `#[symm_kernel]` or `#[symm_kernel(device)]`.
-pub fn attr(attr: TokenStream) -> syn::Result<Kind> {
+/// The attribute's options.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Attr {
+    /// Kernel or device function.
+    pub kind: Kind,
+    /// `max_threads = N`: the most threads a block of the kernel has
+    /// (`__launch_bounds__(N)`, so that its registers fit such a block).
+    pub max_threads: Option<u32>,
+}
+
+/// Parses `#[symm_kernel]`, `#[symm_kernel(device)]` or
+/// `#[symm_kernel(max_threads = N)]`.
+pub fn attr(attr: TokenStream) -> syn::Result<Attr> {
+    let mut out = Attr {
+        kind: Kind::Kernel,
+        max_threads: None,
+    };
     if attr.is_empty() {
-        return Ok(Kind::Kernel);
+        return Ok(out);
     }
-    let id: Ident = syn::parse2(attr.clone()).map_err(|_| {
+    let unknown = |span: Span, what: &str| {
+        syn::Error::new(
+            span,
+            format!(
+                "unknown option `{what}`; the options are `device` and `max_threads = N` \
+                 (a kernel's most threads a block)"
+            ),
+        )
+    };
+    let metas = syn::parse::Parser::parse2(
+        syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+        attr.clone(),
+    )
+    .map_err(|_| {
         syn::Error::new(
             attr.span(),
-            "expected `#[symm_kernel]` or `#[symm_kernel(device)]`",
+            "expected `#[symm_kernel]`, `#[symm_kernel(device)]` or `#[symm_kernel(max_threads = N)]`",
         )
     })?;
-    if id == "device" {
-        Ok(Kind::Device)
-    } else {
-        Err(syn::Error::new(
-            id.span(),
-            format!("unknown option `{id}`; the only option is `device`"),
-        ))
+    for m in &metas {
+        match m {
+            syn::Meta::Path(p) if p.is_ident("device") => out.kind = Kind::Device,
+            syn::Meta::NameValue(nv) if nv.path.is_ident("max_threads") => {
+                let n = match &nv.value {
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Int(i),
+                        ..
+                    }) => i.base10_parse::<u32>().ok(),
+                    _ => None,
+                };
+                match n {
+                    Some(n) if (1..=1024).contains(&n) && n % 32 == 0 => out.max_threads = Some(n),
+                    _ => return Err(syn::Error::new(
+                        nv.value.span(),
+                        "`max_threads` takes an integer literal: a multiple of 32 from 32 to 1024",
+                    )),
+                }
+            }
+            syn::Meta::Path(p) if p.is_ident("max_threads") => {
+                return Err(syn::Error::new(
+                    p.span(),
+                    "`max_threads` takes a value: `#[symm_kernel(max_threads = 1024)]`",
+                ))
+            }
+            syn::Meta::NameValue(syn::MetaNameValue { path, .. })
+            | syn::Meta::List(syn::MetaList { path, .. })
+                if path.is_ident("device") =>
+            {
+                return Err(syn::Error::new(
+                    path.span(),
+                    "`device` takes no value: `#[symm_kernel(device)]`",
+                ))
+            }
+            syn::Meta::Path(p) => {
+                let what = p
+                    .get_ident()
+                    .map_or_else(|| "?".to_string(), |i| i.to_string());
+                return Err(unknown(p.span(), &what));
+            }
+            other => {
+                let what = other
+                    .path()
+                    .get_ident()
+                    .map_or_else(|| "?".to_string(), |i| i.to_string());
+                return Err(unknown(other.span(), &what));
+            }
+        }
     }
+    if out.kind == Kind::Device && out.max_threads.is_some() {
+        return Err(syn::Error::new(
+            attr.span(),
+            "`max_threads` is a kernel's option: a device function runs in its caller's blocks",
+        ));
+    }
+    Ok(out)
 }
 
 /// A scalar type of the DSL.

@@ -77,7 +77,7 @@ pub fn moe_stage(
 /// `item_rows[(d × max_tokens + t) × top_k + k]` (`u32::MAX` for a slot
 /// held elsewhere) and each rank's tokens to `ntoks[d]`: [`moe_push`]'s
 /// map. Block 0 writes `layout` as [`moe_rows`](super::moe_rows) does.
-#[symm_kernel]
+#[symm_kernel(max_threads = 1024)]
 #[allow(clippy::too_many_arguments)]
 // Over 100 lines on purpose: the layout's scans and the pulls share the
 // block's shared tables, which a device function would have to take apart.
@@ -445,7 +445,7 @@ pub(crate) fn moe_fan_out<R: Scalar, const V: usize>(
 /// `hidden` is a multiple of `V` and `y`, `single` and `part` start
 /// 16-byte aligned). After the exit barrier every part sent to this rank
 /// has landed, and [`moe_sum_ranks`] adds them.
-#[symm_kernel]
+#[symm_kernel(max_threads = 1024)]
 #[allow(clippy::too_many_arguments)]
 // Over 100 lines on purpose: the batch's tables are the block's shared
 // memory, which a device function would have to take apart.

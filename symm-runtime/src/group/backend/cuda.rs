@@ -634,7 +634,17 @@ impl Backend for CudaBackend {
         let cfg = cfg.pdl_where_safe(kernel.peers, ctx.placement.share());
         self.dev
             .launch(&f, &self.stream, &cfg, params)
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| {
+                if e.err.0 == OUT_OF_RESOURCES {
+                    let threads = cfg.block.0 * cfg.block.1 * cfg.block.2;
+                    let fit = format!("declare `#[symm_kernel(max_threads = {threads})]`");
+                    let name = format!("kernel `{}`", kernel.name);
+                    if let Some(why) = block_too_big(&name, &f, threads, &fit) {
+                        return ctx.invalid(why);
+                    }
+                }
+                self.err(e)
+            })?;
         self.count_launch();
         Ok(())
     }
@@ -694,11 +704,27 @@ impl Backend for CudaBackend {
         }
         self.dev
             .launch(&f.f, &self.stream, cfg, params)
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| {
+                let threads = cfg.block.0 * cfg.block.1 * cfg.block.2;
+                let fit = format!("give it `__launch_bounds__({threads})`");
+                match block_too_big("a raw kernel", &f.f, threads, &fit) {
+                    Some(why) if e.err.0 == OUT_OF_RESOURCES => Error::InvalidArgument {
+                        rank: self.rank,
+                        group: self.group.clone(),
+                        message: why,
+                    },
+                    _ => self.err(e),
+                }
+            })?;
         self.count_launch();
         Ok(())
     }
 }
+
+/// The driver's answer to a launch whose blocks need more registers (or
+/// shared memory) than a multiprocessor has.
+const OUT_OF_RESOURCES: cudarc::driver::sys::CUresult =
+    cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 
 impl CudaBackend {
     /// Writes the abort words for `ranks` (see [`ABORT_WORD`]).
@@ -742,6 +768,22 @@ impl CudaBackend {
     }
 }
 
+/// Why `what` (`f`) cannot launch blocks of `threads`, where its registers
+/// allow fewer (`None` where they allow that many: some other resource ran
+/// out); `fit` says how to compile it for such blocks.
+fn block_too_big(what: &str, f: &CudaFunction, threads: u32, fit: &str) -> Option<String> {
+    let most = u32::try_from(f.max_threads_per_block().ok()?).ok()?;
+    if threads <= most {
+        return None;
+    }
+    let regs = f.num_regs().ok()?;
+    Some(format!(
+        "{what}: a block of {threads} threads, but it uses {regs} registers a thread, so a \
+         block holds at most {most} on this GPU; launch smaller blocks, or {fit} so that it \
+         is compiled to fit"
+    ))
+}
+
 /// Why a grid of `blocks` cannot run on a GPU that ranks share.
 fn not_co_resident(
     kernel: &str,
@@ -756,7 +798,8 @@ fn not_co_resident(
         return format!(
             "kernel `{kernel}`: the driver reports that no block of {threads} threads fits on a \
              multiprocessor of {dev:?} (too many registers or too much shared memory per block); \
-             use smaller blocks"
+             use smaller blocks, or declare `#[symm_kernel(max_threads = {threads})]` so that its \
+             registers are fitted to such a block"
         );
     }
     format!(
