@@ -139,9 +139,11 @@ fn mesh_matches_its_world_one_reference() {
 symm::check_kernels!(
     fn example_kernels_compile_with_nvrtc;
     tp_decode::kernels::fill::<symm::bf16>,
-    tp_decode::kernels::rms_norm::<symm::bf16, 8>,
+    tp_decode::kernels::rms_norm::<symm::bf16, 8, 1>,
+    tp_decode::kernels::rms_norm::<symm::bf16, 8, 4>,
     tp_decode::kernels::add::<symm::bf16>,
-    tp_decode::kernels::add_rms_norm::<symm::bf16, 8>,
+    tp_decode::kernels::add_rms_norm::<symm::bf16, 8, 1>,
+    tp_decode::kernels::add_rms_norm::<symm::bf16, 8, 4>,
     tp_decode::kernels::kv_write::<symm::bf16>,
     tp_decode::kernels::attention_split::<symm::bf16, 8>,
     tp_decode::kernels::attention_combine::<symm::bf16>,
@@ -299,6 +301,114 @@ fn tp_decode_gemv_matches_a_host_reference() {
                     assert!(
                         (have - want).abs() <= tol(want) + 1e-5 * (g.abs() + u.abs()),
                         "gemv_swiglu ({form}) m {m} inter {n} k {k} threads {threads} (seed {seed}): out[{r}, {j}] = {have}, want {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// tp_decode's norms (`rms_norm`, and `add_rms_norm`, which also adds
+/// the partial sums into the residual) against a host reference in f64 on
+/// random data: one to four vectors a thread (`N`), whole and partial
+/// last vectors of a block, two rows. `add_rms_norm`'s residual must be
+/// the bf16 sums exactly; the norms within a bf16 rounding or two. On the
+/// GPU where the GPU suite runs (`SYMM_KERNEL_TESTS_ON=gpu`), else on the
+/// emulator.
+#[test]
+fn tp_decode_norms_match_a_host_reference() {
+    use rand::{Rng, SeedableRng};
+    use symm::{bf16, run, CommOptions, LaunchConfig, Ranks};
+    use tp_decode::kernels::{add_rms_norm, rms_norm};
+    if !tier::quick() {
+        return;
+    }
+    let seed: u64 = rand::random();
+    let on_gpu = std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu");
+    let (rows, eps) = (2usize, 1e-5f32);
+    // (hidden, threads, N): 1 vector a thread with idle threads; 2 and 4
+    // with a partial last round; 4 exactly.
+    for (hidden, threads, n) in [
+        (200usize, 32u32, 1usize),
+        (520, 64, 2),
+        (1800, 64, 4),
+        (2048, 64, 4),
+    ] {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ hidden as u64);
+        let mut draw = |len: usize, lo: f32, hi: f32| -> Vec<bf16> {
+            (0..len)
+                .map(|_| bf16::from_f32(rng.random_range(lo..hi)))
+                .collect()
+        };
+        let (x, y, w) = (
+            draw(rows * hidden, -2.0, 2.0),
+            draw(rows * hidden, -2.0, 2.0),
+            draw(hidden, 0.5, 1.5),
+        );
+        let ranks = if on_gpu {
+            Ranks::gpus(1).expect("SYMM_KERNEL_TESTS_ON=gpu: a GPU")
+        } else {
+            Ranks::Emulator(1)
+        };
+        let got = run(ranks, CommOptions::default(), |c| {
+            let (xb, yb, wb) = (
+                c.device_buffer_from(&x)?,
+                c.device_buffer_from(&y)?,
+                c.device_buffer_from(&w)?,
+            );
+            let mut res = c.device_buffer_from(&x)?;
+            let mut a = c.device_buffer_from(&vec![bf16::NAN; rows * hidden])?;
+            let mut b = c.device_buffer_from(&vec![bf16::NAN; rows * hidden])?;
+            let cfg = LaunchConfig::linear(rows as u32, threads);
+            macro_rules! both {
+                ($n:literal) => {{
+                    rms_norm::launch::<bf16, 8, $n>(c, cfg, &xb, &wb, &mut a, hidden as u32, eps)?;
+                    add_rms_norm::launch::<bf16, 8, $n>(
+                        c,
+                        cfg,
+                        &mut res,
+                        &yb,
+                        &wb,
+                        &mut b,
+                        hidden as u32,
+                        eps,
+                    )?;
+                }};
+            }
+            match n {
+                1 => both!(1),
+                2 => both!(2),
+                _ => both!(4),
+            }
+            c.synchronize()?;
+            Ok((a.to_host()?, res.to_host()?, b.to_host()?))
+        })
+        .expect("the norms run")
+        .remove(0);
+        let (normed, res, added) = got;
+        let f = |v: bf16| f64::from(v.to_f32());
+        for r in 0..rows {
+            let row = |v: &[bf16]| v[r * hidden..][..hidden].to_vec();
+            let sums: Vec<bf16> = (0..hidden)
+                .map(|i| bf16::from_f32(x[r * hidden + i].to_f32() + y[r * hidden + i].to_f32()))
+                .collect();
+            assert_eq!(
+                row(&res),
+                sums,
+                "hidden {hidden}, N {n} (seed {seed}): row {r}'s residual"
+            );
+            for (input, out, what) in [
+                (row(&x), row(&normed), "rms_norm"),
+                (sums, row(&added), "add_rms_norm"),
+            ] {
+                let ms: f64 = input.iter().map(|&v| f(v) * f(v)).sum::<f64>() / hidden as f64;
+                let inv = 1.0 / (ms + f64::from(eps)).sqrt();
+                for i in 0..hidden {
+                    let want = f(input[i]) * inv * f(w[i]);
+                    let have = f(out[i]);
+                    assert!(
+                        (have - want).abs() <= 2.0f64.powi(-7) * want.abs() + 1e-6,
+                        "{what}, hidden {hidden}, N {n} (seed {seed}): row {r}, element {i}: {have} against {want}"
                     );
                 }
             }

@@ -58,35 +58,43 @@ pub fn fill<T: Scalar>(
 /// f32, each thread taking whole 16-byte vectors (`V` elements; `hidden`
 /// a multiple of `V`), so a row's reads are few and wide (a thread per
 /// element, one after another, waited on memory each time: NOTES v41).
-/// A thread holds its vectors (at most [`NORM_VECTORS`]) from the first
-/// pass to the second, and loads its vectors of `w` (a weight: no kernel
-/// of the step writes it) before `grid_dependency_wait`, so the row costs
-/// one round trip after the kernel before (NOTES v48).
-#[symm_kernel]
-pub fn rms_norm<T: Scalar, const V: usize>(x: &[T], w: &[T], out: &mut [T], hidden: u32, eps: f32) {
+/// A thread holds its `N` vectors from the first pass to the second, and
+/// loads its vectors of `w` (a weight: no kernel of the step writes it)
+/// before `grid_dependency_wait`, so the row costs one round trip after the
+/// kernel before (NOTES v48). `hidden` at most `N × block_dim × V`; `N` no
+/// larger than that needs (each vector of `[T; V]` of 2-byte types takes
+/// `V` registers).
+#[symm_kernel(max_threads = 1024)]
+pub fn rms_norm<T: Scalar, const V: usize, const N: usize>(
+    x: &[T],
+    w: &[T],
+    out: &mut [T],
+    hidden: u32,
+    eps: f32,
+) {
     let partial = shared_array::<f32, 32>();
     let v = V as u32;
     let step = block_dim_x() * v;
     kernel_assert!(
-        hidden % v == 0u32 && hidden <= 4u32 * step,
-        "rms_norm: hidden must be a multiple of V, at most NORM_VECTORS vectors a thread"
+        hidden % v == 0u32 && hidden <= N as u32 * step,
+        "rms_norm: hidden must be a multiple of V, at most N vectors a thread"
     );
-    let wv = norm_weights::<T, V>(w, hidden);
+    let wv = norm_weights::<T, V, N>(w, hidden);
     // Programmatic dependent launch: wait for the kernel before, then let
     // the next one's blocks in as this one's free their places.
     grid_dependency_wait();
     launch_dependents();
     let base = block_idx_x() * hidden;
     let zero: [T; V] = [T::from_f32(0.0f32); V];
-    let mut xv: [[T; V]; 4] = [zero; 4];
+    let mut xv: [[T; V]; N] = [zero; N];
     let mut ss: f32 = 0.0;
-    for k in 0..4 {
+    for k in 0..N {
         let i = thread_idx_x() * v + k as u32 * step;
         if i < hidden {
             xv[k] = x.load_vec::<V>(base + i);
         }
     }
-    for k in 0..4 {
+    for k in 0..N {
         for e in 0..V {
             let f = xv[k][e].to_f32();
             ss += f * f;
@@ -94,7 +102,7 @@ pub fn rms_norm<T: Scalar, const V: usize>(x: &[T], w: &[T], out: &mut [T], hidd
     }
     let total = block_sum(ss, partial);
     let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
-    for k in 0..4 {
+    for k in 0..N {
         let i = thread_idx_x() * v + k as u32 * step;
         if i < hidden {
             out.store_vec::<V>(base + i, norm_scaled::<T, V>(xv[k], wv[k], inv));
@@ -102,19 +110,17 @@ pub fn rms_norm<T: Scalar, const V: usize>(x: &[T], w: &[T], out: &mut [T], hidd
     }
 }
 
-/// The most 16-byte vectors of a row a thread of [`rms_norm`] and
-/// [`add_rms_norm`] holds (the kernels' literal 4): rows of up to `4 ×
-/// block_dim × V` elements.
-pub const NORM_VECTORS: usize = 4;
-
-/// This thread's vectors of the norm's weight `w` (zeros past `hidden`):
-/// vector `k` at `(thread + k × block_dim) × V`.
+/// This thread's `N` vectors of the norm's weight `w` (zeros past
+/// `hidden`): vector `k` at `(thread + k × block_dim) × V`.
 #[symm_kernel(device)]
-pub fn norm_weights<T: Scalar, const V: usize>(w: Slice<T>, hidden: u32) -> [[T; V]; 4] {
+pub fn norm_weights<T: Scalar, const V: usize, const N: usize>(
+    w: Slice<T>,
+    hidden: u32,
+) -> [[T; V]; N] {
     let v = V as u32;
     let zero: [T; V] = [T::from_f32(0.0f32); V];
-    let mut wv: [[T; V]; 4] = [zero; 4];
-    for k in 0..4 {
+    let mut wv: [[T; V]; N] = [zero; N];
+    for k in 0..N {
         let i = thread_idx_x() * v + k as u32 * block_dim_x() * v;
         if i < hidden {
             wv[k] = w.load_vec::<V>(i);
@@ -150,9 +156,9 @@ pub fn add<T: Scalar>(x: &mut [T], y: &[T], n: u32) {
 /// block gives the same order): each row of `x` becomes `T(x + y)`, and
 /// `out` that rounded row times `w` over its root mean square. One block
 /// per row, whole 16-byte vectors a thread (`hidden` a multiple of `V`, at
-/// most [`NORM_VECTORS`] a thread), `w`'s loaded before the wait.
-#[symm_kernel]
-pub fn add_rms_norm<T: Scalar, const V: usize>(
+/// most `N` a thread), `w`'s loaded before the wait.
+#[symm_kernel(max_threads = 1024)]
+pub fn add_rms_norm<T: Scalar, const V: usize, const N: usize>(
     x: &mut [T],
     y: &[T],
     w: &[T],
@@ -164,17 +170,17 @@ pub fn add_rms_norm<T: Scalar, const V: usize>(
     let v = V as u32;
     let step = block_dim_x() * v;
     kernel_assert!(
-        hidden % v == 0u32 && hidden <= 4u32 * step,
-        "add_rms_norm: hidden must be a multiple of V, at most NORM_VECTORS vectors a thread"
+        hidden % v == 0u32 && hidden <= N as u32 * step,
+        "add_rms_norm: hidden must be a multiple of V, at most N vectors a thread"
     );
-    let wv = norm_weights::<T, V>(w, hidden);
+    let wv = norm_weights::<T, V, N>(w, hidden);
     grid_dependency_wait();
     launch_dependents();
     let base = block_idx_x() * hidden;
     let zero: [T; V] = [T::from_f32(0.0f32); V];
-    let mut xv: [[T; V]; 4] = [zero; 4];
-    let mut yv: [[T; V]; 4] = [zero; 4];
-    for k in 0..4 {
+    let mut xv: [[T; V]; N] = [zero; N];
+    let mut yv: [[T; V]; N] = [zero; N];
+    for k in 0..N {
         let i = thread_idx_x() * v + k as u32 * step;
         if i < hidden {
             xv[k] = x.load_vec::<V>(base + i);
@@ -182,7 +188,7 @@ pub fn add_rms_norm<T: Scalar, const V: usize>(
         }
     }
     let mut ss: f32 = 0.0;
-    for k in 0..4 {
+    for k in 0..N {
         let mut sum: [T; V] = xv[k];
         for e in 0..V {
             sum[e] = T::from_f32(xv[k][e].to_f32() + yv[k][e].to_f32());
@@ -197,7 +203,7 @@ pub fn add_rms_norm<T: Scalar, const V: usize>(
     }
     let total = block_sum(ss, partial);
     let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
-    for k in 0..4 {
+    for k in 0..N {
         let i = thread_idx_x() * v + k as u32 * step;
         if i < hidden {
             out.store_vec::<V>(base + i, norm_scaled::<T, V>(xv[k], wv[k], inv));

@@ -50,6 +50,18 @@ use symm::{
 use bench::other;
 use kernels::*;
 
+/// A norm kernel's launch for rows of `$h`, with the `N` that
+/// [`norm_vectors`] picks.
+macro_rules! by_vectors {
+    ($h:expr, $k:ident, $($arg:expr),* $(,)?) => {
+        match norm_vectors($h) {
+            1 => $k::launch::<T, V, 1>($($arg),*),
+            2 => $k::launch::<T, V, 2>($($arg),*),
+            _ => $k::launch::<T, V, 4>($($arg),*),
+        }
+    };
+}
+
 /// The model's sizes.
 #[derive(Clone, Copy, Debug)]
 struct Shape {
@@ -628,7 +640,9 @@ impl Model {
         let stride = (nh + 2 * nkv) * d;
         let eps = 1e-5f32;
         let rows = pdl(c, norm_grid(b, h));
-        rms_norm::launch::<T, V>(
+        by_vectors!(
+            h,
+            rms_norm,
             c,
             rows,
             &self.x,
@@ -770,13 +784,20 @@ pub fn combine_threads(dim: usize, splits: usize) -> u32 {
 }
 
 /// `rms_norm`'s and `add_rms_norm`'s grid for `b` rows of `h`: a block a
-/// row, a thread a 16-byte vector of it (up to 1024).
+/// row, a thread a 16-byte vector of it (up to 1024; then `norm_vectors`
+/// a thread).
 fn norm_grid(b: usize, h: usize) -> LaunchConfig {
     let vectors = h / V;
     LaunchConfig::linear(
         b as u32,
         vectors.next_multiple_of(32).clamp(32, 1024) as u32,
     )
+}
+
+/// The norms' vectors a thread (their `N`) for rows of `h`: 1 up to 1024
+/// threads' worth, then 2 or 4 (`Shape`'s check keeps `h` within 4).
+fn norm_vectors(h: usize) -> usize {
+    (h / V).div_ceil(1024).next_power_of_two()
 }
 
 /// `cfg` with programmatic dependent launch, as symm's own kernels have it
@@ -827,7 +848,9 @@ impl Model {
         }
         let grid = pdl(c, norm_grid(b, h));
         if v == Variant::Control {
-            return add_rms_norm::launch::<T, V>(
+            return by_vectors!(
+                h,
+                add_rms_norm,
                 c,
                 grid,
                 &mut self.x,
@@ -840,7 +863,18 @@ impl Model {
         }
         coll.all_reduce(&self.p, &mut self.y, ReduceOp::Sum)?
             .wait()?;
-        add_rms_norm::launch::<T, V>(c, grid, &mut self.x, &self.y, w, &mut self.a, h as u32, eps)
+        by_vectors!(
+            h,
+            add_rms_norm,
+            c,
+            grid,
+            &mut self.x,
+            &self.y,
+            w,
+            &mut self.a,
+            h as u32,
+            eps
+        )
     }
 }
 
@@ -881,6 +915,14 @@ fn shape(args: &Args) -> std::result::Result<Shape, String> {
     };
     if !(1..=8).contains(&s.batch) || s.ctx == 0 || s.ctx > 4096 || s.layers == 0 {
         return Err(format!("batch 1-8, context 1-4096 and a layer: got {s:?}"));
+    }
+    // (The norms hold at most 4 vectors a thread of 1024.)
+    if s.hidden > 4 * 1024 * V || !s.hidden.is_multiple_of(V) {
+        return Err(format!(
+            "a hidden size that is a multiple of {V}, at most {}: got {}",
+            4 * 1024 * V,
+            s.hidden
+        ));
     }
     // (`attention_split` spreads a row over `dim / V` lanes, a power of
     // two up to a warp.)
