@@ -100,10 +100,29 @@ pub fn rms_norm<T: Scalar, const V: usize, const N: usize>(
             ss += f * f;
         }
     }
+    norm_out::<T, V, N>(out, base, xv, wv, ss, hidden, eps, partial);
+}
+
+/// The norms' second pass: the block's sum of squares from each thread's
+/// `ss`, then this thread's `N` vectors of the row (`xv`, of row `base`)
+/// times its weights (`wv`) over the root mean square, into `out`.
+#[symm_kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub fn norm_out<T: Scalar, const V: usize, const N: usize>(
+    out: SliceMut<T>,
+    base: u32,
+    xv: [[T; V]; N],
+    wv: [[T; V]; N],
+    ss: f32,
+    hidden: u32,
+    eps: f32,
+    partial: Shared<f32, 32>,
+) {
+    let v = V as u32;
     let total = block_sum(ss, partial);
     let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
     for k in 0..N {
-        let i = thread_idx_x() * v + k as u32 * step;
+        let i = thread_idx_x() * v + k as u32 * block_dim_x() * v;
         if i < hidden {
             out.store_vec::<V>(base + i, norm_scaled::<T, V>(xv[k], wv[k], inv));
         }
@@ -201,14 +220,7 @@ pub fn add_rms_norm<T: Scalar, const V: usize, const N: usize>(
             x.store_vec::<V>(base + i, xv[k]);
         }
     }
-    let total = block_sum(ss, partial);
-    let inv = 1.0f32 / (total / hidden as f32 + eps).sqrt();
-    for k in 0..N {
-        let i = thread_idx_x() * v + k as u32 * step;
-        if i < hidden {
-            out.store_vec::<V>(base + i, norm_scaled::<T, V>(xv[k], wv[k], inv));
-        }
-    }
+    norm_out::<T, V, N>(out, base, xv, wv, ss, hidden, eps, partial);
 }
 
 /// Appends each row's K and V (after its `q_width` query columns of the
