@@ -529,9 +529,34 @@ fn bad_launches() -> Outcome {
             e.contains("holds u32, but the kernel expects f32"),
             || e.clone(),
         )?;
+        // A raw kernel whose registers do not fit its block: the driver's
+        // refusal, said plainly.
+        let k = c.raw_kernel("t_many_live", RAW_MANY_LIVE)?;
+        let xs = c.device_buffer::<f32>(1024 * 128)?;
+        let ys = c.device_buffer::<f32>(1024)?;
+        // SAFETY: t_many_live takes two pointers, reads 128 floats a thread
+        // of `xs` (1024 × 128) and writes one of `ys` (1024), for the one
+        // block of 1024 threads launched.
+        let e = unsafe {
+            k.launch(
+                c,
+                LaunchConfig::linear(1, 1024),
+                &[
+                    symm::KernelArg::U64(xs.device_ptr()),
+                    symm::KernelArg::U64(ys.device_ptr()),
+                ],
+            )
+        }
+        .map(|_| "launched".to_string())
+        .unwrap_or_else(|e| e.to_string());
+        check(
+            c,
+            e.contains("registers") && e.contains("`__launch_bounds__(1024)`"),
+            || format!("a raw kernel of many registers at 1024 threads: {e}"),
+        )?;
         Ok(())
     })?;
-    Ok("zero grid, oversized block and a mistyped symmetric buffer are clear errors".into())
+    Ok("zero grid, oversized block, a mistyped symmetric buffer and a raw kernel whose registers do not fit its block are clear errors".into())
 }
 
 fn compile_times() -> Outcome {
@@ -762,6 +787,24 @@ fn pdl_after_a_barrier_kernel(world: usize, raw: bool) -> Outcome {
         slowest.as_secs_f64() * 1e3
     ))
 }
+
+/// 128 values live in each thread (`tests/dsl_suite`'s `many_live` as raw
+/// CUDA C): more registers than a block of 1024 threads holds.
+const RAW_MANY_LIVE: &str = r#"
+extern "C" __global__ void t_many_live(const float* x, float* y) {
+    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    float a[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) a[i] = x[t * 128 + i];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 128; i++) s += a[i];
+    float o = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 128; i++) o += a[i] * (s + (float)i);
+    y[t] = o;
+}
+"#;
 
 /// [`mark_after`] as a raw CUDA C kernel.
 const RAW_MARK_AFTER: &str = r#"

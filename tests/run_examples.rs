@@ -140,9 +140,11 @@ symm::check_kernels!(
     fn example_kernels_compile_with_nvrtc;
     tp_decode::kernels::fill::<symm::bf16>,
     tp_decode::kernels::rms_norm::<symm::bf16, 8, 1>,
+    tp_decode::kernels::rms_norm::<symm::bf16, 8, 2>,
     tp_decode::kernels::rms_norm::<symm::bf16, 8, 4>,
     tp_decode::kernels::add::<symm::bf16>,
     tp_decode::kernels::add_rms_norm::<symm::bf16, 8, 1>,
+    tp_decode::kernels::add_rms_norm::<symm::bf16, 8, 2>,
     tp_decode::kernels::add_rms_norm::<symm::bf16, 8, 4>,
     tp_decode::kernels::kv_write::<symm::bf16>,
     tp_decode::kernels::attention_split::<symm::bf16, 8>,
@@ -312,7 +314,9 @@ fn tp_decode_gemv_matches_a_host_reference() {
 /// the partial sums into the residual) against a host reference in f64 on
 /// random data: one to four vectors a thread (`N`), whole and partial
 /// last vectors of a block, two rows. `add_rms_norm`'s residual must be
-/// the bf16 sums exactly; the norms within a bf16 rounding or two. On the
+/// the bf16 sums exactly, its output `rms_norm`'s of that residual bit for
+/// bit; the norms within a bf16 rounding or two of the reference; and a
+/// row longer than `N` vectors a thread is the kernels' assertion. On the
 /// GPU where the GPU suite runs (`SYMM_KERNEL_TESTS_ON=gpu`), else on the
 /// emulator.
 #[test]
@@ -359,7 +363,10 @@ fn tp_decode_norms_match_a_host_reference() {
             let mut res = c.device_buffer_from(&x)?;
             let mut a = c.device_buffer_from(&vec![bf16::NAN; rows * hidden])?;
             let mut b = c.device_buffer_from(&vec![bf16::NAN; rows * hidden])?;
+            let mut again = c.device_buffer_from(&vec![bf16::NAN; rows * hidden])?;
             let cfg = LaunchConfig::linear(rows as u32, threads);
+            // (`again`: rms_norm of add_rms_norm's residual, which must be
+            // add_rms_norm's output bit for bit.)
             macro_rules! both {
                 ($n:literal) => {{
                     rms_norm::launch::<bf16, 8, $n>(c, cfg, &xb, &wb, &mut a, hidden as u32, eps)?;
@@ -373,6 +380,15 @@ fn tp_decode_norms_match_a_host_reference() {
                         hidden as u32,
                         eps,
                     )?;
+                    rms_norm::launch::<bf16, 8, $n>(
+                        c,
+                        cfg,
+                        &res,
+                        &wb,
+                        &mut again,
+                        hidden as u32,
+                        eps,
+                    )?;
                 }};
             }
             match n {
@@ -381,11 +397,15 @@ fn tp_decode_norms_match_a_host_reference() {
                 _ => both!(4),
             }
             c.synchronize()?;
-            Ok((a.to_host()?, res.to_host()?, b.to_host()?))
+            Ok((a.to_host()?, res.to_host()?, b.to_host()?, again.to_host()?))
         })
         .expect("the norms run")
         .remove(0);
-        let (normed, res, added) = got;
+        let (normed, res, added, again) = got;
+        assert_eq!(
+            added, again,
+            "hidden {hidden}, N {n} (seed {seed}): add_rms_norm and rms_norm of its sum differ"
+        );
         let f = |v: bf16| f64::from(v.to_f32());
         for r in 0..rows {
             let row = |v: &[bf16]| v[r * hidden..][..hidden].to_vec();
@@ -414,6 +434,24 @@ fn tp_decode_norms_match_a_host_reference() {
             }
         }
     }
+    // A row longer than N vectors a thread is the kernels' assertion, not
+    // a row normalised in part.
+    let ranks = if on_gpu {
+        Ranks::gpus(1).expect("SYMM_KERNEL_TESTS_ON=gpu: a GPU")
+    } else {
+        Ranks::Emulator(1)
+    };
+    let e = run(ranks, CommOptions::default(), |c| {
+        let x = c.device_buffer_from(&vec![bf16::from_f32(1.0); 2048])?;
+        let mut a = c.device_buffer::<bf16>(2048)?;
+        rms_norm::launch::<bf16, 8, 2>(c, LaunchConfig::linear(1, 64), &x, &x, &mut a, 2048, eps)?;
+        c.synchronize()
+    })
+    .expect_err("a row of 2048 with 2 vectors of 8 a thread of 64");
+    assert!(
+        e.to_string().contains("at most N vectors a thread"),
+        "the assertion: {e}"
+    );
 }
 
 /// tp_decode's attention (its split kernel, a warp reading several key

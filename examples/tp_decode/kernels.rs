@@ -8,7 +8,8 @@
 //! fill (`moe_layer` shares them). The step's kernels wait for the kernel
 //! before them (`grid_dependency_wait`) before they read what it wrote, so
 //! they can be launched with programmatic dependent launch: first thing,
-//! except the GEMVs, which load their first weights before.
+//! except the GEMVs and the norms, which load their first weights (no
+//! kernel of the step writes a weight) before.
 
 use symm::dsl::*;
 use symm::kernels::fused::{block_reduce, block_sum, warp_reduce};

@@ -354,6 +354,19 @@ impl KernelDef {
         )
     }
 
+    /// Refuses blocks of more `threads` than `#[symm_kernel(max_threads)]`
+    /// compiled the kernel for.
+    fn check_block(&self, comm: &Comm, threads: u64) -> Result<()> {
+        if self.max_threads != 0 && threads > u64::from(self.max_threads) {
+            return Err(comm.invalid(format!(
+                "kernel `{}`: a block of {threads} threads, but it is compiled for at most {} \
+                 (`#[symm_kernel(max_threads = {})]`)",
+                self.name, self.max_threads, self.max_threads
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs `f` with the backend's view of instantiation `key` (checked or
     /// not), whose source comes from `source`.
     fn with_spec<R>(
@@ -370,6 +383,7 @@ impl KernelDef {
             id: (self.id(), fnv(key)),
             checked,
             peers: self.peers,
+            max_threads: self.max_threads,
             source: &full,
             cpu,
         })
@@ -431,14 +445,8 @@ impl KernelDef {
     ) -> Result<()> {
         comm.one_domain(|| format!("kernel `{}`", self.name))?;
         check_config(comm, &cfg)?;
-        let threads = u64::from(cfg.block.0) * u64::from(cfg.block.1) * u64::from(cfg.block.2);
-        if self.max_threads != 0 && threads > u64::from(self.max_threads) {
-            return Err(comm.invalid(format!(
-                "kernel `{}`: a block of {threads} threads, but it is compiled for at most {} \
-                 (`#[symm_kernel(max_threads = {})]`)",
-                self.name, self.max_threads, self.max_threads
-            )));
-        }
+        let b = cfg.block;
+        self.check_block(comm, u64::from(b.0) * u64::from(b.1) * u64::from(b.2))?;
         if params.len() != self.slots {
             return Err(comm.invalid(format!(
                 "kernel `{}`: {} parameter slots for an entry of {}",
@@ -467,6 +475,7 @@ impl KernelDef {
         shared_mem: u32,
         source: &dyn Fn(&str) -> String,
     ) -> Result<Option<u32>> {
+        self.check_block(comm, u64::from(block))?;
         let checked = checked || check_all();
         self.with_spec(key, checked, source, &|| {}, |spec| {
             comm.backend

@@ -182,6 +182,7 @@ impl SymmetricMemory {
             checked: false,
             // One block always fits beside the other ranks' kernels.
             peers: false,
+            max_threads: 0,
             source,
             cpu,
         };

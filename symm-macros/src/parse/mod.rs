@@ -52,10 +52,24 @@ pub fn attr(attr: TokenStream) -> syn::Result<Attr> {
             "expected `#[symm_kernel]`, `#[symm_kernel(device)]` or `#[symm_kernel(max_threads = N)]`",
         )
     })?;
+    // Where each option was given: a second one is an error, and the
+    // device-and-max_threads error points at `max_threads`.
+    let (mut device_at, mut max_at): (Option<Span>, Option<Span>) = (None, None);
+    let twice = |span: Span, what: &str| syn::Error::new(span, format!("`{what}` is given twice"));
     for m in &metas {
         match m {
-            syn::Meta::Path(p) if p.is_ident("device") => out.kind = Kind::Device,
+            syn::Meta::Path(p) if p.is_ident("device") => {
+                if device_at.is_some() {
+                    return Err(twice(p.span(), "device"));
+                }
+                device_at = Some(p.span());
+                out.kind = Kind::Device;
+            }
             syn::Meta::NameValue(nv) if nv.path.is_ident("max_threads") => {
+                if max_at.is_some() {
+                    return Err(twice(nv.path.span(), "max_threads"));
+                }
+                max_at = Some(nv.path.span());
                 let n = match &nv.value {
                     syn::Expr::Lit(syn::ExprLit {
                         lit: syn::Lit::Int(i),
@@ -71,9 +85,11 @@ pub fn attr(attr: TokenStream) -> syn::Result<Attr> {
                     )),
                 }
             }
-            syn::Meta::Path(p) if p.is_ident("max_threads") => {
+            syn::Meta::Path(syn::Path { .. }) | syn::Meta::List(syn::MetaList { .. })
+                if m.path().is_ident("max_threads") =>
+            {
                 return Err(syn::Error::new(
-                    p.span(),
+                    m.path().span(),
                     "`max_threads` takes a value: `#[symm_kernel(max_threads = 1024)]`",
                 ))
             }
@@ -86,12 +102,6 @@ pub fn attr(attr: TokenStream) -> syn::Result<Attr> {
                     "`device` takes no value: `#[symm_kernel(device)]`",
                 ))
             }
-            syn::Meta::Path(p) => {
-                let what = p
-                    .get_ident()
-                    .map_or_else(|| "?".to_string(), |i| i.to_string());
-                return Err(unknown(p.span(), &what));
-            }
             other => {
                 let what = other
                     .path()
@@ -101,9 +111,9 @@ pub fn attr(attr: TokenStream) -> syn::Result<Attr> {
             }
         }
     }
-    if out.kind == Kind::Device && out.max_threads.is_some() {
+    if let (Some(_), Some(at)) = (device_at, max_at) {
         return Err(syn::Error::new(
-            attr.span(),
+            at,
             "`max_threads` is a kernel's option: a device function runs in its caller's blocks",
         ));
     }

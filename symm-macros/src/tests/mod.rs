@@ -49,6 +49,66 @@ fn errors_are_spanned_and_keep_the_item() {
     assert!(out.contains("goes on a function"), "{out}");
 }
 
+/// `max_threads`: the values it takes and refuses, and the other options'
+/// mistakes, each its own error.
+#[test]
+fn max_threads_takes_a_block_size() {
+    let k = "fn k(x: &mut [f32]) { x[0] = 1.0f32; }";
+    for ok in [
+        "max_threads = 1024",
+        "max_threads = 32",
+        "max_threads = 0x400",
+        "max_threads = 256u32",
+    ] {
+        let out = run(ok, k);
+        assert!(!out.contains("compile_error"), "{ok}: {out}");
+        assert!(out.contains("__launch_bounds__"), "{ok}: {out}");
+        assert!(out.contains("with_max_threads"), "{ok}: {out}");
+    }
+    let out = run("", k);
+    assert!(
+        !out.contains("__launch_bounds__") && !out.contains("with_max_threads"),
+        "{out}"
+    );
+    for bad in [
+        "max_threads = 0",
+        "max_threads = 1000",
+        "max_threads = 2048",
+        "max_threads = -32",
+        "max_threads = \"64\"",
+        "max_threads = 64.0",
+    ] {
+        let out = run(bad, k);
+        assert!(
+            out.contains("`max_threads` takes an integer literal"),
+            "{bad}: {out}"
+        );
+    }
+    for (bad, says) in [
+        ("max_threads", "`max_threads` takes a value"),
+        ("max_threads(1024)", "`max_threads` takes a value"),
+        (
+            "max_threads = 64, max_threads = 128",
+            "`max_threads` is given twice",
+        ),
+        ("device, device", "`device` is given twice"),
+        ("device = true", "`device` takes no value"),
+        (
+            "device, max_threads = 256",
+            "`max_threads` is a kernel's option",
+        ),
+        (
+            "max_threads = 256, device",
+            "`max_threads` is a kernel's option",
+        ),
+        ("global", "unknown option `global`"),
+        ("1", "expected `#[symm_kernel]`"),
+    ] {
+        let out = run(bad, k);
+        assert!(out.contains(says), "{bad}: {out}");
+    }
+}
+
 const VOCAB: &[&str] = &[
     "let",
     "mut",

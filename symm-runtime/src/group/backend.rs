@@ -128,6 +128,8 @@ pub(crate) struct KernelSpec<'a> {
     /// Whether the kernel takes a `SymmBuf`, so it may wait on peers, which
     /// ranks sharing a GPU can do only with grids that fit together.
     pub peers: bool,
+    /// `#[symm_kernel(max_threads)]`'s bound, or 0.
+    pub max_threads: u32,
     /// The complete CUDA C, given the entry name to export.
     pub source: &'a dyn Fn(&str) -> String,
     /// The body as Rust, run by every simulated thread on the emulator.

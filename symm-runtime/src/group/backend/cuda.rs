@@ -615,13 +615,7 @@ impl Backend for CudaBackend {
             let (limit, per_sm) = self.co_resident(&f, threads, cfg.shared_mem, ctx)?;
             if blocks > u64::from(limit) {
                 return Err(ctx.invalid(not_co_resident(
-                    kernel.name,
-                    ctx,
-                    blocks,
-                    threads,
-                    limit,
-                    per_sm,
-                    &self.dev,
+                    kernel, ctx, blocks, threads, limit, per_sm, &self.dev,
                 )));
             }
         }
@@ -636,7 +630,7 @@ impl Backend for CudaBackend {
             .launch(&f, &self.stream, &cfg, params)
             .map_err(|e| {
                 if e.err.0 == OUT_OF_RESOURCES {
-                    let threads = cfg.block.0 * cfg.block.1 * cfg.block.2;
+                    let threads = block_threads(&cfg);
                     let fit = format!("declare `#[symm_kernel(max_threads = {threads})]`");
                     let name = format!("kernel `{}`", kernel.name);
                     if let Some(why) = block_too_big(&name, &f, threads, &fit) {
@@ -705,16 +699,18 @@ impl Backend for CudaBackend {
         self.dev
             .launch(&f.f, &self.stream, cfg, params)
             .map_err(|e| {
-                let threads = cfg.block.0 * cfg.block.1 * cfg.block.2;
-                let fit = format!("give it `__launch_bounds__({threads})`");
-                match block_too_big("a raw kernel", &f.f, threads, &fit) {
-                    Some(why) if e.err.0 == OUT_OF_RESOURCES => Error::InvalidArgument {
-                        rank: self.rank,
-                        group: self.group.clone(),
-                        message: why,
-                    },
-                    _ => self.err(e),
+                if e.err.0 == OUT_OF_RESOURCES {
+                    let threads = block_threads(cfg);
+                    let fit = format!("give it `__launch_bounds__({threads})`");
+                    if let Some(why) = block_too_big("a raw kernel", &f.f, threads, &fit) {
+                        return Error::InvalidArgument {
+                            rank: self.rank,
+                            group: self.group.clone(),
+                            message: why,
+                        };
+                    }
                 }
+                self.err(e)
             })?;
         self.count_launch();
         Ok(())
@@ -771,22 +767,28 @@ impl CudaBackend {
 /// Why `what` (`f`) cannot launch blocks of `threads`, where its registers
 /// allow fewer (`None` where they allow that many: some other resource ran
 /// out); `fit` says how to compile it for such blocks.
-fn block_too_big(what: &str, f: &CudaFunction, threads: u32, fit: &str) -> Option<String> {
-    let most = u32::try_from(f.max_threads_per_block().ok()?).ok()?;
+fn block_too_big(what: &str, f: &CudaFunction, threads: u64, fit: &str) -> Option<String> {
+    let most = u64::try_from(f.max_threads_per_block().ok()?).ok()?;
     if threads <= most {
         return None;
     }
     let regs = f.num_regs().ok()?;
     Some(format!(
-        "{what}: a block of {threads} threads, but it uses {regs} registers a thread, so a \
-         block holds at most {most} on this GPU; launch smaller blocks, or {fit} so that it \
-         is compiled to fit"
+        "{what}: a block of {threads} threads, but its registers ({regs} a thread) or its \
+         launch bounds allow at most {most} on this GPU; launch smaller blocks, or {fit} so \
+         that it is compiled to fit"
     ))
+}
+
+/// Threads in a block of `cfg` (never overflows: a raw launch's block is
+/// not checked before the driver sees it).
+fn block_threads(cfg: &LaunchConfig) -> u64 {
+    u64::from(cfg.block.0) * u64::from(cfg.block.1) * u64::from(cfg.block.2)
 }
 
 /// Why a grid of `blocks` cannot run on a GPU that ranks share.
 fn not_co_resident(
-    kernel: &str,
+    spec: &KernelSpec<'_>,
     ctx: &LaunchCtx<'_>,
     blocks: u64,
     threads: u32,
@@ -794,12 +796,22 @@ fn not_co_resident(
     per_sm: u32,
     dev: &CudaDevice,
 ) -> String {
+    let kernel = spec.name;
     if per_sm == 0 {
+        // (A kernel compiled for such blocks has registers that fit them:
+        // then it is shared memory.)
+        let fit = if spec.max_threads == 0 {
+            format!(
+                ", or declare `#[symm_kernel(max_threads = {threads})]` so that its registers \
+                 are fitted to such a block"
+            )
+        } else {
+            String::new()
+        };
         return format!(
             "kernel `{kernel}`: the driver reports that no block of {threads} threads fits on a \
              multiprocessor of {dev:?} (too many registers or too much shared memory per block); \
-             use smaller blocks, or declare `#[symm_kernel(max_threads = {threads})]` so that its \
-             registers are fitted to such a block"
+             use smaller blocks{fit}"
         );
     }
     format!(
