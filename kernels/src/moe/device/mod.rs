@@ -329,15 +329,11 @@ pub(crate) fn moe_popc(v: u32) -> u32 {
     (d + (d >> 16u32)) & 0x3Fu32
 }
 
-/// The inclusive sum of `v` over the block's threads up to this one, in
-/// whole warps (at most 1024 threads), every thread calling it: a scan in
-/// each warp, then over the warps' totals.
+/// The inclusive sum of `v` over the warp's lanes up to this one (every
+/// lane calling it).
 #[symm_kernel(device)]
-pub(crate) fn moe_scan(v: u32) -> u32 {
-    let sums = shared_array::<u32, 32>();
+pub(crate) fn warp_scan(v: u32) -> u32 {
     let lane = lane_id();
-    let warp = thread_idx_x() / 32u32;
-    let warps = block_dim_x() / 32u32;
     let mut x = v;
     let mut d = 1u32;
     while d < 32u32 {
@@ -347,6 +343,19 @@ pub(crate) fn moe_scan(v: u32) -> u32 {
         }
         d *= 2u32;
     }
+    x
+}
+
+/// The inclusive sum of `v` over the block's threads up to this one, in
+/// whole warps (at most 1024 threads), every thread calling it: a scan in
+/// each warp, then over the warps' totals.
+#[symm_kernel(device)]
+pub(crate) fn moe_scan(v: u32) -> u32 {
+    let sums = shared_array::<u32, 32>();
+    let lane = lane_id();
+    let warp = thread_idx_x() / 32u32;
+    let warps = block_dim_x() / 32u32;
+    let mut x = warp_scan(v);
     if lane == 31u32 {
         sums[warp] = x;
     }
@@ -356,14 +365,7 @@ pub(crate) fn moe_scan(v: u32) -> u32 {
         if lane < warps {
             s = sums[lane];
         }
-        let mut d = 1u32;
-        while d < 32u32 {
-            let y = shfl_up(s, d);
-            if lane >= d {
-                s += y;
-            }
-            d *= 2u32;
-        }
+        s = warp_scan(s);
         if lane < warps {
             sums[lane] = s;
         }
