@@ -6,6 +6,8 @@
 // binary does, so here it is compiled once per example.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "support/targets.rs"]
+mod targets;
 #[path = "support/tier.rs"]
 mod tier;
 
@@ -179,7 +181,7 @@ symm::check_kernels!(
 #[test]
 fn tp_decode_gemv_matches_a_host_reference() {
     use rand::{Rng, SeedableRng};
-    use symm::{bf16, run, CommOptions, LaunchConfig, Ranks};
+    use symm::{bf16, run, CommOptions, LaunchConfig};
     use tp_decode::kernels::{gemv_swiglu, gemv_xwt};
     if !tier::quick() {
         return;
@@ -209,11 +211,8 @@ fn tp_decode_gemv_matches_a_host_reference() {
         let (x, w) = (draw(m * k), draw(2 * n * k));
         // On a GPU where the GPU suite runs (SYMM_KERNEL_TESTS_ON=gpu), as
         // compiled by NVRTC; else on the emulator.
-        let on_gpu = std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu");
-        let ranks = if on_gpu {
-            Ranks::gpus(1).expect("SYMM_KERNEL_TESTS_ON=gpu: a GPU")
-        } else {
-            Ranks::Emulator(1)
+        let Some(ranks) = targets::ranks(1) else {
+            return;
         };
         let seen = run(ranks, CommOptions::default(), |c| {
             let (xb, wb) = (c.device_buffer_from(&x)?, c.device_buffer_from(&w)?);
@@ -322,13 +321,12 @@ fn tp_decode_gemv_matches_a_host_reference() {
 #[test]
 fn tp_decode_norms_match_a_host_reference() {
     use rand::{Rng, SeedableRng};
-    use symm::{bf16, run, CommOptions, LaunchConfig, Ranks};
+    use symm::{bf16, run, CommOptions, LaunchConfig};
     use tp_decode::kernels::{add_rms_norm, rms_norm};
     if !tier::quick() {
         return;
     }
     let seed: u64 = rand::random();
-    let on_gpu = std::env::var("SYMM_KERNEL_TESTS_ON").as_deref() == Ok("gpu");
     let (rows, eps) = (2usize, 1e-5f32);
     // (hidden, threads, N): 1 vector a thread with idle threads; 2 and 4
     // with a partial last round; 4 exactly.
@@ -349,10 +347,8 @@ fn tp_decode_norms_match_a_host_reference() {
             draw(rows * hidden, -2.0, 2.0),
             draw(hidden, 0.5, 1.5),
         );
-        let ranks = if on_gpu {
-            Ranks::gpus(1).expect("SYMM_KERNEL_TESTS_ON=gpu: a GPU")
-        } else {
-            Ranks::Emulator(1)
+        let Some(ranks) = targets::ranks(1) else {
+            return;
         };
         let got = run(ranks, CommOptions::default(), |c| {
             let (xb, yb, wb) = (
@@ -436,10 +432,8 @@ fn tp_decode_norms_match_a_host_reference() {
     }
     // A row longer than N vectors a thread is the kernels' assertion, not
     // a row normalised in part.
-    let ranks = if on_gpu {
-        Ranks::gpus(1).expect("SYMM_KERNEL_TESTS_ON=gpu: a GPU")
-    } else {
-        Ranks::Emulator(1)
+    let Some(ranks) = targets::ranks(1) else {
+        return;
     };
     let e = run(ranks, CommOptions::default(), |c| {
         let x = c.device_buffer_from(&vec![bf16::from_f32(1.0); 2048])?;

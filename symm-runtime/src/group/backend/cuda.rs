@@ -629,15 +629,9 @@ impl Backend for CudaBackend {
         self.dev
             .launch(&f, &self.stream, &cfg, params)
             .map_err(|e| {
-                if e.err.0 == OUT_OF_RESOURCES {
-                    let threads = block_threads(&cfg);
-                    let fit = format!("declare `#[symm_kernel(max_threads = {threads})]`");
-                    let name = format!("kernel `{}`", kernel.name);
-                    if let Some(why) = block_too_big(&name, &f, threads, &fit) {
-                        return ctx.invalid(why);
-                    }
-                }
-                self.err(e)
+                self.launch_error(e, &f, &cfg, &format!("kernel `{}`", kernel.name), |n| {
+                    format!("declare `#[symm_kernel(max_threads = {n})]`")
+                })
             })?;
         self.count_launch();
         Ok(())
@@ -699,30 +693,54 @@ impl Backend for CudaBackend {
         self.dev
             .launch(&f.f, &self.stream, cfg, params)
             .map_err(|e| {
-                if e.err.0 == OUT_OF_RESOURCES {
-                    let threads = block_threads(cfg);
-                    let fit = format!("give it `__launch_bounds__({threads})`");
-                    if let Some(why) = block_too_big("a raw kernel", &f.f, threads, &fit) {
-                        return Error::InvalidArgument {
-                            rank: self.rank,
-                            group: self.group.clone(),
-                            message: why,
-                        };
-                    }
-                }
-                self.err(e)
+                self.launch_error(e, &f.f, cfg, "a raw kernel", |n| {
+                    format!("give it `__launch_bounds__({n})`")
+                })
             })?;
         self.count_launch();
         Ok(())
     }
 }
 
-/// The driver's answer to a launch whose blocks need more registers (or
-/// shared memory) than a multiprocessor has.
-const OUT_OF_RESOURCES: cudarc::driver::sys::CUresult =
-    cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-
 impl CudaBackend {
+    /// The error of `what` (`f`) launched with `cfg`, which the driver
+    /// refused with `e`: where it ran out of resources because the block is
+    /// larger than `f`'s registers (or launch bounds) allow, an
+    /// `InvalidArgument` that says so and how to compile it for such blocks
+    /// (`fit` of the block's threads); else the driver's error.
+    fn launch_error(
+        &self,
+        e: DrvErr,
+        f: &CudaFunction,
+        cfg: &LaunchConfig,
+        what: &str,
+        fit: impl FnOnce(u64) -> String,
+    ) -> Error {
+        if e.err.0 != cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES {
+            return self.err(e);
+        }
+        // (Never overflows: a raw launch's block is not checked before the
+        // driver sees it.)
+        let threads = u64::from(cfg.block.0) * u64::from(cfg.block.1) * u64::from(cfg.block.2);
+        let most = f
+            .max_threads_per_block()
+            .ok()
+            .and_then(|m| u64::try_from(m).ok());
+        match (most, f.num_regs()) {
+            (Some(most), Ok(regs)) if threads > most => Error::InvalidArgument {
+                rank: self.rank,
+                group: self.group.clone(),
+                message: format!(
+                    "{what}: a block of {threads} threads, but its registers ({regs} a thread) \
+                     or its launch bounds allow at most {most} on this GPU; launch smaller \
+                     blocks, or {} so that it is compiled to fit",
+                    fit(threads)
+                ),
+            },
+            _ => self.err(e),
+        }
+    }
+
     /// Writes the abort words for `ranks` (see [`ABORT_WORD`]).
     fn write_aborted(&self, ranks: RankMask) -> crate::driver::cuda::DrvResult<()> {
         self.status.write_u32s(ABORT_WORD, &abort_words(ranks))
@@ -762,28 +780,6 @@ impl CudaBackend {
             per_sm,
         ))
     }
-}
-
-/// Why `what` (`f`) cannot launch blocks of `threads`, where its registers
-/// allow fewer (`None` where they allow that many: some other resource ran
-/// out); `fit` says how to compile it for such blocks.
-fn block_too_big(what: &str, f: &CudaFunction, threads: u64, fit: &str) -> Option<String> {
-    let most = u64::try_from(f.max_threads_per_block().ok()?).ok()?;
-    if threads <= most {
-        return None;
-    }
-    let regs = f.num_regs().ok()?;
-    Some(format!(
-        "{what}: a block of {threads} threads, but its registers ({regs} a thread) or its \
-         launch bounds allow at most {most} on this GPU; launch smaller blocks, or {fit} so \
-         that it is compiled to fit"
-    ))
-}
-
-/// Threads in a block of `cfg` (never overflows: a raw launch's block is
-/// not checked before the driver sees it).
-fn block_threads(cfg: &LaunchConfig) -> u64 {
-    u64::from(cfg.block.0) * u64::from(cfg.block.1) * u64::from(cfg.block.2)
 }
 
 /// Why a grid of `blocks` cannot run on a GPU that ranks share.
