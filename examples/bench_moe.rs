@@ -62,8 +62,9 @@ struct Args {
     /// Time each part of the bf16 step alone instead (where the µs go).
     #[arg(long)]
     stages: bool,
-    /// The forms to time: `pull`, `all-to-all` or `both`.
-    #[arg(long, default_value = "both")]
+    /// The forms to time: `pull`, `all-to-all`, `copy-engine`, `both`
+    /// (pull and all-to-all) or `all`.
+    #[arg(long, default_value = "all")]
     mode: String,
 }
 
@@ -72,13 +73,18 @@ fn modes(a: &Args) -> Vec<MoeMode> {
     match a.mode.as_str() {
         "pull" => vec![MoeMode::Pull],
         "all-to-all" => vec![MoeMode::AllToAll],
+        "copy-engine" => vec![MoeMode::CopyEngine],
         "both" => vec![MoeMode::Pull, MoeMode::AllToAll],
+        "all" => ALL_MODES.to_vec(),
         other => {
-            eprintln!("bench_moe: --mode {other}: pull, all-to-all or both");
+            eprintln!("bench_moe: --mode {other}: pull, all-to-all, copy-engine, both or all");
             std::process::exit(2);
         }
     }
 }
+
+/// Every form.
+const ALL_MODES: [MoeMode; 3] = [MoeMode::Pull, MoeMode::AllToAll, MoeMode::CopyEngine];
 
 /// The experts' work in the benchmark: each row copied (the step's time
 /// is the communication's, not a GEMM's).
@@ -121,9 +127,14 @@ fn bytes_back(
     top_k: usize,
     hidden: usize,
     once: bool,
+    f32_back: bool,
 ) -> usize {
     if !once {
         return 2 * hidden * rows_to_peers(idx, rank, local, top_k, false);
+    }
+    if f32_back {
+        // The copy-engine form: an f32 row a token and peer.
+        return 4 * hidden * rows_to_peers(idx, rank, local, top_k, true);
     }
     idx.chunks(top_k)
         .map(|slots| {
@@ -449,7 +460,7 @@ pub(crate) fn check(n: usize) -> i32 {
             .map(|i| bf16::from_f32((i % 13) as f32 - 6.0))
             .collect();
         let mut bad = 0;
-        for mode in [MoeMode::Pull, MoeMode::AllToAll] {
+        for mode in ALL_MODES {
             let mut s = Step::new(c, cfg(&a, 5, false, mode), 5, &x, &idx, &w)?;
             s.run(c, true)?;
             c.synchronize()?;
@@ -502,8 +513,11 @@ fn main() {
         std::process::exit(check(n));
     }
     let world = args.world.unwrap_or_else(symm::cuda_device_count);
-    // `--stages` also at one rank: its kernels alone, for a profiler.
-    let Some(ranks) = Ranks::gpus(world).filter(|_| world >= 2 || args.stages) else {
+    // `--stages`, or `--world 1` asked for, also at one rank: its kernels
+    // alone, with no link between GPUs (for a profiler, or each form's
+    // fixed costs).
+    let asked_one = args.world == Some(1);
+    let Some(ranks) = Ranks::gpus(world).filter(|_| world >= 2 || args.stages || asked_one) else {
         eprintln!("SKIPPED: bench_moe needs 2 or more GPUs (one rank per GPU)");
         return;
     };
@@ -564,10 +578,22 @@ fn main() {
                     .collect();
                 let mut s = Step::new(c, cfg(&args, tokens, fp8, mode), tokens, &x, &idx, &w)?;
                 let barrier = Barrier::new(c)?;
-                let us = time_graph(c, &barrier, &mut || s.run(c, false))?;
-                let there_us = time_graph(c, &barrier, &mut || s.dispatch(c))?;
-                let back_us = time_graph(c, &barrier, &mut || s.combine(c))?;
                 let alone = time_steps(c, 20, &mut || s.run(c, false))?;
+                // The copy-engine form reads its counts on the host, so no
+                // graph holds it: each call is timed alone.
+                let [us, there_us, back_us] = if mode == MoeMode::CopyEngine {
+                    [
+                        alone,
+                        time_steps(c, 20, &mut || s.dispatch(c))?,
+                        time_steps(c, 20, &mut || s.combine(c))?,
+                    ]
+                } else {
+                    [
+                        time_graph(c, &barrier, &mut || s.run(c, false))?,
+                        time_graph(c, &barrier, &mut || s.dispatch(c))?,
+                        time_graph(c, &barrier, &mut || s.combine(c))?,
+                    ]
+                };
                 // NCCL in bf16 only; an NCCL that fails is said, not fatal.
                 let nccl_us = if fp8 {
                     None
@@ -583,9 +609,18 @@ fn main() {
                     }
                 };
                 let local = args.experts / c.world_size();
-                let once = mode == MoeMode::Pull;
+                let once = mode != MoeMode::AllToAll;
                 let sent = rows_to_peers(&idx, c.rank(), local, args.top_k, once);
-                let back = bytes_back(&idx, c.rank(), local, args.top_k, args.hidden, once);
+                let f32_back = mode == MoeMode::CopyEngine;
+                let back = bytes_back(
+                    &idx,
+                    c.rank(),
+                    local,
+                    args.top_k,
+                    args.hidden,
+                    once,
+                    f32_back,
+                );
                 // Both ways: the rows there (bf16, or e4m3 and a scale per
                 // 128) and the experts' rows back (bf16).
                 let there = if fp8 {
@@ -607,6 +642,7 @@ fn main() {
                         match mode {
                             MoeMode::Pull => "pull",
                             MoeMode::AllToAll => "all-to-all",
+                            MoeMode::CopyEngine => "copy engines (each call alone)",
                         },
                         if fp8 { "fp8, scales per 128" } else { "bf16" },
                         bytes as f64 / us / 1e3,

@@ -19,15 +19,15 @@ mod tier;
 use symm::dsl::*;
 
 use symm::kernels::moe::{
-    layout, layout_scratch, moe_layout, moe_layout_place, moe_layout_scan, moe_move, moe_pack,
-    moe_pack_fp8, moe_pull, moe_push, moe_rows, moe_stage, moe_sum, moe_sum_ranks, Fp8Scales, Moe,
-    MoeConfig, MoeElem, MoeMode,
+    layout, layout_scratch, moe_counts, moe_dests, moe_layout, moe_layout_place, moe_layout_scan,
+    moe_move, moe_pack, moe_pack_fp8, moe_pull, moe_push, moe_rows, moe_spread, moe_stage, moe_sum,
+    moe_sum_ranks, Fp8Scales, Moe, MoeConfig, MoeElem, MoeMode,
 };
 use symm::symm_kernel;
 use symm::{bf16, run, Comm, CommOptions, Error, ErrorKind, LaunchConfig};
 
-/// Both forms: every case runs in each.
-const MODES: [MoeMode; 2] = [MoeMode::Pull, MoeMode::AllToAll];
+/// Every form: every case runs in each.
+const MODES: [MoeMode; 3] = [MoeMode::Pull, MoeMode::AllToAll, MoeMode::CopyEngine];
 
 fn options() -> CommOptions {
     CommOptions::default()
@@ -582,8 +582,9 @@ fn peer_failure(mode: MoeMode, call: &str) -> &'static str {
     match (mode, call) {
         // The peer's own all-to-all found the poisoned sizes.
         (MoeMode::AllToAll, _) => "sends more than its input holds",
-        (MoeMode::Pull, "dispatch") => "a rank's step failed",
-        (MoeMode::Pull, _) => "a rank's combine was refused",
+        // The copy-engine form's barriers are the pull form's.
+        (_, "dispatch") => "a rank's step failed",
+        (_, _) => "a rank's combine was refused",
     }
 }
 
@@ -753,7 +754,7 @@ fn misuse_in(mode: MoeMode) {
                 ),
                 "{mode:?}: {e}"
             );
-            if mode == MoeMode::Pull && !matches!(e, Error::PeerFailed { .. }) {
+            if mode != MoeMode::AllToAll && !matches!(e, Error::PeerFailed { .. }) {
                 assert!(e.to_string().contains("receive capacity"), "{e}");
             }
         }
@@ -783,7 +784,7 @@ fn bad_index_fails_every_rank(mode: MoeMode, idx: &[i32], bad: (usize, i32)) {
         };
         assert_eq!(*block as usize, bad.0 / 2, "{}", errs[1]);
         assert!(message.contains("top-k index"), "{message}");
-        if mode == MoeMode::Pull {
+        if mode != MoeMode::AllToAll {
             assert!(
                 errs[0].to_string().contains(peer_failure(mode, "dispatch")),
                 "{}",
@@ -907,6 +908,7 @@ fn back_to_back_steps_need_no_host_sync() {
         // 1000 steps in the default form, 100 in the other.
         back_to_back_in::<bf16>(2, 1000, MoeMode::default());
         back_to_back_in::<bf16>(2, 100, MoeMode::AllToAll);
+        back_to_back_in::<bf16>(2, 100, MoeMode::CopyEngine);
         for world in [3, 4, 8] {
             back_to_back::<f32>(world, 100);
         }
@@ -929,6 +931,10 @@ fn a_step_replays_in_a_cuda_graph_with_new_routings() {
         return;
     }
     for (world, mode) in [2, 4].into_iter().flat_map(|w| MODES.map(|m| (w, m))) {
+        if mode == MoeMode::CopyEngine {
+            copy_engine_refuses_capture(world);
+            continue;
+        }
         let Some(ranks) = ranks(world) else { continue };
         let cfg = MoeConfig::new(64, 2 * world, 3, 5)
             .with_align(4)
@@ -1019,6 +1025,44 @@ fn a_step_replays_in_a_cuda_graph_with_new_routings() {
     }
 }
 
+/// The copy-engine form reads each dispatch's counts on the host, so a
+/// step captured in a CUDA graph is refused on every rank, saying why,
+/// and the plan runs eagerly after it.
+fn copy_engine_refuses_capture(world: usize) {
+    let Some(ranks) = ranks(world) else { return };
+    let cfg = MoeConfig::new(64, 2 * world, 3, 5).with_mode(MoeMode::CopyEngine);
+    let outs = run(ranks, options(), |c: &Comm| {
+        let mut moe = Moe::<bf16>::new(c, cfg.clone())?;
+        let x = c.device_buffer::<bf16>(5 * 64)?;
+        // Each token to experts 0, 1 and 2 (distinct: within the plan).
+        let idx = c.device_buffer_from(&[0i32, 1, 2].repeat(5))?;
+        let err = |e: symm::cudarc::driver::DriverError| {
+            c.error(ErrorKind::InvalidArgument, format!("{e:?}"))
+        };
+        let s = c.cuda_stream().expect("GPU rank");
+        s.begin_capture(
+            symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .map_err(err)?;
+        let refused = moe.dispatch(c, &x, &idx, 5);
+        let _ = s.end_capture(
+            symm::cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+        );
+        // Eagerly, the same step runs.
+        moe.dispatch(c, &x, &idx, 5)?;
+        c.synchronize()?;
+        Ok(refused.err().map(|e| e.to_string()))
+    })
+    .unwrap_or_else(|e| panic!("moe copy-engine capture, world {world}: {e}"));
+    for (r, e) in outs.iter().enumerate() {
+        let e = e.as_deref().unwrap_or("no error");
+        assert!(
+            e.contains("copy-engine form") && e.contains("CUDA graph"),
+            "rank {r} of {world}: a captured copy-engine dispatch: {e}"
+        );
+    }
+}
+
 // The MoE kernels compile with NVRTC (sm_90 and sm_80, checked and not),
 // for bf16 and f32: a sample in the quick tier, the rest in the full one.
 // Each `check_kernels!` test is an inner function of a test that asks the
@@ -1046,6 +1090,9 @@ fn moe_kernels_sample_compile() {
         moe_pull::<f8e4m3, 16>,
         moe_push::<bf16, 8>,
         moe_sum_ranks::<bf16, 8>,
+        moe_counts,
+        moe_dests,
+        moe_spread,
     );
     moe_kernels_sample();
 }

@@ -1,5 +1,5 @@
 //! Expert parallelism: MoE dispatch and combine, with the routing decided
-//! on the GPU and no host synchronisation.
+//! on the GPU and no host synchronisation (but in the copy-engine form).
 //!
 //! An [`Moe`] is planned once per group ([`Moe::new`], collective): it
 //! agrees on its [`MoeConfig`] with every rank, allocates every buffer a
@@ -8,15 +8,16 @@
 //! collective's first call (their own allocations) is behind it: nothing
 //! allocates or waits on the store afterwards, and a step, from the first,
 //! may be captured in a CUDA graph and replayed with new routings (the
-//! token counts are the graph's). Experts are spread in order,
-//! `num_experts / world` to a rank (rank `d` holds experts `d × local ..`).
+//! token counts are the graph's), except in the copy-engine form. Experts
+//! are spread in order, `num_experts / world` to a rank (rank `d` holds
+//! experts `d × local ..`).
 //!
 //! A step is [`Moe::dispatch`], the experts' own work on
 //! [`Moe::received`] (expert-major rows, each expert's first row a
 //! multiple of [`MoeConfig::align`], its row count in
-//! [`Moe::layout`]), then [`Moe::combine`]. The rows travel in one of two
+//! [`Moe::layout`]), then [`Moe::combine`]. The rows travel in one of three
 //! forms ([`MoeMode`]); the received rows, the layout and the combined
-//! rows are the same bits in both:
+//! rows are the same bits in all:
 //!
 //! - **the pull form** ([`MoeMode::Pull`], the default; `pull.rs` has how
 //!   its buffers are reused safely). Dispatch lays the routing out on
@@ -39,8 +40,19 @@
 //!   on the device), and `moe_rows` and `moe_move` put the received rows
 //!   in expert-major order; combine moves the experts' rows back, sends
 //!   them by an all-to-all, and [`moe_sum`] adds them.
+//! - **the copy-engine form** ([`MoeMode::CopyEngine`], for prefill): the
+//!   pull form's steps with the rows moved in bulk by the copy engines.
+//!   Each rank packs its rows by destination ([`moe_dests`],
+//!   [`moe_spread`]), a barrier kernel gives each rank every sender's
+//!   count ([`moe_counts`]), which the host reads, and one
+//!   `cuMemcpyAsync` a sender brings its rows; [`moe_pull`] then writes
+//!   them expert-major from local memory. Combine: [`moe_push`] sums each
+//!   token's slots here in f32, packed by the token's rank, whose copy
+//!   engines bring them back for [`moe_sum_ranks`]. The SMs touch only
+//!   local memory; each dispatch waits for the device once, so no CUDA
+//!   graph holds a step.
 //!
-//! In both, an expert's rows are by source rank, then in the order of the
+//! In all, an expert's rows are by source rank, then in the order of the
 //! source's pairs, and a token's combined row is, for each rank in order
 //! that holds any of its slots, the sum of that rank's slots weighted by
 //! `topk_weights` in slot order, then the ranks' sums added, in f32,
@@ -67,7 +79,7 @@ use symm::{Comm, DType, DeviceBuffer, DeviceSlice, Result, SymmBuffer, Symmetric
 use crate::collectives::{all_to_all, all_to_all_v, CopyElem};
 use crate::shared::agree::{agree, agree_or_alone, Agreement, Problem};
 use crate::shared::key::{call_digest, CallKey};
-use pull::{launch_pull, launch_push, PullBuffers};
+use pull::{launch_pull, launch_push, CeBuffers, PullBuffers};
 
 /// Most experts an [`Moe`] spreads over its group (the layout kernels'
 /// shared tables hold a count an expert).
@@ -271,6 +283,18 @@ pub enum MoeMode {
     /// device: rows packed per slot, exchanged, then moved to expert-major
     /// order (and back).
     AllToAll,
+    /// The throughput form for prefill: the pull form's steps, with the
+    /// rows moved by the GPU's copy engines in bulk instead of by the SMs.
+    /// Each rank packs its tokens' rows by destination rank (a token once
+    /// per rank, as the pull form sends it), the ranks gather how many
+    /// rows each sends each, and each receiver copies every sender's rows
+    /// for it in one `cuMemcpyAsync` a sender (the combine's f32 parts
+    /// come back the same way). The counts are read on the host, so each
+    /// dispatch waits for the device once and a step cannot be captured
+    /// in a CUDA graph (use [`MoeMode::Pull`] there); it holds about
+    /// three times the pull form's row memory. Its limits are the pull
+    /// form's.
+    CopyEngine,
 }
 
 /// How an fp8 dispatch scales its rows: each group of elements by its
@@ -360,6 +384,9 @@ fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
     // The pull form's (a plan of either form loads them: cheap, and the
     // mode is not yet agreed).
     moe_stage::co_resident_grid(comm, THREADS, 0)?;
+    moe_counts::co_resident_grid(comm, 1024, 0)?;
+    moe_dests::co_resident_grid(comm, 1024, 0)?;
+    moe_spread::co_resident_grid(comm, THREADS, 0)?;
     T::__pull_limit(comm, pull::THREADS)?;
     T::__push_limit(comm, pull::THREADS)?;
     if fp8 {
@@ -373,17 +400,20 @@ fn preload<T: MoeElem>(comm: &Comm, fp8: bool) -> Result<()> {
 enum PullCall {
     Dispatch,
     Combine,
+    /// The copy-engine form's exchange of counts ([`moe_counts`]).
+    Counts,
 }
 
 impl PullCall {
-    /// Both, in the order of `Moe`'s `sigs`.
-    const ALL: [PullCall; 2] = [PullCall::Dispatch, PullCall::Combine];
+    /// Every one, in the order of `Moe`'s `sigs`.
+    const ALL: [PullCall; 3] = [PullCall::Dispatch, PullCall::Combine, PullCall::Counts];
 
     /// The call as its key names it.
     fn name(self) -> &'static str {
         match self {
             PullCall::Dispatch => "dispatch",
             PullCall::Combine => "combine",
+            PullCall::Counts => "dispatch counts",
         }
     }
 }
@@ -500,9 +530,10 @@ pub struct Moe<T: MoeElem> {
     pull: Option<PullBuffers<T>>,
     /// The pull form's signal channel (reserved by every plan).
     ch: u32,
-    /// The identities of the pull form's dispatch and combine that its
-    /// barriers compare: each call's key and the plan's `counts`.
-    sigs: [u32; 2],
+    /// The identities of the pull form's dispatch and combine (and the
+    /// copy-engine form's exchange of counts) that its barriers compare:
+    /// each call's key and the plan's `counts`.
+    sigs: [u32; 3],
 }
 
 /// Whether rows of `row_bytes` at these addresses copy as 16-byte vectors:
@@ -638,8 +669,8 @@ macro_rules! moe_elem {
                         a.vec,
                     ),
                     Some(part) => moe_sum_ranks::launch::<$t, V>(
-                        comm, grid, back, part, a.idx, a.weights, out, n[0], n[1], n[2], n[3],
-                        a.vec,
+                        comm, grid, back, part, a.idx, a.weights, a.dpos, out, n[0], n[1], n[2],
+                        n[3], n[4], a.vec, a.ce,
                     ),
                 }
             }
@@ -776,9 +807,12 @@ pub struct SumArgs<'a> {
     pos: &'a symm::BoundSlice<'a, u32>,
     idx: &'a symm::BoundSlice<'a, i32>,
     weights: &'a symm::BoundSlice<'a, f32>,
-    /// top_k, hidden, local, world.
-    nums: [u32; 4],
+    /// The copy-engine form's packing places (read only where `ce`).
+    dpos: &'a symm::BoundSlice<'a, u32>,
+    /// top_k, hidden, local, world, max_tokens.
+    nums: [u32; 5],
     vec: bool,
+    ce: bool,
 }
 
 /// [`moe_sum`] of `tokens` tokens (their `top_k` indices `idx`, each
@@ -803,12 +837,15 @@ pub fn sum_rows<T: MoeElem>(
         (pos, idx, weights),
         out,
         (top_k, hidden, local),
+        (pos, 0, false),
     )
 }
 
 /// [`moe_sum`] (`part` `None`) or the pull form's [`moe_sum_ranks`] of
-/// `back`'s single rows and `part`'s sums, a block a token and span of the
-/// row (one position a thread).
+/// `back`'s single rows and `part`'s sums (where `ce`, the copy-engine
+/// form's, all in `part`, placed by `dpos` in `max_tokens` rows a rank),
+/// a block a token and span of the row (one position a thread).
+#[allow(clippy::too_many_arguments)]
 fn sum_any<T: MoeElem>(
     comm: &Comm,
     tokens: usize,
@@ -823,8 +860,10 @@ fn sum_any<T: MoeElem>(
     ),
     out: &mut (impl DeviceSlice<T> + ?Sized),
     (top_k, hidden, local): (usize, usize, usize),
+    (dpos, max_tokens, ce): (&(impl DeviceSlice<u32> + ?Sized), usize, bool),
 ) -> Result<()> {
     let back = comm.bind("back", back)?;
+    let dpos = comm.bind("dpos", dpos)?;
     let part = part.map(|p| comm.bind("part", p)).transpose()?;
     let (pos, idx, weights) = (
         comm.bind("pos", pos)?,
@@ -846,10 +885,49 @@ fn sum_any<T: MoeElem>(
         pos: &pos,
         idx: &idx,
         weights: &weights,
-        nums: [top_k as u32, hidden as u32, local as u32, world as u32],
+        dpos: &dpos,
+        nums: [
+            top_k as u32,
+            hidden as u32,
+            local as u32,
+            world as u32,
+            max_tokens as u32,
+        ],
         vec,
+        ce,
     };
     T::__sum(comm, grid, &back, part.as_ref(), &mut out, &args)
+}
+
+/// The copy-engine form's copies into this rank's `dst` from every rank
+/// `d`'s `src` (symmetric), from element `from` there (in `E`):
+/// `part(d)` gives where in `dst` and how many elements; peers first,
+/// each a `cuMemcpyAsync` on `comm`'s stream (at once on the emulator).
+fn fetch<E: symm::Element>(
+    comm: &Comm,
+    src: &SymmetricMemory,
+    dst: &mut (impl DeviceSlice<E> + ?Sized),
+    rank: usize,
+    from: usize,
+    part: impl Fn(usize) -> (usize, usize),
+) -> Result<()> {
+    let world = comm.world_size();
+    let mut dst = comm.bind_mut("dst", dst)?;
+    for k in 1..=world {
+        let d = (rank + k) % world;
+        let (at, len) = part(d);
+        if len == 0 {
+            continue;
+        }
+        let mut to = dst.sub_mut(at..at + len).ok_or_else(|| {
+            crate::shared::checks::invalid(
+                comm,
+                format!("moe: a copy of {len} elements from rank {d} to {at}.. past the buffer"),
+            )
+        })?;
+        src.copy_from_peer_on(comm, d, from, &mut to)?;
+    }
+    Ok(())
 }
 
 /// The problem with an argument `name` of a `call` that holds `have`
@@ -891,7 +969,8 @@ impl<T: MoeElem> Moe<T> {
         let ch = pull::channel(comm)?;
         let world = comm.world_size();
         let c = &config;
-        let pulls = c.mode == MoeMode::Pull;
+        // The copy-engine form is the pull form's steps.
+        let pulls = c.mode != MoeMode::AllToAll;
         let problem = if c.hidden == 0 || c.top_k == 0 || c.max_tokens == 0 || c.align == 0 {
             Some(Problem::from(
                 "moe: hidden, top_k, max_tokens and align must be at least 1",
@@ -923,12 +1002,12 @@ impl<T: MoeElem> Moe<T> {
             )))
         } else if pulls && (c.top_k > 32 || world > 64) {
             Some(Problem::from(format!(
-                "moe: the pull form takes at most 32 slots a token and 64 ranks, not top-{} on {world}",
+                "moe: the pull and copy-engine forms take at most 32 slots a token and 64 ranks, not top-{} on {world}",
                 c.top_k
             )))
         } else if pulls && c.fp8.is_some() && c.num_experts > pull::FP8_THREADS as usize {
             Some(Problem::from(format!(
-                "moe: the pull form in fp8 takes at most {} experts, not {} (its block holds a thread an expert)",
+                "moe: the pull and copy-engine forms in fp8 take at most {} experts, not {} (its block holds a thread an expert)",
                 pull::FP8_THREADS,
                 c.num_experts
             )))
@@ -1048,6 +1127,7 @@ impl<T: MoeElem> Moe<T> {
                 top_k: c.top_k,
                 max_tokens: c.max_tokens,
                 fp8: c.fp8.map(|_| c.scales()),
+                ce: c.mode == MoeMode::CopyEngine,
             };
             let fitted = ((threads, limit), (push, T::__push_limit(comm, push)?));
             Some(PullBuffers::new(comm, &sizes, fitted)?)
@@ -1130,8 +1210,9 @@ impl<T: MoeElem> Moe<T> {
             m.small += 8 * (f.report.len() + f.scale_report.len());
         }
         if let Some(p) = &self.pull {
-            let (staged, back, small) = p.memory();
+            let (staged, raw, back, small) = p.memory();
             m.send += staged;
+            m.received_raw += raw;
             m.back += back;
             m.small += small;
         }
@@ -1220,6 +1301,7 @@ impl<T: MoeElem> Moe<T> {
                 .err()
                 .map(|e| Problem::from(&e))
         });
+        let problem = problem.or_else(|| self.uncapturable(comm, "dispatch"));
         if let Agreement::Alone(e) = self.agree(comm, "dispatch", problem)? {
             self.fail_dispatch(comm);
             return Err(e);
@@ -1392,6 +1474,7 @@ impl<T: MoeElem> Moe<T> {
                 .err()
                 .map(|e| Problem::from(&e))
         });
+        let problem = problem.or_else(|| self.uncapturable(comm, "combine"));
         if let Agreement::Alone(e) = self.agree(comm, "combine", problem)? {
             if self.pull.is_some() {
                 // This rank's push, failed: every rank's fails alike (the
@@ -1426,15 +1509,35 @@ impl<T: MoeElem> Moe<T> {
                 return Err(e);
             }
             self.push(comm, y, false, sig)?;
-            if let (Some(p), true) = (&self.pull, tokens > 0) {
-                sum_any(
-                    comm,
-                    tokens,
-                    (&p.single, Some(&p.part)),
-                    (&p.ntoks, &p.idx, topk_weights),
-                    out,
-                    (top_k, hidden, self.local),
-                )?;
+            if let (Some(p), true) = (&mut self.pull, tokens > 0) {
+                let max = c.max_tokens;
+                let sizes = (top_k, hidden, self.local);
+                let sources = (&p.ntoks, &p.idx, topk_weights);
+                match &mut p.ce {
+                    // The copy engines bring each expert rank's parts of
+                    // this rank's tokens (its push's exit barrier ended
+                    // every rank's writes of them), then they are added.
+                    Some(ce) => {
+                        let (rank, world) = (self.rank, self.world);
+                        let sent = |d: usize| ce.sent_host[world + d] as usize;
+                        fetch(
+                            comm,
+                            &p.part_s,
+                            &mut ce.back,
+                            rank,
+                            rank * max * hidden,
+                            |d| (d * max * hidden, sent(d) * hidden),
+                        )?;
+                        let parts = (&p.single, Some(&ce.back));
+                        let ce_at = (&ce.dpos, max, true);
+                        sum_any(comm, tokens, parts, sources, out, sizes, ce_at)?;
+                    }
+                    None => {
+                        let parts = (&p.single, Some(&p.part));
+                        let ce_at = (&p.pos, max, false);
+                        sum_any(comm, tokens, parts, sources, out, sizes, ce_at)?;
+                    }
+                }
             }
             return Ok(());
         }
@@ -1471,6 +1574,22 @@ impl<T: MoeElem> Moe<T> {
             )?;
         }
         Ok(())
+    }
+
+    /// The problem with a `call` of the copy-engine form while `comm`'s
+    /// stream captures a CUDA graph: its dispatch reads the counts on the
+    /// host, and its combine copies as many rows as that dispatch found.
+    fn uncapturable(&self, comm: &Comm, call: &str) -> Option<Problem> {
+        let stream = comm.cuda_stream();
+        (self.config.mode == MoeMode::CopyEngine
+            && crate::shared::checks::capturing(stream.as_deref()))
+        .then(|| {
+            Problem::from(format!(
+                "moe {call}: the copy-engine form (MoeMode::CopyEngine) reads each step's row \
+                 counts on the host, which a CUDA graph's capture cannot; capture a plan of \
+                 MoeMode::Pull instead"
+            ))
+        })
     }
 
     /// Agrees on a call with every rank (its config and element type), with
@@ -1521,11 +1640,76 @@ impl<T: MoeElem> Moe<T> {
         // A launch that fails here still leaves the pull to launch (its
         // peers would wait for it), marked failed.
         let staged = self.stage(comm, x, topk_idx, tokens);
+        // The copy-engine form's counts are gathered on every rank, failed
+        // or not (its peers wait for it there); its rows only where staged.
+        let fetched = self.fetch_rows(comm, staged.is_ok());
+        let staged = staged.and_then(|l| fetched.map(|()| l));
         match staged {
             Ok(lblocks) => self.pull_rows(comm, (tokens, lblocks), false, sig),
             Err(e) => {
                 let _ = self.pull_rows(comm, (0, 0), true, sig);
                 Err(e)
+            }
+        }
+    }
+
+    /// The copy-engine form's gather of every rank's counts of tokens sent
+    /// to each rank and, where `copy`, their read on the host (the device's
+    /// one wait of a step) and the copies of every sender's rows for this
+    /// rank: nothing in the other forms.
+    fn fetch_rows(&mut self, comm: &Comm, copy: bool) -> Result<()> {
+        let Moe {
+            config: c,
+            pull,
+            rank,
+            world,
+            counts_s,
+            ch,
+            sigs,
+            ..
+        } = self;
+        let Some(ce) = pull.as_mut().and_then(|p| p.ce.as_mut()) else {
+            return Ok(());
+        };
+        let (rank, world, max, h) = (*rank, *world, c.max_tokens, c.hidden);
+        ce.sent_host.fill(0);
+        let threads = pull::block(comm, 0, false);
+        moe_counts::launch(
+            comm,
+            crate::shared::grid::with_pdl(comm, symm::LaunchConfig::linear(1, threads)),
+            counts_s,
+            &ce.sent_s,
+            &mut ce.sent_all,
+            *ch,
+            sigs[PullCall::Counts as usize],
+        )?;
+        if !copy {
+            return Ok(());
+        }
+        let got = ce.sent_all.read(0, 2 * world)?;
+        // Never more rows than a sender holds, whatever a failed sender
+        // published.
+        for (h, &g) in ce.sent_host.iter_mut().zip(&got) {
+            *h = g.min(max as u32);
+        }
+        let n: Vec<usize> = ce.sent_host[..world].iter().map(|&g| g as usize).collect();
+        match &mut ce.fp8 {
+            None => fetch(
+                comm,
+                &ce.packed_s,
+                &mut ce.recv,
+                rank,
+                rank * max * h,
+                |d| (d * max * h, n[d] * h),
+            ),
+            Some((packed, recv)) => {
+                fetch(comm, &packed.1, &mut recv.0, rank, rank * max * h, |d| {
+                    (d * max * h, n[d] * h)
+                })?;
+                let g = c.scales();
+                fetch(comm, &packed.3, &mut recv.2, rank, rank * max * g, |d| {
+                    (d * max * g, n[d] * g)
+                })
             }
         }
     }
@@ -1559,9 +1743,11 @@ impl<T: MoeElem> Moe<T> {
             &mut p.pos,
             (&mut self.splits, &mut self.scale_splits, &mut self.counts),
         )?;
+        let world = self.world;
         if tokens > 0 {
             let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
-            let rows = c.fp8.is_none();
+            // (The copy-engine form packs `x` itself, below.)
+            let rows = c.fp8.is_none() && p.ce.is_none();
             {
                 let xb = comm.bind("x", x)?;
                 let mut stage = comm.bind_mut("stage", &mut p.stage)?;
@@ -1591,6 +1777,46 @@ impl<T: MoeElem> Moe<T> {
                     c,
                     true,
                 )?;
+            }
+        }
+        if let Some(ce) = &mut p.ce {
+            // Every rank's counts are published, of no tokens too.
+            let threads = pull::block(comm, 0, false);
+            moe_dests::launch(
+                comm,
+                symm::LaunchConfig::linear(world as u32, threads),
+                topk_idx,
+                &mut ce.dpos,
+                &mut ce.sent,
+                tokens as u32,
+                top_k as u32,
+                self.local as u32,
+                world as u32,
+            )?;
+            if tokens > 0 {
+                let grid = symm::LaunchConfig::linear(tokens as u32, THREADS);
+                let spread = |from: &symm::BoundSlice<'_, u8>,
+                              to: &mut symm::BoundSlice<'_, u8>,
+                              row: usize| {
+                    let vec = vectors(row, &[from.device_ptr(), to.device_ptr()]);
+                    let (w, m) = (world as u32, c.max_tokens as u32);
+                    moe_spread::launch(comm, grid, from, &ce.dpos, to, w, m, row as u32, vec)
+                };
+                match (&mut ce.fp8, &p.fp8) {
+                    (Some((packed, _)), Some((f8, _, sc, _))) => {
+                        let (f8, sc) = (comm.bind("stage", f8)?, comm.bind("scales", sc)?);
+                        let mut rows = comm.bind_mut("packed", &mut packed.0)?;
+                        spread(&f8.bytes(), &mut rows.bytes_mut(), hidden)?;
+                        let mut to = comm.bind_mut("packed scales", &mut packed.2)?;
+                        spread(&sc.bytes(), &mut to.bytes_mut(), 4 * c.scales())?;
+                    }
+                    _ => {
+                        let xb = comm.bind("x", x)?;
+                        let mut to = comm.bind_mut("packed", &mut ce.packed)?;
+                        let row = hidden * std::mem::size_of::<T>();
+                        spread(&xb.bytes(), &mut to.bytes_mut(), row)?;
+                    }
+                }
             }
         }
         Ok(lblocks)
@@ -1641,12 +1867,14 @@ impl<T: MoeElem> Moe<T> {
             groups as u32,
         ];
         let cfg = p.pull_cfg;
-        // Stand-ins for the scales, which an fp8 pull replaces.
+        // Stand-ins for the scales, which an fp8 pull replaces, and for
+        // the packing places, which only the copy-engine form reads.
         let mut a = PullArgs {
             scales: &p.no_scales_s,
             counts: counts_s,
             idx: &p.idx_s,
             pos: &p.pos_s,
+            dpos: p.ce.as_ref().map_or(&p.pos_s, |ce| &ce.dpos_s),
             out_scales: &mut p.no_out_scales,
             layout,
             item_rows: &mut p.item_rows,
@@ -1655,11 +1883,20 @@ impl<T: MoeElem> Moe<T> {
             lblocks: lblocks as u32,
             nums,
             vec: false,
+            ce: p.ce.is_some(),
             ch: *ch,
             sig,
         };
         match (fp8, &p.fp8) {
             (Some(f), Some((_, rows_s, _, scales_s))) => {
+                // The copy-engine form's rows are those its copies brought.
+                let (rows_s, scales_s) = match &p.ce {
+                    Some(CeBuffers {
+                        fp8: Some((_, recv)),
+                        ..
+                    }) => (&recv.1, &recv.3),
+                    _ => (rows_s, scales_s),
+                };
                 a.vec = vectors(
                     c.hidden,
                     &[rows_s.buffer_ptrs()[rows_s.rank()], f.received.device_ptr()],
@@ -1669,11 +1906,15 @@ impl<T: MoeElem> Moe<T> {
                 launch_pull!(f8e4m3, 16, comm, cfg, rows_s, &mut f.received, &mut a)
             }
             _ => {
+                let (rows_s, rows) = match &p.ce {
+                    Some(ce) => (&ce.recv_s, ce.recv.device_ptr()),
+                    None => (&p.stage_s, p.stage.device_ptr()),
+                };
                 a.vec = vectors(
                     c.hidden * std::mem::size_of::<T>(),
-                    &[p.stage.device_ptr(), received.device_ptr()],
+                    &[rows, received.device_ptr()],
                 );
-                T::__pull(comm, cfg, &p.stage_s, received, &mut a)
+                T::__pull(comm, cfg, rows_s, received, &mut a)
             }
         }
     }
@@ -1704,6 +1945,7 @@ impl<T: MoeElem> Moe<T> {
             part: &p.part_s,
             wts: &p.wts_s,
             counts: &self.counts_s,
+            dpos: p.ce.as_ref().map_or(&p.pos_s, |ce| &ce.dpos_s),
             item_rows: &p.item_rows,
             ntoks: &p.ntoks,
             nums: [
@@ -1714,6 +1956,7 @@ impl<T: MoeElem> Moe<T> {
                 c.hidden as u32,
             ],
             vec,
+            ce: p.ce.is_some(),
             ch: self.ch,
             sig,
         };
@@ -1727,8 +1970,10 @@ impl<T: MoeElem> Moe<T> {
     /// this rank's to drop: it returns its problem.
     fn fail_dispatch(&mut self, comm: &Comm) {
         if self.pull.is_some() {
-            // The pull, failed: every rank's fails alike, at once.
+            // The pull, failed: every rank's fails alike, at once (after
+            // the copy-engine form's gather, where its peers wait first).
             let (sig, _) = self.pull_sig(comm, PullCall::Dispatch);
+            let _ = self.fetch_rows(comm, false);
             let _ = self.pull_rows(comm, (0, 0), true, sig);
             return;
         }

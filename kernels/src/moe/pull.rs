@@ -86,6 +86,8 @@ pub struct PullArgs<'a> {
     pub(super) counts: &'a SymmetricMemory,
     pub(super) idx: &'a SymmetricMemory,
     pub(super) pos: &'a SymmetricMemory,
+    /// The copy-engine form's packing places (read only where `ce`).
+    pub(super) dpos: &'a SymmetricMemory,
     pub(super) out_scales: &'a mut DeviceBuffer<f32>,
     pub(super) layout: &'a mut DeviceBuffer<u32>,
     pub(super) item_rows: &'a mut DeviceBuffer<u32>,
@@ -96,6 +98,7 @@ pub struct PullArgs<'a> {
     /// out_rows, capacity, row_len, groups.
     pub(super) nums: [u32; 11],
     pub(super) vec: bool,
+    pub(super) ce: bool,
     pub(super) ch: u32,
     pub(super) sig: u32,
 }
@@ -107,11 +110,14 @@ pub struct PushArgs<'a> {
     pub(super) part: &'a SymmetricMemory,
     pub(super) wts: &'a SymmetricMemory,
     pub(super) counts: &'a SymmetricMemory,
+    /// The copy-engine form's packing places (read only where `ce`).
+    pub(super) dpos: &'a SymmetricMemory,
     pub(super) item_rows: &'a DeviceBuffer<u32>,
     pub(super) ntoks: &'a DeviceBuffer<u32>,
     /// poison, experts, max_tokens, top_k, hidden.
     pub(super) nums: [u32; 5],
     pub(super) vec: bool,
+    pub(super) ce: bool,
     pub(super) ch: u32,
     pub(super) sig: u32,
 }
@@ -129,6 +135,7 @@ macro_rules! launch_pull {
             a.counts,
             a.idx,
             a.pos,
+            a.dpos,
             $out,
             &mut *a.out_scales,
             &mut *a.layout,
@@ -148,6 +155,7 @@ macro_rules! launch_pull {
             n[9],
             n[10],
             a.vec,
+            a.ce,
             a.ch,
             a.sig,
         )
@@ -168,6 +176,7 @@ macro_rules! launch_push {
             a.part,
             a.wts,
             a.counts,
+            a.dpos,
             a.item_rows,
             a.ntoks,
             n[0],
@@ -176,6 +185,7 @@ macro_rules! launch_push {
             n[3],
             n[4],
             a.vec,
+            a.ce,
             a.ch,
             a.sig,
         )
@@ -191,6 +201,41 @@ pub(super) type Fp8Stage = (
     SymmBuffer<f32>,
     Arc<SymmetricMemory>,
 );
+
+/// The copy-engine form's own buffers ([`MoeMode::CopyEngine`](super::MoeMode)):
+/// each rank packs its rows by destination rank ([`moe_dests`],
+/// [`moe_spread`](super::moe_spread)), the ranks exchange how many rows
+/// each sends each ([`moe_counts`](super::moe_counts), read on the host), and each receiver's copy engines bring
+/// its rows from every sender's packing, `max_tokens` rows a sender; the
+/// experts' f32 parts come back the same way.
+pub(super) struct CeBuffers<T: Scalar> {
+    /// Each token's place among the tokens sent to each rank, `t × world +
+    /// d` (symmetric: the receivers and the expert ranks read it).
+    pub(super) dpos: SymmBuffer<u32>,
+    pub(super) dpos_s: Arc<SymmetricMemory>,
+    /// Tokens sent to each rank (symmetric: [`moe_counts`] reads them),
+    /// and, as [`moe_counts`] gathers them, the tokens each rank sends
+    /// this one, then those this one sends each.
+    pub(super) sent: SymmBuffer<u32>,
+    pub(super) sent_s: Arc<SymmetricMemory>,
+    pub(super) sent_all: DeviceBuffer<u32>,
+    /// The last dispatch's `sent_all`, read on the host, each at most
+    /// `max_tokens` (the copies are sized by it).
+    pub(super) sent_host: Vec<u32>,
+    /// This rank's rows packed by destination, `max_tokens` rows a rank
+    /// (symmetric: the receivers' copy engines read them), and the rows
+    /// received, `max_tokens` from each sender (symmetric: [`moe_pull`]
+    /// takes its rows so). In `T`, or in fp8 with their scales (then the
+    /// `T` ones hold one element).
+    pub(super) packed: SymmBuffer<T>,
+    pub(super) packed_s: Arc<SymmetricMemory>,
+    pub(super) recv: SymmBuffer<T>,
+    pub(super) recv_s: Arc<SymmetricMemory>,
+    /// In fp8: the packed rows and scales, and as received.
+    pub(super) fp8: Option<(Fp8Stage, Fp8Stage)>,
+    /// The experts' f32 parts received, `max_tokens` rows from each rank.
+    pub(super) back: DeviceBuffer<f32>,
+}
 
 /// The pull form's own buffers of a plan.
 pub(super) struct PullBuffers<T: Scalar> {
@@ -228,6 +273,8 @@ pub(super) struct PullBuffers<T: Scalar> {
     /// The grids of the barrier kernels, the same on every rank.
     pub(super) pull_cfg: LaunchConfig,
     pub(super) push_cfg: LaunchConfig,
+    /// The copy-engine form's buffers, where the config asks for it.
+    pub(super) ce: Option<CeBuffers<T>>,
 }
 
 /// What a plan's pull form is sized by: rows of `hidden` elements, `top_k`
@@ -238,6 +285,8 @@ pub(super) struct PullSizes {
     pub(super) top_k: usize,
     pub(super) max_tokens: usize,
     pub(super) fp8: Option<usize>,
+    /// The copy-engine form's (no `T` staging or single rows then).
+    pub(super) ce: bool,
 }
 
 /// A barrier kernel's block and its co-resident grid where ranks share a
@@ -256,7 +305,7 @@ impl<T: Scalar> PullBuffers<T> {
     ) -> Result<PullBuffers<T>> {
         let world = comm.world_size();
         let pairs = c.max_tokens * c.top_k;
-        let stage = comm.alloc::<T>(if c.fp8.is_some() {
+        let stage = comm.alloc::<T>(if c.fp8.is_some() || c.ce {
             1
         } else {
             c.max_tokens * c.hidden
@@ -281,7 +330,7 @@ impl<T: Scalar> PullBuffers<T> {
         let wts = comm.alloc::<f32>(pairs)?;
         let wts_s = wts.rendezvous()?;
         let back = c.max_tokens * world * c.hidden;
-        let single = comm.alloc::<T>(back)?;
+        let single = comm.alloc::<T>(if c.ce { 1 } else { back })?;
         let single_s = single.rendezvous()?;
         let part = comm.alloc::<f32>(back)?;
         let part_s = part.rendezvous()?;
@@ -296,6 +345,10 @@ impl<T: Scalar> PullBuffers<T> {
         };
         let pull_cfg = grid("moe pull", pull)?;
         let push_cfg = grid("moe push", push)?;
+        let ce = match c.ce {
+            true => Some(CeBuffers::new(comm, c)?),
+            false => None,
+        };
         Ok(PullBuffers {
             stage,
             stage_s,
@@ -317,20 +370,79 @@ impl<T: Scalar> PullBuffers<T> {
             no_out_scales: comm.device_buffer(1)?,
             pull_cfg,
             push_cfg,
+            ce,
         })
     }
 
-    /// The bytes these buffers hold: (staged rows and scales, what comes
-    /// back, the rest).
-    pub(super) fn memory(&self) -> (usize, usize, usize) {
+    /// The bytes these buffers hold: (staged or packed rows and scales,
+    /// rows received before their layout, what comes back, the rest).
+    pub(super) fn memory(&self) -> (usize, usize, usize, usize) {
         let mut staged = self.stage.len() * std::mem::size_of::<T>();
         if let Some((rows, _, scales, _)) = &self.fp8 {
             staged += rows.len() + 4 * scales.len();
         }
         let back = self.single.len() * std::mem::size_of::<T>() + 4 * self.part.len();
-        let small = 4 * (self.idx.len() + self.pos.len() + self.wts.len())
+        let mut small = 4 * (self.idx.len() + self.pos.len() + self.wts.len())
             + 4 * (self.item_rows.len() + self.ntoks.len())
             + 4 * (self.no_scales.len() + self.no_out_scales.len());
-        (staged, back, small)
+        let (mut back, mut received_raw) = (back, 0);
+        if let Some(ce) = &self.ce {
+            let e = std::mem::size_of::<T>();
+            staged += ce.packed.len() * e;
+            received_raw += ce.recv.len() * e;
+            if let Some((packed, recv)) = &ce.fp8 {
+                staged += packed.0.len() + 4 * packed.2.len();
+                received_raw += recv.0.len() + 4 * recv.2.len();
+            }
+            back += 4 * ce.back.len();
+            small += 4 * (ce.dpos.len() + ce.sent.len() + ce.sent_all.len());
+        }
+        (staged, received_raw, back, small)
+    }
+}
+
+impl<T: Scalar> CeBuffers<T> {
+    /// Allocates the copy-engine form's buffers of a plan of `c`
+    /// (collective).
+    fn new(comm: &Comm, c: &PullSizes) -> Result<CeBuffers<T>> {
+        let world = comm.world_size();
+        let rows = world * c.max_tokens;
+        let dpos = comm.alloc::<u32>(rows)?;
+        let dpos_s = dpos.rendezvous()?;
+        let sent = comm.alloc::<u32>(world)?;
+        let sent_s = sent.rendezvous()?;
+        let in_t = if c.fp8.is_some() { 1 } else { rows * c.hidden };
+        let packed = comm.alloc::<T>(in_t)?;
+        let packed_s = packed.rendezvous()?;
+        let recv = comm.alloc::<T>(in_t)?;
+        let recv_s = recv.rendezvous()?;
+        let fp8 = match c.fp8 {
+            None => None,
+            Some(per_row) => {
+                // e4m3 rows and f32 scales: packed, then received.
+                let stage = || -> Result<Fp8Stage> {
+                    let r = comm.alloc::<f8e4m3>(rows * c.hidden)?;
+                    let r_s = r.rendezvous()?;
+                    let s = comm.alloc::<f32>(rows * per_row)?;
+                    let s_s = s.rendezvous()?;
+                    Ok((r, r_s, s, s_s))
+                };
+                Some((stage()?, stage()?))
+            }
+        };
+        Ok(CeBuffers {
+            dpos,
+            dpos_s,
+            sent,
+            sent_s,
+            sent_all: comm.device_buffer(2 * world)?,
+            sent_host: vec![0; 2 * world],
+            packed,
+            packed_s,
+            recv,
+            recv_s,
+            fp8,
+            back: comm.device_buffer(rows * c.hidden)?,
+        })
     }
 }

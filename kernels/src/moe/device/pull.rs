@@ -51,6 +51,115 @@ pub fn moe_stage(
     }
 }
 
+/// The copy-engine form's packing plan on the sending rank, a block a
+/// destination rank `d` (blocks of whole warps): token `t` (of `tokens`,
+/// `top_k` indices each in `idx`) that names any of `d`'s `local`
+/// experts gets its place among such tokens, in token order, at
+/// `dpos[t × world + d]` (symmetric: the receivers read it), else
+/// `u32::MAX`; `sent[d]` gets how many there are (the rows `d` copies
+/// from here). An index out of range names no rank ([`moe_stage`] reports
+/// it).
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_dests(
+    idx: &[i32],
+    dpos: &mut [u32],
+    sent: &mut [u32],
+    tokens: u32,
+    top_k: u32,
+    local: u32,
+    world: u32,
+) {
+    let d = block_idx_x();
+    let tid = thread_idx_x();
+    let threads = block_dim_x();
+    let last = shared_array::<u32, 1>();
+    kernel_assert!(
+        threads % 32u32 == 0u32 && local > 0u32,
+        "moe_dests: blocks of whole warps"
+    );
+    let mut run = 0u32;
+    let mut base = 0u32;
+    while base < tokens {
+        let t = base + tid;
+        let mut named = 0u32;
+        if t < tokens {
+            for k in 0..top_k {
+                let v = idx[t * top_k + k];
+                if v >= 0i32 && (v as u32) / local == d {
+                    named = 1u32;
+                }
+            }
+        }
+        let incl = moe_scan(named);
+        if t < tokens {
+            let mut at = 0xFFFF_FFFFu32;
+            if named != 0u32 {
+                at = run + incl - 1u32;
+            }
+            dpos[t * world + d] = at;
+        }
+        if tid + 1u32 == threads {
+            last[0] = incl;
+        }
+        sync_threads();
+        run += last[0];
+        // Every thread has read `last` before the next chunk rewrites it.
+        sync_threads();
+        base += threads;
+    }
+    if tid == 0u32 {
+        sent[d] = run;
+    }
+}
+
+/// The copy-engine form's exchange of counts, a barrier kernel on channel
+/// `ch` of the plan's `counts` (one block of whole warps, at least the
+/// identity barriers' threads): after the entry barrier, `got[d]` gets
+/// the tokens rank `d` sends this rank (its `sent[rank]`, as
+/// [`moe_dests`] wrote it) and `got[world + d]` those this rank sends
+/// `d`; the exit barrier follows, so no rank rewrites its `sent` while a
+/// peer reads it. The host reads `got` to size the copies.
+#[symm_kernel]
+pub fn moe_counts(counts: SymmBuf<u32>, sent: SymmBuf<u32>, got: &mut [u32], ch: u32, sig: u32) {
+    enter_call();
+    let call = enter_sending(counts, ch, sig);
+    let world = counts.world_size();
+    let rank = counts.rank();
+    let t = thread_idx_x();
+    if t < world {
+        got[t] = sent.peer(t)[rank];
+        got[world + t] = sent.local()[t];
+    }
+    exit_checked(counts, ch, call, sig);
+    call_end(counts, ch, call);
+}
+
+/// The copy-engine form's packing, a block a token `t`: its row of `from`
+/// (`row_bytes` bytes: rows of any element type, or scales) to row `d ×
+/// max_tokens + dpos[t × world + d]` of `to` for each rank `d` it names
+/// ([`moe_dests`]), so that each destination's rows lie together, in token
+/// order; in 16-byte vectors where `vec`.
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn moe_spread(
+    from: &[u8],
+    dpos: &[u32],
+    to: &mut [u8],
+    world: u32,
+    max_tokens: u32,
+    row_bytes: u32,
+    vec: bool,
+) {
+    let t = block_idx_x();
+    for d in 0..world {
+        let at = dpos[t * world + d];
+        if at != 0xFFFF_FFFFu32 {
+            moe_copy_row(from, t, to, d * max_tokens + at, row_bytes, vec);
+        }
+    }
+}
+
 /// The pull form's dispatch on the receiving rank, the same grid on every
 /// rank (blocks of whole warps, at least `experts` threads, at most 1024;
 /// at most 64 ranks and 32 slots a token).
@@ -77,6 +186,12 @@ pub fn moe_stage(
 /// `item_rows[(d × max_tokens + t) × top_k + k]` (`u32::MAX` for a slot
 /// held elsewhere) and each rank's tokens to `ntoks[d]`: [`moe_push`]'s
 /// map. Block 0 writes `layout` as [`moe_rows`](super::moe_rows) does.
+///
+/// Where `ce` (the copy-engine form) the rows are this rank's own `rows`
+/// (and `scales`): the copy engines brought sender `d`'s rows for this
+/// rank there from row `d × max_tokens`, in `d`'s packing order, so that
+/// token `t` of `d` is row `d × max_tokens + dpos[t × world + rank]`
+/// (`dpos` read from `d`, as [`moe_dests`] wrote it).
 #[symm_kernel(max_threads = 1024)]
 #[allow(clippy::too_many_arguments)]
 // Over 100 lines on purpose: the layout's scans and the pulls share the
@@ -87,6 +202,7 @@ pub fn moe_pull<R: Scalar, const V: usize>(
     counts: SymmBuf<u32>,
     idx: SymmBuf<i32>,
     pos: SymmBuf<u32>,
+    dpos: SymmBuf<u32>,
     out: &mut [R],
     out_scales: &mut [f32],
     layout: &mut [u32],
@@ -106,6 +222,7 @@ pub fn moe_pull<R: Scalar, const V: usize>(
     row_len: u32,
     groups: u32,
     vec: bool,
+    ce: bool,
     ch: u32,
     sig: u32,
 ) {
@@ -121,6 +238,7 @@ pub fn moe_pull<R: Scalar, const V: usize>(
     let ntok = shared_array::<u32, 64>();
     let dsts = shared_array::<u32, 1024>();
     let held = shared_array::<u32, 32>();
+    let drow = shared_array::<u32, 32>();
     let flags = shared_array::<u32, 3>();
     enter_call();
     let rank = counts.rank();
@@ -249,6 +367,9 @@ pub fn moe_pull<R: Scalar, const V: usize>(
                     }
                 }
                 item_rows[(d * max_tokens + t) * top_k + k] = dst;
+                if ce && k == 0u32 {
+                    drow[i] = dpos.peer(d)[t * world + rank];
+                }
             }
         }
         dsts[tid] = dst;
@@ -275,6 +396,16 @@ pub fn moe_pull<R: Scalar, const V: usize>(
                     if t < ntok[d] && held[j] != 0u32 {
                         ts[n] = t;
                         ds[n] = d;
+                        if ce {
+                            // The copy engines brought `d`'s rows for
+                            // this rank here, in `d`'s packing order.
+                            kernel_assert!(
+                                drow[j] < max_tokens,
+                                "moe_pull: a token routed here has no packed row at its sender"
+                            );
+                            ts[n] = d * max_tokens + drow[j];
+                            ds[n] = rank;
+                        }
                         js[n] = j * 32u32;
                         n += 1u32;
                     }
@@ -445,6 +576,12 @@ pub(crate) fn moe_fan_out<R: Scalar, const V: usize>(
 /// `hidden` is a multiple of `V` and `y`, `single` and `part` start
 /// 16-byte aligned). After the exit barrier every part sent to this rank
 /// has landed, and [`moe_sum_ranks`] adds them.
+///
+/// Where `ce` (the copy-engine form) every token goes as its f32 sum (of
+/// one slot too: the same product the token's rank would form) into this
+/// rank's own `part`, at row `d × max_tokens + dpos[t × world + rank]`
+/// (`dpos` read from `d`, as [`moe_dests`] wrote it), from which `d`'s
+/// copy engines take its tokens' rows after the exit barrier.
 #[symm_kernel(max_threads = 1024)]
 #[allow(clippy::too_many_arguments)]
 // Over 100 lines on purpose: the batch's tables are the block's shared
@@ -455,6 +592,7 @@ pub fn moe_push<T: Scalar, const V: usize>(
     part: SymmBuf<f32>,
     wts: SymmBuf<f32>,
     counts: SymmBuf<u32>,
+    dpos: SymmBuf<u32>,
     item_rows: &[u32],
     ntoks: &[u32],
     poison: u32,
@@ -463,6 +601,7 @@ pub fn moe_push<T: Scalar, const V: usize>(
     top_k: u32,
     hidden: u32,
     vec: bool,
+    ce: bool,
     ch: u32,
     sig: u32,
 ) {
@@ -474,6 +613,7 @@ pub fn moe_push<T: Scalar, const V: usize>(
     let rows = shared_array::<u32, 1024>();
     let ws = shared_array::<f32, 1024>();
     let held = shared_array::<u32, 32>();
+    let jrow = shared_array::<u32, 32>();
     enter_call();
     let world = counts.world_size();
     let me = counts.rank();
@@ -520,6 +660,9 @@ pub fn moe_push<T: Scalar, const V: usize>(
                 if r != 0xFFFF_FFFFu32 {
                     w = wts.peer(d)[t * top_k + k];
                 }
+                if ce && k == 0u32 {
+                    jrow[i] = dpos.peer(d)[t * world + me];
+                }
             }
         }
         rows[tid] = r;
@@ -535,8 +678,19 @@ pub fn moe_push<T: Scalar, const V: usize>(
             if q < items && n > 0u32 {
                 let t = q / world;
                 let d = (q % world + me + 1u32) % world;
-                let at = (t * world + me) * hidden;
-                if n == 1u32 {
+                let mut at = (t * world + me) * hidden;
+                let mut to = d;
+                if ce {
+                    // Here, in `d`'s packing order (which `d`'s copy
+                    // engines read), always the f32 sum.
+                    kernel_assert!(
+                        jrow[j] < max_tokens,
+                        "moe_push: a token held here has no packed row at its rank"
+                    );
+                    at = (d * max_tokens + jrow[j]) * hidden;
+                    to = me;
+                }
+                if n == 1u32 && !ce {
                     // The one slot's row, as it is.
                     let mut one = 0u32;
                     for k in 0..top_k {
@@ -561,7 +715,7 @@ pub fn moe_push<T: Scalar, const V: usize>(
                 } else {
                     moe_push_part::<T, V>(
                         y,
-                        part.peer(d),
+                        part.peer(to),
                         at,
                         rows,
                         ws,
@@ -649,7 +803,9 @@ pub(crate) fn moe_push_part<T: Scalar, const V: usize>(
 /// and rounded once to `T`: [`moe_sum`](super::moe_sum)'s bits. A grid of
 /// tokens × spans, `V` elements a thread, in 16-byte vectors where `vec`
 /// (the caller's promise that `hidden` is a multiple of `V` and `single`,
-/// `part` and `out` start 16-byte aligned).
+/// `part` and `out` start 16-byte aligned). Where `ce` (the copy-engine
+/// form) every rank's part is an f32 sum, in `part` at row `d ×
+/// max_tokens + dpos[t × world + d]`, where the copy engines brought it.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn moe_sum_ranks<T: Scalar, const V: usize>(
@@ -657,12 +813,15 @@ pub fn moe_sum_ranks<T: Scalar, const V: usize>(
     part: &[f32],
     idx: &[i32],
     weights: &[f32],
+    dpos: &[u32],
     out: &mut [T],
     top_k: u32,
     hidden: u32,
     local: u32,
     world: u32,
+    max_tokens: u32,
     vec: bool,
+    ce: bool,
 ) {
     let t = block_idx_x();
     let span = block_dim_x() * V as u32;
@@ -682,15 +841,23 @@ pub fn moe_sum_ranks<T: Scalar, const V: usize>(
                     p1 = p;
                 }
             }
-            let at = (t * world + d) * hidden + i;
+            let mut at = (t * world + d) * hidden + i;
+            if ce && n > 0u32 {
+                let r = dpos[t * world + d];
+                kernel_assert!(
+                    r < max_tokens,
+                    "moe_sum_ranks: a token's rank holds slots but it has no packed row"
+                );
+                at = (d * max_tokens + r) * hidden + i;
+            }
             let mut got: [f32; V] = [-0.0f32; V];
-            if n == 1u32 {
+            if n == 1u32 && !ce {
                 let x = moe_load_sum::<T, V>(single, at, hidden - i, vec);
                 let w = weights[p1];
                 for u in 0..V {
                     got[u] += w * x[u].to_f32();
                 }
-            } else if n > 1u32 {
+            } else if n > 1u32 || (ce && n > 0u32) {
                 if vec {
                     for h in 0..v / 4u32 {
                         let four: [f32; 4] = part.load_vec::<4>(at + h * 4u32);
