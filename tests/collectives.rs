@@ -27,6 +27,7 @@ use symm::kernels::collectives::{
     all_gather, all_gather_coalesced, all_gather_in_place, all_reduce_coalesced, all_reduce_op,
     all_to_all, all_to_all_single, all_to_all_v, broadcast, broadcast_in_place, fold, force_path,
     reduce_scatter, reduce_scatter_chunk, CollectivePath, CopyElem, ReduceElem, ReduceOp,
+    BROADCAST_SAG_MIN_BYTES,
 };
 use symm::{compare_bits, run, Comm, CommOptions, ErrorKind, LaunchConfig};
 
@@ -206,9 +207,15 @@ fn all_gather_moves_every_type_bit_for_bit() {
 }
 
 fn broadcast_case<T: CopyElem>(world: usize, n: usize, root: usize, in_place: bool) {
+    broadcast_case_at::<T>(world, n, root, in_place, 0);
+}
+
+/// [`broadcast_case`], out of place into an output `off` elements past the
+/// start of its buffer (which holds poison before it).
+fn broadcast_case_at<T: CopyElem>(world: usize, n: usize, root: usize, in_place: bool, off: usize) {
     let inputs: Vec<Vec<T>> = (0..world).map(|_| random_bits::<T>(n)).collect();
     let what = format!(
-        "broadcast {} world {world} n {n} root {root} in_place {in_place}",
+        "broadcast {} world {world} n {n} root {root} in_place {in_place} off {off}",
         T::DTYPE
     );
     let Some(outs) = on_ranks(world, &what, |c| {
@@ -220,10 +227,18 @@ fn broadcast_case<T: CopyElem>(world: usize, n: usize, root: usize, in_place: bo
             return buf.to_host();
         }
         let s = buf.rendezvous()?;
-        let mut out = c.device_buffer_from(&vec![poison::<T>(); n + 1])?;
-        broadcast(c, &s, &mut out, n, root)?;
+        let mut out = c.device_buffer_from(&vec![poison::<T>(); off + n + 1])?;
+        {
+            let mut whole = c.bind_mut("out", &mut out)?;
+            let mut at = whole.sub_mut(off..off + n + 1).expect("in bounds");
+            broadcast(c, &s, &mut at, n, root)?;
+        }
         c.synchronize()?;
         let mut o = out.to_host()?;
+        assert!(o[..off]
+            .iter()
+            .all(|x| x.__to_bits64() == poison::<T>().__to_bits64()));
+        o.drain(..off);
         // The root's input must be untouched.
         o.extend(buf.to_host()?);
         Ok(o)
@@ -262,6 +277,31 @@ fn broadcast_from_every_root() {
                 broadcast_case::<i64>(world, n, 0, true);
             }
         }
+    }
+}
+
+/// Past `BROADCAST_SAG_MIN_BYTES` on 3 or more ranks the broadcast
+/// scatters over the non-roots and all-gathers: from the first and last
+/// roots (every root at 3 ranks), in place and not, ending mid-vector, and
+/// into an output one element past a 16-byte boundary (element by
+/// element). The rest tier's: the emulator's worlds 3 and 4 only (time).
+#[test]
+fn a_large_broadcast_scatters_and_all_gathers() {
+    let n = BROADCAST_SAG_MIN_BYTES / 4 + 3;
+    for world in WORLDS.into_iter().filter(|&w| w >= 3) {
+        if !tier::runs(quick(world, n)) || (world > 4 && !on_gpu()) {
+            continue;
+        }
+        let roots: Vec<usize> = match world {
+            3 => (0..3).collect(),
+            _ => vec![0, world - 1],
+        };
+        for root in roots {
+            broadcast_case::<f32>(world, n, root, false);
+            broadcast_case::<f32>(world, n, root, true);
+        }
+        broadcast_case_at::<f32>(world, n, 1, false, 1);
+        broadcast_case::<bf16>(world, 2 * n, world - 1, true);
     }
 }
 
@@ -2508,8 +2548,8 @@ fn back_to_back_mixed_collectives() {
 
 use symm::kernels::collectives::{
     all_gather_coalesced_pull, all_gather_pull, all_reduce_coalesced_pull, all_reduce_op_two_shot,
-    all_to_all_pull, all_to_all_v_pull, all_to_all_v_wide, broadcast_pull, ce_sync, copy_ll,
-    fold_rows, gather_pull, reduce_ll, reduce_pull, reduce_scatter_pull, scatter_pull,
+    all_to_all_pull, all_to_all_v_pull, all_to_all_v_wide, broadcast_pull, broadcast_sag, ce_sync,
+    copy_ll, fold_rows, gather_pull, reduce_ll, reduce_pull, reduce_scatter_pull, scatter_pull,
 };
 
 // Every kernel for every vector width and every op, and the copies (whose
@@ -2537,6 +2577,7 @@ fn collective_kernels_sample_compile() {
         fold_rows::<bf16, 0, false>,
         all_to_all_v_wide::<f32, 4>,
         ce_sync::<f32>,
+        broadcast_sag::<bf16, 8>,
     );
     collective_kernels_sample();
 }
@@ -2562,6 +2603,8 @@ fn collective_kernels_compile() {
         all_gather_pull::<u64, 2>,
         broadcast_pull::<f32, 4>,
         broadcast_pull::<i64, 2>,
+        broadcast_sag::<f32, 4>,
+        broadcast_sag::<u8, 16>,
         all_to_all_pull::<f32, 4>,
         all_to_all_pull::<u8, 16>,
         all_to_all_v_pull::<u8, 16>,

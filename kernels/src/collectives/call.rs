@@ -33,6 +33,13 @@ pub(super) enum Kind {
         n: usize,
         root: usize,
     },
+    /// Its own kind: where it scatters and all-gathers, the parts go
+    /// straight into every rank's buffer, so ranks must not mix it with
+    /// the broadcast into another output.
+    BroadcastInPlace {
+        n: usize,
+        root: usize,
+    },
     ReduceScatter {
         n: usize,
         op: ReduceOp,
@@ -95,6 +102,7 @@ impl CallKey for Key {
             Kind::AllGather { .. } => "all_gather",
             Kind::AllGatherInPlace { .. } => "all_gather_in_place",
             Kind::Broadcast { .. } => "broadcast",
+            Kind::BroadcastInPlace { .. } => "broadcast_in_place",
             Kind::ReduceScatter { .. } => "reduce_scatter",
             Kind::AllToAll { .. } => "all_to_all",
             Kind::AllToAllSingle => "all_to_all_single",
@@ -131,7 +139,7 @@ impl fmt::Display for Key {
             Kind::Reduce { n, op, root } => {
                 write!(f, "{name} of {n} elements of {ty} by {op:?} to root {root}")
             }
-            Kind::Broadcast { n, root } => {
+            Kind::Broadcast { n, root } | Kind::BroadcastInPlace { n, root } => {
                 write!(
                     f,
                     "{name} of {n} elements of {ty} from root {root} ({path})"

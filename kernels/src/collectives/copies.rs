@@ -145,7 +145,11 @@ unsafe fn launch_all_gather<T: CopyElem>(
 }
 
 /// Rank `root`'s first `n` elements of `input` into every rank's `out`
-/// (the root's too, unless `out` is its input itself).
+/// (the root's too, unless `out` is its input itself). Past
+/// [`BROADCAST_SAG_MIN_BYTES`] on 3 or more ranks (with the inputs on a
+/// 16-byte boundary) the pull path scatters the message over the
+/// non-roots and all-gathers it ([`broadcast_sag`](super::broadcast_sag)),
+/// so the root sends it once, not once a peer.
 pub fn broadcast<T: CopyElem>(
     comm: &Comm,
     input: &SymmetricMemory,
@@ -153,9 +157,31 @@ pub fn broadcast<T: CopyElem>(
     n: usize,
     root: usize,
 ) -> Result<()> {
+    broadcast_on(comm, input, out, n, root, false)
+}
+
+/// The smallest broadcast (in bytes) that scatters and all-gathers on 3
+/// or more ranks instead of every rank pulling the whole message from the
+/// root. Not yet measured between GPUs (see `bench/NOTES.md` v50): the
+/// size at which the all-reduce's two-shot pays for its two rounds.
+pub const BROADCAST_SAG_MIN_BYTES: usize = 256 << 10;
+
+/// [`broadcast`], or its in-place form (`in_place`: `out` is `input`'s
+/// own buffer on every rank, its own kind of call).
+fn broadcast_on<T: CopyElem>(
+    comm: &Comm,
+    input: &SymmetricMemory,
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    n: usize,
+    root: usize,
+    in_place: bool,
+) -> Result<()> {
     let world = comm.world_size();
     let call = Call {
-        kind: Kind::Broadcast { n, root },
+        kind: match in_place {
+            true => Kind::BroadcastInPlace { n, root },
+            false => Kind::Broadcast { n, root },
+        },
         ll: Some(n),
         empty: n == 0,
         path: None,
@@ -184,6 +210,36 @@ pub fn broadcast<T: CopyElem>(
         // SAFETY: `n` fits every rank's input and this rank's `out`.
         return unsafe { run_ll(comm, input, &mut r.out, n, n, args, r.ch, T::__copy_ll) };
     }
+    // Every rank decides alike: the sizes and root are agreed, and every
+    // rank's input lies at the same offset of its allocation.
+    let sag = world >= 3
+        && n * std::mem::size_of::<T>() >= BROADCAST_SAG_MIN_BYTES
+        && own.is_multiple_of(16);
+    if sag {
+        struct Sag;
+        // The in-place form's parts go straight into each rank's buffer.
+        let scratch = match in_place {
+            true => None,
+            false => Some(crate::shared::staging::grow::<T, Sag>(comm, n, 1, 0)?.0),
+        };
+        let cfg = grid::<T>(comm, n as u64, || {
+            T::__grid(Kernel::BroadcastSag, comm, threads::<T>())
+        })?;
+        let call = CopyCall::BroadcastSag {
+            input,
+            scratch: scratch.as_deref().unwrap_or(input),
+            out: &mut r.out,
+            n: n as u32,
+            root: root as u32,
+            skip,
+            direct: u32::from(in_place),
+            ch: r.ch,
+        };
+        // SAFETY: `n` fits every rank's input, this rank's `out` and the
+        // staging; the inputs start on a 16-byte boundary; every rank runs
+        // `grid`'s one grid for the agreed size.
+        return unsafe { T::__copy(comm, cfg, call) };
+    }
     let cfg = grid::<T>(comm, n as u64, || {
         T::__grid(Kernel::Broadcast, comm, threads::<T>())
     })?;
@@ -200,7 +256,8 @@ pub fn broadcast<T: CopyElem>(
 }
 
 /// Broadcast in place: rank `root`'s first `n` elements of `buf` replace
-/// every other rank's.
+/// the first `n` of every rank's `buf`. Its own call: every rank makes
+/// it, not [`broadcast`] into the buffer.
 pub fn broadcast_in_place<T: CopyElem>(
     comm: &Comm,
     buf: &SymmBuffer<T>,
@@ -208,7 +265,7 @@ pub fn broadcast_in_place<T: CopyElem>(
     root: usize,
 ) -> Result<()> {
     let smem = buf.rendezvous()?;
-    broadcast(comm, &smem, &mut buf.slice(..)?, n, root)
+    broadcast_on(comm, &smem, &mut buf.slice(..)?, n, root, true)
 }
 
 /// Gather: rank p's first `n` elements of `input` land at

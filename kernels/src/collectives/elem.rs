@@ -294,6 +294,8 @@ pub trait ReduceElem: CopyElem {
 pub enum Kernel {
     AllGather,
     Broadcast,
+    /// The broadcast by scatter and all-gather.
+    BroadcastSag,
     AllToAll,
     AllToAllV,
     AllGatherCoalesced,
@@ -317,6 +319,18 @@ pub enum CopyCall<'a, 'b, T: symm::dsl::Scalar> {
         n: u32,
         root: u32,
         skip: u32,
+        ch: Ch,
+    },
+    /// [`broadcast_sag`](super::broadcast_sag): `scratch` is unused
+    /// where `direct`.
+    BroadcastSag {
+        input: &'a SymmetricMemory,
+        scratch: &'a SymmetricMemory,
+        out: &'a mut BoundSlice<'b, T>,
+        n: u32,
+        root: u32,
+        skip: u32,
+        direct: u32,
         ch: Ch,
     },
     AllToAll {
@@ -366,6 +380,7 @@ macro_rules! copy_elem {
                 match kernel {
                     Kernel::AllGather => all_gather_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::Broadcast => broadcast_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
+                    Kernel::BroadcastSag => broadcast_sag::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::AllToAll => all_to_all_pull::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
                     Kernel::AllToAllV if comm.world_size() > symm::layout::MAX_WORLD_SIZE =>
                         all_to_all_v_wide::co_resident_grid_unchecked::<$t, { vector::<$t>() }>(comm, threads, 0),
@@ -390,6 +405,10 @@ macro_rules! copy_elem {
                             all_gather_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, in_place, ch.index, ch.sig),
                         CopyCall::Broadcast { input, out, n, root, skip, ch } =>
                             broadcast_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, n, root, skip, ch.index, ch.sig),
+                        CopyCall::BroadcastSag { input, scratch, out, n, root, skip, direct, ch } =>
+                            broadcast_sag::launch_unchecked::<$t, { vector::<$t>() }>(
+                                comm, cfg, input, scratch, out, n, root, skip, direct, ch.index, ch.sig,
+                            ),
                         CopyCall::AllGatherCoalesced { input, out, table, count, ch } =>
                             all_gather_coalesced_pull::launch_unchecked::<$t, { vector::<$t>() }>(comm, cfg, input, out, table, count, ch.index, ch.sig),
                         CopyCall::Gather { input, out, n, root, ch } =>

@@ -63,7 +63,7 @@ mod splits;
 pub use coalesced::{all_gather_coalesced, all_reduce_coalesced};
 pub use copies::{
     all_gather, all_gather_in_place, all_gather_with, all_to_all, all_to_all_with, broadcast,
-    broadcast_in_place, gather, scatter,
+    broadcast_in_place, gather, scatter, BROADCAST_SAG_MIN_BYTES,
 };
 pub use device::*;
 pub(crate) use elem::{combines_natively, dtype_op_problem};

@@ -333,6 +333,115 @@ pub fn broadcast_pull<T: Scalar, const V: usize>(
     call_end(input, ch, call);
 }
 
+/// Broadcast by scatter and all-gather, for large messages on 3 or more
+/// ranks, so that the root sends each element once instead of once a
+/// peer. The non-roots split the message in `world - 1` parts of whole
+/// `V`-element vectors (the last ends at the last whole vector); after the
+/// entry barrier each reads its part of the root's `input` once and stores
+/// it to its own `out` and to every other non-root's `scratch` (where
+/// `direct`, the broadcast in place, straight into their `input`, which is
+/// their `out`); the `n % V` elements past the last vector each non-root
+/// reads itself. After the exit barrier every part has landed, and each
+/// non-root copies the others' parts from its `scratch` to `out` (none
+/// where `direct`). The root copies its input to `out` unless `skip`.
+///
+/// The host's promise: the inputs start on a 16-byte boundary, `scratch`
+/// holds `n` elements (unless `direct`), and every rank runs the same
+/// grid, so that what block `b` copies from `scratch` after the exit
+/// barrier block `b` of its sender stored before it (both phases walk a
+/// part's vectors with the same grid stride).
+#[symm_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn broadcast_sag<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    scratch: SymmBuf<T>,
+    out: &mut [T],
+    n: u32,
+    root: u32,
+    skip: u32,
+    direct: u32,
+    ch: u32,
+    sig: u32,
+) {
+    enter_call();
+    let call = enter_sending(input, ch, sig);
+    let rank = input.rank();
+    let world = input.world_size();
+    let first = grid_thread();
+    let stride = grid_threads();
+    let v = V as u32;
+    let vecs = n / v;
+    let parts = world - 1u32;
+    let chunk = (vecs + parts - 1u32) / parts;
+    // Whether `out` takes whole vectors (else element by element).
+    let whole = vector_lag(out) == 0u32;
+    let src = input.peer(root);
+    if rank == root {
+        if skip == 0u32 {
+            copy_span::<T, V>(src, 0u32, out, 0u32, n, first, stride);
+        }
+    } else {
+        let q = (rank + world - root - 1u32) % world;
+        let lo = q * chunk;
+        let mut j = first;
+        while j < chunk && lo + j < vecs {
+            let i = (lo + j) * v;
+            let x: [T; V] = src.load_vec::<V>(i);
+            for k in 1..world {
+                let p = (rank + k) % world;
+                if p != root {
+                    if direct == 1u32 {
+                        input.peer(p).store_vec::<V>(i, x);
+                    } else {
+                        scratch.peer(p).store_vec::<V>(i, x);
+                    }
+                }
+            }
+            sag_store::<T, V>(out, i, x, whole);
+            j += stride;
+        }
+        let e = vecs * v + first;
+        if e < n {
+            out[e] = src[e];
+        }
+    }
+    exit_checked(input, ch, call, sig);
+    if rank != root && direct == 0u32 {
+        let mine = scratch.local();
+        for q in 0..parts {
+            let p = (root + 1u32 + q) % world;
+            if p != rank {
+                let lo = q * chunk;
+                let mut j = first;
+                while j < chunk && lo + j < vecs {
+                    let i = (lo + j) * v;
+                    sag_store::<T, V>(out, i, mine.load_vec::<V>(i), whole);
+                    j += stride;
+                }
+            }
+        }
+    }
+    call_end(input, ch, call);
+}
+
+/// `x` to elements `i..i + V` of `out`: one 16-byte store where `whole`
+/// (`out` starts on a 16-byte boundary), else element by element.
+#[symm_kernel(device)]
+pub(crate) fn sag_store<T: Scalar, const V: usize>(
+    out: SliceMut<T>,
+    i: u32,
+    x: [T; V],
+    whole: bool,
+) {
+    if whole {
+        out.store_vec::<V>(i, x);
+    } else {
+        for k in 0..V {
+            out[i + k as u32] = x[k];
+        }
+    }
+}
+
 /// Gather: rank p's `input[0..n]` lands at `out[p * n..]` of rank `root`
 /// only; the other ranks pass the barriers and copy nothing (their `out`
 /// may be empty).
