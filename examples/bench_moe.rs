@@ -118,8 +118,9 @@ fn routing(seed: u64, tokens: usize, experts: usize, top_k: usize) -> (Vec<i32>,
 }
 
 /// Bytes this rank's tokens get back from its peers in a combine of rows
-/// of `hidden` bf16: a row a slot, or (`once`, the pull form) a row a
-/// token and peer, in f32 where the peer holds several of its slots.
+/// of `hidden` bf16: a row a slot, or (`once`, the pull and copy-engine
+/// forms) a row a token and peer, in f32 where the peer holds several of
+/// its slots (`f32_back`, the copy-engine form: always).
 fn bytes_back(
     idx: &[i32],
     rank: usize,
@@ -152,7 +153,8 @@ fn bytes_back(
         .sum()
 }
 /// Rows this rank sends to its peers (not to itself) in a dispatch: one
-/// a slot, or (`once`, the pull form) one a token and peer.
+/// a slot, or (`once`, the pull and copy-engine forms) one a token and
+/// peer.
 fn rows_to_peers(idx: &[i32], rank: usize, local: usize, top_k: usize, once: bool) -> usize {
     let to_peer = |e: i32| e >= 0 && e as usize / local != rank;
     if !once {
@@ -622,7 +624,7 @@ fn main() {
                     f32_back,
                 );
                 // Both ways: the rows there (bf16, or e4m3 and a scale per
-                // 128) and the experts' rows back (bf16).
+                // 128) and the experts' rows back (as `bytes_back` counts).
                 let there = if fp8 {
                     args.hidden + 4 * args.hidden / 128
                 } else {
@@ -637,8 +639,14 @@ fn main() {
                         Some(n) => (format!("{n:.1}"), format!("{:.2}×", alone / n)),
                         None => ("–".into(), "–".into()),
                     };
+                    // No graph holds the copy-engine form's step (its GB/s
+                    // are of the step alone).
+                    let step = match mode {
+                        MoeMode::CopyEngine => "–".to_string(),
+                        _ => format!("{us:.1}"),
+                    };
                     println!(
-                        "| {tokens} | {} | {} | {there_us:.1} | {back_us:.1} | {us:.1} | {:.1} | {alone:.1} | {nc} | {ratio} | {:.2} |",
+                        "| {tokens} | {} | {} | {there_us:.1} | {back_us:.1} | {step} | {:.1} | {alone:.1} | {nc} | {ratio} | {:.2} |",
                         match mode {
                             MoeMode::Pull => "pull",
                             MoeMode::AllToAll => "all-to-all",

@@ -821,7 +821,9 @@ fn scale_rows<T: Scalar>(
 
 /// Many steps back to back, each with a new routing and new rows, the
 /// experts' work on the device, and no host synchronisation until the
-/// end: every step's output is exact.
+/// end (but the copy-engine form's own), every third step's dispatch and
+/// every third's combine made twice in a row: every step's output is
+/// exact.
 fn back_to_back<T: MoeElem>(world: usize, steps: usize) {
     for mode in MODES {
         back_to_back_in::<T>(world, steps, mode);
@@ -860,7 +862,7 @@ fn back_to_back_in<T: MoeElem>(world: usize, steps: usize, mode: MoeMode) {
         let h = cfg.hidden;
         let mut y = c.device_buffer::<T>(moe.received_rows() * h)?;
         let mut kept = Vec::new();
-        for st in &data {
+        for (i, st) in data.iter().enumerate() {
             let mine = &st[c.rank()];
             let x = c.device_buffer_from(&pad(&mine.x, T::from_f32(0.0)))?;
             let idx = c.device_buffer_from(&pad(&mine.idx, 0))?;
@@ -868,6 +870,11 @@ fn back_to_back_in<T: MoeElem>(world: usize, steps: usize, mode: MoeMode) {
             let mut out =
                 c.device_buffer_from(&vec![T::from_f32(f32::NAN); mine.tokens.max(1) * h])?;
             moe.dispatch(c, &x, &idx, mine.tokens)?;
+            if i % 3 == 1 {
+                // Dispatches back to back: the second rewrites what the
+                // first's peers read.
+                moe.dispatch(c, &x, &idx, mine.tokens)?;
+            }
             scale_rows::launch::<T>(
                 c,
                 LaunchConfig::linear(local as u32, 64),
@@ -879,7 +886,12 @@ fn back_to_back_in<T: MoeElem>(world: usize, steps: usize, mode: MoeMode) {
                 c.rank() as u32,
             )?;
             moe.combine(c, &y, &w, &mut out)?;
-            // Inputs stay alive until the end: nothing synchronises.
+            if i % 3 == 2 {
+                // Combines back to back, likewise.
+                moe.combine(c, &y, &w, &mut out)?;
+            }
+            // Inputs stay alive until the end: nothing synchronises (but
+            // the copy-engine form's dispatch, which waits for the counts).
             kept.push((x, idx, w, out, mine.tokens));
         }
         c.synchronize()?;
@@ -1036,6 +1048,11 @@ fn copy_engine_refuses_capture(world: usize) {
         let x = c.device_buffer::<bf16>(5 * 64)?;
         // Each token to experts 0, 1 and 2 (distinct: within the plan).
         let idx = c.device_buffer_from(&[0i32, 1, 2].repeat(5))?;
+        let w = c.device_buffer_from(&[0.5f32; 15])?;
+        let y = c.device_buffer::<bf16>(moe.received_rows() * 64)?;
+        let mut out = c.device_buffer::<bf16>(5 * 64)?;
+        moe.dispatch(c, &x, &idx, 5)?;
+        c.synchronize()?;
         let err = |e: symm::cudarc::driver::DriverError| {
             c.error(ErrorKind::InvalidArgument, format!("{e:?}"))
         };
@@ -1044,22 +1061,26 @@ fn copy_engine_refuses_capture(world: usize) {
             symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
         )
         .map_err(err)?;
-        let refused = moe.dispatch(c, &x, &idx, 5);
+        let combine = moe.combine(c, &y, &w, &mut out);
+        let dispatch = moe.dispatch(c, &x, &idx, 5);
         let _ = s.end_capture(
             symm::cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
         );
         // Eagerly, the same step runs.
         moe.dispatch(c, &x, &idx, 5)?;
+        moe.combine(c, &y, &w, &mut out)?;
         c.synchronize()?;
-        Ok(refused.err().map(|e| e.to_string()))
+        let said = |r: symm::Result<()>| r.err().map_or("no error".into(), |e| e.to_string());
+        Ok([said(combine), said(dispatch)])
     })
     .unwrap_or_else(|e| panic!("moe copy-engine capture, world {world}: {e}"));
-    for (r, e) in outs.iter().enumerate() {
-        let e = e.as_deref().unwrap_or("no error");
-        assert!(
-            e.contains("copy-engine form") && e.contains("CUDA graph"),
-            "rank {r} of {world}: a captured copy-engine dispatch: {e}"
-        );
+    for (r, said) in outs.iter().enumerate() {
+        for (call, e) in ["combine", "dispatch"].iter().zip(said) {
+            assert!(
+                e.contains("copy-engine form") && e.contains("CUDA graph"),
+                "rank {r} of {world}: a captured copy-engine {call}: {e}"
+            );
+        }
     }
 }
 

@@ -48,9 +48,10 @@
 //!   `cuMemcpyAsync` a sender brings its rows; [`moe_pull`] then writes
 //!   them expert-major from local memory. Combine: [`moe_push`] sums each
 //!   token's slots here in f32, packed by the token's rank, whose copy
-//!   engines bring them back for [`moe_sum_ranks`]. The SMs touch only
-//!   local memory; each dispatch waits for the device once, so no CUDA
-//!   graph holds a step.
+//!   engines bring them back for [`moe_sum_ranks`]. No row crosses
+//!   between GPUs by the SMs (they read only peers' indices, counts and
+//!   weights); each dispatch waits for the device once, so no CUDA graph
+//!   holds a step.
 //!
 //! In all, an expert's rows are by source rank, then in the order of the
 //! source's pairs, and a token's combined row is, for each rank in order
@@ -292,8 +293,7 @@ pub enum MoeMode {
     /// come back the same way). The counts are read on the host, so each
     /// dispatch waits for the device once and a step cannot be captured
     /// in a CUDA graph (use [`MoeMode::Pull`] there); it holds about
-    /// three times the pull form's row memory. Its limits are the pull
-    /// form's.
+    /// twice the pull form's row memory. Its limits are the pull form's.
     CopyEngine,
 }
 
@@ -1271,6 +1271,12 @@ impl<T: MoeElem> Moe<T> {
     /// rows than the plan's capacity (on every rank: the pull's check of
     /// every rank's counts, or the all-to-all's). A failed pull leaves an
     /// empty layout.
+    ///
+    /// In the copy-engine form ([`MoeMode::CopyEngine`]) the call waits for
+    /// the device once (the counts are read on the host), so device
+    /// failures of the step so far surface here; made while `comm`'s
+    /// stream captures a CUDA graph, it (and the combine) is an argument
+    /// problem: refused on every rank where every rank captures.
     pub fn dispatch(
         &mut self,
         comm: &Comm,
@@ -1658,6 +1664,11 @@ impl<T: MoeElem> Moe<T> {
     /// one wait of a step) and the copies of every sender's rows for this
     /// rank: nothing in the other forms.
     fn fetch_rows(&mut self, comm: &Comm, copy: bool) -> Result<()> {
+        if self.pull.as_ref().is_none_or(|p| p.ce.is_none()) {
+            return Ok(());
+        }
+        let (sig, checked) = self.pull_sig(comm, PullCall::Counts);
+        checked?;
         let Moe {
             config: c,
             pull,
@@ -1665,7 +1676,6 @@ impl<T: MoeElem> Moe<T> {
             world,
             counts_s,
             ch,
-            sigs,
             ..
         } = self;
         let Some(ce) = pull.as_mut().and_then(|p| p.ce.as_mut()) else {
@@ -1681,11 +1691,15 @@ impl<T: MoeElem> Moe<T> {
             &ce.sent_s,
             &mut ce.sent_all,
             *ch,
-            sigs[PullCall::Counts as usize],
+            sig,
         )?;
         if !copy {
             return Ok(());
         }
+        // The counts are `comm`'s stream's work (`sent_all` reads on its
+        // plan's handle's stream, which may be another); this also
+        // reports a failure of this rank's step so far.
+        comm.synchronize()?;
         let got = ce.sent_all.read(0, 2 * world)?;
         // Never more rows than a sender holds, whatever a failed sender
         // published.

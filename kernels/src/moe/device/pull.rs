@@ -6,6 +6,14 @@
 //! where it holds one slot, else the weighted sum of its slots in f32; the
 //! token's rank adds the ranks' parts in rank order ([`moe_sum_ranks`]).
 //!
+//! The copy-engine form ([`MoeMode::CopyEngine`](crate::moe::MoeMode))
+//! runs the same kernels with `ce` set, around copies the host enqueues:
+//! [`moe_dests`] and [`moe_spread`] pack each rank's rows by destination,
+//! [`moe_counts`] (a third barrier kernel) hands each rank its senders'
+//! counts, the copy engines bring the rows, [`moe_pull`] lays them out
+//! from local memory, and [`moe_push`] leaves each token's f32 part here
+//! for its rank's copy engines to take back to [`moe_sum_ranks`].
+//!
 //! [`moe_pull`] and [`moe_push`] are barrier kernels on channel `ch` of
 //! the plan's symmetric `counts` (with [`enter_sending`] and
 //! [`exit_checked`], as the collectives' pull kernels): each publishes its
