@@ -832,6 +832,13 @@ fn back_to_back<T: MoeElem>(world: usize, steps: usize) {
 
 /// [`back_to_back`] in `mode`.
 fn back_to_back_in<T: MoeElem>(world: usize, steps: usize, mode: MoeMode) {
+    back_to_back_on::<T>(world, steps, mode, false);
+}
+
+/// [`back_to_back_in`], where `side` with every step's calls on another
+/// stream of the rank than the plan's (a handle from
+/// `Comm::with_cuda_stream`; GPU ranks only), the plan's own stream idle.
+fn back_to_back_on<T: MoeElem>(world: usize, steps: usize, mode: MoeMode, side: bool) {
     let Some(ranks) = ranks(world) else { return };
     let cfg = MoeConfig::new(16, 2 * world, 2, 4)
         .with_align(2)
@@ -849,16 +856,29 @@ fn back_to_back_in<T: MoeElem>(world: usize, steps: usize, mode: MoeMode) {
         })
         .collect();
     let what = format!(
-        "moe back to back, {} world {world}, {steps} steps, {mode:?} (SYMM_MOE_SEED={seed})",
+        "moe back to back, {} world {world}, {steps} steps, {mode:?}, side stream {side} (SYMM_MOE_SEED={seed})",
         T::DTYPE
     );
-    let outs = run(ranks, options(), |c: &Comm| {
+    let outs = run(ranks, options(), |plan: &Comm| {
         // The test's own kernel loaded before the plan's agreement, as the
         // plan loads its own: where ranks share a GPU, a first load waits
         // for the device to be idle, which a rank spinning on this one
         // would keep it from being.
-        scale_rows::co_resident_grid::<T>(c, 64, 0)?;
-        let mut moe = Moe::<T>::new(c, cfg.clone())?;
+        scale_rows::co_resident_grid::<T>(plan, 64, 0)?;
+        let mut moe = Moe::<T>::new(plan, cfg.clone())?;
+        let c = &match side {
+            false => plan.clone(),
+            true => {
+                plan.synchronize()?;
+                let s = plan
+                    .cuda_stream()
+                    .expect("a GPU rank")
+                    .context()
+                    .new_stream();
+                let s = s.map_err(|e| plan.driver_error("cuStreamCreate", e))?;
+                plan.with_cuda_stream(s)?
+            }
+        };
         let h = cfg.hidden;
         let mut y = c.device_buffer::<T>(moe.received_rows() * h)?;
         let mut kept = Vec::new();
@@ -917,10 +937,17 @@ fn back_to_back_steps_need_no_host_sync() {
         back_to_back::<bf16>(2, 100);
     }
     if tier::runs(false) {
-        // 1000 steps in the default form, 100 in the other.
+        // 1000 steps in the default form, 100 in the others.
         back_to_back_in::<bf16>(2, 1000, MoeMode::default());
         back_to_back_in::<bf16>(2, 100, MoeMode::AllToAll);
         back_to_back_in::<bf16>(2, 100, MoeMode::CopyEngine);
+        if targets::on_gpu() {
+            // Calls on another stream than the plan's (whose own stream,
+            // idle, must not be what the copy-engine form waits for).
+            for mode in MODES {
+                back_to_back_on::<bf16>(2, 10, mode, true);
+            }
+        }
         for world in [3, 4, 8] {
             back_to_back::<f32>(world, 100);
         }
@@ -994,14 +1021,8 @@ fn a_step_replays_in_a_cuda_graph_with_new_routings() {
             body(&mut moe, &mut y, &mut out)?;
             c.synchronize()?;
             let mut outs = vec![out.read(0, tokens * h)?];
-            let err = |e: symm::cudarc::driver::DriverError| {
-                c.error(ErrorKind::InvalidArgument, format!("{e:?}"))
-            };
-            let s = c.cuda_stream().expect("GPU rank");
-            s.begin_capture(
-                symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-            )
-            .map_err(err)?;
+            let err = |e| driver_error(c, e);
+            let s = begin_capture(c)?;
             body(&mut moe, &mut y, &mut out)?;
             let g = s
                 .end_capture(
@@ -1037,6 +1058,22 @@ fn a_step_replays_in_a_cuda_graph_with_new_routings() {
     }
 }
 
+/// A CUDA driver error as the rank's error.
+fn driver_error(c: &Comm, e: symm::cudarc::driver::DriverError) -> Error {
+    c.error(ErrorKind::InvalidArgument, format!("{e:?}"))
+}
+
+/// Starts capturing this GPU rank's stream into a CUDA graph (this
+/// thread's work only); returns the stream.
+fn begin_capture(c: &Comm) -> symm::Result<std::sync::Arc<symm::cudarc::driver::CudaStream>> {
+    let s = c.cuda_stream().expect("GPU rank");
+    s.begin_capture(
+        symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+    )
+    .map_err(|e| driver_error(c, e))?;
+    Ok(s)
+}
+
 /// The copy-engine form reads each dispatch's counts on the host, so a
 /// step captured in a CUDA graph is refused on every rank, saying why,
 /// and the plan runs eagerly after it.
@@ -1053,14 +1090,7 @@ fn copy_engine_refuses_capture(world: usize) {
         let mut out = c.device_buffer::<bf16>(5 * 64)?;
         moe.dispatch(c, &x, &idx, 5)?;
         c.synchronize()?;
-        let err = |e: symm::cudarc::driver::DriverError| {
-            c.error(ErrorKind::InvalidArgument, format!("{e:?}"))
-        };
-        let s = c.cuda_stream().expect("GPU rank");
-        s.begin_capture(
-            symm::cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-        )
-        .map_err(err)?;
+        let s = begin_capture(c)?;
         let combine = moe.combine(c, &y, &w, &mut out);
         let dispatch = moe.dispatch(c, &x, &idx, 5);
         let _ = s.end_capture(
