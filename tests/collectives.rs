@@ -302,6 +302,50 @@ fn a_large_broadcast_scatters_and_all_gathers() {
         }
         broadcast_case_at::<f32>(world, n, 1, false, 1);
         broadcast_case::<bf16>(world, 2 * n, world - 1, true);
+        broadcasts_in_one_group(world, &[n, 2 * n + 5, n]);
+    }
+}
+
+/// Out-of-place broadcasts of `sizes` (f32, from rank 1) back to back in
+/// one group with no host synchronisation: the staging reused, then grown
+/// (the next call pushes into it while the last's parts may still be
+/// copied out), every output exact.
+fn broadcasts_in_one_group(world: usize, sizes: &[usize]) {
+    let inputs: Vec<Vec<f32>> = sizes.iter().map(|&n| random_bits::<f32>(n)).collect();
+    let what = format!("broadcasts of {sizes:?} back to back, world {world}");
+    let Some(outs) = on_ranks(world, &what, |c| {
+        let bufs = sizes
+            .iter()
+            .zip(&inputs)
+            .map(|(&n, x)| {
+                let buf = c.alloc::<f32>(n)?;
+                // The non-roots' inputs hold junk the output must not get.
+                if c.rank() == 1 {
+                    buf.copy_from_host(x)?;
+                } else {
+                    buf.copy_from_host(&vec![poison::<f32>(); n])?;
+                }
+                let s = buf.rendezvous()?;
+                let out = c.device_buffer_from(&vec![poison::<f32>(); n])?;
+                Ok((buf, s, out))
+            })
+            .collect::<symm::Result<Vec<_>>>()?;
+        c.synchronize()?;
+        let mut bufs = bufs;
+        for ((_, s, out), &n) in bufs.iter_mut().zip(sizes) {
+            broadcast(c, s, out, n, 1)?;
+        }
+        c.synchronize()?;
+        bufs.iter()
+            .map(|(_, _, out)| out.to_host())
+            .collect::<symm::Result<Vec<Vec<f32>>>>()
+    }) else {
+        return;
+    };
+    for (r, o) in outs.iter().enumerate() {
+        for (k, want) in inputs.iter().enumerate() {
+            assert_bits(&format!("{what}, rank {r}, call {k}"), &o[k], want);
+        }
     }
 }
 

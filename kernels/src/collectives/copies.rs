@@ -214,7 +214,7 @@ fn broadcast_on<T: CopyElem>(
     // rank's input lies at the same offset of its allocation.
     let sag = world >= 3
         && n * std::mem::size_of::<T>() >= BROADCAST_SAG_MIN_BYTES
-        && own.is_multiple_of(16);
+        && crate::shared::checks::vector_aligned(input);
     if sag {
         struct Sag;
         // The in-place form's parts go straight into each rank's buffer.
@@ -222,7 +222,9 @@ fn broadcast_on<T: CopyElem>(
             true => None,
             false => Some(crate::shared::staging::grow::<T, Sag>(comm, n, 1, 0)?.0),
         };
-        let cfg = grid::<T>(comm, n as u64, || {
+        // Sized by a part: each rank's threads walk one at a time.
+        let part = n.div_ceil(world - 1);
+        let cfg = grid::<T>(comm, part as u64, || {
             T::__grid(Kernel::BroadcastSag, comm, threads::<T>())
         })?;
         let call = CopyCall::BroadcastSag {

@@ -383,21 +383,41 @@ pub fn broadcast_sag<T: Scalar, const V: usize>(
     } else {
         let q = (rank + world - root - 1u32) % world;
         let lo = q * chunk;
+        let mut lim = 0u32;
+        if lo < vecs {
+            lim = min(chunk, vecs - lo);
+        }
+        // Four of the root's vectors in flight a thread (their loads
+        // issued before any store), as `copy_span` keeps, then the rest
+        // one at a time.
         let mut j = first;
-        while j < chunk && lo + j < vecs {
+        while j + 3u32 * stride < lim {
+            let i0 = (lo + j) * v;
+            let i1 = (lo + j + stride) * v;
+            let i2 = (lo + j + 2u32 * stride) * v;
+            let i3 = (lo + j + 3u32 * stride) * v;
+            let x0: [T; V] = src.load_vec::<V>(i0);
+            let x1: [T; V] = src.load_vec::<V>(i1);
+            let x2: [T; V] = src.load_vec::<V>(i2);
+            let x3: [T; V] = src.load_vec::<V>(i3);
+            sag_push::<T, V>(input, scratch, out, i0, x0, root, direct, whole);
+            sag_push::<T, V>(input, scratch, out, i1, x1, root, direct, whole);
+            sag_push::<T, V>(input, scratch, out, i2, x2, root, direct, whole);
+            sag_push::<T, V>(input, scratch, out, i3, x3, root, direct, whole);
+            j += 4u32 * stride;
+        }
+        while j < lim {
             let i = (lo + j) * v;
-            let x: [T; V] = src.load_vec::<V>(i);
-            for k in 1..world {
-                let p = (rank + k) % world;
-                if p != root {
-                    if direct == 1u32 {
-                        input.peer(p).store_vec::<V>(i, x);
-                    } else {
-                        scratch.peer(p).store_vec::<V>(i, x);
-                    }
-                }
-            }
-            sag_store::<T, V>(out, i, x, whole);
+            sag_push::<T, V>(
+                input,
+                scratch,
+                out,
+                i,
+                src.load_vec::<V>(i),
+                root,
+                direct,
+                whole,
+            );
             j += stride;
         }
         let e = vecs * v + first;
@@ -414,6 +434,8 @@ pub fn broadcast_sag<T: Scalar, const V: usize>(
                 let lo = q * chunk;
                 let mut j = first;
                 while j < chunk && lo + j < vecs {
+                    // (The same walk as the first phase's: block `b` reads
+                    // what block `b` of the part's sender stored.)
                     let i = (lo + j) * v;
                     sag_store::<T, V>(out, i, mine.load_vec::<V>(i), whole);
                     j += stride;
@@ -422,6 +444,36 @@ pub fn broadcast_sag<T: Scalar, const V: usize>(
         }
     }
     call_end(input, ch, call);
+}
+
+/// A non-root's vector `x`, elements `i..i + V` of the root's message, to
+/// every other non-root's `scratch` (where `direct`, their `input`) and to
+/// its own `out` ([`broadcast_sag`]'s first phase).
+#[symm_kernel(device)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sag_push<T: Scalar, const V: usize>(
+    input: SymmBuf<T>,
+    scratch: SymmBuf<T>,
+    out: SliceMut<T>,
+    i: u32,
+    x: [T; V],
+    root: u32,
+    direct: u32,
+    whole: bool,
+) {
+    let rank = input.rank();
+    let world = input.world_size();
+    for k in 1..world {
+        let p = (rank + k) % world;
+        if p != root {
+            if direct == 1u32 {
+                input.peer(p).store_vec::<V>(i, x);
+            } else {
+                scratch.peer(p).store_vec::<V>(i, x);
+            }
+        }
+    }
+    sag_store::<T, V>(out, i, x, whole);
 }
 
 /// `x` to elements `i..i + V` of `out`: one 16-byte store where `whole`
