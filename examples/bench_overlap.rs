@@ -11,6 +11,12 @@
 //! the default), whose blocks the GPU dispatches first as SMs free up. One rank per GPU; every number is rank 0's
 //! median of `--reps` rounds (CUDA events), after a host barrier each.
 //!
+//! With `--moe-tokens N` the calls are an MoE step instead (dispatch and
+//! combine of `N` tokens a rank, hidden 7168, 256 experts, top-8, bf16,
+//! a random routing, nothing between them) in the pull form (SM
+//! kernels) and the copy-engine form (`MoeMode::CopyEngine`); no NCCL
+//! row. `--world 1`, asked for, runs at one rank (no link: a smoke run).
+//!
 //! ```text
 //! NCCL_NVLS_ENABLE=0 cargo run --release --example bench_overlap -- --bytes 67108864
 //! ```
@@ -21,6 +27,7 @@ use symm::cudarc::driver::sys::CUevent_flags;
 use symm::cudarc::driver::{CudaEvent, CudaStream};
 use symm::dsl::*;
 use symm::kernels::collectives::{all_gather_with, all_to_all_with, CollectivePath};
+use symm::kernels::moe::{Moe, MoeConfig, MoeMode};
 use symm::{run, symm_kernel, Comm, CommOptions, LaunchConfig, Ranks, Result};
 
 #[path = "support/bench.rs"]
@@ -62,6 +69,63 @@ struct Args {
     /// The GEMM's side.
     #[arg(long, default_value_t = 8192)]
     gemm: usize,
+    /// Tokens a rank of an MoE step to time instead of the collectives
+    /// (0: the collectives).
+    #[arg(long, default_value_t = 0)]
+    moe_tokens: usize,
+}
+
+/// An MoE step's buffers on one rank (`--moe-tokens`).
+struct MoeStep {
+    moe: Moe<symm::bf16>,
+    x: symm::DeviceBuffer<symm::bf16>,
+    idx: symm::DeviceBuffer<i32>,
+    w: symm::DeviceBuffer<f32>,
+    y: symm::DeviceBuffer<symm::bf16>,
+    out: symm::DeviceBuffer<symm::bf16>,
+    tokens: usize,
+}
+
+impl MoeStep {
+    /// Plans `mode` for `tokens` tokens a rank (collective) and a random
+    /// routing of distinct experts.
+    fn new(c: &Comm, tokens: usize, mode: MoeMode) -> Result<MoeStep> {
+        use rand::{Rng, SeedableRng};
+        let (hidden, experts, top_k) = (7168, 256, 8);
+        let cfg = MoeConfig::new(hidden, experts, top_k, tokens).with_mode(mode);
+        let moe = Moe::<symm::bf16>::new(c, cfg)?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5 + c.rank() as u64);
+        let mut idx = Vec::with_capacity(tokens * top_k);
+        for _ in 0..tokens {
+            let mut chosen: Vec<i32> = Vec::new();
+            while chosen.len() < top_k {
+                let e = rng.random_range(0..experts as i32);
+                if !chosen.contains(&e) {
+                    chosen.push(e);
+                }
+            }
+            idx.extend(chosen);
+        }
+        let x = vec![symm::bf16::from_f32(0.5); tokens * hidden];
+        Ok(MoeStep {
+            x: c.device_buffer_from(&x)?,
+            idx: c.device_buffer_from(&idx)?,
+            w: c.device_buffer_from(&vec![0.125f32; tokens * top_k])?,
+            y: c.device_buffer_from(&vec![
+                symm::bf16::from_f32(0.25);
+                moe.received_rows() * hidden
+            ])?,
+            out: c.device_buffer::<symm::bf16>(tokens * hidden)?,
+            moe,
+            tokens,
+        })
+    }
+
+    /// One step: dispatch, then combine of the plan's own rows.
+    fn run(&mut self, c: &Comm) -> Result<()> {
+        self.moe.dispatch(c, &self.x, &self.idx, self.tokens)?;
+        self.moe.combine(c, &self.y, &self.w, &mut self.out)
+    }
 }
 
 /// The compute: `iters` dependent multiply-adds per thread, in registers.
@@ -241,7 +305,11 @@ fn measure(c: &Comm, args: &Args, high: bool) -> Result<Vec<Row>> {
     let iters = Ord::max((4096.0 * args.compute_us / probe) as u32, 1);
     let world = c.world_size();
     let mut rows = Vec::new();
-    for (coll, name) in [(0, "all_gather"), (1, "all_to_all")] {
+    let calls_of: &[(usize, &'static str)] = match args.moe_tokens {
+        0 => &[(0, "all_gather"), (1, "all_to_all")],
+        _ => &[(2, "MoE step")],
+    };
+    for &(coll, name) in calls_of {
         let n = args.bytes / 4 / world;
         let buf = c.alloc::<f32>(args.bytes / 4)?;
         buf.copy_from_host(&vec![1.0f32; args.bytes / 4])?;
@@ -250,8 +318,18 @@ fn measure(c: &Comm, args: &Args, high: bool) -> Result<Vec<Row>> {
         let mut out = c.device_buffer::<f32>(args.bytes / 4)?;
         let nccl_out = c.device_buffer::<f32>(args.bytes / 4)?;
         for way in Way::ALL {
+            let mut step = match (coll, way) {
+                (2, Way::Nccl) => continue,
+                (2, Way::Pull) => Some(MoeStep::new(c, args.moe_tokens, MoeMode::Pull)?),
+                (2, _) => Some(MoeStep::new(c, args.moe_tokens, MoeMode::CopyEngine)?),
+                _ => None,
+            };
             let mut burst = |calls: usize| -> Result<()> {
                 for _ in 0..calls {
+                    if let Some(s) = &mut step {
+                        s.run(c)?;
+                        continue;
+                    }
                     match (way, coll) {
                         (Way::Nccl, 0) => {
                             // SAFETY: `src` holds n and `nccl_out` world × n
@@ -369,7 +447,7 @@ fn measure(c: &Comm, args: &Args, high: bool) -> Result<Vec<Row>> {
 fn main() {
     let args: Args = clap::Parser::parse();
     let world = args.world.unwrap_or_else(symm::cuda_device_count);
-    let Some(ranks) = Ranks::gpus(world).filter(|_| world >= 2) else {
+    let Some(ranks) = Ranks::gpus(world).filter(|_| world >= 2 || args.world == Some(1)) else {
         eprintln!("SKIPPED: bench_overlap needs 2 or more GPUs (one rank per GPU)");
         return;
     };
@@ -387,9 +465,12 @@ fn main() {
         }
     }
     println!(
-        "\n### A collective beside compute: {world} ranks ({placement}), {} MiB, bursts of at least {} \
+        "\n### A collective beside compute: {world} ranks ({placement}), {}, bursts of at least {} \
          calls, compute: {}, median of {} rounds, rank 0\n",
-        args.bytes >> 20,
+        match args.moe_tokens {
+            0 => format!("{} MiB", args.bytes >> 20),
+            t => format!("MoE steps of {t} tokens a rank (hidden 7168, 256 experts, top-8, bf16)"),
+        },
         args.calls,
         match args.compute.as_str() {
             "gemm" => format!("a bf16 GEMM of {0} × {0} × {0} (cuBLAS)", args.gemm),

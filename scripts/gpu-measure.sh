@@ -12,7 +12,7 @@
 #   scripts/gpu-measure.sh collectives   # the collective-set benchmark
 #   scripts/gpu-measure.sh functional    # the functional layer's rows
 #   scripts/gpu-measure.sh decode:8b     # tp_decode: TP 2 and 4, batch 1 and 8 (8b or 70b)
-#   scripts/gpu-measure.sh moe           # bench_moe (and --stages), torch's all_to_all_vdev_2d, moe_layer
+#   scripts/gpu-measure.sh moe           # bench_moe (and --stages), torch's all_to_all_vdev_2d, moe_layer, bench_overlap --moe-tokens
 #   scripts/gpu-measure.sh all_reduce@200 lead_in@150 decode:8b@100
 #
 # Correctness runs every world up to the GPU count (one rank per GPU, never
@@ -95,6 +95,10 @@ run_step() {
         python3 bench/torch_moe.py --world "$w" --experts 16 > "$dir/torch$w.md" 2>> "$dir/log.txt" || rc=$?
         .gpu-bin/examples/bench_moe --world "$w" --experts 16 > "$dir/world${w}_16.md" 2>> "$dir/log.txt" || rc=$?
         .gpu-bin/examples/moe_layer --world "$w" --experts 128 > "$dir/layer$w.md" 2>> "$dir/log.txt" || rc=$?
+        # The pull and copy-engine forms beside a GEMM (#36: where the copy
+        # engines win).
+        .gpu-bin/examples/bench_overlap --world "$w" --moe-tokens 4096 --compute gemm \
+          > "$dir/overlap$w.md" 2>> "$dir/log.txt" || rc=$?
       done
       return $rc
       ;;
