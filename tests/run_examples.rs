@@ -112,6 +112,7 @@ fn tp_decode_matches_its_world_one_reference() {
         shard: None,
         cublas: false,
         profile: false,
+        attention_chunk: None,
     };
     assert_eq!(tp_decode::run_main(args), 0, "tp_decode's checks failed");
 }
@@ -150,7 +151,11 @@ symm::check_kernels!(
     tp_decode::kernels::add_rms_norm::<symm::bf16, 8, 4>,
     tp_decode::kernels::kv_write::<symm::bf16>,
     tp_decode::kernels::attention_split::<symm::bf16, 8>,
-    tp_decode::kernels::attention_combine::<symm::bf16>,
+    tp_decode::kernels::attention_combine::<symm::bf16, 1>,
+    tp_decode::kernels::attention_combine::<symm::bf16, 2>,
+    tp_decode::kernels::attention_combine::<symm::bf16, 4>,
+    tp_decode::kernels::attention_combine::<symm::bf16, 8>,
+    tp_decode::kernels::attention_combine::<symm::bf16, 16>,
     tp_decode::kernels::swiglu::<symm::bf16>,
     tp_decode::kernels::gemm_xwt::<symm::bf16>,
     tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 1, 2, 16>,
@@ -459,15 +464,30 @@ fn tp_decode_norms_match_a_host_reference() {
 fn tp_decode_attention_matches_a_host_reference() {
     use rand::{Rng, SeedableRng};
     use symm::{bf16, run, CommOptions, LaunchConfig, Ranks};
-    use tp_decode::kernels::{attention_combine, attention_split};
+    use tp_decode::kernels::attention_split;
     if !tier::quick() {
         return;
     }
-    let (rows, heads, kv_heads, ctx) = (2usize, 4usize, 2usize, 37usize);
+    let (rows, heads, kv_heads) = (2usize, 4usize, 2usize);
     let seed: u64 = rand::random();
-    for (dim, chunk) in [(32usize, 8usize), (32, 37), (128, 16), (128, 37)] {
+    // (dim, ctx, chunk, the split kernel's threads): 2 to 8 rows a warp
+    // step, a block's rows in 1 to 8 steps, and the merge's splits a warp
+    // (`L`) 1, 2, 4, 8 and 16 among them (1, 3, 5, 25, 40, 75 and 130
+    // splits).
+    for (dim, ctx, chunk, threads) in [
+        (32usize, 37usize, 8usize, 128u32),
+        (32, 37, 37, 256),
+        (128, 37, 16, 128),
+        (128, 37, 37, 512),
+        (32, 100, 4, 128),
+        (64, 160, 4, 256),
+        (128, 300, 4, 128),
+        (128, 300, 64, 128),
+        (32, 520, 4, 256),
+    ] {
         let stride = (heads + 2 * kv_heads) * dim;
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (dim * 64 + chunk) as u64);
+        let mut rng =
+            rand::rngs::StdRng::seed_from_u64(seed ^ ((dim * 1024 + ctx) * 64 + chunk) as u64);
         // (Queries 8 times the keys' scale: a peaked softmax, which the
         // scores' and the splits' rescaling must get right.)
         let mut draw = |n: usize, scale: f32| -> Vec<bf16> {
@@ -493,7 +513,7 @@ fn tp_decode_attention_matches_a_host_reference() {
             let mut out = c.device_buffer_from(&vec![bf16::NAN; rows * heads * dim])?;
             attention_split::launch::<bf16, 8>(
                 c,
-                LaunchConfig::linear((rows * heads * splits) as u32, 128),
+                LaunchConfig::linear((rows * heads * splits) as u32, threads),
                 &q,
                 &k,
                 &v,
@@ -506,17 +526,7 @@ fn tp_decode_attention_matches_a_host_reference() {
                 chunk as u32,
                 scale,
             )?;
-            attention_combine::launch::<bf16>(
-                c,
-                LaunchConfig::linear(
-                    (rows * heads) as u32,
-                    tp_decode::combine_threads(dim, splits),
-                ),
-                &part,
-                &mut out,
-                dim as u32,
-                splits as u32,
-            )?;
+            tp_decode::combine(c, |cfg| cfg, &part, &mut out, rows * heads, dim, splits)?;
             c.synchronize()?;
             out.to_host()
         })
@@ -544,7 +554,7 @@ fn tp_decode_attention_matches_a_host_reference() {
                     let have = f(got[(r * heads + h) * dim + d]);
                     assert!(
                         (have - want).abs() <= 1e-2 * want.abs().max(0.05),
-                        "dim {dim}, chunk {chunk} (seed {seed}): row {r}, head {h}, element {d}: {have} against {want}"
+                        "dim {dim}, context {ctx}, chunk {chunk}, {threads} threads (seed {seed}): row {r}, head {h}, element {d}: {have} against {want}"
                     );
                 }
             }

@@ -399,59 +399,74 @@ pub fn attention_split<T: Scalar, const V: usize>(
 }
 
 /// Merges [`attention_split`]'s `splits` partials of each (row, query
-/// head), one block each: rescaled to the largest maximum, summed,
-/// divided by the summed exponentials. Each split's weight is computed
-/// once (by thread `s`, into shared memory); then `block_dim / dim`
-/// groups of threads (a thread per dimension in each) sum every group's
-/// share of the splits, and the first group adds the shares: many short
-/// loops of independent loads rather than one long one (NOTES v41). At
-/// most 256 splits, at least as many threads as splits, `block_dim` a
-/// multiple of `dim` (at most 1024 threads).
+/// head): rescaled to the largest maximum, summed, divided by the summed
+/// exponentials. A block per (row, head, 32 dimensions): warp `w` takes
+/// splits `w, w + warps, …` (at most `L`), a dimension a lane, and every
+/// load of the block (the warps' `L` values a lane, the splits' maxima and
+/// sums) is issued before any is used: one round trip (NOTES v52). Each
+/// split's weight is computed once (by thread `s`, into shared memory);
+/// the first warp adds the warps' shares. `dim` a multiple of 32, at most
+/// 256 splits, at least one thread a split and `warps × L` at least
+/// `splits` ([`combine_grid`](super::combine_grid)).
 #[symm_kernel]
-pub fn attention_combine<T: Scalar>(part: &[f32], out: &mut [T], dim: u32, splits: u32) {
+pub fn attention_combine<T: Scalar, const L: usize>(
+    part: &[f32],
+    out: &mut [T],
+    dim: u32,
+    splits: u32,
+) {
     let partial = shared_array::<f32, 32>();
     let weight = shared_array::<f32, 256>();
     let shares = shared_array::<f32, 1024>();
     grid_dependency_wait();
     launch_dependents();
+    let warps = block_dim_x() / 32u32;
     kernel_assert!(
-        splits <= block_dim_x() && splits <= 256u32 && dim <= block_dim_x() && block_dim_x() <= 1024u32 && block_dim_x() % dim == 0u32,
-        "attention_combine: at most 256 splits, and a block of whole groups of dim threads (at most 1024), at least as many as splits"
+        dim % 32u32 == 0u32 && splits <= 256u32 && splits <= block_dim_x() && splits <= warps * (L as u32) && block_dim_x() % 32u32 == 0u32,
+        "attention_combine: dim a multiple of 32, at most 256 splits, whole warps, a thread a split and L splits a warp at most"
     );
-    let bh = block_idx_x();
-    let base = bh * splits * (dim + 2);
+    let slices = dim / 32u32;
+    let bh = block_idx_x() / slices;
+    let lane = lane_id();
+    let d = (block_idx_x() % slices) * 32u32 + lane;
     let t = thread_idx_x();
+    let w = t / 32u32;
+    let base = bh * splits * (dim + 2u32);
+    let mut vals: [f32; L] = [0.0f32; L];
+    for k in 0..L {
+        let s = w + k as u32 * warps;
+        if s < splits {
+            vals[k] = part[base + s * (dim + 2u32) + 2u32 + d];
+        }
+    }
     let mut m: f32 = -3.0e38;
+    let mut l: f32 = 0.0;
     if t < splits {
-        m = part[base + t * (dim + 2)];
+        m = part[base + t * (dim + 2u32)];
+        l = part[base + t * (dim + 2u32) + 1u32];
     }
     let top = block_reduce::<1>(m, partial);
     let mut e: f32 = 0.0;
     if t < splits {
-        let at = base + t * (dim + 2);
-        e = exp(part[at] - top);
+        e = exp(m - top);
         weight[t] = e;
-        e *= part[at + 1];
+        e *= l;
     }
     // (`block_sum` ends with a barrier: `weight` is complete.)
     let total = block_sum(e, partial);
-    let groups = block_dim_x() / dim;
-    let d = t % dim;
-    let grp = t / dim;
     let mut o: f32 = 0.0;
-    if grp < groups {
-        let mut s = grp;
-        while s < splits {
-            o += part[base + s * (dim + 2) + 2 + d] * weight[s];
-            s += groups;
+    for k in 0..L {
+        let s = w + k as u32 * warps;
+        if s < splits {
+            o += vals[k] * weight[s];
         }
-        shares[t] = o;
     }
+    shares[t] = o;
     sync_threads();
-    if grp == 0u32 {
+    if w == 0u32 {
         let mut sum: f32 = 0.0;
-        for k in 0..groups {
-            sum += shares[k * dim + d];
+        for k in 0..warps {
+            sum += shares[k * 32u32 + lane];
         }
         out[bh * dim + d] = T::from_f32(sum / total);
     }

@@ -140,6 +140,11 @@ pub struct Args {
     /// reaches). GPU only.
     #[arg(long)]
     pub profile: bool,
+    /// Cache positions a block of attention reads (4 to 2048, at most 256
+    /// blocks a head); default: about eight blocks of attention a
+    /// multiprocessor.
+    #[arg(long, value_name = "POSITIONS")]
+    pub attention_chunk: Option<usize>,
 }
 
 /// How a run builds its model: `--shard`, `--cublas`, and the kernel
@@ -148,6 +153,7 @@ pub struct Args {
 struct Build {
     shard: Option<usize>,
     cublas: bool,
+    chunk: Option<usize>,
     leave_out: Option<Kernel>,
 }
 
@@ -405,9 +411,10 @@ struct Model {
     act: DeviceBuffer<T>,
     /// Attention's per-split softmax partials.
     part: DeviceBuffer<f32>,
-    /// Attention's (splits, positions per split): about eight blocks a
-    /// multiprocessor.
-    splits: (usize, usize),
+    /// Attention's (splits, positions per split, threads a block): about
+    /// eight blocks of 128 threads a multiprocessor, in fewer blocks of
+    /// more threads where the splits are fewer.
+    splits: (usize, usize, u32),
     gemm: Gemm,
     /// A kernel left out of every layer (`--profile`; the step's result
     /// is then not checked).
@@ -560,8 +567,24 @@ impl Model {
                 .map_or(132, |n| n as usize)
         });
         let want = (8 * sms).div_ceil(b * nh).clamp(1, 64);
-        let chunk = s.ctx.div_ceil(want).clamp(4, 2048).min(s.ctx);
+        let chunk = build
+            .chunk
+            .unwrap_or_else(|| s.ctx.div_ceil(want))
+            .clamp(4, 2048)
+            .min(s.ctx);
         let splits = s.ctx.div_ceil(chunk);
+        // The same threads (1024 a multiprocessor) in fewer, larger blocks
+        // where the grid is small: each warp then walks fewer rows of its
+        // split one after another, which is what a block's time goes to
+        // (NOTES v52: 49.4 → 46.2 µs a layer at TP 4, batch 1). At most
+        // 512 threads, and `warps × dim` at most 2048.
+        let mut threads = 128;
+        while threads < 512
+            && b * nh * splits * threads * 2 <= 1024 * sms
+            && (threads * 2 / 32) * d <= 2048
+        {
+            threads *= 2;
+        }
         Ok(Model {
             s,
             world: w,
@@ -576,7 +599,7 @@ impl Model {
             gu: c.device_buffer(b * 2 * il)?,
             act: c.device_buffer(b * il)?,
             part: c.device_buffer(b * nh * splits * (d + 2))?,
-            splits: (splits, chunk),
+            splits: (splits, chunk, threads as u32),
             gemm,
             leave_out: build.leave_out,
             _pool: pool,
@@ -681,11 +704,11 @@ impl Model {
                     (s.ctx - 1) as u32,
                 )?;
             }
-            let (splits, chunk) = self.splits;
+            let (splits, chunk, threads) = self.splits;
             if run(Kernel::AttentionSplit) {
                 attention_split::launch::<T, V>(
                     c,
-                    pdl(c, LaunchConfig::linear((b * nh * splits) as u32, 128)),
+                    pdl(c, LaunchConfig::linear((b * nh * splits) as u32, threads)),
                     &self.qkv,
                     &lay.kc,
                     &lay.vc,
@@ -700,16 +723,14 @@ impl Model {
                 )?;
             }
             if run(Kernel::AttentionCombine) {
-                attention_combine::launch::<T>(
+                combine(
                     c,
-                    pdl(
-                        c,
-                        LaunchConfig::linear((b * nh) as u32, combine_threads(d, splits)),
-                    ),
+                    |cfg| pdl(c, cfg),
                     &self.part,
                     &mut self.att,
-                    d as u32,
-                    splits as u32,
+                    b * nh,
+                    d,
+                    splits,
                 )?;
             }
             if run(Kernel::Output) {
@@ -776,11 +797,37 @@ impl Model {
     }
 }
 
-/// `attention_combine`'s block for heads of `dim` and `splits` splits: a
-/// thread per dimension in each of up to four groups, and at least one
-/// per split.
-pub fn combine_threads(dim: usize, splits: usize) -> u32 {
-    (dim * (1024 / dim).min(4)).max(splits.next_multiple_of(dim)) as u32
+/// Launches [`attention_combine`] over `pairs` (row, query head) pairs of
+/// heads of `dim`, each of `splits` splits (1 to 256): a block a pair and
+/// 32 dimensions, a warp a split up to 16 warps, and `L` the least power
+/// of two of splits a warp that covers them. `cfg` adds to the launch
+/// (PDL).
+pub fn combine(
+    c: &Comm,
+    cfg: impl FnOnce(LaunchConfig) -> LaunchConfig,
+    part: &(impl DeviceSlice<f32> + ?Sized),
+    out: &mut (impl DeviceSlice<T> + ?Sized),
+    pairs: usize,
+    dim: usize,
+    splits: usize,
+) -> Result<()> {
+    let warps = splits.clamp(1, 16);
+    let cfg = cfg(LaunchConfig::linear(
+        (pairs * dim.div_ceil(32)) as u32,
+        32 * warps as u32,
+    ));
+    macro_rules! splits_a_warp {
+        ($l:literal) => {
+            attention_combine::launch::<T, $l>(c, cfg, part, out, dim as u32, splits as u32)
+        };
+    }
+    match splits.div_ceil(warps).next_power_of_two() {
+        1 => splits_a_warp!(1),
+        2 => splits_a_warp!(2),
+        4 => splits_a_warp!(4),
+        8 => splits_a_warp!(8),
+        _ => splits_a_warp!(16),
+    }
 }
 
 /// `rms_norm`'s and `add_rms_norm`'s grid for `b` rows of `h`: a block a
@@ -1075,10 +1122,21 @@ pub fn run_main(args: Args) -> i32 {
     let build = Build {
         shard: None,
         cublas: args.cublas && on_gpu,
+        chunk: args.attention_chunk,
         leave_out: None,
     };
     if args.cublas && !on_gpu {
         eprintln!("--cublas: no GPU, so no cuBLAS: the projections run symm's GEMV kernels");
+    }
+    if let Some(n) = args.attention_chunk {
+        if !(4..=2048).contains(&n) || args.ctx.div_ceil(n) > 256 {
+            eprintln!(
+                "--attention-chunk {n}: expected 4 to 2048 positions, at most 256 blocks a head \
+                 (a context of {})",
+                args.ctx
+            );
+            return 2;
+        }
     }
     if args.profile && args.shard.is_none() {
         eprintln!("--profile: only with --shard; not used");
