@@ -258,19 +258,19 @@ pub fn kv_write<T: Scalar>(
 /// of its KV head (`heads / kv_heads` query heads share one) at positions
 /// `split × chunk ..`, and leaves in `part` its softmax partials: the
 /// scores' maximum, the sum of their exponentials, and the
-/// exponential-weighted sum of the values (`dim + 2` floats).
+/// exponential-weighted sum of the values (`D + 2` floats, heads of `D`).
 /// [`attention_combine`] merges the splits.
 ///
 /// Each lane reads one 16-byte vector of a key or value row (`V`
-/// elements), so `dim / V` lanes cover a row and a warp reads `32 ×
-/// V / dim` rows at once: a warp's loads are whole vectors, several rows
+/// elements), so `D / V` lanes cover a row and a warp reads `32 ×
+/// V / D` rows at once: a warp's loads are whole vectors, several rows
 /// in flight (one element a lane, a row at a time, left it waiting on
 /// memory one row after another: `bench/NOTES.md` v41). `chunk` at most
-/// 2048; `dim / V` a power of two up to 32, and `dim` at most 256 with
-/// `warps × dim` at most 2048; a multiple of 32 threads.
+/// 2048; `D / V` a power of two up to 32, and `warps × D` at most 2048;
+/// a multiple of 32 threads.
 #[symm_kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_split<T: Scalar, const V: usize>(
+pub fn attention_split<T: Scalar, const V: usize, const D: usize>(
     qkv: &[T],
     kc: &[T],
     vc: &[T],
@@ -278,7 +278,6 @@ pub fn attention_split<T: Scalar, const V: usize>(
     stride: u32,
     heads: u32,
     kv_heads: u32,
-    dim: u32,
     ctx: u32,
     chunk: u32,
     scale: f32,
@@ -289,10 +288,14 @@ pub fn attention_split<T: Scalar, const V: usize>(
     grid_dependency_wait();
     launch_dependents();
     let v = V as u32;
+    // The head's size a constant: the lanes a row and the rows a warp
+    // step are then constants too, and the row sums' shuffles unrolled
+    // (NOTES v52: the kernel is bound by instruction issue).
+    let dim = D as u32;
     let lpp = dim / v;
     kernel_assert!(
         dim % v == 0u32 && lpp >= 1u32 && lpp <= 32u32 && 32u32 % lpp == 0u32,
-        "attention_split: dim / V must be a power of two up to 32"
+        "attention_split: D / V must be a power of two up to 32"
     );
     kernel_assert!(
         chunk <= 2048u32 && (block_dim_x() / 32u32) * dim <= 2048u32 && block_dim_x() % 32u32 == 0u32,

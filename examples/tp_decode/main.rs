@@ -706,19 +706,12 @@ impl Model {
             }
             let (splits, chunk, threads) = self.splits;
             if run(Kernel::AttentionSplit) {
-                attention_split::launch::<T, V>(
+                split(
                     c,
                     pdl(c, LaunchConfig::linear((b * nh * splits) as u32, threads)),
-                    &self.qkv,
-                    &lay.kc,
-                    &lay.vc,
+                    [&self.qkv, &lay.kc, &lay.vc],
                     &mut self.part,
-                    stride as u32,
-                    nh as u32,
-                    nkv as u32,
-                    d as u32,
-                    s.ctx as u32,
-                    chunk as u32,
+                    [stride, nh, nkv, d, s.ctx, chunk],
                     1.0 / (d as f32).sqrt(),
                 )?;
             }
@@ -794,6 +787,48 @@ impl Model {
             }
         }
         Ok(())
+    }
+}
+
+/// Launches [`attention_split`] with `cfg` for heads of `dim` (32, 64,
+/// 128 or 256: the kernel's `D`) over the query, key and value rows
+/// `[qkv, kc, vc]`, with `[stride, heads, kv_heads, dim, ctx, chunk]` as
+/// the kernel takes them.
+pub fn split(
+    c: &Comm,
+    cfg: LaunchConfig,
+    [qkv, kc, vc]: [&(impl DeviceSlice<T> + ?Sized); 3],
+    part: &mut (impl DeviceSlice<f32> + ?Sized),
+    [stride, heads, kv_heads, dim, ctx, chunk]: [usize; 6],
+    scale: f32,
+) -> Result<()> {
+    macro_rules! head {
+        ($d:literal) => {
+            attention_split::launch::<T, V, $d>(
+                c,
+                cfg,
+                qkv,
+                kc,
+                vc,
+                part,
+                stride as u32,
+                heads as u32,
+                kv_heads as u32,
+                ctx as u32,
+                chunk as u32,
+                scale,
+            )
+        };
+    }
+    match dim {
+        32 => head!(32),
+        64 => head!(64),
+        128 => head!(128),
+        256 => head!(256),
+        _ => Err(c.error(
+            symm::ErrorKind::InvalidArgument,
+            format!("attention_split: a head of {dim}, not 32, 64, 128 or 256"),
+        )),
     }
 }
 
