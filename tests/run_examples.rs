@@ -561,3 +561,78 @@ fn tp_decode_attention_matches_a_host_reference() {
         }
     }
 }
+
+/// `tp_decode::split` launches its kernel unchecked, so every argument it
+/// cannot prove in bounds must be an error before the launch: each of
+/// these would index past a buffer (or divide by zero) if launched.
+#[test]
+fn tp_decode_split_refuses_what_it_cannot_prove_in_bounds() {
+    use symm::{bf16, run, CommOptions, LaunchConfig};
+    if !tier::quick() {
+        return;
+    }
+    let Some(ranks) = targets::ranks(1) else {
+        return;
+    };
+    // Good: 2 rows, 4 heads over 2 KV heads of 32, a context of 16 in
+    // chunks of 8 (2 splits), so 16 blocks.
+    let (rows, heads, kv, dim, ctx, chunk) = (2usize, 4usize, 2usize, 32usize, 16usize, 8usize);
+    let stride = (heads + 2 * kv) * dim;
+    let good = [stride, heads, kv, dim, ctx, chunk];
+    let blocks = rows * heads * 2;
+    let cache = rows * ctx * kv * dim;
+    let got = run(ranks, CommOptions::default(), |c| {
+        let q = c.device_buffer::<bf16>(rows * stride)?;
+        let k = c.device_buffer::<bf16>(cache)?;
+        let short = c.device_buffer::<bf16>(cache - 1)?;
+        let mut part = c.device_buffer::<f32>(blocks * (dim + 2))?;
+        let mut few = c.device_buffer::<f32>(blocks * (dim + 2) - 1)?;
+        let cfg = |n: usize| LaunchConfig::linear(n as u32, 128);
+        let mut out = Vec::new();
+        let mut case = |what: &str, r: symm::Result<()>| {
+            out.push(format!(
+                "{what}: {}",
+                r.map_or_else(|e| e.to_string(), |()| "ok".into())
+            ));
+        };
+        let split = |cf, kc: &symm::DeviceBuffer<bf16>, p: &mut symm::DeviceBuffer<f32>, a| {
+            tp_decode::split(c, cf, [&q, kc, &k], p, a, 0.1)
+        };
+        case("good", split(cfg(blocks), &k, &mut part, good));
+        case("short cache", split(cfg(blocks), &short, &mut part, good));
+        case("few partials", split(cfg(blocks), &k, &mut few, good));
+        case(
+            "one block more",
+            split(cfg(blocks + 1), &k, &mut part, good),
+        );
+        case("a row more", split(cfg(blocks + 8), &k, &mut part, good));
+        let mut a = good;
+        a[2] = 3; // 4 heads over 3 KV heads
+        case("heads", split(cfg(blocks), &k, &mut part, a));
+        let mut a = good;
+        a[5] = 0;
+        case("chunk 0", split(cfg(blocks), &k, &mut part, a));
+        let mut a = good;
+        a[0] = heads * dim - 1;
+        case("stride", split(cfg(blocks), &k, &mut part, a));
+        let mut a = good;
+        a[3] = 48;
+        case("dim 48", split(cfg(blocks), &k, &mut part, a));
+        let two_d = LaunchConfig {
+            grid: (blocks as u32, 2, 1),
+            ..cfg(blocks)
+        };
+        case("a 2-D grid", split(two_d, &k, &mut part, good));
+        c.synchronize()?;
+        Ok(out)
+    })
+    .expect("the cases run")
+    .remove(0);
+    assert_eq!(got[0], "good: ok", "{got:#?}");
+    for line in &got[1..] {
+        assert!(
+            line.contains("attention_split:"),
+            "every bad case is attention_split's error: {got:#?}"
+        );
+    }
+}
