@@ -486,6 +486,7 @@ fn tp_decode_attention_matches_a_host_reference() {
         (128, 300, 4, 128),
         (128, 300, 64, 128),
         (32, 520, 4, 256),
+        (256, 300, 16, 256),
     ] {
         let stride = (heads + 2 * kv_heads) * dim;
         let mut rng =
@@ -563,11 +564,13 @@ fn tp_decode_attention_matches_a_host_reference() {
 }
 
 /// `tp_decode::split` launches its kernel unchecked, so every argument it
-/// cannot prove in bounds must be an error before the launch: each of
-/// these would index past a buffer (or divide by zero) if launched.
+/// cannot prove in bounds must be its own `InvalidArgument` error before
+/// the launch (not the kernel's assertion, nor an out-of-bounds record):
+/// each of these would index past a buffer, misalign a 16-byte load,
+/// wrap a u32 index or divide by zero if launched.
 #[test]
 fn tp_decode_split_refuses_what_it_cannot_prove_in_bounds() {
-    use symm::{bf16, run, CommOptions, LaunchConfig};
+    use symm::{bf16, run, CommOptions, ErrorKind, LaunchConfig};
     if !tier::quick() {
         return;
     }
@@ -581,58 +584,115 @@ fn tp_decode_split_refuses_what_it_cannot_prove_in_bounds() {
     let good = [stride, heads, kv, dim, ctx, chunk];
     let blocks = rows * heads * 2;
     let cache = rows * ctx * kv * dim;
+    let with = |i: usize, v: usize| {
+        let mut a = good;
+        a[i] = v;
+        a
+    };
     let got = run(ranks, CommOptions::default(), |c| {
-        let q = c.device_buffer::<bf16>(rows * stride)?;
+        let q = c.device_buffer::<bf16>(rows * stride + 8)?;
         let k = c.device_buffer::<bf16>(cache)?;
+        let v = c.device_buffer::<bf16>(cache)?;
+        let short_q = c.device_buffer::<bf16>(rows * stride - 1)?;
         let short = c.device_buffer::<bf16>(cache - 1)?;
         let mut part = c.device_buffer::<f32>(blocks * (dim + 2))?;
         let mut few = c.device_buffer::<f32>(blocks * (dim + 2) - 1)?;
         let cfg = |n: usize| LaunchConfig::linear(n as u32, 128);
         let mut out = Vec::new();
         let mut case = |what: &str, r: symm::Result<()>| {
-            out.push(format!(
-                "{what}: {}",
-                r.map_or_else(|e| e.to_string(), |()| "ok".into())
-            ));
+            out.push((what.to_string(), r.map_err(|e| (e.kind(), e.to_string()))));
         };
-        let split = |cf, kc: &symm::DeviceBuffer<bf16>, p: &mut symm::DeviceBuffer<f32>, a| {
-            tp_decode::split(c, cf, [&q, kc, &k], p, a, 0.1)
+        let split = |cf, [q, k, v]: [&symm::DeviceBuffer<bf16>; 3], p: &mut _, a| {
+            tp_decode::split(c, cf, [q, k, v], p, a, 0.1)
         };
-        case("good", split(cfg(blocks), &k, &mut part, good));
-        case("short cache", split(cfg(blocks), &short, &mut part, good));
-        case("few partials", split(cfg(blocks), &k, &mut few, good));
+        case("good", split(cfg(blocks), [&q, &k, &v], &mut part, good));
+        case(
+            "short query rows",
+            split(cfg(blocks), [&short_q, &k, &v], &mut part, good),
+        );
+        case(
+            "short keys",
+            split(cfg(blocks), [&q, &short, &v], &mut part, good),
+        );
+        case(
+            "short values",
+            split(cfg(blocks), [&q, &k, &short], &mut part, good),
+        );
+        case(
+            "few partials",
+            split(cfg(blocks), [&q, &k, &v], &mut few, good),
+        );
         case(
             "one block more",
-            split(cfg(blocks + 1), &k, &mut part, good),
+            split(cfg(blocks + 1), [&q, &k, &v], &mut part, good),
         );
-        case("a row more", split(cfg(blocks + 8), &k, &mut part, good));
-        let mut a = good;
-        a[2] = 3; // 4 heads over 3 KV heads
-        case("heads", split(cfg(blocks), &k, &mut part, a));
-        let mut a = good;
-        a[5] = 0;
-        case("chunk 0", split(cfg(blocks), &k, &mut part, a));
-        let mut a = good;
-        a[0] = heads * dim - 1;
-        case("stride", split(cfg(blocks), &k, &mut part, a));
-        let mut a = good;
-        a[3] = 48;
-        case("dim 48", split(cfg(blocks), &k, &mut part, a));
-        let two_d = LaunchConfig {
-            grid: (blocks as u32, 2, 1),
+        case(
+            "a row more",
+            split(cfg(blocks + 8), [&q, &k, &v], &mut part, good),
+        );
+        case("no blocks", split(cfg(0), [&q, &k, &v], &mut part, good));
+        let bad = [
+            ("stride below the heads", with(0, heads * dim - 8)),
+            ("stride not whole vectors", with(0, stride + 1)),
+            ("stride past u32", with(0, 1 << 40)),
+            ("stride past u64", with(0, 1 << 63)),
+            ("query rows past u32", with(0, 1 << 31)),
+            ("no heads", with(1, 0)),
+            ("heads over 3 KV heads", with(2, 3)),
+            ("no KV heads", with(2, 0)),
+            ("dim 48", with(3, 48)),
+            ("no context", with(4, 0)),
+            ("chunk 0", with(5, 0)),
+            ("chunk 4096", with(5, 4096)),
+            ("chunk 2^32 + 8", with(5, (1 << 32) + 8)),
+        ];
+        for (what, a) in bad {
+            case(what, split(cfg(blocks), [&q, &k, &v], &mut part, a));
+        }
+        // 2^27 splits a head: a grid of 2 rows of them, whose cache would
+        // be past u32.
+        let long = with(4, 1 << 30);
+        case(
+            "a cache past u32",
+            split(cfg(2 << 29), [&q, &k, &v], &mut part, long),
+        );
+        let shaped = |grid: (u32, u32, u32), block: (u32, u32, u32)| LaunchConfig {
+            grid,
+            block,
             ..cfg(blocks)
         };
-        case("a 2-D grid", split(two_d, &k, &mut part, good));
+        let b = blocks as u32;
+        for (what, cf) in [
+            ("a 2-D grid", shaped((b, 2, 1), (128, 1, 1))),
+            ("a 2-D block", shaped((b, 1, 1), (64, 2, 1))),
+            ("48 threads", shaped((b, 1, 1), (48, 1, 1))),
+            ("no threads", shaped((b, 1, 1), (0, 1, 1))),
+            (
+                "too many warps for the head",
+                shaped((b, 1, 1), (4096, 1, 1)),
+            ),
+        ] {
+            case(what, split(cf, [&q, &k, &v], &mut part, good));
+        }
+        // A view one element in: its 16-byte loads would be misaligned.
+        let r = {
+            let big = c.device_buffer::<bf16>(cache + 8)?;
+            let bb = c.bind("big", &big)?;
+            // (Long enough for every part: only its start is wrong.)
+            let off = bb.sub(1..cache + 1).expect("in range");
+            tp_decode::split(c, cfg(blocks), [&off, &off, &off], &mut part, good, 0.1)
+        };
+        case("misaligned rows", r);
         c.synchronize()?;
         Ok(out)
     })
     .expect("the cases run")
     .remove(0);
-    assert_eq!(got[0], "good: ok", "{got:#?}");
-    for line in &got[1..] {
-        assert!(
-            line.contains("attention_split:"),
-            "every bad case is attention_split's error: {got:#?}"
-        );
+    assert!(got[0].1.is_ok(), "the good case runs: {got:#?}");
+    for (what, r) in &got[1..] {
+        match r {
+            Err((ErrorKind::InvalidArgument, m)) if m.contains("attention_split: ") => {}
+            other => panic!("{what}: want split's own InvalidArgument, got {other:?}"),
+        }
     }
 }

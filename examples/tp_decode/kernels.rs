@@ -410,7 +410,7 @@ pub fn attention_split<T: Scalar, const V: usize, const D: usize>(
 /// split's weight is computed once (by thread `s`, into shared memory);
 /// the first warp adds the warps' shares. `dim` a multiple of 32, at most
 /// 256 splits, at least one thread a split and `warps × L` at least
-/// `splits` ([`combine_grid`](super::combine_grid)).
+/// `splits` ([`combine`](super::combine) picks such a block).
 #[symm_kernel]
 pub fn attention_combine<T: Scalar, const L: usize>(
     part: &[f32],

@@ -576,7 +576,7 @@ impl Model {
         // The same threads (1024 a multiprocessor) in fewer, larger blocks
         // where the grid is small: each warp then walks fewer rows of its
         // split one after another, which is what a block's time goes to
-        // (NOTES v52: 49.4 → 46.2 µs a layer at TP 4, batch 1). At most
+        // (NOTES v52: 49.7 → 46.2 µs a layer at TP 4, batch 1). At most
         // 512 threads, and `warps × dim` at most 2048.
         let mut threads = 128;
         while threads < 512
@@ -798,14 +798,14 @@ impl Model {
 /// Unchecked (`launch_unchecked`) once the arguments are checked here
 /// against every index the kernel computes: the checked launch's bounds
 /// checks were 37% of the kernel's instructions and cost 2.4 µs a layer
-/// at TP 4, batch 1 (NOTES v52). Whatever the arguments, a bad one is an
-/// error, never an access out of bounds.
+/// at TP 4, batch 1 (NOTES v52). Whatever the arguments, one the kernel
+/// could not take in bounds is an `InvalidArgument` error here.
 pub fn split(
     c: &Comm,
     cfg: LaunchConfig,
     [qkv, kc, vc]: [&(impl DeviceSlice<T> + ?Sized); 3],
     part: &mut (impl DeviceSlice<f32> + ?Sized),
-    [stride, heads, kv_heads, dim, ctx, chunk]: [usize; 6],
+    args: [usize; 6],
     scale: f32,
 ) -> Result<()> {
     let bad = |what: String| {
@@ -814,85 +814,112 @@ pub fn split(
             format!("attention_split: {what}"),
         ))
     };
-    let blocks = cfg.grid.0 as usize;
-    let splits = if chunk == 0 { 0 } else { ctx.div_ceil(chunk) };
-    let per_row = heads * splits;
+    // Every argument as the kernel takes it, and the sizes computed from
+    // them in u128: what is checked here is what the kernel computes.
+    let Some(&[stride, heads, kv_heads, dim, ctx, chunk]) = args
+        .iter()
+        .map(|&n| u32::try_from(n).ok())
+        .collect::<Option<Vec<u32>>>()
+        .as_deref()
+    else {
+        return bad(format!("arguments {args:?} past u32"));
+    };
+    let w = |n: u32| u128::from(n);
     if !matches!(dim, 32 | 64 | 128 | 256) {
         return bad(format!("a head of {dim}, not 32, 64, 128 or 256"));
     }
-    if ctx == 0 || chunk == 0 || heads == 0 || kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+    if ctx == 0 || !(1..=2048).contains(&chunk) || heads == 0 || kv_heads == 0 {
         return bad(format!(
-            "a context of {ctx} in chunks of {chunk}, {heads} query heads over {kv_heads} KV \
-             heads: none of them 0, and the query heads a multiple of the KV heads"
+            "a context of {ctx} in chunks of {chunk} (1 to 2048), {heads} query heads over \
+             {kv_heads} KV heads: none of them 0"
         ));
     }
+    if !heads.is_multiple_of(kv_heads) {
+        return bad(format!(
+            "{heads} query heads over {kv_heads} KV heads: not a multiple"
+        ));
+    }
+    let threads = cfg.block.0;
     if cfg.grid.1 != 1 || cfg.grid.2 != 1 || cfg.block.1 != 1 || cfg.block.2 != 1 {
         return bad("a grid and block in x only".into());
     }
-    if blocks == 0 || !blocks.is_multiple_of(per_row) {
+    if threads == 0 || !threads.is_multiple_of(32) || w(threads / 32) * w(dim) > 2048 {
+        return bad(format!(
+            "{threads} threads a block: whole warps, and warps × {dim} at most 2048"
+        ));
+    }
+    let splits = w(ctx).div_ceil(w(chunk));
+    let (blocks, per_row) = (w(cfg.grid.0), w(heads) * splits);
+    if blocks == 0 || blocks % per_row != 0 {
         return bad(format!(
             "{blocks} blocks: a block a (row, head, split), {per_row} a row"
         ));
     }
     let rows = blocks / per_row;
-    let (q_len, cache_len, part_len) = (
-        rows * stride,
-        rows * ctx * kv_heads * dim,
-        blocks * (dim + 2),
-    );
-    if stride < heads * dim
-        || qkv.len() < q_len
-        || kc.len() < cache_len
-        || vc.len() < cache_len
-        || part.len() < part_len
-    {
+    // 16-byte loads of each row: a stride of whole vectors, from buffers
+    // that start on a vector.
+    if w(stride) < w(heads) * w(dim) || !stride.is_multiple_of(V as u32) {
         return bad(format!(
-            "{rows} rows: the query rows of {stride} (at least {}), {cache_len} cache \
-             elements and {part_len} partials; got {}, {}, {} and {}",
-            heads * dim,
-            qkv.len(),
-            kc.len(),
-            vc.len(),
-            part.len()
+            "query rows {stride} apart: at least {heads} × {dim}, a multiple of {V}"
         ));
     }
-    // (The kernel's indices are u32.)
-    if [q_len, cache_len, part_len, blocks * cfg.block.0 as usize]
+    let (q_len, cache_len, part_len) = (
+        rows * w(stride),
+        rows * w(ctx) * w(kv_heads) * w(dim),
+        blocks * (w(dim) + 2),
+    );
+    if [q_len, cache_len, part_len]
         .iter()
-        .any(|&n| n > u32::MAX as usize)
+        .any(|&n| n > u128::from(u32::MAX))
     {
-        return bad("sizes past u32".into());
+        return bad(format!(
+            "{q_len} query elements, {cache_len} cache elements or {part_len} partials: \
+             past u32"
+        ));
+    }
+    let (qkv, kc, vc) = (c.bind("qkv", qkv)?, c.bind("kc", kc)?, c.bind("vc", vc)?);
+    let mut part = c.bind_mut("part", part)?;
+    let lens = [qkv.len(), kc.len(), vc.len(), part.len()];
+    if lens
+        .iter()
+        .zip([q_len, cache_len, cache_len, part_len])
+        .any(|(&l, n)| (l as u128) < n)
+    {
+        return bad(format!(
+            "{rows} rows want {q_len} query elements, {cache_len} of each cache and \
+             {part_len} partials; got {lens:?}"
+        ));
+    }
+    if [&qkv, &kc, &vc]
+        .iter()
+        .any(|b| !b.device_ptr().is_multiple_of(16))
+    {
+        return bad("the query rows and caches must start on 16 bytes".into());
     }
     macro_rules! head {
         ($d:literal) => {
             // SAFETY: every index the kernel computes is in bounds of what
-            // it indexes. Query row `b × stride + h × dim + at` (+ V), with
-            // `b < rows`, `h < heads` and `at + V <= dim`: below `rows ×
-            // stride` as `stride >= heads × dim`. Cache row `((b × ctx + t)
-            // × kv_heads + g) × dim + at` with `t < ctx` and `g = h / (heads
-            // / kv_heads) < kv_heads` (the heads a multiple of the KV
-            // heads): below `rows × ctx × kv_heads × dim`. Partials at
-            // `block × (dim + 2) + i`, `i < dim + 2`: below `blocks × (dim +
-            // 2)`. None of these wraps in u32 (checked above). Shared
-            // memory: scores at `t - first < chunk <= 2048` and the sums at
-            // `warp × dim + d < warps × dim <= 2048`, both by the kernel's
-            // own `kernel_assert!`s, which an unchecked launch keeps. The
-            // kernel computes `splits` as here, so `b`, `h` and the split
-            // follow from the grid checked above.
+            // it indexes, from the checks above (all in u128, of the u32
+            // values the kernel gets, so none of its u32 products wraps:
+            // each is at most one of the three sizes checked). Query row
+            // `b × stride + h × dim + at` (+ V), with `b < rows`, `h <
+            // heads` and `at + V <= dim`: below `rows × stride` as `stride
+            // >= heads × dim`; 16-byte aligned as the buffer's start and
+            // `stride` are. Cache row `((b × ctx + t) × kv_heads + g) × dim +
+            // at` with `t < ctx` and `g = h / (heads / kv_heads) < kv_heads`
+            // (the heads a multiple of the KV heads): below `rows × ctx ×
+            // kv_heads × dim`, aligned as `dim` is a multiple of V.
+            // Partials at `block × (dim + 2) + i`, `i < dim + 2`: below
+            // `blocks × (dim + 2)`. The kernel's `splits` is this one
+            // (`ctx + chunk - 1` cannot wrap: `ctx` is at most 2^27 by the
+            // cache's size), so `b`, `h` and the split follow from the grid
+            // of whole rows checked above. Shared memory: scores at `t -
+            // first < chunk <= 2048` and the sums at `warp × dim + d <
+            // warps × dim <= 2048`, checked above and again by the kernel's
+            // own `kernel_assert!`s, which an unchecked launch keeps.
             unsafe {
                 attention_split::launch_unchecked::<T, V, $d>(
-                    c,
-                    cfg,
-                    qkv,
-                    kc,
-                    vc,
-                    part,
-                    stride as u32,
-                    heads as u32,
-                    kv_heads as u32,
-                    ctx as u32,
-                    chunk as u32,
-                    scale,
+                    c, cfg, &qkv, &kc, &vc, &mut part, stride, heads, kv_heads, ctx, chunk, scale,
                 )
             }
         };
@@ -919,6 +946,15 @@ pub fn combine(
     dim: usize,
     splits: usize,
 ) -> Result<()> {
+    if !(1..=256).contains(&splits) || dim == 0 || !dim.is_multiple_of(32) {
+        return Err(c.error(
+            symm::ErrorKind::InvalidArgument,
+            format!(
+                "attention_combine: {splits} splits (1 to 256) of heads of {dim} (a multiple \
+                 of 32)"
+            ),
+        ));
+    }
     let warps = splits.clamp(1, 16);
     let cfg = cfg(LaunchConfig::linear(
         (pairs * dim.div_ceil(32)) as u32,
@@ -1237,11 +1273,11 @@ pub fn run_main(args: Args) -> i32 {
         eprintln!("--cublas: no GPU, so no cuBLAS: the projections run symm's GEMV kernels");
     }
     if let Some(n) = args.attention_chunk {
-        if !(4..=2048).contains(&n) || args.ctx.div_ceil(n) > 256 {
+        if !(4..=2048).contains(&n) || s.ctx.div_ceil(n) > 256 {
             eprintln!(
                 "--attention-chunk {n}: expected 4 to 2048 positions, at most 256 blocks a head \
                  (a context of {})",
-                args.ctx
+                s.ctx
             );
             return 2;
         }
