@@ -466,7 +466,7 @@ fn tp_decode_norms_match_a_host_reference() {
 #[test]
 fn tp_decode_attention_matches_a_host_reference() {
     use rand::{Rng, SeedableRng};
-    use symm::{bf16, run, CommOptions, LaunchConfig};
+    use symm::{bf16, run, CommOptions};
     if !tier::quick() {
         return;
     }
@@ -521,9 +521,9 @@ fn tp_decode_attention_matches_a_host_reference() {
             let mut out = c.device_buffer_from(&vec![bf16::NAN; rows * heads * dim])?;
             tp_decode::split(
                 c,
-                LaunchConfig::linear((rows * heads * splits) as u32, threads),
                 [&q, &k, &v],
                 &mut part,
+                (rows, threads),
                 [stride, heads, kv_heads, dim, ctx, chunk],
                 scale,
             )?;
@@ -570,7 +570,7 @@ fn tp_decode_attention_matches_a_host_reference() {
 /// wrap a u32 index or divide by zero if launched.
 #[test]
 fn tp_decode_split_refuses_what_it_cannot_prove_in_bounds() {
-    use symm::{bf16, run, CommOptions, ErrorKind, LaunchConfig};
+    use symm::{bf16, run, CommOptions, ErrorKind};
     if !tier::quick() {
         return;
     }
@@ -597,40 +597,35 @@ fn tp_decode_split_refuses_what_it_cannot_prove_in_bounds() {
         let short = c.device_buffer::<bf16>(cache - 1)?;
         let mut part = c.device_buffer::<f32>(blocks * (dim + 2))?;
         let mut few = c.device_buffer::<f32>(blocks * (dim + 2) - 1)?;
-        let cfg = |n: usize| LaunchConfig::linear(n as u32, 128);
         let mut out = Vec::new();
         let mut case = |what: &str, r: symm::Result<()>| {
             out.push((what.to_string(), r.map_err(|e| (e.kind(), e.to_string()))));
         };
-        let split = |cf, [q, k, v]: [&symm::DeviceBuffer<bf16>; 3], p: &mut _, a| {
-            tp_decode::split(c, cf, [q, k, v], p, a, 0.1)
+        let split = |shape, [q, k, v]: [&symm::DeviceBuffer<bf16>; 3], p: &mut _, a| {
+            tp_decode::split(c, [q, k, v], p, shape, a, 0.1)
         };
-        case("good", split(cfg(blocks), [&q, &k, &v], &mut part, good));
+        let at = (rows, 128u32);
+        case("good", split(at, [&q, &k, &v], &mut part, good));
         case(
             "short query rows",
-            split(cfg(blocks), [&short_q, &k, &v], &mut part, good),
+            split(at, [&short_q, &k, &v], &mut part, good),
         );
-        case(
-            "short keys",
-            split(cfg(blocks), [&q, &short, &v], &mut part, good),
-        );
-        case(
-            "short values",
-            split(cfg(blocks), [&q, &k, &short], &mut part, good),
-        );
-        case(
-            "few partials",
-            split(cfg(blocks), [&q, &k, &v], &mut few, good),
-        );
-        case(
-            "one block more",
-            split(cfg(blocks + 1), [&q, &k, &v], &mut part, good),
-        );
+        case("short keys", split(at, [&q, &short, &v], &mut part, good));
+        case("short values", split(at, [&q, &k, &short], &mut part, good));
+        case("few partials", split(at, [&q, &k, &v], &mut few, good));
         case(
             "a row more",
-            split(cfg(blocks + 8), [&q, &k, &v], &mut part, good),
+            split((rows + 1, 128), [&q, &k, &v], &mut part, good),
         );
-        case("no blocks", split(cfg(0), [&q, &k, &v], &mut part, good));
+        case("no rows", split((0, 128), [&q, &k, &v], &mut part, good));
+        case(
+            "65536 rows",
+            split((65536, 128), [&q, &k, &v], &mut part, good),
+        );
+        case(
+            "rows past u32",
+            split((1 << 32, 128), [&q, &k, &v], &mut part, good),
+        );
         let bad = [
             ("stride below the heads", with(0, heads * dim - 8)),
             ("stride not whole vectors", with(0, stride + 1)),
@@ -647,32 +642,19 @@ fn tp_decode_split_refuses_what_it_cannot_prove_in_bounds() {
             ("chunk 2^32 + 8", with(5, (1 << 32) + 8)),
         ];
         for (what, a) in bad {
-            case(what, split(cfg(blocks), [&q, &k, &v], &mut part, a));
+            case(what, split(at, [&q, &k, &v], &mut part, a));
         }
-        // 2^27 splits a head: a grid of 2 rows of them, whose cache would
-        // be past u32.
-        let long = with(4, 1 << 30);
+        // 2^27 splits a head, whose cache would be past u32.
         case(
             "a cache past u32",
-            split(cfg(2 << 29), [&q, &k, &v], &mut part, long),
+            split(at, [&q, &k, &v], &mut part, with(4, 1 << 30)),
         );
-        let shaped = |grid: (u32, u32, u32), block: (u32, u32, u32)| LaunchConfig {
-            grid,
-            block,
-            ..cfg(blocks)
-        };
-        let b = blocks as u32;
-        for (what, cf) in [
-            ("a 2-D grid", shaped((b, 2, 1), (128, 1, 1))),
-            ("a 2-D block", shaped((b, 1, 1), (64, 2, 1))),
-            ("48 threads", shaped((b, 1, 1), (48, 1, 1))),
-            ("no threads", shaped((b, 1, 1), (0, 1, 1))),
-            (
-                "too many warps for the head",
-                shaped((b, 1, 1), (4096, 1, 1)),
-            ),
+        for (what, threads) in [
+            ("48 threads", 48),
+            ("no threads", 0),
+            ("too many warps for the head", 4096),
         ] {
-            case(what, split(cf, [&q, &k, &v], &mut part, good));
+            case(what, split((rows, threads), [&q, &k, &v], &mut part, good));
         }
         // A view one element in: its 16-byte loads would be misaligned.
         let r = {
@@ -680,7 +662,7 @@ fn tp_decode_split_refuses_what_it_cannot_prove_in_bounds() {
             let bb = c.bind("big", &big)?;
             // (Long enough for every part: only its start is wrong.)
             let off = bb.sub(1..cache + 1).expect("in range");
-            tp_decode::split(c, cfg(blocks), [&off, &off, &off], &mut part, good, 0.1)
+            tp_decode::split(c, [&off, &off, &off], &mut part, at, good, 0.1)
         };
         case("misaligned rows", r);
         c.synchronize()?;

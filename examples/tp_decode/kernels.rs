@@ -254,12 +254,13 @@ pub fn kv_write<T: Scalar>(
 }
 
 /// Single-query attention, split over the context (flash-decoding): block
-/// (row, query head, split) scores the row's query against the cached keys
-/// of its KV head (`heads / kv_heads` query heads share one) at positions
-/// `split × chunk ..`, and leaves in `part` its softmax partials: the
-/// scores' maximum, the sum of their exponentials, and the
-/// exponential-weighted sum of the values (`D + 2` floats, heads of `D`).
-/// [`attention_combine`] merges the splits.
+/// (split, query head, row) of a grid (splits, heads, rows) scores the
+/// row's query against the cached keys of its KV head (`heads / kv_heads`
+/// query heads share one) at positions `split × chunk ..`, and leaves in
+/// `part` its softmax partials: the scores' maximum, the sum of their
+/// exponentials, and the exponential-weighted sum of the values (`D + 2`
+/// floats, heads of `D`, at `((row × heads + head) × splits + split) × (D
+/// + 2)`). [`attention_combine`] merges the splits.
 ///
 /// Each lane reads one 16-byte vector of a key or value row (`V`
 /// elements), so `D / V` lanes cover a row and a warp reads `32 ×
@@ -302,11 +303,17 @@ pub fn attention_split<T: Scalar, const V: usize, const D: usize>(
         "attention_split: a chunk of at most 2048 positions, whole warps, and warps × dim at most 2048"
     );
     let ppw = 32u32 / lpp;
-    let splits = (ctx + chunk - 1) / chunk;
-    let bh = block_idx_x() / splits;
-    let split = block_idx_x() % splits;
-    let b = bh / heads;
-    let h = bh % heads;
+    // Block (split, head, row) of a grid (splits, heads, rows): no
+    // division by the split count or the heads (NOTES v52: the kernel is
+    // bound by issue, and a u32 division is some 20 instructions).
+    let splits = grid_dim_x();
+    let split = block_idx_x();
+    let h = block_idx_y();
+    let b = block_idx_z();
+    kernel_assert!(
+        split * chunk < ctx && h < heads,
+        "attention_split: a grid of (splits, heads, rows), each split starting inside the context"
+    );
     let g = h / (heads / kv_heads);
     let q = b * stride + h * dim;
     let warp = thread_idx_x() / 32;
@@ -385,7 +392,7 @@ pub fn attention_split<T: Scalar, const V: usize, const D: usize>(
         }
     }
     sync_threads();
-    let out_at = block_idx_x() * (dim + 2);
+    let out_at = ((b * heads + h) * splits + split) * (dim + 2);
     if thread_idx_x() == 0 {
         part[out_at] = top;
         part[out_at + 1] = total;

@@ -708,9 +708,9 @@ impl Model {
             if run(Kernel::AttentionSplit) {
                 split(
                     c,
-                    pdl(c, LaunchConfig::linear((b * nh * splits) as u32, threads)),
                     [&self.qkv, &lay.kc, &lay.vc],
                     &mut self.part,
+                    (b, threads),
                     [stride, nh, nkv, d, s.ctx, chunk],
                     1.0 / (d as f32).sqrt(),
                 )?;
@@ -790,10 +790,11 @@ impl Model {
     }
 }
 
-/// Launches [`attention_split`] with `cfg` for heads of `dim` (32, 64,
-/// 128 or 256: the kernel's `D`) over the query, key and value rows
-/// `[qkv, kc, vc]`, with `[stride, heads, kv_heads, dim, ctx, chunk]` as
-/// the kernel takes them.
+/// Launches [`attention_split`] over `rows` rows in blocks of `threads`
+/// (a grid of (splits, heads, rows), with PDL where the comm's options
+/// ask for it) for heads of `dim` (32, 64, 128 or 256: the kernel's `D`)
+/// over the query, key and value rows `[qkv, kc, vc]`, with `[stride,
+/// heads, kv_heads, dim, ctx, chunk]` as the kernel takes them.
 ///
 /// Unchecked (`launch_unchecked`) once the arguments are checked here
 /// against every index the kernel computes: the checked launch's bounds
@@ -802,9 +803,9 @@ impl Model {
 /// could not take in bounds is an `InvalidArgument` error here.
 pub fn split(
     c: &Comm,
-    cfg: LaunchConfig,
     [qkv, kc, vc]: [&(impl DeviceSlice<T> + ?Sized); 3],
     part: &mut (impl DeviceSlice<f32> + ?Sized),
+    (rows, threads): (usize, u32),
     args: [usize; 6],
     scale: f32,
 ) -> Result<()> {
@@ -839,23 +840,24 @@ pub fn split(
             "{heads} query heads over {kv_heads} KV heads: not a multiple"
         ));
     }
-    let threads = cfg.block.0;
-    if cfg.grid.1 != 1 || cfg.grid.2 != 1 || cfg.block.1 != 1 || cfg.block.2 != 1 {
-        return bad("a grid and block in x only".into());
-    }
     if threads == 0 || !threads.is_multiple_of(32) || w(threads / 32) * w(dim) > 2048 {
         return bad(format!(
             "{threads} threads a block: whole warps, and warps × {dim} at most 2048"
         ));
     }
     let splits = w(ctx).div_ceil(w(chunk));
-    let (blocks, per_row) = (w(cfg.grid.0), w(heads) * splits);
-    if blocks == 0 || blocks % per_row != 0 {
+    let Ok(rows) = u32::try_from(rows) else {
+        return bad(format!("{rows} rows: past u32"));
+    };
+    let rows = w(rows);
+    // (A grid's y and z are at most 65535.)
+    if rows == 0 || rows > 65535 || w(heads) > 65535 || splits > w(u32::MAX >> 1) {
         return bad(format!(
-            "{blocks} blocks: a block a (row, head, split), {per_row} a row"
+            "a grid of {splits} splits, {heads} heads and {rows} rows: none 0, the heads and \
+             rows at most 65535"
         ));
     }
-    let rows = blocks / per_row;
+    let blocks = splits * w(heads) * rows;
     // 16-byte loads of each row: a stride of whole vectors, from buffers
     // that start on a vector.
     if w(stride) < w(heads) * w(dim) || !stride.is_multiple_of(V as u32) {
@@ -896,6 +898,11 @@ pub fn split(
     {
         return bad("the query rows and caches must start on 16 bytes".into());
     }
+    let cfg = LaunchConfig {
+        grid: (splits as u32, heads, rows as u32),
+        ..LaunchConfig::linear(1, threads)
+    };
+    let cfg = if c.options().pdl { cfg.with_pdl() } else { cfg };
     macro_rules! head {
         ($d:literal) => {
             // SAFETY: every index the kernel computes is in bounds of what
@@ -909,11 +916,11 @@ pub fn split(
             // at` with `t < ctx` and `g = h / (heads / kv_heads) < kv_heads`
             // (the heads a multiple of the KV heads): below `rows × ctx ×
             // kv_heads × dim`, aligned as `dim` is a multiple of V.
-            // Partials at `block × (dim + 2) + i`, `i < dim + 2`: below
-            // `blocks × (dim + 2)`. The kernel's `splits` is this one
-            // (`ctx + chunk - 1` cannot wrap: `ctx` is at most 2^27 by the
-            // cache's size), so `b`, `h` and the split follow from the grid
-            // of whole rows checked above. Shared memory: scores at `t -
+            // Partials at `((b × heads + h) × splits + split) × (dim + 2) +
+            // i`, `i < dim + 2`: below `blocks × (dim + 2)`, from the grid
+            // built here: `split < splits`, `h < heads`, `b < rows` (and
+            // `split × chunk < ctx`, which the kernel asserts, cannot wrap:
+            // `ctx` is at most 2^27 by the cache's size). Shared memory: scores at `t -
             // first < chunk <= 2048` and the sums at `warp × dim + d <
             // warps × dim <= 2048`, checked above and again by the kernel's
             // own `kernel_assert!`s, which an unchecked launch keeps.
