@@ -470,11 +470,16 @@ fn tp_decode_attention_matches_a_host_reference() {
     if !tier::quick() {
         return;
     }
+    // On a GPU where the GPU suite runs (SYMM_KERNEL_TESTS_ON=gpu), as
+    // compiled by NVRTC; else on the emulator.
+    let Some(ranks) = targets::ranks(1) else {
+        return;
+    };
     let (rows, heads, kv_heads) = (2usize, 4usize, 2usize);
     let seed: u64 = rand::random();
-    // (dim, ctx, chunk, the split kernel's threads): 2 to 8 rows a warp
+    // (dim, ctx, chunk, the split kernel's threads): 1 to 8 rows a warp
     // step, a block's rows in 1 to 8 steps, and the merge's splits a warp
-    // (`L`) 1, 2, 4, 8 and 16 among them (1, 3, 5, 25, 40, 75 and 130
+    // (`L`) 1, 2, 4, 8 and 16 among them (1, 3, 5, 19, 25, 40, 75 and 130
     // splits).
     for (dim, ctx, chunk, threads) in [
         (32usize, 37usize, 8usize, 128u32),
@@ -505,12 +510,7 @@ fn tp_decode_attention_matches_a_host_reference() {
         );
         let scale = 1.0 / (dim as f32).sqrt();
         let splits = ctx.div_ceil(chunk);
-        // On a GPU where the GPU suite runs (SYMM_KERNEL_TESTS_ON=gpu), as
-        // compiled by NVRTC; else on the emulator.
-        let Some(ranks) = targets::ranks(1) else {
-            return;
-        };
-        let got = run(ranks, CommOptions::default(), |c| {
+        let got = run(ranks.clone(), CommOptions::default(), |c| {
             let (q, k, v) = (
                 c.device_buffer_from(&qkv)?,
                 c.device_buffer_from(&kc)?,
@@ -527,7 +527,7 @@ fn tp_decode_attention_matches_a_host_reference() {
                 [stride, heads, kv_heads, dim, ctx, chunk],
                 scale,
             )?;
-            tp_decode::combine(c, |cfg| cfg, &part, &mut out, rows * heads, dim, splits)?;
+            tp_decode::combine(c, &part, &mut out, rows * heads, dim, splits)?;
             c.synchronize()?;
             out.to_host()
         })

@@ -716,15 +716,7 @@ impl Model {
                 )?;
             }
             if run(Kernel::AttentionCombine) {
-                combine(
-                    c,
-                    |cfg| pdl(c, cfg),
-                    &self.part,
-                    &mut self.att,
-                    b * nh,
-                    d,
-                    splits,
-                )?;
+                combine(c, &self.part, &mut self.att, b * nh, d, splits)?;
             }
             if run(Kernel::Output) {
                 gemm(
@@ -809,12 +801,7 @@ pub fn split(
     args: [usize; 6],
     scale: f32,
 ) -> Result<()> {
-    let bad = |what: String| {
-        Err(c.error(
-            symm::ErrorKind::InvalidArgument,
-            format!("attention_split: {what}"),
-        ))
-    };
+    let bad = |what: String| Err(refuse(c, "attention_split", what));
     // Every argument as the kernel takes it, and the sizes computed from
     // them in u128: what is checked here is what the kernel computes.
     let Some(&[stride, heads, kv_heads, dim, ctx, chunk]) = args
@@ -898,11 +885,13 @@ pub fn split(
     {
         return bad("the query rows and caches must start on 16 bytes".into());
     }
-    let cfg = LaunchConfig {
-        grid: (splits as u32, heads, rows as u32),
-        ..LaunchConfig::linear(1, threads)
-    };
-    let cfg = if c.options().pdl { cfg.with_pdl() } else { cfg };
+    let cfg = pdl(
+        c,
+        LaunchConfig {
+            grid: (splits as u32, heads, rows as u32),
+            ..LaunchConfig::linear(1, threads)
+        },
+    );
     macro_rules! head {
         ($d:literal) => {
             // SAFETY: every index the kernel computes is in bounds of what
@@ -920,10 +909,11 @@ pub fn split(
             // i`, `i < dim + 2`: below `blocks × (dim + 2)`, from the grid
             // built here: `split < splits`, `h < heads`, `b < rows` (and
             // `split × chunk < ctx`, which the kernel asserts, cannot wrap:
-            // `ctx` is at most 2^27 by the cache's size). Shared memory: scores at `t -
-            // first < chunk <= 2048` and the sums at `warp × dim + d <
-            // warps × dim <= 2048`, checked above and again by the kernel's
-            // own `kernel_assert!`s, which an unchecked launch keeps.
+            // `ctx` is at most 2^27 by the cache's size). Shared memory:
+            // scores at `t - first < chunk <= 2048` and the sums at `warp ×
+            // dim + d < warps × dim <= 2048`, checked above and again by
+            // the kernel's own `kernel_assert!`s, which an unchecked launch
+            // keeps.
             unsafe {
                 attention_split::launch_unchecked::<T, V, $d>(
                     c, cfg, &qkv, &kc, &vc, &mut part, stride, heads, kv_heads, ctx, chunk, scale,
@@ -942,11 +932,10 @@ pub fn split(
 /// Launches [`attention_combine`] over `pairs` (row, query head) pairs of
 /// heads of `dim`, each of `splits` splits (1 to 256): a block a pair and
 /// 32 dimensions, a warp a split up to 16 warps, and `L` the least power
-/// of two of splits a warp that covers them. `cfg` adds to the launch
-/// (PDL).
+/// of two of splits a warp that covers them; with PDL where the comm's
+/// options ask for it.
 pub fn combine(
     c: &Comm,
-    cfg: impl FnOnce(LaunchConfig) -> LaunchConfig,
     part: &(impl DeviceSlice<f32> + ?Sized),
     out: &mut (impl DeviceSlice<T> + ?Sized),
     pairs: usize,
@@ -954,19 +943,17 @@ pub fn combine(
     splits: usize,
 ) -> Result<()> {
     if !(1..=256).contains(&splits) || dim == 0 || !dim.is_multiple_of(32) {
-        return Err(c.error(
-            symm::ErrorKind::InvalidArgument,
-            format!(
-                "attention_combine: {splits} splits (1 to 256) of heads of {dim} (a multiple \
-                 of 32)"
-            ),
+        return Err(refuse(
+            c,
+            "attention_combine",
+            format!("{splits} splits (1 to 256) of heads of {dim} (a multiple of 32)"),
         ));
     }
     let warps = splits.clamp(1, 16);
-    let cfg = cfg(LaunchConfig::linear(
-        (pairs * dim.div_ceil(32)) as u32,
-        32 * warps as u32,
-    ));
+    let cfg = pdl(
+        c,
+        LaunchConfig::linear((pairs * dim.div_ceil(32)) as u32, 32 * warps as u32),
+    );
     macro_rules! splits_a_warp {
         ($l:literal) => {
             attention_combine::launch::<T, $l>(c, cfg, part, out, dim as u32, splits as u32)
@@ -979,6 +966,15 @@ pub fn combine(
         8 => splits_a_warp!(8),
         _ => splits_a_warp!(16),
     }
+}
+
+/// The error of a launch helper (`split`, `combine`) whose arguments its
+/// kernel could not take: `kernel` and `what`, on this rank.
+fn refuse(c: &Comm, kernel: &str, what: String) -> symm::Error {
+    c.error(
+        symm::ErrorKind::InvalidArgument,
+        format!("{kernel}: {what}"),
+    )
 }
 
 /// `rms_norm`'s and `add_rms_norm`'s grid for `b` rows of `h`: a block a
