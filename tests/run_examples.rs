@@ -460,7 +460,7 @@ fn tp_decode_norms_match_a_host_reference() {
 /// and value rows a step in 16-byte vectors, then the merge of the
 /// splits) against a host reference in f64 on random data: two rows,
 /// grouped KV heads, a context the chunk does not divide, at head sizes
-/// of 32 and 128 (4 and 16 lanes a row) and at several splits. The
+/// of 32 to 256 (4 to 32 lanes a row), several splits and block sizes. The
 /// example's own check compares against a world-1 run of the same
 /// kernels, which would share a mistake of theirs.
 #[test]
