@@ -249,8 +249,9 @@ fn tp_decode_gemv_matches_a_host_reference() {
                 }};
             }
             // (Every form the example's rule picks, `Form::for_rows`: 2
-            // rows a warp with 16, 8 or 4 vectors at batch 1, 8 or 4 at
-            // batches 2 to 4, 4 at 5 to 8; and others the kernels take.)
+            // rows a warp with 16, 8 or 4 vectors at batch 1, 8, 4 or
+            // (SwiGLU's) 2 at batches 2 to 4, 4 or 2 at 5 to 8; and others
+            // the kernels take.)
             match m {
                 1 => {
                     form!(1, 2, 16, 2, 16);
@@ -263,18 +264,19 @@ fn tp_decode_gemv_matches_a_host_reference() {
                     form!(2, 2, 8, 2, 8);
                     form!(2, 2, 16, 4, 4);
                     form!(2, 1, 16, 2, 16);
-                    form!(2, 2, 4, 2, 4);
+                    form!(2, 2, 4, 2, 2);
                 }
                 3 => {
                     form!(3, 2, 8, 2, 8);
                     form!(3, 1, 8, 4, 4);
-                    form!(3, 2, 4, 2, 4);
+                    form!(3, 2, 4, 2, 2);
                 }
                 5 => {
                     form!(5, 2, 4, 2, 4);
+                    form!(5, 2, 2, 2, 2);
                 }
                 _ => {
-                    form!(8, 2, 4, 2, 4);
+                    form!(8, 2, 4, 2, 2);
                     form!(8, 2, 2, 4, 2);
                 }
             }

@@ -252,21 +252,29 @@ impl Form {
 
     /// The form for `rows` weight rows of `k` at a batch of `m` (a
     /// SwiGLU's rows: its gate and up rows), from `--profile` on an H200
-    /// (NOTES v47): two rows a warp, and the largest power of two `u` (2 to
-    /// 16) with fewer vectors in flight a lane the more warps there are (at
-    /// most 8 from 2048 rows and 4 from 6144: registers spent on loads in
-    /// flight are warps that cannot be resident), a step of at most the row
-    /// (`32 × u` vectors), and the step's vectors of w and x in registers
-    /// without spilling (`(r + m) × u × V` at most 384: at batch 2, 2 × 16
-    /// took 255 registers and spilled).
+    /// (NOTES v47, v54): two rows a warp, and the largest power of two `u`
+    /// (2 to 16) with fewer vectors in flight a lane the more warps there
+    /// are (at most 8 from 2048 rows and 4 from 6144, halved again from 2048
+    /// rows at batches past 1: registers spent on loads in flight are warps
+    /// that cannot be resident), a step of at most the row (`32 × u`
+    /// vectors), and the step's vectors of w and x in registers (`(r + m) ×
+    /// u × V` at most 384 below 2048 rows, where the warps are few, and 192
+    /// from 2048: at batch 2, 2 × 16 took 255 registers and spilled, and at
+    /// batch 8 the 2 × 4 form took 1.4 times 2 × 2's time on gate/up and
+    /// down).
     fn for_rows(m: usize, rows: usize, k: usize) -> Form {
         let r = 2;
+        let few = rows < 2048;
         let mut u = match rows {
             0..2048 => 16,
             2048..6144 => 8,
             _ => 4,
         };
-        while u > 2 && (32 * u > k / V || (r + m) * u * V > 384) {
+        if !few && m > 1 {
+            u /= 2;
+        }
+        let cap = if few { 384 } else { 192 };
+        while u > 2 && (32 * u > k / V || (r + m) * u * V > cap) {
             u /= 2;
         }
         Form { r, u }
