@@ -167,7 +167,7 @@ symm::check_kernels!(
     tp_decode::kernels::gemv_xwt::<symm::bf16, 8, 8, 2, 4>,
     tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 1, 2, 8>,
     tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 1, 2, 4>,
-    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 8, 2, 4>,
+    tp_decode::kernels::gemv_swiglu::<symm::bf16, 8, 8, 2, 2>,
     ping_pong::ping_pong,
     bench_moe::copy_rows,
     moe_layer::gate_topk,
@@ -249,9 +249,9 @@ fn tp_decode_gemv_matches_a_host_reference() {
                 }};
             }
             // (Every form the example's rule picks, `Form::for_rows`: 2
-            // rows a warp with 16, 8 or 4 vectors at batch 1, 8, 4 or
-            // (SwiGLU's) 2 at batches 2 to 4, 4 or 2 at 5 to 8; and others
-            // the kernels take.)
+            // rows a warp with 16, 8, 4 or 2 vectors at batch 1, 8, 4 or 2
+            // at batches 2 to 4, 4 or 2 at 5 to 8, in both kernels; and
+            // others the kernels take.)
             match m {
                 1 => {
                     form!(1, 2, 16, 2, 16);
@@ -259,17 +259,20 @@ fn tp_decode_gemv_matches_a_host_reference() {
                     form!(1, 2, 4, 4, 2);
                     form!(1, 1, 16, 2, 4);
                     form!(1, 1, 2, 2, 2);
+                    form!(1, 2, 2, 2, 2);
                 }
                 2 => {
                     form!(2, 2, 8, 2, 8);
                     form!(2, 2, 16, 4, 4);
                     form!(2, 1, 16, 2, 16);
                     form!(2, 2, 4, 2, 2);
+                    form!(2, 2, 2, 2, 4);
                 }
                 3 => {
                     form!(3, 2, 8, 2, 8);
                     form!(3, 1, 8, 4, 4);
                     form!(3, 2, 4, 2, 2);
+                    form!(3, 2, 2, 2, 4);
                 }
                 5 => {
                     form!(5, 2, 4, 2, 4);

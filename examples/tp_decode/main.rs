@@ -254,14 +254,14 @@ impl Form {
     /// SwiGLU's rows: its gate and up rows), from `--profile` on an H200
     /// (NOTES v47, v54): two rows a warp, and the largest power of two `u`
     /// (2 to 16) with fewer vectors in flight a lane the more warps there
-    /// are (at most 8 from 2048 rows and 4 from 6144, halved again from 2048
-    /// rows at batches past 1: registers spent on loads in flight are warps
-    /// that cannot be resident), a step of at most the row (`32 × u`
-    /// vectors), and the step's vectors of w and x in registers (`(r + m) ×
-    /// u × V` at most 384 below 2048 rows, where the warps are few, and 192
-    /// from 2048: at batch 2, 2 × 16 took 255 registers and spilled, and at
-    /// batch 8 the 2 × 4 form took 1.4 times 2 × 2's time on gate/up and
-    /// down).
+    /// are (at batch 1 at most 8 from 2048 rows and 4 from 6144; past it 4
+    /// and 2: registers spent on loads in flight are warps that cannot be
+    /// resident), a step of at most the row (`32 × u` vectors), and the
+    /// step's vectors of w and x in registers (`(r + m) × u × V` elements at
+    /// most 384 below 2048 rows, where the warps are few, and 192 from 2048,
+    /// which at batch 1 never binds: at batch 2, 2 × 16 took 255 registers
+    /// and spilled, and at batch 8 the 2 × 4 form took 1.4 times 2 × 2's
+    /// time on gate/up and down).
     fn for_rows(m: usize, rows: usize, k: usize) -> Form {
         let r = 2;
         let few = rows < 2048;
