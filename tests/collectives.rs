@@ -1063,7 +1063,10 @@ fn sub_range_copies<T: CopyElem>(world: usize, n: usize, k: usize, j: usize) {
 }
 
 /// Collectives on sub-ranges at every offset class, 4- and 8-byte types,
-/// on both paths (the root calls always pull).
+/// on both paths (the root calls always pull). The small sizes take every
+/// pair of offsets; 1031 elements (vectors and a rest) one pair of each
+/// kind, both aligned, both off, and the two off by different amounts
+/// (CI's time: the small sizes already cover every pair).
 #[test]
 fn collectives_on_sub_ranges_at_any_offset() {
     for world in WORLDS {
@@ -1071,9 +1074,13 @@ fn collectives_on_sub_ranges_at_any_offset() {
             if !tier::runs(quick(world, n) && n < 1031) {
                 continue;
             }
+            let large = n == 1031;
             for path in [CollectivePath::Ll, CollectivePath::Pull] {
                 on_path(Some(path), || {
                     for (k, j) in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 3), (3, 2)] {
+                        if large && !matches!((k, j), (0, 0) | (1, 1) | (2, 3)) {
+                            continue;
+                        }
                         sub_range_case::<i32>(world, n, k, j);
                         sub_range_case::<f32>(world, n, k, j);
                         if k < 2 && j < 2 {
@@ -1082,6 +1089,9 @@ fn collectives_on_sub_ranges_at_any_offset() {
                         }
                     }
                     for (k, j) in [(0, 0), (1, 0), (0, 3), (5, 7), (15, 1), (9, 9)] {
+                        if large && !matches!((k, j), (0, 0) | (9, 9) | (5, 7)) {
+                            continue;
+                        }
                         sub_range_copies::<u8>(world, n, k, j);
                         sub_range_copies::<bf16>(world, n, k, j);
                     }

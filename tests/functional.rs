@@ -1620,7 +1620,9 @@ fn deterministic_mode_gives_the_same_bits_everywhere() {
             deterministic_case::<f32>(world, &quick);
             deterministic_case::<symm::bf16>(world, &quick);
         }
-        if tier::runs(false) && world != 3 {
+        // (The larger sizes at 2 and 8 ranks: 4 lies between, for CI's
+        // time.)
+        if tier::runs(false) && (world == 2 || world == 8) {
             deterministic_case::<f32>(world, &more);
             deterministic_case::<symm::bf16>(world, &more);
         }

@@ -948,7 +948,9 @@ fn back_to_back_steps_need_no_host_sync() {
                 back_to_back_on::<bf16>(2, 10, mode, true);
             }
         }
-        for world in [3, 4, 8] {
+        // (3 ranks, not a power of two, and 8, the most; 4 lies between,
+        // for CI's time.)
+        for world in [3, 8] {
             back_to_back::<f32>(world, 100);
         }
     }
